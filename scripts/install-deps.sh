@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs every Debian package fluxtrain needs to build, test and run the demo.
+# Idempotent: packages already present are skipped; nothing is done when all are present.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  g++ cmake ninja-build make pkg-config git
+  # libraries (the field's own)
+  libopenmpi-dev openmpi-bin libdnnl-dev libopenblas-dev
+  libsentencepiece-dev sentencepiece libssl-dev libcurl4-openssl-dev
+  libcpp-httplib-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # oracle tests: PyTorch and NumPy from Debian
+  python3 python3-torch python3-numpy python3-venv python3-pip
+  # built-in corpus: English and Russian manual pages, rendered by groff
+  manpages manpages-dev manpages-ru man-db groff-base
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

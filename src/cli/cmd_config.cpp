@@ -1,0 +1,32 @@
+// fluxtrain config — prints the resolved configuration (or every key) without training.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+
+#include "cli/command.h"
+#include "config/config.h"
+
+namespace {
+
+int run_config(int argc, char** argv) {
+  CLI::App app{"Print the resolved configuration as JSON, or list every key"};
+  std::string path;
+  std::vector<std::string> sets;
+  bool keys = false;
+  app.add_option("--config", path, "TOML file");
+  app.add_option("--set", sets, "override KEY=VALUE (repeatable)");
+  app.add_flag("--keys", keys, "list every key with its default and meaning");
+  CLI11_PARSE(app, argc, argv);
+  if (keys) {
+    std::fputs(ft::describe_config_keys().c_str(), stdout);
+    return 0;
+  }
+  ft::Config cfg = ft::load_config(path, sets);
+  std::printf("%s\n", cfg.to_json().dump(2).c_str());
+  return 0;
+}
+
+ft::cli::Register reg("config", "print the resolved configuration or list every key", run_config);
+
+}  // namespace

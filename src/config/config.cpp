@@ -1,0 +1,119 @@
+#include "config/config.h"
+
+#include <nlohmann/json.hpp>
+#include <toml++/toml.h>
+
+#include <filesystem>
+#include <map>
+
+#include "util/config_binder.h"
+#include "util/error.h"
+
+namespace ft {
+
+void Config::bind(ConfigBinder& b) {
+  model.bind(b);
+  train.bind(b);
+  optim.bind(b);
+  data.bind(b);
+  parallel.bind(b);
+}
+
+void Config::validate() const {
+  model.validate();
+  train.validate();
+  optim.validate();
+  data.validate();
+  parallel.validate();
+}
+
+nlohmann::json Config::to_json() {
+  ConfigBinder b;
+  bind(b);
+  return b.to_json();
+}
+
+namespace {
+
+using KeyValues = std::vector<std::pair<std::string, ConfigValue>>;
+
+void flatten(const toml::table& t, const std::string& prefix, const std::string& file, KeyValues& out) {
+  for (auto&& [k, node] : t) {
+    std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    if (auto* sub = node.as_table()) {
+      flatten(*sub, key, file, out);
+    } else if (auto v = node.value<bool>(); node.is_boolean()) {
+      out.emplace_back(key, *v);
+    } else if (node.is_integer()) {
+      out.emplace_back(key, *node.value<int64_t>());
+    } else if (node.is_floating_point()) {
+      out.emplace_back(key, *node.value<double>());
+    } else if (node.is_string()) {
+      out.emplace_back(key, *node.value<std::string>());
+    } else {
+      throw Error(fmt::format("{}: key '{}' has an unsupported value type (arrays and dates are not config values)",
+                              file, key),
+                  "use a number, string or boolean");
+    }
+  }
+}
+
+}  // namespace
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  KeyValues file_kv;
+  if (!path.empty()) {
+    if (!std::filesystem::exists(path)) {
+      throw Error(fmt::format("config file {} does not exist", path),
+                  "pass --config FILE (configs/tiny.toml is a small example)");
+    }
+    toml::table t;
+    try {
+      t = toml::parse_file(path);
+    } catch (const toml::parse_error& e) {
+      const auto& src = e.source();
+      throw Error(fmt::format("{}:{}:{}: invalid TOML: {}", path, src.begin.line, src.begin.column,
+                              e.description()));
+    }
+    flatten(t, "", path, file_kv);
+  }
+  KeyValues set_kv;
+  for (const auto& o : overrides) {
+    auto eq = o.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw Error(fmt::format("--set {}: expected KEY=VALUE", o), "for example --set train.steps=100");
+    }
+    set_kv.emplace_back(o.substr(0, eq), parse_config_value(o.substr(eq + 1)));
+  }
+
+  // The preset decides the model's starting shape, whatever order keys come in.
+  std::string preset = "tiny";
+  for (auto* kv : {&file_kv, &set_kv})
+    for (auto& [k, v] : *kv)
+      if (k == "model.preset") {
+        if (auto* s = std::get_if<std::string>(&v)) preset = *s;
+        else throw Error(fmt::format("model.preset = {} must be a string", config_value_to_string(v)));
+      }
+
+  Config cfg;
+  cfg.model = model_preset(preset);
+  ConfigBinder b;
+  cfg.bind(b);
+  for (auto& [k, v] : file_kv) b.set(k, v, path);
+  for (auto& [k, v] : set_kv) b.set(k, v, "--set");
+  cfg.validate();
+  return cfg;
+}
+
+std::string describe_config_keys() {
+  Config cfg;
+  ConfigBinder b;
+  cfg.bind(b);
+  std::string out;
+  for (const auto& k : b.keys()) {
+    out += fmt::format("{:<28} = {:<14} # {}\n", k, config_value_to_string(b.get(k)), b.doc(k));
+  }
+  return out;
+}
+
+}  // namespace ft

@@ -1,0 +1,42 @@
+// Config: everything one TOML file (plus --set overrides) describes about a run. Each section
+// is a small component config with defaults, bind() and validate(); this file only gathers them.
+//
+//   Config cfg = load_config("configs/tiny.toml", {"train.steps=50", "parallel.dp=2"});
+//
+// Order of application: the model preset (model.preset, from --set or the file), then every
+// key of the file, then every --set override; finally each section validates itself.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <string>
+#include <vector>
+
+#include "data/data_config.h"
+#include "dist/parallel_config.h"
+#include "model/model_config.h"
+#include "train/train_config.h"
+
+namespace ft {
+
+class ConfigBinder;
+
+struct Config {
+  ModelConfig model;
+  TrainConfig train;
+  OptimConfig optim;
+  DataConfig data;
+  ParallelConfig parallel;
+
+  void bind(ConfigBinder& b);
+  void validate() const;
+  nlohmann::json to_json();
+};
+
+// path may be empty (defaults + overrides only). Throws ft::Error naming the file/key.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides);
+
+// Every key with its type-free current default and documentation, one per line.
+std::string describe_config_keys();
+
+}  // namespace ft

@@ -1,0 +1,26 @@
+// DataConfig (data.*): where training tokens come from.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ft {
+
+class ConfigBinder;
+
+enum class DataSource : uint8_t {
+  kSynthetic = 0,  // a deterministic, learnable sequence task (no files)
+  kTokenFile = 1,  // a flat file of uint16 or uint32 token ids
+};
+
+struct DataConfig {
+  DataSource source = DataSource::kSynthetic;
+  std::string path;                 // token file (source = "tokens")
+  std::string token_dtype = "u16";  // "u16" or "u32" for a flat token file
+  double val_fraction = 0.05;       // tail of a token file held out for validation
+
+  void bind(ConfigBinder& b);
+  void validate() const;
+};
+
+}  // namespace ft

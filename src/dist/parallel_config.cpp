@@ -1,0 +1,19 @@
+#include "dist/parallel_config.h"
+
+#include "util/config_binder.h"
+#include "util/error.h"
+
+namespace ft {
+
+void ParallelConfig::bind(ConfigBinder& b) {
+  b.add("parallel.dp", &dp, "data-parallel degree");
+  b.add("parallel.tp", &tp, "tensor-parallel degree");
+  b.add("parallel.pp", &pp, "pipeline-parallel degree");
+}
+
+void ParallelConfig::validate() const {
+  if (dp <= 0 || tp <= 0 || pp <= 0)
+    throw Error(fmt::format("parallel degrees must be positive: dp = {}, tp = {}, pp = {}", dp, tp, pp));
+}
+
+}  // namespace ft

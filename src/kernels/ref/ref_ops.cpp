@@ -1,0 +1,109 @@
+// ft::ref — the float instantiations of the reference kernels (ref_impl.h), plus the ops that
+// have no gradient (elementwise helpers, AdamW).
+#include <cmath>
+
+#include "kernels/ops.h"
+#include "kernels/ref/ref_impl.h"
+#include "tensor/dtype.h"
+
+namespace ft::ref {
+
+namespace {
+// Rounds to bf16 and back: what a bf16 GEMM input holds.
+std::vector<float> round_bf16(const float* x, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(f32_to_bf16(x[i]));
+  return out;
+}
+}  // namespace
+
+void matmul(float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, bool trans_a,
+            bool trans_b, float beta, Precision precision) {
+  if (precision == Precision::kBF16) {
+    auto a = round_bf16(A, M * K), b = round_bf16(B, K * N);
+    return ref_impl::matmul(C, a.data(), b.data(), M, N, K, trans_a, trans_b, beta);
+  }
+  ref_impl::matmul(C, A, B, M, N, K, trans_a, trans_b, beta);
+}
+
+void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t N, int64_t C,
+                       int64_t v0, int64_t V) {
+  ref_impl::embedding_forward(out, tokens, table, N, C, v0, V);
+}
+void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t N, int64_t C,
+                        int64_t v0, int64_t V) {
+  ref_impl::embedding_backward(dtable, dout, tokens, N, C, v0, V);
+}
+void rmsnorm_forward(float* out, float* rstd, const float* x, const float* weight, int64_t N, int64_t C,
+                     float eps) {
+  ref_impl::rmsnorm_forward(out, rstd, x, weight, N, C, eps);
+}
+void rmsnorm_backward(float* dx, float* dweight, const float* dout, const float* x, const float* weight,
+                      const float* rstd, int64_t N, int64_t C) {
+  ref_impl::rmsnorm_backward(dx, dweight, dout, x, weight, rstd, N, C);
+}
+void rope_forward(float* qkv, const float* cos, const float* sin, int64_t B, int64_t T, int64_t H,
+                  int64_t Hkv, int64_t D, int64_t pos0) {
+  ref_impl::rope_apply(qkv, cos, sin, B, T, H, Hkv, D, pos0, 1.0f);
+}
+void rope_backward(float* dqkv, const float* cos, const float* sin, int64_t B, int64_t T, int64_t H,
+                   int64_t Hkv, int64_t D, int64_t pos0) {
+  ref_impl::rope_apply(dqkv, cos, sin, B, T, H, Hkv, D, pos0, -1.0f);
+}
+void rope_tables(float* cos, float* sin, int64_t max_pos, int64_t D, float theta) {
+  ref_impl::rope_tables(cos, sin, max_pos, D, theta);
+}
+void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t H,
+                       int64_t Hkv, int64_t D) {
+  ref_impl::attention_forward(out, lse, qkv, B, T, H, Hkv, D);
+}
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                        const float* lse, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D) {
+  ref_impl::attention_backward(dqkv, dout, qkv, out, lse, B, T, H, Hkv, D);
+}
+void swiglu_forward(float* out, const float* gate_up, int64_t N, int64_t F) {
+  ref_impl::swiglu_forward(out, gate_up, N, F);
+}
+void swiglu_backward(float* dgate_up, const float* dout, const float* gate_up, int64_t N, int64_t F) {
+  ref_impl::swiglu_backward(dgate_up, dout, gate_up, N, F);
+}
+void xent_forward(float* loss, float* lse, const float* logits, const int32_t* targets, int64_t N,
+                  int64_t V) {
+  ref_impl::xent_forward(loss, lse, logits, targets, N, V);
+}
+void xent_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
+                   int64_t N, int64_t V, float scale) {
+  ref_impl::xent_backward(dlogits, logits, lse, targets, N, V, scale);
+}
+
+void add_inplace(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+void scale_inplace(float* y, float a, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] *= a;
+}
+double sum_squares(const float* x, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
+}
+
+void adamw_step(float* param, float* m, float* v, uint16_t* param_bf16, const float* grad, int64_t n,
+                float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
+                float grad_scale) {
+  float bc1 = 1.0f - std::pow(beta1, static_cast<float>(step));
+  float bc2 = 1.0f - std::pow(beta2, static_cast<float>(step));
+  float step_size = lr / bc1;
+  float bc2_sqrt = std::sqrt(bc2);
+  for (int64_t i = 0; i < n; ++i) {
+    float g = grad[i] * grad_scale;
+    m[i] = beta1 * m[i] + (1.0f - beta1) * g;
+    v[i] = beta2 * v[i] + (1.0f - beta2) * g * g;
+    param[i] *= 1.0f - lr * weight_decay;
+    float denom = std::sqrt(v[i]) / bc2_sqrt + eps;
+    param[i] -= step_size * m[i] / denom;
+    if (param_bf16) param_bf16[i] = f32_to_bf16(param[i]);
+  }
+}
+
+}  // namespace ft::ref

@@ -1,0 +1,168 @@
+#include "util/config_binder.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "util/error.h"
+#include "util/strings.h"
+
+namespace ft {
+
+std::string config_value_to_string(const ConfigValue& v) {
+  return std::visit(
+      [](const auto& x) -> std::string {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, bool>) return x ? "true" : "false";
+        else if constexpr (std::is_same_v<T, std::string>) return "\"" + x + "\"";
+        else return fmt::format("{}", x);
+      },
+      v);
+}
+
+ConfigValue parse_config_value(const std::string& raw) {
+  std::string text(trim(raw));
+  if (text == "true") return true;
+  if (text == "false") return false;
+  if (text.size() >= 2 && (text.front() == '"' || text.front() == '\'') && text.back() == text.front())
+    return text.substr(1, text.size() - 2);
+  {
+    std::string t = text;
+    std::erase(t, '_');
+    char* end = nullptr;
+    errno = 0;
+    long long i = std::strtoll(t.c_str(), &end, 10);
+    if (!t.empty() && end == t.c_str() + t.size() && errno == 0) return int64_t{i};
+    double d = std::strtod(t.c_str(), &end);
+    if (!t.empty() && end == t.c_str() + t.size()) return d;
+  }
+  return text;
+}
+
+std::string ConfigBinder::join_quoted(const std::vector<std::string>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", \"" : "\"") + v[i] + "\"";
+  return out;
+}
+
+void ConfigBinder::bad_value(const std::string& key, const ConfigValue& v,
+                             const std::string& expected, const std::string& origin) {
+  throw Error(fmt::format("{}: {} = {} is not valid: expected {}", origin, key,
+                          config_value_to_string(v), expected),
+              fmt::format("set it in the config file or with --set {}=VALUE", key));
+}
+
+template <typename T>
+void ConfigBinder::add_number(const std::string& key, T* p, const std::string& doc,
+                              const char* type) {
+  Entry e;
+  e.doc = doc;
+  e.type = type;
+  e.set = [p, key, type](const ConfigValue& v, const std::string& origin) {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (auto* d = std::get_if<double>(&v)) {
+        *p = static_cast<T>(*d);
+        return;
+      }
+      if (auto* i = std::get_if<int64_t>(&v)) {
+        *p = static_cast<T>(*i);
+        return;
+      }
+    } else {
+      if (auto* i = std::get_if<int64_t>(&v)) {
+        if (*i < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+            (*i > 0 && static_cast<uint64_t>(*i) > static_cast<uint64_t>(std::numeric_limits<T>::max())))
+          bad_value(key, v, fmt::format("{} in range", type), origin);
+        *p = static_cast<T>(*i);
+        return;
+      }
+    }
+    bad_value(key, v, type, origin);
+  };
+  e.get = [p]() -> ConfigValue {
+    if constexpr (std::is_floating_point_v<T>) return static_cast<double>(*p);
+    else return static_cast<int64_t>(*p);
+  };
+  entries_[key] = std::move(e);
+}
+
+void ConfigBinder::add(const std::string& key, int* p, const std::string& doc) {
+  add_number(key, p, doc, "an integer");
+}
+void ConfigBinder::add(const std::string& key, int64_t* p, const std::string& doc) {
+  add_number(key, p, doc, "an integer");
+}
+void ConfigBinder::add(const std::string& key, uint64_t* p, const std::string& doc) {
+  add_number(key, p, doc, "a non-negative integer");
+}
+void ConfigBinder::add(const std::string& key, double* p, const std::string& doc) {
+  add_number(key, p, doc, "a number");
+}
+void ConfigBinder::add(const std::string& key, float* p, const std::string& doc) {
+  add_number(key, p, doc, "a number");
+}
+
+void ConfigBinder::add(const std::string& key, bool* p, const std::string& doc) {
+  Entry e;
+  e.doc = doc;
+  e.type = "true or false";
+  e.set = [p, key](const ConfigValue& v, const std::string& origin) {
+    if (auto* b = std::get_if<bool>(&v)) *p = *b;
+    else bad_value(key, v, "true or false", origin);
+  };
+  e.get = [p]() -> ConfigValue { return *p; };
+  entries_[key] = std::move(e);
+}
+
+void ConfigBinder::add(const std::string& key, std::string* p, const std::string& doc) {
+  Entry e;
+  e.doc = doc;
+  e.type = "a string";
+  e.set = [p](const ConfigValue& v, const std::string&) { *p = std::visit([](const auto& x) {
+      using T = std::decay_t<decltype(x)>;
+      if constexpr (std::is_same_v<T, std::string>) return x;
+      else return config_value_to_string(x);
+    }, v); };
+  e.get = [p]() -> ConfigValue { return *p; };
+  entries_[key] = std::move(e);
+}
+
+void ConfigBinder::set(const std::string& key, const ConfigValue& v, const std::string& origin) {
+  auto it = entries_.find(key);
+  if (it == entries_.end()) {
+    std::string near = closest_match(key, keys());
+    throw Error(fmt::format("{}: unknown config key '{}'", origin, key),
+                near.empty() ? "see `fluxtrain config --keys`"
+                             : fmt::format("did you mean '{}'? (`fluxtrain config --keys` lists all)", near));
+  }
+  it->second.set(v, origin);
+}
+
+ConfigValue ConfigBinder::get(const std::string& key) const {
+  auto it = entries_.find(key);
+  FT_CHECK(it != entries_.end(), "no config key {}", key);
+  return it->second.get();
+}
+
+const std::string& ConfigBinder::doc(const std::string& key) const { return entries_.at(key).doc; }
+
+std::vector<std::string> ConfigBinder::keys() const {
+  std::vector<std::string> out;
+  for (auto& [k, e] : entries_) out.push_back(k);
+  return out;
+}
+
+nlohmann::json ConfigBinder::to_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (auto& [k, e] : entries_) {
+    auto parts = split(k, '.');
+    nlohmann::json* node = &j;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) node = &(*node)[parts[i]];
+    std::visit([&](const auto& x) { (*node)[parts.back()] = x; }, e.get());
+  }
+  return j;
+}
+
+}  // namespace ft

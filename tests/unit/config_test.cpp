@@ -1,0 +1,69 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "config/config.h"
+#include "util/error.h"
+
+namespace ft {
+namespace {
+
+std::string write_tmp(const std::string& text) {
+  auto p = std::filesystem::temp_directory_path() / ("ft_cfg_" + std::to_string(::getpid()) + ".toml");
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+std::string error_of(const std::string& file, const std::vector<std::string>& sets) {
+  try {
+    load_config(file, sets);
+  } catch (const Error& e) {
+    return std::string(e.what()) + " | " + e.hint();
+  }
+  return "";
+}
+
+TEST(Config, PresetThenFileThenOverrides) {
+  auto f = write_tmp("[model]\npreset = \"llama-20m\"\nn_layers = 3\n[train]\nsteps = 7\n");
+  Config c = load_config(f, {"train.steps=9", "optim.lr=1e-4"});
+  EXPECT_EQ(c.model.dim, 384);
+  EXPECT_EQ(c.model.n_layers, 3);
+  EXPECT_EQ(c.train.steps, 9);
+  EXPECT_DOUBLE_EQ(c.optim.lr, 1e-4);
+}
+
+TEST(Config, UnknownKeyNamesClosest) {
+  auto f = write_tmp("[model]\nn_layer = 3\n");
+  std::string e = error_of(f, {});
+  EXPECT_NE(e.find("unknown config key 'model.n_layer'"), std::string::npos) << e;
+  EXPECT_NE(e.find("model.n_layers"), std::string::npos) << e;
+  EXPECT_NE(error_of("", {"train.step=3"}).find("train.steps"), std::string::npos);
+}
+
+TEST(Config, ShapesThatDoNotDivideNameBothNumbers) {
+  std::string e = error_of("", {"model.n_heads=4", "model.n_kv_heads=3"});
+  EXPECT_NE(e.find("n_heads = 4"), std::string::npos) << e;
+  EXPECT_NE(e.find("n_kv_heads = 3"), std::string::npos) << e;
+  e = error_of("", {"model.dim=100", "model.n_heads=3", "model.n_kv_heads=1"});
+  EXPECT_NE(e.find("dim = 100"), std::string::npos) << e;
+  EXPECT_NE(e.find("n_heads = 3"), std::string::npos) << e;
+}
+
+TEST(Config, WrongTypeAndBadEnum) {
+  EXPECT_NE(error_of("", {"train.steps=abc"}).find("expected an integer"), std::string::npos);
+  EXPECT_NE(error_of("", {"train.precision=fp8"}).find("\"bf16\""), std::string::npos);
+}
+
+TEST(Config, PresetsHaveLlamaShapes) {
+  ModelConfig m = model_preset("llama2-7b");
+  EXPECT_EQ(m.dim, 4096);
+  EXPECT_EQ(m.ffn_dim, 11008);
+  EXPECT_NEAR(static_cast<double>(m.num_params()), 6.74e9, 0.01e9);
+  EXPECT_NEAR(static_cast<double>(model_preset("llama2-13b").num_params()), 13.0e9, 0.05e9);
+  EXPECT_NEAR(static_cast<double>(model_preset("llama2-70b").num_params()), 68.98e9, 0.05e9);
+  EXPECT_THROW(model_preset("llama3"), Error);
+}
+
+}  // namespace
+}  // namespace ft
