@@ -1,0 +1,55 @@
+// The trainer's view of data: a DataLoader hands this rank its share of each global batch.
+//
+// Sample addressing: the global batch of step k holds global samples [k·B, (k+1)·B) (B =
+// train.batch_size); data-parallel rank r of R takes the contiguous slice
+// [k·B + r·B/R, k·B + (r+1)·B/R). Each sample is seq_len + 1 tokens: inputs are tokens
+// [0, seq_len), targets tokens [1, seq_len]. A loader's whole state is LoaderState, so resume
+// (also under another R) continues the same global order.
+//
+//   auto loader = make_loader(cfg.data, cfg.train, cfg.model.vocab_size, rank, world, Split::kTrain);
+//   Batch b = loader->next();                       // this rank's sequences of the next step
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/data_config.h"
+#include "train/train_config.h"
+
+namespace ft {
+
+enum class Split : uint8_t { kTrain = 0, kValidation = 1 };
+
+struct Batch {
+  int64_t batch = 0;            // sequences
+  int64_t seq_len = 0;
+  std::vector<int32_t> tokens;  // (batch, seq_len + 1)
+  const int32_t* sequence(int64_t i) const { return tokens.data() + i * (seq_len + 1); }
+};
+
+struct LoaderState {
+  int64_t next_sample = 0;  // global index of the first sample of the next global batch
+  int64_t epoch = 0;
+};
+
+class DataLoader {
+ public:
+  virtual ~DataLoader() = default;
+  // This rank's sequences of the next global batch.
+  virtual Batch next() = 0;
+  virtual LoaderState state() const = 0;
+  virtual void restore(const LoaderState& s) = 0;
+  // Characters and bytes of text per token (for bits per character); 0 when unknown.
+  virtual double chars_per_token() const { return 0; }
+  virtual double bytes_per_token() const { return 0; }
+  virtual std::string describe() const = 0;
+};
+
+// dp_rank/dp_size: this rank's place among data-parallel replicas.
+std::unique_ptr<DataLoader> make_loader(const DataConfig& data, const TrainConfig& train,
+                                        int64_t vocab_size, int64_t dp_rank, int64_t dp_size,
+                                        Split split);
+
+}  // namespace ft

@@ -1,0 +1,15 @@
+// The built-in synthetic task: each sequence is an arithmetic progression modulo the vocabulary,
+// token_t = (start + t · stride) mod V, with start and stride drawn per sample from a hash of
+// (seed, split, sample index). A model must infer the stride from context: the loss falls
+// from ln V towards 0 as it learns, so the task is learnable yet never trivial at step 0.
+#pragma once
+
+#include <cstdint>
+
+namespace ft {
+
+// tokens: seq_len + 1 values.
+void synthetic_sample(int32_t* tokens, int64_t seq_len, int64_t vocab_size, uint64_t seed,
+                      int split, int64_t sample_index);
+
+}  // namespace ft
