@@ -113,6 +113,9 @@ std::string run_filter(const std::vector<std::string>& argv, const std::string& 
     throw Error(fmt::format("{}: cannot run {}: {}", what, argv[0], std::strerror(rc)),
                 "install groff-base (scripts/install-deps.sh)");
   }
+  // Our end of the child's stdin must not block: poll's POLLOUT only promises PIPE_BUF bytes,
+  // and a blocked write while the child waits for us to drain its stderr would deadlock.
+  ::fcntl(in_pipe[1], F_SETFL, ::fcntl(in_pipe[1], F_GETFL) | O_NONBLOCK);
   std::string out, err;
   size_t written = 0;
   pollfd fds[3] = {{in_pipe[1], POLLOUT, 0}, {out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
@@ -129,7 +132,7 @@ std::string run_filter(const std::vector<std::string>& argv, const std::string& 
     if (fds[0].fd >= 0 && (fds[0].revents & (POLLOUT | POLLERR | POLLHUP))) {
       ssize_t n = ::write(fds[0].fd, input.data() + written, std::min<size_t>(input.size() - written, 65536));
       if (n > 0) written += static_cast<size_t>(n);
-      if (n < 0 || written == input.size()) {
+      if ((n < 0 && errno != EAGAIN && errno != EINTR) || written == input.size()) {
         ::close(fds[0].fd);
         fds[0].fd = -1;
       }

@@ -8,6 +8,11 @@
 //
 //   auto loader = make_loader(cfg.data, cfg.train, cfg.model.vocab_size, rank, world, Split::kTrain);
 //   Batch b = loader->next();                       // this rank's sequences of the next step
+//
+// Sources (data.source): "synthetic", "tokens" (a flat token file), "dataset" (a directory made
+// by `fluxtrain prepare`; see data/dataset_loader.h and docs/formats.md). For a validation loader
+// pass Split::kValidation; it reads the dataset's validation split in a fixed order, so
+// restore(LoaderState{}) before each evaluation gives the same validation batches every time.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +49,12 @@ class DataLoader {
   // Characters and bytes of text per token (for bits per character); 0 when unknown.
   virtual double chars_per_token() const { return 0; }
   virtual double bytes_per_token() const { return 0; }
+  // XXH3-64 of the tokenizer model the tokens came from (0 = no tokenizer, e.g. synthetic).
+  // The trainer stores it in checkpoints and refuses to resume on a different one
+  // (check_tokenizer_hash in data/manifest.h).
+  virtual uint64_t tokenizer_hash() const { return 0; }
+  // Seconds the last next() waited for its batch (0 when it was already prefetched).
+  virtual double last_wait_s() const { return 0; }
   virtual std::string describe() const = 0;
 };
 

@@ -195,4 +195,12 @@ void DatasetManifest::check_tokenizer(const std::string& dir) const {
   }
 }
 
+void check_tokenizer_hash(uint64_t recorded, uint64_t dataset, const std::string& checkpoint) {
+  if (recorded == 0 || recorded == dataset) return;
+  throw Error(fmt::format("{}: tokenizer mismatch: the checkpoint was trained with tokenizer {}, the dataset uses {}",
+                          checkpoint, hex64(recorded), hex64(dataset)),
+              "token ids would mean different text; train from scratch or prepare the data with the checkpoint's "
+              "tokenizer (fluxtrain prepare --tokenizer MODEL)");
+}
+
 }  // namespace ft

@@ -55,4 +55,8 @@ struct DatasetManifest {
   void check_tokenizer(const std::string& dir) const;
 };
 
+// Refuses to go on when a checkpoint's recorded tokenizer differs from the dataset's
+// (recorded == 0: the checkpoint predates tokenizers or used synthetic data; accepted).
+void check_tokenizer_hash(uint64_t recorded, uint64_t dataset, const std::string& checkpoint);
+
 }  // namespace ft
