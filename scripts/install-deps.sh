@@ -12,7 +12,7 @@ PACKAGES=(
   libcpp-httplib-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # data pipeline: checksums (XXH3), Unicode NFC, gzip'd man pages; libFuzzer for the readers
-  libxxhash-dev libicu-dev zlib1g-dev clang libclang-rt-14-dev
+  libxxhash-dev xxhash libicu-dev zlib1g-dev clang libclang-rt-14-dev
   # oracle tests: PyTorch and NumPy from Debian
   python3 python3-torch python3-numpy python3-venv python3-pip
   # built-in corpus: English and Russian manual pages, rendered by groff
