@@ -104,7 +104,11 @@ std::string xml_tag(const std::string& xml, const std::string& tag, size_t from 
   size_t b = xml.find(close, a + open.size());
   if (b == std::string::npos) return "";
   if (end) *end = b + close.size();
-  return xml_unescape(xml.substr(a + open.size(), b - a - open.size()));
+  std::string text = xml.substr(a + open.size(), b - a - open.size());
+  if (text.rfind("<![CDATA[", 0) == 0 && text.size() >= 12 && text.compare(text.size() - 3, 3, "]]>") == 0) {
+    return text.substr(9, text.size() - 12);
+  }
+  return xml_unescape(text);
 }
 
 std::string strip_quotes(std::string s) {
@@ -218,7 +222,6 @@ S3Client::Response S3Client::request(const std::string& method, const std::strin
   if (path_style_) {
     path += "/" + bucket;
     if (!key.empty()) path += "/" + uri_encode(key, false);
-    else path += "/";
   } else {
     host = bucket + "." + host;
     path += "/" + uri_encode(key, false);
