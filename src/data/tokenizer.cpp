@@ -70,7 +70,8 @@ std::string train_tokenizer(const TokenizerTrainOptions& opt, const LineSource& 
   auto st = sentencepiece::SentencePieceTrainer::Train(kw, &it, &model);
   if (!st.ok()) {
     throw Error(fmt::format("tokenizer training failed: {}", st.ToString()),
-                "a smaller --vocab-size, or more text, usually fixes this");
+                "the vocabulary must exceed the text's distinct characters + 259 byte/special pieces, and a "
+                "small text cannot fill a large one: adjust --vocab-size");
   }
   return model;
 }
