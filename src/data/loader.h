@@ -58,6 +58,13 @@ class DataLoader {
   virtual std::string describe() const = 0;
 };
 
+// Validation metrics from a mean loss in nats per token (point 5 of the data issue):
+//   val_bpc = bits_per_char(val_loss, val_loader->chars_per_token())   (0 when unknown)
+inline double bits_per_token(double nats_per_token) { return nats_per_token / 0.6931471805599453; }
+inline double bits_per_char(double nats_per_token, double chars_per_token) {
+  return chars_per_token > 0 ? bits_per_token(nats_per_token) / chars_per_token : 0;
+}
+
 // dp_rank/dp_size: this rank's place among data-parallel replicas.
 std::unique_ptr<DataLoader> make_loader(const DataConfig& data, const TrainConfig& train,
                                         int64_t vocab_size, int64_t dp_rank, int64_t dp_size,

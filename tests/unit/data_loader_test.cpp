@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <set>
@@ -195,6 +196,9 @@ TEST_F(LoaderTest, ValidationIsFixedAndRepeatable) {
   EXPECT_DOUBLE_EQ(v.chars_per_token(), 4.0);
   EXPECT_DOUBLE_EQ(v.bytes_per_token(), 5.0);
   EXPECT_NE(v.tokenizer_hash(), 0u);
+  // 4 characters per token: a loss of 4·ln 2 nats/token is 4 bits/token, 1 bit/character.
+  EXPECT_DOUBLE_EQ(bits_per_char(4 * std::log(2.0), v.chars_per_token()), 1.0);
+  EXPECT_DOUBLE_EQ(bits_per_char(1.0, 0.0), 0.0);
   // Validation samples come from validation shards.
   for (int64_t i = 0; i < a.batch; ++i) {
     auto loc = v.plan().locate(i);
