@@ -86,7 +86,7 @@ StepStats Trainer::step() {
   double loss_sum = forward_backward_micro_batches(batch);
   s.loss = loss_sum / static_cast<double>(cfg_.train.batch_size * cfg_.train.seq_len);
   if (!std::isfinite(s.loss)) {
-    throw Error(fmt::format("loss is {} at step {}", s.loss, step_ + 1),
+    throw Error(fmt::format("loss is {} at step {}", std::isnan(s.loss) ? "NaN" : "Inf", step_ + 1),
                 "lower optim.lr, enable optim.grad_clip, or check the data; the run stopped before the update");
   }
   s.grad_norm = std::sqrt(grad_sum_squares(params_->grad_arena(), params_->size()));
