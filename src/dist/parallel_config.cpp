@@ -18,6 +18,8 @@ void ParallelConfig::bind(ConfigBinder& b) {
               {"powersgd", GradCompression::kPowerSGD}},
              "gradient compression on the data-parallel wire");
   b.add("parallel.powersgd_rank", &powersgd_rank, "rank of PowerSGD's low-rank approximation");
+  b.add("parallel.powersgd_warmup_steps", &powersgd_warmup_steps,
+        "optimizer steps with uncompressed gradients before PowerSGD starts");
 }
 
 void ParallelConfig::validate() const {
@@ -28,6 +30,8 @@ void ParallelConfig::validate() const {
   if (zero < 0 || zero > 3)
     throw Error(fmt::format("parallel.zero = {} is not a ZeRO stage", zero), "use 0 (off), 1, 2 or 3");
   if (!(bucket_mb > 0)) throw Error(fmt::format("parallel.bucket_mb = {} must be > 0", bucket_mb));
+  if (powersgd_warmup_steps < 0)
+    throw Error(fmt::format("parallel.powersgd_warmup_steps = {} must be >= 0", powersgd_warmup_steps));
   if (powersgd_rank <= 0)
     throw Error(fmt::format("parallel.powersgd_rank = {} must be positive", powersgd_rank));
 }

@@ -19,6 +19,7 @@ struct ParallelConfig {
   double bucket_mb = 25;              // gradient all-reduce bucket size (ZeRO 0)
   GradCompression grad_compression = GradCompression::kNone;
   int64_t powersgd_rank = 4;          // rank of PowerSGD's low-rank factors
+  int64_t powersgd_warmup_steps = 10; // uncompressed steps before PowerSGD starts
 
   void bind(ConfigBinder& b);
   void validate() const;

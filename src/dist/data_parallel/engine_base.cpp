@@ -19,6 +19,7 @@ void DpEngineBase::begin_step(int micro_batches) {
   micro_batches_ = micro_batches;
   micro_ = 0;
   wait_s_ = 0;
+  reducer_.set_step(opt_->steps_taken());
 }
 
 void DpEngineBase::wait_pending() {

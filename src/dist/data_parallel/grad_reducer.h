@@ -19,6 +19,8 @@ class GradReducer {
  public:
   GradReducer(Communicator& dp, const ParallelConfig& p, const ParamLayout& layout, const ShardPlan& plan);
   ~GradReducer();
+  // The optimizer step about to be reduced (PowerSGD starts after its warm-up steps).
+  void set_step(int64_t step) { step_ = step; }
 
   // In place over arena range [begin, end); `arena` is the full gradient arena.
   WorkPtr all_reduce(float* arena, int64_t begin, int64_t end);
@@ -31,7 +33,9 @@ class GradReducer {
   Wire wire_;
   const ParamLayout& layout_;
   const ShardPlan& plan_;
+  PowerSGD* active_powersgd() const { return step_ >= warmup_ ? powersgd_.get() : nullptr; }
   std::unique_ptr<PowerSGD> powersgd_;
+  int64_t warmup_ = 0, step_ = 0;
 };
 
 }  // namespace ft

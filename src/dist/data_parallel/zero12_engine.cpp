@@ -40,7 +40,7 @@ void Zero12Engine::after_backward(int u) {
   Tensor piece = pool_.acquire(plan_.piece_size(u));
   WorkPtr w = reducer_.reduce_scatter(piece.data<float>(), full.data<float>(), u);
   in_flight_.push_back({w, u, full, piece});
-  drain(2);  // bound the gradient buffers alive at once
+  drain(1);  // one reduction in flight while the next unit's backward runs
 }
 
 void Zero12Engine::drain(size_t keep) {

@@ -87,7 +87,7 @@ void Zero3Engine::after_backward(int u) {
   Tensor piece = gpool_.acquire(plan_.piece_size(u));
   WorkPtr w = reducer_.reduce_scatter(piece.data<float>(), full.data<float>(), u);
   in_flight_.push_back({w, u, full, piece});
-  drain(2);
+  drain(1);  // one reduction in flight while the next unit's backward runs
 }
 
 void Zero3Engine::drain(size_t keep) {
