@@ -38,7 +38,7 @@ inline constexpr MetricDef kLoss{"fluxtrain_loss", T::kGauge,
     "Training cross-entropy of the last step in nats per token.", ""};
 inline constexpr MetricDef kValLoss{"fluxtrain_validation_loss", T::kGauge,
     "Validation cross-entropy of the last evaluation in nats per token.", ""};
-inline constexpr MetricDef kValBpc{"fluxtrain_validation_bits_per_char", T::kGauge,
+inline constexpr MetricDef kValBpc{"fluxtrain_validation_bpc", T::kGauge,
     "Validation bits per character of the last evaluation.", ""};
 inline constexpr MetricDef kGradNorm{"fluxtrain_grad_norm", T::kGauge,
     "Global L2 norm of the gradients of the last step, before clipping.", ""};

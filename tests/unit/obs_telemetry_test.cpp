@@ -70,7 +70,7 @@ TEST_F(TelemetryTest, StepsShowOnTheEndpointWithRankLabels) {
   EXPECT_DOUBLE_EQ(value_of(t, "fluxtrain_mfu_ratio{" + L + "}"), 0.35);
   EXPECT_DOUBLE_EQ(value_of(t, "fluxtrain_data_wait_seconds_total{" + L + "}"), 0.03);
   EXPECT_EQ(value_of(t, "fluxtrain_skipped_steps_total{" + L + "}"), 1);
-  EXPECT_EQ(value_of(t, "fluxtrain_validation_bits_per_char{" + L + "}"), 1.5);
+  EXPECT_EQ(value_of(t, "fluxtrain_validation_bpc{" + L + "}"), 1.5);
   EXPECT_EQ(value_of(t, "fluxtrain_step_duration_seconds_count{" + L + "}"), 3);
   EXPECT_EQ(value_of(t, "fluxtrain_checkpoint_step{" + L + "}"), 3);
   EXPECT_EQ(value_of(t, "fluxtrain_checkpoint_failures_total{" + L + "}"), 1);
