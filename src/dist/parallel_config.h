@@ -11,6 +11,7 @@ struct ParallelConfig {
   int64_t dp = 1;  // data-parallel replicas
   int64_t tp = 1;  // tensor-parallel ranks (innermost axis)
   int64_t pp = 1;  // pipeline stages (outermost axis)
+  double collective_timeout_s = 300;  // bound on every wait for a peer
 
   void bind(ConfigBinder& b);
   void validate() const;
