@@ -35,6 +35,8 @@ ProgressLine::~ProgressLine() { finish(); }
 std::string ProgressLine::format(const ProgressStats& s, int64_t total, double eta_s) {
   std::string out = total > 0 ? fmt::format("step {}/{}", s.step, total) : fmt::format("step {}", s.step);
   out += fmt::format(" | loss {:.4f}", s.loss);
+  if (std::isfinite(s.lr)) out += fmt::format(" | lr {:.2e}", s.lr);
+  if (std::isfinite(s.grad_norm)) out += fmt::format(" | grad norm {:.3f}", s.grad_norm);
   out += fmt::format(" | {} tok/s", human_rate(s.tokens_per_s));
   if (std::isfinite(s.mfu)) out += fmt::format(" | MFU {:.1f}%", 100 * s.mfu);
   if (std::isfinite(s.step_s)) out += fmt::format(" | {:.3g} s/step", s.step_s);

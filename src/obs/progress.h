@@ -5,7 +5,7 @@
 //   for (...) progress.update({.step = s, .loss = loss, .tokens_per_s = tps, .mfu = mfu, .step_s = dt});
 //   progress.finish();
 //
-//   step 120/1000 | loss 3.2145 | 12.3k tok/s | MFU 41.2% | 0.21 s/step | ETA 3m05s
+//   step 120/1000 | loss 3.2145 | lr 3.00e-04 | grad norm 0.812 | 12.3k tok/s | MFU 41.2% | 0.21 s/step | ETA 3m05s
 #pragma once
 
 #include <cmath>
@@ -20,6 +20,8 @@ struct ProgressStats {
   double tokens_per_s = NAN;
   double mfu = NAN;           // 0..1; NaN = unknown (not shown)
   double step_s = NAN;        // wall time of this step
+  double lr = NAN;            // shown when given
+  double grad_norm = NAN;     // shown when given
 };
 
 class ProgressLine {

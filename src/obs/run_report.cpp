@@ -63,7 +63,7 @@ std::string summary_table(const std::vector<MetricsRecord>& recs) {
     int64_t at = 0;
     for (const auto& r : recs)
       if (std::isfinite(r.*f) && r.*f < b) b = r.*f, at = r.step;
-    t += row(what, std::isfinite(b) ? fmt::format("{:.4f} at step {}", b, at) : "&ndash; (no evaluation logged)");
+    t += row(what, std::isfinite(b) ? fmt::format("{:.4f} at step {}", b, at) : "&ndash; (not in metrics.jsonl)");
   };
   best(&MetricsRecord::val_loss, "best validation loss");
   best(&MetricsRecord::val_bpc, "best validation bits/char");
@@ -90,7 +90,7 @@ std::string summary_table(const std::vector<MetricsRecord>& recs) {
   t += row("time in logged steps", wall > 0 ? human_duration(wall) : "&ndash;");
   if (wall > 0) t += row("waiting for data", fmt::format("{:.1f}% of step time", 100 * wait / wall));
   if (!recs.empty() && std::isfinite(recs.back().tokens))
-    t += row("tokens (last line)", fmt::format("{:.6g}", recs.back().tokens));
+    t += row("tokens trained", fmt::format("{:.4g}M", recs.back().tokens / 1e6));
   return t + "</table>\n";
 }
 

@@ -42,14 +42,16 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
 static std::string tick_label(double v) {
   double a = std::abs(v);
   if (a == 0) return "0";
-  if (a >= 1e6 || a < 1e-3) return fmt::format("{:.3g}", v);
-  if (a >= 1e3) return fmt::format("{:.4g}", v);
+  if (a >= 1e9) return fmt::format("{:.4g}G", v / 1e9);
+  if (a >= 1e6) return fmt::format("{:.4g}M", v / 1e6);
+  if (a >= 1e4) return fmt::format("{:.4g}k", v / 1e3);
+  if (a < 1e-3) return fmt::format("{:.3g}", v);
   return fmt::format("{:.4g}", v);
 }
 
 std::string render_svg(const Plot& p) {
   const double W = p.width, H = p.height;
-  const double left = 64, right = 12, top = 28, bottom = 44;
+  const double left = 64, right = 22, top = 28, bottom = 44;
   const double pw = W - left - right, ph = H - top - bottom;
 
   double xmin = std::numeric_limits<double>::infinity(), xmax = -xmin, ymin = xmin, ymax = -xmin;
@@ -71,6 +73,8 @@ std::string render_svg(const Plot& p) {
       W, H, left, html_escape(p.title));
 
   if (!std::isfinite(xmin)) {
+    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#ccc\"/>\n", left, top,
+                     pw, ph);
     s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#888\">no data in metrics.jsonl</text>\n",
                      left + pw / 2, top + ph / 2);
     return s + "</svg>\n";
@@ -145,13 +149,17 @@ std::string render_svg(const Plot& p) {
         s += "\"/>\n";
       }
     }
-    // Legend entry.
-    double ly = top + 14 + 15 * static_cast<double>(si);
+  }
+  // Legend in the top margin, right-aligned, so it never hides the curves.
+  double lx = left + pw;
+  for (size_t si = p.series.size(); si-- > 0;) {
+    const PlotSeries& ser = p.series[si];
     std::string label = ser.name;
     if (nonfinite[si]) label += fmt::format(" ({} non-finite not shown)", nonfinite[si]);
-    s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\" stroke=\"{3}\" stroke-width=\"2\"/>"
-                     "<text x=\"{4:.1f}\" y=\"{5:.1f}\" fill=\"#222\">{6}</text>\n",
-                     left + pw - 150, ly, left + pw - 130, ser.color, left + pw - 125, ly + 4, html_escape(label));
+    lx -= 6.2 * static_cast<double>(label.size()) + 30;
+    s += fmt::format("<line x1=\"{0:.1f}\" y1=\"13\" x2=\"{1:.1f}\" y2=\"13\" stroke=\"{2}\" stroke-width=\"2\"/>"
+                     "<text x=\"{3:.1f}\" y=\"17\" fill=\"#222\">{4}</text>\n",
+                     lx, lx + 18, ser.color, lx + 22, html_escape(label));
   }
   return s + "</svg>\n";
 }

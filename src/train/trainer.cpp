@@ -7,6 +7,8 @@
 #include <thread>
 
 #include "model/activation_sizes.h"
+#include "obs/progress.h"
+#include "obs/telemetry.h"
 #include "optim/grad_clip.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -55,6 +57,10 @@ Trainer::Trainer(const Config& cfg)
   std::filesystem::create_directories(t.run_dir);
   write_file_atomic(t.run_dir + "/config.json", cfg_.to_json().dump(2) + "\n");
   metrics_ = std::make_unique<MetricsLog>(t.run_dir, true, false);
+  // Monitoring. Single process for now: rank 0 of 1 (the mesh will supply rank, local rank,
+  // dp/tp/pp coordinates and the GPU index when the trainer runs on many ranks).
+  telemetry_ = std::make_unique<obs::Telemetry>(cfg_.metrics, obs::RankInfo{}, t.run_dir, t.steps);
+  progress_ = std::make_unique<obs::ProgressLine>(t.steps, t.log_interval);
   flops_per_token_ = cfg_.model.train_flops_per_token(t.seq_len);
   log_info("model {}: {} parameters ({:.1f}M), {} layers, dim {}, {} heads ({} kv), ffn {}, vocab {}",
            cfg_.model.preset, layout_.total(), static_cast<double>(layout_.total()) / 1e6, cfg_.model.n_layers,
@@ -118,27 +124,28 @@ void Trainer::log_step(const StepStats& s) {
   nlohmann::json j = {{"step", s.step},          {"loss", s.loss},     {"lr", s.lr},
                       {"grad_norm", s.grad_norm}, {"tokens", s.tokens}, {"tokens_per_s", s.tokens_per_s},
                       {"step_s", s.step_s},      {"mfu", s.mfu},       {"data_wait_s", s.data_wait_s}};
+  telemetry_->on_step({.step = s.step, .loss = s.loss, .lr = s.lr, .grad_norm = s.grad_norm,
+                       .tokens = cfg_.train.batch_size * cfg_.train.seq_len, .tokens_per_s = s.tokens_per_s,
+                       .step_s = s.step_s, .mfu = peak_flops_ > 0 ? s.mfu : NAN, .data_wait_s = s.data_wait_s});
   const int64_t every = cfg_.train.eval_interval;
   if (every > 0 && (s.step % every == 0 || s.step == cfg_.train.steps)) {
     double val = evaluate();
     j["val_loss"] = val;
     j["val_bits_per_token"] = val / std::log(2.0);
-    if (double cpt = val_data_->chars_per_token(); cpt > 0) j["val_bpc"] = val / std::log(2.0) / cpt;
+    double bpc = NAN;
+    if (double cpt = val_data_->chars_per_token(); cpt > 0) j["val_bpc"] = bpc = val / std::log(2.0) / cpt;
+    telemetry_->on_eval(s.step, val, bpc);
     log_info("step {:>6} | validation loss {:.4f}", s.step, val);
   }
   metrics_->write(j);
-  if (s.step % cfg_.train.log_interval == 0 || s.step == cfg_.train.steps) {
-    double eta = (static_cast<double>(cfg_.train.steps - s.step)) * (now_seconds() - start_time_) /
-                 static_cast<double>(s.step);
-    log_info("step {:>6}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | mfu {:.1f}% | eta {}",
-             s.step, cfg_.train.steps, s.loss, s.lr, s.grad_norm, s.tokens_per_s, 100 * s.mfu,
-             human_duration(eta));
-  }
+  progress_->update({.step = s.step, .loss = s.loss, .tokens_per_s = s.tokens_per_s, .mfu = peak_flops_ > 0 ? s.mfu : NAN,
+                     .step_s = s.step_s, .lr = s.lr, .grad_norm = s.grad_norm});
 }
 
 void Trainer::run() {
   start_time_ = now_seconds();
   while (step_ < cfg_.train.steps) log_step(step());
+  progress_->finish();
   log_info("done: {} steps, {} tokens in {}; metrics in {}", step_, tokens_,
            human_duration(now_seconds() - start_time_), metrics_->path());
 }
