@@ -21,7 +21,7 @@ std::unique_ptr<NvmlLib> NvmlLib::open(const std::string& path_in, std::string* 
   void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* e = ::dlerror();
-    *why = fmt::format("cannot load {}: {}", path, e ? e : "unknown error");
+    *why = "no NVIDIA driver: " + (e ? std::string(e) : "cannot load " + path);  // dlerror names the file
     return nullptr;
   }
   std::unique_ptr<NvmlLib> lib(new NvmlLib());

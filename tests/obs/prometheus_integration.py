@@ -7,8 +7,11 @@ standing in for the driver so GPU series exist, each rank watching its own GPU. 
 also loads deploy/prometheus/alerts.yml, and every Grafana dashboard query is run against it.
 Finally one rank is killed and Prometheus must see its target go down.
 
-Until `fluxtrain train` serves metrics, the ranks are tests/obs/obs_demo_server (same
-obs::Telemetry); pass --train-cmd to scrape real training ranks instead.
+The two ranks are tests/obs/obs_demo_server (the same obs::Telemetry as the trainer, with
+simulated steps) because `fluxtrain train` does not run multi-rank yet. A real single-process
+`fluxtrain train` (--fluxtrain, --config) is scraped beside them: its series must carry its
+rank labels, and the loss Prometheus scraped must equal the loss the trainer wrote to
+metrics.jsonl for that step. A second `fluxtrain train` on the same port must fail naming it.
 """
 import argparse
 import json
@@ -83,12 +86,46 @@ def wait_for(what, fn, deadline):
     raise AssertionError(f"timed out waiting for {what} (last error: {last})")
 
 
+def check_train(base, run_dir, train_port, a, tmp, deadline, check):
+    """The real trainer: labels, loss equal to metrics.jsonl, validation, and a port clash."""
+    # Loss and step from one scrape (the same evaluation timestamp), at least two evaluations in.
+    def sample():
+        r = query(base, 'fluxtrain_loss{run="train_run"} and on() (fluxtrain_validation_loss{run="train_run"} > 0)')
+        st = query(base, 'fluxtrain_step{run="train_run"}')
+        return (r, st) if r and st and float(st[0]["value"][1]) >= 6 else None
+    loss, step = wait_for("fluxtrain train to be scraped past step 6", sample, deadline)
+    m = loss[0]["metric"]
+    check(m.get("rank") == "0" and m.get("dp") == "0" and m.get("instance") == f"127.0.0.1:{train_port}",
+          f"fluxtrain train series labels {dict((k, v) for k, v in m.items() if k != '__name__')}")
+    n, scraped = int(float(step[0]["value"][1])), float(loss[0]["value"][1])
+    logged = {}
+    for line in open(os.path.join(run_dir, "metrics.jsonl")):
+        j = json.loads(line)
+        logged[j["step"]] = j
+    # on_step sets the step before the loss, so a scrape in between pairs step n with loss n-1.
+    match = [k for k in (n, n - 1) if k in logged and logged[k]["loss"] == scraped]
+    check(bool(match), f"scraped loss {scraped!r} at step {n} equals metrics.jsonl's ({logged.get(n, {}).get('loss')!r})")
+    tokens = float(query(base, 'fluxtrain_tokens_total{run="train_run"}')[0]["value"][1])
+    check(tokens > 0 and tokens % 256 == 0, f"tokens_total {tokens} counts whole 8x32 batches")
+    val = float(query(base, 'fluxtrain_validation_loss{run="train_run"}')[0]["value"][1])
+    check(any(abs(j.get("val_loss", -1) - val) < 1e-12 for j in logged.values()), f"validation loss {val} is in metrics.jsonl")
+
+    # A second run on the same port: a clear error naming the port, exit code 2.
+    r = subprocess.run([a.fluxtrain, "train", "--config", a.config, "--run-dir", os.path.join(tmp, "clash"),
+                        "--set", "metrics.enabled=true", "--set", "metrics.bind_address=127.0.0.1",
+                        "--set", f"metrics.port={train_port}"], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 2 and f"port {train_port} on 127.0.0.1 is already in use" in r.stderr
+          and "hint:" in r.stderr, f"second run on port {train_port}: rc {r.returncode}, {r.stderr.strip()[-160:]!r}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--prometheus", required=True)
     ap.add_argument("--server", required=True, help="obs_demo_server binary")
     ap.add_argument("--fake-nvml", required=True)
     ap.add_argument("--deploy", required=True)
+    ap.add_argument("--fluxtrain", help="build/fluxtrain: also scrape a real `fluxtrain train`")
+    ap.add_argument("--config", help="config for --fluxtrain (configs/tiny.toml)")
     a = ap.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="ft_prom_")
@@ -114,6 +151,18 @@ def main():
             procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                                           stderr=open(os.path.join(tmp, f"rank{r}.log"), "w")))
 
+        train_port = None
+        if a.fluxtrain:
+            train_port = free_port()
+            train_dir = os.path.join(tmp, "train_run")
+            train_cmd = [a.fluxtrain, "train", "--config", a.config, "--run-dir", train_dir,
+                         "--set", "train.steps=100000", "--set", "train.eval_interval=3",
+                         "--set", "metrics.enabled=true", "--set", "metrics.bind_address=127.0.0.1",
+                         "--set", f"metrics.port={train_port}"]
+            procs.append(subprocess.Popen(train_cmd, stdout=subprocess.DEVNULL,
+                                          stderr=open(os.path.join(tmp, "train.log"), "w")))
+        targets = [f"127.0.0.1:{port}", f"127.0.0.1:{port + 1}"] + ([f"127.0.0.1:{train_port}"] if train_port else [])
+
         shutil.copy(os.path.join(a.deploy, "prometheus", "alerts.yml"), tmp)
         with open(os.path.join(tmp, "prometheus.yml"), "w") as f:
             f.write(f"""global:
@@ -123,7 +172,7 @@ rule_files: [alerts.yml]
 scrape_configs:
   - job_name: fluxtrain
     static_configs:
-      - targets: ['127.0.0.1:{port}', '127.0.0.1:{port + 1}']
+      - targets: {json.dumps(targets)}
 """)
         prom = subprocess.Popen([a.prometheus, f"--config.file={tmp}/prometheus.yml",
                                  f"--storage.tsdb.path={tmp}/data", f"--web.listen-address=127.0.0.1:{prom_port}",
@@ -134,7 +183,8 @@ scrape_configs:
         deadline = time.time() + DEADLINE_S
 
         steps = wait_for("fluxtrain_step from both ranks",
-                         lambda: (lambda r: r if len(r) == 2 else None)(query(base, "fluxtrain_step > 2")), deadline)
+                         lambda: (lambda r: r if len(r) == 2 else None)(query(base, 'fluxtrain_step{run="integ"} > 2')),
+                         deadline)
         by_rank = {s["metric"]["rank"]: s for s in steps}
         check(set(by_rank) == {"0", "1"}, f"fluxtrain_step has ranks {sorted(by_rank)}")
         for r, s in sorted(by_rank.items()):
@@ -144,11 +194,13 @@ scrape_configs:
                   f"rank {r} labels {dict((k, v) for k, v in m.items() if k != '__name__')}")
             check(m.get("instance") == f"127.0.0.1:{port + int(r)}", f"rank {r} is served on port + local rank")
 
-        up = query(base, 'up{job="fluxtrain"}')
-        check(len(up) == 2 and all(float(s["value"][1]) == 1 for s in up), "both targets up")
+        up = wait_for("every target up", lambda: (lambda r: r if len(r) == len(targets) else None)(
+            query(base, 'up{job="fluxtrain"} == 1')), deadline)
+        check(len(up) == len(targets), f"all {len(targets)} targets up")
 
         def values(expr):
-            return {s["metric"].get("rank"): float(s["value"][1]) for s in query(base, expr)}
+            return {s["metric"].get("rank"): float(s["value"][1]) for s in query(base, expr)
+                    if s["metric"].get("run", "integ") == "integ"}
 
         loss = values("fluxtrain_loss")
         check(len(loss) == 2 and all(1.5 < v < 5.6 for v in loss.values()), f"fluxtrain_loss sane: {loss}")
@@ -156,10 +208,11 @@ scrape_configs:
         check(len(tps) == 2 and all(1e5 < v < 3e5 for v in tps.values()), f"tokens/s sane: {tps}")
         tokens = values("fluxtrain_tokens_total")
         check(all(v > 0 and v % 8192 == 0 for v in tokens.values()), f"tokens_total counts whole batches: {tokens}")
-        rate = wait_for("a step rate", lambda: values("rate(fluxtrain_steps_total[5s])"), deadline)
+        rate = wait_for("a step rate", lambda: (lambda v: v if len(v) == 2 else None)(values('rate(fluxtrain_steps_total{run="integ"}[5s])')), deadline)
         check(all(5 < v < 40 for v in rate.values()), f"steps/s from a 50 ms step period: {rate}")
         p50 = wait_for("step-time quantile", lambda: values(
-            "histogram_quantile(0.5, sum by (rank, le) (rate(fluxtrain_step_duration_seconds_bucket[10s])))"), deadline)
+            'histogram_quantile(0.5, sum by (rank, le) (rate(fluxtrain_step_duration_seconds_bucket{run="integ"}[10s])))')
+            if len(values('rate(fluxtrain_steps_total{run="integ"}[10s])')) == 2 else None, deadline)
         check(all(0.02 < v < 0.2 for v in p50.values()), f"median step time from the histogram: {p50}")
         comm = values('fluxtrain_comm_bytes_total{op="all_reduce"}')
         check(len(comm) == 2 and all(v > 0 for v in comm.values()), f"all_reduce bytes: {comm}")
@@ -202,6 +255,9 @@ scrape_configs:
         # Series the simulated ranks never produce (no restarts, no fp16, no failed checkpoints) may be empty.
         print(f"     dashboard panels with an empty query: {sorted(set(empty))}")
         check(len(set(empty)) <= 4, "at most a few dashboard panels without data")
+
+        if a.fluxtrain:
+            check_train(base, os.path.join(tmp, "train_run"), train_port, a, tmp, deadline, check)
 
         # A rank dies: its target goes down.
         procs[1].send_signal(signal.SIGKILL)
