@@ -7,6 +7,7 @@
 
 #include "cli/command.h"
 #include "config/config.h"
+#include "dist/job.h"
 #include "model/activation_sizes.h"
 #include "train/trainer.h"
 #include "util/safetensors.h"
@@ -14,7 +15,8 @@
 namespace {
 
 void add_params(ft::SafetensorsWriter& w, const std::string& prefix, const ft::ParamLayout& layout,
-                const float* arena) {
+                const float* arena, bool write) {
+  if (!write) return;
   for (const auto& p : layout.specs())
     w.add(prefix + p.name, "F32", p.shape, arena + p.offset, static_cast<size_t>(p.numel()) * 4);
 }
@@ -31,13 +33,17 @@ int run_debug_state(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   ft::Config cfg = ft::load_config(config_path, sets);
-  ft::Trainer trainer(cfg);
+  ft::Job job(cfg.parallel, cfg.train.run_dir);
+  ft::Trainer trainer(cfg, job.mesh());
   auto batches = ft::make_loader(cfg.data, cfg.train, cfg.model.vocab_size, 0, 1, ft::Split::kTrain);
   const auto& layout = trainer.params().layout();
   const int64_t B = cfg.train.batch_size, T = cfg.train.seq_len, V = cfg.model.vocab_size;
 
   ft::SafetensorsWriter w;
-  add_params(w, "init.", layout, trainer.params().weight_arena());
+  const bool rank0 = job.mesh().world_rank() == 0;
+  std::vector<float> weights(static_cast<size_t>(layout.total()));
+  trainer.params().gather_weights(weights.data());
+  add_params(w, "init.", layout, weights.data(), rank0);
   std::vector<float> losses, lrs, norms;
   for (int64_t s = 1; s <= steps; ++s) {
     ft::Batch b = batches->next();
@@ -50,17 +56,18 @@ int run_debug_state(int argc, char** argv) {
       w.add("logits", "F32", {B * T, V}, logits.data(), logits.size() * 4);
     }
     ft::StepStats st = trainer.step();
-    if (s == 1) add_params(w, "grad.", layout, trainer.params().grad_arena());
+    if (s == 1 && job.mesh().world_size() == 1) add_params(w, "grad.", layout, trainer.params().grads(0), rank0);
     losses.push_back(static_cast<float>(st.loss));
     lrs.push_back(static_cast<float>(st.lr));
     norms.push_back(static_cast<float>(st.grad_norm));
   }
-  add_params(w, "final.", layout, trainer.params().weight_arena());
+  trainer.params().gather_weights(weights.data());
+  add_params(w, "final.", layout, weights.data(), rank0);
   w.add("losses", "F32", {steps}, losses.data(), losses.size() * 4);
   w.add("lrs", "F32", {steps}, lrs.data(), lrs.size() * 4);
   w.add("grad_norms", "F32", {steps}, norms.data(), norms.size() * 4);
   w.metadata("config", cfg.to_json().dump());
-  w.write(out);
+  if (rank0) w.write(out);
   return 0;
 }
 

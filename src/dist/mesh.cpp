@@ -1,5 +1,7 @@
 #include "dist/mesh.h"
 
+#include <chrono>
+
 #include "dist/mpi_comm.h"
 #include "util/error.h"
 
@@ -36,8 +38,13 @@ Mesh Mesh::create_mpi(const ParallelConfig& p, int world_rank, int world_size, c
   m.world_rank_ = world_rank;
   m.coord_ = coord_of(p, world_rank);
   const MeshCoord c = m.coord_;
-  CommOptions o{p.collective_timeout_s, board_dir};
+  CommOptions o{p.collective_timeout_s, ""};
   m.world_ = mpi_world("world", o);
+  // The arrival boards of this job live under a directory named by a nonce of rank 0's, so a
+  // later job never reads a stale board.
+  int64_t nonce = static_cast<int64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  m.world_->broadcast(&nonce, 8, 0);
+  if (!board_dir.empty()) o.board_dir = fmt::format("{}/{:x}", board_dir, nonce);
   // Ranks sharing the other two coordinates form a group; keys order them along the axis.
   m.tp_ = mpi_split(static_cast<int>(c.pp * p.dp + c.dp), static_cast<int>(c.tp), "tp", o);
   m.dp_ = mpi_split(static_cast<int>(c.pp * p.tp + c.tp), static_cast<int>(c.dp), "dp", o);

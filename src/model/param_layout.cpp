@@ -19,7 +19,7 @@ void ParamLayout::add(ParamSpec p) {
   specs_.push_back(std::move(p));
 }
 
-ParamLayout ParamLayout::llama(const ModelConfig& m) {
+ParamLayout ParamLayout::llama(const ModelConfig& m, int64_t align) {
   ParamLayout l;
   const int64_t C = m.dim, D = m.head_dim(), F = m.ffn_dim, V = m.vocab_size;
   const double std = m.init_std;
@@ -44,6 +44,7 @@ ParamLayout ParamLayout::llama(const ModelConfig& m) {
     l.add(std::move(p));
   };
   matrix("model.embed_tokens.weight", 0, {V, C}, std);
+  l.end_unit(0, align);
   for (int64_t i = 0; i < m.n_layers; ++i) {
     int u = static_cast<int>(i) + 1;
     std::string pre = "model.layers." + std::to_string(i) + ".";
@@ -56,11 +57,18 @@ ParamLayout ParamLayout::llama(const ModelConfig& m) {
     matrix(pre + "mlp.gate_proj.weight", u, {F, C}, std);
     matrix(pre + "mlp.up_proj.weight", u, {F, C}, std);
     matrix(pre + "mlp.down_proj.weight", u, {C, F}, out_std);
+    l.end_unit(u, align);
   }
   int head = static_cast<int>(m.n_layers) + 1;
   norm("model.norm.weight", head);
   if (!m.tie_embeddings) matrix("lm_head.weight", head, {V, C}, std);
+  l.end_unit(head, align);
   return l;
+}
+
+void ParamLayout::end_unit(int unit, int64_t align) {
+  total_ = (total_ + align - 1) / align * align;
+  unit_end_[static_cast<size_t>(unit)] = total_;
 }
 
 const ParamSpec& ParamLayout::at(const std::string& name) const {

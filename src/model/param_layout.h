@@ -41,13 +41,16 @@ struct ParamSpec {
 
 class ParamLayout {
  public:
-  static ParamLayout llama(const ModelConfig& cfg);
+  // unit_align: each unit's range is padded to a multiple of it (data-parallel sharding splits
+  // every unit into equal pieces, one per rank). Padding holds no parameter and stays zero.
+  static ParamLayout llama(const ModelConfig& cfg, int64_t unit_align = 1);
 
   const std::vector<ParamSpec>& specs() const { return specs_; }
   int64_t total() const { return total_; }  // elements in the arena
   int num_units() const { return static_cast<int>(unit_begin_.size()); }
   int64_t unit_begin(int u) const { return unit_begin_[static_cast<size_t>(u)]; }
-  int64_t unit_end(int u) const { return unit_end_[static_cast<size_t>(u)]; }
+  int64_t unit_end(int u) const { return unit_end_[static_cast<size_t>(u)]; }  // incl. padding
+  int64_t unit_size(int u) const { return unit_end(u) - unit_begin(u); }
   const ParamSpec& at(const std::string& name) const;
   bool has(const std::string& name) const { return index_.count(name) != 0; }
 
@@ -58,6 +61,7 @@ class ParamLayout {
 
  private:
   void add(ParamSpec p);
+  void end_unit(int unit, int64_t align);
   std::vector<ParamSpec> specs_;
   std::unordered_map<std::string, size_t> index_;
   std::vector<int64_t> unit_begin_, unit_end_;

@@ -1,6 +1,7 @@
 #include "obs/telemetry.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 
 #include "obs/gpu_sampler.h"
@@ -33,13 +34,23 @@ const char* comm_op_name(CommOp op) {
     case CommOp::kReduceScatter: return "reduce_scatter";
     case CommOp::kAllGather: return "all_gather";
     case CommOp::kBroadcast: return "broadcast";
-    case CommOp::kSend: return "send";
-    case CommOp::kRecv: return "recv";
-    case CommOp::kAllToAll: return "all_to_all";
+    case CommOp::kSendRecv: return "send_recv";
     case CommOp::kBarrier: return "barrier";
     case CommOp::kCount: break;
   }
   return "other";
+}
+
+int local_rank_from_env() {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK", "MPI_LOCALRANKID"}) {
+    const char* v = std::getenv(var);
+    if (v && *v) {
+      char* end = nullptr;
+      long r = std::strtol(v, &end, 10);
+      if (*end == '\0' && r >= 0 && r < 65536) return static_cast<int>(r);
+    }
+  }
+  return 0;
 }
 
 // Handles resolved once at construction: the hot path never looks a series up.
@@ -198,12 +209,12 @@ void Telemetry::set_checkpoint_interval_steps(int64_t steps) {
   else if (ema_step_s_ > 0) m_->ckpt_interval->set(static_cast<double>(steps) * ema_step_s_);
 }
 
-void Telemetry::comm(CommOp op, uint64_t bytes, double seconds) {
+void Telemetry::comm(CommOp op, uint64_t bytes, double seconds, int64_t calls) {
   size_t i = static_cast<size_t>(op);
   if (i >= Series::kOps) return;
   m_->comm_bytes[i]->inc(static_cast<double>(bytes));
   m_->comm_seconds[i]->inc(seconds);
-  m_->comm_ops[i]->inc();
+  m_->comm_ops[i]->inc(static_cast<double>(calls));
 }
 
 void Telemetry::set_restarts(int64_t n) {

@@ -11,7 +11,7 @@
 //     if (eval) tel.on_eval(s, val_loss, val_bpc);
 //     if (saved) tel.on_checkpoint(s, seconds, ok);
 //   }
-//   comm layer: tel.comm(obs::CommOp::kAllReduce, bytes, seconds);
+//   tel.comm(obs::CommOp::kAllReduce, bytes, seconds, calls);   // per step, from the communicator's stats
 //
 // Every series carries the constant labels run, rank, dp, tp, pp. Each rank serves its own
 // endpoint on metrics.port + local rank (docs/formats.md, "Metrics", says why). on_step and
@@ -54,8 +54,15 @@ struct StepStats {
   double loss_scale = NAN;     // fp16 dynamic loss scale; NaN = not used
 };
 
-enum class CommOp : uint8_t { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kSend, kRecv, kAllToAll, kBarrier, kCount };
+// The kinds of communication, in the order of dist/comm.h's CollKind (the trainer casts one to
+// the other; a unit test checks the names agree).
+enum class CommOp : uint8_t { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kSendRecv, kBarrier, kCount };
+inline constexpr size_t kNumCommOps = static_cast<size_t>(CommOp::kCount);
 const char* comm_op_name(CommOp op);  // "all_reduce", ...
+
+// This process's index among the ranks of its node, from the launcher's environment
+// (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, LOCAL_RANK, MPI_LOCALRANKID); 0 when absent.
+int local_rank_from_env();
 
 class Telemetry {
  public:
@@ -69,7 +76,7 @@ class Telemetry {
   void on_eval(int64_t step, double val_loss, double val_bits_per_char);
   void on_checkpoint(int64_t step, double seconds, bool ok);
   void set_checkpoint_interval_steps(int64_t steps);  // 0 = checkpoints off
-  void comm(CommOp op, uint64_t bytes, double seconds);
+  void comm(CommOp op, uint64_t bytes, double seconds, int64_t calls = 1);
   void set_restarts(int64_t n);  // times the run was resumed (from the checkpoint manifest)
 
   Registry& registry() { return *registry_; }

@@ -2,8 +2,9 @@
 // step() reads as the algorithm (get batch, forward/backward over micro-batches, reduce, clip,
 // update, log).
 //
-//   Trainer t(load_config("configs/tiny.toml", {}));
-//   t.run();                      // train.steps steps; metrics in <run_dir>/metrics.jsonl
+//   Mesh mesh = Mesh::single();            // or Mesh::create_mpi(...) under mpirun
+//   Trainer t(load_config("configs/tiny.toml", {}), mesh);
+//   t.run();                               // train.steps steps; metrics in <run_dir>/metrics.jsonl
 #pragma once
 
 #include <cstdint>
@@ -11,10 +12,11 @@
 
 #include "config/config.h"
 #include "data/loader.h"
+#include "dist/comm.h"
+#include "dist/data_parallel/param_engine.h"
+#include "dist/mesh.h"
 #include "model/activations.h"
 #include "model/llama.h"
-#include "model/param_access.h"
-#include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 #include "train/metrics_log.h"
 
@@ -32,11 +34,13 @@ struct StepStats {
   double grad_norm = 0;     // before clipping
   int64_t tokens = 0;       // cumulative training tokens
   double step_s = 0, tokens_per_s = 0, mfu = 0, data_wait_s = 0;
+  double comm_wait_s = 0;   // time the step waited for gradient communication
+  CommStats comm;           // this rank's data-parallel traffic during the step
 };
 
 class Trainer {
  public:
-  explicit Trainer(const Config& cfg);
+  Trainer(const Config& cfg, Mesh& mesh);
   ~Trainer();
 
   void run();
@@ -45,7 +49,8 @@ class Trainer {
   double evaluate();
 
   const Config& config() const { return cfg_; }
-  FlatParams& params() { return *params_; }
+  ParamEngine& params() { return *engine_; }
+  Mesh& mesh() { return mesh_; }
   Llama& model() { return *model_; }
   int64_t steps_done() const { return step_; }
 
@@ -54,17 +59,16 @@ class Trainer {
   void log_step(const StepStats& s);
 
   Config cfg_;
-  ParamLayout layout_;
-  std::unique_ptr<FlatParams> params_;
+  Mesh& mesh_;
+  std::unique_ptr<ParamEngine> engine_;
   std::unique_ptr<Llama> model_;
-  std::unique_ptr<AdamW> optimizer_;
   LrSchedule schedule_;
   std::unique_ptr<DataLoader> train_data_, val_data_;
   Activations acts_;
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<obs::Telemetry> telemetry_;  // Prometheus endpoint, GPU health, TensorBoard
   std::unique_ptr<obs::ProgressLine> progress_;
-  int64_t micro_batch_ = 0, micro_batches_ = 0;
+  int64_t local_batch_ = 0, micro_batch_ = 0, micro_batches_ = 0;
   int64_t step_ = 0, tokens_ = 0;
   double flops_per_token_ = 0, peak_flops_ = 0;
   double start_time_ = 0;

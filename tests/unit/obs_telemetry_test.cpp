@@ -7,6 +7,7 @@
 #include <set>
 
 #include "config/config.h"
+#include "dist/comm.h"
 #include "obs/metric_names.h"
 #include "obs/metrics_server.h"
 #include "obs/telemetry.h"
@@ -54,7 +55,7 @@ TEST_F(TelemetryTest, StepsShowOnTheEndpointWithRankLabels) {
   tel.on_checkpoint(3, 1.5, true);
   tel.on_checkpoint(3, 0, false);
   tel.comm(CommOp::kAllReduce, 1 << 20, 0.004);
-  tel.comm(CommOp::kAllReduce, 1 << 20, 0.006);
+  tel.comm(CommOp::kAllReduce, 1 << 20, 0.006, 3);
   tel.set_restarts(2);
 
   httplib::Client cli("127.0.0.1", tel.port());
@@ -77,7 +78,7 @@ TEST_F(TelemetryTest, StepsShowOnTheEndpointWithRankLabels) {
   EXPECT_NEAR(value_of(t, "fluxtrain_checkpoint_interval_seconds{" + L + "}"), 50 * 0.2, 1e-9);
   EXPECT_EQ(value_of(t, "fluxtrain_comm_bytes_total{" + L + ",op=\"all_reduce\"}"), 2 << 20);
   EXPECT_DOUBLE_EQ(value_of(t, "fluxtrain_comm_seconds_total{" + L + ",op=\"all_reduce\"}"), 0.01);
-  EXPECT_EQ(value_of(t, "fluxtrain_comm_operations_total{" + L + ",op=\"all_reduce\"}"), 2);
+  EXPECT_EQ(value_of(t, "fluxtrain_comm_operations_total{" + L + ",op=\"all_reduce\"}"), 4);
   EXPECT_EQ(value_of(t, "fluxtrain_restarts_total{" + L + "}"), 2);
   EXPECT_EQ(value_of(t, "fluxtrain_world_size{" + L + "}"), 8);
   EXPECT_GT(value_of(t, "fluxtrain_process_resident_memory_bytes{" + L + "}"), 0);
@@ -157,6 +158,28 @@ TEST(MetricsConfig, BoundAndValidated) {
     EXPECT_NE(std::string(e.what()).find("metrics.port = 70000"), std::string::npos);
   }
   EXPECT_THROW(load_config("", {"metrics.gpu_interval_s=-1"}), Error);
+}
+
+TEST(CommOp, MirrorsTheCommunicatorsKinds) {
+  ASSERT_EQ(kNumCommOps, kNumCollKinds);
+  for (size_t k = 0; k < kNumCollKinds; ++k)
+    EXPECT_STREQ(comm_op_name(static_cast<CommOp>(k)), coll_kind_name(static_cast<CollKind>(k)));
+}
+
+TEST(LocalRank, FromTheLaunchersEnvironment) {
+  ::unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  ::unsetenv("SLURM_LOCALID");
+  ::unsetenv("LOCAL_RANK");
+  ::unsetenv("MPI_LOCALRANKID");
+  EXPECT_EQ(local_rank_from_env(), 0);
+  ::setenv("SLURM_LOCALID", "3", 1);
+  EXPECT_EQ(local_rank_from_env(), 3);
+  ::setenv("OMPI_COMM_WORLD_LOCAL_RANK", "5", 1);
+  EXPECT_EQ(local_rank_from_env(), 5);
+  ::setenv("OMPI_COMM_WORLD_LOCAL_RANK", "x", 1);
+  EXPECT_EQ(local_rank_from_env(), 3);
+  ::unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  ::unsetenv("SLURM_LOCALID");
 }
 
 TEST(MetricNames, DocumentedInFormatsMd) {

@@ -19,7 +19,8 @@ Config tiny(std::vector<std::string> extra = {}) {
 }
 
 std::vector<double> losses(const Config& c) {
-  Trainer t(c);
+  Mesh mesh = Mesh::single();
+  Trainer t(c, mesh);
   std::vector<double> out;
   for (int i = 0; i < c.train.steps; ++i) out.push_back(t.step().loss);
   return out;
@@ -50,7 +51,8 @@ TEST(Trainer, LossFallsOnTheSyntheticTask) {
 
 TEST(Trainer, NanLossStopsNamingTheStep) {
   try {
-    Trainer t(tiny({"model.init_std=1e30"}));
+    Mesh mesh = Mesh::single();
+    Trainer t(tiny({"model.init_std=1e30"}), mesh);
     t.step();
     FAIL() << "expected an error";
   } catch (const Error& e) {
