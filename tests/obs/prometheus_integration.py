@@ -7,11 +7,13 @@ standing in for the driver so GPU series exist, each rank watching its own GPU. 
 also loads deploy/prometheus/alerts.yml, and every Grafana dashboard query is run against it.
 Finally one rank is killed and Prometheus must see its target go down.
 
-The two ranks are tests/obs/obs_demo_server (the same obs::Telemetry as the trainer, with
-simulated steps) because `fluxtrain train` does not run multi-rank yet. A real single-process
-`fluxtrain train` (--fluxtrain, --config) is scraped beside them: its series must carry its
-rank labels, and the loss Prometheus scraped must equal the loss the trainer wrote to
-metrics.jsonl for that step. A second `fluxtrain train` on the same port must fail naming it.
+Two kinds of ranks are scraped side by side by one Prometheus:
+- a real 2-rank data-parallel `fluxtrain train --nproc 2` (--fluxtrain, --config): its series
+  must carry each rank's labels, both ranks' loss must equal what rank 0 wrote to
+  metrics.jsonl for that step, and all-reduce traffic must be counted; a second run on the same
+  port must fail naming it;
+- two tests/obs/obs_demo_server ranks (the same obs::Telemetry, simulated steps) with the fake
+  NVML library, for per-rank GPU series, the temperature alarm and a rank that dies.
 """
 import argparse
 import json
@@ -87,27 +89,34 @@ def wait_for(what, fn, deadline):
 
 
 def check_train(base, run_dir, train_port, a, tmp, deadline, check):
-    """The real trainer: labels, loss equal to metrics.jsonl, validation, and a port clash."""
-    # Loss and step from one scrape (the same evaluation timestamp), at least two evaluations in.
+    """The real 2-rank trainer: labels, loss equal to metrics.jsonl, traffic, and a port clash."""
+    # Loss and step of both ranks from the same evaluation instant, a few evaluations in.
     def sample():
-        r = query(base, 'fluxtrain_loss{run="train_run"} and on() (fluxtrain_validation_loss{run="train_run"} > 0)')
-        st = query(base, 'fluxtrain_step{run="train_run"}')
-        return (r, st) if r and st and float(st[0]["value"][1]) >= 6 else None
-    loss, step = wait_for("fluxtrain train to be scraped past step 6", sample, deadline)
-    m = loss[0]["metric"]
-    check(m.get("rank") == "0" and m.get("dp") == "0" and m.get("instance") == f"127.0.0.1:{train_port}",
-          f"fluxtrain train series labels {dict((k, v) for k, v in m.items() if k != '__name__')}")
-    n, scraped = int(float(step[0]["value"][1])), float(loss[0]["value"][1])
+        loss = query(base, 'fluxtrain_loss{run="train_run"} and on(rank) (fluxtrain_validation_loss{run="train_run"} > 0)')
+        step = query(base, 'fluxtrain_step{run="train_run"}')
+        return (loss, step) if len(loss) == 2 and len(step) == 2 and min(
+            float(x["value"][1]) for x in step) >= 6 else None
+    loss, step = wait_for("both trainer ranks scraped past step 6", sample, deadline)
+    for x in sorted(loss, key=lambda x: x["metric"]["rank"]):
+        m, r = x["metric"], x["metric"]["rank"]
+        check(m.get("dp") == r and m.get("tp") == "0" and m.get("instance") == f"127.0.0.1:{train_port + int(r)}",
+              f"fluxtrain train rank {r} labels {dict((k, v) for k, v in m.items() if k != '__name__')}")
     logged = {}
     for line in open(os.path.join(run_dir, "metrics.jsonl")):
         j = json.loads(line)
         logged[j["step"]] = j
-    # on_step sets the step before the loss, so a scrape in between pairs step n with loss n-1.
-    match = [k for k in (n, n - 1) if k in logged and logged[k]["loss"] == scraped]
-    check(bool(match), f"scraped loss {scraped!r} at step {n} equals metrics.jsonl's ({logged.get(n, {}).get('loss')!r})")
-    tokens = float(query(base, 'fluxtrain_tokens_total{run="train_run"}')[0]["value"][1])
-    check(tokens > 0 and tokens % 256 == 0, f"tokens_total {tokens} counts whole 8x32 batches")
-    val = float(query(base, 'fluxtrain_validation_loss{run="train_run"}')[0]["value"][1])
+    steps = {x["metric"]["rank"]: int(float(x["value"][1])) for x in step}
+    for x in loss:
+        r = x["metric"]["rank"]
+        n, scraped = steps[r], float(x["value"][1])
+        # on_step sets the step before the loss, so a scrape in between pairs step n with loss n-1.
+        ok = any(k in logged and logged[k]["loss"] == scraped for k in (n, n - 1))
+        check(ok, f"rank {r}: scraped loss {scraped!r} at step {n} equals metrics.jsonl's ({logged.get(n, {}).get('loss')!r})")
+    tokens = [float(x["value"][1]) for x in query(base, 'fluxtrain_tokens_total{run="train_run"}')]
+    check(len(tokens) == 2 and all(t > 0 and t % 256 == 0 for t in tokens), f"tokens_total {tokens} counts 8x32 batches")
+    comm = [float(x["value"][1]) for x in query(base, 'fluxtrain_comm_bytes_total{run="train_run",op="all_reduce"}')]
+    check(len(comm) == 2 and all(c > 0 for c in comm), f"all_reduce bytes counted on both ranks: {comm}")
+    val = float(query(base, 'fluxtrain_validation_loss{run="train_run",rank="0"}')[0]["value"][1])
     check(any(abs(j.get("val_loss", -1) - val) < 1e-12 for j in logged.values()), f"validation loss {val} is in metrics.jsonl")
 
     # A second run on the same port: a clear error naming the port, exit code 2.
@@ -153,15 +162,18 @@ def main():
 
         train_port = None
         if a.fluxtrain:
-            train_port = free_port()
+            train_port = free_port_pair()
             train_dir = os.path.join(tmp, "train_run")
-            train_cmd = [a.fluxtrain, "train", "--config", a.config, "--run-dir", train_dir,
-                         "--set", "train.steps=100000", "--set", "train.eval_interval=3",
+            train_cmd = [a.fluxtrain, "train", "--config", a.config, "--run-dir", train_dir, "--nproc", "2",
+                         "--set", "parallel.dp=2", "--set", "train.steps=100000", "--set", "train.eval_interval=3",
                          "--set", "metrics.enabled=true", "--set", "metrics.bind_address=127.0.0.1",
                          "--set", f"metrics.port={train_port}"]
-            procs.append(subprocess.Popen(train_cmd, stdout=subprocess.DEVNULL,
+            # Its own process group: mpirun and both ranks are stopped together at the end.
+            procs.append(subprocess.Popen(train_cmd, stdout=subprocess.DEVNULL, start_new_session=True,
                                           stderr=open(os.path.join(tmp, "train.log"), "w")))
-        targets = [f"127.0.0.1:{port}", f"127.0.0.1:{port + 1}"] + ([f"127.0.0.1:{train_port}"] if train_port else [])
+        targets = [f"127.0.0.1:{port}", f"127.0.0.1:{port + 1}"]
+        if train_port:
+            targets += [f"127.0.0.1:{train_port}", f"127.0.0.1:{train_port + 1}"]
 
         shutil.copy(os.path.join(a.deploy, "prometheus", "alerts.yml"), tmp)
         with open(os.path.join(tmp, "prometheus.yml"), "w") as f:
@@ -268,14 +280,29 @@ scrape_configs:
     finally:
         for p in procs:
             if p.poll() is None:
-                p.terminate()
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)  # the trainer's group: mpirun and its ranks
+                except (PermissionError, ProcessLookupError):
+                    pass
+                if p.poll() is None:
+                    p.terminate()
         for p in procs:
             try:
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 p.kill()
+        # Nothing of the trainer's process group may outlive the test.
+        for p in procs:
+            for _ in range(50):
+                try:
+                    os.killpg(p.pid, 0)
+                except (ProcessLookupError, PermissionError):
+                    break
+                time.sleep(0.2)
+            else:
+                os.killpg(p.pid, signal.SIGKILL)
         if failures:
-            for name in ("rank0.log", "rank1.log", "prometheus.log"):
+            for name in ("rank0.log", "rank1.log", "train.log", "prometheus.log"):
                 path = os.path.join(tmp, name)
                 if os.path.exists(path):
                     print(f"--- {name}\n" + open(path).read()[-3000:])
