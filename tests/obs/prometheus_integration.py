@@ -119,6 +119,13 @@ def check_train(base, run_dir, train_port, a, tmp, deadline, check):
     val = float(query(base, 'fluxtrain_validation_loss{run="train_run",rank="0"}')[0]["value"][1])
     check(any(abs(j.get("val_loss", -1) - val) < 1e-12 for j in logged.values()), f"validation loss {val} is in metrics.jsonl")
 
+    # The trainer's own exposition passes Prometheus's linter.
+    promtool = shutil.which("promtool") or os.path.join(os.path.dirname(a.prometheus), "promtool")
+    with urllib.request.urlopen(f"http://127.0.0.1:{train_port + 1}/metrics", timeout=5) as resp:
+        text = resp.read()
+    lint = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True)
+    check(lint.returncode == 0, f"promtool check metrics on rank 1's exposition: {(lint.stdout + lint.stderr).decode()[-300:]!r}")
+
     # A second run on the same port: a clear error naming the port, exit code 2.
     r = subprocess.run([a.fluxtrain, "train", "--config", a.config, "--run-dir", os.path.join(tmp, "clash"),
                         "--set", "metrics.enabled=true", "--set", "metrics.bind_address=127.0.0.1",
