@@ -42,8 +42,12 @@ namespace {
 #if defined(__AVX512F__)
 using namespace attn;
 
-constexpr int64_t kBr = 64;  // queries per tile: the lanes of Sᵀ (a multiple of 16)
-constexpr int64_t kBc = 64;  // keys per tile
+#ifndef FT_ATTN_BR
+#define FT_ATTN_BR 64
+#define FT_ATTN_BC 64
+#endif
+constexpr int64_t kBr = FT_ATTN_BR;  // queries per tile: the lanes of Sᵀ (a multiple of 16)
+constexpr int64_t kBc = FT_ATTN_BC;  // keys per tile
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
@@ -68,13 +72,38 @@ struct Geometry {
   }
 };
 
+// Requests n rows of D floats at stride ld into the cache at once: rows of qkv lie pages
+// apart, where the hardware prefetchers do not follow, and copying them one by one would pay
+// the memory latency per row.
+void prefetch_rows(const float* p, int64_t ld, int64_t n, int64_t D, int hint) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t d = 0; d < D; d += 16) {
+      const char* a = reinterpret_cast<const char*>(p + i * ld + d);
+      if (hint == 0) _mm_prefetch(a, _MM_HINT_T0); else _mm_prefetch(a, _MM_HINT_T1);
+    }
+}
+
 // dst(D, kBr) = c · src(br rows of stride ld, D)ᵀ; lanes br..round16(br) zero.
 void pack_transposed(float* dst, const float* src, int64_t ld, int64_t br, int64_t D, float c) {
   const int64_t brp = round16(br);
+  prefetch_rows(src, ld, br, D, 0);
   for (int64_t d = 0; d < D; ++d)
     for (int64_t i = br; i < brp; ++i) dst[d * kBr + i] = 0.0f;
   for (int64_t i = 0; i < br; ++i)
     for (int64_t d = 0; d < D; ++d) dst[d * kBr + i] = c * src[i * ld + d];
+}
+
+// dst(n, ld_dst) = src(n rows of stride ld_src, D). Rows of q, k, v sit (H + 2 Hkv)·D floats
+// apart in qkv, a multiple of 4 KiB for common shapes: as B or A operands they would all fall
+// into the same few L1 sets. Packed, a tile's operands stay in L1.
+void pack_rows(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t n,
+               int64_t D) {
+  prefetch_rows(src, ld_src, n, D, 0);
+  for (int64_t i = 0; i < n; ++i)  // inline: a memcpy call per 256-byte row costs as much
+    for (int64_t d = 0; d < D; d += 16) {
+      const __mmask16 m = lanes(D - d);
+      _mm512_mask_storeu_ps(dst + i * ld_dst + d, m, _mm512_maskz_loadu_ps(m, src + i * ld_src + d));
+    }
 }
 
 // Lanes i of a query vector that key j may attend (j <= i), for a tile on the diagonal.
@@ -88,11 +117,13 @@ inline __mmask16 causal_lanes(int64_t i_first, int64_t j) {
 // ---- forward ------------------------------------------------------------------------------
 
 struct FwdScratch {
-  float *qt, *st, *o, *m, *l, *alpha;
-  static int64_t floats(const Geometry& g) { return g.D * kBr + kBc * kBr + kBr * g.Dp + 3 * kBr; }
+  float *qt, *st, *o, *kp, *vp, *m, *l, *alpha;
+  static int64_t floats(const Geometry& g) {
+    return g.D * kBr + kBc * kBr + kBr * g.Dp + 2 * kBc * g.Dp + 3 * kBr;
+  }
   FwdScratch(float* p, const Geometry& g)
-      : qt(p), st(qt + g.D * kBr), o(st + kBc * kBr), m(o + kBr * g.Dp), l(m + kBr),
-        alpha(l + kBr) {}
+      : qt(p), st(qt + g.D * kBr), o(st + kBc * kBr), kp(o + kBr * g.Dp), vp(kp + kBc * g.Dp),
+        m(vp + kBc * g.Dp), l(m + kBr), alpha(l + kBr) {}
 };
 
 // Online softmax over one tile: Sᵀ (bc, kBr) → Pᵀ in place; updates m, l; alpha = rescale.
@@ -135,10 +166,12 @@ void forward_block(float* out, float* lse, const float* qkv, const Geometry& g, 
     const bool diag = j0 + bc - 1 > i0;  // some key of the tile is right of some query
     const Causal c_s = diag ? Causal::kColsFrom : Causal::kNone;
     const Causal c_o = diag ? Causal::kKUpTo : Causal::kNone;
-    gemm_bcast({s.st, kBr}, {g.k(qkv, b, j0, kh), g.row, 1}, {s.qt, kBr}, bc, brp, g.D,
-               Init::kZero, nullptr, c_s, j0 - i0);
+    pack_rows(s.kp, g.Dp, g.k(qkv, b, j0, kh), g.row, bc, g.D);
+    pack_rows(s.vp, g.Dp, g.v(qkv, b, j0, kh), g.row, bc, g.D);
+    gemm_bcast({s.st, kBr}, {s.kp, g.Dp, 1}, {s.qt, kBr}, bc, brp, g.D, Init::kZero, nullptr, c_s,
+               j0 - i0);
     softmax_tile(s, bc, brp, i0, j0, diag);
-    gemm_bcast({s.o, g.Dp}, {s.st, 1, kBr}, {g.v(qkv, b, j0, kh), g.row}, br, g.D, bc,
+    gemm_bcast({s.o, g.Dp}, {s.st, 1, kBr}, {s.vp, g.Dp}, br, g.D, bc,
                Init::kLoadScaled, s.alpha, c_o, i0 - j0);
   }
   for (int64_t i = 0; i < br; ++i) {
@@ -152,30 +185,39 @@ void forward_block(float* out, float* lse, const float* qkv, const Geometry& g, 
 // ---- backward -----------------------------------------------------------------------------
 
 struct BwdScratch {
-  float *qt, *dot, *pt, *dst, *dq, *dk, *dv, *lse2, *delta;
+  float *qt, *dot, *qn, *don, *pt, *dst, *dq, *kp, *vp, *dk, *dv, *lse2, *delta;
   static int64_t floats(const Geometry& g) {
-    return 2 * g.D * kBr + 2 * kBc * kBr + kBr * g.Dp + 2 * kBc * g.Dp + 2 * kBr;
+    return 2 * g.D * kBr + 3 * kBr * g.Dp + 2 * kBc * kBr + 4 * kBc * g.Dp + 2 * kBr;
   }
   BwdScratch(float* p, const Geometry& g)
-      : qt(p), dot(qt + g.D * kBr), pt(dot + g.D * kBr), dst(pt + kBc * kBr),
-        dq(dst + kBc * kBr), dk(dq + kBr * g.Dp), dv(dk + kBc * g.Dp), lse2(dv + kBc * g.Dp),
+      : qt(p), dot(qt + g.D * kBr), qn(dot + g.D * kBr), don(qn + kBr * g.Dp),
+        pt(don + kBr * g.Dp), dst(pt + kBc * kBr), dq(dst + kBc * kBr), kp(dq + kBr * g.Dp),
+        vp(kp + kBc * g.Dp), dk(vp + kBc * g.Dp), dv(dk + kBc * g.Dp), lse2(dv + kBc * g.Dp),
         delta(lse2 + kBr) {}
+  // Packs the key and value rows of tile j0 into kp, vp.
+  void pack_kv(const Geometry& g, const float* qkv, int64_t b, int64_t kh, int64_t j0) {
+    const int64_t bc = std::min(kBc, g.T - j0);
+    pack_rows(kp, g.Dp, g.k(qkv, b, j0, kh), g.row, bc, g.D);
+    pack_rows(vp, g.Dp, g.v(qkv, b, j0, kh), g.row, bc, g.D);
+  }
 };
 
-// A query block packed for backward: Qᵀ scaled into the log2 domain, dOᵀ, lse · log2 e, D_i.
+// A query block packed for backward: Qᵀ scaled into the log2 domain, dOᵀ, Q and dO rows,
+// lse · log2 e, D_i.
 struct QBlock {
   int64_t b, h, i0, br, brp;
-  const float* q;   // rows of Q in qkv (stride row)
-  const float* dO;  // rows of dO (stride H·D)
 };
 
 QBlock pack_query_block(BwdScratch& s, const Geometry& g, const float* dout, const float* qkv,
                         const float* lse, const float* delta, int64_t b, int64_t h, int64_t i0) {
-  QBlock qb{b, h, i0, std::min(kBr, g.T - i0), 0, g.q(qkv, b, i0, h),
-            dout + (b * g.T + i0) * g.H * g.D + h * g.D};
+  QBlock qb{b, h, i0, std::min(kBr, g.T - i0), 0};
   qb.brp = round16(qb.br);
-  pack_transposed(s.qt, qb.q, g.row, qb.br, g.D, g.scale * kLog2e);
-  pack_transposed(s.dot, qb.dO, g.H * g.D, qb.br, g.D, 1.0f);
+  const float* q = g.q(qkv, b, i0, h);
+  const float* dO = dout + (b * g.T + i0) * g.H * g.D + h * g.D;
+  pack_transposed(s.qt, q, g.row, qb.br, g.D, g.scale * kLog2e);
+  pack_transposed(s.dot, dO, g.H * g.D, qb.br, g.D, 1.0f);
+  pack_rows(s.qn, g.Dp, q, g.row, qb.br, g.D);
+  pack_rows(s.don, g.Dp, dO, g.H * g.D, qb.br, g.D);
   const int64_t base = (b * g.H + h) * g.T + i0;
   for (int64_t i = 0; i < kBr; ++i) {
     s.lse2[i] = i < qb.br ? lse[base + i] * kLog2e : 0.0f;
@@ -192,19 +234,17 @@ struct GradOut {
   int64_t ldkv;
 };
 
-void backward_tile(BwdScratch& s, const QBlock& qb, const Geometry& g, const float* qkv,
-                   int64_t j0, const GradOut& go) {
+// One (query block, key block) tile; the key block j0 is packed in s.kp, s.vp.
+void backward_tile(BwdScratch& s, const QBlock& qb, const Geometry& g, int64_t j0,
+                   const GradOut& go) {
   const int64_t bc = std::min(kBc, g.T - j0), br = qb.br, brp = qb.brp, i0 = qb.i0;
-  const int64_t kh = qb.h / g.group;
-  const float* K = g.k(qkv, qb.b, j0, kh);
-  const float* V = g.v(qkv, qb.b, j0, kh);
   const bool diag = j0 + bc - 1 > i0;
   const Causal c_cols = diag ? Causal::kColsFrom : Causal::kNone;
   const Causal c_kfrom = diag ? Causal::kKFrom : Causal::kNone;
   const Causal c_kupto = diag ? Causal::kKUpTo : Causal::kNone;
 
   // Pᵀ = exp2(K Qᵀ − lse2)
-  gemm_bcast({s.pt, kBr}, {K, g.row, 1}, {s.qt, kBr}, bc, brp, g.D, Init::kZero, nullptr, c_cols,
+  gemm_bcast({s.pt, kBr}, {s.kp, g.Dp, 1}, {s.qt, kBr}, bc, brp, g.D, Init::kZero, nullptr, c_cols,
              j0 - i0);
   for (int64_t j = 0; j < bc; ++j) {
     for (int64_t v = 0; v < brp; v += 16) {
@@ -215,10 +255,10 @@ void backward_tile(BwdScratch& s, const QBlock& qb, const Geometry& g, const flo
     }
   }
   if (go.dv)
-    gemm_bcast({go.dv, go.ldkv}, {s.pt, kBr, 1}, {qb.dO, g.H * g.D}, bc, g.D, br, Init::kLoad,
+    gemm_bcast({go.dv, go.ldkv}, {s.pt, kBr, 1}, {s.don, g.Dp}, bc, g.D, br, Init::kLoad,
                nullptr, c_kfrom, j0 - i0);
   // dSᵀ = Pᵀ ∘ (V dOᵀ − D_i) · scale
-  gemm_bcast({s.dst, kBr}, {V, g.row, 1}, {s.dot, kBr}, bc, brp, g.D, Init::kZero, nullptr, c_cols,
+  gemm_bcast({s.dst, kBr}, {s.vp, g.Dp, 1}, {s.dot, kBr}, bc, brp, g.D, Init::kZero, nullptr, c_cols,
              j0 - i0);
   const __m512 scale = _mm512_set1_ps(g.scale);
   for (int64_t j = 0; j < bc; ++j) {
@@ -231,10 +271,10 @@ void backward_tile(BwdScratch& s, const QBlock& qb, const Geometry& g, const flo
     }
   }
   if (go.dk)
-    gemm_bcast({go.dk, go.ldkv}, {s.dst, kBr, 1}, {qb.q, g.row}, bc, g.D, br, Init::kLoad, nullptr,
+    gemm_bcast({go.dk, go.ldkv}, {s.dst, kBr, 1}, {s.qn, g.Dp}, bc, g.D, br, Init::kLoad, nullptr,
                c_kfrom, j0 - i0);
   if (go.dq)
-    gemm_bcast({go.dq, go.ldq}, {s.dst, 1, kBr}, {K, g.row}, br, g.D, bc, Init::kLoad, nullptr,
+    gemm_bcast({go.dq, go.ldq}, {s.dst, 1, kBr}, {s.kp, g.Dp}, br, g.D, bc, Init::kLoad, nullptr,
                c_kupto, i0 - j0);
 }
 
@@ -281,9 +321,10 @@ void backward_fused(float* dqkv, const float* dout, const float* qkv, const floa
         for (int64_t i0 = 0; i0 < g.T; i0 += kBr) {
           QBlock qb = pack_query_block(s, g, dout, qkv, lse, delta, b, h, i0);
           std::memset(s.dq, 0, sizeof(float) * static_cast<size_t>(qb.br * g.Dp));
-          for (int64_t j0 = 0; j0 < i0 + qb.br; j0 += kBc)
-            backward_tile(s, qb, g, qkv, j0,
-                          {s.dq, g.Dp, dk + j0 * g.row, dv + j0 * g.row, g.row});
+          for (int64_t j0 = 0; j0 < i0 + qb.br; j0 += kBc) {
+            s.pack_kv(g, qkv, b, kh, j0);
+            backward_tile(s, qb, g, j0, {s.dq, g.Dp, dk + j0 * g.row, dv + j0 * g.row, g.row});
+          }
           copy_rows(dqkv + (b * g.T + i0) * g.row + h * g.D, g.row, s.dq, g.Dp, qb.br, g.D);
         }
       }
@@ -303,12 +344,13 @@ void backward_two_pass(float* dqkv, const float* dout, const float* qkv, const f
     for (int64_t task = 0; task < g.nblk_k * g.B * g.Hkv; ++task) {
       const int64_t j0 = (task / (g.B * g.Hkv)) * kBc, b = (task % (g.B * g.Hkv)) / g.Hkv,
                     kh = task % g.Hkv, bc = std::min(kBc, g.T - j0);
+      s.pack_kv(g, qkv, b, kh, j0);
       std::memset(s.dk, 0, sizeof(float) * static_cast<size_t>(bc * g.Dp));
       std::memset(s.dv, 0, sizeof(float) * static_cast<size_t>(bc * g.Dp));
       for (int64_t h = kh * g.group; h < (kh + 1) * g.group; ++h) {
         for (int64_t i0 = j0 / kBr * kBr; i0 < g.T; i0 += kBr) {
           QBlock qb = pack_query_block(s, g, dout, qkv, lse, delta, b, h, i0);
-          backward_tile(s, qb, g, qkv, j0, {nullptr, 0, s.dk, s.dv, g.Dp});
+          backward_tile(s, qb, g, j0, {nullptr, 0, s.dk, s.dv, g.Dp});
         }
       }
       float* base = dqkv + (b * g.T + j0) * g.row;
@@ -322,8 +364,10 @@ void backward_two_pass(float* dqkv, const float* dout, const float* qkv, const f
                     b = (task % (g.B * g.H)) / g.H, h = task % g.H;
       QBlock qb = pack_query_block(s, g, dout, qkv, lse, delta, b, h, i0);
       std::memset(s.dq, 0, sizeof(float) * static_cast<size_t>(qb.br * g.Dp));
-      for (int64_t j0 = 0; j0 < i0 + qb.br; j0 += kBc)
-        backward_tile(s, qb, g, qkv, j0, {s.dq, g.Dp, nullptr, nullptr, 0});
+      for (int64_t j0 = 0; j0 < i0 + qb.br; j0 += kBc) {
+        s.pack_kv(g, qkv, b, h / g.group, j0);
+        backward_tile(s, qb, g, j0, {s.dq, g.Dp, nullptr, nullptr, 0});
+      }
       copy_rows(dqkv + (b * g.T + i0) * g.row + h * g.D, g.row, s.dq, g.Dp, qb.br, g.D);
     }
   }
@@ -351,11 +395,12 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
 #pragma omp parallel
   {
     FwdScratch s(buf.slice(omp_get_thread_num()), g);
-    // The last query blocks attend to the most keys: hand them out first.
+    // Consecutive tasks share a head, so its keys and values stay in cache; within a head the
+    // last query blocks attend to the most keys: hand them out first.
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < ntasks; ++task) {
-      const int64_t i0 = (g.nblk_q - 1 - task / (B * H)) * kBr, b = (task % (B * H)) / H,
-                    h = task % H;
+      const int64_t bh = task / g.nblk_q, b = bh / H, h = bh % H;
+      const int64_t i0 = (g.nblk_q - 1 - task % g.nblk_q) * kBr;
       forward_block(out, lse, qkv, g, b, h, i0, s);
     }
   }
