@@ -1,5 +1,10 @@
 // Causal grouped-query attention on the CPU, flash-attention style (forward and backward).
 //
+// Each thread copies the keys and values of the kv head it works on into a contiguous panel
+// (T, Dp) each, once per head, as its tasks first need them (HeadPanel). In qkv, rows of a
+// head lie (H + 2 Hkv)·D floats apart — often a multiple of 1 KiB, so a block's rows would
+// share a few L1 sets — and copying per tile instead costs ~20% of the time.
+//
 // Forward, per task (batch b, query head h, query block of kBr rows):
 //   Qᵀ packed once (pre-multiplied by scale·log2 e, so scores are in the log2 domain);
 //   for each key block (kBc keys) left of the diagonal: Sᵀ = K Qᵀ, online softmax, O += P V;
@@ -13,13 +18,16 @@
 //   dQ per (b, head, query block) — 7 products per tile instead of 5, but every thread busy.
 //
 // Scores are kept transposed (keys x queries) so the softmax statistics of a query block are
-// vector lanes; all products run on the micro-kernel of attention_gemm.h.
+// vector lanes; all products run on the micro-kernel of attention_gemm.h. Tiles right of the
+// diagonal are skipped, and so are the masked row groups / vectors of diagonal tiles.
 //
-// Memory: no (T, T) matrix. Scratch per thread, with Dp = D rounded up to 16:
-//   forward  Qᵀ (D, kBr) + Sᵀ (kBc, kBr) + O (kBr, Dp) + 3 kBr     — 80 KiB at D = 128
-//   backward Qᵀ, dOᵀ (D, kBr) + Pᵀ, dSᵀ (kBc, kBr) + dQ (kBr, Dp) + dK, dV (kBc, Dp) + 2 kBr
-//                                                                    — 192 KiB at D = 128
-//   plus one shared D_i array of B·H·T floats in backward (the size of lse).
+// Memory: no (T, T) matrix anywhere. Per thread, with Dp = D rounded up to 16:
+//   the head panel, 2 (T, Dp)                             — 1 MiB at T = 2048, D = 64;
+//   forward tiles   Qᵀ (D, kBr) + Sᵀ (kBc, kBr) + O (kBr, Dp) + 3 kBr
+//                                                         — 49 KiB at D = 64, 81 KiB at D = 128;
+//   backward tiles  Qᵀ, dOᵀ (D, kBr) + Q, dO, dQ (kBr, Dp) + Pᵀ, dSᵀ (kBc, kBr)
+//                   + dK, dV (kBc, Dp) + 2 kBr            — 145 KiB at D = 64, 257 KiB at D = 128;
+// shared: D_i (B, H, T) in backward, the size of lse.
 #include <omp.h>
 
 #include <algorithm>
@@ -42,12 +50,8 @@ namespace {
 #if defined(__AVX512F__)
 using namespace attn;
 
-#ifndef FT_ATTN_BR
-#define FT_ATTN_BR 64
-#define FT_ATTN_BC 64
-#endif
-constexpr int64_t kBr = FT_ATTN_BR;  // queries per tile: the lanes of Sᵀ (a multiple of 16)
-constexpr int64_t kBc = FT_ATTN_BC;  // keys per tile
+constexpr int64_t kBr = 64;  // queries per tile: the lanes of Sᵀ (a multiple of 16)
+constexpr int64_t kBc = 64;  // keys per tile
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
@@ -64,66 +68,103 @@ struct Geometry {
   const float* q(const float* qkv, int64_t b, int64_t t, int64_t h) const {
     return qkv + (b * T + t) * row + h * D;
   }
-  const float* k(const float* qkv, int64_t b, int64_t t, int64_t kh) const {
-    return qkv + (b * T + t) * row + (H + kh) * D;
-  }
-  const float* v(const float* qkv, int64_t b, int64_t t, int64_t kh) const {
-    return qkv + (b * T + t) * row + (H + Hkv + kh) * D;
-  }
 };
 
-// Requests n rows of D floats at stride ld into the cache at once: rows of qkv lie pages
-// apart, where the hardware prefetchers do not follow, and copying them one by one would pay
-// the memory latency per row.
-void prefetch_rows(const float* p, int64_t ld, int64_t n, int64_t D, int hint) {
+// Requests n rows of D floats at stride ld into L1 at once: rows of qkv lie pages apart, where
+// the hardware prefetchers do not follow, and loading them one by one would pay the memory
+// latency per row.
+void prefetch_rows(const float* p, int64_t ld, int64_t n, int64_t D) {
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t d = 0; d < D; d += 16) {
-      const char* a = reinterpret_cast<const char*>(p + i * ld + d);
-      if (hint == 0) _mm_prefetch(a, _MM_HINT_T0); else _mm_prefetch(a, _MM_HINT_T1);
-    }
+    for (int64_t d = 0; d < D; d += 16)
+      _mm_prefetch(reinterpret_cast<const char*>(p + i * ld + d), _MM_HINT_T0);
 }
 
 // dst(D, kBr) = c · src(br rows of stride ld, D)ᵀ; lanes br..round16(br) zero.
 void pack_transposed(float* dst, const float* src, int64_t ld, int64_t br, int64_t D, float c) {
-  const int64_t brp = round16(br);
-  prefetch_rows(src, ld, br, D, 0);
-  for (int64_t d = 0; d < D; ++d)
-    for (int64_t i = br; i < brp; ++i) dst[d * kBr + i] = 0.0f;
-  for (int64_t i = 0; i < br; ++i)
-    for (int64_t d = 0; d < D; ++d) dst[d * kBr + i] = c * src[i * ld + d];
+  prefetch_rows(src, ld, br, D);
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512 cv = _mm512_set1_ps(c);
+  for (int64_t v = 0; v < br; v += 16) {  // 16 rows at a time: one gather per column
+    const __m512i idx =
+        _mm512_mullo_epi32(_mm512_add_epi32(iota, _mm512_set1_epi32(static_cast<int>(v))),
+                           _mm512_set1_epi32(static_cast<int>(ld)));
+    const __mmask16 m = lanes(br - v);
+    for (int64_t d = 0; d < D; ++d) {
+      const __m512 x = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, src + d, 4);
+      _mm512_storeu_ps(dst + d * kBr + v, _mm512_mul_ps(x, cv));
+    }
+  }
 }
 
-// dst(n, ld_dst) = src(n rows of stride ld_src, D). Rows of q, k, v sit (H + 2 Hkv)·D floats
-// apart in qkv, a multiple of 4 KiB for common shapes: as B or A operands they would all fall
-// into the same few L1 sets. Packed, a tile's operands stay in L1.
-void pack_rows(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t n,
-               int64_t D) {
-  prefetch_rows(src, ld_src, n, D, 0);
-  for (int64_t i = 0; i < n; ++i)  // inline: a memcpy call per 256-byte row costs as much
+// dst(n, Dp) = src(n rows of stride ld, D).
+void pack_rows(float* dst, int64_t Dp, const float* src, int64_t ld, int64_t n, int64_t D) {
+  prefetch_rows(src, ld, n, D);
+  for (int64_t i = 0; i < n; ++i)
     for (int64_t d = 0; d < D; d += 16) {
       const __mmask16 m = lanes(D - d);
-      _mm512_mask_storeu_ps(dst + i * ld_dst + d, m, _mm512_maskz_loadu_ps(m, src + i * ld_src + d));
+      _mm512_mask_storeu_ps(dst + i * Dp + d, m, _mm512_maskz_loadu_ps(m, src + i * ld + d));
     }
 }
 
+// dst rows (stride ld, D) = src(n, Dp) rows.
+void unpack_rows(float* dst, int64_t ld, const float* src, int64_t Dp, int64_t n, int64_t D) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t d = 0; d < D; d += 16) {
+      const __mmask16 m = lanes(D - d);
+      _mm512_mask_storeu_ps(dst + i * ld + d, m, _mm512_maskz_loadu_ps(m, src + i * Dp + d));
+    }
+}
+
+// One thread's copy of the keys and values of kv head (b, kh): rows 0..packed of two (T, Dp)
+// panels, padding columns zero. Tasks of one head follow each other, so a thread copies a
+// head's keys and values about once, however many query blocks and heads read them.
+class HeadPanel {
+ public:
+  static int64_t floats(const Geometry& g) { return 2 * g.T * g.Dp; }
+  HeadPanel(float* p, const Geometry& g) : g_(g), k_(p), v_(p + g.T * g.Dp) {}
+
+  // Makes rows [0, rows) of kv head (b, kh) available.
+  void need(const float* qkv, int64_t b, int64_t kh, int64_t rows) {
+    if (b != b_ || kh != kh_) b_ = b, kh_ = kh, packed_ = 0;
+    if (rows <= packed_) return;
+    const float* src = qkv + (b * g_.T + packed_) * g_.row + (g_.H + kh) * g_.D;
+    prefetch_rows(src, g_.row, rows - packed_, g_.D);
+    prefetch_rows(src + g_.Hkv * g_.D, g_.row, rows - packed_, g_.D);
+    for (int64_t t = packed_; t < rows; ++t, src += g_.row)
+      for (int64_t d = 0; d < g_.Dp; d += 16) {
+        const __mmask16 m = lanes(g_.D - d);
+        _mm512_storeu_ps(k_ + t * g_.Dp + d, _mm512_maskz_loadu_ps(m, src + d));
+        _mm512_storeu_ps(v_ + t * g_.Dp + d, _mm512_maskz_loadu_ps(m, src + g_.Hkv * g_.D + d));
+      }
+    packed_ = rows;
+  }
+  const float* k(int64_t t) const { return k_ + t * g_.Dp; }  // rows t.., stride Dp
+  const float* v(int64_t t) const { return v_ + t * g_.Dp; }
+
+ private:
+  const Geometry& g_;
+  float *k_, *v_;
+  int64_t b_ = -1, kh_ = -1, packed_ = 0;
+};
+
 // Lanes i of a query vector that key j may attend (j <= i), for a tile on the diagonal.
 inline __mmask16 causal_lanes(int64_t i_first, int64_t j) {
-  const __m512i iv = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(i_first)),
-                                      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
-                                                        12, 13, 14, 15));
+  const __m512i iv = _mm512_add_epi32(
+      _mm512_set1_epi32(static_cast<int>(i_first)),
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
   return _mm512_cmp_epi32_mask(iv, _mm512_set1_epi32(static_cast<int>(j)), _MM_CMPINT_NLT);
 }
 
 // ---- forward ------------------------------------------------------------------------------
 
 struct FwdScratch {
-  float *qt, *st, *o, *kp, *vp, *m, *l, *alpha;
+  float *qt, *st, *o, *m, *l, *alpha;
   static int64_t floats(const Geometry& g) {
-    return g.D * kBr + kBc * kBr + kBr * g.Dp + 2 * kBc * g.Dp + 3 * kBr;
+    return g.D * kBr + kBc * kBr + kBr * g.Dp + 3 * kBr;
   }
   FwdScratch(float* p, const Geometry& g)
-      : qt(p), st(qt + g.D * kBr), o(st + kBc * kBr), kp(o + kBr * g.Dp), vp(kp + kBc * g.Dp),
-        m(vp + kBc * g.Dp), l(m + kBr), alpha(l + kBr) {}
+      : qt(p), st(qt + g.D * kBr), o(st + kBc * kBr), m(o + kBr * g.Dp), l(m + kBr),
+        alpha(l + kBr) {}
 };
 
 // Online softmax over one tile: Sᵀ (bc, kBr) → Pᵀ in place; updates m, l; alpha = rescale.
@@ -153,31 +194,32 @@ void softmax_tile(FwdScratch& s, int64_t bc, int64_t brp, int64_t i0, int64_t j0
 }
 
 void forward_block(float* out, float* lse, const float* qkv, const Geometry& g, int64_t b,
-                   int64_t h, int64_t i0, FwdScratch& s) {
-  const int64_t br = std::min(kBr, g.T - i0), brp = round16(br), kh = h / g.group;
+                   int64_t h, int64_t i0, FwdScratch& s, HeadPanel& kv) {
+  const int64_t br = std::min(kBr, g.T - i0), brp = round16(br);
+  kv.need(qkv, b, h / g.group, i0 + br);
   pack_transposed(s.qt, g.q(qkv, b, i0, h), g.row, br, g.D, g.scale * kLog2e);
   for (int64_t i = 0; i < kBr; ++i) {
     s.m[i] = -std::numeric_limits<float>::infinity();
     s.l[i] = 0.0f;
   }
-  std::memset(s.o, 0, sizeof(float) * static_cast<size_t>(br * g.Dp));
   for (int64_t j0 = 0; j0 < i0 + br; j0 += kBc) {
     const int64_t bc = std::min(kBc, g.T - j0);
     const bool diag = j0 + bc - 1 > i0;  // some key of the tile is right of some query
-    const Causal c_s = diag ? Causal::kColsFrom : Causal::kNone;
-    const Causal c_o = diag ? Causal::kKUpTo : Causal::kNone;
-    pack_rows(s.kp, g.Dp, g.k(qkv, b, j0, kh), g.row, bc, g.D);
-    pack_rows(s.vp, g.Dp, g.v(qkv, b, j0, kh), g.row, bc, g.D);
-    gemm_bcast({s.st, kBr}, {s.kp, g.Dp, 1}, {s.qt, kBr}, bc, brp, g.D, Init::kZero, nullptr, c_s,
-               j0 - i0);
+    gemm_bcast({s.st, kBr}, {kv.k(j0), g.Dp, 1}, {s.qt, kBr}, bc, brp, g.D, Init::kZero,
+               nullptr, diag ? Causal::kColsFrom : Causal::kNone, j0 - i0);
     softmax_tile(s, bc, brp, i0, j0, diag);
-    gemm_bcast({s.o, g.Dp}, {s.st, 1, kBr}, {s.vp, g.Dp}, br, g.D, bc,
-               Init::kLoadScaled, s.alpha, c_o, i0 - j0);
+    // O = O · alpha + P V (the first tile's alpha is 0, and O starts as whatever: use kZero).
+    gemm_bcast({s.o, g.Dp}, {s.st, 1, kBr}, {kv.v(j0), g.Dp}, br, g.D, bc,
+               j0 == 0 ? Init::kZero : Init::kLoadScaled, s.alpha,
+               diag ? Causal::kKUpTo : Causal::kNone, i0 - j0);
   }
+  const int64_t ldo = g.H * g.D;
+  float* o = out + (b * g.T + i0) * ldo + h * g.D;
   for (int64_t i = 0; i < br; ++i) {
-    const float inv = 1.0f / s.l[i];
-    float* o = out + (b * g.T + i0 + i) * g.H * g.D + h * g.D;
-    for (int64_t d = 0; d < g.D; ++d) o[d] = s.o[i * g.Dp + d] * inv;
+    const __m512 inv = _mm512_set1_ps(1.0f / s.l[i]);
+    for (int64_t d = 0; d < g.D; d += 16)
+      _mm512_mask_storeu_ps(o + i * ldo + d, lanes(g.D - d),
+                            _mm512_mul_ps(_mm512_loadu_ps(s.o + i * g.Dp + d), inv));
     lse[(b * g.H + h) * g.T + i0 + i] = (s.m[i] + std::log2(s.l[i])) * kLn2;
   }
 }
@@ -185,25 +227,18 @@ void forward_block(float* out, float* lse, const float* qkv, const Geometry& g, 
 // ---- backward -----------------------------------------------------------------------------
 
 struct BwdScratch {
-  float *qt, *dot, *qn, *don, *pt, *dst, *dq, *kp, *vp, *dk, *dv, *lse2, *delta;
+  float *qt, *dot, *qn, *don, *dq, *pt, *dst, *dk, *dv, *lse2, *delta;
   static int64_t floats(const Geometry& g) {
-    return 2 * g.D * kBr + 3 * kBr * g.Dp + 2 * kBc * kBr + 4 * kBc * g.Dp + 2 * kBr;
+    return 2 * g.D * kBr + 3 * kBr * g.Dp + 2 * kBc * kBr + 2 * kBc * g.Dp + 2 * kBr;
   }
   BwdScratch(float* p, const Geometry& g)
       : qt(p), dot(qt + g.D * kBr), qn(dot + g.D * kBr), don(qn + kBr * g.Dp),
-        pt(don + kBr * g.Dp), dst(pt + kBc * kBr), dq(dst + kBc * kBr), kp(dq + kBr * g.Dp),
-        vp(kp + kBc * g.Dp), dk(vp + kBc * g.Dp), dv(dk + kBc * g.Dp), lse2(dv + kBc * g.Dp),
-        delta(lse2 + kBr) {}
-  // Packs the key and value rows of tile j0 into kp, vp.
-  void pack_kv(const Geometry& g, const float* qkv, int64_t b, int64_t kh, int64_t j0) {
-    const int64_t bc = std::min(kBc, g.T - j0);
-    pack_rows(kp, g.Dp, g.k(qkv, b, j0, kh), g.row, bc, g.D);
-    pack_rows(vp, g.Dp, g.v(qkv, b, j0, kh), g.row, bc, g.D);
-  }
+        dq(don + kBr * g.Dp), pt(dq + kBr * g.Dp), dst(pt + kBc * kBr), dk(dst + kBc * kBr),
+        dv(dk + kBc * g.Dp), lse2(dv + kBc * g.Dp), delta(lse2 + kBr) {}
 };
 
 // A query block packed for backward: Qᵀ scaled into the log2 domain, dOᵀ, Q and dO rows,
-// lse · log2 e, D_i.
+// lse · log2 e and D_i, all in the thread's scratch.
 struct QBlock {
   int64_t b, h, i0, br, brp;
 };
@@ -226,25 +261,29 @@ QBlock pack_query_block(BwdScratch& s, const Geometry& g, const float* dout, con
   return qb;
 }
 
-// Where one tile's gradients go: null pointers skip that product.
+// Where one tile's gradients go: null pointers skip that product. The init modes say
+// whether the tile is the first to touch the rows (kZero) or adds to them (kLoad).
 struct GradOut {
-  float* dq;  // (br, D) rows of stride ldq, accumulated
+  float* dq;  // (br, D) rows of stride ldq
   int64_t ldq;
-  float *dk, *dv;  // (bc, D) rows of stride ldkv, accumulated
+  Init dq_init;
+  float *dk, *dv;  // (bc, D) rows of stride ldkv
   int64_t ldkv;
+  Init kv_init;
 };
 
-// One (query block, key block) tile; the key block j0 is packed in s.kp, s.vp.
-void backward_tile(BwdScratch& s, const QBlock& qb, const Geometry& g, int64_t j0,
-                   const GradOut& go) {
+// One (query block, key block j0) tile.
+void backward_tile(BwdScratch& s, const QBlock& qb, const HeadPanel& kv, const Geometry& g,
+                   int64_t j0, const GradOut& go) {
   const int64_t bc = std::min(kBc, g.T - j0), br = qb.br, brp = qb.brp, i0 = qb.i0;
+  const float* K = kv.k(j0);
+  const float* V = kv.v(j0);
   const bool diag = j0 + bc - 1 > i0;
   const Causal c_cols = diag ? Causal::kColsFrom : Causal::kNone;
   const Causal c_kfrom = diag ? Causal::kKFrom : Causal::kNone;
-  const Causal c_kupto = diag ? Causal::kKUpTo : Causal::kNone;
 
   // Pᵀ = exp2(K Qᵀ − lse2)
-  gemm_bcast({s.pt, kBr}, {s.kp, g.Dp, 1}, {s.qt, kBr}, bc, brp, g.D, Init::kZero, nullptr, c_cols,
+  gemm_bcast({s.pt, kBr}, {K, g.Dp, 1}, {s.qt, kBr}, bc, brp, g.D, Init::kZero, nullptr, c_cols,
              j0 - i0);
   for (int64_t j = 0; j < bc; ++j) {
     for (int64_t v = 0; v < brp; v += 16) {
@@ -255,27 +294,27 @@ void backward_tile(BwdScratch& s, const QBlock& qb, const Geometry& g, int64_t j
     }
   }
   if (go.dv)
-    gemm_bcast({go.dv, go.ldkv}, {s.pt, kBr, 1}, {s.don, g.Dp}, bc, g.D, br, Init::kLoad,
-               nullptr, c_kfrom, j0 - i0);
+    gemm_bcast({go.dv, go.ldkv}, {s.pt, kBr, 1}, {s.don, g.Dp}, bc, g.D, br, go.kv_init, nullptr,
+               c_kfrom, j0 - i0);
   // dSᵀ = Pᵀ ∘ (V dOᵀ − D_i) · scale
-  gemm_bcast({s.dst, kBr}, {s.vp, g.Dp, 1}, {s.dot, kBr}, bc, brp, g.D, Init::kZero, nullptr, c_cols,
+  gemm_bcast({s.dst, kBr}, {V, g.Dp, 1}, {s.dot, kBr}, bc, brp, g.D, Init::kZero, nullptr, c_cols,
              j0 - i0);
   const __m512 scale = _mm512_set1_ps(g.scale);
   for (int64_t j = 0; j < bc; ++j) {
     for (int64_t v = 0; v < brp; v += 16) {
       float* ds = s.dst + j * kBr + v;
-      __m512 dp = _mm512_sub_ps(_mm512_loadu_ps(ds), _mm512_loadu_ps(s.delta + v));
+      const __m512 dp = _mm512_sub_ps(_mm512_loadu_ps(ds), _mm512_loadu_ps(s.delta + v));
       __m512 x = _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(s.pt + j * kBr + v), dp), scale);
       if (diag) x = _mm512_maskz_mov_ps(causal_lanes(i0 + v, j0 + j), x);
       _mm512_storeu_ps(ds, x);
     }
   }
   if (go.dk)
-    gemm_bcast({go.dk, go.ldkv}, {s.dst, kBr, 1}, {s.qn, g.Dp}, bc, g.D, br, Init::kLoad, nullptr,
+    gemm_bcast({go.dk, go.ldkv}, {s.dst, kBr, 1}, {s.qn, g.Dp}, bc, g.D, br, go.kv_init, nullptr,
                c_kfrom, j0 - i0);
   if (go.dq)
-    gemm_bcast({go.dq, go.ldq}, {s.dst, 1, kBr}, {s.kp, g.Dp}, br, g.D, bc, Init::kLoad, nullptr,
-               c_kupto, i0 - j0);
+    gemm_bcast({go.dq, go.ldq}, {s.dst, 1, kBr}, {K, g.Dp}, br, g.D, bc, go.dq_init, nullptr,
+               diag ? Causal::kKUpTo : Causal::kNone, i0 - j0);
 }
 
 // D_i = rowsum(dO ∘ O) for every (b, h, t): (B, H, T) like lse.
@@ -289,43 +328,40 @@ void compute_delta(float* delta, const float* dout, const float* out, const Geom
       __m512 acc = _mm512_setzero_ps();
       for (int64_t d = 0; d < g.D; d += 16) {
         const __mmask16 m = lanes(g.D - d);
-        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + d), _mm512_maskz_loadu_ps(m, y + d), acc);
+        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + d), _mm512_maskz_loadu_ps(m, y + d),
+                              acc);
       }
       delta[(b * g.H + h) * g.T + t] = _mm512_reduce_add_ps(acc);
     }
   }
 }
 
-void copy_rows(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t n, int64_t D) {
-  for (int64_t i = 0; i < n; ++i)
-    std::memcpy(dst + i * ld_dst, src + i * ld_src, sizeof(float) * static_cast<size_t>(D));
-}
-
 // Fused schedule: task (b, kv head) owns dK, dV of the kv head and dQ of its query heads.
 void backward_fused(float* dqkv, const float* dout, const float* qkv, const float* lse,
                     const float* delta, const Geometry& g) {
-  ThreadScratch buf(BwdScratch::floats(g));
+  ThreadScratch buf(BwdScratch::floats(g) + HeadPanel::floats(g));
 #pragma omp parallel
   {
-    BwdScratch s(buf.slice(omp_get_thread_num()), g);
+    float* mine = buf.slice(omp_get_thread_num());
+    BwdScratch s(mine, g);
+    HeadPanel kv(mine + BwdScratch::floats(g), g);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < g.B * g.Hkv; ++task) {
       const int64_t b = task / g.Hkv, kh = task % g.Hkv;
+      kv.need(qkv, b, kh, g.T);
       float* dk = dqkv + b * g.T * g.row + (g.H + kh) * g.D;
-      float* dv = dqkv + b * g.T * g.row + (g.H + g.Hkv + kh) * g.D;
-      for (int64_t t = 0; t < g.T; ++t) {
-        std::memset(dk + t * g.row, 0, sizeof(float) * static_cast<size_t>(g.D));
-        std::memset(dv + t * g.row, 0, sizeof(float) * static_cast<size_t>(g.D));
-      }
+      float* dv = dk + g.Hkv * g.D;
       for (int64_t h = kh * g.group; h < (kh + 1) * g.group; ++h) {
         for (int64_t i0 = 0; i0 < g.T; i0 += kBr) {
           QBlock qb = pack_query_block(s, g, dout, qkv, lse, delta, b, h, i0);
-          std::memset(s.dq, 0, sizeof(float) * static_cast<size_t>(qb.br * g.Dp));
           for (int64_t j0 = 0; j0 < i0 + qb.br; j0 += kBc) {
-            s.pack_kv(g, qkv, b, kh, j0);
-            backward_tile(s, qb, g, j0, {s.dq, g.Dp, dk + j0 * g.row, dv + j0 * g.row, g.row});
+            // The group's first head meets key block j0 first in the query block holding j0.
+            const bool first_kv = h == kh * g.group && i0 == j0 / kBr * kBr;
+            backward_tile(s, qb, kv, g, j0,
+                          {s.dq, g.Dp, j0 == 0 ? Init::kZero : Init::kLoad, dk + j0 * g.row,
+                           dv + j0 * g.row, g.row, first_kv ? Init::kZero : Init::kLoad});
           }
-          copy_rows(dqkv + (b * g.T + i0) * g.row + h * g.D, g.row, s.dq, g.Dp, qb.br, g.D);
+          unpack_rows(dqkv + (b * g.T + i0) * g.row + h * g.D, g.row, s.dq, g.Dp, qb.br, g.D);
         }
       }
     }
@@ -335,40 +371,45 @@ void backward_fused(float* dqkv, const float* dout, const float* qkv, const floa
 // Two passes for when (b, kv head) tasks are too few to keep the threads busy.
 void backward_two_pass(float* dqkv, const float* dout, const float* qkv, const float* lse,
                        const float* delta, const Geometry& g) {
-  ThreadScratch buf(BwdScratch::floats(g));
+  ThreadScratch buf(BwdScratch::floats(g) + HeadPanel::floats(g));
 #pragma omp parallel
   {
-    BwdScratch s(buf.slice(omp_get_thread_num()), g);
-    // dK, dV per (b, kv head, key block); the first key blocks see the most queries: go first.
+    float* mine = buf.slice(omp_get_thread_num());
+    BwdScratch s(mine, g);
+    HeadPanel kv(mine + BwdScratch::floats(g), g);
+    // dK, dV per (b, kv head, key block), head by head; within a head the first key blocks see
+    // the most queries: they go first.
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < g.nblk_k * g.B * g.Hkv; ++task) {
-      const int64_t j0 = (task / (g.B * g.Hkv)) * kBc, b = (task % (g.B * g.Hkv)) / g.Hkv,
-                    kh = task % g.Hkv, bc = std::min(kBc, g.T - j0);
-      s.pack_kv(g, qkv, b, kh, j0);
-      std::memset(s.dk, 0, sizeof(float) * static_cast<size_t>(bc * g.Dp));
-      std::memset(s.dv, 0, sizeof(float) * static_cast<size_t>(bc * g.Dp));
+      const int64_t b = task / (g.nblk_k * g.Hkv), kh = (task / g.nblk_k) % g.Hkv,
+                    j0 = (task % g.nblk_k) * kBc, bc = std::min(kBc, g.T - j0);
+      kv.need(qkv, b, kh, j0 + bc);
+      bool first = true;
       for (int64_t h = kh * g.group; h < (kh + 1) * g.group; ++h) {
         for (int64_t i0 = j0 / kBr * kBr; i0 < g.T; i0 += kBr) {
           QBlock qb = pack_query_block(s, g, dout, qkv, lse, delta, b, h, i0);
-          backward_tile(s, qb, g, j0, {nullptr, 0, s.dk, s.dv, g.Dp});
+          backward_tile(s, qb, kv, g, j0,
+                        {nullptr, 0, Init::kLoad, s.dk, s.dv, g.Dp,
+                         first ? Init::kZero : Init::kLoad});
+          first = false;
         }
       }
       float* base = dqkv + (b * g.T + j0) * g.row;
-      copy_rows(base + (g.H + kh) * g.D, g.row, s.dk, g.Dp, bc, g.D);
-      copy_rows(base + (g.H + g.Hkv + kh) * g.D, g.row, s.dv, g.Dp, bc, g.D);
+      unpack_rows(base + (g.H + kh) * g.D, g.row, s.dk, g.Dp, bc, g.D);
+      unpack_rows(base + (g.H + g.Hkv + kh) * g.D, g.row, s.dv, g.Dp, bc, g.D);
     }
-    // dQ per (b, head, query block); the last query blocks see the most keys: go first.
+    // dQ per (b, head, query block), head by head; the last query blocks see the most keys.
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < g.nblk_q * g.B * g.H; ++task) {
-      const int64_t i0 = (g.nblk_q - 1 - task / (g.B * g.H)) * kBr,
-                    b = (task % (g.B * g.H)) / g.H, h = task % g.H;
+      const int64_t bh = task / g.nblk_q, b = bh / g.H, h = bh % g.H;
+      const int64_t i0 = (g.nblk_q - 1 - task % g.nblk_q) * kBr;
       QBlock qb = pack_query_block(s, g, dout, qkv, lse, delta, b, h, i0);
-      std::memset(s.dq, 0, sizeof(float) * static_cast<size_t>(qb.br * g.Dp));
-      for (int64_t j0 = 0; j0 < i0 + qb.br; j0 += kBc) {
-        s.pack_kv(g, qkv, b, h / g.group, j0);
-        backward_tile(s, qb, g, j0, {s.dq, g.Dp, nullptr, nullptr, 0});
-      }
-      copy_rows(dqkv + (b * g.T + i0) * g.row + h * g.D, g.row, s.dq, g.Dp, qb.br, g.D);
+      kv.need(qkv, b, h / g.group, i0 + qb.br);
+      for (int64_t j0 = 0; j0 < i0 + qb.br; j0 += kBc)
+        backward_tile(s, qb, kv, g, j0,
+                      {s.dq, g.Dp, j0 == 0 ? Init::kZero : Init::kLoad, nullptr, nullptr, 0,
+                       Init::kLoad});
+      unpack_rows(dqkv + (b * g.T + i0) * g.row + h * g.D, g.row, s.dq, g.Dp, qb.br, g.D);
     }
   }
 }
@@ -390,18 +431,20 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
   check_attention_sizes("attention_forward", B, T, H, Hkv, D);
 #if defined(__AVX512F__)
   const Geometry g(B, T, H, Hkv, D);
+  ThreadScratch buf(FwdScratch::floats(g) + HeadPanel::floats(g));
   const int64_t ntasks = g.nblk_q * B * H;
-  ThreadScratch buf(FwdScratch::floats(g));
 #pragma omp parallel
   {
-    FwdScratch s(buf.slice(omp_get_thread_num()), g);
+    float* mine = buf.slice(omp_get_thread_num());
+    FwdScratch s(mine, g);
+    HeadPanel kv(mine + FwdScratch::floats(g), g);
     // Consecutive tasks share a head, so its keys and values stay in cache; within a head the
     // last query blocks attend to the most keys: hand them out first.
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < ntasks; ++task) {
       const int64_t bh = task / g.nblk_q, b = bh / H, h = bh % H;
       const int64_t i0 = (g.nblk_q - 1 - task % g.nblk_q) * kBr;
-      forward_block(out, lse, qkv, g, b, h, i0, s);
+      forward_block(out, lse, qkv, g, b, h, i0, s, kv);
     }
   }
 #else
