@@ -114,10 +114,7 @@ void micro_kernel(MatC c, MatA a, MatB b, int64_t K, Init init, const float* row
 }
 #undef FT_UNROLL
 
-#ifndef FT_ATTN_ROWS
-#define FT_ATTN_ROWS 6
-#endif
-constexpr int kRows = FT_ATTN_ROWS;  // rows per micro-kernel: 6 x 4 vectors = 24 accumulators
+constexpr int kRows = 6;     // rows per micro-kernel: 6 x 4 vectors = 24 accumulators
 constexpr int kMaxVecs = 4;  // columns per micro-kernel call: up to 64 floats
 
 using MicroFn = void (*)(MatC, MatA, MatB, int64_t, Init, const float*, __mmask16);
