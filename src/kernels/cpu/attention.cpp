@@ -127,15 +127,24 @@ class HeadPanel {
   void need(const float* qkv, int64_t b, int64_t kh, int64_t rows) {
     if (b != b_ || kh != kh_) b_ = b, kh_ = kh, packed_ = 0;
     if (rows <= packed_) return;
+    const int64_t vo = g_.Hkv * g_.D;  // values sit Hkv heads after the keys
     const float* src = qkv + (b * g_.T + packed_) * g_.row + (g_.H + kh) * g_.D;
-    prefetch_rows(src, g_.row, rows - packed_, g_.D);
-    prefetch_rows(src + g_.Hkv * g_.D, g_.row, rows - packed_, g_.D);
-    for (int64_t t = packed_; t < rows; ++t, src += g_.row)
+    constexpr int64_t kAhead = 32;  // rows requested ahead of the copy
+    const int64_t first = std::min(kAhead, rows - packed_);
+    prefetch_rows(src, g_.row, first, g_.D);
+    prefetch_rows(src + vo, g_.row, first, g_.D);
+    for (int64_t t = packed_; t < rows; ++t, src += g_.row) {
+      if ((t - packed_) % kAhead == 0 && t + kAhead < rows) {
+        const int64_t n = std::min(kAhead, rows - t - kAhead);
+        prefetch_rows(src + kAhead * g_.row, g_.row, n, g_.D);
+        prefetch_rows(src + kAhead * g_.row + vo, g_.row, n, g_.D);
+      }
       for (int64_t d = 0; d < g_.Dp; d += 16) {
         const __mmask16 m = lanes(g_.D - d);
         _mm512_storeu_ps(k_ + t * g_.Dp + d, _mm512_maskz_loadu_ps(m, src + d));
-        _mm512_storeu_ps(v_ + t * g_.Dp + d, _mm512_maskz_loadu_ps(m, src + g_.Hkv * g_.D + d));
+        _mm512_storeu_ps(v_ + t * g_.Dp + d, _mm512_maskz_loadu_ps(m, src + vo + d));
       }
+    }
     packed_ = rows;
   }
   const float* k(int64_t t) const { return k_ + t * g_.Dp; }  // rows t.., stride Dp
