@@ -15,6 +15,8 @@ PACKAGES=(
   libxxhash-dev xxhash libicu-dev zlib1g-dev clang libclang-rt-14-dev
   # oracle tests: PyTorch and NumPy from Debian
   python3 python3-torch python3-numpy python3-venv python3-pip
+  # monitoring tests: promtool (alert-rule tests) and a real Prometheus server to scrape us
+  prometheus
   # built-in corpus: English and Russian manual pages, rendered by groff
   manpages manpages-dev manpages-ru man-db groff-base
 )
