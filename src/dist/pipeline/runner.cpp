@@ -20,7 +20,15 @@ PipelineRunner::PipelineRunner(const PipelinePlan& plan, int stage, Llama& model
       msg_bytes_(micro_batch * seq_len * model.config().dim * 4) {
   FT_CHECK(pp.size() == plan.partition.stages() && pp.rank() == stage, "pipeline group rank {} of {} for stage {} of {}",
            pp.rank(), pp.size(), stage, plan.partition.stages());
-  free_.resize(static_cast<size_t>(plan.partition.virtual_stages()));
+  // One pool per shape of chunk (layers, head): the stage's chunks of equal shape share sets.
+  for (int k = stage; k < plan.partition.chunks(); k += plan.partition.stages()) {
+    LayerSpan sp = plan.partition.span(k);
+    std::pair<int64_t, bool> shape{sp.count, sp.head};
+    auto it = std::find(shapes_.begin(), shapes_.end(), shape);
+    pool_of_chunk_.push_back(static_cast<int>(it - shapes_.begin()));
+    if (it == shapes_.end()) shapes_.push_back(shape);
+  }
+  free_.resize(shapes_.size());
 }
 
 PipelineRunner::~PipelineRunner() = default;
@@ -120,7 +128,7 @@ void PipelineRunner::backward(const Action& a) {
 
 Activations& PipelineRunner::acquire(const Action& a) {
   Slot slot;
-  slot.pool = plan_.train.local_chunk(a.chunk);
+  slot.pool = pool_of_chunk_[static_cast<size_t>(plan_.train.local_chunk(a.chunk))];
   auto& pool = free_[static_cast<size_t>(slot.pool)];
   // A set whose output is still on the wire (forward-only passes) is reused once its send
   // completes rather than allocating another: the receiver needs nothing later from us to post it.
@@ -137,6 +145,7 @@ Activations& PipelineRunner::acquire(const Action& a) {
   } else {
     slot.acts = std::move(pool.back());
     pool.pop_back();
+    slot.acts->first_layer = plan_.partition.span(a.chunk).first;  // same shape, this chunk's layers
   }
   Activations& x = *slot.acts;
   auto [it, fresh] = live_.emplace(Key{a.mb, a.chunk}, std::move(slot));

@@ -3,8 +3,9 @@
 // over the pipeline group (mesh.pp(): group rank = stage), as non-blocking sends and receives:
 // a receive is posted where the table says and waited on by the computation that needs it; sends
 // complete in the background. Each (micro-batch, chunk) in flight holds one Activations set for
-// the chunk's layers, taken from a pool and returned after its backward, so a stage holds at most
-// the schedule's in-flight bound of them (1F1B: p − s on stage s).
+// the chunk's layers, taken from a pool (shared by the stage's chunks of equal shape) and returned
+// after its backward, so a stage holds at most the schedule's in-flight bound of them (1F1B: p − s
+// on stage s).
 //
 //   PipelineRunner runner(plan, mesh.coord().pp, model, engine, mesh.pp(), micro_batch, seq_len, chunk_tokens);
 //   double loss_sum = runner.train(batch.tokens.data(), grad_scale);  // non-zero on the last stage
@@ -57,7 +58,7 @@ class PipelineRunner {
   using Key = std::pair<int, int>;  // (micro-batch, chunk)
   struct Slot {
     std::unique_ptr<Activations> acts;
-    int pool = 0;  // the stage's local chunk the set was sized for
+    int pool = 0;  // index of the shape (layers, head) the set was sized for
     WorkPtr send;  // the activation sent from this set's output
   };
 
@@ -76,7 +77,9 @@ class PipelineRunner {
   ParamEngine& engine_;
   Communicator& pp_;
   int64_t B_, T_, chunk_tokens_, msg_bytes_;
-  std::vector<std::vector<std::unique_ptr<Activations>>> free_;  // per local chunk
+  std::vector<std::pair<int64_t, bool>> shapes_;                 // (layers, head) of the pools
+  std::vector<int> pool_of_chunk_;                               // per local chunk
+  std::vector<std::vector<std::unique_ptr<Activations>>> free_;  // per shape
   std::map<Key, Slot> live_;
   std::vector<Slot> retiring_;                                   // released, send still in flight
   std::vector<Tensor> free_grads_;
