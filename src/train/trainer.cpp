@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "model/activation_sizes.h"
@@ -79,8 +80,9 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
            t.seq_len, local_batch_, micro_batches_, omp_get_max_threads(),
            t.precision == Precision::kBF16 ? "bf16" : "fp32");
   if (plan_) {
-    log_info("pipeline: {}; {}; simulated bubble {:.3f}", plan_->train.describe(), plan_->partition.describe(),
-             plan_->train_report.bubble);
+    log_info("pipeline: {}; {}; simulated bubble {:.3f} (unit-time actions), {:.3f} (this partition's FLOPs)",
+             plan_->train.describe(), plan_->partition.describe(), plan_->train_report.bubble,
+             plan_->flops_report.bubble);
     if (micro_batches_ < par.pp)
       log_warn("pipeline: {} micro-batch(es) for {} stages leave most stages idle; raise parallel.micro_batches",
                micro_batches_, par.pp);
@@ -195,25 +197,54 @@ void Trainer::log_step(const StepStats& s) {
 void Trainer::add_rank_metrics(const StepStats& s, nlohmann::json& j) {
   const MemoryTracker& mem = MemoryTracker::global();
   const int64_t pp_bytes = s.comm_pp.bytes_sent[static_cast<size_t>(CollKind::kSendRecv)];
-  nlohmann::json r = gather_per_rank(mesh_.world(), {{"mem_parameters_bytes", mem.peak(MemCategory::kParameters)},
-                                                     {"mem_activations_bytes", mem.peak(MemCategory::kActivations)},
-                                                     {"pp_send_bytes", pp_bytes},
-                                                     {"pp_busy_s", s.pipeline.busy_s},
-                                                     {"pp_window_s", s.pipeline.window_s},
-                                                     {"pp_in_flight", s.pipeline.max_in_flight}});
+  std::vector<std::pair<std::string, double>> values = {
+      {"mem_parameters_bytes", mem.peak(MemCategory::kParameters)},
+      {"mem_activations_bytes", mem.peak(MemCategory::kActivations)}};
   if (pipeline_) {
-    // Measured bubble: idle over total stage time, from the timestamps of the executed actions.
-    double busy = 0, window = 0, bytes = 0;
-    for (size_t i = 0; i < r["pp_busy_s"].size(); ++i) {
-      busy += r["pp_busy_s"][i].get<double>();
-      window += r["pp_window_s"][i].get<double>();
-      bytes += r["pp_send_bytes"][i].get<double>();
-    }
-    j["pp_bubble"] = window > 0 ? 1 - busy / window : 0;
-    j["pp_bubble_theory"] = plan_->train_report.bubble;
-    j["pp_bytes"] = static_cast<int64_t>(bytes);
+    values.insert(values.end(), {{"pp_send_bytes", pp_bytes},
+                                 {"pp_in_flight", s.pipeline.max_in_flight},
+                                 {"pp_busy_s", s.pipeline.busy_s},
+                                 {"pp_start", s.pipeline.start},
+                                 {"pp_end", s.pipeline.end}});
+  }
+  nlohmann::json r = gather_per_rank(mesh_.world(), values);
+  if (pipeline_) {
+    add_bubble_metrics(r, j);
+    r.erase("pp_start");  // absolute clock readings: only their differences mean something
+    r.erase("pp_end");
   }
   j["per_rank"] = std::move(r);
+}
+
+// Measured bubble: each pipeline (ranks sharing dp and tp coordinates) runs from its first
+// stage's start to its last stage's end; a stage is idle for that span minus its busy time.
+// Timestamps come from one monotonic clock, comparable across the ranks of one host.
+void Trainer::add_bubble_metrics(nlohmann::json& r, nlohmann::json& j) {
+  const int n = mesh_.world_size();
+  std::map<std::pair<int64_t, int64_t>, std::pair<double, double>> span;  // (dp, tp) -> (start, end)
+  auto group = [&](int rank) {
+    MeshCoord c = Mesh::coord_of(cfg_.parallel, rank);
+    return std::make_pair(c.dp, c.tp);
+  };
+  for (int i = 0; i < n; ++i) {
+    auto [it, fresh] = span.try_emplace(group(i), r["pp_start"][i].get<double>(), r["pp_end"][i].get<double>());
+    it->second.first = std::min(it->second.first, r["pp_start"][i].get<double>());
+    it->second.second = std::max(it->second.second, r["pp_end"][i].get<double>());
+  }
+  double busy = 0, total = 0, bytes = 0;
+  nlohmann::json idle = nlohmann::json::array();
+  for (int i = 0; i < n; ++i) {
+    auto [start, end] = span[group(i)];
+    idle.push_back(end - start - r["pp_busy_s"][i].get<double>());
+    busy += r["pp_busy_s"][i].get<double>();
+    total += end - start;
+    bytes += r["pp_send_bytes"][i].get<double>();
+  }
+  r["pp_idle_s"] = idle;
+  j["pp_bubble"] = total > 0 ? 1 - busy / total : 0;
+  j["pp_bubble_theory"] = plan_->train_report.bubble;
+  j["pp_bubble_theory_flops"] = plan_->flops_report.bubble;
+  j["pp_bytes"] = static_cast<int64_t>(bytes);
 }
 
 void Trainer::run() {

@@ -57,6 +57,7 @@ class Trainer {
   void log_step(const StepStats& s);
   // Every rank's memory and pipeline figures into j["per_rank"] (collective over the world).
   void add_rank_metrics(const StepStats& s, nlohmann::json& j);
+  void add_bubble_metrics(nlohmann::json& per_rank, nlohmann::json& j);
 
   Config cfg_;
   Mesh& mesh_;

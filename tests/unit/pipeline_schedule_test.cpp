@@ -98,6 +98,16 @@ TEST(Schedule, TimelineOfTwoStagesByHand) {
   EXPECT_NEAR(r.bubble, 1.0 / 3.0, 1e-12);
 }
 
+TEST(Schedule, PerChunkCostsTimeTheSameTable) {
+  // Stage 0: F [0,1]; stage 1: F [1,4], B [4,5]; stage 0: B [5,7]. Busy 3 + 4 of 2 × 7.
+  SimCosts c;
+  c.chunk_forward = {1, 3};
+  c.chunk_backward = {2, 1};
+  ScheduleReport r = simulate(make_schedule(k1F1B, 2, 1, 1), c);
+  EXPECT_DOUBLE_EQ(r.makespan, 7);
+  EXPECT_DOUBLE_EQ(r.bubble, 0.5);
+}
+
 TEST(Schedule, DeadlockIsReportedWithWhereEachStageWaits) {
   // Stage 0 sends its activation only after its backward, which needs stage 1's gradient,
   // which needs that activation.

@@ -16,6 +16,13 @@ double StagePartition::unit_cost(const ModelConfig& m, int64_t seq_len, int u) {
   return passes * matmul + passes * 2.0 * C * static_cast<double>(seq_len);  // 12 · C · T without recompute
 }
 
+double StagePartition::unit_forward_cost(const ModelConfig& m, int64_t seq_len, int u) {
+  if (u == m.n_layers + 1) return unit_cost(m, seq_len, u);  // the head's backward is fused into its forward
+  if (u == 0) return 0;
+  const double matmul = static_cast<double>(m.params_per_layer() - 2 * m.dim);
+  return 2.0 * matmul + 4.0 * static_cast<double>(m.dim) * static_cast<double>(seq_len);
+}
+
 StagePartition StagePartition::balanced(const ModelConfig& m, int64_t seq_len, int stages, int virtual_stages) {
   const int K = stages * virtual_stages, L = static_cast<int>(m.n_layers);
   if (stages <= 0 || virtual_stages <= 0)
@@ -67,6 +74,7 @@ StagePartition StagePartition::balanced(const ModelConfig& m, int64_t seq_len, i
     c.begin = k == 1 ? 0 : i + 1;
     c.end = k == K ? L + 2 : j + 1;
     c.cost = cost(i, j, k);
+    for (int u = c.begin; u < c.end; ++u) c.forward += unit_forward_cost(m, seq_len, u);
     j = i;
   }
   return p;

@@ -25,7 +25,9 @@ namespace ft {
 
 struct ChunkUnits {
   int begin = 0, end = 0;  // global units [begin, end)
-  double cost = 0;         // FLOPs per token of training
+  double cost = 0;         // FLOPs per token of training (forward + backward)
+  double forward = 0;      // of which the forward action (which also runs the head's backward:
+                           // logits, loss gradient and the head's dx, dW are fused per chunk of tokens)
 };
 
 class StagePartition {
@@ -45,8 +47,9 @@ class StagePartition {
   bool has_head(int k) const { return chunk(k).end == n_layers_ + 2; }
   std::string describe() const;
 
-  // Training FLOPs per token of global unit u.
+  // Training FLOPs per token of global unit u, and the part its forward action does.
   static double unit_cost(const ModelConfig& m, int64_t seq_len, int u);
+  static double unit_forward_cost(const ModelConfig& m, int64_t seq_len, int u);
 
  private:
   int stages_ = 1, virtual_ = 1;

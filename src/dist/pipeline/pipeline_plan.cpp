@@ -27,6 +27,14 @@ PipelinePlan PipelinePlan::make(const ModelConfig& m, int64_t seq_len, const Par
   plan.eval = make_forward_schedule(p.pp_schedule, stages, mbs, v);
   plan.train_report = simulate(plan.train);  // throws if the generator ever produced a bad table
   simulate(plan.eval);
+  // The same table timed with each chunk's forward and backward FLOPs: what imbalance adds.
+  SimCosts flops;
+  for (int k = 0; k < plan.partition.chunks(); ++k) {
+    const ChunkUnits& c = plan.partition.chunk(k);
+    flops.chunk_forward.push_back(c.forward);
+    flops.chunk_backward.push_back(c.cost - c.forward);
+  }
+  plan.flops_report = simulate(plan.train, flops);
   return plan;
 }
 

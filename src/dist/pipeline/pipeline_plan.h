@@ -19,7 +19,8 @@ namespace ft {
 struct PipelinePlan {
   StagePartition partition;
   Schedule train, eval;
-  ScheduleReport train_report;  // the simulated timeline (theoretical bubble, in-flight counts)
+  ScheduleReport train_report;  // simulated with unit-time actions: the textbook bubble, in-flight counts
+  ScheduleReport flops_report;  // simulated with each chunk's forward and backward FLOPs
 
   // Throws ft::Error naming the keys: more chunks than layers, tied embeddings across stages,
   // micro-batches the schedule cannot use.

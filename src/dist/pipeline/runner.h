@@ -10,6 +10,10 @@
 //   PipelineRunner runner(plan, mesh.coord().pp, model, engine, mesh.pp(), micro_batch, seq_len, chunk_tokens);
 //   double loss_sum = runner.train(batch.tokens.data(), grad_scale);  // non-zero on the last stage
 //   runner.last().busy_s;                                             // from the actions' timestamps
+//
+// Idle time (the bubble) is measured against the whole pipeline's pass — from the first stage's
+// start to the last stage's end (Trainer gathers start, end and busy from every stage) — as the
+// theory counts it: a stage that finishes early is idle until the pass ends.
 #pragma once
 
 #include <cstdint>
@@ -27,9 +31,8 @@
 namespace ft {
 
 struct PipelineStepStats {
-  double window_s = 0;     // the pass, from its first action to its last
-  double busy_s = 0;       // forward and backward computations
-  double idle_s() const { return window_s - busy_s; }
+  double start = 0, end = 0;  // the pass on this stage, seconds on the monotonic clock
+  double busy_s = 0;          // forward and backward computations
   int max_in_flight = 0;   // activation sets held at once
   struct Timed {
     Action action;

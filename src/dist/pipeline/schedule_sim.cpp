@@ -30,6 +30,9 @@ class Simulator {
     r_.busy.assign(p, 0);
     r_.max_in_flight.assign(p, 0);
     for (size_t i = 0; i < p; ++i) r_.times[i].resize(s.actions[i].size());
+    for (auto* v : {&c.chunk_forward, &c.chunk_backward})
+      if (!v->empty() && v->size() != static_cast<size_t>(s.chunks()))
+        throw Error(fmt::format("schedule {}: {} chunk costs for {} chunks", s.describe(), v->size(), s.chunks()));
     if (s.actions.size() != p || s.in_flight_bound.size() != p)
       throw Error(fmt::format("schedule {}: {} action lists and {} bounds for {} stages", s.describe(),
                               s.actions.size(), s.in_flight_bound.size(), p));
@@ -121,7 +124,8 @@ class Simulator {
           start = std::max(start, t);
         }
         if (fwd && a.chunk == 0) acquire(st);
-        end = start + (fwd ? c_.forward : c_.backward);
+        const auto& per_chunk = fwd ? c_.chunk_forward : c_.chunk_backward;
+        end = start + (per_chunk.empty() ? (fwd ? c_.forward : c_.backward) : per_chunk[static_cast<size_t>(a.chunk)]);
         r_.busy[i] += end - start;
         clock_[i] = end;
         if (!fwd || !s_.training) --alive_[i];
