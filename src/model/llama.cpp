@@ -203,7 +203,13 @@ void Llama::embed_backward(ParamAccess& params, Activations& acts, const float* 
 
 // ---- whole passes -------------------------------------------------------------------------
 
+void Llama::check_whole_model() const {
+  for (int u = 0; u < num_units(); ++u)
+    FT_CHECK(holds_unit(u), "a whole-model pass on a model that holds a pipeline stage's units only (unit {})", u);
+}
+
 double Llama::forward_backward(ParamAccess& params, Activations& acts, const int32_t* seqs, float grad_scale) {
+  check_whole_model();
   load_batch(acts, seqs);
   embed_forward(params, acts);
   for (int64_t i = 0; i < cfg_.n_layers; ++i) block_forward(params, acts, i);
@@ -216,6 +222,7 @@ double Llama::forward_backward(ParamAccess& params, Activations& acts, const int
 }
 
 double Llama::forward_loss(ParamAccess& params, Activations& acts, const int32_t* seqs) {
+  check_whole_model();
   load_batch(acts, seqs);
   embed_forward(params, acts);
   for (int64_t i = 0; i < cfg_.n_layers; ++i) block_forward(params, acts, i);
@@ -224,6 +231,7 @@ double Llama::forward_loss(ParamAccess& params, Activations& acts, const int32_t
 
 void Llama::forward_logits(ParamAccess& params, Activations& acts, const int32_t* seqs, float* logits) {
   FT_CHECK(tp_->size() == 1, "forward_logits gathers no vocab shards");
+  check_whole_model();
   load_batch(acts, seqs);
   embed_forward(params, acts);
   for (int64_t i = 0; i < cfg_.n_layers; ++i) block_forward(params, acts, i);

@@ -70,6 +70,7 @@ class Llama {
   void matmul(float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, bool ta, bool tb,
               float beta) const;
 
+  void check_whole_model() const;
   // The ParamAccess unit of global unit u (the layout may hold a subset of the units).
   int unit(int u) const { return local_unit_[static_cast<size_t>(u)]; }
 

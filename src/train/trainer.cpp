@@ -102,6 +102,13 @@ double Trainer::forward_backward_micro_batches(const Batch& batch) {
   return loss_sum;
 }
 
+std::pair<double, double> Trainer::sum_over_ranks(double loss_sum, double grad_norm2) {
+  double sums[2] = {loss_sum, grad_norm2};
+  mesh_.pp().all_reduce(sums, 2);  // stages hold disjoint parameters; only the last has a loss
+  mesh_.dp().all_reduce(&sums[0], 1);
+  return {sums[0], sums[1]};
+}
+
 StepStats Trainer::step() {
   const double t0 = now_seconds();
   const CommStats comm0 = mesh_.dp().stats(), pp0 = mesh_.pp().stats();
@@ -113,13 +120,8 @@ StepStats Trainer::step() {
 
   engine_->begin_step(static_cast<int>(micro_batches_));
   double loss_sum = forward_backward_micro_batches(batch);
-  double grad_norm2 = engine_->finish_gradients();
-  double sums[2] = {loss_sum, grad_norm2};  // stages hold disjoint parameters; the last one has the loss
-  mesh_.pp().all_reduce(sums, 2);
-  loss_sum = sums[0];
-  grad_norm2 = sums[1];
-  mesh_.dp().all_reduce(&loss_sum, 1);
-  s.loss = loss_sum / tokens_per_step;
+  auto [global_loss_sum, grad_norm2] = sum_over_ranks(loss_sum, engine_->finish_gradients());
+  s.loss = global_loss_sum / tokens_per_step;
   if (!std::isfinite(s.loss)) {
     throw Error(fmt::format("loss is {} at step {}", std::isnan(s.loss) ? "NaN" : "Inf", step_ + 1),
                 "lower optim.lr, enable optim.grad_clip, or check the data; the run stopped before the update");

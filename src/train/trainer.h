@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "config/config.h"
 #include "data/loader.h"
@@ -54,6 +55,9 @@ class Trainer {
 
  private:
   double forward_backward_micro_batches(const Batch& batch);
+  // The loss summed over every rank, and the squared gradient norm (already summed over dp by
+  // the engine) over the pipeline stages.
+  std::pair<double, double> sum_over_ranks(double loss_sum, double grad_norm2);
   void log_step(const StepStats& s);
   // Every rank's memory and pipeline figures into j["per_rank"] (collective over the world).
   void add_rank_metrics(const StepStats& s, nlohmann::json& j);
