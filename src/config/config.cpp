@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <map>
 
+#include "dist/pipeline/pipeline_plan.h"
+#include "train/micro_batches.h"
 #include "util/config_binder.h"
 #include "util/error.h"
 
@@ -27,6 +29,9 @@ void Config::validate() const {
   data.validate();
   parallel.validate();
   metrics.validate();
+  // Across sections: the micro-batch split and the pipeline (errors before any rank starts).
+  MicroBatching mb = split_batch(train, parallel);
+  if (parallel.pp > 1) PipelinePlan::make(model, train.seq_len, parallel, mb.count);
 }
 
 nlohmann::json Config::to_json() {

@@ -20,6 +20,22 @@ void ParallelConfig::bind(ConfigBinder& b) {
   b.add("parallel.powersgd_rank", &powersgd_rank, "rank of PowerSGD's low-rank approximation");
   b.add("parallel.powersgd_warmup_steps", &powersgd_warmup_steps,
         "optimizer steps with uncompressed gradients before PowerSGD starts");
+  b.add("parallel.micro_batches", &micro_batches,
+        "micro-batches per step and rank (0 = per-rank batch / train.micro_batch_size)");
+  b.add_enum("parallel.pp_schedule", &pp_schedule,
+             {{"gpipe", PipelineSchedule::kGPipe}, {"1f1b", PipelineSchedule::k1F1B},
+              {"interleaved", PipelineSchedule::kInterleaved}},
+             "pipeline schedule");
+  b.add("parallel.virtual_stages", &virtual_stages, "model chunks per pipeline stage (interleaved schedule)");
+}
+
+const char* pipeline_schedule_name(PipelineSchedule s) {
+  switch (s) {
+    case PipelineSchedule::kGPipe: return "gpipe";
+    case PipelineSchedule::k1F1B: return "1f1b";
+    case PipelineSchedule::kInterleaved: return "interleaved";
+  }
+  return "?";
 }
 
 void ParallelConfig::validate() const {
@@ -34,6 +50,16 @@ void ParallelConfig::validate() const {
     throw Error(fmt::format("parallel.powersgd_warmup_steps = {} must be >= 0", powersgd_warmup_steps));
   if (powersgd_rank <= 0)
     throw Error(fmt::format("parallel.powersgd_rank = {} must be positive", powersgd_rank));
+  if (micro_batches < 0) throw Error(fmt::format("parallel.micro_batches = {} must be >= 0", micro_batches));
+  if (virtual_stages <= 0)
+    throw Error(fmt::format("parallel.virtual_stages = {} must be positive", virtual_stages));
+  if (virtual_stages > 1 && pp_schedule != PipelineSchedule::kInterleaved)
+    throw Error(fmt::format("parallel.virtual_stages = {} needs parallel.pp_schedule = \"interleaved\" (it is \"{}\")",
+                            virtual_stages, pipeline_schedule_name(pp_schedule)),
+                "set parallel.pp_schedule = \"interleaved\", or parallel.virtual_stages = 1");
+  if (pp_schedule == PipelineSchedule::kInterleaved && virtual_stages < 2)
+    throw Error("parallel.pp_schedule = \"interleaved\" needs parallel.virtual_stages >= 2 model chunks per stage",
+                "set parallel.virtual_stages = 2 (or more), or use parallel.pp_schedule = \"1f1b\"");
 }
 
 }  // namespace ft

@@ -10,6 +10,11 @@ class ConfigBinder;
 
 enum class GradCompression : uint8_t { kNone = 0, kBF16 = 1, kPowerSGD = 2 };
 
+// Pipeline schedules (dist/pipeline/schedule.h): all forwards then all backwards; one forward
+// one backward; 1F1B over parallel.virtual_stages model chunks per stage (Megatron's interleaving).
+enum class PipelineSchedule : uint8_t { kGPipe = 0, k1F1B = 1, kInterleaved = 2 };
+const char* pipeline_schedule_name(PipelineSchedule s);  // "gpipe", "1f1b", "interleaved"
+
 struct ParallelConfig {
   int64_t dp = 1;  // data-parallel replicas
   int64_t tp = 1;  // tensor-parallel ranks (innermost axis)
@@ -20,6 +25,9 @@ struct ParallelConfig {
   GradCompression grad_compression = GradCompression::kNone;
   int64_t powersgd_rank = 4;          // rank of PowerSGD's low-rank factors
   int64_t powersgd_warmup_steps = 10; // uncompressed steps before PowerSGD starts
+  int64_t micro_batches = 0;          // per step and rank; 0 = from train.micro_batch_size
+  PipelineSchedule pp_schedule = PipelineSchedule::k1F1B;
+  int64_t virtual_stages = 1;         // model chunks per pipeline stage (interleaved schedule)
 
   void bind(ConfigBinder& b);
   void validate() const;

@@ -18,10 +18,11 @@ NamedShapes backward_scratch_shapes(const ModelConfig& m, int64_t B, int64_t T) 
           {"dgu", {N, 2 * F}}, {"datt", {N, HD}}, {"dqkv", {N, m.qkv_dim()}}};
 }
 
-NamedShapes model_activation_shapes(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk) {
+NamedShapes model_activation_shapes(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk, LayerSpan span) {
   const int64_t N = B * T, C = m.dim;
   NamedShapes s;
-  for (int64_t i = 0; i <= m.n_layers; ++i) s.push_back({"res" + std::to_string(i), {N, C}});
+  for (int64_t i = 0; i <= span.layers(m); ++i) s.push_back({"res" + std::to_string(span.first + i), {N, C}});
+  if (!span.head) return s;
   s.push_back({"xf", {N, C}});
   s.push_back({"rstdf", {N}});
   s.push_back({"dxf", {N, C}});
@@ -44,10 +45,11 @@ int64_t sum_numel(const NamedShapes& s) {
 }
 }  // namespace
 
-int64_t kept_activation_bytes(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk, bool recompute) {
-  int64_t blocks = recompute ? 1 : m.n_layers;
+int64_t kept_activation_bytes(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk, bool recompute,
+                              LayerSpan span) {
+  int64_t blocks = recompute ? 1 : span.layers(m);
   return 4 * (blocks * sum_numel(block_activation_shapes(m, B, T)) +
-              sum_numel(model_activation_shapes(m, B, T, chunk)));
+              sum_numel(model_activation_shapes(m, B, T, chunk, span)));
 }
 
 int64_t scratch_activation_bytes(const ModelConfig& m, int64_t B, int64_t T) {

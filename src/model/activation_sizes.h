@@ -4,6 +4,7 @@
 //
 //   auto s = block_activation_shapes(cfg, B, T);      // [{"xn1", {N, C}}, ...]
 //   int64_t bytes = kept_activation_bytes(cfg, B, T, chunk, /*recompute=*/false);
+//   int64_t stage = kept_activation_bytes(cfg, B, T, chunk, false, LayerSpan{2, 2, true});  // a pipeline chunk
 #pragma once
 
 #include <cstdint>
@@ -18,19 +19,31 @@ namespace ft {
 
 using NamedShapes = std::vector<std::pair<std::string, Shape>>;
 
+// The layers one Activations set serves: the whole model (the default), or a pipeline chunk's
+// blocks [first, first + count) with or without the final norm, LM head and loss.
+struct LayerSpan {
+  int64_t first = 0;
+  int64_t count = -1;  // < 0: through the last layer
+  bool head = true;
+  int64_t layers(const ModelConfig& m) const { return count < 0 ? m.n_layers - first : count; }
+};
+
 // One block's buffers kept for backward (see model/activations.h for what each is for).
 NamedShapes block_activation_shapes(const ModelConfig& m, int64_t B, int64_t T);
 // Backward scratch shared by all blocks of a micro-batch.
 NamedShapes backward_scratch_shapes(const ModelConfig& m, int64_t B, int64_t T);
-// Residual stream, final norm, loss and one logits chunk.
-NamedShapes model_activation_shapes(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk);
+// Residual stream ("res<i>": the input of layer i, and the span's output), then — when the span
+// has the head — final norm, loss and one logits chunk.
+NamedShapes model_activation_shapes(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk, LayerSpan span = {});
 
 // Tokens per LM-head chunk: the configured value, or ~32 MiB of fp32 logits.
 int64_t loss_chunk_tokens(const ModelConfig& m, int64_t configured, int64_t tokens);
 
-// fp32 bytes one micro-batch of (B, T) keeps (Activations), and the backward scratch one model
-// holds (BackwardScratch) — a pipeline stage keeps several of the first and one of the second.
-int64_t kept_activation_bytes(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk, bool recompute);
+// fp32 bytes one micro-batch of (B, T) keeps (Activations) for a span of layers, and the
+// backward scratch one model holds (BackwardScratch) — a pipeline stage keeps several of the
+// first (one per micro-batch in flight on each of its chunks) and one of the second.
+int64_t kept_activation_bytes(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk, bool recompute,
+                              LayerSpan span = {});
 int64_t scratch_activation_bytes(const ModelConfig& m, int64_t B, int64_t T);
 
 }  // namespace ft

@@ -24,13 +24,14 @@ void BackwardScratch::allocate(const ModelConfig& m, int64_t B, int64_t T) {
   allocate_all(backward_scratch_shapes(m, B, T), {&d_res, &d_mid, &d_xn, &dh, &dgu, &datt, &dqkv});
 }
 
-void Activations::allocate(const ModelConfig& m, int64_t B_, int64_t T_, int64_t chunk_tokens) {
+void Activations::allocate(const ModelConfig& m, int64_t B_, int64_t T_, int64_t chunk_tokens, LayerSpan span) {
   B = B_;
   T = T_;
   chunk = chunk_tokens;
+  first_layer = span.first;
   res.clear();
   blocks.clear();
-  for (auto& [name, shape] : model_activation_shapes(m, B, T, chunk)) {
+  for (auto& [name, shape] : model_activation_shapes(m, B, T, chunk, span)) {
     Tensor t = Tensor::empty(shape, DType::kF32, MemCategory::kActivations);
     if (name.rfind("res", 0) == 0) res.push_back(t);
     else if (name == "xf") xf = t;
@@ -40,7 +41,7 @@ void Activations::allocate(const ModelConfig& m, int64_t B_, int64_t T_, int64_t
     else if (name == "logits") logits = t;
     else if (name == "lse") lse = t;
   }
-  blocks.resize(m.recompute == Recompute::kFull ? 1 : static_cast<size_t>(m.n_layers));
+  blocks.resize(m.recompute == Recompute::kFull ? 1 : static_cast<size_t>(span.layers(m)));
   for (auto& b : blocks) b.allocate(m, B, T);
   tokens.assign(static_cast<size_t>(B * T), 0);
   targets.assign(static_cast<size_t>(B * T), 0);

@@ -13,12 +13,14 @@
 //   xn2   (N, C), rstd2 (N)                         gate/up matmul, norm backward
 //   gu    (N, 2F)  gate and up projections          SwiGLU backward
 //   h     (N, F)   SwiGLU output                    down_proj (dW)
-// The sizes are computed by model/sizes.h, which the planner shares.
+// The sizes are computed by model/activation_sizes.h, which the planner shares. A pipeline chunk
+// allocates a set for its own layers only (LayerSpan); layers keep their global numbers.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "model/activation_sizes.h"
 #include "model/model_config.h"
 #include "tensor/tensor.h"
 
@@ -37,16 +39,21 @@ struct BackwardScratch {
 
 struct Activations {
   int64_t B = 0, T = 0;
-  std::vector<Tensor> res;               // n_layers + 1 residual-stream buffers (N, C)
-  std::vector<BlockActivations> blocks;  // n_layers sets, or 1 with recompute
-  Tensor xf, rstdf, dxf;                 // final norm output (N, C), its rstd, its gradient
+  int64_t first_layer = 0;               // the span's first layer (0 for the whole model)
+  std::vector<Tensor> res;               // layers + 1 residual-stream buffers (N, C)
+  std::vector<BlockActivations> blocks;  // one set per layer, or 1 with recompute
+  Tensor xf, rstdf, dxf;                 // final norm output (N, C), its rstd, its gradient (with the head)
   Tensor losses;                         // (N) per-token loss
   Tensor logits, lse;                    // one chunk: (chunk, V), (chunk)
   int64_t chunk = 0;
   std::vector<int32_t> tokens, targets;  // (N) each
 
-  void allocate(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk_tokens);
-  BlockActivations& block(int64_t i) { return blocks.size() == 1 ? blocks[0] : blocks[static_cast<size_t>(i)]; }
+  void allocate(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk_tokens, LayerSpan span = {});
+  BlockActivations& block(int64_t layer) {
+    return blocks.size() == 1 ? blocks[0] : blocks[static_cast<size_t>(layer - first_layer)];
+  }
+  Tensor& input(int64_t layer) { return res[static_cast<size_t>(layer - first_layer)]; }   // (N, C)
+  Tensor& output(int64_t layer) { return res[static_cast<size_t>(layer - first_layer + 1)]; }
 };
 
 }  // namespace ft

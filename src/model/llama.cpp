@@ -6,24 +6,29 @@ namespace ft {
 
 Llama::Llama(const ModelConfig& cfg, const ParamLayout& layout, Precision precision, TpComm* tp)
     : cfg_(cfg), precision_(precision), tp_(tp ? tp : &identity_tp_) {
-  embed_ = &layout.at("model.embed_tokens.weight");
-  final_norm_ = &layout.at("model.norm.weight");
-  head_ = cfg.tie_embeddings ? embed_ : &layout.at("lm_head.weight");
+  auto find = [&](const std::string& name) { return layout.has(name) ? &layout.at(name) : nullptr; };
+  for (int u = 0; u < num_units(); ++u) local_unit_.push_back(layout.local_unit(u));
+  embed_ = find("model.embed_tokens.weight");
+  final_norm_ = find("model.norm.weight");
+  head_ = cfg.tie_embeddings ? embed_ : find("lm_head.weight");
+  int64_t first = -1;  // the first layer held: local sizes come from its shapes
   for (int64_t i = 0; i < cfg.n_layers; ++i) {
     std::string pre = "model.layers." + std::to_string(i) + ".";
-    blocks_.push_back({&layout.at(pre + "input_layernorm.weight"), &layout.at(pre + "self_attn.q_proj.weight"),
-                       &layout.at(pre + "self_attn.o_proj.weight"),
-                       &layout.at(pre + "post_attention_layernorm.weight"),
-                       &layout.at(pre + "mlp.gate_proj.weight"), &layout.at(pre + "mlp.down_proj.weight")});
+    blocks_.push_back({find(pre + "input_layernorm.weight"), find(pre + "self_attn.q_proj.weight"),
+                       find(pre + "self_attn.o_proj.weight"), find(pre + "post_attention_layernorm.weight"),
+                       find(pre + "mlp.gate_proj.weight"), find(pre + "mlp.down_proj.weight")});
+    if (first < 0 && blocks_.back().wqkv) first = i;
   }
+  FT_CHECK(!final_norm_ || head_, "the layout holds the final norm but no LM head (tied embeddings need unit 0)");
   // Local sizes come from the shapes this rank holds (tensor parallelism shards them).
   D_ = cfg.head_dim();
-  H_ = blocks_.empty() ? cfg.n_heads : blocks_[0].wqkv->shape[0] / D_;
-  Hkv_ = blocks_.empty() ? cfg.n_kv_heads
-                         : layout.at("model.layers.0.self_attn.k_proj.weight").shape[0] / D_;
-  F_ = blocks_.empty() ? cfg.ffn_dim : blocks_[0].w2->shape[1];
-  V_ = head_->shape[0];
-  v0_ = head_->split_dim == 0 ? head_->split_offset : 0;
+  const std::string pre = "model.layers." + std::to_string(first) + ".";
+  H_ = first >= 0 ? blocks_[static_cast<size_t>(first)].wqkv->shape[0] / D_ : cfg.n_heads;
+  Hkv_ = first >= 0 ? layout.at(pre + "self_attn.k_proj.weight").shape[0] / D_ : cfg.n_kv_heads;
+  F_ = first >= 0 ? blocks_[static_cast<size_t>(first)].w2->shape[1] : cfg.ffn_dim;
+  const ParamSpec* vocab = head_ ? head_ : embed_;
+  V_ = vocab ? vocab->shape[0] : cfg.vocab_size;
+  v0_ = vocab && vocab->split_dim == 0 ? vocab->split_offset : 0;
   int64_t half = D_ / 2;
   rope_cos_ = Tensor::empty({cfg.max_seq_len, half}, DType::kF32, MemCategory::kWorkspace);
   rope_sin_ = Tensor::empty({cfg.max_seq_len, half}, DType::kF32, MemCategory::kWorkspace);
@@ -63,26 +68,26 @@ void Llama::load_batch(Activations& acts, const int32_t* seqs) const {
 // ---- forward ------------------------------------------------------------------------------
 
 void Llama::embed_forward(ParamAccess& params, Activations& acts) {
-  params.before_forward(0);
+  params.before_forward(unit(0));
   const int64_t N = acts.B * acts.T, C = cfg_.dim;
   ops::embedding_forward(acts.res[0].data<float>(), acts.tokens.data(), params.weight(*embed_), N, C, v0_, V_);
   tp_->reduce_forward(acts.res[0].data<float>(), N * C);  // vocab-parallel: rows live on one rank
-  params.after_forward(0);
+  params.after_forward(unit(0));
 }
 
 void Llama::block_forward(ParamAccess& params, Activations& acts, int64_t layer) {
-  int unit = static_cast<int>(layer) + 1;
-  params.before_forward(unit);
+  const int u = unit(static_cast<int>(layer) + 1);
+  params.before_forward(u);
   block_forward_into(params, acts, layer, acts.block(layer));
-  params.after_forward(unit);
+  params.after_forward(u);
 }
 
 void Llama::block_forward_into(ParamAccess& params, Activations& acts, int64_t layer, BlockActivations& a) {
   const BlockSpecs& s = blocks_[static_cast<size_t>(layer)];
   const int64_t B = acts.B, T = acts.T, N = B * T, C = cfg_.dim, HD = H_ * D_, QKV = (H_ + 2 * Hkv_) * D_;
   const float eps = static_cast<float>(cfg_.norm_eps);
-  const float* x = acts.res[static_cast<size_t>(layer)].data<float>();  // (N, C) block input
-  float* out = acts.res[static_cast<size_t>(layer) + 1].data<float>();  // (N, C) block output
+  const float* x = acts.input(layer).data<float>();  // (N, C) block input
+  float* out = acts.output(layer).data<float>();     // (N, C) block output
   float* x_mid = a.x_mid.data<float>();
 
   // Attention: x_mid = x + Wo · attention(rope(Wqkv · norm(x)))
@@ -104,9 +109,9 @@ void Llama::block_forward_into(ParamAccess& params, Activations& acts, int64_t l
 }
 
 double Llama::head_forward(ParamAccess& params, Activations& acts, float grad_scale, bool backward) {
-  const int head_unit = static_cast<int>(cfg_.n_layers) + 1;
+  const int head_unit = unit(static_cast<int>(cfg_.n_layers) + 1);
   params.before_forward(head_unit);
-  if (cfg_.tie_embeddings) params.before_forward(0);
+  if (cfg_.tie_embeddings) params.before_forward(unit(0));
   const int64_t N = acts.B * acts.T, C = cfg_.dim, V = V_;
   const float* x = acts.res.back().data<float>();
   float* xf = acts.xf.data<float>();
@@ -134,7 +139,7 @@ double Llama::head_forward(ParamAccess& params, Activations& acts, float grad_sc
     matmul(acts.dxf.data<float>() + n0 * C, logits, W, n, C, V, false, false, 0);    // (n, C) = dlogits · W
     matmul(dW, logits, xf + n0 * C, V, C, n, true, false, 1);                        // (V, C) += dlogitsᵀ · xf
   }
-  if (cfg_.tie_embeddings) params.after_forward(0);
+  if (cfg_.tie_embeddings) params.after_forward(unit(0));
   params.after_forward(head_unit);
   return loss_sum;
 }
@@ -142,7 +147,7 @@ double Llama::head_forward(ParamAccess& params, Activations& acts, float grad_sc
 // ---- backward -----------------------------------------------------------------------------
 
 void Llama::head_backward(ParamAccess& params, Activations& acts, float* d_res) {
-  const int head_unit = static_cast<int>(cfg_.n_layers) + 1;
+  const int head_unit = unit(static_cast<int>(cfg_.n_layers) + 1);
   params.before_backward(head_unit);
   const int64_t N = acts.B * acts.T, C = cfg_.dim;
   tp_->copy_backward(acts.dxf.data<float>(), N * C);
@@ -152,14 +157,14 @@ void Llama::head_backward(ParamAccess& params, Activations& acts, float* d_res) 
 }
 
 void Llama::block_backward(ParamAccess& params, Activations& acts, int64_t layer, float* d_res) {
-  const int unit = static_cast<int>(layer) + 1;
-  params.before_backward(unit);
+  const int u = unit(static_cast<int>(layer) + 1);
+  params.before_backward(u);
   BlockActivations& a = acts.block(layer);
   if (cfg_.recompute == Recompute::kFull) block_forward_into(params, acts, layer, a);
   const BlockSpecs& s = blocks_[static_cast<size_t>(layer)];
   const int64_t B = acts.B, T = acts.T, N = B * T, C = cfg_.dim, HD = H_ * D_, QKV = (H_ + 2 * Hkv_) * D_;
   BackwardScratch& g = scratch(B, T);
-  const float* x = acts.res[static_cast<size_t>(layer)].data<float>();
+  const float* x = acts.input(layer).data<float>();
   float* d_mid = g.d_mid.data<float>();
   float* d_xn = g.d_xn.data<float>();
 
@@ -186,19 +191,25 @@ void Llama::block_backward(ParamAccess& params, Activations& acts, int64_t layer
   ops::rmsnorm_backward(d_res, params.grad(*s.attn_norm), d_xn, x, params.weight(*s.attn_norm),
                         a.rstd1.data<float>(), N, C);
   ops::add_inplace(d_res, d_mid, N * C);
-  params.after_backward(unit);
+  params.after_backward(u);
 }
 
 void Llama::embed_backward(ParamAccess& params, Activations& acts, const float* d_res) {
-  params.before_backward(0);
+  params.before_backward(unit(0));
   const int64_t N = acts.B * acts.T;
   ops::embedding_backward(params.grad(*embed_), d_res, acts.tokens.data(), N, cfg_.dim, v0_, V_);
-  params.after_backward(0);
+  params.after_backward(unit(0));
 }
 
 // ---- whole passes -------------------------------------------------------------------------
 
+void Llama::check_whole_model() const {
+  for (int u = 0; u < num_units(); ++u)
+    FT_CHECK(holds_unit(u), "a whole-model pass on a model that holds a pipeline stage's units only (unit {})", u);
+}
+
 double Llama::forward_backward(ParamAccess& params, Activations& acts, const int32_t* seqs, float grad_scale) {
+  check_whole_model();
   load_batch(acts, seqs);
   embed_forward(params, acts);
   for (int64_t i = 0; i < cfg_.n_layers; ++i) block_forward(params, acts, i);
@@ -211,6 +222,7 @@ double Llama::forward_backward(ParamAccess& params, Activations& acts, const int
 }
 
 double Llama::forward_loss(ParamAccess& params, Activations& acts, const int32_t* seqs) {
+  check_whole_model();
   load_batch(acts, seqs);
   embed_forward(params, acts);
   for (int64_t i = 0; i < cfg_.n_layers; ++i) block_forward(params, acts, i);
@@ -219,6 +231,7 @@ double Llama::forward_loss(ParamAccess& params, Activations& acts, const int32_t
 
 void Llama::forward_logits(ParamAccess& params, Activations& acts, const int32_t* seqs, float* logits) {
   FT_CHECK(tp_->size() == 1, "forward_logits gathers no vocab shards");
+  check_whole_model();
   load_batch(acts, seqs);
   embed_forward(params, acts);
   for (int64_t i = 0; i < cfg_.n_layers; ++i) block_forward(params, acts, i);

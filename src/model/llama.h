@@ -10,6 +10,10 @@
 //   double loss_sum = model.forward_backward(params, acts, seqs, 1.0f / (B * T));
 //
 // seqs is (B, T + 1) tokens: inputs [0, T), targets [1, T]. A target < 0 is ignored.
+//
+// A pipeline stage builds its Llama on a layout holding a subset of the units
+// (ParamLayout::llama(cfg, align, units)) and calls only the units it holds, over Activations
+// allocated for its layers (LayerSpan); whole-model passes need every unit.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +35,8 @@ class Llama {
   const ModelConfig& config() const { return cfg_; }
   Precision precision() const { return precision_; }
   int num_units() const { return static_cast<int>(cfg_.n_layers) + 2; }
+  // Whether this model's layout holds global unit u (0 embedding, 1 + i layer i, L + 1 head).
+  bool holds_unit(int u) const { return local_unit_[static_cast<size_t>(u)] >= 0; }
 
   // One micro-batch: forward, loss and backward. Parameter gradients accumulate (+=) the
   // gradient of grad_scale · (sum of token losses). Returns the sum of token losses.
@@ -64,14 +70,19 @@ class Llama {
   void matmul(float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, bool ta, bool tb,
               float beta) const;
 
+  void check_whole_model() const;
+  // The ParamAccess unit of global unit u (the layout may hold a subset of the units).
+  int unit(int u) const { return local_unit_[static_cast<size_t>(u)]; }
+
   ModelConfig cfg_;
   Precision precision_;
+  std::vector<int> local_unit_;  // per global unit: its unit in the layout, or -1
   TpComm* tp_;
   TpComm identity_tp_;
-  const ParamSpec* embed_;
+  const ParamSpec* embed_;       // null when the layout does not hold the unit
   const ParamSpec* final_norm_;
-  const ParamSpec* head_;  // == embed_ when tied
-  std::vector<BlockSpecs> blocks_;
+  const ParamSpec* head_;        // == embed_ when tied
+  std::vector<BlockSpecs> blocks_;  // per global layer (null specs for layers not held)
   int64_t H_, Hkv_, D_, F_, V_, v0_;  // this rank's heads, kv heads, head dim, ffn, vocab rows
   Tensor rope_cos_, rope_sin_;        // (max_seq_len, D/2)
   BackwardScratch scratch_;

@@ -8,6 +8,8 @@
 namespace ft {
 
 void ParamLayout::add(ParamSpec p) {
+  p.unit = local_unit(p.unit);  // built with global unit numbers; stored with local ones
+  if (p.unit < 0) return;        // a unit this layout does not hold
   p.offset = total_;
   total_ += p.numel();
   if (static_cast<int>(unit_begin_.size()) <= p.unit) {
@@ -19,8 +21,17 @@ void ParamLayout::add(ParamSpec p) {
   specs_.push_back(std::move(p));
 }
 
-ParamLayout ParamLayout::llama(const ModelConfig& m, int64_t align) {
+ParamLayout ParamLayout::llama(const ModelConfig& m, int64_t align, const std::vector<int>& units) {
   ParamLayout l;
+  const int n_units = static_cast<int>(m.n_layers) + 2;
+  for (size_t i = 0; i < units.size(); ++i)
+    FT_CHECK(units[i] >= 0 && units[i] < n_units && (i == 0 || units[i] > units[i - 1]),
+             "units must ascend within [0, {})", n_units);
+  l.global_ = units;
+  if (units.empty())
+    for (int u = 0; u < n_units; ++u) l.global_.push_back(u);
+  l.local_.assign(static_cast<size_t>(n_units), -1);
+  for (size_t i = 0; i < l.global_.size(); ++i) l.local_[static_cast<size_t>(l.global_[i])] = static_cast<int>(i);
   const int64_t C = m.dim, D = m.head_dim(), F = m.ffn_dim, V = m.vocab_size;
   const double std = m.init_std;
   // Output projections feed the residual stream: scaled down by sqrt(2 · n_layers) (GPT-2).
@@ -67,8 +78,14 @@ ParamLayout ParamLayout::llama(const ModelConfig& m, int64_t align) {
 }
 
 void ParamLayout::end_unit(int unit, int64_t align) {
+  unit = local_unit(unit);
+  if (unit < 0) return;
   total_ = (total_ + align - 1) / align * align;
   unit_end_[static_cast<size_t>(unit)] = total_;
+}
+
+int ParamLayout::local_unit(int global) const {
+  return global >= 0 && global < static_cast<int>(local_.size()) ? local_[static_cast<size_t>(global)] : -1;
 }
 
 const ParamSpec& ParamLayout::at(const std::string& name) const {

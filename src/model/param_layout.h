@@ -11,8 +11,13 @@
 // Within a block q_proj, k_proj, v_proj are adjacent, so [Wq; Wk; Wv] is one (qkv_dim, C)
 // matrix; gate_proj, up_proj likewise form [W1; W3] (2F, C).
 //
+// A pipeline stage holds a subset of the units (`units`, the global unit numbers above): its
+// arena has only those, numbered 0, 1, ... in order (ParamSpec::unit is this local number);
+// global_unit()/local_unit() translate. The whole model is the default.
+//
 //   ParamLayout l = ParamLayout::llama(cfg);
 //   const ParamSpec& p = l.at("model.layers.0.mlp.up_proj.weight");   // p.offset, p.shape
+//   ParamLayout stage1 = ParamLayout::llama(cfg, dp, {3, 4, 5});       // layers 2, 3 and the head
 #pragma once
 
 #include <cstdint>
@@ -32,7 +37,7 @@ struct ParamSpec {
   int split_dim = -1;        // tensor-parallel split dimension, -1 = replicated
   int64_t split_offset = 0;  // first index along split_dim that this rank holds
   int64_t offset = 0;        // element offset in the arena
-  int unit = 0;
+  int unit = 0;              // local unit: index among this layout's units
   bool decay = true;         // AdamW weight decay applies (matrices yes, norm weights no)
   double init_std = 0;       // 0: initialised to ones (norm weights)
 
@@ -43,7 +48,8 @@ class ParamLayout {
  public:
   // unit_align: each unit's range is padded to a multiple of it (data-parallel sharding splits
   // every unit into equal pieces, one per rank). Padding holds no parameter and stays zero.
-  static ParamLayout llama(const ModelConfig& cfg, int64_t unit_align = 1);
+  // units: the global units to hold, ascending (empty: all of them).
+  static ParamLayout llama(const ModelConfig& cfg, int64_t unit_align = 1, const std::vector<int>& units = {});
 
   const std::vector<ParamSpec>& specs() const { return specs_; }
   int64_t total() const { return total_; }  // elements in the arena
@@ -51,6 +57,10 @@ class ParamLayout {
   int64_t unit_begin(int u) const { return unit_begin_[static_cast<size_t>(u)]; }
   int64_t unit_end(int u) const { return unit_end_[static_cast<size_t>(u)]; }  // incl. padding
   int64_t unit_size(int u) const { return unit_end(u) - unit_begin(u); }
+  // Global unit number of local unit u (0 = embedding, 1 + i = layer i, n_layers + 1 = head), and
+  // the local number of a global unit (-1 when this layout does not hold it).
+  int global_unit(int u) const { return global_[static_cast<size_t>(u)]; }
+  int local_unit(int global) const;
   const ParamSpec& at(const std::string& name) const;
   bool has(const std::string& name) const { return index_.count(name) != 0; }
 
@@ -65,6 +75,7 @@ class ParamLayout {
   std::vector<ParamSpec> specs_;
   std::unordered_map<std::string, size_t> index_;
   std::vector<int64_t> unit_begin_, unit_end_;
+  std::vector<int> global_, local_;  // local unit -> global unit, global -> local (-1: absent)
   int64_t total_ = 0;
 };
 

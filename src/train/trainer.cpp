@@ -4,11 +4,14 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "model/activation_sizes.h"
 #include "obs/progress.h"
 #include "obs/telemetry.h"
+#include "train/micro_batches.h"
+#include "train/rank_metrics.h"
 #include "optim/grad_clip.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -31,32 +34,36 @@ int default_threads() {
 Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedule_(cfg.optim, cfg.train.steps) {
   const TrainConfig& t = cfg_.train;
   omp_set_num_threads(t.threads > 0 ? t.threads : default_threads());
-  const int64_t dp = mesh_.degrees().dp;
-  if (t.batch_size % dp != 0) {
-    throw Error(fmt::format("train.batch_size = {} is not divisible by parallel.dp = {}", t.batch_size, dp),
-                fmt::format("use a global batch that is a multiple of {}", dp));
-  }
-  local_batch_ = t.batch_size / dp;
-  micro_batch_ = t.micro_batch_size > 0 ? t.micro_batch_size : local_batch_;
-  if (local_batch_ % micro_batch_ != 0) {
-    throw Error(fmt::format("train.micro_batch_size = {} does not divide the per-rank batch of {} sequences "
-                            "(train.batch_size {} / parallel.dp {})",
-                            micro_batch_, local_batch_, t.batch_size, dp),
-                "pick a micro-batch size that divides train.batch_size / parallel.dp");
-  }
-  micro_batches_ = local_batch_ / micro_batch_;
+  const ParallelConfig& par = cfg_.parallel;
+  FT_CHECK(mesh_.degrees().dp == par.dp && mesh_.degrees().pp == par.pp && mesh_.degrees().tp == par.tp,
+           "the mesh ({}) does not have the configured degrees", mesh_.describe());
+  const MicroBatching mb = split_batch(t, par);
+  local_batch_ = mb.local_batch;
+  micro_batch_ = mb.size;
+  micro_batches_ = mb.count;
   if (t.seq_len > cfg_.model.max_seq_len) {
     throw Error(fmt::format("train.seq_len = {} exceeds model.max_seq_len = {}", t.seq_len, cfg_.model.max_seq_len),
                 "raise model.max_seq_len or shorten the sequences");
   }
 
-  engine_ = make_param_engine(cfg_.parallel, cfg_.optim, cfg_.model, mesh_.dp(), t.seed);
+  // This rank's part of the model: every unit, or its pipeline stage's chunks.
+  std::vector<int> units;
+  if (par.pp > 1) {
+    plan_ = std::make_unique<PipelinePlan>(PipelinePlan::make(cfg_.model, t.seq_len, par, micro_batches_));
+    units = plan_->partition.stage_units(static_cast<int>(mesh_.coord().pp));
+  }
+  engine_ = make_param_engine(par, cfg_.optim, ParamLayout::llama(cfg_.model, par.dp, units), mesh_.dp(), t.seed);
   model_ = std::make_unique<Llama>(cfg_.model, engine_->layout(), t.precision);
-  const int64_t dp_rank = mesh_.coord().dp;
+  const int64_t dp_rank = mesh_.coord().dp, dp = par.dp;
   train_data_ = make_loader(cfg_.data, t, cfg_.model.vocab_size, dp_rank, dp, Split::kTrain);
   if (t.eval_interval > 0) val_data_ = make_loader(cfg_.data, t, cfg_.model.vocab_size, dp_rank, dp, Split::kValidation);
-  acts_.allocate(cfg_.model, micro_batch_, t.seq_len,
-                 loss_chunk_tokens(cfg_.model, t.loss_chunk_tokens, micro_batch_ * t.seq_len));
+  const int64_t chunk = loss_chunk_tokens(cfg_.model, t.loss_chunk_tokens, micro_batch_ * t.seq_len);
+  if (plan_) {
+    pipeline_ = std::make_unique<PipelineRunner>(*plan_, static_cast<int>(mesh_.coord().pp), *model_, *engine_,
+                                                 mesh_.pp(), micro_batch_, t.seq_len, chunk);
+  } else {
+    acts_.allocate(cfg_.model, micro_batch_, t.seq_len, chunk);
+  }
 
   const bool rank0 = mesh_.world_rank() == 0;
   if (rank0) {
@@ -81,12 +88,21 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
   log_info("batch {} x {} tokens, {} per rank in {} micro-batch(es); {} threads per rank; precision {}", t.batch_size,
            t.seq_len, local_batch_, micro_batches_, omp_get_max_threads(),
            t.precision == Precision::kBF16 ? "bf16" : "fp32");
+  if (plan_) {
+    log_info("pipeline: {}; {}; simulated bubble {:.3f} (unit-time actions), {:.3f} (this partition's FLOPs)",
+             plan_->train.describe(), plan_->partition.describe(), plan_->train_report.bubble,
+             plan_->flops_report.bubble);
+    if (micro_batches_ < par.pp)
+      log_warn("pipeline: {} micro-batch(es) for {} stages leave most stages idle; raise parallel.micro_batches",
+               micro_batches_, par.pp);
+  }
 }
 
 Trainer::~Trainer() = default;
 
 double Trainer::forward_backward_micro_batches(const Batch& batch) {
   const float grad_scale = 1.0f / static_cast<float>(cfg_.train.batch_size * cfg_.train.seq_len);
+  if (pipeline_) return pipeline_->train(batch.tokens.data(), grad_scale);  // the stage's schedule
   double loss_sum = 0;
   for (int64_t mb = 0; mb < micro_batches_; ++mb) {
     engine_->begin_micro_batch(static_cast<int>(mb));
@@ -95,9 +111,16 @@ double Trainer::forward_backward_micro_batches(const Batch& batch) {
   return loss_sum;
 }
 
+std::pair<double, double> Trainer::sum_over_ranks(double loss_sum, double grad_norm2) {
+  double sums[2] = {loss_sum, grad_norm2};
+  mesh_.pp().all_reduce(sums, 2);  // stages hold disjoint parameters; only the last has a loss
+  mesh_.dp().all_reduce(&sums[0], 1);
+  return {sums[0], sums[1]};
+}
+
 StepStats Trainer::step() {
   const double t0 = now_seconds();
-  const CommStats comm0 = mesh_.dp().stats();
+  const CommStats comm0 = mesh_.dp().stats(), pp0 = mesh_.pp().stats();
   const double tokens_per_step = static_cast<double>(cfg_.train.batch_size * cfg_.train.seq_len);
   StepStats s;
   s.lr = schedule_.at(step_);
@@ -106,9 +129,8 @@ StepStats Trainer::step() {
 
   engine_->begin_step(static_cast<int>(micro_batches_));
   double loss_sum = forward_backward_micro_batches(batch);
-  double grad_norm2 = engine_->finish_gradients();
-  mesh_.dp().all_reduce(&loss_sum, 1);
-  s.loss = loss_sum / tokens_per_step;
+  auto [global_loss_sum, grad_norm2] = sum_over_ranks(loss_sum, engine_->finish_gradients());
+  s.loss = global_loss_sum / tokens_per_step;
   if (!std::isfinite(s.loss)) {
     throw Error(fmt::format("loss is {} at step {}", std::isnan(s.loss) ? "NaN" : "Inf", step_ + 1),
                 "lower optim.lr, enable optim.grad_clip, or check the data; the run stopped before the update");
@@ -124,6 +146,8 @@ StepStats Trainer::step() {
   s.mfu = peak_flops_ > 0 ? s.tokens_per_s * flops_per_token_ / (peak_flops_ * mesh_.world_size()) : 0;
   s.comm_wait_s = engine_->last_wait_s();
   s.comm = mesh_.dp().stats() - comm0;
+  s.comm_pp = mesh_.pp().stats() - pp0;
+  if (pipeline_) s.pipeline = pipeline_->last();
   return s;
 }
 
@@ -131,10 +155,15 @@ double Trainer::evaluate() {
   double sum = 0;
   for (int64_t i = 0; i < cfg_.train.eval_batches; ++i) {
     Batch b = val_data_->next();
+    if (pipeline_) {
+      sum += pipeline_->forward_loss(b.tokens.data());
+      continue;
+    }
     for (int64_t mb = 0; mb < micro_batches_; ++mb)
       sum += model_->forward_loss(*engine_, acts_, b.sequence(mb * micro_batch_));
   }
   val_data_->restore({});  // every validation reads the same batches
+  mesh_.pp().all_reduce(&sum, 1);  // the last stage computed the loss
   mesh_.dp().all_reduce(&sum, 1);
   return sum / static_cast<double>(cfg_.train.batch_size * cfg_.train.seq_len * cfg_.train.eval_batches);
 }
@@ -163,6 +192,7 @@ void Trainer::log_step(const StepStats& s) {
   }
   j["mem_peak_bytes"] = mem.total_peak();
   j["rss_peak_bytes"] = process_peak_rss_bytes();
+  if (mesh_.world_size() > 1) add_rank_metrics(s, j);
   const int64_t every = cfg_.train.eval_interval;
   if (every > 0 && (s.step % every == 0 || s.step == cfg_.train.steps)) {
     double val = evaluate();
@@ -176,6 +206,59 @@ void Trainer::log_step(const StepStats& s) {
   metrics_->write(j);
   if (progress_) progress_->update({.step = s.step, .loss = s.loss, .tokens_per_s = s.tokens_per_s, .mfu = peak_flops_ > 0 ? s.mfu : NAN,
                      .step_s = s.step_s, .lr = s.lr, .grad_norm = s.grad_norm});
+}
+
+void Trainer::add_rank_metrics(const StepStats& s, nlohmann::json& j) {
+  const MemoryTracker& mem = MemoryTracker::global();
+  const int64_t pp_bytes = s.comm_pp.bytes_sent[static_cast<size_t>(CollKind::kSendRecv)];
+  std::vector<std::pair<std::string, double>> values = {
+      {"mem_parameters_bytes", mem.peak(MemCategory::kParameters)},
+      {"mem_activations_bytes", mem.peak(MemCategory::kActivations)}};
+  if (pipeline_) {
+    values.insert(values.end(), {{"pp_send_bytes", pp_bytes},
+                                 {"pp_in_flight", s.pipeline.max_in_flight},
+                                 {"pp_busy_s", s.pipeline.busy_s},
+                                 {"pp_start", s.pipeline.start},
+                                 {"pp_end", s.pipeline.end}});
+  }
+  nlohmann::json r = gather_per_rank(mesh_.world(), values);
+  if (pipeline_) {
+    add_bubble_metrics(r, j);
+    r.erase("pp_start");  // absolute clock readings: only their differences mean something
+    r.erase("pp_end");
+  }
+  j["per_rank"] = std::move(r);
+}
+
+// Measured bubble: each pipeline (ranks sharing dp and tp coordinates) runs from its first
+// stage's start to its last stage's end; a stage is idle for that span minus its busy time.
+// Timestamps come from one monotonic clock, comparable across the ranks of one host.
+void Trainer::add_bubble_metrics(nlohmann::json& r, nlohmann::json& j) {
+  const int n = mesh_.world_size();
+  std::map<std::pair<int64_t, int64_t>, std::pair<double, double>> span;  // (dp, tp) -> (start, end)
+  auto group = [&](int rank) {
+    MeshCoord c = Mesh::coord_of(cfg_.parallel, rank);
+    return std::make_pair(c.dp, c.tp);
+  };
+  for (int i = 0; i < n; ++i) {
+    auto [it, fresh] = span.try_emplace(group(i), r["pp_start"][i].get<double>(), r["pp_end"][i].get<double>());
+    it->second.first = std::min(it->second.first, r["pp_start"][i].get<double>());
+    it->second.second = std::max(it->second.second, r["pp_end"][i].get<double>());
+  }
+  double busy = 0, total = 0, bytes = 0;
+  nlohmann::json idle = nlohmann::json::array();
+  for (int i = 0; i < n; ++i) {
+    auto [start, end] = span[group(i)];
+    idle.push_back(end - start - r["pp_busy_s"][i].get<double>());
+    busy += r["pp_busy_s"][i].get<double>();
+    total += end - start;
+    bytes += r["pp_send_bytes"][i].get<double>();
+  }
+  r["pp_idle_s"] = idle;
+  j["pp_bubble"] = total > 0 ? 1 - busy / total : 0;
+  j["pp_bubble_theory"] = plan_->train_report.bubble;
+  j["pp_bubble_theory_flops"] = plan_->flops_report.bubble;
+  j["pp_bytes"] = static_cast<int64_t>(bytes);
 }
 
 void Trainer::run() {

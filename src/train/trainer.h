@@ -9,12 +9,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "config/config.h"
 #include "data/loader.h"
 #include "dist/comm.h"
 #include "dist/data_parallel/param_engine.h"
 #include "dist/mesh.h"
+#include "dist/pipeline/runner.h"
 #include "model/activations.h"
 #include "model/llama.h"
 #include "optim/lr_schedule.h"
@@ -36,6 +38,8 @@ struct StepStats {
   double step_s = 0, tokens_per_s = 0, mfu = 0, data_wait_s = 0;
   double comm_wait_s = 0;   // time the step waited for gradient communication
   CommStats comm;           // this rank's data-parallel traffic during the step
+  CommStats comm_pp;        // this rank's pipeline traffic (activations and their gradients)
+  PipelineStepStats pipeline;  // this stage's busy and idle time (pipeline parallelism only)
 };
 
 class Trainer {
@@ -56,15 +60,23 @@ class Trainer {
 
  private:
   double forward_backward_micro_batches(const Batch& batch);
+  // The loss summed over every rank, and the squared gradient norm (already summed over dp by
+  // the engine) over the pipeline stages.
+  std::pair<double, double> sum_over_ranks(double loss_sum, double grad_norm2);
   void log_step(const StepStats& s);
+  // Every rank's memory and pipeline figures into j["per_rank"] (collective over the world).
+  void add_rank_metrics(const StepStats& s, nlohmann::json& j);
+  void add_bubble_metrics(nlohmann::json& per_rank, nlohmann::json& j);
 
   Config cfg_;
   Mesh& mesh_;
+  std::unique_ptr<PipelinePlan> plan_;  // pipeline parallelism: partition and schedules
   std::unique_ptr<ParamEngine> engine_;
   std::unique_ptr<Llama> model_;
+  std::unique_ptr<PipelineRunner> pipeline_;
   LrSchedule schedule_;
   std::unique_ptr<DataLoader> train_data_, val_data_;
-  Activations acts_;
+  Activations acts_;  // without pipeline parallelism (the runner pools its own)
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<obs::Telemetry> telemetry_;  // Prometheus endpoint, GPU health, TensorBoard
   std::unique_ptr<obs::ProgressLine> progress_;

@@ -5,9 +5,9 @@
 
 namespace ft {
 
-DpEngineBase::DpEngineBase(const ParallelConfig& p, const OptimConfig& o, const ModelConfig& m, Communicator& dp,
+DpEngineBase::DpEngineBase(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
                            bool shard_optimizer)
-    : layout_(ParamLayout::llama(m, dp.size())),
+    : layout_(std::move(layout)),
       dp_(dp),
       plan_(layout_, dp.rank(), dp.size()),
       reducer_(dp, p, layout_, plan_) {

@@ -22,7 +22,7 @@ class DpEngineBase : public ParamEngine {
   double last_wait_s() const override { return wait_s_; }
 
  protected:
-  DpEngineBase(const ParallelConfig& p, const OptimConfig& o, const ModelConfig& m, Communicator& dp,
+  DpEngineBase(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
                bool shard_optimizer);
   bool last_micro_batch() const { return micro_ == micro_batches_ - 1; }
   // Waits for every pending reduction, adding the time to wait_s_.

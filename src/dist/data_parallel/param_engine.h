@@ -49,8 +49,10 @@ class ParamEngine : public ParamAccess {
   virtual double last_wait_s() const = 0;
 };
 
-// Builds the engine for parallel.zero; initialises weights from `seed` (rank 0 broadcasts).
-std::unique_ptr<ParamEngine> make_param_engine(const ParallelConfig& p, const OptimConfig& o, const ModelConfig& m,
+// Builds the engine for parallel.zero over `layout` — this rank's part of the model (a pipeline
+// stage holds some units), with every unit padded to the dp size:
+// ParamLayout::llama(model, dp.size(), units). Initialises weights from `seed` (rank 0 broadcasts).
+std::unique_ptr<ParamEngine> make_param_engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
                                                Communicator& dp, uint64_t seed);
 
 }  // namespace ft

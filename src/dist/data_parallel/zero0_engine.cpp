@@ -7,9 +7,9 @@
 
 namespace ft {
 
-Zero0Engine::Zero0Engine(const ParallelConfig& p, const OptimConfig& o, const ModelConfig& m, Communicator& dp,
+Zero0Engine::Zero0Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
                          uint64_t seed)
-    : DpEngineBase(p, o, m, dp, /*shard_optimizer=*/false) {
+    : DpEngineBase(p, o, std::move(layout), dp, /*shard_optimizer=*/false) {
   w_ = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kParameters);
   g_ = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kGradients);
   init_full_weights(w_.data<float>(), seed);

@@ -4,9 +4,9 @@
 
 namespace ft {
 
-Zero12Engine::Zero12Engine(const ParallelConfig& p, const OptimConfig& o, const ModelConfig& m, Communicator& dp,
+Zero12Engine::Zero12Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
                            uint64_t seed)
-    : DpEngineBase(p, o, m, dp, /*shard_optimizer=*/true), stage_(static_cast<int>(p.zero)) {
+    : DpEngineBase(p, o, std::move(layout), dp, /*shard_optimizer=*/true), stage_(static_cast<int>(p.zero)) {
   w_ = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kParameters);
   g_ = Tensor::zeros({stage_ == 1 ? layout_.total() : plan_.shard_size()}, DType::kF32, MemCategory::kGradients);
   unit_grads_.resize(static_cast<size_t>(layout_.num_units()));

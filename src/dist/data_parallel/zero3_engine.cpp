@@ -7,9 +7,9 @@
 
 namespace ft {
 
-Zero3Engine::Zero3Engine(const ParallelConfig& p, const OptimConfig& o, const ModelConfig& m, Communicator& dp,
+Zero3Engine::Zero3Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
                          uint64_t seed)
-    : DpEngineBase(p, o, m, dp, /*shard_optimizer=*/true) {
+    : DpEngineBase(p, o, std::move(layout), dp, /*shard_optimizer=*/true) {
   w_ = Tensor::zeros({plan_.shard_size()}, DType::kF32, MemCategory::kParameters);
   g_ = Tensor::zeros({plan_.shard_size()}, DType::kF32, MemCategory::kGradients);
   const size_t U = static_cast<size_t>(layout_.num_units());

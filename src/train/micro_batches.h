@@ -1,0 +1,27 @@
+// How a rank's share of the global batch is cut into micro-batches — one rule for every layout:
+//   per-rank batch  = train.batch_size / parallel.dp
+//   parallel.micro_batches > 0   fixes the number of micro-batches (their size is the quotient);
+//   otherwise train.micro_batch_size fixes their size (0 = the whole per-rank batch, one
+//   micro-batch). Setting both is allowed when they agree. Each must divide the per-rank batch.
+// A pipeline runs these micro-batches through its stages; data parallelism accumulates them.
+//
+//   MicroBatching mb = split_batch(cfg.train, cfg.parallel);   // throws ft::Error naming the keys
+//   for (int64_t i = 0; i < mb.count; ++i) model.forward_backward(..., batch.sequence(i * mb.size), ...);
+#pragma once
+
+#include <cstdint>
+
+#include "dist/parallel_config.h"
+#include "train/train_config.h"
+
+namespace ft {
+
+struct MicroBatching {
+  int64_t local_batch = 0;  // sequences per rank and step
+  int64_t size = 0;         // sequences per micro-batch
+  int64_t count = 0;        // micro-batches per step
+};
+
+MicroBatching split_batch(const TrainConfig& t, const ParallelConfig& p);
+
+}  // namespace ft
