@@ -1,0 +1,67 @@
+// fluxtrain bench-peak — measures the GEMM peak (the MFU denominator) and records it.
+//
+//   fluxtrain bench-peak [--threads N] [--size 2048] [--seconds 1] [--no-record]
+//
+// Runs a size³ GEMM through the ops the model uses (oneDNN: fp32, bf16 on AMX where present),
+// then OpenBLAS sgemm as the peer (OPENBLAS_CORETYPE=SkylakeX unless set), prints a table with
+// the OpenBLAS / oneDNN ratio last, and writes the oneDNN numbers to the peak file (see
+// kernels/peak.h).
+#include <CLI/CLI.hpp>
+#include <omp.h>
+
+#include <cstdio>
+
+#include "cli/command.h"
+#include "kernels/peak.h"
+
+namespace {
+
+int run_bench_peak(int argc, char** argv) {
+  CLI::App app{"Measure the GEMM peak (GFLOP/s) with oneDNN (fp32, bf16) and OpenBLAS (fp32); record it"};
+  int threads = omp_get_max_threads();
+  ft::PeakOptions opt;
+  bool no_record = false;
+  app.add_option("--threads", threads, "OpenMP threads (default: OMP_NUM_THREADS or all cores)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--size", opt.size, "M = N = K of the square GEMM")->check(CLI::Range(int64_t{16}, int64_t{32768}));
+  app.add_option("--seconds", opt.min_seconds, "minimum time per measurement (best run is kept)")
+      ->check(CLI::Range(0.0, 600.0));
+  app.add_flag("--no-record", no_record, "print only; do not write the peak file");
+  CLI11_PARSE(app, argc, argv);
+
+  ft::PeakRecord f32 = ft::measure_gemm_peak(ft::Precision::kF32, threads, opt);
+  ft::PeakRecord bf16 = ft::measure_gemm_peak(ft::Precision::kBF16, threads, opt);
+  ft::BlasPeerResult blas = ft::measure_openblas_sgemm(threads, opt);  // last: it keeps its threads
+
+  std::printf("GEMM peak: %lld x %lld x %lld, %d thread(s), CPU \"%s\"\n\n", static_cast<long long>(opt.size),
+              static_cast<long long>(opt.size), static_cast<long long>(opt.size), threads, f32.cpu.c_str());
+  std::printf("%-16s %-5s %-44s %10s %12s\n", "library", "prec", "kernel", "GFLOP/s", "per thread");
+  auto row = [&](const std::string& lib, const char* prec, const std::string& kernel, double g) {
+    std::printf("%-16s %-5s %-44s %10.1f %12.1f\n", lib.c_str(), prec, kernel.c_str(), g, g / threads);
+  };
+  row(f32.library, "f32", f32.impl, f32.gflops);
+  row(bf16.library, "bf16", bf16.impl, bf16.gflops);
+  if (blas.available) {
+    std::string kernel = "core " + blas.core + " (OPENBLAS_CORETYPE=" +
+                         (blas.coretype_env.empty() ? "unset" : blas.coretype_env) +
+                         (blas.env_set_by_us ? ", set by fluxtrain)" : ")");
+    row("OpenBLAS", "f32", kernel, blas.gflops);
+  }
+  if (!blas.note.empty()) std::printf("note: %s\n", blas.note.c_str());
+
+  if (!no_record) {
+    std::string path = ft::peak_file_path();
+    ft::record_peak(path, f32);
+    ft::record_peak(path, bf16);
+    std::printf("\nrecorded f32 %.1f and bf16 %.1f GFLOP/s for %d thread(s) in %s\n", f32.gflops, bf16.gflops,
+                threads, path.c_str());
+  }
+  std::printf("\nbf16 / f32 (oneDNN): %.2f\n", bf16.gflops / f32.gflops);
+  if (blas.available) std::printf("OpenBLAS / oneDNN f32: %.2f\n", blas.gflops / f32.gflops);
+  return 0;
+}
+
+ft::cli::Register reg("bench-peak", "measure the GEMM peak (oneDNN fp32/bf16 vs OpenBLAS) and record it",
+                      run_bench_peak);
+
+}  // namespace
