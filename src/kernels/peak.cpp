@@ -54,18 +54,26 @@ void fill(std::vector<float>& v, uint32_t seed) {
   }
 }
 
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 // Runs fn until min_seconds have passed (and at least 3 times, after one warm-up call);
-// returns the shortest run in seconds.
+// returns the shortest run in seconds (wall, or process CPU time / threads).
 template <typename Fn>
-double best_seconds(Fn&& fn, double min_seconds) {
+double best_seconds(Fn&& fn, const PeakOptions& opt, int threads) {
   fn();  // warm-up: primitive creation, first touch of the buffers
   double best = 1e30, total = 0;
-  for (int rep = 0; rep < 3 || (total < min_seconds && rep < 10000); ++rep) {
+  for (int rep = 0; rep < 3 || (total < opt.min_seconds && rep < 10000); ++rep) {
     auto t0 = Clock::now();
+    double c0 = process_cpu_seconds();
     fn();
-    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+    double s = opt.cpu_clock ? (process_cpu_seconds() - c0) / threads : wall;
     best = std::min(best, s);
-    total += s;
+    total += wall;
   }
   return best;
 }
@@ -197,7 +205,10 @@ void record_peak(const std::string& path, const PeakRecord& record) {
   write_file_atomic(path, j.dump(2) + "\n");
 }
 
-PeakRecord measure_gemm_peak(Precision precision, int threads, const PeakOptions& options) {
+namespace {
+// One square GEMM path, timed: fp32 through ops::matmul (or the fp32 matmul primitive), bf16
+// through ops::matmul_bf16.
+PeakRecord measure_square(Precision precision, bool f32_primitive, int threads, const PeakOptions& options) {
   threads = resolve_threads(threads);
   ScopedThreads scope(threads);
   const int64_t n = options.size;
@@ -206,26 +217,40 @@ PeakRecord measure_gemm_peak(Precision precision, int threads, const PeakOptions
   fill(A, 1);
   fill(B, 2);
   double secs = 0;
-  if (precision == Precision::kF32) {
+  PeakRecord r;
+  if (precision == Precision::kF32 && f32_primitive) {
+    secs = best_seconds([&] { cpu::matmul_f32_primitive(C.data(), A.data(), B.data(), n, n, n, false, false, 0.0f); },
+                        options, threads);
+    r.impl = cpu::gemm_primitive_impl_name(n, n, n, false, false, precision);
+  } else if (precision == Precision::kF32) {
     secs = best_seconds([&] { cpu::matmul(C.data(), A.data(), B.data(), n, n, n, false, false, 0.0f, precision); },
-                        options.min_seconds);
+                        options, threads);
+    r.impl = cpu::gemm_impl_name(n, n, n, false, false, precision);
   } else {
     std::vector<uint16_t> A16(n * n), B16(n * n);
     convert(A16.data(), DType::kBF16, A.data(), DType::kF32, A16.size());
     convert(B16.data(), DType::kBF16, B.data(), DType::kF32, B16.size());
     secs = best_seconds([&] { cpu::matmul_bf16(C.data(), A16.data(), B16.data(), n, n, n, false, false, 0.0f); },
-                        options.min_seconds);
+                        options, threads);
+    r.impl = cpu::gemm_impl_name(n, n, n, false, false, precision);
   }
-  PeakRecord r;
   r.cpu = cpu_model_name();
   r.threads = threads;
   r.precision = precision;
   r.gflops = 2.0 * static_cast<double>(n) * n * n / secs * 1e-9;
   r.size = n;
   r.library = onednn_version();
-  r.impl = cpu::gemm_impl_name(n, n, n, false, false, precision);
   r.measured_at = now_utc();
   return r;
+}
+}  // namespace
+
+PeakRecord measure_gemm_peak(Precision precision, int threads, const PeakOptions& options) {
+  return measure_square(precision, false, threads, options);
+}
+
+PeakRecord measure_matmul_primitive_f32(int threads, const PeakOptions& options) {
+  return measure_square(Precision::kF32, true, threads, options);
 }
 
 double gemm_peak_gflops(Precision precision, int threads, const PeakOptions& options) {
@@ -297,7 +322,7 @@ BlasPeerResult measure_openblas_sgemm(int threads, const PeakOptions& options) {
   constexpr int kRowMajor = 101, kNoTrans = 111;
   double secs = best_seconds(
       [&] { sgemm(kRowMajor, kNoTrans, kNoTrans, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n); },
-      options.min_seconds);
+      options, threads);
   res.gflops = 2.0 * static_cast<double>(n) * n * n / secs * 1e-9;
   res.available = true;
   return res;  // the library stays loaded (its threads idle): unloading OpenBLAS is not safe

@@ -4,8 +4,8 @@
 //   double mfu = model_flops_per_s / (peak * 1e9);
 //
 // The first call for a (CPU model, threads, precision) measures a large square GEMM through the
-// op the model uses (ops::matmul for fp32, ops::matmul_bf16 for bf16; best of several runs,
-// about a second) and records it in the peak file; later calls, in this and later processes,
+// op the model uses (ops::matmul for fp32 — dnnl_sgemm —, ops::matmul_bf16 for bf16; best of
+// several runs, about a second) and records it in the peak file; later calls, in this and later processes,
 // read the record. `fluxtrain bench-peak` re-measures, compares with OpenBLAS and rewrites it.
 //
 // Peak file: $FLUXTRAIN_PEAK_FILE, else $XDG_CACHE_HOME/fluxtrain/peak.json, else
@@ -29,6 +29,9 @@ namespace ft {
 struct PeakOptions {
   int64_t size = 2048;       // M = N = K
   double min_seconds = 1.0;  // keep repeating (at least 3 runs) until this much time has passed
+  // Time runs by process CPU time / threads instead of wall time: robust to other processes on a
+  // shared machine (exact for one thread; pessimistic for several, as waiting threads spin).
+  bool cpu_clock = false;
 };
 
 struct PeakRecord {
@@ -48,6 +51,8 @@ double gemm_peak_gflops(Precision precision, int threads, const PeakOptions& opt
 
 // Measures without reading or writing the file: GFLOP/s of the best run.
 PeakRecord measure_gemm_peak(Precision precision, int threads, const PeakOptions& options = {});
+// The same through oneDNN's fp32 matmul primitive, which ops::matmul does not use (comparison).
+PeakRecord measure_matmul_primitive_f32(int threads, const PeakOptions& options = {});
 
 std::string peak_file_path();
 std::string cpu_model_name();  // "model name" of /proc/cpuinfo, or "unknown cpu"

@@ -64,10 +64,15 @@ TEST_P(Gemm, MatchesReference) {
   bool bf16 = prec == Precision::kBF16;
   auto absA = abs_of(bf16 ? round_bf16(A) : A), absB = abs_of(bf16 ? round_bf16(B) : B);
   EXPECT_TRUE(gemm_close(C, C_ref, absA, absB, C0, M, N, K, ta, tb, beta));
-  // The cached primitive gives the same answer the second time.
+  // Deterministic: the same answer the second time (for bf16, from the cached primitive).
   auto C2 = C0;
   cpu::matmul(C2.data(), A.data(), B.data(), M, N, K, ta, tb, beta, prec);
   EXPECT_EQ(C2, C);
+  if (!bf16) {  // the fp32 matmul primitive the peak benchmark compares with
+    auto C3 = C0;
+    cpu::matmul_f32_primitive(C3.data(), A.data(), B.data(), M, N, K, ta, tb, beta);
+    EXPECT_TRUE(gemm_close(C3, C_ref, absA, absB, C0, M, N, K, ta, tb, beta));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -113,12 +118,16 @@ TEST(Gemm, EmptyReductionIsBetaTimesC) {
 TEST(Gemm, PrimitivesAreCachedPerShape) {
   auto A = random_floats(41 * 43, 8), B = random_floats(43 * 47, 9);
   std::vector<float> C(41 * 47);
-  cpu::matmul(C.data(), A.data(), B.data(), 41, 47, 43, false, false, 0.0f, Precision::kF32);
+  cpu::matmul(C.data(), A.data(), B.data(), 41, 47, 43, false, false, 0.0f, Precision::kBF16);
   size_t n = cpu::gemm_cache_size();
-  cpu::matmul(C.data(), A.data(), B.data(), 41, 47, 43, false, false, 0.0f, Precision::kF32);
+  cpu::matmul(C.data(), A.data(), B.data(), 41, 47, 43, false, false, 0.0f, Precision::kBF16);
   EXPECT_EQ(cpu::gemm_cache_size(), n);
-  cpu::matmul(C.data(), A.data(), B.data(), 41, 47, 43, false, false, 1.0f, Precision::kF32);  // beta is a key
+  cpu::matmul(C.data(), A.data(), B.data(), 41, 47, 43, false, false, 1.0f, Precision::kBF16);  // beta is a key
   EXPECT_EQ(cpu::gemm_cache_size(), n + 1);
+  cpu::matmul(C.data(), A.data(), B.data(), 41, 47, 43, false, true, 1.0f, Precision::kBF16);  // so is trans_b
+  EXPECT_EQ(cpu::gemm_cache_size(), n + 2);
+  cpu::matmul(C.data(), A.data(), B.data(), 41, 47, 43, false, false, 0.0f, Precision::kF32);  // dnnl_sgemm: no primitive
+  EXPECT_EQ(cpu::gemm_cache_size(), n + 2);
 }
 
 TEST(Gemm, ConcurrentCallersGetCorrectResults) {

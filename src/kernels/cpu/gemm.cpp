@@ -1,19 +1,19 @@
-// GEMM through oneDNN's matmul primitive.
+// GEMM through oneDNN.
 //
 //   C(M, N) = op(A) · op(B) + beta · C      A: (M, K) or (K, M) if trans_a
 //                                          B: (K, N) or (N, K) if trans_b
 //
-// Transposes are memory-descriptor strides (nothing is copied); beta != 0 is oneDNN's "sum"
-// post-op. fp32 runs on the AVX-512 brgemm kernels; bf16 (inputs rounded to bf16, fp32
-// accumulation and output) on AMX where the CPU has it ("brg:avx512_core_amx_bf16").
-//
-// Creating a primitive costs far more than a small GEMM, so primitives are cached per
-// (M, N, K, trans_a, trans_b, beta, precision, OpenMP threads) in a process-wide, mutex-guarded
-// map. Primitives use a user-provided scratchpad, so any thread may execute any cached primitive;
-// the scratchpad and the bf16 conversion buffers are per calling thread, grow-only, allocated
-// through mem_alloc(kWorkspace).
-//
-// Why oneDNN and not OpenBLAS for fp32: see bench/README.md, "GEMM peak".
+// fp32: dnnl_sgemm, oneDNN's BLAS-style GEMM (its "gemm:jit" AVX-512 kernels, OpenMP threads).
+//   Measured here it beats oneDNN's matmul primitive ("brg:avx512_core") by 5-35% on the model's
+//   shapes and matches OpenBLAS SkylakeX, without OpenBLAS's second thread pool; see
+//   bench/README.md, "GEMM peak". It needs no primitive, so nothing is cached.
+// bf16: the matmul primitive, on AMX where the CPU has it ("brg:avx512_core_amx_bf16"). A
+//   primitive costs far more to create (~10-20 ms on AMX) than a small GEMM, so primitives are
+//   cached per (M, N, K, trans_a, trans_b, beta, precision, OpenMP threads) in a process-wide,
+//   mutex-guarded map. Transposes are memory-descriptor strides (nothing is copied); beta != 0 is
+//   the "sum" post-op. Primitives use a user-provided scratchpad, so any thread may execute any
+//   cached primitive; the scratchpad and the bf16 conversion buffers belong to the calling
+//   thread, grow-only, allocated through mem_alloc(kWorkspace).
 #include <omp.h>
 
 #include <dnnl.hpp>
@@ -210,7 +210,10 @@ void matmul(float* C, const float* A, const float* B, int64_t M, int64_t N, int6
             bool trans_b, float beta, Precision precision) {
   if (trivial_gemm(C, M, N, K, beta)) return;
   if (precision == Precision::kF32) {
-    run_plan(gemm_cache().get(key_of(M, N, K, trans_a, trans_b, beta, precision)), C, A, B);
+    // Row-major; the leading dimension is the stored row length of each operand.
+    dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, 1.0f, A, trans_a ? M : K, B,
+                                  trans_b ? K : N, beta, C, N);
+    FT_CHECK(st == dnnl_success, "dnnl_sgemm M={} N={} K={} failed with status {}", M, N, K, static_cast<int>(st));
     return;
   }
   // bf16 from fp32 operands: round A and B into this thread's conversion buffers.
@@ -222,8 +225,20 @@ void matmul(float* C, const float* A, const float* B, int64_t M, int64_t N, int6
   matmul_bf16(C, a16, b16, M, N, K, trans_a, trans_b, beta);
 }
 
+void matmul_f32_primitive(float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, bool trans_a,
+                          bool trans_b, float beta) {
+  if (trivial_gemm(C, M, N, K, beta)) return;
+  run_plan(gemm_cache().get(key_of(M, N, K, trans_a, trans_b, beta, Precision::kF32)), C, A, B);
+}
+
 std::string gemm_impl_name(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
                            Precision precision) {
+  if (precision == Precision::kF32) return "gemm:jit (dnnl_sgemm)";
+  return gemm_cache().get(key_of(M, N, K, trans_a, trans_b, 0.0f, precision)).impl;
+}
+
+std::string gemm_primitive_impl_name(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
+                                     Precision precision) {
   return gemm_cache().get(key_of(M, N, K, trans_a, trans_b, 0.0f, precision)).impl;
 }
 
