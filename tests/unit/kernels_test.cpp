@@ -288,9 +288,10 @@ TEST_P(AdamW, MatchesReferenceOverSteps) {
     ref::adamw_step(p_ref.data(), m_ref.data(), v_ref.data(), step == 2 ? nullptr : pb_ref.data(), g.data(), n, 3e-3f,
                     0.9f, 0.95f, 1e-8f, 0.1f, step, 0.5f);
   }
-  EXPECT_TRUE(all_close(m, m_ref, 1e-6, 1e-12));
-  EXPECT_TRUE(all_close(v, v_ref, 1e-6, 1e-14));
-  EXPECT_TRUE(all_close(p, p_ref, 1e-6, 1e-7));
+  // m = b1 m + (1 − b1) g can cancel: absolute tolerances scale with the largest element.
+  EXPECT_TRUE(all_close(m, m_ref, 1e-6, 1e-6 * max_abs(m_ref)));
+  EXPECT_TRUE(all_close(v, v_ref, 1e-6, 1e-6 * max_abs(v_ref)));
+  EXPECT_TRUE(all_close(p, p_ref, 1e-6, 1e-6 * max_abs(p_ref)));
   for (int64_t i = 0; i < n; ++i) {
     ASSERT_EQ(pb[i], f32_to_bf16(p[i])) << i;  // the bf16 copy is the rounded fp32 param
     ASSERT_LE(std::abs(int(pb[i]) - int(pb_ref[i])), 1) << i;
