@@ -36,6 +36,9 @@ int run_bench_peak(int argc, char** argv) {
   opt.cpu_clock = clock == "cpu";
   if (opt.cpu_clock) no_record = true;
 
+  const std::string path = ft::peak_file_path();
+  if (!no_record) ft::read_peak(path, "", 0, ft::Precision::kF32);  // a bad peak file fails now, not after measuring
+
   ft::PeakRecord f32 = ft::measure_gemm_peak(ft::Precision::kF32, threads, opt);
   ft::PeakRecord f32_prim = ft::measure_matmul_primitive_f32(threads, opt);
   ft::PeakRecord bf16 = ft::measure_gemm_peak(ft::Precision::kBF16, threads, opt);
@@ -58,7 +61,6 @@ int run_bench_peak(int argc, char** argv) {
   if (!blas.note.empty()) std::printf("note: %s\n", blas.note.c_str());
 
   if (!no_record) {
-    std::string path = ft::peak_file_path();
     ft::record_peak(path, f32);
     ft::record_peak(path, bf16);
     std::printf("\nrecorded f32 %.1f and bf16 %.1f GFLOP/s for %d thread(s) in %s\n", f32.gflops, bf16.gflops,

@@ -272,19 +272,16 @@ double gemm_peak_gflops(Precision precision, int threads, const PeakOptions& opt
 
 // ---- OpenBLAS, the peer --------------------------------------------------------------------
 
-BlasPeerResult measure_openblas_sgemm(int threads, const PeakOptions& options) {
-  BlasPeerResult res;
-  threads = resolve_threads(threads);
-  // OpenBLAS reads OPENBLAS_CORETYPE once, when it is loaded: set it before dlopen.
+namespace {
+OpenBlas load_openblas() {
+  OpenBlas ob;
   const char* env = std::getenv("OPENBLAS_CORETYPE");
-  if (!env || !*env) {
-    if (__builtin_cpu_supports("avx512f")) {
-      setenv("OPENBLAS_CORETYPE", "SkylakeX", 0);
-      res.env_set_by_us = true;
-    }
+  if ((!env || !*env) && __builtin_cpu_supports("avx512f")) {
+    setenv("OPENBLAS_CORETYPE", "SkylakeX", 0);
+    ob.env_set_by_us = true;
   }
   env = std::getenv("OPENBLAS_CORETYPE");
-  res.coretype_env = env ? env : "";
+  ob.coretype_env = env ? env : "";
 
   void* lib = nullptr;
   std::string tried;
@@ -298,34 +295,52 @@ BlasPeerResult measure_openblas_sgemm(int threads, const PeakOptions& options) {
     tried += std::string(tried.empty() ? "" : ", ") + name;
   }
   if (!lib) {
-    res.note = "OpenBLAS not found (tried " + tried + "); install libopenblas-dev";
-    return res;
+    ob.note = "OpenBLAS not found (tried " + tried + "); install libopenblas-dev";
+    return ob;
   }
-  using Sgemm = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
-  auto sgemm = reinterpret_cast<Sgemm>(dlsym(lib, "cblas_sgemm"));
-  auto set_threads = reinterpret_cast<void (*)(int)>(dlsym(lib, "openblas_set_num_threads"));
   auto corename = reinterpret_cast<char* (*)()>(dlsym(lib, "openblas_get_corename"));
-  if (!sgemm || !set_threads || !corename) {
-    res.note = "the loaded BLAS is not OpenBLAS (no cblas_sgemm / openblas_* symbols)";
-    return res;
+  ob.set_num_threads = reinterpret_cast<void (*)(int)>(dlsym(lib, "openblas_set_num_threads"));
+  ob.sgemm = reinterpret_cast<decltype(ob.sgemm)>(dlsym(lib, "cblas_sgemm"));
+  if (!ob.sgemm || !ob.set_num_threads || !corename) {
+    ob.sgemm = nullptr;
+    ob.note = "the loaded BLAS is not OpenBLAS (no cblas_sgemm / openblas_* symbols)";
+    return ob;
   }
-  res.core = corename();
-  if (!res.coretype_env.empty() && lower(res.core) != lower(res.coretype_env)) {
-    res.note = fmt::format("OPENBLAS_CORETYPE={} did not take effect (OpenBLAS runs '{}'; was it loaded before?)",
-                           res.coretype_env, res.core);
+  ob.core = corename();
+  if (!ob.coretype_env.empty() && lower(ob.core) != lower(ob.coretype_env)) {
+    ob.note = fmt::format("OPENBLAS_CORETYPE={} did not take effect (OpenBLAS runs '{}'; was it loaded before?)",
+                          ob.coretype_env, ob.core);
   }
-  set_threads(threads);
+  return ob;
+}
+}  // namespace
+
+const OpenBlas& openblas() {
+  static const OpenBlas ob = load_openblas();
+  return ob;
+}
+
+BlasPeerResult measure_openblas_sgemm(int threads, const PeakOptions& options) {
+  const OpenBlas& ob = openblas();
+  BlasPeerResult res;
+  res.core = ob.core;
+  res.coretype_env = ob.coretype_env;
+  res.env_set_by_us = ob.env_set_by_us;
+  res.note = ob.note;
+  if (!ob.sgemm) return res;
+  threads = resolve_threads(threads);
+  ob.set_num_threads(threads);
   const int n = static_cast<int>(options.size);
   std::vector<float> A(static_cast<size_t>(n) * n), B(A.size()), C(A.size());
   fill(A, 1);
   fill(B, 2);
   constexpr int kRowMajor = 101, kNoTrans = 111;
   double secs = best_seconds(
-      [&] { sgemm(kRowMajor, kNoTrans, kNoTrans, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n); },
+      [&] { ob.sgemm(kRowMajor, kNoTrans, kNoTrans, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n); },
       options, threads);
   res.gflops = 2.0 * static_cast<double>(n) * n * n / secs * 1e-9;
   res.available = true;
-  return res;  // the library stays loaded (its threads idle): unloading OpenBLAS is not safe
+  return res;
 }
 
 }  // namespace ft

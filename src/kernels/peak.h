@@ -64,18 +64,30 @@ std::optional<PeakRecord> read_peak(const std::string& path, const std::string& 
 // Adds the record, replacing one with the same (cpu, threads, precision); creates directories.
 void record_peak(const std::string& path, const PeakRecord& record);
 
-// The peer: OpenBLAS sgemm on the same square problem, loaded with dlopen so that
-// OPENBLAS_CORETYPE (read by OpenBLAS when it is loaded) can be set first: to SkylakeX when unset
-// and the CPU has AVX-512 (Debian's OpenBLAS otherwise picks a slow generic kernel on CPUs it does
-// not know). `core` is what OpenBLAS reports it uses.
+// The peer: OpenBLAS, loaded with dlopen on first use so that OPENBLAS_CORETYPE (read by OpenBLAS
+// when it is loaded) can be set first: to SkylakeX when unset and the CPU has AVX-512 (Debian's
+// OpenBLAS otherwise picks a slow generic kernel on CPUs it does not know). Not linked: it would
+// start its own thread pool in every process. Stays loaded (its threads idle) once loaded.
+struct OpenBlas {
+  // cblas_sgemm(order, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  // order 101 = row-major, trans 111 = no, 112 = yes. Null when OpenBLAS could not be loaded.
+  void (*sgemm)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int) =
+      nullptr;
+  void (*set_num_threads)(int) = nullptr;
+  std::string core;          // openblas_get_corename()
+  std::string coretype_env;  // OPENBLAS_CORETYPE as OpenBLAS saw it ("" if unset)
+  bool env_set_by_us = false;
+  std::string note;          // why unavailable, or a caveat (the core type did not take effect)
+};
+const OpenBlas& openblas();  // thread-safe; loads once
+
 struct BlasPeerResult {
   bool available = false;
   double gflops = 0;
-  std::string core;         // openblas_get_corename()
-  std::string coretype_env; // OPENBLAS_CORETYPE as OpenBLAS saw it ("" if unset)
+  std::string core, coretype_env, note;
   bool env_set_by_us = false;
-  std::string note;         // why unavailable, or a caveat
 };
+// OpenBLAS sgemm on the same square problem as measure_gemm_peak.
 BlasPeerResult measure_openblas_sgemm(int threads, const PeakOptions& options = {});
 
 }  // namespace ft
