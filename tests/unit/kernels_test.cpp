@@ -2,6 +2,7 @@
 // random inputs, over shapes with odd sizes and tails that are not a multiple of 16 lanes.
 // GEMM: gemm_test.cpp. Gradients against finite differences: kernels_grad_test.cpp.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <limits>
@@ -100,6 +101,22 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Embedding,
                                            EmbShape{9, 20, 3, 4, 10},          // shard [3, 7)
                                            EmbShape{64, 768, 100, 50, 200},    // shard, many repeats
                                            EmbShape{300, 100, 0, 7, 7}));      // N·C above the threading cut
+
+// Threads split columns, each element sums its tokens in order: the result is bit-identical for
+// any thread count.
+TEST(Embedding, BackwardDoesNotDependOnThreadCount) {
+  const int64_t N = 512, C = 200, V = 9;
+  auto tokens = random_tokens(N, 0, V, 15);
+  auto dout = random_floats(N * C, 16);
+  std::vector<float> d1(V * C, 0.0f), d3(V * C, 0.0f);
+  int prev = omp_get_max_threads();
+  omp_set_num_threads(1);
+  cpu::embedding_backward(d1.data(), dout.data(), tokens.data(), N, C, 0, V);
+  omp_set_num_threads(3);
+  cpu::embedding_backward(d3.data(), dout.data(), tokens.data(), N, C, 0, V);
+  omp_set_num_threads(prev);
+  EXPECT_EQ(d1, d3);
+}
 
 // ---- RMSNorm ------------------------------------------------------------------------------
 
@@ -267,6 +284,17 @@ TEST_P(Elementwise, MatchReference) {
   EXPECT_EQ(y, y_ref);
   double s = cpu::sum_squares(x.data(), n), s_ref = ref::sum_squares(x.data(), n);
   EXPECT_NEAR(s, s_ref, 1e-12 * s_ref);
+}
+
+TEST(Elementwise, SumSquaresDoesNotDependOnThreadCount) {
+  auto x = random_floats(1000003, 63);
+  int prev = omp_get_max_threads();
+  omp_set_num_threads(1);
+  double s1 = cpu::sum_squares(x.data(), static_cast<int64_t>(x.size()));
+  omp_set_num_threads(3);
+  double s3 = cpu::sum_squares(x.data(), static_cast<int64_t>(x.size()));
+  omp_set_num_threads(prev);
+  EXPECT_EQ(s1, s3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, Elementwise, ::testing::Values(1, 15, 17, 1000, 100003, 1 << 20));
