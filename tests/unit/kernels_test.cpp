@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <ostream>
 #include <random>
 #include <vector>
 
@@ -76,6 +77,9 @@ TEST(Simd, ExpLimits) {
 struct EmbShape {
   int64_t N, C, v0, V, vocab;
 };
+std::ostream& operator<<(std::ostream& os, const EmbShape& s) {
+  return os << "N " << s.N << " C " << s.C << " v0 " << s.v0 << " V " << s.V << " vocab " << s.vocab;
+}
 
 class Embedding : public ::testing::TestWithParam<EmbShape> {};
 
@@ -155,6 +159,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RmsNorm,
 struct RopeShape {
   int64_t B, T, H, Hkv, D, pos0;
 };
+std::ostream& operator<<(std::ostream& os, const RopeShape& s) {
+  return os << "B " << s.B << " T " << s.T << " H " << s.H << " Hkv " << s.Hkv << " D " << s.D << " pos0 " << s.pos0;
+}
 
 class Rope : public ::testing::TestWithParam<RopeShape> {};
 
