@@ -154,6 +154,25 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RmsNorm,
                                            std::pair<int64_t, int64_t>{5, 100}, std::pair<int64_t, int64_t>{64, 768},
                                            std::pair<int64_t, int64_t>{37, 1000}));
 
+// Activations of a diverging run (|x| ~ 1e30, x² overflows fp32): the fast op must normalise them
+// as the reference does (sums in double), not overflow to rstd = 0 and output zeros.
+TEST(RmsNorm, HugeActivationsNormaliseLikeTheReference) {
+  const int64_t N = 3, C = 40;
+  auto x = random_floats(N * C, 25, -1.0f, 1.0f);
+  for (float& v : x) v *= 1e30f;
+  auto w = random_floats(C, 26, 0.5f, 1.5f), dout = random_floats(N * C, 27);
+  std::vector<float> out(N * C), rstd(N), out_ref(N * C), rstd_ref(N);
+  cpu::rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
+  ref::rmsnorm_forward(out_ref.data(), rstd_ref.data(), x.data(), w.data(), N, C, 1e-5f);
+  EXPECT_TRUE(all_close(rstd, rstd_ref, 2e-6, 0));
+  EXPECT_TRUE(all_close(out, out_ref, 2e-6, 1e-6));
+  std::vector<float> dx(N * C), dx_ref(N * C), dw(C, 0.0f), dw_ref(C, 0.0f);
+  cpu::rmsnorm_backward(dx.data(), dw.data(), dout.data(), x.data(), w.data(), rstd_ref.data(), N, C);
+  ref::rmsnorm_backward(dx_ref.data(), dw_ref.data(), dout.data(), x.data(), w.data(), rstd_ref.data(), N, C);
+  EXPECT_TRUE(all_close(dx, dx_ref, 1e-5, 1e-6 * max_abs(dx_ref)));
+  EXPECT_TRUE(all_close(dw, dw_ref, 1e-5, 1e-6 * max_abs(dw_ref)));
+}
+
 // ---- RoPE ---------------------------------------------------------------------------------
 
 struct RopeShape {
@@ -216,6 +235,15 @@ TEST_P(SwiGlu, ForwardAndBackwardMatchReference) {
 INSTANTIATE_TEST_SUITE_P(Shapes, SwiGlu,
                          ::testing::Values(std::pair<int64_t, int64_t>{1, 1}, std::pair<int64_t, int64_t>{3, 17},
                                            std::pair<int64_t, int64_t>{64, 1000}));
+
+TEST(SwiGlu, OverflowingProductsFollowTheReference) {
+  // silu(-1e30) = -0: times a huge up value it stays 0 (a fused g u / (1 + e^-g) would give NaN).
+  std::vector<float> gu = {-1e30f, 1e30f}, out(1), out_ref(1);
+  cpu::swiglu_forward(out.data(), gu.data(), 1, 1);
+  ref::swiglu_forward(out_ref.data(), gu.data(), 1, 1);
+  EXPECT_EQ(out[0], out_ref[0]);
+  EXPECT_FALSE(std::isnan(out[0]));
+}
 
 TEST(SwiGlu, ExtremeGatesStayFinite) {
   std::vector<float> gu = {-200.0f, 200.0f, -90.0f, 3.0f, 2.0f, -1.0f};  // N = 1, F = 3

@@ -2,10 +2,6 @@
 // Parallel over fixed-size blocks; small arrays stay on the calling thread.
 #include <vector>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-
 #include "kernels/cpu/simd.h"
 #include "kernels/ops.h"
 
@@ -17,23 +13,6 @@ namespace {
 constexpr int64_t kParallelMin = 1 << 15;  // below this, threads cost more than they save
 constexpr int64_t kBlock = 1 << 14;        // sum_squares: one partial per block
 
-// Σ x² of one block, products and sums in double.
-double block_sum_squares(const float* x, int64_t n) {
-  int64_t i = 0;
-  double s = 0;
-#if defined(__AVX512F__)
-  __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
-  for (; i + 16 <= n; i += 16) {
-    __m512d a = _mm512_cvtps_pd(_mm256_loadu_ps(x + i));
-    __m512d b = _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8));
-    acc0 = _mm512_fmadd_pd(a, a, acc0);
-    acc1 = _mm512_fmadd_pd(b, b, acc1);
-  }
-  s = _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
-#endif
-  for (; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
-  return s;
-}
 }  // namespace
 
 // y(n) += x(n)
@@ -59,12 +38,12 @@ void scale_inplace(float* y, float a, int64_t n) {
 // the thread count.
 double sum_squares(const float* x, int64_t n) {
   int64_t blocks = (n + kBlock - 1) / kBlock;
-  if (blocks <= 1) return block_sum_squares(x, n);
+  if (blocks <= 1) return sum_squares_f64(x, n);
   std::vector<double> part(static_cast<size_t>(blocks));
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
   for (int64_t b = 0; b < blocks; ++b) {
     int64_t i0 = b * kBlock;
-    part[b] = block_sum_squares(x + i0, (n - i0) < kBlock ? n - i0 : kBlock);
+    part[b] = sum_squares_f64(x + i0, (n - i0) < kBlock ? n - i0 : kBlock);
   }
   double s = 0;
   for (double p : part) s += p;

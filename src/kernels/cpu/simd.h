@@ -9,7 +9,7 @@
 //   }
 //
 // exp() is accurate to about 1 ulp on [-87, 88] (Cody-Waite reduction + degree-7 polynomial),
-// returns 0 below, +inf above and NaN for NaN.
+// returns 0 below, +inf above and NaN for NaN. sum_squares_f64 / dot3_f64 reduce in double.
 #pragma once
 
 #include <cmath>
@@ -73,6 +73,38 @@ inline void store_bf16(uint16_t* p, F32x16 x, int w = kLanes) {
 // Lanes >= w set to -inf (so a masked tail does not win a max).
 inline F32x16 pad_neg_inf(F32x16 a, int w) {
   return w == kLanes ? a : F32x16{_mm512_mask_blend_ps(lane_mask(w), _mm512_set1_ps(-INFINITY), a.v)};
+}
+
+// Reductions in double, for sums whose terms can overflow fp32 (x² of |x| > 1.8e19) or whose
+// accuracy matters over long rows. Tails are masked.
+inline void to_f64(__m512 v, __m512d& lo, __m512d& hi) {
+  lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+  hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+// Σ x_i²
+inline double sum_squares_f64(const float* x, int64_t n) {
+  __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
+  for (int64_t i = 0; i < n; i += kLanes) {
+    __m512d lo, hi;
+    to_f64(load(x + i, width(n - i)).v, lo, hi);
+    acc0 = _mm512_fmadd_pd(lo, lo, acc0);
+    acc1 = _mm512_fmadd_pd(hi, hi, acc1);
+  }
+  return _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
+}
+// Σ a_i b_i c_i
+inline double dot3_f64(const float* a, const float* b, const float* c, int64_t n) {
+  __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
+  for (int64_t i = 0; i < n; i += kLanes) {
+    int w = width(n - i);
+    __m512d alo, ahi, blo, bhi, clo, chi;
+    to_f64(load(a + i, w).v, alo, ahi);
+    to_f64(load(b + i, w).v, blo, bhi);
+    to_f64(load(c + i, w).v, clo, chi);
+    acc0 = _mm512_fmadd_pd(_mm512_mul_pd(alo, blo), clo, acc0);
+    acc1 = _mm512_fmadd_pd(_mm512_mul_pd(ahi, bhi), chi, acc1);
+  }
+  return _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
 }
 
 // e^x: x = n ln2 + r with |r| <= ln2/2 (ln2 split in two so n ln2 is exact enough), e^r by its
@@ -157,6 +189,16 @@ inline void store_bf16(uint16_t* p, F32x16 x, int w = kLanes) {
 inline F32x16 pad_neg_inf(F32x16 a, int w) {
   for (int i = w; i < kLanes; ++i) a.v[i] = -INFINITY;
   return a;
+}
+inline double sum_squares_f64(const float* x, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
+}
+inline double dot3_f64(const float* a, const float* b, const float* c, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(a[i]) * b[i] * c[i];
+  return s;
 }
 inline F32x16 exp(F32x16 x) { return map(x, [](float a) { return std::exp(a); }); }
 

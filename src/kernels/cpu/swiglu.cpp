@@ -7,7 +7,7 @@ namespace ft::cpu {
 
 using namespace simd;
 
-// out(N, F) from gate_up(N, 2F): silu(g) u = g u / (1 + e^−g).
+// out(N, F) from gate_up(N, 2F): silu(g) u = g / (1 + e^−g) · u.
 void swiglu_forward(float* out, const float* gate_up, int64_t N, int64_t F) {
   const F32x16 one = set1(1.0f);
 #pragma omp parallel for schedule(static) if (N * F > 8192)
@@ -18,7 +18,7 @@ void swiglu_forward(float* out, const float* gate_up, int64_t N, int64_t F) {
     for (int64_t f = 0; f < F; f += kLanes) {
       int w = width(F - f);
       F32x16 gv = load(g + f, w);
-      store(o + f, gv * load(u + f, w) / (one + exp(zero() - gv)), w);
+      store(o + f, gv / (one + exp(zero() - gv)) * load(u + f, w), w);
     }
   }
 }
@@ -38,9 +38,8 @@ void swiglu_backward(float* dgate_up, const float* dout, const float* gate_up, i
       int w = width(F - f);
       F32x16 gv = load(g + f, w), uv = load(u + f, w), dyv = load(dy + f, w);
       F32x16 s = one / (one + exp(zero() - gv));
-      F32x16 dys = dyv * s;
-      store(dg + f, dys * uv * fmadd(gv, one - s, one), w);
-      store(du + f, dys * gv, w);
+      store(dg + f, dyv * uv * s * fmadd(gv, one - s, one), w);
+      store(du + f, dyv * gv * s, w);
     }
   }
 }
