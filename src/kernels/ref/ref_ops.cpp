@@ -1,6 +1,7 @@
 // ft::ref — the float instantiations of the reference kernels (ref_impl.h), plus the ops that
 // have no gradient (elementwise helpers, AdamW).
 #include <cmath>
+#include <vector>
 
 #include "kernels/attention_checks.h"
 #include "kernels/ops.h"
@@ -25,6 +26,14 @@ void matmul(float* C, const float* A, const float* B, int64_t M, int64_t N, int6
     return ref_impl::matmul(C, a.data(), b.data(), M, N, K, trans_a, trans_b, beta);
   }
   ref_impl::matmul(C, A, B, M, N, K, trans_a, trans_b, beta);
+}
+
+void matmul_bf16(float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K,
+                 bool trans_a, bool trans_b, float beta) {
+  std::vector<float> a(static_cast<size_t>(M * K)), b(static_cast<size_t>(K * N));
+  for (int64_t i = 0; i < M * K; ++i) a[i] = bf16_to_f32(A[i]);
+  for (int64_t i = 0; i < K * N; ++i) b[i] = bf16_to_f32(B[i]);
+  ref_impl::matmul(C, a.data(), b.data(), M, N, K, trans_a, trans_b, beta);
 }
 
 void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t N, int64_t C,

@@ -1,0 +1,53 @@
+// Elementwise helpers over flat arrays: residual adds, gradient scaling, squared norms.
+// Parallel over fixed-size blocks; small arrays stay on the calling thread.
+#include <vector>
+
+#include "kernels/cpu/simd.h"
+#include "kernels/ops.h"
+
+namespace ft::cpu {
+
+using namespace simd;
+
+namespace {
+constexpr int64_t kParallelMin = 1 << 15;  // below this, threads cost more than they save
+constexpr int64_t kBlock = 1 << 14;        // sum_squares: one partial per block
+
+}  // namespace
+
+// y(n) += x(n)
+void add_inplace(float* y, const float* x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; i += kLanes) {
+    int w = width(n - i);
+    store(y + i, load(y + i, w) + load(x + i, w), w);
+  }
+}
+
+// y(n) *= a
+void scale_inplace(float* y, float a, int64_t n) {
+  const F32x16 av = set1(a);
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; i += kLanes) {
+    int w = width(n - i);
+    store(y + i, load(y + i, w) * av, w);
+  }
+}
+
+// Σ x(n)², in double. Blocks of kBlock are summed in block order, so the result does not depend on
+// the thread count.
+double sum_squares(const float* x, int64_t n) {
+  int64_t blocks = (n + kBlock - 1) / kBlock;
+  if (blocks <= 1) return sum_squares_f64(x, n);
+  std::vector<double> part(static_cast<size_t>(blocks));
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t b = 0; b < blocks; ++b) {
+    int64_t i0 = b * kBlock;
+    part[b] = sum_squares_f64(x + i0, (n - i0) < kBlock ? n - i0 : kBlock);
+  }
+  double s = 0;
+  for (double p : part) s += p;
+  return s;
+}
+
+}  // namespace ft::cpu

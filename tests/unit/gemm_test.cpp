@@ -1,0 +1,173 @@
+// GEMM (ops::matmul, ops::matmul_bf16) against the reference: every transpose combination,
+// beta 0 and 1, fp32 and bf16, odd shapes; the primitive cache; calls from several threads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "fd_check.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/ops.h"
+#include "tensor/dtype.h"
+
+namespace ft {
+namespace {
+
+using test::random_floats;
+
+// Forward error bound of a K-term dot product in fp32: |C − C_exact| <= 2 K u (|A| |B|)_ij
+// (+ one rounding of beta · C). A wrong transpose or a dropped beta is O(1) off, far outside.
+::testing::AssertionResult gemm_close(const std::vector<float>& got, const std::vector<float>& want,
+                                      const std::vector<float>& absA, const std::vector<float>& absB,
+                                      const std::vector<float>& C0, int64_t M, int64_t N, int64_t K, bool ta,
+                                      bool tb, float beta) {
+  std::vector<float> bound(M * N);
+  ref::matmul(bound.data(), absA.data(), absB.data(), M, N, K, ta, tb, 0.0f, Precision::kF32);
+  const double u = 0x1p-24;
+  for (int64_t i = 0; i < M * N; ++i) {
+    double allowed = 2.0 * static_cast<double>(K + 2) * u * (bound[i] + std::fabs(beta * C0[i])) + 1e-30;
+    double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (!(err <= allowed)) {
+      return ::testing::AssertionFailure() << "C[" << i / N << ", " << i % N << "] = " << got[i] << ", want "
+                                           << want[i] << " (error " << err << " > bound " << allowed << ")";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+std::vector<float> abs_of(std::vector<float> v) {
+  for (float& x : v) x = std::fabs(x);
+  return v;
+}
+
+std::vector<float> round_bf16(std::vector<float> v) {
+  for (float& x : v) x = bf16_to_f32(f32_to_bf16(x));
+  return v;
+}
+
+using GemmParam = std::tuple<std::tuple<int, int, int>, bool, bool, float, Precision>;
+
+class Gemm : public ::testing::TestWithParam<GemmParam> {};
+
+TEST_P(Gemm, MatchesReference) {
+  auto [shape, ta, tb, beta, prec] = GetParam();
+  auto [M, N, K] = shape;
+  auto A = random_floats(int64_t(M) * K, 1 + M), B = random_floats(int64_t(K) * N, 2 + N);
+  auto C0 = random_floats(int64_t(M) * N, 3);
+  auto C = C0, C_ref = C0;
+  cpu::matmul(C.data(), A.data(), B.data(), M, N, K, ta, tb, beta, prec);
+  ref::matmul(C_ref.data(), A.data(), B.data(), M, N, K, ta, tb, beta, prec);
+  bool bf16 = prec == Precision::kBF16;
+  auto absA = abs_of(bf16 ? round_bf16(A) : A), absB = abs_of(bf16 ? round_bf16(B) : B);
+  EXPECT_TRUE(gemm_close(C, C_ref, absA, absB, C0, M, N, K, ta, tb, beta));
+  // Deterministic: the same answer the second time (for bf16, from the cached primitive).
+  auto C2 = C0;
+  cpu::matmul(C2.data(), A.data(), B.data(), M, N, K, ta, tb, beta, prec);
+  EXPECT_EQ(C2, C);
+  if (!bf16) {  // the fp32 matmul primitive the peak benchmark compares with
+    auto C3 = C0;
+    cpu::matmul_f32_primitive(C3.data(), A.data(), B.data(), M, N, K, ta, tb, beta);
+    EXPECT_TRUE(gemm_close(C3, C_ref, absA, absB, C0, M, N, K, ta, tb, beta));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllTransposes, Gemm,
+    ::testing::Combine(::testing::Values(std::make_tuple(1, 1, 1), std::make_tuple(7, 13, 5),
+                                         std::make_tuple(33, 17, 65), std::make_tuple(128, 96, 64),
+                                         std::make_tuple(67, 257, 129)),
+                       ::testing::Bool(), ::testing::Bool(), ::testing::Values(0.0f, 1.0f),
+                       ::testing::Values(Precision::kF32, Precision::kBF16)));
+
+TEST(Gemm, Bf16OperandsMatchReference) {
+  for (auto [M, N, K] : {std::make_tuple(5, 3, 7), std::make_tuple(96, 80, 200)}) {
+    for (int t = 0; t < 4; ++t) {
+      bool ta = t & 1, tb = t & 2;
+      auto Af = random_floats(int64_t(M) * K, 5), Bf = random_floats(int64_t(K) * N, 6);
+      std::vector<uint16_t> A(Af.size()), B(Bf.size());
+      convert(A.data(), DType::kBF16, Af.data(), DType::kF32, A.size());
+      convert(B.data(), DType::kBF16, Bf.data(), DType::kF32, B.size());
+      auto C0 = random_floats(int64_t(M) * N, 7);
+      for (float beta : {0.0f, 1.0f}) {
+        auto C = C0, C_ref = C0;
+        cpu::matmul_bf16(C.data(), A.data(), B.data(), M, N, K, ta, tb, beta);
+        ref::matmul_bf16(C_ref.data(), A.data(), B.data(), M, N, K, ta, tb, beta);
+        EXPECT_TRUE(gemm_close(C, C_ref, abs_of(round_bf16(Af)), abs_of(round_bf16(Bf)), C0, M, N, K, ta, tb, beta))
+            << "M=" << M << " N=" << N << " K=" << K << " ta=" << ta << " tb=" << tb << " beta=" << beta;
+        // Same as the fp32-operand entry point at bf16 precision.
+        auto C3 = C0;
+        cpu::matmul(C3.data(), Af.data(), Bf.data(), M, N, K, ta, tb, beta, Precision::kBF16);
+        EXPECT_EQ(C3, C);
+      }
+    }
+  }
+}
+
+TEST(Gemm, EmptyReductionIsBetaTimesC) {
+  std::vector<float> C = {1.0f, 2.0f, 3.0f}, A(1), B(1);
+  cpu::matmul(C.data(), A.data(), B.data(), 1, 3, 0, false, false, 1.0f, Precision::kF32);
+  EXPECT_EQ(C, (std::vector<float>{1.0f, 2.0f, 3.0f}));
+  cpu::matmul(C.data(), A.data(), B.data(), 3, 1, 0, false, false, 0.0f, Precision::kBF16);
+  EXPECT_EQ(C, (std::vector<float>{0.0f, 0.0f, 0.0f}));
+}
+
+TEST(Gemm, PrimitivesAreCachedPerShape) {
+  auto A = random_floats(41 * 43, 8), B = random_floats(43 * 47, 9);
+  std::vector<float> C(41 * 47);
+  cpu::matmul(C.data(), A.data(), B.data(), 41, 47, 43, false, false, 0.0f, Precision::kBF16);
+  size_t n = cpu::gemm_cache_size();
+  cpu::matmul(C.data(), A.data(), B.data(), 41, 47, 43, false, false, 0.0f, Precision::kBF16);
+  EXPECT_EQ(cpu::gemm_cache_size(), n);
+  cpu::matmul(C.data(), A.data(), B.data(), 41, 47, 43, false, false, 1.0f, Precision::kBF16);  // beta is a key
+  EXPECT_EQ(cpu::gemm_cache_size(), n + 1);
+  cpu::matmul(C.data(), A.data(), B.data(), 41, 47, 43, false, true, 1.0f, Precision::kBF16);  // so is trans_b
+  EXPECT_EQ(cpu::gemm_cache_size(), n + 2);
+  cpu::matmul(C.data(), A.data(), B.data(), 41, 47, 43, false, false, 0.0f, Precision::kF32);  // dnnl_sgemm: no primitive
+  EXPECT_EQ(cpu::gemm_cache_size(), n + 2);
+}
+
+TEST(Gemm, ConcurrentCallersGetCorrectResults) {
+  // Several threads share the primitive cache (same and different shapes) with their own scratch.
+  constexpr int kThreads = 4;
+  std::vector<std::thread> threads;
+  std::vector<int> ok(kThreads, 0);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([t, &ok] {
+      int M = 48 + 16 * (t % 2), N = 40, K = 72;
+      auto A = random_floats(M * K, 100 + t), B = random_floats(K * N, 200 + t);
+      bool all = true;
+      for (int rep = 0; rep < 5; ++rep) {
+        Precision p = rep % 2 ? Precision::kBF16 : Precision::kF32;
+        std::vector<float> C(M * N), C_ref(M * N);
+        cpu::matmul(C.data(), A.data(), B.data(), M, N, K, false, true, 0.0f, p);
+        ref::matmul(C_ref.data(), A.data(), B.data(), M, N, K, false, true, 0.0f, p);
+        all = all && test::all_close(C, C_ref, 1e-4, 1e-4);
+      }
+      ok[t] = all;
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_TRUE(ok[t]) << "thread " << t;
+}
+
+bool cpu_has_amx_bf16() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) == 0) return line.find(" amx_bf16") != std::string::npos;
+  }
+  return false;
+}
+
+TEST(Gemm, Bf16RunsOnAmxWhereTheCpuHasIt) {
+  std::string impl = cpu::gemm_impl_name(256, 256, 256, false, false, Precision::kBF16);
+  if (!cpu_has_amx_bf16()) GTEST_SKIP() << "no AMX on this CPU (bf16 runs on " << impl << ")";
+  EXPECT_NE(impl.find("amx"), std::string::npos) << impl;
+}
+
+}  // namespace
+}  // namespace ft
