@@ -198,8 +198,8 @@ int run_plan(int argc, char** argv) {
     std::printf("after:  median %.1f%%, p90 %.1f%%, trimmed squared log error %.5f\n", 100 * f.after.median_abs_error,
                 100 * f.after.p90_abs_error, f.after.fit_loss);
     for (auto& [family, e] : f.eff)
-      std::printf("%-5s gemm %.3f attention %.3f gemm_fp8 %.3f memory_traffic %.3f fp8_cast %.3f\n", family.c_str(),
-                  e.gemm, e.attention, e.gemm_fp8, e.memory_traffic, e.fp8_cast);
+      std::printf("%-5s gemm %.3f attention %.3f gemm_fp8 %.3f memory_traffic %.3f fp8_cast %.3f overlap %.3f\n",
+                  family.c_str(), e.gemm, e.attention, e.gemm_fp8, e.memory_traffic, e.fp8_cast, e.overlap);
     return 0;
   }
 

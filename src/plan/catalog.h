@@ -24,8 +24,10 @@ struct Efficiency {
   double gemm_fp8 = 0.6;        // fraction of the fp8 peak reached by fp8 GEMMs
   double attention = 0.3;       // fraction of the 16-bit peak reached by fused (flash) attention
   double memory_traffic = 1.2;  // multiplier on the counted element-wise bytes (fusion quality)
-  double fp8_cast = 0.6;        // extra element-wise traffic under fp8 (casts, scaling), fraction
+  double fp8_cast = 0.25;       // extra element-wise traffic under fp8 (casts, scaling), fraction
   double collective = 0.8;      // fraction of link bandwidth reached by NCCL collectives
+  double overlap = 1.0;         // fraction of the communication that hides behind compute when
+                                // it can (collectives share SMs and memory bandwidth)
 };
 
 struct GpuSpec {

@@ -46,8 +46,8 @@ struct FitResult {
   FamilyEfficiency eff;
   Validation before, after;
 };
-// Fits gemm and attention for the a100 and h100 families, gemm_fp8 for h100, and the shared
-// memory_traffic and fp8_cast, minimising Validation::fit_loss (least trimmed squares of the
+// Fits gemm and attention for the a100 and h100 families, gemm_fp8 for h100 (at most its gemm)
+// and the shared memory_traffic, minimising Validation::fit_loss (least trimmed squares of the
 // log ratio over the best 90% of records). Families without runs (v100, b200) take the values
 // of the nearest generation.
 FitResult fit_records(const nlohmann::json& records, int iterations);

@@ -86,15 +86,6 @@ void validate_layout(const Job& job, const Layout& l, bool allow_uneven_stages) 
     if (v <= 0) throw Error(fmt::format("{} = {} must be positive", name, v));
   if (l.zero < 0 || l.zero > 3)
     throw Error(fmt::format("zero = {} is not a ZeRO stage", l.zero), "use 0 (none), 1, 2 or 3");
-  if (l.world() != n) {
-    const int64_t model_par = l.tp * l.pp * l.cp;
-    std::string hint = n % model_par == 0
-        ? fmt::format("with tp={} pp={} cp={} use dp = {} / {} = {}", l.tp, l.pp, l.cp, n, model_par, n / model_par)
-        : fmt::format("tp × pp × cp = {} does not divide {} GPUs; e.g. tp={} pp=1 dp={}", model_par, n,
-                      nearest_divisor(n, l.tp), n / nearest_divisor(n, l.tp));
-    throw Error(fmt::format("dp × tp × pp × cp = {} × {} × {} × {} = {} but the job has {} GPUs", l.dp, l.tp,
-                            l.pp, l.cp, l.world(), n), hint);
-  }
   if (m.n_heads % l.tp != 0 || m.ffn_dim % l.tp != 0 ||
       (m.n_kv_heads % l.tp != 0 && l.tp % m.n_kv_heads != 0)) {
     const int64_t g = std::gcd(m.n_heads, m.ffn_dim);
@@ -109,6 +100,15 @@ void validate_layout(const Job& job, const Layout& l, bool allow_uneven_stages) 
                 l.vp == 1 ? fmt::format("nearest valid pp: {}", v)
                           : fmt::format("nearest valid pp × vp: {} (e.g. pp={} vp={})", v,
                                         nearest_divisor(v, l.pp), v / nearest_divisor(v, l.pp)));
+  }
+  if (l.world() != n) {
+    const int64_t model_par = l.tp * l.pp * l.cp;
+    std::string hint = n % model_par == 0
+        ? fmt::format("with tp={} pp={} cp={} use dp = {} / {} = {}", l.tp, l.pp, l.cp, n, model_par, n / model_par)
+        : fmt::format("tp × pp × cp = {} does not divide {} GPUs; e.g. tp={} pp=1 dp={}", model_par, n,
+                      nearest_divisor(n, l.tp), n / nearest_divisor(n, l.tp));
+    throw Error(fmt::format("dp × tp × pp × cp = {} × {} × {} × {} = {} but the job has {} GPUs", l.dp, l.tp,
+                            l.pp, l.cp, l.world(), n), hint);
   }
   if (l.vp > 1 && l.pp == 1)
     throw Error(fmt::format("vp = {} needs pipeline parallelism (pp = 1)", l.vp), "use vp = 1 or pp > 1");

@@ -220,7 +220,7 @@ RecordJob job_from_record(const json& r) {
   }
   f.pp = pp;
   f.cp = cp;
-  if (auto v = integer(r, "vp")) f.vp = *v;
+  f.vp = integer(r, "vp").value_or(1);  // interleaving is opt-in: runs that use it give vp
   const std::string zero = lower(str(r, "zero_or_sharding"));
   if (!zero.empty()) {
     if (starts_with_ci(zero, "none")) f.zero = 0;

@@ -46,7 +46,11 @@ std::string format_job(const Job& job) {
 
 std::string format_plan(const Job& job, const PlanResult& r) {
   std::string s = format_job(job);
-  s += fmt::format("layout  {}\n\n", r.layout.describe());
+  s += fmt::format("layout  {}\n", r.layout.describe());
+  if (r.layout.tp > job.gpus_per_node)
+    s += fmt::format("note    tp = {} spans nodes of {} GPUs: its all-reduces run over the network\n", r.layout.tp,
+                     job.gpus_per_node);
+  s += "\n";
   s += "memory per GPU             GiB\n";
   for (auto& [k, v] : r.memory.items()) s += fmt::format("  {:<20} {:9.2f}\n", k, v / kGiB);
   s += fmt::format("  {:<20} {:9.2f} of {:.1f}  {}\n\n", "total", r.memory.total() / kGiB, r.memory.capacity / kGiB,
@@ -85,7 +89,7 @@ std::string format_search(const Job& job, const SearchResult& sr, RankBy by) {
   std::string s = format_job(job);
   s += fmt::format("searched {} layouts, {} fit; best {} by {}:\n\n", sr.evaluated, sr.fitting, sr.best.size(),
                    by == RankBy::kTime ? "step time" : "cost per token");
-  s += fmt::format("{:>2}  {:<5} {:<44} {:>6} {:>6} {:>6} {:>6} {:>6} {:>7} {:>8} {:>9} {:>6}", "#", "GPUs",
+  s += fmt::format("{:>2}  {:<5} {:<54} {:>6} {:>6} {:>6} {:>6} {:>6} {:>7} {:>8} {:>9} {:>6}", "#", "GPUs",
                    "layout", "param", "grad", "optim", "activ", "other", "total", "step s", "tok/s/GPU", "MFU");
   const bool totals = job.tokens > 0;
   if (totals) s += fmt::format(" {:>8} {:>10}", "days", job.price_per_gpu_hour > 0 ? "cost" : "GPU-hours");
@@ -94,7 +98,7 @@ std::string format_search(const Job& job, const SearchResult& sr, RankBy by) {
   for (const auto& r : sr.best) {
     const MemoryBreakdown& m = r.memory;
     const double other = m.workspace + m.communication + m.runtime + m.fragmentation;
-    s += fmt::format("{:>2}  {:<5} {:<44} {:6.1f} {:6.1f} {:6.1f} {:6.1f} {:6.1f} {:7.1f} {:8.3f} {:>9} {:5.1f}%",
+    s += fmt::format("{:>2}  {:<5} {:<54} {:6.1f} {:6.1f} {:6.1f} {:6.1f} {:6.1f} {:7.1f} {:8.3f} {:>9} {:5.1f}%",
                      rank++, r.gpus, r.layout.describe(), m.parameters / kGiB, m.gradients / kGiB,
                      m.optimizer_state / kGiB, m.activations / kGiB, other / kGiB, m.total() / kGiB, r.time.total,
                      count(r.tokens_per_s_per_gpu), 100 * r.mfu);

@@ -1,6 +1,7 @@
 #include "plan/search.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "util/error.h"
@@ -101,8 +102,10 @@ bool better(const PlanResult& a, const PlanResult& b, RankBy by, double price_pe
     const double ca = cost_per_token(a, price_per_gpu_hour), cb = cost_per_token(b, price_per_gpu_hour);
     if (ca != cb) return ca < cb;
   }
-  if (a.time.total / a.tokens_per_step != b.time.total / b.tokens_per_step)
-    return a.time.total / a.tokens_per_step < b.time.total / b.tokens_per_step;
+  const double ta = a.time.total / a.tokens_per_step, tb = b.time.total / b.tokens_per_step;
+  if (std::abs(ta - tb) > 1e-3 * std::min(ta, tb)) return ta < tb;
+  // Equal time: the lower ZeRO stage (fewer collectives), then less memory.
+  if (a.layout.zero != b.layout.zero) return a.layout.zero < b.layout.zero;
   return a.memory.total() < b.memory.total();
 }
 
@@ -127,8 +130,23 @@ SearchResult search_layouts(const Job& job, const SearchOptions& o) {
                    [&](const PlanResult& a, const PlanResult& b) {
                      return better(a, b, o.rank_by, job.price_per_gpu_hour);
                    });
-  if (fitting.size() > o.top) fitting.resize(o.top);
-  out.best = std::move(fitting);
+  // Keep one ZeRO stage per layout unless the stages differ in time (they differ in memory only).
+  std::vector<PlanResult> kept;
+  for (auto& r : fitting) {
+    bool dup = false;
+    for (const auto& k : kept) {
+      Layout a = r.layout, b = k.layout;
+      a.zero = b.zero = 0;
+      if (r.gpus == k.gpus && a.describe() == b.describe() &&
+          std::abs(r.time.total - k.time.total) <= 1e-3 * k.time.total) {
+        dup = true;
+        break;
+      }
+    }
+    if (!dup) kept.push_back(std::move(r));
+    if (kept.size() >= o.top) break;
+  }
+  out.best = std::move(kept);
   return out;
 }
 
@@ -150,8 +168,8 @@ PlanResult best_layout_or_throw(const Job& job, const SearchOptions& o) {
   std::string hint;
   for (int64_t k = 2; k <= 1024 && hint.empty(); k *= 2) {
     Job bigger = job;
-    bigger.nodes = job.nodes * k;
-    bigger.gpus = job.gpus > 0 ? job.gpus * k : 0;
+    bigger.gpus = job.num_gpus() * k;
+    bigger.nodes = (bigger.gpus + job.gpus_per_node - 1) / job.gpus_per_node;
     if (bigger.global_batch % bigger.num_gpus() != 0)
       bigger.global_batch = (bigger.global_batch / bigger.num_gpus() + 1) * bigger.num_gpus();
     SearchOptions so = o;

@@ -18,6 +18,12 @@ double bus_bandwidth(const Job& job, int64_t n, int64_t k) {
 
 double ring_factor(int64_t n) { return static_cast<double>(n - 1) / static_cast<double>(n); }
 
+// Communication that does not hide behind `window` seconds of compute: what exceeds the window,
+// plus the share of the overlapped part that overlap < 1 leaves exposed.
+double exposed(double comm, double window, double overlap) {
+  return std::max(0.0, comm - window) + (1.0 - overlap) * std::min(comm, window);
+}
+
 }  // namespace
 
 double hardware_flops_per_token(const Job& job, const Layout& l) {
@@ -107,18 +113,21 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   // Data parallelism over dp·cp ranks, spaced tp apart: gpn/tp of them share a node.
   const double params_local = static_cast<double>(rank_params(m, l.tp, l.pp, true, l.pp == 1));
   const StateBytes sb = state_bytes_per_param(l.precision);
+  // Gradients are reduced in fp32, the default of Megatron (accumulate_allreduce_grads_in_fp32)
+  // and of FSDP mixed precision in torchtitan and llm-foundry (reduce_dtype = float32).
+  const double reduce_bytes = 4.0;
   const int64_t group = l.dp * l.cp;
   if (group > 1) {
     const int64_t k = std::clamp<int64_t>(gpn / std::min(l.tp, gpn), 1, group);
     const double bw = bus_bandwidth(job, group, k);
     if (l.zero >= 3) {
       const double gathers = mbs * 2.0 * params_local * sb.weights * ring_factor(group);  // forward + backward
-      const double scatter = params_local * sb.gradients * ring_factor(group);
+      const double scatter = params_local * reduce_bytes * ring_factor(group);
       st.dp_comm = (gathers + scatter) / bw;
-      st.dp_exposed = std::max(0.0, st.dp_comm - (t_pipe + st.bubble));
+      st.dp_exposed = exposed(st.dp_comm, t_pipe + st.bubble, e.overlap);
     } else {
-      st.dp_comm = 2.0 * params_local * sb.gradients * ring_factor(group) / bw;
-      st.dp_exposed = std::max(0.0, st.dp_comm - t_mb * 2.0 / 3.0);  // hidden behind the last backward
+      st.dp_comm = 2.0 * params_local * reduce_bytes * ring_factor(group) / bw;
+      st.dp_exposed = exposed(st.dp_comm, t_mb * 2.0 / 3.0, e.overlap);  // behind the last backward
     }
   }
   const double opt_params = params_local / (l.zero >= 1 ? static_cast<double>(group) : 1.0);
