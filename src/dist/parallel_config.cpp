@@ -9,11 +9,31 @@ void ParallelConfig::bind(ConfigBinder& b) {
   b.add("parallel.dp", &dp, "data-parallel degree");
   b.add("parallel.tp", &tp, "tensor-parallel degree");
   b.add("parallel.pp", &pp, "pipeline-parallel degree");
+  b.add("parallel.collective_timeout_s", &collective_timeout_s,
+        "seconds a rank waits for its peers before stopping with an error naming them");
+  b.add("parallel.zero", &zero, "ZeRO stage over the data-parallel group (0, 1, 2, 3)");
+  b.add("parallel.bucket_mb", &bucket_mb, "gradient all-reduce bucket size in MiB (ZeRO 0)");
+  b.add_enum("parallel.grad_compression", &grad_compression,
+             {{"none", GradCompression::kNone}, {"bf16", GradCompression::kBF16},
+              {"powersgd", GradCompression::kPowerSGD}},
+             "gradient compression on the data-parallel wire");
+  b.add("parallel.powersgd_rank", &powersgd_rank, "rank of PowerSGD's low-rank approximation");
+  b.add("parallel.powersgd_warmup_steps", &powersgd_warmup_steps,
+        "optimizer steps with uncompressed gradients before PowerSGD starts");
 }
 
 void ParallelConfig::validate() const {
   if (dp <= 0 || tp <= 0 || pp <= 0)
     throw Error(fmt::format("parallel degrees must be positive: dp = {}, tp = {}, pp = {}", dp, tp, pp));
+  if (!(collective_timeout_s > 0))
+    throw Error(fmt::format("parallel.collective_timeout_s = {} must be > 0", collective_timeout_s));
+  if (zero < 0 || zero > 3)
+    throw Error(fmt::format("parallel.zero = {} is not a ZeRO stage", zero), "use 0 (off), 1, 2 or 3");
+  if (!(bucket_mb > 0)) throw Error(fmt::format("parallel.bucket_mb = {} must be > 0", bucket_mb));
+  if (powersgd_warmup_steps < 0)
+    throw Error(fmt::format("parallel.powersgd_warmup_steps = {} must be >= 0", powersgd_warmup_steps));
+  if (powersgd_rank <= 0)
+    throw Error(fmt::format("parallel.powersgd_rank = {} must be positive", powersgd_rank));
 }
 
 }  // namespace ft

@@ -2,15 +2,24 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace ft {
 
 class ConfigBinder;
 
+enum class GradCompression : uint8_t { kNone = 0, kBF16 = 1, kPowerSGD = 2 };
+
 struct ParallelConfig {
   int64_t dp = 1;  // data-parallel replicas
   int64_t tp = 1;  // tensor-parallel ranks (innermost axis)
   int64_t pp = 1;  // pipeline stages (outermost axis)
+  double collective_timeout_s = 300;  // bound on every wait for a peer
+  int64_t zero = 0;                   // ZeRO stage over the data-parallel group: 0, 1, 2, 3
+  double bucket_mb = 25;              // gradient all-reduce bucket size (ZeRO 0)
+  GradCompression grad_compression = GradCompression::kNone;
+  int64_t powersgd_rank = 4;          // rank of PowerSGD's low-rank factors
+  int64_t powersgd_warmup_steps = 10; // uncompressed steps before PowerSGD starts
 
   void bind(ConfigBinder& b);
   void validate() const;

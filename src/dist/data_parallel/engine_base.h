@@ -1,0 +1,47 @@
+// What every ZeRO stage's engine shares: the padded layout, this rank's shard plan, the
+// gradient reducer, the optimizer over the rank's pieces and the bookkeeping of pending
+// communication. See param_engine.h for the stages.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "dist/data_parallel/grad_reducer.h"
+#include "dist/data_parallel/param_engine.h"
+#include "dist/data_parallel/shard_plan.h"
+#include "optim/adamw.h"
+
+namespace ft {
+
+class DpEngineBase : public ParamEngine {
+ public:
+  const ParamLayout& layout() const override { return layout_; }
+  void begin_step(int micro_batches) override;
+  void begin_micro_batch(int index) override { micro_ = index; }
+  int64_t optimizer_steps() const override { return opt_->steps_taken(); }
+  double last_wait_s() const override { return wait_s_; }
+
+ protected:
+  DpEngineBase(const ParallelConfig& p, const OptimConfig& o, const ModelConfig& m, Communicator& dp,
+               bool shard_optimizer);
+  bool last_micro_batch() const { return micro_ == micro_batches_ - 1; }
+  // Waits for every pending reduction, adding the time to wait_s_.
+  void wait_pending();
+  // Sum of squares of this rank's gradient pieces, summed over the group.
+  double sharded_sum_squares(const float* grads, Addressing a);
+  // Initial weights: rank 0 initialises the full arena and broadcasts it.
+  void init_full_weights(float* arena, uint64_t seed);
+  // All-gathers every unit of the full arena from each rank's piece, in place.
+  void all_gather_units(float* arena);
+
+  ParamLayout layout_;
+  Communicator& dp_;
+  ShardPlan plan_;
+  GradReducer reducer_;
+  std::unique_ptr<AdamW> opt_;
+  int micro_batches_ = 1, micro_ = 0;
+  std::vector<WorkPtr> pending_;
+  double wait_s_ = 0;
+};
+
+}  // namespace ft

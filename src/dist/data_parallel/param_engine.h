@@ -1,0 +1,56 @@
+// ParamEngine: how parameters, gradients and optimizer state are held and kept in sync across
+// the data-parallel group — one implementation per ZeRO stage. It is the ParamAccess the model
+// runs on, so data parallelism is applied from outside the model:
+//
+//   stage 0  every rank holds all weights, gradients and AdamW state; gradient buckets are
+//            all-reduced during backward as soon as they are final (DDP);
+//   stage 1  AdamW moments (and the update) are sharded; gradients are reduce-scattered per
+//            unit, each rank updates its shard, and updated weights are all-gathered;
+//   stage 2  also gradients: a unit's full gradient lives only during its backward, then is
+//            reduce-scattered into the rank's shard (every micro-batch);
+//   stage 3  also weights: a unit's weights are all-gathered before its forward and again
+//            before its backward, the next unit's gather is prefetched, copies are freed.
+// Shards are per unit (ParamLayout pads each unit to a multiple of the dp size): rank r holds
+// piece r of every unit, an (offset, count) range of the flat arena.
+//
+// The trainer drives one step as:
+//   engine.begin_step(n_micro);  for mb: engine.begin_micro_batch(mb); model.forward_backward(engine, ...);
+//   double norm2 = engine.finish_gradients();      // global sum of squares over the dp group
+//   engine.optimizer_step(lr, clip_scale);
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "dist/comm.h"
+#include "dist/parallel_config.h"
+#include "model/param_access.h"
+#include "model/param_layout.h"
+#include "train/train_config.h"
+
+namespace ft {
+
+struct EngineMemory {
+  int64_t parameter_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
+};
+
+class ParamEngine : public ParamAccess {
+ public:
+  virtual void begin_step(int micro_batches) = 0;
+  virtual void begin_micro_batch(int index) = 0;
+  // Waits for every gradient reduction; returns the global sum of squared gradients.
+  virtual double finish_gradients() = 0;
+  virtual void optimizer_step(double lr, float grad_scale) = 0;
+  virtual int64_t optimizer_steps() const = 0;
+
+  // Copies the full fp32 weights into `out` (layout().total() floats) — checkpoints, tests.
+  virtual void gather_weights(float* out) = 0;
+  // Seconds the trainer waited for gradient communication in the last finish_gradients().
+  virtual double last_wait_s() const = 0;
+};
+
+// Builds the engine for parallel.zero; initialises weights from `seed` (rank 0 broadcasts).
+std::unique_ptr<ParamEngine> make_param_engine(const ParallelConfig& p, const OptimConfig& o, const ModelConfig& m,
+                                               Communicator& dp, uint64_t seed);
+
+}  // namespace ft

@@ -1,0 +1,54 @@
+// ZeRO stage 0 (DDP): every rank holds everything; gradient buckets (runs of whole units, about
+// parallel.bucket_mb each, in backward order) are all-reduced on the communication thread as
+// soon as the last micro-batch's backward has finished every unit of the bucket.
+#include "dist/data_parallel/zero_engines.h"
+
+#include "kernels/ops.h"
+
+namespace ft {
+
+Zero0Engine::Zero0Engine(const ParallelConfig& p, const OptimConfig& o, const ModelConfig& m, Communicator& dp,
+                         uint64_t seed)
+    : DpEngineBase(p, o, m, dp, /*shard_optimizer=*/false) {
+  w_ = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kParameters);
+  g_ = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kGradients);
+  init_full_weights(w_.data<float>(), seed);
+  // Buckets in backward order: from the last unit down, closing one when it reaches bucket_mb.
+  const int64_t target = static_cast<int64_t>(p.bucket_mb * 1024 * 1024 / 4);
+  bucket_of_unit_.assign(static_cast<size_t>(layout_.num_units()), 0);
+  for (int u = layout_.num_units() - 1; u >= 0; --u) {
+    if (buckets_.empty() || buckets_.back().end - buckets_.back().begin >= target)
+      buckets_.push_back({layout_.unit_begin(u), layout_.unit_end(u), 0, 0});
+    Bucket& b = buckets_.back();
+    b.begin = layout_.unit_begin(u);
+    ++b.units;
+    bucket_of_unit_[static_cast<size_t>(u)] = static_cast<int>(buckets_.size()) - 1;
+  }
+}
+
+void Zero0Engine::begin_step(int micro_batches) {
+  DpEngineBase::begin_step(micro_batches);
+  g_.zero_();
+  for (auto& b : buckets_) b.remaining = b.units;
+}
+
+void Zero0Engine::after_backward(int unit) {
+  if (!last_micro_batch()) return;
+  Bucket& b = buckets_[static_cast<size_t>(bucket_of_unit_[static_cast<size_t>(unit)])];
+  if (--b.remaining == 0) pending_.push_back(reducer_.all_reduce(g_.data<float>(), b.begin, b.end));
+}
+
+double Zero0Engine::finish_gradients() {
+  wait_pending();
+  return ops::sum_squares(g_.data<float>(), layout_.total());  // identical on every rank
+}
+
+void Zero0Engine::optimizer_step(double lr, float grad_scale) {
+  opt_->step(w_.data<float>(), Addressing::kArena, g_.data<float>(), Addressing::kArena, lr, grad_scale);
+}
+
+void Zero0Engine::gather_weights(float* out) {
+  Tensor::borrow(out, {layout_.total()}, DType::kF32).copy_from(w_);
+}
+
+}  // namespace ft

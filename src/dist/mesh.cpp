@@ -1,0 +1,60 @@
+#include "dist/mesh.h"
+
+#include <chrono>
+
+#include "dist/mpi_comm.h"
+#include "util/error.h"
+
+namespace ft {
+
+void Mesh::validate(const ParallelConfig& p, int64_t world_size) {
+  p.validate();
+  if (p.world_size() != world_size) {
+    throw Error(fmt::format("the world has {} rank(s) but parallel.dp × parallel.tp × parallel.pp = {} × {} × {} = {}",
+                            world_size, p.dp, p.tp, p.pp, p.world_size()),
+                fmt::format("choose degrees whose product is {} (e.g. --set parallel.dp={} with tp = pp = 1), "
+                            "or start {} ranks",
+                            world_size, world_size, p.world_size()));
+  }
+}
+
+MeshCoord Mesh::coord_of(const ParallelConfig& p, int64_t r) {
+  return MeshCoord{r / (p.dp * p.tp), (r / p.tp) % p.dp, r % p.tp};
+}
+
+Mesh Mesh::single() {
+  Mesh m;
+  m.world_ = make_self_communicator("world", 0);
+  m.dp_ = make_self_communicator("dp", 0);
+  m.tp_ = make_self_communicator("tp", 0);
+  m.pp_ = make_self_communicator("pp", 0);
+  return m;
+}
+
+Mesh Mesh::create_mpi(const ParallelConfig& p, int world_rank, int world_size, const std::string& board_dir) {
+  validate(p, world_size);
+  Mesh m;
+  m.p_ = p;
+  m.world_rank_ = world_rank;
+  m.coord_ = coord_of(p, world_rank);
+  const MeshCoord c = m.coord_;
+  CommOptions o{p.collective_timeout_s, ""};
+  m.world_ = mpi_world("world", o);
+  // The arrival boards of this job live under a directory named by a nonce of rank 0's, so a
+  // later job never reads a stale board.
+  int64_t nonce = static_cast<int64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  m.world_->broadcast(&nonce, 8, 0);
+  if (!board_dir.empty()) o.board_dir = fmt::format("{}/{:x}", board_dir, nonce);
+  // Ranks sharing the other two coordinates form a group; keys order them along the axis.
+  m.tp_ = mpi_split(static_cast<int>(c.pp * p.dp + c.dp), static_cast<int>(c.tp), "tp", o);
+  m.dp_ = mpi_split(static_cast<int>(c.pp * p.tp + c.tp), static_cast<int>(c.dp), "dp", o);
+  m.pp_ = mpi_split(static_cast<int>(c.dp * p.tp + c.tp), static_cast<int>(c.pp), "pp", o);
+  return m;
+}
+
+std::string Mesh::describe() const {
+  return fmt::format("rank {} = (pp {}, dp {}, tp {}) of pp{} × dp{} × tp{}", world_rank_, coord_.pp, coord_.dp,
+                     coord_.tp, p_.pp, p_.dp, p_.tp);
+}
+
+}  // namespace ft

@@ -1,0 +1,52 @@
+// Activations: what one micro-batch keeps between forward and backward, as explicit buffers.
+// With model.recompute = "full" only the residual stream (each block's input) is kept per
+// block; one shared set of block buffers is refilled by re-running the block's forward just
+// before its backward — a switch, not a rewrite.
+//
+// Per block, N = B·T tokens:                       kept for backward by
+//   xn1   (N, C)   input_layernorm output           qkv matmul (dW)
+//   rstd1 (N)                                       input_layernorm backward
+//   qkv   (N, (H + 2Hkv)·D) after RoPE             attention backward
+//   att   (N, H·D) attention output                o_proj (dW), attention backward
+//   lse   (B, H, T)                                 attention backward
+//   x_mid (N, C)   residual after attention         post_attention_layernorm backward
+//   xn2   (N, C), rstd2 (N)                         gate/up matmul, norm backward
+//   gu    (N, 2F)  gate and up projections          SwiGLU backward
+//   h     (N, F)   SwiGLU output                    down_proj (dW)
+// The sizes are computed by model/sizes.h, which the planner shares.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/model_config.h"
+#include "tensor/tensor.h"
+
+namespace ft {
+
+struct BlockActivations {
+  Tensor xn1, rstd1, qkv, att, lse, x_mid, xn2, rstd2, gu, h;
+  void allocate(const ModelConfig& m, int64_t B, int64_t T);
+};
+
+// Scratch for backward, shared by all blocks of a micro-batch.
+struct BackwardScratch {
+  Tensor d_res, d_mid, d_xn, dh, dgu, datt, dqkv;
+  void allocate(const ModelConfig& m, int64_t B, int64_t T);
+};
+
+struct Activations {
+  int64_t B = 0, T = 0;
+  std::vector<Tensor> res;               // n_layers + 1 residual-stream buffers (N, C)
+  std::vector<BlockActivations> blocks;  // n_layers sets, or 1 with recompute
+  Tensor xf, rstdf, dxf;                 // final norm output (N, C), its rstd, its gradient
+  Tensor losses;                         // (N) per-token loss
+  Tensor logits, lse;                    // one chunk: (chunk, V), (chunk)
+  int64_t chunk = 0;
+  std::vector<int32_t> tokens, targets;  // (N) each
+
+  void allocate(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk_tokens);
+  BlockActivations& block(int64_t i) { return blocks.size() == 1 ? blocks[0] : blocks[static_cast<size_t>(i)]; }
+};
+
+}  // namespace ft

@@ -1,0 +1,231 @@
+#include "model/llama.h"
+
+#include "util/error.h"
+
+namespace ft {
+
+Llama::Llama(const ModelConfig& cfg, const ParamLayout& layout, Precision precision, TpComm* tp)
+    : cfg_(cfg), precision_(precision), tp_(tp ? tp : &identity_tp_) {
+  embed_ = &layout.at("model.embed_tokens.weight");
+  final_norm_ = &layout.at("model.norm.weight");
+  head_ = cfg.tie_embeddings ? embed_ : &layout.at("lm_head.weight");
+  for (int64_t i = 0; i < cfg.n_layers; ++i) {
+    std::string pre = "model.layers." + std::to_string(i) + ".";
+    blocks_.push_back({&layout.at(pre + "input_layernorm.weight"), &layout.at(pre + "self_attn.q_proj.weight"),
+                       &layout.at(pre + "self_attn.o_proj.weight"),
+                       &layout.at(pre + "post_attention_layernorm.weight"),
+                       &layout.at(pre + "mlp.gate_proj.weight"), &layout.at(pre + "mlp.down_proj.weight")});
+  }
+  // Local sizes come from the shapes this rank holds (tensor parallelism shards them).
+  D_ = cfg.head_dim();
+  H_ = blocks_.empty() ? cfg.n_heads : blocks_[0].wqkv->shape[0] / D_;
+  Hkv_ = blocks_.empty() ? cfg.n_kv_heads
+                         : layout.at("model.layers.0.self_attn.k_proj.weight").shape[0] / D_;
+  F_ = blocks_.empty() ? cfg.ffn_dim : blocks_[0].w2->shape[1];
+  V_ = head_->shape[0];
+  v0_ = head_->split_dim == 0 ? head_->split_offset : 0;
+  int64_t half = D_ / 2;
+  rope_cos_ = Tensor::empty({cfg.max_seq_len, half}, DType::kF32, MemCategory::kWorkspace);
+  rope_sin_ = Tensor::empty({cfg.max_seq_len, half}, DType::kF32, MemCategory::kWorkspace);
+  ops::rope_tables(rope_cos_.data<float>(), rope_sin_.data<float>(), cfg.max_seq_len, D_,
+                   static_cast<float>(cfg.rope_theta));
+}
+
+void Llama::matmul(float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, bool ta,
+                   bool tb, float beta) const {
+  ops::matmul(C, A, B, M, N, K, ta, tb, beta, precision_);
+}
+
+BackwardScratch& Llama::scratch(int64_t B, int64_t T) {
+  if (scratch_tokens_ != B * T) {
+    scratch_.allocate(cfg_, B, T);
+    scratch_tokens_ = B * T;
+  }
+  return scratch_;
+}
+
+void Llama::load_batch(Activations& acts, const int32_t* seqs) const {
+  const int64_t T = acts.T;
+  for (int64_t b = 0; b < acts.B; ++b) {
+    for (int64_t t = 0; t < T; ++t) {
+      int32_t tok = seqs[b * (T + 1) + t];
+      if (tok < 0 || tok >= cfg_.vocab_size) {
+        throw Error(fmt::format("token id {} at sequence {}, position {} is outside the vocabulary [0, {})", tok,
+                                b, t, cfg_.vocab_size),
+                    "model.vocab_size must exceed every token id of the data");
+      }
+      acts.tokens[static_cast<size_t>(b * T + t)] = tok;
+      acts.targets[static_cast<size_t>(b * T + t)] = seqs[b * (T + 1) + t + 1];
+    }
+  }
+}
+
+// ---- forward ------------------------------------------------------------------------------
+
+void Llama::embed_forward(ParamAccess& params, Activations& acts) {
+  params.before_forward(0);
+  const int64_t N = acts.B * acts.T, C = cfg_.dim;
+  ops::embedding_forward(acts.res[0].data<float>(), acts.tokens.data(), params.weight(*embed_), N, C, v0_, V_);
+  tp_->reduce_forward(acts.res[0].data<float>(), N * C);  // vocab-parallel: rows live on one rank
+  params.after_forward(0);
+}
+
+void Llama::block_forward(ParamAccess& params, Activations& acts, int64_t layer) {
+  int unit = static_cast<int>(layer) + 1;
+  params.before_forward(unit);
+  block_forward_into(params, acts, layer, acts.block(layer));
+  params.after_forward(unit);
+}
+
+void Llama::block_forward_into(ParamAccess& params, Activations& acts, int64_t layer, BlockActivations& a) {
+  const BlockSpecs& s = blocks_[static_cast<size_t>(layer)];
+  const int64_t B = acts.B, T = acts.T, N = B * T, C = cfg_.dim, HD = H_ * D_, QKV = (H_ + 2 * Hkv_) * D_;
+  const float eps = static_cast<float>(cfg_.norm_eps);
+  const float* x = acts.res[static_cast<size_t>(layer)].data<float>();  // (N, C) block input
+  float* out = acts.res[static_cast<size_t>(layer) + 1].data<float>();  // (N, C) block output
+  float* x_mid = a.x_mid.data<float>();
+
+  // Attention: x_mid = x + Wo · attention(rope(Wqkv · norm(x)))
+  ops::rmsnorm_forward(a.xn1.data<float>(), a.rstd1.data<float>(), x, params.weight(*s.attn_norm), N, C, eps);
+  matmul(a.qkv.data<float>(), a.xn1.data<float>(), params.weight(*s.wqkv), N, QKV, C, false, true, 0);
+  ops::rope_forward(a.qkv.data<float>(), rope_cos_.data<float>(), rope_sin_.data<float>(), B, T, H_, Hkv_, D_, 0);
+  ops::attention_forward(a.att.data<float>(), a.lse.data<float>(), a.qkv.data<float>(), B, T, H_, Hkv_, D_);
+  matmul(x_mid, a.att.data<float>(), params.weight(*s.wo), N, C, HD, false, true, 0);
+  tp_->reduce_forward(x_mid, N * C);
+  ops::add_inplace(x_mid, x, N * C);
+
+  // MLP: out = x_mid + W2 · swiglu(W13 · norm(x_mid))
+  ops::rmsnorm_forward(a.xn2.data<float>(), a.rstd2.data<float>(), x_mid, params.weight(*s.mlp_norm), N, C, eps);
+  matmul(a.gu.data<float>(), a.xn2.data<float>(), params.weight(*s.w13), N, 2 * F_, C, false, true, 0);
+  ops::swiglu_forward(a.h.data<float>(), a.gu.data<float>(), N, F_);
+  matmul(out, a.h.data<float>(), params.weight(*s.w2), N, C, F_, false, true, 0);
+  tp_->reduce_forward(out, N * C);
+  ops::add_inplace(out, x_mid, N * C);
+}
+
+double Llama::head_forward(ParamAccess& params, Activations& acts, float grad_scale, bool backward) {
+  const int head_unit = static_cast<int>(cfg_.n_layers) + 1;
+  params.before_forward(head_unit);
+  if (cfg_.tie_embeddings) params.before_forward(0);
+  const int64_t N = acts.B * acts.T, C = cfg_.dim, V = V_;
+  const float* x = acts.res.back().data<float>();
+  float* xf = acts.xf.data<float>();
+  ops::rmsnorm_forward(xf, acts.rstdf.data<float>(), x, params.weight(*final_norm_), N, C,
+                       static_cast<float>(cfg_.norm_eps));
+  const float* W = params.weight(*head_);  // (V, C)
+  float* dW = backward ? params.grad(*head_) : nullptr;
+  float* logits = acts.logits.data<float>();
+  float* lse = acts.lse.data<float>();
+  float* losses = acts.losses.data<float>();
+  std::vector<int32_t> local_targets(static_cast<size_t>(acts.chunk));
+  double loss_sum = 0;
+  for (int64_t n0 = 0; n0 < N; n0 += acts.chunk) {
+    const int64_t n = std::min(acts.chunk, N - n0);
+    // Targets of this rank's vocab rows [v0, v0 + V); others are "elsewhere" (>= V).
+    for (int64_t i = 0; i < n; ++i) {
+      int32_t t = acts.targets[static_cast<size_t>(n0 + i)];
+      local_targets[static_cast<size_t>(i)] = t < 0 ? -1 : static_cast<int32_t>(t - v0_ < 0 ? V : t - v0_);
+    }
+    matmul(logits, xf + n0 * C, W, n, V, C, false, true, 0);  // (n, V) = xf · Wᵀ
+    ops::xent_forward(losses + n0, lse, logits, local_targets.data(), n, V);
+    for (int64_t i = 0; i < n; ++i) loss_sum += losses[n0 + i];
+    if (!backward) continue;
+    ops::xent_backward(logits, logits, lse, local_targets.data(), n, V, grad_scale);  // in place
+    matmul(acts.dxf.data<float>() + n0 * C, logits, W, n, C, V, false, false, 0);    // (n, C) = dlogits · W
+    matmul(dW, logits, xf + n0 * C, V, C, n, true, false, 1);                        // (V, C) += dlogitsᵀ · xf
+  }
+  if (cfg_.tie_embeddings) params.after_forward(0);
+  params.after_forward(head_unit);
+  return loss_sum;
+}
+
+// ---- backward -----------------------------------------------------------------------------
+
+void Llama::head_backward(ParamAccess& params, Activations& acts, float* d_res) {
+  const int head_unit = static_cast<int>(cfg_.n_layers) + 1;
+  params.before_backward(head_unit);
+  const int64_t N = acts.B * acts.T, C = cfg_.dim;
+  tp_->copy_backward(acts.dxf.data<float>(), N * C);
+  ops::rmsnorm_backward(d_res, params.grad(*final_norm_), acts.dxf.data<float>(), acts.res.back().data<float>(),
+                        params.weight(*final_norm_), acts.rstdf.data<float>(), N, C);
+  params.after_backward(head_unit);
+}
+
+void Llama::block_backward(ParamAccess& params, Activations& acts, int64_t layer, float* d_res) {
+  const int unit = static_cast<int>(layer) + 1;
+  params.before_backward(unit);
+  BlockActivations& a = acts.block(layer);
+  if (cfg_.recompute == Recompute::kFull) block_forward_into(params, acts, layer, a);
+  const BlockSpecs& s = blocks_[static_cast<size_t>(layer)];
+  const int64_t B = acts.B, T = acts.T, N = B * T, C = cfg_.dim, HD = H_ * D_, QKV = (H_ + 2 * Hkv_) * D_;
+  BackwardScratch& g = scratch(B, T);
+  const float* x = acts.res[static_cast<size_t>(layer)].data<float>();
+  float* d_mid = g.d_mid.data<float>();
+  float* d_xn = g.d_xn.data<float>();
+
+  // MLP: d_res holds d(out). d_mid = d(x_mid) = d_res + norm2ᵀ(W13ᵀ · swigluᵀ(W2ᵀ · d_res))
+  matmul(g.dh.data<float>(), d_res, params.weight(*s.w2), N, F_, C, false, false, 0);   // (N,F) = d·W2
+  matmul(params.grad(*s.w2), d_res, a.h.data<float>(), C, F_, N, true, false, 1);       // (C,F) += dᵀ·h
+  ops::swiglu_backward(g.dgu.data<float>(), g.dh.data<float>(), a.gu.data<float>(), N, F_);
+  matmul(d_xn, g.dgu.data<float>(), params.weight(*s.w13), N, C, 2 * F_, false, false, 0);
+  matmul(params.grad(*s.w13), g.dgu.data<float>(), a.xn2.data<float>(), 2 * F_, C, N, true, false, 1);
+  tp_->copy_backward(d_xn, N * C);
+  ops::rmsnorm_backward(d_mid, params.grad(*s.mlp_norm), d_xn, a.x_mid.data<float>(), params.weight(*s.mlp_norm),
+                        a.rstd2.data<float>(), N, C);
+  ops::add_inplace(d_mid, d_res, N * C);
+
+  // Attention: d_res = d(x) = d_mid + norm1ᵀ(Wqkvᵀ · ropeᵀ(attentionᵀ(Woᵀ · d_mid)))
+  matmul(g.datt.data<float>(), d_mid, params.weight(*s.wo), N, HD, C, false, false, 0);
+  matmul(params.grad(*s.wo), d_mid, a.att.data<float>(), C, HD, N, true, false, 1);
+  ops::attention_backward(g.dqkv.data<float>(), g.datt.data<float>(), a.qkv.data<float>(), a.att.data<float>(),
+                          a.lse.data<float>(), B, T, H_, Hkv_, D_);
+  ops::rope_backward(g.dqkv.data<float>(), rope_cos_.data<float>(), rope_sin_.data<float>(), B, T, H_, Hkv_, D_, 0);
+  matmul(d_xn, g.dqkv.data<float>(), params.weight(*s.wqkv), N, C, QKV, false, false, 0);
+  matmul(params.grad(*s.wqkv), g.dqkv.data<float>(), a.xn1.data<float>(), QKV, C, N, true, false, 1);
+  tp_->copy_backward(d_xn, N * C);
+  ops::rmsnorm_backward(d_res, params.grad(*s.attn_norm), d_xn, x, params.weight(*s.attn_norm),
+                        a.rstd1.data<float>(), N, C);
+  ops::add_inplace(d_res, d_mid, N * C);
+  params.after_backward(unit);
+}
+
+void Llama::embed_backward(ParamAccess& params, Activations& acts, const float* d_res) {
+  params.before_backward(0);
+  const int64_t N = acts.B * acts.T;
+  ops::embedding_backward(params.grad(*embed_), d_res, acts.tokens.data(), N, cfg_.dim, v0_, V_);
+  params.after_backward(0);
+}
+
+// ---- whole passes -------------------------------------------------------------------------
+
+double Llama::forward_backward(ParamAccess& params, Activations& acts, const int32_t* seqs, float grad_scale) {
+  load_batch(acts, seqs);
+  embed_forward(params, acts);
+  for (int64_t i = 0; i < cfg_.n_layers; ++i) block_forward(params, acts, i);
+  double loss = head_forward(params, acts, grad_scale, /*backward=*/true);
+  float* d_res = scratch(acts.B, acts.T).d_res.data<float>();
+  head_backward(params, acts, d_res);
+  for (int64_t i = cfg_.n_layers - 1; i >= 0; --i) block_backward(params, acts, i, d_res);
+  embed_backward(params, acts, d_res);
+  return loss;
+}
+
+double Llama::forward_loss(ParamAccess& params, Activations& acts, const int32_t* seqs) {
+  load_batch(acts, seqs);
+  embed_forward(params, acts);
+  for (int64_t i = 0; i < cfg_.n_layers; ++i) block_forward(params, acts, i);
+  return head_forward(params, acts, 0.0f, /*backward=*/false);
+}
+
+void Llama::forward_logits(ParamAccess& params, Activations& acts, const int32_t* seqs, float* logits) {
+  FT_CHECK(tp_->size() == 1, "forward_logits gathers no vocab shards");
+  load_batch(acts, seqs);
+  embed_forward(params, acts);
+  for (int64_t i = 0; i < cfg_.n_layers; ++i) block_forward(params, acts, i);
+  const int64_t N = acts.B * acts.T, C = cfg_.dim;
+  ops::rmsnorm_forward(acts.xf.data<float>(), acts.rstdf.data<float>(), acts.res.back().data<float>(),
+                       params.weight(*final_norm_), N, C, static_cast<float>(cfg_.norm_eps));
+  matmul(logits, acts.xf.data<float>(), params.weight(*head_), N, V_, C, false, true, 0);
+}
+
+}  // namespace ft

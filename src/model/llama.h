@@ -1,0 +1,81 @@
+// Llama: the LLaMA architecture on ops.h, single-device. Forward and backward are written by
+// hand, unit by unit (embedding, blocks, head); parallelism is applied from outside through
+// ParamAccess (where weights and gradients live, and hooks around each unit) and TpComm (the
+// tensor-parallel conjugate communication pairs).
+//
+//   ParamLayout layout = ParamLayout::llama(cfg);
+//   FlatParams params(layout);  layout.init(params.weight_arena(), seed);
+//   Llama model(cfg, layout, Precision::kF32);
+//   Activations acts;  acts.allocate(cfg, B, T, chunk);
+//   double loss_sum = model.forward_backward(params, acts, seqs, 1.0f / (B * T));
+//
+// seqs is (B, T + 1) tokens: inputs [0, T), targets [1, T]. A target < 0 is ignored.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "model/activations.h"
+#include "model/model_config.h"
+#include "model/param_access.h"
+#include "model/param_layout.h"
+#include "model/tp_comm.h"
+
+namespace ft {
+
+class Llama {
+ public:
+  Llama(const ModelConfig& cfg, const ParamLayout& layout, Precision precision, TpComm* tp = nullptr);
+
+  const ModelConfig& config() const { return cfg_; }
+  Precision precision() const { return precision_; }
+  int num_units() const { return static_cast<int>(cfg_.n_layers) + 2; }
+
+  // One micro-batch: forward, loss and backward. Parameter gradients accumulate (+=) the
+  // gradient of grad_scale · (sum of token losses). Returns the sum of token losses.
+  double forward_backward(ParamAccess& params, Activations& acts, const int32_t* seqs, float grad_scale);
+  // Forward only; returns the sum of token losses.
+  double forward_loss(ParamAccess& params, Activations& acts, const int32_t* seqs);
+  // Forward only; writes logits (B·T, V) of every position (tests, small-model generation).
+  void forward_logits(ParamAccess& params, Activations& acts, const int32_t* seqs, float* logits);
+
+  // The units one by one, for schedules that interleave them (pipeline parallelism).
+  // Backward of a block takes the gradient w.r.t. its output in d_res and leaves there the
+  // gradient w.r.t. its input.
+  void load_batch(Activations& acts, const int32_t* seqs) const;
+  void embed_forward(ParamAccess& params, Activations& acts);
+  void block_forward(ParamAccess& params, Activations& acts, int64_t layer);
+  // Final norm, LM head and loss in chunks of tokens; with backward, also the head's gradient
+  // (into acts.dxf and the head's parameter gradients) so no full logits tensor ever exists.
+  double head_forward(ParamAccess& params, Activations& acts, float grad_scale, bool backward);
+  void head_backward(ParamAccess& params, Activations& acts, float* d_res);
+  void block_backward(ParamAccess& params, Activations& acts, int64_t layer, float* d_res);
+  void embed_backward(ParamAccess& params, Activations& acts, const float* d_res);
+
+  // Backward scratch for micro-batches of (B, T) (allocated on first use).
+  BackwardScratch& scratch(int64_t B, int64_t T);
+
+ private:
+  struct BlockSpecs {
+    const ParamSpec *attn_norm, *wqkv, *wo, *mlp_norm, *w13, *w2;
+  };
+  void block_forward_into(ParamAccess& params, Activations& acts, int64_t layer, BlockActivations& a);
+  void matmul(float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, bool ta, bool tb,
+              float beta) const;
+
+  ModelConfig cfg_;
+  Precision precision_;
+  TpComm* tp_;
+  TpComm identity_tp_;
+  const ParamSpec* embed_;
+  const ParamSpec* final_norm_;
+  const ParamSpec* head_;  // == embed_ when tied
+  std::vector<BlockSpecs> blocks_;
+  int64_t H_, Hkv_, D_, F_, V_, v0_;  // this rank's heads, kv heads, head dim, ffn, vocab rows
+  Tensor rope_cos_, rope_sin_;        // (max_seq_len, D/2)
+  BackwardScratch scratch_;
+  int64_t scratch_tokens_ = -1;
+};
+
+}  // namespace ft

@@ -1,0 +1,71 @@
+// ParamLayout: every parameter of the model described once — Hugging Face name, full logical
+// shape, how it is split, and where it lives in the flat arenas. Checkpoints, resharding, HF
+// export, data-parallel buckets and ZeRO shards all read this one description; a bucket or a
+// shard is an (offset, count) range of the arena.
+//
+// Arena order is by "unit", the granularity of hooks (ZeRO-3 gathers, gradient-ready events):
+//   unit 0          model.embed_tokens.weight
+//   unit 1 + i      model.layers.i.{input_layernorm, self_attn.{q,k,v,o}_proj,
+//                   post_attention_layernorm, mlp.{gate,up,down}_proj}
+//   unit L + 1      model.norm.weight, lm_head.weight (absent when embeddings are tied)
+// Within a block q_proj, k_proj, v_proj are adjacent, so [Wq; Wk; Wv] is one (qkv_dim, C)
+// matrix; gate_proj, up_proj likewise form [W1; W3] (2F, C).
+//
+//   ParamLayout l = ParamLayout::llama(cfg);
+//   const ParamSpec& p = l.at("model.layers.0.mlp.up_proj.weight");   // p.offset, p.shape
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "model/model_config.h"
+#include "tensor/tensor.h"
+
+namespace ft {
+
+struct ParamSpec {
+  std::string name;          // Hugging Face name
+  Shape global_shape;        // the full logical shape
+  Shape shape;               // what this rank holds (== global_shape without tensor parallelism)
+  int split_dim = -1;        // tensor-parallel split dimension, -1 = replicated
+  int64_t split_offset = 0;  // first index along split_dim that this rank holds
+  int64_t offset = 0;        // element offset in the arena
+  int unit = 0;
+  bool decay = true;         // AdamW weight decay applies (matrices yes, norm weights no)
+  double init_std = 0;       // 0: initialised to ones (norm weights)
+
+  int64_t numel() const { return shape_numel(shape); }
+};
+
+class ParamLayout {
+ public:
+  // unit_align: each unit's range is padded to a multiple of it (data-parallel sharding splits
+  // every unit into equal pieces, one per rank). Padding holds no parameter and stays zero.
+  static ParamLayout llama(const ModelConfig& cfg, int64_t unit_align = 1);
+
+  const std::vector<ParamSpec>& specs() const { return specs_; }
+  int64_t total() const { return total_; }  // elements in the arena
+  int num_units() const { return static_cast<int>(unit_begin_.size()); }
+  int64_t unit_begin(int u) const { return unit_begin_[static_cast<size_t>(u)]; }
+  int64_t unit_end(int u) const { return unit_end_[static_cast<size_t>(u)]; }  // incl. padding
+  int64_t unit_size(int u) const { return unit_end(u) - unit_begin(u); }
+  const ParamSpec& at(const std::string& name) const;
+  bool has(const std::string& name) const { return index_.count(name) != 0; }
+
+  // Deterministic initialisation of the arena: element i of parameter p is
+  // init_std(p) · normal(hash(seed, p.name), global index of i) — the same value whatever the
+  // layout (threads, ranks, shards).
+  void init(float* arena, uint64_t seed) const;
+
+ private:
+  void add(ParamSpec p);
+  void end_unit(int unit, int64_t align);
+  std::vector<ParamSpec> specs_;
+  std::unordered_map<std::string, size_t> index_;
+  std::vector<int64_t> unit_begin_, unit_end_;
+  int64_t total_ = 0;
+};
+
+}  // namespace ft

@@ -1,0 +1,15 @@
+#include "optim/grad_clip.h"
+
+#include "kernels/ops.h"
+
+namespace ft {
+
+double grad_sum_squares(const float* grads, int64_t n) { return ops::sum_squares(grads, n); }
+
+float clip_coefficient(double global_norm, double max_norm) {
+  if (max_norm <= 0) return 1.0f;
+  double coef = max_norm / (global_norm + 1e-6);
+  return coef < 1.0 ? static_cast<float>(coef) : 1.0f;
+}
+
+}  // namespace ft

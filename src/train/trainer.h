@@ -1,0 +1,70 @@
+// Trainer: the step loop. Everything it needs is built in the constructor from one Config;
+// step() reads as the algorithm (get batch, forward/backward over micro-batches, reduce, clip,
+// update, log).
+//
+//   Mesh mesh = Mesh::single();            // or Mesh::create_mpi(...) under mpirun
+//   Trainer t(load_config("configs/tiny.toml", {}), mesh);
+//   t.run();                               // train.steps steps; metrics in <run_dir>/metrics.jsonl
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "config/config.h"
+#include "data/loader.h"
+#include "dist/comm.h"
+#include "dist/data_parallel/param_engine.h"
+#include "dist/mesh.h"
+#include "model/activations.h"
+#include "model/llama.h"
+#include "optim/lr_schedule.h"
+#include "train/metrics_log.h"
+
+namespace ft {
+
+struct StepStats {
+  int64_t step = 0;         // 1-based number of the step just taken
+  double loss = 0;          // mean token loss of the global batch (nats)
+  double lr = 0;
+  double grad_norm = 0;     // before clipping
+  int64_t tokens = 0;       // cumulative training tokens
+  double step_s = 0, tokens_per_s = 0, mfu = 0, data_wait_s = 0;
+  double comm_wait_s = 0;   // time the step waited for gradient communication
+  CommStats comm;           // this rank's data-parallel traffic during the step
+};
+
+class Trainer {
+ public:
+  Trainer(const Config& cfg, Mesh& mesh);
+  ~Trainer();
+
+  void run();
+  StepStats step();
+  // Mean token loss over train.eval_batches validation batches.
+  double evaluate();
+
+  const Config& config() const { return cfg_; }
+  ParamEngine& params() { return *engine_; }
+  Mesh& mesh() { return mesh_; }
+  Llama& model() { return *model_; }
+  int64_t steps_done() const { return step_; }
+
+ private:
+  double forward_backward_micro_batches(const Batch& batch);
+  void log_step(const StepStats& s);
+
+  Config cfg_;
+  Mesh& mesh_;
+  std::unique_ptr<ParamEngine> engine_;
+  std::unique_ptr<Llama> model_;
+  LrSchedule schedule_;
+  std::unique_ptr<DataLoader> train_data_, val_data_;
+  Activations acts_;
+  std::unique_ptr<MetricsLog> metrics_;
+  int64_t local_batch_ = 0, micro_batch_ = 0, micro_batches_ = 0;
+  int64_t step_ = 0, tokens_ = 0;
+  double flops_per_token_ = 0, peak_flops_ = 0;
+  double start_time_ = 0;
+};
+
+}  // namespace ft

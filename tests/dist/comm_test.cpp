@@ -1,0 +1,150 @@
+// The communicator's collectives against exact expectations, on real MPI ranks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "dist/mesh.h"
+#include "dist/mpi_comm.h"
+#include "tensor/dtype.h"
+
+namespace ft {
+namespace {
+
+struct World {
+  std::unique_ptr<Communicator> c = mpi_world("test", CommOptions{60, ""});
+  int r = c->rank(), P = c->size();
+};
+
+// Integer-valued data so sums are exact in fp32 whatever the order.
+float value(int rank, int64_t i) { return static_cast<float>((rank + 1) * ((i % 97) - 40)); }
+
+TEST(Comm, AllReduceSumIsExactForManySizes) {
+  World w;
+  for (int64_t n : {0, 1, 3, 7, 1000, 100003}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[i] = value(w.r, i);
+    w.c->all_reduce(x.data(), n);
+    float ranks_sum = static_cast<float>(w.P * (w.P + 1) / 2);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(x[i], ranks_sum * static_cast<float>((i % 97) - 40)) << "n " << n << " i " << i;
+  }
+}
+
+TEST(Comm, AllReduceMaxAndDouble) {
+  World w;
+  std::vector<float> x = {static_cast<float>(w.r), -static_cast<float>(w.r), 5};
+  w.c->all_reduce(x.data(), 3, ReduceOp::kMax);
+  EXPECT_EQ(x[0], w.P - 1);
+  EXPECT_EQ(x[1], 0);
+  EXPECT_EQ(x[2], 5);
+  double d[2] = {0.5 * w.r, 1.0};
+  w.c->all_reduce(d, 2);
+  EXPECT_DOUBLE_EQ(d[0], 0.5 * w.P * (w.P - 1) / 2);
+  EXPECT_DOUBLE_EQ(d[1], w.P);
+}
+
+TEST(Comm, Bf16WireIsCloseAndIdenticalOnEveryRank) {
+  World w;
+  const int64_t n = 4099;
+  std::vector<float> x(n), exact(n, 0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::sin(0.37f * static_cast<float>(i) + static_cast<float>(w.r));
+    for (int q = 0; q < w.P; ++q) exact[i] += std::sin(0.37f * static_cast<float>(i) + static_cast<float>(q));
+  }
+  w.c->all_reduce(x.data(), n, ReduceOp::kSum, Wire::kBF16);
+  for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(x[i], exact[i], 0.02 * w.P) << i;
+  std::vector<float> all(static_cast<size_t>(n * w.P));
+  w.c->all_gather(all.data(), x.data(), n * 4);
+  for (int q = 0; q < w.P; ++q)
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(all[q * n + i], x[i]) << "rank " << q << " differs at " << i;
+}
+
+TEST(Comm, ReduceScatterAndAllGather) {
+  World w;
+  const int64_t n = 1001;
+  std::vector<float> in(static_cast<size_t>(n * w.P)), out(n);
+  for (int64_t i = 0; i < n * w.P; ++i) in[i] = value(w.r, i);
+  w.c->reduce_scatter(out.data(), in.data(), n);
+  float s = static_cast<float>(w.P * (w.P + 1) / 2);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], s * static_cast<float>(((w.r * n + i) % 97) - 40)) << i;
+  EXPECT_EQ(in[5], value(w.r, 5)) << "reduce_scatter must not modify its input";
+
+  std::vector<int32_t> mine(3, w.r), all(static_cast<size_t>(3 * w.P));
+  w.c->all_gather(all.data(), mine.data(), 3 * 4);
+  for (int q = 0; q < w.P; ++q)
+    for (int k = 0; k < 3; ++k) EXPECT_EQ(all[q * 3 + k], q);
+}
+
+TEST(Comm, BroadcastFromEveryRoot) {
+  World w;
+  for (int root = 0; root < w.P; ++root) {
+    std::vector<int64_t> x(257, w.r == root ? 1000 + root : -1);
+    w.c->broadcast(x.data(), 257 * 8, root);
+    for (auto v : x) ASSERT_EQ(v, 1000 + root);
+  }
+}
+
+TEST(Comm, SendRecvRing) {
+  World w;
+  int right = (w.r + 1) % w.P, left = (w.r - 1 + w.P) % w.P;
+  std::vector<float> out(100, static_cast<float>(w.r)), in(100, -1.0f);
+  auto rx = w.c->recv_async(in.data(), 400, left, 7);
+  auto tx = w.c->send_async(out.data(), 400, right, 7);
+  tx->wait();
+  rx->wait();
+  EXPECT_EQ(in[99], static_cast<float>(left));
+}
+
+TEST(Comm, BytesOnTheWireMatchTheRingAlgorithm) {
+  World w;
+  const int64_t n = 1 << 16;
+  std::vector<float> x(n, 1.0f);
+  CommStats before = w.c->stats();
+  w.c->all_reduce(x.data(), n);
+  w.c->all_reduce(x.data(), n, ReduceOp::kSum, Wire::kBF16);
+  CommStats d = w.c->stats() - before;
+  int64_t ar = static_cast<int64_t>(CollKind::kAllReduce);
+  EXPECT_EQ(d.calls[ar], 2);
+  // fp32: 2 (P - 1) / P · 4n bytes; bf16: half of it. Chunks differ by at most one element
+  // when P does not divide n, so a rank's count is within 2 (P - 1) elements of the mean.
+  double theory = 2.0 * (w.P - 1) * n * 4 / w.P + 2.0 * (w.P - 1) * n * 2 / w.P;
+  EXPECT_NEAR(static_cast<double>(d.bytes_sent[ar]), theory, 2.0 * (w.P - 1) * 6);
+}
+
+TEST(Comm, AsyncOperationsCompleteInOrderWhileTheCallerWorks) {
+  World w;
+  std::vector<std::vector<float>> bufs(4, std::vector<float>(50000));
+  std::vector<WorkPtr> works;
+  for (int k = 0; k < 4; ++k) {
+    for (auto& v : bufs[k]) v = static_cast<float>(k + w.r);
+    works.push_back(w.c->all_reduce_async(bufs[k].data(), 50000));
+  }
+  double busy = 0;
+  for (int i = 0; i < 1000000; ++i) busy += std::sqrt(static_cast<double>(i));  // overlap
+  EXPECT_GT(busy, 0);
+  for (auto& wk : works) wk->wait();
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(bufs[k][123], static_cast<float>(k * w.P + w.P * (w.P - 1) / 2));
+}
+
+TEST(Mesh, GroupsFollowTpInnermostThenDpThenPp) {
+  World w;
+  if (w.P != 8) GTEST_SKIP() << "needs 8 ranks";
+  ParallelConfig p;
+  p.dp = 2;
+  p.tp = 2;
+  p.pp = 2;
+  Mesh m = Mesh::create_mpi(p, w.r, w.P, "");
+  MeshCoord c = m.coord();
+  EXPECT_EQ(w.r, (c.pp * 2 + c.dp) * 2 + c.tp);
+  EXPECT_EQ(m.tp().size(), 2);
+  EXPECT_EQ(m.tp().world_rank_of(0), w.r - c.tp);
+  EXPECT_EQ(m.dp().world_rank_of(1), (c.pp * 2 + 1) * 2 + c.tp);
+  EXPECT_EQ(m.pp().world_rank_of(1), (1 * 2 + c.dp) * 2 + c.tp);
+  double x = 1;
+  m.tp().all_reduce(&x, 1);
+  EXPECT_EQ(x, 2);
+}
+
+}  // namespace
+}  // namespace ft

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# A rank that hangs (SIGSTOP) or dies (SIGKILL) mid-training: the other ranks stop within the
+# configured collective timeout with an error naming the rank, never hang forever.
+set -euo pipefail
+FT=$1; CFG=$2
+WORK=$(mktemp -d); trap 'pkill -KILL -f "$WORK" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+TIMEOUT=5
+
+rank_pid() {  # pid of world rank $1 of the job writing into $WORK/$2
+  for p in $(pgrep -f "fluxtrain train.*$WORK/$2" || true); do
+    if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then echo $p; return; fi
+  done
+}
+
+start_job() {  # name
+  "$FT" train --config "$CFG" --nproc 2 --set parallel.dp=2 --set train.steps=100000 --set train.eval_interval=0 \
+    --set parallel.collective_timeout_s=$TIMEOUT --run-dir "$WORK/$1" > "$WORK/$1.log" 2>&1 &
+  JOB=$!
+  for _ in $(seq 300); do
+    [ -s "$WORK/$1/metrics.jsonl" ] && [ "$(wc -l < "$WORK/$1/metrics.jsonl")" -ge 3 ] && return
+    sleep 0.2
+  done
+  echo "FAIL: job $1 did not start"; cat "$WORK/$1.log"; exit 1
+}
+
+for sig in STOP KILL; do
+  start_job $sig
+  pid=$(rank_pid 1 $sig)
+  [ -n "$pid" ] || { echo "FAIL: rank 1 not found"; exit 1; }
+  t0=$(date +%s.%N)
+  kill -$sig $pid
+  rc=0; timeout 120 tail --pid=$JOB -f /dev/null || rc=$?
+  wait $JOB || true
+  t1=$(date +%s.%N)
+  elapsed=$(echo "$t1 - $t0" | bc)
+  [ $rc -eq 0 ] || { echo "FAIL: SIG$sig: the job still runs after 120 s"; exit 1; }
+  echo "SIG$sig of rank 1: job ended after ${elapsed}s (collective timeout ${TIMEOUT}s)"
+  if [ $sig = STOP ]; then
+    grep -q "ranks that never arrived: 1" "$WORK/$sig.log" || { echo "FAIL: no error naming rank 1"; cat "$WORK/$sig.log"; exit 1; }
+    grep -m1 "timed out" "$WORK/$sig.log"
+  fi
+  (( $(echo "$elapsed < $TIMEOUT + 30" | bc) )) || { echo "FAIL: took ${elapsed}s"; exit 1; }
+done
+echo "hang and death both stopped the job in bounded time"

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Bad input to `fluxtrain train`: each case exits with one clear error line naming the problem.
+source "$(dirname "$0")/lib.sh"
+cfg=$ROOT/configs/tiny.toml
+run="--run-dir $WORK/run --set train.steps=2"
+
+expect_error "unknown config key 'model.n_layer'" $FT train --config $cfg $run --set model.n_layer=3
+expect_error "did you mean 'model.n_layers'" $FT train --config $cfg $run --set model.n_layer=3
+expect_error "model.n_heads = 4 is not divisible by model.n_kv_heads = 3" $FT train --config $cfg $run --set model.n_kv_heads=3
+expect_error "model.dim = 66 is not divisible by model.n_heads = 4" $FT train --config $cfg $run --set model.dim=66
+expect_error "config file $WORK/nope.toml does not exist" $FT train --config $WORK/nope.toml
+expect_error "token file $WORK/missing.bin" $FT train --config $cfg $run --set data.source=tokens --set data.path=\"$WORK/missing.bin\"
+printf 'abc' > $WORK/odd.bin
+expect_error "token file $WORK/odd.bin is truncated" $FT train --config $cfg $run --set data.source=tokens --set data.path=\"$WORK/odd.bin\"
+expect_error "loss is NaN at step 1" $FT train --config $cfg $run --set model.init_std=1e30
+printf '[model\ndim = 3\n' > $WORK/bad.toml
+expect_error "$WORK/bad.toml:1" $FT train --config $WORK/bad.toml
+echo "all bad-input cases gave clear errors"

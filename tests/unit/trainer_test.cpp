@@ -1,0 +1,73 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "config/config.h"
+#include "model/activation_sizes.h"
+#include "train/trainer.h"
+#include "util/error.h"
+
+namespace ft {
+namespace {
+
+Config tiny(std::vector<std::string> extra = {}) {
+  std::string dir = (std::filesystem::temp_directory_path() / ("ft_trainer_" + std::to_string(::getpid()))).string();
+  std::vector<std::string> sets = {"train.batch_size=4", "train.seq_len=16", "train.steps=6",
+                                   "train.eval_interval=0", "train.run_dir=\"" + dir + "\""};
+  sets.insert(sets.end(), extra.begin(), extra.end());
+  return load_config("", sets);
+}
+
+std::vector<double> losses(const Config& c) {
+  Mesh mesh = Mesh::single();
+  Trainer t(c, mesh);
+  std::vector<double> out;
+  for (int i = 0; i < c.train.steps; ++i) out.push_back(t.step().loss);
+  return out;
+}
+
+TEST(Trainer, SameSeedGivesBitIdenticalLosses) {
+  auto a = losses(tiny()), b = losses(tiny());
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "step " << i + 1;
+  auto c = losses(tiny({"train.seed=99"}));
+  EXPECT_NE(a[0], c[0]);
+}
+
+TEST(Trainer, RecomputeGivesTheSameLosses) {
+  auto a = losses(tiny()), b = losses(tiny({"model.recompute=\"full\""}));
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "step " << i + 1;
+}
+
+TEST(Trainer, MicroBatchesMatchOneBatch) {
+  auto a = losses(tiny()), b = losses(tiny({"train.micro_batch_size=1"}));
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5 * a[i]) << "step " << i + 1;
+}
+
+TEST(Trainer, LossFallsOnTheSyntheticTask) {
+  auto l = losses(tiny({"train.steps=40", "optim.lr=1e-2", "optim.warmup_steps=5", "train.batch_size=8", "train.seq_len=32"}));
+  EXPECT_LT(l.back(), l.front() - 1.0);
+}
+
+TEST(Trainer, NanLossStopsNamingTheStep) {
+  try {
+    Mesh mesh = Mesh::single();
+    Trainer t(tiny({"model.init_std=1e30"}), mesh);
+    t.step();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("loss is NaN at step 1"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Trainer, ActivationAccountingMatchesTheAllocator) {
+  Config c = tiny();
+  int64_t before = MemoryTracker::global().live(MemCategory::kActivations);
+  Activations acts;
+  acts.allocate(c.model, 4, 16, 32);
+  EXPECT_EQ(MemoryTracker::global().live(MemCategory::kActivations) - before,
+            kept_activation_bytes(c.model, 4, 16, 32, false));
+}
+
+}  // namespace
+}  // namespace ft
