@@ -230,7 +230,7 @@ int run_plan(int argc, char** argv) {
     spec.micro_batch = l.micro_batch;
     spec.recompute = l.recompute;
     spec.precision = l.precision;
-    spec.zero = 0;
+    spec.zero = l.zero;
   } else {
     job.model = ft::model_preset(model.empty() ? "llama2-7b" : model);
     job.seq_len = std::min<int64_t>(2048, job.model.max_seq_len);

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "model/activation_sizes.h"
+#include "model/param_layout.h"
+
 namespace ft::plan {
 
 double MemoryBreakdown::total() const {
@@ -35,30 +38,55 @@ double micro_batches_in_flight(const Job& job, const Layout& l) {
 
 namespace {
 
+// This machine: what the trainer allocates (docs/planner.md, "CPU"), per category.
+//   parameters  the fp32 arena (ParamLayout, units padded to the dp size); ZeRO-3: this
+//               rank's shard
+//   gradients   the fp32 gradient arena; ZeRO-2/3: the shard plus the buffers of the units
+//               being reduced (the unit in backward and one reduce-scatter in flight, each a
+//               full unit and its piece)
+//   optimizer   AdamW m and v over the arena (ZeRO >= 1: over the shard)
+//   activations Activations + BackwardScratch (model/activation_sizes.h) of one micro-batch
+//   workspace   the RoPE tables (max_seq_len x head_dim/2, cos and sin)
+//   communication ZeRO-3: gathered units (the current one and the prefetched next)
+// Tensor and pipeline parallelism split the model as on GPUs (rank_params).
 MemoryBreakdown cpu_memory(const Job& job, const Layout& l) {
-  StepShape s;
-  s.micro_batch = l.micro_batch;
-  s.seq_len = job.seq_len / l.cp;
-  s.tp = l.tp;
-  s.pp = l.pp;
-  s.dp = l.dp * l.cp;
-  s.zero = l.zero;
-  s.recompute = l.recompute != ActRecompute::kNone;
-  s.loss_chunk_tokens = job.loss_chunk_tokens;
-  // The peak rank: the only stage, or the larger of the first and the last stage.
-  TrainerMemory best;
-  for (int stage = 0; stage < (l.pp > 1 ? 2 : 1); ++stage) {
-    s.first_stage = l.pp == 1 || stage == 0;
-    s.last_stage = l.pp == 1 || stage == 1;
-    TrainerMemory t = cpu_trainer_memory(job.model, s);
-    if (t.total() > best.total()) best = t;
+  const ModelConfig& m = job.model;
+  constexpr double kF32 = 4;
+  const int64_t shards = l.dp * l.cp;
+  const ParamLayout layout = ParamLayout::llama(m, shards);
+  double arena = static_cast<double>(layout.total());
+  double max_unit = 0;
+  for (int u = 0; u < layout.num_units(); ++u) max_unit = std::max(max_unit, static_cast<double>(layout.unit_size(u)));
+  if (l.tp > 1 || l.pp > 1) {
+    arena = static_cast<double>(rank_params(m, l.tp, l.pp, true, l.pp == 1));
+    max_unit /= static_cast<double>(l.tp);
   }
+  const double shard = arena / static_cast<double>(shards);
+  const bool sharded = shards > 1;
   MemoryBreakdown out;
-  out.parameters = static_cast<double>(best.parameters);
-  out.gradients = static_cast<double>(best.gradients);
-  out.optimizer_state = static_cast<double>(best.optimizer_state);
-  out.activations = static_cast<double>(best.activations);
-  out.workspace = static_cast<double>(best.workspace);
+  out.parameters = kF32 * (l.zero >= 3 && sharded ? shard : arena);
+  const double in_flight = (2.0 + 2.0 / static_cast<double>(shards)) * max_unit;  // two units + pieces
+  out.gradients = kF32 * (l.zero >= 2 && sharded ? shard + in_flight : arena);
+  out.optimizer_state = 2 * kF32 * (l.zero >= 1 && sharded ? shard : arena);
+  const int64_t B = l.micro_batch, T = job.seq_len / l.cp;
+  const int64_t chunk = loss_chunk_tokens(m, job.loss_chunk_tokens, B * T);
+  const bool recompute = l.recompute != ActRecompute::kNone;
+  double act = static_cast<double>(kept_activation_bytes(m, B, T, chunk, recompute) +
+                                   scratch_activation_bytes(m, B, T));
+  if (l.pp > 1 || l.tp > 1) {
+    // Per stage: its blocks only; tensor parallelism splits heads and ffn (C-sized replicated).
+    ModelConfig stage = m;
+    stage.n_layers = layers_per_stage(m, l.pp);
+    stage.n_heads = std::max<int64_t>(1, m.n_heads / l.tp);
+    stage.n_kv_heads = std::max<int64_t>(1, m.n_kv_heads / l.tp);
+    stage.ffn_dim = m.ffn_dim / l.tp;
+    stage.dim = m.dim;
+    act = static_cast<double>(kept_activation_bytes(stage, B, T, chunk, recompute) +
+                              scratch_activation_bytes(stage, B, T)) * micro_batches_in_flight(job, l);
+  }
+  out.activations = act;
+  out.workspace = 2 * kF32 * static_cast<double>(m.max_seq_len) * static_cast<double>(m.head_dim() / 2);
+  if (l.zero >= 3 && sharded) out.communication = 2 * kF32 * max_unit;
   out.capacity = job.gpu.memory_bytes;
   return out;
 }

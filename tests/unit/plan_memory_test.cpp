@@ -3,6 +3,8 @@
 // counts, and the CPU trainer's activation layout.
 #include <gtest/gtest.h>
 
+#include "model/activation_sizes.h"
+#include "model/param_layout.h"
 #include "model/sizes.h"
 #include "plan/memory.h"
 
@@ -119,40 +121,39 @@ TEST(PlanMemory, FitsAndCapacity) {
   EXPECT_TRUE(estimate_memory(j, l).fits());
 }
 
-// The CPU trainer's layout (the lead's specification, docs/planner.md): per block per
-// micro-batch of N = B·T tokens: xn1 N·C, rstd1 N, qkv N·(H+2Hkv)·D, att_out N·H·D, lse B·H·T,
-// x_mid N·C, xn2 N·C, rstd2 N, gate_up N·2F, h N·F; residual buffers; final norm; backward
-// scratch; logits chunk in the workspace.
-TEST(PlanMemory, CpuTrainerLayout) {
-  ModelConfig m = model_preset("tiny");  // C 64, L 4, H 4, Hkv 2, D 16, F 160, V 256
-  StepShape s;
-  s.micro_batch = 2;
-  s.seq_len = 32;
-  const int64_t N = 64, C = 64, D = 16, H = 4, Hkv = 2, F = 160, V = 256, L = 4;
-  const int64_t block = N * C + N + N * (H + 2 * Hkv) * D + N * H * D + 2 * H * 32 + N * C + N * C + N + N * 2 * F + N * F;
-  const int64_t scratch = 2 * N * C + N * 2 * F + N * F + N * (H + 2 * Hkv) * D + N * H * D + N * C;
-  const int64_t residual = (L + 1) * N * C, final_norm = N * C + N;
-  TrainerMemory t = cpu_trainer_memory(m, s);
-  EXPECT_EQ(t.activations, 4 * (L * block + residual + final_norm + scratch));
-  EXPECT_EQ(t.parameters, 4 * m.num_params());
-  EXPECT_EQ(t.gradients, 4 * m.num_params());
-  EXPECT_EQ(t.optimizer_state, 8 * m.num_params());
-  EXPECT_EQ(t.workspace, 4 * N * V);  // the auto chunk (32 MiB of logits) exceeds the 64 tokens
-  // Full recompute: one block's set, all residual buffers.
-  s.recompute = true;
-  EXPECT_EQ(cpu_trainer_memory(m, s).activations, 4 * (block + residual + final_norm + scratch));
-  // A configured chunk.
-  s.loss_chunk_tokens = 16;
-  EXPECT_EQ(cpu_trainer_memory(m, s).workspace, 4 * 16 * V);
-  // The planner's "cpu" device reports exactly these numbers.
-  Job j = job_for(m, 1, 32, 2, "cpu");
-  j.loss_chunk_tokens = 16;
+// The "cpu" device sums the trainer's own buffers: model/activation_sizes.h for activations,
+// the fp32 arena of ParamLayout for parameters, gradients and AdamW (m, v), sharded by ZeRO.
+// (tests/unit/plan_trainer_memory_test.cpp compares with a real run's allocator.)
+TEST(PlanMemory, CpuDeviceSumsTheTrainersBuffers) {
+  ModelConfig m = model_preset("tiny");
+  Job j = job_for(m, 1, 32, 8, "cpu");
   Layout l;
-  l.micro_batch = 2;
-  l.recompute = ActRecompute::kFull;
+  l.micro_batch = 8;
   l.precision = Precision::kFp32;
+  const double arena = static_cast<double>(ParamLayout::llama(m, 1).total());
+  EXPECT_EQ(arena, m.num_params());
   MemoryBreakdown mb = estimate_memory(j, l);
-  EXPECT_DOUBLE_EQ(mb.total(), static_cast<double>(cpu_trainer_memory(m, s).total()));
+  EXPECT_DOUBLE_EQ(mb.parameters, 4 * arena);
+  EXPECT_DOUBLE_EQ(mb.gradients, 4 * arena);
+  EXPECT_DOUBLE_EQ(mb.optimizer_state, 8 * arena);
+  const int64_t chunk = loss_chunk_tokens(m, 0, 8 * 32);
+  EXPECT_DOUBLE_EQ(mb.activations, static_cast<double>(kept_activation_bytes(m, 8, 32, chunk, false) +
+                                                       scratch_activation_bytes(m, 8, 32)));
+  EXPECT_DOUBLE_EQ(mb.workspace, 2.0 * 4 * 4096 * 8);  // RoPE cos and sin tables
+  EXPECT_EQ(mb.fragmentation + mb.runtime, 0.0);
+  l.recompute = ActRecompute::kFull;
+  EXPECT_DOUBLE_EQ(estimate_memory(j, l).activations,
+                   static_cast<double>(kept_activation_bytes(m, 8, 32, chunk, true) + scratch_activation_bytes(m, 8, 32)));
+  // ZeRO-3 over 2 ranks: the shard of the padded arena.
+  j.gpus = 2;
+  l.dp = 2;
+  l.micro_batch = 4;
+  l.zero = 3;
+  l.recompute = ActRecompute::kNone;
+  mb = estimate_memory(j, l);
+  EXPECT_DOUBLE_EQ(mb.parameters, 4.0 * static_cast<double>(ParamLayout::llama(m, 2).total()) / 2);
+  EXPECT_DOUBLE_EQ(mb.optimizer_state, 2 * mb.parameters);
+  EXPECT_GT(mb.communication, 0.0);
 }
 
 }  // namespace
