@@ -32,12 +32,12 @@ std::string lower(std::string s) {
 Efficiency family_efficiency(const std::string& family) {
   Efficiency e;
   if (family == "a100" || family == "v100") {
-    e.gemm = 0.751;
+    e.gemm = 0.750;
     e.attention = 0.329;
   } else if (family == "h100" || family == "b200") {
     e.gemm = 0.697;
     e.gemm_fp8 = 0.697;
-    e.attention = 0.196;
+    e.attention = 0.195;
   } else if (family == "cpu") {
     e.gemm = 0.5;
     e.attention = 0.2;
@@ -45,10 +45,10 @@ Efficiency family_efficiency(const std::string& family) {
     e.collective = 0.5;
     return e;
   }
-  e.memory_traffic = 1.655;
+  e.memory_traffic = 1.649;
   e.fp8_cast = 0.25;  // counted: fp8 casts and amax of every GEMM input (docs/planner.md)
   e.collective = 0.8;
-  e.overlap = 0.471;
+  e.overlap = 0.470;
   return e;
 }
 
@@ -251,6 +251,7 @@ void apply_gpu_overrides(GpuSpec& g, const std::string& toml_path) {
   b.add("gpu.efficiency.memory_traffic", &g.eff.memory_traffic, "multiplier on element-wise bytes");
   b.add("gpu.efficiency.fp8_cast", &g.eff.fp8_cast, "extra element-wise traffic under fp8");
   b.add("gpu.efficiency.collective", &g.eff.collective, "fraction of link bandwidth reached by collectives");
+  b.add("gpu.efficiency.overlap", &g.eff.overlap, "fraction of overlappable communication that hides");
   std::function<void(const toml::table&, const std::string&)> walk = [&](const toml::table& tab,
                                                                          const std::string& prefix) {
     for (auto&& [k, node] : tab) {
@@ -286,6 +287,8 @@ void apply_gpu_overrides(GpuSpec& g, const std::string& toml_path) {
                         {"attention", g.eff.attention}, {"collective", g.eff.collective}})
     if (!(v > 0 && v <= 1))
       throw Error(fmt::format("{}: gpu.efficiency.{} = {} must be in (0, 1]", toml_path, key, v));
+  if (!(g.eff.overlap >= 0 && g.eff.overlap <= 1))
+    throw Error(fmt::format("{}: gpu.efficiency.overlap = {} must be in [0, 1]", toml_path, g.eff.overlap));
   if (!(g.eff.memory_traffic > 0))
     throw Error(fmt::format("{}: gpu.efficiency.memory_traffic must be positive", toml_path));
 }

@@ -67,7 +67,7 @@ GpuSpec detect_cpu();
 //   [gpu]             base = "h100-sxm", name, peak_fp32_tflops, peak_bf16_tflops,
 //                     peak_fp16_tflops, peak_fp8_tflops, memory_gib, hbm_tbs, nvlink_gbs,
 //                     network_gbs, gpus_per_node, runtime_reserved_gib
-//   [gpu.efficiency]  gemm, gemm_fp8, attention, memory_traffic, fp8_cast, collective
+//   [gpu.efficiency]  gemm, gemm_fp8, attention, memory_traffic, fp8_cast, collective, overlap
 // `base` (if present) replaces g first. Unknown keys are errors naming the closest key.
 void apply_gpu_overrides(GpuSpec& g, const std::string& toml_path);
 

@@ -87,7 +87,8 @@ MemoryBreakdown cpu_memory(const Job& job, const Layout& l) {
   out.activations = act;
   out.workspace = 2 * kF32 * static_cast<double>(m.max_seq_len) * static_cast<double>(m.head_dim() / 2);
   if (l.zero >= 3 && sharded) out.communication = 2 * kF32 * max_unit;
-  out.capacity = job.gpu.memory_bytes;
+  // The ranks on this machine share its memory.
+  out.capacity = job.gpu.memory_bytes / static_cast<double>(std::max<int64_t>(1, std::min(job.num_gpus(), job.gpus_per_node)));
   return out;
 }
 

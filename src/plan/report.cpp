@@ -32,9 +32,9 @@ std::string money(double usd) {
 
 std::string format_job(const Job& job) {
   const ModelConfig& m = job.model;
-  std::string s = fmt::format("model   {} ({:.2f} B parameters; {} layers, dim {}, {} heads / {} kv, ffn {}, vocab {})\n",
-                              m.preset, m.num_params() / 1e9, m.n_layers, m.dim, m.n_heads, m.n_kv_heads,
-                              m.ffn_dim, m.vocab_size);
+  std::string s = fmt::format("model   {} ({} parameters; {} layers, dim {}, {} heads / {} kv, ffn {}, vocab {})\n",
+                              m.preset, count(static_cast<double>(m.num_params())), m.n_layers, m.dim, m.n_heads,
+                              m.n_kv_heads, m.ffn_dim, m.vocab_size);
   s += fmt::format("data    seq_len {}, global batch {} sequences = {} tokens per step{}\n", job.seq_len,
                    job.global_batch, count(static_cast<double>(job.global_batch * job.seq_len)),
                    job.tokens > 0 ? fmt::format(", {} tokens to train", count(job.tokens)) : "");
@@ -51,9 +51,11 @@ std::string format_plan(const Job& job, const PlanResult& r) {
     s += fmt::format("note    tp = {} spans nodes of {} GPUs: its all-reduces run over the network\n", r.layout.tp,
                      job.gpus_per_node);
   s += "\n";
-  s += "memory per GPU             GiB\n";
-  for (auto& [k, v] : r.memory.items()) s += fmt::format("  {:<20} {:9.2f}\n", k, v / kGiB);
-  s += fmt::format("  {:<20} {:9.2f} of {:.1f}  {}\n\n", "total", r.memory.total() / kGiB, r.memory.capacity / kGiB,
+  const bool small = r.memory.total() < kGiB;
+  const double unit = small ? 1048576.0 : kGiB;
+  s += fmt::format("memory per {}             {}\n", job.gpu.is_cpu ? "rank" : "GPU ", small ? "MiB" : "GiB");
+  for (auto& [k, v] : r.memory.items()) s += fmt::format("  {:<20} {:9.2f}\n", k, v / unit);
+  s += fmt::format("  {:<20} {:9.2f} of {:.1f}  {}\n\n", "total", r.memory.total() / unit, r.memory.capacity / unit,
                    r.memory.fits() ? "fits" : "DOES NOT FIT");
   const StepTime& t = r.time;
   s += fmt::format("time per step ({} micro-batches)   s\n", t.micro_batches);
