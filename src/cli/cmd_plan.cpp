@@ -128,8 +128,8 @@ int run_plan(int argc, char** argv) {
     json arr = json::array();
     for (const auto& g : gpu_catalog()) {
       if (!json_out)
-        std::printf("%-10s %-52s bf16 %7.1f TFLOP/s  %6.1f GiB  %5.2f TB/s  NVLink %4.0f GB/s  net %5.1f GB/s\n",
-                    g.name.c_str(), g.description.c_str(), g.peak_bf16 / 1e12, g.memory_bytes / 1073741824.0,
+        std::printf("%-10s %-52s 16-bit %7.1f TFLOP/s  %6.1f GiB  %5.2f TB/s  NVLink %4.0f GB/s  net %5.1f GB/s\n",
+                    g.name.c_str(), g.description.c_str(), std::max(g.peak_bf16, g.peak_fp16) / 1e12, g.memory_bytes / 1073741824.0,
                     g.hbm_bw / 1e12, g.nvlink_bw / 1e9, g.network_bw / 1e9);
       arr.push_back({{"name", g.name}, {"description", g.description}, {"peak_bf16_tflops", g.peak_bf16 / 1e12},
                      {"peak_fp8_tflops", g.peak_fp8 / 1e12}, {"memory_gib", g.memory_bytes / 1073741824.0},

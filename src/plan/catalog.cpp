@@ -129,11 +129,18 @@ const std::vector<GpuSpec>& gpu_catalog() {
     c.push_back(make("h200", "h100", "NVIDIA H200 SXM 141GB (HGX H200)",              67,   989.4, 989.4,  1978.9, 141, 4.8,   450, 50));
     c.push_back(make("b200", "b200", "NVIDIA B200 180GB (HGX/DGX B200, 1000 W)",     75,   2250,  2250,   4500,   179, 8.0,   900, 50));
     // Further types that published runs used.
+    c.push_back(make("a100-pcie", "a100", "NVIDIA A100 PCIe 80GB (PCIe Gen4 between GPUs)", 19.5, 312,   312,    0,      80,  1.935, 32,  25));
+    c.push_back(make("h100-pcie", "h100", "NVIDIA H100 PCIe 80GB (PCIe Gen5 between GPUs)", 51,   756,   756,    1513,   80,  2.0,   64,  50));
+    c.push_back(make("h100-nvl", "h100", "NVIDIA H100 NVL 94GB",                      60,   835,   835,    1671,   94,  3.9,   300, 50));
     c.push_back(make("v100-32gb", "v100", "NVIDIA V100 SXM 32GB (DGX-2H, fp16 only)", 15.7, 0,     125,    0,      32,  0.9,   150, 12.5));
     c.push_back(make("h800", "h100", "NVIDIA H800 SXM5 80GB (export variant)",       67,   989.4, 989.4,  1978.9, 80,  3.35,  200, 50));
     // Meta's Grand Teton H100 (96 GB HBM2e, 500 W): peak "between SXM and NVL" (torchtitan);
     // the midpoint of 989 and 835 TFLOP/s.
     c.push_back(make("h100-96gb", "h100", "NVIDIA H100 96GB HBM2e (Grand Teton, 500 W)", 60, 912,  912,    1824,   96,  2.4,   450, 50));
+    // GB200 NVL72: one NVLink domain of 72 GPUs.
+    GpuSpec gb200 = make("gb200", "b200", "NVIDIA B200 in GB200 NVL72 (1200 W)", 80, 2500, 2500, 5000, 186, 8.0, 900, 50);
+    gb200.gpus_per_node = 72;
+    c.push_back(gb200);
     c.push_back(detect_cpu());
     return c;
   }();
@@ -168,10 +175,19 @@ GpuSpec find_gpu(const std::string& name) {
 std::string gpu_name_from_description(const std::string& text) {
   std::string t = lower(text);
   auto has = [&](const char* s) { return t.find(s) != std::string::npos; };
-  if (has("a100")) return has("40gb") || has("40 gb") ? "a100-40gb" : "a100-80gb";
+  if (has("a100")) {
+    if (has("pcie")) return "a100-pcie";
+    return has("40gb") || has("40 gb") ? "a100-40gb" : "a100-80gb";
+  }
   if (has("h800")) return "h800";
   if (has("h200")) return "h200";
-  if (has("h100")) return has("96gb") || has("96 gb") || has("grand teton") ? "h100-96gb" : "h100-sxm";
+  if (has("h100")) {
+    if (has("96gb") || has("96 gb") || has("grand teton")) return "h100-96gb";
+    if (has("pcie")) return "h100-pcie";
+    if (has("nvl")) return "h100-nvl";
+    return "h100-sxm";
+  }
+  if (has("gb200")) return "gb200";
   if (has("b200")) return "b200";
   if (has("v100")) return "v100-32gb";
   return "";

@@ -59,12 +59,29 @@ ModelConfig model_from_record(const json& r, int64_t tp, std::vector<std::string
   m.vocab_size = *integer(r, "vocab");
   const double L = static_cast<double>(m.n_layers), h = static_cast<double>(m.dim);
   const double V = static_cast<double>(m.vocab_size);
-  m.n_heads = integer(r, "heads").value_or(std::max<int64_t>(1, m.dim / 128));
-  if (!integer(r, "heads")) notes.push_back(fmt::format("heads not given: assumed hidden/128 = {}", m.n_heads));
+  if (m.n_layers <= 0 || m.dim <= 0 || m.vocab_size <= 0)
+    throw Error(fmt::format("record {}: layers, hidden and vocab must be positive", str(r, "id")));
+  // Heads only shape the attention bookkeeping here (its FLOPs depend on hidden alone), so a
+  // count that does not divide hidden into even head dims is replaced by the nearest that does.
+  auto valid_heads = [&](int64_t a) { return a > 0 && m.dim % a == 0 && (m.dim / a) % 2 == 0; };
+  const std::optional<int64_t> heads = integer(r, "heads");
+  m.n_heads = heads.value_or(m.dim / 128);
+  if (!valid_heads(m.n_heads)) {
+    int64_t best = 1;
+    for (int64_t a = 1; a <= m.dim / 2; ++a)
+      if (valid_heads(a) && std::llabs(a - m.n_heads) < std::llabs(best - m.n_heads)) best = a;
+    notes.push_back(heads ? fmt::format("heads = {} do not split hidden = {} into even head dims: using {}", *heads,
+                                        m.dim, best)
+                          : fmt::format("heads not given: assumed {} (head dim {})", best, m.dim / best));
+    m.n_heads = best;
+  } else if (!heads) {
+    notes.push_back(fmt::format("heads not given: assumed hidden/128 = {}", m.n_heads));
+  }
   m.n_kv_heads = integer(r, "kv_heads").value_or(m.n_heads);
-  if (m.dim % m.n_heads != 0 || m.n_heads % m.n_kv_heads != 0)
-    throw Error(fmt::format("record {}: hidden = {}, heads = {}, kv_heads = {} do not divide", str(r, "id"),
-                            m.dim, m.n_heads, m.n_kv_heads));
+  if (m.n_kv_heads <= 0 || m.n_heads % m.n_kv_heads != 0) {
+    notes.push_back(fmt::format("kv_heads = {} do not divide heads = {}: using {}", m.n_kv_heads, m.n_heads, m.n_heads));
+    m.n_kv_heads = m.n_heads;
+  }
   const double attn = static_cast<double>(m.dim * m.qkv_dim() + m.n_heads * m.head_dim() * m.dim);
   const double P = num(r, "params_b").value_or(0) * 1e9;
   struct Option {
@@ -185,10 +202,10 @@ RecordJob job_from_record(const json& r) {
     out.notes.push_back(fmt::format("network {:.1f} GB/s per GPU from the interconnect description", bw / 1e9));
   }
   job.gpus = *integer(r, "num_gpus");
+  if (job.gpus <= 0) throw Error(fmt::format("{}: num_gpus = {} must be positive", who, job.gpus));
   job.nodes = std::max<int64_t>(1, (job.gpus + job.gpus_per_node - 1) / job.gpus_per_node);
   job.tokens = num(r, "tokens_trained").value_or(0);
 
-  // Layout: model-parallel degrees the record does not state are taken as not used (1).
   LayoutSpec& f = out.fixed;
   const std::string prec = lower(str(r, "precision"));
   if (contains(prec, "fp8") || contains(prec, "float8")) f.precision = Precision::kFp8;

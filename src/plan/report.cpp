@@ -22,6 +22,12 @@ std::string count(double v) {
   return fmt::format("{:.3g}{}", v, suffix[i]);
 }
 
+std::string params(double n) {
+  if (n >= 1e9) return fmt::format("{:.2f} B", n / 1e9);
+  if (n >= 1e6) return fmt::format("{:.1f} M", n / 1e6);
+  return fmt::format("{:.0f} k", n / 1e3);
+}
+
 std::string money(double usd) {
   if (usd >= 1e6) return fmt::format("${:.2f} M", usd / 1e6);
   if (usd >= 1e3) return fmt::format("${:.1f} k", usd / 1e3);
@@ -33,7 +39,7 @@ std::string money(double usd) {
 std::string format_job(const Job& job) {
   const ModelConfig& m = job.model;
   std::string s = fmt::format("model   {} ({} parameters; {} layers, dim {}, {} heads / {} kv, ffn {}, vocab {})\n",
-                              m.preset, count(static_cast<double>(m.num_params())), m.n_layers, m.dim, m.n_heads,
+                              m.preset, params(static_cast<double>(m.num_params())), m.n_layers, m.dim, m.n_heads,
                               m.n_kv_heads, m.ffn_dim, m.vocab_size);
   s += fmt::format("data    seq_len {}, global batch {} sequences = {} tokens per step{}\n", job.seq_len,
                    job.global_batch, count(static_cast<double>(job.global_batch * job.seq_len)),
