@@ -8,10 +8,9 @@
 //   fluxtrain plan --from-record run.json --json
 //   fluxtrain plan --calibrate runs/t1 [--out cpu.toml]
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "cli/command.h"
@@ -37,11 +36,21 @@ double parse_count(const std::string& text, const char* flag) {
   double mult = 1;
   if (!t.empty()) {
     switch (std::toupper(static_cast<unsigned char>(t.back()))) {
-      case 'K': mult = 1e3; break;
-      case 'M': mult = 1e6; break;
-      case 'B': case 'G': mult = 1e9; break;
-      case 'T': mult = 1e12; break;
-      default: break;
+      case 'K':
+        mult = 1e3;
+        break;
+      case 'M':
+        mult = 1e6;
+        break;
+      case 'B':
+      case 'G':
+        mult = 1e9;
+        break;
+      case 'T':
+        mult = 1e12;
+        break;
+      default:
+        break;
     }
     if (mult != 1) t.pop_back();
   }
@@ -62,7 +71,9 @@ json read_json_file(const std::string& path) {
   }
 }
 
-void print_json(const json& j) { std::printf("%s\n", j.dump(2).c_str()); }
+void print_json(const json& j) {
+  std::printf("%s\n", j.dump(2).c_str());
+}
 
 ft::ActRecompute parse_recompute(const std::string& s) {
   if (s == "none") return ft::ActRecompute::kNone;
@@ -72,24 +83,30 @@ ft::ActRecompute parse_recompute(const std::string& s) {
 }
 
 int run_plan(int argc, char** argv) {
-  CLI::App app{"Plan a training run: memory and time per GPU, throughput, wall-clock, GPU-hours and cost;\n"
-               "search layouts; check claimed figures; predict published runs; calibrate from our runs"};
-  std::string config, model, gpu = "", gpu_file, tokens_text, check_file, record_file, calibrate_dir, fit_file,
-                      validate_file, rank = "time", recompute, precision, out_file;
+  CLI::App app{
+      "Plan a training run: memory and time per GPU, throughput, wall-clock, GPU-hours and cost;\n"
+      "search layouts; check claimed figures; predict published runs; calibrate from our runs"};
+  std::string config, model, gpu = "", gpu_file, tokens_text, check_file, record_file,
+                             calibrate_dir, fit_file, validate_file, rank = "time", recompute,
+                             precision, out_file;
   std::vector<std::string> sets, extra_runs;
   int64_t nodes = 0, gpus_per_node = 0, gpus = 0, seq_len = 0, global_batch = 0;
   std::optional<int64_t> dp, tp, pp, cp, vp, micro_batch;
   std::optional<int> zero;
   double price = 0;
-  bool search = false, json_out = false, list = false, vary_nodes = false, no_sp = false, no_flash = false;
+  bool search = false, json_out = false, list = false, vary_nodes = false, no_sp = false,
+       no_flash = false;
   size_t top = 10;
   int iterations = 150;
 
   app.add_option("--config", config, "the trainer's TOML file (model, seq_len, batch, layout)");
   app.add_option("--set", sets, "override KEY=VALUE of the config (repeatable)");
-  app.add_option("--model", model, "model preset (tiny, llama-125m, llama2-7b, llama2-13b, llama2-70b, ...)");
-  app.add_option("--gpu", gpu, "GPU type: a100-40gb, a100-80gb, h100-sxm, h200, b200, cpu (--list-gpus)");
-  app.add_option("--gpu-file", gpu_file, "TOML with [gpu] overrides (another GPU, calibrated efficiency)");
+  app.add_option("--model", model,
+                 "model preset (tiny, llama-125m, llama2-7b, llama2-13b, llama2-70b, ...)");
+  app.add_option("--gpu", gpu,
+                 "GPU type: a100-40gb, a100-80gb, h100-sxm, h200, b200, cpu (--list-gpus)");
+  app.add_option("--gpu-file", gpu_file,
+                 "TOML with [gpu] overrides (another GPU, calibrated efficiency)");
   app.add_option("--nodes", nodes, "number of nodes");
   app.add_option("--gpus-per-node", gpus_per_node, "GPUs per node (default: the GPU's usual 8)");
   app.add_option("--gpus", gpus, "total GPUs (instead of --nodes)");
@@ -113,8 +130,10 @@ int run_plan(int argc, char** argv) {
   app.add_option("--top", top, "layouts to print with --search");
   app.add_flag("--vary-nodes", vary_nodes, "with --search, also try fewer nodes");
   app.add_option("--check", check_file, "check the claimed figures in a JSON record");
-  app.add_option("--from-record", record_file, "predict a published run (one JSON record, or an array)");
-  app.add_option("--calibrate", calibrate_dir, "fit the efficiency from a run directory's metrics.jsonl");
+  app.add_option("--from-record", record_file,
+                 "predict a published run (one JSON record, or an array)");
+  app.add_option("--calibrate", calibrate_dir,
+                 "fit the efficiency from a run directory's metrics.jsonl");
   app.add_option("--also", extra_runs, "with --calibrate: more run directories to fit together");
   app.add_option("--out", out_file, "with --calibrate: write the fitted [gpu] TOML here");
   app.add_option("--validate", validate_file, "print predicted vs published for a file of records");
@@ -128,12 +147,18 @@ int run_plan(int argc, char** argv) {
     json arr = json::array();
     for (const auto& g : gpu_catalog()) {
       if (!json_out)
-        std::printf("%-10s %-52s 16-bit %7.1f TFLOP/s  %6.1f GiB  %5.2f TB/s  NVLink %4.0f GB/s  net %5.1f GB/s\n",
-                    g.name.c_str(), g.description.c_str(), std::max(g.peak_bf16, g.peak_fp16) / 1e12, g.memory_bytes / 1073741824.0,
-                    g.hbm_bw / 1e12, g.nvlink_bw / 1e9, g.network_bw / 1e9);
-      arr.push_back({{"name", g.name}, {"description", g.description}, {"peak_bf16_tflops", g.peak_bf16 / 1e12},
-                     {"peak_fp8_tflops", g.peak_fp8 / 1e12}, {"memory_gib", g.memory_bytes / 1073741824.0},
-                     {"hbm_tbs", g.hbm_bw / 1e12}, {"nvlink_gbs", g.nvlink_bw / 1e9},
+        std::printf(
+            "%-10s %-52s 16-bit %7.1f TFLOP/s  %6.1f GiB  %5.2f TB/s  NVLink %4.0f GB/s  net %5.1f "
+            "GB/s\n",
+            g.name.c_str(), g.description.c_str(), std::max(g.peak_bf16, g.peak_fp16) / 1e12,
+            g.memory_bytes / 1073741824.0, g.hbm_bw / 1e12, g.nvlink_bw / 1e9, g.network_bw / 1e9);
+      arr.push_back({{"name", g.name},
+                     {"description", g.description},
+                     {"peak_bf16_tflops", g.peak_bf16 / 1e12},
+                     {"peak_fp8_tflops", g.peak_fp8 / 1e12},
+                     {"memory_gib", g.memory_bytes / 1073741824.0},
+                     {"hbm_tbs", g.hbm_bw / 1e12},
+                     {"nvlink_gbs", g.nvlink_bw / 1e9},
                      {"network_gbs", g.network_bw / 1e9}});
     }
     if (json_out) print_json(arr);
@@ -141,8 +166,10 @@ int run_plan(int argc, char** argv) {
   }
   if (!check_file.empty()) {
     CheckResult c = check_claims(read_json_file(check_file));
-    if (json_out) print_json(to_json(c));
-    else std::printf("claims in %s\n%s", check_file.c_str(), format_check(c).c_str());
+    if (json_out)
+      print_json(to_json(c));
+    else
+      std::printf("claims in %s\n%s", check_file.c_str(), format_check(c).c_str());
     return 0;
   }
   if (!record_file.empty()) {
@@ -163,18 +190,22 @@ int run_plan(int argc, char** argv) {
     if (json_out) {
       print_json(p);
     } else {
-      std::printf("%s on %lld x %s: %s\n  %.4g tokens/s per GPU, %.1f TFLOP/s per GPU (%s), MFU %.1f%%, step %.3f s, "
-                  "%.1f GB per GPU%s\n",
-                  p["id"].get<std::string>().c_str(), static_cast<long long>(p["gpus"].get<int64_t>()),
-                  p["gpu"].get<std::string>().c_str(), p["layout"].dump().c_str(),
-                  p["tokens_per_s_per_gpu"].get<double>(), p["tflops_per_gpu"].get<double>(),
-                  p["tflops_convention"].get<std::string>().c_str(), 100 * p["mfu"].get<double>(),
-                  p["step_time_s"].get<double>(), p["memory_per_gpu_gb"].get<double>(),
-                  p["fits"].get<bool>() ? "" : " (does not fit)");
+      std::printf(
+          "%s on %lld x %s: %s\n  %.4g tokens/s per GPU, %.1f TFLOP/s per GPU (%s), MFU %.1f%%, "
+          "step %.3f s, "
+          "%.1f GB per GPU%s\n",
+          p["id"].get<std::string>().c_str(), static_cast<long long>(p["gpus"].get<int64_t>()),
+          p["gpu"].get<std::string>().c_str(), p["layout"].dump().c_str(),
+          p["tokens_per_s_per_gpu"].get<double>(), p["tflops_per_gpu"].get<double>(),
+          p["tflops_convention"].get<std::string>().c_str(), 100 * p["mfu"].get<double>(),
+          p["step_time_s"].get<double>(), p["memory_per_gpu_gb"].get<double>(),
+          p["fits"].get<bool>() ? "" : " (does not fit)");
       if (!p["comparison"].is_null())
         std::printf("  published %s = %.4g, predicted %.4g (%+.1f%%)\n",
-                    p["comparison"]["metric"].get<std::string>().c_str(), p["comparison"]["published"].get<double>(),
-                    p["comparison"]["predicted"].get<double>(), 100 * p["comparison"]["error"].get<double>());
+                    p["comparison"]["metric"].get<std::string>().c_str(),
+                    p["comparison"]["published"].get<double>(),
+                    p["comparison"]["predicted"].get<double>(),
+                    100 * p["comparison"]["error"].get<double>());
     }
     return 0;
   }
@@ -183,9 +214,16 @@ int run_plan(int argc, char** argv) {
     if (json_out) {
       json rows = json::array();
       for (auto& r : v.rows)
-        rows.push_back({{"id", r.id}, {"metric", r.metric}, {"predicted", r.predicted}, {"published", r.published},
-                        {"error", r.error}, {"fits", r.fits}, {"layout", r.layout}});
-      print_json({{"rows", rows}, {"median_abs_error", v.median_abs_error}, {"p90_abs_error", v.p90_abs_error}});
+        rows.push_back({{"id", r.id},
+                        {"metric", r.metric},
+                        {"predicted", r.predicted},
+                        {"published", r.published},
+                        {"error", r.error},
+                        {"fits", r.fits},
+                        {"layout", r.layout}});
+      print_json({{"rows", rows},
+                  {"median_abs_error", v.median_abs_error},
+                  {"p90_abs_error", v.p90_abs_error}});
     } else {
       std::fputs(format_validation(v).c_str(), stdout);
     }
@@ -195,11 +233,13 @@ int run_plan(int argc, char** argv) {
     FitResult f = fit_records(read_json_file(fit_file), iterations);
     std::printf("before: median %.1f%%, p90 %.1f%%, trimmed squared log error %.5f\n",
                 100 * f.before.median_abs_error, 100 * f.before.p90_abs_error, f.before.fit_loss);
-    std::printf("after:  median %.1f%%, p90 %.1f%%, trimmed squared log error %.5f\n", 100 * f.after.median_abs_error,
-                100 * f.after.p90_abs_error, f.after.fit_loss);
+    std::printf("after:  median %.1f%%, p90 %.1f%%, trimmed squared log error %.5f\n",
+                100 * f.after.median_abs_error, 100 * f.after.p90_abs_error, f.after.fit_loss);
     for (auto& [family, e] : f.eff)
-      std::printf("%-5s gemm %.3f attention %.3f gemm_fp8 %.3f memory_traffic %.3f fp8_cast %.3f overlap %.3f\n",
-                  family.c_str(), e.gemm, e.attention, e.gemm_fp8, e.memory_traffic, e.fp8_cast, e.overlap);
+      std::printf(
+          "%-5s gemm %.3f attention %.3f gemm_fp8 %.3f memory_traffic %.3f fp8_cast %.3f overlap "
+          "%.3f\n",
+          family.c_str(), e.gemm, e.attention, e.gemm_fp8, e.memory_traffic, e.fp8_cast, e.overlap);
     return 0;
   }
 
@@ -211,8 +251,10 @@ int run_plan(int argc, char** argv) {
     for (const auto& d : extra_runs) runs.push_back(read_run(d, "", {}));
     Calibration c = calibrate(runs, device);
     if (!out_file.empty()) ft::write_file_atomic(out_file, calibration_toml(c, device));
-    if (json_out) print_json(to_json(c));
-    else std::fputs(format_calibration(c, device.name).c_str(), stdout);
+    if (json_out)
+      print_json(to_json(c));
+    else
+      std::fputs(format_calibration(c, device.name).c_str(), stdout);
     return 0;
   }
 
@@ -255,7 +297,11 @@ int run_plan(int argc, char** argv) {
   if (job.seq_len > job.model.max_seq_len) job.model.max_seq_len = job.seq_len;
   validate_job(job);
 
-  for (auto [dst, src] : {std::pair{&spec.dp, dp}, {&spec.tp, tp}, {&spec.pp, pp}, {&spec.cp, cp}, {&spec.vp, vp},
+  for (auto [dst, src] : {std::pair{&spec.dp, dp},
+                          {&spec.tp, tp},
+                          {&spec.pp, pp},
+                          {&spec.cp, cp},
+                          {&spec.vp, vp},
                           {&spec.micro_batch, micro_batch}})
     if (src) *dst = *src;
   if (zero) spec.zero = *zero;
@@ -269,16 +315,22 @@ int run_plan(int argc, char** argv) {
   o.fixed = spec;
   o.top = top;
   o.vary_nodes = vary_nodes;
-  if (rank == "cost") o.rank_by = RankBy::kCost;
-  else if (rank != "time") throw ft::Error(fmt::format("--rank {}: unknown order", rank), "use time or cost");
+  if (rank == "cost")
+    o.rank_by = RankBy::kCost;
+  else if (rank != "time")
+    throw ft::Error(fmt::format("--rank {}: unknown order", rank), "use time or cost");
 
   if (search) {
     if (!config.empty()) {  // the config's layout is what the search varies
       SearchOptions all = o;
       all.fixed = LayoutSpec{};
       all.fixed.precision = spec.precision;
-      for (auto [dst, src] : {std::pair{&all.fixed.dp, dp}, {&all.fixed.tp, tp}, {&all.fixed.pp, pp},
-                              {&all.fixed.cp, cp}, {&all.fixed.vp, vp}, {&all.fixed.micro_batch, micro_batch}})
+      for (auto [dst, src] : {std::pair{&all.fixed.dp, dp},
+                              {&all.fixed.tp, tp},
+                              {&all.fixed.pp, pp},
+                              {&all.fixed.cp, cp},
+                              {&all.fixed.vp, vp},
+                              {&all.fixed.micro_batch, micro_batch}})
         if (src) *dst = *src;
       if (zero) all.fixed.zero = *zero;
       if (!recompute.empty()) all.fixed.recompute = parse_recompute(recompute);
@@ -289,7 +341,10 @@ int run_plan(int argc, char** argv) {
     if (json_out) {
       json arr = json::array();
       for (auto& r : s.best) arr.push_back(to_json(r));
-      print_json({{"job", to_json(job)}, {"evaluated", s.evaluated}, {"fitting", s.fitting}, {"best", arr}});
+      print_json({{"job", to_json(job)},
+                  {"evaluated", s.evaluated},
+                  {"fitting", s.fitting},
+                  {"best", arr}});
     } else {
       std::fputs(format_search(job, s, o.rank_by).c_str(), stdout);
     }
@@ -318,6 +373,8 @@ int run_plan(int argc, char** argv) {
   return 0;
 }
 
-ft::cli::Register reg("plan", "memory, time and cost of a training run; layout search; claim checking", run_plan);
+ft::cli::Register reg("plan",
+                      "memory, time and cost of a training run; layout search; claim checking",
+                      run_plan);
 
 }  // namespace

@@ -1,11 +1,10 @@
 #include "plan/calibrate.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "plan/fit.h"
 #include "plan/plan.h"
@@ -22,13 +21,18 @@ using nlohmann::json;
 void flatten(const json& j, const std::string& prefix, std::vector<std::string>& out) {
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
-    if (it->is_object()) flatten(*it, key, out);
-    else if (it->is_string()) out.push_back(key + "=" + it->get<std::string>());
-    else out.push_back(key + "=" + it->dump());
+    if (it->is_object())
+      flatten(*it, key, out);
+    else if (it->is_string())
+      out.push_back(key + "=" + it->get<std::string>());
+    else
+      out.push_back(key + "=" + it->dump());
   }
 }
 
-double median(std::vector<double> v) { return v.empty() ? 0.0 : percentile(std::move(v), 0.5); }
+double median(std::vector<double> v) {
+  return v.empty() ? 0.0 : percentile(std::move(v), 0.5);
+}
 
 }  // namespace
 
@@ -39,7 +43,8 @@ RunMeasurement read_run(const std::string& run_dir, const std::string& config_pa
   m.dir = run_dir;
   const std::string metrics = (fs::path(run_dir) / "metrics.jsonl").string();
   if (!fs::exists(metrics))
-    throw Error(fmt::format("{} does not exist", metrics), "pass the run directory of a `fluxtrain train` run");
+    throw Error(fmt::format("{} does not exist", metrics),
+                "pass the run directory of a `fluxtrain train` run");
   if (!config_path.empty()) {
     m.config = load_config(config_path, overrides);
   } else if (fs::exists(fs::path(run_dir) / "config.json")) {
@@ -78,22 +83,29 @@ RunMeasurement read_run(const std::string& run_dir, const std::string& config_pa
       throw Error(fmt::format("{}:{}: missing the number 'step_s'", metrics, line_no));
     ++m.steps;
     step_s.push_back(j["step_s"].get<double>());
-    if (j.contains("tokens_per_s") && j["tokens_per_s"].is_number()) tps.push_back(j["tokens_per_s"].get<double>());
+    if (j.contains("tokens_per_s") && j["tokens_per_s"].is_number())
+      tps.push_back(j["tokens_per_s"].get<double>());
     if (j.contains("mfu") && j["mfu"].is_number()) mfu.push_back(j["mfu"].get<double>());
     for (auto it = j.begin(); it != j.end(); ++it) {
       const std::string& k = it.key();
-      if (k.rfind("mem_", 0) != 0 || k.size() < 11 || k.substr(k.size() - 6) != "_bytes" || !it->is_number())
+      if (k.rfind("mem_", 0) != 0 || k.size() < 11 || k.substr(k.size() - 6) != "_bytes" ||
+          !it->is_number())
         continue;
       const std::string cat = k.substr(4, k.size() - 10);
       m.mem[cat] = std::max(m.mem[cat], it->get<double>());
     }
   }
-  if (m.steps == 0) throw Error(fmt::format("{} has no steps", metrics), "let the run train a few steps");
+  if (m.steps == 0)
+    throw Error(fmt::format("{} has no steps", metrics), "let the run train a few steps");
   // Steady state: skip the first steps (allocation, warm-up); keep at least one.
   const size_t skip = std::min(step_s.size() - 1, std::max<size_t>(2, step_s.size() / 10));
-  m.step_s = median(std::vector<double>(step_s.begin() + static_cast<std::ptrdiff_t>(skip), step_s.end()));
-  if (tps.size() > skip) m.tokens_per_s = median(std::vector<double>(tps.begin() + static_cast<std::ptrdiff_t>(skip), tps.end()));
-  if (mfu.size() > skip) m.mfu = median(std::vector<double>(mfu.begin() + static_cast<std::ptrdiff_t>(skip), mfu.end()));
+  m.step_s =
+      median(std::vector<double>(step_s.begin() + static_cast<std::ptrdiff_t>(skip), step_s.end()));
+  if (tps.size() > skip)
+    m.tokens_per_s =
+        median(std::vector<double>(tps.begin() + static_cast<std::ptrdiff_t>(skip), tps.end()));
+  if (mfu.size() > skip)
+    m.mfu = median(std::vector<double>(mfu.begin() + static_cast<std::ptrdiff_t>(skip), mfu.end()));
   return m;
 }
 
@@ -194,7 +206,8 @@ Calibration calibrate(const std::vector<RunMeasurement>& runs, const GpuSpec& de
     }
     for (auto& [cat, bytes] : runs[i].mem)
       if (cat != "peak" && !rc.memory.count(cat)) rc.memory[cat] = {0.0, bytes};
-    if (auto it = runs[i].mem.find("peak"); it != runs[i].mem.end()) measured_total = it->second;
+    if (auto it = runs[i].mem.find("peak"); it != runs[i].mem.end())
+      measured_total = it->second;
     else
       for (auto& [cat, pm] : rc.memory) measured_total += pm.second;
     rc.memory["total"] = {planned_total, measured_total};
@@ -206,17 +219,21 @@ Calibration calibrate(const std::vector<RunMeasurement>& runs, const GpuSpec& de
 
 std::string format_calibration(const Calibration& c, const std::string& device) {
   std::string out = fmt::format("calibration of '{}'\n", device);
-  out += fmt::format("  efficiency      before   fitted\n  gemm            {:6.3f}   {:6.3f}\n"
-                     "  attention       {:6.3f}   {:6.3f}\n  memory_traffic  {:6.3f}   {:6.3f}\n",
-                     c.before.gemm, c.fitted.gemm, c.before.attention, c.fitted.attention,
-                     c.before.memory_traffic, c.fitted.memory_traffic);
+  out += fmt::format(
+      "  efficiency      before   fitted\n  gemm            {:6.3f}   {:6.3f}\n"
+      "  attention       {:6.3f}   {:6.3f}\n  memory_traffic  {:6.3f}   {:6.3f}\n",
+      c.before.gemm, c.fitted.gemm, c.before.attention, c.fitted.attention, c.before.memory_traffic,
+      c.fitted.memory_traffic);
   for (const auto& r : c.runs) {
-    out += fmt::format("\n  run {}\n    step time: measured {:.4f} s, planned {:.4f} s before, {:.4f} s after\n",
-                       r.dir, r.measured_step_s, r.predicted_before_s, r.predicted_after_s);
+    out += fmt::format(
+        "\n  run {}\n    step time: measured {:.4f} s, planned {:.4f} s before, {:.4f} s after\n",
+        r.dir, r.measured_step_s, r.predicted_before_s, r.predicted_after_s);
     out += "    memory (MiB)        planner   measured\n";
     for (auto& [cat, pm] : r.memory)
-      out += fmt::format("    {:<18} {:9.2f}  {:9.2f}\n", cat, pm.first / 1048576.0, pm.second / 1048576.0);
-    if (r.memory_ratio > 0) out += fmt::format("    planner / measured total: {:.3f}\n", r.memory_ratio);
+      out += fmt::format("    {:<18} {:9.2f}  {:9.2f}\n", cat, pm.first / 1048576.0,
+                         pm.second / 1048576.0);
+    if (r.memory_ratio > 0)
+      out += fmt::format("    planner / measured total: {:.3f}\n", r.memory_ratio);
   }
   return out;
 }
@@ -228,19 +245,24 @@ nlohmann::json to_json(const Calibration& c) {
   json runs = json::array();
   for (const auto& r : c.runs) {
     json mem = json::object();
-    for (auto& [cat, pm] : r.memory) mem[cat] = {{"planner_bytes", pm.first}, {"measured_bytes", pm.second}};
-    runs.push_back({{"dir", r.dir}, {"measured_step_s", r.measured_step_s},
-                    {"predicted_before_s", r.predicted_before_s}, {"predicted_after_s", r.predicted_after_s},
-                    {"memory", mem}, {"memory_ratio", r.memory_ratio}});
+    for (auto& [cat, pm] : r.memory)
+      mem[cat] = {{"planner_bytes", pm.first}, {"measured_bytes", pm.second}};
+    runs.push_back({{"dir", r.dir},
+                    {"measured_step_s", r.measured_step_s},
+                    {"predicted_before_s", r.predicted_before_s},
+                    {"predicted_after_s", r.predicted_after_s},
+                    {"memory", mem},
+                    {"memory_ratio", r.memory_ratio}});
   }
   return {{"before", eff(c.before)}, {"fitted", eff(c.fitted)}, {"runs", runs}};
 }
 
 std::string calibration_toml(const Calibration& c, const GpuSpec& device) {
-  return fmt::format("# written by `fluxtrain plan --calibrate`; use with `fluxtrain plan --gpu-file`\n"
-                     "[gpu]\nbase = \"{}\"\n\n[gpu.efficiency]\ngemm = {:.6g}\nattention = {:.6g}\n"
-                     "memory_traffic = {:.6g}\n",
-                     device.name, c.fitted.gemm, c.fitted.attention, c.fitted.memory_traffic);
+  return fmt::format(
+      "# written by `fluxtrain plan --calibrate`; use with `fluxtrain plan --gpu-file`\n"
+      "[gpu]\nbase = \"{}\"\n\n[gpu.efficiency]\ngemm = {:.6g}\nattention = {:.6g}\n"
+      "memory_traffic = {:.6g}\n",
+      device.name, c.fitted.gemm, c.fitted.attention, c.fitted.memory_traffic);
 }
 
 }  // namespace ft::plan

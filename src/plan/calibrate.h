@@ -9,9 +9,8 @@
 //   c.fitted.gemm;  c.runs[0].memory_ratio;   // planner / measured total bytes
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -22,12 +21,12 @@ namespace ft::plan {
 
 struct RunMeasurement {
   std::string dir;
-  Config config;                       // the run's resolved configuration
-  int64_t steps = 0;                   // metrics lines read
-  double step_s = 0;                   // median step time over the steady state
-  double tokens_per_s = 0;             // median
-  double mfu = 0;                      // median, as the trainer reports it
-  std::map<std::string, double> mem;   // category -> bytes (max over steps); "peak" = mem_peak_bytes
+  Config config;                      // the run's resolved configuration
+  int64_t steps = 0;                  // metrics lines read
+  double step_s = 0;                  // median step time over the steady state
+  double tokens_per_s = 0;            // median
+  double mfu = 0;                     // median, as the trainer reports it
+  std::map<std::string, double> mem;  // category -> bytes (max over steps); "peak" = mem_peak_bytes
 };
 
 // Reads RUN_DIR/metrics.jsonl and the configuration: `config_path` when given, else

@@ -14,8 +14,8 @@
 namespace ft::plan {
 
 enum class Precision : uint8_t { kFp32 = 0, kBf16 = 1, kFp16 = 2, kFp8 = 3 };
-const char* precision_name(Precision p);                   // "fp32", "bf16", "fp16", "fp8"
-Precision precision_from_name(const std::string& name);    // throws ft::Error
+const char* precision_name(Precision p);                 // "fp32", "bf16", "fp16", "fp8"
+Precision precision_from_name(const std::string& name);  // throws ft::Error
 
 // The achievable fractions that turn peak numbers into time. See docs/planner.md for how each
 // enters the step time and how the catalog values were fitted.
@@ -37,17 +37,18 @@ struct GpuSpec {
   double peak_fp32 = 0;     // dense FLOP/s (IEEE fp32, not TF32)
   double peak_bf16 = 0;
   double peak_fp16 = 0;
-  double peak_fp8 = 0;      // 0: no fp8 support
+  double peak_fp8 = 0;  // 0: no fp8 support
   double memory_bytes = 0;
-  double hbm_bw = 0;        // bytes/s
-  double nvlink_bw = 0;     // bytes/s per GPU per direction inside a node
-  double network_bw = 0;    // bytes/s per GPU per direction between nodes
+  double hbm_bw = 0;      // bytes/s
+  double nvlink_bw = 0;   // bytes/s per GPU per direction inside a node
+  double network_bw = 0;  // bytes/s per GPU per direction between nodes
   int64_t gpus_per_node = 8;
   double runtime_reserved = 0;  // bytes held by the runtime (CUDA context, library workspaces)
   bool is_cpu = false;          // this machine: memory follows the trainer's exact accounting
   Efficiency eff;
 
   double peak(Precision p) const;  // throws ft::Error when the GPU lacks the precision
+  double peak_or_zero(Precision p) const;
 };
 
 const std::vector<GpuSpec>& gpu_catalog();

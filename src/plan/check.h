@@ -4,12 +4,12 @@
 // the arithmetic. Claims use the published-run schema (tests/data/published-runs-dev.json),
 // plus optional "epochs", "dataset_tokens" and "price_per_gpu_hour".
 //
-//   CheckResult c = check_claims(nlohmann::json::parse(read_file("configs/claims/case-study.json")));
-//   c.possible;  for (auto& v : c.violations) puts(v.message.c_str());
+//   CheckResult c =
+//   check_claims(nlohmann::json::parse(read_file("configs/claims/case-study.json"))); c.possible;
+//   for (auto& v : c.violations) puts(v.message.c_str());
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
-
 #include <string>
 #include <vector>
 
@@ -22,7 +22,7 @@ struct Violation {
 };
 
 struct CheckResult {
-  bool possible = true;             // no violations: the claims can all be true at once
+  bool possible = true;  // no violations: the claims can all be true at once
   std::vector<Violation> violations;
   std::vector<std::string> warnings;  // plausible but optimistic (above the planner's best layout)
   std::vector<std::string> facts;     // what the check derived (FLOPs per token, peak, ...)

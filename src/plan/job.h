@@ -20,10 +20,10 @@ namespace ft::plan {
 
 struct Layout {
   int64_t dp = 1, tp = 1, pp = 1;
-  int64_t cp = 1;              // context parallel: each sequence split over cp ranks
-  int64_t vp = 1;              // virtual pipeline stages per rank (interleaved 1F1B)
-  int64_t micro_batch = 1;     // sequences per forward/backward on one rank
-  int zero = 0;                // 0 none, 1 optimizer states, 2 + gradients, 3 + parameters
+  int64_t cp = 1;           // context parallel: each sequence split over cp ranks
+  int64_t vp = 1;           // virtual pipeline stages per rank (interleaved 1F1B)
+  int64_t micro_batch = 1;  // sequences per forward/backward on one rank
+  int zero = 0;             // 0 none, 1 optimizer states, 2 + gradients, 3 + parameters
   ActRecompute recompute = ActRecompute::kNone;
   bool sequence_parallel = false;  // Megatron SP: norms/dropout split over the TP ranks
   Precision precision = Precision::kBf16;
@@ -50,14 +50,14 @@ struct LayoutSpec {
 struct Job {
   ModelConfig model;
   int64_t seq_len = 2048;
-  int64_t global_batch = 0;        // sequences per optimizer step
-  double tokens = 0;               // tokens to train (0: only per-step figures)
+  int64_t global_batch = 0;  // sequences per optimizer step
+  double tokens = 0;         // tokens to train (0: only per-step figures)
   GpuSpec gpu;
   int64_t gpus_per_node = 8;
   int64_t nodes = 1;
-  int64_t gpus = 0;                // total GPUs; 0 = gpus_per_node × nodes
-  double price_per_gpu_hour = 0;   // USD; 0 = no cost figures
-  int64_t loss_chunk_tokens = 0;   // trainer's chunked LM head (cpu device only)
+  int64_t gpus = 0;               // total GPUs; 0 = gpus_per_node × nodes
+  double price_per_gpu_hour = 0;  // USD; 0 = no cost figures
+  int64_t loss_chunk_tokens = 0;  // trainer's chunked LM head (cpu device only)
 
   int64_t num_gpus() const { return gpus > 0 ? gpus : gpus_per_node * nodes; }
 };

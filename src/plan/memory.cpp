@@ -8,15 +8,19 @@
 namespace ft::plan {
 
 double MemoryBreakdown::total() const {
-  return parameters + gradients + optimizer_state + activations + workspace + communication + runtime +
-         fragmentation;
+  return parameters + gradients + optimizer_state + activations + workspace + communication +
+         runtime + fragmentation;
 }
 
 std::vector<std::pair<std::string, double>> MemoryBreakdown::items() const {
-  std::vector<std::pair<std::string, double>> all = {
-      {"parameters", parameters},   {"gradients", gradients}, {"optimizer_state", optimizer_state},
-      {"activations", activations}, {"workspace", workspace}, {"communication", communication},
-      {"runtime", runtime},         {"fragmentation", fragmentation}};
+  std::vector<std::pair<std::string, double>> all = {{"parameters", parameters},
+                                                     {"gradients", gradients},
+                                                     {"optimizer_state", optimizer_state},
+                                                     {"activations", activations},
+                                                     {"workspace", workspace},
+                                                     {"communication", communication},
+                                                     {"runtime", runtime},
+                                                     {"fragmentation", fragmentation}};
   std::vector<std::pair<std::string, double>> out;
   for (auto& kv : all)
     if (kv.second > 0) out.push_back(kv);
@@ -56,7 +60,8 @@ MemoryBreakdown cpu_memory(const Job& job, const Layout& l) {
   const ParamLayout layout = ParamLayout::llama(m, shards);
   double arena = static_cast<double>(layout.total());
   double max_unit = 0;
-  for (int u = 0; u < layout.num_units(); ++u) max_unit = std::max(max_unit, static_cast<double>(layout.unit_size(u)));
+  for (int u = 0; u < layout.num_units(); ++u)
+    max_unit = std::max(max_unit, static_cast<double>(layout.unit_size(u)));
   if (l.tp > 1 || l.pp > 1) {
     arena = static_cast<double>(rank_params(m, l.tp, l.pp, true, l.pp == 1));
     max_unit /= static_cast<double>(l.tp);
@@ -65,7 +70,8 @@ MemoryBreakdown cpu_memory(const Job& job, const Layout& l) {
   const bool sharded = shards > 1;
   MemoryBreakdown out;
   out.parameters = kF32 * (l.zero >= 3 && sharded ? shard : arena);
-  const double in_flight = (2.0 + 2.0 / static_cast<double>(shards)) * max_unit;  // two units + pieces
+  const double in_flight =
+      (2.0 + 2.0 / static_cast<double>(shards)) * max_unit;  // two units + pieces
   out.gradients = kF32 * (l.zero >= 2 && sharded ? shard + in_flight : arena);
   out.optimizer_state = 2 * kF32 * (l.zero >= 1 && sharded ? shard : arena);
   const int64_t B = l.micro_batch, T = job.seq_len / l.cp;
@@ -82,13 +88,16 @@ MemoryBreakdown cpu_memory(const Job& job, const Layout& l) {
     stage.ffn_dim = m.ffn_dim / l.tp;
     stage.dim = m.dim;
     act = static_cast<double>(kept_activation_bytes(stage, B, T, chunk, recompute) +
-                              scratch_activation_bytes(stage, B, T)) * micro_batches_in_flight(job, l);
+                              scratch_activation_bytes(stage, B, T)) *
+          micro_batches_in_flight(job, l);
   }
   out.activations = act;
-  out.workspace = 2 * kF32 * static_cast<double>(m.max_seq_len) * static_cast<double>(m.head_dim() / 2);
+  out.workspace =
+      2 * kF32 * static_cast<double>(m.max_seq_len) * static_cast<double>(m.head_dim() / 2);
   if (l.zero >= 3 && sharded) out.communication = 2 * kF32 * max_unit;
   // The ranks on this machine share its memory.
-  out.capacity = job.gpu.memory_bytes / static_cast<double>(std::max<int64_t>(1, std::min(job.num_gpus(), job.gpus_per_node)));
+  out.capacity = job.gpu.memory_bytes / static_cast<double>(std::max<int64_t>(
+                                            1, std::min(job.num_gpus(), job.gpus_per_node)));
   return out;
 }
 
@@ -107,20 +116,24 @@ MemoryBreakdown gpu_stage_memory(const Job& job, const Layout& l, bool first, bo
   const bool sp = l.sequence_parallel && l.tp > 1;
   const double layers = static_cast<double>(layers_per_stage(m, l.pp));
   const double in_flight = first ? micro_batches_in_flight(job, l) : 1.0;
-  const double per_layer = gpu_layer_activation_bytes(m, tokens, job.seq_len, l.tp, sp, l.recompute,
-                                                      l.flash_attention);
+  const double per_layer =
+      gpu_layer_activation_bytes(m, tokens, job.seq_len, l.tp, sp, l.recompute, l.flash_attention);
   double act = per_layer * layers * in_flight;
   if (l.recompute == ActRecompute::kFull)  // one block's full set while it is recomputed
-    act += gpu_layer_activation_bytes(m, tokens, job.seq_len, l.tp, sp, ActRecompute::kNone, l.flash_attention);
+    act += gpu_layer_activation_bytes(m, tokens, job.seq_len, l.tp, sp, ActRecompute::kNone,
+                                      l.flash_attention);
   out.activations = act * act_scale;
   if (last || l.pp == 1)  // 16-bit logits plus the fp32 softmax/gradient of the loss
     out.workspace = tokens * static_cast<double>(m.vocab_size) / l.tp * 6.0;
 
   const double layer_params = static_cast<double>(m.params_per_layer()) / l.tp;
   double comm = 0;
-  if (l.zero >= 3 && shards > 1) comm += 2 * layer_params * (sb.weights + sb.gradients);  // gathered + prefetched
-  else if (shards > 1) comm += 2 * 25e6 * 4;                                              // gradient buckets
-  if (l.pp > 1) comm += 2 * tokens * static_cast<double>(m.dim) / (sp ? l.tp : 1) * 2;  // p2p send/recv
+  if (l.zero >= 3 && shards > 1)
+    comm += 2 * layer_params * (sb.weights + sb.gradients);  // gathered + prefetched
+  else if (shards > 1)
+    comm += 2 * 25e6 * 4;  // gradient buckets
+  if (l.pp > 1)
+    comm += 2 * tokens * static_cast<double>(m.dim) / (sp ? l.tp : 1) * 2;  // p2p send/recv
   out.communication = comm;
   out.runtime = job.gpu.runtime_reserved;
   out.fragmentation = 0.10 * (out.total() - out.runtime);

@@ -18,7 +18,7 @@ namespace ft::plan {
 
 struct MemoryBreakdown {
   // Category names follow the trainer's MemCategory (tensor/memory.h).
-  double parameters = 0;       // weights as used by forward/backward (16-bit copies; fp32 on cpu)
+  double parameters = 0;  // weights as used by forward/backward (16-bit copies; fp32 on cpu)
   double gradients = 0;
   double optimizer_state = 0;  // fp32 master weights + AdamW m, v (GPU); m, v (cpu)
   double activations = 0;      // kept for backward, in flight under the pipeline schedule

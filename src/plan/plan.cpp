@@ -1,8 +1,7 @@
 #include "plan/plan.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 namespace ft::plan {
 
@@ -33,9 +32,15 @@ PlanResult evaluate(const Job& job, const Layout& l) {
 
 nlohmann::json to_json(const Job& job) {
   const ModelConfig& m = job.model;
-  return {{"model", {{"preset", m.preset}, {"dim", m.dim}, {"n_layers", m.n_layers}, {"n_heads", m.n_heads},
-                     {"n_kv_heads", m.n_kv_heads}, {"ffn_dim", m.ffn_dim}, {"vocab_size", m.vocab_size},
-                     {"params", m.num_params()}}},
+  return {{"model",
+           {{"preset", m.preset},
+            {"dim", m.dim},
+            {"n_layers", m.n_layers},
+            {"n_heads", m.n_heads},
+            {"n_kv_heads", m.n_kv_heads},
+            {"ffn_dim", m.ffn_dim},
+            {"vocab_size", m.vocab_size},
+            {"params", m.num_params()}}},
           {"seq_len", job.seq_len},
           {"global_batch", job.global_batch},
           {"tokens", job.tokens},
@@ -54,16 +59,31 @@ nlohmann::json to_json(const PlanResult& r) {
   mem["fits"] = r.memory.fits();
   const StepTime& t = r.time;
   return {
-      {"layout", {{"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"cp", l.cp}, {"vp", l.vp},
-                  {"micro_batch", l.micro_batch}, {"zero", l.zero},
-                  {"recompute", act_recompute_name(l.recompute)},
-                  {"sequence_parallel", l.sequence_parallel && l.tp > 1},
-                  {"precision", precision_name(l.precision)}, {"flash_attention", l.flash_attention}}},
+      {"layout",
+       {{"dp", l.dp},
+        {"tp", l.tp},
+        {"pp", l.pp},
+        {"cp", l.cp},
+        {"vp", l.vp},
+        {"micro_batch", l.micro_batch},
+        {"zero", l.zero},
+        {"recompute", act_recompute_name(l.recompute)},
+        {"sequence_parallel", l.sequence_parallel && l.tp > 1},
+        {"precision", precision_name(l.precision)},
+        {"flash_attention", l.flash_attention}}},
       {"memory", mem},
-      {"step", {{"total_s", t.total}, {"micro_batches", t.micro_batches}, {"gemm_s", t.gemm},
-                {"attention_s", t.attention}, {"memory_bound_s", t.memory}, {"tp_comm_s", t.tp_comm},
-                {"pp_comm_s", t.pp_comm}, {"bubble_s", t.bubble}, {"dp_comm_s", t.dp_comm},
-                {"dp_exposed_s", t.dp_exposed}, {"optimizer_s", t.optimizer}}},
+      {"step",
+       {{"total_s", t.total},
+        {"micro_batches", t.micro_batches},
+        {"gemm_s", t.gemm},
+        {"attention_s", t.attention},
+        {"memory_bound_s", t.memory},
+        {"tp_comm_s", t.tp_comm},
+        {"pp_comm_s", t.pp_comm},
+        {"bubble_s", t.bubble},
+        {"dp_comm_s", t.dp_comm},
+        {"dp_exposed_s", t.dp_exposed},
+        {"optimizer_s", t.optimizer}}},
       {"gpus", r.gpus},
       {"step_time_s", t.total},
       {"tokens_per_s", r.tokens_per_s},

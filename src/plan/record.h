@@ -12,7 +12,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,9 +23,9 @@ namespace ft::plan {
 struct RecordJob {
   std::string id;
   Job job;
-  LayoutSpec fixed;                  // what the record states
+  LayoutSpec fixed;  // what the record states
   bool global_batch_known = true;
-  std::vector<std::string> notes;    // how open or odd fields were read
+  std::vector<std::string> notes;  // how open or odd fields were read
 };
 
 // Throws ft::Error naming the record and every missing field when the record lacks a model
@@ -36,7 +35,7 @@ RecordJob job_from_record(const nlohmann::json& rec);
 // The figure a record publishes for throughput, in the order the validation compares them:
 // tokens/s per GPU, else TFLOP/s per GPU (in the record's convention), else MFU.
 struct PublishedFigure {
-  std::string metric;      // "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu"
+  std::string metric;  // "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu"
   double value = 0;
 };
 std::optional<PublishedFigure> published_figure(const nlohmann::json& rec);

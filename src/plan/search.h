@@ -17,10 +17,10 @@ namespace ft::plan {
 enum class RankBy { kTime, kCost };
 
 struct SearchOptions {
-  LayoutSpec fixed;                  // fields the caller fixed
+  LayoutSpec fixed;  // fields the caller fixed
   RankBy rank_by = RankBy::kTime;
   size_t top = 10;
-  bool vary_nodes = false;           // also try 1/2, 1/4, ... of the nodes (cheaper per token)
+  bool vary_nodes = false;  // also try 1/2, 1/4, ... of the nodes (cheaper per token)
   bool tp_within_node = true;
   bool allow_uneven_stages = false;  // published runs: pp need not divide n_layers
   int64_t max_micro_batch = 64;
@@ -28,8 +28,8 @@ struct SearchOptions {
 };
 
 struct SearchResult {
-  std::vector<PlanResult> best;         // fitting layouts, best first (at most `top`)
-  std::optional<PlanResult> smallest;   // the least memory among all valid layouts
+  std::vector<PlanResult> best;        // fitting layouts, best first (at most `top`)
+  std::optional<PlanResult> smallest;  // the least memory among all valid layouts
   int64_t evaluated = 0, fitting = 0;
 };
 

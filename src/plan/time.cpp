@@ -16,7 +16,9 @@ double bus_bandwidth(const Job& job, int64_t n, int64_t k) {
   return std::min(g.nvlink_bw, static_cast<double>(k) * g.network_bw) * g.eff.collective;
 }
 
-double ring_factor(int64_t n) { return static_cast<double>(n - 1) / static_cast<double>(n); }
+double ring_factor(int64_t n) {
+  return static_cast<double>(n - 1) / static_cast<double>(n);
+}
 
 // Communication that does not hide behind `window` seconds of compute: what exceeds the window,
 // plus the share of the overlapped part that overlap < 1 leaves exposed.
@@ -29,8 +31,10 @@ double exposed(double comm, double window, double overlap) {
 double hardware_flops_per_token(const Job& job, const Layout& l) {
   const ModelConfig& m = job.model;
   double f = m.train_flops_per_token(job.seq_len);
-  const double attn_fwd = 4.0 * static_cast<double>(m.n_layers * m.dim) * static_cast<double>(job.seq_len);
-  if (l.recompute == ActRecompute::kFull) f += 2.0 * static_cast<double>(m.matmul_params()) + attn_fwd;
+  const double attn_fwd =
+      4.0 * static_cast<double>(m.n_layers * m.dim) * static_cast<double>(job.seq_len);
+  if (l.recompute == ActRecompute::kFull)
+    f += 2.0 * static_cast<double>(m.matmul_params()) + attn_fwd;
   if (l.recompute == ActRecompute::kSelective) f += attn_fwd;
   return f;
 }
@@ -44,7 +48,8 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   const bool fp32 = l.precision == Precision::kFp32;
   const double elem_bytes = fp32 ? 4.0 : 2.0;
   const double p_lin = g.peak(l.precision);
-  const double p16 = fp32 ? g.peak(Precision::kFp32) : (g.peak_bf16 > 0 ? g.peak_bf16 : g.peak_fp16);
+  const double p16 =
+      fp32 ? g.peak(Precision::kFp32) : (g.peak_bf16 > 0 ? g.peak_bf16 : g.peak_fp16);
   const double eff_lin = fp8 ? e.gemm_fp8 : e.gemm;
 
   const double tp = static_cast<double>(l.tp);
@@ -52,7 +57,8 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   const double V = static_cast<double>(m.vocab_size);
   const double T = static_cast<double>(job.seq_len);
   const double layers = static_cast<double>(layers_per_stage(m, l.pp));
-  const double nt = static_cast<double>(l.micro_batch) * T / static_cast<double>(l.cp);  // tokens per micro-batch
+  const double nt =
+      static_cast<double>(l.micro_batch) * T / static_cast<double>(l.cp);  // tokens per micro-batch
   const double layer_mm = static_cast<double>(m.params_per_layer() - 2 * m.dim);
   const double inter = 3.0 * static_cast<double>(m.ffn_dim);  // gate, up, product
   const bool sp = l.sequence_parallel && l.tp > 1;
@@ -84,8 +90,9 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   double elem = nt * layers * (replicated + split) * elem_bytes;
   if (full) elem *= 1.5;
   if (fp8) elem *= 1.0 + e.fp8_cast;
-  elem += nt * V / tp * 16.0;                                                   // logits, softmax, gradient
-  const double weights = (layers * layer_mm + V * h) / tp * elem_bytes * 4.0;  // read fwd, bwd; wgrad r/w
+  elem += nt * V / tp * 16.0;  // logits, softmax, gradient
+  const double weights =
+      (layers * layer_mm + V * h) / tp * elem_bytes * 4.0;  // read fwd, bwd; wgrad r/w
   const double t_mem = (elem + weights + score_bytes) * e.memory_traffic / g.hbm_bw;
 
   double t_tp = 0;
@@ -121,7 +128,8 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
     const int64_t k = std::clamp<int64_t>(gpn / std::min(l.tp, gpn), 1, group);
     const double bw = bus_bandwidth(job, group, k);
     if (l.zero >= 3) {
-      const double gathers = mbs * 2.0 * params_local * sb.weights * ring_factor(group);  // forward + backward
+      const double gathers =
+          mbs * 2.0 * params_local * sb.weights * ring_factor(group);  // forward + backward
       const double scatter = params_local * reduce_bytes * ring_factor(group);
       st.dp_comm = (gathers + scatter) / bw;
       st.dp_exposed = exposed(st.dp_comm, t_pipe + st.bubble, e.overlap);
@@ -131,7 +139,8 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
     }
   }
   const double opt_params = params_local / (l.zero >= 1 ? static_cast<double>(group) : 1.0);
-  st.optimizer = opt_params * 32.0 / g.hbm_bw;  // read p, g, m, v; write p, m, v (fp32) + 16-bit copy
+  st.optimizer =
+      opt_params * 32.0 / g.hbm_bw;  // read p, g, m, v; write p, m, v (fp32) + 16-bit copy
   st.total = t_pipe + st.bubble + st.pp_comm + st.dp_exposed + st.optimizer;
   return st;
 }
