@@ -262,8 +262,11 @@ int run_plan(int argc, char** argv) {
   Job job;
   job.gpu = device;
   LayoutSpec spec;
-  if (!config.empty() || !sets.empty()) {
-    ft::Config cfg = ft::load_config(config, sets);
+  const bool from_config = !config.empty() || !sets.empty();
+  if (from_config) {
+    std::vector<std::string> all_sets = sets;
+    if (!model.empty()) all_sets.insert(all_sets.begin(), "model.preset=" + model);
+    ft::Config cfg = ft::load_config(config, all_sets);
     job = job_for_run(cfg, device);
     Layout l = layout_for_run(cfg);
     spec.dp = l.dp;
@@ -280,7 +283,6 @@ int run_plan(int argc, char** argv) {
     job.gpus_per_node = device.gpus_per_node;
     job.nodes = 1;
   }
-  if (!model.empty() && !config.empty()) job.model = ft::model_preset(model);
   if (seq_len > 0) job.seq_len = seq_len;
   if (global_batch > 0) job.global_batch = global_batch;
   if (gpus_per_node > 0) job.gpus_per_node = gpus_per_node;
@@ -309,7 +311,7 @@ int run_plan(int argc, char** argv) {
   if (!precision.empty()) spec.precision = precision_from_name(precision);
   if (no_sp) spec.sequence_parallel = false;
   spec.flash_attention = !no_flash;
-  if (!dp && (tp || pp || cp) && !config.empty()) spec.dp.reset();  // re-derive dp
+  if (!dp && (tp || pp || cp) && from_config) spec.dp.reset();  // re-derive dp
 
   SearchOptions o;
   o.fixed = spec;
@@ -321,7 +323,7 @@ int run_plan(int argc, char** argv) {
     throw ft::Error(fmt::format("--rank {}: unknown order", rank), "use time or cost");
 
   if (search) {
-    if (!config.empty()) {  // the config's layout is what the search varies
+    if (from_config) {  // the config's layout is what the search varies
       SearchOptions all = o;
       all.fixed = LayoutSpec{};
       all.fixed.precision = spec.precision;

@@ -116,7 +116,7 @@ Job job_for_run(const Config& cfg, const GpuSpec& device) {
   job.global_batch = cfg.train.batch_size;
   job.gpu = device;
   job.gpus = cfg.parallel.world_size();
-  job.gpus_per_node = std::min<int64_t>(job.gpus, device.gpus_per_node);
+  job.gpus_per_node = device.gpus_per_node;
   job.nodes = (job.gpus + job.gpus_per_node - 1) / job.gpus_per_node;
   job.loss_chunk_tokens = cfg.train.loss_chunk_tokens;
   return job;
