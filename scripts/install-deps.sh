@@ -11,8 +11,12 @@ PACKAGES=(
   libsentencepiece-dev sentencepiece libssl-dev libcurl4-openssl-dev
   libcpp-httplib-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # data pipeline: checksums (XXH3), Unicode NFC, gzip'd man pages; libFuzzer for the readers
+  libxxhash-dev xxhash libicu-dev zlib1g-dev clang libclang-rt-14-dev
   # oracle tests: PyTorch and NumPy from Debian
   python3 python3-torch python3-numpy python3-venv python3-pip
+  # monitoring tests: promtool (alert-rule tests) and a real Prometheus server to scrape us
+  prometheus
   # built-in corpus: English and Russian manual pages, rendered by groff
   manpages manpages-dev manpages-ru man-db groff-base
 )

@@ -17,6 +17,7 @@ void Config::bind(ConfigBinder& b) {
   optim.bind(b);
   data.bind(b);
   parallel.bind(b);
+  metrics.bind(b);
 }
 
 void Config::validate() const {
@@ -25,6 +26,7 @@ void Config::validate() const {
   optim.validate();
   data.validate();
   parallel.validate();
+  metrics.validate();
 }
 
 nlohmann::json Config::to_json() {

@@ -7,16 +7,21 @@ namespace ft {
 
 void DataConfig::bind(ConfigBinder& b) {
   b.add_enum("data.source", &source,
-             {{"synthetic", DataSource::kSynthetic}, {"tokens", DataSource::kTokenFile}},
+             {{"synthetic", DataSource::kSynthetic}, {"tokens", DataSource::kTokenFile}, {"dataset", DataSource::kDataset}},
              "where tokens come from");
-  b.add("data.path", &path, "token file for source = \"tokens\"");
+  b.add("data.path", &path, "token file (source = \"tokens\") or dataset directory (source = \"dataset\")");
   b.add("data.token_dtype", &token_dtype, "\"u16\" or \"u32\" for a flat token file");
   b.add("data.val_fraction", &val_fraction, "fraction of a token file held out for validation");
+  b.add("data.prefetch", &prefetch, "batches a dataset loader prepares ahead on a background thread (0 = none)");
+  b.add("data.verify", &verify, "verify the checksum of every dataset shard a rank opens");
 }
 
 void DataConfig::validate() const {
   if (source == DataSource::kTokenFile && path.empty())
     throw Error("data.source = \"tokens\" needs data.path", "set data.path = \"FILE\" or --set data.path=FILE");
+  if (source == DataSource::kDataset && path.empty())
+    throw Error("data.source = \"dataset\" needs data.path", "set data.path = \"DIR\" (made by `fluxtrain prepare --out DIR`)");
+  if (prefetch < 0 || prefetch > 1024) throw Error(fmt::format("data.prefetch = {} must be in [0, 1024]", prefetch));
   if (token_dtype != "u16" && token_dtype != "u32")
     throw Error(fmt::format("data.token_dtype = \"{}\" must be \"u16\" or \"u32\"", token_dtype));
   if (!(val_fraction >= 0 && val_fraction < 1))

@@ -11,13 +11,16 @@ class ConfigBinder;
 enum class DataSource : uint8_t {
   kSynthetic = 0,  // a deterministic, learnable sequence task (no files)
   kTokenFile = 1,  // a flat file of uint16 or uint32 token ids
+  kDataset = 2,    // a dataset directory written by `fluxtrain prepare`
 };
 
 struct DataConfig {
   DataSource source = DataSource::kSynthetic;
-  std::string path;                 // token file (source = "tokens")
+  std::string path;                 // token file (source = "tokens") or dataset directory ("dataset")
   std::string token_dtype = "u16";  // "u16" or "u32" for a flat token file
   double val_fraction = 0.05;       // tail of a token file held out for validation
+  int64_t prefetch = 4;             // batches a dataset loader prepares ahead on its own thread
+  bool verify = true;               // checksum every dataset shard a rank opens
 
   void bind(ConfigBinder& b);
   void validate() const;

@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "data/dataset_loader.h"
 #include "data/synthetic.h"
 #include "data/token_file.h"
 #include "util/error.h"
@@ -109,6 +110,20 @@ std::unique_ptr<DataLoader> make_loader(const DataConfig& data, const TrainConfi
       return std::make_unique<SyntheticLoader>(train, vocab, dp_rank, dp_size, split);
     case DataSource::kTokenFile:
       return std::make_unique<TokenFileLoader>(data, train, vocab, dp_rank, dp_size, split);
+    case DataSource::kDataset: {
+      DatasetLoaderOptions o;
+      o.dir = data.path;
+      o.split = split;
+      o.seq_len = train.seq_len;
+      o.global_batch = train.batch_size;
+      o.seed = train.seed;
+      o.dp_rank = dp_rank;
+      o.dp_size = dp_size;
+      o.model_vocab = vocab;
+      o.prefetch = static_cast<int>(data.prefetch);
+      o.verify = data.verify;
+      return std::make_unique<DatasetLoader>(o);
+    }
   }
   throw Error("unknown data.source");
 }

@@ -8,6 +8,11 @@
 //
 //   auto loader = make_loader(cfg.data, cfg.train, cfg.model.vocab_size, rank, world, Split::kTrain);
 //   Batch b = loader->next();                       // this rank's sequences of the next step
+//
+// Sources (data.source): "synthetic", "tokens" (a flat token file), "dataset" (a directory made
+// by `fluxtrain prepare`; see data/dataset_loader.h and docs/formats.md). For a validation loader
+// pass Split::kValidation; it reads the dataset's validation split in a fixed order, so
+// restore(LoaderState{}) before each evaluation gives the same validation batches every time.
 #pragma once
 
 #include <cstdint>
@@ -44,8 +49,21 @@ class DataLoader {
   // Characters and bytes of text per token (for bits per character); 0 when unknown.
   virtual double chars_per_token() const { return 0; }
   virtual double bytes_per_token() const { return 0; }
+  // XXH3-64 of the tokenizer model the tokens came from (0 = no tokenizer, e.g. synthetic).
+  // The trainer stores it in checkpoints and refuses to resume on a different one
+  // (check_tokenizer_hash in data/manifest.h).
+  virtual uint64_t tokenizer_hash() const { return 0; }
+  // Seconds the last next() waited for its batch (0 when it was already prefetched).
+  virtual double last_wait_s() const { return 0; }
   virtual std::string describe() const = 0;
 };
+
+// Validation metrics from a mean loss in nats per token (point 5 of the data issue):
+//   val_bpc = bits_per_char(val_loss, val_loader->chars_per_token())   (0 when unknown)
+inline double bits_per_token(double nats_per_token) { return nats_per_token / 0.6931471805599453; }
+inline double bits_per_char(double nats_per_token, double chars_per_token) {
+  return chars_per_token > 0 ? bits_per_token(nats_per_token) / chars_per_token : 0;
+}
 
 // dp_rank/dp_size: this rank's place among data-parallel replicas.
 std::unique_ptr<DataLoader> make_loader(const DataConfig& data, const TrainConfig& train,

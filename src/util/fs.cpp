@@ -42,6 +42,21 @@ void AtomicFile::write(const void* data, size_t bytes) {
   }
 }
 
+void AtomicFile::write_at(uint64_t offset, const void* data, size_t bytes) {
+  FT_CHECK(offset + bytes <= written_, "write_at past the end of {}", tmp_);
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    ssize_t n = ::pwrite(fd_, p, bytes, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw Error(fmt::format("writing {}: {}", tmp_, std::strerror(errno)));
+    }
+    p += n;
+    offset += static_cast<uint64_t>(n);
+    bytes -= static_cast<size_t>(n);
+  }
+}
+
 void AtomicFile::commit() {
   if (::fsync(fd_) != 0) {
     throw Error(fmt::format("fsync {}: {}", tmp_, std::strerror(errno)));

@@ -24,6 +24,8 @@ class AtomicFile {
 
   void write(const void* data, size_t bytes);
   void write(std::string_view s) { write(s.data(), s.size()); }
+  // Overwrites bytes already written (e.g. a header patched once the payload is known).
+  void write_at(uint64_t offset, const void* data, size_t bytes);
   uint64_t bytes_written() const { return written_; }
   void commit();
   const std::string& path() const { return path_; }

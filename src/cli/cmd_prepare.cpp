@@ -1,0 +1,36 @@
+// fluxtrain prepare — text (files, directories, globs, s3:// prefixes; default: the built-in
+// Debian man-page corpus) → a tokenized, sharded dataset directory for data.path.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "cli/command.h"
+#include "data/prepare.h"
+
+namespace {
+
+int run_prepare(int argc, char** argv) {
+  CLI::App app{"Prepare a dataset: normalise, de-duplicate, train the tokenizer, tokenize and shard"};
+  ft::PrepareOptions o;
+  app.add_option("--input", o.inputs,
+                 "file, directory, glob or s3://bucket/prefix (repeatable); default: Debian's English and "
+                 "Russian manual pages (manpages, manpages-dev, manpages-ru)");
+  app.add_option("--out", o.out_dir, "dataset directory to create")->required();
+  app.add_option("--shards", o.shards, "training shards (nearly equal token counts)")->capture_default_str();
+  app.add_option("--val-shards", o.val_shards, "validation shards")->capture_default_str();
+  app.add_option("--val-fraction", o.val_fraction, "fraction of documents held out for validation")
+      ->capture_default_str();
+  app.add_option("--vocab-size", o.vocab_size, "tokenizer vocabulary when training one")->capture_default_str();
+  app.add_option("--tokenizer", o.tokenizer, "use this SentencePiece model instead of training one");
+  app.add_option("--seed", o.seed, "seed of the validation split and tokenizer sampling")->capture_default_str();
+  app.add_option("--s3-endpoint", o.s3.endpoint, "S3-compatible endpoint URL (MinIO, GCS); default AWS_ENDPOINT_URL");
+  app.add_flag("--force", o.force, "replace an existing dataset at --out");
+  CLI11_PARSE(app, argc, argv);
+  ft::PrepareReport r = ft::prepare_dataset(o);
+  std::fputs(ft::format_report(r).c_str(), stdout);
+  return 0;
+}
+
+ft::cli::Register reg("prepare", "turn text into a tokenized, sharded dataset (data.path)", run_prepare);
+
+}  // namespace

@@ -1,0 +1,436 @@
+#include "data/prepare.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <unordered_set>
+
+#include "data/corpus.h"
+#include "data/shard.h"
+#include "data/text_normalize.h"
+#include "data/tokenizer.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/hash.h"
+#include "util/log.h"
+#include "util/strings.h"
+
+namespace ft {
+namespace fs = std::filesystem;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+const char* kLanguages[] = {"en", "ru", "other"};
+int language_index(const std::string& l) { return l == "en" ? 0 : l == "ru" ? 1 : 2; }
+
+// Spill records: u32 text bytes, u8 language index, then the text.
+class SpillWriter {
+ public:
+  explicit SpillWriter(const std::string& path) : path_(path), out_(path, std::ios::binary | std::ios::trunc) {
+    if (!out_) throw Error(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+  }
+  void add(const std::string& text, int lang) {
+    uint32_t n = static_cast<uint32_t>(text.size());
+    uint8_t l = static_cast<uint8_t>(lang);
+    out_.write(reinterpret_cast<const char*>(&n), 4);
+    out_.write(reinterpret_cast<const char*>(&l), 1);
+    out_.write(text.data(), n);
+    if (!out_) throw Error(fmt::format("writing {} failed", path_), "is the disk full?");
+  }
+  void close() { out_.close(); }
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+class SpillReader {
+ public:
+  explicit SpillReader(const std::string& path) : in_(path, std::ios::binary) {
+    if (!in_) throw Error(fmt::format("cannot open {}", path));
+  }
+  bool next(std::string* text, int* lang) {
+    uint32_t n = 0;
+    uint8_t l = 0;
+    if (!in_.read(reinterpret_cast<char*>(&n), 4)) return false;
+    in_.read(reinterpret_cast<char*>(&l), 1);
+    text->resize(n);
+    in_.read(text->data(), n);
+    *lang = l;
+    return static_cast<bool>(in_);
+  }
+
+ private:
+  std::ifstream in_;
+};
+
+struct SplitAccumulator {
+  SplitInfo info;
+  std::unique_ptr<SpillWriter> spill;
+};
+
+struct Key128 {
+  uint64_t a, b;
+  bool operator==(const Key128& o) const { return a == o.a && b == o.b; }
+};
+struct Key128Hash {
+  size_t operator()(const Key128& k) const { return static_cast<size_t>(k.a); }
+};
+
+struct ExtractedDoc {
+  std::string source, text;
+  uint64_t invalid = 0;
+};
+
+void remove_stale_staging(const fs::path& out) {
+  fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  std::string stem = out.filename().string() + ".tmp-";
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(parent, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind(stem, 0) != 0) continue;
+    long pid = std::atol(name.c_str() + stem.size());
+    if (pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)) continue;  // still running
+    log_info("prepare: removing {} left by an interrupted run", e.path().string());
+    fs::remove_all(e.path(), ec);
+  }
+}
+
+// Cuts one split's token spill into `n` shards of nearly equal token counts.
+std::vector<ShardInfo> write_shards(const std::string& staging, const std::string& split_name, int64_t n,
+                                    int token_bytes, const std::string& tok_path, const std::vector<uint64_t>& doc_lens) {
+  uint64_t total = 0;
+  for (uint64_t l : doc_lens) total += l;
+  std::vector<ShardInfo> out;
+  std::ifstream tok(tok_path, std::ios::binary);
+  if (!tok) throw Error(fmt::format("cannot open {}", tok_path));
+  size_t d = 0;
+  uint64_t done = 0;
+  std::vector<int32_t> buf;
+  for (int64_t s = 0; s < n; ++s) {
+    std::string path = fmt::format("{}/{}-{:05d}.ftshard", staging, split_name, s);
+    ShardWriter w(path, token_bytes);
+    uint64_t target = total * static_cast<uint64_t>(s + 1) / static_cast<uint64_t>(n);
+    size_t docs_left = doc_lens.size() - d;
+    size_t shards_after = static_cast<size_t>(n - s - 1);
+    while (d < doc_lens.size()) {
+      if (docs_left <= shards_after) break;  // every later shard needs a document
+      // Stop when adding this document overshoots the target by more than stopping undershoots it.
+      if (s != n - 1 && w.num_tokens() > 0 && done + doc_lens[d] / 2 >= target) break;
+      buf.resize(doc_lens[d]);
+      tok.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(buf.size() * 4));
+      if (!tok) throw Error(fmt::format("{}: short read", tok_path));
+      w.add_document(buf.data(), buf.size());
+      done += doc_lens[d];
+      ++d;
+      --docs_left;
+    }
+    out.push_back(w.commit());
+  }
+  FT_CHECK(d == doc_lens.size(), "{} documents left after cutting shards", doc_lens.size() - d);
+  return out;
+}
+
+}  // namespace
+
+PrepareReport prepare_dataset(const PrepareOptions& opt) {
+  auto t0 = Clock::now();
+  PrepareReport rep;
+  if (opt.out_dir.empty()) throw Error("prepare needs --out DIR");
+  if (opt.shards < 1 || opt.shards > 1000000) throw Error(fmt::format("--shards {} must be in 1 .. 1000000", opt.shards));
+  if (opt.val_shards < 1 || opt.val_shards > 1000000) {
+    throw Error(fmt::format("--val-shards {} must be in 1 .. 1000000", opt.val_shards));
+  }
+  if (!(opt.val_fraction >= 0 && opt.val_fraction < 1)) {
+    throw Error(fmt::format("--val-fraction {} must be in [0, 1)", opt.val_fraction));
+  }
+  fs::path out = fs::path(opt.out_dir).lexically_normal();
+  if (out.filename().empty()) out = out.parent_path();
+  rep.out_dir = out.string();
+  std::error_code ec;
+  if (fs::exists(out) && !opt.force) {
+    bool empty = fs::is_directory(out) && fs::is_empty(out, ec);
+    if (!empty) {
+      throw Error(fmt::format("{} already exists{}", out.string(),
+                              fs::exists(out / kManifestFile) ? " and holds a dataset" : " and is not empty"),
+                  "pass --force to replace it, or choose another --out");
+    }
+  }
+  if (out.has_parent_path()) fs::create_directories(out.parent_path(), ec);
+  remove_stale_staging(out);
+  std::string staging = fmt::format("{}.tmp-{}", out.string(), ::getpid());
+  fs::remove_all(staging, ec);
+  if (!fs::create_directories(staging, ec) || ec) {
+    throw Error(fmt::format("cannot create {}: {}", staging, ec.message()), "check that the parent is writable");
+  }
+  // From here on, any exception removes the staging directory.
+  struct Cleanup {
+    std::string dir;
+    bool keep = false;
+    ~Cleanup() {
+      std::error_code e;
+      if (!keep) fs::remove_all(dir, e);
+    }
+  } cleanup{staging};
+
+  DatasetManifest m;
+
+  // 1. Inputs: download s3:// prefixes into the staging directory, then expand everything.
+  std::vector<std::string> inputs = opt.inputs;
+  if (inputs.empty()) inputs = default_corpus_inputs();
+  std::vector<std::string> local;
+  for (const std::string& in : inputs) {
+    if (S3Url::is_s3(in)) {
+      std::string dir = fmt::format("{}/s3-input/{}", staging, local.size());
+      PullReport pr = s3_pull(in, dir, opt.s3);
+      if (pr.objects == 0) throw Error(fmt::format("input {}: no objects under this prefix", in));
+      log_info("prepare: fetched {} objects ({}) from {}", pr.objects, human_bytes(static_cast<double>(pr.bytes)), in);
+      local.push_back(dir);
+    } else {
+      local.push_back(in);
+    }
+    m.sources.push_back(in);
+  }
+  if (opt.inputs.empty()) m.sources = {"built-in corpus: Debian manpages, manpages-dev, manpages-ru"};
+  ExpandResult files = expand_inputs(local);
+  rep.input_files = files.files.size();
+  rep.skipped_files = files.skipped;
+  for (auto& f : files.files) rep.input_bytes += f.bytes;
+  if (files.files.empty()) {
+    throw Error("no input files with text to read (.txt, .md, .jsonl or manual pages)",
+                "check the --input paths");
+  }
+
+  auto t_extract = Clock::now();
+  SplitAccumulator acc[2];
+  acc[0].spill = std::make_unique<SpillWriter>(staging + "/train.text");
+  acc[1].spill = std::make_unique<SpillWriter>(staging + "/validation.text");
+  std::unordered_set<Key128, Key128Hash> seen;
+  LanguageStats lang_stats[3];
+  const uint64_t val_cut = static_cast<uint64_t>(opt.val_fraction * 1e6);
+  const size_t kBatch = 64;
+  std::string first_failure;
+  for (size_t b0 = 0; b0 < files.files.size(); b0 += kBatch) {
+    size_t nb = std::min(kBatch, files.files.size() - b0);
+    std::vector<std::vector<ExtractedDoc>> docs(nb);
+    std::vector<std::string> failures(nb);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t i = 0; i < static_cast<int64_t>(nb); ++i) {
+      const InputFile& f = files.files[b0 + static_cast<size_t>(i)];
+      try {
+        for_each_document(f, [&](const std::string& src, std::string&& raw, uint64_t bad) {
+          NormalizeResult r = normalize_document(raw);
+          docs[static_cast<size_t>(i)].push_back({src, std::move(r.text), r.invalid_utf8 + bad});
+        });
+      } catch (const Error& e) {
+        if (f.kind != InputKind::kManPage) failures[static_cast<size_t>(i)] = std::string(e.what()) + "\n" + e.hint();
+        else failures[static_cast<size_t>(i)] = "!" + std::string(e.what());  // a page groff cannot render: skip
+      }
+    }
+    for (size_t i = 0; i < nb; ++i) {
+      if (!failures[i].empty()) {
+        if (failures[i][0] != '!') {
+          size_t nl = failures[i].find('\n');
+          throw Error(failures[i].substr(0, nl), failures[i].substr(nl + 1));
+        }
+        ++rep.failed_files;
+        if (first_failure.empty()) first_failure = failures[i].substr(1);
+        continue;
+      }
+      for (ExtractedDoc& d : docs[i]) {
+        ++rep.raw_documents;
+        m.invalid_utf8 += d.invalid;
+        if (d.text.empty()) {
+          ++m.empty;
+          continue;
+        }
+        Key128 key{xxh3_64(d.text.data(), d.text.size(), 0), xxh3_64(d.text.data(), d.text.size(), 0x5eed)};
+        if (!seen.insert(key).second) {
+          ++m.duplicates;
+          continue;
+        }
+        int split = (mix64(key.a ^ opt.seed) % 1000000) < val_cut ? 1 : 0;
+        int lang = language_index(detect_language(d.text));
+        uint64_t chars = count_code_points(d.text);
+        SplitInfo& si = acc[split].info;
+        si.documents += 1;
+        si.characters += chars;
+        si.text_bytes += d.text.size();
+        lang_stats[lang].documents += 1;
+        lang_stats[lang].characters += chars;
+        lang_stats[lang].bytes += d.text.size();
+        acc[split].spill->add(d.text, lang);
+      }
+    }
+  }
+  acc[0].spill->close();
+  acc[1].spill->close();
+  if (rep.failed_files > 0) {
+    log_warn("prepare: skipped {} manual pages that groff could not render (first: {})", rep.failed_files,
+             first_failure);
+  }
+  if (acc[0].info.documents == 0) {
+    throw Error(fmt::format("the inputs hold no non-empty training documents ({} files read, {} documents, {} empty, "
+                            "{} duplicates)",
+                            rep.input_files, rep.raw_documents, m.empty, m.duplicates),
+                "check the --input paths and file types");
+  }
+  if (acc[0].info.documents < static_cast<uint64_t>(opt.shards)) {
+    throw Error(fmt::format("--shards {} is more than the {} training documents", opt.shards, acc[0].info.documents),
+                "use fewer shards or more text");
+  }
+  if (acc[1].info.documents == 0 && opt.val_fraction > 0) {
+    log_warn("prepare: no document fell into the validation split ({} documents, --val-fraction {})",
+             acc[0].info.documents, opt.val_fraction);
+  }
+  rep.seconds_extract = since(t_extract);
+
+  // 2. Tokenizer.
+  auto t_tok = Clock::now();
+  std::string model;
+  if (!opt.tokenizer.empty()) {
+    model = read_file(opt.tokenizer);
+  } else {
+    TokenizerTrainOptions to;
+    to.vocab_size = opt.vocab_size;
+    to.seed = opt.seed;
+    SpillReader reader(staging + "/train.text");
+    std::string doc;
+    int lang = 0;
+    size_t pos = std::string::npos;
+    model = train_tokenizer(to, [&](std::string* line) {
+      while (true) {
+        if (pos == std::string::npos || pos >= doc.size()) {
+          if (!reader.next(&doc, &lang)) return false;
+          pos = 0;
+        }
+        size_t eol = doc.find('\n', pos);
+        if (eol == std::string::npos) eol = doc.size();
+        line->assign(doc, pos, eol - pos);
+        pos = eol + 1;
+        if (!line->empty()) return true;
+      }
+    });
+    rep.trained_tokenizer = true;
+  }
+  Tokenizer tok = Tokenizer::from_bytes(model, opt.tokenizer.empty() ? "trained tokenizer" : opt.tokenizer);
+  write_file_atomic(staging + "/" + m.tokenizer_file, model);
+  m.tokenizer_hash = tok.hash();
+  m.vocab_size = tok.vocab_size();
+  m.eos_id = tok.eos_id();
+  m.token_bytes = m.vocab_size <= 65536 ? 2 : 4;
+  rep.seconds_tokenizer = since(t_tok);
+
+  // 3. Encode each split into a token spill (uint32) and a list of document lengths.
+  auto t_enc = Clock::now();
+  const char* split_names[2] = {"train", "validation"};
+  std::vector<uint64_t> doc_lens[2];
+  for (int s = 0; s < 2; ++s) {
+    SpillReader reader(fmt::format("{}/{}.text", staging, split_names[s]));
+    std::ofstream tok_out(fmt::format("{}/{}.tokens", staging, split_names[s]), std::ios::binary | std::ios::trunc);
+    std::vector<std::string> texts;
+    std::vector<int> langs;
+    std::string text;
+    int lang = 0;
+    bool more = true;
+    while (more) {
+      texts.clear();
+      langs.clear();
+      size_t bytes = 0;
+      while (bytes < (size_t{16} << 20) && (more = reader.next(&text, &lang))) {
+        bytes += text.size();
+        texts.push_back(std::move(text));
+        langs.push_back(lang);
+      }
+      if (texts.empty()) break;
+      auto ids = tok.encode_batch(texts);
+      for (size_t i = 0; i < ids.size(); ++i) {
+        ids[i].push_back(m.eos_id);
+        tok_out.write(reinterpret_cast<const char*>(ids[i].data()), static_cast<std::streamsize>(ids[i].size() * 4));
+        doc_lens[s].push_back(ids[i].size());
+        acc[s].info.tokens += ids[i].size();
+        lang_stats[langs[i]].tokens += ids[i].size();
+      }
+    }
+    if (!tok_out) throw Error(fmt::format("writing token spill in {} failed", staging), "is the disk full?");
+    tok_out.close();
+    fs::remove(fmt::format("{}/{}.text", staging, split_names[s]), ec);
+  }
+  rep.seconds_encode = since(t_enc);
+
+  // 4. Shards.
+  auto t_shard = Clock::now();
+  for (int s = 0; s < 2; ++s) {
+    int64_t n = s == 0 ? opt.shards : std::min<int64_t>(opt.val_shards, std::max<size_t>(doc_lens[s].size(), 1));
+    std::string tok_path = fmt::format("{}/{}.tokens", staging, split_names[s]);
+    acc[s].info.shards = write_shards(staging, split_names[s], n, m.token_bytes, tok_path, doc_lens[s]);
+    fs::remove(tok_path, ec);
+  }
+  m.train = acc[0].info;
+  m.validation = acc[1].info;
+  for (int l = 0; l < 3; ++l) {
+    if (lang_stats[l].documents > 0) m.languages[kLanguages[l]] = lang_stats[l];
+  }
+  rep.seconds_shard = since(t_shard);
+
+  // 5. Manifest last, then publish the directory.
+  write_file_atomic(staging + "/" + kManifestFile, m.to_json_text());
+  fs::remove_all(staging + "/s3-input", ec);
+  fsync_dir(staging);
+  if (fs::exists(out)) {
+    std::string old = fmt::format("{}.old-{}", out.string(), ::getpid());
+    fs::rename(out, old);
+    fs::rename(staging, out);
+    fs::remove_all(old, ec);
+  } else {
+    fs::rename(staging, out);
+  }
+  cleanup.keep = true;
+  fsync_dir(out.has_parent_path() ? out.parent_path().string() : ".");
+  rep.manifest = std::move(m);
+  rep.seconds_total = since(t0);
+  return rep;
+}
+
+std::string format_report(const PrepareReport& r) {
+  const DatasetManifest& m = r.manifest;
+  std::string s;
+  s += fmt::format("prepare: read {} files ({} on disk; {} other files skipped{})\n", r.input_files,
+                   human_bytes(static_cast<double>(r.input_bytes)), r.skipped_files,
+                   r.failed_files ? fmt::format(", {} unrenderable pages skipped", r.failed_files) : "");
+  s += fmt::format("prepare: {} documents: {} kept, {} exact duplicates dropped, {} empty dropped, {} invalid UTF-8 "
+                   "sequences replaced\n",
+                   r.raw_documents, m.train.documents + m.validation.documents, m.duplicates, m.empty,
+                   m.invalid_utf8);
+  s += fmt::format("  {:<9} {:>9} {:>12} {:>12} {:>11} {:>11}\n", "language", "documents", "bytes", "characters",
+                   "tokens", "chars/token");
+  for (auto& [lang, st] : m.languages) {
+    s += fmt::format("  {:<9} {:>9} {:>12} {:>12} {:>11} {:>11.3f}\n", lang, st.documents, st.bytes, st.characters,
+                     st.tokens, st.tokens ? static_cast<double>(st.characters) / static_cast<double>(st.tokens) : 0.0);
+  }
+  for (int i = 0; i < 2; ++i) {
+    const SplitInfo& sp = i == 0 ? m.train : m.validation;
+    s += fmt::format("  {:<10} {:>8} docs {:>12} bytes {:>12} chars {:>11} tokens  {:.3f} chars/token  {:.3f} "
+                     "bytes/token  {} shards\n",
+                     i == 0 ? "train" : "validation", sp.documents, sp.text_bytes, sp.characters, sp.tokens,
+                     sp.chars_per_token(), sp.bytes_per_token(), sp.shards.size());
+  }
+  double mb = static_cast<double>(m.train.text_bytes + m.validation.text_bytes) / 1e6;
+  s += fmt::format("prepare: tokenizer {} ({} pieces, xxh3 {}) in {:.1f}s; extract {:.1f}s, encode {:.1f}s ({:.2f} "
+                   "MB/s), shards {:.1f}s\n",
+                   r.trained_tokenizer ? "trained (SentencePiece BPE, byte fallback)" : "given", m.vocab_size,
+                   hex64(m.tokenizer_hash), r.seconds_tokenizer, r.seconds_extract, r.seconds_encode,
+                   r.seconds_encode > 0 ? mb / r.seconds_encode : 0.0, r.seconds_shard);
+  s += fmt::format("prepare: wrote {} ({} + {} shards, {}-bit tokens) in {:.1f}s\n", r.out_dir,
+                   m.train.shards.size(), m.validation.shards.size(), m.token_bytes * 8, r.seconds_total);
+  return s;
+}
+
+}  // namespace ft
