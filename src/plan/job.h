@@ -1,0 +1,76 @@
+// What the planner plans: a Job (model, data, hardware, money) and a Layout (how the ranks are
+// arranged and what each keeps). LayoutSpec is a partial layout: the fields a user or a
+// published record fixed; the search fills in the rest.
+//
+//   Job job;  job.model = model_preset("llama2-7b");  job.seq_len = 4096;
+//   job.global_batch = 1024;  job.gpu = find_gpu("a100-80gb");  job.nodes = 16;
+//   Layout l;  l.tp = 8;  l.dp = 16;  l.micro_batch = 1;
+//   validate_layout(job, l);   // ft::Error naming what does not divide and the nearest valid value
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "model/model_config.h"
+#include "model/sizes.h"
+#include "plan/catalog.h"
+
+namespace ft::plan {
+
+struct Layout {
+  int64_t dp = 1, tp = 1, pp = 1;
+  int64_t cp = 1;           // context parallel: each sequence split over cp ranks
+  int64_t vp = 1;           // virtual pipeline stages per rank (interleaved 1F1B)
+  int64_t micro_batch = 1;  // sequences per forward/backward on one rank
+  int zero = 0;             // 0 none, 1 optimizer states, 2 + gradients, 3 + parameters
+  ActRecompute recompute = ActRecompute::kNone;
+  bool sequence_parallel = false;  // Megatron SP: norms/dropout split over the TP ranks
+  Precision precision = Precision::kBf16;
+  bool flash_attention = true;
+
+  int64_t world() const { return dp * tp * pp * cp; }
+  std::string describe() const;  // "dp=16 tp=8 pp=1 mb=1 zero=1 recompute=selective sp bf16"
+};
+
+// Fields a caller fixed; unset ones are chosen by the search.
+struct LayoutSpec {
+  std::optional<int64_t> dp, tp, pp, cp, vp, micro_batch;
+  std::optional<int> zero;
+  std::optional<ActRecompute> recompute;
+  std::optional<bool> sequence_parallel;
+  Precision precision = Precision::kBf16;
+  bool flash_attention = true;
+  // Fill every unset field with a plain default (dp from the GPU count, others 1/none).
+  Layout with_defaults(int64_t num_gpus) const;
+  // dp, tp, pp, micro-batch, ZeRO stage and recompute given (cp, vp default to 1, sp to tp > 1).
+  bool complete() const;
+};
+
+struct Job {
+  ModelConfig model;
+  int64_t seq_len = 2048;
+  int64_t global_batch = 0;  // sequences per optimizer step
+  double tokens = 0;         // tokens to train (0: only per-step figures)
+  GpuSpec gpu;
+  int64_t gpus_per_node = 8;
+  int64_t nodes = 1;
+  int64_t gpus = 0;               // total GPUs; 0 = gpus_per_node × nodes
+  double price_per_gpu_hour = 0;  // USD; 0 = no cost figures
+  int64_t loss_chunk_tokens = 0;  // trainer's chunked LM head (cpu device only)
+
+  int64_t num_gpus() const { return gpus > 0 ? gpus : gpus_per_node * nodes; }
+};
+
+// Throws ft::Error when the layout cannot run the job: the product of the degrees, tensor
+// parallelism vs heads and ffn, pipeline stages vs layers, the batch vs micro-batches. The
+// message names the numbers; the hint gives the nearest valid alternative. Published runs may
+// use stages of unequal depth (allow_uneven_stages); the planner then times the deepest stage.
+void validate_layout(const Job& job, const Layout& l, bool allow_uneven_stages = false);
+// Also checks job-level inputs (positive sizes, seq_len within the model's RoPE table).
+void validate_job(const Job& job);
+
+// Micro-batches each pipeline runs per step: global_batch / (dp · micro_batch).
+int64_t micro_batches_per_step(const Job& job, const Layout& l);
+
+}  // namespace ft::plan

@@ -1,0 +1,154 @@
+#include "plan/memory.h"
+
+#include <algorithm>
+
+#include "model/activation_sizes.h"
+#include "model/param_layout.h"
+
+namespace ft::plan {
+
+double MemoryBreakdown::total() const {
+  return parameters + gradients + optimizer_state + activations + workspace + communication +
+         runtime + fragmentation;
+}
+
+std::vector<std::pair<std::string, double>> MemoryBreakdown::items() const {
+  std::vector<std::pair<std::string, double>> all = {{"parameters", parameters},
+                                                     {"gradients", gradients},
+                                                     {"optimizer_state", optimizer_state},
+                                                     {"activations", activations},
+                                                     {"workspace", workspace},
+                                                     {"communication", communication},
+                                                     {"runtime", runtime},
+                                                     {"fragmentation", fragmentation}};
+  std::vector<std::pair<std::string, double>> out;
+  for (auto& kv : all)
+    if (kv.second > 0) out.push_back(kv);
+  return out;
+}
+
+StateBytes state_bytes_per_param(Precision p) {
+  if (p == Precision::kFp32) return {4, 4, 8};
+  return {2, 2, 12};
+}
+
+double micro_batches_in_flight(const Job& job, const Layout& l) {
+  if (l.pp == 1) return 1;
+  const double m = static_cast<double>(micro_batches_per_step(job, l));
+  const double p = static_cast<double>(l.pp);
+  const double interleave = 1.0 + (p - 1) / (p * static_cast<double>(l.vp));
+  return std::min(p, m) * (l.vp > 1 ? interleave : 1.0);
+}
+
+namespace {
+
+// This machine: what the trainer allocates (docs/planner.md, "CPU"), per category.
+//   parameters  the fp32 arena (ParamLayout, units padded to the dp size); ZeRO-3: this
+//               rank's shard
+//   gradients   the fp32 gradient arena; ZeRO-2/3: the shard plus the buffers of the units
+//               being reduced (the unit in backward and one reduce-scatter in flight, each a
+//               full unit and its piece)
+//   optimizer   AdamW m and v over the arena (ZeRO >= 1: over the shard)
+//   activations Activations + BackwardScratch (model/activation_sizes.h) of one micro-batch
+//   workspace   the RoPE tables (max_seq_len x head_dim/2, cos and sin)
+//   communication ZeRO-3: gathered units (the current one and the prefetched next)
+// Tensor and pipeline parallelism split the model as on GPUs (rank_params).
+MemoryBreakdown cpu_memory(const Job& job, const Layout& l) {
+  const ModelConfig& m = job.model;
+  constexpr double kF32 = 4;
+  const int64_t shards = l.dp * l.cp;
+  const ParamLayout layout = ParamLayout::llama(m, shards);
+  double arena = static_cast<double>(layout.total());
+  double max_unit = 0;
+  for (int u = 0; u < layout.num_units(); ++u)
+    max_unit = std::max(max_unit, static_cast<double>(layout.unit_size(u)));
+  if (l.tp > 1 || l.pp > 1) {
+    arena = static_cast<double>(rank_params(m, l.tp, l.pp, true, l.pp == 1));
+    max_unit /= static_cast<double>(l.tp);
+  }
+  const double shard = arena / static_cast<double>(shards);
+  const bool sharded = shards > 1;
+  MemoryBreakdown out;
+  out.parameters = kF32 * (l.zero >= 3 && sharded ? shard : arena);
+  const double in_flight =
+      (2.0 + 2.0 / static_cast<double>(shards)) * max_unit;  // two units + pieces
+  out.gradients = kF32 * (l.zero >= 2 && sharded ? shard + in_flight : arena);
+  out.optimizer_state = 2 * kF32 * (l.zero >= 1 && sharded ? shard : arena);
+  const int64_t B = l.micro_batch, T = job.seq_len / l.cp;
+  const int64_t chunk = loss_chunk_tokens(m, job.loss_chunk_tokens, B * T);
+  const bool recompute = l.recompute != ActRecompute::kNone;
+  double act = static_cast<double>(kept_activation_bytes(m, B, T, chunk, recompute) +
+                                   scratch_activation_bytes(m, B, T));
+  if (l.pp > 1 || l.tp > 1) {
+    // Per stage: its blocks only; tensor parallelism splits heads and ffn (C-sized replicated).
+    ModelConfig stage = m;
+    stage.n_layers = layers_per_stage(m, l.pp);
+    stage.n_heads = std::max<int64_t>(1, m.n_heads / l.tp);
+    stage.n_kv_heads = std::max<int64_t>(1, m.n_kv_heads / l.tp);
+    stage.ffn_dim = m.ffn_dim / l.tp;
+    stage.dim = m.dim;
+    act = static_cast<double>(kept_activation_bytes(stage, B, T, chunk, recompute) +
+                              scratch_activation_bytes(stage, B, T)) *
+          micro_batches_in_flight(job, l);
+  }
+  out.activations = act;
+  out.workspace =
+      2 * kF32 * static_cast<double>(m.max_seq_len) * static_cast<double>(m.head_dim() / 2);
+  if (l.zero >= 3 && sharded) out.communication = 2 * kF32 * max_unit;
+  // The ranks on this machine share its memory.
+  out.capacity = job.gpu.memory_bytes / static_cast<double>(std::max<int64_t>(
+                                            1, std::min(job.num_gpus(), job.gpus_per_node)));
+  return out;
+}
+
+MemoryBreakdown gpu_stage_memory(const Job& job, const Layout& l, bool first, bool last) {
+  const ModelConfig& m = job.model;
+  const StateBytes sb = state_bytes_per_param(l.precision);
+  const double act_scale = l.precision == Precision::kFp32 ? 2.0 : 1.0;  // 4-byte activations
+  const double params = static_cast<double>(rank_params(m, l.tp, l.pp, first, last));
+  const double shards = static_cast<double>(l.dp * l.cp);
+  MemoryBreakdown out;
+  out.parameters = params * sb.weights / (l.zero >= 3 ? shards : 1.0);
+  out.gradients = params * sb.gradients / (l.zero >= 2 ? shards : 1.0);
+  out.optimizer_state = params * sb.optimizer / (l.zero >= 1 ? shards : 1.0);
+
+  const double tokens = static_cast<double>(l.micro_batch * job.seq_len / l.cp);
+  const bool sp = l.sequence_parallel && l.tp > 1;
+  const double layers = static_cast<double>(layers_per_stage(m, l.pp));
+  const double in_flight = first ? micro_batches_in_flight(job, l) : 1.0;
+  const double per_layer =
+      gpu_layer_activation_bytes(m, tokens, job.seq_len, l.tp, sp, l.recompute, l.flash_attention);
+  double act = per_layer * layers * in_flight;
+  if (l.recompute == ActRecompute::kFull)  // one block's full set while it is recomputed
+    act += gpu_layer_activation_bytes(m, tokens, job.seq_len, l.tp, sp, ActRecompute::kNone,
+                                      l.flash_attention);
+  out.activations = act * act_scale;
+  if (last || l.pp == 1)  // 16-bit logits plus the fp32 softmax/gradient of the loss
+    out.workspace = tokens * static_cast<double>(m.vocab_size) / l.tp * 6.0;
+
+  const double layer_params = static_cast<double>(m.params_per_layer()) / l.tp;
+  double comm = 0;
+  if (l.zero >= 3 && shards > 1)
+    comm += 2 * layer_params * (sb.weights + sb.gradients);  // gathered + prefetched
+  else if (shards > 1)
+    comm += 2 * 25e6 * 4;  // gradient buckets
+  if (l.pp > 1)
+    comm += 2 * tokens * static_cast<double>(m.dim) / (sp ? l.tp : 1) * 2;  // p2p send/recv
+  out.communication = comm;
+  out.runtime = job.gpu.runtime_reserved;
+  out.fragmentation = 0.10 * (out.total() - out.runtime);
+  out.capacity = job.gpu.memory_bytes;
+  return out;
+}
+
+}  // namespace
+
+MemoryBreakdown estimate_memory(const Job& job, const Layout& l) {
+  if (job.gpu.is_cpu) return cpu_memory(job, l);
+  if (l.pp == 1) return gpu_stage_memory(job, l, true, true);
+  MemoryBreakdown first = gpu_stage_memory(job, l, true, false);
+  MemoryBreakdown last = gpu_stage_memory(job, l, false, true);
+  return first.total() >= last.total() ? first : last;
+}
+
+}  // namespace ft::plan

@@ -1,0 +1,51 @@
+// Memory per GPU of a training step: model states by ZeRO stage and precision, activations
+// (Korthikanti et al. 2022 with sequence parallelism and recompute, times the micro-batches
+// the pipeline schedule keeps in flight), logits, communication buffers, the runtime's share
+// and a fragmentation margin. On the "cpu" device the numbers are the trainer's own
+// allocations (model/sizes.h), category by category.
+//
+//   MemoryBreakdown m = estimate_memory(job, layout);
+//   if (!m.fits()) ...;   m.total();  m.items() -> {("parameters", bytes), ...}
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "plan/job.h"
+
+namespace ft::plan {
+
+struct MemoryBreakdown {
+  // Category names follow the trainer's MemCategory (tensor/memory.h).
+  double parameters = 0;  // weights as used by forward/backward (16-bit copies; fp32 on cpu)
+  double gradients = 0;
+  double optimizer_state = 0;  // fp32 master weights + AdamW m, v (GPU); m, v (cpu)
+  double activations = 0;      // kept for backward, in flight under the pipeline schedule
+  double workspace = 0;        // logits and loss (GPU: whole micro-batch; cpu: one chunk)
+  double communication = 0;    // gradient buckets, gathered ZeRO-3 layers
+  double runtime = 0;          // CUDA context, library workspaces
+  double fragmentation = 0;    // allocator margin (10% of the above on GPUs)
+  double capacity = 0;         // device memory
+
+  double total() const;
+  bool fits() const { return total() <= capacity; }
+  std::vector<std::pair<std::string, double>> items() const;  // name, bytes (non-zero categories)
+};
+
+// Bytes of model state per parameter for a precision: {weights, gradients, optimizer}.
+// Mixed precision (bf16/fp16/fp8): 2 + 2 + 12 (fp32 master, m, v) as in the ZeRO paper;
+// fp32: 4 + 4 + 8.
+struct StateBytes {
+  double weights, gradients, optimizer;
+};
+StateBytes state_bytes_per_param(Precision p);
+
+// Micro-batches whose activations the first pipeline stage holds at the peak: 1 without
+// pipelining, min(pp, m) under 1F1B, times (1 + (pp-1)/(pp·vp)) under interleaving
+// (Korthikanti et al. 2022, Sec. 4.2.3); m = micro-batches per step.
+double micro_batches_in_flight(const Job& job, const Layout& l);
+
+MemoryBreakdown estimate_memory(const Job& job, const Layout& l);
+
+}  // namespace ft::plan

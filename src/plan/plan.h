@@ -1,0 +1,40 @@
+// One planned layout: its memory, its step time and what follows from them (throughput, MFU,
+// wall-clock, GPU-hours, cost).
+//
+//   PlanResult r = evaluate(job, layout);          // validate_layout() first
+//   r.tokens_per_s;  r.mfu;  r.wall_seconds;  r.cost_usd;  r.memory.fits();
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "plan/job.h"
+#include "plan/memory.h"
+#include "plan/time.h"
+
+namespace ft::plan {
+
+struct PlanResult {
+  Layout layout;
+  int64_t gpus = 0;
+  MemoryBreakdown memory;
+  StepTime time;
+  double tokens_per_step = 0;
+  double tokens_per_s = 0;
+  double tokens_per_s_per_gpu = 0;
+  double model_flops_per_token = 0;     // ModelConfig::train_flops_per_token (6N + attention)
+  double hardware_flops_per_token = 0;  // plus recompute
+  double tflops_per_gpu = 0;            // model FLOPs per second per GPU / 1e12
+  double mfu = 0;                       // model FLOP/s over the dense peak of the precision
+  double hfu = 0;                       // hardware FLOP/s over the same peak
+  double steps = 0;                     // optimizer steps for job.tokens
+  double wall_seconds = 0;
+  double gpu_hours = 0;
+  double cost_usd = 0;
+};
+
+PlanResult evaluate(const Job& job, const Layout& l);
+
+nlohmann::json to_json(const Job& job);
+nlohmann::json to_json(const PlanResult& r);
+
+}  // namespace ft::plan

@@ -1,0 +1,439 @@
+#include "plan/record.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <regex>
+
+#include "plan/search.h"
+#include "util/error.h"
+
+namespace ft::plan {
+
+namespace {
+
+using nlohmann::json;
+
+std::optional<double> num(const json& r, const char* key) {
+  auto it = r.find(key);
+  if (it == r.end() || it->is_null()) return std::nullopt;
+  if (it->is_number()) return it->get<double>();
+  if (it->is_string()) {
+    try {
+      return std::stod(it->get<std::string>());
+    } catch (...) {
+    }
+  }
+  throw Error(fmt::format("record field '{}' = {} is not a number", key, it->dump()));
+}
+
+std::optional<int64_t> integer(const json& r, const char* key) {
+  auto v = num(r, key);
+  if (!v) return std::nullopt;
+  return static_cast<int64_t>(std::llround(*v));
+}
+
+std::string str(const json& r, const char* key) {
+  auto it = r.find(key);
+  if (it == r.end() || it->is_null()) return "";
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool contains(const std::string& s, const char* what) {
+  return s.find(what) != std::string::npos;
+}
+
+bool starts_with_ci(const std::string& s, const char* p) {
+  return lower(s).rfind(p, 0) == 0;
+}
+
+// A record's model: attention from heads/kv_heads, the MLP from ffn_hidden (gated or not) or,
+// when absent, from the parameter count; the LM head tied or not, whichever matches params_b.
+// A non-gated MLP of width f becomes the SwiGLU width 2f/3: same parameters, same FLOPs.
+ModelConfig model_from_record(const json& r, int64_t tp, std::vector<std::string>& notes) {
+  ModelConfig m;
+  m.preset = "record";
+  m.n_layers = *integer(r, "layers");
+  m.dim = *integer(r, "hidden");
+  m.vocab_size = *integer(r, "vocab");
+  const double L = static_cast<double>(m.n_layers), h = static_cast<double>(m.dim);
+  const double V = static_cast<double>(m.vocab_size);
+  if (m.n_layers <= 0 || m.dim <= 0 || m.vocab_size <= 0)
+    throw Error(fmt::format("record {}: layers, hidden and vocab must be positive", str(r, "id")));
+  // Heads only shape the attention bookkeeping here (its FLOPs depend on hidden alone), so a
+  // count that does not divide hidden into even head dims is replaced by the nearest that does.
+  auto valid_heads = [&](int64_t a) { return a > 0 && m.dim % a == 0 && (m.dim / a) % 2 == 0; };
+  const std::optional<int64_t> heads = integer(r, "heads");
+  m.n_heads = heads.value_or(m.dim / 128);
+  if (!valid_heads(m.n_heads)) {
+    int64_t best = 1;
+    for (int64_t a = 1; a <= m.dim / 2; ++a)
+      if (valid_heads(a) && std::llabs(a - m.n_heads) < std::llabs(best - m.n_heads)) best = a;
+    notes.push_back(
+        heads ? fmt::format("heads = {} do not split hidden = {} into even head dims: using {}",
+                            *heads, m.dim, best)
+              : fmt::format("heads not given: assumed {} (head dim {})", best, m.dim / best));
+    m.n_heads = best;
+  } else if (!heads) {
+    notes.push_back(fmt::format("heads not given: assumed hidden/128 = {}", m.n_heads));
+  }
+  m.n_kv_heads = integer(r, "kv_heads").value_or(m.n_heads);
+  if (m.n_kv_heads <= 0 || m.n_heads % m.n_kv_heads != 0) {
+    notes.push_back(fmt::format("kv_heads = {} do not divide heads = {}: using {}", m.n_kv_heads,
+                                m.n_heads, m.n_heads));
+    m.n_kv_heads = m.n_heads;
+  }
+  const double attn = static_cast<double>(m.dim * m.qkv_dim() + m.n_heads * m.head_dim() * m.dim);
+  const double P = num(r, "params_b").value_or(0) * 1e9;
+  struct Option {
+    const char* how;
+    double mlp;
+  };
+  std::vector<Option> options;
+  if (auto f = num(r, "ffn_hidden")) {
+    options = {{"gated MLP (ffn_hidden)", 3 * h * *f}, {"non-gated MLP (ffn_hidden)", 2 * h * *f}};
+    if (P <= 0 && std::abs(*f - 4 * h) < 1) std::swap(options[0], options[1]);
+  } else if (P > 0) {
+    for (double heads : {2.0, 1.0}) {
+      double mlp = (P - heads * V * h) / L - attn - 2 * h;
+      if (mlp > 0)
+        options.push_back(
+            {heads == 2 ? "MLP from params_b (untied head)" : "MLP from params_b (tied head)",
+             mlp});
+    }
+    // Both solve the count exactly; prefer the one nearer the usual 8h² MLP.
+    std::sort(options.begin(), options.end(), [&](const Option& a, const Option& b) {
+      return std::abs(a.mlp - 8 * h * h) < std::abs(b.mlp - 8 * h * h);
+    });
+  }
+  if (options.empty()) options.push_back({"MLP 4h (not given)", 8 * h * h});
+  double best_err = -1, best_mlp = options[0].mlp;
+  bool best_tie = false;
+  const char* how = options[0].how;
+  for (const auto& o : options) {
+    for (bool tie : {false, true}) {
+      const double n = L * (attn + o.mlp + 2 * h) + h + (tie ? 1 : 2) * V * h;
+      const double err = P > 0 ? std::abs(n - P) : 0;
+      if (best_err < 0 || err < best_err - 1e-6 * P) {
+        best_err = err;
+        best_mlp = o.mlp;
+        best_tie = tie;
+        how = o.how;
+      }
+    }
+  }
+  // A width the tensor-parallel ranks split evenly (the MLP of a non-LLaMA model need not be).
+  const int64_t multiple = 8 * tp;
+  m.ffn_dim = std::max<int64_t>(multiple, std::llround(best_mlp / (3 * h) / multiple) * multiple);
+  m.tie_embeddings = best_tie;
+  notes.push_back(
+      fmt::format("{}: SwiGLU-equivalent ffn_dim {}, {} embeddings; {:.3f} B parameters{}", how,
+                  m.ffn_dim, best_tie ? "tied" : "untied", m.num_params() / 1e9,
+                  P > 0 ? fmt::format(" (record: {:.3f} B)", P / 1e9) : ""));
+  return m;
+}
+
+int64_t gpus_per_node_from_text(const std::string& text, int64_t fallback) {
+  static const std::regex per_node(
+      R"((\d+)\s*x?\s*(?:[A-Za-z][\w\-]*\s+)?GPUs?\s*(?:/|per\s+)(?:server|node|host))",
+      std::regex::icase);
+  static const std::regex host(R"((\d+)-GPU\s+(?:host|server|node))", std::regex::icase);
+  static const std::regex nx(R"((\d+)\s*x\s*[AHB]\d{3}[\w\-]*\s+per\s+node)", std::regex::icase);
+  std::smatch mt;
+  for (const auto* re : {&per_node, &host, &nx})
+    if (std::regex_search(text, mt, *re)) return std::stoll(mt[1]);
+  if (contains(lower(text), "dgx-2")) return 16;
+  return fallback;
+}
+
+ActRecompute parse_recompute(const std::string& s) {
+  const std::string t = lower(s);
+  if (starts_with_ci(t, "none") || starts_with_ci(t, "no ")) return ActRecompute::kNone;
+  if (starts_with_ci(t, "full") || contains(t, "remat")) return ActRecompute::kFull;
+  if (starts_with_ci(t, "selective")) return ActRecompute::kSelective;
+  if (contains(t, "checkpoint")) return ActRecompute::kFull;
+  return ActRecompute::kNone;
+}
+
+}  // namespace
+
+double network_bw_from_text(const std::string& text, int64_t gpus_per_node) {
+  // "[N x] [words] R Gb/s [... per GPU]": N links of R Gb/s per node unless "per GPU" follows.
+  static const std::regex rate(
+      R"((?:(\d+)\s*x\s*(?:[A-Za-z][\w\- ]*?\s)?)?(\d+(?:\.\d+)?)\s*Gb/s([^;,]{0,40}))");
+  std::smatch mt;
+  if (!std::regex_search(text, mt, rate)) return 0;
+  const double links = mt[1].matched ? std::stod(mt[1]) : 1.0;
+  const double bytes_per_s = std::stod(mt[2]) * links * 1e9 / 8;
+  if (contains(lower(mt[3]), "per gpu")) return bytes_per_s;
+  return bytes_per_s / static_cast<double>(std::max<int64_t>(gpus_per_node, 1));
+}
+
+RecordJob job_from_record(const json& r) {
+  if (!r.is_object())
+    throw Error("a published-run record must be a JSON object",
+                "see tests/data/published-runs-dev.json");
+  RecordJob out;
+  out.id = str(r, "id");
+  const std::string who = out.id.empty() ? "record" : "record " + out.id;
+  std::vector<std::string> missing;
+  for (const char* k : {"layers", "hidden", "vocab", "seq_len", "num_gpus", "gpu_type"})
+    if (!r.contains(k) || r[k].is_null()) missing.push_back(k);
+  if (!missing.empty()) {
+    std::string list;
+    for (auto& k : missing) list += (list.empty() ? "" : ", ") + k;
+    throw Error(
+        fmt::format("{}: not enough information to plan: missing {}", who, list),
+        "a record needs the model shape (layers, hidden, vocab), seq_len, num_gpus and gpu_type");
+  }
+  Job& job = out.job;
+  job.model = model_from_record(r, std::max<int64_t>(1, integer(r, "tp").value_or(1)), out.notes);
+  job.seq_len = *integer(r, "seq_len");
+  job.model.max_seq_len = std::max(job.model.max_seq_len, job.seq_len);
+  job.model.validate();
+  const std::string gpu_text = str(r, "gpu_type");
+  const std::string gpu_name = gpu_name_from_description(gpu_text);
+  if (gpu_name.empty()) {
+    std::string list;
+    for (auto& g : gpu_names()) list += (list.empty() ? "" : ", ") + g;
+    throw Error(
+        fmt::format("{}: not enough information to plan: GPU type '{}' is not in the catalog", who,
+                    gpu_text),
+        fmt::format("known types: {}", list));
+  }
+  job.gpu = find_gpu(gpu_name);
+  if (auto v = num(r, "hw_peak_bf16_dense_tflops"))
+    job.gpu.peak_bf16 = job.gpu.peak_fp16 = *v * 1e12;
+  if (auto v = num(r, "hw_peak_fp8_dense_tflops")) job.gpu.peak_fp8 = *v * 1e12;
+  if (auto v = num(r, "hw_hbm_bw_tb_s")) job.gpu.hbm_bw = *v * 1e12;
+  if (auto v = num(r, "hw_nvlink_gb_s")) job.gpu.nvlink_bw = *v * 1e9 / 2;
+  if (auto v = num(r, "gpu_mem_gb")) job.gpu.memory_bytes = *v * 1073741824.0;
+  const std::string net_text = str(r, "interconnect") + "; " + str(r, "hw_network");
+  job.gpus_per_node = gpus_per_node_from_text(net_text, job.gpu.gpus_per_node);
+  if (double bw = network_bw_from_text(net_text, job.gpus_per_node); bw > 0) {
+    job.gpu.network_bw = bw;
+    out.notes.push_back(
+        fmt::format("network {:.1f} GB/s per GPU from the interconnect description", bw / 1e9));
+  }
+  job.gpus = *integer(r, "num_gpus");
+  if (job.gpus <= 0) throw Error(fmt::format("{}: num_gpus = {} must be positive", who, job.gpus));
+  job.nodes = std::max<int64_t>(1, (job.gpus + job.gpus_per_node - 1) / job.gpus_per_node);
+  job.tokens = num(r, "tokens_trained").value_or(0);
+
+  LayoutSpec& f = out.fixed;
+  const std::string prec = lower(str(r, "precision"));
+  if (contains(prec, "fp8") || contains(prec, "float8"))
+    f.precision = Precision::kFp8;
+  else if (contains(prec, "fp16") && !contains(prec, "bf16"))
+    f.precision = Precision::kFp16;
+  else if (prec == "fp32" || prec == "float32")
+    f.precision = Precision::kFp32;
+  else
+    f.precision = Precision::kBf16;
+  if (f.precision == Precision::kBf16 && job.gpu.peak_bf16 <= 0) f.precision = Precision::kFp16;
+  // Model parallelism the record does not state: pipeline and context parallelism are taken as
+  // not used; tensor parallelism too when the record says so (dp = num_gpus, "no model
+  // parallelism"), else the search picks it like the other open fields.
+  const std::string sharding = lower(str(r, "zero_or_sharding"));
+  const std::optional<int64_t> given_tp = integer(r, "tp"), given_dp = integer(r, "dp");
+  const int64_t pp = integer(r, "pp").value_or(1), cp = integer(r, "cp").value_or(1);
+  std::optional<int64_t> tp = given_tp;
+  if (!tp &&
+      ((given_dp && *given_dp * pp * cp == job.gpus) || contains(sharding, "no model parallel")))
+    tp = 1;
+  const int64_t tp_min = tp.value_or(1);
+  if (tp_min <= 0 || pp <= 0 || cp <= 0)
+    throw Error(fmt::format("{}: tp, pp and cp must be positive", who));
+  if (job.gpus % (tp_min * pp * cp) != 0)
+    throw Error(fmt::format("{}: tp × pp × cp = {} × {} × {} does not divide num_gpus = {}", who,
+                            tp_min, pp, cp, job.gpus));
+  if (tp) {
+    const int64_t dp = job.gpus / (*tp * pp * cp);
+    if (given_dp && *given_dp != dp)
+      out.notes.push_back(
+          fmt::format("dp = {} in the record, {} from num_gpus / (tp·pp·cp)", *given_dp, dp));
+    f.tp = *tp;
+    f.dp = dp;
+  } else {
+    out.notes.push_back("tp not given: chosen by the search");
+  }
+  f.pp = pp;
+  f.cp = cp;
+  f.vp = integer(r, "vp").value_or(1);  // interleaving is opt-in: runs that use it give vp
+  const std::string zero = lower(str(r, "zero_or_sharding"));
+  if (!zero.empty()) {
+    if (starts_with_ci(zero, "none"))
+      f.zero = 0;
+    else if (contains(zero, "shard_grad_op") || contains(zero, "not resharded") ||
+             contains(zero, "zero-2"))
+      f.zero = 2;
+    else if (contains(zero, "zero-3") || contains(zero, "full_shard") ||
+             contains(zero, "fully sharded") || contains(zero, "fsdp"))
+      f.zero = 3;
+    else if (contains(zero, "zero-1") || contains(zero, "optimizer"))
+      f.zero = 1;
+  }
+  if (const std::string rc = str(r, "activation_recompute"); !rc.empty())
+    f.recompute = parse_recompute(rc);
+
+  // Global batch: sequences, or tokens / seq_len.
+  std::optional<int64_t> gb = integer(r, "global_batch_seqs");
+  if (!gb) {
+    if (auto tok = num(r, "global_batch_tokens"))
+      gb = static_cast<int64_t>(std::llround(*tok / job.seq_len));
+  }
+  const int64_t dp =
+      f.dp.value_or(job.gpus / (pp * cp));  // the most replicas the batch must split over
+  std::optional<int64_t> mb = integer(r, "micro_batch");
+  if (mb && *mb <= 0) mb.reset();
+  if (gb && *gb % dp != 0) {
+    out.notes.push_back(
+        fmt::format("global batch {} does not split over dp = {}; rounded", *gb, dp));
+    gb = std::max<int64_t>(dp, *gb / dp * dp);
+  }
+  if (gb && mb && (*gb / dp) % *mb != 0) {
+    out.notes.push_back(
+        fmt::format("micro_batch {} does not divide the {} sequences per replica; chosen instead",
+                    *mb, *gb / dp));
+    mb.reset();
+  }
+  if (mb && pp > 1) {
+    // 1F1B needs at least pp micro-batches; fewer means the record's micro_batch is the rank's
+    // batch that the schedule splits further.
+    const int64_t per_replica = gb ? *gb / dp : *mb;
+    if (per_replica / *mb < pp) {
+      out.notes.push_back(
+          fmt::format("micro_batch {} leaves {} < pp micro-batches: read as the rank's batch", *mb,
+                      per_replica / *mb));
+      if (!gb) gb = dp * *mb;
+      mb.reset();
+    }
+  }
+  if (!gb && mb) gb = dp * *mb;  // one micro-batch per step
+  if (mb) f.micro_batch = *mb;
+  out.global_batch_known = gb.has_value();
+  job.global_batch = gb.value_or(dp);
+  return out;
+}
+
+std::optional<PublishedFigure> published_figure(const json& r) {
+  if (auto v = num(r, "tokens_per_s_per_gpu"); v && *v > 0)
+    return PublishedFigure{"tokens_per_s_per_gpu", *v};
+  if (auto v = num(r, "tflops_per_gpu"); v && *v > 0) return PublishedFigure{"tflops_per_gpu", *v};
+  if (auto v = num(r, "mfu"); v && *v > 0) return PublishedFigure{"mfu", *v};
+  if (auto v = num(r, "tokens_per_s_total"), n = num(r, "num_gpus"); v && n && *v > 0 && *n > 0)
+    return PublishedFigure{"tokens_per_s_per_gpu", *v / *n};
+  return std::nullopt;
+}
+
+namespace {
+
+// TFLOP/s per GPU of a plan in the record's convention.
+double tflops_in_convention(const RecordJob& rj, const PlanResult& p,
+                            const std::string& convention) {
+  const std::string c = lower(convention);
+  const ModelConfig& m = rj.job.model;
+  if (contains(c, "eq.3") || contains(c, "96*b*s*l*h^2")) {
+    // Narayanan et al. 2021, eq. 3: 96·B·s·l·h²·(1 + s/6h + V/16lh) per iteration.
+    const double s = static_cast<double>(rj.job.seq_len), l = static_cast<double>(m.n_layers);
+    const double h = static_cast<double>(m.dim), V = static_cast<double>(m.vocab_size);
+    const double per_seq = 96.0 * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+    return p.tokens_per_s_per_gpu / s * per_seq / 1e12;
+  }
+  if (contains(c, "recompute") || contains(c, "8x") || contains(c, "hardware"))
+    return p.tokens_per_s_per_gpu * p.hardware_flops_per_token / 1e12;
+  return p.tflops_per_gpu;
+}
+
+}  // namespace
+
+RecordPrediction predict(const RecordJob& rj) {
+  SearchOptions o;
+  o.fixed = rj.fixed;
+  o.tp_within_node = false;
+  o.allow_uneven_stages = true;
+  o.top = 1;
+  // An unknown global batch: the best of 1, 2, 4, 8, 16 sequences per replica.
+  std::vector<int64_t> batches = {rj.job.global_batch};
+  if (!rj.global_batch_known) {
+    const int64_t dp = rj.fixed.dp.value_or(rj.job.num_gpus() /
+                                            (rj.fixed.pp.value_or(1) * rj.fixed.cp.value_or(1)));
+    batches = {dp, 2 * dp, 4 * dp, 8 * dp, 16 * dp};
+  }
+  std::optional<RecordPrediction> best, smallest;
+  for (int64_t gb : batches) {
+    Job job = rj.job;
+    job.global_batch = gb;
+    SearchResult s = search_layouts(job, o);
+    if (!s.best.empty() && (!best || better(s.best[0], best->plan, RankBy::kTime, 0)))
+      best = RecordPrediction{job, s.best[0], true};
+    if (s.smallest && (!smallest || s.smallest->memory.total() < smallest->plan.memory.total()))
+      smallest = RecordPrediction{job, *s.smallest, false};
+  }
+  if (best) return *best;
+  if (smallest) return *smallest;
+  throw Error(fmt::format("record {}: no layout matches its tp/pp/dp and batch", rj.id));
+}
+
+double predicted_figure(const json& rec, const RecordJob& rj, const RecordPrediction& p,
+                        const std::string& metric) {
+  if (metric == "tokens_per_s_per_gpu") return p.plan.tokens_per_s_per_gpu;
+  if (metric == "tflops_per_gpu")
+    return tflops_in_convention(rj, p.plan, str(rec, "tflops_convention"));
+  if (metric == "mfu") {
+    auto peak = num(rec, "peak_tflops_assumed");
+    if (peak && *peak > 0)
+      return p.plan.tokens_per_s_per_gpu * p.plan.model_flops_per_token / (*peak * 1e12);
+    return p.plan.mfu;
+  }
+  throw Error(fmt::format("unknown published metric '{}'", metric));
+}
+
+json predict_record(const json& rec) {
+  RecordJob rj = job_from_record(rec);
+  const RecordPrediction pred = predict(rj);
+  const PlanResult& p = pred.plan;
+  if (!rj.global_batch_known)
+    rj.notes.push_back("global batch not given: chosen among 1..16 sequences per replica");
+  if (!pred.fits)
+    rj.notes.push_back(
+        "no layout fits the planner's memory estimate: the least-memory one is shown");
+
+  json out = to_json(p);
+  out["id"] = rj.id;
+  out["gpu"] = rj.job.gpu.name;
+  out["global_batch"] = pred.job.global_batch;
+  out["fits"] = pred.fits;
+  const std::string convention = str(rec, "tflops_convention");
+  out["model_tflops_per_gpu"] = p.tflops_per_gpu;
+  out["tflops_per_gpu"] = predicted_figure(rec, rj, pred, "tflops_per_gpu");
+  out["tflops_convention"] =
+      convention.empty() ? "model FLOPs: 6N + 12·L·h·s per token" : convention;
+  out["mfu"] = predicted_figure(rec, rj, pred, "mfu");
+  json chosen = json::array();
+  const LayoutSpec& f = rj.fixed;
+  if (!f.micro_batch) chosen.push_back("micro_batch");
+  if (!f.recompute) chosen.push_back("recompute");
+  if (!f.zero) chosen.push_back("zero");
+  if (!f.vp && p.layout.pp > 1) chosen.push_back("vp");
+  if (!rj.global_batch_known) chosen.push_back("global_batch");
+  out["chosen"] = chosen;
+  out["notes"] = rj.notes;
+  if (auto fig = published_figure(rec)) {
+    const double predicted = predicted_figure(rec, rj, pred, fig->metric);
+    out["comparison"] = {{"metric", fig->metric},
+                         {"predicted", predicted},
+                         {"published", fig->value},
+                         {"error", (predicted - fig->value) / fig->value}};
+  } else {
+    out["comparison"] = nullptr;
+  }
+  return out;
+}
+
+}  // namespace ft::plan

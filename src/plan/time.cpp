@@ -1,0 +1,148 @@
+#include "plan/time.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "plan/memory.h"
+
+namespace ft::plan {
+
+namespace {
+
+// NCCL bus bandwidth of a collective over n ranks, k of which share a node.
+double bus_bandwidth(const Job& job, int64_t n, int64_t k) {
+  const GpuSpec& g = job.gpu;
+  if (n <= k) return g.nvlink_bw * g.eff.collective;
+  return std::min(g.nvlink_bw, static_cast<double>(k) * g.network_bw) * g.eff.collective;
+}
+
+double ring_factor(int64_t n) {
+  return static_cast<double>(n - 1) / static_cast<double>(n);
+}
+
+// Communication that does not hide behind `window` seconds of compute: what exceeds the window,
+// plus the share of the overlapped part that overlap < 1 leaves exposed.
+double exposed(double comm, double window, double overlap) {
+  return std::max(0.0, comm - window) + (1.0 - overlap) * std::min(comm, window);
+}
+
+}  // namespace
+
+double hardware_flops_per_token(const Job& job, const Layout& l) {
+  const ModelConfig& m = job.model;
+  double f = m.train_flops_per_token(job.seq_len);
+  const double attn_fwd =
+      4.0 * static_cast<double>(m.n_layers * m.dim) * static_cast<double>(job.seq_len);
+  if (l.recompute == ActRecompute::kFull)
+    f += 2.0 * static_cast<double>(m.matmul_params()) + attn_fwd;
+  if (l.recompute == ActRecompute::kSelective) f += attn_fwd;
+  return f;
+}
+
+StepTime estimate_step_time(const Job& job, const Layout& l) {
+  const ModelConfig& m = job.model;
+  const GpuSpec& g = job.gpu;
+  const Efficiency& e = g.eff;
+  const int64_t gpn = std::max<int64_t>(1, std::min(job.gpus_per_node, job.num_gpus()));
+  const bool fp8 = l.precision == Precision::kFp8;
+  const bool fp32 = l.precision == Precision::kFp32;
+  const double elem_bytes = fp32 ? 4.0 : 2.0;
+  const double p_lin = g.peak(l.precision);
+  const double p16 =
+      fp32 ? g.peak(Precision::kFp32) : (g.peak_bf16 > 0 ? g.peak_bf16 : g.peak_fp16);
+  const double eff_lin = fp8 ? e.gemm_fp8 : e.gemm;
+
+  const double tp = static_cast<double>(l.tp);
+  const double h = static_cast<double>(m.dim);
+  const double V = static_cast<double>(m.vocab_size);
+  const double T = static_cast<double>(job.seq_len);
+  const double layers = static_cast<double>(layers_per_stage(m, l.pp));
+  const double nt =
+      static_cast<double>(l.micro_batch) * T / static_cast<double>(l.cp);  // tokens per micro-batch
+  const double layer_mm = static_cast<double>(m.params_per_layer() - 2 * m.dim);
+  const double inter = 3.0 * static_cast<double>(m.ffn_dim);  // gate, up, product
+  const bool sp = l.sequence_parallel && l.tp > 1;
+  const bool full = l.recompute == ActRecompute::kFull;
+
+  StepTime st;
+  st.micro_batches = micro_batches_per_step(job, l);
+  const double mbs = static_cast<double>(st.micro_batches);
+
+  // Compute of one micro-batch on the deepest stage (the LM head included: the slowest stage).
+  const double f_lin = 2.0 * nt * layers * layer_mm / tp * (3.0 + (full ? 1.0 : 0.0));
+  const double f_head = 2.0 * nt * V * h / tp * 3.0;
+  double t_gemm = f_lin / (p_lin * eff_lin) + f_head / (p16 * e.gemm);
+  double t_attn = 0, score_bytes = 0;
+  if (l.flash_attention) {
+    // Causal flash attention executes half the QKᵀ/AV FLOPs: forward 2·T·h, backward 2.5x
+    // that (it recomputes the scores); recompute adds a forward.
+    const double units = 7.0 + (l.recompute != ActRecompute::kNone ? 2.0 : 0.0);
+    t_attn = nt * T * h / tp * layers * units / (p16 * e.attention);
+  } else {
+    const double units = 12.0 + (l.recompute != ActRecompute::kNone ? 4.0 : 0.0);
+    t_gemm += nt * T * h / tp * layers * units / (p16 * e.gemm);
+    score_bytes = nt * T * static_cast<double>(m.n_heads) / tp * layers * 2.0 * 8.0;  // ~8 passes
+  }
+  // Element-wise traffic per token and layer, in elements: norms, residuals, RoPE, activation
+  // functions and GEMM inputs/outputs, forward and backward (docs/planner.md counts them).
+  const double replicated = 40.0 * h / (sp ? tp : 1.0);
+  const double split = (20.0 * h + 6.0 * inter) / tp;
+  double elem = nt * layers * (replicated + split) * elem_bytes;
+  if (full) elem *= 1.5;
+  if (fp8) elem *= 1.0 + e.fp8_cast;
+  elem += nt * V / tp * 16.0;  // logits, softmax, gradient
+  const double weights =
+      (layers * layer_mm + V * h) / tp * elem_bytes * 4.0;  // read fwd, bwd; wgrad r/w
+  const double t_mem = (elem + weights + score_bytes) * e.memory_traffic / g.hbm_bw;
+
+  double t_tp = 0;
+  if (l.tp > 1) {
+    const double bw = bus_bandwidth(job, l.tp, std::min(l.tp, gpn));
+    const double all_reduces = 4.0 + (full ? 2.0 : 0.0);
+    t_tp = layers * all_reduces * nt * h * elem_bytes * 2.0 * ring_factor(l.tp) / bw;
+  }
+  const double t_mb = t_gemm + t_attn + t_mem + t_tp;
+  st.gemm = t_gemm * mbs;
+  st.attention = t_attn * mbs;
+  st.memory = t_mem * mbs;
+  st.tp_comm = t_tp * mbs;
+
+  const double t_pipe = mbs * t_mb;
+  st.bubble = l.pp > 1 ? static_cast<double>(l.pp - 1) / static_cast<double>(l.vp) * t_mb : 0.0;
+  if (l.pp > 1) {
+    // Adjacent stages are tp·cp·dp ranks apart: another node once that spans a node.
+    const bool cross = l.tp * l.cp * l.dp >= gpn;
+    const double bw = cross ? g.network_bw * e.collective : g.nvlink_bw * e.collective;
+    const double bytes = nt * h / (sp ? tp : 1.0) * elem_bytes;
+    st.pp_comm = mbs * static_cast<double>(l.vp) * 2.0 * bytes / bw;
+  }
+
+  // Data parallelism over dp·cp ranks, spaced tp apart: gpn/tp of them share a node.
+  const double params_local = static_cast<double>(rank_params(m, l.tp, l.pp, true, l.pp == 1));
+  const StateBytes sb = state_bytes_per_param(l.precision);
+  // Gradients are reduced in fp32, the default of Megatron (accumulate_allreduce_grads_in_fp32)
+  // and of FSDP mixed precision in torchtitan and llm-foundry (reduce_dtype = float32).
+  const double reduce_bytes = 4.0;
+  const int64_t group = l.dp * l.cp;
+  if (group > 1) {
+    const int64_t k = std::clamp<int64_t>(gpn / std::min(l.tp, gpn), 1, group);
+    const double bw = bus_bandwidth(job, group, k);
+    if (l.zero >= 3) {
+      const double gathers =
+          mbs * 2.0 * params_local * sb.weights * ring_factor(group);  // forward + backward
+      const double scatter = params_local * reduce_bytes * ring_factor(group);
+      st.dp_comm = (gathers + scatter) / bw;
+      st.dp_exposed = exposed(st.dp_comm, t_pipe + st.bubble, e.overlap);
+    } else {
+      st.dp_comm = 2.0 * params_local * reduce_bytes * ring_factor(group) / bw;
+      st.dp_exposed = exposed(st.dp_comm, t_mb * 2.0 / 3.0, e.overlap);  // behind the last backward
+    }
+  }
+  const double opt_params = params_local / (l.zero >= 1 ? static_cast<double>(group) : 1.0);
+  st.optimizer =
+      opt_params * 32.0 / g.hbm_bw;  // read p, g, m, v; write p, m, v (fp32) + 16-bit copy
+  st.total = t_pipe + st.bubble + st.pp_comm + st.dp_exposed + st.optimizer;
+  return st;
+}
+
+}  // namespace ft::plan

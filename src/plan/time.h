@@ -1,0 +1,39 @@
+// Step time of a training layout, built from the work it does:
+//   compute  GEMM FLOPs at (peak × eff.gemm), fused attention at (peak × eff.attention) with
+//            causal masking exploited, element-wise bytes (norms, activations, residuals,
+//            casts, logits, weight reads) at the memory bandwidth × eff.memory_traffic;
+//            recompute adds its forward work;
+//   TP       4 all-reduces of the activations per layer (6 with full recompute) over NVLink,
+//            not overlapped;
+//   PP       the bubble (pp-1)/vp micro-batch times of the 1F1B schedule, p2p sends;
+//   DP/ZeRO  gradient all-reduce (or reduce-scatter + all-gather) hidden behind the backward
+//            pass; ZeRO-3 parameter all-gathers per micro-batch overlapped with compute;
+//   step     plus the optimizer's pass over its (sharded) states.
+// Collectives use NCCL's bus-bandwidth model: a group inside one node runs at NVLink speed;
+// across nodes at the NICs of the group's members on one node.
+//
+//   StepTime t = estimate_step_time(job, layout);   t.total (s), t.bubble, t.dp_exposed, ...
+#pragma once
+
+#include "plan/job.h"
+
+namespace ft::plan {
+
+struct StepTime {
+  int64_t micro_batches = 1;  // per pipeline per step
+  // Seconds per step on the slowest pipeline stage.
+  double gemm = 0, attention = 0, memory = 0;  // compute of all micro-batches
+  double tp_comm = 0, pp_comm = 0, bubble = 0;
+  double dp_comm = 0;     // data-parallel / ZeRO collectives in total (partly hidden)
+  double dp_exposed = 0;  // the part that adds to the step
+  double optimizer = 0;
+  double total = 0;
+};
+
+StepTime estimate_step_time(const Job& job, const Layout& l);
+
+// FLOPs per token actually executed (model FLOPs plus the recomputed forward), in the same
+// convention as ModelConfig::train_flops_per_token (attention counted without causal savings).
+double hardware_flops_per_token(const Job& job, const Layout& l);
+
+}  // namespace ft::plan
