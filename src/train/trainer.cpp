@@ -7,6 +7,7 @@
 #include <map>
 #include <thread>
 
+#include "kernels/peak.h"
 #include "model/activation_sizes.h"
 #include "obs/progress.h"
 #include "obs/telemetry.h"
@@ -79,6 +80,12 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
   telemetry_ = std::make_unique<obs::Telemetry>(cfg_.metrics, rank, t.run_dir, t.steps);
   if (rank0) progress_ = std::make_unique<obs::ProgressLine>(t.steps, t.log_interval);
   flops_per_token_ = cfg_.model.train_flops_per_token(t.seq_len);
+  // MFU's denominator: this machine's GEMM peak at this rank's threads and precision, measured
+  // once (by rank 0, while the others wait) and recorded in the peak file (kernels/peak.h).
+  double peak = 0;
+  if (rank0) peak = gemm_peak_gflops(t.precision, omp_get_max_threads()) * 1e9;
+  mesh_.world().broadcast(&peak, sizeof peak, 0);
+  peak_flops_ = peak;
   log_info("model {}: {} parameters ({:.1f}M), {} layers, dim {}, {} heads ({} kv), ffn {}, vocab {}",
            cfg_.model.preset, cfg_.model.num_params(), static_cast<double>(cfg_.model.num_params()) / 1e6,
            cfg_.model.n_layers, cfg_.model.dim, cfg_.model.n_heads, cfg_.model.n_kv_heads, cfg_.model.ffn_dim,
