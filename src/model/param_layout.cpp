@@ -107,13 +107,13 @@ void ParamLayout::init(float* arena, uint64_t seed) const {
     // split_dim of the global shape.
     int64_t cols = p.shape.size() == 2 ? p.shape[1] : n;
     int64_t gcols = p.global_shape.size() == 2 ? p.global_shape[1] : n;
+    // Row by row: a local row is a contiguous run of global indices.
+    const int64_t rows = n / cols;
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t r = i / cols, c = i % cols;
-      if (p.split_dim == 0) r += p.split_offset;
-      if (p.split_dim == 1) c += p.split_offset;
-      uint64_t g = static_cast<uint64_t>(r * gcols + c);
-      w[i] = static_cast<float>(p.init_std * normal_at(stream, g));
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t gr = r + (p.split_dim == 0 ? p.split_offset : 0);
+      int64_t gc = p.split_dim == 1 ? p.split_offset : 0;
+      normal_fill(w + r * cols, stream, static_cast<uint64_t>(gr * gcols + gc), cols, p.init_std);
     }
   }
 }
