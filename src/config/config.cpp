@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 
+#include "model/param_layout.h"
 #include "util/config_binder.h"
 #include "util/error.h"
 
@@ -25,6 +26,7 @@ void Config::validate() const {
   optim.validate();
   data.validate();
   parallel.validate();
+  ParamLayout::check_tp(model, parallel.tp);  // the model must split over the tensor-parallel ranks
 }
 
 nlohmann::json Config::to_json() {

@@ -13,12 +13,15 @@
 //   xn2   (N, C), rstd2 (N)                         gate/up matmul, norm backward
 //   gu    (N, 2F)  gate and up projections          SwiGLU backward
 //   h     (N, F)   SwiGLU output                    down_proj (dW)
-// The sizes are computed by model/sizes.h, which the planner shares.
+// The sizes are computed by model/activation_sizes.h, which the planner shares; under tensor
+// parallelism a rank holds its share of heads/ffn/vocabulary, and with sequence parallelism xn*,
+// rstd*, x_mid and the residual stream hold only its N/tp tokens (TpSplit).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "model/activation_sizes.h"
 #include "model/model_config.h"
 #include "tensor/tensor.h"
 
@@ -26,13 +29,15 @@ namespace ft {
 
 struct BlockActivations {
   Tensor xn1, rstd1, qkv, att, lse, x_mid, xn2, rstd2, gu, h;
-  void allocate(const ModelConfig& m, int64_t B, int64_t T);
+  void allocate(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp = {});
 };
 
-// Scratch for backward, shared by all blocks of a micro-batch.
+// Scratch for backward, shared by all blocks of a micro-batch. full_in/full_out (sequence
+// parallelism only) hold the (N, C) all-gathered input of a column-parallel matmul and the
+// partial output of a row-parallel one, in forward and backward.
 struct BackwardScratch {
-  Tensor d_res, d_mid, d_xn, dh, dgu, datt, dqkv;
-  void allocate(const ModelConfig& m, int64_t B, int64_t T);
+  Tensor d_res, d_mid, d_xn, dh, dgu, datt, dqkv, full_in, full_out;
+  void allocate(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp = {});
 };
 
 struct Activations {
@@ -42,10 +47,11 @@ struct Activations {
   Tensor xf, rstdf, dxf;                 // final norm output (N, C), its rstd, its gradient
   Tensor losses;                         // (N) per-token loss
   Tensor logits, lse;                    // one chunk: (chunk, V), (chunk)
+  Tensor target_logit;                   // (chunk), tensor parallelism only
   int64_t chunk = 0;
   std::vector<int32_t> tokens, targets;  // (N) each
 
-  void allocate(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk_tokens);
+  void allocate(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk_tokens, const TpSplit& tp = {});
   BlockActivations& block(int64_t i) { return blocks.size() == 1 ? blocks[0] : blocks[static_cast<size_t>(i)]; }
 };
 

@@ -63,11 +63,29 @@ class Llama {
   void block_forward_into(ParamAccess& params, Activations& acts, int64_t layer, BlockActivations& a);
   void matmul(float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, bool ta, bool tb,
               float beta) const;
+  // Tokens of the residual stream on this rank: N, or N / tp with sequence parallelism.
+  int64_t local_tokens(const Activations& acts) const { return acts.B * acts.T / (sp_ ? tp_->size() : 1); }
+  // The (N, C) input of a column-parallel matmul from this rank's (local_tokens, C) rows: the
+  // rows themselves, or (sequence parallelism) their all-gather into the scratch full_in.
+  const float* gather_tokens(const float* rows, Activations& acts);
+  // The (N, C) gradient of a row-parallel matmul's output from this rank's rows (the backward of
+  // reduce_tokens: the rows themselves, or their all-gather into full_in).
+  const float* gather_grad(const float* d_rows, Activations& acts);
+  // Where a row-parallel matmul writes its (N, C) partial sum before reduce_tokens.
+  float* partial_out(float* out, Activations& acts);
+  // Sums a row-parallel matmul's partial output over the group into out (local_tokens, C):
+  // all-reduce in place, or (sequence parallelism) reduce-scatter from full_out.
+  void reduce_tokens(float* out, Activations& acts);
+  // Backward of a column-parallel matmul's input: d_in (local_tokens, C) from the partial
+  // (N, C) gradient written at partial_out(d_in).
+  void reduce_input_grad(float* d_in, Activations& acts);
 
   ModelConfig cfg_;
   Precision precision_;
   TpComm* tp_;
   TpComm identity_tp_;
+  bool sp_ = false;    // sequence parallelism (tp > 1)
+  TpSplit tp_split_;   // how this rank's activations are divided
   const ParamSpec* embed_;
   const ParamSpec* final_norm_;
   const ParamSpec* head_;  // == embed_ when tied

@@ -11,8 +11,16 @@
 // Within a block q_proj, k_proj, v_proj are adjacent, so [Wq; Wk; Wv] is one (qkv_dim, C)
 // matrix; gate_proj, up_proj likewise form [W1; W3] (2F, C).
 //
+// Under tensor parallelism (tp_size > 1) the layout lists only what tensor-parallel rank
+// tp_rank holds (Megatron's split): q/k/v and gate/up by output rows (column-parallel; k/v by kv
+// heads, or one kv head replicated on the ranks whose query heads read it when tp_size is a
+// multiple of n_kv_heads), o_proj and down_proj by input columns (row-parallel), the embedding
+// and LM head by vocabulary rows; norm weights are replicated. Each spec keeps its global shape
+// and says where its piece sits (split_dim, split_offset).
+//
 //   ParamLayout l = ParamLayout::llama(cfg);
 //   const ParamSpec& p = l.at("model.layers.0.mlp.up_proj.weight");   // p.offset, p.shape
+//   ParamLayout r1 = ParamLayout::llama(cfg, dp, /*tp_rank=*/1, /*tp_size=*/2);  // rank 1's half
 #pragma once
 
 #include <cstdint>
@@ -35,6 +43,13 @@ struct ParamSpec {
   int unit = 0;
   bool decay = true;         // AdamW weight decay applies (matrices yes, norm weights no)
   double init_std = 0;       // 0: initialised to ones (norm weights)
+  // Tensor-parallel ranks holding this same piece: 1 when split (or without tensor
+  // parallelism), tp for norm weights, tp / n_kv_heads for replicated kv heads. Consecutive
+  // tp ranks share a piece; the first of them counts it once (gradient norm, checkpoints).
+  int tp_replicas = 1;
+  // Each holder computes only part of the gradient (replicated kv heads; norm weights under
+  // sequence parallelism): the gradient is the sum over the holders.
+  bool tp_partial_grad = false;
 
   int64_t numel() const { return shape_numel(shape); }
 };
@@ -43,7 +58,17 @@ class ParamLayout {
  public:
   // unit_align: each unit's range is padded to a multiple of it (data-parallel sharding splits
   // every unit into equal pieces, one per rank). Padding holds no parameter and stays zero.
-  static ParamLayout llama(const ModelConfig& cfg, int64_t unit_align = 1);
+  // tp_rank/tp_size: this rank's tensor-parallel shard (see above); sequence_parallel marks
+  // norm-weight gradients partial (each rank normalises only its share of the tokens).
+  static ParamLayout llama(const ModelConfig& cfg, int64_t unit_align = 1, int64_t tp_rank = 0,
+                           int64_t tp_size = 1, bool sequence_parallel = false);
+  // Throws ft::Error when the model cannot be split over tp_size ranks (heads, kv heads, ffn,
+  // hidden size or vocabulary not divisible), naming the degrees that would work.
+  static void check_tp(const ModelConfig& cfg, int64_t tp_size);
+  // Tensor-parallel degrees (up to n_heads) the model splits over.
+  static std::vector<int64_t> tp_degrees(const ModelConfig& cfg);
+  // Whether tensor-parallel rank tp_rank counts spec p (replicated pieces count once).
+  static bool tp_counts(const ParamSpec& p, int64_t tp_rank) { return tp_rank % p.tp_replicas == 0; }
 
   const std::vector<ParamSpec>& specs() const { return specs_; }
   int64_t total() const { return total_; }  // elements in the arena

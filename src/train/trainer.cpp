@@ -48,13 +48,22 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
                 "raise model.max_seq_len or shorten the sequences");
   }
 
-  engine_ = make_param_engine(cfg_.parallel, cfg_.optim, cfg_.model, mesh_.dp(), t.seed);
-  model_ = std::make_unique<Llama>(cfg_.model, engine_->layout(), t.precision);
+  const int64_t tp = mesh_.degrees().tp;
+  const bool sp = cfg_.parallel.sequence_parallel && tp > 1;
+  if (sp && (micro_batch_ * t.seq_len) % tp != 0) {
+    throw Error(fmt::format("parallel.sequence_parallel splits the {} x {} tokens of a micro-batch over "
+                            "parallel.tp = {} ranks, which does not divide them",
+                            micro_batch_, t.seq_len, tp),
+                "make train.micro_batch_size x train.seq_len a multiple of parallel.tp");
+  }
+  tp_ = std::make_unique<TpGroup>(mesh_.tp(), sp);
+  engine_ = make_param_engine(cfg_.parallel, cfg_.optim, cfg_.model, mesh_.dp(), mesh_.tp(), t.seed);
+  model_ = std::make_unique<Llama>(cfg_.model, engine_->layout(), t.precision, tp > 1 ? tp_.get() : nullptr);
   const int64_t dp_rank = mesh_.coord().dp;
   train_data_ = make_loader(cfg_.data, t, cfg_.model.vocab_size, dp_rank, dp, Split::kTrain);
   if (t.eval_interval > 0) val_data_ = make_loader(cfg_.data, t, cfg_.model.vocab_size, dp_rank, dp, Split::kValidation);
   acts_.allocate(cfg_.model, micro_batch_, t.seq_len,
-                 loss_chunk_tokens(cfg_.model, t.loss_chunk_tokens, micro_batch_ * t.seq_len));
+                 loss_chunk_tokens(cfg_.model, t.loss_chunk_tokens, micro_batch_ * t.seq_len), TpSplit{tp, sp});
 
   const bool rank0 = mesh_.world_rank() == 0;
   if (rank0) {
@@ -67,8 +76,8 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
            cfg_.model.preset, cfg_.model.num_params(), static_cast<double>(cfg_.model.num_params()) / 1e6,
            cfg_.model.n_layers, cfg_.model.dim, cfg_.model.n_heads, cfg_.model.n_kv_heads, cfg_.model.ffn_dim,
            cfg_.model.vocab_size);
-  log_info("layout: {} rank(s), dp {} (zero {}), tp {}, pp {}; data: {}", mesh_.world_size(), dp, cfg_.parallel.zero,
-           mesh_.degrees().tp, mesh_.degrees().pp, train_data_->describe());
+  log_info("layout: {} rank(s), dp {} (zero {}), tp {}{}, pp {}; data: {}", mesh_.world_size(), dp,
+           cfg_.parallel.zero, tp, sp ? " (sequence parallel)" : "", mesh_.degrees().pp, train_data_->describe());
   log_info("batch {} x {} tokens, {} per rank in {} micro-batch(es); {} threads per rank; precision {}", t.batch_size,
            t.seq_len, local_batch_, micro_batches_, omp_get_max_threads(),
            t.precision == Precision::kBF16 ? "bf16" : "fp32");
@@ -88,7 +97,7 @@ double Trainer::forward_backward_micro_batches(const Batch& batch) {
 
 StepStats Trainer::step() {
   const double t0 = now_seconds();
-  const CommStats comm0 = mesh_.dp().stats();
+  const CommStats comm0 = mesh_.dp().stats(), tp0 = mesh_.tp().stats();
   const double tokens_per_step = static_cast<double>(cfg_.train.batch_size * cfg_.train.seq_len);
   StepStats s;
   s.lr = schedule_.at(step_);
@@ -115,6 +124,7 @@ StepStats Trainer::step() {
   s.mfu = peak_flops_ > 0 ? s.tokens_per_s * flops_per_token_ / (peak_flops_ * mesh_.world_size()) : 0;
   s.comm_wait_s = engine_->last_wait_s();
   s.comm = mesh_.dp().stats() - comm0;
+  s.tp_comm = mesh_.tp().stats() - tp0;
   return s;
 }
 
@@ -136,10 +146,15 @@ void Trainer::log_step(const StepStats& s) {
                       {"step_s", s.step_s},      {"mfu", s.mfu},       {"data_wait_s", s.data_wait_s},
                       {"comm_wait_s", s.comm_wait_s}};
   for (size_t k = 0; k < kNumCollKinds; ++k) {
-    if (s.comm.calls[k] == 0) continue;
     std::string kind = coll_kind_name(static_cast<CollKind>(k));
-    j["comm_" + kind + "_bytes"] = s.comm.bytes_sent[k];
-    j["comm_" + kind + "_s"] = s.comm.seconds[k];
+    if (s.comm.calls[k] != 0) {
+      j["comm_" + kind + "_bytes"] = s.comm.bytes_sent[k];
+      j["comm_" + kind + "_s"] = s.comm.seconds[k];
+    }
+    if (s.tp_comm.calls[k] != 0) {  // tensor-parallel traffic: tp_<kind>_bytes, tp_<kind>_s
+      j["tp_" + kind + "_bytes"] = s.tp_comm.bytes_sent[k];
+      j["tp_" + kind + "_s"] = s.tp_comm.seconds[k];
+    }
   }
   const MemoryTracker& mem = MemoryTracker::global();
   for (size_t c = 0; c < kNumMemCategories; ++c) {

@@ -15,6 +15,7 @@
 #include "dist/comm.h"
 #include "dist/data_parallel/param_engine.h"
 #include "dist/mesh.h"
+#include "dist/tensor_parallel/tensor_parallel.h"
 #include "model/activations.h"
 #include "model/llama.h"
 #include "optim/lr_schedule.h"
@@ -31,6 +32,7 @@ struct StepStats {
   double step_s = 0, tokens_per_s = 0, mfu = 0, data_wait_s = 0;
   double comm_wait_s = 0;   // time the step waited for gradient communication
   CommStats comm;           // this rank's data-parallel traffic during the step
+  CommStats tp_comm;        // this rank's tensor-parallel traffic during the step
 };
 
 class Trainer {
@@ -55,6 +57,7 @@ class Trainer {
 
   Config cfg_;
   Mesh& mesh_;
+  std::unique_ptr<TpGroup> tp_;
   std::unique_ptr<ParamEngine> engine_;
   std::unique_ptr<Llama> model_;
   LrSchedule schedule_;

@@ -15,7 +15,7 @@
 //
 // The trainer drives one step as:
 //   engine.begin_step(n_micro);  for mb: engine.begin_micro_batch(mb); model.forward_backward(engine, ...);
-//   double norm2 = engine.finish_gradients();      // global sum of squares over the dp group
+//   double norm2 = engine.finish_gradients();      // global sum of squares over the dp and tp groups
 //   engine.optimizer_step(lr, clip_scale);
 #pragma once
 
@@ -49,8 +49,9 @@ class ParamEngine : public ParamAccess {
   virtual double last_wait_s() const = 0;
 };
 
-// Builds the engine for parallel.zero; initialises weights from `seed` (rank 0 broadcasts).
+// Builds the engine for parallel.zero over this tensor-parallel rank's shard of the model (tp:
+// the mesh's tp axis); initialises weights from `seed` (dp rank 0 broadcasts).
 std::unique_ptr<ParamEngine> make_param_engine(const ParallelConfig& p, const OptimConfig& o, const ModelConfig& m,
-                                               Communicator& dp, uint64_t seed);
+                                               Communicator& dp, Communicator& tp, uint64_t seed);
 
 }  // namespace ft
