@@ -13,6 +13,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # oracle tests: PyTorch and NumPy from Debian
   python3 python3-torch python3-numpy python3-venv python3-pip
+  # monitoring tests: promtool (alert-rule tests) and a real Prometheus server to scrape us
+  prometheus
   # built-in corpus: English and Russian manual pages, rendered by groff
   manpages manpages-dev manpages-ru man-db groff-base
 )

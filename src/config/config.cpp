@@ -18,6 +18,7 @@ void Config::bind(ConfigBinder& b) {
   optim.bind(b);
   data.bind(b);
   parallel.bind(b);
+  metrics.bind(b);
 }
 
 void Config::validate() const {
@@ -26,6 +27,7 @@ void Config::validate() const {
   optim.validate();
   data.validate();
   parallel.validate();
+  metrics.validate();
   ParamLayout::check_tp(model, parallel.tp);  // the model must split over the tensor-parallel ranks
 }
 

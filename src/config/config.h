@@ -15,6 +15,7 @@
 #include "data/data_config.h"
 #include "dist/parallel_config.h"
 #include "model/model_config.h"
+#include "obs/metrics_config.h"
 #include "train/train_config.h"
 
 namespace ft {
@@ -27,6 +28,7 @@ struct Config {
   OptimConfig optim;
   DataConfig data;
   ParallelConfig parallel;
+  MetricsConfig metrics;
 
   void bind(ConfigBinder& b);
   void validate() const;

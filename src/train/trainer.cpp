@@ -7,6 +7,8 @@
 #include <thread>
 
 #include "model/activation_sizes.h"
+#include "obs/progress.h"
+#include "obs/telemetry.h"
 #include "optim/grad_clip.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -71,6 +73,13 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
     write_file_atomic(t.run_dir + "/config.json", cfg_.to_json().dump(2) + "\n");
   }
   metrics_ = std::make_unique<MetricsLog>(t.run_dir, rank0, false);
+  // Monitoring: every rank serves its own /metrics (metrics.port + local rank) with its mesh
+  // coordinates as labels; rank 0 writes TensorBoard events; the progress line is rank 0's.
+  obs::RankInfo rank{.rank = mesh_.world_rank(), .world_size = mesh_.world_size(),
+                     .local_rank = obs::local_rank_from_env(), .dp = static_cast<int>(mesh_.coord().dp),
+                     .tp = static_cast<int>(mesh_.coord().tp), .pp = static_cast<int>(mesh_.coord().pp)};
+  telemetry_ = std::make_unique<obs::Telemetry>(cfg_.metrics, rank, t.run_dir, t.steps);
+  if (rank0) progress_ = std::make_unique<obs::ProgressLine>(t.steps, t.log_interval);
   flops_per_token_ = cfg_.model.train_flops_per_token(t.seq_len);
   log_info("model {}: {} parameters ({:.1f}M), {} layers, dim {}, {} heads ({} kv), ffn {}, vocab {}",
            cfg_.model.preset, cfg_.model.num_params(), static_cast<double>(cfg_.model.num_params()) / 1e6,
@@ -145,9 +154,15 @@ void Trainer::log_step(const StepStats& s) {
                       {"grad_norm", s.grad_norm}, {"tokens", s.tokens}, {"tokens_per_s", s.tokens_per_s},
                       {"step_s", s.step_s},      {"mfu", s.mfu},       {"data_wait_s", s.data_wait_s},
                       {"comm_wait_s", s.comm_wait_s}};
+  telemetry_->on_step({.step = s.step, .loss = s.loss, .lr = s.lr, .grad_norm = s.grad_norm,
+                       .tokens = cfg_.train.batch_size * cfg_.train.seq_len, .tokens_per_s = s.tokens_per_s,
+                       .step_s = s.step_s, .mfu = peak_flops_ > 0 ? s.mfu : NAN, .data_wait_s = s.data_wait_s});
+  static_assert(kNumCollKinds == obs::kNumCommOps, "obs::CommOp mirrors CollKind");
   for (size_t k = 0; k < kNumCollKinds; ++k) {
     std::string kind = coll_kind_name(static_cast<CollKind>(k));
     if (s.comm.calls[k] != 0) {
+      telemetry_->comm(static_cast<obs::CommOp>(k), static_cast<uint64_t>(s.comm.bytes_sent[k]), s.comm.seconds[k],
+                       s.comm.calls[k]);
       j["comm_" + kind + "_bytes"] = s.comm.bytes_sent[k];
       j["comm_" + kind + "_s"] = s.comm.seconds[k];
     }
@@ -168,22 +183,20 @@ void Trainer::log_step(const StepStats& s) {
     double val = evaluate();
     j["val_loss"] = val;
     j["val_bits_per_token"] = val / std::log(2.0);
-    if (double cpt = val_data_->chars_per_token(); cpt > 0) j["val_bpc"] = val / std::log(2.0) / cpt;
+    double bpc = NAN;
+    if (double cpt = val_data_->chars_per_token(); cpt > 0) j["val_bpc"] = bpc = val / std::log(2.0) / cpt;
+    telemetry_->on_eval(s.step, val, bpc);
     log_info("step {:>6} | validation loss {:.4f}", s.step, val);
   }
   metrics_->write(j);
-  if (s.step % cfg_.train.log_interval == 0 || s.step == cfg_.train.steps) {
-    double eta = (static_cast<double>(cfg_.train.steps - s.step)) * (now_seconds() - start_time_) /
-                 static_cast<double>(s.step);
-    log_info("step {:>6}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | mfu {:.1f}% | eta {}",
-             s.step, cfg_.train.steps, s.loss, s.lr, s.grad_norm, s.tokens_per_s, 100 * s.mfu,
-             human_duration(eta));
-  }
+  if (progress_) progress_->update({.step = s.step, .loss = s.loss, .tokens_per_s = s.tokens_per_s, .mfu = peak_flops_ > 0 ? s.mfu : NAN,
+                     .step_s = s.step_s, .lr = s.lr, .grad_norm = s.grad_norm});
 }
 
 void Trainer::run() {
   start_time_ = now_seconds();
   while (step_ < cfg_.train.steps) log_step(step());
+  if (progress_) progress_->finish();
   log_info("done: {} steps, {} tokens in {}; metrics in {}", step_, tokens_,
            human_duration(now_seconds() - start_time_), metrics_->path());
 }

@@ -23,6 +23,11 @@
 
 namespace ft {
 
+namespace obs {
+class Telemetry;
+class ProgressLine;
+}  // namespace obs
+
 struct StepStats {
   int64_t step = 0;         // 1-based number of the step just taken
   double loss = 0;          // mean token loss of the global batch (nats)
@@ -64,6 +69,8 @@ class Trainer {
   std::unique_ptr<DataLoader> train_data_, val_data_;
   Activations acts_;
   std::unique_ptr<MetricsLog> metrics_;
+  std::unique_ptr<obs::Telemetry> telemetry_;  // Prometheus endpoint, GPU health, TensorBoard
+  std::unique_ptr<obs::ProgressLine> progress_;
   int64_t local_batch_ = 0, micro_batch_ = 0, micro_batches_ = 0;
   int64_t step_ = 0, tokens_ = 0;
   double flops_per_token_ = 0, peak_flops_ = 0;

@@ -15,6 +15,7 @@ struct LogState {
   LogLevel level = LogLevel::kInfo;
   bool all_ranks = std::getenv("FT_LOG_ALL_RANKS") != nullptr;
   std::mutex mu;
+  std::string status;  // live status line, "" = none
 };
 
 LogState& state() {
@@ -43,7 +44,26 @@ void log_line(LogLevel level, const std::string& msg) {
   const char* tag = level == LogLevel::kWarn ? "warning: " : level == LogLevel::kError ? "error: " : "";
   std::string prefix = s.world > 1 ? fmt::format("[{} rank {}] ", ts, s.rank) : fmt::format("[{}] ", ts);
   std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.status.empty()) std::fputs("\r\x1b[K", stderr);
   std::fprintf(stderr, "%s%s%s\n", prefix.c_str(), tag, msg.c_str());
+  if (!s.status.empty()) std::fputs(s.status.c_str(), stderr);
+  std::fflush(stderr);
+}
+
+void set_status_line(const std::string& line) {
+  LogState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.status = line;
+  std::fprintf(stderr, "\r\x1b[K%s", line.c_str());
+  std::fflush(stderr);
+}
+
+void end_status_line() {
+  LogState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.status.empty()) return;
+  s.status.clear();
+  std::fputs("\n", stderr);
   std::fflush(stderr);
 }
 

@@ -18,6 +18,12 @@ void set_log_rank(int rank, int world_size);
 void set_log_level(LogLevel level);
 void log_line(LogLevel level, const std::string& msg);
 
+// A live status line at the bottom of a terminal (obs::ProgressLine draws it): log lines are
+// printed above it and it is redrawn under them. Only for a stderr that is a terminal.
+// end_status_line() leaves the last one on screen as an ordinary line.
+void set_status_line(const std::string& line);
+void end_status_line();
+
 template <typename... Args>
 void log_debug(fmt::format_string<Args...> f, Args&&... args) {
   log_line(LogLevel::kDebug, fmt::format(f, std::forward<Args>(args)...));

@@ -35,14 +35,6 @@ void rope_backward(float* dqkv, const float* cos, const float* sin, int64_t B, i
 void rope_tables(float* cos, float* sin, int64_t max_pos, int64_t D, float theta) {
   ref::rope_tables(cos, sin, max_pos, D, theta);
 }
-void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t H,
-                       int64_t Hkv, int64_t D) {
-  ref::attention_forward(out, lse, qkv, B, T, H, Hkv, D);
-}
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                        const float* lse, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D) {
-  ref::attention_backward(dqkv, dout, qkv, out, lse, B, T, H, Hkv, D);
-}
 void swiglu_forward(float* out, const float* gu, int64_t N, int64_t F) { ref::swiglu_forward(out, gu, N, F); }
 void swiglu_backward(float* dgu, const float* dout, const float* gu, int64_t N, int64_t F) {
   ref::swiglu_backward(dgu, dout, gu, N, F);

@@ -195,6 +195,57 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
   for (size_t i = 0; i < acc.size(); ++i) dqkv[i] = static_cast<T>(acc[i]);
 }
 
+// Copies key and value heads of qkv to cache positions pos0.. (cache layout: ops.h).
+template <typename T>
+void kv_cache_write(T* k_cache, T* v_cache, const T* qkv, int64_t B, int64_t T_, int64_t H,
+                    int64_t Hkv, int64_t D, int64_t pos0, int64_t max_T) {
+  int64_t row = (H + 2 * Hkv) * D;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T_; ++t)
+      for (int64_t kh = 0; kh < Hkv; ++kh)
+        for (int64_t d = 0; d < D; ++d) {
+          int64_t dst = ((b * Hkv + kh) * max_T + pos0 + t) * D + d;
+          k_cache[dst] = qkv[(b * T_ + t) * row + (H + kh) * D + d];
+          v_cache[dst] = qkv[(b * T_ + t) * row + (H + Hkv + kh) * D + d];
+        }
+}
+
+// Queries at positions Tk-Tq..Tk-1 against the cached keys 0..Tk-1, causally, in double.
+template <typename T>
+void attention_decode(T* out, const T* qkv, const T* k_cache, const T* v_cache, int64_t B,
+                      int64_t Tq, int64_t Tk, int64_t H, int64_t Hkv, int64_t D, int64_t max_T) {
+  int64_t row = (H + 2 * Hkv) * D;
+  int64_t group = H / Hkv;
+  double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  std::vector<double> p(static_cast<size_t>(Tk));
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t h = 0; h < H; ++h) {
+      int64_t kh = h / group;
+      const T* kc = k_cache + (b * Hkv + kh) * max_T * D;
+      const T* vc = v_cache + (b * Hkv + kh) * max_T * D;
+      for (int64_t t = 0; t < Tq; ++t) {
+        int64_t last = Tk - Tq + t;
+        const T* q = qkv + (b * Tq + t) * row + h * D;
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j <= last; ++j) {
+          double s = 0;
+          for (int64_t d = 0; d < D; ++d) s += static_cast<double>(q[d]) * kc[j * D + d];
+          p[j] = s * scale;
+          mx = std::max(mx, p[j]);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j <= last; ++j) sum += (p[j] = std::exp(p[j] - mx));
+        T* o = out + (b * Tq + t) * H * D + h * D;
+        for (int64_t d = 0; d < D; ++d) {
+          double acc = 0;
+          for (int64_t j = 0; j <= last; ++j) acc += p[j] * vc[j * D + d];
+          o[d] = static_cast<T>(acc / sum);
+        }
+      }
+    }
+  }
+}
+
 template <typename T>
 T silu(T x) {
   return x / (T(1) + std::exp(-x));

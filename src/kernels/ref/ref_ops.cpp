@@ -2,6 +2,7 @@
 // have no gradient (elementwise helpers, AdamW).
 #include <cmath>
 
+#include "kernels/attention_checks.h"
 #include "kernels/ops.h"
 #include "kernels/ref/ref_impl.h"
 #include "tensor/dtype.h"
@@ -60,6 +61,17 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                         const float* lse, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D) {
   ref_impl::attention_backward(dqkv, dout, qkv, out, lse, B, T, H, Hkv, D);
+}
+void kv_cache_write(float* k_cache, float* v_cache, const float* qkv, int64_t B, int64_t T,
+                    int64_t H, int64_t Hkv, int64_t D, int64_t pos0, int64_t max_T) {
+  check_decode_sizes("kv_cache_write", B, pos0, T, H, Hkv, D, max_T);
+  ref_impl::kv_cache_write(k_cache, v_cache, qkv, B, T, H, Hkv, D, pos0, max_T);
+}
+void attention_decode(float* out, const float* qkv, const float* k_cache, const float* v_cache,
+                      int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t Hkv, int64_t D,
+                      int64_t max_T) {
+  check_decode_sizes("attention_decode", B, Tk - Tq, Tq, H, Hkv, D, max_T);
+  ref_impl::attention_decode(out, qkv, k_cache, v_cache, B, Tq, Tk, H, Hkv, D, max_T);
 }
 void swiglu_forward(float* out, const float* gate_up, int64_t N, int64_t F) {
   ref_impl::swiglu_forward(out, gate_up, N, F);

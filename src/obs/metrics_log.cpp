@@ -1,0 +1,75 @@
+#include "obs/metrics_log.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+
+#include "util/error.h"
+#include "util/log.h"
+
+namespace ft::obs {
+namespace {
+
+double number_or_nan(const nlohmann::json& obj, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->is_number()) return NAN;  // null, absent, or "NaN" strings
+  return it->get<double>();
+}
+
+}  // namespace
+
+std::vector<MetricsRecord> read_metrics_jsonl(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("cannot read {}", path), "is it a fluxtrain run directory? `fluxtrain train` writes metrics.jsonl there");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::map<int64_t, MetricsRecord> by_step;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string& line = lines[i];
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) {
+      if (i + 1 == lines.size()) {
+        log_warn("{}:{}: last line is incomplete (the run was interrupted mid-write?); skipped", path, i + 1);
+        continue;
+      }
+      throw Error(fmt::format("{}:{}: not a JSON object: {:.80}", path, i + 1, line),
+                  "metrics.jsonl holds one JSON object per line");
+    }
+    auto st = j.find("step");
+    if (st == j.end() || !st->is_number_integer())
+      throw Error(fmt::format("{}:{}: no integer \"step\" in {:.80}", path, i + 1, line),
+                  "every metrics.jsonl line carries the step it describes");
+    MetricsRecord r;
+    r.step = st->get<int64_t>();
+    r.loss = number_or_nan(j, "loss");
+    r.lr = number_or_nan(j, "lr");
+    r.grad_norm = number_or_nan(j, "grad_norm");
+    r.tokens = number_or_nan(j, "tokens");
+    r.tokens_per_s = number_or_nan(j, "tokens_per_s");
+    r.step_s = number_or_nan(j, "step_s");
+    r.mfu = number_or_nan(j, "mfu");
+    r.data_wait_s = number_or_nan(j, "data_wait_s");
+    r.val_loss = number_or_nan(j, "val_loss");
+    r.val_bpc = number_or_nan(j, "val_bpc");
+    // A later line for the same step (a resumed run, or a separate evaluation line) overrides
+    // the fields it carries.
+    auto [it, fresh] = by_step.try_emplace(r.step, r);
+    if (!fresh) {
+      MetricsRecord& o = it->second;
+      for (auto [dst, src] : {std::pair{&o.loss, r.loss}, {&o.lr, r.lr}, {&o.grad_norm, r.grad_norm},
+                              {&o.tokens, r.tokens}, {&o.tokens_per_s, r.tokens_per_s}, {&o.step_s, r.step_s},
+                              {&o.mfu, r.mfu}, {&o.data_wait_s, r.data_wait_s}, {&o.val_loss, r.val_loss},
+                              {&o.val_bpc, r.val_bpc}})
+        if (!std::isnan(src) || j.contains("loss")) *dst = src;
+    }
+  }
+  std::vector<MetricsRecord> out;
+  out.reserve(by_step.size());
+  for (auto& [s, r] : by_step) out.push_back(r);
+  return out;
+}
+
+}  // namespace ft::obs

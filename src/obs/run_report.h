@@ -1,0 +1,23 @@
+// The HTML run report of `fluxtrain report RUN_DIR`: one self-contained file (inline CSS and
+// SVG, no scripts, nothing fetched) with a summary table and plots of training and validation
+// loss, validation bits/char, tokens/s, learning rate and gradient norm against step.
+//
+//   std::string path = obs::write_run_report("runs/r1", "");   // → runs/r1/report.html
+//
+// The run directory must exist and hold metrics.jsonl, else an ft::Error says which is missing.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "obs/metrics_log.h"
+
+namespace ft::obs {
+
+std::string render_report_html(const std::string& title, const std::vector<MetricsRecord>& records);
+
+// Reads RUN_DIR/metrics.jsonl, writes the report atomically to out_path ("" = RUN_DIR/report.html),
+// returns the path written.
+std::string write_run_report(const std::string& run_dir, const std::string& out_path);
+
+}  // namespace ft::obs

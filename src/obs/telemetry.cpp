@@ -1,0 +1,225 @@
+#include "obs/telemetry.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+
+#include "obs/gpu_sampler.h"
+#include "obs/metric_names.h"
+#include "obs/metrics_server.h"
+#include "obs/tensorboard.h"
+#include "tensor/memory.h"
+#include "util/log.h"
+
+namespace ft::obs {
+namespace {
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string run_label(const MetricsConfig& cfg, const std::string& run_dir) {
+  if (!cfg.run_name.empty()) return cfg.run_name;
+  std::filesystem::path p(run_dir);
+  while (!p.empty() && p.filename().empty()) p = p.parent_path();  // "runs/x/" → "runs/x"
+  std::string name = p.filename().string();
+  return name.empty() ? "fluxtrain" : name;
+}
+
+}  // namespace
+
+const char* comm_op_name(CommOp op) {
+  switch (op) {
+    case CommOp::kAllReduce: return "all_reduce";
+    case CommOp::kReduceScatter: return "reduce_scatter";
+    case CommOp::kAllGather: return "all_gather";
+    case CommOp::kBroadcast: return "broadcast";
+    case CommOp::kSendRecv: return "send_recv";
+    case CommOp::kBarrier: return "barrier";
+    case CommOp::kCount: break;
+  }
+  return "other";
+}
+
+int local_rank_from_env() {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK", "MPI_LOCALRANKID"}) {
+    const char* v = std::getenv(var);
+    if (v && *v) {
+      char* end = nullptr;
+      long r = std::strtol(v, &end, 10);
+      if (*end == '\0' && r >= 0 && r < 65536) return static_cast<int>(r);
+    }
+  }
+  return 0;
+}
+
+// Handles resolved once at construction: the hot path never looks a series up.
+struct Telemetry::Series {
+  Gauge *step, *last_step_time, *tokens_per_s, *loss, *val_loss, *val_bpc, *grad_norm, *lr, *mfu, *loss_scale;
+  Gauge *ckpt_last, *ckpt_step, *ckpt_interval;
+  Counter *steps, *tokens, *data_wait, *skipped, *restarts, *ckpt_failures;
+  Histogram *step_duration, *ckpt_duration;
+  static constexpr size_t kOps = static_cast<size_t>(CommOp::kCount);
+  Counter *comm_bytes[kOps], *comm_seconds[kOps], *comm_ops[kOps];
+};
+
+Telemetry::Telemetry(const MetricsConfig& cfg, const RankInfo& rank, const std::string& run_dir, int64_t total_steps)
+    : cfg_(cfg), rank_(rank), m_(std::make_unique<Series>()) {
+  registry_ = std::make_unique<Registry>(Labels{{"run", run_label(cfg, run_dir)},
+                                                {"rank", std::to_string(rank.rank)},
+                                                {"dp", std::to_string(rank.dp)},
+                                                {"tp", std::to_string(rank.tp)},
+                                                {"pp", std::to_string(rank.pp)}});
+  Registry& r = *registry_;
+  Series& m = *m_;
+  r.gauge(metric::kStartTime).set(unix_now());
+  r.gauge(metric::kWorldSize).set(rank.world_size);
+  if (total_steps > 0) r.gauge(metric::kStepsPlanned).set(static_cast<double>(total_steps));
+  m.steps = &r.counter(metric::kSteps);
+  m.step = &r.gauge(metric::kStep);
+  m.last_step_time = &r.gauge(metric::kLastStepTime);
+  m.step_duration = &r.histogram(metric::kStepDuration, exponential_buckets(0.01, 2, 16));  // 10 ms .. 5.5 min
+  m.tokens = &r.counter(metric::kTokens);
+  m.tokens_per_s = &r.gauge(metric::kTokensPerSecond);
+  m.loss = &r.gauge(metric::kLoss);
+  m.val_loss = &r.gauge(metric::kValLoss);
+  m.val_bpc = &r.gauge(metric::kValBpc);
+  m.grad_norm = &r.gauge(metric::kGradNorm);
+  m.lr = &r.gauge(metric::kLearningRate);
+  m.mfu = &r.gauge(metric::kMfu);
+  m.data_wait = &r.counter(metric::kDataWait);
+  m.loss_scale = &r.gauge(metric::kLossScale);
+  m.skipped = &r.counter(metric::kSkippedSteps);
+  m.restarts = &r.counter(metric::kRestarts);
+  for (size_t i = 0; i < Series::kOps; ++i) {
+    Labels op{{"op", comm_op_name(static_cast<CommOp>(i))}};
+    m.comm_bytes[i] = &r.counter(metric::kCommBytes, op);
+    m.comm_seconds[i] = &r.counter(metric::kCommSeconds, op);
+    m.comm_ops[i] = &r.counter(metric::kCommOps, op);
+  }
+  m.ckpt_duration = &r.histogram(metric::kCkptDuration, exponential_buckets(0.1, 2, 14));  // 0.1 s .. 14 min
+  m.ckpt_last = &r.gauge(metric::kCkptLastSuccess);
+  m.ckpt_step = &r.gauge(metric::kCkptStep);
+  m.ckpt_interval = &r.gauge(metric::kCkptInterval);
+  m.ckpt_failures = &r.counter(metric::kCkptFailures);
+
+  // Memory is read from the process-wide tracker when scraped: nothing on the hot path.
+  Gauge* mem[kNumMemCategories + 1];
+  Gauge* peak[kNumMemCategories + 1];
+  for (size_t c = 0; c <= kNumMemCategories; ++c) {
+    std::string name = c < kNumMemCategories ? mem_category_name(static_cast<MemCategory>(c)) : "total";
+    mem[c] = &r.gauge(metric::kMemory, {{"category", name}});
+    peak[c] = &r.gauge(metric::kMemoryPeak, {{"category", name}});
+  }
+  Gauge* rss = &r.gauge(metric::kRss);
+  Gauge* peak_rss = &r.gauge(metric::kPeakRss);
+  r.on_collect([mem = std::vector<Gauge*>(mem, mem + kNumMemCategories + 1),
+                peak = std::vector<Gauge*>(peak, peak + kNumMemCategories + 1), rss, peak_rss] {
+    auto& t = MemoryTracker::global();
+    for (size_t c = 0; c < kNumMemCategories; ++c) {
+      mem[c]->set(static_cast<double>(t.live(static_cast<MemCategory>(c))));
+      peak[c]->set(static_cast<double>(t.peak(static_cast<MemCategory>(c))));
+    }
+    mem[kNumMemCategories]->set(static_cast<double>(t.total_live()));
+    peak[kNumMemCategories]->set(static_cast<double>(t.total_peak()));
+    rss->set(static_cast<double>(process_rss_bytes()));
+    peak_rss->set(static_cast<double>(process_peak_rss_bytes()));
+  });
+
+  if (cfg.tensorboard && rank.rank == 0) tb_ = std::make_unique<TensorBoardWriter>(run_dir + "/tb");
+
+  // GPU health: the rank's own GPU; a CPU rank with local rank 0 watches every GPU of the node.
+  if (cfg.gpu_interval_s > 0 && (rank.gpu >= 0 || rank.local_rank == 0)) {
+    GpuSamplerOptions o;
+    if (rank.gpu >= 0) o.devices = {rank.gpu};
+    o.interval_s = cfg.gpu_interval_s;
+    o.temp_alert_c = cfg.gpu_temp_alert_c;
+    gpus_ = std::make_unique<GpuSampler>(r, o);
+    gpus_->start();
+  }
+
+  if (cfg.enabled) {
+    int port = cfg.port == 0 ? 0 : cfg.port + rank.local_rank;
+    server_ = std::make_unique<MetricsServer>(r, cfg.bind_address, port, cfg.port_fallback ? cfg.port_fallback_tries : 0);
+  }
+}
+
+Telemetry::~Telemetry() {
+  server_.reset();  // stop serving before the series go away
+  gpus_.reset();
+  tb_.reset();
+}
+
+int Telemetry::port() const { return server_ ? server_->port() : -1; }
+std::string Telemetry::tensorboard_path() const { return tb_ ? tb_->path() : ""; }
+
+void Telemetry::on_step(const StepStats& s) {
+  Series& m = *m_;
+  m.steps->inc();
+  m.step->set(static_cast<double>(s.step));
+  m.last_step_time->set(unix_now());
+  if (std::isfinite(s.step_s)) m.step_duration->observe(s.step_s);
+  m.tokens->inc(static_cast<double>(s.tokens));
+  if (!std::isnan(s.tokens_per_s)) m.tokens_per_s->set(s.tokens_per_s);
+  m.loss->set(s.loss);  // NaN included: the alert rules look for it
+  if (!std::isnan(s.grad_norm)) m.grad_norm->set(s.grad_norm);
+  if (!std::isnan(s.lr)) m.lr->set(s.lr);
+  if (!std::isnan(s.mfu)) m.mfu->set(s.mfu);
+  if (s.data_wait_s > 0) m.data_wait->inc(s.data_wait_s);
+  if (!std::isnan(s.loss_scale)) m.loss_scale->set(s.loss_scale);
+  if (s.skipped) m.skipped->inc();
+  if (std::isfinite(s.step_s) && s.step_s > 0) {
+    ema_step_s_ = ema_step_s_ < 0 ? s.step_s : 0.95 * ema_step_s_ + 0.05 * s.step_s;
+    if (ckpt_interval_steps_ > 0) m.ckpt_interval->set(static_cast<double>(ckpt_interval_steps_) * ema_step_s_);
+  }
+  if (tb_) {
+    tb_->add_scalar("train/loss", s.step, static_cast<float>(s.loss));
+    if (!std::isnan(s.lr)) tb_->add_scalar("train/learning_rate", s.step, static_cast<float>(s.lr));
+    if (!std::isnan(s.grad_norm)) tb_->add_scalar("train/grad_norm", s.step, static_cast<float>(s.grad_norm));
+    if (!std::isnan(s.tokens_per_s)) tb_->add_scalar("train/tokens_per_s", s.step, static_cast<float>(s.tokens_per_s));
+    if (!std::isnan(s.mfu)) tb_->add_scalar("train/mfu", s.step, static_cast<float>(s.mfu));
+    if (std::isfinite(s.step_s)) tb_->add_scalar("train/step_s", s.step, static_cast<float>(s.step_s));
+  }
+}
+
+void Telemetry::on_eval(int64_t step, double val_loss, double val_bpc) {
+  m_->val_loss->set(val_loss);
+  if (!std::isnan(val_bpc)) m_->val_bpc->set(val_bpc);
+  if (tb_) {
+    tb_->add_scalar("val/loss", step, static_cast<float>(val_loss));
+    if (!std::isnan(val_bpc)) tb_->add_scalar("val/bits_per_char", step, static_cast<float>(val_bpc));
+    tb_->flush();
+  }
+}
+
+void Telemetry::on_checkpoint(int64_t step, double seconds, bool ok) {
+  if (!ok) {
+    m_->ckpt_failures->inc();
+    return;
+  }
+  m_->ckpt_duration->observe(seconds);
+  m_->ckpt_last->set(unix_now());
+  m_->ckpt_step->set(static_cast<double>(step));
+  if (tb_) tb_->flush();
+}
+
+void Telemetry::set_checkpoint_interval_steps(int64_t steps) {
+  ckpt_interval_steps_ = steps;
+  if (steps <= 0) m_->ckpt_interval->clear();
+  else if (ema_step_s_ > 0) m_->ckpt_interval->set(static_cast<double>(steps) * ema_step_s_);
+}
+
+void Telemetry::comm(CommOp op, uint64_t bytes, double seconds, int64_t calls) {
+  size_t i = static_cast<size_t>(op);
+  if (i >= Series::kOps) return;
+  m_->comm_bytes[i]->inc(static_cast<double>(bytes));
+  m_->comm_seconds[i]->inc(seconds);
+  m_->comm_ops[i]->inc(static_cast<double>(calls));
+}
+
+void Telemetry::set_restarts(int64_t n) {
+  double have = m_->restarts->value();
+  if (n > have) m_->restarts->inc(static_cast<double>(n) - have);
+}
+
+}  // namespace ft::obs

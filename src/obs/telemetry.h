@@ -1,0 +1,99 @@
+// Telemetry: the one object the trainer talks to about monitoring. It owns the metrics registry,
+// the /metrics HTTP endpoint, the NVML GPU sampler and (rank 0) the TensorBoard event file.
+//
+//   obs::Telemetry tel(cfg.metrics, {.rank = r, .world_size = n, .local_rank = lr, .dp = d, .tp = t,
+//                                    .pp = p, .gpu = cuda_device_or_minus_1},
+//                      cfg.train.run_dir, cfg.train.steps);
+//   tel.set_checkpoint_interval_steps(cfg.ckpt.interval);
+//   for (...) {
+//     tel.on_step({.step = s, .loss = loss, .lr = lr, .grad_norm = gn, .tokens = batch_tokens,
+//                  .tokens_per_s = tps, .step_s = dt, .mfu = mfu, .data_wait_s = wait});
+//     if (eval) tel.on_eval(s, val_loss, val_bpc);
+//     if (saved) tel.on_checkpoint(s, seconds, ok);
+//   }
+//   tel.comm(obs::CommOp::kAllReduce, bytes, seconds, calls);   // per step, from the communicator's stats
+//
+// Every series carries the constant labels run, rank, dp, tp, pp. Each rank serves its own
+// endpoint on metrics.port + local rank (docs/formats.md, "Metrics", says why). on_step and
+// comm() are lock-free atomic updates plus, on rank 0, one buffered TensorBoard append.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "obs/metrics_config.h"
+#include "obs/registry.h"
+
+namespace ft::obs {
+
+class MetricsServer;
+class GpuSampler;
+class TensorBoardWriter;
+
+struct RankInfo {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;  // index among the ranks of this node (decides the port)
+  int dp = 0, tp = 0, pp = 0;  // coordinates in the mesh
+  int gpu = -1;        // NVML index of this rank's GPU; -1 = CPU rank (local rank 0 then samples every GPU)
+};
+
+struct StepStats {
+  int64_t step = 0;            // completed optimizer step (1-based)
+  double loss = NAN;           // nats per token
+  double lr = NAN;
+  double grad_norm = NAN;      // before clipping
+  int64_t tokens = 0;          // tokens of the global batch in this step
+  double tokens_per_s = NAN;   // job-wide
+  double step_s = NAN;         // wall time of this step
+  double mfu = NAN;            // 0..1
+  double data_wait_s = 0;      // time spent waiting for this step's batch
+  bool skipped = false;        // update skipped (non-finite gradients, loss spike)
+  double loss_scale = NAN;     // fp16 dynamic loss scale; NaN = not used
+};
+
+// The kinds of communication, in the order of dist/comm.h's CollKind (the trainer casts one to
+// the other; a unit test checks the names agree).
+enum class CommOp : uint8_t { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kSendRecv, kBarrier, kCount };
+inline constexpr size_t kNumCommOps = static_cast<size_t>(CommOp::kCount);
+const char* comm_op_name(CommOp op);  // "all_reduce", ...
+
+// This process's index among the ranks of its node, from the launcher's environment
+// (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, LOCAL_RANK, MPI_LOCALRANKID); 0 when absent.
+int local_rank_from_env();
+
+class Telemetry {
+ public:
+  // Throws ft::Error when the metrics port cannot be bound (naming it).
+  Telemetry(const MetricsConfig& cfg, const RankInfo& rank, const std::string& run_dir, int64_t total_steps);
+  ~Telemetry();
+  Telemetry(const Telemetry&) = delete;
+  Telemetry& operator=(const Telemetry&) = delete;
+
+  void on_step(const StepStats& s);
+  void on_eval(int64_t step, double val_loss, double val_bits_per_char);
+  void on_checkpoint(int64_t step, double seconds, bool ok);
+  void set_checkpoint_interval_steps(int64_t steps);  // 0 = checkpoints off
+  void comm(CommOp op, uint64_t bytes, double seconds, int64_t calls = 1);
+  void set_restarts(int64_t n);  // times the run was resumed (from the checkpoint manifest)
+
+  Registry& registry() { return *registry_; }
+  int port() const;  // port of the /metrics endpoint, -1 when it is off
+  std::string tensorboard_path() const;  // "" when not written here
+
+ private:
+  struct Series;
+  MetricsConfig cfg_;
+  RankInfo rank_;
+  std::unique_ptr<Registry> registry_;
+  std::unique_ptr<Series> m_;
+  std::unique_ptr<TensorBoardWriter> tb_;
+  std::unique_ptr<GpuSampler> gpus_;
+  std::unique_ptr<MetricsServer> server_;
+  int64_t ckpt_interval_steps_ = 0;
+  double ema_step_s_ = -1;
+};
+
+}  // namespace ft::obs

@@ -1,0 +1,187 @@
+// GPU sampler against the fake NVML library (tests/fake_nvml), whose state file drives values.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <thread>
+#include <filesystem>
+#include <fstream>
+
+#include "obs/gpu_sampler.h"
+#include "obs/metric_names.h"
+#include "obs/registry.h"
+
+namespace ft::obs {
+namespace {
+
+class GpuSamplerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    state_ = (std::filesystem::temp_directory_path() / ("ft_fake_nvml_" + std::to_string(::getpid()))).string();
+    ::setenv("FAKE_NVML_STATE", state_.c_str(), 1);
+    write_state("devices 2\n");
+  }
+  void TearDown() override {
+    ::unsetenv("FAKE_NVML_STATE");
+    std::filesystem::remove(state_);
+  }
+  void write_state(const std::string& s) { std::ofstream(state_) << s; }
+  GpuSamplerOptions opts() {
+    GpuSamplerOptions o;
+    o.library = FT_FAKE_NVML_LIB;
+    o.temp_alert_c = 82;
+    return o;
+  }
+  static long calls(const char* fn) {
+    void* h = ::dlopen(FT_FAKE_NVML_LIB, RTLD_NOW | RTLD_NOLOAD);
+    if (!h) return -1;
+    auto f = reinterpret_cast<long (*)(const char*)>(::dlsym(h, "fake_nvml_calls"));
+    long n = f ? f(fn) : -1;
+    ::dlclose(h);
+    return n;
+  }
+  std::string state_;
+};
+
+double value_of(const std::string& text, const std::string& series) {
+  // A sample line starts the line (a HELP line may mention the name too).
+  auto p = ("\n" + text).find("\n" + series + " ");
+  if (p == std::string::npos) return NAN;
+  return std::stod(text.substr(p + series.size() + 1));
+}
+
+TEST_F(GpuSamplerTest, ReadsEverySeriesInBaseUnits) {
+  write_state("devices 2\ntemp.0 61\ntemp.1 70\npower_w.1 312.5\nutil.1 97\nmem_used.1 2147483648\n"
+              "mem_total.1 85899345920\nsm_mhz.1 1410\nthrottle.1 0x44\necc_corrected.1 5\necc_uncorrected.1 1\n");
+  Registry reg(Labels{{"rank", "0"}});
+  GpuSampler s(reg, opts());
+  ASSERT_TRUE(s.available());
+  ASSERT_EQ(s.num_gpus(), 2u);
+  s.sample_once();
+  std::string t = reg.expose();
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_temperature_celsius{rank=\"0\",gpu=\"0\"}"), 61);
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_temperature_celsius{rank=\"0\",gpu=\"1\"}"), 70);
+  EXPECT_DOUBLE_EQ(value_of(t, "fluxtrain_gpu_power_watts{rank=\"0\",gpu=\"1\"}"), 312.5);
+  EXPECT_DOUBLE_EQ(value_of(t, "fluxtrain_gpu_utilization_ratio{rank=\"0\",gpu=\"1\"}"), 0.97);
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_memory_used_bytes{rank=\"0\",gpu=\"1\"}"), 2147483648.0);
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_memory_total_bytes{rank=\"0\",gpu=\"1\"}"), 85899345920.0);
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_sm_clock_hertz{rank=\"0\",gpu=\"1\"}"), 1.41e9);
+  // 0x44 = sw_power_cap (0x4) | hw_thermal_slowdown (0x40)
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_throttle_active{rank=\"0\",gpu=\"1\",reason=\"sw_power_cap\"}"), 1);
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_throttle_active{rank=\"0\",gpu=\"1\",reason=\"hw_thermal_slowdown\"}"), 1);
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_throttle_active{rank=\"0\",gpu=\"1\",reason=\"hw_slowdown\"}"), 0);
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_ecc_errors_total{rank=\"0\",gpu=\"1\",type=\"corrected\"}"), 5);
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_ecc_errors_total{rank=\"0\",gpu=\"1\",type=\"uncorrected\"}"), 1);
+  EXPECT_NE(t.find("fluxtrain_gpu_info{rank=\"0\",gpu=\"1\",uuid=\"GPU-fake-0001\",name=\"Fake GPU 1\"} 1"),
+            std::string::npos) << t;
+  // ECC counters follow NVML's counts upwards.
+  write_state("devices 2\necc_corrected.1 9\n");
+  s.sample_once();
+  EXPECT_EQ(value_of(reg.expose(), "fluxtrain_gpu_ecc_errors_total{rank=\"0\",gpu=\"1\",type=\"corrected\"}"), 9);
+}
+
+TEST_F(GpuSamplerTest, TemperatureAlarmWarnsOncePerExcursion) {
+  GpuSamplerOptions o = opts();
+  o.devices = {1};  // this rank's GPU only
+  Registry reg;
+  GpuSampler s(reg, o);
+  ASSERT_EQ(s.num_gpus(), 1u);
+  auto alert = [&] { return value_of(reg.expose(), "fluxtrain_gpu_temperature_alert{gpu=\"1\"}"); };
+
+  write_state("devices 2\ntemp.1 82\n");  // at the threshold: not above it
+  s.sample_once();
+  EXPECT_EQ(alert(), 0);
+  EXPECT_EQ(reg.expose().find("gpu=\"0\""), std::string::npos);  // GPU 0 is not this rank's
+
+  write_state("devices 2\ntemp.1 85\n");
+  testing::internal::CaptureStderr();
+  s.sample_once();
+  s.sample_once();  // still hot: no second warning
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(alert(), 1);
+  EXPECT_NE(err.find("warning: GPU 1 is at 85 C, above metrics.gpu_temp_alert_c = 82 C"), std::string::npos) << err;
+  EXPECT_EQ(err.find("warning", err.find("warning") + 1), std::string::npos) << err;
+  EXPECT_EQ(value_of(reg.expose(), "fluxtrain_gpu_temperature_alert_threshold_celsius"), 82);
+
+  write_state("devices 2\ntemp.1 70\n");
+  s.sample_once();
+  EXPECT_EQ(alert(), 0);
+}
+
+TEST_F(GpuSamplerTest, FailingCallDropsThatSeriesWithOneLogLine) {
+  Registry reg;
+  GpuSamplerOptions o = opts();
+  o.devices = {0};
+  GpuSampler s(reg, o);
+  s.sample_once();
+  ASSERT_FALSE(std::isnan(value_of(reg.expose(), "fluxtrain_gpu_power_watts{gpu=\"0\"}")));
+  long before = calls("nvmlDeviceGetPowerUsage");
+  write_state("devices 2\nfail.nvmlDeviceGetPowerUsage 1\ntemp.0 55\n");
+  testing::internal::CaptureStderr();
+  s.sample_once();
+  s.sample_once();
+  s.sample_once();
+  std::string err = testing::internal::GetCapturedStderr();
+  std::string t = reg.expose();
+  EXPECT_EQ(t.find("fluxtrain_gpu_power_watts"), std::string::npos) << t;  // dropped, not stale
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_temperature_celsius{gpu=\"0\"}"), 55);  // the others carry on
+  EXPECT_NE(err.find("nvmlDeviceGetPowerUsage on GPU 0 failed: Unknown Error"), std::string::npos) << err;
+  EXPECT_NE(err.find("dropping fluxtrain_gpu_power_watts for GPU 0"), std::string::npos) << err;
+  size_t lines = std::count(err.begin(), err.end(), '\n');
+  EXPECT_EQ(lines, 1u) << err;
+  EXPECT_EQ(calls("nvmlDeviceGetPowerUsage"), before + 1);  // not retried every interval
+}
+
+TEST_F(GpuSamplerTest, AbsentLibraryMeansNoGpuSeriesAndOneLine) {
+  Registry reg;
+  GpuSamplerOptions o;
+  o.library = "/nonexistent/libnvidia-ml.so.1";
+  testing::internal::CaptureStderr();
+  GpuSampler s(reg, o);
+  s.sample_once();
+  s.start();
+  s.stop();
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(s.available());
+  EXPECT_EQ(reg.expose().find("fluxtrain_gpu"), std::string::npos);
+  EXPECT_NE(err.find("GPU metrics off: no NVIDIA driver: /nonexistent/libnvidia-ml.so.1: cannot open"),
+            std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+}
+
+TEST_F(GpuSamplerTest, DriverNotLoaded) {
+  write_state("init_fail 1\n");
+  Registry reg;
+  testing::internal::CaptureStderr();
+  GpuSampler s(reg, opts());
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(s.available());
+  EXPECT_NE(err.find("nvmlInit_v2 failed: Driver Not Loaded"), std::string::npos) << err;
+}
+
+TEST_F(GpuSamplerTest, LibraryPathFromEnvironment) {
+  ::setenv("FLUXTRAIN_NVML_LIB", FT_FAKE_NVML_LIB, 1);
+  Registry reg;
+  GpuSampler s(reg, GpuSamplerOptions{});
+  ::unsetenv("FLUXTRAIN_NVML_LIB");
+  EXPECT_TRUE(s.available());
+  EXPECT_EQ(s.num_gpus(), 2u);
+}
+
+TEST_F(GpuSamplerTest, BackgroundThreadSamples) {
+  GpuSamplerOptions o = opts();
+  o.interval_s = 0.01;
+  Registry reg;
+  GpuSampler s(reg, o);
+  write_state("devices 2\ntemp.0 77\n");
+  s.start();
+  // Wait (bounded) for the first sample; no timing is asserted.
+  for (int i = 0; i < 500 && std::isnan(value_of(reg.expose(), "fluxtrain_gpu_temperature_celsius{gpu=\"0\"}")); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  s.stop();
+  EXPECT_EQ(value_of(reg.expose(), "fluxtrain_gpu_temperature_celsius{gpu=\"0\"}"), 77);
+}
+
+}  // namespace
+}  // namespace ft::obs
