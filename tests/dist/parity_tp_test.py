@@ -2,7 +2,8 @@
 
 Runs `fluxtrain train` on the tiny model (4 heads, 2 kv heads, 4 layers) for 20 steps on one
 process, then under tensor parallelism — tp 2, tp 4 (kv heads replicated: 2 kv heads over 4
-ranks), dp2 x tp2 with ZeRO 0-3, and sequence parallelism at tp 2 and 4 — with the same global
+ranks), dp2 x tp2 with ZeRO 0-3, and sequence parallelism at tp 2 and 4 (and with full
+recomputation) — with the same global
 batch, and checks the loss and the gradient norm (clipping is active: optim.grad_clip = 1) of
 every step within 1e-5 relative.
 
@@ -31,7 +32,7 @@ BATCH, MICRO, SEQ = 8, 2, 32
 L, C, V = 4, 64, 256  # the tiny preset
 COMMON = ["--set", f"train.steps={STEPS}", "--set", "train.eval_interval=0", "--set", f"train.batch_size={BATCH}",
           "--set", f"train.seq_len={SEQ}", "--set", f"train.micro_batch_size={MICRO}", "--set", "optim.lr=3e-3"]
-# name: (dp, tp, zero, sequence_parallel)
+# name: (dp, tp, zero, sequence_parallel[, extra --set arguments])
 LAYOUTS = {
     "tp2": (1, 2, 0, False),
     "tp4 (kv repl.)": (1, 4, 0, False),
@@ -39,6 +40,7 @@ LAYOUTS = {
     "dp2xtp2 z1": (2, 2, 1, False),
     "tp2 sp": (1, 2, 0, True),
     "tp4 sp": (1, 4, 0, True),
+    "tp2 sp recompute": (1, 2, 0, True, ["--set", 'model.recompute="full"']),
     "dp2xtp2 z2 sp": (2, 2, 2, True),
     "dp2xtp2 z3": (2, 2, 3, False),
 }
