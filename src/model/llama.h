@@ -10,6 +10,12 @@
 //   double loss_sum = model.forward_backward(params, acts, seqs, 1.0f / (B * T));
 //
 // seqs is (B, T + 1) tokens: inputs [0, T), targets [1, T]. A target < 0 is ignored.
+//
+// Tensor parallelism: give it this rank's layout (ParamLayout::llama(cfg, align, tp_rank, tp))
+// and a TpComm over the group (dist/tensor_parallel); with sequence parallelism allocate the
+// activations with the same TpSplit (acts.allocate(cfg, B, T, chunk, {tp, true})).
+//   TpGroup tp(mesh.tp(), /*sequence_parallel=*/false);
+//   Llama model(cfg, ParamLayout::llama(cfg, 1, mesh.coord().tp, tp.size()), Precision::kF32, &tp);
 #pragma once
 
 #include <cstdint>
