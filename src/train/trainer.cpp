@@ -7,6 +7,7 @@
 #include <map>
 #include <thread>
 
+#include "ckpt/checkpointer.h"
 #include "kernels/peak.h"
 #include "model/activation_sizes.h"
 #include "obs/progress.h"
@@ -71,7 +72,7 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
     std::filesystem::create_directories(t.run_dir);
     write_file_atomic(t.run_dir + "/config.json", cfg_.to_json().dump(2) + "\n");
   }
-  metrics_ = std::make_unique<MetricsLog>(t.run_dir, rank0, false);
+  metrics_ = std::make_unique<MetricsLog>(t.run_dir, rank0, /*append=*/!cfg_.ckpt.resume.empty());
   // Monitoring: every rank serves its own /metrics (metrics.port + local rank) with its mesh
   // coordinates as labels; rank 0 writes TensorBoard events; the progress line is rank 0's.
   obs::RankInfo rank{.rank = mesh_.world_rank(), .world_size = mesh_.world_size(),
@@ -86,6 +87,12 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
   if (rank0) peak = gemm_peak_gflops(t.precision, omp_get_max_threads()) * 1e9;
   mesh_.world().broadcast(&peak, sizeof peak, 0);
   peak_flops_ = peak;
+  ckpt_ = std::make_unique<Checkpointer>(cfg_, mesh_, *engine_, train_data_->tokenizer_hash(), telemetry_.get());
+  if (auto r = ckpt_->resume(); r.resumed) {  // ckpt.resume: weights, moments, step, data position
+    step_ = r.step, tokens_ = r.tokens;
+    if (r.has_loader) train_data_->restore(r.loader);
+    telemetry_->set_restarts(r.restarts);
+  }
   log_info("model {}: {} parameters ({:.1f}M), {} layers, dim {}, {} heads ({} kv), ffn {}, vocab {}",
            cfg_.model.preset, cfg_.model.num_params(), static_cast<double>(cfg_.model.num_params()) / 1e6,
            cfg_.model.n_layers, cfg_.model.dim, cfg_.model.n_heads, cfg_.model.n_kv_heads, cfg_.model.ffn_dim,
@@ -270,7 +277,11 @@ void Trainer::add_bubble_metrics(nlohmann::json& r, nlohmann::json& j) {
 
 void Trainer::run() {
   start_time_ = now_seconds();
-  while (step_ < cfg_.train.steps) log_step(step());
+  while (step_ < cfg_.train.steps) {
+    log_step(step());
+    ckpt_->after_step(step_, tokens_, train_data_->state());
+  }
+  ckpt_->finish();
   if (progress_) progress_->finish();
   log_info("done: {} steps, {} tokens in {}; metrics in {}", step_, tokens_,
            human_duration(now_seconds() - start_time_), metrics_->path());

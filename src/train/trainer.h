@@ -24,6 +24,8 @@
 
 namespace ft {
 
+class Checkpointer;
+
 namespace obs {
 class Telemetry;
 class ProgressLine;
@@ -80,6 +82,7 @@ class Trainer {
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<obs::Telemetry> telemetry_;  // Prometheus endpoint, GPU health, TensorBoard
   std::unique_ptr<obs::ProgressLine> progress_;
+  std::unique_ptr<Checkpointer> ckpt_;  // saving (ckpt.interval) and resuming (ckpt.resume)
   int64_t local_batch_ = 0, micro_batch_ = 0, micro_batches_ = 0;
   int64_t step_ = 0, tokens_ = 0;
   double flops_per_token_ = 0, peak_flops_ = 0;
