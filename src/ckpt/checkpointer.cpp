@@ -169,7 +169,7 @@ Checkpointer::Checkpointer(const Config& cfg, Mesh& mesh, ParamEngine& engine, u
   // The key: needed to encrypt; otherwise loaded when given, to read encrypted checkpoints.
   if (cfg_.ckpt.encrypt) {
     key_ = CkptKey::load(cfg_.ckpt.key_file);
-  } else if (!cfg_.ckpt.key_file.empty() || std::getenv("FLUXTRAIN_CKPT_KEY")) {
+  } else if (!cfg_.ckpt.key_file.empty() || has_key_env()) {
     try {
       key_ = CkptKey::load(cfg_.ckpt.key_file);
     } catch (const Error& e) {
@@ -191,6 +191,9 @@ Checkpointer::Checkpointer(const Config& cfg, Mesh& mesh, ParamEngine& engine, u
     if (!lower.count(p.key())) owned_.push_back(p);
   if (telemetry_) telemetry_->set_checkpoint_interval_steps(cfg_.ckpt.interval);
   if (cfg_.ckpt.interval > 0) {
+    // Staging is allocated (and its pages touched) now, so a save's stall is only the copy.
+    staging_ = static_cast<float*>(mem_alloc(staging_bytes(), MemCategory::kCheckpoint));
+    secure_zero(staging_, staging_bytes());
     std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit is a write error (EFBIG), not death
     worker_ = std::thread([this] { run_worker(); });
   }
@@ -203,7 +206,7 @@ Checkpointer::~Checkpointer() {
   }
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();
-  if (staging_) mem_free(staging_, static_cast<size_t>(3 * state_size_) * 4, MemCategory::kCheckpoint);
+  if (staging_) mem_free(staging_, staging_bytes(), MemCategory::kCheckpoint);
 }
 
 void Checkpointer::run_worker() {
@@ -295,7 +298,7 @@ Checkpointer::Resumed Checkpointer::resume() {
       for (std::string c; std::getline(in, c);) cands.push_back(c);
     }
     if (cands.empty()) log_info("resume: no checkpoint under {}; starting from step 0", root_);
-    float* buf = static_cast<float*>(mem_alloc(static_cast<size_t>(3 * std::max<int64_t>(state_size_, 1)) * 4, MemCategory::kCheckpoint));
+    float* buf = static_cast<float*>(mem_alloc(staging_bytes(), MemCategory::kCheckpoint));
     float *w = buf, *m1 = buf + state_size_, *m2 = buf + 2 * state_size_;
     for (const std::string& cand : cands) {
       int status = 0;  // 0 ok, 1 skip (incomplete, corrupt), 2 refused
@@ -323,13 +326,13 @@ Checkpointer::Resumed Checkpointer::resume() {
       double flags[2] = {status == 1 ? 1.0 : 0.0, status == 2 ? 1.0 : 0.0};
       mesh_.world().all_reduce(flags, 2);
       if (flags[1] > 0) {
-        mem_free(buf, static_cast<size_t>(3 * std::max<int64_t>(state_size_, 1)) * 4, MemCategory::kCheckpoint);
+        mem_free(buf, staging_bytes(), MemCategory::kCheckpoint);
         if (status == 2) throw Error(err, hint);
         throw Error(fmt::format("{}: another rank refused to resume from this checkpoint (see its error)", cand));
       }
       if (flags[0] > 0) {
         if (exact) {
-          mem_free(buf, static_cast<size_t>(3 * std::max<int64_t>(state_size_, 1)) * 4, MemCategory::kCheckpoint);
+          mem_free(buf, staging_bytes(), MemCategory::kCheckpoint);
           throw Error(status ? err : fmt::format("{}: another rank could not read this checkpoint (see its error)", cand),
                       hint.empty() ? "resume from another checkpoint (--resume auto picks the newest valid one)" : hint);
         }
@@ -353,7 +356,7 @@ Checkpointer::Resumed Checkpointer::resume() {
                  "bit-identical to an uninterrupted run");
       break;
     }
-    mem_free(buf, static_cast<size_t>(3 * std::max<int64_t>(state_size_, 1)) * 4, MemCategory::kCheckpoint);
+    mem_free(buf, staging_bytes(), MemCategory::kCheckpoint);
     if (exact && !out.resumed) throw Error(fmt::format("{}: could not resume from it", spec));
     report_resume_ = out.resumed;
   }
@@ -406,7 +409,6 @@ void Checkpointer::finish() {
 void Checkpointer::start_save(int64_t step, int64_t tokens, const LoaderState& loader) {
   const double t0 = now_seconds();
   if (in_flight_) poll(true);  // the previous save must be durable before its staging is reused
-  if (!staging_) staging_ = static_cast<float*>(mem_alloc(static_cast<size_t>(3 * std::max<int64_t>(state_size_, 1)) * 4, MemCategory::kCheckpoint));
   engine_.export_state(staging_, staging_ + state_size_, staging_ + 2 * state_size_);
   job_ = std::make_unique<Job>();
   job_->step = step;
@@ -441,7 +443,7 @@ void Checkpointer::write_job(Job& j) {
     j.ok = false;
     j.error = e.what();
   }
-  secure_zero(staging_, static_cast<size_t>(3 * state_size_) * 4);  // no plaintext copy left behind
+  secure_zero(staging_, staging_bytes());  // no plaintext copy left behind
   j.write_s = now_seconds() - t0;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -15,6 +15,7 @@
 // Every call is collective over the world (all ranks call it at the same steps).
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -79,6 +80,8 @@ class Checkpointer {
   void prepare_root(int64_t resumed_step);  // rank 0: partial dirs removed, newer ones set aside
   void record(const nlohmann::json& row);   // rank 0: <run_dir>/checkpoints.jsonl
   std::vector<std::string> all_gather_strings(const std::string& s);
+  // Bytes of a staging (or resume) buffer: weights, first and second moments.
+  size_t staging_bytes() const { return static_cast<size_t>(3 * std::max<int64_t>(state_size_, 1)) * 4; }
 
   struct Event {
     int64_t step;

@@ -171,6 +171,11 @@ bool ChunkCipher::open(uint8_t* out, const uint8_t* in, size_t n, const uint8_t 
   return ok;
 }
 
+bool has_key_env() {
+  const char* e = std::getenv("FLUXTRAIN_CKPT_KEY");
+  return e && *e;
+}
+
 std::string hmac_sha256_hex(const uint8_t key[32], const std::string& data) {
   uint8_t d[32];
   unsigned int len = 32;

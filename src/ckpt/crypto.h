@@ -68,6 +68,9 @@ class ChunkCipher {
   const CkptKey& key_;
 };
 
+// Whether FLUXTRAIN_CKPT_KEY is set to something (an empty value counts as unset).
+bool has_key_env();
+
 // HMAC-SHA256 as 64 lowercase hex digits.
 std::string hmac_sha256_hex(const uint8_t key[32], const std::string& data);
 // Cryptographically random bytes (OpenSSL RAND_bytes); throws on failure.

@@ -28,7 +28,7 @@ namespace {
 using ft::CkptKey;
 
 CkptKey key_if_any(const std::string& key_file) {
-  if (!key_file.empty() || std::getenv("FLUXTRAIN_CKPT_KEY")) return CkptKey::load(key_file);
+  if (!key_file.empty() || ft::has_key_env()) return CkptKey::load(key_file);
   return CkptKey();
 }
 

@@ -63,7 +63,7 @@ int run_generate(int argc, char** argv) {
 
   const std::string dir = ft::resolve_checkpoint(ckpt);
   ft::CkptKey key;
-  if (!key_file.empty() || std::getenv("FLUXTRAIN_CKPT_KEY")) key = ft::CkptKey::load(key_file);
+  if (!key_file.empty() || ft::has_key_env()) key = ft::CkptKey::load(key_file);
   const ft::CkptKey* kp = key.empty() ? nullptr : &key;
   ft::CheckpointManifest m = ft::CheckpointManifest::load(dir, kp);
   ft::Config cfg = ft::config_from_json(m.config);

@@ -4,7 +4,7 @@ import os
 import shutil
 import subprocess
 
-KEY = "5f1e2d3c4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff"
+KEY = "5f1e2d3c4b5a69788796a5b4c3d2e1f000112233445566778899aabbccddeeff"
 
 
 def train(ft, config, run_dir, sets=(), nproc=1, resume=None, env=None, check=True):

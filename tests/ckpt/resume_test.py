@@ -76,7 +76,7 @@ def main():
 
         # Another tokenizer: two datasets of the same text with different vocabularies.
         text = os.path.join(ROOT, "tests", "data", "bilingual.txt")
-        for name, vocab in (("ds_a", 300), ("ds_b", 320)):
+        for name, vocab in (("ds_a", 400), ("ds_b", 420)):
             subprocess.run([FT, "prepare", "--input", text, "--out", os.path.join(tmp, name), "--shards", "1",
                             "--vocab-size", str(vocab), "--val-fraction", "0"], check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
