@@ -97,6 +97,16 @@ def main():
             print(f"generate {prompt!r}: {g.stdout.strip()!r}")
             if g.returncode != 0 or not g.stdout.startswith(prompt) or len(g.stdout.strip()) <= len(prompt):
                 failures.append(f"generate {prompt!r}: rc {g.returncode} {g.stdout!r} {g.stderr[-400:]}")
+        # Hugging Face export carries the dataset's tokenizer (LlamaTokenizer files).
+        hf = os.path.join(tmp, "tok_a_hf")
+        p = L.ckpt(FT, "export-hf", a, hf)
+        same_tok = p.returncode == 0 and open(os.path.join(hf, "tokenizer.model"), "rb").read() == \
+            open(os.path.join(tmp, "ds_a", "tokenizer.model"), "rb").read()
+        tok_cfg = os.path.join(hf, "tokenizer_config.json")
+        print(f"export-hf: tokenizer.model {'is the dataset' + chr(39) + 's' if same_tok else 'MISSING OR DIFFERENT'}; "
+              f"tokenizer_config.json {'written' if os.path.exists(tok_cfg) else 'MISSING'}")
+        if not same_tok or not os.path.exists(tok_cfg):
+            failures.append(f"export-hf without the dataset's tokenizer: {p.stderr[-400:]}")
         b = os.path.join(tmp, "tok_b")
         L.copy_checkpoint(os.path.join(a, "checkpoints", "step_00000002"), b)
         p = L.train(FT, CONFIG, b, ds + [f"data.path=\"{tmp}/ds_b\"", "train.steps=4"], resume="auto", check=False)

@@ -133,6 +133,15 @@ def main():
                                               "rb").read():
             failures.append(f"plaintext probes found in the encrypted file: {leaked}")
 
+        # Resharding an encrypted checkpoint keeps it encrypted (same key) and verifiable.
+        rs = os.path.join(tmp, "resharded", "step_00000004")
+        p = L.ckpt(FT, "reshard", s4, rs, "--dp", "2", "--zero", "3", env=ENV)
+        v = L.ckpt(FT, "verify", rs, env=ENV)
+        i = L.ckpt(FT, "inspect", rs)
+        print(f"{'reshard encrypted':>28}: {p.stdout.strip()}; {v.stdout.strip()[:60]}...")
+        if p.returncode or v.returncode or "AES-256-GCM" not in i.stdout or "world 2" not in i.stdout:
+            failures.append(f"reshard of an encrypted checkpoint: {p.stderr} {v.stderr} {i.stdout}")
+
         # Resuming with the wrong key is refused (not skipped for an older checkpoint).
         wrong = os.path.join(tmp, "wrongkey")
         L.copy_checkpoint(s4, wrong)
