@@ -51,8 +51,8 @@ disk_mb=$(python3 -c "print(f'{($disk1+$disk2)/2:.0f}')")
 plain_s=$(field plain 4 write_s); enc_s=$(field encrypted 4 write_s)
 plain=$(python3 -c "print(f'{$bytes/1e6/$plain_s:.0f}')"); enc=$(python3 -c "print(f'{$bytes/1e6/$enc_s:.0f}')")
 echo "disk sequential write (dd bs=4M conv=fsync): $disk1 MB/s before, $disk2 MB/s after: $disk_mb MB/s"
-echo "checkpoint write, plaintext:                 $plain MB/s ($plain_s s)"
-echo "checkpoint write, AES-256-GCM:               $enc MB/s ($enc_s s)"
+echo "checkpoint write, plaintext:                 $plain MB/s ($(python3 -c "print(f'{$plain_s:.3f}')") s)"
+echo "checkpoint write, AES-256-GCM:               $enc MB/s ($(python3 -c "print(f'{$enc_s:.3f}')") s)"
 
 a_stall=$(field plain 2 stall_s); a_copy=$(field plain 2 copy_s); a_sync=$(field plain 2 sync_s)
 s_stall=$(field sync 2 stall_s)
