@@ -62,6 +62,8 @@ def disk_full(tmp, failures):
             failures.append(f"disk full: saves {recs}")
         if "failed" not in p.stderr or "training continues" not in p.stderr:
             failures.append("disk full: no error logged")
+        if "discarded (2 failure(s) so far)" not in p.stderr:  # counted (fluxtrain_checkpoint_failures_total too)
+            failures.append("disk full: failures not counted")
         left = sorted(os.listdir(small))
         if [d for d in left if d.startswith("step_")] != ["step_00000002"]:
             failures.append(f"disk full: partial checkpoints left behind: {left}")
