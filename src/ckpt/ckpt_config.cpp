@@ -9,7 +9,7 @@ void CkptConfig::bind(ConfigBinder& b) {
   b.add("ckpt.interval", &interval, "save a checkpoint every N steps and after the last step (0 = never)");
   b.add("ckpt.keep", &keep, "newest committed checkpoints kept; older ones are deleted after a newer commit");
   b.add("ckpt.dir", &dir, "checkpoint root holding step_<N>/ directories (empty = <train.run_dir>/checkpoints)");
-  b.add("ckpt.async", &async, "write checkpoints on a background thread (false: synchronously)");
+  b.add("ckpt.async", &async, "copy and write checkpoints on a background thread while training goes on (false: the training thread saves)");
   b.add("ckpt.encrypt", &encrypt, "encrypt checkpoints with AES-256-GCM (key: ckpt.key_file or FLUXTRAIN_CKPT_KEY)");
   b.add("ckpt.key_file", &key_file, "file holding the 256-bit checkpoint key as 64 hex digits");
   b.add("ckpt.chunk_mb", &chunk_mb, "MiB of plaintext per encrypted chunk");
