@@ -265,6 +265,7 @@ std::vector<std::string> Checkpointer::all_gather_strings(const std::string& s) 
 
 void Checkpointer::record(const json& row) {
   if (mesh_.world_rank() != 0) return;
+  std::lock_guard<std::mutex> lock(record_mu_);  // the training thread and the worker both record
   std::error_code ec;
   fs::create_directories(cfg_.train.run_dir, ec);
   std::ofstream out(cfg_.train.run_dir + "/checkpoints.jsonl", std::ios::app);

@@ -127,6 +127,7 @@ class Checkpointer {
   std::deque<std::function<void()>> queue_;
   bool busy_ = false, stop_ = false;
   std::vector<Event> events_;  // from the worker, reported by the training thread
+  std::mutex record_mu_;       // checkpoints.jsonl
 };
 
 // Seconds since this process started (from /proc/self/stat).
