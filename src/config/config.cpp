@@ -21,6 +21,7 @@ void Config::bind(ConfigBinder& b) {
   data.bind(b);
   parallel.bind(b);
   metrics.bind(b);
+  ckpt.bind(b);
 }
 
 void Config::validate() const {
@@ -30,6 +31,7 @@ void Config::validate() const {
   data.validate();
   parallel.validate();
   metrics.validate();
+  ckpt.validate();
   // Across sections (errors before any rank starts): the model must split over the
   // tensor-parallel ranks, the batch into micro-batches (and, with sequence parallelism, their
   // tokens over the tp ranks), the layers into pipeline stages.

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/ckpt_config.h"
 #include "data/data_config.h"
 #include "dist/parallel_config.h"
 #include "model/model_config.h"
@@ -29,6 +30,7 @@ struct Config {
   DataConfig data;
   ParallelConfig parallel;
   MetricsConfig metrics;
+  CkptConfig ckpt;
 
   void bind(ConfigBinder& b);
   void validate() const;

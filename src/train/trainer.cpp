@@ -7,6 +7,7 @@
 #include <map>
 #include <thread>
 
+#include "ckpt/checkpointer.h"
 #include "kernels/peak.h"
 #include "model/activation_sizes.h"
 #include "obs/progress.h"
@@ -17,6 +18,7 @@
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/log.h"
 #include "util/strings.h"
 
@@ -76,7 +78,7 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
     std::filesystem::create_directories(t.run_dir);
     write_file_atomic(t.run_dir + "/config.json", cfg_.to_json().dump(2) + "\n");
   }
-  metrics_ = std::make_unique<MetricsLog>(t.run_dir, rank0, false);
+  metrics_ = std::make_unique<MetricsLog>(t.run_dir, rank0, /*append=*/!cfg_.ckpt.resume.empty());
   // Monitoring: every rank serves its own /metrics (metrics.port + local rank) with its mesh
   // coordinates as labels; rank 0 writes TensorBoard events; the progress line is rank 0's.
   obs::RankInfo rank{.rank = mesh_.world_rank(), .world_size = mesh_.world_size(),
@@ -91,6 +93,12 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
   if (rank0) peak = gemm_peak_gflops(t.precision, omp_get_max_threads()) * 1e9;
   mesh_.world().broadcast(&peak, sizeof peak, 0);
   peak_flops_ = peak;
+  ckpt_ = std::make_unique<Checkpointer>(cfg_, mesh_, *engine_, train_data_->tokenizer_hash(), telemetry_.get());
+  if (auto r = ckpt_->resume(); r.resumed) {  // ckpt.resume: weights, moments, step, data position
+    step_ = r.step, tokens_ = r.tokens;
+    if (r.has_loader) train_data_->restore(r.loader);
+    telemetry_->set_restarts(r.restarts);
+  }
   log_info("model {}: {} parameters ({:.1f}M), {} layers, dim {}, {} heads ({} kv), ffn {}, vocab {}",
            cfg_.model.preset, cfg_.model.num_params(), static_cast<double>(cfg_.model.num_params()) / 1e6,
            cfg_.model.n_layers, cfg_.model.dim, cfg_.model.n_heads, cfg_.model.n_kv_heads, cfg_.model.ffn_dim,
@@ -123,12 +131,25 @@ double Trainer::forward_backward_micro_batches(const Batch& batch) {
   return loss_sum;
 }
 
-std::pair<double, double> Trainer::sum_over_ranks(double loss_sum, double grad_norm2) {
-  double sums[2] = {loss_sum, grad_norm2};
-  mesh_.pp().all_reduce(sums, 2);  // stages hold disjoint parameters; only the last has a loss
-  mesh_.dp().all_reduce(&sums[0], 1);
-  return {sums[0], sums[1]};
+std::array<double, 3> Trainer::sum_over_ranks(double loss_sum, double grad_norm2, double data_hash) {
+  // Stages hold disjoint parameters; only the last has a loss; every stage read the same batch.
+  std::array<double, 3> sums = {loss_sum, grad_norm2, mesh_.coord().pp == 0 ? data_hash : 0.0};
+  mesh_.pp().all_reduce(sums.data(), 3);
+  double dp_sums[2] = {sums[0], sums[2]};
+  mesh_.dp().all_reduce(dp_sums, 2);
+  return {dp_sums[0], sums[1], dp_sums[1]};
 }
+
+namespace {
+// This rank's part of StepStats::data_hash: < 2^32 per sequence, so sums stay exact in a double.
+double batch_data_hash(const Batch& b) {
+  double h = 0;
+  const size_t len = static_cast<size_t>(b.seq_len + 1) * sizeof(int32_t);
+  for (int64_t i = 0; i < b.batch; ++i)
+    h += static_cast<double>(hash_string({reinterpret_cast<const char*>(b.sequence(i)), len}) >> 32);
+  return h;
+}
+}  // namespace
 
 StepStats Trainer::step() {
   const double t0 = now_seconds();
@@ -141,7 +162,9 @@ StepStats Trainer::step() {
 
   engine_->begin_step(static_cast<int>(micro_batches_));
   double loss_sum = forward_backward_micro_batches(batch);
-  auto [global_loss_sum, grad_norm2] = sum_over_ranks(loss_sum, engine_->finish_gradients());
+  auto [global_loss_sum, grad_norm2, data_hash] =
+      sum_over_ranks(loss_sum, engine_->finish_gradients(), batch_data_hash(batch));
+  s.data_hash = static_cast<int64_t>(data_hash);
   s.loss = global_loss_sum / tokens_per_step;
   if (!std::isfinite(s.loss)) {
     throw Error(fmt::format("loss is {} at step {}", std::isnan(s.loss) ? "NaN" : "Inf", step_ + 1),
@@ -185,7 +208,7 @@ void Trainer::log_step(const StepStats& s) {
   nlohmann::json j = {{"step", s.step},          {"loss", s.loss},     {"lr", s.lr},
                       {"grad_norm", s.grad_norm}, {"tokens", s.tokens}, {"tokens_per_s", s.tokens_per_s},
                       {"step_s", s.step_s},      {"mfu", s.mfu},       {"data_wait_s", s.data_wait_s},
-                      {"comm_wait_s", s.comm_wait_s}};
+                      {"comm_wait_s", s.comm_wait_s}, {"data_hash", s.data_hash}};
   telemetry_->on_step({.step = s.step, .loss = s.loss, .lr = s.lr, .grad_norm = s.grad_norm,
                        .tokens = cfg_.train.batch_size * cfg_.train.seq_len, .tokens_per_s = s.tokens_per_s,
                        .step_s = s.step_s, .mfu = peak_flops_ > 0 ? s.mfu : NAN, .data_wait_s = s.data_wait_s});
@@ -286,7 +309,11 @@ void Trainer::add_bubble_metrics(nlohmann::json& r, nlohmann::json& j) {
 
 void Trainer::run() {
   start_time_ = now_seconds();
-  while (step_ < cfg_.train.steps) log_step(step());
+  while (step_ < cfg_.train.steps) {
+    log_step(step());
+    ckpt_->after_step(step_, tokens_, train_data_->state());
+  }
+  ckpt_->finish();
   if (progress_) progress_->finish();
   log_info("done: {} steps, {} tokens in {}; metrics in {}", step_, tokens_,
            human_duration(now_seconds() - start_time_), metrics_->path());

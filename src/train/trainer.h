@@ -7,6 +7,7 @@
 //   t.run();                               // train.steps steps; metrics in <run_dir>/metrics.jsonl
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -25,6 +26,8 @@
 
 namespace ft {
 
+class Checkpointer;
+
 namespace obs {
 class Telemetry;
 class ProgressLine;
@@ -36,6 +39,10 @@ struct StepStats {
   double lr = 0;
   double grad_norm = 0;     // before clipping
   int64_t tokens = 0;       // cumulative training tokens
+  // Which data the step saw: the sum over the global batch's sequences of a 32-bit hash of each
+  // one's tokens, whatever the layout — equal between runs exactly when they read the same
+  // batches (a resumed run continues the data order without a repeat or a gap).
+  int64_t data_hash = 0;
   double step_s = 0, tokens_per_s = 0, mfu = 0, data_wait_s = 0;
   double comm_wait_s = 0;   // time the step waited for gradient communication
   CommStats comm;           // this rank's data-parallel traffic during the step
@@ -62,9 +69,10 @@ class Trainer {
 
  private:
   double forward_backward_micro_batches(const Batch& batch);
-  // The loss summed over every rank, and the squared gradient norm (already summed over dp by
-  // the engine) over the pipeline stages.
-  std::pair<double, double> sum_over_ranks(double loss_sum, double grad_norm2);
+  // The loss summed over every rank, the squared gradient norm (already summed over dp by the
+  // engine) over the pipeline stages, and the batch's data hash (StepStats::data_hash: this
+  // rank's sequences, counted by the first stage) over the dp ranks.
+  std::array<double, 3> sum_over_ranks(double loss_sum, double grad_norm2, double data_hash);
   void log_step(const StepStats& s);
   // Every rank's memory and pipeline figures into j["per_rank"] (collective over the world).
   void add_rank_metrics(const StepStats& s, nlohmann::json& j);
@@ -83,6 +91,7 @@ class Trainer {
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<obs::Telemetry> telemetry_;  // Prometheus endpoint, GPU health, TensorBoard
   std::unique_ptr<obs::ProgressLine> progress_;
+  std::unique_ptr<Checkpointer> ckpt_;  // saving (ckpt.interval) and resuming (ckpt.resume)
   int64_t local_batch_ = 0, micro_batch_ = 0, micro_batches_ = 0;
   int64_t step_ = 0, tokens_ = 0;
   double flops_per_token_ = 0, peak_flops_ = 0;
