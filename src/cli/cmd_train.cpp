@@ -6,6 +6,7 @@
 #include "cli/command.h"
 #include "config/config.h"
 #include "dist/job.h"
+#include "fault/exit_codes.h"
 #include "train/trainer.h"
 #include "util/log.h"
 
@@ -44,7 +45,8 @@ int run_train(int argc, char** argv) {
     if (!job.multi_rank()) throw;
     // One rank's error must not leave the others waiting: report and stop the whole job.
     ft::log_error("{}{}{}", e.what(), e.hint().empty() ? "" : "\nhint: ", e.hint());
-    job.abort(2);
+    // A communication failure (a peer died or hangs) is worth a restart; other errors are not.
+    job.abort(dynamic_cast<const ft::CommError*>(&e) ? ft::kExitCommFailure : ft::kExitError);
   }
   return 0;
 }

@@ -20,6 +20,7 @@ void Config::bind(ConfigBinder& b) {
   data.bind(b);
   parallel.bind(b);
   metrics.bind(b);
+  fault.bind(b);
 }
 
 void Config::validate() const {
@@ -29,6 +30,7 @@ void Config::validate() const {
   data.validate();
   parallel.validate();
   metrics.validate();
+  fault.validate();
   // Across sections: the micro-batch split and the pipeline (errors before any rank starts).
   MicroBatching mb = split_batch(train, parallel);
   if (parallel.pp > 1) PipelinePlan::make(model, train.seq_len, parallel, mb.count);

@@ -14,6 +14,7 @@
 
 #include "data/data_config.h"
 #include "dist/parallel_config.h"
+#include "fault/fault_config.h"
 #include "model/model_config.h"
 #include "obs/metrics_config.h"
 #include "train/train_config.h"
@@ -29,6 +30,7 @@ struct Config {
   DataConfig data;
   ParallelConfig parallel;
   MetricsConfig metrics;
+  FaultConfig fault;
 
   void bind(ConfigBinder& b);
   void validate() const;

@@ -17,6 +17,7 @@
 #include "dist/data_parallel/param_engine.h"
 #include "dist/mesh.h"
 #include "dist/pipeline/runner.h"
+#include "fault/step_guard.h"
 #include "model/activations.h"
 #include "model/llama.h"
 #include "optim/lr_schedule.h"
@@ -29,6 +30,8 @@ class Telemetry;
 class ProgressLine;
 }  // namespace obs
 
+class TrainingFaults;
+
 struct StepStats {
   int64_t step = 0;         // 1-based number of the step just taken
   double loss = 0;          // mean token loss of the global batch (nats)
@@ -40,6 +43,7 @@ struct StepStats {
   CommStats comm;           // this rank's data-parallel traffic during the step
   CommStats comm_pp;        // this rank's pipeline traffic (activations and their gradients)
   PipelineStepStats pipeline;  // this stage's busy and idle time (pipeline parallelism only)
+  GuardVerdict guard;          // update, or skipped / rolled back by the training guards (fault/)
 };
 
 class Trainer {
@@ -59,7 +63,7 @@ class Trainer {
   int64_t steps_done() const { return step_; }
 
  private:
-  double forward_backward_micro_batches(const Batch& batch);
+  double forward_backward_micro_batches(const Batch& batch, float grad_factor);
   // The loss summed over every rank, and the squared gradient norm (already summed over dp by
   // the engine) over the pipeline stages.
   std::pair<double, double> sum_over_ranks(double loss_sum, double grad_norm2);
@@ -80,6 +84,7 @@ class Trainer {
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<obs::Telemetry> telemetry_;  // Prometheus endpoint, GPU health, TensorBoard
   std::unique_ptr<obs::ProgressLine> progress_;
+  std::unique_ptr<TrainingFaults> faults_;  // guards, heartbeat, fault injection (fault/training_faults.h)
   int64_t local_batch_ = 0, micro_batch_ = 0, micro_batches_ = 0;
   int64_t step_ = 0, tokens_ = 0;
   double flops_per_token_ = 0, peak_flops_ = 0;
