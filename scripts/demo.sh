@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make demo: prepare the built-in corpus (Debian's English and Russian manual pages), train a
-# small LLaMA on it, and show the results (validation bits per character, the HTML report).
+# small LLaMA on it, and show the results (validation bits per character, the HTML report, and
+# what the model writes in English and in Russian, from its last checkpoint).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FT=build/fluxtrain
@@ -14,6 +15,7 @@ else
   $FT prepare --out "$DATA" --shards 8 --vocab-size 8192
 fi
 
+rm -rf "$RUN/checkpoints"  # a fresh run (checkpoints every 100 steps; see configs/demo.toml)
 $FT train --config configs/demo.toml --run-dir "$RUN"
 
 /usr/bin/python3 - "$RUN/metrics.jsonl" <<'PY'
@@ -26,3 +28,10 @@ if val:
           f"{val[-1].get('val_bpc', float('nan')):.3f} bits/char at step {val[-1]['step']}")
 PY
 $FT report "$RUN"
+
+# What the model learned: short continuations from the final checkpoint (KV-cache decoding).
+echo "demo: generation from $RUN/checkpoints (temperature 0.7, top-p 0.9):"
+for prompt in "The ls command" "Команда ls"; do
+  echo "--- $prompt"
+  $FT generate --ckpt "$RUN" --prompt "$prompt" --max-tokens 40 --temperature 0.7 --top-p 0.9 --seed 1
+done

@@ -14,15 +14,18 @@ namespace {
 
 int run_train(int argc, char** argv) {
   CLI::App app{"Train a model: fluxtrain train --config FILE [--set key=value ...] [--nproc N]"};
-  std::string config_path, run_dir;
+  std::string config_path, run_dir, resume;
   std::vector<std::string> sets;
   int nproc = 0;
   app.add_option("--config", config_path, "TOML config file")->required();
   app.add_option("--set", sets, "override a config key, KEY=VALUE (repeatable)");
   app.add_option("--run-dir", run_dir, "run directory (train.run_dir)");
   app.add_option("--nproc", nproc, "start N ranks on this machine with mpirun");
+  app.add_option("--resume", resume,
+                 "resume from a checkpoint: 'auto' (the newest valid one under ckpt.dir) or a path (ckpt.resume)");
   CLI11_PARSE(app, argc, argv);
   if (!run_dir.empty()) sets.push_back("train.run_dir=\"" + run_dir + "\"");
+  if (!resume.empty()) sets.push_back("ckpt.resume=\"" + resume + "\"");
   ft::Config cfg = ft::load_config(config_path, sets);  // errors show before any rank starts
 
   if (nproc > 0) {

@@ -21,6 +21,7 @@ void Config::bind(ConfigBinder& b) {
   parallel.bind(b);
   metrics.bind(b);
   fault.bind(b);
+  ckpt.bind(b);
 }
 
 void Config::validate() const {
@@ -31,6 +32,7 @@ void Config::validate() const {
   parallel.validate();
   metrics.validate();
   fault.validate();
+  ckpt.validate();
   // Across sections: the micro-batch split and the pipeline (errors before any rank starts).
   MicroBatching mb = split_batch(train, parallel);
   if (parallel.pp > 1) PipelinePlan::make(model, train.seq_len, parallel, mb.count);
@@ -110,6 +112,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   cfg.bind(b);
   for (auto& [k, v] : file_kv) b.set(k, v, path);
   for (auto& [k, v] : set_kv) b.set(k, v, "--set");
+  if (cfg.fault.collective_timeout_s > 0) cfg.parallel.collective_timeout_s = cfg.fault.collective_timeout_s;
   cfg.validate();
   return cfg;
 }

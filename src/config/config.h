@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/ckpt_config.h"
 #include "data/data_config.h"
 #include "dist/parallel_config.h"
 #include "fault/fault_config.h"
@@ -31,6 +32,7 @@ struct Config {
   ParallelConfig parallel;
   MetricsConfig metrics;
   FaultConfig fault;
+  CkptConfig ckpt;
 
   void bind(ConfigBinder& b);
   void validate() const;

@@ -20,6 +20,9 @@ void FaultConfig::bind(ConfigBinder& b) {
         "spikes within fault.spike_window steps that roll back to the last checkpoint (0 = never)");
   b.add("fault.record_samples", &record_samples,
         "write each rank's consumed global sample range per step to RUN_DIR/samples/rank-N.jsonl");
+  b.add("fault.collective_timeout_s", &collective_timeout_s,
+        "seconds a rank waits in a collective before it names the ranks that never arrived and exits (code 3); "
+        "0 = parallel.collective_timeout_s");
   b.add("fault.max_restarts", &max_restarts, "fluxtrain launch: restarts after failures before giving up");
   b.add("fault.heartbeat_timeout_s", &heartbeat_timeout_s,
         "fluxtrain launch: seconds without step progress after which a training job counts as hung");
@@ -45,6 +48,9 @@ void FaultConfig::validate() const {
                             spike_window));
   if (spike_rollback_after < 0)
     throw Error(fmt::format("fault.spike_rollback_after = {} must be >= 0", spike_rollback_after), "0 = never roll back");
+  if (!(collective_timeout_s >= 0))
+    throw Error(fmt::format("fault.collective_timeout_s = {} must be >= 0", collective_timeout_s),
+                "0 = use parallel.collective_timeout_s");
   if (max_restarts < 0) throw Error(fmt::format("fault.max_restarts = {} must be >= 0", max_restarts));
   if (!(heartbeat_timeout_s > 0))
     throw Error(fmt::format("fault.heartbeat_timeout_s = {} must be positive", heartbeat_timeout_s));

@@ -1,9 +1,9 @@
 // FaultConfig (fault.*): how a run survives failures — the training guards in the step loop
 // (non-finite values, loss spikes, rollback) and the supervisor's policy (`fluxtrain launch`:
-// heartbeats, restarts, elastic shrinking). Collective hangs are bounded by
-// parallel.collective_timeout_s (one knob; see docs/operations.md).
+// heartbeats, restarts, elastic shrinking) and the bound on a wait in a collective.
 //
 //   [fault]
+//   collective_timeout_s = 300   # a rank waiting longer in a collective names the absent ranks and exits
 //   nan_policy = "skip"          # a non-finite loss or gradient norm skips the update ("stop": error)
 //   spike_zscore = 6.0           # loss / grad-norm z-score over the window that counts as a spike
 //   spike_rollback_after = 3     # spikes within spike_window steps → roll back to the last checkpoint
@@ -29,6 +29,10 @@ struct FaultConfig {
   int64_t spike_min_history = 20;      // accepted steps needed before the detector judges
   int64_t spike_rollback_after = 3;    // spikes within spike_window steps → rollback; 0 = never
   bool record_samples = false;         // <run_dir>/samples/rank-N.jsonl: global sample range per step
+
+  // Hang detection: when > 0, replaces parallel.collective_timeout_s (the communicator's bound on
+  // every wait, 300 s by default) — load_config applies it.
+  double collective_timeout_s = 0;
 
   // Supervisor (fluxtrain launch).
   int64_t max_restarts = 3;            // restarts after failures before the supervisor gives up

@@ -1,13 +1,14 @@
 // StepGuard: decides, after the gradients of a step are reduced, whether the update happens.
 // A non-finite loss or gradient norm skips it (fault.nan_policy = "skip") or stops the run
-// ("stop"); a loss spike — the loss or the gradient norm more than fault.spike_zscore standard
+// ("stop"); a spike — the loss or the gradient norm more than fault.spike_zscore standard
 // deviations above the mean of the last fault.spike_window accepted steps (and at least 10 %
-// above it) — skips it; fault.spike_rollback_after spikes within the window ask for a rollback
-// to the last checkpoint. Too many skipped updates in a row stop the run.
+// above that mean for the loss, 5× it for the gradient norm) — skips it;
+// fault.spike_rollback_after spikes within the window ask for a rollback to the last checkpoint.
+// Too many skipped updates in a row stop the run.
 //
-// The guard is a pure function of the (loss, grad norm) sequence it is fed, so ranks fed the
-// same all-reduced values decide alike; the trainer still agrees on the verdict over the world
-// (StepGuard::agree) so that no rounding difference can split the ranks.
+// The guard is a pure function of the (loss, grad norm) sequence it is fed; the trainer feeds
+// every rank rank 0's all-reduced values (TrainingFaults::judge broadcasts them), so all ranks
+// reach the same verdict and no rounding difference can split them.
 //
 //   StepGuard guard(cfg.fault);
 //   GuardVerdict v = guard.judge(step, loss, grad_norm);

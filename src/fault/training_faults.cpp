@@ -90,9 +90,14 @@ GuardVerdict TrainingFaults::judge(Communicator& world, int64_t step, double los
   return v;
 }
 
-void TrainingFaults::rolled_back(int64_t to_step) {
+void TrainingFaults::rolled_back(int64_t from_step, int64_t to_step, int64_t skip_begin, int64_t skip_end) {
   guard_.rolled_back(to_step);
   if (rollbacks_) rollbacks_->inc();
+  rollback_to_ = to_step, skip_begin_ = skip_begin, skip_end_ = skip_end;
+  if (world_rank_ == 0)
+    log_warn("rolled back from step {} to the checkpoint of step {}; the data window that caused the spikes, global "
+             "samples [{}, {}), is skipped, not replayed",
+             from_step, to_step, skip_begin, skip_end);
 }
 
 void TrainingFaults::add_to_metrics(const GuardVerdict& v, nlohmann::json& j) {
@@ -104,6 +109,10 @@ void TrainingFaults::add_to_metrics(const GuardVerdict& v, nlohmann::json& j) {
       j["loss_z"] = std::isfinite(v.loss_z) ? v.loss_z : 1e300;
       j["grad_norm_z"] = std::isfinite(v.grad_norm_z) ? v.grad_norm_z : 1e300;
     }
+  }
+  if (rollback_to_ >= 0) {
+    j["rollback"] = {{"to_step", rollback_to_}, {"skip_samples", {skip_begin_, skip_end_}}};
+    rollback_to_ = -1;
   }
   if (failure_detected_at_ > 0) {  // the first step after a supervisor restart
     double s = unix_seconds() - failure_detected_at_;

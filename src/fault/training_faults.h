@@ -44,10 +44,13 @@ class TrainingFaults {
   // Collective over `world`: every rank gets the same verdict. local_loss_sum is this rank's own
   // loss contribution before the reduction (to name the rank that produced a non-finite value).
   GuardVerdict judge(Communicator& world, int64_t step, double loss, double grad_norm, double local_loss_sum);
-  void rolled_back(int64_t to_step);  // counts a rollback; the guard forgets what came after to_step
+  // After a rollback to the checkpoint of `to_step`: counts it, the guard forgets what came after
+  // to_step, and the next metrics line records it with the global samples [skip_begin, skip_end)
+  // that will not be replayed.
+  void rolled_back(int64_t from_step, int64_t to_step, int64_t skip_begin, int64_t skip_end);
 
-  // "skipped", "guard", "guard_ranks", z-scores; on the first step after a supervisor restart
-  // "recovery_s" and "restarts".
+  // "skipped", "guard", "guard_ranks", z-scores, "rollback" {to_step, skip_samples}; on the first
+  // step after a supervisor restart "recovery_s" and "restarts".
   void add_to_metrics(const GuardVerdict& v, nlohmann::json& j);
   // The supervisor's restart count (FLUXTRAIN_RESTARTS), 0 when not restarted.
   int64_t restarts() const { return restarts_; }
@@ -69,6 +72,7 @@ class TrainingFaults {
   int64_t restarts_ = 0, attempt_ = 0;  // from the supervisor's environment (0: not supervised)
   double failure_detected_at_ = 0;  // Unix time from FLUXTRAIN_FAILURE_DETECTED_AT; 0 = none
   std::vector<int> last_bad_ranks_;  // world ranks whose own loss was not finite (last judged step)
+  int64_t rollback_to_ = -1, skip_begin_ = 0, skip_end_ = 0;  // the rollback to report (-1: none)
 };
 
 }  // namespace ft

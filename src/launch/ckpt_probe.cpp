@@ -2,23 +2,48 @@
 
 #include <filesystem>
 
+#include "ckpt/checkpointer.h"
+#include "ckpt/crypto.h"
+#include "ckpt/manifest.h"
+#include "ckpt/state_io.h"
+#include "util/error.h"
+
 namespace ft {
 
-// Placeholder until the checkpoint module lands: a step directory with a manifest.
-std::string checkpoint_root(const Config& cfg) { return cfg.train.run_dir + "/checkpoints"; }
-bool checkpoints_enabled(const Config&) { return true; }
+std::string checkpoint_root(const Config& cfg) { return cfg.ckpt.root(cfg.train.run_dir); }
+bool checkpoints_enabled(const Config& cfg) { return cfg.ckpt.interval > 0; }
 
-std::optional<ProbedCheckpoint> newest_valid_checkpoint(const Config& cfg) {
-  namespace fs = std::filesystem;
-  std::optional<ProbedCheckpoint> best;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(checkpoint_root(cfg), ec)) {
-    std::string name = e.path().filename().string();
-    if (name.rfind("step_", 0) != 0 || !fs::exists(e.path() / "manifest.json")) continue;
-    int64_t step = std::atoll(name.c_str() + 5);
-    if (!best || step > best->step) best = ProbedCheckpoint{e.path().string(), step};
+CheckpointProbe probe_checkpoints(const Config& cfg) {
+  CheckpointProbe out;
+  CkptKey key;
+  std::string key_error;
+  if (cfg.ckpt.encrypt || !cfg.ckpt.key_file.empty() || has_key_env()) {
+    try {
+      key = CkptKey::load(cfg.ckpt.key_file);
+    } catch (const Error& e) {
+      key_error = e.what();
+    }
   }
-  return best;
+  for (const std::string& dir : list_step_dirs(checkpoint_root(cfg))) {  // newest first
+    if (!std::filesystem::exists(dir + "/" + kCkptManifestFile)) {
+      out.skipped.push_back(dir + ": no manifest (the save was interrupted)");
+      continue;
+    }
+    try {
+      CheckpointManifest m = CheckpointManifest::load(dir, nullptr);
+      if (m.encrypted && key.empty())
+        throw Error(fmt::format("{}: encrypted, and no key{}", dir, key_error.empty() ? "" : " (" + key_error + ")"));
+      if (m.encrypted) m = CheckpointManifest::load(dir, &key);  // authenticated
+      CheckpointReader reader(dir, m, key.empty() ? nullptr : &key);
+      std::vector<std::string> problems = reader.verify();
+      if (!problems.empty()) throw Error(problems.front());
+      out.newest = ProbedCheckpoint{dir, m.step};
+      return out;
+    } catch (const Error& e) {
+      out.skipped.push_back(e.what());
+    }
+  }
+  return out;
 }
 
 }  // namespace ft

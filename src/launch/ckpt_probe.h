@@ -1,12 +1,16 @@
-// What the supervisor needs to know about checkpoints before a restart: is there a valid one to
-// resume from, and which. It applies the same rule as `fluxtrain train --resume auto`.
+// What the supervisor needs to know about checkpoints before a restart: the newest one that is
+// committed (has its manifest) and whose every piece verifies (the same check as
+// `fluxtrain ckpt verify`), skipping — and saying why — incomplete or corrupt ones.
 //
-//   std::optional<ProbedCheckpoint> c = newest_valid_checkpoint(cfg);   // nullopt: none
+//   CheckpointProbe p = probe_checkpoints(cfg);
+//   if (!p.newest) ...no valid checkpoint; p.skipped says what was wrong with each candidate
+//   fluxtrain train --set ckpt.resume="<p.newest->dir>"
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 
@@ -17,7 +21,12 @@ struct ProbedCheckpoint {
   int64_t step = 0;
 };
 
-std::optional<ProbedCheckpoint> newest_valid_checkpoint(const Config& cfg);
+struct CheckpointProbe {
+  std::optional<ProbedCheckpoint> newest;  // the newest valid checkpoint; nullopt: none
+  std::vector<std::string> skipped;        // "<dir>: why", newer candidates that are not valid
+};
+
+CheckpointProbe probe_checkpoints(const Config& cfg);
 // Where checkpoints of this config go (for messages).
 std::string checkpoint_root(const Config& cfg);
 // Whether the config writes checkpoints at all.

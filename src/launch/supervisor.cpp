@@ -22,6 +22,8 @@
 #include "util/fs.h"
 #include "util/log.h"
 
+extern char** environ;
+
 namespace ft {
 namespace {
 
@@ -141,7 +143,7 @@ std::vector<std::string> Supervisor::launcher_argv(const Attempt& a, const std::
   return cmd;
 }
 
-std::unique_ptr<Supervisor::Attempt> Supervisor::start_attempt(int64_t dp, bool resume,
+std::unique_ptr<Supervisor::Attempt> Supervisor::start_attempt(int64_t dp, const std::string& resume,
                                                                const std::optional<Failure>& after) {
   auto a = std::make_unique<Attempt>();
   a->number = ++attempts_;
@@ -156,7 +158,7 @@ std::unique_ptr<Supervisor::Attempt> Supervisor::start_attempt(int64_t dp, bool 
   if (!opt_.config_path.empty()) train.insert(train.end(), {"--config", opt_.config_path});
   for (const std::string& s : opt_.sets) train.insert(train.end(), {"--set", s});
   if (dp != cfg_.parallel.dp) train.insert(train.end(), {"--set", fmt::format("parallel.dp={}", dp)});
-  if (resume) train.insert(train.end(), {"--set", "ckpt.resume=\"auto\""});
+  if (!resume.empty()) train.insert(train.end(), {"--set", fmt::format("ckpt.resume=\"{}\"", resume)});
 
   std::vector<std::string> env = {"FLUXTRAIN_HEARTBEAT_DIR=" + std::filesystem::absolute(hb_dir_).string(),
                                   fmt::format("FLUXTRAIN_ATTEMPT={}", a->number),
@@ -168,14 +170,20 @@ std::unique_ptr<Supervisor::Attempt> Supervisor::start_attempt(int64_t dp, bool 
   }
   std::vector<std::string> names;
   for (const std::string& kv : env) names.push_back(kv.substr(0, kv.find('=')));
-  for (const char* pass : {"FLUXTRAIN_FAULT_INJECT", "FLUXTRAIN_CKPT_KEY", "OMP_NUM_THREADS"})
-    if (std::getenv(pass)) names.push_back(pass);
+  // mpirun forwards only what -x names: our own variables (the checkpoint key, test knobs) and
+  // the thread count. srun forwards everything (--export=ALL).
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e, name = kv.substr(0, kv.find('='));
+    if ((name.rfind("FLUXTRAIN_", 0) == 0 || name == "OMP_NUM_THREADS") &&
+        std::find(names.begin(), names.end(), name) == names.end())
+      names.push_back(name);
+  }
   std::vector<std::string> argv = launcher_argv(*a, train, names);
   std::string log_path = fmt::format("{}/logs/attempt-{}.log", run_dir_, a->number);
   std::string cmdline;
   for (const auto& s : argv) cmdline += (cmdline.empty() ? "" : " ") + shell_quote(s);
-  log_info("supervisor: attempt {} ({} ranks, dp {}{}): {}", a->number, a->world, dp, resume ? ", resuming" : "",
-           cmdline);
+  log_info("supervisor: attempt {} ({} ranks, dp {}{}): {}", a->number, a->world, dp,
+           resume.empty() ? "" : ", resuming from " + resume, cmdline);
   event({{"event", "start"}, {"attempt", a->number}, {"world_size", a->world}, {"dp", dp}, {"resume", resume},
          {"command", cmdline}, {"log", log_path}});
   a->started = unix_seconds();
@@ -445,6 +453,7 @@ int Supervisor::run() {
   int64_t dp = cfg_.parallel.dp;
   int restarts = 0;
   int64_t expect_step = -1;
+  std::string resume_dir;
   std::optional<Failure> last;
   std::vector<std::string> host_names;
   for (const Host& h : hosts_) host_names.push_back(fmt::format("{}:{}", h.name, h.slots));
@@ -471,7 +480,7 @@ int Supervisor::run() {
         dp = d;
       }
     }
-    auto attempt = start_attempt(dp, last.has_value(), last);
+    auto attempt = start_attempt(dp, resume_dir, last);
     attempt->expect_step = expect_step;
     std::optional<Failure> f = watch(*attempt);
     if (!f) {
@@ -525,14 +534,25 @@ int Supervisor::run() {
                               restarts, fc.max_restarts, f->kind, who, f->detail),
                   fmt::format("see {}/supervisor.jsonl and {}/logs/", run_dir_, run_dir_));
     }
-    auto ckpt = newest_valid_checkpoint(cfg_);
-    if (!ckpt) {
-      event({{"event", "gave_up"}, {"reason", "no_checkpoint"}});
-      throw Error(fmt::format("supervisor: no valid checkpoint to restart from under {} (last failure: {}{}: {})",
-                              checkpoint_root(cfg_), f->kind, who, f->detail),
-                  "set ckpt.interval so that checkpoints are written before failures can be recovered from");
+    CheckpointProbe probe = probe_checkpoints(cfg_);
+    for (const std::string& why : probe.skipped) {
+      log_warn("supervisor: not restarting from {}", why);
+      event({{"event", "checkpoint_skipped"}, {"reason", why}});
     }
+    if (!probe.newest) {
+      event({{"event", "gave_up"}, {"reason", "no_checkpoint"}});
+      throw Error(fmt::format("supervisor: no valid checkpoint to restart from under {}{} (last failure: {}{}: {})",
+                              checkpoint_root(cfg_),
+                              probe.skipped.empty() ? "" : fmt::format("; {} invalid one(s) skipped", probe.skipped.size()),
+                              f->kind, who, f->detail),
+                  checkpoints_enabled(cfg_) ? "the failure came before the first checkpoint was committed, or every "
+                                              "checkpoint is corrupt (see the warnings above)"
+                                            : "set ckpt.interval so that checkpoints are written and failures can be "
+                                              "recovered from");
+    }
+    const ProbedCheckpoint* ckpt = &*probe.newest;
     ++restarts;
+    resume_dir = ckpt->dir;
     expect_step = ckpt->step;
     log_info("supervisor: restart {} of at most {} from {} (step {})", restarts, fc.max_restarts, ckpt->dir, ckpt->step);
     event({{"event", "restart"}, {"restart", restarts}, {"checkpoint", ckpt->dir}, {"step", ckpt->step}});

@@ -13,7 +13,8 @@
 //     fault.startup_timeout_s)                                                  → hang;
 //   - exit code 2 (fault/exit_codes.h: an error a restart would repeat)          → stop, no restart.
 // On a failure it stops the job (SIGTERM, then SIGKILL after fault.stop_grace_s), checks that a
-// valid checkpoint exists, and starts the next attempt with `--resume auto`; with fault.elastic a
+// valid checkpoint exists (every piece verified, as `fluxtrain ckpt verify` does) and starts the next
+// attempt resuming from it (ckpt.resume = its directory); with fault.elastic a
 // host with fault.host_max_failures failures (or a failed fault.health_check) is dropped and the
 // job goes on with fewer data-parallel ranks. Every event goes to <run_dir>/supervisor.jsonl and
 // the log; each recovery is timed from failure detection to the first completed training step
@@ -58,7 +59,8 @@ class Supervisor {
   struct Failure;
   enum class Launcher { kMpirunLocal, kMpirunHosts, kSrun };
 
-  std::unique_ptr<Attempt> start_attempt(int64_t dp, bool resume, const std::optional<Failure>& after);
+  // resume: the checkpoint directory to resume from ("" = as the config says).
+  std::unique_ptr<Attempt> start_attempt(int64_t dp, const std::string& resume, const std::optional<Failure>& after);
   std::optional<Failure> watch(Attempt& a);  // nullopt: the job finished
   std::optional<Failure> classify_exit(Attempt& a, int code);
   void stop(Attempt& a);

@@ -7,6 +7,7 @@
 #include <map>
 #include <thread>
 
+#include "ckpt/checkpointer.h"
 #include "fault/training_faults.h"
 #include "kernels/peak.h"
 #include "model/activation_sizes.h"
@@ -72,7 +73,7 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
     std::filesystem::create_directories(t.run_dir);
     write_file_atomic(t.run_dir + "/config.json", cfg_.to_json().dump(2) + "\n");
   }
-  metrics_ = std::make_unique<MetricsLog>(t.run_dir, rank0, false);
+  metrics_ = std::make_unique<MetricsLog>(t.run_dir, rank0, /*append=*/!cfg_.ckpt.resume.empty());
   // Monitoring: every rank serves its own /metrics (metrics.port + local rank) with its mesh
   // coordinates as labels; rank 0 writes TensorBoard events; the progress line is rank 0's.
   obs::RankInfo rank{.rank = mesh_.world_rank(), .world_size = mesh_.world_size(),
@@ -90,6 +91,12 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
   if (rank0) peak = gemm_peak_gflops(t.precision, omp_get_max_threads()) * 1e9;
   mesh_.world().broadcast(&peak, sizeof peak, 0);
   peak_flops_ = peak;
+  ckpt_ = std::make_unique<Checkpointer>(cfg_, mesh_, *engine_, train_data_->tokenizer_hash(), telemetry_.get());
+  if (auto r = ckpt_->resume(); r.resumed) {  // ckpt.resume: weights, moments, step, data position
+    step_ = r.step, tokens_ = r.tokens;
+    if (r.has_loader) train_data_->restore(r.loader);
+    telemetry_->set_restarts(r.restarts);
+  }
   log_info("model {}: {} parameters ({:.1f}M), {} layers, dim {}, {} heads ({} kv), ffn {}, vocab {}",
            cfg_.model.preset, cfg_.model.num_params(), static_cast<double>(cfg_.model.num_params()) / 1e6,
            cfg_.model.n_layers, cfg_.model.dim, cfg_.model.n_heads, cfg_.model.n_kv_heads, cfg_.model.ffn_dim,
@@ -279,15 +286,35 @@ void Trainer::add_bubble_metrics(nlohmann::json& r, nlohmann::json& j) {
   j["pp_bytes"] = static_cast<int64_t>(bytes);
 }
 
+bool Trainer::roll_back() {
+  ckpt_->finish();  // the save in flight is committed (or discarded) on every rank first
+  Config c = cfg_;
+  c.ckpt.resume = "auto", c.ckpt.interval = 0;  // load the newest valid checkpoint, save nothing
+  Checkpointer loader(c, mesh_, *engine_, train_data_->tokenizer_hash(), nullptr);
+  Checkpointer::Resumed r = loader.resume();
+  if (!r.resumed) {
+    if (mesh_.world_rank() == 0) log_warn("no checkpoint to roll back to under {}; the spikes were only skipped", loader.root());
+    return false;
+  }
+  // The loader stays where it is: the batches read since the checkpoint are skipped, not replayed.
+  faults_->rolled_back(step_, r.step, r.loader.next_sample, train_data_->state().next_sample);
+  step_ = r.step, tokens_ = r.tokens;
+  return true;
+}
+
 void Trainer::run() {
   start_time_ = now_seconds();
   faults_->set_start_step(step_);
   faults_->beat("ready", step_);
   try {
     while (step_ < cfg_.train.steps) {
-      log_step(step());
+      StepStats s = step();
+      const bool rolled_back = s.guard.action == GuardAction::kRollback && roll_back();
+      log_step(s);
+      if (!rolled_back) ckpt_->after_step(step_, tokens_, train_data_->state());
       faults_->beat("train", step_);
     }
+    ckpt_->finish();
   } catch (const CommError& e) {  // a peer died or hangs: say at which step (docs/operations.md)
     throw CommError(fmt::format("step {}: {}", step_ + 1, e.what()), e.hint());
   }

@@ -25,6 +25,8 @@
 
 namespace ft {
 
+class Checkpointer;
+
 namespace obs {
 class Telemetry;
 class ProgressLine;
@@ -64,6 +66,9 @@ class Trainer {
 
  private:
   double forward_backward_micro_batches(const Batch& batch, float grad_factor);
+  // After repeated loss spikes: back to the newest valid checkpoint, keeping the data position
+  // (the window since the checkpoint is skipped). False when there is no checkpoint.
+  bool roll_back();
   // The loss summed over every rank, and the squared gradient norm (already summed over dp by
   // the engine) over the pipeline stages.
   std::pair<double, double> sum_over_ranks(double loss_sum, double grad_norm2);
@@ -85,6 +90,7 @@ class Trainer {
   std::unique_ptr<obs::Telemetry> telemetry_;  // Prometheus endpoint, GPU health, TensorBoard
   std::unique_ptr<obs::ProgressLine> progress_;
   std::unique_ptr<TrainingFaults> faults_;  // guards, heartbeat, fault injection (fault/training_faults.h)
+  std::unique_ptr<Checkpointer> ckpt_;  // saving (ckpt.interval) and resuming (ckpt.resume)
   int64_t local_batch_ = 0, micro_batch_ = 0, micro_batches_ = 0;
   int64_t step_ = 0, tokens_ = 0;
   double flops_per_token_ = 0, peak_flops_ = 0;

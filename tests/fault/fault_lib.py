@@ -14,7 +14,7 @@ BATCH = 8
 BASE = [
     "parallel.dp=2", "train.steps=40", "train.threads=1", "train.eval_interval=0", "train.batch_size=8",
     "ckpt.interval=5", "ckpt.keep=3", "fault.record_samples=true", "metrics.port=0",
-    "parallel.collective_timeout_s=3", "fault.heartbeat_timeout_s=8", "fault.startup_timeout_s=120",
+    "fault.collective_timeout_s=3", "fault.heartbeat_timeout_s=8", "fault.startup_timeout_s=120",
     "fault.stop_grace_s=3", "fault.max_restarts=2",
 ]
 
@@ -43,6 +43,7 @@ class Launch:
         cmd = [ft, "launch", "--config", cfg, "--run-dir", run_dir] + sets_args(list(BASE) + list(sets)) + list(extra)
         self.cmd = cmd
         self.p = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=e)
+        self.hurt_at = None  # when the test hurt a rank (Unix time)
 
     def wait(self, timeout=240):
         try:
@@ -54,7 +55,8 @@ class Launch:
         return rc
 
     def output(self):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(self.run_dir + ".launch.log") as f:
             return f.read()
 
@@ -95,6 +97,7 @@ class Launch:
 
     def signal(self, rank, sig):
         pid = self.pid(rank)
+        self.hurt_at = time.time()
         os.kill(pid, sig)
         print(f"sent {signal.Signals(sig).name} to rank {rank} (pid {pid})", flush=True)
 
@@ -180,4 +183,9 @@ def check_losses_identical(ref_dir, run_dir, steps):
 
 
 def recovery_times(run_dir):
-    return [(e["failure"], e["recovery_s"]) for e in events(run_dir) if e["event"] == "recovered"]
+    """[(failure kind, seconds from detection to the first step after the restart, the Unix time of
+    that step)] from supervisor.jsonl."""
+    ev = events(run_dir)
+    detected = [e["detected_at"] for e in ev if e["event"] == "failure"]
+    rec = [e for e in ev if e["event"] == "recovered"]
+    return [(e["failure"], e["recovery_s"], d + e["recovery_s"]) for e, d in zip(rec, detected)]

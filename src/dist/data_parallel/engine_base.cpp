@@ -1,5 +1,7 @@
 #include "dist/data_parallel/engine_base.h"
 
+#include <cstring>
+
 #include "kernels/ops.h"
 #include "util/clock.h"
 
@@ -11,6 +13,7 @@ DpEngineBase::DpEngineBase(const ParallelConfig& p, const OptimConfig& o, ParamL
       dp_(dp),
       plan_(layout_, dp.rank(), dp.size()),
       reducer_(dp, p, layout_, plan_) {
+  shard_optimizer_ = shard_optimizer;
   AdamW::Ranges all = {{0, layout_.total()}};
   opt_ = std::make_unique<AdamW>(o, layout_, shard_optimizer ? plan_.ranges() : all);
 }
@@ -49,6 +52,40 @@ void DpEngineBase::all_gather_units(float* arena) {
     works.push_back(dp_.all_gather_async(arena + layout_.unit_begin(u), arena + plan_.piece_begin(u),
                                          plan_.piece_size(u) * 4));
   for (auto& w : works) w->wait();
+}
+
+// Checkpoint state: piece r of every unit, whatever the stage. Moments over the full arena (ZeRO 0)
+// are indexed like the arena; weights likewise unless ZeRO 3 keeps only the pieces.
+void DpEngineBase::export_state(float* w, float* m, float* v) {
+  Addressing wa;
+  const float* weights = master_weights(&wa);
+  const float* mom[2] = {opt_->exp_avg().data<float>(), opt_->exp_avg_sq().data<float>()};
+  for (int u = 0; u < plan_.num_units(); ++u) {
+    const size_t n = static_cast<size_t>(plan_.piece_size(u)) * 4;
+    const int64_t arena = plan_.piece_begin(u), compact = plan_.shard_offset(u);
+    std::memcpy(w + compact, weights + (wa == Addressing::kArena ? arena : compact), n);
+    std::memcpy(m + compact, mom[0] + (shard_optimizer_ ? compact : arena), n);
+    std::memcpy(v + compact, mom[1] + (shard_optimizer_ ? compact : arena), n);
+  }
+}
+
+void DpEngineBase::import_state(const float* w, const float* m, const float* v, int64_t optimizer_steps) {
+  Addressing wa;
+  float* weights = master_weights(&wa);
+  float* mom[2] = {opt_->exp_avg().data<float>(), opt_->exp_avg_sq().data<float>()};
+  for (int u = 0; u < plan_.num_units(); ++u) {
+    const size_t n = static_cast<size_t>(plan_.piece_size(u)) * 4;
+    const int64_t arena = plan_.piece_begin(u), compact = plan_.shard_offset(u);
+    std::memcpy(weights + (wa == Addressing::kArena ? arena : compact), w + compact, n);
+    std::memcpy(mom[0] + (shard_optimizer_ ? compact : arena), m + compact, n);
+    std::memcpy(mom[1] + (shard_optimizer_ ? compact : arena), v + compact, n);
+  }
+  if (wa == Addressing::kArena) all_gather_units(weights);  // every rank holds the full weights
+  if (!shard_optimizer_) {
+    all_gather_units(mom[0]);
+    all_gather_units(mom[1]);
+  }
+  opt_->set_steps_taken(optimizer_steps);
 }
 
 }  // namespace ft

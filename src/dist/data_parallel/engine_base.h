@@ -20,6 +20,10 @@ class DpEngineBase : public ParamEngine {
   void begin_micro_batch(int index) override { micro_ = index; }
   int64_t optimizer_steps() const override { return opt_->steps_taken(); }
   double last_wait_s() const override { return wait_s_; }
+  std::vector<std::pair<int64_t, int64_t>> state_ranges() const override { return plan_.ranges(); }
+  void export_state(float* weights, float* exp_avg, float* exp_avg_sq) override;
+  void import_state(const float* weights, const float* exp_avg, const float* exp_avg_sq,
+                    int64_t optimizer_steps) override;
 
  protected:
   DpEngineBase(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
@@ -34,6 +38,9 @@ class DpEngineBase : public ParamEngine {
   // All-gathers every unit of the full arena from each rank's piece, in place.
   void all_gather_units(float* arena);
 
+  // Where the fp32 master weights live: the full arena (ZeRO 0-2) or this rank's pieces (3).
+  virtual float* master_weights(Addressing* how) = 0;
+
   ParamLayout layout_;
   Communicator& dp_;
   ShardPlan plan_;
@@ -42,6 +49,7 @@ class DpEngineBase : public ParamEngine {
   int micro_batches_ = 1, micro_ = 0;
   std::vector<WorkPtr> pending_;
   double wait_s_ = 0;
+  bool shard_optimizer_ = false;  // AdamW moments over this rank's pieces (else the full arena)
 };
 
 }  // namespace ft

@@ -21,6 +21,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "dist/comm.h"
 #include "dist/parallel_config.h"
@@ -47,6 +49,15 @@ class ParamEngine : public ParamAccess {
   virtual void gather_weights(float* out) = 0;
   // Seconds the trainer waited for gradient communication in the last finish_gradients().
   virtual double last_wait_s() const = 0;
+
+  // Checkpoint state (ckpt/): this rank's piece of every unit — arena [begin, end) ranges in unit
+  // order, the same under every ZeRO stage, so the dp ranks split the saving — and its fp32
+  // master weights and AdamW moments over those ranges, back to back (state_size() floats each).
+  virtual std::vector<std::pair<int64_t, int64_t>> state_ranges() const = 0;
+  virtual void export_state(float* weights, float* exp_avg, float* exp_avg_sq) = 0;
+  // The inverse: collective over the dp group (copies other ranks hold are re-gathered).
+  virtual void import_state(const float* weights, const float* exp_avg, const float* exp_avg_sq,
+                            int64_t optimizer_steps) = 0;
 };
 
 // Builds the engine for parallel.zero over `layout` — this rank's part of the model (a pipeline

@@ -21,6 +21,7 @@ class Zero0Engine final : public DpEngineBase {
   void gather_weights(float* out) override;
 
  private:
+  float* master_weights(Addressing* how) override { *how = Addressing::kArena; return w_.data<float>(); }
   struct Bucket {
     int64_t begin, end;  // arena range (whole units)
     int units, remaining;
@@ -45,6 +46,7 @@ class Zero12Engine final : public DpEngineBase {
   void gather_weights(float* out) override;
 
  private:
+  float* master_weights(Addressing* how) override { *how = Addressing::kArena; return w_.data<float>(); }
   struct InFlight {
     WorkPtr work;
     int unit;
@@ -76,6 +78,7 @@ class Zero3Engine final : public DpEngineBase {
   void gather_weights(float* out) override;
 
  private:
+  float* master_weights(Addressing* how) override { *how = Addressing::kCompact; return w_.data<float>(); }
   struct InFlight {
     WorkPtr work;
     int unit;

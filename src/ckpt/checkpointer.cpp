@@ -1,0 +1,569 @@
+#include "ckpt/checkpointer.h"
+
+#include <algorithm>
+#include <csignal>
+#include <set>
+#include <unistd.h>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "ckpt/state_io.h"
+#include "data/manifest.h"
+#include "obs/telemetry.h"
+#include "tensor/memory.h"
+#include "util/clock.h"
+#include "util/config_binder.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/log.h"
+#include "util/strings.h"
+
+namespace fs = std::filesystem;
+
+namespace ft {
+namespace {
+
+using json = nlohmann::json;
+
+// A checkpoint that must not be skipped for an older one: another model, batch or tokenizer, or
+// another key. Resuming stops with its message.
+class Refusal : public Error {
+ public:
+  using Error::Error;
+};
+
+double unix_now() { return static_cast<double>(std::time(nullptr)); }
+
+void check_compatible(const CheckpointManifest& m, const Config& cfg, uint64_t tokenizer_hash, const std::string& dir) {
+  const json& mc = m.config.contains("model") ? m.config["model"] : json::object();
+  const ModelConfig& c = cfg.model;
+  const std::vector<std::pair<const char*, json>> mine = {
+      {"dim", c.dim},           {"n_layers", c.n_layers}, {"n_heads", c.n_heads},
+      {"n_kv_heads", c.n_kv_heads}, {"vocab_size", c.vocab_size}, {"ffn_dim", c.ffn_dim},
+      {"tie_embeddings", c.tie_embeddings}, {"norm_eps", c.norm_eps}, {"rope_theta", c.rope_theta}};
+  for (const auto& [k, v] : mine) {
+    if (mc.contains(k) && mc[k] != v)
+      throw Refusal(fmt::format("{}: the checkpoint's model has model.{} = {}, this run's config says {}", dir, k,
+                                mc[k].dump(), v.dump()),
+                    "resume with the checkpoint's model settings (fluxtrain ckpt inspect shows them), or start a new run");
+  }
+  if (m.has_loader) {
+    const json& tc = m.config.contains("train") ? m.config["train"] : json::object();
+    for (const auto& [k, v] : std::vector<std::pair<const char*, int64_t>>{{"batch_size", cfg.train.batch_size},
+                                                                           {"seq_len", cfg.train.seq_len}}) {
+      if (tc.contains(k) && tc[k] != json(v))
+        throw Refusal(fmt::format("{}: the checkpoint was trained with train.{} = {}, this run's config says {}: the "
+                                  "data order would not continue",
+                                  dir, k, tc[k].dump(), v),
+                      fmt::format("resume with train.{} = {}", k, tc[k].dump()));
+    }
+    try {
+      check_tokenizer_hash(m.tokenizer_hash, tokenizer_hash, dir);
+    } catch (const Error& e) {
+      throw Refusal(e.what(), e.hint());
+    }
+  }
+}
+
+}  // namespace
+
+struct Checkpointer::Job {
+  int64_t step = 0, tokens = 0, optimizer_steps = 0;
+  LoaderState loader;
+  std::string dir;
+  std::atomic<bool> done{false};
+  bool ok = false;
+  std::string error;
+  FileRecord file;
+  std::vector<PieceRecord> records;
+  double write_s = 0;
+};
+
+double process_age_seconds() {
+  std::ifstream stat("/proc/self/stat"), up("/proc/uptime");
+  std::string s((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  double uptime = 0;
+  up >> uptime;
+  size_t close = s.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(s.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22; ++i) rest >> field;  // field 22: start time in clock ticks after boot
+  return uptime - std::stod(field) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+Config config_from_json(const json& j) {
+  Config cfg;
+  std::string preset = "tiny";
+  if (j.contains("model") && j["model"].contains("preset") && j["model"]["preset"].is_string())
+    preset = j["model"]["preset"].get<std::string>();
+  try {
+    cfg.model = model_preset(preset);
+  } catch (const Error&) {
+  }
+  ConfigBinder b;
+  cfg.bind(b);
+  if (!j.is_object()) return cfg;
+  for (auto& [section, keys] : j.items()) {
+    if (!keys.is_object()) continue;
+    for (auto& [k, v] : keys.items()) {
+      std::string key = section + "." + k;
+      if (!b.has(key)) {
+        log_warn("checkpoint config: key {} is unknown to this build; ignored", key);
+        continue;
+      }
+      ConfigValue cv;
+      if (v.is_boolean()) cv = v.get<bool>();
+      else if (v.is_number_integer()) cv = v.get<int64_t>();
+      else if (v.is_number()) cv = v.get<double>();
+      else if (v.is_string()) cv = v.get<std::string>();
+      else continue;
+      b.set(key, cv, "checkpoint config");
+    }
+  }
+  return cfg;
+}
+
+std::vector<std::string> list_step_dirs(const std::string& root) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return {};
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    int64_t step = parse_step_dir_name(e.path().filename().string());
+    if (step >= 0 && e.is_directory()) found.emplace_back(step, e.path().string());
+  }
+  std::sort(found.begin(), found.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  std::vector<std::string> out;
+  for (auto& [s, p] : found) out.push_back(p);
+  return out;
+}
+
+std::string resolve_checkpoint(const std::string& path) {
+  if (fs::exists(path + "/" + kCkptManifestFile)) return path;
+  for (const std::string& root : {path, path + "/checkpoints"})
+    for (const std::string& d : list_step_dirs(root))
+      if (fs::exists(d + "/" + kCkptManifestFile)) return d;
+  if (parse_step_dir_name(fs::path(path).filename().string()) >= 0)
+    throw Error(fmt::format("{}: no manifest: the checkpoint is incomplete (its save was interrupted)", path),
+                "use an older step directory, or --resume auto");
+  throw Error(fmt::format("{}: no checkpoint found (neither a step_<N> directory with a manifest.json nor a directory "
+                          "holding them)",
+                          path),
+              "give a checkpoint directory such as runs/demo/checkpoints/step_00000300, a checkpoint root or a run "
+              "directory");
+}
+
+Checkpointer::Checkpointer(const Config& cfg, Mesh& mesh, ParamEngine& engine, uint64_t tokenizer_hash,
+                           obs::Telemetry* telemetry)
+    : cfg_(cfg),
+      mesh_(mesh),
+      engine_(engine),
+      telemetry_(telemetry),
+      tokenizer_hash_(tokenizer_hash),
+      root_(cfg.ckpt.root(cfg.train.run_dir)),
+      chunk_bytes_(static_cast<uint32_t>(cfg.ckpt.chunk_mb << 20)) {
+  Config copy = cfg;
+  config_json_ = copy.to_json();
+  // The key: needed to encrypt; otherwise loaded when given, to read encrypted checkpoints.
+  if (cfg_.ckpt.encrypt) {
+    key_ = CkptKey::load(cfg_.ckpt.key_file);
+  } else if (!cfg_.ckpt.key_file.empty() || has_key_env()) {
+    try {
+      key_ = CkptKey::load(cfg_.ckpt.key_file);
+    } catch (const Error& e) {
+      log_warn("checkpoint key not usable ({}); encrypted checkpoints cannot be read", e.what());
+    }
+  }
+  pieces_ = state_pieces(engine_.layout(), engine_.state_ranges());
+  state_size_ = ranges_size(engine_.state_ranges());
+  // A piece held by several ranks (tensor-parallel replicas) is written once, by the lowest rank.
+  std::string keys;
+  for (const StatePiece& p : pieces_) keys += p.key() + "\n";
+  std::vector<std::string> all = all_gather_strings(keys);
+  std::set<std::string> lower;
+  for (int r = 0; r < mesh_.world_rank(); ++r) {
+    std::istringstream in(all[static_cast<size_t>(r)]);
+    for (std::string k; std::getline(in, k);) lower.insert(k);
+  }
+  for (const StatePiece& p : pieces_)
+    if (!lower.count(p.key())) owned_.push_back(p);
+  if (telemetry_) telemetry_->set_checkpoint_interval_steps(cfg_.ckpt.interval);
+  if (cfg_.ckpt.interval > 0) {
+    // Staging is allocated (and its pages touched) now, so a save's stall is only the copy.
+    staging_ = static_cast<float*>(mem_alloc(staging_bytes(), MemCategory::kCheckpoint));
+    secure_zero(staging_, staging_bytes());
+    std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit is a write error (EFBIG), not death
+    worker_ = std::thread([this] { run_worker(); });
+  }
+}
+
+Checkpointer::~Checkpointer() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  if (staging_) mem_free(staging_, staging_bytes(), MemCategory::kCheckpoint);
+}
+
+void Checkpointer::run_worker() {
+  for (;;) {
+    std::function<void()> fn;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping and nothing left
+      fn = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+    }
+    fn();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      busy_ = false;
+    }
+    cv_.notify_all();
+  }
+}
+
+void Checkpointer::enqueue(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(fn));
+  }
+  cv_.notify_all();
+}
+
+void Checkpointer::wait_idle() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+}
+
+std::vector<std::string> Checkpointer::all_gather_strings(const std::string& s) {
+  Communicator& w = mesh_.world();
+  const int n = w.size();
+  int64_t len = static_cast<int64_t>(s.size());
+  std::vector<int64_t> lens(static_cast<size_t>(n));
+  w.all_gather(lens.data(), &len, 8);
+  int64_t most = *std::max_element(lens.begin(), lens.end());
+  std::string mine = s;
+  mine.resize(static_cast<size_t>(most));
+  std::string all(static_cast<size_t>(most * n), '\0');
+  if (most > 0) w.all_gather(all.data(), mine.data(), most);
+  std::vector<std::string> out;
+  for (int r = 0; r < n; ++r) out.push_back(all.substr(static_cast<size_t>(r * most), static_cast<size_t>(lens[static_cast<size_t>(r)])));
+  return out;
+}
+
+void Checkpointer::record(const json& row) {
+  if (mesh_.world_rank() != 0) return;
+  std::error_code ec;
+  fs::create_directories(cfg_.train.run_dir, ec);
+  std::ofstream out(cfg_.train.run_dir + "/checkpoints.jsonl", std::ios::app);
+  out << row.dump() << "\n";
+}
+
+// ---- resume ----------------------------------------------------------------------------------
+
+Checkpointer::Resumed Checkpointer::resume() {
+  Resumed out;
+  const std::string& spec = cfg_.ckpt.resume;
+  const bool rank0 = mesh_.world_rank() == 0;
+  if (!spec.empty()) {
+    const double t0 = now_seconds();
+    // Rank 0 lists the candidates, newest first; every rank tries each in turn.
+    std::string list;
+    bool exact = false;
+    if (rank0) {
+      std::vector<std::string> cands;
+      if (spec == "auto") {
+        cands = list_step_dirs(root_);
+      } else if (fs::exists(spec + "/" + kCkptManifestFile) || parse_step_dir_name(fs::path(spec).filename().string()) >= 0) {
+        cands = {spec};
+        exact = true;
+      } else {
+        cands = list_step_dirs(spec);
+        if (cands.empty()) cands = list_step_dirs(spec + "/checkpoints");
+        if (cands.empty()) resolve_checkpoint(spec);  // throws naming the path
+      }
+      for (const std::string& c : cands) list += c + "\n";
+    }
+    std::vector<std::string> lists = all_gather_strings(list);
+    std::vector<std::string> cands;
+    {
+      std::istringstream in(lists[0]);
+      for (std::string c; std::getline(in, c);) cands.push_back(c);
+    }
+    if (cands.empty()) log_info("resume: no checkpoint under {}; starting from step 0", root_);
+    float* buf = static_cast<float*>(mem_alloc(staging_bytes(), MemCategory::kCheckpoint));
+    float *w = buf, *m1 = buf + state_size_, *m2 = buf + 2 * state_size_;
+    for (const std::string& cand : cands) {
+      int status = 0;  // 0 ok, 1 skip (incomplete, corrupt), 2 refused
+      std::string err, hint;
+      CheckpointManifest m;
+      try {
+        m = CheckpointManifest::load(cand, nullptr);  // unauthenticated first: is it ours, which key?
+        if (m.encrypted && key_.empty())
+          throw Refusal(fmt::format("{}: the checkpoint is encrypted and no key was given", cand),
+                        "set FLUXTRAIN_CKPT_KEY or ckpt.key_file to the key it was written with");
+        if (m.encrypted && key_.id() != m.key_id)
+          throw Refusal(fmt::format("{}: the checkpoint was encrypted with key id {}, the given key has id {}", cand,
+                                    m.key_id, key_.id()),
+                        "set FLUXTRAIN_CKPT_KEY or ckpt.key_file to the key it was written with");
+        if (m.encrypted) m = CheckpointManifest::load(cand, &key_);
+        check_compatible(m, cfg_, tokenizer_hash_, cand);
+        CheckpointReader reader(cand, m, key_.empty() ? nullptr : &key_);
+        std::fill_n(buf, 3 * state_size_, 0.0f);
+        reader.fill(pieces_, w, m1, m2);
+      } catch (const Refusal& e) {
+        status = 2, err = e.what(), hint = e.hint();
+      } catch (const Error& e) {
+        status = 1, err = e.what(), hint = e.hint();
+      }
+      double flags[2] = {status == 1 ? 1.0 : 0.0, status == 2 ? 1.0 : 0.0};
+      mesh_.world().all_reduce(flags, 2);
+      if (flags[1] > 0) {
+        mem_free(buf, staging_bytes(), MemCategory::kCheckpoint);
+        if (status == 2) throw Error(err, hint);
+        throw Error(fmt::format("{}: another rank refused to resume from this checkpoint (see its error)", cand));
+      }
+      if (flags[0] > 0) {
+        if (exact) {
+          mem_free(buf, staging_bytes(), MemCategory::kCheckpoint);
+          throw Error(status ? err : fmt::format("{}: another rank could not read this checkpoint (see its error)", cand),
+                      hint.empty() ? "resume from another checkpoint (--resume auto picks the newest valid one)" : hint);
+        }
+        log_warn("resume: skipping checkpoint {}: {}", cand,
+                 status ? err : std::string("another rank could not read it (see its warning)"));
+        continue;
+      }
+      engine_.import_state(w, m1, m2, m.optimizer_steps);
+      out.resumed = true;
+      out.dir = cand;
+      out.step = m.step;
+      out.tokens = m.tokens;
+      out.restarts = m.restarts + 1;
+      out.has_loader = m.has_loader;
+      out.loader = m.loader;
+      restarts_ = out.restarts;
+      log_info("resume: loaded {} (step {}, saved under world {} = dp {} x tp {} x pp {}, zero {}; now {}) in {:.2f} s", cand,
+               m.step, m.world, m.dp, m.tp, m.pp, m.zero, mesh_.describe(), now_seconds() - t0);
+      if (cfg_.parallel.grad_compression == GradCompression::kPowerSGD)
+        log_warn("resume: PowerSGD's error feedback and factors are not in checkpoints; losses after resuming are not "
+                 "bit-identical to an uninterrupted run");
+      break;
+    }
+    mem_free(buf, staging_bytes(), MemCategory::kCheckpoint);
+    if (exact && !out.resumed) throw Error(fmt::format("{}: could not resume from it", spec));
+    report_resume_ = out.resumed;
+  }
+  if (cfg_.ckpt.interval > 0) {
+    if (rank0) prepare_root(out.step);
+    mesh_.world().barrier();
+  }
+  last_saved_ = out.step;
+  return out;
+}
+
+void Checkpointer::prepare_root(int64_t resumed_step) {
+  for (const std::string& d : list_step_dirs(root_)) {
+    int64_t step = parse_step_dir_name(fs::path(d).filename().string());
+    std::error_code ec;
+    if (!fs::exists(d + "/" + kCkptManifestFile)) {
+      log_warn("checkpoint: removing {}: incomplete (no manifest; a save was interrupted)", d);
+      fs::remove_all(d, ec);
+    } else if (step > resumed_step) {
+      std::string aside = fmt::format("{}.replaced-{}", d, static_cast<int64_t>(unix_now()));
+      log_warn("checkpoint: {} is newer than the step this run starts from ({}); moved to {}", d, resumed_step, aside);
+      fs::rename(d, aside, ec);
+    }
+  }
+}
+
+// ---- saving ----------------------------------------------------------------------------------
+
+void Checkpointer::after_step(int64_t step, int64_t tokens, const LoaderState& loader) {
+  if (report_resume_) {
+    report_resume_ = false;
+    double age = process_age_seconds();
+    log_info("resume: {:.2f} s from process start to the end of the first resumed step (step {})", age, step);
+    record({{"event", "resume"}, {"step", step}, {"seconds_from_start", age}});
+  }
+  if (cfg_.ckpt.interval <= 0) return;
+  drain_events();
+  if (in_flight_) poll(false);
+  const bool due = step % cfg_.ckpt.interval == 0 || step == cfg_.train.steps;
+  if (due && step != last_saved_) start_save(step, tokens, loader);
+}
+
+void Checkpointer::finish() {
+  if (cfg_.ckpt.interval <= 0) return;
+  poll(true);
+  wait_idle();
+  drain_events();
+}
+
+void Checkpointer::start_save(int64_t step, int64_t tokens, const LoaderState& loader) {
+  const double t0 = now_seconds();
+  if (in_flight_) poll(true);  // the previous save must be durable before its staging is reused
+  engine_.export_state(staging_, staging_ + state_size_, staging_ + 2 * state_size_);
+  job_ = std::make_unique<Job>();
+  job_->step = step;
+  job_->tokens = tokens;
+  job_->loader = loader;
+  job_->optimizer_steps = engine_.optimizer_steps();
+  job_->dir = root_ + "/" + step_dir_name(step);
+  in_flight_ = true;
+  flight_step_ = step;
+  flight_start_ = t0;
+  last_saved_ = step;
+  if (cfg_.ckpt.async) {
+    flight_stall_ = now_seconds() - t0;
+    Job* j = job_.get();
+    enqueue([this, j] { write_job(*j); });
+  } else {  // synchronous: the training thread writes; the stall is the whole save
+    write_job(*job_);
+    flight_stall_ = now_seconds() - t0;
+    poll(true);
+    wait_idle();  // rank 0: the manifest too
+  }
+}
+
+void Checkpointer::write_job(Job& j) {
+  const double t0 = now_seconds();
+  try {
+    fs::create_directories(j.dir);
+    j.file = write_rank_file(j.dir, j.step, mesh_.world_rank(), owned_, staging_, staging_ + state_size_,
+                             staging_ + 2 * state_size_, chunk_bytes_, cfg_.ckpt.encrypt ? &key_ : nullptr, &j.records);
+    j.ok = true;
+  } catch (const std::exception& e) {
+    j.ok = false;
+    j.error = e.what();
+  }
+  secure_zero(staging_, staging_bytes());  // no plaintext copy left behind
+  j.write_s = now_seconds() - t0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    j.done = true;
+  }
+  cv_.notify_all();
+}
+
+bool Checkpointer::poll(bool block) {
+  if (!in_flight_) return true;
+  Job& j = *job_;
+  if (block) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return j.done.load(); });
+  }
+  const bool done = j.done.load();
+  double flags[2] = {done ? 0.0 : 1.0, done && !j.ok ? 1.0 : 0.0};
+  mesh_.world().all_reduce(flags, 2);
+  if (flags[0] > 0) return false;
+  in_flight_ = false;
+  const bool rank0 = mesh_.world_rank() == 0;
+  if (flags[1] > 0) {  // some rank failed: the checkpoint is discarded everywhere
+    ++failures_;
+    if (!j.ok) log_error("checkpoint step {} failed: {}; training continues, the partial checkpoint is discarded", j.step, j.error);
+    std::error_code ec;
+    fs::remove(j.dir + "/" + rank_file_name(mesh_.world_rank()), ec);
+    mesh_.world().barrier();
+    if (rank0) {
+      fs::remove_all(j.dir, ec);
+      log_error("checkpoint step {} discarded ({} failure(s) so far); earlier checkpoints are intact", j.step, failures_);
+      record({{"event", "save"}, {"step", j.step}, {"ok", false}, {"error", j.ok ? "another rank failed" : j.error}});
+    }
+    if (telemetry_) telemetry_->on_checkpoint(j.step, now_seconds() - flight_start_, false);
+    job_.reset();
+    return true;
+  }
+  json mine = json::parse(pieces_to_json(j.file, owned_, j.records));
+  mine["write_s"] = j.write_s;
+  std::vector<std::string> files = all_gather_strings(mine.dump());
+  if (rank0) {
+    auto m = std::make_shared<CheckpointManifest>();
+    m->step = j.step;
+    m->tokens = j.tokens;
+    m->optimizer_steps = j.optimizer_steps;
+    m->restarts = restarts_;
+    m->loader = j.loader;
+    m->tokenizer_hash = tokenizer_hash_;
+    m->world = mesh_.world_size();
+    m->dp = mesh_.degrees().dp, m->tp = mesh_.degrees().tp, m->pp = mesh_.degrees().pp, m->zero = cfg_.parallel.zero;
+    m->created = utc_timestamp();
+    m->config = config_json_;
+    m->encrypted = cfg_.ckpt.encrypt;
+    if (m->encrypted) m->key_id = key_.id();
+    m->chunk_bytes = chunk_bytes_;
+    double write_s = 0;
+    for (const std::string& f : files) {
+      add_json_file_to_manifest(*m, f);
+      write_s = std::max(write_s, json::parse(f)["write_s"].get<double>());
+    }
+    const double stall = flight_stall_;
+    const int64_t step = j.step;
+    const double start = flight_start_;
+    enqueue([this, m, step, start, stall, write_s] { commit_job(m, step, start, stall, write_s); });
+  }
+  job_.reset();
+  drain_events();
+  return true;
+}
+
+void Checkpointer::commit_job(std::shared_ptr<CheckpointManifest> m, int64_t step, double t_start, double stall_s,
+                              double write_s) {
+  const std::string dir = root_ + "/" + step_dir_name(step);
+  try {
+    write_file_atomic(dir + "/" + kCkptManifestFile, m->to_json_text(m->encrypted ? &key_ : nullptr));
+  } catch (const std::exception& e) {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    log_error("checkpoint step {} failed writing its manifest: {}; the checkpoint is discarded, training continues", step,
+              e.what());
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.push_back({step, now_seconds() - t_start, false});
+    record({{"event", "save"}, {"step", step}, {"ok", false}, {"error", e.what()}});
+    return;
+  }
+  // Retention: the newest ckpt.keep committed checkpoints stay; older ones (and stale partial
+  // directories older than this commit) go — only now that a newer one is durable.
+  int64_t kept = 0;
+  for (const std::string& d : list_step_dirs(root_)) {
+    std::error_code ec;
+    const bool committed = fs::exists(d + "/" + kCkptManifestFile);
+    const int64_t s = parse_step_dir_name(fs::path(d).filename().string());
+    if (committed && ++kept <= cfg_.ckpt.keep) continue;
+    if (!committed && s >= step) continue;
+    fs::remove_all(d, ec);
+  }
+  const double total = now_seconds() - t_start;
+  uint64_t bytes = 0;
+  for (const FileRecord& f : m->files) bytes += f.file_bytes;
+  const double sync_s = cfg_.ckpt.async ? stall_s + write_s : stall_s;
+  log_info("checkpoint step {} committed: {:.1f} MB in {} file(s){}, written in {:.2f} s ({:.0f} MB/s); training "
+           "stalled {:.3f} s = {:.1f}% of a synchronous save",
+           step, static_cast<double>(bytes) / 1e6, m->files.size(), m->encrypted ? " (encrypted)" : "", write_s,
+           static_cast<double>(bytes) / 1e6 / std::max(write_s, 1e-9), stall_s, 100.0 * stall_s / std::max(sync_s, 1e-9));
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.push_back({step, total, true});
+  record({{"event", "save"}, {"step", step}, {"ok", true}, {"bytes", bytes}, {"files", m->files.size()},
+          {"encrypted", m->encrypted}, {"async", cfg_.ckpt.async}, {"stall_s", stall_s}, {"write_s", write_s},
+          {"commit_s", total}, {"stall_ratio", stall_s / std::max(sync_s, 1e-9)}});
+}
+
+void Checkpointer::drain_events() {
+  std::vector<Event> ev;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ev.swap(events_);
+  }
+  for (const Event& e : ev) {
+    if (!e.ok) ++failures_;
+    if (telemetry_) telemetry_->on_checkpoint(e.step, e.seconds, e.ok);
+  }
+}
+
+}  // namespace ft

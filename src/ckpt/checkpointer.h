@@ -1,0 +1,137 @@
+// Checkpointer: the trainer's one object for saving and resuming. Saves are asynchronous: at a
+// checkpoint step the training thread only copies this rank's state (ParamEngine::export_state)
+// into host staging buffers; a background thread (encrypts and) writes the rank file (temporary
+// name, fsync, rename). At later step boundaries the ranks agree, over the world communicator,
+// that every rank file is durable; then rank 0 writes the manifest — the commit marker — and
+// deletes checkpoints beyond ckpt.keep. A failed save (disk full, ...) is logged, counted and
+// discarded on every rank; training goes on and earlier checkpoints stay intact.
+//
+//   Checkpointer ckpt(cfg, mesh, engine, loader.tokenizer_hash(), &telemetry);
+//   Checkpointer::Resumed r = ckpt.resume();                  // collective; per ckpt.resume
+//   if (r.resumed) { step = r.step; tokens = r.tokens; if (r.has_loader) loader.restore(r.loader); }
+//   for (...) { step(); ckpt.after_step(step, tokens, loader.state()); }
+//   ckpt.finish();                                            // waits for the last commit
+//
+// Every call is collective over the world (all ranks call it at the same steps).
+#pragma once
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ckpt/crypto.h"
+#include "ckpt/manifest.h"
+#include "ckpt/pieces.h"
+#include "config/config.h"
+#include "data/loader.h"
+#include "dist/data_parallel/param_engine.h"
+#include "dist/mesh.h"
+
+namespace ft {
+
+namespace obs {
+class Telemetry;
+}
+
+class Checkpointer {
+ public:
+  Checkpointer(const Config& cfg, Mesh& mesh, ParamEngine& engine, uint64_t tokenizer_hash, obs::Telemetry* telemetry);
+  ~Checkpointer();
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
+
+  struct Resumed {
+    bool resumed = false;
+    std::string dir;
+    int64_t step = 0, tokens = 0, restarts = 0;
+    bool has_loader = false;
+    LoaderState loader;
+  };
+  // Loads the checkpoint ckpt.resume names ("auto": the newest valid one under the root, skipping
+  // incomplete or corrupt ones with a warning) into the engine. Refuses another model, batch
+  // or tokenizer with an ft::Error. Then clears the root of what a new save could collide with.
+  Resumed resume();
+  // Called after every optimizer step: completes earlier saves, and starts one when due.
+  void after_step(int64_t step, int64_t tokens, const LoaderState& loader);
+  // Waits until the last save is committed (or failed).
+  void finish();
+
+  int64_t failures() const { return failures_; }
+  const std::string& root() const { return root_; }
+
+ private:
+  struct Job;
+  void start_save(int64_t step, int64_t tokens, const LoaderState& loader);
+  bool poll(bool block);           // collective; true when no save is in flight any more
+  void write_job(Job& job);        // background: this rank's file
+  // Rank 0, background: the manifest, retention, the log line.
+  void commit_job(std::shared_ptr<CheckpointManifest> m, int64_t step, double t_start, double stall_s, double write_s);
+  void drain_events();  // training thread: commit results to telemetry
+  void run_worker();
+  void enqueue(std::function<void()> fn);
+  void wait_idle();
+  void prepare_root(int64_t resumed_step);  // rank 0: partial dirs removed, newer ones set aside
+  void record(const nlohmann::json& row);   // rank 0: <run_dir>/checkpoints.jsonl
+  std::vector<std::string> all_gather_strings(const std::string& s);
+  // Bytes of a staging (or resume) buffer: weights, first and second moments.
+  size_t staging_bytes() const { return static_cast<size_t>(3 * std::max<int64_t>(state_size_, 1)) * 4; }
+
+  struct Event {
+    int64_t step;
+    double seconds;
+    bool ok;
+  };
+  Config cfg_;
+  nlohmann::json config_json_;
+  Mesh& mesh_;
+  ParamEngine& engine_;
+  obs::Telemetry* telemetry_;
+  uint64_t tokenizer_hash_;
+  std::string root_;
+  CkptKey key_;
+  uint32_t chunk_bytes_;
+  std::vector<StatePiece> pieces_, owned_;  // this rank's state pieces; the ones it writes
+  int64_t state_size_ = 0;
+  float* staging_ = nullptr;  // 3 × state_size_ floats (kCheckpoint), wiped after each write
+  int64_t restarts_ = 0;
+
+  // The save in flight (identical on every rank).
+  bool in_flight_ = false;
+  int64_t flight_step_ = 0;
+  double flight_start_ = 0, flight_stall_ = 0;
+  std::unique_ptr<Job> job_;
+  int64_t failures_ = 0;
+  int64_t last_saved_ = -1;
+  bool report_resume_ = false;
+  double resume_started_ = 0;
+
+  std::thread worker_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool busy_ = false, stop_ = false;
+  std::vector<Event> events_;  // from the worker, reported by the training thread
+};
+
+// Seconds since this process started (from /proc/self/stat).
+double process_age_seconds();
+
+// The config a checkpoint was saved with (its manifest's "config"), as a Config; keys this build
+// does not know are ignored with a warning.
+Config config_from_json(const nlohmann::json& j);
+
+// Resolves a user's checkpoint path: a step_<N> directory, a checkpoint root holding them, or a
+// run directory holding checkpoints/ — the newest committed step in the latter two. Throws naming
+// the path when nothing is found.
+std::string resolve_checkpoint(const std::string& path);
+// The step directories under a root, newest first (with or without a manifest).
+std::vector<std::string> list_step_dirs(const std::string& root);
+
+}  // namespace ft

@@ -1,0 +1,46 @@
+"""Helpers for the checkpoint tests: run the real binary, read metrics and checkpoint records."""
+import json
+import os
+import shutil
+import subprocess
+
+KEY = "5f1e2d3c4b5a69788796a5b4c3d2e1f000112233445566778899aabbccddeeff"
+
+
+def train(ft, config, run_dir, sets=(), nproc=1, resume=None, env=None, check=True):
+    cmd = [ft, "train", "--config", config, "--run-dir", run_dir]
+    for s in sets:
+        cmd += ["--set", s]
+    if nproc > 1:
+        cmd += ["--nproc", str(nproc)]
+    if resume:
+        cmd += ["--resume", resume]
+    e = dict(os.environ)
+    e.update(env or {})
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e)
+    if check and p.returncode != 0:
+        raise SystemExit(f"FAIL: {' '.join(cmd)} exited {p.returncode}:\n{p.stderr[-3000:]}")
+    return p
+
+
+def losses(run_dir):
+    rows = [json.loads(l) for l in open(os.path.join(run_dir, "metrics.jsonl"))]
+    return {r["step"]: r["loss"] for r in rows}
+
+
+def records(run_dir):
+    path = os.path.join(run_dir, "checkpoints.jsonl")
+    return [json.loads(l) for l in open(path)] if os.path.exists(path) else []
+
+
+def copy_checkpoint(src_step_dir, run_dir):
+    """Copies one step directory into run_dir/checkpoints/ (a fresh run resumes from it)."""
+    dst = os.path.join(run_dir, "checkpoints", os.path.basename(src_step_dir))
+    shutil.copytree(src_step_dir, dst)
+    return dst
+
+
+def ckpt(ft, *args, env=None):
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run([ft, "ckpt", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e)
