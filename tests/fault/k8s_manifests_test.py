@@ -31,8 +31,9 @@ for path in sorted(glob.glob(os.path.join(K8S, "*.yaml"))):
                 docs.append((os.path.basename(path), d))
 check(len(docs) >= 8, f"{len(docs)} manifests parsed")
 for name, d in docs:
-    check(all(k in d for k in ("apiVersion", "kind")) and d.get("metadata", {}).get("name"),
-          f"{name}: {d.get('kind')} has apiVersion, kind and metadata.name")
+    named = d.get("kind") == "Kustomization" or d.get("metadata", {}).get("name")  # kustomize needs no name
+    check(all(k in d for k in ("apiVersion", "kind")) and named, f"{name}: {d.get('kind')} has apiVersion, kind and "
+          "metadata.name")
 
 
 def one(kind, name=None):
@@ -65,6 +66,10 @@ par = cfg.get("parallel", {})
 world = par.get("dp", 1) * par.get("tp", 1) * par.get("pp", 1)
 run_dir = cfg["train"]["run_dir"]
 metrics_port = cfg.get("metrics", {}).get("port", 9400)
+ckpt = cfg.get("ckpt", {})
+check(ckpt.get("interval", 0) > 0, "the config writes checkpoints (ckpt.interval > 0): the supervisor restarts from them")
+check(ckpt.get("encrypt") is True, "checkpoints are encrypted (their key is the Secret's)")
+check(cfg.get("metrics", {}).get("enabled") is True, "the /metrics endpoint is enabled (metrics.enabled)")
 
 pvc = one("PersistentVolumeClaim", "fluxtrain-runs")
 check("ReadWriteMany" in pvc.get("spec", {}).get("accessModes", []), "the runs volume is ReadWriteMany (shared)")
@@ -138,8 +143,17 @@ vt = cj["spec"]["jobTemplate"]["spec"]
 check(pod_spec(vt).get("priorityClassName") == "fluxtrain-validation", "validation has the validation PriorityClass")
 check(cj["spec"].get("concurrencyPolicy") == "Forbid", "validations do not pile up")
 vcmd = container(vt)["command"]
-check(vcmd[:2] == ["fluxtrain", "eval"] and vcmd[vcmd.index("--ckpt") + 1] == run_dir,
+ev = vcmd.index("fluxtrain") if "fluxtrain" in vcmd else 0
+check(vcmd[ev:ev + 2] == ["fluxtrain", "eval"] and vcmd[vcmd.index("--ckpt") + 1] == run_dir,
       f"validation runs `fluxtrain eval --ckpt {run_dir}`")
+vgpus = int(container(vt)["resources"]["limits"]["nvidia.com/gpu"])
+np_ = int(vcmd[vcmd.index("-np") + 1]) if vcmd[0] == "mpirun" else 1
+vsets = dict(vcmd[i + 1].split("=", 1) for i in range(len(vcmd) - 1) if vcmd[i] == "--set")
+vworld = int(vsets.get("parallel.dp", par.get("dp", 1))) * int(vsets.get("parallel.tp", par.get("tp", 1))) * \
+    int(vsets.get("parallel.pp", par.get("pp", 1)))
+check(np_ == vgpus == vworld, f"validation: {np_} rank(s) = {vgpus} GPU(s) = its layout's world size {vworld}")
+check(int(vsets.get("parallel.tp", par.get("tp", 1))) == par.get("tp", 1),
+      "validation keeps the training tensor-parallel degree (its memory per GPU is the training's)")
 vm = mounts_of(vt)
 check(any(claim == "fluxtrain-runs" and ro and under(run_dir, p) for p, (claim, ro) in vm.items()),
       "validation mounts the runs volume read-only where the checkpoints are")
