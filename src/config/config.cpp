@@ -7,6 +7,7 @@
 #include <map>
 
 #include "dist/pipeline/pipeline_plan.h"
+#include "model/param_layout.h"
 #include "train/micro_batches.h"
 #include "util/config_binder.h"
 #include "util/error.h"
@@ -33,8 +34,17 @@ void Config::validate() const {
   metrics.validate();
   fault.validate();
   ckpt.validate();
-  // Across sections: the micro-batch split and the pipeline (errors before any rank starts).
+  // Across sections (errors before any rank starts): the model must split over the
+  // tensor-parallel ranks, the batch into micro-batches (and, with sequence parallelism, their
+  // tokens over the tp ranks), the layers into pipeline stages.
+  ParamLayout::check_tp(model, parallel.tp);
   MicroBatching mb = split_batch(train, parallel);
+  if (parallel.sequence_parallel && parallel.tp > 1 && mb.size * train.seq_len % parallel.tp != 0) {
+    throw Error(fmt::format("parallel.sequence_parallel splits the {} x {} tokens of a micro-batch "
+                            "(micro-batch size x train.seq_len) over parallel.tp = {} ranks, which does not divide them",
+                            mb.size, train.seq_len, parallel.tp),
+                "make train.micro_batch_size x train.seq_len a multiple of parallel.tp");
+  }
   if (parallel.pp > 1) PipelinePlan::make(model, train.seq_len, parallel, mb.count);
 }
 

@@ -9,6 +9,8 @@ void ParallelConfig::bind(ConfigBinder& b) {
   b.add("parallel.dp", &dp, "data-parallel degree");
   b.add("parallel.tp", &tp, "tensor-parallel degree");
   b.add("parallel.pp", &pp, "pipeline-parallel degree");
+  b.add("parallel.sequence_parallel", &sequence_parallel,
+        "with tp > 1, keep norms and residuals on sequence shards (all-gather/reduce-scatter instead of all-reduce)");
   b.add("parallel.collective_timeout_s", &collective_timeout_s,
         "seconds a rank waits for its peers before stopping with an error naming them");
   b.add("parallel.zero", &zero, "ZeRO stage over the data-parallel group (0, 1, 2, 3)");

@@ -19,6 +19,7 @@ struct ParallelConfig {
   int64_t dp = 1;  // data-parallel replicas
   int64_t tp = 1;  // tensor-parallel ranks (innermost axis)
   int64_t pp = 1;  // pipeline stages (outermost axis)
+  bool sequence_parallel = false;  // tp > 1: norms and residuals on N/tp-token shards
   double collective_timeout_s = 300;  // bound on every wait for a peer
   int64_t zero = 0;                   // ZeRO stage over the data-parallel group: 0, 1, 2, 3
   double bucket_mb = 25;              // gradient all-reduce bucket size (ZeRO 0)

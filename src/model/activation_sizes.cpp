@@ -3,32 +3,58 @@
 #include <algorithm>
 
 namespace ft {
+namespace {
 
-NamedShapes block_activation_shapes(const ModelConfig& m, int64_t B, int64_t T) {
-  const int64_t N = B * T, C = m.dim, F = m.ffn_dim, HD = m.n_heads * m.head_dim();
-  return {{"xn1", {N, C}},       {"rstd1", {N}},      {"qkv", {N, m.qkv_dim()}},
-          {"att", {N, HD}},      {"lse", {B, m.n_heads, T}}, {"x_mid", {N, C}},
-          {"xn2", {N, C}},       {"rstd2", {N}},      {"gu", {N, 2 * F}},
-          {"h", {N, F}}};
+// One tensor-parallel rank's sizes (ParamLayout::llama splits the parameters the same way).
+struct Local {
+  int64_t N, Ns, C, H, Hkv, D, F, V;
+  Local(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp)
+      : N(B * T),
+        Ns(tp.tokens(B * T)),
+        C(m.dim),
+        H(m.n_heads / tp.size),
+        Hkv(m.n_kv_heads % tp.size == 0 ? m.n_kv_heads / tp.size : 1),
+        D(m.head_dim()),
+        F(m.ffn_dim / tp.size),
+        V(m.vocab_size / tp.size) {}
+  int64_t qkv() const { return (H + 2 * Hkv) * D; }
+};
+
+}  // namespace
+
+NamedShapes block_activation_shapes(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp) {
+  const Local l(m, B, T, tp);
+  return {{"xn1", {l.Ns, l.C}},  {"rstd1", {l.Ns}},         {"qkv", {l.N, l.qkv()}},
+          {"att", {l.N, l.H * l.D}}, {"lse", {B, l.H, T}}, {"x_mid", {l.Ns, l.C}},
+          {"xn2", {l.Ns, l.C}},  {"rstd2", {l.Ns}},         {"gu", {l.N, 2 * l.F}},
+          {"h", {l.N, l.F}}};
 }
 
-NamedShapes backward_scratch_shapes(const ModelConfig& m, int64_t B, int64_t T) {
-  const int64_t N = B * T, C = m.dim, F = m.ffn_dim, HD = m.n_heads * m.head_dim();
-  return {{"d_res", {N, C}}, {"d_mid", {N, C}},  {"d_xn", {N, C}},          {"dh", {N, F}},
-          {"dgu", {N, 2 * F}}, {"datt", {N, HD}}, {"dqkv", {N, m.qkv_dim()}}};
+NamedShapes backward_scratch_shapes(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp) {
+  const Local l(m, B, T, tp);
+  NamedShapes s = {{"d_res", {l.Ns, l.C}},     {"d_mid", {l.Ns, l.C}},      {"d_xn", {l.Ns, l.C}},
+                   {"dh", {l.N, l.F}},         {"dgu", {l.N, 2 * l.F}},     {"datt", {l.N, l.H * l.D}},
+                   {"dqkv", {l.N, l.qkv()}}};
+  if (tp.sequence_parallel && tp.size > 1) {
+    s.push_back({"full_in", {l.N, l.C}});   // all-gathered input of a column-parallel matmul
+    s.push_back({"full_out", {l.N, l.C}});  // partial output of a row-parallel matmul
+  }
+  return s;
 }
 
-NamedShapes model_activation_shapes(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk, LayerSpan span) {
-  const int64_t N = B * T, C = m.dim;
+NamedShapes model_activation_shapes(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk, LayerSpan span,
+                                    const TpSplit& tp) {
+  const Local l(m, B, T, tp);
   NamedShapes s;
-  for (int64_t i = 0; i <= span.layers(m); ++i) s.push_back({"res" + std::to_string(span.first + i), {N, C}});
+  for (int64_t i = 0; i <= span.layers(m); ++i) s.push_back({"res" + std::to_string(span.first + i), {l.Ns, l.C}});
   if (!span.head) return s;
-  s.push_back({"xf", {N, C}});
-  s.push_back({"rstdf", {N}});
-  s.push_back({"dxf", {N, C}});
-  s.push_back({"losses", {N}});
-  s.push_back({"logits", {chunk, m.vocab_size}});
+  s.push_back({"xf", {l.Ns, l.C}});
+  s.push_back({"rstdf", {l.Ns}});
+  s.push_back({"dxf", {l.N, l.C}});
+  s.push_back({"losses", {l.N}});
+  s.push_back({"logits", {chunk, l.V}});
   s.push_back({"lse", {chunk}});
+  if (tp.size > 1) s.push_back({"target_logit", {chunk}});
   return s;
 }
 
@@ -46,14 +72,14 @@ int64_t sum_numel(const NamedShapes& s) {
 }  // namespace
 
 int64_t kept_activation_bytes(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk, bool recompute,
-                              LayerSpan span) {
+                              LayerSpan span, const TpSplit& tp) {
   int64_t blocks = recompute ? 1 : span.layers(m);
-  return 4 * (blocks * sum_numel(block_activation_shapes(m, B, T)) +
-              sum_numel(model_activation_shapes(m, B, T, chunk, span)));
+  return 4 * (blocks * sum_numel(block_activation_shapes(m, B, T, tp)) +
+              sum_numel(model_activation_shapes(m, B, T, chunk, span, tp)));
 }
 
-int64_t scratch_activation_bytes(const ModelConfig& m, int64_t B, int64_t T) {
-  return 4 * sum_numel(backward_scratch_shapes(m, B, T));
+int64_t scratch_activation_bytes(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp) {
+  return 4 * sum_numel(backward_scratch_shapes(m, B, T, tp));
 }
 
 }  // namespace ft

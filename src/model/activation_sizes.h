@@ -5,6 +5,12 @@
 //   auto s = block_activation_shapes(cfg, B, T);      // [{"xn1", {N, C}}, ...]
 //   int64_t bytes = kept_activation_bytes(cfg, B, T, chunk, /*recompute=*/false);
 //   int64_t stage = kept_activation_bytes(cfg, B, T, chunk, false, LayerSpan{2, 2, true});  // a pipeline chunk
+//   int64_t sp = kept_activation_bytes(cfg, B, T, chunk, false, {}, TpSplit{4, true});  // one tp rank's
+//
+// A pipeline chunk keeps the residual stream of its own layers only (LayerSpan). Under tensor
+// parallelism a rank holds its share of the heads, the ffn and the vocabulary; with sequence
+// parallelism also only N/tp tokens of the residual stream, the norms and their outputs (TpSplit).
+// The two compose: a stage's tensor-parallel rank keeps its span's layers of its own shard.
 #pragma once
 
 #include <cstdint>
@@ -28,13 +34,23 @@ struct LayerSpan {
   int64_t layers(const ModelConfig& m) const { return count < 0 ? m.n_layers - first : count; }
 };
 
+// How tensor parallelism divides one rank's activations.
+struct TpSplit {
+  int64_t size = 1;                // parallel.tp
+  bool sequence_parallel = false;  // parallel.sequence_parallel
+  // Tokens of the residual stream a rank holds out of n: all, or its n/size shard.
+  int64_t tokens(int64_t n) const { return sequence_parallel && size > 1 ? n / size : n; }
+};
+
 // One block's buffers kept for backward (see model/activations.h for what each is for).
-NamedShapes block_activation_shapes(const ModelConfig& m, int64_t B, int64_t T);
-// Backward scratch shared by all blocks of a micro-batch.
-NamedShapes backward_scratch_shapes(const ModelConfig& m, int64_t B, int64_t T);
+NamedShapes block_activation_shapes(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp = {});
+// Backward scratch shared by all blocks of a micro-batch (with sequence parallelism also the two
+// (N, C) buffers around the tensor-parallel matmuls, used by forward too).
+NamedShapes backward_scratch_shapes(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp = {});
 // Residual stream ("res<i>": the input of layer i, and the span's output), then — when the span
 // has the head — final norm, loss and one logits chunk.
-NamedShapes model_activation_shapes(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk, LayerSpan span = {});
+NamedShapes model_activation_shapes(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk, LayerSpan span = {},
+                                    const TpSplit& tp = {});
 
 // Tokens per LM-head chunk: the configured value, or ~32 MiB of fp32 logits.
 int64_t loss_chunk_tokens(const ModelConfig& m, int64_t configured, int64_t tokens);
@@ -43,7 +59,7 @@ int64_t loss_chunk_tokens(const ModelConfig& m, int64_t configured, int64_t toke
 // backward scratch one model holds (BackwardScratch) — a pipeline stage keeps several of the
 // first (one per micro-batch in flight on each of its chunks) and one of the second.
 int64_t kept_activation_bytes(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk, bool recompute,
-                              LayerSpan span = {});
-int64_t scratch_activation_bytes(const ModelConfig& m, int64_t B, int64_t T);
+                              LayerSpan span = {}, const TpSplit& tp = {});
+int64_t scratch_activation_bytes(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp = {});
 
 }  // namespace ft

@@ -14,7 +14,9 @@
 //   gu    (N, 2F)  gate and up projections          SwiGLU backward
 //   h     (N, F)   SwiGLU output                    down_proj (dW)
 // The sizes are computed by model/activation_sizes.h, which the planner shares. A pipeline chunk
-// allocates a set for its own layers only (LayerSpan); layers keep their global numbers.
+// allocates a set for its own layers only (LayerSpan); layers keep their global numbers. Under
+// tensor parallelism a rank holds its share of heads/ffn/vocabulary, and with sequence
+// parallelism xn*, rstd*, x_mid and the residual stream hold only its Ns = N/tp tokens (TpSplit).
 #pragma once
 
 #include <cstdint>
@@ -28,31 +30,35 @@ namespace ft {
 
 struct BlockActivations {
   Tensor xn1, rstd1, qkv, att, lse, x_mid, xn2, rstd2, gu, h;
-  void allocate(const ModelConfig& m, int64_t B, int64_t T);
+  void allocate(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp = {});
 };
 
-// Scratch for backward, shared by all blocks of a micro-batch.
+// Scratch for backward, shared by all blocks of a micro-batch. full_in/full_out (sequence
+// parallelism only) hold the (N, C) all-gathered input of a column-parallel matmul and the
+// partial output of a row-parallel one, in forward and backward.
 struct BackwardScratch {
-  Tensor d_res, d_mid, d_xn, dh, dgu, datt, dqkv;
-  void allocate(const ModelConfig& m, int64_t B, int64_t T);
+  Tensor d_res, d_mid, d_xn, dh, dgu, datt, dqkv, full_in, full_out;
+  void allocate(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp = {});
 };
 
 struct Activations {
   int64_t B = 0, T = 0;
   int64_t first_layer = 0;               // the span's first layer (0 for the whole model)
-  std::vector<Tensor> res;               // layers + 1 residual-stream buffers (N, C)
+  std::vector<Tensor> res;               // layers + 1 residual-stream buffers (Ns, C)
   std::vector<BlockActivations> blocks;  // one set per layer, or 1 with recompute
-  Tensor xf, rstdf, dxf;                 // final norm output (N, C), its rstd, its gradient (with the head)
+  Tensor xf, rstdf, dxf;                 // final norm output (Ns, C), its rstd, its gradient (N, C) (with the head)
   Tensor losses;                         // (N) per-token loss
   Tensor logits, lse;                    // one chunk: (chunk, V), (chunk)
+  Tensor target_logit;                   // (chunk), tensor parallelism only
   int64_t chunk = 0;
   std::vector<int32_t> tokens, targets;  // (N) each
 
-  void allocate(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk_tokens, LayerSpan span = {});
+  void allocate(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk_tokens, LayerSpan span = {},
+                const TpSplit& tp = {});
   BlockActivations& block(int64_t layer) {
     return blocks.size() == 1 ? blocks[0] : blocks[static_cast<size_t>(layer - first_layer)];
   }
-  Tensor& input(int64_t layer) { return res[static_cast<size_t>(layer - first_layer)]; }   // (N, C)
+  Tensor& input(int64_t layer) { return res[static_cast<size_t>(layer - first_layer)]; }   // (Ns, C)
   Tensor& output(int64_t layer) { return res[static_cast<size_t>(layer - first_layer + 1)]; }
 };
 

@@ -29,6 +29,8 @@ Llama::Llama(const ModelConfig& cfg, const ParamLayout& layout, Precision precis
   const ParamSpec* vocab = head_ ? head_ : embed_;
   V_ = vocab ? vocab->shape[0] : cfg.vocab_size;
   v0_ = vocab && vocab->split_dim == 0 ? vocab->split_offset : 0;
+  sp_ = tp_->sequence_parallel() && tp_->size() > 1;
+  tp_split_ = TpSplit{tp_->size(), sp_};
   int64_t half = D_ / 2;
   rope_cos_ = Tensor::empty({cfg.max_seq_len, half}, DType::kF32, MemCategory::kWorkspace);
   rope_sin_ = Tensor::empty({cfg.max_seq_len, half}, DType::kF32, MemCategory::kWorkspace);
@@ -43,10 +45,46 @@ void Llama::matmul(float* C, const float* A, const float* B, int64_t M, int64_t 
 
 BackwardScratch& Llama::scratch(int64_t B, int64_t T) {
   if (scratch_tokens_ != B * T) {
-    scratch_.allocate(cfg_, B, T);
+    if (sp_ && (B * T) % tp_->size() != 0) {
+      throw Error(fmt::format("sequence parallelism splits the {} x {} = {} tokens of a micro-batch over {} "
+                              "tensor-parallel ranks, which does not divide them",
+                              B, T, B * T, tp_->size()),
+                  "make train.micro_batch_size x train.seq_len a multiple of parallel.tp");
+    }
+    scratch_.allocate(cfg_, B, T, tp_split_);
     scratch_tokens_ = B * T;
   }
   return scratch_;
+}
+
+// ---- tensor-parallel seams (identity on one rank) ----------------------------------------
+
+const float* Llama::gather_tokens(const float* rows, Activations& acts) {
+  if (!sp_) return rows;
+  float* full = scratch(acts.B, acts.T).full_in.data<float>();
+  tp_->gather_forward(full, rows, local_tokens(acts) * cfg_.dim);
+  return full;
+}
+
+const float* Llama::gather_grad(const float* d_rows, Activations& acts) {
+  if (!sp_) return d_rows;
+  float* full = scratch(acts.B, acts.T).full_in.data<float>();
+  tp_->scatter_backward(full, d_rows, local_tokens(acts) * cfg_.dim);
+  return full;
+}
+
+float* Llama::partial_out(float* out, Activations& acts) {
+  return sp_ ? scratch(acts.B, acts.T).full_out.data<float>() : out;
+}
+
+void Llama::reduce_tokens(float* out, Activations& acts) {
+  if (sp_) tp_->scatter_forward(out, scratch(acts.B, acts.T).full_out.data<float>(), local_tokens(acts) * cfg_.dim);
+  else tp_->reduce_forward(out, acts.B * acts.T * cfg_.dim);
+}
+
+void Llama::reduce_input_grad(float* d_in, Activations& acts) {
+  if (sp_) tp_->gather_backward(d_in, scratch(acts.B, acts.T).full_out.data<float>(), local_tokens(acts) * cfg_.dim);
+  else tp_->copy_backward(d_in, acts.B * acts.T * cfg_.dim);
 }
 
 void Llama::load_batch(Activations& acts, const int32_t* seqs) const {
@@ -70,8 +108,10 @@ void Llama::load_batch(Activations& acts, const int32_t* seqs) const {
 void Llama::embed_forward(ParamAccess& params, Activations& acts) {
   params.before_forward(unit(0));
   const int64_t N = acts.B * acts.T, C = cfg_.dim;
-  ops::embedding_forward(acts.res[0].data<float>(), acts.tokens.data(), params.weight(*embed_), N, C, v0_, V_);
-  tp_->reduce_forward(acts.res[0].data<float>(), N * C);  // vocab-parallel: rows live on one rank
+  float* x = acts.res[0].data<float>();
+  // Vocab-parallel: a token's row lives on one rank, the others contribute zeros.
+  ops::embedding_forward(partial_out(x, acts), acts.tokens.data(), params.weight(*embed_), N, C, v0_, V_);
+  reduce_tokens(x, acts);
   params.after_forward(unit(0));
 }
 
@@ -84,28 +124,31 @@ void Llama::block_forward(ParamAccess& params, Activations& acts, int64_t layer)
 
 void Llama::block_forward_into(ParamAccess& params, Activations& acts, int64_t layer, BlockActivations& a) {
   const BlockSpecs& s = blocks_[static_cast<size_t>(layer)];
-  const int64_t B = acts.B, T = acts.T, N = B * T, C = cfg_.dim, HD = H_ * D_, QKV = (H_ + 2 * Hkv_) * D_;
+  const int64_t B = acts.B, T = acts.T, N = B * T, Ns = local_tokens(acts), C = cfg_.dim, HD = H_ * D_,
+                QKV = (H_ + 2 * Hkv_) * D_;
   const float eps = static_cast<float>(cfg_.norm_eps);
-  const float* x = acts.input(layer).data<float>();  // (N, C) block input
-  float* out = acts.output(layer).data<float>();     // (N, C) block output
+  const float* x = acts.input(layer).data<float>();  // (Ns, C) block input
+  float* out = acts.output(layer).data<float>();     // (Ns, C) block output
   float* x_mid = a.x_mid.data<float>();
 
   // Attention: x_mid = x + Wo · attention(rope(Wqkv · norm(x)))
-  ops::rmsnorm_forward(a.xn1.data<float>(), a.rstd1.data<float>(), x, params.weight(*s.attn_norm), N, C, eps);
-  matmul(a.qkv.data<float>(), a.xn1.data<float>(), params.weight(*s.wqkv), N, QKV, C, false, true, 0);
+  ops::rmsnorm_forward(a.xn1.data<float>(), a.rstd1.data<float>(), x, params.weight(*s.attn_norm), Ns, C, eps);
+  matmul(a.qkv.data<float>(), gather_tokens(a.xn1.data<float>(), acts), params.weight(*s.wqkv), N, QKV, C, false,
+         true, 0);
   ops::rope_forward(a.qkv.data<float>(), rope_cos_.data<float>(), rope_sin_.data<float>(), B, T, H_, Hkv_, D_, 0);
   ops::attention_forward(a.att.data<float>(), a.lse.data<float>(), a.qkv.data<float>(), B, T, H_, Hkv_, D_);
-  matmul(x_mid, a.att.data<float>(), params.weight(*s.wo), N, C, HD, false, true, 0);
-  tp_->reduce_forward(x_mid, N * C);
-  ops::add_inplace(x_mid, x, N * C);
+  matmul(partial_out(x_mid, acts), a.att.data<float>(), params.weight(*s.wo), N, C, HD, false, true, 0);
+  reduce_tokens(x_mid, acts);
+  ops::add_inplace(x_mid, x, Ns * C);
 
   // MLP: out = x_mid + W2 · swiglu(W13 · norm(x_mid))
-  ops::rmsnorm_forward(a.xn2.data<float>(), a.rstd2.data<float>(), x_mid, params.weight(*s.mlp_norm), N, C, eps);
-  matmul(a.gu.data<float>(), a.xn2.data<float>(), params.weight(*s.w13), N, 2 * F_, C, false, true, 0);
+  ops::rmsnorm_forward(a.xn2.data<float>(), a.rstd2.data<float>(), x_mid, params.weight(*s.mlp_norm), Ns, C, eps);
+  matmul(a.gu.data<float>(), gather_tokens(a.xn2.data<float>(), acts), params.weight(*s.w13), N, 2 * F_, C, false,
+         true, 0);
   ops::swiglu_forward(a.h.data<float>(), a.gu.data<float>(), N, F_);
-  matmul(out, a.h.data<float>(), params.weight(*s.w2), N, C, F_, false, true, 0);
-  tp_->reduce_forward(out, N * C);
-  ops::add_inplace(out, x_mid, N * C);
+  matmul(partial_out(out, acts), a.h.data<float>(), params.weight(*s.w2), N, C, F_, false, true, 0);
+  reduce_tokens(out, acts);
+  ops::add_inplace(out, x_mid, Ns * C);
 }
 
 double Llama::head_forward(ParamAccess& params, Activations& acts, float grad_scale, bool backward) {
@@ -114,10 +157,10 @@ double Llama::head_forward(ParamAccess& params, Activations& acts, float grad_sc
   if (cfg_.tie_embeddings) params.before_forward(unit(0));
   const int64_t N = acts.B * acts.T, C = cfg_.dim, V = V_;
   const float* x = acts.res.back().data<float>();
-  float* xf = acts.xf.data<float>();
-  ops::rmsnorm_forward(xf, acts.rstdf.data<float>(), x, params.weight(*final_norm_), N, C,
-                       static_cast<float>(cfg_.norm_eps));
-  const float* W = params.weight(*head_);  // (V, C)
+  ops::rmsnorm_forward(acts.xf.data<float>(), acts.rstdf.data<float>(), x, params.weight(*final_norm_),
+                       local_tokens(acts), C, static_cast<float>(cfg_.norm_eps));
+  const float* xf = gather_tokens(acts.xf.data<float>(), acts);  // (N, C)
+  const float* W = params.weight(*head_);  // (V, C): this rank's vocabulary rows [v0, v0 + V)
   float* dW = backward ? params.grad(*head_) : nullptr;
   float* logits = acts.logits.data<float>();
   float* lse = acts.lse.data<float>();
@@ -133,9 +176,18 @@ double Llama::head_forward(ParamAccess& params, Activations& acts, float grad_sc
     }
     matmul(logits, xf + n0 * C, W, n, V, C, false, true, 0);  // (n, V) = xf · Wᵀ
     ops::xent_forward(losses + n0, lse, logits, local_targets.data(), n, V);
+    if (tp_->size() > 1) {  // vocab-parallel: combine the rows' statistics, never the logits
+      float* zt = acts.target_logit.data<float>();
+      for (int64_t i = 0; i < n; ++i) {
+        int32_t t = local_targets[static_cast<size_t>(i)];
+        zt[i] = t >= 0 && t < V ? logits[i * V + t] : 0.0f;
+      }
+      tp_->combine_xent_rows(lse, zt, n);
+      for (int64_t i = 0; i < n; ++i) losses[n0 + i] = local_targets[static_cast<size_t>(i)] < 0 ? 0.0f : lse[i] - zt[i];
+    }
     for (int64_t i = 0; i < n; ++i) loss_sum += losses[n0 + i];
     if (!backward) continue;
-    ops::xent_backward(logits, logits, lse, local_targets.data(), n, V, grad_scale);  // in place
+    ops::xent_backward(logits, logits, lse, local_targets.data(), n, V, grad_scale);  // in place; lse global
     matmul(acts.dxf.data<float>() + n0 * C, logits, W, n, C, V, false, false, 0);    // (n, C) = dlogits · W
     matmul(dW, logits, xf + n0 * C, V, C, n, true, false, 1);                        // (V, C) += dlogitsᵀ · xf
   }
@@ -149,10 +201,13 @@ double Llama::head_forward(ParamAccess& params, Activations& acts, float grad_sc
 void Llama::head_backward(ParamAccess& params, Activations& acts, float* d_res) {
   const int head_unit = unit(static_cast<int>(cfg_.n_layers) + 1);
   params.before_backward(head_unit);
-  const int64_t N = acts.B * acts.T, C = cfg_.dim;
-  tp_->copy_backward(acts.dxf.data<float>(), N * C);
-  ops::rmsnorm_backward(d_res, params.grad(*final_norm_), acts.dxf.data<float>(), acts.res.back().data<float>(),
-                        params.weight(*final_norm_), acts.rstdf.data<float>(), N, C);
+  const int64_t C = cfg_.dim;
+  // dxf (N, C) is this rank's vocabulary's part of the gradient: sum it (onto the token shard).
+  float* dxf = sp_ ? scratch(acts.B, acts.T).d_xn.data<float>() : acts.dxf.data<float>();
+  if (sp_) tp_->gather_backward(dxf, acts.dxf.data<float>(), local_tokens(acts) * C);
+  else tp_->copy_backward(dxf, acts.B * acts.T * C);
+  ops::rmsnorm_backward(d_res, params.grad(*final_norm_), dxf, acts.res.back().data<float>(),
+                        params.weight(*final_norm_), acts.rstdf.data<float>(), local_tokens(acts), C);
   params.after_backward(head_unit);
 }
 
@@ -162,42 +217,47 @@ void Llama::block_backward(ParamAccess& params, Activations& acts, int64_t layer
   BlockActivations& a = acts.block(layer);
   if (cfg_.recompute == Recompute::kFull) block_forward_into(params, acts, layer, a);
   const BlockSpecs& s = blocks_[static_cast<size_t>(layer)];
-  const int64_t B = acts.B, T = acts.T, N = B * T, C = cfg_.dim, HD = H_ * D_, QKV = (H_ + 2 * Hkv_) * D_;
+  const int64_t B = acts.B, T = acts.T, N = B * T, Ns = local_tokens(acts), C = cfg_.dim, HD = H_ * D_,
+                QKV = (H_ + 2 * Hkv_) * D_;
   BackwardScratch& g = scratch(B, T);
   const float* x = acts.input(layer).data<float>();
-  float* d_mid = g.d_mid.data<float>();
-  float* d_xn = g.d_xn.data<float>();
+  float* d_mid = g.d_mid.data<float>();  // (Ns, C)
+  float* d_xn = g.d_xn.data<float>();    // (Ns, C)
 
   // MLP: d_res holds d(out). d_mid = d(x_mid) = d_res + norm2ᵀ(W13ᵀ · swigluᵀ(W2ᵀ · d_res))
-  matmul(g.dh.data<float>(), d_res, params.weight(*s.w2), N, F_, C, false, false, 0);   // (N,F) = d·W2
-  matmul(params.grad(*s.w2), d_res, a.h.data<float>(), C, F_, N, true, false, 1);       // (C,F) += dᵀ·h
+  const float* d_out = gather_grad(d_res, acts);                                          // (N, C)
+  matmul(g.dh.data<float>(), d_out, params.weight(*s.w2), N, F_, C, false, false, 0);   // (N,F) = d·W2
+  matmul(params.grad(*s.w2), d_out, a.h.data<float>(), C, F_, N, true, false, 1);       // (C,F) += dᵀ·h
   ops::swiglu_backward(g.dgu.data<float>(), g.dh.data<float>(), a.gu.data<float>(), N, F_);
-  matmul(d_xn, g.dgu.data<float>(), params.weight(*s.w13), N, C, 2 * F_, false, false, 0);
-  matmul(params.grad(*s.w13), g.dgu.data<float>(), a.xn2.data<float>(), 2 * F_, C, N, true, false, 1);
-  tp_->copy_backward(d_xn, N * C);
+  matmul(partial_out(d_xn, acts), g.dgu.data<float>(), params.weight(*s.w13), N, C, 2 * F_, false, false, 0);
+  matmul(params.grad(*s.w13), g.dgu.data<float>(), gather_tokens(a.xn2.data<float>(), acts), 2 * F_, C, N, true,
+         false, 1);
+  reduce_input_grad(d_xn, acts);
   ops::rmsnorm_backward(d_mid, params.grad(*s.mlp_norm), d_xn, a.x_mid.data<float>(), params.weight(*s.mlp_norm),
-                        a.rstd2.data<float>(), N, C);
-  ops::add_inplace(d_mid, d_res, N * C);
+                        a.rstd2.data<float>(), Ns, C);
+  ops::add_inplace(d_mid, d_res, Ns * C);
 
   // Attention: d_res = d(x) = d_mid + norm1ᵀ(Wqkvᵀ · ropeᵀ(attentionᵀ(Woᵀ · d_mid)))
-  matmul(g.datt.data<float>(), d_mid, params.weight(*s.wo), N, HD, C, false, false, 0);
-  matmul(params.grad(*s.wo), d_mid, a.att.data<float>(), C, HD, N, true, false, 1);
+  const float* d_mid_full = gather_grad(d_mid, acts);  // (N, C)
+  matmul(g.datt.data<float>(), d_mid_full, params.weight(*s.wo), N, HD, C, false, false, 0);
+  matmul(params.grad(*s.wo), d_mid_full, a.att.data<float>(), C, HD, N, true, false, 1);
   ops::attention_backward(g.dqkv.data<float>(), g.datt.data<float>(), a.qkv.data<float>(), a.att.data<float>(),
                           a.lse.data<float>(), B, T, H_, Hkv_, D_);
   ops::rope_backward(g.dqkv.data<float>(), rope_cos_.data<float>(), rope_sin_.data<float>(), B, T, H_, Hkv_, D_, 0);
-  matmul(d_xn, g.dqkv.data<float>(), params.weight(*s.wqkv), N, C, QKV, false, false, 0);
-  matmul(params.grad(*s.wqkv), g.dqkv.data<float>(), a.xn1.data<float>(), QKV, C, N, true, false, 1);
-  tp_->copy_backward(d_xn, N * C);
+  matmul(partial_out(d_xn, acts), g.dqkv.data<float>(), params.weight(*s.wqkv), N, C, QKV, false, false, 0);
+  matmul(params.grad(*s.wqkv), g.dqkv.data<float>(), gather_tokens(a.xn1.data<float>(), acts), QKV, C, N, true,
+         false, 1);
+  reduce_input_grad(d_xn, acts);
   ops::rmsnorm_backward(d_res, params.grad(*s.attn_norm), d_xn, x, params.weight(*s.attn_norm),
-                        a.rstd1.data<float>(), N, C);
-  ops::add_inplace(d_res, d_mid, N * C);
+                        a.rstd1.data<float>(), Ns, C);
+  ops::add_inplace(d_res, d_mid, Ns * C);
   params.after_backward(u);
 }
 
 void Llama::embed_backward(ParamAccess& params, Activations& acts, const float* d_res) {
   params.before_backward(unit(0));
   const int64_t N = acts.B * acts.T;
-  ops::embedding_backward(params.grad(*embed_), d_res, acts.tokens.data(), N, cfg_.dim, v0_, V_);
+  ops::embedding_backward(params.grad(*embed_), gather_grad(d_res, acts), acts.tokens.data(), N, cfg_.dim, v0_, V_);
   params.after_backward(unit(0));
 }
 

@@ -14,6 +14,14 @@
 // A pipeline stage builds its Llama on a layout holding a subset of the units
 // (ParamLayout::llama(cfg, align, units)) and calls only the units it holds, over Activations
 // allocated for its layers (LayerSpan); whole-model passes need every unit.
+//
+// Tensor parallelism: give it this rank's layout (ParamLayout::llama(cfg, align, units,
+// {tp_rank, tp})) and a TpComm over the group (dist/tensor_parallel); allocate the activations
+// with the model's TpSplit (tp_split()): with sequence parallelism the residual stream holds
+// N/tp tokens. Both compose: a stage's tensor-parallel rank holds its shard of the stage's units.
+//   TpGroup tp(mesh.tp(), /*sequence_parallel=*/false);
+//   Llama model(cfg, ParamLayout::llama(cfg, 1, {}, {mesh.coord().tp, tp.size()}), Precision::kF32, &tp);
+//   acts.allocate(cfg, B, T, chunk, {}, model.tp_split());
 #pragma once
 
 #include <cstdint>
@@ -37,6 +45,8 @@ class Llama {
   int num_units() const { return static_cast<int>(cfg_.n_layers) + 2; }
   // Whether this model's layout holds global unit u (0 embedding, 1 + i layer i, L + 1 head).
   bool holds_unit(int u) const { return local_unit_[static_cast<size_t>(u)] >= 0; }
+  // How tensor parallelism divides this rank's activations: allocate Activations with it.
+  const TpSplit& tp_split() const { return tp_split_; }
 
   // One micro-batch: forward, loss and backward. Parameter gradients accumulate (+=) the
   // gradient of grad_scale · (sum of token losses). Returns the sum of token losses.
@@ -48,7 +58,7 @@ class Llama {
 
   // The units one by one, for schedules that interleave them (pipeline parallelism).
   // Backward of a block takes the gradient w.r.t. its output in d_res and leaves there the
-  // gradient w.r.t. its input.
+  // gradient w.r.t. its input; d_res is (Ns, C) like the residual stream (tp_split().tokens(N)).
   void load_batch(Activations& acts, const int32_t* seqs) const;
   void embed_forward(ParamAccess& params, Activations& acts);
   void block_forward(ParamAccess& params, Activations& acts, int64_t layer);
@@ -69,6 +79,22 @@ class Llama {
   void block_forward_into(ParamAccess& params, Activations& acts, int64_t layer, BlockActivations& a);
   void matmul(float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, bool ta, bool tb,
               float beta) const;
+  // Tokens of the residual stream on this rank: N, or N / tp with sequence parallelism.
+  int64_t local_tokens(const Activations& acts) const { return acts.B * acts.T / (sp_ ? tp_->size() : 1); }
+  // The (N, C) input of a column-parallel matmul from this rank's (local_tokens, C) rows: the
+  // rows themselves, or (sequence parallelism) their all-gather into the scratch full_in.
+  const float* gather_tokens(const float* rows, Activations& acts);
+  // The (N, C) gradient of a row-parallel matmul's output from this rank's rows (the backward of
+  // reduce_tokens: the rows themselves, or their all-gather into full_in).
+  const float* gather_grad(const float* d_rows, Activations& acts);
+  // Where a row-parallel matmul writes its (N, C) partial sum before reduce_tokens.
+  float* partial_out(float* out, Activations& acts);
+  // Sums a row-parallel matmul's partial output over the group into out (local_tokens, C):
+  // all-reduce in place, or (sequence parallelism) reduce-scatter from full_out.
+  void reduce_tokens(float* out, Activations& acts);
+  // Backward of a column-parallel matmul's input: d_in (local_tokens, C) from the partial
+  // (N, C) gradient written at partial_out(d_in).
+  void reduce_input_grad(float* d_in, Activations& acts);
 
   void check_whole_model() const;
   // The ParamAccess unit of global unit u (the layout may hold a subset of the units).
@@ -79,6 +105,8 @@ class Llama {
   std::vector<int> local_unit_;  // per global unit: its unit in the layout, or -1
   TpComm* tp_;
   TpComm identity_tp_;
+  bool sp_ = false;    // sequence parallelism (tp > 1)
+  TpSplit tp_split_;   // how this rank's activations are divided
   const ParamSpec* embed_;       // null when the layout does not hold the unit
   const ParamSpec* final_norm_;
   const ParamSpec* head_;        // == embed_ when tied

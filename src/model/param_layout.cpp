@@ -21,7 +21,58 @@ void ParamLayout::add(ParamSpec p) {
   specs_.push_back(std::move(p));
 }
 
-ParamLayout ParamLayout::llama(const ModelConfig& m, int64_t align, const std::vector<int>& units) {
+namespace {
+
+bool tp_splits(const ModelConfig& m, int64_t tp) {
+  return m.dim % tp == 0 && m.n_heads % tp == 0 && (m.n_kv_heads % tp == 0 || tp % m.n_kv_heads == 0) &&
+         m.ffn_dim % tp == 0 && m.vocab_size % tp == 0;
+}
+
+int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+}  // namespace
+
+std::vector<int64_t> ParamLayout::tp_degrees(const ModelConfig& m) {
+  std::vector<int64_t> out;
+  for (int64_t d = 1; d <= m.n_heads; ++d)
+    if (tp_splits(m, d)) out.push_back(d);
+  return out;
+}
+
+void ParamLayout::check_tp(const ModelConfig& m, int64_t tp) {
+  if (tp <= 1 || tp_splits(m, tp)) return;
+  std::string works;
+  for (int64_t d : tp_degrees(m)) works += (works.empty() ? "" : ", ") + std::to_string(d);
+  const std::string degrees = "tensor-parallel degrees that work for this model: " + works;
+  auto fail = [&](std::string what, std::string pad) {
+    throw Error(fmt::format("parallel.tp = {}: {}", tp, what), pad.empty() ? degrees : pad + "; or " + degrees);
+  };
+  if (m.dim % tp != 0) fail(fmt::format("model.dim = {} is not divisible by {}", m.dim, tp), "");
+  if (m.n_heads % tp != 0)
+    fail(fmt::format("model.n_heads = {} is not divisible by {} (attention heads are split across the ranks)",
+                     m.n_heads, tp),
+         "");
+  if (m.n_kv_heads % tp != 0 && tp % m.n_kv_heads != 0)
+    fail(fmt::format("model.n_kv_heads = {} is neither divisible by {} (kv heads split) nor a divisor of it "
+                     "(kv heads replicated on the ranks whose query heads read them)",
+                     m.n_kv_heads, tp),
+         "");
+  if (m.ffn_dim % tp != 0)
+    fail(fmt::format("model.ffn_dim = {} is not divisible by {}", m.ffn_dim, tp),
+         fmt::format("pad model.ffn_dim to {}", round_up(m.ffn_dim, tp)));
+  if (m.vocab_size % tp != 0)
+    fail(fmt::format("model.vocab_size = {} is not divisible by {} (the embedding and LM head are split by "
+                     "vocabulary rows)",
+                     m.vocab_size, tp),
+         fmt::format("pad model.vocab_size to {} (extra rows are never targets)", round_up(m.vocab_size, tp)));
+}
+
+ParamLayout ParamLayout::llama(const ModelConfig& m, int64_t align, const std::vector<int>& units,
+                               const TpShard& shard) {
+  const int64_t tp = shard.size, tp_rank = shard.rank;
+  const bool seq_parallel = shard.sequence_parallel;
+  check_tp(m, tp);
+  FT_CHECK(tp_rank >= 0 && tp_rank < tp, "tensor-parallel rank {} of {}", tp_rank, tp);
   ParamLayout l;
   const int n_units = static_cast<int>(m.n_layers) + 2;
   for (size_t i = 0; i < units.size(); ++i)
@@ -36,11 +87,27 @@ ParamLayout ParamLayout::llama(const ModelConfig& m, int64_t align, const std::v
   const double std = m.init_std;
   // Output projections feed the residual stream: scaled down by sqrt(2 · n_layers) (GPT-2).
   const double out_std = m.init_std / std::sqrt(2.0 * static_cast<double>(m.n_layers));
-  auto matrix = [&](std::string name, int unit, Shape shape, double s) {
+  // This rank's query heads [h0, h0 + H/tp); kv heads split, or the one its query heads read.
+  const int64_t Hl = m.n_heads / tp, h0 = tp_rank * Hl;
+  const bool kv_split = m.n_kv_heads % tp == 0;
+  const int64_t Hkvl = kv_split ? m.n_kv_heads / tp : 1;
+  const int64_t kv0 = kv_split ? tp_rank * Hkvl : h0 / (m.n_heads / m.n_kv_heads);
+  const int kv_replicas = kv_split ? 1 : static_cast<int>(tp / m.n_kv_heads);
+  // A matrix of global shape `shape`, of which this rank holds `count` indices of split_dim
+  // from `first` (split_dim -1: all of it).
+  auto matrix = [&](std::string name, int unit, Shape shape, double s, int split_dim, int64_t first, int64_t count,
+                    int replicas = 1) {
     ParamSpec p;
     p.name = std::move(name);
     p.global_shape = shape;
     p.shape = shape;
+    if (tp > 1) {
+      p.split_dim = split_dim;
+      p.split_offset = first;
+      p.shape[static_cast<size_t>(split_dim)] = count;
+      p.tp_replicas = replicas;
+      p.tp_partial_grad = replicas > 1;
+    }
     p.unit = unit;
     p.init_std = s;
     l.add(std::move(p));
@@ -52,27 +119,30 @@ ParamLayout ParamLayout::llama(const ModelConfig& m, int64_t align, const std::v
     p.shape = {C};
     p.unit = unit;
     p.decay = false;
+    p.tp_replicas = static_cast<int>(tp);
+    p.tp_partial_grad = tp > 1 && seq_parallel;
     l.add(std::move(p));
   };
-  matrix("model.embed_tokens.weight", 0, {V, C}, std);
+  const int64_t Vl = V / tp;
+  matrix("model.embed_tokens.weight", 0, {V, C}, std, 0, tp_rank * Vl, Vl);
   l.end_unit(0, align);
   for (int64_t i = 0; i < m.n_layers; ++i) {
     int u = static_cast<int>(i) + 1;
     std::string pre = "model.layers." + std::to_string(i) + ".";
     norm(pre + "input_layernorm.weight", u);
-    matrix(pre + "self_attn.q_proj.weight", u, {m.n_heads * D, C}, std);
-    matrix(pre + "self_attn.k_proj.weight", u, {m.n_kv_heads * D, C}, std);
-    matrix(pre + "self_attn.v_proj.weight", u, {m.n_kv_heads * D, C}, std);
-    matrix(pre + "self_attn.o_proj.weight", u, {C, m.n_heads * D}, out_std);
+    matrix(pre + "self_attn.q_proj.weight", u, {m.n_heads * D, C}, std, 0, h0 * D, Hl * D);
+    matrix(pre + "self_attn.k_proj.weight", u, {m.n_kv_heads * D, C}, std, 0, kv0 * D, Hkvl * D, kv_replicas);
+    matrix(pre + "self_attn.v_proj.weight", u, {m.n_kv_heads * D, C}, std, 0, kv0 * D, Hkvl * D, kv_replicas);
+    matrix(pre + "self_attn.o_proj.weight", u, {C, m.n_heads * D}, out_std, 1, h0 * D, Hl * D);
     norm(pre + "post_attention_layernorm.weight", u);
-    matrix(pre + "mlp.gate_proj.weight", u, {F, C}, std);
-    matrix(pre + "mlp.up_proj.weight", u, {F, C}, std);
-    matrix(pre + "mlp.down_proj.weight", u, {C, F}, out_std);
+    matrix(pre + "mlp.gate_proj.weight", u, {F, C}, std, 0, tp_rank * (F / tp), F / tp);
+    matrix(pre + "mlp.up_proj.weight", u, {F, C}, std, 0, tp_rank * (F / tp), F / tp);
+    matrix(pre + "mlp.down_proj.weight", u, {C, F}, out_std, 1, tp_rank * (F / tp), F / tp);
     l.end_unit(u, align);
   }
   int head = static_cast<int>(m.n_layers) + 1;
   norm("model.norm.weight", head);
-  if (!m.tie_embeddings) matrix("lm_head.weight", head, {V, C}, std);
+  if (!m.tie_embeddings) matrix("lm_head.weight", head, {V, C}, std, 0, tp_rank * Vl, Vl);
   l.end_unit(head, align);
   return l;
 }

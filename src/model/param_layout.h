@@ -15,9 +15,19 @@
 // arena has only those, numbered 0, 1, ... in order (ParamSpec::unit is this local number);
 // global_unit()/local_unit() translate. The whole model is the default.
 //
+// Under tensor parallelism (TpShard::size > 1) the layout lists only what tensor-parallel rank
+// TpShard::rank holds (Megatron's split): q/k/v and gate/up by output rows (column-parallel; k/v
+// by kv heads, or one kv head replicated on the ranks whose query heads read it when the tp size
+// is a multiple of n_kv_heads), o_proj and down_proj by input columns (row-parallel), the
+// embedding and LM head by vocabulary rows; norm weights are replicated. Each spec keeps its
+// global shape and says where its piece sits (split_dim, split_offset). The two compose: a
+// pipeline stage's tensor-parallel rank holds its shard of its stage's units.
+//
 //   ParamLayout l = ParamLayout::llama(cfg);
 //   const ParamSpec& p = l.at("model.layers.0.mlp.up_proj.weight");   // p.offset, p.shape
 //   ParamLayout stage1 = ParamLayout::llama(cfg, dp, {3, 4, 5});       // layers 2, 3 and the head
+//   ParamLayout r1 = ParamLayout::llama(cfg, dp, {}, {.rank = 1, .size = 2});   // tp rank 1's half
+//   ParamLayout s1r1 = ParamLayout::llama(cfg, dp, {3, 4, 5}, {.rank = 1, .size = 2});  // both
 #pragma once
 
 #include <cstdint>
@@ -40,16 +50,40 @@ struct ParamSpec {
   int unit = 0;              // local unit: index among this layout's units
   bool decay = true;         // AdamW weight decay applies (matrices yes, norm weights no)
   double init_std = 0;       // 0: initialised to ones (norm weights)
+  // Tensor-parallel ranks holding this same piece: 1 when split (or without tensor
+  // parallelism), tp for norm weights, tp / n_kv_heads for replicated kv heads. Consecutive
+  // tp ranks share a piece; the first of them counts it once (gradient norm, checkpoints).
+  int tp_replicas = 1;
+  // Each holder computes only part of the gradient (replicated kv heads; norm weights under
+  // sequence parallelism): the gradient is the sum over the holders.
+  bool tp_partial_grad = false;
 
   int64_t numel() const { return shape_numel(shape); }
+};
+
+// Which tensor-parallel shard a layout describes: rank `rank` of `size`; sequence_parallel marks
+// norm-weight gradients partial (each rank normalises only its share of the tokens).
+struct TpShard {
+  int64_t rank = 0;
+  int64_t size = 1;
+  bool sequence_parallel = false;
 };
 
 class ParamLayout {
  public:
   // unit_align: each unit's range is padded to a multiple of it (data-parallel sharding splits
   // every unit into equal pieces, one per rank). Padding holds no parameter and stays zero.
-  // units: the global units to hold, ascending (empty: all of them).
-  static ParamLayout llama(const ModelConfig& cfg, int64_t unit_align = 1, const std::vector<int>& units = {});
+  // units: the global units to hold, ascending (empty: all of them). tp: this rank's
+  // tensor-parallel shard (see above).
+  static ParamLayout llama(const ModelConfig& cfg, int64_t unit_align = 1, const std::vector<int>& units = {},
+                           const TpShard& tp = {});
+  // Throws ft::Error when the model cannot be split over tp_size ranks (heads, kv heads, ffn,
+  // hidden size or vocabulary not divisible), naming the degrees that would work.
+  static void check_tp(const ModelConfig& cfg, int64_t tp_size);
+  // Tensor-parallel degrees (up to n_heads) the model splits over.
+  static std::vector<int64_t> tp_degrees(const ModelConfig& cfg);
+  // Whether tensor-parallel rank tp_rank counts spec p (replicated pieces count once).
+  static bool tp_counts(const ParamSpec& p, int64_t tp_rank) { return tp_rank % p.tp_replicas == 0; }
 
   const std::vector<ParamSpec>& specs() const { return specs_; }
   int64_t total() const { return total_; }  // elements in the arena

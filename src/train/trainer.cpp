@@ -49,14 +49,19 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
                 "raise model.max_seq_len or shorten the sequences");
   }
 
-  // This rank's part of the model: every unit, or its pipeline stage's chunks.
+  // This rank's part of the model: every unit, or its pipeline stage's chunks; its
+  // tensor-parallel shard of them.
   std::vector<int> units;
   if (par.pp > 1) {
     plan_ = std::make_unique<PipelinePlan>(PipelinePlan::make(cfg_.model, t.seq_len, par, micro_batches_));
     units = plan_->partition.stage_units(static_cast<int>(mesh_.coord().pp));
   }
-  engine_ = make_param_engine(par, cfg_.optim, ParamLayout::llama(cfg_.model, par.dp, units), mesh_.dp(), t.seed);
-  model_ = std::make_unique<Llama>(cfg_.model, engine_->layout(), t.precision);
+  const bool sp = par.sequence_parallel && par.tp > 1;
+  const TpShard shard{.rank = mesh_.coord().tp, .size = par.tp, .sequence_parallel = sp};
+  tp_ = std::make_unique<TpGroup>(mesh_.tp(), sp);
+  engine_ = make_param_engine(par, cfg_.optim, ParamLayout::llama(cfg_.model, par.dp, units, shard), mesh_.dp(),
+                              mesh_.tp(), t.seed);
+  model_ = std::make_unique<Llama>(cfg_.model, engine_->layout(), t.precision, par.tp > 1 ? tp_.get() : nullptr);
   const int64_t dp_rank = mesh_.coord().dp, dp = par.dp;
   train_data_ = make_loader(cfg_.data, t, cfg_.model.vocab_size, dp_rank, dp, Split::kTrain);
   if (t.eval_interval > 0) val_data_ = make_loader(cfg_.data, t, cfg_.model.vocab_size, dp_rank, dp, Split::kValidation);
@@ -65,7 +70,7 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
     pipeline_ = std::make_unique<PipelineRunner>(*plan_, static_cast<int>(mesh_.coord().pp), *model_, *engine_,
                                                  mesh_.pp(), micro_batch_, t.seq_len, chunk);
   } else {
-    acts_.allocate(cfg_.model, micro_batch_, t.seq_len, chunk);
+    acts_.allocate(cfg_.model, micro_batch_, t.seq_len, chunk, {}, model_->tp_split());
   }
 
   const bool rank0 = mesh_.world_rank() == 0;
@@ -101,8 +106,8 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
            cfg_.model.preset, cfg_.model.num_params(), static_cast<double>(cfg_.model.num_params()) / 1e6,
            cfg_.model.n_layers, cfg_.model.dim, cfg_.model.n_heads, cfg_.model.n_kv_heads, cfg_.model.ffn_dim,
            cfg_.model.vocab_size);
-  log_info("layout: {} rank(s), dp {} (zero {}), tp {}, pp {}; data: {}", mesh_.world_size(), dp, cfg_.parallel.zero,
-           mesh_.degrees().tp, mesh_.degrees().pp, train_data_->describe());
+  log_info("layout: {} rank(s), dp {} (zero {}), tp {}{}, pp {}; data: {}", mesh_.world_size(), dp,
+           par.zero, par.tp, sp ? " (sequence parallel)" : "", par.pp, train_data_->describe());
   log_info("batch {} x {} tokens, {} per rank in {} micro-batch(es); {} threads per rank; precision {}", t.batch_size,
            t.seq_len, local_batch_, micro_batches_, omp_get_max_threads(),
            t.precision == Precision::kBF16 ? "bf16" : "fp32");
@@ -138,7 +143,7 @@ std::pair<double, double> Trainer::sum_over_ranks(double loss_sum, double grad_n
 
 StepStats Trainer::step() {
   const double t0 = now_seconds();
-  const CommStats comm0 = mesh_.dp().stats(), pp0 = mesh_.pp().stats();
+  const CommStats comm0 = mesh_.dp().stats(), pp0 = mesh_.pp().stats(), tp0 = mesh_.tp().stats();
   const double tokens_per_step = static_cast<double>(cfg_.train.batch_size * cfg_.train.seq_len);
   StepStats s;
   s.lr = schedule_.at(step_);
@@ -170,6 +175,7 @@ StepStats Trainer::step() {
   s.comm_wait_s = engine_->last_wait_s();
   s.comm = mesh_.dp().stats() - comm0;
   s.comm_pp = mesh_.pp().stats() - pp0;
+  s.comm_tp = mesh_.tp().stats() - tp0;
   if (pipeline_) s.pipeline = pipeline_->last();
   return s;
 }
@@ -203,12 +209,17 @@ void Trainer::log_step(const StepStats& s) {
   faults_->add_to_metrics(s.guard, j);
   static_assert(kNumCollKinds == obs::kNumCommOps, "obs::CommOp mirrors CollKind");
   for (size_t k = 0; k < kNumCollKinds; ++k) {
-    if (s.comm.calls[k] == 0) continue;
-    telemetry_->comm(static_cast<obs::CommOp>(k), static_cast<uint64_t>(s.comm.bytes_sent[k]), s.comm.seconds[k],
-                     s.comm.calls[k]);
     std::string kind = coll_kind_name(static_cast<CollKind>(k));
-    j["comm_" + kind + "_bytes"] = s.comm.bytes_sent[k];
-    j["comm_" + kind + "_s"] = s.comm.seconds[k];
+    if (s.comm.calls[k] != 0) {
+      telemetry_->comm(static_cast<obs::CommOp>(k), static_cast<uint64_t>(s.comm.bytes_sent[k]), s.comm.seconds[k],
+                       s.comm.calls[k]);
+      j["comm_" + kind + "_bytes"] = s.comm.bytes_sent[k];
+      j["comm_" + kind + "_s"] = s.comm.seconds[k];
+    }
+    if (s.comm_tp.calls[k] != 0) {  // tensor-parallel traffic: tp_<kind>_bytes, tp_<kind>_s
+      j["tp_" + kind + "_bytes"] = s.comm_tp.bytes_sent[k];
+      j["tp_" + kind + "_s"] = s.comm_tp.seconds[k];
+    }
   }
   const MemoryTracker& mem = MemoryTracker::global();
   for (size_t c = 0; c < kNumMemCategories; ++c) {
@@ -245,6 +256,11 @@ void Trainer::add_rank_metrics(const StepStats& s, nlohmann::json& j) {
                                  {"pp_busy_s", s.pipeline.busy_s},
                                  {"pp_start", s.pipeline.start},
                                  {"pp_end", s.pipeline.end}});
+  }
+  if (cfg_.parallel.tp > 1) {
+    double tp_bytes = 0;
+    for (int64_t b : s.comm_tp.bytes_sent) tp_bytes += static_cast<double>(b);
+    values.push_back({"tp_bytes", tp_bytes});
   }
   nlohmann::json r = gather_per_rank(mesh_.world(), values);
   if (pipeline_) {

@@ -17,6 +17,7 @@
 #include "dist/data_parallel/param_engine.h"
 #include "dist/mesh.h"
 #include "dist/pipeline/runner.h"
+#include "dist/tensor_parallel/tensor_parallel.h"
 #include "fault/step_guard.h"
 #include "model/activations.h"
 #include "model/llama.h"
@@ -44,6 +45,7 @@ struct StepStats {
   double comm_wait_s = 0;   // time the step waited for gradient communication
   CommStats comm;           // this rank's data-parallel traffic during the step
   CommStats comm_pp;        // this rank's pipeline traffic (activations and their gradients)
+  CommStats comm_tp;        // this rank's tensor-parallel traffic
   PipelineStepStats pipeline;  // this stage's busy and idle time (pipeline parallelism only)
   GuardVerdict guard;          // update, or skipped / rolled back by the training guards (fault/)
 };
@@ -80,6 +82,7 @@ class Trainer {
   Config cfg_;
   Mesh& mesh_;
   std::unique_ptr<PipelinePlan> plan_;  // pipeline parallelism: partition and schedules
+  std::unique_ptr<TpGroup> tp_;         // tensor parallelism: the model's collectives over mesh.tp()
   std::unique_ptr<ParamEngine> engine_;
   std::unique_ptr<Llama> model_;
   std::unique_ptr<PipelineRunner> pipeline_;

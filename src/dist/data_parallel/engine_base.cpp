@@ -8,11 +8,12 @@
 namespace ft {
 
 DpEngineBase::DpEngineBase(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
-                           bool shard_optimizer)
+                           Communicator& tp, bool shard_optimizer)
     : layout_(std::move(layout)),
       dp_(dp),
       plan_(layout_, dp.rank(), dp.size()),
-      reducer_(dp, p, layout_, plan_) {
+      reducer_(dp, p, layout_, plan_),
+      tp_sync_(layout_, tp) {
   shard_optimizer_ = shard_optimizer;
   AdamW::Ranges all = {{0, layout_.total()}};
   opt_ = std::make_unique<AdamW>(o, layout_, shard_optimizer ? plan_.ranges() : all);
@@ -35,10 +36,10 @@ void DpEngineBase::wait_pending() {
 double DpEngineBase::sharded_sum_squares(const float* grads, Addressing a) {
   double s = 0;
   for (int u = 0; u < plan_.num_units(); ++u)
-    s += ops::sum_squares(grads + (a == Addressing::kArena ? plan_.piece_begin(u) : plan_.shard_offset(u)),
-                          plan_.piece_size(u));
+    s += tp_sync_.sum_squares(grads + (a == Addressing::kArena ? plan_.piece_begin(u) : plan_.shard_offset(u)),
+                              plan_.piece_begin(u), plan_.piece_begin(u) + plan_.piece_size(u));
   dp_.all_reduce(&s, 1);
-  return s;
+  return tp_sync_.all_reduce(s);
 }
 
 void DpEngineBase::init_full_weights(float* arena, uint64_t seed) {

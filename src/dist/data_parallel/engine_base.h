@@ -1,6 +1,7 @@
-// What every ZeRO stage's engine shares: the padded layout, this rank's shard plan, the
-// gradient reducer, the optimizer over the rank's pieces and the bookkeeping of pending
-// communication. See param_engine.h for the stages.
+// What every ZeRO stage's engine shares: the padded layout (this rank's pipeline-stage units,
+// its tensor-parallel shard of them), this rank's shard plan, the gradient reducer, the tensor-parallel gradient sync,
+// the optimizer over the rank's pieces and the bookkeeping of pending communication. See
+// param_engine.h for the stages.
 #pragma once
 
 #include <memory>
@@ -9,6 +10,7 @@
 #include "dist/data_parallel/grad_reducer.h"
 #include "dist/data_parallel/param_engine.h"
 #include "dist/data_parallel/shard_plan.h"
+#include "dist/tensor_parallel/tensor_parallel.h"
 #include "optim/adamw.h"
 
 namespace ft {
@@ -27,11 +29,12 @@ class DpEngineBase : public ParamEngine {
 
  protected:
   DpEngineBase(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
-               bool shard_optimizer);
+               Communicator& tp, bool shard_optimizer);
   bool last_micro_batch() const { return micro_ == micro_batches_ - 1; }
   // Waits for every pending reduction, adding the time to wait_s_.
   void wait_pending();
-  // Sum of squares of this rank's gradient pieces, summed over the group.
+  // Sum of squares of this rank's gradient pieces, summed over the dp and tp groups (pieces
+  // several tp ranks hold counted once).
   double sharded_sum_squares(const float* grads, Addressing a);
   // Initial weights: rank 0 initialises the full arena and broadcasts it.
   void init_full_weights(float* arena, uint64_t seed);
@@ -45,6 +48,7 @@ class DpEngineBase : public ParamEngine {
   Communicator& dp_;
   ShardPlan plan_;
   GradReducer reducer_;
+  TpGradSync tp_sync_;  // sum_partial(unit) before a unit's gradient leaves for the dp group
   std::unique_ptr<AdamW> opt_;
   int micro_batches_ = 1, micro_ = 0;
   std::vector<WorkPtr> pending_;

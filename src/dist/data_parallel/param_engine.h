@@ -15,7 +15,7 @@
 //
 // The trainer drives one step as:
 //   engine.begin_step(n_micro);  for mb: engine.begin_micro_batch(mb); model.forward_backward(engine, ...);
-//   double norm2 = engine.finish_gradients();      // global sum of squares over the dp group
+//   double norm2 = engine.finish_gradients();      // global sum of squares over the dp and tp groups
 //   engine.optimizer_step(lr, clip_scale);
 #pragma once
 
@@ -60,10 +60,12 @@ class ParamEngine : public ParamAccess {
                             int64_t optimizer_steps) = 0;
 };
 
-// Builds the engine for parallel.zero over `layout` — this rank's part of the model (a pipeline
-// stage holds some units), with every unit padded to the dp size:
-// ParamLayout::llama(model, dp.size(), units). Initialises weights from `seed` (rank 0 broadcasts).
+// Builds the engine for parallel.zero over `layout` — this rank's part of the model: its pipeline
+// stage's units and its tensor-parallel shard of them, with every unit padded to the dp size:
+// ParamLayout::llama(model, dp.size(), units, {tp.rank(), tp.size(), sequence_parallel}). tp is
+// the mesh's tp axis (partial gradients of replicated pieces, the gradient norm). Initialises
+// weights from `seed` (dp rank 0 broadcasts).
 std::unique_ptr<ParamEngine> make_param_engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
-                                               Communicator& dp, uint64_t seed);
+                                               Communicator& dp, Communicator& tp, uint64_t seed);
 
 }  // namespace ft

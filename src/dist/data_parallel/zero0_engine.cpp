@@ -8,8 +8,8 @@
 namespace ft {
 
 Zero0Engine::Zero0Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
-                         uint64_t seed)
-    : DpEngineBase(p, o, std::move(layout), dp, /*shard_optimizer=*/false) {
+                         Communicator& tp, uint64_t seed)
+    : DpEngineBase(p, o, std::move(layout), dp, tp, /*shard_optimizer=*/false) {
   w_ = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kParameters);
   g_ = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kGradients);
   init_full_weights(w_.data<float>(), seed);
@@ -34,13 +34,15 @@ void Zero0Engine::begin_step(int micro_batches) {
 
 void Zero0Engine::after_backward(int unit) {
   if (!last_micro_batch()) return;
+  tp_sync_.sum_partial(g_.data<float>() + layout_.unit_begin(unit), unit);
   Bucket& b = buckets_[static_cast<size_t>(bucket_of_unit_[static_cast<size_t>(unit)])];
   if (--b.remaining == 0) pending_.push_back(reducer_.all_reduce(g_.data<float>(), b.begin, b.end));
 }
 
 double Zero0Engine::finish_gradients() {
   wait_pending();
-  return ops::sum_squares(g_.data<float>(), layout_.total());  // identical on every rank
+  // Identical on every dp rank; summed over the tp shards.
+  return tp_sync_.all_reduce(tp_sync_.sum_squares(g_.data<float>(), 0, layout_.total()));
 }
 
 void Zero0Engine::optimizer_step(double lr, float grad_scale) {

@@ -5,8 +5,8 @@
 namespace ft {
 
 Zero12Engine::Zero12Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
-                           uint64_t seed)
-    : DpEngineBase(p, o, std::move(layout), dp, /*shard_optimizer=*/true), stage_(static_cast<int>(p.zero)) {
+                           Communicator& tp, uint64_t seed)
+    : DpEngineBase(p, o, std::move(layout), dp, tp, /*shard_optimizer=*/true), stage_(static_cast<int>(p.zero)) {
   w_ = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kParameters);
   g_ = Tensor::zeros({stage_ == 1 ? layout_.total() : plan_.shard_size()}, DType::kF32, MemCategory::kGradients);
   unit_grads_.resize(static_cast<size_t>(layout_.num_units()));
@@ -32,11 +32,13 @@ void Zero12Engine::after_backward(int u) {
   if (stage_ == 1) {
     if (!last_micro_batch()) return;
     float* unit = g_.data<float>() + layout_.unit_begin(u);
+    tp_sync_.sum_partial(unit, u);
     pending_.push_back(reducer_.reduce_scatter(g_.data<float>() + plan_.piece_begin(u), unit, u));
     return;
   }
   Tensor full = std::move(unit_grads_[static_cast<size_t>(u)]);
   unit_grads_[static_cast<size_t>(u)] = Tensor();
+  tp_sync_.sum_partial(full.data<float>(), u);
   Tensor piece = pool_.acquire(plan_.piece_size(u));
   WorkPtr w = reducer_.reduce_scatter(piece.data<float>(), full.data<float>(), u);
   in_flight_.push_back({w, u, full, piece});

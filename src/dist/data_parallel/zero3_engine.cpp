@@ -8,8 +8,8 @@
 namespace ft {
 
 Zero3Engine::Zero3Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
-                         uint64_t seed)
-    : DpEngineBase(p, o, std::move(layout), dp, /*shard_optimizer=*/true) {
+                         Communicator& tp, uint64_t seed)
+    : DpEngineBase(p, o, std::move(layout), dp, tp, /*shard_optimizer=*/true) {
   w_ = Tensor::zeros({plan_.shard_size()}, DType::kF32, MemCategory::kParameters);
   g_ = Tensor::zeros({plan_.shard_size()}, DType::kF32, MemCategory::kGradients);
   const size_t U = static_cast<size_t>(layout_.num_units());
@@ -84,6 +84,7 @@ void Zero3Engine::after_backward(int u) {
   release_weights(u);
   Tensor full = std::move(unit_grads_[static_cast<size_t>(u)]);
   unit_grads_[static_cast<size_t>(u)] = Tensor();
+  tp_sync_.sum_partial(full.data<float>(), u);
   Tensor piece = gpool_.acquire(plan_.piece_size(u));
   WorkPtr w = reducer_.reduce_scatter(piece.data<float>(), full.data<float>(), u);
   in_flight_.push_back({w, u, full, piece});

@@ -11,7 +11,8 @@ namespace ft {
 
 class Zero0Engine final : public DpEngineBase {
  public:
-  Zero0Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp, uint64_t seed);
+  Zero0Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp, Communicator& tp,
+               uint64_t seed);
   const float* weights(int u) override { return w_.data<float>() + layout_.unit_begin(u); }
   float* grads(int u) override { return g_.data<float>() + layout_.unit_begin(u); }
   void begin_step(int micro_batches) override;
@@ -36,7 +37,8 @@ class Zero0Engine final : public DpEngineBase {
 // gradient is reduce-scattered from a short-lived buffer and accumulated into the shard).
 class Zero12Engine final : public DpEngineBase {
  public:
-  Zero12Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp, uint64_t seed);
+  Zero12Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp, Communicator& tp,
+               uint64_t seed);
   const float* weights(int u) override { return w_.data<float>() + layout_.unit_begin(u); }
   float* grads(int u) override;
   void begin_step(int micro_batches) override;
@@ -64,7 +66,8 @@ class Zero12Engine final : public DpEngineBase {
 // the direction of the pass), freed after its forward and after its backward.
 class Zero3Engine final : public DpEngineBase {
  public:
-  Zero3Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp, uint64_t seed);
+  Zero3Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp, Communicator& tp,
+               uint64_t seed);
   const float* weights(int u) override;
   float* grads(int u) override;
   void before_forward(int u) override;

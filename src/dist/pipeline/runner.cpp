@@ -17,7 +17,10 @@ PipelineRunner::PipelineRunner(const PipelinePlan& plan, int stage, Llama& model
       B_(micro_batch),
       T_(seq_len),
       chunk_tokens_(loss_chunk_tokens),
-      msg_bytes_(micro_batch * seq_len * model.config().dim * 4) {
+      // What this rank holds of a micro-batch's residual stream: (B·T, dim), or its N/tp-token
+      // shard under sequence parallelism — each tp rank exchanges its own with the same tp index.
+      rows_(model.tp_split().tokens(micro_batch * seq_len)),
+      msg_bytes_(rows_ * model.config().dim * 4) {
   FT_CHECK(pp.size() == plan.partition.stages() && pp.rank() == stage, "pipeline group rank {} of {} for stage {} of {}",
            pp.rank(), pp.size(), stage, plan.partition.stages());
   // One pool per shape of chunk (layers, head): the stage's chunks of equal shape share sets.
@@ -111,7 +114,7 @@ void PipelineRunner::backward(const Action& a) {
   engine_.begin_micro_batch(a.mb);
   Activations& x = *live_.at(k).acts;
   if (last) grads_[k] = acquire_grad();
-  float* d_res = grads_.at(k).data<float>();  // (N, C): gradient of the chunk's output, then of its input
+  float* d_res = grads_.at(k).data<float>();  // (rows, C): gradient of the chunk's output, then of its input
   if (last) model_.head_backward(engine_, x, d_res);
   const LayerSpan span = part.span(a.chunk);
   for (int64_t l = span.first + span.count - 1; l >= span.first; --l) model_.block_backward(engine_, x, l, d_res);
@@ -141,7 +144,10 @@ Activations& PipelineRunner::acquire(const Action& a) {
   }
   if (pool.empty()) {
     slot.acts = std::make_unique<Activations>();
-    slot.acts->allocate(model_.config(), B_, T_, chunk_tokens_, plan_.partition.span(a.chunk));
+    slot.acts->allocate(model_.config(), B_, T_, chunk_tokens_, plan_.partition.span(a.chunk), model_.tp_split());
+    FT_CHECK(slot.acts->res.front().nbytes() == static_cast<size_t>(msg_bytes_),
+             "pipeline messages of {} bytes for a residual stream of {} bytes", msg_bytes_,
+             slot.acts->res.front().nbytes());
   } else {
     slot.acts = std::move(pool.back());
     pool.pop_back();
@@ -172,7 +178,7 @@ Tensor PipelineRunner::acquire_grad() {
     free_grads_.pop_back();
     return g;
   }
-  return Tensor::empty({B_ * T_, model_.config().dim}, DType::kF32, MemCategory::kCommunication);
+  return Tensor::empty({rows_, model_.config().dim}, DType::kF32, MemCategory::kCommunication);
 }
 
 void PipelineRunner::wait_recv(const Action& a) {

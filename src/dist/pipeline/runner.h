@@ -1,11 +1,13 @@
 // PipelineRunner: executes this stage's action list (schedule.h) for one step — one short loop
 // over the table. Activations travel to the next stage and their gradients back point to point
-// over the pipeline group (mesh.pp(): group rank = stage), as non-blocking sends and receives:
-// a receive is posted where the table says and waited on by the computation that needs it; sends
-// complete in the background. Each (micro-batch, chunk) in flight holds one Activations set for
-// the chunk's layers, taken from a pool (shared by the stage's chunks of equal shape) and returned
-// after its backward, so a stage holds at most the schedule's in-flight bound of them (1F1B: p − s
-// on stage s).
+// over the pipeline group (mesh.pp(): group rank = stage; one group per (dp, tp) index), as
+// non-blocking sends and receives: a receive is posted where the table says and waited on by the
+// computation that needs it; sends complete in the background. Under tensor parallelism each tp
+// rank sends what it holds of the residual stream to the same tp rank of the next stage: the whole
+// (B·T, dim) (every tp rank holds it), or its (B·T/tp, dim) token shard with sequence parallelism.
+// Each (micro-batch, chunk) in flight holds one Activations set for the chunk's layers, taken from
+// a pool (shared by the stage's chunks of equal shape) and returned after its backward, so a stage
+// holds at most the schedule's in-flight bound of them (1F1B: p − s on stage s).
 //
 //   PipelineRunner runner(plan, mesh.coord().pp, model, engine, mesh.pp(), micro_batch, seq_len, chunk_tokens);
 //   double loss_sum = runner.train(batch.tokens.data(), grad_scale);  // non-zero on the last stage
@@ -79,7 +81,9 @@ class PipelineRunner {
   Llama& model_;
   ParamEngine& engine_;
   Communicator& pp_;
-  int64_t B_, T_, chunk_tokens_, msg_bytes_;
+  int64_t B_, T_, chunk_tokens_;
+  int64_t rows_;       // tokens of the residual stream this rank holds (N, or N/tp with sequence parallelism)
+  int64_t msg_bytes_;  // one activation or gradient message: rows_ · dim fp32
   std::vector<std::pair<int64_t, bool>> shapes_;                 // (layers, head) of the pools
   std::vector<int> pool_of_chunk_;                               // per local chunk
   std::vector<std::vector<std::unique_ptr<Activations>>> free_;  // per shape
