@@ -1,7 +1,8 @@
 // Checkpointer: the trainer's one object for saving and resuming. Saves are asynchronous: at a
-// checkpoint step the training thread only copies this rank's state (ParamEngine::export_state)
-// into host staging buffers; a background thread (encrypts and) writes the rank file (temporary
-// name, fsync, rename). At later step boundaries the ranks agree, over the world communicator,
+// checkpoint step a background thread copies this rank's state (ParamEngine::export_state) into
+// host staging buffers while the next step's forward and backward run (they only read the state;
+// the next optimizer step waits for the copy through the engine's before-update hook), then
+// (encrypts and) writes the rank file (temporary name, fsync, rename). At later step boundaries the ranks agree, over the world communicator,
 // that every rank file is durable; then rank 0 writes the manifest — the commit marker — and
 // deletes checkpoints beyond ckpt.keep. A failed save (disk full, ...) is logged, counted and
 // discarded on every rank; training goes on and earlier checkpoints stay intact.
@@ -70,9 +71,16 @@ class Checkpointer {
   struct Job;
   void start_save(int64_t step, int64_t tokens, const LoaderState& loader);
   bool poll(bool block);           // collective; true when no save is in flight any more
+  void copy_job(Job& job);         // background (async) : the state into staging
+  void wait_for_copy();            // training thread, before an update: until copy_job is done
   void write_job(Job& job);        // background: this rank's file
+  struct SaveTimes {
+    double stall_s = 0;  // the training thread's: starting the save, waiting for the copy
+    double copy_s = 0;   // export_state into staging
+    double write_s = 0;  // the rank file: checksums, encryption, write, fsync, rename
+  };
   // Rank 0, background: the manifest, retention, the log line.
-  void commit_job(std::shared_ptr<CheckpointManifest> m, int64_t step, double t_start, double stall_s, double write_s);
+  void commit_job(std::shared_ptr<CheckpointManifest> m, int64_t step, double t_start, SaveTimes t);
   void drain_events();  // training thread: commit results to telemetry
   void run_worker();
   void enqueue(std::function<void()> fn);
@@ -101,6 +109,7 @@ class Checkpointer {
   int64_t state_size_ = 0;
   float* staging_ = nullptr;  // 3 × state_size_ floats (kCheckpoint), wiped after each write
   int64_t restarts_ = 0;
+  int copy_delay_ms_ = 0;  // FLUXTRAIN_CKPT_TEST_COPY_DELAY_MS: slow the background copy down (tests)
 
   // The save in flight (identical on every rank).
   bool in_flight_ = false;

@@ -21,13 +21,15 @@ namespace ft {
 
 ParamLayout rank_layout(const Config& cfg, int rank) {
   const ParallelConfig& p = cfg.parallel;
+  const MeshCoord c = Mesh::coord_of(p, rank);
   std::vector<int> units;
   if (p.pp > 1) {
     const MicroBatching mb = split_batch(cfg.train, p);
     PipelinePlan plan = PipelinePlan::make(cfg.model, cfg.train.seq_len, p, mb.count);
-    units = plan.partition.stage_units(static_cast<int>(Mesh::coord_of(p, rank).pp));
+    units = plan.partition.stage_units(static_cast<int>(c.pp));
   }
-  return ParamLayout::llama(cfg.model, p.dp, units);
+  const TpShard shard{.rank = c.tp, .size = p.tp, .sequence_parallel = p.sequence_parallel && p.tp > 1};
+  return ParamLayout::llama(cfg.model, p.dp, units, shard);
 }
 
 std::vector<std::pair<int64_t, int64_t>> rank_state_ranges(const ParamLayout& layout, const Config& cfg, int rank) {

@@ -124,10 +124,11 @@ void one_step(const Config& cfg, const ParamLayout& layout, const ShardPlan& sha
   // The gradient norm: summed over dp (sharded gradients) and over tp.
   if (par.zero >= 1) dp.all_reduce(static_cast<double*>(nullptr), 1);
   if (P > 1) tp.all_reduce(static_cast<double*>(nullptr), 1);
-  // Trainer::sum_over_ranks (loss and norm over the stages, loss over dp) and the training
-  // guards' agreement (TrainingFaults::judge: rank 0's loss and norm to every rank).
-  pp.all_reduce(static_cast<double*>(nullptr), 2);
-  dp.all_reduce(static_cast<double*>(nullptr), 1);
+  // Trainer::sum_over_ranks (loss, norm and data hash over the stages, loss and data hash over
+  // dp) and the training guards' agreement (TrainingFaults::judge: rank 0's loss and norm to
+  // every rank).
+  pp.all_reduce(static_cast<double*>(nullptr), 3);
+  dp.all_reduce(static_cast<double*>(nullptr), 2);
   if (world.size() > 1) world.broadcast(nullptr, 16, 0);
 }
 

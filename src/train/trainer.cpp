@@ -19,6 +19,7 @@
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/log.h"
 #include "util/strings.h"
 
@@ -134,12 +135,25 @@ double Trainer::forward_backward_micro_batches(const Batch& batch, float grad_fa
   return loss_sum;
 }
 
-std::pair<double, double> Trainer::sum_over_ranks(double loss_sum, double grad_norm2) {
-  double sums[2] = {loss_sum, grad_norm2};
-  mesh_.pp().all_reduce(sums, 2);  // stages hold disjoint parameters; only the last has a loss
-  mesh_.dp().all_reduce(&sums[0], 1);
-  return {sums[0], sums[1]};
+std::array<double, 3> Trainer::sum_over_ranks(double loss_sum, double grad_norm2, double data_hash) {
+  // Stages hold disjoint parameters; only the last has a loss; every stage read the same batch.
+  std::array<double, 3> sums = {loss_sum, grad_norm2, mesh_.coord().pp == 0 ? data_hash : 0.0};
+  mesh_.pp().all_reduce(sums.data(), 3);
+  double dp_sums[2] = {sums[0], sums[2]};
+  mesh_.dp().all_reduce(dp_sums, 2);
+  return {dp_sums[0], sums[1], dp_sums[1]};
 }
+
+namespace {
+// This rank's part of StepStats::data_hash: < 2^32 per sequence, so sums stay exact in a double.
+double batch_data_hash(const Batch& b) {
+  double h = 0;
+  const size_t len = static_cast<size_t>(b.seq_len + 1) * sizeof(int32_t);
+  for (int64_t i = 0; i < b.batch; ++i)
+    h += static_cast<double>(hash_string({reinterpret_cast<const char*>(b.sequence(i)), len}) >> 32);
+  return h;
+}
+}  // namespace
 
 StepStats Trainer::step() {
   const double t0 = now_seconds();
@@ -155,7 +169,9 @@ StepStats Trainer::step() {
 
   engine_->begin_step(static_cast<int>(micro_batches_));
   double loss_sum = forward_backward_micro_batches(batch, inject.grad_factor) * inject.loss_factor;
-  auto [global_loss_sum, grad_norm2] = sum_over_ranks(loss_sum, engine_->finish_gradients());
+  auto [global_loss_sum, grad_norm2, data_hash] =
+      sum_over_ranks(loss_sum, engine_->finish_gradients(), batch_data_hash(batch));
+  s.data_hash = static_cast<int64_t>(data_hash);
   s.loss = global_loss_sum / tokens_per_step;
   s.grad_norm = std::sqrt(grad_norm2);
   // Non-finite values and loss spikes skip the update (or stop the run: fault.nan_policy).
@@ -201,7 +217,7 @@ void Trainer::log_step(const StepStats& s) {
   nlohmann::json j = {{"step", s.step},          {"loss", s.loss},     {"lr", s.lr},
                       {"grad_norm", s.grad_norm}, {"tokens", s.tokens}, {"tokens_per_s", s.tokens_per_s},
                       {"step_s", s.step_s},      {"mfu", s.mfu},       {"data_wait_s", s.data_wait_s},
-                      {"comm_wait_s", s.comm_wait_s}};
+                      {"comm_wait_s", s.comm_wait_s}, {"data_hash", s.data_hash}};
   telemetry_->on_step({.step = s.step, .loss = s.loss, .lr = s.lr, .grad_norm = s.grad_norm,
                        .tokens = cfg_.train.batch_size * cfg_.train.seq_len, .tokens_per_s = s.tokens_per_s,
                        .step_s = s.step_s, .mfu = peak_flops_ > 0 ? s.mfu : NAN, .data_wait_s = s.data_wait_s,

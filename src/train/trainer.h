@@ -7,6 +7,7 @@
 //   t.run();                               // train.steps steps; metrics in <run_dir>/metrics.jsonl
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -41,6 +42,10 @@ struct StepStats {
   double lr = 0;
   double grad_norm = 0;     // before clipping
   int64_t tokens = 0;       // cumulative training tokens
+  // Which data the step saw: the sum over the global batch's sequences of a 32-bit hash of each
+  // one's tokens, whatever the layout — equal between runs exactly when they read the same
+  // batches (a resumed run continues the data order without a repeat or a gap).
+  int64_t data_hash = 0;
   double step_s = 0, tokens_per_s = 0, mfu = 0, data_wait_s = 0;
   double comm_wait_s = 0;   // time the step waited for gradient communication
   CommStats comm;           // this rank's data-parallel traffic during the step
@@ -71,9 +76,10 @@ class Trainer {
   // After repeated loss spikes: back to the newest valid checkpoint, keeping the data position
   // (the window since the checkpoint is skipped). False when there is no checkpoint.
   bool roll_back();
-  // The loss summed over every rank, and the squared gradient norm (already summed over dp by
-  // the engine) over the pipeline stages.
-  std::pair<double, double> sum_over_ranks(double loss_sum, double grad_norm2);
+  // The loss summed over every rank, the squared gradient norm (already summed over dp by the
+  // engine) over the pipeline stages, and the batch's data hash (StepStats::data_hash: this
+  // rank's sequences, counted by the first stage) over the dp ranks.
+  std::array<double, 3> sum_over_ranks(double loss_sum, double grad_norm2, double data_hash);
   void log_step(const StepStats& s);
   // Every rank's memory and pipeline figures into j["per_rank"] (collective over the world).
   void add_rank_metrics(const StepStats& s, nlohmann::json& j);

@@ -28,6 +28,12 @@ def losses(run_dir):
     return {r["step"]: r["loss"] for r in rows}
 
 
+def data_hashes(run_dir):
+    """Each step's data_hash: which global batch it read (layout-independent)."""
+    rows = [json.loads(l) for l in open(os.path.join(run_dir, "metrics.jsonl"))]
+    return {r["step"]: r["data_hash"] for r in rows}
+
+
 def records(run_dir):
     path = os.path.join(run_dir, "checkpoints.jsonl")
     return [json.loads(l) for l in open(path)] if os.path.exists(path) else []

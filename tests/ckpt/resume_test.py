@@ -1,8 +1,9 @@
 """Resume: losses after resuming are bit-identical to an uninterrupted run with the same layout.
 
-For each layout (one process; dp2 ZeRO-1; dp2 ZeRO-3; pp2; one process with encryption), trains
-the tiny model for 8 steps saving at steps 4 and 8, then starts a fresh run from the step-4
-checkpoint (`--resume auto`) and compares the losses of steps 5..8 bit for bit. Also: the time
+For each layout (one process; dp2 ZeRO-1; dp2 ZeRO-3; pp2; dp2 x tp2 with sequence parallelism
+ZeRO-1; tp2 x pp2 ZeRO-3; one process with encryption), trains the tiny model for 8 steps saving
+at steps 4 and 8, then starts a fresh run from the step-4 checkpoint (`--resume auto`) and
+compares the losses of steps 5..8 bit for bit, and the batches read (metrics.jsonl's data_hash). Also: the time
 from process start to the first resumed step is logged; resuming on a dataset with another
 tokenizer, or with another batch size, is refused.
 
@@ -26,6 +27,8 @@ LAYOUTS = [
     ("dp2 zero1", 2, ["parallel.dp=2", "parallel.zero=1"]),
     ("dp2 zero3", 2, ["parallel.dp=2", "parallel.zero=3"]),
     ("pp2", 2, ["parallel.pp=2", "parallel.micro_batches=2"]),
+    ("dp2 x tp2 sp zero1", 4, ["parallel.dp=2", "parallel.tp=2", "parallel.sequence_parallel=true", "parallel.zero=1"]),
+    ("tp2 x pp2 zero3", 4, ["parallel.tp=2", "parallel.pp=2", "parallel.micro_batches=2", "parallel.zero=3"]),
     ("1 process, encrypted", 1, ["ckpt.encrypt=true"]),
 ]
 
@@ -39,6 +42,7 @@ def main():
             full = os.path.join(tmp, tag + "_full")
             L.train(FT, CONFIG, full, COMMON + sets, nproc, env=env)
             ref = L.losses(full)
+            ref_data = L.data_hashes(full)
             step4 = os.path.join(full, "checkpoints", "step_00000004")
             if not os.path.exists(os.path.join(step4, "manifest.json")):
                 failures.append(f"{name}: no committed checkpoint at step 4")
@@ -48,10 +52,12 @@ def main():
             p = L.train(FT, CONFIG, resumed, COMMON + sets, nproc, resume="auto", env=env)
             got = L.losses(resumed)
             same = all(got.get(s) == ref[s] for s in range(5, 9))
+            same_data = all(L.data_hashes(resumed).get(s) == ref_data[s] for s in range(5, 9))
             steps = sorted(got)
             print(f"{name:>22}: steps {steps[0]}..{steps[-1]} after resume; losses 5..8 "
-                  f"{'bit-identical' if same else 'DIFFER'}: " + " ".join(f"{got.get(s, float('nan')):.9f}" for s in range(5, 9)))
-            if steps[0] != 5 or not same:
+                  f"{'bit-identical' if same else 'DIFFER'}: " + " ".join(f"{got.get(s, float('nan')):.9f}" for s in range(5, 9)) +
+                  f"; {'same batches' if same_data else 'OTHER BATCHES'}")
+            if steps[0] != 5 or not same or not same_data:
                 failures.append(f"{name}: resumed losses {[got.get(s) for s in range(5, 9)]} vs {[ref[s] for s in range(5, 9)]}")
             times = [r for r in L.records(resumed) if r.get("event") == "resume"]
             if not times or "from process start to the end of the first resumed step" not in p.stderr:
@@ -91,6 +97,16 @@ def main():
             print(f"generate {prompt!r}: {g.stdout.strip()!r}")
             if g.returncode != 0 or not g.stdout.startswith(prompt) or len(g.stdout.strip()) <= len(prompt):
                 failures.append(f"generate {prompt!r}: rc {g.returncode} {g.stdout!r} {g.stderr[-400:]}")
+        # Hugging Face export carries the dataset's tokenizer (LlamaTokenizer files).
+        hf = os.path.join(tmp, "tok_a_hf")
+        p = L.ckpt(FT, "export-hf", a, hf)
+        same_tok = p.returncode == 0 and open(os.path.join(hf, "tokenizer.model"), "rb").read() == \
+            open(os.path.join(tmp, "ds_a", "tokenizer.model"), "rb").read()
+        tok_cfg = os.path.join(hf, "tokenizer_config.json")
+        print(f"export-hf: tokenizer.model {'is the dataset' + chr(39) + 's' if same_tok else 'MISSING OR DIFFERENT'}; "
+              f"tokenizer_config.json {'written' if os.path.exists(tok_cfg) else 'MISSING'}")
+        if not same_tok or not os.path.exists(tok_cfg):
+            failures.append(f"export-hf without the dataset's tokenizer: {p.stderr[-400:]}")
         b = os.path.join(tmp, "tok_b")
         L.copy_checkpoint(os.path.join(a, "checkpoints", "step_00000002"), b)
         p = L.train(FT, CONFIG, b, ds + [f"data.path=\"{tmp}/ds_b\"", "train.steps=4"], resume="auto", check=False)

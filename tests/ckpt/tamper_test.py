@@ -1,6 +1,12 @@
 """Tampering with an encrypted checkpoint: every kind of damage is a clear error naming the file,
 and `--resume auto` skips a damaged checkpoint (with a warning) for the newest intact one.
 
+Cases (`fluxtrain ckpt verify`): no key, wrong key, a flipped payload bit, a flipped tag bit, a
+truncated file, a file from another step, two chunks swapped within a file, two ranks' files
+swapped, one rank's chunks under another's header, an edited manifest, a missing manifest. Also:
+no 32-byte run of the plaintext payload (from the same run unencrypted) is in the encrypted file;
+resuming with the wrong key is refused rather than skipped.
+
 usage: tamper_test.py FLUXTRAIN CONFIG
 """
 import os
@@ -70,6 +76,40 @@ def main():
         d = damaged("other", lambda d: shutil.copy(os.path.join(s4, "rank-00000.ftckpt"), os.path.join(d, "rank-00000.ftckpt")))
         expect("file of another step", L.ckpt(FT, "verify", d, env=ENV), "rank-00000.ftckpt", "holds step 4")
 
+        def swap_chunks(d):  # chunks 0 and 1 of rank 0's file (1 MiB + 16-byte tag each) trade places
+            path = os.path.join(d, "rank-00000.ftckpt")
+            data = bytearray(open(path, "rb").read())
+            n = (1 << 20) + 16
+            data[64:64 + n], data[64 + n:64 + 2 * n] = data[64 + n:64 + 2 * n], data[64:64 + n]
+            open(path, "wb").write(bytes(data))
+        d = damaged("chunks", swap_chunks)
+        expect("swapped chunks", L.ckpt(FT, "verify", d, env=ENV), "rank-00000.ftckpt", "chunk 0 does not authenticate")
+
+        # Two ranks' files swapped (a dp2 run); rank 1's encrypted chunks under rank 0's header.
+        dp2 = os.path.join(tmp, "dp2")
+        L.train(FT, CONFIG, dp2, COMMON + ["train.steps=2", "parallel.dp=2"], nproc=2, env=ENV)
+        d2 = os.path.join(dp2, "checkpoints", "step_00000002")
+
+        def swap_files(d):
+            a, b = os.path.join(d, "rank-00000.ftckpt"), os.path.join(d, "rank-00001.ftckpt")
+            os.rename(a, a + ".x")
+            os.rename(b, a)
+            os.rename(a + ".x", b)
+        d = os.path.join(tmp, "swapped", "step_00000002")
+        shutil.copytree(d2, d)
+        swap_files(d)
+        expect("swapped rank files", L.ckpt(FT, "verify", d, env=ENV), "rank-0000", "holds rank 1's state")
+
+        def forge(d):
+            a, b = os.path.join(d, "rank-00000.ftckpt"), os.path.join(d, "rank-00001.ftckpt")
+            data = open(a, "rb").read(64) + open(b, "rb").read()[64:]
+            open(a, "wb").write(data)
+        d = os.path.join(tmp, "forged", "step_00000002")
+        shutil.copytree(d2, d)
+        forge(d)
+        expect("rank 1's chunks, rank 0's header", L.ckpt(FT, "verify", d, env=ENV), "rank-00000.ftckpt",
+               "does not authenticate")
+
         def edit_manifest(d):
             path = os.path.join(d, "manifest.json")
             text = open(path).read().replace('"tokens": 1536', '"tokens": 1537')
@@ -78,6 +118,35 @@ def main():
         expect("edited manifest", L.ckpt(FT, "verify", d, env=ENV), "manifest.json", "HMAC does not verify")
         d = damaged("nomanifest", lambda d: os.remove(os.path.join(d, "manifest.json")))
         expect("missing manifest", L.ckpt(FT, "verify", d, env=ENV), "no manifest")
+
+        # Plaintext never reaches the disk: the same run unencrypted (same seed, same state) writes the
+        # payload in the clear; no 32-byte run of it may appear in the encrypted file.
+        plain = os.path.join(tmp, "plain")
+        L.train(FT, CONFIG, plain, [c for c in COMMON if not c.startswith("ckpt.encrypt")] + ["train.steps=2"])
+        clear = open(os.path.join(plain, "checkpoints", "step_00000002", "rank-00000.ftckpt"), "rb").read()[64:]
+        secret = open(os.path.join(s2, "rank-00000.ftckpt"), "rb").read()
+        probes = [clear[i:i + 32] for i in range(0, len(clear) - 32, len(clear) // 97)]
+        leaked = sum(1 for p in probes if p in secret)
+        print(f"{'plaintext on disk':>28}: {leaked} of {len(probes)} 32-byte probes of the clear payload found in the "
+              f"encrypted file")
+        if leaked or clear[:4096] not in open(os.path.join(plain, "checkpoints", "step_00000002", "rank-00000.ftckpt"),
+                                              "rb").read():
+            failures.append(f"plaintext probes found in the encrypted file: {leaked}")
+
+        # Resharding an encrypted checkpoint keeps it encrypted (same key) and verifiable.
+        rs = os.path.join(tmp, "resharded", "step_00000004")
+        p = L.ckpt(FT, "reshard", s4, rs, "--dp", "2", "--zero", "3", env=ENV)
+        v = L.ckpt(FT, "verify", rs, env=ENV)
+        i = L.ckpt(FT, "inspect", rs)
+        print(f"{'reshard encrypted':>28}: {p.stdout.strip()}; {v.stdout.strip()[:60]}...")
+        if p.returncode or v.returncode or "AES-256-GCM" not in i.stdout or "world 2" not in i.stdout:
+            failures.append(f"reshard of an encrypted checkpoint: {p.stderr} {v.stderr} {i.stdout}")
+
+        # Resuming with the wrong key is refused (not skipped for an older checkpoint).
+        wrong = os.path.join(tmp, "wrongkey")
+        L.copy_checkpoint(s4, wrong)
+        p = L.train(FT, CONFIG, wrong, COMMON, resume="auto", env=WRONG, check=False)
+        expect("resume with the wrong key", p, "step_00000004", "key id")
 
         # Resume skips the damaged newest checkpoint and continues from step 4 bit-identically.
         flip(os.path.join(s6, "rank-00000.ftckpt"), 64 + 99)

@@ -74,5 +74,36 @@ TEST(Sampler, GreedyTopPAndSeeds) {
             sample_token(logits, {.temperature = 2, .top_p = 1, .seed = 9}, 17));
 }
 
+// Temperature sampling draws each token with probability softmax(logits / T): frequencies over
+// many draws (fixed seed) match the probabilities computed here in double, for T below and above
+// 1; with top_p the kept tokens' probabilities are renormalised over the nucleus.
+TEST(Sampler, TemperatureFrequenciesFollowSoftmax) {
+  const std::vector<float> logits = {1.0f, 0.2f, -0.5f, 2.0f, 0.0f};
+  const int draws = 40000;
+  for (double T : {0.5, 1.0, 2.0}) {
+    std::vector<double> p(logits.size());
+    double z = 0;
+    for (size_t i = 0; i < p.size(); ++i) z += p[i] = std::exp(logits[i] / T);
+    std::vector<int> count(logits.size(), 0);
+    for (int i = 0; i < draws; ++i) ++count[static_cast<size_t>(sample_token(logits, {.temperature = T, .seed = 5}, i))];
+    for (size_t i = 0; i < p.size(); ++i) {
+      const double want = p[i] / z, got = static_cast<double>(count[i]) / draws;
+      EXPECT_NEAR(got, want, 4 * std::sqrt(want * (1 - want) / draws) + 1e-4) << "T " << T << " token " << i;
+    }
+  }
+  // top_p = 0.8 at T = 1: probabilities (sorted) ~0.57, 0.21, 0.09, 0.08, 0.05 -> tokens 3, 0 and
+  // 1 (mass 0.87 >= 0.8), renormalised.
+  std::vector<double> p(logits.size());
+  for (size_t i = 0; i < p.size(); ++i) p[i] = std::exp(logits[i]);
+  const double kept = p[3] + p[0] + p[1];
+  std::vector<int> count(logits.size(), 0);
+  for (int i = 0; i < draws; ++i) ++count[static_cast<size_t>(sample_token(logits, {.temperature = 1, .top_p = 0.8, .seed = 6}, i))];
+  EXPECT_EQ(count[2] + count[4], 0);
+  for (size_t i : {3, 0, 1}) {
+    const double want = p[i] / kept, got = static_cast<double>(count[i]) / draws;
+    EXPECT_NEAR(got, want, 4 * std::sqrt(want * (1 - want) / draws) + 1e-4) << "top-p token " << i;
+  }
+}
+
 }  // namespace
 }  // namespace ft

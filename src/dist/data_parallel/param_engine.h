@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -58,6 +59,19 @@ class ParamEngine : public ParamAccess {
   // The inverse: collective over the dp group (copies other ranks hold are re-gathered).
   virtual void import_state(const float* weights, const float* exp_avg, const float* exp_avg_sq,
                             int64_t optimizer_steps) = 0;
+
+  // Called at the start of every optimizer_step, before any state changes (null: nothing). The
+  // checkpointer copies the state (export_state) on its background thread while the next
+  // forward/backward runs — which only reads it — and waits here for that copy to finish.
+  void set_before_update(std::function<void()> fn) { before_update_ = std::move(fn); }
+
+ protected:
+  void before_update() {
+    if (before_update_) before_update_();
+  }
+
+ private:
+  std::function<void()> before_update_;
 };
 
 // Builds the engine for parallel.zero over `layout` — this rank's part of the model: its pipeline

@@ -46,6 +46,7 @@ double Zero0Engine::finish_gradients() {
 }
 
 void Zero0Engine::optimizer_step(double lr, float grad_scale) {
+  before_update();
   opt_->step(w_.data<float>(), Addressing::kArena, g_.data<float>(), Addressing::kArena, lr, grad_scale);
 }
 

@@ -65,6 +65,7 @@ double Zero12Engine::finish_gradients() {
 }
 
 void Zero12Engine::optimizer_step(double lr, float grad_scale) {
+  before_update();
   opt_->step(w_.data<float>(), Addressing::kArena, g_.data<float>(),
              stage_ == 1 ? Addressing::kArena : Addressing::kCompact, lr, grad_scale);
   all_gather_units(w_.data<float>());

@@ -122,6 +122,7 @@ double Zero3Engine::finish_gradients() {
 }
 
 void Zero3Engine::optimizer_step(double lr, float grad_scale) {
+  before_update();
   opt_->step(w_.data<float>(), Addressing::kCompact, g_.data<float>(), Addressing::kCompact, lr, grad_scale);
 }
 
