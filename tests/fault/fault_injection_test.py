@@ -9,6 +9,7 @@ usage: fault_injection_test.py FLUXTRAIN CONFIG WORK_DIR SCENARIO
   reference      the uninterrupted run (a CTest fixture the others compare with)
   kill           SIGKILL rank 1 mid-step
   hang           SIGSTOP rank 1 (a hang: the collective timeout names it)
+  stall          SIGSTOP every rank (no collective times out: the heartbeat timeout catches it)
   ckpt_kill      SIGKILL rank 1 while a checkpoint is being written
   corrupt        the newest checkpoint is corrupted, then a rank dies: resume skips it
   nan            a NaN loss on rank 1 at step 9: the update is skipped, training goes on
@@ -89,6 +90,11 @@ def kill():
     check_losses_identical(REF, run.run_dir, STEPS)
     check_samples(run.run_dir, STEPS)
     report("kill (SIGKILL rank 1)", run)
+    # The trainer's own record: the first step after the restart carries the recovery time.
+    rec = [j for j in raw_metrics(run.run_dir) if "recovery_s" in j]
+    if len(rec) != 1 or rec[0]["restarts"] != 1 or not 0 < rec[0]["recovery_s"] < 30:
+        fail(f"metrics.jsonl should hold one recovery_s on the first step after the restart: {rec}")
+    print(f"metrics.jsonl: step {rec[0]['step']} recovery_s {rec[0]['recovery_s']:.2f} restarts {rec[0]['restarts']}")
 
 
 def hang():
@@ -106,6 +112,25 @@ def hang():
     check_losses_identical(REF, run.run_dir, STEPS)
     check_samples(run.run_dir, STEPS)
     report("hang (SIGSTOP rank 1)", run)
+
+
+def stall():
+    # Every rank stopped at once: no collective times out (nobody waits), only the heartbeats
+    # stop; the supervisor's fault.heartbeat_timeout_s must catch it.
+    run = Launch(FT, CFG, fresh("stall"), sets=["fault.heartbeat_timeout_s=4"])
+    hb = run.wait_for_step(17)
+    run.hurt_at = time.time()
+    for r in (0, 1):
+        os.kill(hb[r]["pid"], signal.SIGSTOP)
+    print(f"sent SIGSTOP to ranks 0 and 1 (pids {hb[0]['pid']}, {hb[1]['pid']})", flush=True)
+    expect_finished(run, 1)
+    f = failures(run.run_dir)
+    if f[0]["kind"] != "hang" or f[0]["ranks"] != [0, 1] or "fault.heartbeat_timeout_s" not in f[0]["detail"]:
+        fail(f"the failure should be a heartbeat timeout naming the stopped ranks 0, 1: {f}")
+    print("detected as: " + f[0]["detail"])
+    check_losses_identical(REF, run.run_dir, STEPS)
+    check_samples(run.run_dir, STEPS)
+    report("stall (SIGSTOP every rank; heartbeat timeout)", run)
 
 
 def ckpt_kill():
@@ -287,6 +312,6 @@ def errors():
 
 
 os.makedirs(WORK, exist_ok=True)
-{"reference": reference, "kill": kill, "hang": hang, "ckpt_kill": ckpt_kill, "corrupt": corrupt, "nan": nan,
+{"reference": reference, "kill": kill, "hang": hang, "stall": stall, "ckpt_kill": ckpt_kill, "corrupt": corrupt, "nan": nan,
  "spike": spike, "elastic": elastic, "errors": errors}[SCENARIO]()
 print(f"PASS {SCENARIO}")

@@ -6,7 +6,8 @@
 # a training job are submitted; the test checks that
 #   - the training job got the higher priority (squeue %Q) and ran first although submitted last,
 #   - both completed (scontrol show job: COMPLETED, exit 0:0),
-#   - training ran under the supervisor, which recognised the allocation and used srun,
+#   - training ran under the supervisor, which recognised the allocation and used srun, and after
+#     one of its ranks was killed restarted them inside the allocation (srun again),
 #   - validation evaluated the checkpoint the training job wrote (its JSON names it).
 # Exit 77 (CTest SKIP_RETURN_CODE) only when the daemons cannot start here (not root, Slurm or
 # munge missing, or slurmd never registers), with the reason printed.
@@ -101,7 +102,7 @@ for _ in $(seq 60); do [ "$(squeue -h -j "$BLOCK" -o %T)" = RUNNING ] && break; 
 VAL=$(sbatch --parsable -n 1 -o "$D/validate.out" "$ROOT/deploy/slurm/validate.sbatch" "$ROOT/configs/tiny.toml" "$RUN" \
       --set train.eval_batches=2 --set train.batch_size=8)
 TRAIN=$(sbatch --parsable -n 2 -o "$D/train.out" "$ROOT/deploy/slurm/train.sbatch" "$ROOT/configs/tiny.toml" \
-        --run-dir "$RUN" --set parallel.dp=2 --set train.steps=20 --set train.batch_size=8 --set ckpt.interval=10 \
+        --run-dir "$RUN" --set parallel.dp=2 --set train.steps=200 --set train.batch_size=8 --set ckpt.interval=20 \
         --set train.threads=1 --set metrics.port=0 --set train.eval_interval=0)
 sleep 1
 squeue -o "%.6i %.9P %.10Q %.8T %.20j %r" | tee "$D/squeue.txt"
@@ -110,6 +111,28 @@ PT=$(prio "$TRAIN"); PV=$(prio "$VAL")
 [ "$PT" -gt "$PV" ] || fail "training priority $PT is not above validation's $PV"
 echo "priorities: training $PT > validation $PV"
 scancel "$BLOCK"
+
+# A rank of the training job dies (SIGKILL) mid-run: the supervisor must restart the ranks inside
+# the allocation (srun again) from the newest checkpoint.
+/usr/bin/python3 - "$RUN" <<'EOF' || fail "could not kill a training rank mid-run"
+import glob, json, os, signal, sys, time
+hb_dir = os.path.join(sys.argv[1], "heartbeat")
+t0 = time.time()
+while time.time() - t0 < 120:
+    beats = {}
+    for p in glob.glob(os.path.join(hb_dir, "rank-*.json")):
+        try:
+            j = json.load(open(p))
+            beats[j["rank"]] = j
+        except (OSError, ValueError):
+            pass
+    if len(beats) == 2 and all(b["attempt"] == 1 and b["phase"] == "train" and b["step"] >= 50 for b in beats.values()):
+        os.kill(beats[1]["pid"], signal.SIGKILL)
+        print(f"killed training rank 1 (pid {beats[1]['pid']}) at step {beats[1]['step']}")
+        sys.exit(0)
+    time.sleep(0.005)
+sys.exit(1)
+EOF
 
 state() { scontrol show job "$1" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
 for _ in $(seq 600); do
@@ -130,6 +153,10 @@ echo "validation (job $VAL, partition $(field "$VAL" Partition)) started $(field
 
 grep -q "supervisor: attempt 1 (2 ranks" "$D/train.out" || fail "training did not run under the supervisor"
 grep -q "srun" "$D/train.out" || fail "the supervisor did not use srun inside the allocation"
+grep -q "supervisor: attempt 2 (2 ranks, dp 2, resuming from $RUN/checkpoints/step_[0-9]*): 'srun'" "$D/train.out" ||
+  fail "the supervisor did not restart the ranks with srun inside the allocation"
+grep -o "supervisor: attempt 1 failed: [^:]*: [^;]*" "$D/train.out" | head -1
+grep -o "supervisor: recovered in [0-9.]* s" "$D/train.out" || fail "no recovery time"
 echo "training job's supervisor: $(grep -o "supervisor: attempt 1 (2 ranks[^:]*: 'srun' '--ntasks=2'[^ ]*" "$D/train.out")"
 grep -E "supervisor: training finished|rank 1\] .*ranks" "$D/train.out" | head -2 || true
 OUT=$(ls "$RUN"/validation/step_*.json 2>/dev/null | head -1)
@@ -139,7 +166,7 @@ import json, math, os, sys
 r = json.load(open(sys.argv[1]))
 ckpt = os.path.realpath(r["checkpoint"])
 assert ckpt.startswith(os.path.realpath(sys.argv[2]) + "/checkpoints/"), ckpt
-assert r["step"] == 20 and os.path.exists(os.path.join(ckpt, "manifest.json")), r
+assert r["step"] == 200 and os.path.exists(os.path.join(ckpt, "manifest.json")), r
 # Trained weights, not a fresh model: below the loss of a uniform guess over the 256 tokens.
 assert math.isfinite(r["val_loss"]) and 0 < r["val_loss"] < math.log(256) - 0.2, r
 print(f"validation read {ckpt} (step {r['step']}, written by the training job): val_loss {r['val_loss']:.4f}")
