@@ -15,7 +15,8 @@ usage: fault_injection_test.py FLUXTRAIN CONFIG WORK_DIR SCENARIO
   nan            a NaN loss on rank 1 at step 9: the update is skipped, training goes on
   spike          loss spikes at steps 21-23: skipped, then rolled back with the data window skipped
   elastic        4 ranks on two (local) hosts; the host of the killed rank is dropped: dp 4 → 2
-  errors         bad input: budget exhausted, no checkpoint, a deterministic error, unreachable host"""
+  errors         bad input: budget exhausted, no checkpoint, a deterministic error, unreachable host
+  reference_20m, kill_20m   the kill on llama-20m (FT_SLOW_TESTS=1; exit 77 = skipped otherwise)"""
 import json
 import os
 import shutil
@@ -267,6 +268,37 @@ def elastic():
     report("elastic restart on fewer ranks", run)
 
 
+# llama-20m (22.9M parameters, 3 s a step here): the recovery-time goal for a larger model.
+# Slow (about a minute each): runs with FT_SLOW_TESTS=1, else exits 77 (skipped).
+M20 = ["train.batch_size=4", "train.steps=10", "ckpt.interval=3", "fault.collective_timeout_s=20",
+       "fault.heartbeat_timeout_s=120"]
+CFG20 = os.path.join(os.path.dirname(os.path.abspath(CFG)), "llama-20m.toml")
+
+
+def slow_only():
+    if not os.environ.get("FT_SLOW_TESTS"):
+        print("SKIP: set FT_SLOW_TESTS=1 (llama-20m, about a minute)")
+        sys.exit(77)
+
+
+def reference_20m():
+    slow_only()
+    run = Launch(FT, CFG20, fresh("reference_20m"), sets=M20)
+    expect_finished(run, 0)
+    check_samples(run.run_dir, 10, batch=4)
+
+
+def kill_20m():
+    slow_only()
+    run = Launch(FT, CFG20, fresh("kill_20m"), sets=M20)
+    run.wait_for_step(5, timeout=300)
+    run.signal(1, signal.SIGKILL)
+    expect_finished(run, 1)
+    check_losses_identical(os.path.join(WORK, "reference_20m"), run.run_dir, 10)
+    check_samples(run.run_dir, 10, batch=4)
+    report("llama-20m kill (SIGKILL rank 1)", run)
+
+
 def expect_launch_error(name, want, sets=(), env=None, extra=(), hurt=None):
     run = Launch(FT, CFG, fresh(name), sets=sets, env=env, extra=extra)
     if hurt:
@@ -312,6 +344,7 @@ def errors():
 
 
 os.makedirs(WORK, exist_ok=True)
-{"reference": reference, "kill": kill, "hang": hang, "stall": stall, "ckpt_kill": ckpt_kill, "corrupt": corrupt, "nan": nan,
+{"reference": reference, "kill": kill, "hang": hang, "stall": stall, "reference_20m": reference_20m,
+ "kill_20m": kill_20m, "ckpt_kill": ckpt_kill, "corrupt": corrupt, "nan": nan,
  "spike": spike, "elastic": elastic, "errors": errors}[SCENARIO]()
 print(f"PASS {SCENARIO}")

@@ -151,7 +151,7 @@ def consumed_samples(run_dir):
     return out
 
 
-def check_samples(run_dir, steps, skipped=()):
+def check_samples(run_dir, steps, skipped=(), batch=BATCH):
     """No sample read twice, none missed: the final steps cover [0, N) minus the skipped windows."""
     s = consumed_samples(run_dir)
     if sorted(s) != list(range(1, steps + 1)):
@@ -159,7 +159,7 @@ def check_samples(run_dir, steps, skipped=()):
     seen = []
     for step in range(1, steps + 1):
         idx = s[step]
-        if len(idx) != BATCH or idx != list(range(idx[0], idx[0] + BATCH)) or idx[0] % BATCH:
+        if len(idx) != batch or idx != list(range(idx[0], idx[0] + batch)) or idx[0] % batch:
             fail(f"step {step} read samples {idx}, not one whole global batch")
         seen += idx
     if len(seen) != len(set(seen)):
