@@ -10,12 +10,10 @@
 //   {"checkpoint": ".../step_00000020", "step": 20, "tokens": 5120, "val_loss": 4.81,
 //    "val_bits_per_token": 6.94, "eval_batches": 2, "batch_size": 8, "seq_len": 32, "time": "..."}
 #include <CLI/CLI.hpp>
-
-#include <nlohmann/json.hpp>
-
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "ckpt/checkpointer.h"
 #include "ckpt/manifest.h"
@@ -42,19 +40,25 @@ std::string pick_checkpoint(const std::string& path) {
   ft::CheckpointProbe p = ft::probe_checkpoints(probe);
   for (const std::string& why : p.skipped) ft::log_warn("eval: skipping {}", why);
   if (!p.newest) {
-    throw ft::Error(fmt::format("{}: no valid checkpoint to evaluate{}", path,
-                                p.skipped.empty() ? "" : fmt::format(" ({} invalid one(s) skipped)", p.skipped.size())),
-                    "give a run directory, a checkpoint root or a step_<N> directory with a manifest.json");
+    throw ft::Error(
+        fmt::format(
+            "{}: no valid checkpoint to evaluate{}", path,
+            p.skipped.empty() ? "" : fmt::format(" ({} invalid one(s) skipped)", p.skipped.size())),
+        "give a run directory, a checkpoint root or a step_<N> directory with a manifest.json");
   }
   return p.newest->dir;
 }
 
 int run_eval(int argc, char** argv) {
-  CLI::App app{"Evaluate a checkpoint on validation batches: fluxtrain eval --ckpt RUN_DIR|CKPT_DIR [--out-dir DIR]"};
+  CLI::App app{
+      "Evaluate a checkpoint on validation batches: fluxtrain eval --ckpt RUN_DIR|CKPT_DIR "
+      "[--out-dir DIR]"};
   std::string ckpt_path, config_path, out_dir;
   std::vector<std::string> sets;
-  app.add_option("--ckpt", ckpt_path, "a checkpoint (step_<N> directory), or a run directory / checkpoint root: its "
-                                      "newest valid checkpoint")->required();
+  app.add_option("--ckpt", ckpt_path,
+                 "a checkpoint (step_<N> directory), or a run directory / checkpoint root: its "
+                 "newest valid checkpoint")
+      ->required();
   app.add_option("--config", config_path, "TOML config (default: the checkpoint's own config)");
   app.add_option("--set", sets, "override a config key, KEY=VALUE (repeatable)");
   app.add_option("--out-dir", out_dir, "where results go (default: <run dir>/validation)");
@@ -71,7 +75,8 @@ int run_eval(int argc, char** argv) {
     for (const std::string& s : sets) {
       auto eq = s.find('=');
       if (eq == std::string::npos || eq == 0)
-        throw ft::Error(fmt::format("--set {}: expected KEY=VALUE", s), "for example --set train.eval_batches=4");
+        throw ft::Error(fmt::format("--set {}: expected KEY=VALUE", s),
+                        "for example --set train.eval_batches=4");
       b.set(s.substr(0, eq), ft::parse_config_value(s.substr(eq + 1)), "--set");
     }
   }
@@ -80,7 +85,8 @@ int run_eval(int argc, char** argv) {
   if (!std::getenv("OMPI_COMM_WORLD_SIZE") && !std::getenv("PMIX_RANK") && !std::getenv("PMI_SIZE"))
     cfg.parallel.dp = cfg.parallel.tp = cfg.parallel.pp = 1;
   cfg.train.run_dir = out_dir;  // its config.json; the training run's files stay untouched
-  cfg.train.eval_interval = std::max<int64_t>(cfg.train.eval_interval, 1);  // builds the validation loader
+  cfg.train.eval_interval =
+      std::max<int64_t>(cfg.train.eval_interval, 1);  // builds the validation loader
   cfg.ckpt.resume = dir;
   cfg.ckpt.interval = 0;
   cfg.metrics.enabled = false;
@@ -104,11 +110,12 @@ int run_eval(int argc, char** argv) {
   const std::string out = fmt::format("{}/step_{:08d}.json", out_dir, trainer.steps_done());
   ft::write_file_atomic(out, r.dump(2) + "\n");
   std::ofstream(out_dir + "/validation.jsonl", std::ios::app) << r.dump() << "\n";
-  ft::log_info("eval: {} (step {}): val_loss {:.4f} over {} batch(es); wrote {}", dir, trainer.steps_done(), val,
-               cfg.train.eval_batches, out);
+  ft::log_info("eval: {} (step {}): val_loss {:.4f} over {} batch(es); wrote {}", dir,
+               trainer.steps_done(), val, cfg.train.eval_batches, out);
   return std::isfinite(val) ? 0 : 1;
 }
 
-ft::cli::Register reg("eval", "evaluate a checkpoint on validation batches (the validation job)", run_eval);
+ft::cli::Register reg("eval", "evaluate a checkpoint on validation batches (the validation job)",
+                      run_eval);
 
 }  // namespace

@@ -1,8 +1,7 @@
 #include "dryrun/dry_run.h"
 
-#include <nlohmann/json.hpp>
-
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "dist/data_parallel/shard_plan.h"
@@ -27,9 +26,12 @@ Held held_units(const ParamLayout& layout, const ModelConfig& m) {
   Held h;
   for (int u = 0; u < layout.num_units(); ++u) {
     const int g = layout.global_unit(u);
-    if (g == 0) h.embed = true;
-    else if (g <= m.n_layers) ++h.blocks;
-    else h.head = true;
+    if (g == 0)
+      h.embed = true;
+    else if (g <= m.n_layers)
+      ++h.blocks;
+    else
+      h.head = true;
   }
   if (m.tie_embeddings && h.embed) h.head = true;  // the tied table is the head as well
   return h;
@@ -38,8 +40,8 @@ Held held_units(const ParamLayout& layout, const ModelConfig& m) {
 // One training step's collectives, as Trainer::step, the ParamEngine of parallel.zero, the
 // tensor-parallel model and the pipeline runner issue them (sizes only, into fake communicators).
 // Not counted: PowerSGD's compression (counted as the plain all-reduce), checkpoints, validation.
-void one_step(const Config& cfg, const ParamLayout& layout, const ShardPlan& shard, const Schedule* schedule,
-              int64_t micro_batches, int64_t micro_tokens, Mesh& mesh) {
+void one_step(const Config& cfg, const ParamLayout& layout, const ShardPlan& shard,
+              const Schedule* schedule, int64_t micro_batches, int64_t micro_tokens, Mesh& mesh) {
   const ParallelConfig& par = cfg.parallel;
   const ModelConfig& m = cfg.model;
   const int64_t C = m.dim, N = micro_tokens, P = par.tp;
@@ -56,10 +58,13 @@ void one_step(const Config& cfg, const ParamLayout& layout, const ShardPlan& sha
   for (int64_t mb = 0; mb < micro_batches && P > 1; ++mb) {
     const int64_t ends = (h.embed ? 1 : 0) + (h.head ? 1 : 0);
     if (sp) {
-      for (int64_t i = 0; i < 6 * h.blocks + ends; ++i) tp.all_gather(nullptr, nullptr, N / P * C * 4);
-      for (int64_t i = 0; i < 4 * h.blocks + ends; ++i) tp.reduce_scatter(nullptr, nullptr, N / P * C);
+      for (int64_t i = 0; i < 6 * h.blocks + ends; ++i)
+        tp.all_gather(nullptr, nullptr, N / P * C * 4);
+      for (int64_t i = 0; i < 4 * h.blocks + ends; ++i)
+        tp.reduce_scatter(nullptr, nullptr, N / P * C);
     } else {
-      for (int64_t i = 0; i < 4 * h.blocks + ends; ++i) tp.all_reduce(static_cast<float*>(nullptr), N * C);
+      for (int64_t i = 0; i < 4 * h.blocks + ends; ++i)
+        tp.all_reduce(static_cast<float*>(nullptr), N * C);
     }
     if (h.head) {
       tp.all_reduce(static_cast<double*>(nullptr), N, ReduceOp::kMax);
@@ -72,7 +77,8 @@ void one_step(const Config& cfg, const ParamLayout& layout, const ShardPlan& sha
   std::vector<int64_t> partial(static_cast<size_t>(U), 0);
   for (const ParamSpec& p : layout.specs()) {
     if (!p.tp_partial_grad || P == 1) continue;
-    partial[static_cast<size_t>(p.unit)] += p.tp_replicas == P ? p.numel() : shape_numel(p.global_shape);
+    partial[static_cast<size_t>(p.unit)] +=
+        p.tp_replicas == P ? p.numel() : shape_numel(p.global_shape);
   }
   const int64_t syncs = par.zero >= 2 ? micro_batches : 1;
   for (int64_t s = 0; s < syncs; ++s)
@@ -105,9 +111,11 @@ void one_step(const Config& cfg, const ParamLayout& layout, const ShardPlan& sha
       break;
     }
     case 1:
-    case 2:  // gradients reduce-scattered per unit (ZeRO 2: every micro-batch), weights all-gathered
+    case 2:  // gradients reduce-scattered per unit (ZeRO 2: every micro-batch), weights
+             // all-gathered
       for (int64_t s = 0; s < (par.zero == 2 ? micro_batches : 1); ++s)
-        for (int u = U - 1; u >= 0; --u) dp.reduce_scatter(nullptr, nullptr, shard.piece_size(u), wire);
+        for (int u = U - 1; u >= 0; --u)
+          dp.reduce_scatter(nullptr, nullptr, shard.piece_size(u), wire);
       for (int u = 0; u < U; ++u) dp.all_gather(nullptr, nullptr, shard.piece_size(u) * 4);
       break;
     default:  // ZeRO 3, every micro-batch: gather each unit for forward and again for backward
@@ -141,8 +149,14 @@ std::vector<int> members(Communicator& c) {
 // Ranks that differ only by their dp / tp index (and group members) are alike in every figure
 // printed (the world broadcast's few bytes depend on the rank's place in the tree: JSON only).
 std::string kind_key(const DryRunRank& r) {
-  nlohmann::json j = {r.arena, r.shard, r.in_flight, r.memory.total(), r.dp.total_bytes(), r.tp.total_bytes(),
-                      r.pp.total_bytes(), r.coord.pp};
+  nlohmann::json j = {r.arena,
+                      r.shard,
+                      r.in_flight,
+                      r.memory.total(),
+                      r.dp.total_bytes(),
+                      r.tp.total_bytes(),
+                      r.pp.total_bytes(),
+                      r.coord.pp};
   return j.dump();
 }
 
@@ -184,14 +198,16 @@ DryRun dry_run(const Config& cfg, int64_t world_size, const plan::GpuSpec& devic
     std::vector<int> units;
     if (pipeline) units = pipeline->partition.stage_units(stage);
     // What the Trainer builds for this rank (train/trainer.cpp), as a description only.
-    const ParamLayout layout = ParamLayout::llama(cfg.model, par.dp, units,
-                                                  TpShard{.rank = k.coord.tp, .size = par.tp, .sequence_parallel = sp});
+    const ParamLayout layout =
+        ParamLayout::llama(cfg.model, par.dp, units,
+                           TpShard{.rank = k.coord.tp, .size = par.tp, .sequence_parallel = sp});
     const ShardPlan shard(layout, static_cast<int>(k.coord.dp), static_cast<int>(par.dp));
     k.arena = layout.total();
     k.shard = shard.shard_size();
     k.in_flight = pipeline ? pipeline->train.in_flight_bound[static_cast<size_t>(stage)] : 1;
     k.memory = plan::estimate_stage_memory(d.job, d.layout, stage);
-    one_step(cfg, layout, shard, pipeline ? &pipeline->train : nullptr, mb.count, mb.size * cfg.train.seq_len, mesh);
+    one_step(cfg, layout, shard, pipeline ? &pipeline->train : nullptr, mb.count,
+             mb.size * cfg.train.seq_len, mesh);
     k.dp = mesh.dp().stats();
     k.tp = mesh.tp().stats();
     k.pp = mesh.pp().stats();
@@ -217,7 +233,9 @@ nlohmann::json dry_run_json(const DryRun& d) {
                      {"in_flight", r.in_flight},
                      {"memory_bytes", mem},
                      {"comm_bytes_per_step",
-                      {{"dp", comm_json(r.dp)}, {"tp", comm_json(r.tp)}, {"pp", comm_json(r.pp)},
+                      {{"dp", comm_json(r.dp)},
+                       {"tp", comm_json(r.tp)},
+                       {"pp", comm_json(r.pp)},
                        {"world", comm_json(r.world)}}}});
   }
   return {{"world_size", d.ranks.size()},
@@ -231,12 +249,15 @@ nlohmann::json dry_run_json(const DryRun& d) {
 
 std::string format_dry_run(const DryRun& d) {
   std::string out = fmt::format(
-      "dry run: {} ranks, {} ({}); model {} ({:.2f}B parameters), batch {} x {} tokens, {} micro-batch(es) per "
-      "rank{}\nnothing was allocated: every rank's mesh, shard plan and schedule were built with fake "
-      "communicators; memory is the planner's accounting (`fluxtrain plan` reports the largest)\n\n",
+      "dry run: {} ranks, {} ({}); model {} ({:.2f}B parameters), batch {} x {} tokens, {} "
+      "micro-batch(es) per "
+      "rank{}\nnothing was allocated: every rank's mesh, shard plan and schedule were built with "
+      "fake "
+      "communicators; memory is the planner's accounting (`fluxtrain plan` reports the "
+      "largest)\n\n",
       d.ranks.size(), d.layout.describe(), d.job.gpu.name, d.cfg.model.preset,
-      static_cast<double>(d.cfg.model.num_params()) / 1e9, d.cfg.train.batch_size, d.cfg.train.seq_len,
-      d.micro_batches, d.schedule.empty() ? "" : "; schedule " + d.schedule);
+      static_cast<double>(d.cfg.model.num_params()) / 1e9, d.cfg.train.batch_size,
+      d.cfg.train.seq_len, d.micro_batches, d.schedule.empty() ? "" : "; schedule " + d.schedule);
   // Group ranks whose figures are identical (they differ only by their dp / tp index).
   std::map<std::string, std::vector<int>> kinds;
   std::vector<std::string> order;
@@ -245,9 +266,10 @@ std::string format_dry_run(const DryRun& d) {
     if (!kinds.count(key)) order.push_back(key);
     kinds[key].push_back(r.rank);
   }
-  out += fmt::format("{:<16} {:>5} {:>12} {:>12} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>13} {:>11} {:>11}\n",
-                     "ranks", "stage", "arena", "zero shard", "params", "grads", "optimizer", "activations",
-                     "other", "total", "dp B/step", "tp B/step", "pp B/step");
+  out += fmt::format(
+      "{:<16} {:>5} {:>12} {:>12} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>13} {:>11} {:>11}\n",
+      "ranks", "stage", "arena", "zero shard", "params", "grads", "optimizer", "activations",
+      "other", "total", "dp B/step", "tp B/step", "pp B/step");
   double peak = 0;
   for (const std::string& key : order) {
     const std::vector<int>& rs = kinds[key];
@@ -257,12 +279,14 @@ std::string format_dry_run(const DryRun& d) {
     peak = std::max(peak, m.total());
     std::string who = rs.size() == 1 ? std::to_string(rs[0])
                                      : fmt::format("{}..{} ({})", rs.front(), rs.back(), rs.size());
-    out += fmt::format("{:<16} {:>5} {:>12} {:>12} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>13} {:>11} {:>11}\n",
-                       who, r.coord.pp, r.arena, r.shard, human_bytes(m.parameters), human_bytes(m.gradients),
-                       human_bytes(m.optimizer_state), human_bytes(m.activations), human_bytes(other),
-                       human_bytes(m.total()), human_bytes(static_cast<double>(r.dp.total_bytes())),
-                       human_bytes(static_cast<double>(r.tp.total_bytes())),
-                       human_bytes(static_cast<double>(r.pp.total_bytes())));
+    out += fmt::format(
+        "{:<16} {:>5} {:>12} {:>12} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>13} {:>11} "
+        "{:>11}\n",
+        who, r.coord.pp, r.arena, r.shard, human_bytes(m.parameters), human_bytes(m.gradients),
+        human_bytes(m.optimizer_state), human_bytes(m.activations), human_bytes(other),
+        human_bytes(m.total()), human_bytes(static_cast<double>(r.dp.total_bytes())),
+        human_bytes(static_cast<double>(r.tp.total_bytes())),
+        human_bytes(static_cast<double>(r.pp.total_bytes())));
   }
   double dp = 0, tp = 0, pp = 0;
   for (const DryRunRank& r : d.ranks) {
@@ -270,9 +294,11 @@ std::string format_dry_run(const DryRun& d) {
     tp += static_cast<double>(r.tp.total_bytes());
     pp += static_cast<double>(r.pp.total_bytes());
   }
-  out += fmt::format("\nlargest rank: {} ({:.0f} bytes){}; all ranks together send per step: dp {}, tp {}, pp {}\n",
-                     human_bytes(peak), peak, peak <= d.job.gpu.memory_bytes ? "" : " — does not fit the device",
-                     human_bytes(dp), human_bytes(tp), human_bytes(pp));
+  out += fmt::format(
+      "\nlargest rank: {} ({:.0f} bytes){}; all ranks together send per step: dp {}, tp {}, pp "
+      "{}\n",
+      human_bytes(peak), peak, peak <= d.job.gpu.memory_bytes ? "" : " — does not fit the device",
+      human_bytes(dp), human_bytes(tp), human_bytes(pp));
   return out;
 }
 

@@ -13,9 +13,8 @@
 //   fmt::print("{}", format_dry_run(d));   // one line per distinct kind of rank, then the totals
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -32,20 +31,20 @@ struct DryRunRank {
   int rank = 0;
   MeshCoord coord;
   std::vector<int> dp_group, tp_group, pp_group;  // world ranks of its groups, in axis order
-  int64_t arena = 0;                 // elements of its parameter arena (its stage, its tp shard, padded)
-  int64_t shard = 0;                 // elements of its ZeRO shard of that arena
-  int in_flight = 1;                 // micro-batches the schedule keeps on its stage at most
-  plan::MemoryBreakdown memory;      // bytes, by category
-  CommStats dp, tp, pp, world;       // bytes it sends per training step, per group
+  int64_t arena = 0;  // elements of its parameter arena (its stage, its tp shard, padded)
+  int64_t shard = 0;  // elements of its ZeRO shard of that arena
+  int in_flight = 1;  // micro-batches the schedule keeps on its stage at most
+  plan::MemoryBreakdown memory;  // bytes, by category
+  CommStats dp, tp, pp, world;   // bytes it sends per training step, per group
 };
 
 struct DryRun {
   Config cfg;
   plan::Job job;
   plan::Layout layout;
-  int64_t micro_batches = 1;          // per rank and step
-  std::string schedule;               // the pipeline schedule, described ("" without pp)
-  std::vector<DryRunRank> ranks;      // every world rank
+  int64_t micro_batches = 1;      // per rank and step
+  std::string schedule;           // the pipeline schedule, described ("" without pp)
+  std::vector<DryRunRank> ranks;  // every world rank
 };
 
 // Throws ft::Error when world_size is not dp × tp × pp or the layout cannot run.

@@ -9,9 +9,13 @@ class DoneWork : public Work {
   bool done() override { return true; }
 };
 
-WorkPtr done() { return std::make_shared<DoneWork>(); }
+WorkPtr done() {
+  return std::make_shared<DoneWork>();
+}
 
-int64_t wire_bytes(Wire w) { return w == Wire::kBF16 ? 2 : 4; }
+int64_t wire_bytes(Wire w) {
+  return w == Wire::kBF16 ? 2 : 4;
+}
 
 }  // namespace
 
@@ -65,14 +69,19 @@ WorkPtr FakeCommunicator::send_async(const void*, int64_t bytes, int, int) {
   return done();
 }
 
-WorkPtr FakeCommunicator::recv_async(void*, int64_t, int, int) { return done(); }
+WorkPtr FakeCommunicator::recv_async(void*, int64_t, int, int) {
+  return done();
+}
 
-void FakeCommunicator::barrier() { record(CollKind::kBarrier, 0, 0); }
+void FakeCommunicator::barrier() {
+  record(CollKind::kBarrier, 0, 0);
+}
 
 Mesh fake_mesh(const ParallelConfig& p, int world_rank) {
-  return Mesh::create_with(p, world_rank, [](const std::string& name, const std::vector<int>& members, int index) {
-    return std::make_shared<FakeCommunicator>(name, members, index);
-  });
+  return Mesh::create_with(p, world_rank,
+                           [](const std::string& name, const std::vector<int>& members, int index) {
+                             return std::make_shared<FakeCommunicator>(name, members, index);
+                           });
 }
 
 }  // namespace ft

@@ -1,6 +1,7 @@
 #include "fault/heartbeat.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -8,10 +9,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 namespace ft {
 
@@ -25,10 +24,16 @@ std::string this_host() {
   return buf;
 }
 
-std::string heartbeat_path(const std::string& dir, int rank) { return fmt::format("{}/rank-{:05d}.json", dir, rank); }
+std::string heartbeat_path(const std::string& dir, int rank) {
+  return fmt::format("{}/rank-{:05d}.json", dir, rank);
+}
 
 Heartbeat::Heartbeat(std::string dir, int rank, int64_t attempt)
-    : dir_(std::move(dir)), path_(heartbeat_path(dir_, rank)), host_(this_host()), rank_(rank), attempt_(attempt) {
+    : dir_(std::move(dir)),
+      path_(heartbeat_path(dir_, rank)),
+      host_(this_host()),
+      rank_(rank),
+      attempt_(attempt) {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
 }
@@ -41,9 +46,14 @@ std::unique_ptr<Heartbeat> Heartbeat::from_env(int rank) {
 }
 
 void Heartbeat::beat(const std::string& phase, int64_t step) {
-  nlohmann::json j = {{"rank", rank_},   {"host", host_}, {"pid", static_cast<int64_t>(::getpid())},
-                      {"attempt", attempt_}, {"phase", phase}, {"step", step},
-                      {"start_step", start_step_}, {"time", unix_seconds()}};
+  nlohmann::json j = {{"rank", rank_},
+                      {"host", host_},
+                      {"pid", static_cast<int64_t>(::getpid())},
+                      {"attempt", attempt_},
+                      {"phase", phase},
+                      {"step", step},
+                      {"start_step", start_step_},
+                      {"time", unix_seconds()}};
   std::string text = j.dump() + "\n";
   // Not fsync'ed: a heartbeat only matters while the machine is up; rename keeps it whole.
   std::string tmp = path_ + ".tmp";

@@ -10,8 +10,12 @@
 
 namespace ft {
 
-std::string checkpoint_root(const Config& cfg) { return cfg.ckpt.root(cfg.train.run_dir); }
-bool checkpoints_enabled(const Config& cfg) { return cfg.ckpt.interval > 0; }
+std::string checkpoint_root(const Config& cfg) {
+  return cfg.ckpt.root(cfg.train.run_dir);
+}
+bool checkpoints_enabled(const Config& cfg) {
+  return cfg.ckpt.interval > 0;
+}
 
 CheckpointProbe probe_checkpoints(const Config& cfg) {
   CheckpointProbe out;
@@ -32,7 +36,8 @@ CheckpointProbe probe_checkpoints(const Config& cfg) {
     try {
       CheckpointManifest m = CheckpointManifest::load(dir, nullptr);
       if (m.encrypted && key.empty())
-        throw Error(fmt::format("{}: encrypted, and no key{}", dir, key_error.empty() ? "" : " (" + key_error + ")"));
+        throw Error(fmt::format("{}: encrypted, and no key{}", dir,
+                                key_error.empty() ? "" : " (" + key_error + ")"));
       if (m.encrypted) m = CheckpointManifest::load(dir, &key);  // authenticated
       CheckpointReader reader(dir, m, key.empty() ? nullptr : &key);
       std::vector<std::string> problems = reader.verify();

@@ -1,6 +1,7 @@
 #include "launch/hosts.h"
 
 #include <arpa/inet.h>
+#include <fmt/ranges.h>
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -15,7 +16,6 @@
 
 #include "fault/heartbeat.h"
 #include "util/error.h"
-#include <fmt/ranges.h>
 
 namespace ft {
 namespace {
@@ -30,7 +30,8 @@ std::set<std::string> local_addresses() {
     if (i->ifa_addr->sa_family == AF_INET) {
       ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, buf, sizeof buf);
     } else if (i->ifa_addr->sa_family == AF_INET6) {
-      ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr, buf, sizeof buf);
+      ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr, buf,
+                  sizeof buf);
     } else {
       continue;
     }
@@ -57,7 +58,8 @@ std::vector<std::string> resolve(const std::string& name, std::string* error) {
     if (a->ai_family == AF_INET)
       ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr, buf, sizeof buf);
     else if (a->ai_family == AF_INET6)
-      ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr, buf, sizeof buf);
+      ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr, buf,
+                  sizeof buf);
     else
       continue;
     out.push_back(buf);
@@ -98,8 +100,9 @@ bool is_local_host(const std::string& name) {
 
 std::vector<Host> read_host_file(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw Error(fmt::format("hosts file {} does not exist or cannot be read", path),
-                       "one host per line: NAME [slots=N]");
+  if (!in)
+    throw Error(fmt::format("hosts file {} does not exist or cannot be read", path),
+                "one host per line: NAME [slots=N]");
   std::vector<Host> hosts;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
@@ -109,20 +112,25 @@ std::vector<Host> read_host_file(const std::string& path) {
     if (!(ss >> host.name)) continue;
     for (std::string tok; ss >> tok;) {
       if (tok.rfind("slots=", 0) != 0 && tok.rfind("max_slots=", 0) != 0)
-        throw Error(fmt::format("{}:{}: unknown field '{}'", path, n, tok), "one host per line: NAME [slots=N]");
+        throw Error(fmt::format("{}:{}: unknown field '{}'", path, n, tok),
+                    "one host per line: NAME [slots=N]");
       if (tok.rfind("max_slots=", 0) == 0) continue;
       char* end = nullptr;
       long v = std::strtol(tok.c_str() + 6, &end, 10);
       if (*end != '\0' || v < 1 || v > 100000)
-        throw Error(fmt::format("{}:{}: slots must be a positive integer, got '{}'", path, n, tok.substr(6)));
+        throw Error(fmt::format("{}:{}: slots must be a positive integer, got '{}'", path, n,
+                                tok.substr(6)));
       host.slots = static_cast<int>(v);
     }
     for (const Host& h : hosts)
-      if (h.name == host.name) throw Error(fmt::format("{}:{}: host {} is listed twice", path, n, host.name));
+      if (h.name == host.name)
+        throw Error(fmt::format("{}:{}: host {} is listed twice", path, n, host.name));
     host.local = is_local_host(host.name);
     hosts.push_back(host);
   }
-  if (hosts.empty()) throw Error(fmt::format("hosts file {} names no host", path), "one host per line: NAME [slots=N]");
+  if (hosts.empty())
+    throw Error(fmt::format("hosts file {} names no host", path),
+                "one host per line: NAME [slots=N]");
   return hosts;
 }
 
@@ -135,26 +143,31 @@ void check_hosts_reachable(const std::vector<Host>& hosts, const std::string& or
       bad.push_back(fmt::format("{} (cannot resolve: {})", h.name, err));
       continue;
     }
-    auto [code, out] = run_capture("ssh -o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=accept-new " +
-                                   h.name + " true");
+    auto [code, out] = run_capture(
+        "ssh -o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=accept-new " + h.name +
+        " true");
     if (code != 0) bad.push_back(fmt::format("{} (ssh: {})", h.name, first_line(out)));
   }
   if (!bad.empty()) {
-    throw Error(fmt::format("{}: {} unreachable host(s): {}", origin, bad.size(), fmt::join(bad, "; ")),
-                "fix or remove them; every host must resolve and accept `ssh -o BatchMode=yes HOST` "
-                "(mpirun starts ranks over ssh)");
+    throw Error(
+        fmt::format("{}: {} unreachable host(s): {}", origin, bad.size(), fmt::join(bad, "; ")),
+        "fix or remove them; every host must resolve and accept `ssh -o BatchMode=yes HOST` "
+        "(mpirun starts ranks over ssh)");
   }
 }
 
-bool inside_slurm() { return std::getenv("SLURM_JOB_ID") != nullptr; }
+bool inside_slurm() {
+  return std::getenv("SLURM_JOB_ID") != nullptr;
+}
 
 std::vector<Host> slurm_hosts() {
   std::vector<Host> out;
   const char* list = std::getenv("SLURM_JOB_NODELIST");
   if (!inside_slurm() || !list) return out;
   auto [code, text] = run_capture(std::string("scontrol show hostnames '") + list + "'");
-  if (code != 0) throw Error(fmt::format("scontrol show hostnames {} failed: {}", list, first_line(text)),
-                             "is Slurm's scontrol on PATH inside the job?");
+  if (code != 0)
+    throw Error(fmt::format("scontrol show hostnames {} failed: {}", list, first_line(text)),
+                "is Slurm's scontrol on PATH inside the job?");
   // SLURM_TASKS_PER_NODE looks like "2(x3),1": counts per node in order.
   std::vector<int> per_node;
   if (const char* t = std::getenv("SLURM_TASKS_PER_NODE")) {
@@ -178,8 +191,10 @@ std::vector<Host> slurm_hosts() {
 std::vector<int> ranks_to_hosts(const std::vector<Host>& hosts, int world) {
   std::vector<int> out;
   for (size_t h = 0; h < hosts.size() && static_cast<int>(out.size()) < world; ++h)
-    for (int s = 0; s < hosts[h].slots && static_cast<int>(out.size()) < world; ++s) out.push_back(static_cast<int>(h));
-  while (static_cast<int>(out.size()) < world) out.push_back(hosts.empty() ? 0 : static_cast<int>(hosts.size()) - 1);
+    for (int s = 0; s < hosts[h].slots && static_cast<int>(out.size()) < world; ++s)
+      out.push_back(static_cast<int>(h));
+  while (static_cast<int>(out.size()) < world)
+    out.push_back(hosts.empty() ? 0 : static_cast<int>(hosts.size()) - 1);
   return out;
 }
 

@@ -6,7 +6,8 @@
 //   node02 slots=8
 //
 //   std::vector<Host> hosts = read_host_file("hosts.txt");   // throws naming file:line
-//   check_hosts_reachable(hosts, "hosts.txt");                // one error listing every unreachable host
+//   check_hosts_reachable(hosts, "hosts.txt");                // one error listing every
+//   unreachable host
 //
 // A name that resolves to this machine (localhost, 127.x.y.z, its hostname or one of its
 // addresses) is local: no ssh is needed. Several local entries stand for one machine — the

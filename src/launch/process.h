@@ -29,8 +29,8 @@ class ChildProcess {
   ChildProcess& operator=(const ChildProcess&) = delete;
 
   pid_t pid() const { return pid_; }
-  std::optional<int> poll();           // exit code once exited (non-blocking)
-  int wait_for(double seconds);        // -1 when still running after `seconds`
+  std::optional<int> poll();     // exit code once exited (non-blocking)
+  int wait_for(double seconds);  // -1 when still running after `seconds`
   void signal_group(int sig);
   std::vector<std::string> recent_lines() const;  // up to the last 400 lines of output
 
@@ -39,7 +39,8 @@ class ChildProcess {
   pid_t pid_ = -1;
   std::optional<int> code_;
   std::thread reader_;
-  std::atomic<bool> stop_reading_{false};  // set once the launcher is gone (orphans may hold the pipe)
+  std::atomic<bool> stop_reading_{
+      false};  // set once the launcher is gone (orphans may hold the pipe)
   mutable std::mutex mu_;
   std::deque<std::string> lines_;
 };

@@ -1,18 +1,16 @@
 #include "launch/supervisor.h"
 
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <unistd.h>
-
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
-
-#include <fmt/ranges.h>
 
 #include "fault/exit_codes.h"
 #include "fault/heartbeat.h"
@@ -29,7 +27,9 @@ namespace {
 
 // SIGINT / SIGTERM to the supervisor: stop the job, do not restart (Slurm's scancel, Ctrl-C).
 volatile sig_atomic_t g_interrupt = 0;
-void on_signal(int sig) { g_interrupt = sig; }
+void on_signal(int sig) {
+  g_interrupt = sig;
+}
 
 constexpr double kPollS = 0.05;
 constexpr double kLauncherGraceS = 2;  // after a rank vanished: time for the launcher to report
@@ -56,14 +56,14 @@ struct Supervisor::Attempt {
   int64_t dp = 1;
   int world = 1;
   std::unique_ptr<ChildProcess> proc;
-  double started = 0;                          // Unix seconds
+  double started = 0;  // Unix seconds
   std::vector<std::optional<HeartbeatRecord>> beats;
-  double last_change = 0;                      // last time any heartbeat changed
-  double all_ready_at = 0;                     // every rank ready (0: not yet)
+  double last_change = 0;   // last time any heartbeat changed
+  double all_ready_at = 0;  // every rank ready (0: not yet)
   bool ranks_written = false;
-  std::optional<double> recover_from;          // failure detection time of the previous attempt
+  std::optional<double> recover_from;  // failure detection time of the previous attempt
   std::string recover_kind;
-  int64_t expect_step = -1;                    // the checkpoint step the restart should resume from
+  int64_t expect_step = -1;  // the checkpoint step the restart should resume from
 };
 
 Supervisor::Supervisor(LaunchOptions o) : opt_(std::move(o)) {
@@ -72,21 +72,25 @@ Supervisor::Supervisor(LaunchOptions o) : opt_(std::move(o)) {
   hb_dir_ = run_dir_ + "/heartbeat";
   const int world = static_cast<int>(cfg_.parallel.world_size());
   if (opt_.nproc > 0 && opt_.nproc != world) {
-    throw Error(fmt::format("--nproc {} but parallel.dp × parallel.tp × parallel.pp = {} × {} × {} = {}", opt_.nproc,
-                            cfg_.parallel.dp, cfg_.parallel.tp, cfg_.parallel.pp, world),
-                fmt::format("set the layout in the config, e.g. --set parallel.dp={}", opt_.nproc / std::max<int64_t>(1, cfg_.parallel.tp * cfg_.parallel.pp)));
+    throw Error(
+        fmt::format("--nproc {} but parallel.dp × parallel.tp × parallel.pp = {} × {} × {} = {}",
+                    opt_.nproc, cfg_.parallel.dp, cfg_.parallel.tp, cfg_.parallel.pp, world),
+        fmt::format("set the layout in the config, e.g. --set parallel.dp={}",
+                    opt_.nproc / std::max<int64_t>(1, cfg_.parallel.tp * cfg_.parallel.pp)));
   }
   if (!opt_.hosts_file.empty()) {
     hosts_ = read_host_file(opt_.hosts_file);
     check_hosts_reachable(hosts_, "hosts file " + opt_.hosts_file);
-    bool all_local = std::all_of(hosts_.begin(), hosts_.end(), [](const Host& h) { return h.local; });
+    bool all_local =
+        std::all_of(hosts_.begin(), hosts_.end(), [](const Host& h) { return h.local; });
     launcher_ = all_local ? Launcher::kMpirunLocal : Launcher::kMpirunHosts;
   } else if (inside_slurm()) {
     hosts_ = slurm_hosts();
     launcher_ = Launcher::kSrun;
     if (const char* n = std::getenv("SLURM_NTASKS"); n && std::atoi(n) < world) {
-      throw Error(fmt::format("the Slurm allocation has {} task(s) but the job needs {} ranks", n, world),
-                  fmt::format("sbatch --ntasks={} (or change parallel.dp)", world));
+      throw Error(
+          fmt::format("the Slurm allocation has {} task(s) but the job needs {} ranks", n, world),
+          fmt::format("sbatch --ntasks={} (or change parallel.dp)", world));
     }
   } else {
     hosts_ = {Host{this_host(), world, true}};
@@ -95,13 +99,16 @@ Supervisor::Supervisor(LaunchOptions o) : opt_(std::move(o)) {
   int slots = 0;
   for (const Host& h : hosts_) slots += h.slots;
   if (launcher_ == Launcher::kMpirunHosts && slots < world) {
-    throw Error(fmt::format("hosts file {}: {} slot(s) for {} ranks", opt_.hosts_file, slots, world),
-                "add slots=N to the hosts or more hosts");
+    throw Error(
+        fmt::format("hosts file {}: {} slot(s) for {} ranks", opt_.hosts_file, slots, world),
+        "add slots=N to the hosts or more hosts");
   }
   bad_.assign(hosts_.size(), false);
   host_failures_.assign(hosts_.size(), 0);
   if (!checkpoints_enabled(cfg_) && cfg_.fault.max_restarts > 0)
-    log_warn("supervisor: checkpoints are off, so a failure cannot be recovered from (set ckpt.interval)");
+    log_warn(
+        "supervisor: checkpoints are off, so a failure cannot be recovered from (set "
+        "ckpt.interval)");
 }
 
 Supervisor::~Supervisor() = default;
@@ -116,8 +123,9 @@ void Supervisor::event(nlohmann::json e) {
   std::fclose(f);
 }
 
-std::vector<std::string> Supervisor::launcher_argv(const Attempt& a, const std::vector<std::string>& train_argv,
-                                                   const std::vector<std::string>& env_names) const {
+std::vector<std::string> Supervisor::launcher_argv(
+    const Attempt& a, const std::vector<std::string>& train_argv,
+    const std::vector<std::string>& env_names) const {
   std::vector<std::string> cmd;
   const std::string np = std::to_string(a.world);
   if (launcher_ == Launcher::kSrun) {
@@ -143,26 +151,30 @@ std::vector<std::string> Supervisor::launcher_argv(const Attempt& a, const std::
   return cmd;
 }
 
-std::unique_ptr<Supervisor::Attempt> Supervisor::start_attempt(int64_t dp, const std::string& resume,
-                                                               const std::optional<Failure>& after) {
+std::unique_ptr<Supervisor::Attempt> Supervisor::start_attempt(
+    int64_t dp, const std::string& resume, const std::optional<Failure>& after) {
   auto a = std::make_unique<Attempt>();
   a->number = ++attempts_;
   a->dp = dp;
   a->world = static_cast<int>(dp * cfg_.parallel.tp * cfg_.parallel.pp);
   a->beats.assign(static_cast<size_t>(a->world), std::nullopt);
   std::filesystem::create_directories(hb_dir_);
-  for (const auto& e : std::filesystem::directory_iterator(hb_dir_)) std::filesystem::remove(e.path());
+  for (const auto& e : std::filesystem::directory_iterator(hb_dir_))
+    std::filesystem::remove(e.path());
   std::filesystem::create_directories(run_dir_ + "/logs");
 
   std::vector<std::string> train = {opt_.binary, "train"};
   if (!opt_.config_path.empty()) train.insert(train.end(), {"--config", opt_.config_path});
   for (const std::string& s : opt_.sets) train.insert(train.end(), {"--set", s});
-  if (dp != cfg_.parallel.dp) train.insert(train.end(), {"--set", fmt::format("parallel.dp={}", dp)});
-  if (!resume.empty()) train.insert(train.end(), {"--set", fmt::format("ckpt.resume=\"{}\"", resume)});
+  if (dp != cfg_.parallel.dp)
+    train.insert(train.end(), {"--set", fmt::format("parallel.dp={}", dp)});
+  if (!resume.empty())
+    train.insert(train.end(), {"--set", fmt::format("ckpt.resume=\"{}\"", resume)});
 
-  std::vector<std::string> env = {"FLUXTRAIN_HEARTBEAT_DIR=" + std::filesystem::absolute(hb_dir_).string(),
-                                  fmt::format("FLUXTRAIN_ATTEMPT={}", a->number),
-                                  fmt::format("FLUXTRAIN_RESTARTS={}", a->number - 1)};
+  std::vector<std::string> env = {
+      "FLUXTRAIN_HEARTBEAT_DIR=" + std::filesystem::absolute(hb_dir_).string(),
+      fmt::format("FLUXTRAIN_ATTEMPT={}", a->number),
+      fmt::format("FLUXTRAIN_RESTARTS={}", a->number - 1)};
   if (after) {
     env.push_back(fmt::format("FLUXTRAIN_FAILURE_DETECTED_AT={:.6f}", after->detected_at));
     a->recover_from = after->detected_at;
@@ -184,8 +196,13 @@ std::unique_ptr<Supervisor::Attempt> Supervisor::start_attempt(int64_t dp, const
   for (const auto& s : argv) cmdline += (cmdline.empty() ? "" : " ") + shell_quote(s);
   log_info("supervisor: attempt {} ({} ranks, dp {}{}): {}", a->number, a->world, dp,
            resume.empty() ? "" : ", resuming from " + resume, cmdline);
-  event({{"event", "start"}, {"attempt", a->number}, {"world_size", a->world}, {"dp", dp}, {"resume", resume},
-         {"command", cmdline}, {"log", log_path}});
+  event({{"event", "start"},
+         {"attempt", a->number},
+         {"world_size", a->world},
+         {"dp", dp},
+         {"resume", resume},
+         {"command", cmdline},
+         {"log", log_path}});
   a->started = unix_seconds();
   a->last_change = a->started;
   a->proc = std::make_unique<ChildProcess>(argv, env, log_path, opt_.echo);
@@ -204,7 +221,8 @@ void Supervisor::read_heartbeats(Attempt& a) {
 }
 
 int Supervisor::host_of(const Attempt& a, int rank) const {
-  if (launcher_ == Launcher::kSrun && rank >= 0 && rank < a.world && a.beats[static_cast<size_t>(rank)]) {
+  if (launcher_ == Launcher::kSrun && rank >= 0 && rank < a.world &&
+      a.beats[static_cast<size_t>(rank)]) {
     for (size_t h = 0; h < hosts_.size(); ++h)
       if (hosts_[h].name == a.beats[static_cast<size_t>(rank)]->host) return static_cast<int>(h);
   }
@@ -213,7 +231,8 @@ int Supervisor::host_of(const Attempt& a, int rank) const {
   for (size_t h = 0; h < hosts_.size(); ++h)
     if (!bad_[h]) good.push_back(hosts_[h]), index.push_back(static_cast<int>(h));
   if (good.empty() || rank < 0) return -1;
-  return index[static_cast<size_t>(ranks_to_hosts(good, a.world)[static_cast<size_t>(std::min(rank, a.world - 1))])];
+  return index[static_cast<size_t>(
+      ranks_to_hosts(good, a.world)[static_cast<size_t>(std::min(rank, a.world - 1))])];
 }
 
 void Supervisor::write_ranks_json(const Attempt& a) {
@@ -221,12 +240,16 @@ void Supervisor::write_ranks_json(const Attempt& a) {
   for (int r = 0; r < a.world; ++r) {
     const auto& b = a.beats[static_cast<size_t>(r)];
     int h = host_of(a, r);
-    ranks.push_back({{"rank", r}, {"host", b->host}, {"pid", b->pid},
+    ranks.push_back({{"rank", r},
+                     {"host", b->host},
+                     {"pid", b->pid},
                      {"slot_host", h >= 0 ? hosts_[static_cast<size_t>(h)].name : ""}});
   }
   const char* names[] = {"mpirun", "mpirun", "srun"};
-  nlohmann::json j = {{"attempt", a.number}, {"launcher", names[static_cast<int>(launcher_)]}, {"world_size", a.world},
-                      {"dp", a.dp}, {"tp", cfg_.parallel.tp}, {"pp", cfg_.parallel.pp}, {"ranks", ranks}};
+  nlohmann::json j = {{"attempt", a.number},    {"launcher", names[static_cast<int>(launcher_)]},
+                      {"world_size", a.world},  {"dp", a.dp},
+                      {"tp", cfg_.parallel.tp}, {"pp", cfg_.parallel.pp},
+                      {"ranks", ranks}};
   write_file_atomic(run_dir_ + "/ranks.json", j.dump(2) + "\n");
 }
 
@@ -237,8 +260,10 @@ std::optional<Supervisor::Failure> Supervisor::classify_exit(Attempt& a, int cod
   f.kind = "exit";
   f.detail = fmt::format("the launcher exited with code {}", code);
   static const std::regex never_arrived(R"(ranks that never arrived: ([0-9][0-9, ]*))");
-  static const std::regex mpi_died(R"(process rank ([0-9]+) with PID [0-9]+ on node (\S+) exited on signal ([0-9]+))");
-  static const std::regex srun_died(R"(srun: error: (\S+): tasks? ([0-9]+)[^:]*: (Killed|Terminated|Exited.*))");
+  static const std::regex mpi_died(
+      R"(process rank ([0-9]+) with PID [0-9]+ on node (\S+) exited on signal ([0-9]+))");
+  static const std::regex srun_died(
+      R"(srun: error: (\S+): tasks? ([0-9]+)[^:]*: (Killed|Terminated|Exited.*))");
   std::string error_line;
   for (const std::string& line : a.proc->recent_lines()) {
     std::smatch m;
@@ -249,14 +274,17 @@ std::optional<Supervisor::Failure> Supervisor::classify_exit(Attempt& a, int cod
       for (const std::string& t : {m[1].str()}) {
         std::string cur;
         for (char c : t + ",") {
-          if (std::isdigit(static_cast<unsigned char>(c))) cur += c;
-          else if (!cur.empty()) f.ranks.push_back(std::atoi(cur.c_str())), cur.clear();
+          if (std::isdigit(static_cast<unsigned char>(c)))
+            cur += c;
+          else if (!cur.empty())
+            f.ranks.push_back(std::atoi(cur.c_str())), cur.clear();
         }
       }
     } else if (std::regex_search(line, m, mpi_died) && f.kind != "hang") {
       f.kind = "rank_died";
       f.ranks = {std::atoi(m[1].str().c_str())};
-      f.detail = fmt::format("rank {} on {} was killed by signal {}", m[1].str(), m[2].str(), m[3].str());
+      f.detail =
+          fmt::format("rank {} on {} was killed by signal {}", m[1].str(), m[2].str(), m[3].str());
     } else if (std::regex_search(line, m, srun_died) && f.kind == "exit") {
       f.kind = "rank_died";
       f.ranks = {std::atoi(m[2].str().c_str())};
@@ -282,8 +310,12 @@ std::optional<Supervisor::Failure> Supervisor::watch(Attempt& a) {
   while (true) {
     ::usleep(static_cast<useconds_t>(kPollS * 1e6));
     if (g_interrupt) {
-      Failure f{"interrupted", {}, fmt::format("the supervisor received signal {}", static_cast<int>(g_interrupt)),
-                unix_seconds(), 128 + g_interrupt, false};
+      Failure f{"interrupted",
+                {},
+                fmt::format("the supervisor received signal {}", static_cast<int>(g_interrupt)),
+                unix_seconds(),
+                128 + g_interrupt,
+                false};
       return f;
     }
     read_heartbeats(a);
@@ -300,26 +332,41 @@ std::optional<Supervisor::Failure> Supervisor::watch(Attempt& a) {
     if (all_ready && a.all_ready_at == 0) {
       a.all_ready_at = now;
       const int64_t resumed = a.beats[0]->start_step;
-      if (a.expect_step > 0 && resumed == 0) {  // every checkpoint turned out unreadable: never retrain from 0
-        return Failure{"no_checkpoint", {},
-                       fmt::format("the restart resumed from no checkpoint (expected step {}); every checkpoint "
-                                   "failed verification",
-                                   a.expect_step),
-                       now, -1, false};
+      if (a.expect_step > 0 &&
+          resumed == 0) {  // every checkpoint turned out unreadable: never retrain from 0
+        return Failure{
+            "no_checkpoint",
+            {},
+            fmt::format(
+                "the restart resumed from no checkpoint (expected step {}); every checkpoint "
+                "failed verification",
+                a.expect_step),
+            now,
+            -1,
+            false};
       }
       if (a.expect_step > 0 && resumed != a.expect_step)
-        log_warn("supervisor: resumed from step {}, not {} (newer checkpoints failed verification; see the log)",
-                 resumed, a.expect_step);
+        log_warn(
+            "supervisor: resumed from step {}, not {} (newer checkpoints failed verification; see "
+            "the log)",
+            resumed, a.expect_step);
     }
     if (a.recover_from) {  // the first completed step after a restart ends the recovery
       for (const auto& b : a.beats) {
         if (b && (b->phase == "train" || b->phase == "done") && b->step > b->start_step) {
           double s = b->time - *a.recover_from;
           recoveries_.push_back({a.recover_kind, s});
-          log_info("supervisor: recovered in {:.2f} s (failure detected → first training step after the restart, "
-                   "step {})", s, b->step);
-          event({{"event", "recovered"}, {"attempt", a.number}, {"failure", a.recover_kind}, {"recovery_s", s},
-                 {"step", b->step}, {"resumed_step", b->start_step}});
+          log_info(
+              "supervisor: recovered in {:.2f} s (failure detected → first training step after the "
+              "restart, "
+              "step {})",
+              s, b->step);
+          event({{"event", "recovered"},
+                 {"attempt", a.number},
+                 {"failure", a.recover_kind},
+                 {"recovery_s", s},
+                 {"step", b->step},
+                 {"resumed_step", b->start_step}});
           a.recover_from.reset();
           break;
         }
@@ -343,35 +390,50 @@ std::optional<Supervisor::Failure> Supervisor::watch(Attempt& a) {
           if (f->kind == "exit" && f->restartable) f->kind = "rank_died", f->ranks = {r};
           return f;
         }
-        return Failure{"rank_died", {r}, fmt::format("rank {} (pid {} on {}) is gone", r, b->pid, b->host), now, -1, true};
+        return Failure{
+            "rank_died", {r}, fmt::format("rank {} (pid {} on {}) is gone", r, b->pid, b->host),
+            now,         -1,  true};
       }
     }
     auto stopped_ranks = [&] {
       std::vector<int> out;
       for (int r = 0; r < a.world; ++r) {
         const auto& b = a.beats[static_cast<size_t>(r)];
-        if (b && b->host == me && process_state(static_cast<pid_t>(b->pid)) == 'T') out.push_back(r);
+        if (b && b->host == me && process_state(static_cast<pid_t>(b->pid)) == 'T')
+          out.push_back(r);
       }
       return out;
     };
     if (!all_ready && now - a.started > fc.startup_timeout_s) {
       std::vector<int> missing;
       for (int r = 0; r < a.world; ++r)
-        if (!a.beats[static_cast<size_t>(r)] || a.beats[static_cast<size_t>(r)]->phase == "starting") missing.push_back(r);
-      return Failure{"startup_timeout", missing,
-                     fmt::format("rank(s) {} not ready {:.0f} s after the start (fault.startup_timeout_s)",
-                                 fmt::join(missing, ", "), fc.startup_timeout_s),
-                     now, -1, true};
+        if (!a.beats[static_cast<size_t>(r)] ||
+            a.beats[static_cast<size_t>(r)]->phase == "starting")
+          missing.push_back(r);
+      return Failure{
+          "startup_timeout",
+          missing,
+          fmt::format("rank(s) {} not ready {:.0f} s after the start (fault.startup_timeout_s)",
+                      fmt::join(missing, ", "), fc.startup_timeout_s),
+          now,
+          -1,
+          true};
     }
     if (all_ready && now - std::max(a.last_change, a.all_ready_at) > fc.heartbeat_timeout_s) {
       std::vector<int> culprits = stopped_ranks();
       int64_t min_step = INT64_MAX;
       for (const auto& b : a.beats) min_step = std::min(min_step, b->step);
-      return Failure{"hang", culprits,
-                     fmt::format("no rank made progress for {:.0f} s (fault.heartbeat_timeout_s) at step {}{}",
-                                 fc.heartbeat_timeout_s, min_step + 1,
-                                 culprits.empty() ? "" : fmt::format("; stopped rank(s): {}", fmt::join(culprits, ", "))),
-                     now, -1, true};
+      return Failure{
+          "hang",
+          culprits,
+          fmt::format("no rank made progress for {:.0f} s (fault.heartbeat_timeout_s) at step {}{}",
+                      fc.heartbeat_timeout_s, min_step + 1,
+                      culprits.empty()
+                          ? ""
+                          : fmt::format("; stopped rank(s): {}", fmt::join(culprits, ", "))),
+          now,
+          -1,
+          true};
     }
   }
 }
@@ -398,7 +460,8 @@ void Supervisor::stop(Attempt& a) {
   double deadline = unix_seconds() + cfg_.fault.stop_grace_s;
   while (alive() && unix_seconds() < deadline) ::usleep(20000);
   if (alive()) {
-    log_warn("supervisor: the job did not stop within {:.0f} s of SIGTERM; sending SIGKILL", cfg_.fault.stop_grace_s);
+    log_warn("supervisor: the job did not stop within {:.0f} s of SIGTERM; sending SIGKILL",
+             cfg_.fault.stop_grace_s);
     for (pid_t p : local) ::kill(p, SIGKILL);
     a.proc->signal_group(SIGKILL);
     a.proc->wait_for(10);
@@ -409,12 +472,15 @@ void Supervisor::run_health_checks() {
   if (cfg_.fault.health_check.empty()) return;
   for (size_t h = 0; h < hosts_.size(); ++h) {
     if (bad_[h]) continue;
-    std::string cmd = "FT_HOST=" + shell_quote(hosts_[h].name) + " sh -c " + shell_quote(cfg_.fault.health_check);
-    if (!hosts_[h].local) cmd = "ssh -o BatchMode=yes " + shell_quote(hosts_[h].name) + " " + shell_quote(cmd);
+    std::string cmd =
+        "FT_HOST=" + shell_quote(hosts_[h].name) + " sh -c " + shell_quote(cfg_.fault.health_check);
+    if (!hosts_[h].local)
+      cmd = "ssh -o BatchMode=yes " + shell_quote(hosts_[h].name) + " " + shell_quote(cmd);
     int rc = std::system((cmd + " >/dev/null 2>&1").c_str());
     if (rc != 0) {
       bad_[h] = true;
-      log_warn("supervisor: host {} failed its health check (fault.health_check); marked bad", hosts_[h].name);
+      log_warn("supervisor: host {} failed its health check (fault.health_check); marked bad",
+               hosts_[h].name);
       event({{"event", "host_bad"}, {"host", hosts_[h].name}, {"reason", "health_check"}});
     }
   }
@@ -457,25 +523,30 @@ int Supervisor::run() {
   std::optional<Failure> last;
   std::vector<std::string> host_names;
   for (const Host& h : hosts_) host_names.push_back(fmt::format("{}:{}", h.name, h.slots));
-  log_info("supervisor: run {}; hosts {}; up to {} restart(s){}", run_dir_, fmt::join(host_names, ", "),
-           fc.max_restarts, fc.elastic ? "; elastic" : "");
+  log_info("supervisor: run {}; hosts {}; up to {} restart(s){}", run_dir_,
+           fmt::join(host_names, ", "), fc.max_restarts, fc.elastic ? "; elastic" : "");
   while (true) {
     run_health_checks();
     if (std::all_of(bad_.begin(), bad_.end(), [](bool b) { return b; }))
-      throw Error("supervisor: every host is marked bad; nothing left to run on", "fix the hosts (see the log) and relaunch");
+      throw Error("supervisor: every host is marked bad; nothing left to run on",
+                  "fix the hosts (see the log) and relaunch");
     if (std::any_of(bad_.begin(), bad_.end(), [](bool b) { return b; })) {
       if (!fc.elastic) {
-        throw Error("supervisor: a host is marked bad (failed health check) and fault.elastic = false",
-                    "replace the host, or set fault.elastic = true to go on with fewer data-parallel ranks");
+        throw Error(
+            "supervisor: a host is marked bad (failed health check) and fault.elastic = false",
+            "replace the host, or set fault.elastic = true to go on with fewer data-parallel "
+            "ranks");
       }
       int64_t d = choose_dp(dp);
       if (d == 0) {
-        throw Error(fmt::format("supervisor: the healthy hosts cannot hold one replica of tp {} × pp {}",
-                                cfg_.parallel.tp, cfg_.parallel.pp),
-                    "add hosts or slots");
+        throw Error(
+            fmt::format("supervisor: the healthy hosts cannot hold one replica of tp {} × pp {}",
+                        cfg_.parallel.tp, cfg_.parallel.pp),
+            "add hosts or slots");
       }
       if (d != dp) {
-        log_warn("supervisor: elastic restart with dp {} instead of {} (a host is marked bad)", d, dp);
+        log_warn("supervisor: elastic restart with dp {} instead of {} (a host is marked bad)", d,
+                 dp);
         event({{"event", "shrink"}, {"from_dp", dp}, {"to_dp", d}});
         dp = d;
       }
@@ -487,7 +558,8 @@ int Supervisor::run() {
       log_info("supervisor: training finished after {} restart(s){}", restarts,
                recoveries_.empty() ? "" : fmt::format("; recovery times: {}", [&] {
                  std::vector<std::string> s;
-                 for (const auto& r : recoveries_) s.push_back(fmt::format("{:.2f} s ({})", r.seconds, r.failure));
+                 for (const auto& r : recoveries_)
+                   s.push_back(fmt::format("{:.2f} s ({})", r.seconds, r.failure));
                  return fmt::format("{}", fmt::join(s, ", "));
                }()));
       event({{"event", "finished"}, {"attempt", attempt->number}, {"restarts", restarts}});
@@ -496,18 +568,26 @@ int Supervisor::run() {
     std::string who = f->ranks.empty() ? "" : fmt::format(" (rank {})", fmt::join(f->ranks, ", "));
     log_warn("supervisor: attempt {} failed: {}{}: {}", attempt->number, f->kind, who, f->detail);
     stop(*attempt);
-    nlohmann::json ev = {{"event", "failure"}, {"attempt", attempt->number}, {"kind", f->kind}, {"ranks", f->ranks},
-                         {"detail", f->detail}, {"exit_code", f->exit_code}, {"detected_at", f->detected_at},
+    nlohmann::json ev = {{"event", "failure"},
+                         {"attempt", attempt->number},
+                         {"kind", f->kind},
+                         {"ranks", f->ranks},
+                         {"detail", f->detail},
+                         {"exit_code", f->exit_code},
+                         {"detected_at", f->detected_at},
                          {"stopped_s", unix_seconds() - f->detected_at}};
     if (!f->ranks.empty()) {
       int h = host_of(*attempt, f->ranks.front());
       if (h >= 0) {
         ev["host"] = hosts_[static_cast<size_t>(h)].name;
-        if (fc.elastic && ++host_failures_[static_cast<size_t>(h)] >= fc.host_max_failures && !bad_[static_cast<size_t>(h)]) {
+        if (fc.elastic && ++host_failures_[static_cast<size_t>(h)] >= fc.host_max_failures &&
+            !bad_[static_cast<size_t>(h)]) {
           bad_[static_cast<size_t>(h)] = true;
           log_warn("supervisor: host {} marked bad after {} failure(s) (fault.host_max_failures)",
                    hosts_[static_cast<size_t>(h)].name, host_failures_[static_cast<size_t>(h)]);
-          event({{"event", "host_bad"}, {"host", hosts_[static_cast<size_t>(h)].name}, {"reason", "failures"}});
+          event({{"event", "host_bad"},
+                 {"host", hosts_[static_cast<size_t>(h)].name},
+                 {"reason", "failures"}});
         }
       }
     }
@@ -518,18 +598,21 @@ int Supervisor::run() {
     }
     if (f->kind == "no_checkpoint") {
       event({{"event", "gave_up"}, {"reason", "no_checkpoint"}});
-      throw Error(fmt::format("supervisor: no valid checkpoint to restart from under {}: {}", checkpoint_root(cfg_),
-                              f->detail),
+      throw Error(fmt::format("supervisor: no valid checkpoint to restart from under {}: {}",
+                              checkpoint_root(cfg_), f->detail),
                   "the checkpoints are corrupt; see the attempt's log for each one's error");
     }
     if (!f->restartable) {
-      throw Error(fmt::format("supervisor: the job stopped with an error that a restart would repeat (exit {}): {}",
-                              f->exit_code, f->detail),
-                  fmt::format("see {}/logs/attempt-{}.log", run_dir_, attempt->number));
+      throw Error(
+          fmt::format(
+              "supervisor: the job stopped with an error that a restart would repeat (exit {}): {}",
+              f->exit_code, f->detail),
+          fmt::format("see {}/logs/attempt-{}.log", run_dir_, attempt->number));
     }
     if (restarts >= fc.max_restarts) {
       event({{"event", "gave_up"}, {"reason", "max_restarts"}, {"restarts", restarts}});
-      throw Error(fmt::format("supervisor: restart budget exhausted: {} restart(s) done (fault.max_restarts = {}); last "
+      throw Error(fmt::format("supervisor: restart budget exhausted: {} restart(s) done "
+                              "(fault.max_restarts = {}); last "
                               "failure: {}{}: {}",
                               restarts, fc.max_restarts, f->kind, who, f->detail),
                   fmt::format("see {}/supervisor.jsonl and {}/logs/", run_dir_, run_dir_));
@@ -541,21 +624,30 @@ int Supervisor::run() {
     }
     if (!probe.newest) {
       event({{"event", "gave_up"}, {"reason", "no_checkpoint"}});
-      throw Error(fmt::format("supervisor: no valid checkpoint to restart from under {}{} (last failure: {}{}: {})",
-                              checkpoint_root(cfg_),
-                              probe.skipped.empty() ? "" : fmt::format("; {} invalid one(s) skipped", probe.skipped.size()),
-                              f->kind, who, f->detail),
-                  checkpoints_enabled(cfg_) ? "the failure came before the first checkpoint was committed, or every "
-                                              "checkpoint is corrupt (see the warnings above)"
-                                            : "set ckpt.interval so that checkpoints are written and failures can be "
-                                              "recovered from");
+      throw Error(
+          fmt::format(
+              "supervisor: no valid checkpoint to restart from under {}{} (last failure: {}{}: {})",
+              checkpoint_root(cfg_),
+              probe.skipped.empty()
+                  ? ""
+                  : fmt::format("; {} invalid one(s) skipped", probe.skipped.size()),
+              f->kind, who, f->detail),
+          checkpoints_enabled(cfg_)
+              ? "the failure came before the first checkpoint was committed, or every "
+                "checkpoint is corrupt (see the warnings above)"
+              : "set ckpt.interval so that checkpoints are written and failures can be "
+                "recovered from");
     }
     const ProbedCheckpoint* ckpt = &*probe.newest;
     ++restarts;
     resume_dir = ckpt->dir;
     expect_step = ckpt->step;
-    log_info("supervisor: restart {} of at most {} from {} (step {})", restarts, fc.max_restarts, ckpt->dir, ckpt->step);
-    event({{"event", "restart"}, {"restart", restarts}, {"checkpoint", ckpt->dir}, {"step", ckpt->step}});
+    log_info("supervisor: restart {} of at most {} from {} (step {})", restarts, fc.max_restarts,
+             ckpt->dir, ckpt->step);
+    event({{"event", "restart"},
+           {"restart", restarts},
+           {"checkpoint", ckpt->dir},
+           {"step", ckpt->step}});
     last = f;
   }
 }

@@ -2,7 +2,8 @@
 // restarts the job from its newest valid checkpoint after a rank dies or hangs.
 //
 //   Supervisor sup({.config_path = "configs/tiny.toml", .sets = {"parallel.dp=2"}, .binary = exe});
-//   return sup.run();   // 0: training finished; ft::Error: bad input, budget spent, nothing to resume
+//   return sup.run();   // 0: training finished; ft::Error: bad input, budget spent, nothing to
+//   resume
 //
 // One attempt = one launcher process (mpirun on this machine or a host list; srun inside a Slurm
 // allocation) running `fluxtrain train`. The supervisor sets FLUXTRAIN_HEARTBEAT_DIR, so every
@@ -11,22 +12,22 @@
 //   - a rank process gone (local ranks: /proc) or the launcher exiting non-zero  → failure;
 //   - no rank's step advancing for fault.heartbeat_timeout_s (or not every rank up within
 //     fault.startup_timeout_s)                                                  → hang;
-//   - exit code 2 (fault/exit_codes.h: an error a restart would repeat)          → stop, no restart.
+//   - exit code 2 (fault/exit_codes.h: an error a restart would repeat)          → stop, no
+//   restart.
 // On a failure it stops the job (SIGTERM, then SIGKILL after fault.stop_grace_s), checks that a
-// valid checkpoint exists (every piece verified, as `fluxtrain ckpt verify` does) and starts the next
-// attempt resuming from it (ckpt.resume = its directory); with fault.elastic a
-// host with fault.host_max_failures failures (or a failed fault.health_check) is dropped and the
-// job goes on with fewer data-parallel ranks. Every event goes to <run_dir>/supervisor.jsonl and
-// the log; each recovery is timed from failure detection to the first completed training step
-// of the next attempt. All of it is documented in docs/operations.md.
+// valid checkpoint exists (every piece verified, as `fluxtrain ckpt verify` does) and starts the
+// next attempt resuming from it (ckpt.resume = its directory); with fault.elastic a host with
+// fault.host_max_failures failures (or a failed fault.health_check) is dropped and the job goes on
+// with fewer data-parallel ranks. Every event goes to <run_dir>/supervisor.jsonl and the log; each
+// recovery is timed from failure detection to the first completed training step of the next
+// attempt. All of it is documented in docs/operations.md.
 #pragma once
 
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "config/config.h"
 #include "launch/hosts.h"
@@ -60,13 +61,15 @@ class Supervisor {
   enum class Launcher { kMpirunLocal, kMpirunHosts, kSrun };
 
   // resume: the checkpoint directory to resume from ("" = as the config says).
-  std::unique_ptr<Attempt> start_attempt(int64_t dp, const std::string& resume, const std::optional<Failure>& after);
+  std::unique_ptr<Attempt> start_attempt(int64_t dp, const std::string& resume,
+                                         const std::optional<Failure>& after);
   std::optional<Failure> watch(Attempt& a);  // nullopt: the job finished
   std::optional<Failure> classify_exit(Attempt& a, int code);
   void stop(Attempt& a);
   void read_heartbeats(Attempt& a);
   void write_ranks_json(const Attempt& a);
-  std::vector<std::string> launcher_argv(const Attempt& a, const std::vector<std::string>& train_argv,
+  std::vector<std::string> launcher_argv(const Attempt& a,
+                                         const std::vector<std::string>& train_argv,
                                          const std::vector<std::string>& env_names) const;
   void run_health_checks();
   int host_of(const Attempt& a, int rank) const;

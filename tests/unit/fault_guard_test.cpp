@@ -58,7 +58,8 @@ TEST(StepGuard, TooManySkipsInARowStopNamingTheFirst) {
   for (int s = 1; s <= 3; ++s) EXPECT_EQ(g.judge(s, -INFINITY, 1).action, GuardAction::kSkip) << s;
   GuardVerdict v = g.judge(4, NAN, 1);
   EXPECT_EQ(v.action, GuardAction::kStop);
-  EXPECT_NE(v.message.find("loss is Inf at step 1, and the 3 step(s) after it were skipped too"), std::string::npos)
+  EXPECT_NE(v.message.find("loss is Inf at step 1, and the 3 step(s) after it were skipped too"),
+            std::string::npos)
       << v.message;
 }
 
@@ -76,7 +77,9 @@ TEST(StepGuard, ASpikeIsSkippedAndThreeInTheWindowRollBack) {
   std::mt19937 rng(3);
   StepGuard g(small_window());
   int64_t s = 1;
-  for (; s <= 30; ++s) ASSERT_EQ(g.judge(s, healthy(rng, s).first, healthy(rng, s).second).action, GuardAction::kUpdate);
+  for (; s <= 30; ++s)
+    ASSERT_EQ(g.judge(s, healthy(rng, s).first, healthy(rng, s).second).action,
+              GuardAction::kUpdate);
   GuardVerdict v = g.judge(s, 40.0, 1.0);  // loss × ~10
   EXPECT_EQ(v.action, GuardAction::kSkip);
   EXPECT_EQ(v.reason, "loss_spike");
@@ -151,7 +154,8 @@ TEST(FaultInjector, BadSpecsNameTheItem) {
       FaultInjector inj(bad);
       FAIL() << bad;
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("FLUXTRAIN_FAULT_INJECT"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("FLUXTRAIN_FAULT_INJECT"), std::string::npos)
+          << e.what();
     }
   }
 }

@@ -110,7 +110,9 @@ TEST(Trainer, AnInjectedSpikeIsSkippedBySpikeDetection) {
   for (int i = 1; i <= 12; ++i) {
     StepStats s = t.step();
     EXPECT_EQ(s.guard.skipped(), i == 9) << "step " << i << ": " << s.guard.message;
-    if (i == 9) EXPECT_EQ(s.guard.reason, "loss_spike");
+    if (i == 9) {
+      EXPECT_EQ(s.guard.reason, "loss_spike");
+    }
   }
 }
 
