@@ -267,7 +267,9 @@ std::optional<Supervisor::Failure> Supervisor::classify_exit(Attempt& a, int cod
   std::string error_line;
   for (const std::string& line : a.proc->recent_lines()) {
     std::smatch m;
-    if (std::regex_search(line, m, never_arrived)) {
+    // The first timeout is the diagnosis: a stopped rank woken by the launcher's teardown
+    // (SIGCONT before SIGTERM) may time out in turn and blame the rank that already gave up.
+    if (f.kind != "hang" && std::regex_search(line, m, never_arrived)) {
       f.kind = "hang";
       f.detail = line;
       f.ranks.clear();
