@@ -267,6 +267,18 @@ def elastic():
         fail("losses after the elastic restart drifted")
     report("elastic restart on fewer ranks", run)
 
+    # A failed health check marks a host bad before any rank starts: the job starts at dp 2.
+    d = fresh("elastic_health")
+    check = "test $FT_HOST != 127.0.0.2"
+    run = Launch(FT, CFG, d, sets=sets + [f"fault.health_check={json.dumps(check)}"], extra=["--hosts", hosts])
+    ev = expect_finished(run, 0)
+    bad = [e for e in ev if e["event"] == "host_bad"]
+    starts = [e for e in ev if e["event"] == "start"]
+    if not bad or bad[0] != {**bad[0], "host": "127.0.0.2", "reason": "health_check"} or starts[0]["dp"] != 2:
+        fail(f"the health check should mark 127.0.0.2 bad and the job start at dp 2: {ev}")
+    check_samples(d, STEPS)
+    print("health check: 127.0.0.2 failed it; the job ran at dp 2 on the other host from the start")
+
 
 # llama-20m (22.9M parameters, 3 s a step here): the recovery-time goal for a larger model.
 # Slow (about a minute each): runs with FT_SLOW_TESTS=1, else exits 77 (skipped).
@@ -332,6 +344,24 @@ def errors():
                             hurt=kill_once)
     if n != 1:
         fail("no checkpoint: the supervisor must not restart")
+    def corrupt_all_then_kill(run):
+        hb = run.wait_for_step(12)
+        for r in (0, 1):
+            os.kill(hb[r]["pid"], signal.SIGSTOP)
+        root = os.path.join(run.run_dir, "checkpoints")
+        for d in os.listdir(root):
+            for name in os.listdir(os.path.join(root, d)):
+                if name.endswith(".ftckpt"):
+                    with open(os.path.join(root, d, name), "r+b") as f:
+                        f.seek(4096)
+                        f.write(b"\xff" * 64)
+        os.kill(hb[0]["pid"], signal.SIGKILL)
+        os.kill(hb[1]["pid"], signal.SIGCONT)
+
+    n = expect_launch_error("all_corrupt", "no valid checkpoint to restart from", hurt=corrupt_all_then_kill)
+    if n != 1:
+        fail("every checkpoint corrupt: the supervisor must not restart")
+
     n = expect_launch_error("deterministic", "a restart would repeat", sets=["fault.nan_policy=\"stop\""],
                             env={"FLUXTRAIN_FAULT_INJECT": "nan@4"})
     if n != 1:
@@ -341,6 +371,12 @@ def errors():
         f.write("localhost slots=2\nnode-x.invalid slots=2\n")
     expect_launch_error("unreachable", "unreachable host(s): node-x.invalid (cannot resolve", extra=["--hosts", hosts])
     expect_launch_error("nproc", "--nproc 3 but parallel.dp", extra=["--nproc", "3"])
+    two = os.path.join(WORK, "two-hosts.txt")
+    with open(two, "w") as f:
+        f.write("localhost slots=2\n127.0.0.2 slots=2\n")
+    expect_launch_error("health", "a host is marked bad (failed health check) and fault.elastic = false",
+                        sets=['fault.health_check="test $FT_HOST != 127.0.0.2"'], extra=["--hosts", two])
+    expect_launch_error("health_all", "every host is marked bad", sets=['fault.health_check="false"'])
 
 
 os.makedirs(WORK, exist_ok=True)
