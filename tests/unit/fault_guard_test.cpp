@@ -4,8 +4,15 @@
 #include <cmath>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+
+#include "dist/mesh.h"
 #include "fault/inject.h"
 #include "fault/step_guard.h"
+#include "fault/training_faults.h"
+#include "obs/registry.h"
 #include "util/error.h"
 
 namespace ft {
@@ -169,6 +176,46 @@ TEST(FaultConfig, ValidateNamesTheKey) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("fault.spike_min_history"), std::string::npos);
   }
+}
+
+}  // namespace
+}  // namespace ft
+
+// TrainingFaults (the step loop's side): a NaN and a spike appear in the Prometheus exposition
+// and on the step's metrics line; a rollback is counted and recorded with its skipped window.
+namespace ft {
+namespace {
+
+TEST(TrainingFaults, GuardEventsReachPrometheusAndMetricsLines) {
+  FaultConfig c = small_window();
+  obs::Registry reg;
+  TrainingFaults f(c, std::filesystem::temp_directory_path().string(), 0, 0, 8, &reg);
+  Mesh mesh = Mesh::single();
+  std::mt19937 rng(11);
+  int64_t s = 1;
+  for (; s <= 15; ++s) {
+    auto [l, gn] = healthy(rng, s);
+    ASSERT_FALSE(f.judge(mesh.world(), s, l, gn, l).skipped());
+  }
+  GuardVerdict v = f.judge(mesh.world(), s, NAN, 1.0, NAN);
+  EXPECT_EQ(v.reason, "nan_loss");
+  EXPECT_NE(v.message.find("produced by rank 0"), std::string::npos) << v.message;
+  nlohmann::json j;
+  f.add_to_metrics(v, j);
+  EXPECT_EQ(j["skipped"], true);
+  EXPECT_EQ(j["guard"], "nan_loss");
+  EXPECT_EQ(j["guard_ranks"], nlohmann::json::array({0}));
+  v = f.judge(mesh.world(), ++s, 50.0, 1.0, 50.0);
+  EXPECT_EQ(v.reason, "loss_spike");
+  f.rolled_back(s, 10, 80, 136);
+  nlohmann::json k;
+  f.add_to_metrics(v, k);
+  EXPECT_EQ(k["rollback"]["to_step"], 10);
+  EXPECT_EQ(k["rollback"]["skip_samples"], nlohmann::json::array({80, 136}));
+  const std::string text = reg.expose();
+  EXPECT_NE(text.find("fluxtrain_guard_events_total{reason=\"nan_loss\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("fluxtrain_guard_events_total{reason=\"loss_spike\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("fluxtrain_rollbacks_total 1"), std::string::npos) << text;
 }
 
 }  // namespace
