@@ -7,11 +7,12 @@ bytes on the wire per step are reported and must shrink.
 
 usage: compression_test.py FLUXTRAIN CONFIG
 """
-import json
 import os
 import subprocess
 import sys
 import tempfile
+
+from dist_lib import train
 
 FT, CONFIG = sys.argv[1], sys.argv[2]
 STEPS = 40
@@ -30,10 +31,7 @@ def prepare(tmp):
 
 
 def run(tmp, name, extra):
-    run_dir = os.path.join(tmp, name)
-    subprocess.run([FT, "train", "--config", CONFIG, "--run-dir", run_dir] + COMMON + extra, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    return [json.loads(l) for l in open(os.path.join(run_dir, "metrics.jsonl"))]
+    return train(FT, CONFIG, os.path.join(tmp, name), COMMON + extra)
 
 
 def val_loss(rows):

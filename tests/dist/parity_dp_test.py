@@ -7,11 +7,11 @@ Also checks, from metrics.jsonl: bytes on the wire against theory (ZeRO-0 all-re
 
 usage: parity_dp_test.py FLUXTRAIN CONFIG
 """
-import json
 import os
-import subprocess
 import sys
 import tempfile
+
+from dist_lib import train
 
 FT, CONFIG = sys.argv[1], sys.argv[2]
 STEPS = 20
@@ -21,12 +21,7 @@ COMMON = ["--set", f"train.steps={STEPS}", "--set", "train.eval_interval=0", "--
 
 
 def run(tmp, name, nproc, extra):
-    run_dir = os.path.join(tmp, name)
-    cmd = [FT, "train", "--config", CONFIG, "--run-dir", run_dir] + COMMON + extra
-    if nproc > 1:
-        cmd += ["--nproc", str(nproc)]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    return [json.loads(l) for l in open(os.path.join(run_dir, "metrics.jsonl"))]
+    return train(FT, CONFIG, os.path.join(tmp, name), COMMON + extra, nproc)
 
 
 def main():

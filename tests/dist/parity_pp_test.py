@@ -15,11 +15,11 @@ From metrics.jsonl it also checks, per rank, against theory derived here from th
 
 usage: parity_pp_test.py FLUXTRAIN CONFIG
 """
-import json
 import os
-import subprocess
 import sys
 import tempfile
+
+from dist_lib import train
 
 FT, CONFIG = sys.argv[1], sys.argv[2]
 STEPS, BATCH, MICRO, SEQ = 20, 8, 1, 32
@@ -32,14 +32,7 @@ D = C // H
 
 
 def run(tmp, name, nproc, extra):
-    run_dir = os.path.join(tmp, name)
-    cmd = [FT, "train", "--config", CONFIG, "--run-dir", run_dir] + COMMON + extra
-    if nproc > 1:
-        cmd += ["--nproc", str(nproc)]
-    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if p.returncode != 0:
-        sys.exit(f"{name} failed:\n{p.stderr}")
-    return [json.loads(l) for l in open(os.path.join(run_dir, "metrics.jsonl"))]
+    return train(FT, CONFIG, os.path.join(tmp, name), COMMON + extra, nproc)
 
 
 def chunk_bytes(B, layers, head):

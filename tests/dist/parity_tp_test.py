@@ -20,11 +20,12 @@ Also checks, from metrics.jsonl of the last step:
 
 usage: parity_tp_test.py FLUXTRAIN CONFIG
 """
-import json
 import os
 import subprocess
 import sys
 import tempfile
+
+from dist_lib import train
 
 FT, CONFIG = sys.argv[1], sys.argv[2]
 STEPS = 20
@@ -48,18 +49,15 @@ LAYOUTS = {
 
 def run(tmp, name, dp, tp, zero, sp, extra=(), check=True):
     run_dir = os.path.join(tmp, name.replace(" ", "_"))
-    cmd = [FT, "train", "--config", CONFIG, "--run-dir", run_dir] + COMMON + list(extra)
-    cmd += ["--set", f"parallel.dp={dp}", "--set", f"parallel.tp={tp}", "--set", f"parallel.zero={zero}",
-            "--set", f"parallel.sequence_parallel={'true' if sp else 'false'}"]
+    args = COMMON + list(extra) + ["--set", f"parallel.dp={dp}", "--set", f"parallel.tp={tp}",
+                                   "--set", f"parallel.zero={zero}",
+                                   "--set", f"parallel.sequence_parallel={'true' if sp else 'false'}"]
+    if check:
+        return train(FT, CONFIG, run_dir, args, dp * tp)
+    cmd = [FT, "train", "--config", CONFIG, "--run-dir", run_dir] + args
     if dp * tp > 1:
         cmd += ["--nproc", str(dp * tp)]
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if not check:
-        return p
-    if p.returncode != 0:
-        print(p.stdout[-3000:])
-        raise SystemExit(f"{name}: fluxtrain exited with {p.returncode}")
-    return [json.loads(l) for l in open(os.path.join(run_dir, "metrics.jsonl"))]
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def main():

@@ -1,0 +1,27 @@
+"""What the distributed tests share: run `fluxtrain train` (on N ranks through --nproc) and read
+its metrics.jsonl.
+
+    rows = train(FT, CONFIG, os.path.join(tmp, "dp2"), COMMON + ["--set", "parallel.dp=2"], nproc=2)
+    rows[-1]["loss"]
+"""
+import json
+import os
+import subprocess
+import sys
+
+
+def train(ft, config, run_dir, args, nproc=1):
+    """Trains into run_dir and returns the rows of its metrics.jsonl; exits naming the run (with
+    the tail of its log) when fluxtrain fails."""
+    cmd = [ft, "train", "--config", config, "--run-dir", run_dir] + list(args)
+    if nproc > 1:
+        cmd += ["--nproc", str(nproc)]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if p.returncode != 0:
+        sys.exit(f"{os.path.basename(run_dir)}: fluxtrain exited with {p.returncode}:\n{p.stdout[-3000:]}")
+    return metrics(run_dir)
+
+
+def metrics(run_dir):
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
