@@ -31,7 +31,7 @@ $FT report "$RUN"
 
 # What the model learned: short continuations from the final checkpoint (KV-cache decoding).
 echo "demo: generation from $RUN/checkpoints (temperature 0.7, top-p 0.9):"
-for prompt in "The ls command" "Команда ls"; do
+for prompt in "The ls command" "Эта функция"; do
   echo "--- $prompt"
   $FT generate --ckpt "$RUN" --prompt "$prompt" --max-tokens 40 --temperature 0.7 --top-p 0.9 --seed 1
 done

@@ -1,13 +1,14 @@
 #include "ckpt/checkpointer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <csignal>
-#include <set>
-#include <unistd.h>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "ckpt/state_io.h"
@@ -35,30 +36,42 @@ class Refusal : public Error {
   using Error::Error;
 };
 
-double unix_now() { return static_cast<double>(std::time(nullptr)); }
+double unix_now() {
+  return static_cast<double>(std::time(nullptr));
+}
 
-void check_compatible(const CheckpointManifest& m, const Config& cfg, uint64_t tokenizer_hash, const std::string& dir) {
+void check_compatible(const CheckpointManifest& m, const Config& cfg, uint64_t tokenizer_hash,
+                      const std::string& dir) {
   const json& mc = m.config.contains("model") ? m.config["model"] : json::object();
   const ModelConfig& c = cfg.model;
-  const std::vector<std::pair<const char*, json>> mine = {
-      {"dim", c.dim},           {"n_layers", c.n_layers}, {"n_heads", c.n_heads},
-      {"n_kv_heads", c.n_kv_heads}, {"vocab_size", c.vocab_size}, {"ffn_dim", c.ffn_dim},
-      {"tie_embeddings", c.tie_embeddings}, {"norm_eps", c.norm_eps}, {"rope_theta", c.rope_theta}};
+  const std::vector<std::pair<const char*, json>> mine = {{"dim", c.dim},
+                                                          {"n_layers", c.n_layers},
+                                                          {"n_heads", c.n_heads},
+                                                          {"n_kv_heads", c.n_kv_heads},
+                                                          {"vocab_size", c.vocab_size},
+                                                          {"ffn_dim", c.ffn_dim},
+                                                          {"tie_embeddings", c.tie_embeddings},
+                                                          {"norm_eps", c.norm_eps},
+                                                          {"rope_theta", c.rope_theta}};
   for (const auto& [k, v] : mine) {
     if (mc.contains(k) && mc[k] != v)
-      throw Refusal(fmt::format("{}: the checkpoint's model has model.{} = {}, this run's config says {}", dir, k,
-                                mc[k].dump(), v.dump()),
-                    "resume with the checkpoint's model settings (fluxtrain ckpt inspect shows them), or start a new run");
+      throw Refusal(
+          fmt::format("{}: the checkpoint's model has model.{} = {}, this run's config says {}",
+                      dir, k, mc[k].dump(), v.dump()),
+          "resume with the checkpoint's model settings (fluxtrain ckpt inspect shows them), or "
+          "start a new run");
   }
   if (m.has_loader) {
     const json& tc = m.config.contains("train") ? m.config["train"] : json::object();
-    for (const auto& [k, v] : std::vector<std::pair<const char*, int64_t>>{{"batch_size", cfg.train.batch_size},
-                                                                           {"seq_len", cfg.train.seq_len}}) {
+    for (const auto& [k, v] : std::vector<std::pair<const char*, int64_t>>{
+             {"batch_size", cfg.train.batch_size}, {"seq_len", cfg.train.seq_len}}) {
       if (tc.contains(k) && tc[k] != json(v))
-        throw Refusal(fmt::format("{}: the checkpoint was trained with train.{} = {}, this run's config says {}: the "
-                                  "data order would not continue",
-                                  dir, k, tc[k].dump(), v),
-                      fmt::format("resume with train.{} = {}", k, tc[k].dump()));
+        throw Refusal(
+            fmt::format(
+                "{}: the checkpoint was trained with train.{} = {}, this run's config says {}: the "
+                "data order would not continue",
+                dir, k, tc[k].dump(), v),
+            fmt::format("resume with train.{} = {}", k, tc[k].dump()));
     }
     try {
       check_tokenizer_hash(m.tokenizer_hash, tokenizer_hash, dir);
@@ -117,11 +130,16 @@ Config config_from_json(const json& j) {
         continue;
       }
       ConfigValue cv;
-      if (v.is_boolean()) cv = v.get<bool>();
-      else if (v.is_number_integer()) cv = v.get<int64_t>();
-      else if (v.is_number()) cv = v.get<double>();
-      else if (v.is_string()) cv = v.get<std::string>();
-      else continue;
+      if (v.is_boolean())
+        cv = v.get<bool>();
+      else if (v.is_number_integer())
+        cv = v.get<int64_t>();
+      else if (v.is_number())
+        cv = v.get<double>();
+      else if (v.is_string())
+        cv = v.get<std::string>();
+      else
+        continue;
       b.set(key, cv, "checkpoint config");
     }
   }
@@ -148,17 +166,21 @@ std::string resolve_checkpoint(const std::string& path) {
     for (const std::string& d : list_step_dirs(root))
       if (fs::exists(d + "/" + kCkptManifestFile)) return d;
   if (parse_step_dir_name(fs::path(path).filename().string()) >= 0)
-    throw Error(fmt::format("{}: no manifest: the checkpoint is incomplete (its save was interrupted)", path),
-                "use an older step directory, or --resume auto");
-  throw Error(fmt::format("{}: no checkpoint found (neither a step_<N> directory with a manifest.json nor a directory "
+    throw Error(
+        fmt::format("{}: no manifest: the checkpoint is incomplete (its save was interrupted)",
+                    path),
+        "use an older step directory, or --resume auto");
+  throw Error(fmt::format("{}: no checkpoint found (neither a step_<N> directory with a "
+                          "manifest.json nor a directory "
                           "holding them)",
                           path),
-              "give a checkpoint directory such as runs/demo/checkpoints/step_00000300, a checkpoint root or a run "
+              "give a checkpoint directory such as runs/demo/checkpoints/step_00000300, a "
+              "checkpoint root or a run "
               "directory");
 }
 
-Checkpointer::Checkpointer(const Config& cfg, Mesh& mesh, ParamEngine& engine, uint64_t tokenizer_hash,
-                           obs::Telemetry* telemetry)
+Checkpointer::Checkpointer(const Config& cfg, Mesh& mesh, ParamEngine& engine,
+                           uint64_t tokenizer_hash, obs::Telemetry* telemetry)
     : cfg_(cfg),
       mesh_(mesh),
       engine_(engine),
@@ -191,7 +213,8 @@ Checkpointer::Checkpointer(const Config& cfg, Mesh& mesh, ParamEngine& engine, u
   }
   for (const StatePiece& p : pieces_)
     if (!lower.count(p.key())) owned_.push_back(p);
-  if (const char* d = std::getenv("FLUXTRAIN_CKPT_TEST_COPY_DELAY_MS")) copy_delay_ms_ = std::atoi(d);
+  if (const char* d = std::getenv("FLUXTRAIN_CKPT_TEST_COPY_DELAY_MS"))
+    copy_delay_ms_ = std::atoi(d);
   if (telemetry_) telemetry_->set_checkpoint_interval_steps(cfg_.ckpt.interval);
   if (cfg_.ckpt.interval > 0) {
     // Staging is allocated (and its pages touched) now, so a save's stall is only the copy.
@@ -259,12 +282,15 @@ std::vector<std::string> Checkpointer::all_gather_strings(const std::string& s) 
   std::string all(static_cast<size_t>(most * n), '\0');
   if (most > 0) w.all_gather(all.data(), mine.data(), most);
   std::vector<std::string> out;
-  for (int r = 0; r < n; ++r) out.push_back(all.substr(static_cast<size_t>(r * most), static_cast<size_t>(lens[static_cast<size_t>(r)])));
+  for (int r = 0; r < n; ++r)
+    out.push_back(all.substr(static_cast<size_t>(r * most),
+                             static_cast<size_t>(lens[static_cast<size_t>(r)])));
   return out;
 }
 
 void Checkpointer::record(const json& row) {
   if (mesh_.world_rank() != 0) return;
+  std::lock_guard<std::mutex> lock(record_mu_);  // the training thread and the worker both record
   std::error_code ec;
   fs::create_directories(cfg_.train.run_dir, ec);
   std::ofstream out(cfg_.train.run_dir + "/checkpoints.jsonl", std::ios::app);
@@ -286,7 +312,8 @@ Checkpointer::Resumed Checkpointer::resume() {
       std::vector<std::string> cands;
       if (spec == "auto") {
         cands = list_step_dirs(root_);
-      } else if (fs::exists(spec + "/" + kCkptManifestFile) || parse_step_dir_name(fs::path(spec).filename().string()) >= 0) {
+      } else if (fs::exists(spec + "/" + kCkptManifestFile) ||
+                 parse_step_dir_name(fs::path(spec).filename().string()) >= 0) {
         cands = {spec};
         exact = true;
       } else {
@@ -310,14 +337,17 @@ Checkpointer::Resumed Checkpointer::resume() {
       std::string err, hint;
       CheckpointManifest m;
       try {
-        m = CheckpointManifest::load(cand, nullptr);  // unauthenticated first: is it ours, which key?
+        m = CheckpointManifest::load(cand,
+                                     nullptr);  // unauthenticated first: is it ours, which key?
         if (m.encrypted && key_.empty())
           throw Refusal(fmt::format("{}: the checkpoint is encrypted and no key was given", cand),
                         "set FLUXTRAIN_CKPT_KEY or ckpt.key_file to the key it was written with");
         if (m.encrypted && key_.id() != m.key_id)
-          throw Refusal(fmt::format("{}: the checkpoint was encrypted with key id {}, the given key has id {}", cand,
-                                    m.key_id, key_.id()),
-                        "set FLUXTRAIN_CKPT_KEY or ckpt.key_file to the key it was written with");
+          throw Refusal(
+              fmt::format(
+                  "{}: the checkpoint was encrypted with key id {}, the given key has id {}", cand,
+                  m.key_id, key_.id()),
+              "set FLUXTRAIN_CKPT_KEY or ckpt.key_file to the key it was written with");
         if (m.encrypted) m = CheckpointManifest::load(cand, &key_);
         check_compatible(m, cfg_, tokenizer_hash_, cand);
         CheckpointReader reader(cand, m, key_.empty() ? nullptr : &key_);
@@ -333,13 +363,19 @@ Checkpointer::Resumed Checkpointer::resume() {
       if (flags[1] > 0) {
         mem_free(buf, staging_bytes(), MemCategory::kCheckpoint);
         if (status == 2) throw Error(err, hint);
-        throw Error(fmt::format("{}: another rank refused to resume from this checkpoint (see its error)", cand));
+        throw Error(fmt::format(
+            "{}: another rank refused to resume from this checkpoint (see its error)", cand));
       }
       if (flags[0] > 0) {
         if (exact) {
           mem_free(buf, staging_bytes(), MemCategory::kCheckpoint);
-          throw Error(status ? err : fmt::format("{}: another rank could not read this checkpoint (see its error)", cand),
-                      hint.empty() ? "resume from another checkpoint (--resume auto picks the newest valid one)" : hint);
+          throw Error(
+              status ? err
+                     : fmt::format(
+                           "{}: another rank could not read this checkpoint (see its error)", cand),
+              hint.empty()
+                  ? "resume from another checkpoint (--resume auto picks the newest valid one)"
+                  : hint);
         }
         log_warn("resume: skipping checkpoint {}: {}", cand,
                  status ? err : std::string("another rank could not read it (see its warning)"));
@@ -354,11 +390,15 @@ Checkpointer::Resumed Checkpointer::resume() {
       out.has_loader = m.has_loader;
       out.loader = m.loader;
       restarts_ = out.restarts;
-      log_info("resume: loaded {} (step {}, saved under world {} = dp {} x tp {} x pp {}, zero {}; now {}) in {:.2f} s", cand,
-               m.step, m.world, m.dp, m.tp, m.pp, m.zero, mesh_.describe(), now_seconds() - t0);
+      log_info(
+          "resume: loaded {} (step {}, saved under world {} = dp {} x tp {} x pp {}, zero {}; now "
+          "{}) in {:.2f} s",
+          cand, m.step, m.world, m.dp, m.tp, m.pp, m.zero, mesh_.describe(), now_seconds() - t0);
       if (cfg_.parallel.grad_compression == GradCompression::kPowerSGD)
-        log_warn("resume: PowerSGD's error feedback and factors are not in checkpoints; losses after resuming are not "
-                 "bit-identical to an uninterrupted run");
+        log_warn(
+            "resume: PowerSGD's error feedback and factors are not in checkpoints; losses after "
+            "resuming are not "
+            "bit-identical to an uninterrupted run");
       break;
     }
     mem_free(buf, staging_bytes(), MemCategory::kCheckpoint);
@@ -382,7 +422,8 @@ void Checkpointer::prepare_root(int64_t resumed_step) {
       fs::remove_all(d, ec);
     } else if (step > resumed_step) {
       std::string aside = fmt::format("{}.replaced-{}", d, static_cast<int64_t>(unix_now()));
-      log_warn("checkpoint: {} is newer than the step this run starts from ({}); moved to {}", d, resumed_step, aside);
+      log_warn("checkpoint: {} is newer than the step this run starts from ({}); moved to {}", d,
+               resumed_step, aside);
       fs::rename(d, aside, ec);
     }
   }
@@ -394,7 +435,8 @@ void Checkpointer::after_step(int64_t step, int64_t tokens, const LoaderState& l
   if (report_resume_) {
     report_resume_ = false;
     double age = process_age_seconds();
-    log_info("resume: {:.2f} s from process start to the end of the first resumed step (step {})", age, step);
+    log_info("resume: {:.2f} s from process start to the end of the first resumed step (step {})",
+             age, step);
     record({{"event", "resume"}, {"step", step}, {"seconds_from_start", age}});
   }
   if (cfg_.ckpt.interval <= 0) return;
@@ -470,8 +512,9 @@ void Checkpointer::write_job(Job& j) {
   const double t0 = now_seconds();
   try {
     fs::create_directories(j.dir);
-    j.file = write_rank_file(j.dir, j.step, mesh_.world_rank(), owned_, staging_, staging_ + state_size_,
-                             staging_ + 2 * state_size_, chunk_bytes_, cfg_.ckpt.encrypt ? &key_ : nullptr, &j.records);
+    j.file = write_rank_file(j.dir, j.step, mesh_.world_rank(), owned_, staging_,
+                             staging_ + state_size_, staging_ + 2 * state_size_, chunk_bytes_,
+                             cfg_.ckpt.encrypt ? &key_ : nullptr, &j.records);
     j.ok = true;
   } catch (const std::exception& e) {
     j.ok = false;
@@ -501,14 +544,22 @@ bool Checkpointer::poll(bool block) {
   const bool rank0 = mesh_.world_rank() == 0;
   if (flags[1] > 0) {  // some rank failed: the checkpoint is discarded everywhere
     ++failures_;
-    if (!j.ok) log_error("checkpoint step {} failed: {}; training continues, the partial checkpoint is discarded", j.step, j.error);
+    if (!j.ok)
+      log_error(
+          "checkpoint step {} failed: {}; training continues, the partial checkpoint is discarded",
+          j.step, j.error);
     std::error_code ec;
     fs::remove(j.dir + "/" + rank_file_name(mesh_.world_rank()), ec);
     mesh_.world().barrier();
     if (rank0) {
       fs::remove_all(j.dir, ec);
-      log_error("checkpoint step {} discarded ({} failure(s) so far); earlier checkpoints are intact", j.step, failures_);
-      record({{"event", "save"}, {"step", j.step}, {"ok", false}, {"error", j.ok ? "another rank failed" : j.error}});
+      log_error(
+          "checkpoint step {} discarded ({} failure(s) so far); earlier checkpoints are intact",
+          j.step, failures_);
+      record({{"event", "save"},
+              {"step", j.step},
+              {"ok", false},
+              {"error", j.ok ? "another rank failed" : j.error}});
     }
     if (telemetry_) telemetry_->on_checkpoint(j.step, now_seconds() - flight_start_, false);
     job_.reset();
@@ -528,7 +579,8 @@ bool Checkpointer::poll(bool block) {
     m->loader = j.loader;
     m->tokenizer_hash = tokenizer_hash_;
     m->world = mesh_.world_size();
-    m->dp = mesh_.degrees().dp, m->tp = mesh_.degrees().tp, m->pp = mesh_.degrees().pp, m->zero = cfg_.parallel.zero;
+    m->dp = mesh_.degrees().dp, m->tp = mesh_.degrees().tp, m->pp = mesh_.degrees().pp,
+    m->zero = cfg_.parallel.zero;
     m->created = utc_timestamp();
     m->config = config_json_;
     m->encrypted = cfg_.ckpt.encrypt;
@@ -551,15 +603,19 @@ bool Checkpointer::poll(bool block) {
   return true;
 }
 
-void Checkpointer::commit_job(std::shared_ptr<CheckpointManifest> m, int64_t step, double t_start, SaveTimes t) {
+void Checkpointer::commit_job(std::shared_ptr<CheckpointManifest> m, int64_t step, double t_start,
+                              SaveTimes t) {
   const std::string dir = root_ + "/" + step_dir_name(step);
   try {
-    write_file_atomic(dir + "/" + kCkptManifestFile, m->to_json_text(m->encrypted ? &key_ : nullptr));
+    write_file_atomic(dir + "/" + kCkptManifestFile,
+                      m->to_json_text(m->encrypted ? &key_ : nullptr));
   } catch (const std::exception& e) {
     std::error_code ec;
     fs::remove_all(dir, ec);
-    log_error("checkpoint step {} failed writing its manifest: {}; the checkpoint is discarded, training continues", step,
-              e.what());
+    log_error(
+        "checkpoint step {} failed writing its manifest: {}; the checkpoint is discarded, training "
+        "continues",
+        step, e.what());
     std::lock_guard<std::mutex> lock(mu_);
     events_.push_back({step, now_seconds() - t_start, false});
     record({{"event", "save"}, {"step", step}, {"ok", false}, {"error", e.what()}});
@@ -583,18 +639,32 @@ void Checkpointer::commit_job(std::shared_ptr<CheckpointManifest> m, int64_t ste
   // the background thread; sync: the stall itself, which includes the manifest).
   const double sync_s = cfg_.ckpt.async ? t.copy_s + t.write_s : t.stall_s;
   const double ratio = t.stall_s / std::max(sync_s, 1e-9);
-  log_info("checkpoint step {} committed: {:.1f} MB in {} file(s){}, written in {:.3f} s ({:.0f} MB/s); training "
-           "stalled {:.1f} ms{}",
-           step, static_cast<double>(bytes) / 1e6, m->files.size(), m->encrypted ? " (encrypted)" : "", t.write_s,
-           static_cast<double>(bytes) / 1e6 / std::max(t.write_s, 1e-9), t.stall_s * 1e3,
-           cfg_.ckpt.async ? fmt::format(" against {:.1f} ms for a synchronous save (copy {:.1f} ms + write): {:.1f}%",
-                                         sync_s * 1e3, t.copy_s * 1e3, 100.0 * ratio)
-                           : std::string(" (synchronous save: ckpt.async = false)"));
+  log_info(
+      "checkpoint step {} committed: {:.1f} MB in {} file(s){}, written in {:.3f} s ({:.0f} MB/s); "
+      "training "
+      "stalled {:.1f} ms{}",
+      step, static_cast<double>(bytes) / 1e6, m->files.size(), m->encrypted ? " (encrypted)" : "",
+      t.write_s, static_cast<double>(bytes) / 1e6 / std::max(t.write_s, 1e-9), t.stall_s * 1e3,
+      cfg_.ckpt.async
+          ? fmt::format(
+                " against {:.1f} ms for a synchronous save (copy {:.1f} ms + write): {:.1f}%",
+                sync_s * 1e3, t.copy_s * 1e3, 100.0 * ratio)
+          : std::string(" (synchronous save: ckpt.async = false)"));
   std::lock_guard<std::mutex> lock(mu_);
   events_.push_back({step, total, true});
-  record({{"event", "save"}, {"step", step}, {"ok", true}, {"bytes", bytes}, {"files", m->files.size()},
-          {"encrypted", m->encrypted}, {"async", cfg_.ckpt.async}, {"stall_s", t.stall_s}, {"copy_s", t.copy_s},
-          {"write_s", t.write_s}, {"sync_s", sync_s}, {"commit_s", total}, {"stall_ratio", ratio}});
+  record({{"event", "save"},
+          {"step", step},
+          {"ok", true},
+          {"bytes", bytes},
+          {"files", m->files.size()},
+          {"encrypted", m->encrypted},
+          {"async", cfg_.ckpt.async},
+          {"stall_s", t.stall_s},
+          {"copy_s", t.copy_s},
+          {"write_s", t.write_s},
+          {"sync_s", sync_s},
+          {"commit_s", total},
+          {"stall_ratio", ratio}});
 }
 
 void Checkpointer::drain_events() {

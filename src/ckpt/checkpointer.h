@@ -2,16 +2,17 @@
 // checkpoint step a background thread copies this rank's state (ParamEngine::export_state) into
 // host staging buffers while the next step's forward and backward run (they only read the state;
 // the next optimizer step waits for the copy through the engine's before-update hook), then
-// (encrypts and) writes the rank file (temporary name, fsync, rename). At later step boundaries the ranks agree, over the world communicator,
-// that every rank file is durable; then rank 0 writes the manifest — the commit marker — and
-// deletes checkpoints beyond ckpt.keep. A failed save (disk full, ...) is logged, counted and
-// discarded on every rank; training goes on and earlier checkpoints stay intact.
+// (encrypts and) writes the rank file (temporary name, fsync, rename). At later step boundaries the
+// ranks agree, over the world communicator, that every rank file is durable; then rank 0 writes the
+// manifest — the commit marker — and deletes checkpoints beyond ckpt.keep. A failed save (disk
+// full, ...) is logged, counted and discarded on every rank; training goes on and earlier
+// checkpoints stay intact.
 //
 //   Checkpointer ckpt(cfg, mesh, engine, loader.tokenizer_hash(), &telemetry);
 //   Checkpointer::Resumed r = ckpt.resume();                  // collective; per ckpt.resume
-//   if (r.resumed) { step = r.step; tokens = r.tokens; if (r.has_loader) loader.restore(r.loader); }
-//   for (...) { step(); ckpt.after_step(step, tokens, loader.state()); }
-//   ckpt.finish();                                            // waits for the last commit
+//   if (r.resumed) { step = r.step; tokens = r.tokens; if (r.has_loader) loader.restore(r.loader);
+//   } for (...) { step(); ckpt.after_step(step, tokens, loader.state()); } ckpt.finish(); // waits
+//   for the last commit
 //
 // Every call is collective over the world (all ranks call it at the same steps).
 #pragma once
@@ -43,7 +44,8 @@ class Telemetry;
 
 class Checkpointer {
  public:
-  Checkpointer(const Config& cfg, Mesh& mesh, ParamEngine& engine, uint64_t tokenizer_hash, obs::Telemetry* telemetry);
+  Checkpointer(const Config& cfg, Mesh& mesh, ParamEngine& engine, uint64_t tokenizer_hash,
+               obs::Telemetry* telemetry);
   ~Checkpointer();
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
@@ -70,10 +72,10 @@ class Checkpointer {
  private:
   struct Job;
   void start_save(int64_t step, int64_t tokens, const LoaderState& loader);
-  bool poll(bool block);           // collective; true when no save is in flight any more
-  void copy_job(Job& job);         // background (async) : the state into staging
-  void wait_for_copy();            // training thread, before an update: until copy_job is done
-  void write_job(Job& job);        // background: this rank's file
+  bool poll(bool block);     // collective; true when no save is in flight any more
+  void copy_job(Job& job);   // background (async) : the state into staging
+  void wait_for_copy();      // training thread, before an update: until copy_job is done
+  void write_job(Job& job);  // background: this rank's file
   struct SaveTimes {
     double stall_s = 0;  // the training thread's: starting the save, waiting for the copy
     double copy_s = 0;   // export_state into staging
@@ -89,7 +91,9 @@ class Checkpointer {
   void record(const nlohmann::json& row);   // rank 0: <run_dir>/checkpoints.jsonl
   std::vector<std::string> all_gather_strings(const std::string& s);
   // Bytes of a staging (or resume) buffer: weights, first and second moments.
-  size_t staging_bytes() const { return static_cast<size_t>(3 * std::max<int64_t>(state_size_, 1)) * 4; }
+  size_t staging_bytes() const {
+    return static_cast<size_t>(3 * std::max<int64_t>(state_size_, 1)) * 4;
+  }
 
   struct Event {
     int64_t step;
@@ -109,7 +113,8 @@ class Checkpointer {
   int64_t state_size_ = 0;
   float* staging_ = nullptr;  // 3 × state_size_ floats (kCheckpoint), wiped after each write
   int64_t restarts_ = 0;
-  int copy_delay_ms_ = 0;  // FLUXTRAIN_CKPT_TEST_COPY_DELAY_MS: slow the background copy down (tests)
+  int copy_delay_ms_ =
+      0;  // FLUXTRAIN_CKPT_TEST_COPY_DELAY_MS: slow the background copy down (tests)
 
   // The save in flight (identical on every rank).
   bool in_flight_ = false;
@@ -127,6 +132,7 @@ class Checkpointer {
   std::deque<std::function<void()>> queue_;
   bool busy_ = false, stop_ = false;
   std::vector<Event> events_;  // from the worker, reported by the training thread
+  std::mutex record_mu_;       // checkpoints.jsonl
 };
 
 // Seconds since this process started (from /proc/self/stat).

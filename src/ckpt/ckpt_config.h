@@ -18,19 +18,21 @@ namespace ft {
 class ConfigBinder;
 
 struct CkptConfig {
-  int64_t interval = 0;         // save every N steps (and after the last step); 0 = never
-  int64_t keep = 3;             // committed checkpoints to keep (>= 1)
-  std::string dir;              // where step_<N>/ directories go; "" = <train.run_dir>/checkpoints
-  bool async = true;            // background writes (false: the training thread writes; benchmarks)
-  bool encrypt = false;         // AES-256-GCM over chunks
-  std::string key_file;         // file with the 256-bit key in hex; "" = FLUXTRAIN_CKPT_KEY
-  int64_t chunk_mb = 4;         // plaintext bytes per encrypted (and checksummed) chunk, in MiB
-  std::string resume;           // "" = fresh start, "auto" = newest valid checkpoint, or a path
+  int64_t interval = 0;  // save every N steps (and after the last step); 0 = never
+  int64_t keep = 3;      // committed checkpoints to keep (>= 1)
+  std::string dir;       // where step_<N>/ directories go; "" = <train.run_dir>/checkpoints
+  bool async = true;     // background writes (false: the training thread writes; benchmarks)
+  bool encrypt = false;  // AES-256-GCM over chunks
+  std::string key_file;  // file with the 256-bit key in hex; "" = FLUXTRAIN_CKPT_KEY
+  int64_t chunk_mb = 4;  // plaintext bytes per encrypted (and checksummed) chunk, in MiB
+  std::string resume;    // "" = fresh start, "auto" = newest valid checkpoint, or a path
 
   void bind(ConfigBinder& b);
   void validate() const;
   // The checkpoint root for a run directory.
-  std::string root(const std::string& run_dir) const { return dir.empty() ? run_dir + "/checkpoints" : dir; }
+  std::string root(const std::string& run_dir) const {
+    return dir.empty() ? run_dir + "/checkpoints" : dir;
+  }
 };
 
 }  // namespace ft

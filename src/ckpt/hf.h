@@ -4,7 +4,8 @@
 // rotate-half convention, so tensors are copied as they are — no permutation.
 //
 //   export_hf("runs/demo/checkpoints/step_00000300", "hf/demo", &key);
-//   Config c = import_hf("hf/demo", "ckpts/imported", base_config, nullptr);   // a step-0 checkpoint
+//   Config c = import_hf("hf/demo", "ckpts/imported", base_config, nullptr);   // a step-0
+//   checkpoint
 #pragma once
 
 #include <string>
@@ -21,7 +22,8 @@ void export_hf(const std::string& ckpt_dir, const std::string& out, const CkptKe
 // weights (model.safetensors, or the shards listed in model.safetensors.index.json; F32, BF16 or
 // F16), and writes a one-process checkpoint at step 0 with zero AdamW moments into out. `base`
 // gives every section but model.*; returns the config written into the checkpoint.
-Config import_hf(const std::string& hf_dir, const std::string& out, Config base, const CkptKey* key);
+Config import_hf(const std::string& hf_dir, const std::string& out, Config base,
+                 const CkptKey* key);
 
 // The HF config.json of a model (LlamaConfig fields).
 nlohmann::json hf_config_json(const ModelConfig& m);

@@ -10,9 +10,8 @@
 //   write_file_atomic(dir + "/manifest.json", m.to_json_text(&key));
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -31,20 +30,20 @@ constexpr int kCkptManifestVersion = 1;
 // the global tensor at split_offset along split_dim with shape local_shape; the piece is the
 // flat range [begin, end) of that block in row-major order (a ZeRO / data-parallel piece).
 struct PieceRecord {
-  int file = 0;               // index into CheckpointManifest::files
-  int split_dim = -1;         // -1: the local shard is the whole tensor
+  int file = 0;        // index into CheckpointManifest::files
+  int split_dim = -1;  // -1: the local shard is the whole tensor
   int64_t split_offset = 0;
   Shape local_shape;
   int64_t begin = 0, end = 0;  // flat range of the local shard
-  uint64_t offset = 0;        // byte offset in the file's payload: weights, then exp_avg, exp_avg_sq
+  uint64_t offset = 0;  // byte offset in the file's payload: weights, then exp_avg, exp_avg_sq
   uint64_t xxh3[3] = {0, 0, 0};  // XXH3-64 of the weights, exp_avg, exp_avg_sq bytes
   int64_t count() const { return end - begin; }
   uint64_t bytes() const { return static_cast<uint64_t>(count()) * 4; }  // of one of the three
 };
 
 struct TensorRecord {
-  std::string name;   // Hugging Face name
-  Shape shape;        // global shape
+  std::string name;  // Hugging Face name
+  Shape shape;       // global shape
   std::string dtype = "F32";
   std::vector<PieceRecord> pieces;
 };
@@ -59,8 +58,8 @@ struct FileRecord {
 struct CheckpointManifest {
   int version = kCkptManifestVersion;
   int64_t step = 0, tokens = 0, optimizer_steps = 0;
-  int64_t restarts = 0;         // times the run had been resumed when this was saved
-  bool has_loader = true;       // false for imported models (no data position to continue)
+  int64_t restarts = 0;    // times the run had been resumed when this was saved
+  bool has_loader = true;  // false for imported models (no data position to continue)
   LoaderState loader;
   uint64_t tokenizer_hash = 0;  // 0: none (synthetic data)
   int64_t world = 1, dp = 1, tp = 1, pp = 1, zero = 0;
@@ -68,7 +67,7 @@ struct CheckpointManifest {
   std::string created;           // UTC, ISO 8601
   nlohmann::json config;         // the run's config (Config::to_json)
   bool encrypted = false;
-  std::string key_id;            // CkptKey::id() of the key the files are encrypted with
+  std::string key_id;  // CkptKey::id() of the key the files are encrypted with
   uint32_t chunk_bytes = 4u << 20;
   std::vector<FileRecord> files;
   std::vector<TensorRecord> tensors;
@@ -80,7 +79,8 @@ struct CheckpointManifest {
   // Throws ft::Error("<name>: ...") for anything malformed, inconsistent (pieces that do not
   // tile their tensor, ranges outside a file) or failing its integrity check. An encrypted
   // manifest is only authenticated when `key` is given (inspect works without it).
-  static CheckpointManifest parse(const std::string& text, const std::string& name, const CkptKey* key);
+  static CheckpointManifest parse(const std::string& text, const std::string& name,
+                                  const CkptKey* key);
   static CheckpointManifest load(const std::string& dir, const CkptKey* key);
 };
 
@@ -88,6 +88,6 @@ struct CheckpointManifest {
 std::string step_dir_name(int64_t step);
 int64_t parse_step_dir_name(const std::string& name);
 std::string rank_file_name(int rank);  // "rank-00003.ftckpt"
-std::string utc_timestamp();          // "2025-01-31T12:00:00Z"
+std::string utc_timestamp();           // "2025-01-31T12:00:00Z"
 
 }  // namespace ft

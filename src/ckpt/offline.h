@@ -3,7 +3,8 @@
 // would have written under that layout, so the result resumes like any saved checkpoint.
 //
 //   Config target = config_from_json(src_manifest.config);  target.parallel.dp = 4; ...
-//   reshard_checkpoint("runs/a/checkpoints/step_00000100", "resharded/step_00000100", target, &key, false);
+//   reshard_checkpoint("runs/a/checkpoints/step_00000100", "resharded/step_00000100", target, &key,
+//   false);
 #pragma once
 
 #include <functional>
@@ -19,12 +20,15 @@
 namespace ft {
 
 // The parameter layout world rank `rank` holds under cfg — what the Trainer builds: its pipeline
-// stage's units, its tensor-parallel shard of them, padded to the dp size — and its state ranges (its ShardPlan piece of every unit).
+// stage's units, its tensor-parallel shard of them, padded to the dp size — and its state ranges
+// (its ShardPlan piece of every unit).
 ParamLayout rank_layout(const Config& cfg, int rank);
-std::vector<std::pair<int64_t, int64_t>> rank_state_ranges(const ParamLayout& layout, const Config& cfg, int rank);
+std::vector<std::pair<int64_t, int64_t>> rank_state_ranges(const ParamLayout& layout,
+                                                           const Config& cfg, int rank);
 
 // Fills a rank's compact state buffers (weights, exp_avg, exp_avg_sq; state_size floats each).
-using StateFiller = std::function<void(int rank, const std::vector<StatePiece>& pieces, float* w, float* m, float* v)>;
+using StateFiller = std::function<void(int rank, const std::vector<StatePiece>& pieces, float* w,
+                                       float* m, float* v)>;
 
 // Writes a complete checkpoint at `dir` (built in dir + ".tmp-<pid>", renamed when complete): one
 // rank file per world rank of cfg (replicated pieces once), then the manifest. `m` carries the
@@ -34,7 +38,7 @@ void write_offline_checkpoint(const std::string& dir, CheckpointManifest m, cons
                               const StateFiller& fill, const CkptKey* key, uint32_t chunk_bytes);
 
 // Rewrites the checkpoint at src under target's layout (parallel.*) into dir.
-void reshard_checkpoint(const std::string& src, const std::string& dir, const Config& target, const CkptKey* key,
-                        bool encrypt_output);
+void reshard_checkpoint(const std::string& src, const std::string& dir, const Config& target,
+                        const CkptKey* key, bool encrypt_output);
 
 }  // namespace ft

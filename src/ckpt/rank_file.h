@@ -5,7 +5,8 @@
 //
 //   RankFileWriter w(dir + "/rank-00000.ftckpt", step, rank, payload_bytes, chunk_bytes, &key);
 //   w.write(bytes, n); ...            // exactly payload_bytes in total, in order
-//   uint64_t size = w.commit();       // fsync + rename; a destroyed uncommitted writer leaves nothing
+//   uint64_t size = w.commit();       // fsync + rename; a destroyed uncommitted writer leaves
+//   nothing
 //
 //   RankFileReader r(dir, manifest, file_index, &key);   // checks the header against the manifest
 //   r.read(offset, n, dst);                              // decrypts and authenticates the chunks
@@ -26,8 +27,8 @@ constexpr size_t kRankHeaderBytes = 64;
 class RankFileWriter {
  public:
   // key == nullptr or empty: plaintext.
-  RankFileWriter(const std::string& path, int64_t step, int rank, uint64_t payload_bytes, uint32_t chunk_bytes,
-                 const CkptKey* key);
+  RankFileWriter(const std::string& path, int64_t step, int rank, uint64_t payload_bytes,
+                 uint32_t chunk_bytes, const CkptKey* key);
   ~RankFileWriter();
   void write(const void* data, size_t n);
   uint64_t commit();  // returns the file's size
@@ -44,7 +45,7 @@ class RankFileWriter {
   uint8_t* plain_ = nullptr;  // encryption: the chunk being filled (kCheckpoint memory, wiped)
   uint8_t* sealed_ = nullptr;
   size_t fill_ = 0;
-  int delay_ms_ = 0;          // FLUXTRAIN_CKPT_TEST_DELAY_MS: slow writes down (fault tests)
+  int delay_ms_ = 0;  // FLUXTRAIN_CKPT_TEST_DELAY_MS: slow writes down (fault tests)
 };
 
 class RankFileReader {

@@ -1,9 +1,8 @@
 #include "ckpt/state_io.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "data/checksum.h"
 #include "tensor/memory.h"
@@ -24,8 +23,9 @@ const char* kWhich[3] = {"weights", "exp_avg", "exp_avg_sq"};
 
 }  // namespace
 
-FileRecord write_rank_file(const std::string& dir, int64_t step, int rank, const std::vector<StatePiece>& owned,
-                           const float* w, const float* m, const float* v, uint32_t chunk_bytes, const CkptKey* key,
+FileRecord write_rank_file(const std::string& dir, int64_t step, int rank,
+                           const std::vector<StatePiece>& owned, const float* w, const float* m,
+                           const float* v, uint32_t chunk_bytes, const CkptKey* key,
                            std::vector<PieceRecord>* records) {
   FileRecord f;
   f.name = rank_file_name(rank);
@@ -54,7 +54,8 @@ FileRecord write_rank_file(const std::string& dir, int64_t step, int rank, const
   return f;
 }
 
-void add_file_to_manifest(CheckpointManifest& m, const FileRecord& f, const std::vector<StatePiece>& owned,
+void add_file_to_manifest(CheckpointManifest& m, const FileRecord& f,
+                          const std::vector<StatePiece>& owned,
                           const std::vector<PieceRecord>& records) {
   FT_CHECK(owned.size() == records.size(), "pieces and records differ");
   const int index = static_cast<int>(m.files.size());
@@ -88,15 +89,18 @@ std::string pieces_to_json(const FileRecord& f, const std::vector<StatePiece>& o
                       {"offset", r.offset},
                       {"xxh3", {r.xxh3[0], r.xxh3[1], r.xxh3[2]}}});
   }
-  json j = {{"name", f.name}, {"rank", f.rank}, {"payload_bytes", f.payload_bytes}, {"file_bytes", f.file_bytes},
+  json j = {{"name", f.name},
+            {"rank", f.rank},
+            {"payload_bytes", f.payload_bytes},
+            {"file_bytes", f.file_bytes},
             {"pieces", std::move(pieces)}};
   return j.dump();
 }
 
 void add_json_file_to_manifest(CheckpointManifest& m, const std::string& text) {
   json j = json::parse(text);
-  FileRecord f{j["name"].get<std::string>(), j["rank"].get<int>(), j["payload_bytes"].get<uint64_t>(),
-               j["file_bytes"].get<uint64_t>()};
+  FileRecord f{j["name"].get<std::string>(), j["rank"].get<int>(),
+               j["payload_bytes"].get<uint64_t>(), j["file_bytes"].get<uint64_t>()};
   const int index = static_cast<int>(m.files.size());
   m.files.push_back(f);
   for (const json& p : j["pieces"]) {
@@ -145,9 +149,10 @@ const std::vector<float>& CheckpointReader::piece_data(const TensorRecord& t, si
   for (int c = 0; c < 3; ++c) {
     if (xxh3_64(data.data() + c * p.count(), p.bytes()) != p.xxh3[c]) {
       wipe(data);
-      throw Error(fmt::format("{}: the {} of {} (elements [{}, {}) of its shard) fail their checksum", r.path(), kWhich[c],
-                              t.name, p.begin, p.end),
-                  "the checkpoint is damaged; resume from an older one (--resume auto skips it)");
+      throw Error(
+          fmt::format("{}: the {} of {} (elements [{}, {}) of its shard) fail their checksum",
+                      r.path(), kWhich[c], t.name, p.begin, p.end),
+          "the checkpoint is damaged; resume from an older one (--resume auto skips it)");
     }
   }
   return cache_.emplace(k, std::move(data)).first->second;
@@ -162,20 +167,24 @@ void CheckpointReader::fill_tensor(const TensorRecord& t, const std::vector<Targ
       const PieceRecord& p = t.pieces[k];
       Block s = Block::of(t.shape, p.split_dim, p.split_offset, p.local_shape);
       // Count first (no read) so only the pieces that overlap are read.
-      int64_t n = for_each_overlap(d.block, d.begin, d.end, s, p.begin, p.end, [](int64_t, int64_t, int64_t) {});
+      int64_t n = for_each_overlap(d.block, d.begin, d.end, s, p.begin, p.end,
+                                   [](int64_t, int64_t, int64_t) {});
       if (n == 0) continue;
       const std::vector<float>& src = piece_data(t, k);
-      for_each_overlap(d.block, d.begin, d.end, s, p.begin, p.end, [&](int64_t di, int64_t si, int64_t count) {
-        for (int c = 0; c < 3; ++c)
-          if (d.dst[c])
-            std::memcpy(d.dst[c] + di, src.data() + c * p.count() + si, static_cast<size_t>(count) * 4);
-      });
+      for_each_overlap(d.block, d.begin, d.end, s, p.begin, p.end,
+                       [&](int64_t di, int64_t si, int64_t count) {
+                         for (int c = 0; c < 3; ++c)
+                           if (d.dst[c])
+                             std::memcpy(d.dst[c] + di, src.data() + c * p.count() + si,
+                                         static_cast<size_t>(count) * 4);
+                       });
       filled += n;
     }
     if (filled != d.end - d.begin)
-      throw Error(fmt::format("{}: the checkpoint's pieces of {} cover {} of the {} elements needed", dir_, t.name, filled,
-                              d.end - d.begin),
-                  "the checkpoint is damaged or incomplete");
+      throw Error(
+          fmt::format("{}: the checkpoint's pieces of {} cover {} of the {} elements needed", dir_,
+                      t.name, filled, d.end - d.begin),
+          "the checkpoint is damaged or incomplete");
   }
   for (auto& [k, v] : cache_) wipe(v);
   cache_.clear();
@@ -188,15 +197,22 @@ void CheckpointReader::fill(const std::vector<StatePiece>& pieces, float* w, flo
     const ParamSpec& s = *p.spec;
     const TensorRecord* t = m_.find(s.name);
     if (!t)
-      throw Error(fmt::format("{}: the checkpoint has no tensor {}: it was saved from another model", dir_, s.name),
-                  "resume with the model.* settings of the checkpoint's config (fluxtrain ckpt inspect shows them)");
+      throw Error(
+          fmt::format("{}: the checkpoint has no tensor {}: it was saved from another model", dir_,
+                      s.name),
+          "resume with the model.* settings of the checkpoint's config (fluxtrain ckpt inspect "
+          "shows them)");
     if (t->shape != s.global_shape)
-      throw Error(fmt::format("{}: {} has shape {} in the checkpoint, the model needs {}", dir_, s.name,
-                              shape_str(t->shape), shape_str(s.global_shape)),
-                  "resume with the model.* settings of the checkpoint's config (fluxtrain ckpt inspect shows them)");
+      throw Error(fmt::format("{}: {} has shape {} in the checkpoint, the model needs {}", dir_,
+                              s.name, shape_str(t->shape), shape_str(s.global_shape)),
+                  "resume with the model.* settings of the checkpoint's config (fluxtrain ckpt "
+                  "inspect shows them)");
     if (!by_name.count(s.name)) order.push_back(s.name);
-    by_name[s.name].push_back({p.block(), p.begin, p.end,
-                               {w ? w + p.compact : nullptr, m ? m + p.compact : nullptr, v ? v + p.compact : nullptr}});
+    by_name[s.name].push_back(
+        {p.block(),
+         p.begin,
+         p.end,
+         {w ? w + p.compact : nullptr, m ? m + p.compact : nullptr, v ? v + p.compact : nullptr}});
   }
   for (const std::string& name : order) fill_tensor(*m_.find(name), by_name[name]);
 }
@@ -205,7 +221,8 @@ std::vector<float> CheckpointReader::tensor(const std::string& name, int which) 
   const TensorRecord* t = m_.find(name);
   if (!t) throw Error(fmt::format("{}: the checkpoint has no tensor {}", dir_, name));
   std::vector<float> out(static_cast<size_t>(shape_numel(t->shape)));
-  Target d{Block::of(t->shape, -1, 0, t->shape), 0, shape_numel(t->shape), {nullptr, nullptr, nullptr}};
+  Target d{
+      Block::of(t->shape, -1, 0, t->shape), 0, shape_numel(t->shape), {nullptr, nullptr, nullptr}};
   d.dst[which] = out.data();
   fill_tensor(*t, {d});
   return out;

@@ -57,8 +57,9 @@ struct Reference {
 };
 
 Config config(int dp, int pp, int zero) {
-  return load_config("", {"train.batch_size=8", fmt::format("parallel.dp={}", dp), fmt::format("parallel.pp={}", pp),
-                          fmt::format("parallel.zero={}", zero)});
+  return load_config("",
+                     {"train.batch_size=8", fmt::format("parallel.dp={}", dp),
+                      fmt::format("parallel.pp={}", pp), fmt::format("parallel.zero={}", zero)});
 }
 
 CheckpointManifest base_manifest(int64_t step) {
@@ -105,10 +106,12 @@ TEST(CkptFormat, RoundTripPlainAndEncrypted) {
   ModelConfig mc;
   Reference ref(mc);
   std::string root = scratch("roundtrip");
-  write_offline_checkpoint(root + "/plain", base_manifest(3), config(1, 1, 0), ref.filler(), nullptr, 4096);
+  write_offline_checkpoint(root + "/plain", base_manifest(3), config(1, 1, 0), ref.filler(),
+                           nullptr, 4096);
   expect_equal_to_reference(root + "/plain", ref, nullptr);
   CkptKey key = CkptKey::from_hex(kKeyHex, "test");
-  write_offline_checkpoint(root + "/enc", base_manifest(3), config(1, 1, 0), ref.filler(), &key, 4096);
+  write_offline_checkpoint(root + "/enc", base_manifest(3), config(1, 1, 0), ref.filler(), &key,
+                           4096);
   expect_equal_to_reference(root + "/enc", ref, &key);
   CheckpointManifest m = CheckpointManifest::load(root + "/enc", &key);
   EXPECT_TRUE(m.encrypted);
@@ -130,7 +133,8 @@ TEST(CkptFormat, ReshardBetweenLayoutsKeepsEveryValue) {
   EXPECT_EQ(ma.files.size(), 4u);
   expect_equal_to_reference(root + "/a", ref, nullptr);
   for (Config target : {config(4, 1, 3), config(1, 1, 0), config(2, 1, 2), config(1, 2, 0)}) {
-    std::string out = fmt::format("{}/dp{}pp{}z{}", root, target.parallel.dp, target.parallel.pp, target.parallel.zero);
+    std::string out = fmt::format("{}/dp{}pp{}z{}", root, target.parallel.dp, target.parallel.pp,
+                                  target.parallel.zero);
     reshard_checkpoint(root + "/a", out, target, nullptr, false);
     expect_equal_to_reference(out, ref, nullptr);
     // Each target rank's own pieces, filled from the source layout, are the reference values.
@@ -143,8 +147,10 @@ TEST(CkptFormat, ReshardBetweenLayoutsKeepsEveryValue) {
       r.fill(pieces, w.data(), m.data(), v.data());
       for (const StatePiece& p : pieces)
         for (int64_t i = 0; i < p.count(); ++i) {
-          ASSERT_EQ(w[static_cast<size_t>(p.compact + i)], ref.t[0].at(p.spec->name)[static_cast<size_t>(p.begin + i)]);
-          ASSERT_EQ(v[static_cast<size_t>(p.compact + i)], ref.t[2].at(p.spec->name)[static_cast<size_t>(p.begin + i)]);
+          ASSERT_EQ(w[static_cast<size_t>(p.compact + i)],
+                    ref.t[0].at(p.spec->name)[static_cast<size_t>(p.begin + i)]);
+          ASSERT_EQ(v[static_cast<size_t>(p.compact + i)],
+                    ref.t[2].at(p.spec->name)[static_cast<size_t>(p.begin + i)]);
         }
     }
   }
@@ -157,7 +163,8 @@ TEST(CkptFormat, DamageIsReportedNamingTheFile) {
   std::string root = scratch("damage");
   auto fresh = [&](const std::string& name, bool enc) {
     std::string d = root + "/" + name;
-    write_offline_checkpoint(d, base_manifest(7), config(2, 1, 1), ref.filler(), enc ? &key : nullptr, 4096);
+    write_offline_checkpoint(d, base_manifest(7), config(2, 1, 1), ref.filler(),
+                             enc ? &key : nullptr, 4096);
     return d;
   };
   // A flipped bit in an encrypted chunk: the tag fails.
@@ -188,7 +195,8 @@ TEST(CkptFormat, DamageIsReportedNamingTheFile) {
   std::string other = root + "/other";
   write_offline_checkpoint(other, base_manifest(8), config(2, 1, 1), ref.filler(), &key, 4096);
   d = fresh("step", true);
-  fs::copy_file(other + "/rank-00001.ftckpt", d + "/rank-00001.ftckpt", fs::copy_options::overwrite_existing);
+  fs::copy_file(other + "/rank-00001.ftckpt", d + "/rank-00001.ftckpt",
+                fs::copy_options::overwrite_existing);
   p = first_problem(d, &key);
   EXPECT_NE(p.find("rank-00001.ftckpt: holds step 8"), std::string::npos) << p;
   // The wrong key.

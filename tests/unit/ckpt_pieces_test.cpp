@@ -12,7 +12,9 @@ namespace ft {
 namespace {
 
 // Global (row, col) of flat index i of block b.
-std::pair<int64_t, int64_t> global_of(const Block& b, int64_t i) { return {b.r0 + i / b.cols, b.c0 + i % b.cols}; }
+std::pair<int64_t, int64_t> global_of(const Block& b, int64_t i) {
+  return {b.r0 + i / b.cols, b.c0 + i % b.cols};
+}
 
 struct Random {
   std::mt19937_64 g{42};
@@ -102,7 +104,8 @@ TEST(CkptPieces, StatePiecesFollowTheRanges) {
   // Every parameter element of the ranges is in exactly one piece (padding is not).
   int64_t params = 0;
   for (auto [b, e] : ranges)
-    for (const ParamSpec& s : l.specs()) params += std::max<int64_t>(0, std::min(e, s.offset + s.numel()) - std::max(b, s.offset));
+    for (const ParamSpec& s : l.specs())
+      params += std::max<int64_t>(0, std::min(e, s.offset + s.numel()) - std::max(b, s.offset));
   EXPECT_EQ(covered, params);
 }
 
