@@ -17,6 +17,9 @@ PACKAGES=(
   python3 python3-torch python3-numpy python3-venv python3-pip
   # monitoring tests: promtool (alert-rule tests) and a real Prometheus server to scrape us
   prometheus
+  # fault tolerance: a real Slurm (controller, node daemon, clients) and munge for the Slurm test;
+  # YAML for the static check of the Kubernetes manifests
+  slurmctld slurmd slurm-client munge python3-yaml
   # built-in corpus: English and Russian manual pages, rendered by groff
   manpages manpages-dev manpages-ru man-db groff-base
 )

@@ -276,6 +276,7 @@ int run_plan(int argc, char** argv) {
     spec.recompute = l.recompute;
     spec.precision = l.precision;
     spec.zero = l.zero;
+    spec.sequence_parallel = l.sequence_parallel;  // the config's, not the planner's default
   } else {
     job.model = ft::model_preset(model.empty() ? "llama2-7b" : model);
     job.seq_len = std::min<int64_t>(2048, job.model.max_seq_len);

@@ -3,9 +3,13 @@
 
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/command.h"
 #include "config/config.h"
 #include "dist/job.h"
+#include "dryrun/dry_run.h"
+#include "fault/exit_codes.h"
 #include "train/trainer.h"
 #include "util/log.h"
 
@@ -22,10 +26,26 @@ int run_train(int argc, char** argv) {
   app.add_option("--nproc", nproc, "start N ranks on this machine with mpirun");
   app.add_option("--resume", resume,
                  "resume from a checkpoint: 'auto' (the newest valid one under ckpt.dir) or a path (ckpt.resume)");
+  bool dry = false, json = false;
+  int64_t world_size = 0;
+  std::string gpu = "a100-80gb";
+  app.add_flag("--dry-run", dry, "plan every rank in this one process (mesh, schedule, shard plans, memory, "
+                                 "communication per step) without allocating the model or starting ranks");
+  app.add_option("--world-size", world_size, "with --dry-run: the ranks to plan (default: parallel.dp × tp × pp)");
+  app.add_option("--gpu", gpu, "with --dry-run: the device whose memory accounting to use (fluxtrain plan's "
+                               "catalog; 'cpu' = this machine's trainer)")->capture_default_str();
+  app.add_flag("--json", json, "with --dry-run: print JSON");
   CLI11_PARSE(app, argc, argv);
   if (!run_dir.empty()) sets.push_back("train.run_dir=\"" + run_dir + "\"");
   if (!resume.empty()) sets.push_back("ckpt.resume=\"" + resume + "\"");
   ft::Config cfg = ft::load_config(config_path, sets);  // errors show before any rank starts
+  if (dry) {
+    ft::DryRun d = ft::dry_run(cfg, world_size > 0 ? world_size : cfg.parallel.world_size(), ft::plan::find_gpu(gpu));
+    if (json) fmt::print("{}\n", ft::dry_run_json(d).dump(2));
+    else fmt::print("{}", ft::format_dry_run(d));
+    return 0;
+  }
+  if (world_size > 0) throw ft::Error("--world-size is for --dry-run", "start ranks with --nproc N or mpirun");
 
   if (nproc > 0) {
     std::vector<std::string> args = {"/proc/self/exe"};
@@ -47,7 +67,8 @@ int run_train(int argc, char** argv) {
     if (!job.multi_rank()) throw;
     // One rank's error must not leave the others waiting: report and stop the whole job.
     ft::log_error("{}{}{}", e.what(), e.hint().empty() ? "" : "\nhint: ", e.hint());
-    job.abort(2);
+    // A communication failure (a peer died or hangs) is worth a restart; other errors are not.
+    job.abort(dynamic_cast<const ft::CommError*>(&e) ? ft::kExitCommFailure : ft::kExitError);
   }
   return 0;
 }

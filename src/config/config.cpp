@@ -21,6 +21,7 @@ void Config::bind(ConfigBinder& b) {
   data.bind(b);
   parallel.bind(b);
   metrics.bind(b);
+  fault.bind(b);
   ckpt.bind(b);
 }
 
@@ -31,6 +32,7 @@ void Config::validate() const {
   data.validate();
   parallel.validate();
   metrics.validate();
+  fault.validate();
   ckpt.validate();
   // Across sections (errors before any rank starts): the model must split over the
   // tensor-parallel ranks, the batch into micro-batches (and, with sequence parallelism, their
@@ -120,6 +122,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   cfg.bind(b);
   for (auto& [k, v] : file_kv) b.set(k, v, path);
   for (auto& [k, v] : set_kv) b.set(k, v, "--set");
+  if (cfg.fault.collective_timeout_s > 0) cfg.parallel.collective_timeout_s = cfg.fault.collective_timeout_s;
   cfg.validate();
   return cfg;
 }

@@ -15,6 +15,7 @@
 #include "ckpt/ckpt_config.h"
 #include "data/data_config.h"
 #include "dist/parallel_config.h"
+#include "fault/fault_config.h"
 #include "model/model_config.h"
 #include "obs/metrics_config.h"
 #include "train/train_config.h"
@@ -30,6 +31,7 @@ struct Config {
   DataConfig data;
   ParallelConfig parallel;
   MetricsConfig metrics;
+  FaultConfig fault;
   CkptConfig ckpt;
 
   void bind(ConfigBinder& b);

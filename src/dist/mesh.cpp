@@ -52,6 +52,26 @@ Mesh Mesh::create_mpi(const ParallelConfig& p, int world_rank, int world_size, c
   return m;
 }
 
+Mesh Mesh::create_with(const ParallelConfig& p, int world_rank, const CommFactory& make) {
+  validate(p, p.world_size());
+  Mesh m;
+  m.p_ = p;
+  m.world_rank_ = world_rank;
+  m.coord_ = coord_of(p, world_rank);
+  const MeshCoord c = m.coord_;
+  auto rank_of = [&](int64_t pp, int64_t dp, int64_t tp) { return static_cast<int>((pp * p.dp + dp) * p.tp + tp); };
+  std::vector<int> world, tp, dp, pp;
+  for (int r = 0; r < p.world_size(); ++r) world.push_back(r);
+  for (int64_t i = 0; i < p.tp; ++i) tp.push_back(rank_of(c.pp, c.dp, i));
+  for (int64_t i = 0; i < p.dp; ++i) dp.push_back(rank_of(c.pp, i, c.tp));
+  for (int64_t i = 0; i < p.pp; ++i) pp.push_back(rank_of(i, c.dp, c.tp));
+  m.world_ = make("world", world, world_rank);
+  m.tp_ = make("tp", tp, static_cast<int>(c.tp));
+  m.dp_ = make("dp", dp, static_cast<int>(c.dp));
+  m.pp_ = make("pp", pp, static_cast<int>(c.pp));
+  return m;
+}
+
 std::string Mesh::describe() const {
   return fmt::format("rank {} = (pp {}, dp {}, tp {}) of pp{} × dp{} × tp{}", world_rank_, coord_.pp, coord_.dp,
                      coord_.tp, p_.pp, p_.dp, p_.tp);

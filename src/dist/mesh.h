@@ -9,8 +9,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dist/comm.h"
 #include "dist/parallel_config.h"
@@ -27,6 +29,12 @@ class Mesh {
   static Mesh single();
   // Over MPI: splits the world into the three axes. world_size must equal dp · tp · pp.
   static Mesh create_mpi(const ParallelConfig& p, int world_rank, int world_size, const std::string& board_dir);
+  // Without a transport (`fluxtrain train --dry-run`: one process stands in for every rank): the
+  // same groups, each communicator made by make(axis name, the group's world ranks in axis
+  // order, this rank's index among them).
+  using CommFactory =
+      std::function<std::shared_ptr<Communicator>(const std::string&, const std::vector<int>&, int)>;
+  static Mesh create_with(const ParallelConfig& p, int world_rank, const CommFactory& make);
 
   // Throws ft::Error listing the degrees when their product is not the world size.
   static void validate(const ParallelConfig& p, int64_t world_size);

@@ -54,6 +54,13 @@ inline constexpr MetricDef kSkippedSteps{"fluxtrain_skipped_steps_total", T::kCo
     "Steps whose update was skipped (non-finite gradients or a loss spike).", ""};
 inline constexpr MetricDef kRestarts{"fluxtrain_restarts_total", T::kCounter,
     "Times this run was resumed from a checkpoint.", ""};
+inline constexpr MetricDef kGuardEvents{"fluxtrain_guard_events_total", T::kCounter,
+    "Steps the training guards acted on, by reason: nan_loss, inf_loss, nan_grad_norm, inf_grad_norm, "
+    "loss_spike, grad_norm_spike.", "reason"};
+inline constexpr MetricDef kRollbacks{"fluxtrain_rollbacks_total", T::kCounter,
+    "Rollbacks to the last checkpoint after repeated loss spikes (the data window that caused them is skipped).", ""};
+inline constexpr MetricDef kRecovery{"fluxtrain_recovery_seconds", T::kGauge,
+    "Seconds from the supervisor detecting the last failure to the first training step after the restart.", ""};
 
 // Communication, per collective.
 inline constexpr MetricDef kCommBytes{"fluxtrain_comm_bytes_total", T::kCounter,
@@ -116,6 +123,7 @@ inline constexpr const MetricDef* kAllMetrics[] = {
     &metric::kLastStepTime, &metric::kStepDuration, &metric::kTokens, &metric::kTokensPerSecond,
     &metric::kLoss, &metric::kValLoss, &metric::kValBpc, &metric::kGradNorm, &metric::kLearningRate,
     &metric::kMfu, &metric::kDataWait, &metric::kLossScale, &metric::kSkippedSteps, &metric::kRestarts,
+    &metric::kGuardEvents, &metric::kRollbacks, &metric::kRecovery,
     &metric::kCommBytes, &metric::kCommSeconds, &metric::kCommOps,
     &metric::kCkptDuration, &metric::kCkptLastSuccess, &metric::kCkptStep, &metric::kCkptInterval,
     &metric::kCkptFailures,

@@ -132,7 +132,7 @@ Layout layout_for_run(const Config& cfg) {
   l.micro_batch = cfg.train.micro_batch_size > 0 ? cfg.train.micro_batch_size : per_replica;
   l.recompute = cfg.model.recompute == Recompute::kFull ? ActRecompute::kFull : ActRecompute::kNone;
   l.precision = cfg.train.precision == ft::Precision::kBF16 ? Precision::kBf16 : Precision::kFp32;
-  l.sequence_parallel = false;
+  l.sequence_parallel = cfg.parallel.sequence_parallel && cfg.parallel.tp > 1;
   return l;
 }
 

@@ -40,6 +40,15 @@ double micro_batches_in_flight(const Job& job, const Layout& l) {
   return std::min(p, m) * (l.vp > 1 ? interleave : 1.0);
 }
 
+double micro_batches_in_flight(const Job& job, const Layout& l, int64_t stage) {
+  if (stage == 0) return micro_batches_in_flight(job, l);
+  if (stage >= l.pp - 1) return 1;
+  const double m = static_cast<double>(micro_batches_per_step(job, l));
+  const double p = static_cast<double>(l.pp);
+  const double interleave = 1.0 + (p - 1) / (p * static_cast<double>(l.vp));
+  return std::min(p - static_cast<double>(stage), m) * (l.vp > 1 ? interleave : 1.0);
+}
+
 namespace {
 
 // This machine: what the trainer allocates (docs/planner.md, "CPU"), per category.
@@ -53,7 +62,8 @@ namespace {
 //   workspace   the RoPE tables (max_seq_len x head_dim/2, cos and sin)
 //   communication ZeRO-3: gathered units (the current one and the prefetched next)
 // Tensor and pipeline parallelism split the model as on GPUs (rank_params).
-MemoryBreakdown cpu_memory(const Job& job, const Layout& l) {
+MemoryBreakdown cpu_memory(const Job& job, const Layout& l, int64_t stage) {
+  const bool first = stage == 0, last = stage == l.pp - 1;
   const ModelConfig& m = job.model;
   constexpr double kF32 = 4;
   const int64_t shards = l.dp * l.cp;
@@ -63,7 +73,7 @@ MemoryBreakdown cpu_memory(const Job& job, const Layout& l) {
   for (int u = 0; u < layout.num_units(); ++u)
     max_unit = std::max(max_unit, static_cast<double>(layout.unit_size(u)));
   if (l.tp > 1 || l.pp > 1) {
-    arena = static_cast<double>(rank_params(m, l.tp, l.pp, true, l.pp == 1));
+    arena = static_cast<double>(rank_params(m, l.tp, l.pp, first, last));
     max_unit /= static_cast<double>(l.tp);
   }
   const double shard = arena / static_cast<double>(shards);
@@ -81,15 +91,15 @@ MemoryBreakdown cpu_memory(const Job& job, const Layout& l) {
                                    scratch_activation_bytes(m, B, T));
   if (l.pp > 1 || l.tp > 1) {
     // Per stage: its blocks only; tensor parallelism splits heads and ffn (C-sized replicated).
-    ModelConfig stage = m;
-    stage.n_layers = layers_per_stage(m, l.pp);
-    stage.n_heads = std::max<int64_t>(1, m.n_heads / l.tp);
-    stage.n_kv_heads = std::max<int64_t>(1, m.n_kv_heads / l.tp);
-    stage.ffn_dim = m.ffn_dim / l.tp;
-    stage.dim = m.dim;
-    act = static_cast<double>(kept_activation_bytes(stage, B, T, chunk, recompute) +
-                              scratch_activation_bytes(stage, B, T)) *
-          micro_batches_in_flight(job, l);
+    ModelConfig part = m;
+    part.n_layers = layers_per_stage(m, l.pp);
+    part.n_heads = std::max<int64_t>(1, m.n_heads / l.tp);
+    part.n_kv_heads = std::max<int64_t>(1, m.n_kv_heads / l.tp);
+    part.ffn_dim = m.ffn_dim / l.tp;
+    part.dim = m.dim;
+    act = static_cast<double>(kept_activation_bytes(part, B, T, chunk, recompute) +
+                              scratch_activation_bytes(part, B, T)) *
+          micro_batches_in_flight(job, l, stage);
   }
   out.activations = act;
   out.workspace =
@@ -101,7 +111,8 @@ MemoryBreakdown cpu_memory(const Job& job, const Layout& l) {
   return out;
 }
 
-MemoryBreakdown gpu_stage_memory(const Job& job, const Layout& l, bool first, bool last) {
+MemoryBreakdown gpu_stage_memory(const Job& job, const Layout& l, int64_t stage) {
+  const bool first = stage == 0, last = stage == l.pp - 1;
   const ModelConfig& m = job.model;
   const StateBytes sb = state_bytes_per_param(l.precision);
   const double act_scale = l.precision == Precision::kFp32 ? 2.0 : 1.0;  // 4-byte activations
@@ -115,7 +126,7 @@ MemoryBreakdown gpu_stage_memory(const Job& job, const Layout& l, bool first, bo
   const double tokens = static_cast<double>(l.micro_batch * job.seq_len / l.cp);
   const bool sp = l.sequence_parallel && l.tp > 1;
   const double layers = static_cast<double>(layers_per_stage(m, l.pp));
-  const double in_flight = first ? micro_batches_in_flight(job, l) : 1.0;
+  const double in_flight = micro_batches_in_flight(job, l, stage);
   const double per_layer =
       gpu_layer_activation_bytes(m, tokens, job.seq_len, l.tp, sp, l.recompute, l.flash_attention);
   double act = per_layer * layers * in_flight;
@@ -143,11 +154,16 @@ MemoryBreakdown gpu_stage_memory(const Job& job, const Layout& l, bool first, bo
 
 }  // namespace
 
+MemoryBreakdown estimate_stage_memory(const Job& job, const Layout& l, int64_t stage) {
+  return job.gpu.is_cpu ? cpu_memory(job, l, stage) : gpu_stage_memory(job, l, stage);
+}
+
 MemoryBreakdown estimate_memory(const Job& job, const Layout& l) {
-  if (job.gpu.is_cpu) return cpu_memory(job, l);
-  if (l.pp == 1) return gpu_stage_memory(job, l, true, true);
-  MemoryBreakdown first = gpu_stage_memory(job, l, true, false);
-  MemoryBreakdown last = gpu_stage_memory(job, l, false, true);
+  // The first stage holds the most micro-batches' activations, the last the LM head's logits;
+  // the stages in between hold less than the first.
+  MemoryBreakdown first = estimate_stage_memory(job, l, 0);
+  if (l.pp == 1) return first;
+  MemoryBreakdown last = estimate_stage_memory(job, l, l.pp - 1);
   return first.total() >= last.total() ? first : last;
 }
 

@@ -45,7 +45,16 @@ StateBytes state_bytes_per_param(Precision p);
 // pipelining, min(pp, m) under 1F1B, times (1 + (pp-1)/(pp·vp)) under interleaving
 // (Korthikanti et al. 2022, Sec. 4.2.3); m = micro-batches per step.
 double micro_batches_in_flight(const Job& job, const Layout& l);
+// The same for pipeline stage `stage`: the first stage as above, the last 1, stage s in between
+// min(pp − s, m) (times the interleaving factor) — what 1F1B keeps on it.
+double micro_batches_in_flight(const Job& job, const Layout& l, int64_t stage);
 
+// The largest of the stages' memory (estimate_stage_memory): what every rank must fit.
 MemoryBreakdown estimate_memory(const Job& job, const Layout& l);
+// One rank of pipeline stage `stage` (0 ≤ stage < pp): its share of the parameters (the first
+// stage holds the embedding, the last the final norm and the LM head) and the activations of
+// its layers for the micro-batches in flight on it. Ranks of one stage need the same memory.
+// `fluxtrain train --dry-run` prints this for every rank.
+MemoryBreakdown estimate_stage_memory(const Job& job, const Layout& l, int64_t stage);
 
 }  // namespace ft::plan

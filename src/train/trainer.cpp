@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "ckpt/checkpointer.h"
+#include "fault/training_faults.h"
 #include "kernels/peak.h"
 #include "model/activation_sizes.h"
 #include "obs/progress.h"
@@ -86,6 +87,9 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
                      .tp = static_cast<int>(mesh_.coord().tp), .pp = static_cast<int>(mesh_.coord().pp)};
   telemetry_ = std::make_unique<obs::Telemetry>(cfg_.metrics, rank, t.run_dir, t.steps);
   if (rank0) progress_ = std::make_unique<obs::ProgressLine>(t.steps, t.log_interval);
+  faults_ = std::make_unique<TrainingFaults>(cfg_.fault, t.run_dir, mesh_.world_rank(), dp_rank, local_batch_,
+                                             &telemetry_->registry());
+  if (faults_->restarts() > 0) telemetry_->set_restarts(faults_->restarts());
   flops_per_token_ = cfg_.model.train_flops_per_token(t.seq_len);
   // MFU's denominator: this machine's GEMM peak at this rank's threads and precision, measured
   // once (by rank 0, while the others wait) and recorded in the peak file (kernels/peak.h).
@@ -120,8 +124,8 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
 
 Trainer::~Trainer() = default;
 
-double Trainer::forward_backward_micro_batches(const Batch& batch) {
-  const float grad_scale = 1.0f / static_cast<float>(cfg_.train.batch_size * cfg_.train.seq_len);
+double Trainer::forward_backward_micro_batches(const Batch& batch, float grad_factor) {
+  const float grad_scale = grad_factor / static_cast<float>(cfg_.train.batch_size * cfg_.train.seq_len);
   if (pipeline_) return pipeline_->train(batch.tokens.data(), grad_scale);  // the stage's schedule
   double loss_sum = 0;
   for (int64_t mb = 0; mb < micro_batches_; ++mb) {
@@ -157,21 +161,26 @@ StepStats Trainer::step() {
   const double tokens_per_step = static_cast<double>(cfg_.train.batch_size * cfg_.train.seq_len);
   StepStats s;
   s.lr = schedule_.at(step_);
+  const int64_t first_sample = train_data_->state().next_sample;
   Batch batch = train_data_->next();
   s.data_wait_s = now_seconds() - t0;
+  faults_->record_samples(step_ + 1, first_sample);
+  const InjectedFault inject = faults_->injection(first_sample, cfg_.train.batch_size);  // tests only
 
   engine_->begin_step(static_cast<int>(micro_batches_));
-  double loss_sum = forward_backward_micro_batches(batch);
+  double loss_sum = forward_backward_micro_batches(batch, inject.grad_factor) * inject.loss_factor;
   auto [global_loss_sum, grad_norm2, data_hash] =
       sum_over_ranks(loss_sum, engine_->finish_gradients(), batch_data_hash(batch));
   s.data_hash = static_cast<int64_t>(data_hash);
   s.loss = global_loss_sum / tokens_per_step;
-  if (!std::isfinite(s.loss)) {
-    throw Error(fmt::format("loss is {} at step {}", std::isnan(s.loss) ? "NaN" : "Inf", step_ + 1),
-                "lower optim.lr, enable optim.grad_clip, or check the data; the run stopped before the update");
-  }
   s.grad_norm = std::sqrt(grad_norm2);
-  engine_->optimizer_step(s.lr, clip_coefficient(s.grad_norm, cfg_.optim.grad_clip));
+  // Non-finite values and loss spikes skip the update (or stop the run: fault.nan_policy).
+  s.guard = faults_->judge(mesh_.world(), step_ + 1, s.loss, s.grad_norm, loss_sum);
+  if (s.guard.action == GuardAction::kStop) {
+    throw Error(s.guard.message, "lower optim.lr, enable optim.grad_clip, or check the data; the run stopped before "
+                                 "the update (fault.nan_policy, fault.max_consecutive_skips)");
+  }
+  if (!s.guard.skipped()) engine_->optimizer_step(s.lr, clip_coefficient(s.grad_norm, cfg_.optim.grad_clip));
 
   s.step = ++step_;
   tokens_ += static_cast<int64_t>(tokens_per_step);
@@ -211,7 +220,9 @@ void Trainer::log_step(const StepStats& s) {
                       {"comm_wait_s", s.comm_wait_s}, {"data_hash", s.data_hash}};
   telemetry_->on_step({.step = s.step, .loss = s.loss, .lr = s.lr, .grad_norm = s.grad_norm,
                        .tokens = cfg_.train.batch_size * cfg_.train.seq_len, .tokens_per_s = s.tokens_per_s,
-                       .step_s = s.step_s, .mfu = peak_flops_ > 0 ? s.mfu : NAN, .data_wait_s = s.data_wait_s});
+                       .step_s = s.step_s, .mfu = peak_flops_ > 0 ? s.mfu : NAN, .data_wait_s = s.data_wait_s,
+                       .skipped = s.guard.skipped()});
+  faults_->add_to_metrics(s.guard, j);
   static_assert(kNumCollKinds == obs::kNumCommOps, "obs::CommOp mirrors CollKind");
   for (size_t k = 0; k < kNumCollKinds; ++k) {
     std::string kind = coll_kind_name(static_cast<CollKind>(k));
@@ -307,13 +318,39 @@ void Trainer::add_bubble_metrics(nlohmann::json& r, nlohmann::json& j) {
   j["pp_bytes"] = static_cast<int64_t>(bytes);
 }
 
+bool Trainer::roll_back() {
+  ckpt_->finish();  // the save in flight is committed (or discarded) on every rank first
+  Config c = cfg_;
+  c.ckpt.resume = "auto", c.ckpt.interval = 0;  // load the newest valid checkpoint, save nothing
+  Checkpointer loader(c, mesh_, *engine_, train_data_->tokenizer_hash(), nullptr);
+  Checkpointer::Resumed r = loader.resume();
+  if (!r.resumed) {
+    if (mesh_.world_rank() == 0) log_warn("no checkpoint to roll back to under {}; the spikes were only skipped", loader.root());
+    return false;
+  }
+  // The loader stays where it is: the batches read since the checkpoint are skipped, not replayed.
+  faults_->rolled_back(step_, r.step, r.loader.next_sample, train_data_->state().next_sample);
+  step_ = r.step, tokens_ = r.tokens;
+  return true;
+}
+
 void Trainer::run() {
   start_time_ = now_seconds();
-  while (step_ < cfg_.train.steps) {
-    log_step(step());
-    ckpt_->after_step(step_, tokens_, train_data_->state());
+  faults_->set_start_step(step_);
+  faults_->beat("ready", step_);
+  try {
+    while (step_ < cfg_.train.steps) {
+      StepStats s = step();
+      const bool rolled_back = s.guard.action == GuardAction::kRollback && roll_back();
+      log_step(s);
+      if (!rolled_back) ckpt_->after_step(step_, tokens_, train_data_->state());
+      faults_->beat("train", step_);
+    }
+    ckpt_->finish();
+  } catch (const CommError& e) {  // a peer died or hangs: say at which step (docs/operations.md)
+    throw CommError(fmt::format("step {}: {}", step_ + 1, e.what()), e.hint());
   }
-  ckpt_->finish();
+  faults_->beat("done", step_);
   if (progress_) progress_->finish();
   log_info("done: {} steps, {} tokens in {}; metrics in {}", step_, tokens_,
            human_duration(now_seconds() - start_time_), metrics_->path());

@@ -19,6 +19,7 @@
 #include "dist/mesh.h"
 #include "dist/pipeline/runner.h"
 #include "dist/tensor_parallel/tensor_parallel.h"
+#include "fault/step_guard.h"
 #include "model/activations.h"
 #include "model/llama.h"
 #include "optim/lr_schedule.h"
@@ -32,6 +33,8 @@ namespace obs {
 class Telemetry;
 class ProgressLine;
 }  // namespace obs
+
+class TrainingFaults;
 
 struct StepStats {
   int64_t step = 0;         // 1-based number of the step just taken
@@ -49,6 +52,7 @@ struct StepStats {
   CommStats comm_pp;        // this rank's pipeline traffic (activations and their gradients)
   CommStats comm_tp;        // this rank's tensor-parallel traffic
   PipelineStepStats pipeline;  // this stage's busy and idle time (pipeline parallelism only)
+  GuardVerdict guard;          // update, or skipped / rolled back by the training guards (fault/)
 };
 
 class Trainer {
@@ -68,7 +72,10 @@ class Trainer {
   int64_t steps_done() const { return step_; }
 
  private:
-  double forward_backward_micro_batches(const Batch& batch);
+  double forward_backward_micro_batches(const Batch& batch, float grad_factor);
+  // After repeated loss spikes: back to the newest valid checkpoint, keeping the data position
+  // (the window since the checkpoint is skipped). False when there is no checkpoint.
+  bool roll_back();
   // The loss summed over every rank, the squared gradient norm (already summed over dp by the
   // engine) over the pipeline stages, and the batch's data hash (StepStats::data_hash: this
   // rank's sequences, counted by the first stage) over the dp ranks.
@@ -91,6 +98,7 @@ class Trainer {
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<obs::Telemetry> telemetry_;  // Prometheus endpoint, GPU health, TensorBoard
   std::unique_ptr<obs::ProgressLine> progress_;
+  std::unique_ptr<TrainingFaults> faults_;  // guards, heartbeat, fault injection (fault/training_faults.h)
   std::unique_ptr<Checkpointer> ckpt_;  // saving (ckpt.interval) and resuming (ckpt.resume)
   int64_t local_batch_ = 0, micro_batch_ = 0, micro_batches_ = 0;
   int64_t step_ = 0, tokens_ = 0;

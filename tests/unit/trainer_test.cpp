@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 
 #include "config/config.h"
@@ -49,14 +51,68 @@ TEST(Trainer, LossFallsOnTheSyntheticTask) {
   EXPECT_LT(l.back(), l.front() - 1.0);
 }
 
-TEST(Trainer, NanLossStopsNamingTheStep) {
+TEST(Trainer, NanLossStopsNamingTheStep) {  // fault.nan_policy = "stop"
   try {
     Mesh mesh = Mesh::single();
-    Trainer t(tiny({"model.init_std=1e30"}), mesh);
+    Trainer t(tiny({"model.init_std=1e30", "fault.nan_policy=\"stop\""}), mesh);
     t.step();
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("loss is NaN at step 1"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Trainer, NanLossSkipsUpdatesThenStopsAfterTooMany) {  // the default, fault.nan_policy = "skip"
+  Mesh mesh = Mesh::single();
+  Trainer t(tiny({"model.init_std=1e30", "fault.max_consecutive_skips=3"}), mesh);
+  EXPECT_TRUE(t.step().guard.skipped());
+  EXPECT_TRUE(t.step().guard.skipped());
+  try {
+    t.step();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("loss is NaN at step 1, and the 2 step(s) after it were skipped too"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// An injected NaN (FLUXTRAIN_FAULT_INJECT) skips exactly that update: the weights after the
+// skipped step are the weights before it, and training goes on.
+TEST(Trainer, InjectedNanSkipsExactlyThatUpdate) {
+  ::setenv("FLUXTRAIN_FAULT_INJECT", "nan@3", 1);
+  Mesh mesh = Mesh::single();
+  Trainer t(tiny(), mesh);
+  ::unsetenv("FLUXTRAIN_FAULT_INJECT");
+  std::vector<float> before(static_cast<size_t>(t.params().layout().total())), after(before.size());
+  t.step();
+  t.step();
+  t.params().gather_weights(before.data());
+  StepStats s = t.step();
+  EXPECT_TRUE(s.guard.skipped());
+  EXPECT_EQ(s.guard.reason, "nan_loss");
+  t.params().gather_weights(after.data());
+  EXPECT_EQ(before, after);
+  StepStats next = t.step();
+  EXPECT_FALSE(next.guard.skipped());
+  EXPECT_TRUE(std::isfinite(next.loss));
+  t.params().gather_weights(after.data());
+  EXPECT_NE(before, after);
+}
+
+// An injected loss spike (loss and gradients × 50 on the step-9 batch) is skipped by the spike
+// detector, and no other step is.
+TEST(Trainer, AnInjectedSpikeIsSkippedBySpikeDetection) {
+  ::setenv("FLUXTRAIN_FAULT_INJECT", "spike@9*50", 1);
+  Mesh mesh = Mesh::single();
+  Trainer t(tiny({"train.steps=12", "fault.spike_min_history=5", "fault.spike_window=10"}), mesh);
+  ::unsetenv("FLUXTRAIN_FAULT_INJECT");
+  for (int i = 1; i <= 12; ++i) {
+    StepStats s = t.step();
+    EXPECT_EQ(s.guard.skipped(), i == 9) << "step " << i << ": " << s.guard.message;
+    if (i == 9) {
+      EXPECT_EQ(s.guard.reason, "loss_spike");
+    }
   }
 }
 

@@ -1,0 +1,56 @@
+// Dry run (`fluxtrain train --dry-run --world-size N`): one process plans every rank of a layout —
+// e.g. 128 ranks of dp 16 × tp 8 for a 7B model — without starting ranks or allocating the model:
+// for each world rank it builds the mesh over fake communicators (dryrun/fake_comm.h), its
+// pipeline stage's part of the schedule, its parameter layout (shapes only: ParamLayout is a
+// description of the arena, not the arena) and its ZeRO shard plan, then
+//   - memory: the planner's accounting for its pipeline stage (plan::estimate_stage_memory — the
+//     one `fluxtrain plan` reports, so the two agree by construction), and
+//   - communication per training step: the collectives Trainer::step and the engines issue on
+//     each group (dp by ZeRO stage, tp per block, pp per send of the schedule), counted by the
+//     fake communicators with the MPI communicator's ring algorithms.
+//
+//   DryRun d = dry_run(cfg, 128, plan::find_gpu("a100-80gb"));
+//   fmt::print("{}", format_dry_run(d));   // one line per distinct kind of rank, then the totals
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "dist/comm.h"
+#include "dist/mesh.h"
+#include "plan/catalog.h"
+#include "plan/job.h"
+#include "plan/memory.h"
+
+namespace ft {
+
+struct DryRunRank {
+  int rank = 0;
+  MeshCoord coord;
+  std::vector<int> dp_group, tp_group, pp_group;  // world ranks of its groups, in axis order
+  int64_t arena = 0;  // elements of its parameter arena (its stage, its tp shard, padded)
+  int64_t shard = 0;  // elements of its ZeRO shard of that arena
+  int in_flight = 1;  // micro-batches the schedule keeps on its stage at most
+  plan::MemoryBreakdown memory;  // bytes, by category
+  CommStats dp, tp, pp, world;   // bytes it sends per training step, per group
+};
+
+struct DryRun {
+  Config cfg;
+  plan::Job job;
+  plan::Layout layout;
+  int64_t micro_batches = 1;      // per rank and step
+  std::string schedule;           // the pipeline schedule, described ("" without pp)
+  std::vector<DryRunRank> ranks;  // every world rank
+};
+
+// Throws ft::Error when world_size is not dp × tp × pp or the layout cannot run.
+DryRun dry_run(const Config& cfg, int64_t world_size, const plan::GpuSpec& device);
+
+std::string format_dry_run(const DryRun& d);
+nlohmann::json dry_run_json(const DryRun& d);
+
+}  // namespace ft

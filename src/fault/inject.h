@@ -1,0 +1,53 @@
+// FaultInjector: test-only corruption of chosen steps, read from FLUXTRAIN_FAULT_INJECT, so the
+// fault-injection tests can make real runs produce a NaN or a loss spike. (Kills and hangs are
+// not simulated: the tests send real signals.)
+//
+//   FLUXTRAIN_FAULT_INJECT="nan@5"           the step-5 batch yields a NaN loss and NaN gradients
+//   FLUXTRAIN_FAULT_INJECT="gradnan@7:1"     world rank 1's gradients of the step-7 batch are NaN
+//   FLUXTRAIN_FAULT_INJECT="spike@30*20,spike@31*20"   loss and gradients × 20 on those batches
+//   kinds: nan, inf (loss and gradients), gradnan (gradients only), spike (× factor, default 20)
+//
+// "@k" names the batch that step k reads in the run's original data order (global samples
+// [(k-1)·B, k·B)), not the step counter: a restart replays the same batch and meets the same
+// fault, as with bad data; a rollback that skips the data window does not.
+//
+//   FaultInjector inj = FaultInjector::from_env();
+//   InjectedFault f = inj.at(first_sample / batch_size + 1, world_rank);
+//   loss_sum *= f.loss_factor;  grad_scale *= f.grad_factor;
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ft {
+
+struct InjectedFault {
+  double loss_factor = 1;
+  float grad_factor = 1;
+  bool any() const { return loss_factor != 1 || grad_factor != 1; }
+};
+
+class FaultInjector {
+ public:
+  FaultInjector() = default;
+  // Throws ft::Error naming the bad item of `spec`.
+  explicit FaultInjector(const std::string& spec);
+  static FaultInjector from_env();  // FLUXTRAIN_FAULT_INJECT; empty = none
+
+  // The corruption of the batch of original step `batch_step` (1-based) on world rank `rank`.
+  InjectedFault at(int64_t batch_step, int rank) const;
+  bool empty() const { return items_.empty(); }
+
+ private:
+  enum class Kind : uint8_t { kNan, kInf, kGradNan, kSpike };
+  struct Item {
+    Kind kind;
+    int64_t step;
+    int rank;  // -1 = every rank
+    double factor;
+  };
+  std::vector<Item> items_;
+};
+
+}  // namespace ft

@@ -1,0 +1,54 @@
+#include "launch/ckpt_probe.h"
+
+#include <filesystem>
+
+#include "ckpt/checkpointer.h"
+#include "ckpt/crypto.h"
+#include "ckpt/manifest.h"
+#include "ckpt/state_io.h"
+#include "util/error.h"
+
+namespace ft {
+
+std::string checkpoint_root(const Config& cfg) {
+  return cfg.ckpt.root(cfg.train.run_dir);
+}
+bool checkpoints_enabled(const Config& cfg) {
+  return cfg.ckpt.interval > 0;
+}
+
+CheckpointProbe probe_checkpoints(const Config& cfg) {
+  CheckpointProbe out;
+  CkptKey key;
+  std::string key_error;
+  if (cfg.ckpt.encrypt || !cfg.ckpt.key_file.empty() || has_key_env()) {
+    try {
+      key = CkptKey::load(cfg.ckpt.key_file);
+    } catch (const Error& e) {
+      key_error = e.what();
+    }
+  }
+  for (const std::string& dir : list_step_dirs(checkpoint_root(cfg))) {  // newest first
+    if (!std::filesystem::exists(dir + "/" + kCkptManifestFile)) {
+      out.skipped.push_back(dir + ": no manifest (the save was interrupted)");
+      continue;
+    }
+    try {
+      CheckpointManifest m = CheckpointManifest::load(dir, nullptr);
+      if (m.encrypted && key.empty())
+        throw Error(fmt::format("{}: encrypted, and no key{}", dir,
+                                key_error.empty() ? "" : " (" + key_error + ")"));
+      if (m.encrypted) m = CheckpointManifest::load(dir, &key);  // authenticated
+      CheckpointReader reader(dir, m, key.empty() ? nullptr : &key);
+      std::vector<std::string> problems = reader.verify();
+      if (!problems.empty()) throw Error(problems.front());
+      out.newest = ProbedCheckpoint{dir, m.step};
+      return out;
+    } catch (const Error& e) {
+      out.skipped.push_back(e.what());
+    }
+  }
+  return out;
+}
+
+}  // namespace ft

@@ -1,0 +1,35 @@
+// What the supervisor needs to know about checkpoints before a restart: the newest one that is
+// committed (has its manifest) and whose every piece verifies (the same check as
+// `fluxtrain ckpt verify`), skipping — and saying why — incomplete or corrupt ones.
+//
+//   CheckpointProbe p = probe_checkpoints(cfg);
+//   if (!p.newest) ...no valid checkpoint; p.skipped says what was wrong with each candidate
+//   fluxtrain train --set ckpt.resume="<p.newest->dir>"
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace ft {
+
+struct ProbedCheckpoint {
+  std::string dir;
+  int64_t step = 0;
+};
+
+struct CheckpointProbe {
+  std::optional<ProbedCheckpoint> newest;  // the newest valid checkpoint; nullopt: none
+  std::vector<std::string> skipped;        // "<dir>: why", newer candidates that are not valid
+};
+
+CheckpointProbe probe_checkpoints(const Config& cfg);
+// Where checkpoints of this config go (for messages).
+std::string checkpoint_root(const Config& cfg);
+// Whether the config writes checkpoints at all.
+bool checkpoints_enabled(const Config& cfg);
+
+}  // namespace ft

@@ -1,0 +1,657 @@
+#include "launch/supervisor.h"
+
+#include <fmt/ranges.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+
+#include "fault/exit_codes.h"
+#include "fault/heartbeat.h"
+#include "launch/ckpt_probe.h"
+#include "launch/process.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/log.h"
+
+extern char** environ;
+
+namespace ft {
+namespace {
+
+// SIGINT / SIGTERM to the supervisor: stop the job, do not restart (Slurm's scancel, Ctrl-C).
+volatile sig_atomic_t g_interrupt = 0;
+void on_signal(int sig) {
+  g_interrupt = sig;
+}
+
+constexpr double kPollS = 0.05;
+constexpr double kLauncherGraceS = 2;  // after a rank vanished: time for the launcher to report
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+struct Supervisor::Failure {
+  std::string kind;        // rank_died, hang, comm_failure, exit, startup_timeout, interrupted
+  std::vector<int> ranks;  // the ranks held responsible (empty: unknown)
+  std::string detail;      // one line for the log
+  double detected_at = 0;  // Unix seconds
+  int exit_code = -1;
+  bool restartable = true;
+};
+
+struct Supervisor::Attempt {
+  int number = 0;
+  int64_t dp = 1;
+  int world = 1;
+  std::unique_ptr<ChildProcess> proc;
+  double started = 0;  // Unix seconds
+  std::vector<std::optional<HeartbeatRecord>> beats;
+  double last_change = 0;   // last time any heartbeat changed
+  double all_ready_at = 0;  // every rank ready (0: not yet)
+  bool ranks_written = false;
+  std::optional<double> recover_from;  // failure detection time of the previous attempt
+  std::string recover_kind;
+  int64_t expect_step = -1;  // the checkpoint step the restart should resume from
+};
+
+Supervisor::Supervisor(LaunchOptions o) : opt_(std::move(o)) {
+  cfg_ = load_config(opt_.config_path, opt_.sets);  // bad config: an error before anything starts
+  run_dir_ = cfg_.train.run_dir;
+  hb_dir_ = run_dir_ + "/heartbeat";
+  const int world = static_cast<int>(cfg_.parallel.world_size());
+  if (opt_.nproc > 0 && opt_.nproc != world) {
+    throw Error(
+        fmt::format("--nproc {} but parallel.dp × parallel.tp × parallel.pp = {} × {} × {} = {}",
+                    opt_.nproc, cfg_.parallel.dp, cfg_.parallel.tp, cfg_.parallel.pp, world),
+        fmt::format("set the layout in the config, e.g. --set parallel.dp={}",
+                    opt_.nproc / std::max<int64_t>(1, cfg_.parallel.tp * cfg_.parallel.pp)));
+  }
+  if (!opt_.hosts_file.empty()) {
+    hosts_ = read_host_file(opt_.hosts_file);
+    check_hosts_reachable(hosts_, "hosts file " + opt_.hosts_file);
+    bool all_local =
+        std::all_of(hosts_.begin(), hosts_.end(), [](const Host& h) { return h.local; });
+    launcher_ = all_local ? Launcher::kMpirunLocal : Launcher::kMpirunHosts;
+  } else if (inside_slurm()) {
+    hosts_ = slurm_hosts();
+    launcher_ = Launcher::kSrun;
+    if (const char* n = std::getenv("SLURM_NTASKS"); n && std::atoi(n) < world) {
+      throw Error(
+          fmt::format("the Slurm allocation has {} task(s) but the job needs {} ranks", n, world),
+          fmt::format("sbatch --ntasks={} (or change parallel.dp)", world));
+    }
+  } else {
+    hosts_ = {Host{this_host(), world, true}};
+  }
+  if (hosts_.empty()) hosts_ = {Host{this_host(), world, true}};
+  int slots = 0;
+  for (const Host& h : hosts_) slots += h.slots;
+  if (launcher_ == Launcher::kMpirunHosts && slots < world) {
+    throw Error(
+        fmt::format("hosts file {}: {} slot(s) for {} ranks", opt_.hosts_file, slots, world),
+        "add slots=N to the hosts or more hosts");
+  }
+  bad_.assign(hosts_.size(), false);
+  host_failures_.assign(hosts_.size(), 0);
+  if (!checkpoints_enabled(cfg_) && cfg_.fault.max_restarts > 0)
+    log_warn(
+        "supervisor: checkpoints are off, so a failure cannot be recovered from (set "
+        "ckpt.interval)");
+}
+
+Supervisor::~Supervisor() = default;
+
+void Supervisor::event(nlohmann::json e) {
+  e["time"] = unix_seconds();
+  std::filesystem::create_directories(run_dir_);
+  std::FILE* f = std::fopen((run_dir_ + "/supervisor.jsonl").c_str(), "a");
+  if (!f) return;
+  std::string line = e.dump() + "\n";
+  std::fwrite(line.data(), 1, line.size(), f);
+  std::fclose(f);
+}
+
+std::vector<std::string> Supervisor::launcher_argv(
+    const Attempt& a, const std::vector<std::string>& train_argv,
+    const std::vector<std::string>& env_names) const {
+  std::vector<std::string> cmd;
+  const std::string np = std::to_string(a.world);
+  if (launcher_ == Launcher::kSrun) {
+    cmd = {"srun", "--ntasks=" + np, "--kill-on-bad-exit=1", "--mpi=pmix", "--export=ALL"};
+    std::vector<std::string> excluded;
+    for (size_t h = 0; h < hosts_.size(); ++h)
+      if (bad_[h]) excluded.push_back(hosts_[h].name);
+    if (!excluded.empty()) cmd.push_back(fmt::format("--exclude={}", fmt::join(excluded, ",")));
+  } else {
+    cmd = {"mpirun", "-np", np, "--bind-to", "none"};
+    if (::geteuid() == 0) cmd.push_back("--allow-run-as-root");
+    if (launcher_ == Launcher::kMpirunLocal) {
+      cmd.push_back("--oversubscribe");
+    } else {
+      std::vector<std::string> hs;
+      for (size_t h = 0; h < hosts_.size(); ++h)
+        if (!bad_[h]) hs.push_back(fmt::format("{}:{}", hosts_[h].name, hosts_[h].slots));
+      cmd.insert(cmd.end(), {"--host", fmt::format("{}", fmt::join(hs, ",")), "--map-by", "slot"});
+    }
+    for (const std::string& n : env_names) cmd.insert(cmd.end(), {"-x", n});
+  }
+  cmd.insert(cmd.end(), train_argv.begin(), train_argv.end());
+  return cmd;
+}
+
+std::unique_ptr<Supervisor::Attempt> Supervisor::start_attempt(
+    int64_t dp, const std::string& resume, const std::optional<Failure>& after) {
+  auto a = std::make_unique<Attempt>();
+  a->number = ++attempts_;
+  a->dp = dp;
+  a->world = static_cast<int>(dp * cfg_.parallel.tp * cfg_.parallel.pp);
+  a->beats.assign(static_cast<size_t>(a->world), std::nullopt);
+  std::filesystem::create_directories(hb_dir_);
+  for (const auto& e : std::filesystem::directory_iterator(hb_dir_))
+    std::filesystem::remove(e.path());
+  std::filesystem::create_directories(run_dir_ + "/logs");
+
+  std::vector<std::string> train = {opt_.binary, "train"};
+  if (!opt_.config_path.empty()) train.insert(train.end(), {"--config", opt_.config_path});
+  for (const std::string& s : opt_.sets) train.insert(train.end(), {"--set", s});
+  if (dp != cfg_.parallel.dp)
+    train.insert(train.end(), {"--set", fmt::format("parallel.dp={}", dp)});
+  if (!resume.empty())
+    train.insert(train.end(), {"--set", fmt::format("ckpt.resume=\"{}\"", resume)});
+
+  std::vector<std::string> env = {
+      "FLUXTRAIN_HEARTBEAT_DIR=" + std::filesystem::absolute(hb_dir_).string(),
+      fmt::format("FLUXTRAIN_ATTEMPT={}", a->number),
+      fmt::format("FLUXTRAIN_RESTARTS={}", a->number - 1)};
+  if (after) {
+    env.push_back(fmt::format("FLUXTRAIN_FAILURE_DETECTED_AT={:.6f}", after->detected_at));
+    a->recover_from = after->detected_at;
+    a->recover_kind = after->kind;
+  }
+  std::vector<std::string> names;
+  for (const std::string& kv : env) names.push_back(kv.substr(0, kv.find('=')));
+  // mpirun forwards only what -x names: our own variables (the checkpoint key, test knobs) and
+  // the thread count. srun forwards everything (--export=ALL).
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e, name = kv.substr(0, kv.find('='));
+    if ((name.rfind("FLUXTRAIN_", 0) == 0 || name == "OMP_NUM_THREADS") &&
+        std::find(names.begin(), names.end(), name) == names.end())
+      names.push_back(name);
+  }
+  std::vector<std::string> argv = launcher_argv(*a, train, names);
+  std::string log_path = fmt::format("{}/logs/attempt-{}.log", run_dir_, a->number);
+  std::string cmdline;
+  for (const auto& s : argv) cmdline += (cmdline.empty() ? "" : " ") + shell_quote(s);
+  log_info("supervisor: attempt {} ({} ranks, dp {}{}): {}", a->number, a->world, dp,
+           resume.empty() ? "" : ", resuming from " + resume, cmdline);
+  event({{"event", "start"},
+         {"attempt", a->number},
+         {"world_size", a->world},
+         {"dp", dp},
+         {"resume", resume},
+         {"command", cmdline},
+         {"log", log_path}});
+  a->started = unix_seconds();
+  a->last_change = a->started;
+  a->proc = std::make_unique<ChildProcess>(argv, env, log_path, opt_.echo);
+  return a;
+}
+
+void Supervisor::read_heartbeats(Attempt& a) {
+  for (int r = 0; r < a.world; ++r) {
+    auto rec = read_heartbeat(heartbeat_path(hb_dir_, r));
+    if (!rec || rec->attempt != a.number) continue;
+    auto& old = a.beats[static_cast<size_t>(r)];
+    if (!old || old->time != rec->time || old->step != rec->step || old->phase != rec->phase)
+      a.last_change = unix_seconds();
+    old = rec;
+  }
+}
+
+int Supervisor::host_of(const Attempt& a, int rank) const {
+  if (launcher_ == Launcher::kSrun && rank >= 0 && rank < a.world &&
+      a.beats[static_cast<size_t>(rank)]) {
+    for (size_t h = 0; h < hosts_.size(); ++h)
+      if (hosts_[h].name == a.beats[static_cast<size_t>(rank)]->host) return static_cast<int>(h);
+  }
+  std::vector<Host> good;
+  std::vector<int> index;
+  for (size_t h = 0; h < hosts_.size(); ++h)
+    if (!bad_[h]) good.push_back(hosts_[h]), index.push_back(static_cast<int>(h));
+  if (good.empty() || rank < 0) return -1;
+  return index[static_cast<size_t>(
+      ranks_to_hosts(good, a.world)[static_cast<size_t>(std::min(rank, a.world - 1))])];
+}
+
+void Supervisor::write_ranks_json(const Attempt& a) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (int r = 0; r < a.world; ++r) {
+    const auto& b = a.beats[static_cast<size_t>(r)];
+    int h = host_of(a, r);
+    ranks.push_back({{"rank", r},
+                     {"host", b->host},
+                     {"pid", b->pid},
+                     {"slot_host", h >= 0 ? hosts_[static_cast<size_t>(h)].name : ""}});
+  }
+  const char* names[] = {"mpirun", "mpirun", "srun"};
+  nlohmann::json j = {{"attempt", a.number},    {"launcher", names[static_cast<int>(launcher_)]},
+                      {"world_size", a.world},  {"dp", a.dp},
+                      {"tp", cfg_.parallel.tp}, {"pp", cfg_.parallel.pp},
+                      {"ranks", ranks}};
+  write_file_atomic(run_dir_ + "/ranks.json", j.dump(2) + "\n");
+}
+
+std::optional<Supervisor::Failure> Supervisor::classify_exit(Attempt& a, int code) {
+  Failure f;
+  f.detected_at = unix_seconds();
+  f.exit_code = code;
+  f.kind = "exit";
+  f.detail = fmt::format("the launcher exited with code {}", code);
+  static const std::regex never_arrived(R"(ranks that never arrived: ([0-9][0-9, ]*))");
+  static const std::regex mpi_died(
+      R"(process rank ([0-9]+) with PID [0-9]+ on node (\S+) exited on signal ([0-9]+))");
+  static const std::regex srun_died(
+      R"(srun: error: (\S+): tasks? ([0-9]+)[^:]*: (Killed|Terminated|Exited.*))");
+  std::string error_line;
+  for (const std::string& line : a.proc->recent_lines()) {
+    std::smatch m;
+    // The first timeout is the diagnosis: a stopped rank woken by the launcher's teardown
+    // (SIGCONT before SIGTERM) may time out in turn and blame the rank that already gave up.
+    if (f.kind != "hang" && std::regex_search(line, m, never_arrived)) {
+      f.kind = "hang";
+      f.detail = line;
+      f.ranks.clear();
+      for (const std::string& t : {m[1].str()}) {
+        std::string cur;
+        for (char c : t + ",") {
+          if (std::isdigit(static_cast<unsigned char>(c)))
+            cur += c;
+          else if (!cur.empty())
+            f.ranks.push_back(std::atoi(cur.c_str())), cur.clear();
+        }
+      }
+    } else if (std::regex_search(line, m, mpi_died) && f.kind != "hang") {
+      f.kind = "rank_died";
+      f.ranks = {std::atoi(m[1].str().c_str())};
+      f.detail =
+          fmt::format("rank {} on {} was killed by signal {}", m[1].str(), m[2].str(), m[3].str());
+    } else if (std::regex_search(line, m, srun_died) && f.kind == "exit") {
+      f.kind = "rank_died";
+      f.ranks = {std::atoi(m[2].str().c_str())};
+      f.detail = line;
+    } else if (line.find("error") != std::string::npos && line.find("hint:") == std::string::npos) {
+      if (error_line.empty() || line.find("rank") != std::string::npos) error_line = line;
+    }
+  }
+  if (f.kind == "exit" && code == kExitCommFailure) {
+    f.kind = "comm_failure";
+    f.detail = error_line.empty() ? f.detail : error_line;
+  }
+  if (f.kind == "exit" && code == kExitError) {
+    f.restartable = false;
+    f.detail = error_line.empty() ? "the job stopped with an error" : error_line;
+  }
+  return f;
+}
+
+std::optional<Supervisor::Failure> Supervisor::watch(Attempt& a) {
+  const FaultConfig& fc = cfg_.fault;
+  const std::string me = this_host();
+  while (true) {
+    ::usleep(static_cast<useconds_t>(kPollS * 1e6));
+    if (g_interrupt) {
+      Failure f{"interrupted",
+                {},
+                fmt::format("the supervisor received signal {}", static_cast<int>(g_interrupt)),
+                unix_seconds(),
+                128 + g_interrupt,
+                false};
+      return f;
+    }
+    read_heartbeats(a);
+    const double now = unix_seconds();
+    bool all_reported = true, all_ready = true;
+    for (const auto& b : a.beats) {
+      all_reported &= b.has_value();
+      all_ready &= b.has_value() && b->phase != "starting";
+    }
+    if (all_reported && !a.ranks_written) {
+      write_ranks_json(a);
+      a.ranks_written = true;
+    }
+    if (all_ready && a.all_ready_at == 0) {
+      a.all_ready_at = now;
+      const int64_t resumed = a.beats[0]->start_step;
+      if (a.expect_step > 0 &&
+          resumed == 0) {  // every checkpoint turned out unreadable: never retrain from 0
+        return Failure{
+            "no_checkpoint",
+            {},
+            fmt::format(
+                "the restart resumed from no checkpoint (expected step {}); every checkpoint "
+                "failed verification",
+                a.expect_step),
+            now,
+            -1,
+            false};
+      }
+      if (a.expect_step > 0 && resumed != a.expect_step)
+        log_warn(
+            "supervisor: resumed from step {}, not {} (newer checkpoints failed verification; see "
+            "the log)",
+            resumed, a.expect_step);
+    }
+    if (a.recover_from) {  // the first completed step after a restart ends the recovery
+      for (const auto& b : a.beats) {
+        if (b && (b->phase == "train" || b->phase == "done") && b->step > b->start_step) {
+          double s = b->time - *a.recover_from;
+          recoveries_.push_back({a.recover_kind, s});
+          log_info(
+              "supervisor: recovered in {:.2f} s (failure detected → first training step after the "
+              "restart, "
+              "step {})",
+              s, b->step);
+          event({{"event", "recovered"},
+                 {"attempt", a.number},
+                 {"failure", a.recover_kind},
+                 {"recovery_s", s},
+                 {"step", b->step},
+                 {"resumed_step", b->start_step}});
+          a.recover_from.reset();
+          break;
+        }
+      }
+    }
+    if (auto code = a.proc->poll()) {
+      if (*code == 0) return std::nullopt;
+      return classify_exit(a, *code);
+    }
+    // A local rank process that vanished while the launcher still runs. The launcher gets a
+    // moment to exit and say why (an error exit 2 must not pass for a crash).
+    for (int r = 0; r < a.world; ++r) {
+      const auto& b = a.beats[static_cast<size_t>(r)];
+      if (!b || b->host != me || b->phase == "done") continue;
+      char st = process_state(static_cast<pid_t>(b->pid));
+      if (st == 0 || st == 'Z' || st == 'X') {
+        int code = a.proc->wait_for(kLauncherGraceS);
+        if (code >= 0) {
+          auto f = classify_exit(a, code);
+          f->detected_at = now;
+          if (f->kind == "exit" && f->restartable) f->kind = "rank_died", f->ranks = {r};
+          return f;
+        }
+        return Failure{
+            "rank_died", {r}, fmt::format("rank {} (pid {} on {}) is gone", r, b->pid, b->host),
+            now,         -1,  true};
+      }
+    }
+    auto stopped_ranks = [&] {
+      std::vector<int> out;
+      for (int r = 0; r < a.world; ++r) {
+        const auto& b = a.beats[static_cast<size_t>(r)];
+        if (b && b->host == me && process_state(static_cast<pid_t>(b->pid)) == 'T')
+          out.push_back(r);
+      }
+      return out;
+    };
+    if (!all_ready && now - a.started > fc.startup_timeout_s) {
+      std::vector<int> missing;
+      for (int r = 0; r < a.world; ++r)
+        if (!a.beats[static_cast<size_t>(r)] ||
+            a.beats[static_cast<size_t>(r)]->phase == "starting")
+          missing.push_back(r);
+      return Failure{
+          "startup_timeout",
+          missing,
+          fmt::format("rank(s) {} not ready {:.0f} s after the start (fault.startup_timeout_s)",
+                      fmt::join(missing, ", "), fc.startup_timeout_s),
+          now,
+          -1,
+          true};
+    }
+    if (all_ready && now - std::max(a.last_change, a.all_ready_at) > fc.heartbeat_timeout_s) {
+      std::vector<int> culprits = stopped_ranks();
+      int64_t min_step = INT64_MAX;
+      for (const auto& b : a.beats) min_step = std::min(min_step, b->step);
+      return Failure{
+          "hang",
+          culprits,
+          fmt::format("no rank made progress for {:.0f} s (fault.heartbeat_timeout_s) at step {}{}",
+                      fc.heartbeat_timeout_s, min_step + 1,
+                      culprits.empty()
+                          ? ""
+                          : fmt::format("; stopped rank(s): {}", fmt::join(culprits, ", "))),
+          now,
+          -1,
+          true};
+    }
+  }
+}
+
+void Supervisor::stop(Attempt& a) {
+  const std::string me = this_host();
+  std::vector<pid_t> local;
+  for (const auto& b : a.beats)
+    if (b && b->host == me) local.push_back(static_cast<pid_t>(b->pid));
+  auto alive = [&] {
+    if (!a.proc->poll()) return true;
+    for (pid_t p : local) {
+      char st = process_state(p);
+      if (st != 0 && st != 'Z' && st != 'X') return true;
+    }
+    return false;
+  };
+  if (!alive()) return;
+  a.proc->signal_group(SIGTERM);  // mpirun / srun forward it to every rank
+  for (pid_t p : local) {
+    ::kill(p, SIGCONT);  // a stopped rank must run to die of SIGTERM
+    ::kill(p, SIGTERM);
+  }
+  double deadline = unix_seconds() + cfg_.fault.stop_grace_s;
+  while (alive() && unix_seconds() < deadline) ::usleep(20000);
+  if (alive()) {
+    log_warn("supervisor: the job did not stop within {:.0f} s of SIGTERM; sending SIGKILL",
+             cfg_.fault.stop_grace_s);
+    for (pid_t p : local) ::kill(p, SIGKILL);
+    a.proc->signal_group(SIGKILL);
+    a.proc->wait_for(10);
+  }
+}
+
+void Supervisor::run_health_checks() {
+  if (cfg_.fault.health_check.empty()) return;
+  for (size_t h = 0; h < hosts_.size(); ++h) {
+    if (bad_[h]) continue;
+    std::string cmd =
+        "FT_HOST=" + shell_quote(hosts_[h].name) + " sh -c " + shell_quote(cfg_.fault.health_check);
+    if (!hosts_[h].local)
+      cmd = "ssh -o BatchMode=yes " + shell_quote(hosts_[h].name) + " " + shell_quote(cmd);
+    int rc = std::system((cmd + " >/dev/null 2>&1").c_str());
+    if (rc != 0) {
+      bad_[h] = true;
+      log_warn("supervisor: host {} failed its health check (fault.health_check); marked bad",
+               hosts_[h].name);
+      event({{"event", "host_bad"}, {"host", hosts_[h].name}, {"reason", "health_check"}});
+    }
+  }
+}
+
+int64_t Supervisor::choose_dp(int64_t current_dp) const {
+  int slots = 0;
+  for (size_t h = 0; h < hosts_.size(); ++h)
+    if (!bad_[h]) slots += hosts_[h].slots;
+  const int64_t per_replica = cfg_.parallel.tp * cfg_.parallel.pp;
+  if (launcher_ == Launcher::kSrun || launcher_ == Launcher::kMpirunHosts || hosts_.size() > 1) {
+    for (int64_t d = current_dp; d >= 1; --d) {
+      if (d * per_replica > slots) continue;
+      std::vector<std::string> sets = opt_.sets;
+      sets.push_back(fmt::format("parallel.dp={}", d));
+      try {
+        load_config(opt_.config_path, sets);
+        return d;
+      } catch (const Error&) {
+        continue;  // the batch does not split over d replicas, ...
+      }
+    }
+    return 0;
+  }
+  return current_dp;
+}
+
+int Supervisor::run() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  std::filesystem::create_directories(run_dir_);
+  const FaultConfig& fc = cfg_.fault;
+  int64_t dp = cfg_.parallel.dp;
+  int restarts = 0;
+  int64_t expect_step = -1;
+  std::string resume_dir;
+  std::optional<Failure> last;
+  std::vector<std::string> host_names;
+  for (const Host& h : hosts_) host_names.push_back(fmt::format("{}:{}", h.name, h.slots));
+  log_info("supervisor: run {}; hosts {}; up to {} restart(s){}", run_dir_,
+           fmt::join(host_names, ", "), fc.max_restarts, fc.elastic ? "; elastic" : "");
+  while (true) {
+    run_health_checks();
+    if (std::all_of(bad_.begin(), bad_.end(), [](bool b) { return b; }))
+      throw Error("supervisor: every host is marked bad; nothing left to run on",
+                  "fix the hosts (see the log) and relaunch");
+    if (std::any_of(bad_.begin(), bad_.end(), [](bool b) { return b; })) {
+      if (!fc.elastic) {
+        throw Error(
+            "supervisor: a host is marked bad (failed health check) and fault.elastic = false",
+            "replace the host, or set fault.elastic = true to go on with fewer data-parallel "
+            "ranks");
+      }
+      int64_t d = choose_dp(dp);
+      if (d == 0) {
+        throw Error(
+            fmt::format("supervisor: the healthy hosts cannot hold one replica of tp {} × pp {}",
+                        cfg_.parallel.tp, cfg_.parallel.pp),
+            "add hosts or slots");
+      }
+      if (d != dp) {
+        log_warn("supervisor: elastic restart with dp {} instead of {} (a host is marked bad)", d,
+                 dp);
+        event({{"event", "shrink"}, {"from_dp", dp}, {"to_dp", d}});
+        dp = d;
+      }
+    }
+    auto attempt = start_attempt(dp, resume_dir, last);
+    attempt->expect_step = expect_step;
+    std::optional<Failure> f = watch(*attempt);
+    if (!f) {
+      log_info("supervisor: training finished after {} restart(s){}", restarts,
+               recoveries_.empty() ? "" : fmt::format("; recovery times: {}", [&] {
+                 std::vector<std::string> s;
+                 for (const auto& r : recoveries_)
+                   s.push_back(fmt::format("{:.2f} s ({})", r.seconds, r.failure));
+                 return fmt::format("{}", fmt::join(s, ", "));
+               }()));
+      event({{"event", "finished"}, {"attempt", attempt->number}, {"restarts", restarts}});
+      return 0;
+    }
+    std::string who = f->ranks.empty() ? "" : fmt::format(" (rank {})", fmt::join(f->ranks, ", "));
+    log_warn("supervisor: attempt {} failed: {}{}: {}", attempt->number, f->kind, who, f->detail);
+    stop(*attempt);
+    nlohmann::json ev = {{"event", "failure"},
+                         {"attempt", attempt->number},
+                         {"kind", f->kind},
+                         {"ranks", f->ranks},
+                         {"detail", f->detail},
+                         {"exit_code", f->exit_code},
+                         {"detected_at", f->detected_at},
+                         {"stopped_s", unix_seconds() - f->detected_at}};
+    if (!f->ranks.empty()) {
+      int h = host_of(*attempt, f->ranks.front());
+      if (h >= 0) {
+        ev["host"] = hosts_[static_cast<size_t>(h)].name;
+        if (fc.elastic && ++host_failures_[static_cast<size_t>(h)] >= fc.host_max_failures &&
+            !bad_[static_cast<size_t>(h)]) {
+          bad_[static_cast<size_t>(h)] = true;
+          log_warn("supervisor: host {} marked bad after {} failure(s) (fault.host_max_failures)",
+                   hosts_[static_cast<size_t>(h)].name, host_failures_[static_cast<size_t>(h)]);
+          event({{"event", "host_bad"},
+                 {"host", hosts_[static_cast<size_t>(h)].name},
+                 {"reason", "failures"}});
+        }
+      }
+    }
+    event(ev);
+    if (f->kind == "interrupted") {
+      log_warn("supervisor: stopped by signal; not restarting");
+      return f->exit_code;
+    }
+    if (f->kind == "no_checkpoint") {
+      event({{"event", "gave_up"}, {"reason", "no_checkpoint"}});
+      throw Error(fmt::format("supervisor: no valid checkpoint to restart from under {}: {}",
+                              checkpoint_root(cfg_), f->detail),
+                  "the checkpoints are corrupt; see the attempt's log for each one's error");
+    }
+    if (!f->restartable) {
+      throw Error(
+          fmt::format(
+              "supervisor: the job stopped with an error that a restart would repeat (exit {}): {}",
+              f->exit_code, f->detail),
+          fmt::format("see {}/logs/attempt-{}.log", run_dir_, attempt->number));
+    }
+    if (restarts >= fc.max_restarts) {
+      event({{"event", "gave_up"}, {"reason", "max_restarts"}, {"restarts", restarts}});
+      throw Error(fmt::format("supervisor: restart budget exhausted: {} restart(s) done "
+                              "(fault.max_restarts = {}); last "
+                              "failure: {}{}: {}",
+                              restarts, fc.max_restarts, f->kind, who, f->detail),
+                  fmt::format("see {}/supervisor.jsonl and {}/logs/", run_dir_, run_dir_));
+    }
+    CheckpointProbe probe = probe_checkpoints(cfg_);
+    for (const std::string& why : probe.skipped) {
+      log_warn("supervisor: not restarting from {}", why);
+      event({{"event", "checkpoint_skipped"}, {"reason", why}});
+    }
+    if (!probe.newest) {
+      event({{"event", "gave_up"}, {"reason", "no_checkpoint"}});
+      throw Error(
+          fmt::format(
+              "supervisor: no valid checkpoint to restart from under {}{} (last failure: {}{}: {})",
+              checkpoint_root(cfg_),
+              probe.skipped.empty()
+                  ? ""
+                  : fmt::format("; {} invalid one(s) skipped", probe.skipped.size()),
+              f->kind, who, f->detail),
+          checkpoints_enabled(cfg_)
+              ? "the failure came before the first checkpoint was committed, or every "
+                "checkpoint is corrupt (see the warnings above)"
+              : "set ckpt.interval so that checkpoints are written and failures can be "
+                "recovered from");
+    }
+    const ProbedCheckpoint* ckpt = &*probe.newest;
+    ++restarts;
+    resume_dir = ckpt->dir;
+    expect_step = ckpt->step;
+    log_info("supervisor: restart {} of at most {} from {} (step {})", restarts, fc.max_restarts,
+             ckpt->dir, ckpt->step);
+    event({{"event", "restart"},
+           {"restart", restarts},
+           {"checkpoint", ckpt->dir},
+           {"step", ckpt->step}});
+    last = f;
+  }
+}
+
+}  // namespace ft

@@ -1,0 +1,90 @@
+// Supervisor: `fluxtrain launch` — starts the ranks of a training job, watches them, and
+// restarts the job from its newest valid checkpoint after a rank dies or hangs.
+//
+//   Supervisor sup({.config_path = "configs/tiny.toml", .sets = {"parallel.dp=2"}, .binary = exe});
+//   return sup.run();   // 0: training finished; ft::Error: bad input, budget spent, nothing to
+//   resume
+//
+// One attempt = one launcher process (mpirun on this machine or a host list; srun inside a Slurm
+// allocation) running `fluxtrain train`. The supervisor sets FLUXTRAIN_HEARTBEAT_DIR, so every
+// rank reports (fault/heartbeat.h); from those reports it writes <run_dir>/ranks.json (rank,
+// host, pid) and judges the job:
+//   - a rank process gone (local ranks: /proc) or the launcher exiting non-zero  → failure;
+//   - no rank's step advancing for fault.heartbeat_timeout_s (or not every rank up within
+//     fault.startup_timeout_s)                                                  → hang;
+//   - exit code 2 (fault/exit_codes.h: an error a restart would repeat)          → stop, no
+//   restart.
+// On a failure it stops the job (SIGTERM, then SIGKILL after fault.stop_grace_s), checks that a
+// valid checkpoint exists (every piece verified, as `fluxtrain ckpt verify` does) and starts the
+// next attempt resuming from it (ckpt.resume = its directory); with fault.elastic a host with
+// fault.host_max_failures failures (or a failed fault.health_check) is dropped and the job goes on
+// with fewer data-parallel ranks. Every event goes to <run_dir>/supervisor.jsonl and the log; each
+// recovery is timed from failure detection to the first completed training step of the next
+// attempt. All of it is documented in docs/operations.md.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "launch/hosts.h"
+
+namespace ft {
+
+struct LaunchOptions {
+  std::string config_path;
+  std::vector<std::string> sets;  // --set overrides for every attempt
+  int nproc = 0;                  // 0 = the config's world size (parallel.dp × tp × pp)
+  std::string hosts_file;         // "" = this machine (or the Slurm allocation)
+  std::string binary;             // the fluxtrain executable the ranks run
+  bool echo = true;               // copy the job's output to our stderr
+};
+
+struct RecoveryRecord {
+  std::string failure;  // kind: rank_died, hang, comm_failure, exit, startup_timeout
+  double seconds = 0;   // failure detected → first training step of the next attempt
+};
+
+class Supervisor {
+ public:
+  explicit Supervisor(LaunchOptions o);
+  ~Supervisor();
+  int run();
+  const std::vector<RecoveryRecord>& recoveries() const { return recoveries_; }
+
+ private:
+  struct Attempt;
+  struct Failure;
+  enum class Launcher { kMpirunLocal, kMpirunHosts, kSrun };
+
+  // resume: the checkpoint directory to resume from ("" = as the config says).
+  std::unique_ptr<Attempt> start_attempt(int64_t dp, const std::string& resume,
+                                         const std::optional<Failure>& after);
+  std::optional<Failure> watch(Attempt& a);  // nullopt: the job finished
+  std::optional<Failure> classify_exit(Attempt& a, int code);
+  void stop(Attempt& a);
+  void read_heartbeats(Attempt& a);
+  void write_ranks_json(const Attempt& a);
+  std::vector<std::string> launcher_argv(const Attempt& a,
+                                         const std::vector<std::string>& train_argv,
+                                         const std::vector<std::string>& env_names) const;
+  void run_health_checks();
+  int host_of(const Attempt& a, int rank) const;
+  int64_t choose_dp(int64_t current_dp) const;  // elastic: the dp that fits the good hosts
+  void event(nlohmann::json e);
+
+  LaunchOptions opt_;
+  Config cfg_;
+  Launcher launcher_ = Launcher::kMpirunLocal;
+  std::vector<Host> hosts_;
+  std::vector<bool> bad_;
+  std::vector<int> host_failures_;
+  std::string run_dir_, hb_dir_;
+  std::vector<RecoveryRecord> recoveries_;
+  int attempts_ = 0;
+};
+
+}  // namespace ft
