@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "dist/data_parallel/bf16_weights.h"
 #include "dist/data_parallel/grad_reducer.h"
 #include "dist/data_parallel/param_engine.h"
 #include "dist/data_parallel/shard_plan.h"
@@ -22,6 +23,7 @@ class DpEngineBase : public ParamEngine {
   void begin_micro_batch(int index) override { micro_ = index; }
   int64_t optimizer_steps() const override { return opt_->steps_taken(); }
   double last_wait_s() const override { return wait_s_; }
+  void weights_changed() override { ++generation_; }
 
  protected:
   DpEngineBase(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
@@ -36,6 +38,8 @@ class DpEngineBase : public ParamEngine {
   void init_full_weights(float* arena, uint64_t seed);
   // All-gathers every unit of the full arena from each rank's piece, in place.
   void all_gather_units(float* arena);
+  // Which weights the arena holds: changes with every update and every weights_changed().
+  int64_t weights_version() const { return (generation_ << 40) + opt_->steps_taken(); }
 
   ParamLayout layout_;
   Communicator& dp_;
@@ -46,6 +50,8 @@ class DpEngineBase : public ParamEngine {
   int micro_batches_ = 1, micro_ = 0;
   std::vector<WorkPtr> pending_;
   double wait_s_ = 0;
+  int64_t generation_ = 0;
+  Bf16Weights w16_;  // enabled by keep_bf16_weights() (ZeRO 0-2)
 };
 
 }  // namespace ft

@@ -47,6 +47,14 @@ class ParamEngine : public ParamAccess {
   virtual void gather_weights(float* out) = 0;
   // Seconds the trainer waited for gradient communication in the last finish_gradients().
   virtual double last_wait_s() const = 0;
+
+  // bf16 training: keep a bf16 copy of the weights for the GEMMs (weights_bf16), rounded once per
+  // update. ZeRO 0-2 keep one; ZeRO 3 holds no full weights to copy (the model rounds each
+  // gathered unit itself).
+  virtual void keep_bf16_weights() {}
+  // The fp32 weights were written outside optimizer_step (a checkpoint load, say): the bf16 copy
+  // is made again before its next use.
+  virtual void weights_changed() {}
 };
 
 // Builds the engine for parallel.zero over `layout` — this rank's part of the model: its pipeline
