@@ -30,7 +30,8 @@ NamedShapes block_activation_shapes(const ModelConfig& m, int64_t B, int64_t T, 
           {"h", {l.N, l.F}}};
 }
 
-NamedShapes backward_scratch_shapes(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp) {
+NamedShapes backward_scratch_shapes(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp,
+                                    Precision precision) {
   const Local l(m, B, T, tp);
   NamedShapes s = {{"d_res", {l.Ns, l.C}},     {"d_mid", {l.Ns, l.C}},      {"d_xn", {l.Ns, l.C}},
                    {"dh", {l.N, l.F}},         {"dgu", {l.N, 2 * l.F}},     {"datt", {l.N, l.H * l.D}},
@@ -39,11 +40,15 @@ NamedShapes backward_scratch_shapes(const ModelConfig& m, int64_t B, int64_t T, 
     s.push_back({"full_in", {l.N, l.C}});   // all-gathered input of a column-parallel matmul
     s.push_back({"full_out", {l.N, l.C}});  // partial output of a row-parallel matmul
   }
+  if (precision == Precision::kBF16) {
+    s.push_back({"dy16", {l.N, std::max(l.C, l.qkv())}});  // d(out), d(x_mid), dqkv rounded once
+    s.push_back({"a16", {l.N, l.H * l.D}});                // att rounded for o_proj
+  }
   return s;
 }
 
 NamedShapes model_activation_shapes(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk, LayerSpan span,
-                                    const TpSplit& tp) {
+                                    const TpSplit& tp, Precision precision) {
   const Local l(m, B, T, tp);
   NamedShapes s;
   for (int64_t i = 0; i <= span.layers(m); ++i) s.push_back({"res" + std::to_string(span.first + i), {l.Ns, l.C}});
@@ -55,6 +60,7 @@ NamedShapes model_activation_shapes(const ModelConfig& m, int64_t B, int64_t T, 
   s.push_back({"logits", {chunk, l.V}});
   s.push_back({"lse", {chunk}});
   if (tp.size > 1) s.push_back({"target_logit", {chunk}});
+  if (precision == Precision::kBF16) s.push_back({"dlogits16", {chunk, l.V}});
   return s;
 }
 
@@ -63,23 +69,32 @@ int64_t loss_chunk_tokens(const ModelConfig& m, int64_t configured, int64_t toke
   return std::min(c, tokens);
 }
 
+DType activation_dtype(const std::string& name, Precision precision) {
+  if (precision != Precision::kBF16) return DType::kF32;
+  for (const char* n : {"xn1", "xn2", "h", "xf", "dgu", "dy16", "a16", "dlogits16"})
+    if (name == n) return DType::kBF16;
+  return DType::kF32;
+}
+
 namespace {
-int64_t sum_numel(const NamedShapes& s) {
+int64_t sum_bytes(const NamedShapes& s, Precision precision) {
   int64_t n = 0;
-  for (auto& [name, shape] : s) n += shape_numel(shape);
+  for (auto& [name, shape] : s)
+    n += shape_numel(shape) * static_cast<int64_t>(dtype_size(activation_dtype(name, precision)));
   return n;
 }
 }  // namespace
 
 int64_t kept_activation_bytes(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk, bool recompute,
-                              LayerSpan span, const TpSplit& tp) {
+                              LayerSpan span, const TpSplit& tp, Precision precision) {
   int64_t blocks = recompute ? 1 : span.layers(m);
-  return 4 * (blocks * sum_numel(block_activation_shapes(m, B, T, tp)) +
-              sum_numel(model_activation_shapes(m, B, T, chunk, span, tp)));
+  return blocks * sum_bytes(block_activation_shapes(m, B, T, tp), precision) +
+         sum_bytes(model_activation_shapes(m, B, T, chunk, span, tp, precision), precision);
 }
 
-int64_t scratch_activation_bytes(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp) {
-  return 4 * sum_numel(backward_scratch_shapes(m, B, T, tp));
+int64_t scratch_activation_bytes(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp,
+                                 Precision precision) {
+  return sum_bytes(backward_scratch_shapes(m, B, T, tp, precision), precision);
 }
 
 }  // namespace ft

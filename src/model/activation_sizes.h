@@ -11,6 +11,11 @@
 // parallelism a rank holds its share of the heads, the ffn and the vocabulary; with sequence
 // parallelism also only N/tp tokens of the residual stream, the norms and their outputs (TpSplit).
 // The two compose: a stage's tensor-parallel rank keeps its span's layers of its own shard.
+//
+// With bf16 compute (Precision::kBF16) the tensors that only ever feed a GEMM are bf16: the norm
+// outputs xn1, xn2, xf and the SwiGLU output h (kept), the SwiGLU gradient dgu, and the
+// bf16-only scratch: dy16 (an fp32 gradient rounded once for the two GEMMs that read it), a16
+// (the attention output rounded for o_proj) and dlogits16 (one chunk's logits gradient).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/ops.h"
 #include "model/model_config.h"
 #include "tensor/tensor.h"
 
@@ -45,21 +51,26 @@ struct TpSplit {
 // One block's buffers kept for backward (see model/activations.h for what each is for).
 NamedShapes block_activation_shapes(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp = {});
 // Backward scratch shared by all blocks of a micro-batch (with sequence parallelism also the two
-// (N, C) buffers around the tensor-parallel matmuls, used by forward too).
-NamedShapes backward_scratch_shapes(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp = {});
+// (N, C) buffers around the tensor-parallel matmuls, used by forward too; with bf16 compute dy16
+// and a16).
+NamedShapes backward_scratch_shapes(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp = {},
+                                    Precision precision = Precision::kF32);
 // Residual stream ("res<i>": the input of layer i, and the span's output), then — when the span
-// has the head — final norm, loss and one logits chunk.
+// has the head — final norm, loss and one logits chunk (and with bf16 compute its gradient).
 NamedShapes model_activation_shapes(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk, LayerSpan span = {},
-                                    const TpSplit& tp = {});
+                                    const TpSplit& tp = {}, Precision precision = Precision::kF32);
+// The element type of the named buffer at this precision.
+DType activation_dtype(const std::string& name, Precision precision);
 
 // Tokens per LM-head chunk: the configured value, or ~32 MiB of fp32 logits.
 int64_t loss_chunk_tokens(const ModelConfig& m, int64_t configured, int64_t tokens);
 
-// fp32 bytes one micro-batch of (B, T) keeps (Activations) for a span of layers, and the
-// backward scratch one model holds (BackwardScratch) — a pipeline stage keeps several of the
-// first (one per micro-batch in flight on each of its chunks) and one of the second.
+// Bytes one micro-batch of (B, T) keeps (Activations) for a span of layers, and the backward
+// scratch one model holds (BackwardScratch) — a pipeline stage keeps several of the first (one
+// per micro-batch in flight on each of its chunks) and one of the second.
 int64_t kept_activation_bytes(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk, bool recompute,
-                              LayerSpan span = {}, const TpSplit& tp = {});
-int64_t scratch_activation_bytes(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp = {});
+                              LayerSpan span = {}, const TpSplit& tp = {}, Precision precision = Precision::kF32);
+int64_t scratch_activation_bytes(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp = {},
+                                 Precision precision = Precision::kF32);
 
 }  // namespace ft

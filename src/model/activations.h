@@ -17,6 +17,8 @@
 // allocates a set for its own layers only (LayerSpan); layers keep their global numbers. Under
 // tensor parallelism a rank holds its share of heads/ffn/vocabulary, and with sequence
 // parallelism xn*, rstd*, x_mid and the residual stream hold only its Ns = N/tp tokens (TpSplit).
+// With bf16 compute xn1, xn2, h (and xf, dgu) are bf16: they only feed GEMMs
+// (activation_dtype()); allocate with the model's precision.
 #pragma once
 
 #include <cstdint>
@@ -30,15 +32,18 @@ namespace ft {
 
 struct BlockActivations {
   Tensor xn1, rstd1, qkv, att, lse, x_mid, xn2, rstd2, gu, h;
-  void allocate(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp = {});
+  void allocate(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp = {},
+                Precision precision = Precision::kF32);
 };
 
 // Scratch for backward, shared by all blocks of a micro-batch. full_in/full_out (sequence
 // parallelism only) hold the (N, C) all-gathered input of a column-parallel matmul and the
-// partial output of a row-parallel one, in forward and backward.
+// partial output of a row-parallel one, in forward and backward. dy16 and a16 (bf16 compute
+// only) hold a gradient or the attention output rounded once for the GEMMs that read it.
 struct BackwardScratch {
-  Tensor d_res, d_mid, d_xn, dh, dgu, datt, dqkv, full_in, full_out;
-  void allocate(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp = {});
+  Tensor d_res, d_mid, d_xn, dh, dgu, datt, dqkv, full_in, full_out, dy16, a16;
+  void allocate(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp = {},
+                Precision precision = Precision::kF32);
 };
 
 struct Activations {
@@ -50,11 +55,13 @@ struct Activations {
   Tensor losses;                         // (N) per-token loss
   Tensor logits, lse;                    // one chunk: (chunk, V), (chunk)
   Tensor target_logit;                   // (chunk), tensor parallelism only
+  Tensor dlogits16;                      // (chunk, V) bf16, bf16 compute only
   int64_t chunk = 0;
+  Precision precision = Precision::kF32;  // what the set was allocated for (the model's)
   std::vector<int32_t> tokens, targets;  // (N) each
 
   void allocate(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk_tokens, LayerSpan span = {},
-                const TpSplit& tp = {});
+                const TpSplit& tp = {}, Precision precision = Precision::kF32);
   BlockActivations& block(int64_t layer) {
     return blocks.size() == 1 ? blocks[0] : blocks[static_cast<size_t>(layer - first_layer)];
   }

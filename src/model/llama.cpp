@@ -3,6 +3,20 @@
 #include "util/error.h"
 
 namespace ft {
+namespace {
+
+// Calls f with the tensor's data as float* or, for a bf16 tensor, uint16_t*: the ops that make a
+// GEMM's input write either (bf16 compute keeps those tensors in bf16).
+template <typename F>
+void with_data(Tensor& t, F&& f) {
+  if (t.dtype() == DType::kBF16) {
+    f(t.data<uint16_t>());
+  } else {
+    f(t.data<float>());
+  }
+}
+
+}  // namespace
 
 Llama::Llama(const ModelConfig& cfg, const ParamLayout& layout, Precision precision, TpComm* tp)
     : cfg_(cfg), precision_(precision), tp_(tp ? tp : &identity_tp_) {
@@ -38,9 +52,35 @@ Llama::Llama(const ModelConfig& cfg, const ParamLayout& layout, Precision precis
                    static_cast<float>(cfg.rope_theta));
 }
 
-void Llama::matmul(float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, bool ta,
-                   bool tb, float beta) const {
-  ops::matmul(C, A, B, M, N, K, ta, tb, beta, precision_);
+Llama::Operand Llama::operand(const Tensor& t) {
+  if (t.dtype() == DType::kBF16) return {nullptr, t.data<uint16_t>()};
+  return {t.data<float>(), nullptr};
+}
+
+Llama::Operand Llama::weight(ParamAccess& params, const ParamSpec& p, int64_t n) {
+  if (precision_ != Precision::kBF16) return {params.weight(p), nullptr};
+  if (const uint16_t* w = params.weight_bf16(p)) return {nullptr, w};
+  if (w16_.numel() < n) w16_ = Tensor::empty({n}, DType::kBF16, MemCategory::kWorkspace);
+  ops::to_bf16(w16_.data<uint16_t>(), params.weight(p), n);
+  return {nullptr, w16_.data<uint16_t>()};
+}
+
+Llama::Operand Llama::rounded(const float* x, int64_t n, Tensor& scratch16) const {
+  if (precision_ != Precision::kBF16) return {x, nullptr};
+  ops::to_bf16(scratch16.data<uint16_t>(), x, n);
+  return {nullptr, scratch16.data<uint16_t>()};
+}
+
+void Llama::matmul(float* C, Operand A, Operand B, int64_t M, int64_t N, int64_t K, bool ta, bool tb,
+                   float beta) const {
+  if (A.bf16 && B.bf16) return ops::matmul_bf16(C, A.bf16, B.bf16, M, N, K, ta, tb, beta);
+  FT_CHECK(A.f32 && B.f32, "matmul M={} N={} K={} mixes an fp32 and a bf16 operand", M, N, K);
+  ops::matmul(C, A.f32, B.f32, M, N, K, ta, tb, beta, precision_);
+}
+
+void Llama::check_precision(const Activations& acts) const {
+  FT_CHECK(acts.precision == precision_, "activations allocated for {} compute, the model computes in {}",
+           acts.precision == Precision::kBF16 ? "bf16" : "fp32", precision_ == Precision::kBF16 ? "bf16" : "fp32");
 }
 
 BackwardScratch& Llama::scratch(int64_t B, int64_t T) {
@@ -51,7 +91,7 @@ BackwardScratch& Llama::scratch(int64_t B, int64_t T) {
                               B, T, B * T, tp_->size()),
                   "make train.micro_batch_size x train.seq_len a multiple of parallel.tp");
     }
-    scratch_.allocate(cfg_, B, T, tp_split_);
+    scratch_.allocate(cfg_, B, T, tp_split_, precision_);
     scratch_tokens_ = B * T;
   }
   return scratch_;
@@ -59,11 +99,18 @@ BackwardScratch& Llama::scratch(int64_t B, int64_t T) {
 
 // ---- tensor-parallel seams (identity on one rank) ----------------------------------------
 
-const float* Llama::gather_tokens(const float* rows, Activations& acts) {
+Llama::Operand Llama::gather_tokens(Operand rows, Activations& acts) {
   if (!sp_) return rows;
   float* full = scratch(acts.B, acts.T).full_in.data<float>();
-  tp_->gather_forward(full, rows, local_tokens(acts) * cfg_.dim);
-  return full;
+  const int64_t n = local_tokens(acts) * cfg_.dim;
+  if (rows.f32) {
+    tp_->gather_forward(full, rows.f32, n);
+    return {full, nullptr};
+  }
+  // bf16 rows: the all-gather moves bytes, two bf16 per float slot (C = heads x an even head
+  // dim, so n is even); full_in has room for twice as many.
+  tp_->gather_forward(full, reinterpret_cast<const float*>(rows.bf16), n / 2);
+  return {nullptr, reinterpret_cast<const uint16_t*>(full)};
 }
 
 const float* Llama::gather_grad(const float* d_rows, Activations& acts) {
@@ -123,6 +170,7 @@ void Llama::block_forward(ParamAccess& params, Activations& acts, int64_t layer)
 }
 
 void Llama::block_forward_into(ParamAccess& params, Activations& acts, int64_t layer, BlockActivations& a) {
+  check_precision(acts);
   const BlockSpecs& s = blocks_[static_cast<size_t>(layer)];
   const int64_t B = acts.B, T = acts.T, N = B * T, Ns = local_tokens(acts), C = cfg_.dim, HD = H_ * D_,
                 QKV = (H_ + 2 * Hkv_) * D_;
@@ -132,35 +180,44 @@ void Llama::block_forward_into(ParamAccess& params, Activations& acts, int64_t l
   float* x_mid = a.x_mid.data<float>();
 
   // Attention: x_mid = x + Wo · attention(rope(Wqkv · norm(x)))
-  ops::rmsnorm_forward(a.xn1.data<float>(), a.rstd1.data<float>(), x, params.weight(*s.attn_norm), Ns, C, eps);
-  matmul(a.qkv.data<float>(), gather_tokens(a.xn1.data<float>(), acts), params.weight(*s.wqkv), N, QKV, C, false,
-         true, 0);
+  with_data(a.xn1, [&](auto* xn1) {
+    ops::rmsnorm_forward(xn1, a.rstd1.data<float>(), x, params.weight(*s.attn_norm), Ns, C, eps);
+  });
+  matmul(a.qkv.data<float>(), gather_tokens(operand(a.xn1), acts), weight(params, *s.wqkv, QKV * C), N, QKV, C, false, true,
+         0);
   ops::rope_forward(a.qkv.data<float>(), rope_cos_.data<float>(), rope_sin_.data<float>(), B, T, H_, Hkv_, D_, 0);
   ops::attention_forward(a.att.data<float>(), a.lse.data<float>(), a.qkv.data<float>(), B, T, H_, Hkv_, D_);
-  matmul(partial_out(x_mid, acts), a.att.data<float>(), params.weight(*s.wo), N, C, HD, false, true, 0);
+  const float* att = a.att.data<float>();
+  const Operand att_in = precision_ == Precision::kBF16 ? rounded(att, N * HD, scratch(B, T).a16) : Operand{att};
+  matmul(partial_out(x_mid, acts), att_in, weight(params, *s.wo, C * HD), N, C, HD, false, true, 0);
   reduce_tokens(x_mid, acts);
   ops::add_inplace(x_mid, x, Ns * C);
 
   // MLP: out = x_mid + W2 · swiglu(W13 · norm(x_mid))
-  ops::rmsnorm_forward(a.xn2.data<float>(), a.rstd2.data<float>(), x_mid, params.weight(*s.mlp_norm), Ns, C, eps);
-  matmul(a.gu.data<float>(), gather_tokens(a.xn2.data<float>(), acts), params.weight(*s.w13), N, 2 * F_, C, false,
-         true, 0);
-  ops::swiglu_forward(a.h.data<float>(), a.gu.data<float>(), N, F_);
-  matmul(partial_out(out, acts), a.h.data<float>(), params.weight(*s.w2), N, C, F_, false, true, 0);
+  with_data(a.xn2, [&](auto* xn2) {
+    ops::rmsnorm_forward(xn2, a.rstd2.data<float>(), x_mid, params.weight(*s.mlp_norm), Ns, C, eps);
+  });
+  matmul(a.gu.data<float>(), gather_tokens(operand(a.xn2), acts), weight(params, *s.w13, 2 * F_ * C), N, 2 * F_, C, false, true,
+         0);
+  with_data(a.h, [&](auto* h) { ops::swiglu_forward(h, a.gu.data<float>(), N, F_); });
+  matmul(partial_out(out, acts), operand(a.h), weight(params, *s.w2, C * F_), N, C, F_, false, true, 0);
   reduce_tokens(out, acts);
   ops::add_inplace(out, x_mid, Ns * C);
 }
 
 double Llama::head_forward(ParamAccess& params, Activations& acts, float grad_scale, bool backward) {
+  check_precision(acts);
   const int head_unit = unit(static_cast<int>(cfg_.n_layers) + 1);
   params.before_forward(head_unit);
   if (cfg_.tie_embeddings) params.before_forward(unit(0));
   const int64_t N = acts.B * acts.T, C = cfg_.dim, V = V_;
   const float* x = acts.res.back().data<float>();
-  ops::rmsnorm_forward(acts.xf.data<float>(), acts.rstdf.data<float>(), x, params.weight(*final_norm_),
-                       local_tokens(acts), C, static_cast<float>(cfg_.norm_eps));
-  const float* xf = gather_tokens(acts.xf.data<float>(), acts);  // (N, C)
-  const float* W = params.weight(*head_);  // (V, C): this rank's vocabulary rows [v0, v0 + V)
+  with_data(acts.xf, [&](auto* xf) {
+    ops::rmsnorm_forward(xf, acts.rstdf.data<float>(), x, params.weight(*final_norm_), local_tokens(acts), C,
+                         static_cast<float>(cfg_.norm_eps));
+  });
+  const Operand xf = gather_tokens(operand(acts.xf), acts);  // (N, C)
+  const Operand W = weight(params, *head_, V_ * C);  // (V, C): this rank's vocabulary rows [v0, v0 + V)
   float* dW = backward ? params.grad(*head_) : nullptr;
   float* logits = acts.logits.data<float>();
   float* lse = acts.lse.data<float>();
@@ -174,7 +231,7 @@ double Llama::head_forward(ParamAccess& params, Activations& acts, float grad_sc
       int32_t t = acts.targets[static_cast<size_t>(n0 + i)];
       local_targets[static_cast<size_t>(i)] = t < 0 ? -1 : static_cast<int32_t>(t - v0_ < 0 ? V : t - v0_);
     }
-    matmul(logits, xf + n0 * C, W, n, V, C, false, true, 0);  // (n, V) = xf · Wᵀ
+    matmul(logits, xf.at(n0 * C), W, n, V, C, false, true, 0);  // (n, V) = xf · Wᵀ
     ops::xent_forward(losses + n0, lse, logits, local_targets.data(), n, V);
     if (tp_->size() > 1) {  // vocab-parallel: combine the rows' statistics, never the logits
       float* zt = acts.target_logit.data<float>();
@@ -187,9 +244,16 @@ double Llama::head_forward(ParamAccess& params, Activations& acts, float grad_sc
     }
     for (int64_t i = 0; i < n; ++i) loss_sum += losses[n0 + i];
     if (!backward) continue;
-    ops::xent_backward(logits, logits, lse, local_targets.data(), n, V, grad_scale);  // in place; lse global
-    matmul(acts.dxf.data<float>() + n0 * C, logits, W, n, C, V, false, false, 0);    // (n, C) = dlogits · W
-    matmul(dW, logits, xf + n0 * C, V, C, n, true, false, 1);                        // (V, C) += dlogitsᵀ · xf
+    // dlogits: in place (fp32), or in bf16 for the two GEMMs (lse global)
+    Operand dlogits{logits, nullptr};
+    if (precision_ == Precision::kBF16) {
+      ops::xent_backward(acts.dlogits16.data<uint16_t>(), logits, lse, local_targets.data(), n, V, grad_scale);
+      dlogits = operand(acts.dlogits16);
+    } else {
+      ops::xent_backward(logits, logits, lse, local_targets.data(), n, V, grad_scale);
+    }
+    matmul(acts.dxf.data<float>() + n0 * C, dlogits, W, n, C, V, false, false, 0);  // (n, C) = dlogits · W
+    matmul(dW, dlogits, xf.at(n0 * C), V, C, n, true, false, 1);                    // (V, C) += dlogitsᵀ · xf
   }
   if (cfg_.tie_embeddings) params.after_forward(unit(0));
   params.after_forward(head_unit);
@@ -225,28 +289,27 @@ void Llama::block_backward(ParamAccess& params, Activations& acts, int64_t layer
   float* d_xn = g.d_xn.data<float>();    // (Ns, C)
 
   // MLP: d_res holds d(out). d_mid = d(x_mid) = d_res + norm2ᵀ(W13ᵀ · swigluᵀ(W2ᵀ · d_res))
-  const float* d_out = gather_grad(d_res, acts);                                          // (N, C)
-  matmul(g.dh.data<float>(), d_out, params.weight(*s.w2), N, F_, C, false, false, 0);   // (N,F) = d·W2
-  matmul(params.grad(*s.w2), d_out, a.h.data<float>(), C, F_, N, true, false, 1);       // (C,F) += dᵀ·h
-  ops::swiglu_backward(g.dgu.data<float>(), g.dh.data<float>(), a.gu.data<float>(), N, F_);
-  matmul(partial_out(d_xn, acts), g.dgu.data<float>(), params.weight(*s.w13), N, C, 2 * F_, false, false, 0);
-  matmul(params.grad(*s.w13), g.dgu.data<float>(), gather_tokens(a.xn2.data<float>(), acts), 2 * F_, C, N, true,
-         false, 1);
+  const Operand d_out = rounded(gather_grad(d_res, acts), N * C, g.dy16);                   // (N, C)
+  matmul(g.dh.data<float>(), d_out, weight(params, *s.w2, C * F_), N, F_, C, false, false, 0);       // (N,F) = d·W2
+  matmul(params.grad(*s.w2), d_out, operand(a.h), C, F_, N, true, false, 1);               // (C,F) += dᵀ·h
+  with_data(g.dgu, [&](auto* dgu) { ops::swiglu_backward(dgu, g.dh.data<float>(), a.gu.data<float>(), N, F_); });
+  matmul(partial_out(d_xn, acts), operand(g.dgu), weight(params, *s.w13, 2 * F_ * C), N, C, 2 * F_, false, false, 0);
+  matmul(params.grad(*s.w13), operand(g.dgu), gather_tokens(operand(a.xn2), acts), 2 * F_, C, N, true, false, 1);
   reduce_input_grad(d_xn, acts);
   ops::rmsnorm_backward(d_mid, params.grad(*s.mlp_norm), d_xn, a.x_mid.data<float>(), params.weight(*s.mlp_norm),
                         a.rstd2.data<float>(), Ns, C);
   ops::add_inplace(d_mid, d_res, Ns * C);
 
   // Attention: d_res = d(x) = d_mid + norm1ᵀ(Wqkvᵀ · ropeᵀ(attentionᵀ(Woᵀ · d_mid)))
-  const float* d_mid_full = gather_grad(d_mid, acts);  // (N, C)
-  matmul(g.datt.data<float>(), d_mid_full, params.weight(*s.wo), N, HD, C, false, false, 0);
-  matmul(params.grad(*s.wo), d_mid_full, a.att.data<float>(), C, HD, N, true, false, 1);
+  const Operand d_mid_full = rounded(gather_grad(d_mid, acts), N * C, g.dy16);  // (N, C)
+  matmul(g.datt.data<float>(), d_mid_full, weight(params, *s.wo, C * HD), N, HD, C, false, false, 0);
+  matmul(params.grad(*s.wo), d_mid_full, rounded(a.att.data<float>(), N * HD, g.a16), C, HD, N, true, false, 1);
   ops::attention_backward(g.dqkv.data<float>(), g.datt.data<float>(), a.qkv.data<float>(), a.att.data<float>(),
                           a.lse.data<float>(), B, T, H_, Hkv_, D_);
   ops::rope_backward(g.dqkv.data<float>(), rope_cos_.data<float>(), rope_sin_.data<float>(), B, T, H_, Hkv_, D_, 0);
-  matmul(partial_out(d_xn, acts), g.dqkv.data<float>(), params.weight(*s.wqkv), N, C, QKV, false, false, 0);
-  matmul(params.grad(*s.wqkv), g.dqkv.data<float>(), gather_tokens(a.xn1.data<float>(), acts), QKV, C, N, true,
-         false, 1);
+  const Operand dqkv = rounded(g.dqkv.data<float>(), N * QKV, g.dy16);
+  matmul(partial_out(d_xn, acts), dqkv, weight(params, *s.wqkv, QKV * C), N, C, QKV, false, false, 0);
+  matmul(params.grad(*s.wqkv), dqkv, gather_tokens(operand(a.xn1), acts), QKV, C, N, true, false, 1);
   reduce_input_grad(d_xn, acts);
   ops::rmsnorm_backward(d_res, params.grad(*s.attn_norm), d_xn, x, params.weight(*s.attn_norm),
                         a.rstd1.data<float>(), Ns, C);
@@ -296,9 +359,11 @@ void Llama::forward_logits(ParamAccess& params, Activations& acts, const int32_t
   embed_forward(params, acts);
   for (int64_t i = 0; i < cfg_.n_layers; ++i) block_forward(params, acts, i);
   const int64_t N = acts.B * acts.T, C = cfg_.dim;
-  ops::rmsnorm_forward(acts.xf.data<float>(), acts.rstdf.data<float>(), acts.res.back().data<float>(),
-                       params.weight(*final_norm_), N, C, static_cast<float>(cfg_.norm_eps));
-  matmul(logits, acts.xf.data<float>(), params.weight(*head_), N, V_, C, false, true, 0);
+  with_data(acts.xf, [&](auto* xf) {
+    ops::rmsnorm_forward(xf, acts.rstdf.data<float>(), acts.res.back().data<float>(), params.weight(*final_norm_), N,
+                         C, static_cast<float>(cfg_.norm_eps));
+  });
+  matmul(logits, operand(acts.xf), weight(params, *head_, V_ * C), N, V_, C, false, true, 0);
 }
 
 }  // namespace ft

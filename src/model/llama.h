@@ -11,6 +11,12 @@
 //
 // seqs is (B, T + 1) tokens: inputs [0, T), targets [1, T]. A target < 0 is ignored.
 //
+// Precision::kBF16: every GEMM reads bf16 operands (AMX) and accumulates in fp32. The weights
+// come from the ParamAccess's bf16 copy (weights_bf16(), rounded once per update) or are rounded
+// here; the activations a GEMM reads are written in bf16 by the kernel that makes them (norms,
+// SwiGLU, cross-entropy backward) or rounded once for the two GEMMs that read them (gradients,
+// attention output). Allocate the Activations with the model's precision.
+//
 // A pipeline stage builds its Llama on a layout holding a subset of the units
 // (ParamLayout::llama(cfg, align, units)) and calls only the units it holds, over Activations
 // allocated for its layers (LayerSpan); whole-model passes need every unit.
@@ -21,7 +27,7 @@
 // N/tp tokens. Both compose: a stage's tensor-parallel rank holds its shard of the stage's units.
 //   TpGroup tp(mesh.tp(), /*sequence_parallel=*/false);
 //   Llama model(cfg, ParamLayout::llama(cfg, 1, {}, {mesh.coord().tp, tp.size()}), Precision::kF32, &tp);
-//   acts.allocate(cfg, B, T, chunk, {}, model.tp_split());
+//   acts.allocate(cfg, B, T, chunk, {}, model.tp_split(), model.precision());
 #pragma once
 
 #include <cstdint>
@@ -77,13 +83,26 @@ class Llama {
     const ParamSpec *attn_norm, *wqkv, *wo, *mlp_norm, *w13, *w2;
   };
   void block_forward_into(ParamAccess& params, Activations& acts, int64_t layer, BlockActivations& a);
-  void matmul(float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, bool ta, bool tb,
-              float beta) const;
+  // A GEMM operand: fp32, or already rounded to bf16 (exactly one is set).
+  struct Operand {
+    const float* f32 = nullptr;
+    const uint16_t* bf16 = nullptr;
+    Operand at(int64_t i) const { return {f32 ? f32 + i : nullptr, bf16 ? bf16 + i : nullptr}; }
+  };
+  static Operand operand(const Tensor& t);  // by the tensor's dtype
+  // The n weights from p's (the GEMM's matrix: q_proj is followed by k_proj and v_proj, gate_proj
+  // by up_proj) as a GEMM operand: fp32, or bf16 (the ParamAccess's copy, or rounded into w16_).
+  Operand weight(ParamAccess& params, const ParamSpec& p, int64_t n);
+  // x (n) as a GEMM operand: itself (fp32), or rounded once into scratch16 (bf16 compute).
+  Operand rounded(const float* x, int64_t n, Tensor& scratch16) const;
+  // C (M, N) = op(A) op(B) + beta C, both operands fp32 or both bf16.
+  void matmul(float* C, Operand A, Operand B, int64_t M, int64_t N, int64_t K, bool ta, bool tb, float beta) const;
+  void check_precision(const Activations& acts) const;
   // Tokens of the residual stream on this rank: N, or N / tp with sequence parallelism.
   int64_t local_tokens(const Activations& acts) const { return acts.B * acts.T / (sp_ ? tp_->size() : 1); }
   // The (N, C) input of a column-parallel matmul from this rank's (local_tokens, C) rows: the
   // rows themselves, or (sequence parallelism) their all-gather into the scratch full_in.
-  const float* gather_tokens(const float* rows, Activations& acts);
+  Operand gather_tokens(Operand rows, Activations& acts);
   // The (N, C) gradient of a row-parallel matmul's output from this rank's rows (the backward of
   // reduce_tokens: the rows themselves, or their all-gather into full_in).
   const float* gather_grad(const float* d_rows, Activations& acts);
@@ -115,6 +134,7 @@ class Llama {
   Tensor rope_cos_, rope_sin_;        // (max_seq_len, D/2)
   BackwardScratch scratch_;
   int64_t scratch_tokens_ = -1;
+  Tensor w16_;  // bf16 compute without a ParamAccess copy: the weight being used, rounded
 };
 
 }  // namespace ft

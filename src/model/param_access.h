@@ -24,6 +24,9 @@ class ParamAccess {
   // Base of unit u's weights / gradients; parameter p is at base + (p.offset - unit_begin(u)).
   virtual const float* weights(int unit) = 0;
   virtual float* grads(int unit) = 0;
+  // bf16 compute: unit u's weights rounded to bf16, laid out like weights(u), current with the
+  // fp32 weights — or null when this access keeps no such copy (the model rounds them itself).
+  virtual const uint16_t* weights_bf16(int unit) { return nullptr; }
 
   virtual void before_forward(int unit) {}
   virtual void after_forward(int unit) {}
@@ -33,6 +36,10 @@ class ParamAccess {
 
   const float* weight(const ParamSpec& p) { return weights(p.unit) + (p.offset - layout().unit_begin(p.unit)); }
   float* grad(const ParamSpec& p) { return grads(p.unit) + (p.offset - layout().unit_begin(p.unit)); }
+  const uint16_t* weight_bf16(const ParamSpec& p) {
+    const uint16_t* base = weights_bf16(p.unit);
+    return base ? base + (p.offset - layout().unit_begin(p.unit)) : nullptr;
+  }
 };
 
 // Every parameter and gradient of the layout in two fp32 arenas on this process.

@@ -19,12 +19,15 @@ AdamW::AdamW(const OptimConfig& cfg, const ParamLayout& layout, const Ranges& pi
   v_ = Tensor::zeros({compact}, DType::kF32, MemCategory::kOptimizerState);
 }
 
-void AdamW::step(float* weights, Addressing wa, const float* grads, Addressing ga, double lr, float grad_scale) {
+void AdamW::step(float* weights, Addressing wa, const float* grads, Addressing ga, double lr, float grad_scale,
+                 uint16_t* weights_bf16) {
   ++step_;
   for (const Segment& s : segments_) {
-    float* w = weights + (wa == Addressing::kArena ? s.arena : s.compact);
+    const int64_t wo = wa == Addressing::kArena ? s.arena : s.compact;
+    float* w = weights + wo;
     const float* g = grads + (ga == Addressing::kArena ? s.arena : s.compact);
-    ops::adamw_step(w, m_.data<float>() + s.compact, v_.data<float>() + s.compact, nullptr, g, s.count,
+    ops::adamw_step(w, m_.data<float>() + s.compact, v_.data<float>() + s.compact,
+                    weights_bf16 ? weights_bf16 + wo : nullptr, g, s.count,
                     static_cast<float>(lr), static_cast<float>(cfg_.beta1), static_cast<float>(cfg_.beta2),
                     static_cast<float>(cfg_.eps), s.decay ? static_cast<float>(cfg_.weight_decay) : 0.0f, step_,
                     grad_scale);

@@ -5,6 +5,7 @@
 //
 //   AdamW opt(cfg.optim, layout, {{0, layout.total()}});
 //   opt.step(weights, Addressing::kArena, grads, Addressing::kArena, lr, clip_scale);
+//   opt.step(weights, ..., clip_scale, weights_bf16);   // also writes the updated weights in bf16
 #pragma once
 
 #include <cstdint>
@@ -26,7 +27,10 @@ class AdamW {
   using Ranges = std::vector<std::pair<int64_t, int64_t>>;  // arena [begin, end), in order
   AdamW(const OptimConfig& cfg, const ParamLayout& layout, const Ranges& pieces);
 
-  void step(float* weights, Addressing wa, const float* grads, Addressing ga, double lr, float grad_scale);
+  // weights_bf16 (addressed like weights), when not null, receives the updated pieces in bf16 in
+  // the same pass.
+  void step(float* weights, Addressing wa, const float* grads, Addressing ga, double lr, float grad_scale,
+            uint16_t* weights_bf16 = nullptr);
 
   int64_t steps_taken() const { return step_; }
   void set_steps_taken(int64_t s) { step_ = s; }

@@ -63,6 +63,7 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
   engine_ = make_param_engine(par, cfg_.optim, ParamLayout::llama(cfg_.model, par.dp, units, shard), mesh_.dp(),
                               mesh_.tp(), t.seed);
   model_ = std::make_unique<Llama>(cfg_.model, engine_->layout(), t.precision, par.tp > 1 ? tp_.get() : nullptr);
+  if (t.precision == Precision::kBF16) engine_->keep_bf16_weights();  // rounded once per update
   const int64_t dp_rank = mesh_.coord().dp, dp = par.dp;
   train_data_ = make_loader(cfg_.data, t, cfg_.model.vocab_size, dp_rank, dp, Split::kTrain);
   if (t.eval_interval > 0) val_data_ = make_loader(cfg_.data, t, cfg_.model.vocab_size, dp_rank, dp, Split::kValidation);
@@ -71,7 +72,7 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
     pipeline_ = std::make_unique<PipelineRunner>(*plan_, static_cast<int>(mesh_.coord().pp), *model_, *engine_,
                                                  mesh_.pp(), micro_batch_, t.seq_len, chunk);
   } else {
-    acts_.allocate(cfg_.model, micro_batch_, t.seq_len, chunk, {}, model_->tp_split());
+    acts_.allocate(cfg_.model, micro_batch_, t.seq_len, chunk, {}, model_->tp_split(), t.precision);
   }
 
   const bool rank0 = mesh_.world_rank() == 0;

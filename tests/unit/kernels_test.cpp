@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <ostream>
@@ -29,6 +30,21 @@ std::vector<int32_t> random_tokens(size_t n, int32_t lo, int32_t hi, uint64_t se
   std::vector<int32_t> v(n);
   for (auto& t : v) t = d(rng);
   return v;
+}
+
+// A bf16-output op's contract: exactly the fp32 op's output rounded to bf16 (same kernel, same
+// values), and within one bf16 step of the reference's rounded output (whose fp32 values may
+// differ in the last bits and round the other way).
+::testing::AssertionResult is_rounded(const std::vector<uint16_t>& got, const std::vector<float>& f32,
+                                      const std::vector<uint16_t>& ref16) {
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != f32_to_bf16(f32[i]))
+      return ::testing::AssertionFailure() << "element " << i << ": bf16 " << got[i] << " is not round(" << f32[i] << ")";
+    if (std::abs(int(got[i]) - int(ref16[i])) > 1 && bf16_to_f32(got[i]) != bf16_to_f32(ref16[i]))
+      return ::testing::AssertionFailure() << "element " << i << ": bf16 " << bf16_to_f32(got[i]) << " vs reference "
+                                           << bf16_to_f32(ref16[i]);
+  }
+  return ::testing::AssertionSuccess();
 }
 
 // ---- simd::exp ----------------------------------------------------------------------------
@@ -135,6 +151,12 @@ TEST_P(RmsNorm, ForwardAndBackwardMatchReference) {
   ref::rmsnorm_forward(out_ref.data(), rstd_ref.data(), x.data(), w.data(), N, C, 1e-5f);
   EXPECT_TRUE(all_close(rstd, rstd_ref, 2e-6, 0));
   EXPECT_TRUE(all_close(out, out_ref, 2e-6, 1e-7 * max_abs(out_ref)));
+  std::vector<uint16_t> out16(N * C), out16_ref(N * C);
+  std::vector<float> rstd16(N);
+  cpu::rmsnorm_forward(out16.data(), rstd16.data(), x.data(), w.data(), N, C, 1e-5f);
+  ref::rmsnorm_forward(out16_ref.data(), rstd_ref.data(), x.data(), w.data(), N, C, 1e-5f);
+  EXPECT_EQ(rstd16, rstd);
+  EXPECT_TRUE(is_rounded(out16, out, out16_ref));
 
   auto dout = random_floats(N * C, 23);
   std::vector<float> dx(N * C, 3.0f), dx_ref(N * C, -3.0f);
@@ -230,6 +252,14 @@ TEST_P(SwiGlu, ForwardAndBackwardMatchReference) {
   cpu::swiglu_backward(dgu.data(), dout.data(), gu.data(), N, F);
   ref::swiglu_backward(dgu_ref.data(), dout.data(), gu.data(), N, F);
   EXPECT_TRUE(all_close(dgu, dgu_ref, 2e-6, 1e-7));
+
+  std::vector<uint16_t> out16(N * F), out16_ref(N * F), dgu16(N * 2 * F), dgu16_ref(N * 2 * F);
+  cpu::swiglu_forward(out16.data(), gu.data(), N, F);
+  ref::swiglu_forward(out16_ref.data(), gu.data(), N, F);
+  EXPECT_TRUE(is_rounded(out16, out, out16_ref));
+  cpu::swiglu_backward(dgu16.data(), dout.data(), gu.data(), N, F);
+  ref::swiglu_backward(dgu16_ref.data(), dout.data(), gu.data(), N, F);
+  EXPECT_TRUE(is_rounded(dgu16, dgu, dgu16_ref));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, SwiGlu,
@@ -285,6 +315,11 @@ TEST_P(Xent, ForwardAndBackwardMatchReference) {
   auto inplace = logits;
   cpu::xent_backward(inplace.data(), inplace.data(), lse_ref.data(), targets.data(), N, V, 0.37f);
   EXPECT_EQ(inplace, dl);
+
+  std::vector<uint16_t> dl16(N * V, 1), dl16_ref(N * V, 2);
+  cpu::xent_backward(dl16.data(), logits.data(), lse_ref.data(), targets.data(), N, V, 0.37f);
+  ref::xent_backward(dl16_ref.data(), logits.data(), lse_ref.data(), targets.data(), N, V, 0.37f);
+  EXPECT_TRUE(is_rounded(dl16, dl, dl16_ref));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Xent,
@@ -319,6 +354,16 @@ TEST_P(Elementwise, MatchReference) {
   EXPECT_EQ(y, y_ref);
   double s = cpu::sum_squares(x.data(), n), s_ref = ref::sum_squares(x.data(), n);
   EXPECT_NEAR(s, s_ref, 1e-12 * s_ref);
+  // Rounding ties to even, and NaN stays NaN, in the vector body and the tail alike.
+  for (int64_t i = 0; i < n; i += 7) x[i] = std::bit_cast<float>(static_cast<uint32_t>(0x3f808000u + ((i / 7) % 2) * 0x10000u));
+  if (n > 3) x[3] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<uint16_t> b(n), b_ref(n);
+  cpu::to_bf16(b.data(), x.data(), n);
+  ref::to_bf16(b_ref.data(), x.data(), n);
+  EXPECT_EQ(b, b_ref);
+  if (n > 3) {
+    EXPECT_TRUE(std::isnan(bf16_to_f32(b[3])));
+  }
 }
 
 TEST(Elementwise, SumSquaresDoesNotDependOnThreadCount) {

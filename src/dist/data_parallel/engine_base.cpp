@@ -87,6 +87,7 @@ void DpEngineBase::import_state(const float* w, const float* m, const float* v, 
     all_gather_units(mom[1]);
   }
   opt_->set_steps_taken(optimizer_steps);
+  weights_changed();  // a bf16 copy of the weights (bf16 training) is stale now
 }
 
 }  // namespace ft

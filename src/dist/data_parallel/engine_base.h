@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "dist/data_parallel/bf16_weights.h"
 #include "dist/data_parallel/grad_reducer.h"
 #include "dist/data_parallel/param_engine.h"
 #include "dist/data_parallel/shard_plan.h"
@@ -26,6 +27,7 @@ class DpEngineBase : public ParamEngine {
   void export_state(float* weights, float* exp_avg, float* exp_avg_sq) override;
   void import_state(const float* weights, const float* exp_avg, const float* exp_avg_sq,
                     int64_t optimizer_steps) override;
+  void weights_changed() override { ++generation_; }
 
  protected:
   DpEngineBase(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
@@ -40,6 +42,8 @@ class DpEngineBase : public ParamEngine {
   void init_full_weights(float* arena, uint64_t seed);
   // All-gathers every unit of the full arena from each rank's piece, in place.
   void all_gather_units(float* arena);
+  // Which weights the arena holds: changes with every update and every weights_changed().
+  int64_t weights_version() const { return (generation_ << 40) + opt_->steps_taken(); }
 
   // Where the fp32 master weights live: the full arena (ZeRO 0-2) or this rank's pieces (3).
   virtual float* master_weights(Addressing* how) = 0;
@@ -54,6 +58,8 @@ class DpEngineBase : public ParamEngine {
   std::vector<WorkPtr> pending_;
   double wait_s_ = 0;
   bool shard_optimizer_ = false;  // AdamW moments over this rank's pieces (else the full arena)
+  int64_t generation_ = 0;
+  Bf16Weights w16_;  // enabled by keep_bf16_weights() (ZeRO 0-2)
 };
 
 }  // namespace ft

@@ -51,6 +51,14 @@ class ParamEngine : public ParamAccess {
   // Seconds the trainer waited for gradient communication in the last finish_gradients().
   virtual double last_wait_s() const = 0;
 
+  // bf16 training: keep a bf16 copy of the weights for the GEMMs (weights_bf16), rounded once per
+  // update. ZeRO 0-2 keep one; ZeRO 3 holds no full weights to copy (the model rounds each
+  // gathered unit itself).
+  virtual void keep_bf16_weights() {}
+  // The fp32 weights were written outside optimizer_step (a checkpoint load, say): the bf16 copy
+  // is made again before its next use.
+  virtual void weights_changed() {}
+
   // Checkpoint state (ckpt/): this rank's piece of every unit — arena [begin, end) ranges in unit
   // order, the same under every ZeRO stage, so the dp ranks split the saving — and its fp32
   // master weights and AdamW moments over those ranges, back to back (state_size() floats each).

@@ -47,7 +47,11 @@ double Zero0Engine::finish_gradients() {
 
 void Zero0Engine::optimizer_step(double lr, float grad_scale) {
   before_update();
-  opt_->step(w_.data<float>(), Addressing::kArena, g_.data<float>(), Addressing::kArena, lr, grad_scale);
+  // Every rank updates every weight: with a bf16 copy, AdamW rounds each weight as it writes it.
+  const bool w16 = w16_.enabled();
+  opt_->step(w_.data<float>(), Addressing::kArena, g_.data<float>(), Addressing::kArena, lr, grad_scale,
+             w16 ? w16_.arena() : nullptr);
+  if (w16) w16_.mark_current(weights_version());
 }
 
 void Zero0Engine::gather_weights(float* out) {

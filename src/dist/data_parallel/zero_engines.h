@@ -15,6 +15,10 @@ class Zero0Engine final : public DpEngineBase {
                uint64_t seed);
   const float* weights(int u) override { return w_.data<float>() + layout_.unit_begin(u); }
   float* grads(int u) override { return g_.data<float>() + layout_.unit_begin(u); }
+  const uint16_t* weights_bf16(int u) override {
+    return w16_.enabled() ? w16_.unit(u, weights(u), weights_version()) : nullptr;
+  }
+  void keep_bf16_weights() override { w16_.enable(layout_); }
   void begin_step(int micro_batches) override;
   void after_backward(int unit) override;
   double finish_gradients() override;
@@ -41,6 +45,10 @@ class Zero12Engine final : public DpEngineBase {
                uint64_t seed);
   const float* weights(int u) override { return w_.data<float>() + layout_.unit_begin(u); }
   float* grads(int u) override;
+  const uint16_t* weights_bf16(int u) override {
+    return w16_.enabled() ? w16_.unit(u, weights(u), weights_version()) : nullptr;
+  }
+  void keep_bf16_weights() override { w16_.enable(layout_); }
   void begin_step(int micro_batches) override;
   void after_backward(int unit) override;
   double finish_gradients() override;

@@ -144,7 +144,8 @@ Activations& PipelineRunner::acquire(const Action& a) {
   }
   if (pool.empty()) {
     slot.acts = std::make_unique<Activations>();
-    slot.acts->allocate(model_.config(), B_, T_, chunk_tokens_, plan_.partition.span(a.chunk), model_.tp_split());
+    slot.acts->allocate(model_.config(), B_, T_, chunk_tokens_, plan_.partition.span(a.chunk), model_.tp_split(),
+                        model_.precision());
     FT_CHECK(slot.acts->res.front().nbytes() == static_cast<size_t>(msg_bytes_),
              "pipeline messages of {} bytes for a residual stream of {} bytes", msg_bytes_,
              slot.acts->res.front().nbytes());

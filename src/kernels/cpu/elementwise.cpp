@@ -50,4 +50,13 @@ double sum_squares(const float* x, int64_t n) {
   return s;
 }
 
+// y(n) = bf16(x(n))
+void to_bf16(uint16_t* y, const float* x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; i += kLanes) {
+    int w = width(n - i);
+    store(y + i, load(x + i, w), w);
+  }
+}
+
 }  // namespace ft::cpu

@@ -158,16 +158,6 @@ ThreadState& thread_state() {
   return s;
 }
 
-// dst = bf16(src), split over the OpenMP threads for large inputs.
-void to_bf16(uint16_t* dst, const float* src, int64_t n) {
-  constexpr int64_t kChunk = 1 << 16;
-  if (n <= kChunk) return convert(dst, DType::kBF16, src, DType::kF32, static_cast<size_t>(n));
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; i += kChunk) {
-    convert(dst + i, DType::kBF16, src + i, DType::kF32, static_cast<size_t>(std::min(kChunk, n - i)));
-  }
-}
-
 GemmKey key_of(int64_t M, int64_t N, int64_t K, bool ta, bool tb, float beta, Precision p) {
   return GemmKey{M, N, K, ta, tb, beta, p, omp_get_max_threads()};
 }

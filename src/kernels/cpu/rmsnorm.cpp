@@ -17,9 +17,11 @@ namespace ft::cpu {
 
 using namespace simd;
 
-// out(N, C), rstd(N) from x(N, C), weight(C).
-void rmsnorm_forward(float* out, float* rstd, const float* x, const float* weight, int64_t N, int64_t C,
-                     float eps) {
+namespace {
+// out(N, C) (fp32 or bf16), rstd(N) from x(N, C), weight(C).
+template <typename Out>
+void rmsnorm_forward_impl(Out* out, float* rstd, const float* x, const float* weight, int64_t N, int64_t C,
+                          float eps) {
 #pragma omp parallel for schedule(static) if (N * C > 8192)
   for (int64_t n = 0; n < N; ++n) {
     const float* xr = x + n * C;
@@ -27,12 +29,22 @@ void rmsnorm_forward(float* out, float* rstd, const float* x, const float* weigh
     float r = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(C) + static_cast<double>(eps)));
     rstd[n] = r;
     F32x16 rv = set1(r);
-    float* o = out + n * C;
+    Out* o = out + n * C;
     for (int64_t c = 0; c < C; c += kLanes) {
       int w = width(C - c);
       store(o + c, load(xr + c, w) * rv * load(weight + c, w), w);
     }
   }
+}
+}  // namespace
+
+void rmsnorm_forward(float* out, float* rstd, const float* x, const float* weight, int64_t N, int64_t C,
+                     float eps) {
+  rmsnorm_forward_impl(out, rstd, x, weight, N, C, eps);
+}
+void rmsnorm_forward(uint16_t* out, float* rstd, const float* x, const float* weight, int64_t N, int64_t C,
+                     float eps) {
+  rmsnorm_forward_impl(out, rstd, x, weight, N, C, eps);
 }
 
 // dx(N, C) = r (dy ∘ w − x · m),  m = r²/C · Σ_c dy w x     (written)

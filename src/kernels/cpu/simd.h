@@ -204,4 +204,9 @@ inline F32x16 exp(F32x16 x) { return map(x, [](float a) { return std::exp(a); })
 
 #endif
 
+// store() into a bf16 buffer rounds to nearest even: a kernel templated on its output type
+// writes fp32 or bf16 (a bf16 GEMM's operand) with the same code.
+inline void store(uint16_t* p, F32x16 x, int w = kLanes) { store_bf16(p, x, w); }
+
+
 }  // namespace ft::cpu::simd

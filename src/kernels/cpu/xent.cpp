@@ -50,14 +50,16 @@ void xent_forward(float* loss, float* lse, const float* logits, const int32_t* t
   }
 }
 
-// dlogits(N, V) = scale · (e^(z − lse) − onehot(target)); rows with a target < 0 are 0.
-// dlogits may alias logits: each element is read before it is written.
-void xent_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
-                   int64_t N, int64_t V, float scale) {
+namespace {
+// dlogits(N, V) (fp32 or bf16) = scale · (e^(z − lse) − onehot(target)); rows with a target < 0
+// are 0. An fp32 dlogits may alias logits: each element is read before it is written.
+template <typename Out>
+void backward(Out* dlogits, const float* logits, const float* lse, const int32_t* targets, int64_t N, int64_t V,
+              float scale) {
 #pragma omp parallel for schedule(static) if (N * V > 16384)
   for (int64_t n = 0; n < N; ++n) {
     const float* z = logits + n * V;
-    float* d = dlogits + n * V;
+    Out* d = dlogits + n * V;
     int32_t t = targets[n];
     if (t < 0) {
       for (int64_t j = 0; j < V; j += kLanes) store(d + j, zero(), width(V - j));
@@ -70,8 +72,18 @@ void xent_backward(float* dlogits, const float* logits, const float* lse, const 
       int w = width(V - j);
       store(d + j, exp(load(z + j, w) - l) * s, w);
     }
-    if (own) d[t] = (p_t - 1.0f) * scale;
+    if (own) store(d + t, set1((p_t - 1.0f) * scale), 1);
   }
+}
+}  // namespace
+
+void xent_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets, int64_t N,
+                   int64_t V, float scale) {
+  backward(dlogits, logits, lse, targets, N, V, scale);
+}
+void xent_backward(uint16_t* dlogits, const float* logits, const float* lse, const int32_t* targets, int64_t N,
+                   int64_t V, float scale) {
+  backward(dlogits, logits, lse, targets, N, V, scale);
 }
 
 }  // namespace ft::cpu

@@ -17,6 +17,10 @@ std::vector<float> round_bf16(const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(f32_to_bf16(x[i]));
   return out;
 }
+// The bf16-output ops: the fp32 op, then rounding.
+void store_bf16(uint16_t* out, const std::vector<float>& x) {
+  for (size_t i = 0; i < x.size(); ++i) out[i] = f32_to_bf16(x[i]);
+}
 }  // namespace
 
 void matmul(float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, bool trans_a,
@@ -47,6 +51,12 @@ void embedding_backward(float* dtable, const float* dout, const int32_t* tokens,
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* weight, int64_t N, int64_t C,
                      float eps) {
   ref_impl::rmsnorm_forward(out, rstd, x, weight, N, C, eps);
+}
+void rmsnorm_forward(uint16_t* out, float* rstd, const float* x, const float* weight, int64_t N, int64_t C,
+                     float eps) {
+  std::vector<float> y(static_cast<size_t>(N * C));
+  ref_impl::rmsnorm_forward(y.data(), rstd, x, weight, N, C, eps);
+  store_bf16(out, y);
 }
 void rmsnorm_backward(float* dx, float* dweight, const float* dout, const float* x, const float* weight,
                       const float* rstd, int64_t N, int64_t C) {
@@ -88,6 +98,16 @@ void swiglu_forward(float* out, const float* gate_up, int64_t N, int64_t F) {
 void swiglu_backward(float* dgate_up, const float* dout, const float* gate_up, int64_t N, int64_t F) {
   ref_impl::swiglu_backward(dgate_up, dout, gate_up, N, F);
 }
+void swiglu_forward(uint16_t* out, const float* gate_up, int64_t N, int64_t F) {
+  std::vector<float> y(static_cast<size_t>(N * F));
+  ref_impl::swiglu_forward(y.data(), gate_up, N, F);
+  store_bf16(out, y);
+}
+void swiglu_backward(uint16_t* dgate_up, const float* dout, const float* gate_up, int64_t N, int64_t F) {
+  std::vector<float> d(static_cast<size_t>(N * 2 * F));
+  ref_impl::swiglu_backward(d.data(), dout, gate_up, N, F);
+  store_bf16(dgate_up, d);
+}
 void xent_forward(float* loss, float* lse, const float* logits, const int32_t* targets, int64_t N,
                   int64_t V) {
   ref_impl::xent_forward(loss, lse, logits, targets, N, V);
@@ -95,6 +115,12 @@ void xent_forward(float* loss, float* lse, const float* logits, const int32_t* t
 void xent_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets,
                    int64_t N, int64_t V, float scale) {
   ref_impl::xent_backward(dlogits, logits, lse, targets, N, V, scale);
+}
+void xent_backward(uint16_t* dlogits, const float* logits, const float* lse, const int32_t* targets,
+                   int64_t N, int64_t V, float scale) {
+  std::vector<float> d(static_cast<size_t>(N * V));
+  ref_impl::xent_backward(d.data(), logits, lse, targets, N, V, scale);
+  store_bf16(dlogits, d);
 }
 
 void add_inplace(float* y, const float* x, int64_t n) {
@@ -107,6 +133,9 @@ double sum_squares(const float* x, int64_t n) {
   double s = 0;
   for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
   return s;
+}
+void to_bf16(uint16_t* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(x[i]);
 }
 
 void adamw_step(float* param, float* m, float* v, uint16_t* param_bf16, const float* grad, int64_t n,
