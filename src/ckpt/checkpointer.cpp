@@ -1,10 +1,12 @@
 #include "ckpt/checkpointer.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -38,6 +40,23 @@ class Refusal : public Error {
 
 double unix_now() {
   return static_cast<double>(std::time(nullptr));
+}
+
+// Encrypted runs: the plaintext in staging must not reach swap or a core dump. Best effort: a
+// locked-memory limit below the staging size is a warning, not an error.
+bool lock_staging(void* p, size_t n) {
+  if (::mlock(p, n) != 0) {
+    log_warn(
+        "checkpoint: cannot lock the {} staging buffers in memory (mlock: {}); with swap on, "
+        "plaintext state could be paged out to disk",
+        human_bytes(static_cast<double>(n)), std::strerror(errno));
+    return false;
+  }
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTDUMP);
+  return true;
 }
 
 void check_compatible(const CheckpointManifest& m, const Config& cfg, uint64_t tokenizer_hash,
@@ -220,6 +239,7 @@ Checkpointer::Checkpointer(const Config& cfg, Mesh& mesh, ParamEngine& engine,
     // Staging is allocated (and its pages touched) now, so a save's stall is only the copy.
     staging_ = static_cast<float*>(mem_alloc(staging_bytes(), MemCategory::kCheckpoint));
     secure_zero(staging_, staging_bytes());
+    if (cfg_.ckpt.encrypt) staging_locked_ = lock_staging(staging_, staging_bytes());
     std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit is a write error (EFBIG), not death
     worker_ = std::thread([this] { run_worker(); });
     engine_.set_before_update([this] { wait_for_copy(); });
@@ -234,6 +254,7 @@ Checkpointer::~Checkpointer() {
   }
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();
+  if (staging_locked_) ::munlock(staging_, staging_bytes());
   if (staging_) mem_free(staging_, staging_bytes(), MemCategory::kCheckpoint);
 }
 

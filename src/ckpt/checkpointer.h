@@ -111,7 +111,8 @@ class Checkpointer {
   uint32_t chunk_bytes_;
   std::vector<StatePiece> pieces_, owned_;  // this rank's state pieces; the ones it writes
   int64_t state_size_ = 0;
-  float* staging_ = nullptr;  // 3 × state_size_ floats (kCheckpoint), wiped after each write
+  float* staging_ = nullptr;     // 3 × state_size_ floats (kCheckpoint), wiped after each write
+  bool staging_locked_ = false;  // encrypted runs: mlock'ed, out of core dumps
   int64_t restarts_ = 0;
   int copy_delay_ms_ =
       0;  // FLUXTRAIN_CKPT_TEST_COPY_DELAY_MS: slow the background copy down (tests)
