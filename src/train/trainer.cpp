@@ -326,7 +326,8 @@ bool Trainer::roll_back() {
   Checkpointer loader(c, mesh_, *engine_, train_data_->tokenizer_hash(), nullptr);
   Checkpointer::Resumed r = loader.resume();
   if (!r.resumed) {
-    if (mesh_.world_rank() == 0) log_warn("no checkpoint to roll back to under {}; the spikes were only skipped", loader.root());
+    if (mesh_.world_rank() == 0)
+      log_warn("no checkpoint to roll back to under {}; the spikes were only skipped", loader.root());
     return false;
   }
   // The loader stays where it is: the batches read since the checkpoint are skipped, not replayed.

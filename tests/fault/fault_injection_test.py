@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 
@@ -72,7 +73,17 @@ def failures(run_dir):
     return [e for e in events(run_dir) if e["event"] == "failure"]
 
 
+def warm_peak():
+    # The first run on a machine measures its GEMM peak (kernels/peak.h, about a second, longer
+    # under load) while the other ranks wait in a collective — longer than the tests' 3 s
+    # collective timeout may allow. One single-process step records it for the ranks' settings.
+    subprocess.run([FT, "train", "--config", CFG, "--run-dir", os.path.join(WORK, "peak"), "--set", "train.steps=1",
+                    "--set", "train.threads=1", "--set", "train.eval_interval=0", "--set", "metrics.port=0"],
+                   check=True, capture_output=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+
 def reference():
+    warm_peak()
     run = Launch(FT, CFG, fresh("reference"))
     expect_finished(run, 0)
     check_samples(REF, STEPS)
@@ -295,6 +306,7 @@ def slow_only():
 
 def reference_20m():
     slow_only()
+    warm_peak()
     run = Launch(FT, CFG20, fresh("reference_20m"), sets=M20)
     expect_finished(run, 0)
     check_samples(run.run_dir, 10, batch=4)
