@@ -1,7 +1,9 @@
 """The PyTorch peer of `fluxtrain train`: the same LLaMA (tests/oracle/llama_torch.py), the same
 batch, sequence length, AdamW and gradient clipping, timed over the same number of steps.
 
-usage: torch_train.py RESOLVED_CONFIG_JSON THREADS STEPS   (prints the median tokens/s)
+usage: torch_train.py RESOLVED_CONFIG_JSON THREADS STEPS
+prints the median tokens/s and the median tokens per CPU-second (process CPU time, all threads:
+it does not grow while other processes hold the cores of a shared machine)
 """
 import json
 import os
@@ -40,10 +42,10 @@ def main():
     B, T = tc["batch_size"], tc["seq_len"]
     micro = tc["micro_batch_size"] or B
     bf16 = tc["precision"] == "bf16"
-    times = []
+    times, cpu_times = [], []
     for step in range(steps):
         tokens = torch.randint(0, V, (B, T + 1), generator=g)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad(set_to_none=True)
         for m in range(0, B, micro):
             x, y = tokens[m:m + micro, :-1], tokens[m:m + micro, 1:]
@@ -54,9 +56,11 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), oc["grad_clip"])
         opt.step()
         times.append(time.perf_counter() - t0)
+        cpu_times.append(time.process_time() - c0)
         print(f"torch step {step + 1}/{steps}: {B * T / times[-1]:.1f} tok/s", file=sys.stderr, flush=True)
     steady = times[1:] if len(times) > 1 else times
-    print(f"{B * T / statistics.median(steady):.2f}")
+    steady_cpu = cpu_times[1:] if len(cpu_times) > 1 else cpu_times
+    print(f"{B * T / statistics.median(steady):.2f} {B * T / statistics.median(steady_cpu):.2f}")
 
 
 if __name__ == "__main__":

@@ -157,7 +157,7 @@ double batch_data_hash(const Batch& b) {
 }  // namespace
 
 StepStats Trainer::step() {
-  const double t0 = now_seconds();
+  const double t0 = now_seconds(), cpu0 = process_cpu_seconds();
   const CommStats comm0 = mesh_.dp().stats(), pp0 = mesh_.pp().stats(), tp0 = mesh_.tp().stats();
   const double tokens_per_step = static_cast<double>(cfg_.train.batch_size * cfg_.train.seq_len);
   StepStats s;
@@ -187,6 +187,7 @@ StepStats Trainer::step() {
   tokens_ += static_cast<int64_t>(tokens_per_step);
   s.tokens = tokens_;
   s.step_s = now_seconds() - t0;
+  s.cpu_s = process_cpu_seconds() - cpu0;
   s.tokens_per_s = tokens_per_step / s.step_s;
   s.mfu = peak_flops_ > 0 ? s.tokens_per_s * flops_per_token_ / (peak_flops_ * mesh_.world_size()) : 0;
   s.comm_wait_s = engine_->last_wait_s();
@@ -218,7 +219,7 @@ void Trainer::log_step(const StepStats& s) {
   nlohmann::json j = {{"step", s.step},          {"loss", s.loss},     {"lr", s.lr},
                       {"grad_norm", s.grad_norm}, {"tokens", s.tokens}, {"tokens_per_s", s.tokens_per_s},
                       {"step_s", s.step_s},      {"mfu", s.mfu},       {"data_wait_s", s.data_wait_s},
-                      {"comm_wait_s", s.comm_wait_s}, {"data_hash", s.data_hash}};
+                      {"comm_wait_s", s.comm_wait_s}, {"data_hash", s.data_hash}, {"cpu_s", s.cpu_s}};
   telemetry_->on_step({.step = s.step, .loss = s.loss, .lr = s.lr, .grad_norm = s.grad_norm,
                        .tokens = cfg_.train.batch_size * cfg_.train.seq_len, .tokens_per_s = s.tokens_per_s,
                        .step_s = s.step_s, .mfu = peak_flops_ > 0 ? s.mfu : NAN, .data_wait_s = s.data_wait_s,

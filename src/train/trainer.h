@@ -47,6 +47,7 @@ struct StepStats {
   // batches (a resumed run continues the data order without a repeat or a gap).
   int64_t data_hash = 0;
   double step_s = 0, tokens_per_s = 0, mfu = 0, data_wait_s = 0;
+  double cpu_s = 0;         // CPU seconds the process used during the step (all its threads)
   double comm_wait_s = 0;   // time the step waited for gradient communication
   CommStats comm;           // this rank's data-parallel traffic during the step
   CommStats comm_pp;        // this rank's pipeline traffic (activations and their gradients)

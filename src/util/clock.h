@@ -1,5 +1,7 @@
-// Wall-clock seconds from a monotonic clock.
+// Wall-clock seconds from a monotonic clock; CPU seconds this process has used (all threads).
 #pragma once
+
+#include <time.h>
 
 #include <chrono>
 
@@ -7,6 +9,14 @@ namespace ft {
 
 inline double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// On a shared machine a step's CPU time, unlike its wall time, does not grow while other
+// processes hold the cores.
+inline double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
 }  // namespace ft
