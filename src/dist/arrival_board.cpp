@@ -16,7 +16,7 @@ ArrivalBoard::ArrivalBoard(const std::string& dir, const std::string& group, int
   std::string path = dir + "/arrivals-" + group;
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return;
-  size_t bytes = static_cast<size_t>(size) * sizeof(int64_t);
+  size_t bytes = static_cast<size_t>(2 * size) * sizeof(int64_t);  // entered, finished
   if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     ::close(fd);
     return;
@@ -25,24 +25,36 @@ ArrivalBoard::ArrivalBoard(const std::string& dir, const std::string& group, int
   ::close(fd);
   if (p == MAP_FAILED) return;
   slots_ = static_cast<volatile int64_t*>(p);
-  slots_[index_] = 0;
+  slots_[2 * index_] = slots_[2 * index_ + 1] = 0;
 }
 
 ArrivalBoard::~ArrivalBoard() {
-  if (slots_) ::munmap(const_cast<int64_t*>(slots_), static_cast<size_t>(size_) * sizeof(int64_t));
+  if (slots_) ::munmap(const_cast<int64_t*>(slots_), static_cast<size_t>(2 * size_) * sizeof(int64_t));
 }
 
 void ArrivalBoard::arrive(int64_t seq) {
-  if (slots_) slots_[index_] = seq;
+  if (slots_) slots_[2 * index_] = seq;
 }
 
-int64_t ArrivalBoard::seq_of(int index) const { return slots_ ? slots_[index] : -1; }
+void ArrivalBoard::finish(int64_t seq) {
+  if (slots_) slots_[2 * index_ + 1] = seq;
+}
+
+int64_t ArrivalBoard::seq_of(int index) const { return slots_ ? slots_[2 * index] : -1; }
 
 std::vector<int> ArrivalBoard::laggards(int64_t seq) const {
   std::vector<int> out;
   if (!slots_) return out;
   for (int i = 0; i < size_; ++i)
-    if (slots_[i] < seq) out.push_back(i);
+    if (slots_[2 * i] < seq) out.push_back(i);
+  return out;
+}
+
+std::vector<int> ArrivalBoard::stuck_inside(int64_t seq) const {
+  std::vector<int> out;
+  if (!slots_) return out;
+  for (int i = 0; i < size_; ++i)
+    if (i != index_ && slots_[2 * i] >= seq && slots_[2 * i + 1] < seq) out.push_back(i);
   return out;
 }
 

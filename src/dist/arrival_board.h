@@ -1,11 +1,13 @@
-// ArrivalBoard: which collective each rank of a group has reached, so that a rank that times
-// out can name the ranks that never arrived (rather than only its ring neighbour, which may be
-// waiting itself). One small memory-mapped file per group under a directory all ranks of a
+// ArrivalBoard: which collective each rank of a group has entered and left, so that a rank that
+// times out can name the ranks that never arrived, or entered and never left (rather than only
+// its ring neighbour, which may be waiting itself). One small memory-mapped file per group under a directory all ranks of a
 // node share; each rank stores its latest sequence number into its own slot.
 //
 //   ArrivalBoard board(dir, "dp.0", group_size, my_index);
 //   board.arrive(seq);                       // entering collective #seq
-//   board.laggards(seq)                      // group indices whose slot is still < seq
+//   board.finish(seq);                       // leaving it
+//   board.laggards(seq)                      // group indices that have not entered #seq
+//   board.stuck_inside(seq)                  // other indices that entered #seq and never left it
 #pragma once
 
 #include <cstdint>
@@ -24,7 +26,9 @@ class ArrivalBoard {
 
   bool enabled() const { return slots_ != nullptr; }
   void arrive(int64_t seq);
+  void finish(int64_t seq);
   std::vector<int> laggards(int64_t seq) const;
+  std::vector<int> stuck_inside(int64_t seq) const;
   int64_t seq_of(int index) const;
 
  private:

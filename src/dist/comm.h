@@ -6,7 +6,8 @@
 // non-blocking one followed by wait(). Collectives of one communicator run in submission order
 // on its communication thread, so compute overlaps them (bucketed gradient all-reduce, ZeRO-3
 // prefetch). Every wait is bounded by the collective timeout: a peer that died or hangs turns
-// into a CommError naming the collective, the group and the ranks that never arrived.
+// into a CommError naming the collective, the group and the ranks holding it up (never
+// arrived, or stopped inside it).
 //
 //   Communicator& dp = mesh.dp();
 //   WorkPtr w = dp.all_reduce_async(grads, n, ReduceOp::kSum, Wire::kBF16);   // starts now

@@ -216,6 +216,7 @@ class MpiCommunicator final : public Communicator {
       try {
         if (failed_.empty()) op.body(op);
         else throw CommError(failed_);
+        board_->finish(op.seq);
         record(op.kind, op.bytes, now_seconds() - t0);
         op.work->finish();
       } catch (const Error& e) {
@@ -234,7 +235,7 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
-  // Waits for requests with the collective timeout; on expiry names who never arrived.
+  // Waits for requests with the collective timeout; on expiry names the ranks holding it up.
   void complete(Op& o, MPI_Request* reqs, int count, int waiting_for) {
     double deadline = now_seconds() + opts_.timeout_s;
     int flag = 0, spins = 0;
@@ -250,14 +251,25 @@ class MpiCommunicator final : public Communicator {
   }
 
   [[noreturn]] void timeout(const Op& o, int waiting_for) {
+    // Who holds it up: ranks that never entered it; else ranks that entered it and never left
+    // (stopped inside); else the peer this rank's transfer waits for.
     std::vector<int> late = board_->laggards(o.seq);
+    const char* how = "never arrived";
+    if (late.empty()) {
+      late = board_->stuck_inside(o.seq);
+      how = "entered it, never finished";
+    }
+    if (late.empty() && waiting_for >= 0) {
+      late = {waiting_for};
+      how = "the peer this rank waits for";
+    }
     std::string who;
     for (int i : late) who += (who.empty() ? "" : ", ") + std::to_string(world_rank_of(i));
-    if (who.empty() && waiting_for >= 0) who = std::to_string(world_rank_of(waiting_for));
     throw CommError(fmt::format("rank {}: {} #{} on group {} (world ranks {}..{}) timed out after {:.0f} s; "
-                                "ranks that never arrived: {}",
+                                "ranks holding it up: {}",
                                 world_rank_of(rank_), coll_kind_name(o.kind), o.seq, name_, world_ranks_.front(),
-                                world_ranks_.back(), opts_.timeout_s, who.empty() ? "unknown" : who),
+                                world_ranks_.back(), opts_.timeout_s,
+                                who.empty() ? std::string("unknown") : fmt::format("{} ({})", who, how)),
                     "a rank died or hangs; see its log. The bound is parallel.collective_timeout_s");
   }
 

@@ -28,7 +28,7 @@ void FaultConfig::bind(ConfigBinder& b) {
   b.add("fault.record_samples", &record_samples,
         "write each rank's consumed global sample range per step to RUN_DIR/samples/rank-N.jsonl");
   b.add("fault.collective_timeout_s", &collective_timeout_s,
-        "seconds a rank waits in a collective before it names the ranks that never arrived and "
+        "seconds a rank waits in a collective before it names the ranks holding it up and "
         "exits (code 3); "
         "0 = parallel.collective_timeout_s");
   b.add("fault.max_restarts", &max_restarts,

@@ -259,7 +259,7 @@ std::optional<Supervisor::Failure> Supervisor::classify_exit(Attempt& a, int cod
   f.exit_code = code;
   f.kind = "exit";
   f.detail = fmt::format("the launcher exited with code {}", code);
-  static const std::regex never_arrived(R"(ranks that never arrived: ([0-9][0-9, ]*))");
+  static const std::regex never_arrived(R"(ranks holding it up: ([0-9][0-9, ]*))");
   static const std::regex mpi_died(
       R"(process rank ([0-9]+) with PID [0-9]+ on node (\S+) exited on signal ([0-9]+))");
   static const std::regex srun_died(

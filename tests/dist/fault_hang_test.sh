@@ -36,7 +36,7 @@ for sig in STOP KILL; do
   [ $rc -eq 0 ] || { echo "FAIL: SIG$sig: the job still runs after 120 s"; exit 1; }
   echo "SIG$sig of rank 1: job ended after ${elapsed}s (collective timeout ${TIMEOUT}s)"
   if [ $sig = STOP ]; then
-    grep -q "ranks that never arrived: 1" "$WORK/$sig.log" || { echo "FAIL: no error naming rank 1"; cat "$WORK/$sig.log"; exit 1; }
+    grep -q "ranks holding it up: 1 " "$WORK/$sig.log" || { echo "FAIL: no error naming rank 1"; cat "$WORK/$sig.log"; exit 1; }
     grep -m1 "timed out" "$WORK/$sig.log"
   fi
   (( $(echo "$elapsed < $TIMEOUT + 30" | bc) )) || { echo "FAIL: took ${elapsed}s"; exit 1; }

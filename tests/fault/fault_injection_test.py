@@ -119,7 +119,7 @@ def hang():
         fail(f"the failure should be a hang of rank 1: {f}")
     print("detected as: " + f[0]["detail"])
     log = open(os.path.join(run.run_dir, "logs", "attempt-1.log")).read()
-    if "ranks that never arrived: 1" not in log or "step " not in log:
+    if "ranks holding it up: 1" not in log or "step " not in log:
         fail("the collective timeout did not name rank 1 and the step:\n" + log[-3000:])
     check_losses_identical(REF, run.run_dir, STEPS)
     check_samples(run.run_dir, STEPS)
