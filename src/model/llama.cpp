@@ -183,8 +183,8 @@ void Llama::block_forward_into(ParamAccess& params, Activations& acts, int64_t l
   with_data(a.xn1, [&](auto* xn1) {
     ops::rmsnorm_forward(xn1, a.rstd1.data<float>(), x, params.weight(*s.attn_norm), Ns, C, eps);
   });
-  matmul(a.qkv.data<float>(), gather_tokens(operand(a.xn1), acts), weight(params, *s.wqkv, QKV * C), N, QKV, C, false, true,
-         0);
+  matmul(a.qkv.data<float>(), gather_tokens(operand(a.xn1), acts), weight(params, *s.wqkv, QKV * C), N, QKV, C,
+         false, true, 0);
   ops::rope_forward(a.qkv.data<float>(), rope_cos_.data<float>(), rope_sin_.data<float>(), B, T, H_, Hkv_, D_, 0);
   ops::attention_forward(a.att.data<float>(), a.lse.data<float>(), a.qkv.data<float>(), B, T, H_, Hkv_, D_);
   const float* att = a.att.data<float>();
@@ -197,8 +197,8 @@ void Llama::block_forward_into(ParamAccess& params, Activations& acts, int64_t l
   with_data(a.xn2, [&](auto* xn2) {
     ops::rmsnorm_forward(xn2, a.rstd2.data<float>(), x_mid, params.weight(*s.mlp_norm), Ns, C, eps);
   });
-  matmul(a.gu.data<float>(), gather_tokens(operand(a.xn2), acts), weight(params, *s.w13, 2 * F_ * C), N, 2 * F_, C, false, true,
-         0);
+  matmul(a.gu.data<float>(), gather_tokens(operand(a.xn2), acts), weight(params, *s.w13, 2 * F_ * C), N, 2 * F_,
+         C, false, true, 0);
   with_data(a.h, [&](auto* h) { ops::swiglu_forward(h, a.gu.data<float>(), N, F_); });
   matmul(partial_out(out, acts), operand(a.h), weight(params, *s.w2, C * F_), N, C, F_, false, true, 0);
   reduce_tokens(out, acts);
@@ -289,11 +289,12 @@ void Llama::block_backward(ParamAccess& params, Activations& acts, int64_t layer
   float* d_xn = g.d_xn.data<float>();    // (Ns, C)
 
   // MLP: d_res holds d(out). d_mid = d(x_mid) = d_res + norm2ᵀ(W13ᵀ · swigluᵀ(W2ᵀ · d_res))
-  const Operand d_out = rounded(gather_grad(d_res, acts), N * C, g.dy16);                   // (N, C)
-  matmul(g.dh.data<float>(), d_out, weight(params, *s.w2, C * F_), N, F_, C, false, false, 0);       // (N,F) = d·W2
-  matmul(params.grad(*s.w2), d_out, operand(a.h), C, F_, N, true, false, 1);               // (C,F) += dᵀ·h
+  const Operand d_out = rounded(gather_grad(d_res, acts), N * C, g.dy16);                      // (N, C)
+  matmul(g.dh.data<float>(), d_out, weight(params, *s.w2, C * F_), N, F_, C, false, false, 0);  // (N,F) = d·W2
+  matmul(params.grad(*s.w2), d_out, operand(a.h), C, F_, N, true, false, 1);                  // (C,F) += dᵀ·h
   with_data(g.dgu, [&](auto* dgu) { ops::swiglu_backward(dgu, g.dh.data<float>(), a.gu.data<float>(), N, F_); });
-  matmul(partial_out(d_xn, acts), operand(g.dgu), weight(params, *s.w13, 2 * F_ * C), N, C, 2 * F_, false, false, 0);
+  matmul(partial_out(d_xn, acts), operand(g.dgu), weight(params, *s.w13, 2 * F_ * C), N, C, 2 * F_, false, false,
+         0);
   matmul(params.grad(*s.w13), operand(g.dgu), gather_tokens(operand(a.xn2), acts), 2 * F_, C, N, true, false, 1);
   reduce_input_grad(d_xn, acts);
   ops::rmsnorm_backward(d_mid, params.grad(*s.mlp_norm), d_xn, a.x_mid.data<float>(), params.weight(*s.mlp_norm),

@@ -39,7 +39,8 @@ std::vector<int32_t> random_tokens(size_t n, int32_t lo, int32_t hi, uint64_t se
                                       const std::vector<uint16_t>& ref16) {
   for (size_t i = 0; i < got.size(); ++i) {
     if (got[i] != f32_to_bf16(f32[i]))
-      return ::testing::AssertionFailure() << "element " << i << ": bf16 " << got[i] << " is not round(" << f32[i] << ")";
+      return ::testing::AssertionFailure() << "element " << i << ": bf16 " << got[i] << " is not round("
+                                           << f32[i] << ")";
     if (std::abs(int(got[i]) - int(ref16[i])) > 1 && bf16_to_f32(got[i]) != bf16_to_f32(ref16[i]))
       return ::testing::AssertionFailure() << "element " << i << ": bf16 " << bf16_to_f32(got[i]) << " vs reference "
                                            << bf16_to_f32(ref16[i]);
@@ -355,7 +356,8 @@ TEST_P(Elementwise, MatchReference) {
   double s = cpu::sum_squares(x.data(), n), s_ref = ref::sum_squares(x.data(), n);
   EXPECT_NEAR(s, s_ref, 1e-12 * s_ref);
   // Rounding ties to even, and NaN stays NaN, in the vector body and the tail alike.
-  for (int64_t i = 0; i < n; i += 7) x[i] = std::bit_cast<float>(static_cast<uint32_t>(0x3f808000u + ((i / 7) % 2) * 0x10000u));
+  for (int64_t i = 0; i < n; i += 7)  // halfway between two bf16 values, alternately odd and even below
+    x[i] = std::bit_cast<float>(static_cast<uint32_t>(0x3f808000u + ((i / 7) % 2) * 0x10000u));
   if (n > 3) x[3] = std::numeric_limits<float>::quiet_NaN();
   std::vector<uint16_t> b(n), b_ref(n);
   cpu::to_bf16(b.data(), x.data(), n);
