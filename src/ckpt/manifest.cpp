@@ -331,13 +331,4 @@ std::string rank_file_name(int rank) {
   return fmt::format("rank-{:05d}.ftckpt", rank);
 }
 
-std::string utc_timestamp() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 }  // namespace ft

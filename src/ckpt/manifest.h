@@ -17,6 +17,7 @@
 
 #include "data/loader.h"
 #include "tensor/tensor.h"
+#include "util/clock.h"  // utc_timestamp
 
 namespace ft {
 
@@ -88,6 +89,5 @@ struct CheckpointManifest {
 std::string step_dir_name(int64_t step);
 int64_t parse_step_dir_name(const std::string& name);
 std::string rank_file_name(int rank);  // "rank-00003.ftckpt"
-std::string utc_timestamp();           // "2025-01-31T12:00:00Z"
 
 }  // namespace ft

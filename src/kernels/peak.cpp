@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <dnnl.hpp>
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 
 #include "kernels/cpu/gemm.h"
 #include "tensor/dtype.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -78,14 +80,6 @@ double best_seconds(Fn&& fn, const PeakOptions& opt, int threads) {
   return best;
 }
 
-std::string now_utc() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -240,7 +234,7 @@ PeakRecord measure_square(Precision precision, bool f32_primitive, int threads, 
   r.gflops = 2.0 * static_cast<double>(n) * n * n / secs * 1e-9;
   r.size = n;
   r.library = onednn_version();
-  r.measured_at = now_utc();
+  r.measured_at = utc_timestamp();
   return r;
 }
 }  // namespace
