@@ -50,7 +50,8 @@ int run_debug_state(int argc, char** argv) {
     w.add("batch." + std::to_string(s), "I32", {B, T + 1}, b.tokens.data(), b.tokens.size() * 4);
     if (s == 1) {
       ft::Activations acts;
-      acts.allocate(cfg.model, B, T, ft::loss_chunk_tokens(cfg.model, 0, B * T), {}, {}, trainer.model().precision());
+      const ft::Precision p = trainer.model().precision();
+      acts.allocate(cfg.model, B, T, ft::loss_chunk_tokens(cfg.model, 0, B * T, p), {}, {}, p);
       std::vector<float> logits(static_cast<size_t>(B * T * V));
       trainer.model().forward_logits(trainer.params(), acts, b.tokens.data(), logits.data());
       w.add("logits", "F32", {B * T, V}, logits.data(), logits.size() * 4);

@@ -64,8 +64,9 @@ NamedShapes model_activation_shapes(const ModelConfig& m, int64_t B, int64_t T, 
   return s;
 }
 
-int64_t loss_chunk_tokens(const ModelConfig& m, int64_t configured, int64_t tokens) {
-  int64_t c = configured > 0 ? configured : std::max<int64_t>(16, (int64_t{8} << 20) / m.vocab_size);
+int64_t loss_chunk_tokens(const ModelConfig& m, int64_t configured, int64_t tokens, Precision precision) {
+  const int64_t logits = precision == Precision::kBF16 ? int64_t{32} << 20 : int64_t{8} << 20;  // elements
+  int64_t c = configured > 0 ? configured : std::max<int64_t>(16, logits / m.vocab_size);
   return std::min(c, tokens);
 }
 

@@ -62,8 +62,11 @@ NamedShapes model_activation_shapes(const ModelConfig& m, int64_t B, int64_t T, 
 // The element type of the named buffer at this precision.
 DType activation_dtype(const std::string& name, Precision precision);
 
-// Tokens per LM-head chunk: the configured value, or ~32 MiB of fp32 logits.
-int64_t loss_chunk_tokens(const ModelConfig& m, int64_t configured, int64_t tokens);
+// Tokens per LM-head chunk: the configured value, or ~32 MiB of fp32 logits — ~128 MiB with bf16
+// compute, whose GEMMs need about a thousand rows to amortise re-laying out the head's weight on
+// every call (bench/README.md, "bf16 training").
+int64_t loss_chunk_tokens(const ModelConfig& m, int64_t configured, int64_t tokens,
+                          Precision precision = Precision::kF32);
 
 // Bytes one micro-batch of (B, T) keeps (Activations) for a span of layers, and the backward
 // scratch one model holds (BackwardScratch) — a pipeline stage keeps several of the first (one

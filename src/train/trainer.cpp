@@ -67,7 +67,7 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
   const int64_t dp_rank = mesh_.coord().dp, dp = par.dp;
   train_data_ = make_loader(cfg_.data, t, cfg_.model.vocab_size, dp_rank, dp, Split::kTrain);
   if (t.eval_interval > 0) val_data_ = make_loader(cfg_.data, t, cfg_.model.vocab_size, dp_rank, dp, Split::kValidation);
-  const int64_t chunk = loss_chunk_tokens(cfg_.model, t.loss_chunk_tokens, micro_batch_ * t.seq_len);
+  const int64_t chunk = loss_chunk_tokens(cfg_.model, t.loss_chunk_tokens, micro_batch_ * t.seq_len, t.precision);
   if (plan_) {
     pipeline_ = std::make_unique<PipelineRunner>(*plan_, static_cast<int>(mesh_.coord().pp), *model_, *engine_,
                                                  mesh_.pp(), micro_batch_, t.seq_len, chunk);

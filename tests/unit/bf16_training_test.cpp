@@ -107,5 +107,15 @@ TEST(Bf16Training, ActivationAccountingMatchesTheAllocator) {
             kept_activation_bytes(m, 4, 16, 32, false));
 }
 
+// bf16 GEMMs need about a thousand rows to amortise re-laying out the LM head's weight: the
+// automatic loss chunk holds 4x the fp32 one's logits; a configured chunk is kept.
+TEST(Bf16Training, LossChunksAreLargerForBf16) {
+  ModelConfig m = model_preset("llama-125m");  // vocabulary 32000
+  EXPECT_EQ(loss_chunk_tokens(m, 0, 2048), 262);
+  EXPECT_EQ(loss_chunk_tokens(m, 0, 2048, Precision::kBF16), 1048);
+  EXPECT_EQ(loss_chunk_tokens(m, 0, 512, Precision::kBF16), 512);
+  EXPECT_EQ(loss_chunk_tokens(m, 100, 2048, Precision::kBF16), 100);
+}
+
 }  // namespace
 }  // namespace ft
