@@ -6,8 +6,9 @@ set -euo pipefail
 PACKAGES=(
   # toolchain
   g++ cmake ninja-build make pkg-config git
-  # libraries (the field's own)
-  libopenmpi-dev openmpi-bin libdnnl-dev libopenblas-dev
+  # libraries (the field's own). ocl-icd-opencl-dev: Debian's libdnnl-dev only recommends it, but
+  # its dnnl-config.cmake fails without it (find_package(OpenCL)).
+  libopenmpi-dev openmpi-bin libdnnl-dev ocl-icd-opencl-dev libopenblas-dev
   libsentencepiece-dev sentencepiece libssl-dev libcurl4-openssl-dev
   libcpp-httplib-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
