@@ -29,7 +29,13 @@ namespace ft {
 enum class Precision : uint8_t {
   kF32 = 0,   // fp32 everywhere
   kBF16 = 1,  // GEMM inputs rounded to bf16 (AMX / AVX512-BF16), fp32 accumulation and output
+  kF16 = 2,   // GEMM inputs rounded to fp16, fp32 accumulation and output (loss scaling needed)
 };
+
+// "fp32", "bf16", "fp16": the spelling of train.precision.
+constexpr const char* precision_label(Precision p) {
+  return p == Precision::kBF16 ? "bf16" : p == Precision::kF16 ? "fp16" : "fp32";
+}
 
 namespace ref {
 #include "kernels/op_decls.inc"

@@ -94,7 +94,8 @@ std::string onednn_version() {
 Precision precision_from_name(const std::string& path, const std::string& name) {
   if (name == "f32") return Precision::kF32;
   if (name == "bf16") return Precision::kBF16;
-  throw Error(fmt::format("{}: unknown precision '{}'", path, name), "expected f32 or bf16");
+  if (name == "f16") return Precision::kF16;
+  throw Error(fmt::format("{}: unknown precision '{}'", path, name), "expected f32, bf16 or f16");
 }
 
 // Parses the whole file; a missing file is an empty list.
@@ -142,7 +143,9 @@ std::vector<PeakRecord> load_records(const std::string& path) {
 
 }  // namespace
 
-const char* precision_name(Precision p) { return p == Precision::kBF16 ? "bf16" : "f32"; }
+const char* precision_name(Precision p) {
+  return p == Precision::kBF16 ? "bf16" : p == Precision::kF16 ? "f16" : "f32";
+}
 
 std::string peak_file_path() {
   if (const char* p = std::getenv("FLUXTRAIN_PEAK_FILE"); p && *p) return p;

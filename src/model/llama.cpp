@@ -80,7 +80,7 @@ void Llama::matmul(float* C, Operand A, Operand B, int64_t M, int64_t N, int64_t
 
 void Llama::check_precision(const Activations& acts) const {
   FT_CHECK(acts.precision == precision_, "activations allocated for {} compute, the model computes in {}",
-           acts.precision == Precision::kBF16 ? "bf16" : "fp32", precision_ == Precision::kBF16 ? "bf16" : "fp32");
+           precision_label(acts.precision), precision_label(precision_));
 }
 
 BackwardScratch& Llama::scratch(int64_t B, int64_t T) {

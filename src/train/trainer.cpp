@@ -112,7 +112,7 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
            par.zero, par.tp, sp ? " (sequence parallel)" : "", par.pp, train_data_->describe());
   log_info("batch {} x {} tokens, {} per rank in {} micro-batch(es); {} threads per rank; precision {}", t.batch_size,
            t.seq_len, local_batch_, micro_batches_, omp_get_max_threads(),
-           t.precision == Precision::kBF16 ? "bf16" : "fp32");
+           precision_label(t.precision));
   if (plan_) {
     log_info("pipeline: {}; {}; simulated bubble {:.3f} (unit-time actions), {:.3f} (this partition's FLOPs)",
              plan_->train.describe(), plan_->partition.describe(), plan_->train_report.bubble,

@@ -1,5 +1,5 @@
 // GEMM (ops::matmul, ops::matmul_bf16) against the reference: every transpose combination,
-// beta 0 and 1, fp32 and bf16, odd shapes; the primitive cache; calls from several threads.
+// beta 0 and 1, fp32, bf16 and fp16, odd shapes; the primitive cache; calls from several threads.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -49,6 +49,16 @@ std::vector<float> round_bf16(std::vector<float> v) {
   return v;
 }
 
+std::vector<float> round_f16(std::vector<float> v) {
+  for (float& x : v) x = f16_to_f32(f32_to_f16(x));
+  return v;
+}
+
+// What a GEMM at this precision multiplies: the operands rounded to its input type.
+std::vector<float> rounded_for(Precision p, const std::vector<float>& v) {
+  return p == Precision::kBF16 ? round_bf16(v) : p == Precision::kF16 ? round_f16(v) : v;
+}
+
 using GemmParam = std::tuple<std::tuple<int, int, int>, bool, bool, float, Precision>;
 
 class Gemm : public ::testing::TestWithParam<GemmParam> {};
@@ -61,14 +71,13 @@ TEST_P(Gemm, MatchesReference) {
   auto C = C0, C_ref = C0;
   cpu::matmul(C.data(), A.data(), B.data(), M, N, K, ta, tb, beta, prec);
   ref::matmul(C_ref.data(), A.data(), B.data(), M, N, K, ta, tb, beta, prec);
-  bool bf16 = prec == Precision::kBF16;
-  auto absA = abs_of(bf16 ? round_bf16(A) : A), absB = abs_of(bf16 ? round_bf16(B) : B);
+  auto absA = abs_of(rounded_for(prec, A)), absB = abs_of(rounded_for(prec, B));
   EXPECT_TRUE(gemm_close(C, C_ref, absA, absB, C0, M, N, K, ta, tb, beta));
   // Deterministic: the same answer the second time (for bf16, from the cached primitive).
   auto C2 = C0;
   cpu::matmul(C2.data(), A.data(), B.data(), M, N, K, ta, tb, beta, prec);
   EXPECT_EQ(C2, C);
-  if (!bf16) {  // the fp32 matmul primitive the peak benchmark compares with
+  if (prec == Precision::kF32) {  // the fp32 matmul primitive the peak benchmark compares with
     auto C3 = C0;
     cpu::matmul_f32_primitive(C3.data(), A.data(), B.data(), M, N, K, ta, tb, beta);
     EXPECT_TRUE(gemm_close(C3, C_ref, absA, absB, C0, M, N, K, ta, tb, beta));
@@ -81,7 +90,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          std::make_tuple(33, 17, 65), std::make_tuple(128, 96, 64),
                                          std::make_tuple(67, 257, 129)),
                        ::testing::Bool(), ::testing::Bool(), ::testing::Values(0.0f, 1.0f),
-                       ::testing::Values(Precision::kF32, Precision::kBF16)));
+                       ::testing::Values(Precision::kF32, Precision::kBF16, Precision::kF16)));
 
 TEST(Gemm, Bf16OperandsMatchReference) {
   for (auto [M, N, K] : {std::make_tuple(5, 3, 7), std::make_tuple(96, 80, 200)}) {

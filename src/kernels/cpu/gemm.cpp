@@ -188,6 +188,17 @@ void run_plan(const GemmPlan& plan, float* C, const void* A, const void* B) {
   ts.stream.wait();
 }
 
+// y = fp32(fp16(x)), round to nearest even, in blocks through a small stack buffer.
+void round_through_f16(float* y, const float* x, int64_t n) {
+  constexpr int64_t kBlock = 1024;
+  uint16_t h[kBlock];
+  for (int64_t i = 0; i < n; i += kBlock) {
+    const size_t m = static_cast<size_t>(std::min(kBlock, n - i));
+    convert(h, DType::kF16, x + i, DType::kF32, m);
+    convert(y + i, DType::kF32, h, DType::kF16, m);
+  }
+}
+
 }  // namespace
 
 void matmul_bf16(float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K,
@@ -206,8 +217,17 @@ void matmul(float* C, const float* A, const float* B, int64_t M, int64_t N, int6
     FT_CHECK(st == dnnl_success, "dnnl_sgemm M={} N={} K={} failed with status {}", M, N, K, static_cast<int>(st));
     return;
   }
-  // bf16 from fp32 operands: round A and B into this thread's conversion buffers.
   ThreadState& ts = thread_state();
+  if (precision == Precision::kF16) {
+    // fp16 operands, fp32 accumulation: A and B rounded to fp16 and widened back (exact), then
+    // the fp32 GEMM. No fp16 GEMM kernel is used: oneDNN 2.6 has one only for AVX512-FP16.
+    auto* a = static_cast<float*>(ts.a16.get(static_cast<size_t>(M * K) * sizeof(float)));
+    auto* b = static_cast<float*>(ts.b16.get(static_cast<size_t>(K * N) * sizeof(float)));
+    round_through_f16(a, A, M * K);
+    round_through_f16(b, B, K * N);
+    return matmul(C, a, b, M, N, K, trans_a, trans_b, beta, Precision::kF32);
+  }
+  // bf16 from fp32 operands: round A and B into this thread's conversion buffers.
   auto* a16 = static_cast<uint16_t*>(ts.a16.get(static_cast<size_t>(M * K) * sizeof(uint16_t)));
   auto* b16 = static_cast<uint16_t*>(ts.b16.get(static_cast<size_t>(K * N) * sizeof(uint16_t)));
   to_bf16(a16, A, M * K);

@@ -17,6 +17,12 @@ std::vector<float> round_bf16(const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(f32_to_bf16(x[i]));
   return out;
 }
+// Rounds to fp16 and back: what an fp16 GEMM input holds.
+std::vector<float> round_f16(const float* x, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[i] = f16_to_f32(f32_to_f16(x[i]));
+  return out;
+}
 // The bf16-output ops: the fp32 op, then rounding.
 void store_bf16(uint16_t* out, const std::vector<float>& x) {
   for (size_t i = 0; i < x.size(); ++i) out[i] = f32_to_bf16(x[i]);
@@ -27,6 +33,10 @@ void matmul(float* C, const float* A, const float* B, int64_t M, int64_t N, int6
             bool trans_b, float beta, Precision precision) {
   if (precision == Precision::kBF16) {
     auto a = round_bf16(A, M * K), b = round_bf16(B, K * N);
+    return ref_impl::matmul(C, a.data(), b.data(), M, N, K, trans_a, trans_b, beta);
+  }
+  if (precision == Precision::kF16) {
+    auto a = round_f16(A, M * K), b = round_f16(B, K * N);
     return ref_impl::matmul(C, a.data(), b.data(), M, N, K, trans_a, trans_b, beta);
   }
   ref_impl::matmul(C, A, B, M, N, K, trans_a, trans_b, beta);
