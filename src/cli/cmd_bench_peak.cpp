@@ -32,7 +32,7 @@ int run_bench_peak(int argc, char** argv) {
                  "other work (printed only, never recorded)")
       ->check(CLI::IsMember({"wall", "cpu"}));
   app.add_flag("--no-record", no_record, "print only; do not write the peak file");
-  CLI11_PARSE(app, argc, argv);
+  FT_PARSE(app, argc, argv);
   opt.cpu_clock = clock == "cpu";
   if (opt.cpu_clock) no_record = true;
 

@@ -148,10 +148,10 @@ int run_ckpt(int argc, char** argv) {
   auto* rs = app.add_subcommand("reshard", "write a checkpoint under another parallel layout");
   rs->add_option("ckpt", path, "source checkpoint")->required();
   rs->add_option("out", out, "output step directory")->required();
-  rs->add_option("--dp", dp, "data-parallel degree");
-  rs->add_option("--tp", tp, "tensor-parallel degree");
-  rs->add_option("--pp", pp, "pipeline stages");
-  rs->add_option("--zero", zero, "ZeRO stage");
+  rs->add_option("--dp", dp, "data-parallel degree")->check(ft::cli::at_least(1));
+  rs->add_option("--tp", tp, "tensor-parallel degree")->check(ft::cli::at_least(1));
+  rs->add_option("--pp", pp, "pipeline stages")->check(ft::cli::at_least(1));
+  rs->add_option("--zero", zero, "ZeRO stage")->check(CLI::Range(0, 3));
   rs->add_option("--set", sets, "override another config key of the target, KEY=VALUE");
   rs->add_flag("--encrypt", encrypt, "encrypt the output with the key");
   rs->add_option("--key-file", key_file, "key file");
@@ -171,7 +171,7 @@ int run_ckpt(int argc, char** argv) {
   im->add_option("--set", sets, "override a config key, KEY=VALUE");
   im->add_flag("--encrypt", encrypt, "encrypt the checkpoint with the key");
   im->add_option("--key-file", key_file, "key file");
-  CLI11_PARSE(app, argc, argv);
+  FT_PARSE(app, argc, argv);
 
   if (ins->parsed()) return inspect(path, key_file, as_json);
   if (ver->parsed()) return verify(path, key_file);

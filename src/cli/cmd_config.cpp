@@ -17,7 +17,7 @@ int run_config(int argc, char** argv) {
   app.add_option("--config", path, "TOML file");
   app.add_option("--set", sets, "override KEY=VALUE (repeatable)");
   app.add_flag("--keys", keys, "list every key with its default and meaning");
-  CLI11_PARSE(app, argc, argv);
+  FT_PARSE(app, argc, argv);
   if (keys) {
     std::fputs(ft::describe_config_keys().c_str(), stdout);
     return 0;

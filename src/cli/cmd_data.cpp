@@ -28,7 +28,7 @@ int run_data(int argc, char** argv) {
   pull->add_option("--retries", s3.retries, "extra attempts per request after network errors or HTTP 5xx")
       ->capture_default_str();
   pull->add_option("--list-page-size", s3.list_page_size, "objects per listing page (default: the server's, 1000)");
-  CLI11_PARSE(app, argc, argv);
+  FT_PARSE(app, argc, argv);
 
   if (*verify) {
     ft::VerifyReport r = ft::verify_dataset(dir);

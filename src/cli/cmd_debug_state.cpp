@@ -30,7 +30,7 @@ int run_debug_state(int argc, char** argv) {
   app.add_option("--set", sets, "override KEY=VALUE");
   app.add_option("--out", out, "output .safetensors")->required();
   app.add_option("--steps", steps, "optimizer steps to record");
-  CLI11_PARSE(app, argc, argv);
+  FT_PARSE(app, argc, argv);
 
   ft::Config cfg = ft::load_config(config_path, sets);
   ft::Job job(cfg.parallel, cfg.train.run_dir);

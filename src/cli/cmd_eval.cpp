@@ -62,7 +62,7 @@ int run_eval(int argc, char** argv) {
   app.add_option("--config", config_path, "TOML config (default: the checkpoint's own config)");
   app.add_option("--set", sets, "override a config key, KEY=VALUE (repeatable)");
   app.add_option("--out-dir", out_dir, "where results go (default: <run dir>/validation)");
-  CLI11_PARSE(app, argc, argv);
+  FT_PARSE(app, argc, argv);
 
   const std::string dir = pick_checkpoint(ckpt_path);
   ft::Config cfg;

@@ -49,7 +49,7 @@ int run_generate(int argc, char** argv) {
   app.add_option("--ckpt", ckpt, "checkpoint (step dir, checkpoint root or run dir)")->required();
   app.add_option("--prompt", prompt, "text to continue");
   app.add_option("--tokens", tokens_arg, "token ids to continue instead of text (\"1 5 7\")");
-  app.add_option("--max-tokens", max_tokens, "new tokens to generate");
+  app.add_option("--max-tokens", max_tokens, "new tokens to generate")->check(ft::cli::at_least(1));
   app.add_option("--temperature", temperature, "sampling temperature; 0 = greedy");
   app.add_option("--top-p", top_p,
                  "nucleus sampling: keep the most probable tokens up to this mass");
@@ -61,7 +61,7 @@ int run_generate(int argc, char** argv) {
                "print the mean next-token loss of the prompt tokens (nats) instead of generating");
   app.add_option("--logits-out", logits_out,
                  "write the prompt's logits (safetensors) instead of generating");
-  CLI11_PARSE(app, argc, argv);
+  FT_PARSE(app, argc, argv);
   if (prompt.empty() == tokens_arg.empty())
     throw ft::Error("give either --prompt TEXT or --tokens IDS");
   if (!(temperature >= 0) || !(top_p > 0 && top_p <= 1))

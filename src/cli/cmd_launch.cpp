@@ -17,14 +17,14 @@ int run_launch(int argc, char** argv) {
   app.add_option("--config", o.config_path, "TOML config file")->required();
   app.add_option("--set", o.sets, "override a config key, KEY=VALUE (repeatable)");
   app.add_option("--run-dir", run_dir, "run directory (train.run_dir)");
-  app.add_option("--nproc", o.nproc, "ranks to start (default: parallel.dp × tp × pp)");
+  app.add_option("--nproc", o.nproc, "ranks to start (default: parallel.dp × tp × pp)")->check(ft::cli::at_least(1));
   app.add_option("--hosts", o.hosts_file,
                  "hosts file: one 'NAME [slots=N]' per line (default: this machine, or "
                  "the Slurm allocation inside one)");
   bool quiet = false;
   app.add_flag("--quiet", quiet,
                "do not copy the job's output to the terminal (it is in RUN_DIR/logs/)");
-  CLI11_PARSE(app, argc, argv);
+  FT_PARSE(app, argc, argv);
   if (!run_dir.empty()) o.sets.push_back("train.run_dir=\"" + run_dir + "\"");
   o.echo = !quiet;
   o.binary = std::filesystem::canonical("/proc/self/exe").string();

@@ -107,27 +107,27 @@ int run_plan(int argc, char** argv) {
                  "GPU type: a100-40gb, a100-80gb, h100-sxm, h200, b200, cpu (--list-gpus)");
   app.add_option("--gpu-file", gpu_file,
                  "TOML with [gpu] overrides (another GPU, calibrated efficiency)");
-  app.add_option("--nodes", nodes, "number of nodes");
-  app.add_option("--gpus-per-node", gpus_per_node, "GPUs per node (default: the GPU's usual 8)");
-  app.add_option("--gpus", gpus, "total GPUs (instead of --nodes)");
-  app.add_option("--seq-len", seq_len, "tokens per sequence");
-  app.add_option("--global-batch", global_batch, "sequences per optimizer step");
+  app.add_option("--nodes", nodes, "number of nodes")->check(ft::cli::at_least(1));
+  app.add_option("--gpus-per-node", gpus_per_node, "GPUs per node (default: the GPU's usual 8)")->check(ft::cli::at_least(1));
+  app.add_option("--gpus", gpus, "total GPUs (instead of --nodes)")->check(ft::cli::at_least(1));
+  app.add_option("--seq-len", seq_len, "tokens per sequence")->check(ft::cli::at_least(1));
+  app.add_option("--global-batch", global_batch, "sequences per optimizer step")->check(ft::cli::at_least(1));
   app.add_option("--tokens", tokens_text, "tokens to train: 2e12, 300B, 4.2T");
   app.add_option("--price", price, "USD per GPU-hour");
-  app.add_option("--dp", dp, "data-parallel degree");
-  app.add_option("--tp", tp, "tensor-parallel degree");
-  app.add_option("--pp", pp, "pipeline stages");
-  app.add_option("--cp", cp, "context-parallel degree");
-  app.add_option("--vp", vp, "virtual stages per rank (interleaved 1F1B)");
-  app.add_option("--micro-batch", micro_batch, "sequences per micro-batch");
-  app.add_option("--zero", zero, "ZeRO stage 0-3");
+  app.add_option("--dp", dp, "data-parallel degree")->check(ft::cli::at_least(1));
+  app.add_option("--tp", tp, "tensor-parallel degree")->check(ft::cli::at_least(1));
+  app.add_option("--pp", pp, "pipeline stages")->check(ft::cli::at_least(1));
+  app.add_option("--cp", cp, "context-parallel degree")->check(ft::cli::at_least(1));
+  app.add_option("--vp", vp, "virtual stages per rank (interleaved 1F1B)")->check(ft::cli::at_least(1));
+  app.add_option("--micro-batch", micro_batch, "sequences per micro-batch")->check(ft::cli::at_least(1));
+  app.add_option("--zero", zero, "ZeRO stage 0-3")->check(CLI::Range(0, 3));
   app.add_option("--recompute", recompute, "activation recompute: none, selective, full");
   app.add_option("--precision", precision, "bf16 (default), fp16, fp8, fp32");
   app.add_flag("--no-sp", no_sp, "no sequence parallelism with tp > 1");
   app.add_flag("--no-flash", no_flash, "attention without a fused (flash) kernel");
   app.add_flag("--search", search, "rank every layout that fits");
   app.add_option("--rank", rank, "search order: time or cost");
-  app.add_option("--top", top, "layouts to print with --search");
+  app.add_option("--top", top, "layouts to print with --search")->check(ft::cli::at_least(1));
   app.add_flag("--vary-nodes", vary_nodes, "with --search, also try fewer nodes");
   app.add_option("--check", check_file, "check the claimed figures in a JSON record");
   app.add_option("--from-record", record_file,
@@ -138,10 +138,10 @@ int run_plan(int argc, char** argv) {
   app.add_option("--out", out_file, "with --calibrate: write the fitted [gpu] TOML here");
   app.add_option("--validate", validate_file, "print predicted vs published for a file of records");
   app.add_option("--fit-records", fit_file, "fit the catalog's efficiencies to a file of records");
-  app.add_option("--iterations", iterations, "with --fit-records: Nelder-Mead iterations");
+  app.add_option("--iterations", iterations, "with --fit-records: Nelder-Mead iterations")->check(ft::cli::at_least(1));
   app.add_flag("--json", json_out, "print JSON");
   app.add_flag("--list-gpus", list, "print the GPU catalog");
-  CLI11_PARSE(app, argc, argv);
+  FT_PARSE(app, argc, argv);
 
   if (list) {
     json arr = json::array();

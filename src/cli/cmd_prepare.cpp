@@ -25,7 +25,7 @@ int run_prepare(int argc, char** argv) {
   app.add_option("--seed", o.seed, "seed of the validation split and tokenizer sampling")->capture_default_str();
   app.add_option("--s3-endpoint", o.s3.endpoint, "S3-compatible endpoint URL (MinIO, GCS); default AWS_ENDPOINT_URL");
   app.add_flag("--force", o.force, "replace an existing dataset at --out");
-  CLI11_PARSE(app, argc, argv);
+  FT_PARSE(app, argc, argv);
   ft::PrepareReport r = ft::prepare_dataset(o);
   std::fputs(ft::format_report(r).c_str(), stdout);
   return 0;

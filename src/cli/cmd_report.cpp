@@ -13,7 +13,7 @@ int run_report(int argc, char** argv) {
   std::string run_dir, out;
   app.add_option("run_dir", run_dir, "run directory (train.run_dir of the run)")->required();
   app.add_option("-o,--out", out, "output file (default RUN_DIR/report.html)");
-  CLI11_PARSE(app, argc, argv);
+  FT_PARSE(app, argc, argv);
   std::string path = ft::obs::write_run_report(run_dir, out);
   std::printf("%s\n", path.c_str());
   return 0;

@@ -19,13 +19,13 @@ int run_schedule(int argc, char** argv) {
   double backward_cost = 1;
   std::string kind = "1f1b";
   bool actions = false;
-  app.add_option("--pp", pp, "pipeline stages")->capture_default_str();
-  app.add_option("--micro-batches", micro, "micro-batches per step")->capture_default_str();
+  app.add_option("--pp", pp, "pipeline stages")->capture_default_str()->check(ft::cli::at_least(1));
+  app.add_option("--micro-batches", micro, "micro-batches per step")->capture_default_str()->check(ft::cli::at_least(1));
   app.add_option("--schedule", kind, "gpipe, 1f1b or interleaved")->capture_default_str();
-  app.add_option("--virtual-stages", virtual_stages, "model chunks per stage (interleaved)")->capture_default_str();
+  app.add_option("--virtual-stages", virtual_stages, "model chunks per stage (interleaved)")->capture_default_str()->check(ft::cli::at_least(1));
   app.add_option("--backward-cost", backward_cost, "time of a backward relative to a forward")->capture_default_str();
   app.add_flag("--actions", actions, "also list every stage's actions (with sends and receives)");
-  CLI11_PARSE(app, argc, argv);
+  FT_PARSE(app, argc, argv);
 
   ft::PipelineSchedule k;
   if (kind == "gpipe") k = ft::PipelineSchedule::kGPipe;

@@ -34,7 +34,7 @@ int run_tokenizer(int argc, char** argv) {
   enc->add_option("--model", model, "tokenizer model")->required();
   auto* dec = app.add_subcommand("decode", "stdin token ids → text (one line per input line)");
   dec->add_option("--model", model, "tokenizer model")->required();
-  CLI11_PARSE(app, argc, argv);
+  FT_PARSE(app, argc, argv);
 
   if (*train) {
     ft::ExpandResult files = ft::expand_inputs(inputs.empty() ? ft::default_corpus_inputs() : inputs);

@@ -23,7 +23,7 @@ int run_train(int argc, char** argv) {
   app.add_option("--config", config_path, "TOML config file")->required();
   app.add_option("--set", sets, "override a config key, KEY=VALUE (repeatable)");
   app.add_option("--run-dir", run_dir, "run directory (train.run_dir)");
-  app.add_option("--nproc", nproc, "start N ranks on this machine with mpirun");
+  app.add_option("--nproc", nproc, "start N ranks on this machine with mpirun")->check(ft::cli::at_least(1));
   app.add_option("--resume", resume,
                  "resume from a checkpoint: 'auto' (the newest valid one under ckpt.dir) or a path (ckpt.resume)");
   bool dry = false, json = false;
@@ -31,11 +31,12 @@ int run_train(int argc, char** argv) {
   std::string gpu = "a100-80gb";
   app.add_flag("--dry-run", dry, "plan every rank in this one process (mesh, schedule, shard plans, memory, "
                                  "communication per step) without allocating the model or starting ranks");
-  app.add_option("--world-size", world_size, "with --dry-run: the ranks to plan (default: parallel.dp × tp × pp)");
+  app.add_option("--world-size", world_size, "with --dry-run: the ranks to plan (default: parallel.dp × tp × pp)")
+      ->check(ft::cli::at_least(1));
   app.add_option("--gpu", gpu, "with --dry-run: the device whose memory accounting to use (fluxtrain plan's "
                                "catalog; 'cpu' = this machine's trainer)")->capture_default_str();
   app.add_flag("--json", json, "with --dry-run: print JSON");
-  CLI11_PARSE(app, argc, argv);
+  FT_PARSE(app, argc, argv);
   if (!run_dir.empty()) sets.push_back("train.run_dir=\"" + run_dir + "\"");
   if (!resume.empty()) sets.push_back("ckpt.resume=\"" + resume + "\"");
   ft::Config cfg = ft::load_config(config_path, sets);  // errors show before any rank starts

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <new>
 
 #include "cli/command.h"
 #include "util/error.h"
@@ -43,6 +44,14 @@ int main(int argc, char** argv) {
   } catch (const ft::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     if (!e.hint().empty()) std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    // An allocation the machine cannot satisfy: say so in words, not as a C++ type name.
+    std::fprintf(stderr,
+                 "error: fluxtrain %s: out of memory (an allocation failed)\n"
+                 "hint: check the sizes asked for (`fluxtrain train --dry-run --gpu cpu` shows a run's memory), "
+                 "or run on a machine with more memory\n",
+                 argv[1]);
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
