@@ -88,6 +88,14 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
       throw Error(fmt::format("config file {} does not exist", path),
                   "pass --config FILE (configs/tiny.toml is a small example)");
     }
+    if (std::filesystem::is_directory(path)) {  // toml++ would read it as an empty table
+      throw Error(fmt::format("config file {} is a directory, not a TOML file", path),
+                  "pass --config FILE.toml (configs/tiny.toml is a small example)");
+    }
+    if (!std::filesystem::is_regular_file(path) && !std::filesystem::is_fifo(path) &&
+        !std::filesystem::is_character_file(path)) {
+      throw Error(fmt::format("config file {} is not a regular file", path), "pass --config FILE.toml");
+    }
     toml::table t;
     try {
       t = toml::parse_file(path);

@@ -63,6 +63,8 @@ void ConfigBinder::add_number(const std::string& key, T* p, const std::string& d
   e.set = [p, key, type](const ConfigValue& v, const std::string& origin) {
     if constexpr (std::is_floating_point_v<T>) {
       if (auto* d = std::get_if<double>(&v)) {
+        // inf and nan parse as numbers (TOML and --set alike) but no setting means them.
+        if (!std::isfinite(*d) || !std::isfinite(static_cast<T>(*d))) bad_value(key, v, "a finite number", origin);
         *p = static_cast<T>(*d);
         return;
       }

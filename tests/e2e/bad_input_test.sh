@@ -37,6 +37,28 @@ train_tiny() {
     fail "training into $dir failed: $(tail -n 5 "$dir.log")"
 }
 
+# ---- 6: a directory as --config is refused, naming it ---------------------------------------------
+case_config_directory() {
+  mkdir -p "$WORK/cfgdir"
+  for cmd in train config plan; do
+    expect_exit 2 "config file $WORK/cfgdir is a directory, not a TOML file" "$FT" $cmd --config "$WORK/cfgdir"
+  done
+  [ ! -e "$WORK/cfgdir/config.json" ] && [ ! -e runs ] || fail "a run started from a directory config"
+}
+
+# ---- 3: non-finite values are refused for every float key ------------------------------------------
+case_nonfinite_keys() {
+  expect_exit 2 "--set: optim.lr = inf is not valid: expected a finite number" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/r" --set optim.lr=inf
+  expect_exit 2 "--set: optim.lr = nan is not valid: expected a finite number" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/r" --set optim.lr=nan
+  expect_exit 2 "--set: model.norm_eps = -inf is not valid: expected a finite number" \
+    "$FT" config --config "$cfg" --set model.norm_eps=-inf
+  printf '[optim]\nlr = inf\n' >"$WORK/inf.toml"
+  expect_exit 2 "$WORK/inf.toml: optim.lr = inf is not valid: expected a finite number" "$FT" config --config "$WORK/inf.toml"
+  [ ! -e "$WORK/r" ] || fail "a run with a non-finite setting wrote $WORK/r"
+}
+
 # ---- 8: command-line parse errors, zero counts ---------------------------------------------------
 case_cli_parse_errors() {
   expect_exit 2 "fluxtrain train: The following argument was not expected: --stepz" \

@@ -55,6 +55,19 @@ TEST(Config, WrongTypeAndBadEnum) {
   EXPECT_NE(error_of("", {"train.precision=fp8"}).find("\"bf16\""), std::string::npos);
 }
 
+// Issue 14: inf / nan parse as numbers but are no setting's value; a directory is no config file.
+TEST(Config, NonFiniteFloatsAndDirectoriesRefused) {
+  for (const char* v : {"inf", "-inf", "nan", "+inf"}) {
+    EXPECT_NE(error_of("", {std::string("optim.lr=") + v}).find("expected a finite number"), std::string::npos) << v;
+  }
+  auto f = write_tmp("[model]\nnorm_eps = nan\n");
+  EXPECT_NE(error_of(f, {}).find(f + ": model.norm_eps = nan is not valid: expected a finite number"), std::string::npos);
+  auto dir = std::filesystem::temp_directory_path() / ("ft_cfg_dir_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  EXPECT_NE(error_of(dir.string(), {}).find("is a directory, not a TOML file"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Config, PresetsHaveLlamaShapes) {
   ModelConfig m = model_preset("llama2-7b");
   EXPECT_EQ(m.dim, 4096);
