@@ -21,6 +21,7 @@
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/output_path.h"
 
 namespace {
 
@@ -195,6 +196,7 @@ int run_ckpt(int argc, char** argv) {
     target.validate();
     if (encrypt && key.empty())
       throw ft::Error("--encrypt needs a key", "set FLUXTRAIN_CKPT_KEY or pass --key-file");
+    ft::check_not_an_input(out, {dir}, "OUT", "checkpoint");
     ft::reshard_checkpoint(dir, out, target, ptr(key), encrypt || m.encrypted);
     fmt::print("reshard: {} (world {}) -> {} (world {} = pp {} x dp {} x tp {}, ZeRO {})\n", dir,
                m.world, out, target.parallel.world_size(), target.parallel.pp, target.parallel.dp,
@@ -203,11 +205,17 @@ int run_ckpt(int argc, char** argv) {
   }
   if (ex->parsed()) {
     CkptKey key = key_if_any(key_file);
-    ft::export_hf(ft::resolve_checkpoint(path), out, ptr(key));
+    const std::string dir = ft::resolve_checkpoint(path);
+    ft::check_not_an_input(out, {dir}, "OUT", "Hugging Face export");
+    ft::export_hf(dir, out, ptr(key));
     fmt::print("export-hf: wrote {}/model.safetensors and config.json\n", out);
     return 0;
   }
   if (im->parsed()) {
+    ft::check_not_an_input(out, {path}, "OUT", "checkpoint");
+    if (std::filesystem::exists(out + ".toml"))  // its config, written beside it
+      throw ft::Error(fmt::format("{}.toml already exists", out),
+                      "choose another OUT, or move the file away yourself");
     ft::Config base = ft::load_config(config_path, sets);
     CkptKey key = encrypt ? CkptKey::load(key_file) : CkptKey();
     ft::Config c = ft::import_hf(path, out, base, ptr(key));

@@ -16,6 +16,8 @@
 #include "data/tokenizer.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/log.h"
+#include "util/output_path.h"
 
 namespace {
 
@@ -30,6 +32,8 @@ int run_tokenizer(int argc, char** argv) {
   train->add_option("--out", out, "model file to write")->required();
   train->add_option("--vocab-size", to.vocab_size, "vocabulary size")->capture_default_str();
   train->add_option("--seed", to.seed, "sampling seed")->capture_default_str();
+  bool force = false;
+  train->add_flag("--force", force, "replace an existing tokenizer model at --out (nothing else)");
   auto* enc = app.add_subcommand("encode", "stdin text → token ids (one line of ids per input line)");
   enc->add_option("--model", model, "tokenizer model")->required();
   auto* dec = app.add_subcommand("decode", "stdin token ids → text (one line per input line)");
@@ -37,7 +41,20 @@ int run_tokenizer(int argc, char** argv) {
   FT_PARSE(app, argc, argv);
 
   if (*train) {
-    ft::ExpandResult files = ft::expand_inputs(inputs.empty() ? ft::default_corpus_inputs() : inputs);
+    if (inputs.empty()) inputs = ft::default_corpus_inputs();
+    ft::check_output_path(out, ft::OutputRule{.flag = "--out",
+                                              .kind = "tokenizer model",
+                                              .inputs = inputs,
+                                              .force = force,
+                                              .is_ours = [](const std::string& p) {
+                                                try {
+                                                  ft::Tokenizer::load(p);
+                                                  return true;
+                                                } catch (const ft::Error&) {
+                                                  return false;
+                                                }
+                                              }});
+    ft::ExpandResult files = ft::expand_inputs(inputs);
     // Documents are read one file at a time; lines are what SentencePiece trains on.
     size_t next_file = 0;
     std::vector<std::string> pending;
@@ -47,13 +64,21 @@ int run_tokenizer(int argc, char** argv) {
         if (next_file >= files.files.size()) return false;
         pending.clear();
         pending_pos = 0;
-        ft::for_each_document(files.files[next_file++], [&](const std::string&, std::string&& raw, uint64_t) {
-          std::string text = ft::normalize_document(raw).text;
-          std::istringstream ss(text);
+        const ft::InputFile& f = files.files[next_file++];
+        uint64_t not_text = 0;
+        ft::for_each_document(f, [&](const std::string&, std::string&& raw, uint64_t bad) {
+          ft::NormalizeResult r = ft::normalize_document(raw);
+          not_text += bad + ft::count_nul_bytes(raw) + r.invalid_utf8;
+          std::istringstream ss(r.text);
           std::string l;
           while (std::getline(ss, l))
             if (!l.empty()) pending.push_back(l);
         });
+        if (f.kind != ft::InputKind::kManPage && ft::mostly_binary(not_text, f.bytes)) {
+          ft::log_warn("tokenizer: skipping {}: {} of its {} bytes are invalid UTF-8 or NUL: not text", f.path,
+                       not_text, f.bytes);
+          pending.clear();
+        }
       }
       *line = std::move(pending[pending_pos++]);
       return true;

@@ -9,6 +9,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -314,6 +316,14 @@ void for_each_document(const InputFile& f, const EmitDocument& emit) {
       return;
     }
   }
+}
+
+bool mostly_binary(uint64_t not_text_bytes, uint64_t file_bytes) {
+  return file_bytes > 0 && not_text_bytes * 10 > file_bytes;
+}
+
+uint64_t count_nul_bytes(const std::string& s) {
+  return static_cast<uint64_t>(std::count(s.begin(), s.end(), '\0'));
 }
 
 }  // namespace ft

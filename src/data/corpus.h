@@ -51,6 +51,11 @@ void for_each_document(const InputFile& f, const EmitDocument& emit);
 // Returns "" for ".so" alias pages.
 std::string render_man_page(const std::string& path);
 
+// A file that is not text: more than a tenth of its `file_bytes` are invalid UTF-8 or NUL
+// (`not_text_bytes`). prepare and tokenizer training skip such files, naming each.
+bool mostly_binary(uint64_t not_text_bytes, uint64_t file_bytes);
+uint64_t count_nul_bytes(const std::string& s);
+
 // Whole file, gunzipped when it ends in .gz.
 std::string read_maybe_gz(const std::string& path);
 

@@ -18,6 +18,7 @@
 #include "util/fs.h"
 #include "util/hash.h"
 #include "util/log.h"
+#include "util/output_path.h"
 #include "util/strings.h"
 
 namespace ft {
@@ -89,6 +90,16 @@ struct ExtractedDoc {
   uint64_t invalid = 0;
 };
 
+// A directory holding a dataset this build can read: what --force may replace.
+bool is_dataset_dir(const std::string& dir) {
+  try {
+    DatasetManifest::parse(read_file(dir + "/" + kManifestFile), dir);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 void remove_stale_staging(const fs::path& out) {
   fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
   std::string stem = out.filename().string() + ".tmp-";
@@ -155,14 +166,16 @@ PrepareReport prepare_dataset(const PrepareOptions& opt) {
   if (out.filename().empty()) out = out.parent_path();
   rep.out_dir = out.string();
   std::error_code ec;
-  if (fs::exists(out) && !opt.force) {
-    bool empty = fs::is_directory(out) && fs::is_empty(out, ec);
-    if (!empty) {
-      throw Error(fmt::format("{} already exists{}", out.string(),
-                              fs::exists(out / kManifestFile) ? " and holds a dataset" : " and is not empty"),
-                  "pass --force to replace it, or choose another --out");
-    }
-  }
+  // Before any work: --out is no input and holds no input; --force replaces a dataset, nothing
+  // else; a mount point cannot be renamed over.
+  std::vector<std::string> inputs = opt.inputs;
+  if (inputs.empty()) inputs = default_corpus_inputs();
+  check_output_path(out.string(), OutputRule{.flag = "--out",
+                                             .kind = "dataset",
+                                             .inputs = inputs,
+                                             .force = opt.force,
+                                             .is_ours = is_dataset_dir,
+                                             .renamed_into_place = true});
   if (out.has_parent_path()) fs::create_directories(out.parent_path(), ec);
   remove_stale_staging(out);
   std::string staging = fmt::format("{}.tmp-{}", out.string(), ::getpid());
@@ -183,8 +196,6 @@ PrepareReport prepare_dataset(const PrepareOptions& opt) {
   DatasetManifest m;
 
   // 1. Inputs: download s3:// prefixes into the staging directory, then expand everything.
-  std::vector<std::string> inputs = opt.inputs;
-  if (inputs.empty()) inputs = default_corpus_inputs();
   std::vector<std::string> local;
   for (const std::string& in : inputs) {
     if (S3Url::is_s3(in)) {
@@ -221,12 +232,15 @@ PrepareReport prepare_dataset(const PrepareOptions& opt) {
     size_t nb = std::min(kBatch, files.files.size() - b0);
     std::vector<std::vector<ExtractedDoc>> docs(nb);
     std::vector<std::string> failures(nb);
+    std::vector<uint64_t> not_text(nb, 0);  // bytes of the file that are invalid UTF-8 or NUL
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t i = 0; i < static_cast<int64_t>(nb); ++i) {
       const InputFile& f = files.files[b0 + static_cast<size_t>(i)];
       try {
         for_each_document(f, [&](const std::string& src, std::string&& raw, uint64_t bad) {
+          not_text[static_cast<size_t>(i)] += bad + count_nul_bytes(raw);
           NormalizeResult r = normalize_document(raw);
+          not_text[static_cast<size_t>(i)] += r.invalid_utf8;
           docs[static_cast<size_t>(i)].push_back({src, std::move(r.text), r.invalid_utf8 + bad});
         });
       } catch (const Error& e) {
@@ -242,6 +256,13 @@ PrepareReport prepare_dataset(const PrepareOptions& opt) {
         }
         ++rep.failed_files;
         if (first_failure.empty()) first_failure = failures[i].substr(1);
+        continue;
+      }
+      const InputFile& f = files.files[b0 + i];
+      if (f.kind != InputKind::kManPage && mostly_binary(not_text[i], f.bytes)) {
+        ++rep.binary_files;  // named, one warning each: the user may have meant something else
+        log_warn("prepare: skipping {}: {} of its {} bytes are invalid UTF-8 or NUL: not text", f.path,
+                 not_text[i], f.bytes);
         continue;
       }
       for (ExtractedDoc& d : docs[i]) {
@@ -402,9 +423,10 @@ PrepareReport prepare_dataset(const PrepareOptions& opt) {
 std::string format_report(const PrepareReport& r) {
   const DatasetManifest& m = r.manifest;
   std::string s;
-  s += fmt::format("prepare: read {} files ({} on disk; {} other files skipped{})\n", r.input_files,
+  s += fmt::format("prepare: read {} files ({} on disk; {} other files skipped{}{})\n", r.input_files,
                    human_bytes(static_cast<double>(r.input_bytes)), r.skipped_files,
-                   r.failed_files ? fmt::format(", {} unrenderable pages skipped", r.failed_files) : "");
+                   r.failed_files ? fmt::format(", {} unrenderable pages skipped", r.failed_files) : "",
+                   r.binary_files ? fmt::format(", {} binary files skipped (named above)", r.binary_files) : "");
   s += fmt::format("prepare: {} documents: {} kept, {} exact duplicates dropped, {} empty dropped, {} invalid UTF-8 "
                    "sequences replaced\n",
                    r.raw_documents, m.train.documents + m.validation.documents, m.duplicates, m.empty,

@@ -36,7 +36,7 @@ struct PrepareOptions {
   int64_t vocab_size = 8192;
   std::string tokenizer;            // an existing SentencePiece model; empty = train one
   uint64_t seed = 1234;
-  bool force = false;               // replace an existing dataset at out_dir
+  bool force = false;               // replace an existing dataset at out_dir (nothing else)
   S3Options s3;
 };
 
@@ -44,6 +44,7 @@ struct PrepareReport {
   DatasetManifest manifest;
   std::string out_dir;
   uint64_t input_files = 0, skipped_files = 0, input_bytes = 0, failed_files = 0;
+  uint64_t binary_files = 0;        // named .txt etc. but mostly invalid UTF-8 or NUL bytes: skipped
   uint64_t raw_documents = 0;       // before dropping duplicates and empty documents
   bool trained_tokenizer = false;
   double seconds_extract = 0, seconds_tokenizer = 0, seconds_encode = 0, seconds_shard = 0, seconds_total = 0;

@@ -37,6 +37,66 @@ train_tiny() {
     fail "training into $dir failed: $(tail -n 5 "$dir.log")"
 }
 
+# ---- 1: --force replaces a dataset and nothing else; an output never overlaps an input -----------
+text=$ROOT/tests/data/bilingual.txt
+prep=(--vocab-size 400 --shards 1 --val-fraction 0)
+case_force_input() {
+  mkdir -p x/c && cp "$text" x/c/a.txt
+  expect_exit 2 "--out x/c is also an input" "$FT" prepare --input x/c --out x/c "${prep[@]}" --force
+  expect_exit 2 "--out x contains the input x/c" "$FT" prepare --input x/c --out x "${prep[@]}" --force
+  expect_exit 2 "--out x/c/ds is inside the input x/c" "$FT" prepare --input x/c --out x/c/ds "${prep[@]}"
+  expect_exit 2 "--out x/c is inside the input x/*" "$FT" prepare --input 'x/*' --out x/c "${prep[@]}" --force
+  [ -f x/c/a.txt ] && [ ! -e x/c/ds ] || fail "the input x/c/a.txt was touched"
+  mkdir -p other && echo "keep me" >other/notes.md
+  expect_exit 2 "--out other already exists and is not a dataset: --force only replaces a dataset" \
+    "$FT" prepare --input x/c --out other "${prep[@]}" --force
+  echo "keep me" >file.bin
+  expect_exit 2 "--out file.bin already exists and is not a dataset" "$FT" prepare --input x/c --out file.bin "${prep[@]}" --force
+  grep -q "keep me" other/notes.md && grep -q "keep me" file.bin || fail "--force destroyed what is not a dataset"
+  # A dataset: refused without --force, replaced with it.
+  "$FT" prepare --input x/c --out ds "${prep[@]}" >/dev/null 2>&1 || fail "prepare into ds failed"
+  expect_exit 2 "--out ds already holds a dataset" "$FT" prepare --input x/c --out ds "${prep[@]}"
+  "$FT" prepare --input x/c --out ds "${prep[@]}" --force >/dev/null 2>&1 || fail "prepare --force over a dataset failed"
+  # A checkpoint has a manifest.json too, but is no dataset.
+  train_tiny "$WORK/run" --set train.steps=1 --set ckpt.interval=1
+  expect_exit 2 "already exists and is not a dataset: --force only replaces a dataset" \
+    "$FT" prepare --input x/c --out run/checkpoints/step_00000001 "${prep[@]}" --force
+  # The same rule for the tokenizer.
+  "$FT" tokenizer train --input x/c --vocab-size 400 --out tok.model >/dev/null 2>&1 || fail "tokenizer train failed"
+  expect_exit 2 "--out tok.model already holds a tokenizer model" "$FT" tokenizer train --input x/c --vocab-size 400 --out tok.model
+  "$FT" tokenizer train --input x/c --vocab-size 400 --out tok.model --force >/dev/null 2>&1 || fail "tokenizer --force failed"
+  expect_exit 2 "--out file.bin already exists and is not a tokenizer model" \
+    "$FT" tokenizer train --input x/c --vocab-size 400 --out file.bin --force
+  expect_exit 2 "--out x/c/a.txt is also an input" "$FT" tokenizer train --input x/c/a.txt --vocab-size 400 --out x/c/a.txt --force
+  grep -q "keep me" file.bin && cmp -s x/c/a.txt "$text" || fail "tokenizer train --force destroyed a file"
+  # Checkpoint conversions never write into their source.
+  expect_exit 2 "OUT run/checkpoints/step_00000001/hf is inside the input" \
+    "$FT" ckpt export-hf run/checkpoints/step_00000001 run/checkpoints/step_00000001/hf
+}
+
+# ---- 8: prepare --out at a mount point is refused before the work, not at the final rename ---------
+case_prepare_mount_point() {
+  mkdir -p mnt
+  if ! unshare -m bash -c "mount -t tmpfs -o size=16m none '$WORK/mnt'" 2>/dev/null; then
+    echo "  skipped: this machine does not let the test mount a tmpfs in a private mount namespace"
+    return 0
+  fi
+  expect_exit 2 "--out $WORK/mnt is a mount point" \
+    unshare -m bash -c "mount -t tmpfs -o size=16m none '$WORK/mnt' && exec '$FT' prepare --input '$text' --out '$WORK/mnt' ${prep[*]}"
+}
+
+# ---- 8: binary files named .txt are skipped, each named -------------------------------------------
+case_binary_txt() {
+  mkdir -p in && cp "$text" in/a.txt && head -c 300000 "$FT" >in/program.txt
+  local out
+  out=$("$FT" prepare --input in --out ds "${prep[@]}" 2>&1) || fail "prepare failed: $(tail -n 3 <<<"$out")"
+  grep -q "skipping $WORK/in/program.txt: .* bytes are invalid UTF-8 or NUL: not text" <<<"$out" ||
+    grep -q "skipping in/program.txt: .* bytes are invalid UTF-8 or NUL: not text" <<<"$out" ||
+    fail "the binary file was not named as skipped: $(grep -i 'skip\|invalid' <<<"$out")"
+  grep -q "1 binary files skipped" <<<"$out" || fail "the report does not count it"
+  echo "  ok: $(grep -m1 'skipping .*program.txt' <<<"$out")"
+}
+
 # ---- 6: a directory as --config is refused, naming it ---------------------------------------------
 case_config_directory() {
   mkdir -p "$WORK/cfgdir"
