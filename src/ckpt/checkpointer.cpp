@@ -403,6 +403,7 @@ Checkpointer::Resumed Checkpointer::resume() {
         continue;
       }
       engine_.import_state(w, m1, m2, m.optimizer_steps);
+      keep_encryption(m, cand);
       out.resumed = true;
       out.dir = cand;
       out.step = m.step;
@@ -431,7 +432,27 @@ Checkpointer::Resumed Checkpointer::resume() {
     mesh_.world().barrier();
   }
   last_saved_ = out.step;
+  committed_ = committed_local_ = out.resumed ? out.step : -1;
   return out;
+}
+
+void Checkpointer::keep_encryption(const CheckpointManifest& m, const std::string& dir) {
+  if (!m.encrypted || cfg_.ckpt.encrypt) return;
+  const bool rank0 = mesh_.world_rank() == 0;
+  if (cfg_.ckpt.allow_plaintext) {  // the explicit choice, said loudly
+    if (rank0)
+      log_warn("checkpoint: {} is encrypted; ckpt.allow_plaintext = true: the checkpoints this run writes are NOT "
+               "encrypted",
+               dir);
+    return;
+  }
+  cfg_.ckpt.encrypt = true;
+  config_json_["ckpt"]["encrypt"] = true;
+  if (staging_ && !staging_locked_) staging_locked_ = lock_staging(staging_, staging_bytes());
+  if (rank0 && cfg_.ckpt.interval > 0)
+    log_info("checkpoint: {} is encrypted, so this run's checkpoints stay encrypted (key id {}); to write plaintext "
+             "ones, set ckpt.allow_plaintext = true",
+             dir, key_.id());
 }
 
 void Checkpointer::prepare_root(int64_t resumed_step) {
@@ -472,6 +493,21 @@ void Checkpointer::finish() {
   poll(true);
   wait_idle();
   drain_events();
+  // Rank 0 wrote (or failed to write) the manifest: every rank learns which step is on disk.
+  double c = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    c = static_cast<double>(committed_local_);
+  }
+  mesh_.world().broadcast(&c, sizeof c, 0);
+  committed_ = static_cast<int64_t>(c);
+}
+
+void Checkpointer::save_now(int64_t step, int64_t tokens, const LoaderState& loader) {
+  if (cfg_.ckpt.interval <= 0) return;
+  drain_events();
+  if (step != last_saved_) start_save(step, tokens, loader);
+  finish();
 }
 
 void Checkpointer::start_save(int64_t step, int64_t tokens, const LoaderState& loader) {
@@ -673,6 +709,7 @@ void Checkpointer::commit_job(std::shared_ptr<CheckpointManifest> m, int64_t ste
           : std::string(" (synchronous save: ckpt.async = false)"));
   std::lock_guard<std::mutex> lock(mu_);
   events_.push_back({step, total, true});
+  committed_local_ = std::max(committed_local_, step);
   record({{"event", "save"},
           {"step", step},
           {"ok", true},

@@ -63,9 +63,17 @@ class Checkpointer {
   Resumed resume();
   // Called after every optimizer step: completes earlier saves, and starts one when due.
   void after_step(int64_t step, int64_t tokens, const LoaderState& loader);
-  // Waits until the last save is committed (or failed).
+  // Waits until the last save is committed (or failed); then every rank knows committed().
   void finish();
+  // A checkpoint of `step` now, unless one was already started for it (a stop request, the
+  // end of a run); followed by finish().
+  void save_now(int64_t step, int64_t tokens, const LoaderState& loader);
 
+  // After finish(): the step of the newest checkpoint this run committed or resumed from (-1:
+  // none) — whether the run's last state is on disk.
+  int64_t committed() const { return committed_; }
+  // Whether this run's checkpoints are encrypted (ckpt.encrypt, or resumed from encrypted ones).
+  bool encrypting() const { return cfg_.ckpt.encrypt; }
   int64_t failures() const { return failures_; }
   const std::string& root() const { return root_; }
 
@@ -87,7 +95,10 @@ class Checkpointer {
   void run_worker();
   void enqueue(std::function<void()> fn);
   void wait_idle();
-  void prepare_root(int64_t resumed_step);  // rank 0: partial dirs removed, newer ones set aside
+  void prepare_root(int64_t resumed_step);
+  // Resumed from an encrypted checkpoint with ckpt.encrypt off: go on encrypting, unless
+  // ckpt.allow_plaintext says otherwise (logged either way).
+  void keep_encryption(const CheckpointManifest& m, const std::string& dir);  // rank 0: partial dirs removed, newer ones set aside
   void record(const nlohmann::json& row);   // rank 0: <run_dir>/checkpoints.jsonl
   std::vector<std::string> all_gather_strings(const std::string& s);
   // Bytes of a staging (or resume) buffer: weights, first and second moments.
@@ -124,6 +135,8 @@ class Checkpointer {
   std::unique_ptr<Job> job_;
   int64_t failures_ = 0;
   int64_t last_saved_ = -1;
+  int64_t committed_ = -1;        // every rank, after finish(): rank 0's committed_local_
+  int64_t committed_local_ = -1;  // rank 0: the newest manifest written (or resumed from)
   bool report_resume_ = false;
   double resume_started_ = 0;
 

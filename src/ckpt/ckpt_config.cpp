@@ -21,6 +21,9 @@ void CkptConfig::bind(ConfigBinder& b) {
   b.add("ckpt.chunk_mb", &chunk_mb, "MiB of plaintext per encrypted chunk");
   b.add("ckpt.resume", &resume,
         "resume from: \"\" (fresh), \"auto\" (newest valid checkpoint) or a checkpoint path");
+  b.add("ckpt.allow_plaintext", &allow_plaintext,
+        "after resuming from encrypted checkpoints, write plaintext ones (false: a run whose checkpoints are "
+        "encrypted stays encrypted, whatever ckpt.encrypt says)");
 }
 
 void CkptConfig::validate() const {
@@ -30,6 +33,9 @@ void CkptConfig::validate() const {
   if (keep < 1)
     throw Error(fmt::format("ckpt.keep = {} must be >= 1", keep),
                 "keep at least the newest checkpoint");
+  if (allow_plaintext && encrypt)
+    throw Error("ckpt.allow_plaintext = true contradicts ckpt.encrypt = true",
+                "ckpt.allow_plaintext only lets a run resumed from encrypted checkpoints write plaintext ones");
   if (chunk_mb < 1 || chunk_mb > 1024)
     throw Error(fmt::format("ckpt.chunk_mb = {} must be in [1, 1024]", chunk_mb));
 }

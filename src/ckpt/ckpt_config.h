@@ -26,6 +26,9 @@ struct CkptConfig {
   std::string key_file;  // file with the 256-bit key in hex; "" = FLUXTRAIN_CKPT_KEY
   int64_t chunk_mb = 4;  // plaintext bytes per encrypted (and checksummed) chunk, in MiB
   std::string resume;    // "" = fresh start, "auto" = newest valid checkpoint, or a path
+  // Resuming from encrypted checkpoints keeps encrypting (whatever ckpt.encrypt says) unless
+  // this is true: writing plaintext after encrypted checkpoints is an explicit choice.
+  bool allow_plaintext = false;
 
   void bind(ConfigBinder& b);
   void validate() const;

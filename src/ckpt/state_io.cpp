@@ -1,6 +1,7 @@
 #include "ckpt/state_io.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -20,6 +21,18 @@ void wipe(std::vector<float>& v) {
 }
 
 const char* kWhich[3] = {"weights", "exp_avg", "exp_avg_sq"};
+
+// The first element that is NaN or infinite, or -1 (a pass at memory speed, like the checksum).
+int64_t first_non_finite(const float* p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(p[i])) return i;
+  return -1;
+}
+
+std::string non_finite_message(const std::string& tensor, int which, const float* p, int64_t at, int64_t begin) {
+  return fmt::format("the {} of {} hold a non-finite value ({} at element {} of its shard)", kWhich[which],
+                     tensor, p[at], begin + at);
+}
 
 }  // namespace
 
@@ -44,6 +57,10 @@ FileRecord write_rank_file(const std::string& dir, int64_t step, int rank,
     const float* src[3] = {w, m, v};
     for (int c = 0; c < 3; ++c) {
       const float* data = src[c] + p.compact;
+      // A checkpoint never stores non-finite state: resuming from it could only produce NaNs.
+      if (const int64_t at = first_non_finite(data, p.count()); at >= 0)
+        throw Error(fmt::format("step {}: {}: not saved", step, non_finite_message(p.spec->name, c, data, at, p.begin)),
+                    "the training diverged (lower optim.lr, keep optim.grad_clip on); earlier checkpoints are kept");
       r.xxh3[c] = xxh3_64(data, r.bytes());
       out.write(data, r.bytes());
     }
@@ -154,6 +171,14 @@ const std::vector<float>& CheckpointReader::piece_data(const TensorRecord& t, si
                       r.path(), kWhich[c], t.name, p.begin, p.end),
           "the checkpoint is damaged; resume from an older one (--resume auto skips it)");
     }
+    // Written before saves checked finiteness (or by another tool): unusable all the same.
+    if (const int64_t at = first_non_finite(data.data() + c * p.count(), p.count()); at >= 0) {
+      const std::string what = non_finite_message(t.name, c, data.data() + c * p.count(), at, p.begin);
+      wipe(data);
+      throw Error(fmt::format("{}: {}", r.path(), what),
+                  "the state had diverged when it was saved; resume from an older checkpoint (--resume auto "
+                  "skips it)");
+    }
   }
   return cache_.emplace(k, std::move(data)).first->second;
 }
@@ -230,16 +255,20 @@ std::vector<float> CheckpointReader::tensor(const std::string& name, int which) 
 
 std::vector<std::string> CheckpointReader::verify(bool progress) {
   std::vector<std::string> problems;
+  std::vector<bool> bad_file(m_.files.size(), false);  // said once, not again for each of its pieces
   for (size_t f = 0; f < m_.files.size(); ++f) {
     try {
       reader(static_cast<int>(f)).verify_chunks();
       if (progress) log_info("verify: {} chunks ok", m_.files[f].name);
     } catch (const Error& e) {
       problems.push_back(e.what());
+      bad_file[f] = true;
     }
   }
   for (const TensorRecord& t : m_.tensors) {
     for (size_t k = 0; k < t.pieces.size(); ++k) {
+      const int file = t.pieces[k].file;
+      if (file >= 0 && static_cast<size_t>(file) < bad_file.size() && bad_file[static_cast<size_t>(file)]) continue;
       try {
         piece_data(t, k);
       } catch (const Error& e) {

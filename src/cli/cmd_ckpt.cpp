@@ -117,6 +117,9 @@ int verify(const std::string& path, const std::string& key_file) {
   if (!problems.empty()) {
     for (const auto& p : problems) fmt::print(stderr, "error: {}\n", p);
     fmt::print(stderr, "verify: {} problem(s) in {}\n", problems.size(), dir);
+    fmt::print(stderr,
+               "hint: the checkpoint is damaged: resume from an older one (`--resume auto` skips it), or give "
+               "`fluxtrain ckpt verify` another step directory\n");
     return 1;
   }
   fmt::print("verify: ok — {} file(s), {} tensors, {} pieces: every {} and checksum matches ({})\n",

@@ -31,24 +31,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The checkpoint to evaluate: PATH itself when it is one, else the newest that verifies under
-// PATH or PATH/checkpoints.
-std::string pick_checkpoint(const std::string& path) {
-  if (fs::exists(path + "/" + ft::kCkptManifestFile)) return path;
-  ft::Config probe;
-  probe.ckpt.dir = fs::is_directory(path + "/checkpoints") ? path + "/checkpoints" : path;
-  ft::CheckpointProbe p = ft::probe_checkpoints(probe);
-  for (const std::string& why : p.skipped) ft::log_warn("eval: skipping {}", why);
-  if (!p.newest) {
-    throw ft::Error(
-        fmt::format(
-            "{}: no valid checkpoint to evaluate{}", path,
-            p.skipped.empty() ? "" : fmt::format(" ({} invalid one(s) skipped)", p.skipped.size())),
-        "give a run directory, a checkpoint root or a step_<N> directory with a manifest.json");
-  }
-  return p.newest->dir;
-}
-
 int run_eval(int argc, char** argv) {
   CLI::App app{
       "Evaluate a checkpoint on validation batches: fluxtrain eval --ckpt RUN_DIR|CKPT_DIR "
@@ -64,7 +46,7 @@ int run_eval(int argc, char** argv) {
   app.add_option("--out-dir", out_dir, "where results go (default: <run dir>/validation)");
   FT_PARSE(app, argc, argv);
 
-  const std::string dir = pick_checkpoint(ckpt_path);
+  const std::string dir = ft::newest_valid_checkpoint(ckpt_path, "eval");
   ft::Config cfg;
   if (!config_path.empty()) {
     cfg = ft::load_config(config_path, sets);

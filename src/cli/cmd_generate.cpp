@@ -16,6 +16,7 @@
 #include "cli/command.h"
 #include "data/tokenizer.h"
 #include "gen/decoder.h"
+#include "launch/ckpt_probe.h"
 #include "model/activation_sizes.h"
 #include "model/llama.h"
 #include "model/param_access.h"
@@ -68,7 +69,8 @@ int run_generate(int argc, char** argv) {
     throw ft::Error(
         fmt::format("--temperature {} must be >= 0 and --top-p {} in (0, 1]", temperature, top_p));
 
-  const std::string dir = ft::resolve_checkpoint(ckpt);
+  // The newest checkpoint that verifies, as eval picks it: a damaged newest one is skipped, named.
+  const std::string dir = ft::newest_valid_checkpoint(ckpt, "generate", key_file);
   ft::CkptKey key;
   if (!key_file.empty() || ft::has_key_env()) key = ft::CkptKey::load(key_file);
   const ft::CkptKey* kp = key.empty() ? nullptr : &key;

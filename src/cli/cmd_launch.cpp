@@ -21,11 +21,17 @@ int run_launch(int argc, char** argv) {
   app.add_option("--hosts", o.hosts_file,
                  "hosts file: one 'NAME [slots=N]' per line (default: this machine, or "
                  "the Slurm allocation inside one)");
+  std::string resume;
+  app.add_option("--resume", resume,
+                 "resume from a checkpoint: 'auto' (the newest valid one under ckpt.dir) or a path (ckpt.resume)");
+  app.add_flag("--force", o.force,
+               "start over in a run directory that holds a run: its files are moved to RUN_DIR/replaced-<time>/");
   bool quiet = false;
   app.add_flag("--quiet", quiet,
                "do not copy the job's output to the terminal (it is in RUN_DIR/logs/)");
   FT_PARSE(app, argc, argv);
   if (!run_dir.empty()) o.sets.push_back("train.run_dir=\"" + run_dir + "\"");
+  if (!resume.empty()) o.sets.push_back("ckpt.resume=\"" + resume + "\"");
   o.echo = !quiet;
   o.binary = std::filesystem::canonical("/proc/self/exe").string();
   ft::Supervisor sup(o);

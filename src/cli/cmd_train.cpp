@@ -10,6 +10,8 @@
 #include "dist/job.h"
 #include "dryrun/dry_run.h"
 #include "fault/exit_codes.h"
+#include "train/run_dir.h"
+#include "train/stop_request.h"
 #include "train/trainer.h"
 #include "util/log.h"
 
@@ -36,10 +38,17 @@ int run_train(int argc, char** argv) {
   app.add_option("--gpu", gpu, "with --dry-run: the device whose memory accounting to use (fluxtrain plan's "
                                "catalog; 'cpu' = this machine's trainer)")->capture_default_str();
   app.add_flag("--json", json, "with --dry-run: print JSON");
+  bool force = false;
+  app.add_flag("--force", force,
+               "start over in a run directory that holds a run: its files are moved to RUN_DIR/replaced-<time>/");
   FT_PARSE(app, argc, argv);
+  // A rank (or the one process) stops on SIGTERM / SIGUSR1 / the first SIGINT after checkpointing;
+  // the handlers go in before anything slow. `--nproc` forwards the signals to mpirun instead.
+  if (nproc == 0 && !dry) ft::StopRequest::install();
   if (!run_dir.empty()) sets.push_back("train.run_dir=\"" + run_dir + "\"");
   if (!resume.empty()) sets.push_back("ckpt.resume=\"" + resume + "\"");
   ft::Config cfg = ft::load_config(config_path, sets);  // errors show before any rank starts
+  ft::StopRequest::set_grace(cfg.fault.preempt_grace_s);
   if (dry) {
     ft::DryRun d = ft::dry_run(cfg, world_size > 0 ? world_size : cfg.parallel.world_size(), ft::plan::find_gpu(gpu));
     if (json) fmt::print("{}\n", ft::dry_run_json(d).dump(2));
@@ -61,9 +70,17 @@ int run_train(int argc, char** argv) {
   }
 
   ft::Job job(cfg.parallel, cfg.train.run_dir);
+  ft::RunEnd end = ft::RunEnd::kFinished;
   try {
+    // Nothing of an earlier run (or another program) in the run directory is overwritten.
+    if (job.mesh().world_rank() == 0) ft::claim_run_dir(cfg, force, ft::RunDirUser::kTrain);
+    job.mesh().world().barrier();
     ft::Trainer trainer(cfg, job.mesh());
-    trainer.run();
+    end = trainer.run();
+  } catch (const std::bad_alloc&) {
+    if (!job.multi_rank()) throw;
+    ft::log_error("out of memory (an allocation failed)\nhint: `fluxtrain train --dry-run --gpu cpu` shows a run's memory");
+    job.abort(ft::kExitError);
   } catch (const ft::Error& e) {
     if (!job.multi_rank()) throw;
     // One rank's error must not leave the others waiting: report and stop the whole job.
@@ -71,7 +88,11 @@ int run_train(int argc, char** argv) {
     // A communication failure (a peer died or hangs) is worth a restart; other errors are not.
     job.abort(dynamic_cast<const ft::CommError*>(&e) ? ft::kExitCommFailure : ft::kExitError);
   }
-  return 0;
+  switch (end) {
+    case ft::RunEnd::kStopped: return ft::kExitStopped;
+    case ft::RunEnd::kStoppedUnsaved: return ft::kExitStoppedUnsaved;
+    default: return 0;
+  }
 }
 
 ft::cli::Register reg("train", "train a model from a TOML config (--nproc N for N local ranks)", run_train);

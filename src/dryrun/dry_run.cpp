@@ -134,10 +134,11 @@ void one_step(const Config& cfg, const ParamLayout& layout, const ShardPlan& sha
   if (P > 1) tp.all_reduce(static_cast<double*>(nullptr), 1);
   // Trainer::sum_over_ranks (loss, norm and data hash over the stages, loss and data hash over
   // dp) and the training guards' agreement (TrainingFaults::judge: rank 0's loss and norm to
-  // every rank).
+  // every rank), and at the step boundary whether any rank was asked to stop (StopRequest::agreed).
   pp.all_reduce(static_cast<double*>(nullptr), 3);
   dp.all_reduce(static_cast<double*>(nullptr), 2);
   if (world.size() > 1) world.broadcast(nullptr, 16, 0);
+  if (world.size() > 1) world.all_reduce(static_cast<double*>(nullptr), 2, ReduceOp::kMax);
 }
 
 std::vector<int> members(Communicator& c) {

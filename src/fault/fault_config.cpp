@@ -49,6 +49,9 @@ void FaultConfig::bind(ConfigBinder& b) {
         "fluxtrain launch: shell command run for each host before every (re)start (FT_HOST names "
         "it); "
         "non-zero exit marks the host bad");
+  b.add("fault.preempt_grace_s", &preempt_grace_s,
+        "after SIGTERM / SIGUSR1 / the first SIGINT: seconds to finish the step, checkpoint and exit (code 4) "
+        "before exiting without the checkpoint (code 5); keep it below the scheduler's kill");
 }
 
 void FaultConfig::validate() const {
@@ -78,6 +81,8 @@ void FaultConfig::validate() const {
     throw Error(fmt::format("fault.startup_timeout_s = {} must be positive", startup_timeout_s));
   if (!(stop_grace_s >= 0))
     throw Error(fmt::format("fault.stop_grace_s = {} must be >= 0", stop_grace_s));
+  if (!(preempt_grace_s > 0))
+    throw Error(fmt::format("fault.preempt_grace_s = {} must be positive", preempt_grace_s));
   if (host_max_failures < 1)
     throw Error(fmt::format("fault.host_max_failures = {} must be >= 1", host_max_failures));
 }

@@ -44,6 +44,12 @@ struct FaultConfig {
   int64_t host_max_failures = 2;     // failures attributed to a host before it is marked bad
   std::string health_check;  // shell command run per host before each (re)start; FT_HOST is set
 
+  // Stopping on purpose (SIGTERM, SIGUSR1, the first SIGINT): a rank whose checkpoint is not
+  // durable this long after the signal exits without it (exit code 5, fault/exit_codes.h); the
+  // supervisor waits as long for its ranks. Keep it below the scheduler's kill (Kubernetes'
+  // terminationGracePeriodSeconds, the lead time of Slurm's --signal).
+  double preempt_grace_s = 60;
+
   void bind(ConfigBinder& b);
   void validate() const;
 };

@@ -7,7 +7,8 @@
 //    "start_step": 100, "time": 1718000000.25}
 //
 // phase: "starting" (process up, model not built), "ready" (about to run its first step; step =
-// the step it resumed from), "train" (step = last completed step), "done". The supervisor
+// the step it resumed from), "train" (step = last completed step), "done", "stopped" (on request,
+// after the checkpoint of the stop). The supervisor
 // builds ranks.json from these records and calls a job hung when no rank's record changes for
 // fault.heartbeat_timeout_s. A shared run directory makes the files visible across hosts.
 //

@@ -7,6 +7,7 @@
 #include "ckpt/manifest.h"
 #include "ckpt/state_io.h"
 #include "util/error.h"
+#include "util/log.h"
 
 namespace ft {
 
@@ -49,6 +50,21 @@ CheckpointProbe probe_checkpoints(const Config& cfg) {
     }
   }
   return out;
+}
+
+std::string newest_valid_checkpoint(const std::string& path, const std::string& who, const std::string& key_file) {
+  if (std::filesystem::exists(path + "/" + kCkptManifestFile)) return path;
+  Config probe;
+  probe.ckpt.key_file = key_file;
+  probe.ckpt.dir = std::filesystem::is_directory(path + "/checkpoints") ? path + "/checkpoints" : path;
+  CheckpointProbe p = probe_checkpoints(probe);
+  for (const std::string& why : p.skipped) log_warn("{}: skipping {}", who, why);
+  if (!p.newest) {
+    throw Error(fmt::format("{}: no valid checkpoint{}", path,
+                            p.skipped.empty() ? "" : fmt::format(" ({} invalid one(s) skipped)", p.skipped.size())),
+                "give a run directory, a checkpoint root or a step_<N> directory with a manifest.json");
+  }
+  return p.newest->dir;
 }
 
 }  // namespace ft

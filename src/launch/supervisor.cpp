@@ -16,6 +16,7 @@
 #include "fault/heartbeat.h"
 #include "launch/ckpt_probe.h"
 #include "launch/process.h"
+#include "train/run_dir.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -25,10 +26,18 @@ extern char** environ;
 namespace ft {
 namespace {
 
-// SIGINT / SIGTERM to the supervisor: stop the job, do not restart (Slurm's scancel, Ctrl-C).
+// SIGINT / SIGTERM / SIGUSR1 to the supervisor (Ctrl-C, scancel, Kubernetes eviction): the ranks
+// checkpoint and exit (SIGUSR1 to them), the supervisor does not restart. A second SIGINT stops the
+// job at once.
 volatile sig_atomic_t g_interrupt = 0;
+volatile sig_atomic_t g_interrupts = 0;
 void on_signal(int sig) {
   g_interrupt = sig;
+  g_interrupts = g_interrupts + 1;
+}
+
+const char* signal_name(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGUSR1 ? "SIGUSR1" : "a signal";
 }
 
 constexpr double kPollS = 0.05;
@@ -69,6 +78,7 @@ struct Supervisor::Attempt {
 Supervisor::Supervisor(LaunchOptions o) : opt_(std::move(o)) {
   cfg_ = load_config(opt_.config_path, opt_.sets);  // bad config: an error before anything starts
   run_dir_ = cfg_.train.run_dir;
+  claim_run_dir(cfg_, opt_.force, RunDirUser::kSupervisor);  // an earlier run there is not overwritten
   hb_dir_ = run_dir_ + "/heartbeat";
   const int world = static_cast<int>(cfg_.parallel.world_size());
   if (opt_.nproc > 0 && opt_.nproc != world) {
@@ -257,6 +267,15 @@ std::optional<Supervisor::Failure> Supervisor::classify_exit(Attempt& a, int cod
   Failure f;
   f.detected_at = unix_seconds();
   f.exit_code = code;
+  if (code == kExitStopped || code == kExitStoppedUnsaved) {  // stopped on purpose: never restarted
+    f.kind = "stopped";
+    f.restartable = false;
+    f.detail = code == kExitStopped
+                   ? "the job stopped on request (a signal to a rank, or train.stop_after_minutes) after "
+                     "checkpointing its last step"
+                   : "the job stopped on request without a checkpoint of its last step";
+    return f;
+  }
   f.kind = "exit";
   f.detail = fmt::format("the launcher exited with code {}", code);
   static const std::regex never_arrived(R"(ranks holding it up: ([0-9][0-9, ]*))");
@@ -382,7 +401,7 @@ std::optional<Supervisor::Failure> Supervisor::watch(Attempt& a) {
     // moment to exit and say why (an error exit 2 must not pass for a crash).
     for (int r = 0; r < a.world; ++r) {
       const auto& b = a.beats[static_cast<size_t>(r)];
-      if (!b || b->host != me || b->phase == "done") continue;
+      if (!b || b->host != me || b->phase == "done" || b->phase == "stopped") continue;
       char st = process_state(static_cast<pid_t>(b->pid));
       if (st == 0 || st == 'Z' || st == 'X') {
         int code = a.proc->wait_for(kLauncherGraceS);
@@ -454,11 +473,10 @@ void Supervisor::stop(Attempt& a) {
     return false;
   };
   if (!alive()) return;
-  a.proc->signal_group(SIGTERM);  // mpirun / srun forward it to every rank
-  for (pid_t p : local) {
-    ::kill(p, SIGCONT);  // a stopped rank must run to die of SIGTERM
-    ::kill(p, SIGTERM);
-  }
+  // A failed job: local ranks are killed outright (SIGTERM would ask them to checkpoint, which a
+  // broken job cannot); the launcher tears down the rest.
+  for (pid_t p : local) ::kill(p, SIGKILL);
+  a.proc->signal_group(SIGTERM);
   double deadline = unix_seconds() + cfg_.fault.stop_grace_s;
   while (alive() && unix_seconds() < deadline) ::usleep(20000);
   if (alive()) {
@@ -468,6 +486,48 @@ void Supervisor::stop(Attempt& a) {
     a.proc->signal_group(SIGKILL);
     a.proc->wait_for(10);
   }
+}
+
+int Supervisor::preempt(Attempt& a) {
+  const int sig = g_interrupt, seen = g_interrupts;
+  const double grace = cfg_.fault.preempt_grace_s;
+  log_warn("supervisor: {} received: every rank finishes its step, checkpoints and exits (fault.preempt_grace_s = "
+           "{:.0f} s); not restarting{}",
+           signal_name(sig), grace, sig == SIGINT ? "; Ctrl-C again stops the job at once" : "");
+  event({{"event", "preempt"}, {"attempt", a.number}, {"signal", signal_name(sig)}});
+  ::kill(a.proc->pid(), SIGUSR1);  // mpirun and srun forward it to every rank
+  const std::string me = this_host();
+  for (const auto& b : a.beats)
+    if (b && b->host == me) ::kill(static_cast<pid_t>(b->pid), SIGUSR1);
+  // The ranks' own watchdog ends them after the grace; the launcher then needs a moment.
+  const double deadline = unix_seconds() + grace + kLauncherGraceS + 3;
+  while (unix_seconds() < deadline) {
+    if (auto code = a.proc->poll()) {
+      const int rc = *code == 0 || *code == kExitStopped ? *code : kExitStoppedUnsaved;
+      if (rc == kExitStopped)
+        log_info("supervisor: the job stopped after checkpointing its last step; `fluxtrain launch ... --resume auto` "
+                 "continues it (exit {})",
+                 rc);
+      else if (rc != 0)
+        log_error("supervisor: the job stopped without a checkpoint of its last step (launcher exit {}); a resume "
+                  "starts from the newest committed checkpoint (exit {})",
+                  *code, rc);
+      event({{"event", "stopped"}, {"attempt", a.number}, {"exit_code", rc}, {"launcher_exit_code", *code}});
+      return rc;
+    }
+    if (g_interrupts > seen && g_interrupt == SIGINT) {
+      log_warn("supervisor: second SIGINT: stopping the job at once");
+      stop(a);
+      event({{"event", "stopped"}, {"attempt", a.number}, {"exit_code", kExitInterrupted}});
+      return kExitInterrupted;
+    }
+    ::usleep(static_cast<useconds_t>(kPollS * 1e6));
+  }
+  log_error("supervisor: the job did not stop within {:.0f} s of {}; stopping it without a checkpoint", grace,
+            signal_name(sig));
+  stop(a);
+  event({{"event", "stopped"}, {"attempt", a.number}, {"exit_code", kExitStoppedUnsaved}});
+  return kExitStoppedUnsaved;
 }
 
 void Supervisor::run_health_checks() {
@@ -516,6 +576,7 @@ int Supervisor::run() {
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGUSR1, &sa, nullptr);
   std::filesystem::create_directories(run_dir_);
   const FaultConfig& fc = cfg_.fault;
   int64_t dp = cfg_.parallel.dp;
@@ -567,6 +628,13 @@ int Supervisor::run() {
       event({{"event", "finished"}, {"attempt", attempt->number}, {"restarts", restarts}});
       return 0;
     }
+    if (f->kind == "interrupted") return preempt(*attempt);
+    if (f->kind == "stopped") {
+      log_info("supervisor: {} (exit {}); not restarting: `fluxtrain launch ... --resume auto` continues it",
+               f->detail, f->exit_code);
+      event({{"event", "stopped"}, {"attempt", attempt->number}, {"exit_code", f->exit_code}, {"detail", f->detail}});
+      return f->exit_code;
+    }
     std::string who = f->ranks.empty() ? "" : fmt::format(" (rank {})", fmt::join(f->ranks, ", "));
     log_warn("supervisor: attempt {} failed: {}{}: {}", attempt->number, f->kind, who, f->detail);
     stop(*attempt);
@@ -594,10 +662,6 @@ int Supervisor::run() {
       }
     }
     event(ev);
-    if (f->kind == "interrupted") {
-      log_warn("supervisor: stopped by signal; not restarting");
-      return f->exit_code;
-    }
     if (f->kind == "no_checkpoint") {
       event({{"event", "gave_up"}, {"reason", "no_checkpoint"}});
       throw Error(fmt::format("supervisor: no valid checkpoint to restart from under {}: {}",

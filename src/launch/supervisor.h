@@ -41,6 +41,7 @@ struct LaunchOptions {
   std::string hosts_file;         // "" = this machine (or the Slurm allocation)
   std::string binary;             // the fluxtrain executable the ranks run
   bool echo = true;               // copy the job's output to our stderr
+  bool force = false;             // --force: move an earlier run in the run directory aside
 };
 
 struct RecoveryRecord {
@@ -65,7 +66,8 @@ class Supervisor {
                                          const std::optional<Failure>& after);
   std::optional<Failure> watch(Attempt& a);  // nullopt: the job finished
   std::optional<Failure> classify_exit(Attempt& a, int code);
-  void stop(Attempt& a);
+  void stop(Attempt& a);     // a failed job: kill it
+  int preempt(Attempt& a);  // a signal to us: the ranks checkpoint and exit; our exit code
   void read_heartbeats(Attempt& a);
   void write_ranks_json(const Attempt& a);
   std::vector<std::string> launcher_argv(const Attempt& a,

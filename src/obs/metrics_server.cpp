@@ -1,6 +1,7 @@
 #include "obs/metrics_server.h"
 
 #include <httplib.h>
+#include <netdb.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -36,6 +37,23 @@ MetricsServer::MetricsServer(Registry& registry, const std::string& bind_address
     res.set_content("fluxtrain: metrics are on /metrics\n", "text/plain");
   });
 
+  {  // an address that is not one (or not this machine's) is not a busy port
+    addrinfo hints{}, *res = nullptr;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    const int rc = ::getaddrinfo(bind_address.c_str(), nullptr, &hints, &res);
+    if (res) ::freeaddrinfo(res);
+    if (rc != 0)
+      throw Error(fmt::format("metrics.bind_address = \"{}\" is not an address: {}", bind_address, ::gai_strerror(rc)),
+                  "use \"0.0.0.0\" (all interfaces), \"127.0.0.1\" or an address of this machine");
+  }
+  auto bad_address = [&](int err) {
+    return Error(fmt::format("metrics: cannot listen on {}: {}", bind_address, std::strerror(err)),
+                 err == EADDRNOTAVAIL ? "metrics.bind_address is not an address of this machine: use \"0.0.0.0\" (all "
+                                        "interfaces), \"127.0.0.1\" or one of its addresses"
+                                      : "check metrics.bind_address");
+  };
   if (port == 0) {
     int p = s.bind_to_any_port(bind_address);
     if (p < 0) {
@@ -53,6 +71,7 @@ MetricsServer::MetricsServer(Registry& registry, const std::string& bind_address
         break;
       }
       err = errno;
+      if (err != 0 && err != EADDRINUSE) throw bad_address(err);  // no other port would do better
     }
     if (port_ == 0) {
       std::string what = err == EADDRINUSE || err == 0 ? "already in use" : std::strerror(err);

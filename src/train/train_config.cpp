@@ -21,6 +21,9 @@ void TrainConfig::bind(ConfigBinder& b) {
   b.add("train.loss_chunk_tokens", &loss_chunk_tokens,
         "tokens per LM-head/cross-entropy chunk (0 = auto: ~32 MiB of fp32 logits, ~128 MiB with bf16)");
   b.add("train.run_dir", &run_dir, "directory for metrics, logs and checkpoints");
+  b.add("train.stop_after_minutes", &stop_after_minutes,
+        "time budget from the process start: at the first step boundary after it, checkpoint and exit with code 4 "
+        "(a Slurm job's wall-clock limit); 0 = none");
 }
 
 void TrainConfig::validate() const {
@@ -33,6 +36,8 @@ void TrainConfig::validate() const {
   if (log_interval <= 0) throw Error(fmt::format("train.log_interval = {} must be positive", log_interval));
   if (eval_interval < 0) throw Error(fmt::format("train.eval_interval = {} must be >= 0", eval_interval));
   if (run_dir.empty()) throw Error("train.run_dir is empty", "set --run-dir DIR");
+  if (!(stop_after_minutes >= 0))
+    throw Error(fmt::format("train.stop_after_minutes = {} must be >= 0", stop_after_minutes), "0 = no time budget");
 }
 
 void OptimConfig::bind(ConfigBinder& b) {

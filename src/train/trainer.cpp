@@ -15,6 +15,8 @@
 #include "obs/telemetry.h"
 #include "train/micro_batches.h"
 #include "train/rank_metrics.h"
+#include "train/stop_request.h"
+#include "fault/exit_codes.h"
 #include "optim/grad_clip.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -76,11 +78,7 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
   }
 
   const bool rank0 = mesh_.world_rank() == 0;
-  if (rank0) {
-    std::filesystem::create_directories(t.run_dir);
-    write_file_atomic(t.run_dir + "/config.json", cfg_.to_json().dump(2) + "\n");
-  }
-  metrics_ = std::make_unique<MetricsLog>(t.run_dir, rank0, /*append=*/!cfg_.ckpt.resume.empty());
+  if (rank0) std::filesystem::create_directories(t.run_dir);
   // Monitoring: every rank serves its own /metrics (metrics.port + local rank) with its mesh
   // coordinates as labels; rank 0 writes TensorBoard events; the progress line is rank 0's.
   obs::RankInfo rank{.rank = mesh_.world_rank(), .world_size = mesh_.world_size(),
@@ -99,11 +97,16 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
   mesh_.world().broadcast(&peak, sizeof peak, 0);
   peak_flops_ = peak;
   ckpt_ = std::make_unique<Checkpointer>(cfg_, mesh_, *engine_, train_data_->tokenizer_hash(), telemetry_.get());
+  stop_ = std::make_unique<StopRequest>(t.stop_after_minutes);
   if (auto r = ckpt_->resume(); r.resumed) {  // ckpt.resume: weights, moments, step, data position
     step_ = r.step, tokens_ = r.tokens;
     if (r.has_loader) train_data_->restore(r.loader);
     telemetry_->set_restarts(r.restarts);
   }
+  // The run is accepted (a refused resume threw above): only now its files are written.
+  cfg_.ckpt.encrypt = ckpt_->encrypting();  // a run resumed from encrypted checkpoints stays encrypted
+  if (rank0) write_file_atomic(t.run_dir + "/config.json", cfg_.to_json().dump(2) + "\n");
+  metrics_ = std::make_unique<MetricsLog>(t.run_dir, rank0, /*append=*/!cfg_.ckpt.resume.empty());
   log_info("model {}: {} parameters ({:.1f}M), {} layers, dim {}, {} heads ({} kv), ffn {}, vocab {}",
            cfg_.model.preset, cfg_.model.num_params(), static_cast<double>(cfg_.model.num_params()) / 1e6,
            cfg_.model.n_layers, cfg_.model.dim, cfg_.model.n_heads, cfg_.model.n_kv_heads, cfg_.model.ffn_dim,
@@ -337,26 +340,86 @@ bool Trainer::roll_back() {
   return true;
 }
 
-void Trainer::run() {
+RunEnd Trainer::run() {
   start_time_ = now_seconds();
   faults_->set_start_step(step_);
   faults_->beat("ready", step_);
+  if (step_ > cfg_.train.steps) {
+    throw Error(fmt::format("the run resumed at step {}, beyond train.steps = {}: there is nothing to train", step_,
+                            cfg_.train.steps),
+                "raise train.steps to train on (the learning-rate schedule follows it), or evaluate the checkpoint "
+                "with `fluxtrain eval`");
+  }
+  if (step_ == cfg_.train.steps && step_ > 0 && mesh_.world_rank() == 0)
+    log_info("the run resumed at step {} = train.steps: it is complete, nothing to train", step_);
+  std::optional<std::string> stop;
+  int64_t nonfinite_tail = 0;  // the last updates skipped for a non-finite loss, in a row
+  std::string tail_reason;
   try {
     while (step_ < cfg_.train.steps) {
+      if ((stop = stop_->agreed(mesh_.world()))) break;  // a signal or the time budget, at a step boundary
       StepStats s = step();
       const bool rolled_back = s.guard.action == GuardAction::kRollback && roll_back();
       log_step(s);
       if (!rolled_back) ckpt_->after_step(step_, tokens_, train_data_->state());
       faults_->beat("train", step_);
+      const bool nonfinite = s.guard.skipped() && (s.guard.reason.rfind("nan", 0) == 0 || s.guard.reason.rfind("inf", 0) == 0);
+      nonfinite_tail = nonfinite ? nonfinite_tail + 1 : 0;
+      if (nonfinite) tail_reason = s.guard.reason;
+    }
+    if (stop) {
+      if (mesh_.world_rank() == 0)
+        log_warn("stop requested ({}) after step {}: checkpointing it, then exiting", *stop, step_);
+      ckpt_->save_now(step_, tokens_, train_data_->state());
     }
     ckpt_->finish();
   } catch (const CommError& e) {  // a peer died or hangs: say at which step (docs/operations.md)
     throw CommError(fmt::format("step {}: {}", step_ + 1, e.what()), e.hint());
   }
-  faults_->beat("done", step_);
+  return end_run(stop, nonfinite_tail, tail_reason);
+}
+
+RunEnd Trainer::end_run(const std::optional<std::string>& stop, int64_t nonfinite_tail,
+                        const std::string& tail_reason) {
+  const bool rank0 = mesh_.world_rank() == 0;
+  const bool checkpoints = cfg_.ckpt.interval > 0;
+  const int64_t on_disk = ckpt_->committed();
+  const bool saved = checkpoints && on_disk == step_;
+  const std::string newest = on_disk >= 0 ? fmt::format("the newest checkpoint on disk is step {}", on_disk)
+                                          : std::string("no checkpoint of this run is on disk");
   if (progress_) progress_->finish();
+  if (stop) {
+    StopRequest::done();  // the watchdog of fault.preempt_grace_s stands down
+    faults_->beat("stopped", step_);
+    if (saved) {
+      if (rank0)
+        log_info("stopped ({}) after step {}: its checkpoint is committed under {}; `--resume auto` continues from it "
+                 "(exit code {})",
+                 *stop, step_, ckpt_->root(), kExitStopped);
+      return RunEnd::kStopped;
+    }
+    if (rank0)
+      log_error("stopped ({}) after step {} without a checkpoint of it ({}); {} (exit code {})", *stop, step_,
+                checkpoints ? "its save failed: see above" : "checkpoints are off: ckpt.interval = 0", newest,
+                kExitStoppedUnsaved);
+    return RunEnd::kStoppedUnsaved;
+  }
+  if (nonfinite_tail > 0) {
+    throw Error(fmt::format("the last {} update(s), steps {}..{}, were skipped for a non-finite value ({}): the final "
+                            "state is that of step {}, not a trained step {}",
+                            nonfinite_tail, step_ - nonfinite_tail + 1, step_, tail_reason, step_ - nonfinite_tail,
+                            step_),
+                "lower optim.lr, keep optim.grad_clip on, or check the data (fault.nan_policy = \"stop\" stops at "
+                "the first non-finite loss)");
+  }
+  if (checkpoints && !saved) {
+    throw Error(fmt::format("the final checkpoint, step {}, was not written (its error is above); {}", step_, newest),
+                fmt::format("fix the cause (space under {}?) and run again with --resume auto", ckpt_->root()));
+  }
+  faults_->beat("done", step_);
   log_info("done: {} steps, {} tokens in {}; metrics in {}", step_, tokens_,
            human_duration(now_seconds() - start_time_), metrics_->path());
+  return RunEnd::kFinished;
 }
 
 }  // namespace ft

@@ -10,6 +10,8 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "config/config.h"
@@ -35,6 +37,15 @@ class ProgressLine;
 }  // namespace obs
 
 class TrainingFaults;
+class StopRequest;
+
+// How Trainer::run ended (an error is an ft::Error instead). cmd_train turns it into the exit code
+// (fault/exit_codes.h).
+enum class RunEnd {
+  kFinished,        // train.steps done; the last step checkpointed when checkpoints are on
+  kStopped,         // stopped on request (signal, time budget) after checkpointing the last step
+  kStoppedUnsaved,  // stopped on request without a checkpoint of the last step
+};
 
 struct StepStats {
   int64_t step = 0;         // 1-based number of the step just taken
@@ -61,7 +72,11 @@ class Trainer {
   Trainer(const Config& cfg, Mesh& mesh);
   ~Trainer();
 
-  void run();
+  // Trains to train.steps, or until a stop request (stop_request.h) at a step boundary. Throws
+  // when the run resumed beyond train.steps, when its last updates were skipped for non-finite
+  // values, or when its final checkpoint was not written: the exit code says whether the last
+  // state is safely on disk.
+  RunEnd run();
   StepStats step();
   // Mean token loss over train.eval_batches validation batches.
   double evaluate();
@@ -82,6 +97,8 @@ class Trainer {
   // rank's sequences, counted by the first stage) over the dp ranks.
   std::array<double, 3> sum_over_ranks(double loss_sum, double grad_norm2, double data_hash);
   void log_step(const StepStats& s);
+  // After the loop: the checkpoint and the verdict (see run()).
+  RunEnd end_run(const std::optional<std::string>& stop, int64_t nonfinite_tail, const std::string& tail_reason);
   // Every rank's memory and pipeline figures into j["per_rank"] (collective over the world).
   void add_rank_metrics(const StepStats& s, nlohmann::json& j);
   void add_bubble_metrics(nlohmann::json& per_rank, nlohmann::json& j);
@@ -101,6 +118,7 @@ class Trainer {
   std::unique_ptr<obs::ProgressLine> progress_;
   std::unique_ptr<TrainingFaults> faults_;  // guards, heartbeat, fault injection (fault/training_faults.h)
   std::unique_ptr<Checkpointer> ckpt_;  // saving (ckpt.interval) and resuming (ckpt.resume)
+  std::unique_ptr<StopRequest> stop_;   // signals and train.stop_after_minutes, agreed over the world
   int64_t local_batch_ = 0, micro_batch_ = 0, micro_batches_ = 0;
   int64_t step_ = 0, tokens_ = 0;
   double flops_per_token_ = 0, peak_flops_ = 0;

@@ -16,17 +16,17 @@ cfg=$ROOT/configs/tiny.toml
 export OMP_NUM_THREADS=1
 quick=(--set train.eval_interval=0 --set train.threads=1 --set metrics.port=0)
 
-# expect_exit CODE "substring" cmd...: the command exits with CODE, its stderr has an "error:"
-# line containing the substring (one error line: the first one must say it) and a "hint:".
+# expect_exit CODE "substring" cmd...: the command exits with CODE, and its stderr has an "error:"
+# line containing the substring (a bad input says it in its one error line; a run may have logged
+# errors before its verdict) and a "hint:".
 expect_exit() {
   local code=$1 want=$2; shift 2
   local out rc=0
   out=$("$@" 2>&1 >/dev/null) || rc=$?
   [ "$rc" -eq "$code" ] || fail "expected exit $code, got $rc from: $*; stderr: $(tail -n 5 <<<"$out")"
   local line
-  line=$(grep -m1 '^\(\[.*\] \)\?error: ' <<<"$out")
-  [ -n "$line" ] || fail "no 'error:' line from: $*; stderr: $(tail -n 5 <<<"$out")"
-  grep -qF -- "$want" <<<"$line" || fail "expected '$want' in the first error line: $line"
+  line=$(grep '^\(\[[^]]*\] \)\?error: ' <<<"$out" | grep -F -m1 -- "$want")
+  [ -n "$line" ] || fail "expected an 'error:' line with '$want' from: $*; stderr: $(grep error <<<"$out" | tail -n 5)"
   grep -q 'hint: ' <<<"$out" || fail "no 'hint:' line from: $*"
   echo "  ok: $line"
 }
@@ -117,6 +117,214 @@ case_nonfinite_keys() {
   printf '[optim]\nlr = inf\n' >"$WORK/inf.toml"
   expect_exit 2 "$WORK/inf.toml: optim.lr = inf is not valid: expected a finite number" "$FT" config --config "$WORK/inf.toml"
   [ ! -e "$WORK/r" ] || fail "a run with a non-finite setting wrote $WORK/r"
+}
+
+# ---- 2: a run whose checkpoints are encrypted stays encrypted -----------------------------------
+case_encryption_kept() {
+  export FLUXTRAIN_CKPT_KEY=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+  local ck=(--set ckpt.interval=2 --set ckpt.keep=10)
+  train_tiny "$WORK/run" --set train.steps=2 "${ck[@]}" --set ckpt.encrypt=true
+  # Resumed with the key but without ckpt.encrypt: the new checkpoint is encrypted, and the log says so.
+  "$FT" train --config "$cfg" --run-dir run "${quick[@]}" --set train.steps=4 "${ck[@]}" --resume auto >log2 2>&1 ||
+    fail "resume failed: $(tail -n 3 log2)"
+  "$FT" ckpt inspect run/checkpoints/step_00000004 | grep -q '^encryption  AES-256-GCM' ||
+    fail "step 4 was written in plaintext after resuming from an encrypted checkpoint: $("$FT" ckpt inspect run/checkpoints/step_00000004 | grep encryption)"
+  grep -q "is encrypted, so this run's checkpoints stay encrypted" log2 || fail "the log does not say why it encrypts"
+  grep -q '"encrypt": true' run/config.json || fail "run/config.json says ckpt.encrypt is off"
+  echo "  ok: $(grep -o 'checkpoint: .*stay encrypted.*' log2)"
+  # Turning it off is explicit, and logged.
+  "$FT" train --config "$cfg" --run-dir run "${quick[@]}" --set train.steps=6 "${ck[@]}" --resume auto \
+    --set ckpt.allow_plaintext=true >log3 2>&1 || fail "resume with ckpt.allow_plaintext failed: $(tail -n 3 log3)"
+  "$FT" ckpt inspect run/checkpoints/step_00000006 | grep -q '^encryption  none' || fail "ckpt.allow_plaintext ignored"
+  grep -q "ckpt.allow_plaintext = true: the checkpoints this run writes are NOT encrypted" log3 ||
+    fail "turning encryption off was not logged"
+  echo "  ok: $(grep -o 'warning: checkpoint: .*NOT encrypted' log3)"
+  expect_exit 2 "ckpt.allow_plaintext = true contradicts ckpt.encrypt = true" \
+    "$FT" config --set ckpt.allow_plaintext=true --set ckpt.encrypt=true
+}
+
+# ---- 3: non-finite state is never saved, certified or exported ------------------------------------
+case_nonfinite_state() {
+  # Weights that overflow to inf (optim.lr = 3e38): the save refuses, naming the tensor; the
+  # updates after it were skipped (NaN loss), and the run does not exit 0.
+  local inf=(--config "$cfg" "${quick[@]}" --set train.steps=3 --set ckpt.interval=3 --set optim.lr=3e38
+             --set optim.warmup_steps=0)
+  expect_exit 2 "the last 2 update(s), steps 2..3, were skipped for a non-finite value (nan_loss): the final state is that of step 1" \
+    "$FT" train --run-dir "$WORK/inf" "${inf[@]}"
+  local out
+  out=$("$FT" train --run-dir "$WORK/inf2" "${inf[@]}" 2>&1)
+  grep -q "error: checkpoint step 3 failed: step 3: the weights of model.embed_tokens.weight hold a non-finite value (inf at element 0 of its shard): not saved" <<<"$out" ||
+    fail "the refused save does not name the tensor: $(grep error <<<"$out")"
+  echo "  ok: $(grep -o 'error: checkpoint step 3 failed: .*not saved' <<<"$out")"
+  [ ! -e inf/checkpoints/step_00000003 ] || fail "a checkpoint of non-finite weights was left"
+  # Finite but untrained (optim.lr = 1e30: the loss is NaN from step 2 on): the checkpoint is
+  # written, the exit code still says the run failed.
+  expect_exit 2 "the last 2 update(s), steps 2..3, were skipped for a non-finite value (nan_loss)" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/nan" "${quick[@]}" --set train.steps=3 --set optim.lr=1e30 \
+    --set optim.warmup_steps=0 --set ckpt.interval=3
+  [ -f nan/checkpoints/step_00000003/manifest.json ] || fail "the finite state of step 3 was not saved"
+}
+
+# ---- 4: a failed final checkpoint is a failed run --------------------------------------------------
+case_final_checkpoint_fails() {
+  local want="the final checkpoint, step 4, was not written (its error is above); the newest checkpoint on disk is step 2"
+  mkdir -p small
+  local args=(--config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=4 --set ckpt.interval=2
+              --set ckpt.keep=1 --set "ckpt.dir=\"$WORK/small\"")
+  if unshare -m bash -c "mount -t tmpfs -o size=4m none '$WORK/small'" 2>/dev/null; then
+    echo "  (checkpoints on a 4 MiB tmpfs: the first fits, the second does not)"
+    expect_exit 2 "$want" unshare -m bash -c "mount -t tmpfs -o size=4m none '$WORK/small' && exec '$FT' train $(printf '%q ' "${args[@]}")"
+  else
+    echo "  (no mount here: a second run resumes under a 1 MiB file-size limit)"
+    "$FT" train "${args[@]/train.steps=4/train.steps=2}" >/dev/null 2>&1 || fail "the first run failed"
+    expect_exit 2 "$want" bash -c "ulimit -f 1024; exec '$FT' train $(printf '%q ' "${args[@]}") --resume auto"
+  fi
+}
+
+# ---- 7: run directories are not overwritten behind the user's back --------------------------------
+case_run_dir() {
+  train_tiny "$WORK/run" --set train.steps=2 --set ckpt.interval=2
+  cp run/metrics.jsonl m0 && cp run/config.json c0
+  expect_exit 2 "run directory $WORK/run already holds a run (config.json, metrics.jsonl, checkpoints.jsonl, checkpoints" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=2
+  cmp -s m0 run/metrics.jsonl || fail "metrics.jsonl was truncated"
+  # A refused resume leaves config.json as it was.
+  expect_exit 2 "the checkpoint's model has model.n_layers = 4, this run's config says 3" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=4 --set model.n_layers=3 --resume auto
+  cmp -s c0 run/config.json || fail "a refused resume rewrote config.json"
+  # Another program's directory (a Hugging Face export) is never a run directory, even with --force.
+  "$FT" ckpt export-hf run hf >/dev/null 2>&1 || fail "export-hf failed"
+  cp hf/config.json hf0
+  expect_exit 2 "run directory $WORK/hf holds a config.json that is not a fluxtrain run's (a Hugging Face export?)" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/hf" "${quick[@]}" --set train.steps=2 --force
+  cmp -s hf0 hf/config.json || fail "the export's config.json was replaced"
+  # --force starts over with the old run kept aside; --force and --resume contradict each other.
+  expect_exit 2 "--force starts the run over, --resume continues it: give one of them" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --force --resume auto
+  train_tiny "$WORK/run" --set train.steps=1 --force
+  cmp -s m0 run/replaced-*/metrics.jsonl && [ -d run/replaced-*/checkpoints/step_00000002 ] ||
+    fail "--force did not keep the earlier run aside: $(ls -R run | head -20)"
+  [ "$(wc -l <run/metrics.jsonl)" -eq 1 ] || fail "the new run's metrics.jsonl is not its own"
+  echo "  ok: --force kept the earlier run in $(ls -d run/replaced-*)"
+  # The supervisor: the same rule, and --resume.
+  expect_exit 2 "run directory $WORK/run already holds a run" \
+    "$FT" launch --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=2 --quiet
+  "$FT" launch --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=3 --set ckpt.interval=1 \
+    --resume auto --quiet >launch.log 2>&1 || fail "launch --resume auto failed: $(tail -n 5 launch.log)"
+}
+
+# ---- 8: the small ones -----------------------------------------------------------------------------
+case_bind_address() {
+  expect_exit 2 'metrics.bind_address = "300.1.2.3" is not an address' \
+    "$FT" train --config "$cfg" --run-dir "$WORK/a" --set train.steps=1 --set metrics.enabled=true \
+    --set 'metrics.bind_address="300.1.2.3"'
+  expect_exit 2 "metrics: cannot listen on 192.0.2.1: Cannot assign requested address" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/b" --set train.steps=1 --set metrics.enabled=true \
+    --set 'metrics.bind_address="192.0.2.1"'
+}
+
+case_damaged_checkpoints() {
+  train_tiny "$WORK/run" --set train.steps=4 --set ckpt.interval=2
+  truncate -s 100000 run/checkpoints/step_00000004/rank-00000.ftckpt
+  local out rc=0
+  out=$("$FT" ckpt verify run 2>&1) || rc=$?
+  [ "$rc" -eq 1 ] || fail "verify of a truncated checkpoint exited $rc"
+  [ "$(grep -c '^error: ' <<<"$out")" -eq 1 ] || fail "verify should say it once: $out"
+  grep -q '^hint: ' <<<"$out" || fail "verify gives no hint: $out"
+  echo "  ok: $(grep '^error: ' <<<"$out")"
+  # generate falls back from the damaged newest checkpoint, as eval does.
+  out=$("$FT" generate --ckpt run --tokens "1 2 3" --max-tokens 2 --temperature 0 2>&1) ||
+    fail "generate did not fall back to step 2: $out"
+  grep -q "generate: skipping .*step_00000004.*truncated" <<<"$out" || fail "generate did not name the skipped checkpoint: $out"
+  echo "  ok: $(grep -m1 'skipping' <<<"$out")"
+  # Resuming beyond train.steps is an error, not a silent "done".
+  rm -rf run/checkpoints/step_00000004
+  expect_exit 2 "the run resumed at step 2, beyond train.steps = 1: there is nothing to train" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=1 --resume auto
+}
+
+# ---- 9: signals and the time budget ----------------------------------------------------------------
+# wait_step RUN_DIR N: until metrics.jsonl has step N (or 60 s).
+wait_step() {
+  for _ in $(seq 600); do
+    [ "$({ wc -l <"$1/metrics.jsonl"; } 2>/dev/null || echo 0)" -ge "$2" ] && return 0
+    sleep 0.1
+  done
+  fail "step $2 never came in $1"
+}
+losses() { python3 -c 'import json,sys; [print(json.loads(l)["step"], repr(json.loads(l)["loss"])) for l in open(sys.argv[1])]' "$1" | sort -n -k1,1 -u; }
+sig_run=(--config "$cfg" "${quick[@]}" --set train.steps=300 --set ckpt.interval=100)
+
+case_sigterm_resumes_exactly() {
+  "$FT" train "${sig_run[@]}" --run-dir "$WORK/run" >log1 2>&1 &
+  local pid=$!
+  wait_step run 20
+  kill -TERM $pid
+  local rc=0
+  wait $pid || rc=$?
+  [ $rc -eq 4 ] || fail "SIGTERM: exit $rc, expected 4: $(tail -n 5 log1)"
+  local line step
+  line=$(grep -o 'stopped (SIGTERM) after step [0-9]*: its checkpoint is committed.*' log1) || fail "no stop line: $(tail -n 5 log1)"
+  step=$(sed 's/.*after step \([0-9]*\):.*/\1/' <<<"$line")
+  [ -f "run/checkpoints/$(printf 'step_%08d' "$step")/manifest.json" ] || fail "no committed checkpoint of step $step"
+  echo "  ok: exit 4: $line"
+  "$FT" train "${sig_run[@]}" --run-dir "$WORK/run" --resume auto >log2 2>&1 || fail "resume failed: $(tail -n 5 log2)"
+  "$FT" train "${sig_run[@]}" --run-dir "$WORK/ref" >log3 2>&1 || fail "the reference run failed"
+  diff <(losses run/metrics.jsonl) <(losses ref/metrics.jsonl) >/dev/null ||
+    fail "the resumed losses differ from the uninterrupted run's"
+  echo "  ok: resumed from step $step; all 300 losses bit-identical to the uninterrupted run"
+}
+
+case_second_sigint() {
+  # Checkpoint writes are slowed down (1 s per chunk) so the stop is still saving when Ctrl-C comes again.
+  FLUXTRAIN_CKPT_TEST_DELAY_MS=1000 "$FT" train "${sig_run[@]}" --run-dir "$WORK/run" --set ckpt.chunk_mb=1 >log 2>&1 &
+  local pid=$! rc=0
+  wait_step run 5
+  kill -INT $pid && sleep 0.3 && kill -INT $pid
+  local t0=$SECONDS
+  wait $pid || rc=$?
+  [ $rc -eq 130 ] || fail "two SIGINTs: exit $rc, expected 130: $(tail -n 5 log)"
+  [ $((SECONDS - t0)) -le 2 ] || fail "the second SIGINT did not exit at once"
+  grep -q "second SIGINT: exiting at once" log || fail "no message: $(tail -n 3 log)"
+  echo "  ok: exit 130: $(grep -o 'fluxtrain: second SIGINT.*' log)"
+}
+
+case_preempt_grace() {
+  FLUXTRAIN_CKPT_TEST_DELAY_MS=3000 "$FT" train "${sig_run[@]}" --run-dir "$WORK/run" --set ckpt.chunk_mb=1 \
+    --set fault.preempt_grace_s=1 >log 2>&1 &
+  local pid=$! rc=0
+  wait_step run 5
+  kill -TERM $pid
+  wait $pid || rc=$?
+  [ $rc -eq 5 ] || fail "a stop past its grace: exit $rc, expected 5: $(tail -n 5 log)"
+  grep -q "error: SIGTERM was received 1 s ago (fault.preempt_grace_s) and the checkpoint of the stop is not durable yet" log ||
+    fail "no error naming fault.preempt_grace_s: $(tail -n 3 log)"
+  echo "  ok: exit 5: $(grep -o 'error: SIGTERM was received.*' log)"
+}
+
+case_time_budget() {
+  local rc=0
+  "$FT" train "${sig_run[@]}" --run-dir "$WORK/run" --set train.stop_after_minutes=0.02 >log 2>&1 || rc=$?
+  [ $rc -eq 4 ] || fail "train.stop_after_minutes: exit $rc, expected 4: $(tail -n 5 log)"
+  grep -q "stopped (train.stop_after_minutes = 0.02) after step [0-9]*: its checkpoint is committed" log ||
+    fail "no stop line: $(tail -n 3 log)"
+  echo "  ok: exit 4: $(grep -o 'stopped (train.stop_after_minutes.*' log)"
+  "$FT" train "${sig_run[@]}" --run-dir "$WORK/run" --resume auto >log2 2>&1 || fail "resume failed: $(tail -n 5 log2)"
+  "$FT" train "${sig_run[@]}" --run-dir "$WORK/ref" >log3 2>&1 || fail "the reference run failed"
+  diff <(losses run/metrics.jsonl) <(losses ref/metrics.jsonl) >/dev/null || fail "the resumed losses differ"
+  echo "  ok: resumed; all 300 losses bit-identical to the uninterrupted run"
+}
+
+case_nproc_sigterm() {
+  # --nproc: the signal goes to the parent, which asks mpirun to forward SIGUSR1 to every rank.
+  "$FT" train "${sig_run[@]}" --run-dir "$WORK/run" --nproc 2 --set parallel.dp=2 --set train.steps=3000 >log 2>&1 &
+  local pid=$! rc=0
+  wait_step run 20
+  kill -TERM $pid
+  wait $pid || rc=$?
+  [ $rc -eq 4 ] || fail "--nproc 2 and SIGTERM: exit $rc, expected 4: $(tail -n 5 log)"
+  grep -q "stopped (SIGUSR1) after step [0-9]*: its checkpoint is committed" log || fail "no stop line: $(tail -n 5 log)"
+  echo "  ok: exit 4: $(grep -o 'stopped (SIGUSR1).*' log)"
 }
 
 # ---- 8: command-line parse errors, zero counts ---------------------------------------------------

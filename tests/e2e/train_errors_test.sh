@@ -15,7 +15,7 @@ expect_error "token file $WORK/odd.bin is truncated" $FT train --config $cfg $ru
 expect_error "loss is NaN at step 1" $FT train --config $cfg $run --set model.init_std=1e30 --set fault.nan_policy=\"stop\"
 # The default guard skips non-finite updates, but not forever (fault.max_consecutive_skips).
 expect_error "loss is NaN at step 1, and the 9 step(s) after it were skipped too" \
-  $FT train --config $cfg --run-dir $WORK/run --set train.steps=20 --set model.init_std=1e30
+  $FT train --config $cfg --run-dir $WORK/run-skips --set train.steps=20 --set model.init_std=1e30
 printf '[model\ndim = 3\n' > $WORK/bad.toml
 expect_error "$WORK/bad.toml:1" $FT train --config $WORK/bad.toml
 echo "all bad-input cases gave clear errors"

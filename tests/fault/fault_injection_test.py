@@ -77,6 +77,7 @@ def warm_peak():
     # The first run on a machine measures its GEMM peak (kernels/peak.h, about a second, longer
     # under load) while the other ranks wait in a collective — longer than the tests' 3 s
     # collective timeout may allow. One single-process step records it for the ranks' settings.
+    shutil.rmtree(os.path.join(WORK, "peak"), ignore_errors=True)
     subprocess.run([FT, "train", "--config", CFG, "--run-dir", os.path.join(WORK, "peak"), "--set", "train.steps=1",
                     "--set", "train.threads=1", "--set", "train.eval_interval=0", "--set", "metrics.port=0"],
                    check=True, capture_output=True, env=dict(os.environ, OMP_NUM_THREADS="1"))

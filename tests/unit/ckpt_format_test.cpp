@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <map>
 #include <random>
@@ -12,6 +13,7 @@
 #include "ckpt/manifest.h"
 #include "ckpt/offline.h"
 #include "ckpt/state_io.h"
+#include "data/checksum.h"
 #include "config/config.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -221,6 +223,53 @@ TEST(CkptFormat, DamageIsReportedNamingTheFile) {
   fs::remove(d + "/manifest.json");
   p = first_problem(d, nullptr);
   EXPECT_NE(p.find("no manifest"), std::string::npos) << p;
+}
+
+// Issue 14.3: a checkpoint never stores non-finite state (the save refuses, naming the tensor),
+// and one that holds it — written by an older build — fails verification and cannot be read.
+TEST(CkptFormat, NonFiniteStateIsNeverSavedNorCertified) {
+  ModelConfig mc;
+  Reference ref(mc);
+  std::string root = scratch("nonfinite");
+  Reference bad = ref;
+  bad.t[1]["model.norm.weight"][3] = std::numeric_limits<float>::quiet_NaN();
+  try {
+    write_offline_checkpoint(root + "/refused", base_manifest(5), config(1, 1, 0), bad.filler(), nullptr, 4096);
+    ADD_FAILURE() << "a NaN in exp_avg was saved";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the exp_avg of model.norm.weight hold a non-finite value (nan at element 3 of "
+                                         "its shard): not saved"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(root + "/refused/manifest.json"));
+  // An older build's checkpoint with an inf in the weights and checksums that match it.
+  const std::string d = root + "/old";
+  write_offline_checkpoint(d, base_manifest(5), config(1, 1, 0), ref.filler(), nullptr, 4096);
+  CheckpointManifest m = CheckpointManifest::load(d, nullptr);
+  TensorRecord* t = nullptr;
+  for (TensorRecord& x : m.tensors)
+    if (x.name == "model.layers.1.mlp.up_proj.weight") t = &x;
+  ASSERT_NE(t, nullptr);
+  PieceRecord& piece = t->pieces[0];
+  std::vector<float> w(static_cast<size_t>(piece.count()));
+  {
+    std::fstream f(d + "/" + m.files[static_cast<size_t>(piece.file)].name, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(64 + piece.offset));
+    f.read(reinterpret_cast<char*>(w.data()), static_cast<std::streamsize>(piece.bytes()));
+    w[10] = std::numeric_limits<float>::infinity();
+    f.seekp(static_cast<std::streamoff>(64 + piece.offset));
+    f.write(reinterpret_cast<const char*>(w.data()), static_cast<std::streamsize>(piece.bytes()));
+  }
+  piece.xxh3[0] = xxh3_64(w.data(), piece.bytes());
+  write_file_atomic(d + "/manifest.json", m.to_json_text(nullptr));
+  const std::string p = first_problem(d, nullptr);
+  EXPECT_NE(p.find("the weights of model.layers.1.mlp.up_proj.weight hold a non-finite value (inf at element " +
+                   std::to_string(piece.begin + 10)),
+            std::string::npos)
+      << p;
+  CheckpointReader r(d, CheckpointManifest::load(d, nullptr), nullptr);
+  EXPECT_THROW(r.tensor("model.layers.1.mlp.up_proj.weight"), Error);  // export, generate, resume
 }
 
 TEST(CkptFormat, KeysAreCheckedAndIdentified) {

@@ -1,0 +1,107 @@
+#include "train/run_dir.h"
+
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <ctime>
+#include <filesystem>
+
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/log.h"
+
+namespace fs = std::filesystem;
+
+namespace ft {
+namespace {
+
+// What a run writes into its directory (docs/operations.md): the trainer's, then the supervisor's.
+const std::vector<std::string> kTrainerFiles = {"config.json", "metrics.jsonl", "checkpoints.jsonl",
+                                                "checkpoints", "samples",       "tb",
+                                                "validation",  "report.html"};
+const std::vector<std::string> kSupervisorFiles = {"supervisor.jsonl", "logs", "heartbeat", "ranks.json"};
+
+std::string stamp() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
+  return buf;
+}
+
+bool has_checkpoints(const std::string& root) {
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return false;
+  for (const auto& e : fs::directory_iterator(root, ec))
+    if (e.path().filename().string().rfind("step_", 0) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+bool is_run_config(const std::string& path) {
+  try {
+    nlohmann::json j = nlohmann::json::parse(read_file(path));
+    return j.is_object() && j.contains("model") && j["model"].is_object() && j.contains("train") &&
+           j["train"].is_object();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+std::vector<std::string> claim_run_dir(const Config& cfg, bool force, RunDirUser user) {
+  const std::string dir = cfg.train.run_dir;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw Error(fmt::format("run directory {} is a file", dir), "choose another --run-dir");
+  const std::string config = dir + "/config.json";
+  if (fs::exists(config, ec) && !is_run_config(config)) {
+    throw Error(fmt::format("run directory {} holds a config.json that is not a fluxtrain run's (a Hugging Face "
+                            "export?): training there would replace it",
+                            dir),
+                "choose another --run-dir");
+  }
+  const bool resume = !cfg.ckpt.resume.empty();
+  if (resume && force) {
+    throw Error("--force starts the run over, --resume continues it: give one of them",
+                "--resume auto continues from the newest checkpoint; --force moves the old run aside");
+  }
+  if (resume) return {};
+  std::vector<std::string> found;
+  std::vector<std::string> names = kTrainerFiles;
+  if (user == RunDirUser::kSupervisor) names.insert(names.end(), kSupervisorFiles.begin(), kSupervisorFiles.end());
+  for (const std::string& n : names) {
+    if (n == "checkpoints" ? has_checkpoints(dir + "/" + n) : fs::exists(dir + "/" + n, ec)) found.push_back(n);
+  }
+  const std::string root = cfg.ckpt.root(dir);
+  const bool outside = !cfg.ckpt.dir.empty() && has_checkpoints(root);
+  if (found.empty() && !outside) return {};
+  std::vector<std::string> shown = found;
+  if (outside) shown.push_back(root);
+  const std::string aside = fmt::format("{}/replaced-{}", dir, stamp());
+  if (!force) {
+    throw Error(fmt::format("run directory {} already holds a run ({}): a fresh start would overwrite it", dir,
+                            fmt::join(shown, ", ")),
+                fmt::format("continue it with --resume auto, start over with --force (its files are moved to "
+                            "{}/replaced-<time>/), or choose another --run-dir",
+                            dir));
+  }
+  fs::create_directories(aside);
+  std::vector<std::string> moved;
+  for (const std::string& n : found) {
+    fs::rename(dir + "/" + n, aside + "/" + n);
+    moved.push_back(dir + "/" + n);
+  }
+  if (outside) {
+    const std::string to = fmt::format("{}.replaced-{}", root, stamp());
+    fs::rename(root, to);
+    moved.push_back(root);
+    log_warn("--force: the earlier run's checkpoints {} are now {}", root, to);
+  }
+  if (!found.empty())
+    log_warn("--force: the earlier run's files in {} ({}) are now in {}", dir, fmt::join(found, ", "), aside);
+  return moved;
+}
+
+}  // namespace ft
