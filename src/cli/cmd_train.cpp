@@ -1,6 +1,8 @@
 // fluxtrain train — trains a model from one TOML file, on one process or under mpirun.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -9,6 +11,7 @@
 #include "config/config.h"
 #include "dist/job.h"
 #include "dryrun/dry_run.h"
+#include "dryrun/memory_check.h"
 #include "fault/exit_codes.h"
 #include "train/run_dir.h"
 #include "train/stop_request.h"
@@ -16,6 +19,14 @@
 #include "util/log.h"
 
 namespace {
+
+int env_int(const char* a, const char* b, int fallback) {
+  for (const char* name : {a, b})
+    if (const char* v = std::getenv(name)) return std::atoi(v);
+  return fallback;
+}
+int local_rank() { return env_int("OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", 0); }
+int local_size() { return std::max(1, env_int("OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", 1)); }
 
 int run_train(int argc, char** argv) {
   CLI::App app{"Train a model: fluxtrain train --config FILE [--set key=value ...] [--nproc N]"};
@@ -56,6 +67,10 @@ int run_train(int argc, char** argv) {
     return 0;
   }
   if (world_size > 0) throw ft::Error("--world-size is for --dry-run", "start ranks with --nproc N or mpirun");
+  // Memory is checked before the run, not by the OOM killer: every rank on this machine, once (by
+  // --nproc's parent, or by each machine's first rank — before MPI_Init, so before any allocates).
+  if (nproc > 0) ft::check_memory_fits(cfg, nproc);
+  else if (local_rank() == 0) ft::check_memory_fits(cfg, local_size());
 
   if (nproc > 0) {
     std::vector<std::string> args = {"/proc/self/exe"};

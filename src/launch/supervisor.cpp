@@ -15,6 +15,7 @@
 #include "fault/exit_codes.h"
 #include "fault/heartbeat.h"
 #include "launch/ckpt_probe.h"
+#include "dryrun/memory_check.h"
 #include "launch/process.h"
 #include "train/run_dir.h"
 #include "util/error.h"
@@ -106,6 +107,8 @@ Supervisor::Supervisor(LaunchOptions o) : opt_(std::move(o)) {
     hosts_ = {Host{this_host(), world, true}};
   }
   if (hosts_.empty()) hosts_ = {Host{this_host(), world, true}};
+  // Every rank on this machine: their memory is checked here, before anything starts.
+  if (launcher_ == Launcher::kMpirunLocal && hosts_.size() == 1) check_memory_fits(cfg_, world);
   int slots = 0;
   for (const Host& h : hosts_) slots += h.slots;
   if (launcher_ == Launcher::kMpirunHosts && slots < world) {

@@ -24,6 +24,9 @@ void TrainConfig::bind(ConfigBinder& b) {
   b.add("train.stop_after_minutes", &stop_after_minutes,
         "time budget from the process start: at the first step boundary after it, checkpoint and exit with code 4 "
         "(a Slurm job's wall-clock limit); 0 = none");
+  b.add("train.memory_check", &memory_check,
+        "before starting, compare the memory the run needs (the dry run's accounting, times the ranks on this "
+        "machine) with what the process may use (cgroup limit, MemAvailable); false = start anyway");
 }
 
 void TrainConfig::validate() const {

@@ -24,6 +24,7 @@ struct TrainConfig {
   int64_t loss_chunk_tokens = 0;  // tokens per LM-head/cross-entropy chunk; 0 = auto (~32 MiB)
   std::string run_dir = "runs/latest";
   double stop_after_minutes = 0;  // time budget: checkpoint and stop (exit 4) after it; 0 = none
+  bool memory_check = true;       // refuse to start when the estimate exceeds the memory available
 
   void bind(ConfigBinder& b);
   void validate() const;

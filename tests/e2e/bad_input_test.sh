@@ -119,6 +119,58 @@ case_nonfinite_keys() {
   [ ! -e "$WORK/r" ] || fail "a run with a non-finite setting wrote $WORK/r"
 }
 
+# ---- 5: memory is checked before the run, not by the OOM killer -----------------------------------
+# make_cgroup BYTES: a new child of this process's memory cgroup (v2, else v1) limited to BYTES;
+# prints its directory, or fails where the machine does not allow it.
+make_cgroup() {
+  local bytes=$1 line v2path v1path mnt root dir
+  v2path=$(awk -F: '$1 == "0" {print $3}' /proc/self/cgroup)
+  v1path=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {print $3}' /proc/self/cgroup)
+  while read -r mnt root type opts; do
+    if [ "$type" = cgroup2 ] && [ -n "$v2path" ]; then
+      dir="$mnt${v2path#"${root%/}"}/fluxtrain-test-$$"
+      if mkdir "$dir" 2>/dev/null; then
+        if echo "$bytes" >"$dir/memory.max" 2>/dev/null; then echo "$dir"; return 0; fi
+        rmdir "$dir"
+      fi
+    elif [ "$type" = cgroup ] && [[ ",$opts," == *,memory,* ]] && [ -n "$v1path" ]; then
+      dir="$mnt${v1path#"${root%/}"}/fluxtrain-test-$$"
+      if mkdir "$dir" 2>/dev/null; then
+        if echo "$bytes" >"$dir/memory.limit_in_bytes" 2>/dev/null; then echo "$dir"; return 0; fi
+        rmdir "$dir"
+      fi
+    fi
+  done < <(awk '{for (i = 7; i <= NF; i++) if ($i == "-") {print $5, $4, $(i + 1), $(i + 3); break}}' /proc/self/mountinfo)
+  return 1
+}
+
+case_memory_checked() {
+  local args=(train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set 'model.preset="llama-125m"' --set train.steps=1)
+  local want="llama-125m needs about 1.82 GiB per rank (model state 1.63 GiB, activations 188.92 MiB), more than the 1.00 GiB this process may use"
+  local fits="it would fit with --set parallel.dp=4 --set parallel.zero=3 --set train.micro_batch_size=1"
+  local cg
+  if cg=$(make_cgroup $((1 << 30))); then
+    echo "  (a real cgroup, $cg, limited to 1 GiB)"
+    expect_exit 2 "$want (the cgroup memory limit, $cg/memory." \
+      bash -c "echo \$\$ >'$cg/cgroup.procs' && exec '$FT' $(printf '%q ' "${args[@]}")"
+    expect_exit 2 "$fits" bash -c "echo \$\$ >'$cg/cgroup.procs' && exec '$FT' $(printf '%q ' "${args[@]}")"
+    rmdir "$cg" 2>/dev/null || true
+  else
+    echo "  (no cgroup can be made here: FLUXTRAIN_TEST_MEMORY_LIMIT = 1 GiB stands in for its limit)"
+    FLUXTRAIN_TEST_MEMORY_LIMIT=$((1 << 30)) expect_exit 2 "$want (FLUXTRAIN_TEST_MEMORY_LIMIT," "$FT" "${args[@]}"
+    FLUXTRAIN_TEST_MEMORY_LIMIT=$((1 << 30)) expect_exit 2 "$fits" "$FT" "${args[@]}"
+  fi
+  [ ! -e run ] || fail "a run refused for memory wrote its run directory"
+  # A limit a smaller micro-batch fits in: the suggestion is that one; two ranks need twice.
+  FLUXTRAIN_TEST_MEMORY_LIMIT=$((1790 << 20)) expect_exit 2 "it would fit with --set train.micro_batch_size=4" "$FT" "${args[@]}"
+  FLUXTRAIN_TEST_MEMORY_LIMIT=$((3 << 30)) expect_exit 2 "needs about 1.73 GiB per rank x 2 ranks on this machine = 3.45 GiB" \
+    "$FT" "${args[@]}" --nproc 2 --set parallel.dp=2
+  FLUXTRAIN_TEST_MEMORY_LIMIT=$((3 << 30)) expect_exit 2 "it would fit with --set parallel.zero=1" \
+    "$FT" "${args[@]}" --nproc 2 --set parallel.dp=2
+  FLUXTRAIN_TEST_MEMORY_LIMIT=$((1 << 30)) "$FT" "${args[@]}" --set train.memory_check=false --dry-run >/dev/null ||
+    fail "the dry run must not be refused"
+}
+
 # ---- 2: a run whose checkpoints are encrypted stays encrypted -----------------------------------
 case_encryption_kept() {
   export FLUXTRAIN_CKPT_KEY=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef

@@ -1,0 +1,124 @@
+#include "dryrun/memory_check.h"
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include "plan/calibrate.h"
+#include "plan/catalog.h"
+#include "plan/memory.h"
+#include "train/micro_batches.h"
+#include "util/error.h"
+#include "util/memory_limit.h"
+#include "util/strings.h"
+
+namespace ft {
+namespace {
+
+struct Alternative {
+  std::string sets;  // "--set train.micro_batch_size=2"
+  double total = 0;  // bytes on this machine (or per machine across several)
+  std::string where;
+};
+
+std::optional<double> need_or_none(const Config& c, int local_ranks) {
+  try {
+    c.validate();
+    return memory_need(c).per_rank * local_ranks;
+  } catch (const Error&) {
+    return std::nullopt;  // the variant is no valid run (a micro-batch that does not divide, ...)
+  }
+}
+
+// The cheapest change that fits in `limit`: on this machine a smaller micro-batch, then full
+// recompute, then a higher ZeRO stage; else ZeRO-3 with one rank on each of more machines.
+std::optional<Alternative> what_fits(const Config& cfg, int local_ranks, double limit) {
+  const MicroBatching mb = split_batch(cfg.train, cfg.parallel);
+  for (bool recompute : {false, true}) {
+    if (recompute && cfg.model.recompute == Recompute::kFull) continue;
+    for (int64_t m = mb.size; m >= 1; --m) {
+      if (mb.local_batch % m != 0 || (m == mb.size && !recompute)) continue;
+      Config c = cfg;
+      if (recompute) c.model.recompute = Recompute::kFull;
+      c.train.micro_batch_size = m;
+      c.parallel.micro_batches = 0;
+      if (auto need = need_or_none(c, local_ranks); need && *need <= limit) {
+        std::string sets = recompute ? "--set model.recompute=\"full\"" : "";
+        if (m != mb.size) sets += fmt::format("{}--set train.micro_batch_size={}", sets.empty() ? "" : " ", m);
+        return Alternative{sets, *need, "on this machine"};
+      }
+    }
+  }
+  // The same ranks with their state sharded further (ZeRO), on this machine.
+  for (int64_t zero = cfg.parallel.zero + 1; zero <= 3 && cfg.parallel.dp > 1; ++zero) {
+    Config c = cfg;
+    c.parallel.zero = zero;
+    if (auto need = need_or_none(c, local_ranks); need && *need <= limit)
+      return Alternative{fmt::format("--set parallel.zero={}", zero), *need, "on this machine"};
+  }
+  // One rank per machine, the state sharded over them (the activations of one micro-batch each).
+  for (int64_t dp = 2; dp <= 1024; dp *= 2) {
+    if (cfg.train.batch_size % dp != 0) break;
+    for (bool recompute : {false, true}) {
+      Config c = cfg;
+      c.parallel.dp = dp * cfg.parallel.dp;
+      c.parallel.zero = 3;
+      c.train.micro_batch_size = 1;
+      c.parallel.micro_batches = 0;
+      if (recompute) c.model.recompute = Recompute::kFull;
+      if (auto need = need_or_none(c, 1); need && *need <= limit) {
+        return Alternative{fmt::format("--set parallel.dp={} --set parallel.zero=3 --set train.micro_batch_size=1{}",
+                                       c.parallel.dp, recompute ? " --set model.recompute=\"full\"" : ""),
+                           *need, fmt::format("per rank, one rank on each of {} machines like this one", c.parallel.world_size())};
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+MemoryNeed memory_need(const Config& cfg) {
+  const plan::Job job = plan::job_for_run(cfg, plan::find_gpu("cpu"));
+  const plan::Layout layout = plan::layout_for_run(cfg);
+  MemoryNeed out;
+  for (int64_t stage = 0; stage < cfg.parallel.pp; ++stage) {
+    const plan::MemoryBreakdown m = plan::estimate_stage_memory(job, layout, stage);
+    // Checkpoint staging (ckpt/checkpointer.h): weights and both moments of the rank's dp piece.
+    const double shard_optimizer = cfg.parallel.zero >= 1 ? m.optimizer_state
+                                                          : m.optimizer_state / static_cast<double>(cfg.parallel.dp);
+    const double staging = cfg.ckpt.interval > 0 ? 1.5 * shard_optimizer : 0;
+    if (m.total() + staging > out.per_rank) {
+      out.per_rank = m.total() + staging;
+      out.model_state = m.parameters + m.gradients + m.optimizer_state;
+      out.activations = m.activations;
+      out.staging = staging;
+    }
+  }
+  return out;
+}
+
+void check_memory_fits(const Config& cfg, int local_ranks) {
+  if (!cfg.train.memory_check) return;
+  const MemoryLimit limit = available_memory();
+  if (limit.bytes <= 0) return;  // nothing known to compare with
+  const MemoryNeed need = memory_need(cfg);
+  const double total = need.per_rank * std::max(local_ranks, 1);
+  if (total <= limit.bytes) return;
+  const auto gib = [](double b) { return human_bytes(b); };
+  const std::string ranks =
+      local_ranks > 1 ? fmt::format(" x {} ranks on this machine = {}", local_ranks, gib(total)) : std::string();
+  const std::optional<Alternative> alt = what_fits(cfg, std::max(local_ranks, 1), limit.bytes);
+  throw Error(
+      fmt::format("{} needs about {} per rank{} (model state {}, activations {}{}), more than the {} this process may "
+                  "use ({}); {}",
+                  cfg.model.preset, gib(need.per_rank), ranks, gib(need.model_state), gib(need.activations),
+                  need.staging > 0 ? fmt::format(", checkpoint staging {}", gib(need.staging)) : "", gib(limit.bytes),
+                  limit.source,
+                  alt ? fmt::format("it would fit with {} ({} {})", alt->sets, gib(alt->total), alt->where)
+                      : std::string("no micro-batch, recompute or ZeRO-3 layout makes it fit")),
+      "`fluxtrain train --dry-run --gpu cpu` shows the accounting; raise the limit, or set train.memory_check = false "
+      "to start anyway (the OOM killer may end the run)");
+}
+
+}  // namespace ft

@@ -1,0 +1,26 @@
+// Memory checked before the run, not by the OOM killer: the per-rank total of the planner's
+// accounting (plan::estimate_stage_memory for the "cpu" device — what `fluxtrain train --dry-run
+// --gpu cpu` and `fluxtrain plan --gpu cpu` print), plus the checkpoint staging buffers when
+// checkpoints are on, times the ranks on this machine, against the memory this process may use
+// (util/memory_limit.h: the cgroup limit, MemAvailable). Too big: one error naming the estimate,
+// the limit and the micro-batch / recompute / layout change that would fit.
+//
+//   check_memory_fits(cfg, /*local_ranks=*/nproc);   // ft::Error; a no-op with train.memory_check = false
+#pragma once
+
+#include <string>
+
+#include "config/config.h"
+
+namespace ft {
+
+struct MemoryNeed {
+  double per_rank = 0;  // the largest rank's bytes
+  double model_state = 0, activations = 0, staging = 0;  // its parts: weights + grads + AdamW, kept, checkpoint
+};
+
+MemoryNeed memory_need(const Config& cfg);
+
+void check_memory_fits(const Config& cfg, int local_ranks);
+
+}  // namespace ft
