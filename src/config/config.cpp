@@ -11,6 +11,7 @@
 #include "train/micro_batches.h"
 #include "util/config_binder.h"
 #include "util/error.h"
+#include "util/fs.h"
 
 namespace ft {
 
@@ -81,6 +82,54 @@ void flatten(const toml::table& t, const std::string& prefix, const std::string&
 
 }  // namespace
 
+namespace {
+
+// Every key of the file (already parsed), then every --set, then validation.
+Config apply_config(const KeyValues& file_kv, const std::string& path, const std::vector<std::string>& overrides) {
+  KeyValues set_kv;
+  for (const auto& o : overrides) {
+    auto eq = o.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw Error(fmt::format("--set {}: expected KEY=VALUE", o), "for example --set train.steps=100");
+    }
+    set_kv.emplace_back(o.substr(0, eq), parse_config_value(o.substr(eq + 1)));
+  }
+
+  // The preset decides the model's starting shape, whatever order keys come in.
+  std::string preset = "tiny";
+  for (const KeyValues* kv : std::initializer_list<const KeyValues*>{&file_kv, &set_kv})
+    for (const auto& [k, v] : *kv)
+      if (k == "model.preset") {
+        if (auto* s = std::get_if<std::string>(&v)) preset = *s;
+        else throw Error(fmt::format("model.preset = {} must be a string", config_value_to_string(v)));
+      }
+
+  Config cfg;
+  cfg.model = model_preset(preset);
+  ConfigBinder b;
+  cfg.bind(b);
+  for (auto& [k, v] : file_kv) b.set(k, v, path);
+  for (auto& [k, v] : set_kv) b.set(k, v, "--set");
+  if (cfg.fault.collective_timeout_s > 0) cfg.parallel.collective_timeout_s = cfg.fault.collective_timeout_s;
+  cfg.validate();
+  return cfg;
+}
+
+KeyValues parse_toml(const std::string& text, const std::string& path) {
+  toml::table t;
+  try {
+    t = toml::parse(text, path);
+  } catch (const toml::parse_error& e) {
+    const auto& src = e.source();
+    throw Error(fmt::format("{}:{}:{}: invalid TOML: {}", path, src.begin.line, src.begin.column, e.description()));
+  }
+  KeyValues kv;
+  flatten(t, "", path, kv);
+  return kv;
+}
+
+}  // namespace
+
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   KeyValues file_kv;
   if (!path.empty()) {
@@ -96,43 +145,14 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
         !std::filesystem::is_character_file(path)) {
       throw Error(fmt::format("config file {} is not a regular file", path), "pass --config FILE.toml");
     }
-    toml::table t;
-    try {
-      t = toml::parse_file(path);
-    } catch (const toml::parse_error& e) {
-      const auto& src = e.source();
-      throw Error(fmt::format("{}:{}:{}: invalid TOML: {}", path, src.begin.line, src.begin.column,
-                              e.description()));
-    }
-    flatten(t, "", path, file_kv);
+    file_kv = parse_toml(read_file(path), path);
   }
-  KeyValues set_kv;
-  for (const auto& o : overrides) {
-    auto eq = o.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      throw Error(fmt::format("--set {}: expected KEY=VALUE", o), "for example --set train.steps=100");
-    }
-    set_kv.emplace_back(o.substr(0, eq), parse_config_value(o.substr(eq + 1)));
-  }
+  return apply_config(file_kv, path, overrides);
+}
 
-  // The preset decides the model's starting shape, whatever order keys come in.
-  std::string preset = "tiny";
-  for (auto* kv : {&file_kv, &set_kv})
-    for (auto& [k, v] : *kv)
-      if (k == "model.preset") {
-        if (auto* s = std::get_if<std::string>(&v)) preset = *s;
-        else throw Error(fmt::format("model.preset = {} must be a string", config_value_to_string(v)));
-      }
-
-  Config cfg;
-  cfg.model = model_preset(preset);
-  ConfigBinder b;
-  cfg.bind(b);
-  for (auto& [k, v] : file_kv) b.set(k, v, path);
-  for (auto& [k, v] : set_kv) b.set(k, v, "--set");
-  if (cfg.fault.collective_timeout_s > 0) cfg.parallel.collective_timeout_s = cfg.fault.collective_timeout_s;
-  cfg.validate();
-  return cfg;
+Config load_config_text(const std::string& toml_text, const std::string& name,
+                        const std::vector<std::string>& overrides) {
+  return apply_config(parse_toml(toml_text, name), name, overrides);
 }
 
 std::string describe_config_keys() {

@@ -41,6 +41,10 @@ struct Config {
 
 // path may be empty (defaults + overrides only). Throws ft::Error naming the file/key.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides);
+// The same for TOML text already in memory; `name` stands for the file in messages (the fuzzer,
+// tests/fuzz/fuzz_config.cpp).
+Config load_config_text(const std::string& toml_text, const std::string& name,
+                        const std::vector<std::string>& overrides);
 
 // Every key with its type-free current default and documentation, one per line.
 std::string describe_config_keys();

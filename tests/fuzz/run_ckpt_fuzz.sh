@@ -52,10 +52,13 @@ mkdir -p "$work/corpus_ckpt_manifest" "$work/corpus_safetensors"
 cp "$seed/run/checkpoints/step_00000001/manifest.json" "$work/corpus_ckpt_manifest/single.json"
 cp "$seed/dp2pp2/manifest.json" "$work/corpus_ckpt_manifest/dp2pp2.json"
 cp "$seed/small.safetensors" "$work/corpus_safetensors/"
+# FT_FUZZ_RUNS=N: N executions each (make fuzz) instead of SECONDS.
+if [ -n "${FT_FUZZ_RUNS:-}" ]; then limit=(-runs="$FT_FUZZ_RUNS"); what="$FT_FUZZ_RUNS runs"
+else limit=(-max_total_time="$seconds"); what="${seconds}s"; fi
 for t in ckpt_manifest safetensors; do
-  echo "run_ckpt_fuzz: fuzz_$t for ${seconds}s"
-  (cd "$work" && ASAN_OPTIONS=detect_leaks=1 "./fuzz_$t" -max_total_time="$seconds" -max_len=200000 \
-     -print_final_stats=1 "corpus_$t" 2>&1 | tail -n 12)
+  echo "run_ckpt_fuzz: fuzz_$t for $what"
+  (cd "$work" && ASAN_OPTIONS=detect_leaks=1 "./fuzz_$t" "${limit[@]}" -max_len=200000 \
+     -print_final_stats=1 "corpus_$t" 2>&1 | tail -n 14)
   status=${PIPESTATUS[0]}
   if [ "$status" -ne 0 ]; then
     echo "run_ckpt_fuzz: fuzz_$t failed (exit $status); crashing input left in $work" >&2

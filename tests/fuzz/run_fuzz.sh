@@ -53,10 +53,13 @@ for t in shard manifest; do
 done
 cp "$seed_ds"/*.ftshard "$work/corpus_shard/"
 cp "$seed_ds/manifest.json" "$work/corpus_manifest/"
+# FT_FUZZ_RUNS=N: N executions each (make fuzz) instead of SECONDS.
+if [ -n "${FT_FUZZ_RUNS:-}" ]; then limit=(-runs="$FT_FUZZ_RUNS"); what="$FT_FUZZ_RUNS runs"
+else limit=(-max_total_time="$seconds"); what="${seconds}s"; fi
 for t in shard manifest; do
-  echo "run_fuzz: fuzz_$t for ${seconds}s"
-  (cd "$work" && ASAN_OPTIONS=detect_leaks=1 "./fuzz_$t" -max_total_time="$seconds" -max_len=65536 \
-     -print_final_stats=1 "corpus_$t" 2>&1 | tail -n 12)
+  echo "run_fuzz: fuzz_$t for $what"
+  (cd "$work" && ASAN_OPTIONS=detect_leaks=1 "./fuzz_$t" "${limit[@]}" -max_len=65536 \
+     -print_final_stats=1 "corpus_$t" 2>&1 | tail -n 14)
   status=${PIPESTATUS[0]}
   if [ "$status" -ne 0 ]; then
     echo "run_fuzz: fuzz_$t failed (exit $status); crashing input left in $work" >&2
