@@ -127,6 +127,14 @@ for role, t in (("launcher", launcher), ("worker", worker)):
     check(m.get("/etc/fluxtrain") == ("fluxtrain-config", True), f"{role} mounts the config read-only")
     runs = [p for p, (claim, ro) in m.items() if claim == "fluxtrain-runs" and not ro]
     check(any(under(run_dir, p) for p in runs), f"{role}: train.run_dir {run_dir} is on the shared volume, writable")
+# Stopping on purpose: the launcher resumes, and the pods give the ranks time to checkpoint.
+check(cmd[-2:] == ["--resume", "auto"], "a restarted launcher continues the run (--resume auto)")
+grace = cfg.get("fault", {}).get("preempt_grace_s", 60)
+for role, t in (("launcher", launcher), ("worker", worker)):
+    tgp = pod_spec(t).get("terminationGracePeriodSeconds", 30)
+    check(tgp > grace, f"{role}: terminationGracePeriodSeconds {tgp} > fault.preempt_grace_s {grace}")
+stop = container(worker).get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
+check(any("-TERM" in c and "fluxtrain" in c for c in stop), "a worker's preStop sends SIGTERM to its ranks")
 ann = worker["template"]["metadata"].get("annotations", {})
 check(ann.get("prometheus.io/scrape") == "true", "workers are annotated for Prometheus scraping")
 check(ann.get("prometheus.io/port") == str(metrics_port), f"scrape port = metrics.port {metrics_port}")
