@@ -384,7 +384,8 @@ RunEnd Trainer::end_run(const std::optional<std::string>& stop, int64_t nonfinit
   const bool rank0 = mesh_.world_rank() == 0;
   const bool checkpoints = cfg_.ckpt.interval > 0;
   const int64_t on_disk = ckpt_->committed();
-  const bool saved = checkpoints && on_disk == step_;
+  // Step 0 needs no checkpoint: the initial state is a function of the seed.
+  const bool saved = step_ == 0 || (checkpoints && on_disk == step_);
   const std::string newest = on_disk >= 0 ? fmt::format("the newest checkpoint on disk is step {}", on_disk)
                                           : std::string("no checkpoint of this run is on disk");
   if (progress_) progress_->finish();
