@@ -15,7 +15,7 @@ else
   $FT prepare --out "$DATA" --shards 8 --vocab-size 8192
 fi
 
-rm -rf "$RUN/checkpoints"  # a fresh run (checkpoints every 100 steps; see configs/demo.toml)
+rm -rf "$RUN"  # a fresh run each time (the demo owns runs/demo; a run directory is never overwritten)
 $FT train --config configs/demo.toml --run-dir "$RUN"
 
 /usr/bin/python3 - "$RUN/metrics.jsonl" <<'PY'
