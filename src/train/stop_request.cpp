@@ -1,11 +1,13 @@
 #include "train/stop_request.h"
 
-#include <semaphore.h>
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <ctime>
 #include <mutex>
@@ -14,16 +16,20 @@
 #include "ckpt/checkpointer.h"  // process_age_seconds
 #include "dist/comm.h"
 #include "fault/exit_codes.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 namespace ft {
 namespace {
 
+// The signals are never delivered asynchronously: every thread blocks them (the mask is set
+// before any other thread starts, and threads inherit it), and one thread takes them with
+// sigwait. An asynchronous handler would run on whatever thread the kernel picks — and oneDNN's
+// JIT GEMM kernels point the stack pointer into a heap workspace (oneDNN issue #4845, fixed in
+// 3.12), where the kernel's signal frame would then corrupt the heap.
 std::atomic<int> g_signal{0};   // the first stop signal
-std::atomic<int> g_sigints{0};  // SIGINTs so far
+std::atomic<bool> g_done{false};
 std::atomic<int64_t> g_grace_ms{60000};
-sem_t g_wake;  // posted by the first signal: the watchdog starts counting
-sem_t g_done;  // posted by done(): the watchdog stands down
 std::once_flag g_once;
 
 const char* signal_name(int sig) {
@@ -35,40 +41,41 @@ const char* signal_name(int sig) {
   }
 }
 
-void say(const char* s) {  // async-signal-safe
+void say(const char* s) {
   ssize_t r = ::write(STDERR_FILENO, s, std::strlen(s));
   (void)r;
 }
 
-void on_signal(int sig) {
-  if (sig == SIGINT && g_sigints.fetch_add(1) >= 1) {
-    say("\nfluxtrain: second SIGINT: exiting at once, without a checkpoint of the step in flight\n");
-    ::_exit(kExitInterrupted);
-  }
-  int none = 0;
-  if (!g_signal.compare_exchange_strong(none, sig)) return;  // already stopping
-  say("\nfluxtrain: ");
-  say(signal_name(sig));
-  say(" received: finishing the step in flight, then checkpointing and exiting (code 4)");
-  say(sig == SIGINT ? "; Ctrl-C again exits at once\n" : "\n");
-  ::sem_post(&g_wake);
-}
-
-void watchdog() {
-  while (::sem_wait(&g_wake) != 0 && errno == EINTR) {
-  }
-  const int64_t grace_ms = g_grace_ms.load();
-  timespec deadline{};
-  ::clock_gettime(CLOCK_REALTIME, &deadline);
-  deadline.tv_sec += static_cast<time_t>(grace_ms / 1000);
-  deadline.tv_nsec += static_cast<long>(grace_ms % 1000) * 1000000L;
-  if (deadline.tv_nsec >= 1000000000L) deadline.tv_sec += 1, deadline.tv_nsec -= 1000000000L;
-  while (::sem_timedwait(&g_done, &deadline) != 0) {
-    if (errno == EINTR) continue;
-    log_error("{} was received {:.0f} s ago (fault.preempt_grace_s) and the checkpoint of the stop is not durable yet: "
-              "exiting without it (code {}); a resume starts from the newest committed checkpoint",
-              signal_name(g_signal.load()), static_cast<double>(grace_ms) / 1000, kExitStoppedUnsaved);
-    ::_exit(kExitStoppedUnsaved);
+void signal_thread(sigset_t set) {
+  int sigints = 0;
+  double deadline = 0;  // Unix seconds by which the stop's checkpoint must be durable (0: no stop yet)
+  for (;;) {
+    int sig = -1;
+    if (deadline > 0 && !g_done.load()) {
+      const double left = std::max(0.0, deadline - now_seconds());
+      timespec t{static_cast<time_t>(left), static_cast<long>((left - std::floor(left)) * 1e9)};
+      sig = ::sigtimedwait(&set, nullptr, &t);
+      if (sig < 0 && errno == EAGAIN && !g_done.load()) {
+        log_error("{} was received {:.0f} s ago (fault.preempt_grace_s) and the checkpoint of the stop is not durable "
+                  "yet: exiting without it (code {}); a resume starts from the newest committed checkpoint",
+                  signal_name(g_signal.load()), static_cast<double>(g_grace_ms.load()) / 1000, kExitStoppedUnsaved);
+        ::_exit(kExitStoppedUnsaved);
+      }
+    } else {
+      sig = ::sigwaitinfo(&set, nullptr);
+    }
+    if (sig < 0) continue;  // EINTR, or the timeout after the stop completed
+    if (sig == SIGINT && ++sigints >= 2) {
+      say("\nfluxtrain: second SIGINT: exiting at once, without a checkpoint of the step in flight\n");
+      ::_exit(kExitInterrupted);
+    }
+    int none = 0;
+    if (!g_signal.compare_exchange_strong(none, sig)) continue;  // already stopping
+    deadline = now_seconds() + static_cast<double>(g_grace_ms.load()) / 1000;
+    say("\nfluxtrain: ");
+    say(signal_name(sig));
+    say(" received: finishing the step in flight, then checkpointing and exiting (code 4)");
+    say(sig == SIGINT ? "; Ctrl-C again exits at once\n" : "\n");
   }
 }
 
@@ -76,14 +83,11 @@ void watchdog() {
 
 void StopRequest::install() {
   std::call_once(g_once, [] {
-    ::sem_init(&g_wake, 0, 0);
-    ::sem_init(&g_done, 0, 0);
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    for (int sig : {SIGTERM, SIGUSR1, SIGINT}) ::sigaction(sig, &sa, nullptr);
-    std::thread(watchdog).detach();
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGTERM, SIGUSR1, SIGINT}) sigaddset(&set, sig);
+    ::pthread_sigmask(SIG_BLOCK, &set, nullptr);  // this thread, and every thread started from now on
+    std::thread(signal_thread, set).detach();
   });
 }
 
@@ -92,7 +96,7 @@ void StopRequest::set_grace(double seconds) {
 }
 
 void StopRequest::done() {
-  ::sem_post(&g_done);
+  g_done = true;
 }
 
 int StopRequest::signal_received() {

@@ -6,6 +6,10 @@
 // A second SIGINT exits at once (130). If the checkpoint is not durable fault.preempt_grace_s
 // after the first signal, the process exits without it (kExitStoppedUnsaved, 5).
 //
+// The signals are blocked in every thread and taken by one thread with sigwait — never handled
+// asynchronously on a computing thread (oneDNN's JIT GEMMs run with the stack pointer in the heap,
+// where a signal frame would corrupt it) — so install() must run before any other thread starts.
+//
 //   StopRequest::install();                       // train ranks, first thing: the handlers
 //   StopRequest::set_grace(cfg.fault.preempt_grace_s);
 //   StopRequest stop(cfg.train.stop_after_minutes);
@@ -24,7 +28,8 @@ class Communicator;
 
 class StopRequest {
  public:
-  // Process-wide handlers for SIGTERM, SIGUSR1 and SIGINT and the grace watchdog (idempotent).
+  // Blocks SIGTERM, SIGUSR1 and SIGINT in this thread (and so in every thread it starts later)
+  // and starts the thread that takes them and keeps the grace (idempotent).
   static void install();
   static void set_grace(double seconds);
   // The checkpoint of the stop is durable (or the process is about to exit anyway): the

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "ckpt/checkpointer.h"
+#include "fault/exit_codes.h"
 #include "fault/training_faults.h"
 #include "kernels/peak.h"
 #include "model/activation_sizes.h"
@@ -16,7 +17,6 @@
 #include "train/micro_batches.h"
 #include "train/rank_metrics.h"
 #include "train/stop_request.h"
-#include "fault/exit_codes.h"
 #include "optim/grad_clip.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -389,8 +389,8 @@ RunEnd Trainer::end_run(const std::optional<std::string>& stop, int64_t nonfinit
   const std::string newest = on_disk >= 0 ? fmt::format("the newest checkpoint on disk is step {}", on_disk)
                                           : std::string("no checkpoint of this run is on disk");
   if (progress_) progress_->finish();
+  StopRequest::done();  // whatever ended the run, the watchdog of fault.preempt_grace_s stands down
   if (stop) {
-    StopRequest::done();  // the watchdog of fault.preempt_grace_s stands down
     faults_->beat("stopped", step_);
     if (saved) {
       if (rank0)

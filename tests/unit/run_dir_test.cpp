@@ -2,6 +2,7 @@
 // it; a time budget or a signal becomes a stop at the next step boundary (issue 14.7, 14.9).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -77,10 +78,11 @@ TEST(StopRequest, TimeBudgetAndSignalStopAtTheBoundary) {
   auto why = spent.agreed(mesh.world());
   ASSERT_TRUE(why);
   EXPECT_NE(why->find("train.stop_after_minutes"), std::string::npos);
-  // A real SIGUSR1 to this process: the handler only records it; the boundary reports it.
+  // A real SIGUSR1 to this process: the signal thread records it; the boundary reports it.
   StopRequest::set_grace(600);
   StopRequest::install();
-  ::raise(SIGUSR1);
+  ::kill(::getpid(), SIGUSR1);
+  for (int i = 0; i < 2000 && StopRequest::signal_received() == 0; ++i) ::usleep(1000);
   EXPECT_EQ(StopRequest::signal_received(), SIGUSR1);
   why = none.agreed(mesh.world());
   ASSERT_TRUE(why);
