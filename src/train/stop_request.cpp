@@ -25,8 +25,8 @@ namespace {
 // The signals are never delivered asynchronously: every thread blocks them (the mask is set
 // before any other thread starts, and threads inherit it), and one thread takes them with
 // sigwait. An asynchronous handler would run on whatever thread the kernel picks — and oneDNN's
-// JIT GEMM kernels point the stack pointer into a heap workspace (oneDNN issue #4845, fixed in
-// 3.12), where the kernel's signal frame would then corrupt the heap.
+// JIT GEMM kernels point the stack pointer into a heap workspace (oneDNN issue #4845, fixed
+// upstream by PR #4855; Debian ships 2.6.3), where the kernel's signal frame would then corrupt the heap.
 std::atomic<int> g_signal{0};   // the first stop signal
 std::atomic<bool> g_done{false};
 std::atomic<int64_t> g_grace_ms{60000};
