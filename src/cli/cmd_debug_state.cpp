@@ -10,6 +10,7 @@
 #include "dist/job.h"
 #include "model/activation_sizes.h"
 #include "train/trainer.h"
+#include "util/output_path.h"
 #include "util/safetensors.h"
 
 namespace {
@@ -31,6 +32,18 @@ int run_debug_state(int argc, char** argv) {
   app.add_option("--out", out, "output .safetensors")->required();
   app.add_option("--steps", steps, "optimizer steps to record");
   FT_PARSE(app, argc, argv);
+  ft::check_output_path(out, ft::OutputRule{.flag = "--out",
+                                            .kind = "safetensors file",
+                                            .inputs = {config_path},
+                                            .is_ours = [](const std::string& p) {
+                                                try {
+                                                  ft::SafetensorsFile f(p);
+                                                  return true;
+                                                } catch (const ft::Error&) {
+                                                  return false;
+                                                }
+                                              },
+                                            .replaces_own = true});
 
   ft::Config cfg = ft::load_config(config_path, sets);
   ft::Job job(cfg.parallel, cfg.train.run_dir);

@@ -22,6 +22,7 @@
 #include "model/param_access.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/output_path.h"
 #include "util/safetensors.h"
 
 namespace {
@@ -71,6 +72,20 @@ int run_generate(int argc, char** argv) {
 
   // The newest checkpoint that verifies, as eval picks it: a damaged newest one is skipped, named.
   const std::string dir = ft::newest_valid_checkpoint(ckpt, "generate", key_file);
+  if (!logits_out.empty()) {
+    ft::check_output_path(logits_out, ft::OutputRule{.flag = "--logits-out",
+                                                     .kind = "safetensors file",
+                                                     .inputs = {dir},
+                                                     .is_ours = [](const std::string& p) {
+                                                try {
+                                                  ft::SafetensorsFile f(p);
+                                                  return true;
+                                                } catch (const ft::Error&) {
+                                                  return false;
+                                                }
+                                              },
+                                                     .replaces_own = true});
+  }
   ft::CkptKey key;
   if (!key_file.empty() || ft::has_key_env()) key = ft::CkptKey::load(key_file);
   const ft::CkptKey* kp = key.empty() ? nullptr : &key;

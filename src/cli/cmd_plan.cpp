@@ -23,6 +23,7 @@
 #include "plan/search.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/output_path.h"
 #include "util/strings.h"
 
 namespace {
@@ -250,7 +251,18 @@ int run_plan(int argc, char** argv) {
     std::vector<RunMeasurement> runs = {read_run(calibrate_dir, config, sets)};
     for (const auto& d : extra_runs) runs.push_back(read_run(d, "", {}));
     Calibration c = calibrate(runs, device);
-    if (!out_file.empty()) ft::write_file_atomic(out_file, calibration_toml(c, device));
+    if (!out_file.empty()) {
+      std::vector<std::string> inputs = {calibrate_dir};
+      inputs.insert(inputs.end(), extra_runs.begin(), extra_runs.end());
+      ft::check_output_path(out_file, ft::OutputRule{.flag = "--out",
+                                                     .kind = "calibration written by `fluxtrain plan --calibrate`",
+                                                     .inputs = inputs,
+                                                     .is_ours = [](const std::string& p) {
+                                                       return ft::file_starts_with(p, "# written by `fluxtrain plan --calibrate`");
+                                                     },
+                                                     .replaces_own = true});
+      ft::write_file_atomic(out_file, calibration_toml(c, device));
+    }
     if (json_out)
       print_json(to_json(c));
     else

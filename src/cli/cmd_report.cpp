@@ -5,6 +5,8 @@
 
 #include "cli/command.h"
 #include "obs/run_report.h"
+#include "util/fs.h"
+#include "util/output_path.h"
 
 namespace {
 
@@ -14,6 +16,15 @@ int run_report(int argc, char** argv) {
   app.add_option("run_dir", run_dir, "run directory (train.run_dir of the run)")->required();
   app.add_option("-o,--out", out, "output file (default RUN_DIR/report.html)");
   FT_PARSE(app, argc, argv);
+  if (!out.empty()) {  // the default, RUN_DIR/report.html, is the report's own place
+    ft::check_output_path(out, ft::OutputRule{.flag = "--out",
+                                              .kind = "fluxtrain report",
+                                              .inputs = {run_dir + "/metrics.jsonl"},
+                                              .is_ours = [](const std::string& p) {
+                                                return ft::file_starts_with(p, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>fluxtrain report");
+                                              },
+                                              .replaces_own = true});
+  }
   std::string path = ft::obs::write_run_report(run_dir, out);
   std::printf("%s\n", path.c_str());
   return 0;

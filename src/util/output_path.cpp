@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "util/error.h"
 
@@ -39,6 +40,12 @@ bool path_within(const std::string& inner, const std::string& outer) {
     if (ii == i.end() || *ii != *oi) return false;
   }
   return true;
+}
+
+bool file_starts_with(const std::string& path, const std::string& prefix) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(prefix.size(), '\0');
+  return in.read(head.data(), static_cast<std::streamsize>(head.size())) && head == prefix;
 }
 
 bool is_mount_point(const std::string& dir) {
@@ -87,7 +94,7 @@ bool check_output_path(const std::string& out, const OutputRule& r) {
                             r.force ? ": --force only replaces a " + r.kind : ""),
                 fmt::format("choose another {}, or move {} away yourself", r.flag, out));
   }
-  if (!r.force) {
+  if (!r.force && !r.replaces_own) {
     throw Error(fmt::format("{} {} already holds a {}", r.flag, out, r.kind),
                 fmt::format("pass --force to replace it, or choose another {}", r.flag));
   }

@@ -25,6 +25,9 @@ struct OutputRule {
   bool force = false;               // --force given
   std::function<bool(const std::string&)> is_ours;  // an existing output --force may replace
   bool renamed_into_place = false;  // built beside the output and renamed over it
+  // A regenerable file (a report, a calibration, an oracle dump): one of its own kind is replaced
+  // without --force; anything else at that path is refused all the same.
+  bool replaces_own = false;
 };
 
 // Returns whether `out` exists (and, the rules passed, will be replaced). Throws ft::Error naming
@@ -37,6 +40,9 @@ void check_not_an_input(const std::string& out, const std::vector<std::string>& 
 
 // `inner` is `outer` or lies below it (after resolving ".", "..", symbolic links of the part that exists).
 bool path_within(const std::string& inner, const std::string& outer);
+
+// Whether the file at `path` begins with `prefix` (false when it cannot be read).
+bool file_starts_with(const std::string& path, const std::string& prefix);
 
 // A directory another file system is mounted on (its device differs from its parent's).
 bool is_mount_point(const std::string& dir);

@@ -74,6 +74,23 @@ case_force_input() {
     "$FT" ckpt export-hf run/checkpoints/step_00000001 run/checkpoints/step_00000001/hf
 }
 
+# The other commands that write a file: never an input, never someone else's file; their own kind
+# (a report, an oracle dump, a calibration) is regenerated in place.
+case_other_outputs() {
+  train_tiny "$WORK/run" --set train.steps=2 --set ckpt.interval=2
+  cp run/metrics.jsonl m0 && echo "keep me" >notes.txt
+  expect_exit 2 "--out run/metrics.jsonl is also an input" "$FT" report run -o run/metrics.jsonl
+  expect_exit 2 "--out notes.txt already exists and is not a fluxtrain report" "$FT" report run -o notes.txt
+  expect_exit 2 "--logits-out notes.txt already exists and is not a safetensors file" \
+    "$FT" generate --ckpt run --tokens "1 2 3" --logits-out notes.txt
+  expect_exit 2 "--out notes.txt already exists and is not a safetensors file" \
+    "$FT" debug-state --config "$cfg" --set train.run_dir=\"$WORK/dbg\" --out notes.txt
+  expect_exit 2 "--out run/metrics.jsonl is inside the input run" \
+    "$FT" plan --calibrate run --out run/metrics.jsonl
+  grep -q "keep me" notes.txt && cmp -s m0 run/metrics.jsonl || fail "a file that was not the command's own was replaced"
+  "$FT" report run -o r.html >/dev/null && "$FT" report run -o r.html >/dev/null || fail "a report could not be regenerated"
+}
+
 # ---- 8: prepare --out at a mount point is refused before the work, not at the final rename ---------
 case_prepare_mount_point() {
   mkdir -p mnt
