@@ -252,8 +252,10 @@ int run_plan(int argc, char** argv) {
     for (const auto& d : extra_runs) runs.push_back(read_run(d, "", {}));
     Calibration c = calibrate(runs, device);
     if (!out_file.empty()) {
-      std::vector<std::string> inputs = {calibrate_dir};
-      inputs.insert(inputs.end(), extra_runs.begin(), extra_runs.end());
+      std::vector<std::string> inputs;  // the files it reads (the calibration may live in a run directory)
+      for (const std::string& d : std::vector<std::string>{calibrate_dir})
+        inputs.insert(inputs.end(), {d + "/metrics.jsonl", d + "/config.json"});
+      for (const std::string& d : extra_runs) inputs.insert(inputs.end(), {d + "/metrics.jsonl", d + "/config.json"});
       ft::check_output_path(out_file, ft::OutputRule{.flag = "--out",
                                                      .kind = "calibration written by `fluxtrain plan --calibrate`",
                                                      .inputs = inputs,

@@ -85,8 +85,7 @@ case_other_outputs() {
     "$FT" generate --ckpt run --tokens "1 2 3" --logits-out notes.txt
   expect_exit 2 "--out notes.txt already exists and is not a safetensors file" \
     "$FT" debug-state --config "$cfg" --set train.run_dir=\"$WORK/dbg\" --out notes.txt
-  expect_exit 2 "--out run/metrics.jsonl is inside the input run" \
-    "$FT" plan --calibrate run --out run/metrics.jsonl
+  expect_exit 2 "--out run/metrics.jsonl is also an input" "$FT" plan --calibrate run --out run/metrics.jsonl
   grep -q "keep me" notes.txt && cmp -s m0 run/metrics.jsonl || fail "a file that was not the command's own was replaced"
   "$FT" report run -o r.html >/dev/null && "$FT" report run -o r.html >/dev/null || fail "a report could not be regenerated"
 }
