@@ -52,6 +52,7 @@ ROOT="$(realpath -m "$ROOT")"
 case "$ROOT/" in "$REPO"/*) echo "error: --root $ROOT is inside the repository" >&2
                             echo "hint: use a directory outside it, e.g. /var/tmp/fluxtrain-fresh" >&2; exit 2 ;; esac
 
+COMMIT="$(git -C "$REPO" rev-parse HEAD)"   # fixed at the start: later commits do not leak in
 SUITE=bookworm
 ROOTFS="$ROOT/rootfs"          # the bare Debian 12 machine
 BASE_TAR="$ROOT/base.tar"      # that root as debootstrap left it: the container base image
@@ -130,7 +131,7 @@ in_root() {
   ' _ "$ROOTFS" "set -euo pipefail; cd $SRC; $1"
 }
 podman_() { "${PODMAN[@]}" "$@"; }
-EXPORTS=(REPO ROOT ROOTFS BASE_TAR CONTEXT SRC IMAGE_BASE IMAGE_CPU PODMAN ULIMITS MIRROR SECURITY SUITE JOBS KEEP
+EXPORTS=(REPO COMMIT ROOT ROOTFS BASE_TAR CONTEXT SRC IMAGE_BASE IMAGE_CPU PODMAN ULIMITS MIRROR SECURITY SUITE JOBS KEEP
          FULL_TEST IMAGES)
 
 stage_host_tools() {
@@ -183,14 +184,13 @@ stage_debootstrap() {
 }
 
 stage_source() {
-  local commit; commit=$(git -C "$REPO" rev-parse --short HEAD)
   [ -z "$(git -C "$REPO" status --porcelain --untracked-files=no)" ] ||
     echo "evidence: note: the working tree has uncommitted changes; they are not in the check"
   rm -rf "$ROOTFS$SRC" "$CONTEXT"
   mkdir -p "$ROOTFS$SRC" "$CONTEXT"
-  git -C "$REPO" archive --format=tar HEAD | tar -x -C "$ROOTFS$SRC"
-  git -C "$REPO" archive --format=tar HEAD | tar -x -C "$CONTEXT"
-  echo "evidence: commit $commit ($(git -C "$REPO" log -1 --format=%s HEAD | cut -c1-70)) in $SRC and $CONTEXT"
+  git -C "$REPO" archive --format=tar "$COMMIT" | tar -x -C "$ROOTFS$SRC"
+  git -C "$REPO" archive --format=tar "$COMMIT" | tar -x -C "$CONTEXT"
+  echo "evidence: commit ${COMMIT:0:12} ($(git -C "$REPO" log -1 --format=%s "$COMMIT" | cut -c1-60)...) in $SRC and $CONTEXT"
 }
 
 stage_deps() {
@@ -288,7 +288,7 @@ if [ "$KEEP" -eq 0 ] && [ -e "$ROOT" ]; then
 fi
 mkdir -p "$ROOT" "$LOGS"
 
-echo "fresh-machine-check: commit $(git -C "$REPO" rev-parse --short HEAD), root $ROOT, mirror $MIRROR," \
+echo "fresh-machine-check: commit ${COMMIT:0:12}, root $ROOT, mirror $MIRROR," \
      "$JOBS jobs, $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 t_all=$EPOCHREALTIME
 #         name        limit(s) needs                     function
