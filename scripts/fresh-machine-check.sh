@@ -277,7 +277,9 @@ on_signal() { echo; echo "fresh-machine-check: interrupted; stopping the running
 trap cleanup EXIT
 trap on_signal INT TERM
 
-# ---- main --------------------------------------------------------------------------------------
+# ---- main (a function, so that bash has read all of it before it runs: editing this file during a
+# run cannot change what the run does) ---------------------------------------------------------------
+main() {
 mkdir -p "$(dirname "$ROOT")"
 exec 8> "$ROOT.lock"
 flock -n 8 || { echo "error: another fresh-machine-check is using $ROOT ($ROOT.lock)" >&2; exit 2; }
@@ -322,4 +324,6 @@ if [ ${#failed[@]} -gt 0 ]; then
   exit 1
 fi
 echo "fresh-machine-check: all stages passed"
-[ "$IMAGES" -eq 0 ] || echo "the image: ${PODMAN[*]} image save $IMAGE_CPU | podman load   (or: ... push $IMAGE_CPU docker://REGISTRY/fluxtrain:cpu)"
+[ "$IMAGES" -eq 0 ] || echo "the image: ${PODMAN[*]} image save $IMAGE_CPU | podman load   (or: ... push $IMAGE_CPU docker://REGISTRY/fluxtrain:TAG)"
+}
+main; exit $?  # one line: parsed whole before it runs
