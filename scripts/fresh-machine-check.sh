@@ -251,7 +251,7 @@ stage_base_image() {
 }
 
 stage_image_build() {
-  podman_ build --pull=never --network host "${ULIMITS[@]}" -f deploy/docker/Dockerfile \
+  podman_ build --pull=never --network host "${ULIMITS[@]}" -f "$CONTEXT/deploy/docker/Dockerfile" \
     --build-arg BASE="$IMAGE_BASE" --build-arg JOBS="$JOBS" -t "$IMAGE_CPU" "$CONTEXT"
   echo "evidence: $(podman_ images --format '{{.Repository}}:{{.Tag}} {{.Size}}' "$IMAGE_CPU")"
 }
