@@ -186,14 +186,40 @@ stage_debootstrap() {
 stage_source() {
   [ -z "$(git -C "$REPO" status --porcelain --untracked-files=no)" ] ||
     echo "evidence: note: the working tree has uncommitted changes; they are not in the check"
-  rm -rf "$ROOTFS$SRC" "$CONTEXT"
-  mkdir -p "$ROOTFS$SRC" "$CONTEXT"
-  git -C "$REPO" archive --format=tar "$COMMIT" | tar -x -C "$ROOTFS$SRC"
+  rm -rf "$CONTEXT"
+  mkdir -p "$CONTEXT"
   git -C "$REPO" archive --format=tar "$COMMIT" | tar -x -C "$CONTEXT"
+  if [ "$KEEP" -eq 1 ] && [ -d "$ROOTFS$SRC" ]; then
+    # --keep: the tree in the root becomes the commit's, but only changed files are rewritten, so
+    # build/ stays valid and `make build` is incremental. Files the commit lacks are removed
+    # (build outputs and the venv, ignored by git, stay).
+    local f n=0
+    while IFS= read -r -d '' f; do
+      cmp -s "$CONTEXT/$f" "$ROOTFS$SRC/$f" || { mkdir -p "$(dirname "$ROOTFS$SRC/$f")"; cp -a "$CONTEXT/$f" "$ROOTFS$SRC/$f"; n=$((n + 1)); }
+    done < <(cd "$CONTEXT" && find . \( -type f -o -type l \) -print0)
+    while IFS= read -r -d '' f; do
+      [ -e "$CONTEXT/$f" ] || [ -L "$CONTEXT/$f" ] || { rm -f "$ROOTFS$SRC/$f"; n=$((n + 1)); }
+    done < <(cd "$ROOTFS$SRC" && find . \( -path ./build -o -path ./.venv -o -path ./runs -o -path ./data \) -prune -o \( -type f -o -type l \) ! -name .venv.lock -print0)
+    echo "evidence: --keep: $n files of the tree in the root changed"
+  else
+    rm -rf "$ROOTFS$SRC"
+    mkdir -p "$ROOTFS$SRC"
+    git -C "$REPO" archive --format=tar "$COMMIT" | tar -x -C "$ROOTFS$SRC"
+  fi
   echo "evidence: commit ${COMMIT:0:12} ($(git -C "$REPO" log -1 --format=%s "$COMMIT" | cut -c1-60)...) in $SRC and $CONTEXT"
 }
 
 stage_deps() {
+  # Certificates the host's administrator added (a TLS-inspecting proxy's CA, as on the project's
+  # machines): any machine on this network needs them to reach PyPI; they are machine set-up, not
+  # a package. The ca-certificates package, once installed, adds them to the root's trust store.
+  local cas=(/usr/local/share/ca-certificates/*.crt)
+  if [ -e "${cas[0]}" ]; then
+    mkdir -p "$ROOTFS/usr/local/share/ca-certificates"
+    cp "${cas[@]}" "$ROOTFS/usr/local/share/ca-certificates/"
+    echo "evidence: the host's local CA certificates copied in: ${cas[*]##*/}"
+    [ ! -x "$ROOTFS/usr/sbin/update-ca-certificates" ] || in_root 'update-ca-certificates > /dev/null'
+  fi
   in_root 'scripts/install-deps.sh; scripts/install-deps.sh > /tmp/second-run.txt
            [ ! -s /tmp/second-run.txt ] || { echo "install-deps: a second run still installs:"; cat /tmp/second-run.txt; exit 1; }
            echo "evidence: $(dpkg-query -W | wc -l) packages installed; a second run installs nothing"'
