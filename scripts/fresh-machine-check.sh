@@ -116,13 +116,15 @@ run_stage() {
 }
 
 # in_root 'COMMANDS': runs bash COMMANDS in the root, in the source tree, as root, with a clean
-# environment. A private mount namespace holds the mounts (gone when it ends, even on SIGKILL) and
+# environment; /proc, /sys (read-only, with the host's cgroup hierarchies), /dev/pts and a fresh
+# /dev/shm are mounted. A private mount namespace holds the mounts (gone when it ends, even on SIGKILL) and
 # a private PID namespace holds the processes (every daemon a test starts dies with it).
 in_root() {
   unshare --fork --pid --kill-child --mount --propagation private /bin/bash -c '
     set -e; r=$1
     mount -t proc proc "$r/proc"
     mount -t sysfs -o ro sysfs "$r/sys"
+    mount --rbind /sys/fs/cgroup "$r/sys/fs/cgroup"   # slurmd needs it (fault_slurm)
     mkdir -p "$r/dev/pts" "$r/dev/shm"
     mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$r/dev/pts"
     mount -t tmpfs -o mode=1777,size=8g tmpfs "$r/dev/shm"
