@@ -8,7 +8,7 @@
 # `make test` instead. Then, with Debian's podman, it imports the bare root as a base image, builds
 # deploy/docker/Dockerfile on it (no image registry is needed) and trains 5 steps inside the image.
 #
-#   nice -n 10 scripts/fresh-machine-check.sh            # everything, anew (~40 min on 2 cores)
+#   nice -n 10 scripts/fresh-machine-check.sh            # everything, anew (~80 min on 2 busy cores)
 #   scripts/fresh-machine-check.sh --keep --no-image     # reuse the root and skip the image
 #
 # One line per stage with its time, a summary table last; exit status 1 naming the failed stages.
