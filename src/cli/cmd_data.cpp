@@ -1,4 +1,4 @@
-// fluxtrain data verify|pull — check a dataset directory; download from S3-compatible storage.
+// fluxtrain data verify|pull — check a dataset directory; download from S3-compatible storage or GCS.
 //
 //   fluxtrain data verify data/manpages
 //   fluxtrain data pull s3://bucket/datasets/manpages data/manpages --s3-endpoint http://127.0.0.1:9000
@@ -7,7 +7,7 @@
 #include <cstdio>
 
 #include "cli/command.h"
-#include "data/s3.h"
+#include "data/object_store.h"
 #include "data/verify.h"
 #include "util/error.h"
 #include "util/strings.h"
@@ -15,19 +15,21 @@
 namespace {
 
 int run_data(int argc, char** argv) {
-  CLI::App app{"Dataset tools: verify checksums, pull from S3"};
+  CLI::App app{"Dataset tools: verify checksums, pull from S3 or GCS"};
   app.require_subcommand(1);
   std::string dir, url;
-  ft::S3Options s3;
+  ft::ObjectStoreOptions store;
   auto* verify = app.add_subcommand("verify", "check the manifest, tokenizer hash and every shard's checksum");
   verify->add_option("DIR", dir, "dataset directory")->required();
-  auto* pull = app.add_subcommand("pull", "download s3://bucket/prefix into DIR (resumes partial files)");
-  pull->add_option("URL", url, "s3://bucket/prefix")->required();
+  auto* pull = app.add_subcommand("pull", "download s3://bucket/prefix or gs://bucket/prefix into DIR (resumes partial files)");
+  pull->add_option("URL", url, "s3://bucket/prefix or gs://bucket/prefix")->required();
   pull->add_option("DIR", dir, "local directory")->required();
-  pull->add_option("--s3-endpoint", s3.endpoint, "S3-compatible endpoint URL; default AWS_ENDPOINT_URL or AWS");
-  pull->add_option("--retries", s3.retries, "extra attempts per request after network errors or HTTP 5xx")
+  pull->add_option("--s3-endpoint", store.s3_endpoint, "S3-compatible endpoint URL; default AWS_ENDPOINT_URL or AWS");
+  pull->add_option("--gcs-endpoint", store.gcs_endpoint,
+                   "Google Cloud Storage endpoint; default STORAGE_EMULATOR_HOST or https://storage.googleapis.com");
+  pull->add_option("--retries", store.retries, "extra attempts per request after network errors or HTTP 5xx")
       ->capture_default_str();
-  pull->add_option("--list-page-size", s3.list_page_size, "objects per listing page (default: the server's, 1000)");
+  pull->add_option("--list-page-size", store.list_page_size, "objects per listing page (default: the server's, 1000)");
   CLI11_PARSE(app, argc, argv);
 
   if (*verify) {
@@ -40,7 +42,7 @@ int run_data(int argc, char** argv) {
                 r.problems.empty() ? "OK" : fmt::format("{} problems", r.problems.size()).c_str());
     return r.problems.empty() ? 0 : 1;
   }
-  ft::PullReport r = ft::s3_pull(url, dir, s3);
+  ft::PullReport r = ft::object_pull(url, dir, store);
   std::printf("pull: %s -> %s: %llu objects fetched (%s, %s resumed from partial files), %llu already present\n",
               url.c_str(), dir.c_str(), static_cast<unsigned long long>(r.objects),
               ft::human_bytes(static_cast<double>(r.bytes)).c_str(),
@@ -48,6 +50,6 @@ int run_data(int argc, char** argv) {
   return 0;
 }
 
-ft::cli::Register reg("data", "dataset tools: verify a dataset, pull one from S3", run_data);
+ft::cli::Register reg("data", "dataset tools: verify, inspect, pull from S3 or GCS", run_data);
 
 }  // namespace

@@ -122,6 +122,13 @@ std::unique_ptr<DataLoader> make_loader(const DataConfig& data, const TrainConfi
       o.model_vocab = vocab;
       o.prefetch = static_cast<int>(data.prefetch);
       o.verify = data.verify;
+      if (ObjectUrl::is_object_url(data.path)) {
+        std::string root = data.cache_dir.empty() ? train.run_dir + "/data-cache" : data.cache_dir;
+        o.cache_dir = fmt::format("{}/{}-dp{}", root, split == Split::kTrain ? "train" : "validation", dp_rank);
+        o.cache_bytes = static_cast<uint64_t>(data.cache_bytes);
+        if (data.path.rfind("gs://", 0) == 0) o.store.gcs_endpoint = data.endpoint;
+        else o.store.s3_endpoint = data.endpoint;
+      }
       return std::make_unique<DatasetLoader>(o);
     }
   }

@@ -55,6 +55,8 @@ class DataLoader {
   virtual uint64_t tokenizer_hash() const { return 0; }
   // Seconds the last next() waited for its batch (0 when it was already prefetched).
   virtual double last_wait_s() const { return 0; }
+  // Shard bytes this loader fetched from object storage so far (data.path = s3:// or gs://).
+  virtual uint64_t fetched_bytes() const { return 0; }
   virtual std::string describe() const = 0;
 };
 

@@ -182,14 +182,14 @@ PrepareReport prepare_dataset(const PrepareOptions& opt) {
 
   DatasetManifest m;
 
-  // 1. Inputs: download s3:// prefixes into the staging directory, then expand everything.
+  // 1. Inputs: download s3:// and gs:// prefixes into the staging directory, then expand everything.
   std::vector<std::string> inputs = opt.inputs;
   if (inputs.empty()) inputs = default_corpus_inputs();
   std::vector<std::string> local;
   for (const std::string& in : inputs) {
-    if (S3Url::is_s3(in)) {
-      std::string dir = fmt::format("{}/s3-input/{}", staging, local.size());
-      PullReport pr = s3_pull(in, dir, opt.s3);
+    if (ObjectUrl::is_object_url(in)) {
+      std::string dir = fmt::format("{}/remote-input/{}", staging, local.size());
+      PullReport pr = object_pull(in, dir, opt.store);
       if (pr.objects == 0) throw Error(fmt::format("input {}: no objects under this prefix", in));
       log_info("prepare: fetched {} objects ({}) from {}", pr.objects, human_bytes(static_cast<double>(pr.bytes)), in);
       local.push_back(dir);
@@ -382,7 +382,7 @@ PrepareReport prepare_dataset(const PrepareOptions& opt) {
 
   // 5. Manifest last, then publish the directory.
   write_file_atomic(staging + "/" + kManifestFile, m.to_json_text());
-  fs::remove_all(staging + "/s3-input", ec);
+  fs::remove_all(staging + "/remote-input", ec);
   fsync_dir(staging);
   if (fs::exists(out)) {
     std::string old = fmt::format("{}.old-{}", out.string(), ::getpid());

@@ -3,7 +3,7 @@
 //
 // Steps, each streaming with bounded memory through spill files in a staging directory
 // "<out>.tmp-<pid>" next to <out>:
-//   1. extract: inputs (files, directories, globs, s3:// prefixes; default: the built-in
+//   1. extract: inputs (files, directories, globs, s3:// and gs:// prefixes; default: the built-in
 //      man-page corpus) → documents, normalised (text_normalize.h), exact duplicates dropped,
 //      split into train/validation by a hash of the text (deterministic, order-independent);
 //   2. tokenizer: trained on the train split (or --tokenizer MODEL copied in);
@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "data/manifest.h"
-#include "data/s3.h"
+#include "data/object_store.h"
 
 namespace ft {
 
@@ -37,7 +37,7 @@ struct PrepareOptions {
   std::string tokenizer;            // an existing SentencePiece model; empty = train one
   uint64_t seed = 1234;
   bool force = false;               // replace an existing dataset at out_dir
-  S3Options s3;
+  ObjectStoreOptions store;  // for s3:// and gs:// inputs
 };
 
 struct PrepareReport {

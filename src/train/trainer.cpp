@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "ckpt/checkpointer.h"
+#include "data/object_store.h"
 #include "fault/training_faults.h"
 #include "kernels/peak.h"
 #include "model/activation_sizes.h"
@@ -66,6 +67,7 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
   if (t.precision == Precision::kBF16) engine_->keep_bf16_weights();  // rounded once per update
   const int64_t dp_rank = mesh_.coord().dp, dp = par.dp;
   train_data_ = make_loader(cfg_.data, t, cfg_.model.vocab_size, dp_rank, dp, Split::kTrain);
+  streamed_ = cfg_.data.source == DataSource::kDataset && ObjectUrl::is_object_url(cfg_.data.path);
   if (t.eval_interval > 0) val_data_ = make_loader(cfg_.data, t, cfg_.model.vocab_size, dp_rank, dp, Split::kValidation);
   const int64_t chunk = loss_chunk_tokens(cfg_.model, t.loss_chunk_tokens, micro_batch_ * t.seq_len, t.precision);
   if (plan_) {
@@ -246,6 +248,12 @@ void Trainer::log_step(const StepStats& s) {
   }
   j["mem_peak_bytes"] = mem.total_peak();
   j["rss_peak_bytes"] = process_peak_rss_bytes();
+  if (streamed_) {  // shard bytes this rank fetched from object storage so far
+    const uint64_t fetched = train_data_->fetched_bytes();
+    telemetry_->data_fetched(fetched - fetched_reported_);
+    fetched_reported_ = fetched;
+    j["data_fetched_bytes"] = fetched;
+  }
   if (mesh_.world_size() > 1) add_rank_metrics(s, j);
   const int64_t every = cfg_.train.eval_interval;
   if (every > 0 && (s.step % every == 0 || s.step == cfg_.train.steps)) {
@@ -268,6 +276,7 @@ void Trainer::add_rank_metrics(const StepStats& s, nlohmann::json& j) {
   std::vector<std::pair<std::string, double>> values = {
       {"mem_parameters_bytes", mem.peak(MemCategory::kParameters)},
       {"mem_activations_bytes", mem.peak(MemCategory::kActivations)}};
+  if (streamed_) values.push_back({"data_fetched_bytes", static_cast<double>(fetched_reported_)});
   if (pipeline_) {
     values.insert(values.end(), {{"pp_send_bytes", pp_bytes},
                                  {"pp_in_flight", s.pipeline.max_in_flight},

@@ -103,6 +103,8 @@ class Trainer {
   std::unique_ptr<Checkpointer> ckpt_;  // saving (ckpt.interval) and resuming (ckpt.resume)
   int64_t local_batch_ = 0, micro_batch_ = 0, micro_batches_ = 0;
   int64_t step_ = 0, tokens_ = 0;
+  bool streamed_ = false;            // data.path is an s3:// or gs:// URL
+  uint64_t fetched_reported_ = 0;    // shard bytes already counted on /metrics
   double flops_per_token_ = 0, peak_flops_ = 0;
   double start_time_ = 0;
 };
