@@ -17,6 +17,9 @@ void DataConfig::bind(ConfigBinder& b) {
   b.add("data.val_fraction", &val_fraction, "fraction of a token file held out for validation");
   b.add("data.prefetch", &prefetch, "batches a dataset loader prepares ahead on a background thread (0 = none)");
   b.add("data.verify", &verify, "verify the checksum of every dataset shard a rank opens");
+  b.add("data.mixture", &mixture,
+        "weighted mixture (source = \"dataset\"): \"ru=0.5, en=0.5\" (languages of data.path) or \"DIR_OR_URL[#LANG]=W, "
+        "...\"; exact proportions over every train.batch_size x 100 samples; may change at a resume");
   b.add("data.endpoint", &endpoint,
         "object-store endpoint for an s3:// or gs:// data.path (\"\" = AWS_ENDPOINT_URL / STORAGE_EMULATOR_HOST / "
         "the provider's)");
@@ -28,7 +31,9 @@ void DataConfig::bind(ConfigBinder& b) {
 void DataConfig::validate() const {
   if (source == DataSource::kTokenFile && path.empty())
     throw Error("data.source = \"tokens\" needs data.path", "set data.path = \"FILE\" or --set data.path=FILE");
-  if (source == DataSource::kDataset && path.empty())
+  if (!mixture.empty() && source != DataSource::kDataset)
+    throw Error("data.mixture needs data.source = \"dataset\"", "set data.source = \"dataset\"");
+  if (source == DataSource::kDataset && path.empty() && mixture.empty())
     throw Error("data.source = \"dataset\" needs data.path", "set data.path = \"DIR\" (made by `fluxtrain prepare --out DIR`)");
   if (cache_bytes < (int64_t{1} << 20))
     throw Error(fmt::format("data.cache_bytes = {} must be at least 1 MiB", cache_bytes), "e.g. data.cache_bytes = 4294967296 (4 GiB)");

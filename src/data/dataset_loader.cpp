@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <set>
 
 #include "util/error.h"
 #include "util/log.h"
@@ -37,10 +38,24 @@ DatasetLoader::DatasetLoader(const DatasetLoaderOptions& opt) : opt_(opt) {
   }
   const SplitInfo& si = split_info();
   const char* split_name = opt.split == Split::kTrain ? "train" : "validation";
+  std::set<std::string> languages;
+  for (size_t i = 0; i < si.shards.size(); ++i) {
+    if (!si.shards[i].language.empty()) languages.insert(si.shards[i].language);
+    if (opt.language.empty() || si.shards[i].language == opt.language) subset_.push_back(static_cast<int64_t>(i));
+  }
+  if (subset_.empty()) {
+    std::string have;
+    for (const std::string& l : languages) have += (have.empty() ? "" : ", ") + l;
+    throw Error(fmt::format("{}: the {} split has no shards of language \"{}\" (it has: {})", opt.dir, split_name,
+                            opt.language, have.empty() ? "no language tags" : have),
+                "choose one of the dataset's languages; datasets prepared before languages were recorded need "
+                "`fluxtrain prepare` again");
+  }
   std::vector<uint64_t> tokens;
-  for (const ShardInfo& s : si.shards) tokens.push_back(s.tokens);
-  plan_ = std::make_unique<SequencePlan>(tokens, opt.seq_len, opt.global_batch, opt.seed, opt.split == Split::kTrain,
-                                         fmt::format("{} ({} split)", opt.dir, split_name));
+  for (int64_t k = 0; k < static_cast<int64_t>(subset_.size()); ++k) tokens.push_back(info(k).tokens);
+  plan_ = std::make_unique<SequencePlan>(
+      tokens, opt.seq_len, opt.global_batch, opt.seed, opt.split == Split::kTrain,
+      fmt::format("{} ({} split{})", opt.dir, split_name, opt.language.empty() ? "" : ", language " + opt.language));
   local_ = opt.global_batch / opt.dp_size;
   first_pos_ = opt.dp_rank * local_;
   auto [first, last] = plan_->shard_range(opt.dp_rank, opt.dp_size);
@@ -49,8 +64,8 @@ DatasetLoader::DatasetLoader(const DatasetLoaderOptions& opt) : opt_(opt) {
   if (cache_) {
     uint64_t range = 0, largest = 0;
     for (int64_t s = first; s < last; ++s) {
-      range += si.shards[static_cast<size_t>(s)].bytes;
-      largest = std::max(largest, si.shards[static_cast<size_t>(s)].bytes);
+      range += info(s).bytes;
+      largest = std::max(largest, info(s).bytes);
     }
     if (largest * 2 > opt.cache_bytes) {
       throw Error(fmt::format("data.cache_bytes = {} cannot hold two of this rank's shards of {} ({} each at most)",
@@ -68,11 +83,11 @@ DatasetLoader::DatasetLoader(const DatasetLoaderOptions& opt) : opt_(opt) {
     for (int64_t s = first; s < last; ++s)
       if (std::find(order.begin(), order.end(), s) == order.end()) order.push_back(s);
     std::vector<ShardCache::ShardId> ids;
-    for (int64_t s : order) ids.emplace_back(opt.split, s);
+    for (int64_t s : order) ids.emplace_back(opt.split, subset_[static_cast<size_t>(s)]);
     cache_->prefetch(ids);
   }
   for (int64_t s = first; s < last && !cache_; ++s) {
-    const ShardInfo& info = si.shards[static_cast<size_t>(s)];
+    const ShardInfo& info = this->info(s);
     std::string path = (std::filesystem::path(opt.dir) / info.file).string();
     auto shard = std::make_shared<const Shard>(path);
     const ShardView& v = shard->view();
@@ -96,7 +111,7 @@ DatasetLoader::~DatasetLoader() { stop_prefetch(); }
 std::shared_ptr<const Shard> DatasetLoader::shard(int64_t s) const {
   FT_CHECK(s >= first_shard_ && s < last_shard_, "shard {} outside this rank's range [{}, {})", s, first_shard_,
            last_shard_);
-  if (cache_) return cache_->shard(opt_.split, s);
+  if (cache_) return cache_->shard(opt_.split, subset_[static_cast<size_t>(s)]);
   return shards_[static_cast<size_t>(s - first_shard_)];
 }
 
@@ -116,7 +131,21 @@ std::string DatasetLoader::describe() const {
                      "[{}, {}) of {})",
                      opt_.dir, opt_.split == Split::kTrain ? "train" : "validation", plan_->num_sequences(),
                      opt_.seq_len, plan_->steps_per_epoch(), opt_.dp_rank, opt_.dp_size, first_shard_,
-                     last_shard_, split_info().shards.size());
+                     last_shard_, subset_.size());
+}
+
+double DatasetLoader::chars_per_token() const {
+  if (opt_.language.empty()) return split_info().chars_per_token();
+  uint64_t chars = 0, tokens = 0;
+  for (int64_t k = 0; k < static_cast<int64_t>(subset_.size()); ++k) chars += info(k).characters, tokens += info(k).tokens;
+  return tokens ? static_cast<double>(chars) / static_cast<double>(tokens) : 0;
+}
+
+double DatasetLoader::bytes_per_token() const {
+  if (opt_.language.empty()) return split_info().bytes_per_token();
+  auto it = manifest_.languages.find(opt_.language);  // the language's ratio over both splits
+  if (it == manifest_.languages.end() || it->second.tokens == 0) return 0;
+  return static_cast<double>(it->second.bytes) / static_cast<double>(it->second.tokens);
 }
 
 Batch DatasetLoader::build(int64_t first_sample) const {

@@ -40,6 +40,7 @@ struct DatasetLoaderOptions {
   int64_t model_vocab = 0;     // > 0: refuse datasets whose vocabulary is larger
   int prefetch = 4;            // batches prepared ahead on the background thread; 0 = none
   bool verify = true;          // checksum every opened shard
+  std::string language;        // only the split's shards of this language ("" = all)
   // For a URL in `dir`: where this loader caches its shards, how many bytes at most, and the store.
   std::string cache_dir;
   uint64_t cache_bytes = uint64_t{4} << 30;
@@ -54,8 +55,8 @@ class DatasetLoader final : public DataLoader {
   Batch next() override;
   LoaderState state() const override { return state_; }
   void restore(const LoaderState& s) override;
-  double chars_per_token() const override { return split_info().chars_per_token(); }
-  double bytes_per_token() const override { return split_info().bytes_per_token(); }
+  double chars_per_token() const override;
+  double bytes_per_token() const override;
   uint64_t tokenizer_hash() const override { return manifest_.tokenizer_hash; }
   double last_wait_s() const override { return last_wait_s_; }
   uint64_t fetched_bytes() const override { return cache_ ? cache_->fetched_bytes() : 0; }
@@ -66,10 +67,15 @@ class DatasetLoader final : public DataLoader {
   const DatasetManifest& manifest() const { return manifest_; }
   const SequencePlan& plan() const { return *plan_; }
 
+  // Shard `s` of the loader's shards (the split's, or its language's; inside this rank's range),
+  // opened or fetched.
+  std::shared_ptr<const Shard> shard(int64_t s) const;
+  int64_t local_batch() const { return local_; }
+  int64_t first_position() const { return first_pos_; }
+
  private:
   const SplitInfo& split_info() const { return manifest_.split(opt_.split); }
-  // Shard `s` of the split (inside this rank's range), opened or fetched.
-  std::shared_ptr<const Shard> shard(int64_t s) const;
+  const ShardInfo& info(int64_t s) const { return split_info().shards[static_cast<size_t>(subset_[static_cast<size_t>(s)])]; }
   // The shards the batches at first_sample, +B, ... (n of them) read, in order of first use.
   std::vector<int64_t> shards_needed(int64_t first_sample, int64_t n) const;
   Batch build(int64_t first_sample) const;  // this rank's slice of the global batch at first_sample
@@ -79,6 +85,7 @@ class DatasetLoader final : public DataLoader {
   DatasetLoaderOptions opt_;
   DatasetManifest manifest_;
   std::unique_ptr<SequencePlan> plan_;
+  std::vector<int64_t> subset_;  // the split's shard indices this loader reads (all, or one language's)
   int64_t first_shard_ = 0, last_shard_ = 0;
   std::unique_ptr<ShardCache> cache_;                  // a URL: shards fetched into a local cache
   std::vector<std::shared_ptr<const Shard>> shards_;  // a directory: [first_shard_, last_shard_) opened

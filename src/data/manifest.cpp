@@ -16,11 +16,14 @@ constexpr const char* kHint = "the manifest is damaged or from another tool; re-
 json split_json(const SplitInfo& s) {
   json shards = json::array();
   for (const ShardInfo& sh : s.shards) {
-    shards.push_back({{"file", sh.file},
-                      {"tokens", sh.tokens},
-                      {"documents", sh.documents},
-                      {"bytes", sh.bytes},
-                      {"checksum", hex64(sh.checksum)}});
+    json j = {{"file", sh.file},
+              {"tokens", sh.tokens},
+              {"documents", sh.documents},
+              {"bytes", sh.bytes},
+              {"checksum", hex64(sh.checksum)}};
+    if (!sh.language.empty()) j["language"] = sh.language;
+    if (sh.characters > 0) j["characters"] = sh.characters;
+    shards.push_back(std::move(j));
   }
   return {{"documents", s.documents},    {"tokens", s.tokens},
           {"characters", s.characters},  {"text_bytes", s.text_bytes},
@@ -82,6 +85,8 @@ SplitInfo parse_split(const Reader& r, const json& root, const std::string& key)
     sh.documents = r.u64(shards[i], "documents", p);
     sh.bytes = r.u64(shards[i], "bytes", p);
     sh.checksum = parse_hex64(r.str(shards[i], "checksum", p), r.name() + ": " + p + ".checksum");
+    if (shards[i].contains("language")) sh.language = r.str(shards[i], "language", p);
+    if (shards[i].contains("characters")) sh.characters = r.u64(shards[i], "characters", p);
     if (sh.tokens > (uint64_t{1} << 56) || sh.documents > sh.tokens) r.fail(p, "has impossible token/document counts");
     tokens += sh.tokens;
     docs += sh.documents;

@@ -71,10 +71,47 @@ class SpillReader {
   std::ifstream in_;
 };
 
+// One split: its statistics, and one text spill per language (shards are cut per language, so
+// a language's documents are a run of whole shards: data.mixture can select them).
 struct SplitAccumulator {
   SplitInfo info;
-  std::unique_ptr<SpillWriter> spill;
+  std::unique_ptr<SpillWriter> spill[3];
+  uint64_t lang_docs[3] = {0, 0, 0}, lang_bytes[3] = {0, 0, 0};
 };
+
+std::string spill_path(const std::string& staging, const char* split, int lang, const char* what) {
+  return fmt::format("{}/{}.{}.{}", staging, split, kLanguages[lang], what);
+}
+
+// Shards per language for a split of `n` shards: at least one for each language with documents,
+// the rest by text bytes (largest remainder), never more than a language's documents.
+std::vector<int64_t> shards_per_language(int64_t n, const uint64_t docs[3], const uint64_t bytes[3]) {
+  std::vector<int64_t> out(3, 0);
+  int present = 0;
+  uint64_t total = 0;
+  for (int l = 0; l < 3; ++l)
+    if (docs[l] > 0) ++present, total += bytes[l];
+  if (present == 0) return out;
+  n = std::max<int64_t>(n, present);
+  int64_t given = 0;
+  for (int l = 0; l < 3; ++l)
+    if (docs[l] > 0) out[static_cast<size_t>(l)] = 1, ++given;
+  while (given < n) {  // the next shard goes where a shard would hold the most bytes
+    int best = -1;
+    double best_load = -1;
+    for (int l = 0; l < 3; ++l) {
+      auto li = static_cast<size_t>(l);
+      if (docs[l] <= static_cast<uint64_t>(out[li])) continue;
+      double load = static_cast<double>(bytes[l]) / static_cast<double>(out[li]);
+      if (load > best_load) best = l, best_load = load;
+    }
+    if (best < 0) break;
+    ++out[static_cast<size_t>(best)];
+    ++given;
+  }
+  (void)total;
+  return out;
+}
 
 struct Key128 {
   uint64_t a, b;
@@ -103,9 +140,12 @@ void remove_stale_staging(const fs::path& out) {
   }
 }
 
-// Cuts one split's token spill into `n` shards of nearly equal token counts.
-std::vector<ShardInfo> write_shards(const std::string& staging, const std::string& split_name, int64_t n,
-                                    int token_bytes, const std::string& tok_path, const std::vector<uint64_t>& doc_lens) {
+// Cuts one (split, language) token spill into `n` shards of nearly equal token counts, numbered
+// from `first_index`.
+std::vector<ShardInfo> write_shards(const std::string& staging, const std::string& split_name, int64_t first_index,
+                                    int64_t n, int token_bytes, const std::string& tok_path,
+                                    const std::vector<uint64_t>& doc_lens, const std::vector<uint64_t>& doc_chars,
+                                    const std::string& language) {
   uint64_t total = 0;
   for (uint64_t l : doc_lens) total += l;
   std::vector<ShardInfo> out;
@@ -115,8 +155,9 @@ std::vector<ShardInfo> write_shards(const std::string& staging, const std::strin
   uint64_t done = 0;
   std::vector<int32_t> buf;
   for (int64_t s = 0; s < n; ++s) {
-    std::string path = fmt::format("{}/{}-{:05d}.ftshard", staging, split_name, s);
+    std::string path = fmt::format("{}/{}-{:05d}.ftshard", staging, split_name, first_index + s);
     ShardWriter w(path, token_bytes);
+    uint64_t chars = 0;
     uint64_t target = total * static_cast<uint64_t>(s + 1) / static_cast<uint64_t>(n);
     size_t docs_left = doc_lens.size() - d;
     size_t shards_after = static_cast<size_t>(n - s - 1);
@@ -128,11 +169,15 @@ std::vector<ShardInfo> write_shards(const std::string& staging, const std::strin
       tok.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(buf.size() * 4));
       if (!tok) throw Error(fmt::format("{}: short read", tok_path));
       w.add_document(buf.data(), buf.size());
+      chars += doc_chars[d];
       done += doc_lens[d];
       ++d;
       --docs_left;
     }
-    out.push_back(w.commit());
+    ShardInfo info = w.commit();
+    info.language = language;
+    info.characters = chars;
+    out.push_back(std::move(info));
   }
   FT_CHECK(d == doc_lens.size(), "{} documents left after cutting shards", doc_lens.size() - d);
   return out;
@@ -210,8 +255,9 @@ PrepareReport prepare_dataset(const PrepareOptions& opt) {
 
   auto t_extract = Clock::now();
   SplitAccumulator acc[2];
-  acc[0].spill = std::make_unique<SpillWriter>(staging + "/train.text");
-  acc[1].spill = std::make_unique<SpillWriter>(staging + "/validation.text");
+  const char* split_names[2] = {"train", "validation"};
+  for (int sp = 0; sp < 2; ++sp)
+    for (int l = 0; l < 3; ++l) acc[sp].spill[l] = std::make_unique<SpillWriter>(spill_path(staging, split_names[sp], l, "text"));
   std::unordered_set<Key128, Key128Hash> seen;
   LanguageStats lang_stats[3];
   const uint64_t val_cut = static_cast<uint64_t>(opt.val_fraction * 1e6);
@@ -266,12 +312,14 @@ PrepareReport prepare_dataset(const PrepareOptions& opt) {
         lang_stats[lang].documents += 1;
         lang_stats[lang].characters += chars;
         lang_stats[lang].bytes += d.text.size();
-        acc[split].spill->add(d.text, lang);
+        acc[split].lang_docs[lang] += 1;
+        acc[split].lang_bytes[lang] += d.text.size();
+        acc[split].spill[lang]->add(d.text, lang);
       }
     }
   }
-  acc[0].spill->close();
-  acc[1].spill->close();
+  for (auto& a : acc)
+    for (auto& sp : a.spill) sp->close();
   if (rep.failed_files > 0) {
     log_warn("prepare: skipped {} manual pages that groff could not render (first: {})", rep.failed_files,
              first_failure);
@@ -301,14 +349,18 @@ PrepareReport prepare_dataset(const PrepareOptions& opt) {
     TokenizerTrainOptions to;
     to.vocab_size = opt.vocab_size;
     to.seed = opt.seed;
-    SpillReader reader(staging + "/train.text");
+    int reading = 0;
+    auto reader = std::make_unique<SpillReader>(spill_path(staging, "train", 0, "text"));
     std::string doc;
     int lang = 0;
     size_t pos = std::string::npos;
     model = train_tokenizer(to, [&](std::string* line) {
       while (true) {
         if (pos == std::string::npos || pos >= doc.size()) {
-          if (!reader.next(&doc, &lang)) return false;
+          while (!reader->next(&doc, &lang)) {
+            if (++reading == 3) return false;
+            reader = std::make_unique<SpillReader>(spill_path(staging, "train", reading, "text"));
+          }
           pos = 0;
         }
         size_t eol = doc.find('\n', pos);
@@ -330,48 +382,62 @@ PrepareReport prepare_dataset(const PrepareOptions& opt) {
 
   // 3. Encode each split into a token spill (uint32) and a list of document lengths.
   auto t_enc = Clock::now();
-  const char* split_names[2] = {"train", "validation"};
-  std::vector<uint64_t> doc_lens[2];
+  std::vector<uint64_t> doc_lens[2][3], doc_chars[2][3];
   for (int s = 0; s < 2; ++s) {
-    SpillReader reader(fmt::format("{}/{}.text", staging, split_names[s]));
-    std::ofstream tok_out(fmt::format("{}/{}.tokens", staging, split_names[s]), std::ios::binary | std::ios::trunc);
-    std::vector<std::string> texts;
-    std::vector<int> langs;
-    std::string text;
-    int lang = 0;
-    bool more = true;
-    while (more) {
-      texts.clear();
-      langs.clear();
-      size_t bytes = 0;
-      while (bytes < (size_t{16} << 20) && (more = reader.next(&text, &lang))) {
-        bytes += text.size();
-        texts.push_back(std::move(text));
-        langs.push_back(lang);
+    for (int l = 0; l < 3; ++l) {
+      SpillReader reader(spill_path(staging, split_names[s], l, "text"));
+      std::ofstream tok_out(spill_path(staging, split_names[s], l, "tokens"), std::ios::binary | std::ios::trunc);
+      std::vector<std::string> texts;
+      std::string text;
+      int lang = 0;
+      bool more = true;
+      while (more) {
+        texts.clear();
+        size_t bytes = 0;
+        while (bytes < (size_t{16} << 20) && (more = reader.next(&text, &lang))) {
+          bytes += text.size();
+          texts.push_back(std::move(text));
+        }
+        if (texts.empty()) break;
+        auto ids = tok.encode_batch(texts);
+        for (size_t i = 0; i < ids.size(); ++i) {
+          ids[i].push_back(m.eos_id);
+          tok_out.write(reinterpret_cast<const char*>(ids[i].data()), static_cast<std::streamsize>(ids[i].size() * 4));
+          doc_lens[s][l].push_back(ids[i].size());
+          doc_chars[s][l].push_back(count_code_points(texts[i]));
+          acc[s].info.tokens += ids[i].size();
+          lang_stats[l].tokens += ids[i].size();
+        }
       }
-      if (texts.empty()) break;
-      auto ids = tok.encode_batch(texts);
-      for (size_t i = 0; i < ids.size(); ++i) {
-        ids[i].push_back(m.eos_id);
-        tok_out.write(reinterpret_cast<const char*>(ids[i].data()), static_cast<std::streamsize>(ids[i].size() * 4));
-        doc_lens[s].push_back(ids[i].size());
-        acc[s].info.tokens += ids[i].size();
-        lang_stats[langs[i]].tokens += ids[i].size();
-      }
+      if (!tok_out) throw Error(fmt::format("writing token spill in {} failed", staging), "is the disk full?");
+      tok_out.close();
+      fs::remove(spill_path(staging, split_names[s], l, "text"), ec);
     }
-    if (!tok_out) throw Error(fmt::format("writing token spill in {} failed", staging), "is the disk full?");
-    tok_out.close();
-    fs::remove(fmt::format("{}/{}.text", staging, split_names[s]), ec);
   }
   rep.seconds_encode = since(t_enc);
 
   // 4. Shards.
   auto t_shard = Clock::now();
   for (int s = 0; s < 2; ++s) {
-    int64_t n = s == 0 ? opt.shards : std::min<int64_t>(opt.val_shards, std::max<size_t>(doc_lens[s].size(), 1));
-    std::string tok_path = fmt::format("{}/{}.tokens", staging, split_names[s]);
-    acc[s].info.shards = write_shards(staging, split_names[s], n, m.token_bytes, tok_path, doc_lens[s]);
-    fs::remove(tok_path, ec);
+    std::vector<int64_t> per_lang = shards_per_language(s == 0 ? opt.shards : opt.val_shards, acc[s].lang_docs,
+                                                        acc[s].lang_bytes);
+    int64_t next = 0;
+    for (int l = 0; l < 3; ++l) {
+      std::string tok_path = spill_path(staging, split_names[s], l, "tokens");
+      if (per_lang[static_cast<size_t>(l)] > 0) {
+        auto shards = write_shards(staging, split_names[s], next, per_lang[static_cast<size_t>(l)], m.token_bytes,
+                                   tok_path, doc_lens[s][l], doc_chars[s][l], kLanguages[l]);
+        next += static_cast<int64_t>(shards.size());
+        acc[s].info.shards.insert(acc[s].info.shards.end(), shards.begin(), shards.end());
+      }
+      fs::remove(tok_path, ec);
+    }
+    if (next == 0) {  // an empty split (no validation documents): one empty shard, as readers expect
+      std::string empty = staging + "/empty.tokens";
+      write_file_atomic(empty, "");
+      acc[s].info.shards = write_shards(staging, split_names[s], 0, 1, m.token_bytes, empty, {}, {}, "");
+      fs::remove(empty, ec);
+    }
   }
   m.train = acc[0].info;
   m.validation = acc[1].info;

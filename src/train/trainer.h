@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -63,8 +64,19 @@ class Trainer {
 
   void run();
   StepStats step();
-  // Mean token loss over train.eval_batches validation batches.
-  double evaluate();
+  // Validation: the overall mean token loss over train.eval_batches validation batches (a
+  // mixture's: the weighted mean of its sources'), bits per character, and each source's
+  // (data.mixture sources, or the dataset's languages; data/loader.h make_validation_sources).
+  struct Evaluation {
+    double loss = NAN, bpc = NAN;
+    struct Source {
+      std::string name;
+      double loss = NAN, bpc = NAN;
+    };
+    std::vector<Source> sources;
+  };
+  Evaluation evaluate_all();
+  double evaluate() { return evaluate_all().loss; }
 
   const Config& config() const { return cfg_; }
   ParamEngine& params() { return *engine_; }
@@ -74,6 +86,7 @@ class Trainer {
 
  private:
   double forward_backward_micro_batches(const Batch& batch, float grad_factor);
+  double evaluate(DataLoader& loader);  // mean token loss of train.eval_batches batches
   // After repeated loss spikes: back to the newest valid checkpoint, keeping the data position
   // (the window since the checkpoint is skipped). False when there is no checkpoint.
   bool roll_back();
@@ -95,6 +108,7 @@ class Trainer {
   std::unique_ptr<PipelineRunner> pipeline_;
   LrSchedule schedule_;
   std::unique_ptr<DataLoader> train_data_, val_data_;
+  std::vector<ValidationSource> val_sources_;  // per-source validation (mixture sources, languages)
   Activations acts_;  // without pipeline parallelism (the runner pools its own)
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<obs::Telemetry> telemetry_;  // Prometheus endpoint, GPU health, TensorBoard
