@@ -27,6 +27,10 @@ int run_prepare(int argc, char** argv) {
   app.add_option("--gcs-endpoint", o.store.gcs_endpoint,
                  "Google Cloud Storage endpoint; default STORAGE_EMULATOR_HOST or https://storage.googleapis.com");
   app.add_flag("--force", o.force, "replace an existing dataset at --out");
+  app.add_option("--near-dup-threshold", o.near_dup_threshold,
+                 "drop documents whose 5-word shingles overlap an earlier document's by at least this Jaccard "
+                 "similarity (MinHash-LSH); 0 = keep near-duplicates")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   ft::PrepareReport r = ft::prepare_dataset(o);
   std::fputs(ft::format_report(r).c_str(), stdout);

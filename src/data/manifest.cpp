@@ -114,6 +114,7 @@ std::string DatasetManifest::to_json_text() const {
             {"token_bytes", token_bytes},
             {"splits", {{"train", split_json(train)}, {"validation", split_json(validation)}}},
             {"stats", {{"languages", langs}, {"duplicates_dropped", duplicates},
+                       {"near_duplicates_dropped", near_duplicates}, {"near_duplicate_threshold", near_dup_threshold},
                        {"invalid_utf8_replaced", invalid_utf8}, {"empty_dropped", empty}}},
             {"sources", sources}};
   return j.dump(2) + "\n";
@@ -169,6 +170,12 @@ DatasetManifest DatasetManifest::parse(const std::string& text, const std::strin
       }
     }
     if (st.contains("duplicates_dropped")) m.duplicates = r.u64(st, "duplicates_dropped", "stats");
+    if (st.contains("near_duplicates_dropped") && st["near_duplicates_dropped"].is_object()) {
+      for (auto& [lang, v] : st["near_duplicates_dropped"].items())
+        m.near_duplicates[lang] = r.u64(st["near_duplicates_dropped"], lang, "stats.near_duplicates_dropped");
+    }
+    if (st.contains("near_duplicate_threshold") && st["near_duplicate_threshold"].is_number())
+      m.near_dup_threshold = st["near_duplicate_threshold"].get<double>();
     if (st.contains("invalid_utf8_replaced")) m.invalid_utf8 = r.u64(st, "invalid_utf8_replaced", "stats");
     if (st.contains("empty_dropped")) m.empty = r.u64(st, "empty_dropped", "stats");
   }

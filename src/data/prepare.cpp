@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "data/corpus.h"
+#include "data/near_dedup.h"
 #include "data/shard.h"
 #include "data/text_normalize.h"
 #include "data/tokenizer.h"
@@ -124,6 +125,7 @@ struct Key128Hash {
 struct ExtractedDoc {
   std::string source, text;
   uint64_t invalid = 0;
+  MinHash sig;  // when near-duplicates are removed
 };
 
 void remove_stale_staging(const fs::path& out) {
@@ -259,6 +261,13 @@ PrepareReport prepare_dataset(const PrepareOptions& opt) {
   for (int sp = 0; sp < 2; ++sp)
     for (int l = 0; l < 3; ++l) acc[sp].spill[l] = std::make_unique<SpillWriter>(spill_path(staging, split_names[sp], l, "text"));
   std::unordered_set<Key128, Key128Hash> seen;
+  if (opt.near_dup_threshold < 0 || opt.near_dup_threshold > 1) {
+    throw Error(fmt::format("--near-dup-threshold {} must be in [0, 1]", opt.near_dup_threshold),
+                "0 keeps near-duplicates; 0.8 drops documents whose 5-word shingles overlap an earlier one's by 80%");
+  }
+  std::unique_ptr<NearDuplicates> near;
+  if (opt.near_dup_threshold > 0) near = std::make_unique<NearDuplicates>(NearDupOptions{.threshold = opt.near_dup_threshold});
+  m.near_dup_threshold = opt.near_dup_threshold;
   LanguageStats lang_stats[3];
   const uint64_t val_cut = static_cast<uint64_t>(opt.val_fraction * 1e6);
   const size_t kBatch = 64;
@@ -273,7 +282,8 @@ PrepareReport prepare_dataset(const PrepareOptions& opt) {
       try {
         for_each_document(f, [&](const std::string& src, std::string&& raw, uint64_t bad) {
           NormalizeResult r = normalize_document(raw);
-          docs[static_cast<size_t>(i)].push_back({src, std::move(r.text), r.invalid_utf8 + bad});
+          MinHash sig = near && !r.text.empty() ? near->signature(r.text) : MinHash{};
+          docs[static_cast<size_t>(i)].push_back({src, std::move(r.text), r.invalid_utf8 + bad, std::move(sig)});
         });
       } catch (const Error& e) {
         if (f.kind != InputKind::kManPage) failures[static_cast<size_t>(i)] = std::string(e.what()) + "\n" + e.hint();
@@ -302,8 +312,12 @@ PrepareReport prepare_dataset(const PrepareOptions& opt) {
           ++m.duplicates;
           continue;
         }
-        int split = (mix64(key.a ^ opt.seed) % 1000000) < val_cut ? 1 : 0;
         int lang = language_index(detect_language(d.text));
+        if (near && near->is_duplicate_or_add(d.sig)) {  // input order decides which copy stays
+          ++m.near_duplicates[kLanguages[lang]];
+          continue;
+        }
+        int split = (mix64(key.a ^ opt.seed) % 1000000) < val_cut ? 1 : 0;
         uint64_t chars = count_code_points(d.text);
         SplitInfo& si = acc[split].info;
         si.documents += 1;
@@ -475,6 +489,13 @@ std::string format_report(const PrepareReport& r) {
                    "sequences replaced\n",
                    r.raw_documents, m.train.documents + m.validation.documents, m.duplicates, m.empty,
                    m.invalid_utf8);
+  if (m.near_dup_threshold > 0) {
+    uint64_t total = 0;
+    std::string per;
+    for (auto& [lang, n] : m.near_duplicates) total += n, per += fmt::format(", {} {}", lang, n);
+    s += fmt::format("prepare: {} near-duplicates dropped (MinHash-LSH, Jaccard >= {} over 5-word shingles){}\n", total,
+                     m.near_dup_threshold, total ? ":" + per.substr(1) : "");
+  }
   s += fmt::format("  {:<9} {:>9} {:>12} {:>12} {:>11} {:>11}\n", "language", "documents", "bytes", "characters",
                    "tokens", "chars/token");
   for (auto& [lang, st] : m.languages) {

@@ -5,6 +5,7 @@
 // "<out>.tmp-<pid>" next to <out>:
 //   1. extract: inputs (files, directories, globs, s3:// and gs:// prefixes; default: the built-in
 //      man-page corpus) → documents, normalised (text_normalize.h), exact duplicates dropped,
+//      near-duplicates dropped (near_dedup.h, MinHash-LSH; counted per language),
 //      split into train/validation by a hash of the text (deterministic, order-independent);
 //   2. tokenizer: trained on the train split (or --tokenizer MODEL copied in);
 //   3. encode: documents in parallel (OpenMP), each followed by EOS;
@@ -37,6 +38,7 @@ struct PrepareOptions {
   std::string tokenizer;            // an existing SentencePiece model; empty = train one
   uint64_t seed = 1234;
   bool force = false;               // replace an existing dataset at out_dir
+  double near_dup_threshold = 0.8;  // MinHash-LSH Jaccard threshold of near-duplicate removal; 0 = off
   ObjectStoreOptions store;  // for s3:// and gs:// inputs
 };
 
