@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,13 @@ struct PrepareOptions {
   uint64_t seed = 1234;
   bool force = false;               // replace an existing dataset at out_dir
   double near_dup_threshold = 0.8;  // MinHash-LSH Jaccard threshold of near-duplicate removal; 0 = off
+  // Several ranks (mpirun -np N fluxtrain prepare, or --nproc N): rank 0 extracts, de-duplicates
+  // and trains the tokenizer; every rank then encodes a disjoint part of each (split, language)
+  // and writes the shards k with k % world == rank; rank 0 writes the manifest last. The output
+  // is the same, byte for byte, for any number of ranks. `sync` is a collective over the ranks:
+  // values[0] (a status, 0 = ok) becomes the maximum over the ranks, values[1..] rank 0's.
+  int rank = 0, world = 1;
+  std::function<void(std::vector<int64_t>& values)> sync;
   ObjectStoreOptions store;  // for s3:// and gs:// inputs
 };
 
@@ -49,6 +57,7 @@ struct PrepareReport {
   uint64_t raw_documents = 0;       // before dropping duplicates and empty documents
   bool trained_tokenizer = false;
   double seconds_extract = 0, seconds_tokenizer = 0, seconds_encode = 0, seconds_shard = 0, seconds_total = 0;
+  int world = 1;  // ranks that encoded and wrote shards
 };
 
 PrepareReport prepare_dataset(const PrepareOptions& opt);
