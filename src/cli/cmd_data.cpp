@@ -12,20 +12,12 @@
 #include "data/manifest.h"
 #include "data/mixture.h"
 #include "data/object_store.h"
+#include "data/shard_cache.h"
 #include "data/verify.h"
 #include "util/error.h"
 #include "util/strings.h"
 
 namespace {
-
-// A prepared dataset's manifest from a directory, or fetched from s3:// / gs:// (nothing else).
-ft::DatasetManifest load_manifest(const std::string& path, const ft::ObjectStoreOptions& store) {
-  if (!ft::ObjectUrl::is_object_url(path)) return ft::DatasetManifest::load(path);
-  ft::ObjectUrl u = ft::ObjectUrl::parse(path);
-  auto client = ft::open_object_store(u.scheme, store);
-  return ft::DatasetManifest::parse(client->get(u.bucket, u.dir_prefix() + ft::kManifestFile),
-                                    u.str() + "/" + ft::kManifestFile);
-}
 
 // `data inspect`: what the configured run will read — per source its weight, share of every
 // batch_size x 100 samples, sequences, and over train.steps the tokens it contributes and the
@@ -55,7 +47,7 @@ int inspect(const std::string& config, const std::vector<std::string>& sets) {
               "train tokens", "samples", "tokens seen", "epochs");
   for (size_t i = 0; i < sources.size(); ++i) {
     const ft::MixtureSource& s = sources[i];
-    ft::DatasetManifest m = load_manifest(s.path, store);
+    ft::DatasetManifest m = ft::load_dataset_manifest(s.path, store);
     uint64_t seqs = 0, tokens = 0;
     bool any = false;
     for (const ft::ShardInfo& sh : m.train.shards) {

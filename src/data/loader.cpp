@@ -5,6 +5,7 @@
 
 #include "data/dataset_loader.h"
 #include "data/mixture_loader.h"
+#include "data/shard_cache.h"
 #include "data/synthetic.h"
 #include "data/token_file.h"
 #include "util/error.h"
@@ -140,10 +141,8 @@ std::vector<ValidationSource> make_validation_sources(const DataConfig& data, co
     sources = parse_mixture(data.mixture, data.path);
   } else {
     DatasetLoaderOptions o = dataset_options(data, train, vocab, dp_rank, dp_size, Split::kValidation, data.path);
-    o.prefetch = 0;
-    DatasetLoader whole(o);
     std::set<std::string> langs;
-    for (const ShardInfo& s : whole.manifest().validation.shards)
+    for (const ShardInfo& s : load_dataset_manifest(data.path, o.store).validation.shards)
       if (!s.language.empty() && s.tokens > 0) langs.insert(s.language);
     if (langs.size() < 2) return out;
     for (const std::string& l : langs) sources.push_back({l, data.path, l, 0.0});

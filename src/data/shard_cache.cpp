@@ -1,6 +1,11 @@
 #include "data/shard_cache.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 
 #include "util/error.h"
@@ -10,10 +15,29 @@
 namespace ft {
 namespace fs = std::filesystem;
 
+DatasetManifest load_dataset_manifest(const std::string& path, const ObjectStoreOptions& store) {
+  if (!ObjectUrl::is_object_url(path)) return DatasetManifest::load(path);
+  ObjectUrl u = ObjectUrl::parse(path);
+  auto client = open_object_store(u.scheme, store);
+  return DatasetManifest::parse(client->get(u.bucket, u.dir_prefix() + kManifestFile), u.str() + "/" + kManifestFile);
+}
+
 ShardCache::ShardCache(const ShardCacheOptions& opt) : opt_(opt), url_(ObjectUrl::parse(opt.url)) {
   std::error_code ec;
-  fs::create_directories(opt_.dir, ec);
-  if (ec) throw Error(fmt::format("cannot create the data cache {}: {}", opt_.dir, ec.message()), "set data.cache_dir to a writable directory");
+  for (int k = 0;; ++k) {  // the first directory no other process holds
+    std::string dir = k == 0 ? opt.dir : fmt::format("{}-{}", opt.dir, k);
+    fs::create_directories(dir, ec);
+    if (ec) throw Error(fmt::format("cannot create the data cache {}: {}", dir, ec.message()), "set data.cache_dir to a writable directory");
+    int fd = ::open((dir + "/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) throw Error(fmt::format("cannot create {}/.lock: {}", dir, std::strerror(errno)), "set data.cache_dir to a writable directory");
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      lock_fd_ = fd;
+      opt_.dir = dir;
+      break;
+    }
+    ::close(fd);
+    if (k > 1024) throw Error(fmt::format("{}: every cache directory is in use", opt.dir));
+  }
   store_ = open_object_store(url_.scheme, opt_.store);
   fetcher_store_ = open_object_store(url_.scheme, opt_.store);
   // Listed without the trailing '/' (moto signs the decoded query; every store filters the same).
@@ -75,6 +99,7 @@ ShardCache::~ShardCache() {
   }
   cv_.notify_all();
   if (fetcher_.joinable()) fetcher_.join();
+  if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
 const ShardInfo& ShardCache::info(const ShardId& id) const {

@@ -44,6 +44,10 @@ struct ShardCacheOptions {
   ObjectStoreOptions store;
 };
 
+// A prepared dataset's manifest from a directory, or fetched from s3:// / gs:// (only the
+// manifest: for `data inspect` and for finding a dataset's languages).
+DatasetManifest load_dataset_manifest(const std::string& dir_or_url, const ObjectStoreOptions& store);
+
 class ShardCache {
  public:
   explicit ShardCache(const ShardCacheOptions& opt);  // fetches the manifest and tokenizer
@@ -52,7 +56,10 @@ class ShardCache {
   ShardCache& operator=(const ShardCache&) = delete;
 
   const DatasetManifest& manifest() const { return manifest_; }
-  const std::string& dir() const { return opt_.dir; }  // holds manifest.json and the tokenizer too
+  // Holds manifest.json and the tokenizer too. A directory is used by one process at a time (a
+  // lock file): another process given the same one (ranks sharing a dp index under tp or pp)
+  // takes "<dir>-1", "<dir>-2", ...
+  const std::string& dir() const { return opt_.dir; }
 
   using ShardId = std::pair<Split, int64_t>;
   // Shard i of a split, fetched (or waited for) when not cached. Throws naming the URL.
@@ -92,6 +99,7 @@ class ShardCache {
   uint64_t used_bytes_ = 0, fetched_bytes_ = 0, clock_ = 0;
   bool stop_ = false;
   std::thread fetcher_;
+  int lock_fd_ = -1;
 };
 
 }  // namespace ft

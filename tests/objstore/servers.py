@@ -239,7 +239,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         for k, v in resp.getheaders():
             if k.lower() not in ("transfer-encoding", "connection", "content-length"):
                 self.send_header(k, v)
-        self.send_header("Content-Length", str(len(data)))
+        # A HEAD response has no body but the object's length.
+        self.send_header("Content-Length", resp.getheader("Content-Length", "0") if self.command == "HEAD"
+                         else str(len(data)))
         self.end_headers()
         if drop:  # half the body, then the connection goes away
             self.wfile.write(data[:front.drop_after])

@@ -2,9 +2,10 @@
 servers (moto for S3, fake-gcs-server for GCS), compared with training from the local copy:
 
 - the losses (and validation losses) are identical, step for step;
-- each rank's data_fetched_bytes (metrics.jsonl per_rank, and fluxtrain_data_fetched_bytes_total
-  on its /metrics) equals the bytes of exactly the shards of its range, recomputed here from the
-  manifest with the lane arithmetic of docs/formats.md (SequencePlan);
+- each rank's data_fetched_bytes (metrics.jsonl per_rank; the same number feeds
+  fluxtrain_data_fetched_bytes_total on its /metrics, checked in obs_telemetry_test) equals the
+  bytes of exactly the shards of its range, recomputed here from the manifest with the lane
+  arithmetic of docs/formats.md (SequencePlan);
 - a connection dropped in the middle of each shard's first download (a front that cuts it after
   a few KiB) resumes, and nothing is fetched twice.
 
