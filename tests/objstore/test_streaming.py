@@ -5,7 +5,8 @@ servers (moto for S3, fake-gcs-server for GCS), compared with training from the 
 - each rank's data_fetched_bytes (metrics.jsonl per_rank; the same number feeds
   fluxtrain_data_fetched_bytes_total on its /metrics, checked in obs_telemetry_test) equals the
   bytes of exactly the shards of its range, recomputed here from the manifest with the lane
-  arithmetic of docs/formats.md (SequencePlan);
+  arithmetic of docs/formats.md (SequencePlan) — also for a mixture of the dataset's languages
+  (each rank fetches its range of every source);
 - a connection dropped in the middle of each shard's first download (a front that cuts it after
   a few KiB) resumes, and nothing is fetched twice.
 
@@ -29,10 +30,11 @@ STEPS, BATCH, SEQ = 6, 8, 32
 MANPAGES = ["/usr/share/man/man1/[a-b]*.gz", "/usr/share/man/ru/man1/[a-f]*.gz"]
 
 
-def ranges(manifest, seq_len, batch, world):
+def ranges(manifest, seq_len, batch, world, language=None):
     """Shards [first, last) each rank reads: batch positions [r·B/R, (r+1)·B/R) take lanes of
-    sequences [j·S/B, (j+1)·S/B), sequences numbered in shard order (docs/formats.md)."""
-    shards = manifest["splits"]["train"]["shards"]
+    sequences [j·S/B, (j+1)·S/B), sequences numbered in shard order (docs/formats.md); with a
+    language, over that language's shards only (indices into that list)."""
+    shards = [s for s in manifest["splits"]["train"]["shards"] if language in (None, s.get("language"))]
     prefix = [0]
     for s in shards:
         t = s["tokens"]
@@ -141,6 +143,22 @@ class StreamingTest(unittest.TestCase):
             self.assertIn("resuming from byte 4096", log)
         finally:
             front.stop()
+
+    def test_mixture_of_languages_from_gcs(self):
+        mix = ["--set", 'data.mixture="ru=0.5, en=0.5"']
+        local_rows, _ = self.train("local-mix", self.data, extra=mix)
+        rows, log = self.train("gcs-mix", "gs://corpus/datasets/ds", self.gcs.endpoint,
+                               {"GOOGLE_APPLICATION_CREDENTIALS": "", "GOOGLE_OAUTH_ACCESS_TOKEN": ""}, extra=mix)
+        self.assertEqual([r["loss"] for r in rows], [r["loss"] for r in local_rows])
+        self.assertEqual([r.get("val_bpc_ru") for r in rows], [r.get("val_bpc_ru") for r in local_rows])
+        want = [0, 0]
+        for lang in ("ru", "en"):
+            shards = [s for s in self.manifest["splits"]["train"]["shards"] if s.get("language") == lang]
+            for r, (a, b) in enumerate(ranges(self.manifest, SEQ, BATCH, 2, lang)):
+                want[r] += sum(s["bytes"] for s in shards[a:b])
+        self.assertEqual(rows[-1]["per_rank"]["data_fetched_bytes"], want, log[-3000:])
+        print(f"\n  mixture from GCS: final loss {rows[-1]['loss']:.6f} (local {local_rows[-1]['loss']:.6f}); "
+              f"fetched per rank {want}")
 
     def test_missing_dataset_prefix(self):
         with self.assertRaises(AssertionError) as e:
