@@ -5,7 +5,9 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 
+#include "config/key_effects.h"
 #include "dist/pipeline/pipeline_plan.h"
 #include "model/param_layout.h"
 #include "train/micro_batches.h"
@@ -111,6 +113,11 @@ Config apply_config(const KeyValues& file_kv, const std::string& path, const std
   for (auto& [k, v] : file_kv) b.set(k, v, path);
   for (auto& [k, v] : set_kv) b.set(k, v, "--set");
   if (cfg.fault.collective_timeout_s > 0) cfg.parallel.collective_timeout_s = cfg.fault.collective_timeout_s;
+  cfg.train.resolve_precision();  // decided once, at start
+  std::set<std::string> set_keys;
+  for (const KeyValues* kv : std::initializer_list<const KeyValues*>{&file_kv, &set_kv})
+    for (auto& [k, v] : *kv) set_keys.insert(k);
+  apply_key_effects(cfg, set_keys);
   cfg.validate();
   return cfg;
 }

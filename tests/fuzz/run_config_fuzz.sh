@@ -13,7 +13,8 @@ work="$build/fuzz_config"
 mkdir -p "$work"
 CXX="${FT_FUZZ_CXX:-clang++}"
 command -v "$CXX" >/dev/null || { echo "run_config_fuzz: $CXX not found (scripts/install-deps.sh installs clang)" >&2; exit 1; }
-# The config layer and what its validation calls (model shapes, micro-batches, pipeline plans).
+# The config layer and what its validation calls (model shapes, micro-batches, pipeline plans,
+# the keys' effects, train.precision = "auto").
 srcs=("$root"/src/config/config.cpp "$root"/src/util/config_binder.cpp "$root"/src/util/error.cpp
       "$root"/src/util/strings.cpp "$root"/src/util/fs.cpp "$root"/src/util/log.cpp
       "$root"/src/model/model_config.cpp "$root"/src/model/param_layout.cpp "$root"/src/tensor/tensor.cpp
@@ -22,22 +23,30 @@ srcs=("$root"/src/config/config.cpp "$root"/src/util/config_binder.cpp "$root"/s
       "$root"/src/dist/parallel_config.cpp "$root"/src/dist/pipeline/pipeline_plan.cpp
       "$root"/src/dist/pipeline/partition.cpp "$root"/src/dist/pipeline/schedule.cpp
       "$root"/src/dist/pipeline/schedule_sim.cpp "$root"/src/obs/metrics_config.cpp
-      "$root"/src/fault/fault_config.cpp "$root"/src/ckpt/ckpt_config.cpp)
+      "$root"/src/fault/fault_config.cpp "$root"/src/ckpt/ckpt_config.cpp
+      "$root"/src/config/key_effects.cpp "$root"/src/data/manifest.cpp "$root"/src/data/checksum.cpp
+      "$root"/src/kernels/cpu/native_precision.cpp "$root"/src/util/cpu_info.cpp)
 # toml++ header-only, so that its parser is instrumented (and fuzzed) with the rest; its internal
 # assertions off, as in the release library Debian ships (3.x asserts on input such as "[*a]",
 # which the release build reports as a parse error).
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -DTOML_HEADER_ONLY=1 '-DTOML_ASSERT(expr)=static_assert(true)' -I"$root/src" $(pkg-config --cflags fmt))
-libs=($(pkg-config --libs fmt))
+libs=($(pkg-config --libs fmt) -ldnnl -lxxhash)
 objs=()
 for src in "${srcs[@]}"; do
   [ -f "$src" ] || continue
   rel=${src#"$root/src/"}
   obj="$work/${rel//\//_}.o"
-  newest=$(ls -t "$src" "$root"/src/*/*.h "$root"/src/dist/pipeline/*.h | head -1 || true)  # ls may get SIGPIPE
+  newest=$(ls -t "$src" "$root"/src/*/*.h "$root"/src/dist/pipeline/*.h "$root"/src/kernels/cpu/*.h | head -1 || true)  # ls may get SIGPIPE
   if [ ! -f "$obj" ] || [ "$newest" -nt "$obj" ]; then
     echo "run_config_fuzz: compiling $rel"
-    "$CXX" "${flags[@]}" -fsanitize=fuzzer-no-link -c "$src" -o "$obj" || exit 1
+    if [ "$rel" = util/cpu_info.cpp ]; then
+      # clang does not know every __builtin_cpu_supports name gcc does (f16c, amx-bf16): the
+      # CPU probe is compiled by the project's compiler, uninstrumented (it reads no input).
+      g++ -std=c++20 -O1 -g -I"$root/src" $(pkg-config --cflags fmt) -c "$src" -o "$obj" || exit 1
+    else
+      "$CXX" "${flags[@]}" -fsanitize=fuzzer-no-link -c "$src" -o "$obj" || exit 1
+    fi
   fi
   objs+=("$obj")
 done
