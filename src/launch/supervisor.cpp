@@ -397,7 +397,25 @@ std::optional<Supervisor::Failure> Supervisor::watch(Attempt& a) {
       }
     }
     if (auto code = a.proc->poll()) {
-      if (*code == 0) return std::nullopt;
+      if (*code == 0) {
+        // Finished only when every rank said so: a launcher can exit 0 for ranks that never
+        // started (srun "task launch failed" after a requeue).
+        std::vector<int> unfinished;
+        for (int tries = 0; tries < 20; ++tries) {  // a shared filesystem may show the last beat late
+          if (tries) ::usleep(100000);
+          read_heartbeats(a);
+          unfinished.clear();
+          for (int r = 0; r < a.world; ++r) {
+            const auto& b = a.beats[static_cast<size_t>(r)];
+            if (!b || b->phase != "done") unfinished.push_back(r);
+          }
+          if (unfinished.empty()) return std::nullopt;
+        }
+        return Failure{"exit", unfinished,
+                       fmt::format("the launcher exited 0 but rank(s) {} never reported finishing training",
+                                   fmt::join(unfinished, ", ")),
+                       now, 0, true};
+      }
       return classify_exit(a, *code);
     }
     // A local rank process that vanished while the launcher still runs. The launcher gets a

@@ -414,6 +414,34 @@ case_nproc_sigterm() {
   echo "  ok: exit 4: $(grep -o 'stopped (SIGUSR1).*' log)"
 }
 
+# ---- 4: the supervisor's 0 means every rank finished ----------------------------------------------
+case_launcher_exit_zero() {
+  # The first launch exits 0 without starting a rank (as srun did after a Slurm requeue: "task
+  # launch failed", exit 0): not "training finished" — a failed attempt, restarted.
+  local real
+  real=$(command -v mpirun) || fail "mpirun not found"
+  mkdir -p bin
+  printf '#!/bin/sh\nif [ ! -e "%s/launched" ]; then : >"%s/launched"; echo "mpirun: task launch failed (injected)" >&2; exit 0; fi\nexec %s "$@"\n' \
+    "$WORK" "$WORK" "$real" >bin/mpirun
+  chmod +x bin/mpirun
+  # Nothing ran, so there is no checkpoint to restart from: the supervisor fails, naming why.
+  PATH="$WORK/bin:$PATH" expect_exit 2 "the launcher exited 0 but rank(s) 0, 1 never reported finishing training" \
+    "$FT" launch --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --nproc 2 --set parallel.dp=2 --set train.steps=5
+  # Once a checkpoint exists, the failed attempt is restarted from it and the run completes.
+  rm -rf run launched
+  : >launched
+  "$FT" launch --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --nproc 2 --set parallel.dp=2 --set train.steps=4 \
+    --set ckpt.interval=2 >log1 2>&1 || fail "launch failed: $(tail -n 5 log1)"
+  rm launched
+  PATH="$WORK/bin:$PATH" "$FT" launch --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --nproc 2 --set parallel.dp=2 \
+    --set train.steps=8 --set ckpt.interval=2 --resume auto >log 2>&1 || fail "launch --resume auto failed: $(tail -n 5 log)"
+  grep -q "supervisor: attempt 1 failed: .*the launcher exited 0 but rank(s) 0, 1 never reported finishing training" log ||
+    fail "the supervisor took an exit 0 without ranks for a finished run: $(grep supervisor: log)"
+  [ "$(tail -n 1 run/metrics.jsonl | python3 -c 'import json,sys; print(json.load(sys.stdin)["step"])')" = 8 ] ||
+    fail "the restarted attempt did not train to step 8"
+  echo "  ok: $(grep -o 'supervisor: attempt 1 failed: .*' log); attempt 2 trained steps 5..8"
+}
+
 # ---- 8: command-line parse errors, zero counts ---------------------------------------------------
 case_cli_parse_errors() {
   expect_exit 2 "fluxtrain train: The following argument was not expected: --stepz" \

@@ -79,6 +79,7 @@ ReturnToService=2
 SlurmdParameters=config_overrides
 InactiveLimit=0
 KillWait=5
+SchedulerParameters=sched_interval=2
 NodeName=$H NodeHostname=$H NodeAddr=127.0.0.1 CPUs=2 RealMemory=2000 State=UNKNOWN
 PartitionName=train Nodes=$H PriorityTier=10 PriorityJobFactor=100 Default=YES MaxTime=INFINITE State=UP
 PartitionName=validate Nodes=$H PriorityTier=1 PriorityJobFactor=1 MaxTime=INFINITE State=UP
@@ -171,4 +172,61 @@ assert r["step"] == 200 and os.path.exists(os.path.join(ckpt, "manifest.json")),
 assert math.isfinite(r["val_loss"]) and 0 < r["val_loss"] < math.log(256) - 0.2, r
 print(f"validation read {ckpt} (step {r['step']}, written by the training job): val_loss {r['val_loss']:.4f}")
 EOF
-echo "PASS: training and validation completed under Slurm; training outranked validation"
+
+# Stopping on purpose under Slurm (deploy/slurm/train.sbatch): what --signal=B:TERM@120 does before
+# the time limit — SIGTERM to the batch shell, which is the supervisor (exec) — sent now with
+# scancel --batch. Every rank checkpoints its last step and the job ends with exit code 4; the
+# requeued job (SLURM_RESTART_COUNT = 1) continues with --resume auto and completes.
+grep -q -- "--signal=B:TERM@" "$ROOT/deploy/slurm/train.sbatch" && grep -q -- "--requeue" "$ROOT/deploy/slurm/train.sbatch" ||
+  fail "train.sbatch asks for no signal before the time limit, or no requeue"
+RUN2=$D/run/stopped
+STOP=$(sbatch --parsable -n 2 -o "$D/stop.out" "$ROOT/deploy/slurm/train.sbatch" "$ROOT/configs/tiny.toml" \
+       --run-dir "$RUN2" --set parallel.dp=2 --set train.steps=1500 --set train.batch_size=8 --set ckpt.interval=500 \
+       --set train.threads=1 --set metrics.port=0 --set train.eval_interval=0)
+for _ in $(seq 600); do [ "$(state "$STOP")" = RUNNING ] && break; sleep 0.5; done
+/usr/bin/python3 - "$RUN2" <<'EOF2' || fail "the job to stop never reached step 30: $(state "$STOP")"
+import glob, json, os, sys, time
+t0 = time.time()
+while time.time() - t0 < 120:
+    steps = []
+    for p in glob.glob(os.path.join(sys.argv[1], "heartbeat", "rank-*.json")):
+        try:
+            steps.append(json.load(open(p))["step"])
+        except (OSError, ValueError, KeyError):
+            pass
+    if len(steps) == 2 and min(steps) >= 30:
+        sys.exit(0)
+    time.sleep(0.05)
+sys.exit(1)
+EOF2
+scancel --batch --signal=TERM "$STOP"
+for _ in $(seq 240); do case "$(state "$STOP")" in RUNNING|COMPLETING|PENDING|CONFIGURING) sleep 0.5;; *) break;; esac; done
+[ "$(field "$STOP" ExitCode)" = "4:0" ] || fail "the stopped job ended $(state "$STOP") with exit code $(field "$STOP" ExitCode), not 4:0"
+STOPPED_AT=$(/usr/bin/python3 -c '
+import glob, json, sys
+s = {json.load(open(p))["step"] for p in glob.glob(sys.argv[1] + "/heartbeat/rank-*.json")}
+assert len(s) == 1, s
+print(s.pop())' "$RUN2") || fail "the ranks did not stop after the same step"
+[ -f "$RUN2/checkpoints/step_$(printf %08d "$STOPPED_AT")/manifest.json" ] ||
+  fail "stopped after step $STOPPED_AT without its checkpoint: $(ls "$RUN2/checkpoints")"
+grep -o "supervisor: the job stopped[^(]*(exit 4)" "$D/stop.out" || fail "the supervisor did not report the stop"
+echo "SIGTERM to the batch shell: both ranks stopped after step $STOPPED_AT with its checkpoint; job exit code 4:0"
+# slurmd revokes the ended job's credential with a one-second resolution: a requeued job started
+# within the same second is killed ("Job credential revoked"), hence the pause before the requeue
+# and the start time set to now (without it the scheduler may wait for its next pass).
+sleep 2
+scontrol requeue "$STOP"
+scontrol update JobId="$STOP" StartTime=now 2>/dev/null || true
+for _ in $(seq 600); do
+  case "$(state "$STOP")" in COMPLETED) break;; FAILED|CANCELLED|TIMEOUT|NODE_FAIL) fail "the requeued job ended $(state "$STOP")";; esac
+  sleep 0.5
+done
+[ "$(state "$STOP")" = COMPLETED ] && [ "$(field "$STOP" ExitCode)" = "0:0" ] ||
+  fail "the requeued job did not complete: $(state "$STOP") $(field "$STOP" ExitCode)"
+grep -q "resume: loaded $RUN2/checkpoints/step_$(printf %08d "$STOPPED_AT")" "$D/stop.out" ||
+  fail "the requeued job did not resume from the stop's checkpoint"
+[ "$(tail -n 1 "$RUN2/metrics.jsonl" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["step"])')" = 1500 ] ||
+  fail "the requeued job did not train to step 1500"
+echo "requeued (restart count $(field "$STOP" Restarts)): resumed from step $STOPPED_AT and completed step 1500, exit 0:0"
+grep -o "supervisor: attempt [0-9]* failed: the launcher exited 0 but[^;]*" "$D/stop.out" || true
+echo "PASS: training and validation completed under Slurm; training outranked validation; a stop on SIGTERM and its requeue resumed"
