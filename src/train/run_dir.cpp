@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <ctime>
 #include <filesystem>
 
@@ -76,6 +77,14 @@ std::vector<std::string> claim_run_dir(const Config& cfg, bool force, RunDirUser
   }
   const std::string root = cfg.ckpt.root(dir);
   const bool outside = !cfg.ckpt.dir.empty() && has_checkpoints(root);
+  // A start that was refused (a resume it could not do, a bad cache file) may have opened its
+  // TensorBoard events or sample log before the refusal; without the config.json an accepted run
+  // writes first, they hold no run and do not stop the next start (which adds its own events file).
+  const std::vector<std::string> before_acceptance = {"tb", "samples"};
+  if (std::all_of(found.begin(), found.end(), [&](const std::string& n) {
+        return std::find(before_acceptance.begin(), before_acceptance.end(), n) != before_acceptance.end();
+      }))
+    found.clear();
   if (found.empty() && !outside) return {};
   std::vector<std::string> shown = found;
   if (outside) shown.push_back(root);

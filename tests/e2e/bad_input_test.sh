@@ -251,6 +251,11 @@ case_final_checkpoint_fails() {
 
 # ---- 7: run directories are not overwritten behind the user's back --------------------------------
 case_run_dir() {
+  # A refused start (its TensorBoard events already opened) leaves nothing that blocks the next.
+  expect_exit 2 "$WORK/nothing-here: no checkpoint found" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/fresh" "${quick[@]}" --set train.steps=1 --resume "$WORK/nothing-here"
+  [ ! -e fresh/config.json ] || fail "a refused start wrote config.json"
+  train_tiny "$WORK/fresh" --set train.steps=1
   train_tiny "$WORK/run" --set train.steps=2 --set ckpt.interval=2
   cp run/metrics.jsonl m0 && cp run/config.json c0
   expect_exit 2 "run directory $WORK/run already holds a run (config.json, metrics.jsonl, checkpoints.jsonl, checkpoints" \
