@@ -9,8 +9,10 @@
 //                     .global_batch = 64, .seed = 1234, .dp_rank = r, .dp_size = R});
 //   Batch b = dl.next();
 //   dl.opened_shards();          // the shard files this rank opened, in order
+//   dl.bytes_read();             // bytes read from them: verified shards whole, then copied tokens
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -49,6 +51,7 @@ class DatasetLoader final : public DataLoader {
   double bytes_per_token() const override { return split_info().bytes_per_token(); }
   uint64_t tokenizer_hash() const override { return manifest_.tokenizer_hash; }
   double last_wait_s() const override { return last_wait_s_; }
+  int64_t bytes_read() const override { return bytes_read_.load(std::memory_order_relaxed); }
   std::string describe() const override;
 
   const std::vector<std::string>& opened_shards() const { return opened_; }
@@ -70,6 +73,7 @@ class DatasetLoader final : public DataLoader {
   int64_t local_ = 0, first_pos_ = 0;
   LoaderState state_;
   double last_wait_s_ = 0;
+  mutable std::atomic<int64_t> bytes_read_{0};  // build() runs on the prefetch thread
 
   // Prefetch: the thread fills queue_ with batches for samples produce_next_, +B, ...
   std::thread worker_;

@@ -157,7 +157,7 @@ double batch_data_hash(const Batch& b) {
 }  // namespace
 
 StepStats Trainer::step() {
-  const double t0 = now_seconds(), cpu0 = process_cpu_seconds();
+  const double t0 = now_seconds(), cpu0 = process_cpu_seconds(), blocked0 = comm_blocked_seconds();
   const CommStats comm0 = mesh_.dp().stats(), pp0 = mesh_.pp().stats(), tp0 = mesh_.tp().stats();
   const double tokens_per_step = static_cast<double>(cfg_.train.batch_size * cfg_.train.seq_len);
   StepStats s;
@@ -191,6 +191,7 @@ StepStats Trainer::step() {
   s.tokens_per_s = tokens_per_step / s.step_s;
   s.mfu = peak_flops_ > 0 ? s.tokens_per_s * flops_per_token_ / (peak_flops_ * mesh_.world_size()) : 0;
   s.comm_wait_s = engine_->last_wait_s();
+  s.compute_s = std::max(0.0, s.step_s - s.data_wait_s - (comm_blocked_seconds() - blocked0));
   s.comm = mesh_.dp().stats() - comm0;
   s.comm_pp = mesh_.pp().stats() - pp0;
   s.comm_tp = mesh_.tp().stats() - tp0;
@@ -219,7 +220,8 @@ void Trainer::log_step(const StepStats& s) {
   nlohmann::json j = {{"step", s.step},          {"loss", s.loss},     {"lr", s.lr},
                       {"grad_norm", s.grad_norm}, {"tokens", s.tokens}, {"tokens_per_s", s.tokens_per_s},
                       {"step_s", s.step_s},      {"mfu", s.mfu},       {"data_wait_s", s.data_wait_s},
-                      {"comm_wait_s", s.comm_wait_s}, {"data_hash", s.data_hash}, {"cpu_s", s.cpu_s}};
+                      {"comm_wait_s", s.comm_wait_s}, {"data_hash", s.data_hash}, {"cpu_s", s.cpu_s},
+                      {"compute_s", s.compute_s}, {"data_read_bytes", train_data_->bytes_read()}};
   telemetry_->on_step({.step = s.step, .loss = s.loss, .lr = s.lr, .grad_norm = s.grad_norm,
                        .tokens = cfg_.train.batch_size * cfg_.train.seq_len, .tokens_per_s = s.tokens_per_s,
                        .step_s = s.step_s, .mfu = peak_flops_ > 0 ? s.mfu : NAN, .data_wait_s = s.data_wait_s,
@@ -267,7 +269,9 @@ void Trainer::add_rank_metrics(const StepStats& s, nlohmann::json& j) {
   const int64_t pp_bytes = s.comm_pp.bytes_sent[static_cast<size_t>(CollKind::kSendRecv)];
   std::vector<std::pair<std::string, double>> values = {
       {"mem_parameters_bytes", mem.peak(MemCategory::kParameters)},
-      {"mem_activations_bytes", mem.peak(MemCategory::kActivations)}};
+      {"mem_activations_bytes", mem.peak(MemCategory::kActivations)},
+      {"compute_s", s.compute_s},
+      {"data_read_bytes", static_cast<double>(train_data_->bytes_read())}};
   if (pipeline_) {
     values.insert(values.end(), {{"pp_send_bytes", pp_bytes},
                                  {"pp_in_flight", s.pipeline.max_in_flight},
