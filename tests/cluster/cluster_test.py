@@ -2,6 +2,11 @@
 `fluxtrain launch --hosts` (OpenMPI's TCP transport over the links). Each scenario makes its own
 cluster (tests/cluster/netns_cluster.py) and removes it, also when it fails.
 
+  host_lost_elastic   a host lost mid-run (link down, every process killed) with fault.elastic:
+              named, marked bad, dp 4 -> 3 on the others; losses vs an uninterrupted dp 3 run (1e-4),
+              every sample read once, recovery time printed, nothing left running
+  host_lost_wait      the same without elastic: the supervisor waits for the host, which returns;
+              resumed bit-identically to an uninterrupted run
   parity      4 hosts: dp4, dp2 x tp2, dp2 x pp2, tp2 x pp2 (sequence parallel) with 4 ranks, and
               dp2 x tp2 x pp2 with 8 (2 slots a host) train the losses of one process (1e-5 rel.);
               every rank reads only its range of a real dataset (per-host bytes printed and
@@ -122,6 +127,139 @@ def scenario_parity(c):
                 if b >= 0.75 * ref_bytes:
                     fail(f"{name}: rank {r} on {hosts[r]} read {b} bytes, as much as one process reading "
                          f"everything ({ref_bytes}): it did not read only its range")
+
+
+# Fault scenarios: the tiny model on synthetic data, dp 4 (one rank a host), batch 12 (so 3 hosts
+# can carry dp 3), checkpoints every 5 steps, small timeouts so a failure shows within seconds.
+FAULT_STEPS, FAULT_BATCH = 60, 12
+FAULT = ["parallel.dp=4", f"train.steps={FAULT_STEPS}", "train.threads=1", "train.eval_interval=0",
+         f"train.batch_size={FAULT_BATCH}", "ckpt.interval=5", "ckpt.keep=3", "fault.record_samples=true",
+         "metrics.port=0", "fault.collective_timeout_s=3", "fault.heartbeat_timeout_s=8",
+         "fault.startup_timeout_s=60", "fault.stop_grace_s=3", "fault.max_restarts=2", "fault.host_max_failures=1"]
+
+
+def local_reference(name, dp):
+    """An uninterrupted run on this machine (mpirun, no cluster): what the faulted runs must match."""
+    import subprocess
+    run_dir = os.path.join(WORK, name)
+    args = [FT, "train", "--config", CONFIG, "--run-dir", run_dir, "--nproc", str(dp)]
+    for s in FAULT + [f"parallel.dp={dp}"]:
+        args += ["--set", s]
+    p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+    if p.returncode != 0:
+        fail(f"{name}: reference run failed:\n{p.stdout[-3000:]}")
+    return run_dir
+
+
+def check_no_leftovers(c, hosts):
+    """Nothing of the job outlives it: only sshd runs on the hosts afterwards."""
+    deadline = time.time() + 15
+    while True:
+        left = [(c.hosts[i], pid, cmd) for i in hosts for pid, cmd in c.processes(i) if "sshd" not in cmd]
+        if not left:
+            return
+        if time.time() > deadline:
+            fail("processes left on the hosts after the job ended: " + "; ".join(f"{h} {p} {cmd[:80]}"
+                                                                             for h, p, cmd in left))
+        time.sleep(0.2)
+
+
+def lose_host(c, run, lost=2):
+    """Host `lost` goes away at step 12: its link down, then every process on it killed."""
+    run.wait_for_step(12, 4)
+    t = time.time()
+    c.kill_host(lost)
+    print(f"host {c.hosts[lost]} lost at step >= 12: link down, every process killed", flush=True)
+    return t
+
+
+def check_named(run_dir, host):
+    from cluster_lib import events
+    ev = events(run_dir)
+    failures = [e for e in ev if e["event"] == "failure"]
+    if not failures or failures[0].get("host") != host:
+        fail(f"the first failure is not attributed to {host}: {failures[:1]}")
+    print(f"supervisor: {failures[0]['kind']} named {host} ({failures[0]['detail'][:120]})", flush=True)
+    return ev
+
+
+def print_recovery(run_dir, label, hurt_at):
+    from fault_lib import recovery_times
+    rec = recovery_times(run_dir)
+    if not rec:
+        fail(f"{label}: no recovery recorded in supervisor.jsonl")
+    kind, s, at = rec[0]
+    print(f"RECOVERY {label}: {s:.2f} s from detection ({kind}) to the first step after the restart; "
+          f"{at - hurt_at:.2f} s from the moment the host was lost", flush=True)
+
+
+def scenario_host_lost_elastic(c):
+    """fault.elastic: the lost host is named and marked bad; training goes on at dp 3 on the other
+    three hosts from the last checkpoint (resharded); losses within 1e-4 of an uninterrupted dp 3 run;
+    every sample read exactly once."""
+    from fault_lib import check_samples
+    ref = local_reference("reference_dp3", 3)
+    run_dir = os.path.join(WORK, "elastic")
+    run = Launch(c, FT, CONFIG, run_dir, FAULT + ["fault.elastic=true"])
+    hurt = lose_host(c, run)
+    rc = run.wait(300)
+    out = run.output()
+    if rc != 0:
+        fail(f"launch exited {rc}:\n{out[-5000:]}")
+    lost = c.hosts[2]
+    ev = check_named(run_dir, lost)
+    if not any(e["event"] == "host_bad" and e["host"] == lost for e in ev):
+        fail(f"{lost} was not marked bad: {[e for e in ev if e['event'] == 'host_bad']}")
+    if not any(e["event"] == "shrink" and e["from_dp"] == 4 and e["to_dp"] == 3 for e in ev):
+        fail("no shrink from dp 4 to dp 3 in supervisor.jsonl")
+    last_start = [e for e in ev if e["event"] == "start"][-1]
+    if lost in last_start["command"] or last_start["world_size"] != 3:
+        fail(f"the last attempt still uses {lost} or not 3 ranks: {last_start['command'][:300]}")
+    compare_losses(ref, run_dir, "elastic dp 4 -> 3 vs uninterrupted dp 3", FAULT_STEPS, 1e-4)
+    check_samples(run_dir, FAULT_STEPS, batch=FAULT_BATCH)
+    print_recovery(run_dir, "host lost, elastic dp 4 -> 3", hurt)
+    check_no_leftovers(c, [0, 1, 3])
+
+
+def scenario_host_lost_wait(c):
+    """Without elastic: the supervisor names the lost host, waits for it to come back (the test brings
+    it back after 8 s), and resumes on all four hosts bit-identically to an uninterrupted run."""
+    from fault_lib import check_losses_identical, check_samples
+    ref = local_reference("reference_dp4", 4)
+    run_dir = os.path.join(WORK, "wait")
+    run = Launch(c, FT, CONFIG, run_dir, FAULT + ["fault.elastic=false", "fault.host_wait_s=120"])
+    hurt = lose_host(c, run)
+    lost = c.hosts[2]
+    t0 = time.time()
+    while "waiting up to" not in run.output():
+        if time.time() - t0 > 60 or run.p.poll() is not None:
+            fail("the supervisor did not start waiting for the lost host:\n" + run.output()[-5000:])
+        time.sleep(0.2)
+    time.sleep(8)
+    c.restore_host(2)
+    print(f"host {lost} is back (sshd, link up) {time.time() - hurt:.1f} s after it was lost", flush=True)
+    rc = run.wait(300)
+    if rc != 0:
+        fail(f"launch exited {rc}:\n{run.output()[-5000:]}")
+    ev = check_named(run_dir, lost)
+    if not any(e["event"] == "host_back" and e["host"] == lost for e in ev):
+        fail(f"no host_back event for {lost}")
+    if any(e["event"] in ("host_bad", "shrink") for e in ev):
+        fail("without fault.elastic no host may be dropped")
+    check_losses_identical(ref, run_dir, FAULT_STEPS)
+    check_samples(run_dir, FAULT_STEPS, batch=FAULT_BATCH)
+    print_recovery(run_dir, "host lost and back, same layout", hurt)
+    check_no_leftovers(c, [0, 1, 2, 3])
+
+
+def compare_losses(ref_dir, run_dir, name, steps, tol):
+    a, b = metrics_by_step(ref_dir), metrics_by_step(run_dir)
+    worst = max(rel(b[s]["loss"], a[s]["loss"]) for s in range(1, steps + 1))
+    if worst > tol:
+        bad = [s for s in range(1, steps + 1) if rel(b[s]["loss"], a[s]["loss"]) > tol]
+        fail(f"{name}: losses differ by up to {worst:.2e} (> {tol}) at steps {bad[:10]}")
+    print(f"{name}: all {steps} losses within {worst:.1e} (tolerance {tol})", flush=True)
 
 
 def main():
