@@ -16,6 +16,9 @@
 #include "fault/heartbeat.h"
 #include "launch/ckpt_probe.h"
 #include "launch/process.h"
+#include "launch/stacks.h"
+#include "obs/goodput.h"
+#include "obs/metrics_log.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -33,6 +36,8 @@ void on_signal(int sig) {
 
 constexpr double kPollS = 0.05;
 constexpr double kLauncherGraceS = 2;  // after a rank vanished: time for the launcher to report
+constexpr double kReportGraceS = 1.5;  // after a rank reported a failure: time for the others to
+constexpr double kStackTimeoutS = 30;  // bound on reading one rank's stacks
 
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
@@ -190,7 +195,9 @@ std::unique_ptr<Supervisor::Attempt> Supervisor::start_attempt(
   std::vector<std::string> env = {
       "FLUXTRAIN_HEARTBEAT_DIR=" + std::filesystem::absolute(hb_dir_).string(),
       fmt::format("FLUXTRAIN_ATTEMPT={}", a->number),
-      fmt::format("FLUXTRAIN_RESTARTS={}", a->number - 1)};
+      fmt::format("FLUXTRAIN_RESTARTS={}", a->number - 1),
+      fmt::format("FLUXTRAIN_JOB_STARTED_AT={:.6f}", job_started_),
+      fmt::format("FLUXTRAIN_PRODUCTIVE_S={:.6f}", resume.empty() ? 0.0 : productive_before_)};
   if (after) {
     env.push_back(fmt::format("FLUXTRAIN_FAILURE_DETECTED_AT={:.6f}", after->detected_at));
     a->recover_from = after->detected_at;
@@ -239,9 +246,11 @@ void Supervisor::read_heartbeats(Attempt& a) {
 int Supervisor::host_of(const Attempt& a, int rank) const {
   // The host the rank itself reported (its host name), when it is one of ours; else where the
   // launcher placed it (slots in order over the good hosts, as mpirun --map-by slot does).
+  // (Several local entries stand for one machine and share its host name: then only the slots say.)
   if (rank >= 0 && rank < a.world && a.beats[static_cast<size_t>(rank)]) {
     int h = host_index(a.beats[static_cast<size_t>(rank)]->host);
-    if (h >= 0 && (launcher_ == Launcher::kSrun || !hosts_[static_cast<size_t>(h)].local)) return h;
+    const auto locals = std::count_if(hosts_.begin(), hosts_.end(), [](const Host& x) { return x.local; });
+    if (h >= 0 && (launcher_ == Launcher::kSrun || !hosts_[static_cast<size_t>(h)].local || locals == 1)) return h;
   }
   std::vector<Host> good;
   std::vector<int> index;
@@ -270,6 +279,65 @@ void Supervisor::write_ranks_json(const Attempt& a) {
   write_file_atomic(run_dir_ + "/ranks.json", j.dump(2) + "\n");
 }
 
+std::optional<Supervisor::Failure> Supervisor::reported_failure(Attempt& a) {
+  auto failed = [&] {
+    std::vector<const HeartbeatRecord*> out;
+    for (const auto& b : a.beats)
+      if (b && b->phase == "failed") out.push_back(&*b);
+    return out;
+  };
+  if (failed().empty()) return std::nullopt;
+  const double first = unix_seconds();
+  // Every rank waiting on the same dead or stuck peer times out within moments: let them report,
+  // so the peer that stays silent is the one to blame.
+  while (unix_seconds() - first < kReportGraceS && failed().size() < a.beats.size()) {
+    ::usleep(100000);
+    read_heartbeats(a);
+  }
+  std::vector<std::string> reports;
+  for (const HeartbeatRecord* b : failed()) reports.push_back(b->detail);
+  Failure f = diagnose(a, reports);
+  f.detected_at = first;
+  f.exit_code = kExitCommFailure;
+  if (f.kind == "exit") {
+    f.kind = "comm_failure";
+    f.detail = reports.front();
+  }
+  dump_stacks_of(a, f.kind);
+  return f;
+}
+
+void Supervisor::dump_stacks_of(const Attempt& a, const std::string& why) {
+  std::vector<RankProcess> ranks;
+  const std::string me = this_host();
+  for (const auto& b : a.beats)
+    if (b) ranks.push_back({.rank = b->rank, .host = b->host, .pid = b->pid, .local = b->host == me});
+  if (ranks.empty()) return;
+  const std::string dir = fmt::format("{}/stacks/attempt-{}", run_dir_, a.number);
+  log_info("supervisor: reading the stacks of {} rank(s) before stopping the job ({}) into {}", ranks.size(), why,
+           dir);
+  const double t0 = unix_seconds();
+  std::vector<std::string> lines = dump_stacks(ranks, dir, kStackTimeoutS);
+  for (const std::string& l : lines) log_info("supervisor: stacks: {}", l);
+  event({{"event", "stacks"}, {"attempt", a.number}, {"dir", dir}, {"why", why}, {"seconds", unix_seconds() - t0}});
+}
+
+std::string Supervisor::goodput_summary(nlohmann::json& e) const {
+  double productive = 0;
+  try {
+    productive = obs::productive_seconds(obs::read_metrics_jsonl(run_dir_ + "/metrics.jsonl"));
+  } catch (const Error&) {
+    return "goodput unknown (no readable metrics.jsonl)";
+  }
+  const double wall = unix_seconds() - job_started_;
+  const double ratio = wall > 0 ? std::min(1.0, productive / wall) : 0;
+  e["goodput"] = ratio;
+  e["productive_s"] = productive;
+  e["wall_s"] = wall;
+  return fmt::format("goodput {:.3f}: {:.1f} s of productive training in {:.1f} s since the job began", ratio,
+                     productive, wall);
+}
+
 int Supervisor::host_index(const std::string& name) const {
   for (size_t h = 0; h < hosts_.size(); ++h)
     if (hosts_[h].name == name) return static_cast<int>(h);
@@ -281,7 +349,7 @@ int Supervisor::failed_host(const Attempt& a, const Failure& f) const {
   return f.ranks.empty() ? -1 : host_of(a, f.ranks.front());
 }
 
-Supervisor::Failure Supervisor::diagnose(const Attempt& a) const {
+Supervisor::Failure Supervisor::diagnose(const Attempt& a, const std::vector<std::string>& reports) const {
   Failure f;
   f.detected_at = unix_seconds();
   f.kind = "exit";
@@ -308,7 +376,9 @@ Supervisor::Failure Supervisor::diagnose(const Attempt& a) const {
   };
   std::set<int> named, reporters;  // over every timeout line: ranks blamed, ranks that timed out
   std::string error_line;
-  for (const std::string& line : a.proc->recent_lines()) {
+  std::vector<std::string> lines = a.proc->recent_lines();
+  lines.insert(lines.end(), reports.begin(), reports.end());
+  for (const std::string& line : lines) {
     std::smatch m;
     if (std::regex_search(line, m, never_arrived)) {
       for (int r : numbers(m[1].str())) named.insert(r);
@@ -394,6 +464,7 @@ std::optional<Supervisor::Failure> Supervisor::watch(Attempt& a) {
       all_reported &= b.has_value();
       all_ready &= b.has_value() && b->phase != "starting";
     }
+    if (auto f = reported_failure(a)) return f;
     if (all_reported && !a.ranks_written) {
       write_ranks_json(a);
       a.ranks_written = true;
@@ -481,6 +552,7 @@ std::optional<Supervisor::Failure> Supervisor::watch(Attempt& a) {
         if (!a.beats[static_cast<size_t>(r)] ||
             a.beats[static_cast<size_t>(r)]->phase == "starting")
           missing.push_back(r);
+      dump_stacks_of(a, "slow start");
       return make_failure(
           "startup_timeout",
           missing,
@@ -492,6 +564,7 @@ std::optional<Supervisor::Failure> Supervisor::watch(Attempt& a) {
     }
     if (all_ready && now - std::max(a.last_change, a.all_ready_at) > fc.heartbeat_timeout_s) {
       std::vector<int> culprits = stopped_ranks();
+      dump_stacks_of(a, "no progress");
       int64_t min_step = INT64_MAX;
       for (const auto& b : a.beats) min_step = std::min(min_step, b->step);
       return make_failure(
@@ -631,6 +704,7 @@ int Supervisor::run() {
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   std::filesystem::create_directories(run_dir_);
+  job_started_ = unix_seconds();
   const FaultConfig& fc = cfg_.fault;
   int64_t dp = cfg_.parallel.dp;
   int restarts = 0;
@@ -678,7 +752,9 @@ int Supervisor::run() {
                    s.push_back(fmt::format("{:.2f} s ({})", r.seconds, r.failure));
                  return fmt::format("{}", fmt::join(s, ", "));
                }()));
-      event({{"event", "finished"}, {"attempt", attempt->number}, {"restarts", restarts}});
+      nlohmann::json done = {{"event", "finished"}, {"attempt", attempt->number}, {"restarts", restarts}};
+      log_info("supervisor: {}", goodput_summary(done));
+      event(done);
       return 0;
     }
     int fh = failed_host(*attempt, *f);
@@ -772,6 +848,11 @@ int Supervisor::run() {
                 "recovered from");
     }
     const ProbedCheckpoint* ckpt = &*probe.newest;
+    productive_before_ = 0;  // the steps up to the checkpoint count; those after it are lost
+    try {
+      productive_before_ = obs::productive_seconds(obs::read_metrics_jsonl(run_dir_ + "/metrics.jsonl"), ckpt->step);
+    } catch (const Error&) {
+    }
     ++restarts;
     resume_dir = ckpt->dir;
     expect_step = ckpt->step;

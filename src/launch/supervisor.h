@@ -68,7 +68,13 @@ class Supervisor {
   std::optional<Failure> classify_exit(Attempt& a, int code);
   // What the launcher's output says went wrong: the ranks a timed-out rank named, a host whose
   // daemon was lost or that ssh could not reach, a rank the launcher saw die ("exit": nothing).
-  Failure diagnose(const Attempt& a) const;
+  // `reports`: the ranks' own failure reports (heartbeat phase "failed"), read with the output.
+  Failure diagnose(const Attempt& a, const std::vector<std::string>& reports = {}) const;
+  // A rank reported a communication failure (fault/heartbeat.h): wait a moment for the others'
+  // reports, diagnose, read every rank's stack. nullopt: nobody reported.
+  std::optional<Failure> reported_failure(Attempt& a);
+  // Every rank's stacks into <run_dir>/stacks/attempt-N/ (launch/stacks.h).
+  void dump_stacks_of(const Attempt& a, const std::string& why);
   static Failure make_failure(std::string kind, std::vector<int> ranks, std::string detail, double detected_at,
                               int exit_code, bool restartable);
   int host_index(const std::string& name) const;            // -1: not one of ours
@@ -99,6 +105,11 @@ class Supervisor {
   std::string run_dir_, hb_dir_;
   std::vector<RecoveryRecord> recoveries_;
   int attempts_ = 0;
+  double job_started_ = 0;       // Unix seconds: goodput counts from here (obs/goodput.h)
+  double productive_before_ = 0;  // productive seconds up to the checkpoint the next attempt resumes
+  // "goodput 0.83: 52.1 s of training in 62.8 s since the job began" from metrics.jsonl; also into
+  // the event `e`.
+  std::string goodput_summary(nlohmann::json& e) const;
 };
 
 }  // namespace ft

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "ckpt/checkpointer.h"
+#include "fault/heartbeat.h"
 #include "fault/training_faults.h"
 #include "kernels/peak.h"
 #include "model/activation_sizes.h"
@@ -91,6 +92,7 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
   faults_ = std::make_unique<TrainingFaults>(cfg_.fault, t.run_dir, mesh_.world_rank(), dp_rank, local_batch_,
                                              &telemetry_->registry());
   if (faults_->restarts() > 0) telemetry_->set_restarts(faults_->restarts());
+  if (mesh_.world_size() > 1) telemetry_->set_rank_hosts(gather_strings(mesh_.world(), this_host()));
   flops_per_token_ = cfg_.model.train_flops_per_token(t.seq_len);
   // MFU's denominator: this machine's GEMM peak at this rank's threads and precision, measured
   // once (by rank 0, while the others wait) and recorded in the peak file (kernels/peak.h).
@@ -246,6 +248,7 @@ void Trainer::log_step(const StepStats& s) {
     auto cat = static_cast<MemCategory>(c);
     if (mem.peak(cat) > 0) j[std::string("mem_") + mem_category_name(cat) + "_bytes"] = mem.peak(cat);
   }
+  j["goodput"] = telemetry_->goodput();
   j["mem_peak_bytes"] = mem.total_peak();
   j["rss_peak_bytes"] = process_peak_rss_bytes();
   if (mesh_.world_size() > 1) add_rank_metrics(s, j);
@@ -285,6 +288,14 @@ void Trainer::add_rank_metrics(const StepStats& s, nlohmann::json& j) {
     values.push_back({"tp_bytes", tp_bytes});
   }
   nlohmann::json r = gather_per_rank(mesh_.world(), values);
+  if (mesh_.world_rank() == 0) {  // stragglers: named in the log, Prometheus and here
+    obs::StragglerReport rep = telemetry_->on_rank_compute(s.step, r["compute_s"].get<std::vector<double>>());
+    if (!rep.current.empty()) {
+      j["stragglers"] = nlohmann::json::array();
+      for (const obs::Straggler& x : rep.current) j["stragglers"].push_back(obs::to_json(x));
+      j["straggler_cost_s"] = rep.cost_s;
+    }
+  }
   if (pipeline_) {
     add_bubble_metrics(r, j);
     r.erase("pp_start");  // absolute clock readings: only their differences mean something

@@ -7,6 +7,10 @@ cluster (tests/cluster/netns_cluster.py) and removes it, also when it fails.
               every sample read once, recovery time printed, nothing left running
   host_lost_wait      the same without elastic: the supervisor waits for the host, which returns;
               resumed bit-identically to an uninterrupted run
+  hang_stacks         a rank stopped on host 2: named, every rank's stacks (all threads, symbolised)
+              read into the run directory before the job is stopped, restart, bit-identical
+  straggler           host 2 limited to 2% of a CPU mid-run: its rank named (log, metrics.jsonl,
+              Prometheus) within a few steps with its cost, nobody else; goodput exported
   parity      4 hosts: dp4, dp2 x tp2, dp2 x pp2, tp2 x pp2 (sequence parallel) with 4 ranks, and
               dp2 x tp2 x pp2 with 8 (2 slots a host) train the losses of one process (1e-5 rel.);
               every rank reads only its range of a real dataset (per-host bytes printed and
@@ -251,6 +255,112 @@ def scenario_host_lost_wait(c):
     check_samples(run_dir, FAULT_STEPS, batch=FAULT_BATCH)
     print_recovery(run_dir, "host lost and back, same layout", hurt)
     check_no_leftovers(c, [0, 1, 2, 3])
+
+
+def scenario_hang_stacks(c):
+    """A rank stops (SIGSTOP) on host 2 mid-run: the others' collectives time out and report it; the
+    supervisor names rank 2 on its host, reads every rank's stacks (all threads, symbolised, over
+    ssh for remote hosts) into the run directory before it ends the job, restarts, and the run
+    finishes bit-identically to an uninterrupted one."""
+    import glob
+    import signal
+    from fault_lib import check_losses_identical, check_samples
+    ref = local_reference("reference_dp4", 4)
+    run_dir = os.path.join(WORK, "hang")
+    run = Launch(c, FT, CONFIG, run_dir, FAULT)
+    hb = run.wait_for_step(12, 4)
+    victim = [r for r in hb.values() if r["host"] == c.hosts[2]][0]
+    hurt = time.time()
+    os.kill(victim["pid"], signal.SIGSTOP)
+    print(f"SIGSTOP to rank {victim['rank']} on {victim['host']} (pid {victim['pid']})", flush=True)
+    rc = run.wait(300)
+    if rc != 0:
+        fail(f"launch exited {rc}:\n{run.output()[-5000:]}")
+    ev = check_named(run_dir, c.hosts[2])
+    failure = [e for e in ev if e["event"] == "failure"][0]
+    if failure["ranks"] != [victim["rank"]]:
+        fail(f"the failure names ranks {failure['ranks']}, not the stopped rank {victim['rank']}")
+    files = sorted(glob.glob(os.path.join(run_dir, "stacks", "attempt-1", "rank-*.txt")))
+    if len(files) != 4:
+        fail(f"expected the stacks of 4 ranks in {run_dir}/stacks/attempt-1, found {files}")
+    for f in files:
+        with open(f) as fh:
+            text = fh.read()
+        threads = text.count("\nThread ")
+        # Symbolised: our own frames by name (the training thread's step loop or a collective).
+        if threads < 2 or "ft::" not in text:
+            fail(f"{f}: {threads} thread(s), frames named ft::... {'present' if 'ft::' in text else 'absent'}:\n"
+                 + text[:2000])
+        first = [l for l in text.splitlines() if "ft::" in l][:1]
+        print(f"{os.path.basename(f)}: {threads} threads, e.g. {first[0].strip()[:110] if first else ''}", flush=True)
+    check_losses_identical(ref, run_dir, FAULT_STEPS)
+    check_samples(run_dir, FAULT_STEPS, batch=FAULT_BATCH)
+    print_recovery(run_dir, "rank stopped on a remote host (stacks read first)", hurt)
+    check_no_leftovers(c, [0, 1, 2, 3])
+
+
+def scenario_straggler(c):
+    """Host 2 gets 2% of a CPU at step 15 (cgroup quota): its rank is named a straggler within a
+    few steps — in the log, in metrics.jsonl and as fluxtrain_straggler_slowdown on rank 0's /metrics —
+    with what it costs the job; nobody else is named; goodput is exported and reported."""
+    from cluster_lib import events
+    steps, limited_at = 60, 15
+    run_dir = os.path.join(WORK, "straggler")
+    # Steps of ~0.1 s of compute, so the shared machine's noise stays well below the factor 2 that
+    # makes a rank slow; 4 slow steps of 5 name it.
+    sets = ["parallel.dp=4", f"train.steps={steps}", "train.threads=1", "train.eval_interval=0", "train.batch_size=8",
+            "train.seq_len=256", "metrics.enabled=true", "metrics.port=9450", "metrics.straggler_factor=2",
+            "metrics.straggler_min_steps=4", "fault.startup_timeout_s=60", "fault.heartbeat_timeout_s=60"]
+    run = Launch(c, FT, CONFIG, run_dir, sets)
+    hb = run.wait_for_step(limited_at, 4, timeout=180)
+    slow_rank = [r["rank"] for r in hb.values() if r["host"] == c.hosts[2]][0]
+    at_step = max(r["step"] for r in hb.values())
+    c.cpu_limit(2, 0.02)
+    print(f"host {c.hosts[2]} (rank {slow_rank}) limited to 0.02 CPU after step {at_step}", flush=True)
+    # While it lasts, rank 0's endpoint (on host 0) carries the straggler's slowdown.
+    scrape = ("import urllib.request,sys\n"
+              "t=urllib.request.urlopen('http://127.0.0.1:9450/metrics',timeout=5).read().decode()\n"
+              "print('\\n'.join(l for l in t.splitlines() if l.startswith('fluxtrain_straggler') or "
+              "l.startswith('fluxtrain_goodput')))")
+    series = ""
+    t0 = time.time()
+    while "fluxtrain_straggler_slowdown{" not in series and time.time() - t0 < 120 and run.p.poll() is None:
+        time.sleep(0.5)
+        series = c.run(0, [sys.executable, "-c", scrape], check=False)
+    rc = run.wait(300)
+    if rc != 0:
+        fail(f"launch exited {rc}:\n{run.output()[-5000:]}")
+    out = run.output()
+    named = [l for l in out.splitlines() if "straggler: rank" in l]
+    if not named:
+        fail("no straggler named in the log:\n" + out[-4000:])
+    print("log: " + named[0].strip(), flush=True)
+    others = [l for l in named if f"rank {slow_rank} on {c.hosts[2]}" not in l]
+    if others:
+        fail(f"only rank {slow_rank} on {c.hosts[2]} may be named, also: {others}")
+    rows = raw_metrics(run_dir)
+    first = [r for r in rows if r.get("stragglers")]
+    if not first or [x["rank"] for x in first[0]["stragglers"]] != [slow_rank]:
+        fail(f"metrics.jsonl: stragglers {first[0]['stragglers'] if first else None}")
+    delay = first[0]["step"] - at_step
+    if delay > 10:
+        fail(f"named at step {first[0]['step']}, {delay} steps after the CPU limit (at most 10 expected)")
+    cost = sum(r.get("straggler_cost_s", 0) for r in rows)
+    step_s = sum(r["step_s"] for r in rows if r.get("stragglers"))
+    x = first[-1]["stragglers"][0]  # the last step it was a straggler
+    print(f"metrics.jsonl: named at step {first[0]['step']} ({delay} steps after the limit), slowdown "
+          f"{x['slowdown']:.2f}x, the job waited {cost:.2f} s for it ({100 * cost / step_s:.0f}% of those steps' time)",
+          flush=True)
+    if "fluxtrain_straggler_slowdown{" not in series or f'straggler_rank="{slow_rank}"' not in series:
+        fail(f"rank 0's /metrics has no straggler series for rank {slow_rank}:\n{series}")
+    print("prometheus: " + " | ".join(l for l in series.splitlines() if "slowdown{" in l or "seconds_total{" in l),
+          flush=True)
+    goodput = rows[-1].get("goodput")
+    fin = [e for e in events(run_dir) if e["event"] == "finished"][0]
+    if not (goodput and 0 < goodput <= 1 and 0 < fin["goodput"] <= 1):
+        fail(f"goodput {goodput} (metrics.jsonl), {fin.get('goodput')} (supervisor)")
+    print(f"goodput: {goodput:.3f} (rank 0 at its last step), {fin['goodput']:.3f} over the whole job "
+          f"(supervisor: {fin['productive_s']:.1f} s productive of {fin['wall_s']:.1f} s)", flush=True)
 
 
 def compare_losses(ref_dir, run_dir, name, steps, tol):

@@ -137,7 +137,7 @@ def remove_stale():
 
 
 class Cluster:
-    def __init__(self, n, workdir, owner_pid=None):
+    def __init__(self, n, workdir, owner_pid=None, aliases=0):
         if n < 1 or n > 200:
             raise ValueError(f"hosts: {n}, expected 1..200")
         self.n = n
@@ -150,6 +150,10 @@ class Cluster:
         self.hostfile = os.path.join(self.dir, "hosts.txt")
         self.sshd_pid = [None] * n
         self.shaping = None
+        # Extra names of each host (<host>a0, <host>a1, ...): a host file listing several of them
+        # starts that many ranks on one host, each through its own ssh session as on separate
+        # hosts (the kernel's scheduler then treats them alike: autogroups are per session).
+        self.aliases = [[f"{h}a{k}" for k in range(aliases)] for h in self.hosts]
         self._up = False
 
     # ---------------------------------------------------------------- lifetime
@@ -239,8 +243,8 @@ class Cluster:
         with open(f"{d}/host_ed25519.pub") as f:
             host_pub = " ".join(f.read().split()[:2])
         with open(f"{d}/known_hosts", "w") as f:
-            for h, a in zip(self.hosts, self.addr):
-                f.write(f"{h},{a} {host_pub}\n")
+            for h, a, more in zip(self.hosts, self.addr, self.aliases):
+                f.write(f"{','.join([h] + more + [a])} {host_pub}\n")
 
     def _etc(self, i):
         """/etc/netns/<host>/{hosts,ssh/} — `ip netns exec` bind-mounts them over /etc for the host's
@@ -250,8 +254,8 @@ class Cluster:
         os.makedirs(os.path.join(etc, "ssh"), exist_ok=True)
         with open(os.path.join(etc, "hosts"), "w") as f:
             f.write("127.0.0.1 localhost\n::1 localhost\n")
-            for name, a in zip(self.hosts, self.addr):
-                f.write(f"{a} {name}\n")
+            for name, a, more in zip(self.hosts, self.addr, self.aliases):
+                f.write(f"{a} {' '.join([name] + more)}\n")
         with open(os.path.join(etc, "ssh", "ssh_config"), "w") as f:
             f.write(f"Host *\n  IdentityFile {d}/id_ed25519\n  IdentitiesOnly yes\n"
                     f"  UserKnownHostsFile {d}/known_hosts\n  StrictHostKeyChecking yes\n  BatchMode yes\n"
