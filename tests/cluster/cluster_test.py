@@ -11,6 +11,8 @@ cluster (tests/cluster/netns_cluster.py) and removes it, also when it fails.
               read into the run directory before the job is stopped, restart, bit-identical
   straggler           host 2 limited to 2% of a CPU mid-run: its rank named (log, metrics.jsonl,
               Prometheus) within a few steps with its cost, nobody else; goodput exported
+  slurm               slurmctld on host 0, a slurmd on hosts 1 and 2: a 2-node sbatch of training under
+              the supervisor (srun, one rank a node) outranks a validation job submitted earlier
   parity      4 hosts: dp4, dp2 x tp2, dp2 x pp2, tp2 x pp2 (sequence parallel) with 4 ranks, and
               dp2 x tp2 x pp2 with 8 (2 slots a host) train the losses of one process (1e-5 rel.);
               every rank reads only its range of a real dataset (per-host bytes printed and
@@ -361,6 +363,162 @@ def scenario_straggler(c):
         fail(f"goodput {goodput} (metrics.jsonl), {fin.get('goodput')} (supervisor)")
     print(f"goodput: {goodput:.3f} (rank 0 at its last step), {fin['goodput']:.3f} over the whole job "
           f"(supervisor: {fin['productive_s']:.1f} s productive of {fin['wall_s']:.1f} s)", flush=True)
+
+
+SLURM_CONF = """ClusterName=fluxtrain-hosts
+SlurmctldHost={ctl}({ctl_addr})
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket={d}/munge.sock
+CredType=cred/munge
+StateSaveLocation={d}/ctld
+SlurmdSpoolDir={d}/spool-%n
+SlurmctldPidFile={d}/slurmctld.pid
+SlurmdPidFile={d}/slurmd-%n.pid
+SlurmctldLogFile={d}/slurmctld.log
+SlurmdLogFile={d}/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SwitchType=switch/none
+MpiDefault=none
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+PriorityType=priority/multifactor
+PriorityWeightPartition=10000
+PriorityWeightAge=0
+PriorityWeightFairshare=0
+PriorityWeightJobSize=0
+PriorityWeightQOS=0
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+MinJobAge=600
+ReturnToService=2
+InactiveLimit=0
+KillWait=5
+{nodes}
+PartitionName=train Nodes={names} PriorityTier=10 PriorityJobFactor=100 Default=YES MaxTime=INFINITE State=UP
+PartitionName=validate Nodes={names} PriorityTier=1 PriorityJobFactor=1 MaxTime=INFINITE State=UP
+"""
+
+
+def scenario_slurm(c):
+    """Slurm across hosts: slurmctld on host 0, one slurmd on each of hosts 1 and 2 (their own
+    addresses and host names), munge's socket shared. A 2-node sbatch of the training job runs under
+    the supervisor (srun --mpi=pmix puts one rank on each node, talking over the links), while a
+    validation job submitted earlier waits at the lower priority and then reads its checkpoint."""
+    import shutil as sh_
+    import subprocess
+    for b in ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "srun"):
+        if not sh_.which(b):
+            print(f"SKIP: {b} not installed (scripts/install-deps.sh installs Slurm and munge)", flush=True)
+            sys.exit(SKIP)
+    d = os.path.join(WORK, "slurm")
+    os.makedirs(os.path.join(d, "ctld"))
+    nodes = [1, 2]
+    for i in nodes:
+        os.makedirs(os.path.join(d, f"spool-{c.hosts[i]}"))
+    with open(os.path.join(d, "munge.key"), "wb") as f:
+        f.write(os.urandom(1024))
+    os.chmod(os.path.join(d, "munge.key"), 0o400)
+    os.chmod(d, 0o755)
+    conf = os.path.join(d, "slurm.conf")
+    with open(conf, "w") as f:
+        f.write(SLURM_CONF.format(
+            ctl=c.hosts[0], ctl_addr=c.addr[0], d=d, names=",".join(c.hosts[i] for i in nodes),
+            nodes="\n".join(f"NodeName={c.hosts[i]} NodeAddr={c.addr[i]} CPUs=2 RealMemory=2000 State=UNKNOWN"
+                            for i in nodes)))
+    env = dict(os.environ, SLURM_CONF=conf, FLUXTRAIN=FT, OMP_NUM_THREADS="1")
+
+    def on(i, argv, check=True, timeout=30):
+        p = subprocess.run(c.wrap(i, argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                           timeout=timeout)
+        if check and p.returncode != 0:
+            fail(f"{' '.join(argv)} on {c.hosts[i]} failed ({p.returncode}): {p.stdout.strip()}")
+        return p.stdout.strip()
+
+    # munged on host 0: its socket is a file, which every host (one file system) reaches.
+    on(0, ["munged", "--force", f"--key-file={d}/munge.key", f"--socket={d}/munge.sock",
+           f"--log-file={d}/munged.log", f"--pid-file={d}/munged.pid", f"--seed-file={d}/munge.seed"])
+    # `ip netns exec` gave each host its own /sys, without the cgroup hierarchies slurmd's cgroup/v1
+    # plugin initialises: mount them (the machine's own v1 hierarchies) in the hosts' mount namespaces.
+    ctrls = [x for x in ("cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "pids")
+             if os.path.isdir(f"/sys/fs/cgroup/{x}")]
+    # And each host its own /tmp, as real hosts have (Slurm's PMIx plugin keeps per-step files there).
+    for i in nodes:
+        os.makedirs(os.path.join(d, f"tmp-{c.hosts[i]}"))
+        on(i, ["mount", "--bind", os.path.join(d, f"tmp-{c.hosts[i]}"), "/tmp"])
+        on(i, ["sh", "-c", "mount -t tmpfs cgroup_root /sys/fs/cgroup && for s in " + " ".join(ctrls) +
+               "; do mkdir -p /sys/fs/cgroup/$s && mount -t cgroup -o $s cgroup /sys/fs/cgroup/$s; done && "
+               "mkdir -p /sys/fs/cgroup/systemd && mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd"])
+    if subprocess.run(c.wrap(0, ["slurmctld", "-f", conf]), env=env).returncode != 0:
+        print(f"SKIP: slurmctld does not start: {open(d + '/slurmctld.log').read()[-300:]}", flush=True)
+        sys.exit(SKIP)
+    for i in nodes:
+        if subprocess.run(c.wrap(i, ["slurmd", "-f", conf]), env=env).returncode != 0:
+            fail(f"slurmd on {c.hosts[i]} does not start: {open(f'{d}/slurmd-{c.hosts[i]}.log').read()[-500:]}")
+    t0 = time.time()
+    while len({l for l in on(0, ["sinfo", "-h", "-N", "-o", "%N %t"], check=False).splitlines() if l.endswith(" idle")}) < 2:
+        if time.time() - t0 > 60:
+            fail(f"the slurmds did not register: {on(0, ['sinfo', '-N'], check=False)}\n"
+                 + "".join(open(f"{d}/slurmd-{c.hosts[i]}.log").read()[-400:] for i in nodes))
+        time.sleep(0.5)
+    print("slurm: " + on(0, ["sinfo", "-h", "-N", "-o", "%N %P %t"]).replace("\n", "; "), flush=True)
+
+    run = os.path.join(WORK, "slurm-run")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sbatch_dir = os.path.join(root, "deploy", "slurm")
+    # Both nodes drained; validation is submitted first, training (2 whole nodes) second; then both
+    # nodes come back in one request and the scheduler picks by priority.
+    names = ",".join(c.hosts[i] for i in nodes)
+    on(0, ["scontrol", "update", f"NodeName={names}", "State=DRAIN", "Reason=fluxtrain-test"])
+    val = on(0, ["sbatch", "--parsable", "-p", "validate", "-n", "1", "-o", f"{d}/validate.out",
+                 f"{sbatch_dir}/validate.sbatch", CONFIG, run, "--set", "train.eval_batches=2", "--set",
+                 "train.batch_size=8"])
+    train = on(0, ["sbatch", "--parsable", "-N", "2", "-n", "2", "--ntasks-per-node=1", "--exclusive", "-o", f"{d}/train.out",
+                   f"{sbatch_dir}/train.sbatch", CONFIG, "--run-dir", run, "--set", "parallel.dp=2", "--set",
+                   "train.steps=60", "--set", "train.batch_size=8", "--set", "ckpt.interval=20", "--set",
+                   "train.threads=1", "--set", "metrics.port=0", "--set", "train.eval_interval=0"])
+    time.sleep(1)
+    pt, pv = (int(on(0, ["squeue", "-h", "-j", j, "-o", "%Q"])) for j in (train, val))
+    if not pt > pv:
+        fail(f"training priority {pt} is not above validation's {pv}")
+    print(f"priorities: training {pt} > validation {pv}", flush=True)
+    on(0, ["scontrol", "update", f"NodeName={names}", "State=RESUME"])
+
+    def job(j):
+        return dict(w.split("=", 1) for w in on(0, ["scontrol", "show", "job", j]).split() if "=" in w)
+    t0 = time.time()
+    while True:
+        t, v = job(train), job(val)
+        if any(x["JobState"] in ("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL") for x in (t, v)):
+            fail(f"jobs ended {t['JobState']} / {v['JobState']}:\n" + "\n".join(
+                open(f).read()[-3000:] for f in (f"{d}/train.out", f"{d}/validate.out") if os.path.exists(f)))
+        if t["JobState"] == v["JobState"] == "COMPLETED":
+            break
+        if time.time() - t0 > 300:
+            fail(f"jobs did not complete: {t['JobState']} / {v['JobState']}")
+        time.sleep(0.5)
+    code, start, end, nl, vstart = t["ExitCode"], t["StartTime"], t["EndTime"], t["NodeList"], v["StartTime"]
+    if code != "0:0":
+        fail(f"training exit code {code}")
+    out = open(f"{d}/train.out").read()
+    if "'srun'" not in out or "--mpi=pmix" not in out:
+        fail("the supervisor did not start the ranks with srun inside the allocation:\n" + out[-3000:])
+    hosts = host_of_rank(run)
+    if sorted(set(hosts.values())) != sorted(c.hosts[i] for i in nodes):
+        fail(f"the ranks ran on {hosts}, not one on each of the two nodes")
+    if not vstart >= end:
+        fail(f"validation started {vstart}, before training ended {end}")
+    import glob
+    import json
+    res = json.load(open(sorted(glob.glob(os.path.join(run, "validation", "step_*.json")))[0]))
+    if res["step"] != 60:
+        fail(f"validation read step {res['step']}, not the training's last checkpoint")
+    print(f"training job {train} on {nl} ({', '.join(f'rank {r} on {h}' for r, h in sorted(hosts.items()))}): "
+          f"COMPLETED {start} .. {end}; validation job {val} (submitted first) started {vstart} and read step "
+          f"{res['step']}: val_loss {res['val_loss']:.4f}", flush=True)
 
 
 def compare_losses(ref_dir, run_dir, name, steps, tol):

@@ -428,6 +428,34 @@ class Cluster:
             srv.wait()
 
 
+    def ring_throughput_bit(self, seconds=3.0, port=None):
+        """Bit/s each host sends when every host streams to the next at once over TCP (host i to
+        i+1, as a ring all-reduce does): what the links and the hosts' network stacks (sharing this
+        machine's CPUs) really carry; the median over the hosts."""
+        port = port or 21000 + (self.owner % 20000)
+        server = ("import socket,sys\ns=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+                  "s.bind((sys.argv[1],int(sys.argv[2])));s.listen(1);c,_=s.accept()\nb=bytearray(1<<22)\n"
+                  "while c.recv_into(b): pass\n")
+        client = ("import socket,sys,time\nfor _ in range(200):\n try:\n"
+                  "  c=socket.create_connection((sys.argv[1],int(sys.argv[2])));break\n"
+                  " except OSError: time.sleep(0.05)\n"
+                  "b=bytes(1<<22);n=0;t0=time.time();T=float(sys.argv[3])\n"
+                  "while time.time()-t0<T: c.sendall(b);n+=len(b)\nprint(8*n/(time.time()-t0))\n")
+        servers = [self.popen(i, [sys.executable, "-c", server, self.addr[i], str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(self.n)]
+        clients = [self.popen(i, [sys.executable, "-c", client, self.addr[(i + 1) % self.n], str(port), str(seconds)],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for i in range(self.n)]
+        rates = []
+        for p in clients:
+            out, _ = p.communicate(timeout=seconds + 60)
+            rates.append(float(out.strip()))
+        for p in servers:
+            p.kill()
+            p.wait()
+        rates.sort()
+        return rates[len(rates) // 2]
+
+
 def main(argv):
     if len(argv) >= 1 and argv[0] == "skip-reason":
         print(skip_reason())
