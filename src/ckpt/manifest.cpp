@@ -110,6 +110,7 @@ std::string CheckpointManifest::to_json_text(const CkptKey* key) const {
   j["tokens"] = tokens;
   j["optimizer_steps"] = optimizer_steps;
   j["restarts"] = restarts;
+  if (loss_scale > 0) j["loss_scale"] = {{"scale", loss_scale}, {"clean_steps", loss_scale_clean_steps}};
   j["origin"] = origin;
   j["created"] = created;
   j["loader"] = has_loader ? json{{"next_sample", loader.next_sample}, {"epoch", loader.epoch}}
@@ -202,6 +203,13 @@ CheckpointManifest CheckpointManifest::parse(const std::string& text, const std:
   m.tokens = r.i64(j, "tokens", "");
   m.optimizer_steps = r.i64(j, "optimizer_steps", "");
   m.restarts = r.i64(j, "restarts", "");
+  if (auto ls = j.find("loss_scale"); ls != j.end() && !ls->is_null()) {  // optional: fp16 runs only
+    const json& v = r.at(*ls, "scale", ".loss_scale");
+    if (!v.is_number() || !(v.get<double>() >= 1) || !(v.get<double>() <= 16777216))
+      r.fail(".loss_scale.scale", "must be a number in [1, 2^24]");
+    m.loss_scale = v.get<double>();
+    m.loss_scale_clean_steps = r.i64(*ls, "clean_steps", ".loss_scale");
+  }
   m.origin = r.str(j, "origin", "");
   m.created = r.str(j, "created", "");
   const json& ld = r.at(j, "loader", "");

@@ -5,19 +5,21 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
-#include <thread>
 
 #include "ckpt/checkpointer.h"
 #include "fault/heartbeat.h"
 #include "fault/training_faults.h"
+#include "kernels/cpu/native_precision.h"
 #include "kernels/peak.h"
 #include "model/activation_sizes.h"
 #include "obs/progress.h"
 #include "obs/telemetry.h"
 #include "train/micro_batches.h"
 #include "train/rank_metrics.h"
+#include "train/threads.h"
 #include "optim/grad_clip.h"
 #include "util/clock.h"
+#include "util/cpu_info.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/hash.h"
@@ -25,20 +27,18 @@
 #include "util/strings.h"
 
 namespace ft {
-namespace {
-
-int default_threads() {
-  int cores = static_cast<int>(std::thread::hardware_concurrency());
-  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  int ranks = local ? std::max(1, std::atoi(local)) : 1;
-  return std::max(1, cores / ranks);
-}
-
-}  // namespace
-
 Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedule_(cfg.optim, cfg.train.steps) {
   const TrainConfig& t = cfg_.train;
-  omp_set_num_threads(t.threads > 0 ? t.threads : default_threads());
+  // What this rank computes on, decided once and said first: the CPU, the precision, threads.
+  const ThreadChoice threads = choose_threads(t.threads, mesh_.world());
+  omp_set_num_threads(threads.threads);
+  log_info("CPU {}: {}; oneDNN uses {}", cpu_info().model, cpu_info().describe(), cpu::onednn_isa_name());
+  log_info("precision {} ({}); {} thread{} per rank ({})", precision_label(t.precision), t.precision_reason,
+           threads.threads, threads.threads == 1 ? "" : "s", threads.source);
+  if (mesh_.world_rank() == 0) {
+    for (const auto& n : cfg_.config_notes) log_info("config: {}", n);
+    for (const auto& w : cfg_.config_warnings) log_warn("config: {}", w);
+  }
   const ParallelConfig& par = cfg_.parallel;
   FT_CHECK(mesh_.degrees().dp == par.dp && mesh_.degrees().pp == par.pp && mesh_.degrees().tp == par.tp,
            "the mesh ({}) does not have the configured degrees", mesh_.describe());
@@ -65,6 +65,9 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
                               mesh_.tp(), t.seed);
   model_ = std::make_unique<Llama>(cfg_.model, engine_->layout(), t.precision, par.tp > 1 ? tp_.get() : nullptr);
   if (t.precision == Precision::kBF16) engine_->keep_bf16_weights();  // rounded once per update
+  if (t.precision == Precision::kF16) {
+    loss_scaler_ = std::make_unique<LossScaler>(cfg_.optim.loss_scale_init, 2.0, 0.5, cfg_.optim.loss_scale_window);
+  }
   const int64_t dp_rank = mesh_.coord().dp, dp = par.dp;
   train_data_ = make_loader(cfg_.data, t, cfg_.model.vocab_size, dp_rank, dp, Split::kTrain);
   if (t.eval_interval > 0) val_data_ = make_loader(cfg_.data, t, cfg_.model.vocab_size, dp_rank, dp, Split::kValidation);
@@ -104,6 +107,7 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
   if (auto r = ckpt_->resume(); r.resumed) {  // ckpt.resume: weights, moments, step, data position
     step_ = r.step, tokens_ = r.tokens;
     if (r.has_loader) train_data_->restore(r.loader);
+    if (loss_scaler_ && r.loss_scale > 0) loss_scaler_->restore(r.loss_scale, r.loss_scale_clean_steps);
     telemetry_->set_restarts(r.restarts);
   }
   log_info("model {}: {} parameters ({:.1f}M), {} layers, dim {}, {} heads ({} kv), ffn {}, vocab {}",
@@ -112,9 +116,8 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
            cfg_.model.vocab_size);
   log_info("layout: {} rank(s), dp {} (zero {}), tp {}{}, pp {}; data: {}", mesh_.world_size(), dp,
            par.zero, par.tp, sp ? " (sequence parallel)" : "", par.pp, train_data_->describe());
-  log_info("batch {} x {} tokens, {} per rank in {} micro-batch(es); {} threads per rank; precision {}", t.batch_size,
-           t.seq_len, local_batch_, micro_batches_, omp_get_max_threads(),
-           precision_label(t.precision));
+  log_info("batch {} x {} tokens, {} per rank in {} micro-batch(es)", t.batch_size, t.seq_len, local_batch_,
+           micro_batches_);
   if (plan_) {
     log_info("pipeline: {}; {}; simulated bubble {:.3f} (unit-time actions), {:.3f} (this partition's FLOPs)",
              plan_->train.describe(), plan_->partition.describe(), plan_->train_report.bubble,
@@ -147,6 +150,25 @@ std::array<double, 3> Trainer::sum_over_ranks(double loss_sum, double grad_norm2
   return {dp_sums[0], sums[1], dp_sums[1]};
 }
 
+GuardVerdict Trainer::judge_step(const StepStats& s, double local_loss_sum) {
+  if (loss_scaler_) {
+    // The gradient norm is the same on every rank (reduced over all of them), so is this verdict.
+    const bool overflow = std::isfinite(s.loss) && !std::isfinite(s.grad_norm) &&
+                          loss_scaler_->scale() > loss_scaler_->min_scale();
+    loss_scaler_->update(overflow);
+    if (overflow) {
+      GuardVerdict v;
+      v.action = GuardAction::kSkip;
+      v.reason = "fp16_overflow";
+      v.message = fmt::format("step {}: fp16 gradients overflowed at loss scale {}; update skipped, scale now {}",
+                              step_ + 1, s.loss_scale, loss_scaler_->scale());
+      if (mesh_.world_rank() == 0) log_warn("{}", v.message);
+      return v;
+    }
+  }
+  return faults_->judge(mesh_.world(), step_ + 1, s.loss, s.grad_norm, local_loss_sum);
+}
+
 namespace {
 // This rank's part of StepStats::data_hash: < 2^32 per sequence, so sums stay exact in a double.
 double batch_data_hash(const Batch& b) {
@@ -171,19 +193,26 @@ StepStats Trainer::step() {
   const InjectedFault inject = faults_->injection(first_sample, cfg_.train.batch_size);  // tests only
 
   engine_->begin_step(static_cast<int>(micro_batches_));
-  double loss_sum = forward_backward_micro_batches(batch, inject.grad_factor) * inject.loss_factor;
+  // fp16: the backward runs on the loss times the loss scale; gradients are unscaled in the update.
+  const double scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
+  double loss_sum = forward_backward_micro_batches(batch, inject.grad_factor * static_cast<float>(scale)) *
+                    inject.loss_factor;
   auto [global_loss_sum, grad_norm2, data_hash] =
       sum_over_ranks(loss_sum, engine_->finish_gradients(), batch_data_hash(batch));
   s.data_hash = static_cast<int64_t>(data_hash);
   s.loss = global_loss_sum / tokens_per_step;
-  s.grad_norm = std::sqrt(grad_norm2);
+  s.grad_norm = std::sqrt(grad_norm2) / scale;
+  s.loss_scale = loss_scaler_ ? scale : 0;
   // Non-finite values and loss spikes skip the update (or stop the run: fault.nan_policy).
-  s.guard = faults_->judge(mesh_.world(), step_ + 1, s.loss, s.grad_norm, loss_sum);
+  s.guard = judge_step(s, loss_sum);
   if (s.guard.action == GuardAction::kStop) {
     throw Error(s.guard.message, "lower optim.lr, enable optim.grad_clip, or check the data; the run stopped before "
                                  "the update (fault.nan_policy, fault.max_consecutive_skips)");
   }
-  if (!s.guard.skipped()) engine_->optimizer_step(s.lr, clip_coefficient(s.grad_norm, cfg_.optim.grad_clip));
+  if (!s.guard.skipped()) {
+    const double clip = clip_coefficient(s.grad_norm, cfg_.optim.grad_clip);
+    engine_->optimizer_step(s.lr, static_cast<float>(clip / scale));
+  }
 
   s.step = ++step_;
   tokens_ += static_cast<int64_t>(tokens_per_step);
@@ -227,8 +256,9 @@ void Trainer::log_step(const StepStats& s) {
   telemetry_->on_step({.step = s.step, .loss = s.loss, .lr = s.lr, .grad_norm = s.grad_norm,
                        .tokens = cfg_.train.batch_size * cfg_.train.seq_len, .tokens_per_s = s.tokens_per_s,
                        .step_s = s.step_s, .mfu = peak_flops_ > 0 ? s.mfu : NAN, .data_wait_s = s.data_wait_s,
-                       .skipped = s.guard.skipped()});
+                       .skipped = s.guard.skipped(), .loss_scale = s.loss_scale > 0 ? s.loss_scale : NAN});
   faults_->add_to_metrics(s.guard, j);
+  if (s.loss_scale > 0) j["loss_scale"] = s.loss_scale;
   static_assert(kNumCollKinds == obs::kNumCommOps, "obs::CommOp mirrors CollKind");
   for (size_t k = 0; k < kNumCollKinds; ++k) {
     std::string kind = coll_kind_name(static_cast<CollKind>(k));
@@ -361,6 +391,7 @@ void Trainer::run() {
       StepStats s = step();
       const bool rolled_back = s.guard.action == GuardAction::kRollback && roll_back();
       log_step(s);
+      if (loss_scaler_) ckpt_->set_loss_scale(loss_scaler_->scale(), loss_scaler_->clean_steps_in_a_row());
       if (!rolled_back) ckpt_->after_step(step_, tokens_, train_data_->state());
       faults_->beat("train", step_);
     }

@@ -22,6 +22,7 @@
 #include "fault/step_guard.h"
 #include "model/activations.h"
 #include "model/llama.h"
+#include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "train/metrics_log.h"
 
@@ -55,6 +56,7 @@ struct StepStats {
   CommStats comm_tp;        // this rank's tensor-parallel traffic
   PipelineStepStats pipeline;  // this stage's busy and idle time (pipeline parallelism only)
   GuardVerdict guard;          // update, or skipped / rolled back by the training guards (fault/)
+  double loss_scale = 0;       // fp16: the loss scale this step's backward used (0 = no scaling)
 };
 
 class Trainer {
@@ -75,6 +77,9 @@ class Trainer {
 
  private:
   double forward_backward_micro_batches(const Batch& batch, float grad_factor);
+  // fp16: an overflow (non-finite gradients from a finite loss while the scale can still
+  // shrink) skips the update and halves the scale; otherwise the training guards judge the step.
+  GuardVerdict judge_step(const StepStats& s, double local_loss_sum);
   // After repeated loss spikes: back to the newest valid checkpoint, keeping the data position
   // (the window since the checkpoint is skipped). False when there is no checkpoint.
   bool roll_back();
@@ -92,6 +97,7 @@ class Trainer {
   std::unique_ptr<PipelinePlan> plan_;  // pipeline parallelism: partition and schedules
   std::unique_ptr<TpGroup> tp_;         // tensor parallelism: the model's collectives over mesh.tp()
   std::unique_ptr<ParamEngine> engine_;
+  std::unique_ptr<LossScaler> loss_scaler_;  // fp16 only
   std::unique_ptr<Llama> model_;
   std::unique_ptr<PipelineRunner> pipeline_;
   LrSchedule schedule_;
