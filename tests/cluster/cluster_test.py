@@ -197,7 +197,7 @@ def print_recovery(run_dir, label, hurt_at):
         fail(f"{label}: no recovery recorded in supervisor.jsonl")
     kind, s, at = rec[0]
     print(f"RECOVERY {label}: {s:.2f} s from detection ({kind}) to the first step after the restart; "
-          f"{at - hurt_at:.2f} s from the moment the host was lost", flush=True)
+          f"{at - hurt_at:.2f} s from the fault", flush=True)
 
 
 def scenario_host_lost_elastic(c):
