@@ -115,6 +115,8 @@ std::string CheckpointManifest::to_json_text(const CkptKey* key) const {
   j["created"] = created;
   j["loader"] = has_loader ? json{{"next_sample", loader.next_sample}, {"epoch", loader.epoch}}
                            : json(nullptr);
+  // A data.mixture's weights and the sample each set took effect from (data/mixture.h).
+  if (has_loader && !loader.mixture.empty()) j["loader"]["mixture"] = json::parse(loader.mixture);
   j["tokenizer_xxh3"] = hex64(tokenizer_hash);
   j["layout"] = {{"world", world}, {"dp", dp}, {"tp", tp}, {"pp", pp}, {"zero", zero}};
   j["chunk_bytes"] = chunk_bytes;
@@ -217,6 +219,7 @@ CheckpointManifest CheckpointManifest::parse(const std::string& text, const std:
   if (m.has_loader) {
     m.loader.next_sample = r.i64(ld, "next_sample", ".loader");
     m.loader.epoch = r.i64(ld, "epoch", ".loader");
+    if (ld.contains("mixture")) m.loader.mixture = ld["mixture"].dump();
   }
   m.tokenizer_hash = r.hex(r.at(j, "tokenizer_xxh3", ""), ".tokenizer_xxh3");
   const json& lay = r.at(j, "layout", "");

@@ -57,6 +57,8 @@ std::vector<MetricsRecord> read_metrics_jsonl(const std::string& path) {
     r.goodput = number_or_nan(j, "goodput");
     r.straggler_cost_s = number_or_nan(j, "straggler_cost_s");
     if (auto sk = j.find("skipped"); sk != j.end() && sk->is_boolean()) r.skipped = sk->get<bool>() ? 1 : 0;
+    for (auto& [k, v] : j.items())
+      if (k.rfind("val_bpc_", 0) == 0 && v.is_number()) r.val_bpc_by_source[k.substr(8)] = v.get<double>();
     // A later line for the same step (a resumed run, or a separate evaluation line) overrides
     // the fields it carries.
     auto [it, fresh] = by_step.try_emplace(r.step, r);
@@ -68,6 +70,7 @@ std::vector<MetricsRecord> read_metrics_jsonl(const std::string& path) {
                               {&o.val_bpc, r.val_bpc}, {&o.skipped, r.skipped}, {&o.goodput, r.goodput},
                               {&o.straggler_cost_s, r.straggler_cost_s}})
         if (!std::isnan(src) || j.contains("loss")) *dst = src;
+      for (auto& [k, v] : r.val_bpc_by_source) o.val_bpc_by_source[k] = v;
     }
   }
   std::vector<MetricsRecord> out;

@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,8 @@ struct MetricsRecord {
   double skipped = NAN;           // 1 when the guards skipped the step's update
   double goodput = NAN;           // rank 0's goodput ratio after the step (obs/goodput.h)
   double straggler_cost_s = NAN;  // what stragglers cost the step (obs/straggler.h)
+  // Per data source (val_bpc_ru, val_bpc_en, ...: a mixture's sources or the dataset's languages).
+  std::map<std::string, double> val_bpc_by_source;
 };
 
 std::vector<MetricsRecord> read_metrics_jsonl(const std::string& path);

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "ckpt/checkpointer.h"
+#include "data/object_store.h"
 #include "fault/heartbeat.h"
 #include "fault/training_faults.h"
 #include "kernels/cpu/native_precision.h"
@@ -70,7 +71,11 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
   }
   const int64_t dp_rank = mesh_.coord().dp, dp = par.dp;
   train_data_ = make_loader(cfg_.data, t, cfg_.model.vocab_size, dp_rank, dp, Split::kTrain);
-  if (t.eval_interval > 0) val_data_ = make_loader(cfg_.data, t, cfg_.model.vocab_size, dp_rank, dp, Split::kValidation);
+  streamed_ = cfg_.data.source == DataSource::kDataset && ObjectUrl::is_object_url(cfg_.data.path);
+  if (t.eval_interval > 0) {
+    val_data_ = make_loader(cfg_.data, t, cfg_.model.vocab_size, dp_rank, dp, Split::kValidation);  // null: a mixture
+    val_sources_ = make_validation_sources(cfg_.data, t, cfg_.model.vocab_size, dp_rank, dp);
+  }
   const int64_t chunk = loss_chunk_tokens(cfg_.model, t.loss_chunk_tokens, micro_batch_ * t.seq_len, t.precision);
   if (plan_) {
     pipeline_ = std::make_unique<PipelineRunner>(*plan_, static_cast<int>(mesh_.coord().pp), *model_, *engine_,
@@ -230,10 +235,30 @@ StepStats Trainer::step() {
   return s;
 }
 
-double Trainer::evaluate() {
+Trainer::Evaluation Trainer::evaluate_all() {
+  Evaluation e;
+  const double ln2 = std::log(2.0);
+  if (val_data_) {
+    e.loss = evaluate(*val_data_);
+    if (double cpt = val_data_->chars_per_token(); cpt > 0) e.bpc = e.loss / ln2 / cpt;
+  }
+  double weights = 0, loss = 0, chars = 0;  // a mixture: Σ w·loss and Σ w·chars/token
+  for (ValidationSource& v : val_sources_) {
+    const double l = evaluate(*v.loader), cpt = v.loader->chars_per_token();
+    e.sources.push_back({v.name, l, cpt > 0 ? l / ln2 / cpt : NAN});
+    weights += v.weight, loss += v.weight * l, chars += v.weight * cpt;
+  }
+  if (!val_data_ && weights > 0) {
+    e.loss = loss / weights;
+    if (chars > 0) e.bpc = loss / ln2 / chars;
+  }
+  return e;
+}
+
+double Trainer::evaluate(DataLoader& loader) {
   double sum = 0;
   for (int64_t i = 0; i < cfg_.train.eval_batches; ++i) {
-    Batch b = val_data_->next();
+    Batch b = loader.next();
     if (pipeline_) {
       sum += pipeline_->forward_loss(b.tokens.data());
       continue;
@@ -241,7 +266,7 @@ double Trainer::evaluate() {
     for (int64_t mb = 0; mb < micro_batches_; ++mb)
       sum += model_->forward_loss(*engine_, acts_, b.sequence(mb * micro_batch_));
   }
-  val_data_->restore({});  // every validation reads the same batches
+  loader.restore({});  // every validation reads the same batches
   mesh_.pp().all_reduce(&sum, 1);  // the last stage computed the loss
   mesh_.dp().all_reduce(&sum, 1);
   return sum / static_cast<double>(cfg_.train.batch_size * cfg_.train.seq_len * cfg_.train.eval_batches);
@@ -281,16 +306,28 @@ void Trainer::log_step(const StepStats& s) {
   j["goodput"] = telemetry_->goodput();
   j["mem_peak_bytes"] = mem.total_peak();
   j["rss_peak_bytes"] = process_peak_rss_bytes();
+  if (streamed_) {  // shard bytes this rank fetched from object storage so far
+    const uint64_t fetched = train_data_->fetched_bytes();
+    telemetry_->data_fetched(fetched - fetched_reported_);
+    fetched_reported_ = fetched;
+    j["data_fetched_bytes"] = fetched;
+  }
   if (mesh_.world_size() > 1) add_rank_metrics(s, j);
   const int64_t every = cfg_.train.eval_interval;
   if (every > 0 && (s.step % every == 0 || s.step == cfg_.train.steps)) {
-    double val = evaluate();
-    j["val_loss"] = val;
-    j["val_bits_per_token"] = val / std::log(2.0);
-    double bpc = NAN;
-    if (double cpt = val_data_->chars_per_token(); cpt > 0) j["val_bpc"] = bpc = val / std::log(2.0) / cpt;
-    telemetry_->on_eval(s.step, val, bpc);
-    log_info("step {:>6} | validation loss {:.4f}", s.step, val);
+    const Evaluation e = evaluate_all();
+    j["val_loss"] = e.loss;
+    j["val_bits_per_token"] = e.loss / std::log(2.0);
+    if (!std::isnan(e.bpc)) j["val_bpc"] = e.bpc;
+    telemetry_->on_eval(s.step, e.loss, e.bpc);
+    std::string per_source;
+    for (const Evaluation::Source& v : e.sources) {  // val_loss_ru, val_bpc_ru, ...
+      j["val_loss_" + v.name] = v.loss;
+      if (!std::isnan(v.bpc)) j["val_bpc_" + v.name] = v.bpc;
+      telemetry_->on_eval_source(s.step, v.name, v.loss, v.bpc);
+      per_source += fmt::format(", {} {:.4f} ({:.3f} bits/char)", v.name, v.loss, v.bpc);
+    }
+    log_info("step {:>6} | validation loss {:.4f}{}", s.step, e.loss, per_source);
   }
   metrics_->write(j);
   if (progress_) progress_->update({.step = s.step, .loss = s.loss, .tokens_per_s = s.tokens_per_s, .mfu = peak_flops_ > 0 ? s.mfu : NAN,
@@ -305,6 +342,7 @@ void Trainer::add_rank_metrics(const StepStats& s, nlohmann::json& j) {
       {"mem_activations_bytes", mem.peak(MemCategory::kActivations)},
       {"compute_s", s.compute_s},
       {"data_read_bytes", static_cast<double>(train_data_->bytes_read())}};
+  if (streamed_) values.push_back({"data_fetched_bytes", static_cast<double>(fetched_reported_)});
   if (pipeline_) {
     values.insert(values.end(), {{"pp_send_bytes", pp_bytes},
                                  {"pp_in_flight", s.pipeline.max_in_flight},
