@@ -36,7 +36,7 @@ void on_signal(int sig) {
 
 constexpr double kPollS = 0.05;
 constexpr double kLauncherGraceS = 2;  // after a rank vanished: time for the launcher to report
-constexpr double kReportGraceS = 1.5;  // after a rank reported a failure: time for the others to
+constexpr double kReportGraceS = 1.5;  // a rank reported a failure: time for the others to report
 constexpr double kStackTimeoutS = 30;  // bound on reading one rank's stacks
 
 std::string shell_quote(const std::string& s) {

@@ -30,6 +30,10 @@ from netns_cluster import Cluster, skip_reason
 
 FT, CONFIG, WORK, SCENARIO = sys.argv[1:5]
 WORK = os.path.join(os.path.abspath(WORK), SCENARIO)
+# MFU's GEMM peak (kernels/peak.h) measured into a file of these tests, not the user's cache
+# (which another fluxtrain build may have written in a format this one refuses); the supervisor
+# forwards FLUXTRAIN_* to every rank.
+os.environ["FLUXTRAIN_PEAK_FILE"] = os.path.join(os.path.dirname(WORK), "peak.json")
 
 # The tiny model on a real dataset (512-piece tokenizer): fp32, one thread per rank.
 COMMON = ["train.steps=20", "train.batch_size=8", "train.seq_len=32", "train.micro_batch_size=1",
@@ -55,18 +59,36 @@ def one_process(ds, name, sets=()):
     return run_dir
 
 
-def compare(ref_dir, run_dir, name, steps, tol=1e-5):
+def order_spread(ref_dir, other_dir, steps):
+    """step -> relative grad-norm difference between two one-process runs that differ only in the
+    order of their fp32 sums (micro-batches of 1 vs 2 samples): how well a step's grad norm is
+    determined at all. At a spike (this dataset's step 17: 1.6 against 0.7 around it) the norm moves
+    by up to ~1e-4 while the losses agree to 1e-6."""
+    a, b = metrics_by_step(ref_dir), metrics_by_step(other_dir)
+    return {s: rel(b[s]["grad_norm"], a[s]["grad_norm"]) for s in range(1, steps + 1)}
+
+
+def compare(ref_dir, run_dir, name, steps, spread, tol=1e-5):
+    """Losses (training and validation) within tol of one process at every step; the grad norm
+    within tol or 4x what reordering the sums alone moves it in one process (spread)."""
     a, b = metrics_by_step(ref_dir), metrics_by_step(run_dir)
-    worst = 0.0
+    worst_loss = worst_norm = 0.0
     for s in range(1, steps + 1):
         for key in ("loss", "grad_norm") + (("val_loss",) if "val_loss" in a[s] else ()):
             if key not in b[s]:
                 fail(f"{name}: step {s} has no {key}")
             r = rel(b[s][key], a[s][key])
-            worst = max(worst, r)
-            if r > tol:
-                fail(f"{name}: step {s} {key} {b[s][key]!r} vs one process {a[s][key]!r} (rel. {r:.2e} > {tol})")
-    print(f"{name}: {steps} steps, loss / grad norm / validation loss within {worst:.1e} of one process", flush=True)
+            bound = max(tol, 4 * spread[s]) if key == "grad_norm" else tol
+            if key == "grad_norm":
+                worst_norm = max(worst_norm, r)
+            else:
+                worst_loss = max(worst_loss, r)
+            if r > bound:
+                fail(f"{name}: step {s} {key} {b[s][key]!r} vs one process {a[s][key]!r} (rel. {r:.2e} > {bound:.1e}"
+                     + (f"; reordering the sums in one process moves it {spread[s]:.1e}" if key == "grad_norm" else "")
+                     + ")")
+    print(f"{name}: {steps} steps, loss / validation loss within {worst_loss:.1e} of one process, grad norm "
+          f"within {worst_norm:.1e} (one process reordered: up to {max(spread.values()):.1e})", flush=True)
 
 
 def per_host_bytes(run_dir):
@@ -83,6 +105,7 @@ def per_host_bytes(run_dir):
 def scenario_parity(c):
     ds = prepare_dataset(FT, WORK)
     ref = one_process(ds, "one_process")
+    spread = order_spread(ref, one_process(ds, "one_process_micro2", ["train.micro_batch_size=2"]), 20)
     ref_bytes = raw_metrics(ref)[-1]["data_read_bytes"]
     layouts = [  # name, slots per host, sets
         ("dp4", 1, ["parallel.dp=4"]),
@@ -108,7 +131,7 @@ def scenario_parity(c):
         used = sorted(set(hosts.values()))
         if used != sorted(c.hosts):
             fail(f"{name}: ranks ran on {used}, expected every host of {c.hosts}")
-        compare(ref, run_dir, name, 20)
+        compare(ref, run_dir, name, 20, spread)
         tx = [after[i][1] - before[i][1] for i in range(c.n)]
         rows = raw_metrics(run_dir)
         if name == "dp4":
