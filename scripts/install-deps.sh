@@ -21,6 +21,10 @@ PACKAGES=(
   # fault tolerance: a real Slurm (controller, node daemon, clients) and munge for the Slurm test;
   # YAML for the static check of the Kubernetes manifests
   slurmctld slurmd slurm-client munge python3-yaml
+  # cluster tests: hosts as network namespaces (ip, tc), each with its own sshd; nsenter/unshare
+  openssh-server openssh-client iproute2 util-linux
+  # stack dumps of a hung job's ranks (fluxtrain launch)
+  gdb
   # built-in corpus: English and Russian manual pages, rendered by groff
   manpages manpages-dev manpages-ru man-db groff-base
 )
