@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   const auto shapes = ft::llama_gemm_shapes(768, 12, 12, 2048, 32000, 2048, 256);
 
   std::printf("GEMM on llama-125m step shapes, %d thread(s), %s clock, best of %d; GFLOP/s; oneDNN ISA %s\n",
-              omp_get_max_threads(), g_cpu_clock ? "cpu" : "wall", g_reps, ft::cpu::gemm_isa().c_str());
+              omp_get_max_threads(), g_cpu_clock ? "cpu" : "wall", g_reps, ft::cpu::onednn_isa_name().c_str());
   bool have[3];
   for (GemmLibrary lib : ft::cpu::kGemmLibraries) {
     auto st = ft::cpu::gemm_library_status(lib);
@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception&) {
     bf16_onednn = false;
   }
-  std::printf("  bf16: %s\n\n", ft::cpu::bf16_gemm_native() ? "native" : ("emulated: " + ft::cpu::bf16_emulation_reason()).c_str());
+  std::printf("  bf16: %s\n\n", ft::cpu::onednn_has_native_bf16() ? "native" : ("emulated: " + ft::cpu::bf16_emulation_reason()).c_str());
   constexpr int kImpls = 6;
   const char* names[kImpls] = {"onednn", "openblas", "blis", "f32 prim", "bf16 op", "bf16 dnnl"};
   std::printf("%-8s %5s %5s %5s %2s %2s %4s |", "layer", "M", "N", "K", "tA", "tB", "beta");

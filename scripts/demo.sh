@@ -26,6 +26,9 @@ print(f"demo: {len(rows)} steps, training loss {rows[0]['loss']:.3f} -> {rows[-1
 if val:
     print(f"demo: validation {val[0]['val_loss']:.3f} -> {val[-1]['val_loss']:.3f} nats/token, "
           f"{val[-1].get('val_bpc', float('nan')):.3f} bits/char at step {val[-1]['step']}")
+    langs = sorted(k[len("val_bpc_"):] for k in val[-1] if k.startswith("val_bpc_"))
+    if langs:
+        print("demo: bits/char by language: " + ", ".join(f"{l} {val[-1]['val_bpc_' + l]:.3f}" for l in langs))
 PY
 $FT report "$RUN"
 

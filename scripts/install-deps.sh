@@ -18,7 +18,7 @@ PACKAGES=(
   # data pipeline: checksums (XXH3), Unicode NFC, gzip'd man pages; libFuzzer for the readers
   libxxhash-dev xxhash libicu-dev zlib1g-dev clang libclang-rt-14-dev
   # oracle tests: PyTorch and NumPy from Debian
-  python3 python3-torch python3-numpy python3-venv python3-pip
+  python3 python3-torch python3-numpy python3-venv python3-pip python3-cryptography
   # monitoring tests: promtool (alert-rule tests) and a real Prometheus server to scrape us
   prometheus
   # fault tolerance: a real Slurm (controller, node daemon, clients) and munge for the Slurm test;

@@ -105,6 +105,8 @@ void check_compatible(const CheckpointManifest& m, const Config& cfg, uint64_t t
 struct Checkpointer::Job {
   int64_t step = 0, tokens = 0, optimizer_steps = 0;
   LoaderState loader;
+  double loss_scale = 0;
+  int64_t loss_scale_clean_steps = 0;
   std::string dir;
   std::atomic<bool> copied{false};  // the state is in the staging buffers
   std::atomic<bool> done{false};
@@ -410,6 +412,8 @@ Checkpointer::Resumed Checkpointer::resume() {
       out.restarts = m.restarts + 1;
       out.has_loader = m.has_loader;
       out.loader = m.loader;
+      out.loss_scale = m.loss_scale;
+      out.loss_scale_clean_steps = m.loss_scale_clean_steps;
       restarts_ = out.restarts;
       log_info(
           "resume: loaded {} (step {}, saved under world {} = dp {} x tp {} x pp {}, zero {}; now "
@@ -481,6 +485,8 @@ void Checkpointer::start_save(int64_t step, int64_t tokens, const LoaderState& l
   job_->step = step;
   job_->tokens = tokens;
   job_->loader = loader;
+  job_->loss_scale = loss_scale_;
+  job_->loss_scale_clean_steps = loss_scale_clean_steps_;
   job_->optimizer_steps = engine_.optimizer_steps();
   job_->dir = root_ + "/" + step_dir_name(step);
   in_flight_ = true;
@@ -598,6 +604,8 @@ bool Checkpointer::poll(bool block) {
     m->optimizer_steps = j.optimizer_steps;
     m->restarts = restarts_;
     m->loader = j.loader;
+    m->loss_scale = j.loss_scale;
+    m->loss_scale_clean_steps = j.loss_scale_clean_steps;
     m->tokenizer_hash = tokenizer_hash_;
     m->world = mesh_.world_size();
     m->dp = mesh_.degrees().dp, m->tp = mesh_.degrees().tp, m->pp = mesh_.degrees().pp,

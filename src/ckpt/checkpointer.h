@@ -56,6 +56,8 @@ class Checkpointer {
     int64_t step = 0, tokens = 0, restarts = 0;
     bool has_loader = false;
     LoaderState loader;
+    double loss_scale = 0;  // fp16: the saved dynamic loss scale (0 = none saved)
+    int64_t loss_scale_clean_steps = 0;
   };
   // Loads the checkpoint ckpt.resume names ("auto": the newest valid one under the root, skipping
   // incomplete or corrupt ones with a warning) into the engine. Refuses another model, batch
@@ -63,6 +65,11 @@ class Checkpointer {
   Resumed resume();
   // Called after every optimizer step: completes earlier saves, and starts one when due.
   void after_step(int64_t step, int64_t tokens, const LoaderState& loader);
+  // fp16: the loss scaler's state after the latest step, saved with the next checkpoint.
+  void set_loss_scale(double scale, int64_t clean_steps) {
+    loss_scale_ = scale;
+    loss_scale_clean_steps_ = clean_steps;
+  }
   // Waits until the last save is committed (or failed).
   void finish();
 
@@ -114,6 +121,8 @@ class Checkpointer {
   float* staging_ = nullptr;     // 3 × state_size_ floats (kCheckpoint), wiped after each write
   bool staging_locked_ = false;  // encrypted runs: mlock'ed, out of core dumps
   int64_t restarts_ = 0;
+  double loss_scale_ = 0;
+  int64_t loss_scale_clean_steps_ = 0;
   int copy_delay_ms_ =
       0;  // FLUXTRAIN_CKPT_TEST_COPY_DELAY_MS: slow the background copy down (tests)
 

@@ -110,10 +110,13 @@ std::string CheckpointManifest::to_json_text(const CkptKey* key) const {
   j["tokens"] = tokens;
   j["optimizer_steps"] = optimizer_steps;
   j["restarts"] = restarts;
+  if (loss_scale > 0) j["loss_scale"] = {{"scale", loss_scale}, {"clean_steps", loss_scale_clean_steps}};
   j["origin"] = origin;
   j["created"] = created;
   j["loader"] = has_loader ? json{{"next_sample", loader.next_sample}, {"epoch", loader.epoch}}
                            : json(nullptr);
+  // A data.mixture's weights and the sample each set took effect from (data/mixture.h).
+  if (has_loader && !loader.mixture.empty()) j["loader"]["mixture"] = json::parse(loader.mixture);
   j["tokenizer_xxh3"] = hex64(tokenizer_hash);
   j["layout"] = {{"world", world}, {"dp", dp}, {"tp", tp}, {"pp", pp}, {"zero", zero}};
   j["chunk_bytes"] = chunk_bytes;
@@ -202,6 +205,13 @@ CheckpointManifest CheckpointManifest::parse(const std::string& text, const std:
   m.tokens = r.i64(j, "tokens", "");
   m.optimizer_steps = r.i64(j, "optimizer_steps", "");
   m.restarts = r.i64(j, "restarts", "");
+  if (auto ls = j.find("loss_scale"); ls != j.end() && !ls->is_null()) {  // optional: fp16 runs only
+    const json& v = r.at(*ls, "scale", ".loss_scale");
+    if (!v.is_number() || !(v.get<double>() >= 1) || !(v.get<double>() <= 16777216))
+      r.fail(".loss_scale.scale", "must be a number in [1, 2^24]");
+    m.loss_scale = v.get<double>();
+    m.loss_scale_clean_steps = r.i64(*ls, "clean_steps", ".loss_scale");
+  }
   m.origin = r.str(j, "origin", "");
   m.created = r.str(j, "created", "");
   const json& ld = r.at(j, "loader", "");
@@ -209,6 +219,7 @@ CheckpointManifest CheckpointManifest::parse(const std::string& text, const std:
   if (m.has_loader) {
     m.loader.next_sample = r.i64(ld, "next_sample", ".loader");
     m.loader.epoch = r.i64(ld, "epoch", ".loader");
+    if (ld.contains("mixture")) m.loader.mixture = ld["mixture"].dump();
   }
   m.tokenizer_hash = r.hex(r.at(j, "tokenizer_xxh3", ""), ".tokenizer_xxh3");
   const json& lay = r.at(j, "layout", "");

@@ -60,6 +60,8 @@ struct CheckpointManifest {
   int version = kCkptManifestVersion;
   int64_t step = 0, tokens = 0, optimizer_steps = 0;
   int64_t restarts = 0;    // times the run had been resumed when this was saved
+  double loss_scale = 0;   // fp16 dynamic loss scale (0: the run did not use one)
+  int64_t loss_scale_clean_steps = 0;  // clean steps in a row towards the next growth
   bool has_loader = true;  // false for imported models (no data position to continue)
   LoaderState loader;
   uint64_t tokenizer_hash = 0;  // 0: none (synthetic data)

@@ -102,7 +102,7 @@ int run_bench_peak(int argc, char** argv) {
   const std::string shapes_desc = fmt::format("{}, {} tokens, head {} rows", model, tokens, head_rows);
   const ft::CpuInfo& cpu = ft::cpu_info();
   std::printf("CPU \"%s\": %s\n", cpu.model.c_str(), cpu.describe().c_str());
-  std::printf("binary compiled for: %s; oneDNN ISA: %s\n", ft::compiled_isa().c_str(), ft::cpu::gemm_isa().c_str());
+  std::printf("binary compiled for: %s; oneDNN ISA: %s\n", ft::compiled_isa().c_str(), ft::cpu::onednn_isa_name().c_str());
   std::printf("GEMM: %lld^3 square and %s (%zu GEMMs), %d thread(s), %s clock\n\n",
               static_cast<long long>(opt.size), shapes_desc.c_str(), shapes.size(), threads, clock.c_str());
 
@@ -168,7 +168,7 @@ int run_bench_peak(int argc, char** argv) {
   if (bf16_rec && bf16_rec->emulated) bf16.what = "emulated";
   if (bf16_rec && !bf16_rec->emulated) bf16.what = "native";
   rows.push_back(bf16);
-  if (!ft::cpu::bf16_gemm_native()) {  // oneDNN's own bf16 emulation, where it has one (avx512_core)
+  if (!ft::cpu::onednn_has_native_bf16()) {  // oneDNN's own bf16 emulation, where it has one (avx512_core)
     Row onednn16{"oneDNN", "bf16", "", "-", 0, 0, "", ""};
     attempt(onednn16, [&] { return ft::measure_bf16_onednn(threads, opt); });
     onednn16.kernel = "matmul primitive " + onednn16.kernel;
@@ -181,7 +181,7 @@ int run_bench_peak(int argc, char** argv) {
   std::printf("%-10s %-5s %-52s %-17s %9s %9s %9s\n", "library", "prec", "kernel", "used by", "square", "shapes",
               "/thread");
   for (const Row& r : rows) print_row(r, threads);
-  if (!ft::cpu::bf16_gemm_native())
+  if (!ft::cpu::onednn_has_native_bf16())
     std::printf("\nbf16 is emulated (%s): operands widened to fp32, the fp32 GEMM\n",
                 ft::cpu::bf16_emulation_reason().c_str());
 
@@ -190,7 +190,7 @@ int run_bench_peak(int argc, char** argv) {
       if (!r) continue;
       ft::record_peak(path, *r);
     }
-    std::printf("\nrecorded in %s for %d thread(s), ISA %s:", path.c_str(), threads, ft::cpu::gemm_isa().c_str());
+    std::printf("\nrecorded in %s for %d thread(s), ISA %s:", path.c_str(), threads, ft::cpu::onednn_isa_name().c_str());
     if (f32) std::printf(" f32 %.1f (%s)", f32->gflops, f32->gemm.c_str());
     if (bf16_rec) std::printf(", bf16 %.1f%s", bf16_rec->gflops, bf16_rec->emulated ? " (emulated)" : "");
     if (f16_rec) std::printf(", f16 %.1f (emulated)", f16_rec->gflops);

@@ -23,6 +23,8 @@ int run_config(int argc, char** argv) {
     return 0;
   }
   ft::Config cfg = ft::load_config(path, sets);
+  for (const auto& n : cfg.config_notes) std::fprintf(stderr, "note: %s\n", n.c_str());
+  for (const auto& w : cfg.config_warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   std::printf("%s\n", cfg.to_json().dump(2).c_str());
   return 0;
 }

@@ -5,7 +5,9 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 
+#include "config/key_effects.h"
 #include "dist/pipeline/pipeline_plan.h"
 #include "model/param_layout.h"
 #include "train/micro_batches.h"
@@ -123,6 +125,11 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   for (auto& [k, v] : file_kv) b.set(k, v, path);
   for (auto& [k, v] : set_kv) b.set(k, v, "--set");
   if (cfg.fault.collective_timeout_s > 0) cfg.parallel.collective_timeout_s = cfg.fault.collective_timeout_s;
+  cfg.train.resolve_precision();  // decided once, at start
+  std::set<std::string> set_keys;
+  for (auto* kv : {&file_kv, &set_kv})
+    for (auto& [k, v] : *kv) set_keys.insert(k);
+  apply_key_effects(cfg, set_keys);
   cfg.validate();
   return cfg;
 }

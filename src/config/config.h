@@ -33,6 +33,9 @@ struct Config {
   MetricsConfig metrics;
   FaultConfig fault;
   CkptConfig ckpt;
+  // What loading decided about keys the user set (config/key_effects.h): settings they implied
+  // ("data.source = \"dataset\" (implied by data.path = ...)") and keys that do nothing here.
+  std::vector<std::string> config_notes, config_warnings;
 
   void bind(ConfigBinder& b);
   void validate() const;

@@ -1,12 +1,16 @@
 #include "data/loader.h"
 
 #include <memory>
+#include <set>
 
 #include "data/dataset_loader.h"
+#include "data/mixture_loader.h"
+#include "data/shard_cache.h"
 #include "data/synthetic.h"
 #include "data/token_file.h"
 #include "util/error.h"
 #include "util/hash.h"
+#include "util/log.h"
 #include "util/permutation.h"
 
 namespace ft {
@@ -101,7 +105,61 @@ class TokenFileLoader final : public RankSliceLoader {
   int64_t first_window_ = 0, num_windows_ = 0;
 };
 
+std::string cache_root(const DataConfig& data, const TrainConfig& train, Split split, int64_t dp_rank) {
+  std::string root = data.cache_dir.empty() ? train.run_dir + "/data-cache" : data.cache_dir;
+  return fmt::format("{}/{}-dp{}", root, split == Split::kTrain ? "train" : "validation", dp_rank);
+}
+
+DatasetLoaderOptions dataset_options(const DataConfig& data, const TrainConfig& train, int64_t vocab, int64_t dp_rank,
+                                     int64_t dp_size, Split split, const std::string& path) {
+  DatasetLoaderOptions o;
+  o.dir = path;
+  o.split = split;
+  o.seq_len = train.seq_len;
+  o.global_batch = train.batch_size;
+  o.seed = train.seed;
+  o.dp_rank = dp_rank;
+  o.dp_size = dp_size;
+  o.model_vocab = vocab;
+  o.prefetch = static_cast<int>(data.prefetch);
+  o.verify = data.verify;
+  o.cache_dir = cache_root(data, train, split, dp_rank);
+  o.cache_bytes = static_cast<uint64_t>(data.cache_bytes);
+  o.store.gcs_endpoint = data.endpoint;
+  o.store.s3_endpoint = data.endpoint;
+  return o;
+}
+
 }  // namespace
+
+std::vector<ValidationSource> make_validation_sources(const DataConfig& data, const TrainConfig& train, int64_t vocab,
+                                                      int64_t dp_rank, int64_t dp_size) {
+  std::vector<ValidationSource> out;
+  if (data.source != DataSource::kDataset) return out;
+  std::vector<MixtureSource> sources;
+  if (!data.mixture.empty()) {
+    sources = parse_mixture(data.mixture, data.path);
+  } else {
+    DatasetLoaderOptions o = dataset_options(data, train, vocab, dp_rank, dp_size, Split::kValidation, data.path);
+    std::set<std::string> langs;
+    for (const ShardInfo& s : load_dataset_manifest(data.path, o.store).validation.shards)
+      if (!s.language.empty() && s.tokens > 0) langs.insert(s.language);
+    if (langs.size() < 2) return out;
+    for (const std::string& l : langs) sources.push_back({l, data.path, l, 0.0});
+  }
+  for (const MixtureSource& s : sources) {
+    DatasetLoaderOptions o = dataset_options(data, train, vocab, dp_rank, dp_size, Split::kValidation, s.path);
+    o.language = s.language;
+    o.cache_dir += "/" + s.name;
+    try {
+      out.push_back({s.name, data.mixture.empty() ? 0.0 : s.weight, std::make_unique<DatasetLoader>(o)});
+    } catch (const Error& e) {
+      if (std::string(e.what()).find("fewer than the global batch") == std::string::npos) throw;
+      log_warn("validation of source \"{}\" is skipped: {}", s.name, e.what());
+    }
+  }
+  return out;
+}
 
 std::unique_ptr<DataLoader> make_loader(const DataConfig& data, const TrainConfig& train, int64_t vocab,
                                         int64_t dp_rank, int64_t dp_size, Split split) {
@@ -111,17 +169,12 @@ std::unique_ptr<DataLoader> make_loader(const DataConfig& data, const TrainConfi
     case DataSource::kTokenFile:
       return std::make_unique<TokenFileLoader>(data, train, vocab, dp_rank, dp_size, split);
     case DataSource::kDataset: {
-      DatasetLoaderOptions o;
-      o.dir = data.path;
-      o.split = split;
-      o.seq_len = train.seq_len;
-      o.global_batch = train.batch_size;
-      o.seed = train.seed;
-      o.dp_rank = dp_rank;
-      o.dp_size = dp_size;
-      o.model_vocab = vocab;
-      o.prefetch = static_cast<int>(data.prefetch);
-      o.verify = data.verify;
+      DatasetLoaderOptions o = dataset_options(data, train, vocab, dp_rank, dp_size, split, data.path);
+      if (!data.mixture.empty()) {
+        if (split == Split::kValidation) return nullptr;
+        o.cache_dir = cache_root(data, train, split, dp_rank);
+        return std::make_unique<MixtureLoader>(parse_mixture(data.mixture, data.path), o);
+      }
       return std::make_unique<DatasetLoader>(o);
     }
   }

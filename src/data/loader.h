@@ -37,6 +37,9 @@ struct Batch {
 struct LoaderState {
   int64_t next_sample = 0;  // global index of the first sample of the next global batch
   int64_t epoch = 0;
+  // data.mixture only: JSON of the weights in force and the sample each set took effect from
+  // ([{"from_sample": 0, "weights": {"ru": 0.5, "en": 0.5}}, ...]); "" otherwise.
+  std::string mixture;
 };
 
 class DataLoader {
@@ -55,6 +58,8 @@ class DataLoader {
   virtual uint64_t tokenizer_hash() const { return 0; }
   // Seconds the last next() waited for its batch (0 when it was already prefetched).
   virtual double last_wait_s() const { return 0; }
+  // Shard bytes this loader fetched from object storage so far (data.path = s3:// or gs://).
+  virtual uint64_t fetched_bytes() const { return 0; }
   virtual std::string describe() const = 0;
 };
 
@@ -65,9 +70,25 @@ inline double bits_per_char(double nats_per_token, double chars_per_token) {
   return chars_per_token > 0 ? bits_per_token(nats_per_token) / chars_per_token : 0;
 }
 
-// dp_rank/dp_size: this rank's place among data-parallel replicas.
+// dp_rank/dp_size: this rank's place among data-parallel replicas. With data.mixture the
+// training loader is a MixtureLoader and the validation loader is nullptr (validation is per
+// source: make_validation_sources).
 std::unique_ptr<DataLoader> make_loader(const DataConfig& data, const TrainConfig& train,
                                         int64_t vocab_size, int64_t dp_rank, int64_t dp_size,
                                         Split split);
+
+// Validation reported per source (val_loss_<name>, val_bpc_<name>): each data.mixture source's
+// validation split; without a mixture, each language of a dataset whose validation split holds
+// several (the built-in corpus: "en", "ru"). weight: the source's mixture weight (the overall
+// val_loss of a mixture is their weighted mean); 0 without a mixture (the overall validation
+// is then the whole split, as before). A source whose validation split is smaller than one
+// global batch is left out with a warning.
+struct ValidationSource {
+  std::string name;
+  double weight = 0;
+  std::unique_ptr<DataLoader> loader;
+};
+std::vector<ValidationSource> make_validation_sources(const DataConfig& data, const TrainConfig& train,
+                                                      int64_t vocab_size, int64_t dp_rank, int64_t dp_size);
 
 }  // namespace ft

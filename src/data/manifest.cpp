@@ -16,11 +16,14 @@ constexpr const char* kHint = "the manifest is damaged or from another tool; re-
 json split_json(const SplitInfo& s) {
   json shards = json::array();
   for (const ShardInfo& sh : s.shards) {
-    shards.push_back({{"file", sh.file},
-                      {"tokens", sh.tokens},
-                      {"documents", sh.documents},
-                      {"bytes", sh.bytes},
-                      {"checksum", hex64(sh.checksum)}});
+    json j = {{"file", sh.file},
+              {"tokens", sh.tokens},
+              {"documents", sh.documents},
+              {"bytes", sh.bytes},
+              {"checksum", hex64(sh.checksum)}};
+    if (!sh.language.empty()) j["language"] = sh.language;
+    if (sh.characters > 0) j["characters"] = sh.characters;
+    shards.push_back(std::move(j));
   }
   return {{"documents", s.documents},    {"tokens", s.tokens},
           {"characters", s.characters},  {"text_bytes", s.text_bytes},
@@ -82,6 +85,8 @@ SplitInfo parse_split(const Reader& r, const json& root, const std::string& key)
     sh.documents = r.u64(shards[i], "documents", p);
     sh.bytes = r.u64(shards[i], "bytes", p);
     sh.checksum = parse_hex64(r.str(shards[i], "checksum", p), r.name() + ": " + p + ".checksum");
+    if (shards[i].contains("language")) sh.language = r.str(shards[i], "language", p);
+    if (shards[i].contains("characters")) sh.characters = r.u64(shards[i], "characters", p);
     if (sh.tokens > (uint64_t{1} << 56) || sh.documents > sh.tokens) r.fail(p, "has impossible token/document counts");
     tokens += sh.tokens;
     docs += sh.documents;
@@ -109,6 +114,7 @@ std::string DatasetManifest::to_json_text() const {
             {"token_bytes", token_bytes},
             {"splits", {{"train", split_json(train)}, {"validation", split_json(validation)}}},
             {"stats", {{"languages", langs}, {"duplicates_dropped", duplicates},
+                       {"near_duplicates_dropped", near_duplicates}, {"near_duplicate_threshold", near_dup_threshold},
                        {"invalid_utf8_replaced", invalid_utf8}, {"empty_dropped", empty}}},
             {"sources", sources}};
   return j.dump(2) + "\n";
@@ -164,6 +170,12 @@ DatasetManifest DatasetManifest::parse(const std::string& text, const std::strin
       }
     }
     if (st.contains("duplicates_dropped")) m.duplicates = r.u64(st, "duplicates_dropped", "stats");
+    if (st.contains("near_duplicates_dropped") && st["near_duplicates_dropped"].is_object()) {
+      for (auto& [lang, v] : st["near_duplicates_dropped"].items())
+        m.near_duplicates[lang] = r.u64(st["near_duplicates_dropped"], lang, "stats.near_duplicates_dropped");
+    }
+    if (st.contains("near_duplicate_threshold") && st["near_duplicate_threshold"].is_number())
+      m.near_dup_threshold = st["near_duplicate_threshold"].get<double>();
     if (st.contains("invalid_utf8_replaced")) m.invalid_utf8 = r.u64(st, "invalid_utf8_replaced", "stats");
     if (st.contains("empty_dropped")) m.empty = r.u64(st, "empty_dropped", "stats");
   }

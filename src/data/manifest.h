@@ -43,6 +43,8 @@ struct DatasetManifest {
   // Informational: what prepare read and did.
   std::map<std::string, LanguageStats> languages;
   uint64_t duplicates = 0, invalid_utf8 = 0, empty = 0;
+  std::map<std::string, uint64_t> near_duplicates;  // per language, dropped by MinHash-LSH
+  double near_dup_threshold = 0;                    // 0 = near-duplicates were kept
   std::vector<std::string> sources;
 
   const SplitInfo& split(Split s) const { return s == Split::kTrain ? train : validation; }

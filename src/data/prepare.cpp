@@ -1,5 +1,7 @@
 #include "data/prepare.h"
 
+#include <nlohmann/json.hpp>
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -11,6 +13,7 @@
 #include <unordered_set>
 
 #include "data/corpus.h"
+#include "data/near_dedup.h"
 #include "data/shard.h"
 #include "data/text_normalize.h"
 #include "data/tokenizer.h"
@@ -71,10 +74,47 @@ class SpillReader {
   std::ifstream in_;
 };
 
+// One split: its statistics, and one text spill per language (shards are cut per language, so
+// a language's documents are a run of whole shards: data.mixture can select them).
 struct SplitAccumulator {
   SplitInfo info;
-  std::unique_ptr<SpillWriter> spill;
+  std::unique_ptr<SpillWriter> spill[3];
+  uint64_t lang_docs[3] = {0, 0, 0}, lang_bytes[3] = {0, 0, 0};
 };
+
+std::string spill_path(const std::string& staging, const char* split, int lang, const char* what) {
+  return fmt::format("{}/{}.{}.{}", staging, split, kLanguages[lang], what);
+}
+
+// Shards per language for a split of `n` shards: at least one for each language with documents,
+// the rest by text bytes (largest remainder), never more than a language's documents.
+std::vector<int64_t> shards_per_language(int64_t n, const uint64_t docs[3], const uint64_t bytes[3]) {
+  std::vector<int64_t> out(3, 0);
+  int present = 0;
+  uint64_t total = 0;
+  for (int l = 0; l < 3; ++l)
+    if (docs[l] > 0) ++present, total += bytes[l];
+  if (present == 0) return out;
+  n = std::max<int64_t>(n, present);
+  int64_t given = 0;
+  for (int l = 0; l < 3; ++l)
+    if (docs[l] > 0) out[static_cast<size_t>(l)] = 1, ++given;
+  while (given < n) {  // the next shard goes where a shard would hold the most bytes
+    int best = -1;
+    double best_load = -1;
+    for (int l = 0; l < 3; ++l) {
+      auto li = static_cast<size_t>(l);
+      if (docs[l] <= static_cast<uint64_t>(out[li])) continue;
+      double load = static_cast<double>(bytes[l]) / static_cast<double>(out[li]);
+      if (load > best_load) best = l, best_load = load;
+    }
+    if (best < 0) break;
+    ++out[static_cast<size_t>(best)];
+    ++given;
+  }
+  (void)total;
+  return out;
+}
 
 struct Key128 {
   uint64_t a, b;
@@ -87,6 +127,7 @@ struct Key128Hash {
 struct ExtractedDoc {
   std::string source, text;
   uint64_t invalid = 0;
+  MinHash sig;  // when near-duplicates are removed
 };
 
 void remove_stale_staging(const fs::path& out) {
@@ -103,44 +144,217 @@ void remove_stale_staging(const fs::path& out) {
   }
 }
 
-// Cuts one split's token spill into `n` shards of nearly equal token counts.
-std::vector<ShardInfo> write_shards(const std::string& staging, const std::string& split_name, int64_t n,
-                                    int token_bytes, const std::string& tok_path, const std::vector<uint64_t>& doc_lens) {
+
+
+std::string shard_info_json(const ShardInfo& i) {
+  return nlohmann::json{{"file", i.file}, {"tokens", i.tokens}, {"documents", i.documents}, {"bytes", i.bytes},
+                        {"checksum", i.checksum}, {"language", i.language}, {"characters", i.characters}}
+      .dump();
+}
+
+ShardInfo shard_info_from_json(const std::string& text) {
+  nlohmann::json j = nlohmann::json::parse(text);
+  ShardInfo i;
+  i.file = j["file"].get<std::string>();
+  i.tokens = j["tokens"].get<uint64_t>();
+  i.documents = j["documents"].get<uint64_t>();
+  i.bytes = j["bytes"].get<uint64_t>();
+  i.checksum = j["checksum"].get<uint64_t>();
+  i.language = j["language"].get<std::string>();
+  i.characters = j["characters"].get<uint64_t>();
+  return i;
+}
+
+// The ranks' collective (PrepareOptions::sync), counted so that a rank that fails joins the next
+// one with a failure status instead of leaving the others waiting.
+class Sync {
+ public:
+  explicit Sync(const PrepareOptions& o) : opt_(o) {}
+  // Returns rank 0's values; throws when any rank reported a failure.
+  std::function<void()> on_run;  // counts completed collectives
+  bool failed_remote = false;     // a collective reported another rank's failure
+  std::vector<int64_t> run(std::vector<int64_t> v) {
+    v.insert(v.begin(), 0);
+    exchange(v);
+    if (on_run) on_run();
+    if (v[0] != 0) {
+      failed_remote = true;
+      throw Error(fmt::format("prepare: another rank failed (rank {} of {} stops too)", opt_.rank, opt_.world),
+                  "the failing rank printed the reason");
+    }
+    return {v.begin() + 1, v.end()};
+  }
+  void fail(size_t n) {  // joins the pending collective with a failure (n = its payload size)
+    std::vector<int64_t> v(n + 1, 0);
+    v[0] = 1;
+    exchange(v);
+  }
+
+ private:
+  void exchange(std::vector<int64_t>& v) {
+    if (opt_.world > 1) opt_.sync(v);
+  }
+  const PrepareOptions& opt_;
+};
+
+std::string rank_path(const std::string& staging, const char* split, int lang, const char* what, int rank) {
+  return fmt::format("{}/{}.{}.{}.{}", staging, split, kLanguages[lang], what, rank);
+}
+
+// Every rank: documents [r·D/N, (r+1)·D/N) of each (split, language) text spill, encoded (EOS
+// appended) into "<split>.<lang>.tokens.<r>" (int32) and "<split>.<lang>.lens.<r>" (u64 tokens,
+// u64 characters per document).
+void encode_part(const std::string& staging, const Tokenizer& tok, int32_t eos, const uint64_t docs[2][3], int rank,
+                 int world) {
+  const char* split_names[2] = {"train", "validation"};
+  for (int s = 0; s < 2; ++s) {
+    for (int l = 0; l < 3; ++l) {
+      const int64_t D = static_cast<int64_t>(docs[s][l]), first = rank * D / world, last = (rank + 1) * D / world;
+      SpillReader reader(spill_path(staging, split_names[s], l, "text"));
+      std::ofstream tok_out(rank_path(staging, split_names[s], l, "tokens", rank), std::ios::binary | std::ios::trunc);
+      std::ofstream lens_out(rank_path(staging, split_names[s], l, "lens", rank), std::ios::binary | std::ios::trunc);
+      std::vector<std::string> texts;
+      std::string text;
+      int lang = 0;
+      int64_t index = 0;
+      bool more = true;
+      while (more && index < last) {
+        texts.clear();
+        size_t bytes = 0;
+        while (bytes < (size_t{16} << 20) && index < last && (more = reader.next(&text, &lang))) {
+          if (index++ < first) continue;
+          bytes += text.size();
+          texts.push_back(std::move(text));
+        }
+        if (texts.empty()) continue;
+        auto ids = tok.encode_batch(texts);
+        for (size_t i = 0; i < ids.size(); ++i) {
+          ids[i].push_back(eos);
+          tok_out.write(reinterpret_cast<const char*>(ids[i].data()), static_cast<std::streamsize>(ids[i].size() * 4));
+          uint64_t rec[2] = {ids[i].size(), count_code_points(texts[i])};
+          lens_out.write(reinterpret_cast<const char*>(rec), sizeof rec);
+        }
+      }
+      if (!tok_out || !lens_out) throw Error(fmt::format("writing token spill in {} failed", staging), "is the disk full?");
+    }
+  }
+}
+
+// The documents [first, last) of each shard: the greedy cut of write_shards, on lengths only.
+std::vector<std::pair<size_t, size_t>> cut_shards(const std::vector<uint64_t>& doc_lens, int64_t n) {
   uint64_t total = 0;
   for (uint64_t l : doc_lens) total += l;
-  std::vector<ShardInfo> out;
-  std::ifstream tok(tok_path, std::ios::binary);
-  if (!tok) throw Error(fmt::format("cannot open {}", tok_path));
+  std::vector<std::pair<size_t, size_t>> out;
   size_t d = 0;
   uint64_t done = 0;
-  std::vector<int32_t> buf;
   for (int64_t s = 0; s < n; ++s) {
-    std::string path = fmt::format("{}/{}-{:05d}.ftshard", staging, split_name, s);
-    ShardWriter w(path, token_bytes);
+    size_t begin = d;
+    uint64_t in_shard = 0;
     uint64_t target = total * static_cast<uint64_t>(s + 1) / static_cast<uint64_t>(n);
     size_t docs_left = doc_lens.size() - d;
     size_t shards_after = static_cast<size_t>(n - s - 1);
     while (d < doc_lens.size()) {
       if (docs_left <= shards_after) break;  // every later shard needs a document
       // Stop when adding this document overshoots the target by more than stopping undershoots it.
-      if (s != n - 1 && w.num_tokens() > 0 && done + doc_lens[d] / 2 >= target) break;
-      buf.resize(doc_lens[d]);
-      tok.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(buf.size() * 4));
-      if (!tok) throw Error(fmt::format("{}: short read", tok_path));
-      w.add_document(buf.data(), buf.size());
+      if (s != n - 1 && in_shard > 0 && done + doc_lens[d] / 2 >= target) break;
+      in_shard += doc_lens[d];
       done += doc_lens[d];
       ++d;
       --docs_left;
     }
-    out.push_back(w.commit());
+    out.emplace_back(begin, d);
   }
   FT_CHECK(d == doc_lens.size(), "{} documents left after cutting shards", doc_lens.size() - d);
   return out;
 }
 
+// One (split, language)'s documents over the ranks' token files, in rank order.
+struct RankedTokens {
+  std::vector<uint64_t> lens, chars;
+  std::vector<int> rank_of;          // per document
+  std::vector<uint64_t> offset;      // per document: first token inside its rank's file
+  std::vector<std::string> files;    // per rank
+};
+
+RankedTokens read_lens(const std::string& staging, const char* split, int lang, int world) {
+  RankedTokens t;
+  for (int r = 0; r < world; ++r) {
+    t.files.push_back(rank_path(staging, split, lang, "tokens", r));
+    std::string raw = read_file(rank_path(staging, split, lang, "lens", r));
+    uint64_t off = 0;
+    for (size_t i = 0; i + 16 <= raw.size(); i += 16) {
+      uint64_t rec[2];
+      std::memcpy(rec, raw.data() + i, 16);
+      t.lens.push_back(rec[0]);
+      t.chars.push_back(rec[1]);
+      t.rank_of.push_back(r);
+      t.offset.push_back(off);
+      off += rec[0];
+    }
+  }
+  return t;
+}
+
+ShardInfo write_shard(const std::string& path, int token_bytes, const RankedTokens& t, size_t first, size_t last,
+                      const std::string& language) {
+  ShardWriter w(path, token_bytes);
+  uint64_t chars = 0;
+  std::vector<int32_t> buf;
+  std::ifstream in;
+  int open_rank = -1;
+  for (size_t d = first; d < last; ++d) {
+    if (t.rank_of[d] != open_rank) {
+      in.close();
+      in.open(t.files[static_cast<size_t>(t.rank_of[d])], std::ios::binary);
+      if (!in) throw Error(fmt::format("cannot open {}", t.files[static_cast<size_t>(t.rank_of[d])]));
+      open_rank = t.rank_of[d];
+    }
+    buf.resize(t.lens[d]);
+    in.seekg(static_cast<std::streamoff>(t.offset[d] * 4));
+    in.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(buf.size() * 4));
+    if (!in) throw Error(fmt::format("{}: short read", t.files[static_cast<size_t>(open_rank)]));
+    w.add_document(buf.data(), buf.size());
+    chars += t.chars[d];
+  }
+  ShardInfo info = w.commit();
+  info.language = language;
+  info.characters = chars;
+  return info;
+}
+
+// Every rank: the shards of both splits (cut per language), writing those with k % world == rank
+// and their ShardInfo as "<name>.info" (one JSON object) beside them.
+void write_rank_shards(const std::string& staging, int token_bytes, const uint64_t docs[2][3],
+                       const uint64_t bytes[2][3], int64_t shards, int64_t val_shards, int rank, int world) {
+  const char* split_names[2] = {"train", "validation"};
+  for (int s = 0; s < 2; ++s) {
+    std::vector<int64_t> per_lang = shards_per_language(s == 0 ? shards : val_shards, docs[s], bytes[s]);
+    int64_t k = 0;
+    for (int l = 0; l < 3; ++l) {
+      if (per_lang[static_cast<size_t>(l)] == 0) continue;
+      RankedTokens t = read_lens(staging, split_names[s], l, world);
+      for (auto [first, last] : cut_shards(t.lens, per_lang[static_cast<size_t>(l)])) {
+        if (k % world == rank) {
+          std::string name = fmt::format("{}-{:05d}.ftshard", split_names[s], k);
+          ShardInfo info = write_shard(staging + "/" + name, token_bytes, t, first, last, kLanguages[l]);
+          write_file_atomic(staging + "/" + name + ".info", shard_info_json(info));
+        }
+        ++k;
+      }
+    }
+    if (k == 0 && rank == 0) {  // an empty split (no validation documents): one empty shard, as readers expect
+      std::string name = fmt::format("{}-00000.ftshard", split_names[s]);
+      ShardInfo info = write_shard(staging + "/" + name, token_bytes, RankedTokens{}, 0, 0, "");
+      write_file_atomic(staging + "/" + name + ".info", shard_info_json(info));
+    }
+  }
+}
 }  // namespace
 
-PrepareReport prepare_dataset(const PrepareOptions& opt) {
+namespace {
+
+// Rank 0's part (all of it with one rank); `sync` joins the other ranks at each step.
+PrepareReport prepare_rank0(const PrepareOptions& opt, Sync& sync) {
   auto t0 = Clock::now();
   PrepareReport rep;
   if (opt.out_dir.empty()) throw Error("prepare needs --out DIR");
@@ -182,14 +396,14 @@ PrepareReport prepare_dataset(const PrepareOptions& opt) {
 
   DatasetManifest m;
 
-  // 1. Inputs: download s3:// prefixes into the staging directory, then expand everything.
+  // 1. Inputs: download s3:// and gs:// prefixes into the staging directory, then expand everything.
   std::vector<std::string> inputs = opt.inputs;
   if (inputs.empty()) inputs = default_corpus_inputs();
   std::vector<std::string> local;
   for (const std::string& in : inputs) {
-    if (S3Url::is_s3(in)) {
-      std::string dir = fmt::format("{}/s3-input/{}", staging, local.size());
-      PullReport pr = s3_pull(in, dir, opt.s3);
+    if (ObjectUrl::is_object_url(in)) {
+      std::string dir = fmt::format("{}/remote-input/{}", staging, local.size());
+      PullReport pr = object_pull(in, dir, opt.store);
       if (pr.objects == 0) throw Error(fmt::format("input {}: no objects under this prefix", in));
       log_info("prepare: fetched {} objects ({}) from {}", pr.objects, human_bytes(static_cast<double>(pr.bytes)), in);
       local.push_back(dir);
@@ -210,9 +424,17 @@ PrepareReport prepare_dataset(const PrepareOptions& opt) {
 
   auto t_extract = Clock::now();
   SplitAccumulator acc[2];
-  acc[0].spill = std::make_unique<SpillWriter>(staging + "/train.text");
-  acc[1].spill = std::make_unique<SpillWriter>(staging + "/validation.text");
+  const char* split_names[2] = {"train", "validation"};
+  for (int sp = 0; sp < 2; ++sp)
+    for (int l = 0; l < 3; ++l) acc[sp].spill[l] = std::make_unique<SpillWriter>(spill_path(staging, split_names[sp], l, "text"));
   std::unordered_set<Key128, Key128Hash> seen;
+  if (opt.near_dup_threshold < 0 || opt.near_dup_threshold > 1) {
+    throw Error(fmt::format("--near-dup-threshold {} must be in [0, 1]", opt.near_dup_threshold),
+                "0 keeps near-duplicates; 0.8 drops documents whose 5-word shingles overlap an earlier one's by 80%");
+  }
+  std::unique_ptr<NearDuplicates> near;
+  if (opt.near_dup_threshold > 0) near = std::make_unique<NearDuplicates>(NearDupOptions{.threshold = opt.near_dup_threshold});
+  m.near_dup_threshold = opt.near_dup_threshold;
   LanguageStats lang_stats[3];
   const uint64_t val_cut = static_cast<uint64_t>(opt.val_fraction * 1e6);
   const size_t kBatch = 64;
@@ -227,7 +449,8 @@ PrepareReport prepare_dataset(const PrepareOptions& opt) {
       try {
         for_each_document(f, [&](const std::string& src, std::string&& raw, uint64_t bad) {
           NormalizeResult r = normalize_document(raw);
-          docs[static_cast<size_t>(i)].push_back({src, std::move(r.text), r.invalid_utf8 + bad});
+          MinHash sig = near && !r.text.empty() ? near->signature(r.text) : MinHash{};
+          docs[static_cast<size_t>(i)].push_back({src, std::move(r.text), r.invalid_utf8 + bad, std::move(sig)});
         });
       } catch (const Error& e) {
         if (f.kind != InputKind::kManPage) failures[static_cast<size_t>(i)] = std::string(e.what()) + "\n" + e.hint();
@@ -256,8 +479,12 @@ PrepareReport prepare_dataset(const PrepareOptions& opt) {
           ++m.duplicates;
           continue;
         }
-        int split = (mix64(key.a ^ opt.seed) % 1000000) < val_cut ? 1 : 0;
         int lang = language_index(detect_language(d.text));
+        if (near && near->is_duplicate_or_add(d.sig)) {  // input order decides which copy stays
+          ++m.near_duplicates[kLanguages[lang]];
+          continue;
+        }
+        int split = (mix64(key.a ^ opt.seed) % 1000000) < val_cut ? 1 : 0;
         uint64_t chars = count_code_points(d.text);
         SplitInfo& si = acc[split].info;
         si.documents += 1;
@@ -266,12 +493,14 @@ PrepareReport prepare_dataset(const PrepareOptions& opt) {
         lang_stats[lang].documents += 1;
         lang_stats[lang].characters += chars;
         lang_stats[lang].bytes += d.text.size();
-        acc[split].spill->add(d.text, lang);
+        acc[split].lang_docs[lang] += 1;
+        acc[split].lang_bytes[lang] += d.text.size();
+        acc[split].spill[lang]->add(d.text, lang);
       }
     }
   }
-  acc[0].spill->close();
-  acc[1].spill->close();
+  for (auto& a : acc)
+    for (auto& sp : a.spill) sp->close();
   if (rep.failed_files > 0) {
     log_warn("prepare: skipped {} manual pages that groff could not render (first: {})", rep.failed_files,
              first_failure);
@@ -301,14 +530,18 @@ PrepareReport prepare_dataset(const PrepareOptions& opt) {
     TokenizerTrainOptions to;
     to.vocab_size = opt.vocab_size;
     to.seed = opt.seed;
-    SpillReader reader(staging + "/train.text");
+    int reading = 0;
+    auto reader = std::make_unique<SpillReader>(spill_path(staging, "train", 0, "text"));
     std::string doc;
     int lang = 0;
     size_t pos = std::string::npos;
     model = train_tokenizer(to, [&](std::string* line) {
       while (true) {
         if (pos == std::string::npos || pos >= doc.size()) {
-          if (!reader.next(&doc, &lang)) return false;
+          while (!reader->next(&doc, &lang)) {
+            if (++reading == 3) return false;
+            reader = std::make_unique<SpillReader>(spill_path(staging, "train", reading, "text"));
+          }
           pos = 0;
         }
         size_t eol = doc.find('\n', pos);
@@ -328,50 +561,48 @@ PrepareReport prepare_dataset(const PrepareOptions& opt) {
   m.token_bytes = m.vocab_size <= 65536 ? 2 : 4;
   rep.seconds_tokenizer = since(t_tok);
 
-  // 3. Encode each split into a token spill (uint32) and a list of document lengths.
-  auto t_enc = Clock::now();
-  const char* split_names[2] = {"train", "validation"};
-  std::vector<uint64_t> doc_lens[2];
-  for (int s = 0; s < 2; ++s) {
-    SpillReader reader(fmt::format("{}/{}.text", staging, split_names[s]));
-    std::ofstream tok_out(fmt::format("{}/{}.tokens", staging, split_names[s]), std::ios::binary | std::ios::trunc);
-    std::vector<std::string> texts;
-    std::vector<int> langs;
-    std::string text;
-    int lang = 0;
-    bool more = true;
-    while (more) {
-      texts.clear();
-      langs.clear();
-      size_t bytes = 0;
-      while (bytes < (size_t{16} << 20) && (more = reader.next(&text, &lang))) {
-        bytes += text.size();
-        texts.push_back(std::move(text));
-        langs.push_back(lang);
-      }
-      if (texts.empty()) break;
-      auto ids = tok.encode_batch(texts);
-      for (size_t i = 0; i < ids.size(); ++i) {
-        ids[i].push_back(m.eos_id);
-        tok_out.write(reinterpret_cast<const char*>(ids[i].data()), static_cast<std::streamsize>(ids[i].size() * 4));
-        doc_lens[s].push_back(ids[i].size());
-        acc[s].info.tokens += ids[i].size();
-        lang_stats[langs[i]].tokens += ids[i].size();
-      }
+  // Every rank learns the staging directory and the (split, language) document counts.
+  uint64_t docs[2][3], bytes[2][3];
+  std::vector<int64_t> shared = {static_cast<int64_t>(::getpid())};
+  for (int sp = 0; sp < 2; ++sp)
+    for (int l = 0; l < 3; ++l) {
+      docs[sp][l] = acc[sp].lang_docs[l], bytes[sp][l] = acc[sp].lang_bytes[l];
+      shared.push_back(static_cast<int64_t>(docs[sp][l]));
+      shared.push_back(static_cast<int64_t>(bytes[sp][l]));
     }
-    if (!tok_out) throw Error(fmt::format("writing token spill in {} failed", staging), "is the disk full?");
-    tok_out.close();
-    fs::remove(fmt::format("{}/{}.text", staging, split_names[s]), ec);
-  }
+  sync.run(shared);
+
+  // 3. Encode: this rank's part of each (split, language).
+  auto t_enc = Clock::now();
+  encode_part(staging, tok, m.eos_id, docs, opt.rank, opt.world);
+  sync.run({});
   rep.seconds_encode = since(t_enc);
 
-  // 4. Shards.
+  // 4. Shards: cut per language over every rank's documents; this rank writes its share.
   auto t_shard = Clock::now();
-  for (int s = 0; s < 2; ++s) {
-    int64_t n = s == 0 ? opt.shards : std::min<int64_t>(opt.val_shards, std::max<size_t>(doc_lens[s].size(), 1));
-    std::string tok_path = fmt::format("{}/{}.tokens", staging, split_names[s]);
-    acc[s].info.shards = write_shards(staging, split_names[s], n, m.token_bytes, tok_path, doc_lens[s]);
-    fs::remove(tok_path, ec);
+  write_rank_shards(staging, m.token_bytes, docs, bytes, opt.shards, opt.val_shards, opt.rank, opt.world);
+  sync.run({});
+  for (int sp = 0; sp < 2; ++sp) {
+    for (int l = 0; l < 3; ++l) {
+      for (int r = 0; r < opt.world; ++r) {
+        std::string raw = read_file(rank_path(staging, split_names[sp], l, "lens", r));
+        for (size_t i = 0; i + 16 <= raw.size(); i += 16) {
+          uint64_t n;
+          std::memcpy(&n, raw.data() + i, 8);
+          acc[sp].info.tokens += n;
+          lang_stats[l].tokens += n;
+        }
+        fs::remove(rank_path(staging, split_names[sp], l, "lens", r), ec);
+        fs::remove(rank_path(staging, split_names[sp], l, "tokens", r), ec);
+      }
+      fs::remove(spill_path(staging, split_names[sp], l, "text"), ec);
+    }
+    for (int64_t k = 0;; ++k) {
+      std::string info = fmt::format("{}/{}-{:05d}.ftshard.info", staging, split_names[sp], k);
+      if (!fs::exists(info)) break;
+      acc[sp].info.shards.push_back(shard_info_from_json(read_file(info)));
+      fs::remove(info, ec);
+    }
   }
   m.train = acc[0].info;
   m.validation = acc[1].info;
@@ -379,10 +610,11 @@ PrepareReport prepare_dataset(const PrepareOptions& opt) {
     if (lang_stats[l].documents > 0) m.languages[kLanguages[l]] = lang_stats[l];
   }
   rep.seconds_shard = since(t_shard);
+  rep.world = opt.world;
 
   // 5. Manifest last, then publish the directory.
   write_file_atomic(staging + "/" + kManifestFile, m.to_json_text());
-  fs::remove_all(staging + "/s3-input", ec);
+  fs::remove_all(staging + "/remote-input", ec);
   fsync_dir(staging);
   if (fs::exists(out)) {
     std::string old = fmt::format("{}.old-{}", out.string(), ::getpid());
@@ -396,7 +628,48 @@ PrepareReport prepare_dataset(const PrepareOptions& opt) {
   fsync_dir(out.has_parent_path() ? out.parent_path().string() : ".");
   rep.manifest = std::move(m);
   rep.seconds_total = since(t0);
+  sync.run({});  // the other ranks finish once the dataset is published
   return rep;
+}
+
+// The other ranks: wait for rank 0's extraction and tokenizer, encode their part, write their shards.
+void prepare_other_rank(const PrepareOptions& opt, Sync& sync) {
+  std::vector<int64_t> shared = sync.run(std::vector<int64_t>(13, 0));
+  fs::path out = fs::path(opt.out_dir).lexically_normal();
+  if (out.filename().empty()) out = out.parent_path();
+  const std::string staging = fmt::format("{}.tmp-{}", out.string(), shared[0]);
+  uint64_t docs[2][3], bytes[2][3];
+  for (int sp = 0, i = 1; sp < 2; ++sp)
+    for (int l = 0; l < 3; ++l, i += 2)
+      docs[sp][l] = static_cast<uint64_t>(shared[static_cast<size_t>(i)]), bytes[sp][l] = static_cast<uint64_t>(shared[static_cast<size_t>(i + 1)]);
+  Tokenizer tok = Tokenizer::load(staging + "/tokenizer.model");
+  encode_part(staging, tok, tok.eos_id(), docs, opt.rank, opt.world);
+  sync.run({});
+  write_rank_shards(staging, tok.vocab_size() <= 65536 ? 2 : 4, docs, bytes, opt.shards, opt.val_shards, opt.rank,
+                    opt.world);
+  sync.run({});
+  sync.run({});
+}
+
+}  // namespace
+
+PrepareReport prepare_dataset(const PrepareOptions& opt) {
+  if (opt.world < 1 || opt.rank < 0 || opt.rank >= opt.world || (opt.world > 1 && !opt.sync)) {
+    throw Error(fmt::format("prepare: rank {} of {} ranks", opt.rank, opt.world));
+  }
+  Sync sync(opt);
+  // The payload sizes of the collectives in order, so that a failing rank joins the pending one.
+  const size_t payloads[] = {13, 0, 0, 0};
+  size_t done = 0;
+  sync.on_run = [&] { ++done; };
+  try {
+    if (opt.rank == 0) return prepare_rank0(opt, sync);
+    prepare_other_rank(opt, sync);
+    return {};
+  } catch (...) {
+    if (opt.world > 1 && done < 4 && !sync.failed_remote) sync.fail(payloads[done]);
+    throw;
+  }
 }
 
 std::string format_report(const PrepareReport& r) {
@@ -409,6 +682,13 @@ std::string format_report(const PrepareReport& r) {
                    "sequences replaced\n",
                    r.raw_documents, m.train.documents + m.validation.documents, m.duplicates, m.empty,
                    m.invalid_utf8);
+  if (m.near_dup_threshold > 0) {
+    uint64_t total = 0;
+    std::string per;
+    for (auto& [lang, n] : m.near_duplicates) total += n, per += fmt::format(", {} {}", lang, n);
+    s += fmt::format("prepare: {} near-duplicates dropped (MinHash-LSH, Jaccard >= {} over 5-word shingles){}\n", total,
+                     m.near_dup_threshold, total ? ":" + per.substr(1) : "");
+  }
   s += fmt::format("  {:<9} {:>9} {:>12} {:>12} {:>11} {:>11}\n", "language", "documents", "bytes", "characters",
                    "tokens", "chars/token");
   for (auto& [lang, st] : m.languages) {
@@ -424,10 +704,10 @@ std::string format_report(const PrepareReport& r) {
   }
   double mb = static_cast<double>(m.train.text_bytes + m.validation.text_bytes) / 1e6;
   s += fmt::format("prepare: tokenizer {} ({} pieces, xxh3 {}) in {:.1f}s; extract {:.1f}s, encode {:.1f}s ({:.2f} "
-                   "MB/s), shards {:.1f}s\n",
+                   "MB/s, {} rank(s)), shards {:.1f}s\n",
                    r.trained_tokenizer ? "trained (SentencePiece BPE, byte fallback)" : "given", m.vocab_size,
                    hex64(m.tokenizer_hash), r.seconds_tokenizer, r.seconds_extract, r.seconds_encode,
-                   r.seconds_encode > 0 ? mb / r.seconds_encode : 0.0, r.seconds_shard);
+                   r.seconds_encode > 0 ? mb / r.seconds_encode : 0.0, r.world, r.seconds_shard);
   s += fmt::format("prepare: wrote {} ({} + {} shards, {}-bit tokens) in {:.1f}s\n", r.out_dir,
                    m.train.shards.size(), m.validation.shards.size(), m.token_bytes * 8, r.seconds_total);
   return s;

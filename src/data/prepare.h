@@ -3,8 +3,9 @@
 //
 // Steps, each streaming with bounded memory through spill files in a staging directory
 // "<out>.tmp-<pid>" next to <out>:
-//   1. extract: inputs (files, directories, globs, s3:// prefixes; default: the built-in
+//   1. extract: inputs (files, directories, globs, s3:// and gs:// prefixes; default: the built-in
 //      man-page corpus) → documents, normalised (text_normalize.h), exact duplicates dropped,
+//      near-duplicates dropped (near_dedup.h, MinHash-LSH; counted per language),
 //      split into train/validation by a hash of the text (deterministic, order-independent);
 //   2. tokenizer: trained on the train split (or --tokenizer MODEL copied in);
 //   3. encode: documents in parallel (OpenMP), each followed by EOS;
@@ -19,11 +20,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "data/manifest.h"
-#include "data/s3.h"
+#include "data/object_store.h"
 
 namespace ft {
 
@@ -37,7 +39,15 @@ struct PrepareOptions {
   std::string tokenizer;            // an existing SentencePiece model; empty = train one
   uint64_t seed = 1234;
   bool force = false;               // replace an existing dataset at out_dir
-  S3Options s3;
+  double near_dup_threshold = 0.8;  // MinHash-LSH Jaccard threshold of near-duplicate removal; 0 = off
+  // Several ranks (mpirun -np N fluxtrain prepare, or --nproc N): rank 0 extracts, de-duplicates
+  // and trains the tokenizer; every rank then encodes a disjoint part of each (split, language)
+  // and writes the shards k with k % world == rank; rank 0 writes the manifest last. The output
+  // is the same, byte for byte, for any number of ranks. `sync` is a collective over the ranks:
+  // values[0] (a status, 0 = ok) becomes the maximum over the ranks, values[1..] rank 0's.
+  int rank = 0, world = 1;
+  std::function<void(std::vector<int64_t>& values)> sync;
+  ObjectStoreOptions store;  // for s3:// and gs:// inputs
 };
 
 struct PrepareReport {
@@ -47,6 +57,7 @@ struct PrepareReport {
   uint64_t raw_documents = 0;       // before dropping duplicates and empty documents
   bool trained_tokenizer = false;
   double seconds_extract = 0, seconds_tokenizer = 0, seconds_encode = 0, seconds_shard = 0, seconds_total = 0;
+  int world = 1;  // ranks that encoded and wrote shards
 };
 
 PrepareReport prepare_dataset(const PrepareOptions& opt);

@@ -1,27 +1,16 @@
 #include "data/s3.h"
 
-#include <curl/curl.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
-#include <unistd.h>
 
-#include <chrono>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <ctime>
-#include <exception>
-#include <filesystem>
-#include <fstream>
-#include <thread>
 
 #include "util/error.h"
-#include "util/fs.h"
 #include "util/log.h"
 
 namespace ft {
-namespace fs = std::filesystem;
 namespace {
 
 std::string hex(const unsigned char* p, size_t n) {
@@ -116,24 +105,7 @@ std::string strip_quotes(std::string s) {
   return s;
 }
 
-struct CurlGlobal {
-  CurlGlobal() { curl_global_init(CURL_GLOBAL_DEFAULT); }
-};
-
 }  // namespace
-
-std::string uri_encode(const std::string& s, bool encode_slash) {
-  std::string out;
-  for (unsigned char c : s) {
-    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-        c == '.' || c == '~' || (c == '/' && !encode_slash)) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out += fmt::format("%{:02X}", c);
-    }
-  }
-  return out;
-}
 
 std::string sigv4_authorization(const SigV4Request& r, const std::string& access_key, const std::string& secret_key,
                                 const std::string& region, const std::string& service, const std::string& amz_date) {
@@ -160,33 +132,13 @@ std::string sigv4_authorization(const SigV4Request& r, const std::string& access
          ", Signature=" + hex(reinterpret_cast<const unsigned char*>(sig.data()), sig.size());
 }
 
-S3Url S3Url::parse(const std::string& url) {
-  if (!is_s3(url)) throw Error(fmt::format("{}: not an s3:// URL", url), "write s3://bucket/prefix");
-  std::string rest = url.substr(5);
-  size_t slash = rest.find('/');
-  S3Url u;
-  u.bucket = rest.substr(0, slash);
-  u.prefix = slash == std::string::npos ? "" : rest.substr(slash + 1);
-  if (u.bucket.empty() || u.bucket.size() > 63 || u.bucket.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789.-") != std::string::npos) {
-    throw Error(fmt::format("{}: \"{}\" is not a valid bucket name", url, u.bucket),
-                "bucket names are 1-63 lowercase letters, digits, '.' and '-'");
-  }
-  return u;
-}
-
-struct S3Client::Response {
-  long status = 0;
-  std::map<std::string, std::string> headers;  // lowercase names
-  std::string body;                            // whole body for errors and for requests without a sink
-};
-
-S3Client::S3Client(const S3Options& opt) : opt_(opt) {
-  static CurlGlobal init;
+S3Client::S3Client(const ObjectStoreOptions& opt) : ObjectStore("s3", opt) {
   region_ = !opt.region.empty() ? opt.region : !env("AWS_REGION").empty() ? env("AWS_REGION")
                                               : !env("AWS_DEFAULT_REGION").empty() ? env("AWS_DEFAULT_REGION")
                                                                                     : "us-east-1";
-  endpoint_ = !opt.endpoint.empty() ? opt.endpoint : !env("AWS_ENDPOINT_URL_S3").empty() ? env("AWS_ENDPOINT_URL_S3")
-                                                                                          : env("AWS_ENDPOINT_URL");
+  endpoint_ = !opt.s3_endpoint.empty() ? opt.s3_endpoint
+              : !env("AWS_ENDPOINT_URL_S3").empty() ? env("AWS_ENDPOINT_URL_S3")
+                                                   : env("AWS_ENDPOINT_URL");
   if (endpoint_.empty()) {
     endpoint_ = "https://s3." + region_ + ".amazonaws.com";
     path_style_ = false;
@@ -194,7 +146,7 @@ S3Client::S3Client(const S3Options& opt) : opt_(opt) {
   while (!endpoint_.empty() && endpoint_.back() == '/') endpoint_.pop_back();
   if (endpoint_.rfind("http://", 0) != 0 && endpoint_.rfind("https://", 0) != 0) {
     throw Error(fmt::format("S3 endpoint \"{}\" must start with http:// or https://", endpoint_),
-                "e.g. --s3-endpoint http://127.0.0.1:9000 (MinIO) or https://storage.googleapis.com (GCS)");
+                "e.g. --s3-endpoint http://127.0.0.1:9000 (MinIO)");
   }
   access_key_ = env("AWS_ACCESS_KEY_ID");
   secret_key_ = env("AWS_SECRET_ACCESS_KEY");
@@ -204,12 +156,9 @@ S3Client::S3Client(const S3Options& opt) : opt_(opt) {
   }
 }
 
-S3Client::~S3Client() = default;
-
-S3Client::Response S3Client::request(const std::string& method, const std::string& bucket, const std::string& key,
-                                     const std::map<std::string, std::string>& query,
-                                     const std::map<std::string, std::string>& extra_headers,
-                                     const std::string& what, const std::function<void(const char*, size_t)>& sink) {
+HttpResponse S3Client::request(const std::string& method, const std::string& bucket, const std::string& key,
+                               const std::map<std::string, std::string>& query,
+                               const std::map<std::string, std::string>& extra_headers, const HttpSink& sink) {
   std::string scheme_end = "://";
   size_t hs = endpoint_.find(scheme_end) + scheme_end.size();
   std::string host = endpoint_.substr(hs);
@@ -226,10 +175,12 @@ S3Client::Response S3Client::request(const std::string& method, const std::strin
     host = bucket + "." + host;
     path += "/" + uri_encode(key, false);
   }
-  std::string url = endpoint_.substr(0, hs) + host + path;
+  HttpRequest req;
+  req.method = method;
+  req.url = endpoint_.substr(0, hs) + host + path;
   std::string qs;
   for (auto& [k, v] : query) qs += (qs.empty() ? "?" : "&") + uri_encode(k, true) + "=" + uri_encode(v, true);
-  url += qs;
+  req.url += qs;
 
   std::map<std::string, std::string> headers = extra_headers;
   headers["host"] = host;
@@ -245,128 +196,50 @@ S3Client::Response S3Client::request(const std::string& method, const std::strin
     SigV4Request sr{method, host, path, query, headers, headers["x-amz-content-sha256"]};
     headers["authorization"] = sigv4_authorization(sr, access_key_, secret_key_, region_, "s3", date);
   }
-
-  Response resp;
-  CURL* c = curl_easy_init();
-  curl_slist* hl = nullptr;
-  for (auto& [k, v] : headers) {
-    if (k == "host") continue;  // curl sends it from the URL
-    hl = curl_slist_append(hl, (k + ": " + v).c_str());
-  }
-  struct Ctx {
-    Response* resp;
-    const std::function<void(const char*, size_t)>* sink;
-    std::exception_ptr error;
-  } ctx{&resp, &sink, nullptr};
-  // Headers arrive before the body, so the body callback knows the status: error bodies are
-  // kept for their <Code> and <Message>, successful ones go to the sink.
-  auto on_header = +[](char* p, size_t sz, size_t n, void* ud) -> size_t {
-    auto* cx = static_cast<Ctx*>(ud);
-    std::string line(p, sz * n);
-    if (line.rfind("HTTP/", 0) == 0) {  // a new response (e.g. after 100-continue)
-      cx->resp->headers.clear();
-      size_t sp = line.find(' ');
-      cx->resp->status = sp == std::string::npos ? 0 : std::atol(line.c_str() + sp + 1);
-      return sz * n;
-    }
-    size_t colon = line.find(':');
-    if (colon != std::string::npos) {
-      std::string name = line.substr(0, colon);
-      for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-      std::string val = line.substr(colon + 1);
-      size_t a = val.find_first_not_of(" \t"), b = val.find_last_not_of(" \t\r\n");
-      cx->resp->headers[name] = a == std::string::npos ? "" : val.substr(a, b - a + 1);
-    }
-    return sz * n;
-  };
-  auto on_body = +[](char* p, size_t sz, size_t n, void* ud) -> size_t {
-    auto* cx = static_cast<Ctx*>(ud);
-    if (cx->resp->status < 200 || cx->resp->status >= 300 || !*cx->sink) {
-      cx->resp->body.append(p, sz * n);
-      return sz * n;
-    }
-    try {
-      (*cx->sink)(p, sz * n);
-    } catch (...) {
-      cx->error = std::current_exception();
-      return 0;  // aborts the transfer
-    }
-    return sz * n;
-  };
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
-  if (method == "HEAD") curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
-  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-  curl_easy_setopt(c, CURLOPT_HEADERDATA, &ctx);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &ctx);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
-  curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-  curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  CURLcode rc = curl_easy_perform(c);
-  curl_slist_free_all(hl);
-  curl_easy_cleanup(c);
-  if (ctx.error) std::rethrow_exception(ctx.error);
-  if (rc != CURLE_OK) {
-    resp.status = -static_cast<long>(rc);
-    resp.body = curl_easy_strerror(rc);
-  }
-  return resp;
+  req.headers = std::move(headers);
+  return http_request(req, sink);
 }
 
-namespace {
-
-bool retryable(long status) { return status < 0 || status == 429 || status >= 500; }
-
-[[noreturn]] void throw_s3_error(const std::string& what, long status, const std::string& body, const std::string& endpoint) {
-  if (status < 0) {
-    throw Error(fmt::format("{}: cannot reach {}: {}", what, endpoint, body),
-                "check --s3-endpoint / AWS_ENDPOINT_URL and the network");
+void S3Client::fail(const std::string& what, const HttpResponse& r) const {
+  if (r.status < 0) {
+    throw Error(fmt::format("{}: cannot reach {}: {}", what, endpoint_, r.body),
+                "check --s3-endpoint / data.endpoint / AWS_ENDPOINT_URL and the network");
   }
-  std::string code = xml_tag(body, "Code"), msg = xml_tag(body, "Message");
+  std::string code = xml_tag(r.body, "Code"), msg = xml_tag(r.body, "Message");
   std::string hint;
   if (code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "AccessDenied" ||
       code == "InvalidToken" || code == "ExpiredToken") {
     hint = "check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) for this endpoint";
   } else if (code == "NoSuchBucket") {
     hint = "check the bucket name, --s3-endpoint and AWS_REGION";
-  } else if (code == "NoSuchKey") {
-    hint = "the object was deleted while we read it; retry";
+  } else if (code == "NoSuchKey" || r.status == 404) {
+    hint = "check the URL; the object may have been deleted";
   }
-  if (code.empty()) code = "(no error code)";
-  if (msg.empty()) msg = body.substr(0, 200);
-  throw Error(fmt::format("{}: HTTP {} {}: {}", what, status, code, msg), hint);
+  if (code.empty()) code = r.status == 404 ? "NotFound" : "(no error code)";
+  if (msg.empty()) msg = r.body.empty() ? "(empty response)" : r.body.substr(0, 200);
+  throw Error(fmt::format("{}: HTTP {} {}: {}", what, r.status, code, msg), hint);
 }
 
-}  // namespace
-
-std::vector<S3Object> S3Client::list(const std::string& bucket, const std::string& prefix) {
-  std::vector<S3Object> out;
+std::vector<StoreObject> S3Client::list(const std::string& bucket, const std::string& prefix) {
+  std::vector<StoreObject> out;
   std::string token;
-  std::string what = fmt::format("s3://{}/{}", bucket, prefix);
+  std::string what = url_of(bucket, prefix);
   while (true) {
     std::map<std::string, std::string> q = {{"list-type", "2"}, {"prefix", prefix}};
     if (opt_.list_page_size > 0) q["max-keys"] = std::to_string(opt_.list_page_size);
     if (!token.empty()) q["continuation-token"] = token;
-    Response r;
-    double delay = opt_.backoff_s;
-    for (int attempt = 0;; ++attempt) {
-      r = request("GET", bucket, "", q, {}, what, nullptr);
-      if (r.status == 200 || !retryable(r.status) || attempt >= opt_.retries) break;
-      std::this_thread::sleep_for(std::chrono::duration<double>(delay));
-      delay *= 2;
-    }
-    if (r.status != 200) throw_s3_error(what, r.status, r.body, endpoint_);
+    HttpResponse r = with_retries(what, [&] { return request("GET", bucket, "", q, {}, nullptr); });
+    if (r.status != 200) fail(what, r);
     size_t pos = 0, end = 0;
     while (true) {
       std::string item = xml_tag(r.body, "Contents", pos, &end);
       if (end <= pos) break;
-      S3Object o;
+      StoreObject o;
       o.key = xml_tag(item, "Key");
       o.size = std::strtoull(xml_tag(item, "Size").c_str(), nullptr, 10);
       o.etag = strip_quotes(xml_tag(item, "ETag"));
+      // A single-part upload's ETag is the MD5 of the content; multipart ETags ("...-N") are not.
+      if (o.etag.size() == 32 && o.etag.find('-') == std::string::npos) o.md5 = o.etag;
       out.push_back(std::move(o));
       pos = end;
     }
@@ -377,159 +250,24 @@ std::vector<S3Object> S3Client::list(const std::string& bucket, const std::strin
   return out;
 }
 
-std::string S3Client::get_range(const std::string& bucket, const std::string& key, uint64_t first, uint64_t n) {
-  std::string what = fmt::format("s3://{}/{}", bucket, key);
+StoreObject S3Client::stat(const std::string& bucket, const std::string& key) {
+  std::string what = url_of(bucket, key);
+  HttpResponse r = with_retries(what, [&] { return request("HEAD", bucket, key, {}, {}, nullptr); });
+  if (r.status != 200) fail(what, r);
+  StoreObject o;
+  o.key = key;
+  o.size = std::strtoull(r.headers["content-length"].c_str(), nullptr, 10);
+  o.etag = strip_quotes(r.headers["etag"]);
+  if (o.etag.size() == 32 && o.etag.find('-') == std::string::npos) o.md5 = o.etag;
+  return o;
+}
+
+HttpResponse S3Client::get_once(const std::string& bucket, const StoreObject& obj, uint64_t first,
+                                const HttpSink& sink) {
   std::map<std::string, std::string> h;
-  if (first > 0 || n > 0) h["range"] = n ? fmt::format("bytes={}-{}", first, first + n - 1) : fmt::format("bytes={}-", first);
-  std::string body;
-  Response r;
-  double delay = opt_.backoff_s;
-  for (int attempt = 0;; ++attempt) {
-    body.clear();
-    r = request("GET", bucket, key, {}, h, what, [&](const char* p, size_t k) { body.append(p, k); });
-    if ((r.status == 200 || r.status == 206) || !retryable(r.status) || attempt >= opt_.retries) break;
-    std::this_thread::sleep_for(std::chrono::duration<double>(delay));
-    delay *= 2;
-  }
-  if (r.status != 200 && r.status != 206) throw_s3_error(what, r.status, r.body, endpoint_);
-  return body;
-}
-
-uint64_t S3Client::download(const std::string& bucket, const S3Object& obj, const std::string& path) {
-  std::string what = fmt::format("s3://{}/{}", bucket, obj.key);
-  std::string part = path + ".part";
-  std::error_code ec;
-  if (auto parent = fs::path(path).parent_path(); !parent.empty()) fs::create_directories(parent, ec);
-  uint64_t have = fs::exists(part, ec) ? fs::file_size(part, ec) : 0;
-  if (have > obj.size) {
-    fs::remove(part, ec);
-    have = 0;
-  }
-  uint64_t fetched = 0;
-  double delay = opt_.backoff_s;
-  for (int attempt = 0; have < obj.size; ++attempt) {
-    std::FILE* f = std::fopen(part.c_str(), have ? "ab" : "wb");
-    if (!f) throw Error(fmt::format("cannot write {}: {}", part, std::strerror(errno)));
-    std::map<std::string, std::string> h;
-    if (have > 0) h["range"] = fmt::format("bytes={}-", have);
-    if (!obj.etag.empty()) h["if-match"] = "\"" + obj.etag + "\"";
-    uint64_t got = 0;
-    bool restart = false;
-    Response r;
-    try {
-      r = request("GET", bucket, obj.key, {}, h, what, [&](const char* p, size_t n) {
-        if (std::fwrite(p, 1, n, f) != n) throw Error(fmt::format("writing {} failed", part), "is the disk full?");
-        got += n;
-        if (on_progress) on_progress(have + got);
-      });
-    } catch (...) {
-      std::fclose(f);
-      throw;
-    }
-    std::fclose(f);
-    if (r.status == 200 && have > 0) restart = true;  // the server ignored Range: start over
-    if (r.status == 412) {                          // the object changed since listing
-      throw Error(fmt::format("{}: the object changed while downloading (ETag no longer {})", what, obj.etag),
-                  "run the pull again");
-    }
-    if (r.status == 200 || r.status == 206) {
-      if (restart) {
-        // The file now holds the old prefix and then the whole object: keep only the latter.
-        std::ifstream in(part, std::ios::binary);
-        in.seekg(static_cast<std::streamoff>(have));
-        std::string body((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        write_file_atomic(part, body);
-        have = 0;
-      }
-      have += got;
-      fetched += got;
-      continue;
-    }
-    if (r.status > 0) {
-      have += 0;  // nothing usable was written on an error status
-      fs::resize_file(part, have, ec);
-    } else {
-      have = fs::file_size(part, ec);  // keep what arrived before the connection broke
-      fetched += got;
-    }
-    if (!retryable(r.status) || attempt >= opt_.retries) throw_s3_error(what, r.status, r.body, endpoint_);
-    log_warn("{}: {} — retrying from byte {} in {:.1f}s", what, r.status < 0 ? r.body : std::to_string(r.status), have,
-             delay);
-    std::this_thread::sleep_for(std::chrono::duration<double>(delay));
-    delay *= 2;
-  }
-  uint64_t size = fs::exists(part, ec) ? fs::file_size(part, ec) : 0;
-  if (obj.size == 0 && size == 0) {
-    std::FILE* f = std::fopen(part.c_str(), "wb");
-    if (f) std::fclose(f);
-  }
-  if (size != obj.size) {
-    fs::remove(part, ec);
-    throw Error(fmt::format("{}: downloaded {} bytes, the listing says {}", what, size, obj.size), "run the pull again");
-  }
-  // A single-part upload's ETag is the MD5 of the content; multipart ETags ("...-N") are not.
-  if (obj.etag.size() == 32 && obj.etag.find('-') == std::string::npos) {
-    std::ifstream in(part, std::ios::binary);
-    EVP_MD_CTX* md = EVP_MD_CTX_new();
-    EVP_DigestInit_ex(md, EVP_md5(), nullptr);
-    std::vector<char> buf(1 << 20);
-    while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
-      EVP_DigestUpdate(md, buf.data(), static_cast<size_t>(in.gcount()));
-    }
-    unsigned char d[EVP_MAX_MD_SIZE];
-    unsigned int dl = 0;
-    EVP_DigestFinal_ex(md, d, &dl);
-    EVP_MD_CTX_free(md);
-    std::string got = hex(d, dl);
-    if (got != obj.etag) {
-      fs::remove(part, ec);
-      throw Error(fmt::format("{}: content MD5 {} does not match the ETag {}", what, got, obj.etag),
-                  "the transfer was corrupted; run the pull again");
-    }
-  }
-  {
-    std::FILE* f = std::fopen(part.c_str(), "rb+");
-    if (f) {
-      ::fsync(fileno(f));
-      std::fclose(f);
-    }
-  }
-  fs::rename(part, path, ec);
-  if (ec) throw Error(fmt::format("rename {} -> {}: {}", part, path, ec.message()));
-  return fetched;
-}
-
-PullReport s3_pull(const std::string& url, const std::string& dir, const S3Options& opt) {
-  S3Url u = S3Url::parse(url);
-  S3Client s3(opt);
-  std::vector<S3Object> objs = s3.list(u.bucket, u.prefix);
-  PullReport rep;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  for (const S3Object& o : objs) {
-    if (!o.key.empty() && o.key.back() == '/') continue;  // "folder" marker
-    std::string rel = o.key.substr(std::min(u.prefix.size(), o.key.size()));
-    while (!rel.empty() && rel[0] == '/') rel.erase(0, 1);
-    if (rel.empty()) rel = fs::path(o.key).filename().string();
-    fs::path relp(rel);
-    for (auto& part : relp) {
-      if (part == ".." || part == ".") {
-        throw Error(fmt::format("s3://{}/{}: the key escapes the target directory", u.bucket, o.key),
-                    "refusing to write outside the pull directory");
-      }
-    }
-    fs::path dest = fs::path(dir) / relp;
-    if (fs::exists(dest, ec) && fs::file_size(dest, ec) == o.size) {
-      ++rep.skipped;
-      continue;
-    }
-    std::string part = dest.string() + ".part";
-    uint64_t before = fs::exists(part, ec) ? fs::file_size(part, ec) : 0;
-    if (before > 0 && before <= o.size) rep.resumed_bytes += before;
-    rep.bytes += s3.download(u.bucket, o, dest.string());
-    ++rep.objects;
-  }
-  return rep;
+  if (first > 0) h["range"] = fmt::format("bytes={}-", first);
+  if (!obj.etag.empty()) h["if-match"] = "\"" + obj.etag + "\"";
+  return request("GET", bucket, obj.key, {}, h, sink);
 }
 
 }  // namespace ft

@@ -43,6 +43,8 @@ static_assert(sizeof(ShardHeader) == kShardHeaderBytes);
 struct ShardInfo {
   std::string file;  // name inside the dataset directory
   uint64_t tokens = 0, documents = 0, bytes = 0, checksum = 0;
+  std::string language;     // of every document in the shard ("en", "ru", "other"); "" = not recorded
+  uint64_t characters = 0;  // of the shard's documents' text (EOS excluded); 0 = not recorded
 };
 
 // A parsed, bounds-checked view of shard bytes in memory (the fuzzed entry point).

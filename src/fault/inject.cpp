@@ -41,11 +41,13 @@ FaultInjector::FaultInjector(const std::string& spec) {
       it.kind = Kind::kInf;
     else if (kind == "gradnan")
       it.kind = Kind::kGradNan;
+    else if (kind == "gradinf")
+      it.kind = Kind::kGradInf;
     else if (kind == "spike")
       it.kind = Kind::kSpike;
     else
       throw Error(fmt::format("FLUXTRAIN_FAULT_INJECT: '{}': unknown kind '{}'", item, kind),
-                  "use nan, inf, gradnan or spike");
+                  "use nan, inf, gradnan, gradinf or spike");
     if (size_t star = rest.find('*'); star != std::string::npos) {
       char* end = nullptr;
       it.factor = std::strtod(rest.c_str() + star + 1, &end);
@@ -85,6 +87,9 @@ InjectedFault FaultInjector::at(int64_t batch_step, int rank) const {
         break;
       case Kind::kGradNan:
         f.grad_factor = NAN;
+        break;
+      case Kind::kGradInf:
+        f.grad_factor = INFINITY;
         break;
       case Kind::kSpike:
         f.loss_factor *= it.factor;

@@ -5,7 +5,8 @@
 //   FLUXTRAIN_FAULT_INJECT="nan@5"           the step-5 batch yields a NaN loss and NaN gradients
 //   FLUXTRAIN_FAULT_INJECT="gradnan@7:1"     world rank 1's gradients of the step-7 batch are NaN
 //   FLUXTRAIN_FAULT_INJECT="spike@30*20,spike@31*20"   loss and gradients × 20 on those batches
-//   kinds: nan, inf (loss and gradients), gradnan (gradients only), spike (× factor, default 20)
+//   kinds: nan, inf (loss and gradients), gradnan, gradinf (gradients only: an fp16 overflow),
+//          spike (× factor, default 20)
 //
 // "@k" names the batch that step k reads in the run's original data order (global samples
 // [(k-1)·B, k·B)), not the step counter: a restart replays the same batch and meets the same
@@ -40,7 +41,7 @@ class FaultInjector {
   bool empty() const { return items_.empty(); }
 
  private:
-  enum class Kind : uint8_t { kNan, kInf, kGradNan, kSpike };
+  enum class Kind : uint8_t { kNan, kInf, kGradNan, kGradInf, kSpike };
   struct Item {
     Kind kind;
     int64_t step;

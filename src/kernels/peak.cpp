@@ -260,7 +260,7 @@ PeakRecord measure_square(Path path, Precision precision, cpu::GemmLibrary lib, 
     case Path::kModelOp:
       if (precision == Precision::kBF16) {
         run = [&] { cpu::matmul_bf16(C.data(), A16.data(), B16.data(), n, n, n, false, false, 0.0f); };
-        r.emulated = !cpu::bf16_gemm_native();
+        r.emulated = !cpu::onednn_has_native_bf16();
         if (!r.emulated) r.library = onednn_version();
       } else {
         run = [&] { cpu::matmul(C.data(), A.data(), B.data(), n, n, n, false, false, 0.0f, precision); };
@@ -281,12 +281,12 @@ PeakRecord measure_square(Path path, Precision precision, cpu::GemmLibrary lib, 
       r.library = onednn_version();
       r.impl = cpu::gemm_primitive_impl_name(n, n, n, false, false, Precision::kBF16);  // throws if none
       run = [&] { cpu::matmul_bf16_onednn(C.data(), A16.data(), B16.data(), n, n, n, false, false, 0.0f); };
-      r.emulated = !cpu::bf16_gemm_native();
+      r.emulated = !cpu::onednn_has_native_bf16();
       break;
   }
   const double secs = best_seconds(run, options, threads);
   r.cpu = cpu_model_name();
-  r.isa = cpu::gemm_isa();
+  r.isa = cpu::onednn_isa_name();
   r.threads = threads;
   r.precision = precision;
   r.gflops = 2.0 * static_cast<double>(n) * n * n / secs * 1e-9;
@@ -353,7 +353,7 @@ double gemm_peak_gflops(Precision precision, int threads, const PeakOptions& opt
   static std::mutex mu;  // one measurement at a time in this process
   std::lock_guard<std::mutex> lock(mu);
   threads = resolve_threads(threads);
-  const std::string path = peak_file_path(), cpu = cpu_model_name(), isa = cpu::gemm_isa();
+  const std::string path = peak_file_path(), cpu = cpu_model_name(), isa = cpu::onednn_isa_name();
   if (auto r = read_peak(path, cpu, isa, threads, precision)) return r->gflops;
   log_info("measuring the {} GEMM peak on {} thread(s), {} (once per machine; recorded in {})",
            precision_name(precision), threads, isa, path);

@@ -20,7 +20,7 @@
 //      "shape_gflops": {"onednn": 88.1, "openblas": 97.0, "blis": 95.2},
 //      "measured_at": "2025-01-01T12:00:00Z"},
 //     {"cpu": "AMD EPYC", "isa": "avx2", "threads": 2, "precision": "bf16", "emulated": true, ...}]}
-// "isa" is oneDNN's effective ISA (gemm_isa(): ONEDNN_MAX_CPU_ISA lowers it, so the AVX2
+// "isa" is oneDNN's effective ISA (onednn_isa_name(): ONEDNN_MAX_CPU_ISA lowers it, so the AVX2
 // simulation on an AVX-512 machine has its own entries). "gemm" and "shape_gflops" are written by
 // bench-peak on fp32 entries. Version 1 files (no "isa") are read; their entries count for the
 // unlimited ISA (ONEDNN_MAX_CPU_ISA unset) and are kept when the file is rewritten as version 2.
@@ -49,7 +49,7 @@ struct PeakOptions {
 
 struct PeakRecord {
   std::string cpu;
-  std::string isa;  // gemm_isa() when measured; "" in version 1 files
+  std::string isa;  // onednn_isa_name() when measured; "" in version 1 files
   int threads = 1;
   Precision precision = Precision::kF32;
   double gflops = 0;

@@ -48,6 +48,13 @@ inline constexpr MetricDef kMfu{"fluxtrain_mfu_ratio", T::kGauge,
     "Model FLOPs utilisation of the last step (achieved / peak FLOP/s, 0 to 1).", ""};
 inline constexpr MetricDef kDataWait{"fluxtrain_data_wait_seconds_total", T::kCounter,
     "Seconds the step loop waited for the next batch.", ""};
+inline constexpr MetricDef kDataFetched{"fluxtrain_data_fetched_bytes_total", T::kCounter,
+    "Dataset shard bytes this rank fetched from object storage (data.path = s3:// or gs://).", ""};
+inline constexpr MetricDef kValSourceLoss{"fluxtrain_validation_source_loss", T::kGauge,
+    "Validation cross-entropy of one data source (a mixture's source or a language) at the last evaluation, "
+    "in nats per token.", "source"};
+inline constexpr MetricDef kValSourceBpc{"fluxtrain_validation_source_bpc", T::kGauge,
+    "Validation bits per character of one data source at the last evaluation.", "source"};
 inline constexpr MetricDef kLossScale{"fluxtrain_loss_scale", T::kGauge,
     "Dynamic loss scale (fp16 training only).", ""};
 inline constexpr MetricDef kSkippedSteps{"fluxtrain_skipped_steps_total", T::kCounter,
@@ -122,7 +129,8 @@ inline constexpr const MetricDef* kAllMetrics[] = {
     &metric::kStartTime, &metric::kWorldSize, &metric::kStep, &metric::kStepsPlanned, &metric::kSteps,
     &metric::kLastStepTime, &metric::kStepDuration, &metric::kTokens, &metric::kTokensPerSecond,
     &metric::kLoss, &metric::kValLoss, &metric::kValBpc, &metric::kGradNorm, &metric::kLearningRate,
-    &metric::kMfu, &metric::kDataWait, &metric::kLossScale, &metric::kSkippedSteps, &metric::kRestarts,
+    &metric::kMfu, &metric::kDataWait, &metric::kDataFetched, &metric::kValSourceLoss, &metric::kValSourceBpc,
+    &metric::kLossScale, &metric::kSkippedSteps, &metric::kRestarts,
     &metric::kGuardEvents, &metric::kRollbacks, &metric::kRecovery,
     &metric::kCommBytes, &metric::kCommSeconds, &metric::kCommOps,
     &metric::kCkptDuration, &metric::kCkptLastSuccess, &metric::kCkptStep, &metric::kCkptInterval,

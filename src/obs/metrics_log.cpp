@@ -54,6 +54,8 @@ std::vector<MetricsRecord> read_metrics_jsonl(const std::string& path) {
     r.data_wait_s = number_or_nan(j, "data_wait_s");
     r.val_loss = number_or_nan(j, "val_loss");
     r.val_bpc = number_or_nan(j, "val_bpc");
+    for (auto& [k, v] : j.items())
+      if (k.rfind("val_bpc_", 0) == 0 && v.is_number()) r.val_bpc_by_source[k.substr(8)] = v.get<double>();
     // A later line for the same step (a resumed run, or a separate evaluation line) overrides
     // the fields it carries.
     auto [it, fresh] = by_step.try_emplace(r.step, r);
@@ -64,6 +66,7 @@ std::vector<MetricsRecord> read_metrics_jsonl(const std::string& path) {
                               {&o.mfu, r.mfu}, {&o.data_wait_s, r.data_wait_s}, {&o.val_loss, r.val_loss},
                               {&o.val_bpc, r.val_bpc}})
         if (!std::isnan(src) || j.contains("loss")) *dst = src;
+      for (auto& [k, v] : r.val_bpc_by_source) o.val_bpc_by_source[k] = v;
     }
   }
   std::vector<MetricsRecord> out;

@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ struct MetricsRecord {
   int64_t step = 0;
   double loss = NAN, lr = NAN, grad_norm = NAN, tokens = NAN, tokens_per_s = NAN, step_s = NAN, mfu = NAN,
          data_wait_s = NAN, val_loss = NAN, val_bpc = NAN;
+  // Per data source (val_bpc_ru, val_bpc_en, ...: a mixture's sources or the dataset's languages).
+  std::map<std::string, double> val_bpc_by_source;
 };
 
 std::vector<MetricsRecord> read_metrics_jsonl(const std::string& path);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <map>
 
 #include "obs/svg_plot.h"
 #include "util/error.h"
@@ -67,6 +68,11 @@ std::string summary_table(const std::vector<MetricsRecord>& recs) {
   };
   best(&MetricsRecord::val_loss, "best validation loss");
   best(&MetricsRecord::val_bpc, "best validation bits/char");
+  std::map<std::string, std::pair<double, int64_t>> best_source;  // last value per source
+  for (const auto& r : recs)
+    for (auto& [name, v] : r.val_bpc_by_source) best_source[name] = {v, r.step};
+  for (auto& [name, vs] : best_source)
+    t += row("validation bits/char, " + html_escape(name), fmt::format("{:.4f} at step {} (last)", vs.first, vs.second));
   auto tps = values(recs, &MetricsRecord::tokens_per_s);
   double median = NAN;
   if (!tps.empty()) {
@@ -101,8 +107,21 @@ std::string render_report_html(const std::string& title, const std::vector<Metri
   plots.push_back({"Loss", "step", "cross-entropy (nats/token)",
                    {series_of(recs, &MetricsRecord::loss, "train", "#1f77b4", false),
                     series_of(recs, &MetricsRecord::val_loss, "validation", "#d62728", true)}});
-  plots.push_back({"Validation bits per character", "step", "bits/char",
-                   {series_of(recs, &MetricsRecord::val_bpc, "validation", "#d62728", true)}});
+  Plot bpc{"Validation bits per character", "step", "bits/char",
+           {series_of(recs, &MetricsRecord::val_bpc, "validation", "#d62728", true)}};
+  std::map<std::string, PlotSeries> by_source;  // val_bpc_<source>: one curve each
+  const char* colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+  for (const auto& r : recs) {
+    for (auto& [name, v] : r.val_bpc_by_source) {
+      auto [it, fresh] = by_source.try_emplace(name, PlotSeries{name, colors[by_source.size() % 7], {}, true});
+      it->second.points.push_back({static_cast<double>(r.step), v});
+    }
+  }
+  for (auto& [name, series] : by_source) {
+    series.markers = series.points.size() <= 60;
+    bpc.series.push_back(std::move(series));
+  }
+  plots.push_back(std::move(bpc));
   plots.push_back({"Throughput", "step", "tokens/s",
                    {series_of(recs, &MetricsRecord::tokens_per_s, "tokens/s", "#2ca02c", false)}});
   plots.push_back({"Learning rate", "step", "learning rate",

@@ -57,7 +57,7 @@ int local_rank_from_env() {
 struct Telemetry::Series {
   Gauge *step, *last_step_time, *tokens_per_s, *loss, *val_loss, *val_bpc, *grad_norm, *lr, *mfu, *loss_scale;
   Gauge *ckpt_last, *ckpt_step, *ckpt_interval;
-  Counter *steps, *tokens, *data_wait, *skipped, *restarts, *ckpt_failures;
+  Counter *steps, *tokens, *data_wait, *data_fetched, *skipped, *restarts, *ckpt_failures;
   Histogram *step_duration, *ckpt_duration;
   static constexpr size_t kOps = static_cast<size_t>(CommOp::kCount);
   Counter *comm_bytes[kOps], *comm_seconds[kOps], *comm_ops[kOps];
@@ -88,6 +88,7 @@ Telemetry::Telemetry(const MetricsConfig& cfg, const RankInfo& rank, const std::
   m.lr = &r.gauge(metric::kLearningRate);
   m.mfu = &r.gauge(metric::kMfu);
   m.data_wait = &r.counter(metric::kDataWait);
+  m.data_fetched = &r.counter(metric::kDataFetched);
   m.loss_scale = &r.gauge(metric::kLossScale);
   m.skipped = &r.counter(metric::kSkippedSteps);
   m.restarts = &r.counter(metric::kRestarts);
@@ -191,6 +192,17 @@ void Telemetry::on_eval(int64_t step, double val_loss, double val_bpc) {
     tb_->flush();
   }
 }
+
+void Telemetry::on_eval_source(int64_t step, const std::string& name, double val_loss, double val_bpc) {
+  registry_->gauge(metric::kValSourceLoss, {{"source", name}}).set(val_loss);
+  if (!std::isnan(val_bpc)) registry_->gauge(metric::kValSourceBpc, {{"source", name}}).set(val_bpc);
+  if (tb_) {
+    tb_->add_scalar("val_" + name + "/loss", step, static_cast<float>(val_loss));
+    if (!std::isnan(val_bpc)) tb_->add_scalar("val_" + name + "/bits_per_char", step, static_cast<float>(val_bpc));
+  }
+}
+
+void Telemetry::data_fetched(uint64_t bytes) { m_->data_fetched->inc(static_cast<double>(bytes)); }
 
 void Telemetry::on_checkpoint(int64_t step, double seconds, bool ok) {
   if (!ok) {

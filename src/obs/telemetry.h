@@ -74,6 +74,10 @@ class Telemetry {
 
   void on_step(const StepStats& s);
   void on_eval(int64_t step, double val_loss, double val_bits_per_char);
+  // One data source's validation (a mixture's source or a language): gauges labelled source=name.
+  void on_eval_source(int64_t step, const std::string& name, double val_loss, double val_bits_per_char);
+  // Shard bytes fetched from object storage since the last call.
+  void data_fetched(uint64_t bytes);
   void on_checkpoint(int64_t step, double seconds, bool ok);
   void set_checkpoint_interval_steps(int64_t steps);  // 0 = checkpoints off
   void comm(CommOp op, uint64_t bytes, double seconds, int64_t calls = 1);

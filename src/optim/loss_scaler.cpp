@@ -28,6 +28,11 @@ bool LossScaler::update(bool found_inf) {
   return true;
 }
 
+void LossScaler::restore(double scale, int64_t clean_steps_in_a_row) {
+  scale_ = std::clamp(scale, min_, max_);
+  good_ = std::max<int64_t>(0, clean_steps_in_a_row);
+}
+
 bool has_inf_or_nan(const float* x, int64_t n) {
   bool bad = false;
 #pragma omp parallel for reduction(|| : bad) schedule(static)

@@ -25,6 +25,9 @@ class LossScaler {
   bool update(bool found_inf);
   int64_t skipped_steps() const { return skipped_; }
   int64_t clean_steps_in_a_row() const { return good_; }
+  double min_scale() const { return min_; }
+  // Back to a saved state (a checkpoint's scale and clean-step count).
+  void restore(double scale, int64_t clean_steps_in_a_row);
 
  private:
   double scale_, growth_, backoff_;

@@ -1,5 +1,6 @@
 #include "train/train_config.h"
 
+#include "kernels/cpu/native_precision.h"
 #include "util/config_binder.h"
 #include "util/error.h"
 
@@ -12,9 +13,14 @@ void TrainConfig::bind(ConfigBinder& b) {
         "sequences per forward/backward on a rank (0 = the whole per-rank batch)");
   b.add("train.seq_len", &seq_len, "tokens per sequence");
   b.add("train.seed", &seed, "seed of initialisation and data order");
-  b.add_enum("train.precision", &precision, {{"fp32", Precision::kF32}, {"bf16", Precision::kBF16}},
-             "compute precision (master weights and gradients stay fp32)");
-  b.add("train.threads", &threads, "threads per rank (0 = cores / local ranks)");
+  b.add_enum("train.precision", &precision_setting,
+             {{"auto", PrecisionSetting::kAuto}, {"fp32", PrecisionSetting::kFp32},
+              {"bf16", PrecisionSetting::kBf16}, {"fp16", PrecisionSetting::kFp16}},
+             "compute precision of the GEMMs: auto = bf16 where the CPU has AVX512-BF16 or AMX, else fp32; "
+             "fp16 uses dynamic loss scaling (master weights and gradients stay fp32)");
+  b.add("train.threads", &threads,
+        "threads per rank (0 = OMP_NUM_THREADS if set, else the CPUs of the rank's affinity mask and cgroup "
+        "quota, shared among the local ranks bound to them)");
   b.add("train.log_interval", &log_interval, "steps between progress lines");
   b.add("train.eval_interval", &eval_interval, "steps between validations (0 = never)");
   b.add("train.eval_batches", &eval_batches, "batches per validation");
@@ -35,6 +41,24 @@ void TrainConfig::validate() const {
   if (run_dir.empty()) throw Error("train.run_dir is empty", "set --run-dir DIR");
 }
 
+void TrainConfig::resolve_precision() {
+  switch (precision_setting) {
+    case PrecisionSetting::kAuto: {
+      cpu::PrecisionChoice c = cpu::auto_precision();
+      precision = c.precision;
+      precision_reason = c.reason;
+      // From here on the config says what runs: config.json records it, and a calibration or
+      // a resume on another machine reads the precision this run used.
+      precision_setting = precision == Precision::kBF16 ? PrecisionSetting::kBf16 : PrecisionSetting::kFp32;
+      return;
+    }
+    case PrecisionSetting::kFp32: precision = Precision::kF32; break;
+    case PrecisionSetting::kBf16: precision = Precision::kBF16; break;
+    case PrecisionSetting::kFp16: precision = Precision::kF16; break;
+  }
+  precision_reason = fmt::format("train.precision = \"{}\"", precision_label(precision));
+}
+
 void OptimConfig::bind(ConfigBinder& b) {
   b.add("optim.lr", &lr, "peak learning rate");
   b.add("optim.min_lr_ratio", &min_lr_ratio, "learning rate at the end of the cosine decay, as a fraction of optim.lr");
@@ -45,6 +69,10 @@ void OptimConfig::bind(ConfigBinder& b) {
   b.add("optim.eps", &eps, "AdamW epsilon");
   b.add("optim.weight_decay", &weight_decay, "decoupled weight decay (matrices only)");
   b.add("optim.grad_clip", &grad_clip, "global gradient-norm clip (0 = off)");
+  b.add("optim.loss_scale_init", &loss_scale_init,
+        "fp16 only: the initial dynamic loss scale (halved on overflow, the update skipped)");
+  b.add("optim.loss_scale_window", &loss_scale_window,
+        "fp16 only: clean steps in a row after which the loss scale doubles");
 }
 
 void OptimConfig::validate() const {
@@ -56,6 +84,11 @@ void OptimConfig::validate() const {
   if (!(beta2 >= 0 && beta2 < 1)) throw Error(fmt::format("optim.beta2 = {} must be in [0, 1)", beta2));
   if (!(eps > 0)) throw Error(fmt::format("optim.eps = {} must be > 0", eps));
   if (!(grad_clip >= 0)) throw Error(fmt::format("optim.grad_clip = {} must be >= 0", grad_clip));
+  if (!(loss_scale_init >= 1 && loss_scale_init <= 16777216))
+    throw Error(fmt::format("optim.loss_scale_init = {} must be in [1, 2^24]", loss_scale_init),
+                "65536 is the usual start; the scaler adapts it");
+  if (loss_scale_window <= 0)
+    throw Error(fmt::format("optim.loss_scale_window = {} must be positive", loss_scale_window));
 }
 
 }  // namespace ft

@@ -5,18 +5,21 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
-#include <thread>
 
 #include "ckpt/checkpointer.h"
+#include "data/object_store.h"
 #include "fault/training_faults.h"
+#include "kernels/cpu/native_precision.h"
 #include "kernels/peak.h"
 #include "model/activation_sizes.h"
 #include "obs/progress.h"
 #include "obs/telemetry.h"
 #include "train/micro_batches.h"
 #include "train/rank_metrics.h"
+#include "train/threads.h"
 #include "optim/grad_clip.h"
 #include "util/clock.h"
+#include "util/cpu_info.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/hash.h"
@@ -24,20 +27,18 @@
 #include "util/strings.h"
 
 namespace ft {
-namespace {
-
-int default_threads() {
-  int cores = static_cast<int>(std::thread::hardware_concurrency());
-  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  int ranks = local ? std::max(1, std::atoi(local)) : 1;
-  return std::max(1, cores / ranks);
-}
-
-}  // namespace
-
 Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedule_(cfg.optim, cfg.train.steps) {
   const TrainConfig& t = cfg_.train;
-  omp_set_num_threads(t.threads > 0 ? t.threads : default_threads());
+  // What this rank computes on, decided once and said first: the CPU, the precision, threads.
+  const ThreadChoice threads = choose_threads(t.threads, mesh_.world());
+  omp_set_num_threads(threads.threads);
+  log_info("CPU {}: {}; oneDNN uses {}", cpu_info().model, cpu_info().describe(), cpu::onednn_isa_name());
+  log_info("precision {} ({}); {} thread{} per rank ({})", precision_label(t.precision), t.precision_reason,
+           threads.threads, threads.threads == 1 ? "" : "s", threads.source);
+  if (mesh_.world_rank() == 0) {
+    for (const auto& n : cfg_.config_notes) log_info("config: {}", n);
+    for (const auto& w : cfg_.config_warnings) log_warn("config: {}", w);
+  }
   const ParallelConfig& par = cfg_.parallel;
   FT_CHECK(mesh_.degrees().dp == par.dp && mesh_.degrees().pp == par.pp && mesh_.degrees().tp == par.tp,
            "the mesh ({}) does not have the configured degrees", mesh_.describe());
@@ -64,9 +65,16 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
                               mesh_.tp(), t.seed);
   model_ = std::make_unique<Llama>(cfg_.model, engine_->layout(), t.precision, par.tp > 1 ? tp_.get() : nullptr);
   if (t.precision == Precision::kBF16) engine_->keep_bf16_weights();  // rounded once per update
+  if (t.precision == Precision::kF16) {
+    loss_scaler_ = std::make_unique<LossScaler>(cfg_.optim.loss_scale_init, 2.0, 0.5, cfg_.optim.loss_scale_window);
+  }
   const int64_t dp_rank = mesh_.coord().dp, dp = par.dp;
   train_data_ = make_loader(cfg_.data, t, cfg_.model.vocab_size, dp_rank, dp, Split::kTrain);
-  if (t.eval_interval > 0) val_data_ = make_loader(cfg_.data, t, cfg_.model.vocab_size, dp_rank, dp, Split::kValidation);
+  streamed_ = cfg_.data.source == DataSource::kDataset && ObjectUrl::is_object_url(cfg_.data.path);
+  if (t.eval_interval > 0) {
+    val_data_ = make_loader(cfg_.data, t, cfg_.model.vocab_size, dp_rank, dp, Split::kValidation);  // null: a mixture
+    val_sources_ = make_validation_sources(cfg_.data, t, cfg_.model.vocab_size, dp_rank, dp);
+  }
   const int64_t chunk = loss_chunk_tokens(cfg_.model, t.loss_chunk_tokens, micro_batch_ * t.seq_len, t.precision);
   if (plan_) {
     pipeline_ = std::make_unique<PipelineRunner>(*plan_, static_cast<int>(mesh_.coord().pp), *model_, *engine_,
@@ -102,6 +110,7 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
   if (auto r = ckpt_->resume(); r.resumed) {  // ckpt.resume: weights, moments, step, data position
     step_ = r.step, tokens_ = r.tokens;
     if (r.has_loader) train_data_->restore(r.loader);
+    if (loss_scaler_ && r.loss_scale > 0) loss_scaler_->restore(r.loss_scale, r.loss_scale_clean_steps);
     telemetry_->set_restarts(r.restarts);
   }
   log_info("model {}: {} parameters ({:.1f}M), {} layers, dim {}, {} heads ({} kv), ffn {}, vocab {}",
@@ -110,9 +119,8 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
            cfg_.model.vocab_size);
   log_info("layout: {} rank(s), dp {} (zero {}), tp {}{}, pp {}; data: {}", mesh_.world_size(), dp,
            par.zero, par.tp, sp ? " (sequence parallel)" : "", par.pp, train_data_->describe());
-  log_info("batch {} x {} tokens, {} per rank in {} micro-batch(es); {} threads per rank; precision {}", t.batch_size,
-           t.seq_len, local_batch_, micro_batches_, omp_get_max_threads(),
-           precision_label(t.precision));
+  log_info("batch {} x {} tokens, {} per rank in {} micro-batch(es)", t.batch_size, t.seq_len, local_batch_,
+           micro_batches_);
   if (plan_) {
     log_info("pipeline: {}; {}; simulated bubble {:.3f} (unit-time actions), {:.3f} (this partition's FLOPs)",
              plan_->train.describe(), plan_->partition.describe(), plan_->train_report.bubble,
@@ -145,6 +153,25 @@ std::array<double, 3> Trainer::sum_over_ranks(double loss_sum, double grad_norm2
   return {dp_sums[0], sums[1], dp_sums[1]};
 }
 
+GuardVerdict Trainer::judge_step(const StepStats& s, double local_loss_sum) {
+  if (loss_scaler_) {
+    // The gradient norm is the same on every rank (reduced over all of them), so is this verdict.
+    const bool overflow = std::isfinite(s.loss) && !std::isfinite(s.grad_norm) &&
+                          loss_scaler_->scale() > loss_scaler_->min_scale();
+    loss_scaler_->update(overflow);
+    if (overflow) {
+      GuardVerdict v;
+      v.action = GuardAction::kSkip;
+      v.reason = "fp16_overflow";
+      v.message = fmt::format("step {}: fp16 gradients overflowed at loss scale {}; update skipped, scale now {}",
+                              step_ + 1, s.loss_scale, loss_scaler_->scale());
+      if (mesh_.world_rank() == 0) log_warn("{}", v.message);
+      return v;
+    }
+  }
+  return faults_->judge(mesh_.world(), step_ + 1, s.loss, s.grad_norm, local_loss_sum);
+}
+
 namespace {
 // This rank's part of StepStats::data_hash: < 2^32 per sequence, so sums stay exact in a double.
 double batch_data_hash(const Batch& b) {
@@ -169,19 +196,26 @@ StepStats Trainer::step() {
   const InjectedFault inject = faults_->injection(first_sample, cfg_.train.batch_size);  // tests only
 
   engine_->begin_step(static_cast<int>(micro_batches_));
-  double loss_sum = forward_backward_micro_batches(batch, inject.grad_factor) * inject.loss_factor;
+  // fp16: the backward runs on the loss times the loss scale; gradients are unscaled in the update.
+  const double scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
+  double loss_sum = forward_backward_micro_batches(batch, inject.grad_factor * static_cast<float>(scale)) *
+                    inject.loss_factor;
   auto [global_loss_sum, grad_norm2, data_hash] =
       sum_over_ranks(loss_sum, engine_->finish_gradients(), batch_data_hash(batch));
   s.data_hash = static_cast<int64_t>(data_hash);
   s.loss = global_loss_sum / tokens_per_step;
-  s.grad_norm = std::sqrt(grad_norm2);
+  s.grad_norm = std::sqrt(grad_norm2) / scale;
+  s.loss_scale = loss_scaler_ ? scale : 0;
   // Non-finite values and loss spikes skip the update (or stop the run: fault.nan_policy).
-  s.guard = faults_->judge(mesh_.world(), step_ + 1, s.loss, s.grad_norm, loss_sum);
+  s.guard = judge_step(s, loss_sum);
   if (s.guard.action == GuardAction::kStop) {
     throw Error(s.guard.message, "lower optim.lr, enable optim.grad_clip, or check the data; the run stopped before "
                                  "the update (fault.nan_policy, fault.max_consecutive_skips)");
   }
-  if (!s.guard.skipped()) engine_->optimizer_step(s.lr, clip_coefficient(s.grad_norm, cfg_.optim.grad_clip));
+  if (!s.guard.skipped()) {
+    const double clip = clip_coefficient(s.grad_norm, cfg_.optim.grad_clip);
+    engine_->optimizer_step(s.lr, static_cast<float>(clip / scale));
+  }
 
   s.step = ++step_;
   tokens_ += static_cast<int64_t>(tokens_per_step);
@@ -198,10 +232,30 @@ StepStats Trainer::step() {
   return s;
 }
 
-double Trainer::evaluate() {
+Trainer::Evaluation Trainer::evaluate_all() {
+  Evaluation e;
+  const double ln2 = std::log(2.0);
+  if (val_data_) {
+    e.loss = evaluate(*val_data_);
+    if (double cpt = val_data_->chars_per_token(); cpt > 0) e.bpc = e.loss / ln2 / cpt;
+  }
+  double weights = 0, loss = 0, chars = 0;  // a mixture: Σ w·loss and Σ w·chars/token
+  for (ValidationSource& v : val_sources_) {
+    const double l = evaluate(*v.loader), cpt = v.loader->chars_per_token();
+    e.sources.push_back({v.name, l, cpt > 0 ? l / ln2 / cpt : NAN});
+    weights += v.weight, loss += v.weight * l, chars += v.weight * cpt;
+  }
+  if (!val_data_ && weights > 0) {
+    e.loss = loss / weights;
+    if (chars > 0) e.bpc = loss / ln2 / chars;
+  }
+  return e;
+}
+
+double Trainer::evaluate(DataLoader& loader) {
   double sum = 0;
   for (int64_t i = 0; i < cfg_.train.eval_batches; ++i) {
-    Batch b = val_data_->next();
+    Batch b = loader.next();
     if (pipeline_) {
       sum += pipeline_->forward_loss(b.tokens.data());
       continue;
@@ -209,7 +263,7 @@ double Trainer::evaluate() {
     for (int64_t mb = 0; mb < micro_batches_; ++mb)
       sum += model_->forward_loss(*engine_, acts_, b.sequence(mb * micro_batch_));
   }
-  val_data_->restore({});  // every validation reads the same batches
+  loader.restore({});  // every validation reads the same batches
   mesh_.pp().all_reduce(&sum, 1);  // the last stage computed the loss
   mesh_.dp().all_reduce(&sum, 1);
   return sum / static_cast<double>(cfg_.train.batch_size * cfg_.train.seq_len * cfg_.train.eval_batches);
@@ -223,8 +277,9 @@ void Trainer::log_step(const StepStats& s) {
   telemetry_->on_step({.step = s.step, .loss = s.loss, .lr = s.lr, .grad_norm = s.grad_norm,
                        .tokens = cfg_.train.batch_size * cfg_.train.seq_len, .tokens_per_s = s.tokens_per_s,
                        .step_s = s.step_s, .mfu = peak_flops_ > 0 ? s.mfu : NAN, .data_wait_s = s.data_wait_s,
-                       .skipped = s.guard.skipped()});
+                       .skipped = s.guard.skipped(), .loss_scale = s.loss_scale > 0 ? s.loss_scale : NAN});
   faults_->add_to_metrics(s.guard, j);
+  if (s.loss_scale > 0) j["loss_scale"] = s.loss_scale;
   static_assert(kNumCollKinds == obs::kNumCommOps, "obs::CommOp mirrors CollKind");
   for (size_t k = 0; k < kNumCollKinds; ++k) {
     std::string kind = coll_kind_name(static_cast<CollKind>(k));
@@ -246,16 +301,28 @@ void Trainer::log_step(const StepStats& s) {
   }
   j["mem_peak_bytes"] = mem.total_peak();
   j["rss_peak_bytes"] = process_peak_rss_bytes();
+  if (streamed_) {  // shard bytes this rank fetched from object storage so far
+    const uint64_t fetched = train_data_->fetched_bytes();
+    telemetry_->data_fetched(fetched - fetched_reported_);
+    fetched_reported_ = fetched;
+    j["data_fetched_bytes"] = fetched;
+  }
   if (mesh_.world_size() > 1) add_rank_metrics(s, j);
   const int64_t every = cfg_.train.eval_interval;
   if (every > 0 && (s.step % every == 0 || s.step == cfg_.train.steps)) {
-    double val = evaluate();
-    j["val_loss"] = val;
-    j["val_bits_per_token"] = val / std::log(2.0);
-    double bpc = NAN;
-    if (double cpt = val_data_->chars_per_token(); cpt > 0) j["val_bpc"] = bpc = val / std::log(2.0) / cpt;
-    telemetry_->on_eval(s.step, val, bpc);
-    log_info("step {:>6} | validation loss {:.4f}", s.step, val);
+    const Evaluation e = evaluate_all();
+    j["val_loss"] = e.loss;
+    j["val_bits_per_token"] = e.loss / std::log(2.0);
+    if (!std::isnan(e.bpc)) j["val_bpc"] = e.bpc;
+    telemetry_->on_eval(s.step, e.loss, e.bpc);
+    std::string per_source;
+    for (const Evaluation::Source& v : e.sources) {  // val_loss_ru, val_bpc_ru, ...
+      j["val_loss_" + v.name] = v.loss;
+      if (!std::isnan(v.bpc)) j["val_bpc_" + v.name] = v.bpc;
+      telemetry_->on_eval_source(s.step, v.name, v.loss, v.bpc);
+      per_source += fmt::format(", {} {:.4f} ({:.3f} bits/char)", v.name, v.loss, v.bpc);
+    }
+    log_info("step {:>6} | validation loss {:.4f}{}", s.step, e.loss, per_source);
   }
   metrics_->write(j);
   if (progress_) progress_->update({.step = s.step, .loss = s.loss, .tokens_per_s = s.tokens_per_s, .mfu = peak_flops_ > 0 ? s.mfu : NAN,
@@ -268,6 +335,7 @@ void Trainer::add_rank_metrics(const StepStats& s, nlohmann::json& j) {
   std::vector<std::pair<std::string, double>> values = {
       {"mem_parameters_bytes", mem.peak(MemCategory::kParameters)},
       {"mem_activations_bytes", mem.peak(MemCategory::kActivations)}};
+  if (streamed_) values.push_back({"data_fetched_bytes", static_cast<double>(fetched_reported_)});
   if (pipeline_) {
     values.insert(values.end(), {{"pp_send_bytes", pp_bytes},
                                  {"pp_in_flight", s.pipeline.max_in_flight},
@@ -346,6 +414,7 @@ void Trainer::run() {
       StepStats s = step();
       const bool rolled_back = s.guard.action == GuardAction::kRollback && roll_back();
       log_step(s);
+      if (loss_scaler_) ckpt_->set_loss_scale(loss_scaler_->scale(), loss_scaler_->clean_steps_in_a_row());
       if (!rolled_back) ckpt_->after_step(step_, tokens_, train_data_->state());
       faults_->beat("train", step_);
     }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -22,6 +23,7 @@
 #include "fault/step_guard.h"
 #include "model/activations.h"
 #include "model/llama.h"
+#include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "train/metrics_log.h"
 
@@ -54,6 +56,7 @@ struct StepStats {
   CommStats comm_tp;        // this rank's tensor-parallel traffic
   PipelineStepStats pipeline;  // this stage's busy and idle time (pipeline parallelism only)
   GuardVerdict guard;          // update, or skipped / rolled back by the training guards (fault/)
+  double loss_scale = 0;       // fp16: the loss scale this step's backward used (0 = no scaling)
 };
 
 class Trainer {
@@ -63,8 +66,19 @@ class Trainer {
 
   void run();
   StepStats step();
-  // Mean token loss over train.eval_batches validation batches.
-  double evaluate();
+  // Validation: the overall mean token loss over train.eval_batches validation batches (a
+  // mixture's: the weighted mean of its sources'), bits per character, and each source's
+  // (data.mixture sources, or the dataset's languages; data/loader.h make_validation_sources).
+  struct Evaluation {
+    double loss = NAN, bpc = NAN;
+    struct Source {
+      std::string name;
+      double loss = NAN, bpc = NAN;
+    };
+    std::vector<Source> sources;
+  };
+  Evaluation evaluate_all();
+  double evaluate() { return evaluate_all().loss; }
 
   const Config& config() const { return cfg_; }
   ParamEngine& params() { return *engine_; }
@@ -74,6 +88,10 @@ class Trainer {
 
  private:
   double forward_backward_micro_batches(const Batch& batch, float grad_factor);
+  // fp16: an overflow (non-finite gradients from a finite loss while the scale can still
+  // shrink) skips the update and halves the scale; otherwise the training guards judge the step.
+  GuardVerdict judge_step(const StepStats& s, double local_loss_sum);
+  double evaluate(DataLoader& loader);  // mean token loss of train.eval_batches batches
   // After repeated loss spikes: back to the newest valid checkpoint, keeping the data position
   // (the window since the checkpoint is skipped). False when there is no checkpoint.
   bool roll_back();
@@ -91,10 +109,12 @@ class Trainer {
   std::unique_ptr<PipelinePlan> plan_;  // pipeline parallelism: partition and schedules
   std::unique_ptr<TpGroup> tp_;         // tensor parallelism: the model's collectives over mesh.tp()
   std::unique_ptr<ParamEngine> engine_;
+  std::unique_ptr<LossScaler> loss_scaler_;  // fp16 only
   std::unique_ptr<Llama> model_;
   std::unique_ptr<PipelineRunner> pipeline_;
   LrSchedule schedule_;
   std::unique_ptr<DataLoader> train_data_, val_data_;
+  std::vector<ValidationSource> val_sources_;  // per-source validation (mixture sources, languages)
   Activations acts_;  // without pipeline parallelism (the runner pools its own)
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<obs::Telemetry> telemetry_;  // Prometheus endpoint, GPU health, TensorBoard
@@ -103,6 +123,8 @@ class Trainer {
   std::unique_ptr<Checkpointer> ckpt_;  // saving (ckpt.interval) and resuming (ckpt.resume)
   int64_t local_batch_ = 0, micro_batch_ = 0, micro_batches_ = 0;
   int64_t step_ = 0, tokens_ = 0;
+  bool streamed_ = false;            // data.path is an s3:// or gs:// URL
+  uint64_t fetched_reported_ = 0;    // shard bytes already counted on /metrics
   double flops_per_token_ = 0, peak_flops_ = 0;
   double start_time_ = 0;
 };

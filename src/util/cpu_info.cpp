@@ -4,6 +4,39 @@
 
 #include "util/strings.h"
 
+// The instruction sets of -march, as data (no code): cli/isa_guard.cpp, compiled for baseline
+// x86-64, reads it before anything else runs, to refuse a CPU that lacks one with a clear error
+// instead of dying with SIGILL.
+extern "C" const char ft_compiled_isa[] = ""
+#if defined(__AVX2__)
+    " avx2"
+#endif
+#if defined(__FMA__)
+    " fma"
+#endif
+#if defined(__F16C__)
+    " f16c"
+#endif
+#if defined(__AVX512F__)
+    " avx512f"
+#endif
+#if defined(__AVX512BW__)
+    " avx512bw"
+#endif
+#if defined(__AVX512VL__)
+    " avx512vl"
+#endif
+#if defined(__AVX512BF16__)
+    " avx512bf16"
+#endif
+#if defined(__AVX512FP16__)
+    " avx512fp16"
+#endif
+#if defined(__AMX_BF16__)
+    " amx-bf16"
+#endif
+    ;
+
 namespace ft {
 namespace {
 
@@ -62,70 +95,6 @@ const CpuInfo& cpu_info() {
   return c;
 }
 
-std::string compiled_isa() {
-  std::string s;
-#if defined(__AVX2__)
-  add(s, true, "avx2");
-#endif
-#if defined(__FMA__)
-  add(s, true, "fma");
-#endif
-#if defined(__F16C__)
-  add(s, true, "f16c");
-#endif
-#if defined(__AVX512F__)
-  add(s, true, "avx512f");
-#endif
-#if defined(__AVX512BW__)
-  add(s, true, "avx512bw");
-#endif
-#if defined(__AVX512VL__)
-  add(s, true, "avx512vl");
-#endif
-#if defined(__AVX512BF16__)
-  add(s, true, "avx512_bf16");
-#endif
-#if defined(__AVX512FP16__)
-  add(s, true, "avx512_fp16");
-#endif
-#if defined(__AMX_BF16__)
-  add(s, true, "amx_bf16");
-#endif
-  return s;
-}
-
-std::string missing_compiled_isa() {
-  const CpuInfo& c = cpu_info();
-  std::string s;
-#if defined(__AVX2__)
-  add(s, !c.avx2, "avx2");
-#endif
-#if defined(__FMA__)
-  add(s, !c.fma, "fma");
-#endif
-#if defined(__F16C__)
-  add(s, !c.f16c, "f16c");
-#endif
-#if defined(__AVX512F__)
-  add(s, !c.avx512f, "avx512f");
-#endif
-#if defined(__AVX512BW__)
-  add(s, !c.avx512bw, "avx512bw");
-#endif
-#if defined(__AVX512VL__)
-  add(s, !c.avx512vl, "avx512vl");
-#endif
-#if defined(__AVX512BF16__)
-  add(s, !c.avx512_bf16, "avx512_bf16");
-#endif
-#if defined(__AVX512FP16__)
-  add(s, !c.avx512_fp16, "avx512_fp16");
-#endif
-#if defined(__AMX_BF16__)
-  add(s, !c.amx_bf16, "amx_bf16");
-#endif
-  (void)c;
-  return s;
-}
+std::string compiled_isa() { return std::string(trim(ft_compiled_isa)); }
 
 }  // namespace ft

@@ -8,6 +8,8 @@
 
 #include <string>
 
+extern "C" const char ft_compiled_isa[];
+
 namespace ft {
 
 struct CpuInfo {
@@ -24,9 +26,8 @@ struct CpuInfo {
 
 const CpuInfo& cpu_info();
 
-// The instruction sets this binary was compiled to use (-march), e.g. "avx2 fma avx512f", and
-// those of them this CPU lacks ("" when it has them all).
+// The instruction sets this binary was compiled to use (-march), in __builtin_cpu_supports
+// spelling: "avx2 fma f16c avx512f ...". cli/isa_guard.cpp checks them before main().
 std::string compiled_isa();
-std::string missing_compiled_isa();
 
 }  // namespace ft

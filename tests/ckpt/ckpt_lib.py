@@ -28,6 +28,12 @@ def losses(run_dir):
     return {r["step"]: r["loss"] for r in rows}
 
 
+def column(run_dir, key):
+    """{step: value} of one metrics.jsonl field (steps that have it)."""
+    rows = [json.loads(l) for l in open(os.path.join(run_dir, "metrics.jsonl"))]
+    return {r["step"]: r[key] for r in rows if key in r}
+
+
 def data_hashes(run_dir):
     """Each step's data_hash: which global batch it read (layout-independent)."""
     rows = [json.loads(l) for l in open(os.path.join(run_dir, "metrics.jsonl"))]

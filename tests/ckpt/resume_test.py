@@ -71,6 +71,23 @@ def main():
                 print(f"{'':>22}  save at step 4: stall {saves[0]['stall_s'] * 1e3:.1f} ms, background write "
                       f"{saves[0]['write_s'] * 1e3:.1f} ms ({100 * saves[0]['stall_ratio']:.1f}% of a synchronous save)")
 
+        # fp16: the dynamic loss scale is part of the state. An overflow at step 2 halves it; with a
+        # window of 3 it grows again after step 5 — only if the checkpoint kept the clean-step count.
+        fp16 = ["train.precision=\"fp16\"", "optim.loss_scale_window=3"]
+        inject = {"FLUXTRAIN_FAULT_INJECT": "gradinf@2"}
+        full = os.path.join(tmp, "fp16_full")
+        L.train(FT, CONFIG, full, COMMON + fp16, env=inject)
+        resumed = os.path.join(tmp, "fp16_resumed")
+        L.copy_checkpoint(os.path.join(full, "checkpoints", "step_00000004"), resumed)
+        L.train(FT, CONFIG, resumed, COMMON + fp16, resume="auto", env=inject)
+        ref, got = L.column(full, "loss_scale"), L.column(resumed, "loss_scale")
+        ref_loss, got_loss = L.losses(full), L.losses(resumed)
+        same = all(got.get(s) == ref[s] and got_loss.get(s) == ref_loss[s] for s in range(5, 9))
+        print(f"{'1 process, fp16':>22}: loss scale by step {[ref[s] for s in sorted(ref)]}; after resume "
+              f"{[got.get(s) for s in range(5, 9)]}; losses 5..8 {'bit-identical' if same else 'DIFFER'}")
+        if not same or ref[2] != 65536 or ref[3] != 32768 or ref[5] != 32768 or ref[6] != 65536:
+            failures.append(f"fp16 resume: scales {got} vs {ref}, losses {got_loss} vs {ref_loss}")
+
         # Another batch size: the data order would not continue — refused, naming the key.
         other = os.path.join(tmp, "batch")
         L.copy_checkpoint(os.path.join(tmp, "1_process_full", "checkpoints", "step_00000004"), other)

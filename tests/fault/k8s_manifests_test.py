@@ -6,6 +6,7 @@ the manifests, only that they say what docs/operations.md promises.
 usage: k8s_manifests_test.py FLUXTRAIN_BINARY DEPLOY_K8S_DIR"""
 import glob
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -164,6 +165,26 @@ claims = {c for _, d in docs if d["kind"] == "PersistentVolumeClaim" for c in [d
 used = {v["persistentVolumeClaim"]["claimName"] for t in (launcher, worker, vt) for v in pod_spec(t).get("volumes", [])
         if "persistentVolumeClaim" in v}
 check(used <= claims, f"every claim used is defined ({sorted(used - claims)} missing)")
+
+# The image: every pod runs what deploy/docker/Dockerfile builds, under the name
+# scripts/fresh-machine-check.sh builds (and trains in) it.
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(K8S)))
+with open(os.path.join(REPO, "scripts", "fresh-machine-check.sh")) as f:
+    m = re.search(r"^IMAGE_CPU=(\S+)", f.read(), re.M)
+built = m.group(1) if m else "(no IMAGE_CPU= line)"
+with open(os.path.join(REPO, "deploy", "docker", "Dockerfile")) as f:
+    dockerfile = f.read()
+check(f"-f deploy/docker/Dockerfile -t {built} " in dockerfile,
+      f"deploy/docker/Dockerfile's build line tags {built}, the name scripts/fresh-machine-check.sh builds")
+for role, t in (("launcher", launcher), ("worker", worker), ("validation", vt)):
+    image = container(t).get("image")
+    check(image == built, f"{role} runs image {built} (found {image})")
+entry = re.search(r"^ENTRYPOINT (.*)$", dockerfile, re.M)
+check(entry is not None and entry.group(1).strip() == '["fluxtrain"]', "the image's entrypoint is fluxtrain")
+wcmd = container(worker).get("command", [])
+check(wcmd[:1] == ["/usr/sbin/sshd"] and "-D" in "".join(wcmd[1:]),
+      "workers run the image's sshd in the foreground (the launcher's mpirun reaches them with ssh)")
+check(re.search(r"apt-get install[^\n]*openssh-server", dockerfile) is not None, "the image installs openssh-server")
 
 if failures:
     print(f"{len(failures)} check(s) failed")

@@ -182,8 +182,8 @@ TEST_F(LoaderTest, PrefetchDoesNotChangeTheBatches) {
   o.prefetch = 3;
   DatasetLoader async(o);
   for (int s = 0; s < 20; ++s) EXPECT_EQ(sync.next().tokens, async.next().tokens);
-  async.restore(LoaderState{16, 0});
-  sync.restore(LoaderState{16, 0});
+  async.restore(LoaderState{16, 0, ""});
+  sync.restore(LoaderState{16, 0, ""});
   EXPECT_EQ(sync.next().tokens, async.next().tokens);
 }
 
@@ -253,7 +253,7 @@ TEST_F(LoaderTest, BadSettingsAreExplained) {
 
 TEST_F(LoaderTest, RestoreRejectsAStateFromAnotherBatchSize) {
   DatasetLoader l(opts(ds_.dir, 0, 1));
-  EXPECT_THROW(l.restore(LoaderState{12, 0}), Error);
+  EXPECT_THROW(l.restore(LoaderState{12, 0, ""}), Error);
 }
 
 }  // namespace

@@ -3,8 +3,10 @@
 // determinism, and the bad-input errors (nothing half-written left behind).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "data/corpus.h"
@@ -115,11 +117,29 @@ TEST(Prepare, MixedCorpusEndToEnd) {
   EXPECT_GT(m.train.chars_per_token(), 1.0);
   EXPECT_GE(m.train.bytes_per_token(), m.train.chars_per_token());
 
-  // Shards: nearly equal token counts (within one document), and they decode to our documents.
+  // Shards are cut per language (each holds one language's documents, English first, with their
+  // character counts); within a language they hold nearly equal token counts, and they decode to
+  // our documents.
   ASSERT_EQ(m.train.shards.size(), 3u);
-  uint64_t lo = UINT64_MAX, hi = 0;
-  for (auto& s : m.train.shards) lo = std::min(lo, s.tokens), hi = std::max(hi, s.tokens);
-  EXPECT_LE(hi - lo, m.train.tokens / 3) << lo << " " << hi;
+  std::map<std::string, std::vector<uint64_t>> by_lang;
+  std::string last_lang;
+  for (auto& s : m.train.shards) {
+    EXPECT_TRUE(s.language == "en" || s.language == "ru") << s.file << " " << s.language;
+    EXPECT_GE(s.language, last_lang) << "languages are runs of whole shards";
+    last_lang = s.language;
+    EXPECT_GT(s.characters, 0u);
+    by_lang[s.language].push_back(s.tokens);
+  }
+  EXPECT_EQ(by_lang.size(), 2u);
+  for (auto& [lang, sizes] : by_lang) {
+    uint64_t lo = *std::min_element(sizes.begin(), sizes.end()), hi = *std::max_element(sizes.begin(), sizes.end());
+    uint64_t total = 0;
+    for (uint64_t t : sizes) total += t;
+    EXPECT_LE(hi - lo, total / sizes.size()) << lang << ": " << lo << " " << hi;
+  }
+  uint64_t chars = 0;
+  for (auto& s : m.train.shards) chars += s.characters;
+  EXPECT_EQ(chars, m.train.characters);
   std::string out = root + "/out";
   std::vector<std::string> docs = decode_split(out, m, m.train);
   auto val = decode_split(out, m, m.validation);
@@ -148,8 +168,10 @@ TEST(Prepare, MixedCorpusEndToEnd) {
   // Only the dataset's own files are left, no spills or temporaries.
   std::set<std::string> names;
   for (auto& e : fs::directory_iterator(out)) names.insert(e.path().filename().string());
-  EXPECT_EQ(names, (std::set<std::string>{"manifest.json", "tokenizer.model", "train-00000.ftshard",
-                                          "train-00001.ftshard", "train-00002.ftshard", "validation-00000.ftshard"}));
+  std::set<std::string> want = {"manifest.json", "tokenizer.model", "train-00000.ftshard", "train-00001.ftshard",
+                                "train-00002.ftshard"};
+  for (auto& s : m.validation.shards) want.insert(s.file);  // one per language present in it
+  EXPECT_EQ(names, want);
 
   // A given tokenizer is used as is.
   PrepareOptions o = small_options(root + "/in", root + "/out3");

@@ -34,13 +34,20 @@ TEST(SigV4, UriEncoding) {
   EXPECT_EQ(uri_encode("файл", true), "%D1%84%D0%B0%D0%B9%D0%BB");
 }
 
-TEST(S3Url, ParsesAndRejects) {
-  S3Url u = S3Url::parse("s3://my-bucket/corpus/ru/");
+TEST(ObjectUrl, ParsesAndRejects) {
+  ObjectUrl u = ObjectUrl::parse("s3://my-bucket/corpus/ru/");
+  EXPECT_EQ(u.scheme, "s3");
   EXPECT_EQ(u.bucket, "my-bucket");
   EXPECT_EQ(u.prefix, "corpus/ru/");
-  EXPECT_EQ(S3Url::parse("s3://b").prefix, "");
-  EXPECT_THROW(S3Url::parse("s3://Bad_Bucket/x"), Error);
-  EXPECT_THROW(S3Url::parse("http://x/y"), Error);
+  EXPECT_EQ(ObjectUrl::parse("s3://b").prefix, "");
+  EXPECT_EQ(ObjectUrl::parse("s3://b/x").dir_prefix(), "x/");
+  EXPECT_THROW(ObjectUrl::parse("s3://Bad_Bucket/x"), Error);
+  EXPECT_THROW(ObjectUrl::parse("http://x/y"), Error);
+  ObjectUrl g = ObjectUrl::parse("gs://my_bucket/datasets/en");
+  EXPECT_EQ(g.scheme, "gs");
+  EXPECT_EQ(g.bucket, "my_bucket");  // '_' is allowed in GCS bucket names
+  EXPECT_EQ(g.prefix, "datasets/en");
+  EXPECT_THROW(ObjectUrl::parse("gs:///x"), Error);
 }
 
 }  // namespace

@@ -141,7 +141,7 @@ TEST(Gemm, PrimitivesAreCachedPerShape) {
   EXPECT_EQ(cpu::gemm_cache_size(), n + 2);
   cpu::matmul(C.data(), A.data(), B.data(), 41, 47, 43, false, false, 0.0f, Precision::kBF16);
   cpu::matmul(C.data(), A.data(), B.data(), 41, 47, 43, false, false, 0.0f, Precision::kBF16);
-  EXPECT_EQ(cpu::gemm_cache_size(), n + 2 + (cpu::bf16_gemm_native() ? 1 : 0));  // emulated: no primitive
+  EXPECT_EQ(cpu::gemm_cache_size(), n + 2 + (cpu::onednn_has_native_bf16() ? 1 : 0));  // emulated: no primitive
 }
 
 TEST(Gemm, ConcurrentCallersGetCorrectResults) {
@@ -197,9 +197,9 @@ TEST(GemmLibraries, EachPresentLibraryMatchesReference) {
 // bf16 is native exactly where oneDNN's ISA has bf16 instructions; elsewhere it is emulated with
 // the same numerics. Both paths agree with the reference (and with each other) where both run.
 TEST(Gemm, Bf16EmulationMatchesNativeNumerics) {
-  const std::string isa = cpu::gemm_isa();
-  EXPECT_EQ(cpu::bf16_gemm_native(), isa == "avx512_core_bf16" || isa == "avx512_core_amx") << isa;
-  EXPECT_EQ(cpu::bf16_emulation_reason().empty(), cpu::bf16_gemm_native());
+  const std::string isa = cpu::onednn_isa_name();
+  EXPECT_EQ(cpu::onednn_has_native_bf16(), isa == "avx512_core_bf16" || isa == "avx512_core_amx") << isa;
+  EXPECT_EQ(cpu::bf16_emulation_reason().empty(), cpu::onednn_has_native_bf16());
   const int M = 37, N = 53, K = 300;
   auto Af = random_floats(M * K, 70), Bf = random_floats(K * N, 71);
   std::vector<uint16_t> A(Af.size()), B(Bf.size());
@@ -209,7 +209,7 @@ TEST(Gemm, Bf16EmulationMatchesNativeNumerics) {
   ref::matmul_bf16(C_ref.data(), A.data(), B.data(), M, N, K, false, true, 0.0f);
   cpu::matmul_bf16_widened(C.data(), A.data(), B.data(), M, N, K, false, true, 0.0f);
   EXPECT_TRUE(gemm_close(C, C_ref, abs_of(round_bf16(Af)), abs_of(round_bf16(Bf)), C0, M, N, K, false, true, 0.0f));
-  if (!cpu::bf16_gemm_native()) {
+  if (!cpu::onednn_has_native_bf16()) {
     std::printf("[  SKIPPED ] native bf16: %s\n", cpu::bf16_emulation_reason().c_str());
     return;
   }
@@ -221,7 +221,7 @@ TEST(Gemm, Bf16EmulationMatchesNativeNumerics) {
 TEST(Gemm, BackendSummaryNamesEveryPrecision) {
   std::string s = cpu::gemm_backend_summary();
   EXPECT_NE(s.find("fp32: "), std::string::npos) << s;
-  EXPECT_NE(s.find(cpu::bf16_gemm_native() ? "(native)" : "emulated"), std::string::npos) << s;
+  EXPECT_NE(s.find(cpu::onednn_has_native_bf16() ? "(native)" : "emulated"), std::string::npos) << s;
   EXPECT_NE(s.find("fp16: "), std::string::npos) << s;
 }
 

@@ -138,6 +138,21 @@ TEST_F(TelemetryTest, DisabledServesNothingButStillCounts) {
   EXPECT_TRUE(fs::exists(tel.tensorboard_path()));
 }
 
+TEST_F(TelemetryTest, DataFetchedBytesAndPerSourceValidation) {
+  Telemetry tel(cfg_, {}, dir_.string(), 10);
+  tel.data_fetched(100);
+  tel.data_fetched(50);
+  tel.on_eval_source(3, "ru", 2.5, 1.25);
+  tel.on_eval_source(3, "en", 2.0, NAN);  // bits/char unknown: no gauge
+  std::string text = tel.registry().expose();
+  const std::string labels = "run=\"run7\",rank=\"0\",dp=\"0\",tp=\"0\",pp=\"0\"";
+  EXPECT_EQ(value_of(text, "fluxtrain_data_fetched_bytes_total{" + labels + "}"), 150);
+  EXPECT_EQ(value_of(text, "fluxtrain_validation_source_loss{" + labels + ",source=\"ru\"}"), 2.5);
+  EXPECT_EQ(value_of(text, "fluxtrain_validation_source_bpc{" + labels + ",source=\"ru\"}"), 1.25);
+  EXPECT_EQ(value_of(text, "fluxtrain_validation_source_loss{" + labels + ",source=\"en\"}"), 2.0);
+  EXPECT_EQ(text.find("fluxtrain_validation_source_bpc{" + labels + ",source=\"en\"}"), std::string::npos);
+}
+
 TEST_F(TelemetryTest, NanLossIsExportedForTheAlertRules) {
   Telemetry tel(cfg_, {}, dir_.string(), 10);
   tel.on_step({.step = 1, .loss = NAN});

@@ -154,7 +154,7 @@ TEST_F(PeakFile, VersionOneFilesAreReadAndKept) {
 
 TEST_F(PeakFile, RecordedPeakIsReturnedWithoutMeasuring) {
   ScopedEnv env("FLUXTRAIN_PEAK_FILE", path_);
-  record_peak(path_, record(cpu_model_name(), cpu::gemm_isa(), 1, Precision::kF32, 12345.0));
+  record_peak(path_, record(cpu_model_name(), cpu::onednn_isa_name(), 1, Precision::kF32, 12345.0));
   EXPECT_DOUBLE_EQ(gemm_peak_gflops(Precision::kF32, 1), 12345.0);  // a real measurement is far lower
 }
 
@@ -165,12 +165,12 @@ TEST_F(PeakFile, MissingPeakIsMeasuredAndRecorded) {
   for (Precision p : {Precision::kBF16, Precision::kF16, Precision::kF32}) {
     double g = gemm_peak_gflops(p, 1, small);
     EXPECT_GT(g, 0.0);
-    auto r = read_peak(path_, cpu_model_name(), cpu::gemm_isa(), 1, p);
+    auto r = read_peak(path_, cpu_model_name(), cpu::onednn_isa_name(), 1, p);
     ASSERT_TRUE(r) << precision_name(p);
     EXPECT_DOUBLE_EQ(r->gflops, g);
     EXPECT_EQ(r->size, 128);
     EXPECT_FALSE(r->impl.empty());
-    EXPECT_EQ(r->emulated, p == Precision::kF16 || (p == Precision::kBF16 && !cpu::bf16_gemm_native()));
+    EXPECT_EQ(r->emulated, p == Precision::kF16 || (p == Precision::kBF16 && !cpu::onednn_has_native_bf16()));
     EXPECT_DOUBLE_EQ(gemm_peak_gflops(p, 1, small), g);  // now read, not re-measured
   }
 }
@@ -181,7 +181,7 @@ TEST_F(PeakFile, RecordedLibraryIsUsedAndTheEnvironmentOverridesIt) {
   ScopedEnv env("FLUXTRAIN_PEAK_FILE", path_), gemm("FLUXTRAIN_GEMM", std::nullopt);
   const int threads = 3;  // a thread count no other test resolves
   cpu::reset_f32_gemm_library();
-  EXPECT_EQ(recorded_gemm_library(cpu::gemm_isa(), threads), std::nullopt);
+  EXPECT_EQ(recorded_gemm_library(cpu::onednn_isa_name(), threads), std::nullopt);
   {
     ScopedThreadCount t(threads);
     EXPECT_EQ(cpu::f32_gemm_library(), cpu::GemmLibrary::kOneDnn);  // nothing recorded: the default
@@ -189,12 +189,12 @@ TEST_F(PeakFile, RecordedLibraryIsUsedAndTheEnvironmentOverridesIt) {
   std::optional<cpu::GemmLibrary> other;
   for (auto lib : {cpu::GemmLibrary::kBlis, cpu::GemmLibrary::kOpenBlas})
     if (cpu::gemm_library_status(lib).available) other = lib;
-  PeakRecord r = record(cpu_model_name(), cpu::gemm_isa(), threads, Precision::kF32, 100.0);
+  PeakRecord r = record(cpu_model_name(), cpu::onednn_isa_name(), threads, Precision::kF32, 100.0);
   r.gemm = other ? cpu::gemm_library_name(*other) : "onednn";
   r.shape_gflops = {{"onednn", 90.0}, {r.gemm, 100.0}};
   record_peak(path_, r);
-  EXPECT_EQ(recorded_gemm_library(cpu::gemm_isa(), threads), r.gemm);
-  EXPECT_EQ(read_peak(path_, cpu_model_name(), cpu::gemm_isa(), threads, Precision::kF32)->shape_gflops, r.shape_gflops);
+  EXPECT_EQ(recorded_gemm_library(cpu::onednn_isa_name(), threads), r.gemm);
+  EXPECT_EQ(read_peak(path_, cpu_model_name(), cpu::onednn_isa_name(), threads, Precision::kF32)->shape_gflops, r.shape_gflops);
   cpu::reset_f32_gemm_library();
   {
     ScopedThreadCount t(threads);
@@ -254,7 +254,7 @@ TEST(Peak, MeasurementReportsWhatRan) {
   EXPECT_EQ(r.size, 96);
   EXPECT_FALSE(r.library.empty());
   EXPECT_FALSE(r.impl.empty());
-  EXPECT_EQ(r.isa, cpu::gemm_isa());
+  EXPECT_EQ(r.isa, cpu::onednn_isa_name());
 }
 
 }  // namespace

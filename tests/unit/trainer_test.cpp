@@ -14,7 +14,7 @@ namespace {
 
 Config tiny(std::vector<std::string> extra = {}) {
   std::string dir = (std::filesystem::temp_directory_path() / ("ft_trainer_" + std::to_string(::getpid()))).string();
-  std::vector<std::string> sets = {"train.batch_size=4", "train.seq_len=16", "train.steps=6",
+  std::vector<std::string> sets = {"train.precision=\"fp32\"", "train.batch_size=4", "train.seq_len=16", "train.steps=6",
                                    "train.eval_interval=0", "train.run_dir=\"" + dir + "\""};
   sets.insert(sets.end(), extra.begin(), extra.end());
   return load_config("", sets);

