@@ -12,7 +12,7 @@
 #     pthread build on its library path, so BLAS threads are PyTorch's own OpenMP threads;
 #     OMP_WAIT_POLICY=PASSIVE in case only the pthread build is installed.
 # --avx2 simulates an AVX2-only CPU on an AVX-512 machine, for both sides: fluxtrain built with
-# -DFT_ARCH=x86-64-v3 ($FLUXTRAIN_AVX2, default build-v3/fluxtrain) with ONEDNN_MAX_CPU_ISA=AVX2
+# -DFT_ARCH=x86-64-v3 ($FLUXTRAIN_AVX2, default build-avx2/fluxtrain) with ONEDNN_MAX_CPU_ISA=AVX2
 # (oneDNN, OpenBLAS and BLIS then run AVX2 kernels, and the fp32 library is the one bench-peak
 # chose for AVX2); PyTorch with ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2 and an AVX2
 # OpenBLAS core. It is a simulation: the cores, caches and clocks stay this machine's.
@@ -35,10 +35,10 @@ while [ $# -gt 0 ]; do
   shift
 done
 FT=${FLUXTRAIN:-$ROOT/build/fluxtrain}
-if [ $AVX2 = 1 ]; then FT=${FLUXTRAIN_AVX2:-$ROOT/build-v3/fluxtrain}; fi
+if [ $AVX2 = 1 ]; then FT=${FLUXTRAIN_AVX2:-$ROOT/build-avx2/fluxtrain}; fi
 if [ ! -x "$FT" ]; then
   echo "error: $FT is not built"
-  [ $AVX2 = 1 ] && echo "hint: cmake -S . -B build-v3 -G Ninja -DFT_ARCH=x86-64-v3 && cmake --build build-v3"
+  [ $AVX2 = 1 ] && echo "hint: cmake -S . -B build-avx2 -G Ninja -DFT_ARCH=x86-64-v3 && cmake --build build-avx2"
   exit 1
 fi
 WORK=$(mktemp -d); trap 'rm -rf "$WORK"' EXIT
