@@ -92,8 +92,10 @@ Precision precision_from_name(const std::string& path, const std::string& name) 
   throw Error(fmt::format("{}: unknown precision '{}'", path, name), "expected f32, bf16 or f16");
 }
 
-// Parses the whole file; a missing file is an empty list.
-std::vector<PeakRecord> load_records(const std::string& path) {
+// Parses the whole file; a missing file is an empty list. A file a newer fluxtrain wrote (another
+// build on this machine) is a cache this build cannot read: it reads as empty, `*newer` is set,
+// and the file is left for the build that wrote it.
+std::vector<PeakRecord> load_records(const std::string& path, bool* newer = nullptr) {
   std::vector<PeakRecord> out;
   if (!std::filesystem::exists(path)) return out;
   const std::string hint = fmt::format("delete {} (it is a cache) and measure again with `fluxtrain bench-peak`", path);
@@ -107,6 +109,15 @@ std::vector<PeakRecord> load_records(const std::string& path) {
     throw Error(fmt::format("{}: not a GEMM peak file (expected \"format\": \"{}\")", path, kFormat), hint);
   }
   const int version = j.value("version", 0);
+  if (version > kVersion) {
+    static std::once_flag once;
+    std::call_once(once, [&] {
+      log_warn("{}: peak file version {} is newer than this build reads ({}); measuring again without recording",
+               path, version, kVersion);
+    });
+    if (newer) *newer = true;
+    return out;
+  }
   if (version != 1 && version != kVersion) {
     throw Error(fmt::format("{}: peak file version {} is not a supported version (1 or {})", path, version, kVersion),
                 hint);
@@ -192,7 +203,9 @@ std::optional<PeakRecord> read_peak(const std::string& path, const std::string& 
 }
 
 void record_peak(const std::string& path, const PeakRecord& record) {
-  auto records = load_records(path);
+  bool newer = false;
+  auto records = load_records(path, &newer);
+  if (newer) return;  // another build's cache: kept as it is
   std::erase_if(records, [&](const PeakRecord& r) {
     return r.cpu == record.cpu && r.isa == record.isa && r.threads == record.threads &&
            r.precision == record.precision;

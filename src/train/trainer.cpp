@@ -10,6 +10,7 @@
 #include "data/object_store.h"
 #include "fault/heartbeat.h"
 #include "fault/training_faults.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/native_precision.h"
 #include "kernels/peak.h"
 #include "model/activation_sizes.h"
@@ -36,6 +37,7 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
   log_info("CPU {}: {}; oneDNN uses {}", cpu_info().model, cpu_info().describe(), cpu::onednn_isa_name());
   log_info("precision {} ({}); {} thread{} per rank ({})", precision_label(t.precision), t.precision_reason,
            threads.threads, threads.threads == 1 ? "" : "s", threads.source);
+  log_info("GEMM {}", cpu::gemm_backend_summary());
   if (mesh_.world_rank() == 0) {
     for (const auto& n : cfg_.config_notes) log_info("config: {}", n);
     for (const auto& w : cfg_.config_warnings) log_warn("config: {}", w);
