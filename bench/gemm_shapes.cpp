@@ -1,8 +1,10 @@
 // GEMM on the shapes of a llama-125m training step (4 × 512 tokens, C 768, F 2048; the tied LM
 // head on a 256-token chunk of the 32000 vocabulary): forward y = x Wᵀ, dx = dy W, dW += dyᵀ x for
-// every linear layer. Compares what ops::matmul runs (fp32: dnnl_sgemm) with oneDNN's fp32 matmul
-// primitive, OpenBLAS, and bf16 (with and without the fp32→bf16 conversion); prints per shape,
-// then the FLOP-weighted mix, and last the mix relative to the square-GEMM peak.
+// every linear layer (kernels/peak.h, llama_gemm_shapes). Compares the fp32 libraries ops::matmul
+// can run (oneDNN dnnl_sgemm, OpenBLAS, BLIS; a missing one is a column of dashes), oneDNN's fp32
+// matmul primitive, and bf16 as ops::matmul_bf16 runs it here (native, or emulated through the
+// fp32 GEMM) and through oneDNN's own bf16 primitive where it has one; prints per shape, then the
+// FLOP-weighted mix, and last the mix relative to the square-GEMM peak.
 //
 //   build/bench/bench_gemm_shapes [--reps 3] [--clock wall|cpu]
 #include <omp.h>
@@ -46,13 +48,6 @@ double best_seconds(const std::function<void()>& f) {
   return best;
 }
 
-struct Shape {
-  const char* name;
-  int64_t M, N, K;
-  bool ta, tb;
-  float beta;
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -61,31 +56,33 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--clock") == 0) g_cpu_clock = std::strcmp(argv[i + 1], "cpu") == 0;
   }
   using ft::Precision;
-  const int64_t N = 2048, C = 768, F = 2048, V = 32000, NL = 256;
-  std::vector<Shape> shapes;
-  auto linear = [&](const char* name, int64_t tokens, int64_t in, int64_t out) {
-    // W (out, in), HF layout: y = x Wᵀ; dx = dy W; dW += dyᵀ x
-    shapes.push_back({name, tokens, out, in, false, true, 0.0f});
-    shapes.push_back({name, tokens, in, out, false, false, 0.0f});
-    shapes.push_back({name, out, in, tokens, true, false, 1.0f});
-  };
-  linear("qkv", N, C, 3 * C);
-  linear("o", N, C, C);
-  linear("gate_up", N, C, 2 * F);
-  linear("down", N, F, C);
-  linear("lm_head", NL, C, V);
+  using ft::cpu::GemmLibrary;
+  const auto shapes = ft::llama_gemm_shapes(768, 12, 12, 2048, 32000, 2048, 256);
 
-  const ft::OpenBlas& ob = ft::openblas();
-  if (ob.sgemm) ob.set_num_threads(omp_get_max_threads());
-  std::printf("GEMM on llama-125m step shapes, %d thread(s), %s clock, best of %d; GFLOP/s\n", omp_get_max_threads(),
-              g_cpu_clock ? "cpu" : "wall", g_reps);
-  std::printf("OpenBLAS core: %s%s\n\n", ob.sgemm ? ob.core.c_str() : "unavailable", ob.note.empty() ? "" : (" (" + ob.note + ")").c_str());
-  std::printf("%-8s %5s %5s %5s %2s %2s %4s | %10s %10s %10s | %10s %10s\n", "layer", "M", "N", "K", "tA", "tB", "beta",
-              "sgemm", "f32 prim", "OpenBLAS", "bf16+cvt", "bf16");
-  constexpr int kImpls = 5;
+  std::printf("GEMM on llama-125m step shapes, %d thread(s), %s clock, best of %d; GFLOP/s; oneDNN ISA %s\n",
+              omp_get_max_threads(), g_cpu_clock ? "cpu" : "wall", g_reps, ft::cpu::onednn_isa_name().c_str());
+  bool have[3];
+  for (GemmLibrary lib : ft::cpu::kGemmLibraries) {
+    auto st = ft::cpu::gemm_library_status(lib);
+    have[static_cast<int>(lib)] = st.available;
+    std::printf("  %-8s %s%s\n", ft::cpu::gemm_library_name(lib), st.available ? st.detail.c_str() : "unavailable: ",
+                st.available ? "" : st.note.c_str());
+  }
+  bool bf16_onednn = true;
+  try {
+    ft::cpu::gemm_primitive_impl_name(64, 64, 64, false, false, Precision::kBF16);
+  } catch (const std::exception&) {
+    bf16_onednn = false;
+  }
+  std::printf("  bf16: %s\n\n", ft::cpu::onednn_has_native_bf16() ? "native" : ("emulated: " + ft::cpu::bf16_emulation_reason()).c_str());
+  constexpr int kImpls = 6;
+  const char* names[kImpls] = {"onednn", "openblas", "blis", "f32 prim", "bf16 op", "bf16 dnnl"};
+  std::printf("%-8s %5s %5s %5s %2s %2s %4s |", "layer", "M", "N", "K", "tA", "tB", "beta");
+  for (const char* n : names) std::printf(" %9s", n);
+  std::printf("\n");
   double flops_total = 0, secs_total[kImpls] = {};
-  for (const Shape& s : shapes) {
-    auto A = std::vector<float>(s.M * s.K, 0.5f), B = std::vector<float>(s.K * s.N, 0.25f);
+  for (const ft::GemmShape& s : shapes) {
+    auto A = std::vector<float>(s.M * s.K), B = std::vector<float>(s.K * s.N);
     for (size_t i = 0; i < A.size(); ++i) A[i] = static_cast<float>(i % 13) * 0.07f - 0.4f;
     for (size_t i = 0; i < B.size(); ++i) B[i] = static_cast<float>(i % 11) * 0.05f - 0.25f;
     std::vector<uint16_t> A16(A.size()), B16(B.size());
@@ -93,21 +90,27 @@ int main(int argc, char** argv) {
     ft::convert(B16.data(), ft::DType::kBF16, B.data(), ft::DType::kF32, B.size());
     std::vector<float> Cm(s.M * s.N, 0.0f);
     double fl = 2.0 * s.M * s.N * s.K;
-    double t[kImpls];
-    t[0] = best_seconds([&] { ft::cpu::matmul(Cm.data(), A.data(), B.data(), s.M, s.N, s.K, s.ta, s.tb, s.beta, Precision::kF32); });
-    t[1] = best_seconds([&] { ft::cpu::matmul_f32_primitive(Cm.data(), A.data(), B.data(), s.M, s.N, s.K, s.ta, s.tb, s.beta); });
-    t[2] = ob.sgemm ? best_seconds([&] {
-      ob.sgemm(101, s.ta ? 112 : 111, s.tb ? 112 : 111, static_cast<int>(s.M), static_cast<int>(s.N), static_cast<int>(s.K), 1.0f,
-               A.data(), static_cast<int>(s.ta ? s.M : s.K), B.data(), static_cast<int>(s.tb ? s.K : s.N), s.beta, Cm.data(),
-               static_cast<int>(s.N));
-    })
-                    : 0.0;
-    t[3] = best_seconds([&] { ft::cpu::matmul(Cm.data(), A.data(), B.data(), s.M, s.N, s.K, s.ta, s.tb, s.beta, Precision::kBF16); });
-    t[4] = best_seconds([&] { ft::cpu::matmul_bf16(Cm.data(), A16.data(), B16.data(), s.M, s.N, s.K, s.ta, s.tb, s.beta); });
-    std::printf("%-8s %5lld %5lld %5lld %2d %2d %4.0f |", s.name, static_cast<long long>(s.M), static_cast<long long>(s.N),
-                static_cast<long long>(s.K), s.ta, s.tb, s.beta);
+    double t[kImpls] = {};
+    for (GemmLibrary lib : ft::cpu::kGemmLibraries) {
+      if (!have[static_cast<int>(lib)]) continue;
+      t[static_cast<int>(lib)] = best_seconds([&] {
+        ft::cpu::matmul_f32_with(lib, Cm.data(), A.data(), B.data(), s.M, s.N, s.K, s.trans_a, s.trans_b, s.beta);
+      });
+    }
+    t[3] = best_seconds([&] {
+      ft::cpu::matmul_f32_primitive(Cm.data(), A.data(), B.data(), s.M, s.N, s.K, s.trans_a, s.trans_b, s.beta);
+    });
+    t[4] = best_seconds(
+        [&] { ft::cpu::matmul_bf16(Cm.data(), A16.data(), B16.data(), s.M, s.N, s.K, s.trans_a, s.trans_b, s.beta); });
+    if (bf16_onednn)
+      t[5] = best_seconds([&] {
+        ft::cpu::matmul_bf16_onednn(Cm.data(), A16.data(), B16.data(), s.M, s.N, s.K, s.trans_a, s.trans_b, s.beta);
+      });
+    std::printf("%-8s %5lld %5lld %5lld %2d %2d %4.0f |", s.name.c_str(), static_cast<long long>(s.M),
+                static_cast<long long>(s.N), static_cast<long long>(s.K), s.trans_a, s.trans_b, s.beta);
     for (int i = 0; i < kImpls; ++i) {
-      std::printf(" %10.1f%s", t[i] > 0 ? fl / t[i] * 1e-9 : 0.0, i == 2 ? " |" : "");
+      if (t[i] > 0) std::printf(" %9.1f", fl / t[i] * 1e-9);
+      else std::printf(" %9s", "-");
       secs_total[i] += t[i];
     }
     std::printf("\n");
@@ -117,18 +120,21 @@ int main(int argc, char** argv) {
   std::printf("%-37s |", "FLOP-weighted mix");
   for (int i = 0; i < kImpls; ++i) {
     mix[i] = secs_total[i] > 0 ? flops_total / secs_total[i] * 1e-9 : 0.0;
-    std::printf(" %10.1f%s", mix[i], i == 2 ? " |" : "");
+    if (mix[i] > 0) std::printf(" %9.1f", mix[i]);
+    else std::printf(" %9s", "-");
   }
   std::printf("\n\n");
   ft::PeakOptions opt;
   opt.cpu_clock = g_cpu_clock;
   opt.min_seconds = 0.5;
-  double peak32 = ft::measure_gemm_peak(Precision::kF32, omp_get_max_threads(), opt).gflops;
+  double peak32 = ft::measure_f32_library(GemmLibrary::kOneDnn, omp_get_max_threads(), opt).gflops;
   double peak16 = ft::measure_gemm_peak(Precision::kBF16, omp_get_max_threads(), opt).gflops;
-  std::printf("square 2048^3 peak: f32 %.1f, bf16 %.1f GFLOP/s\n", peak32, peak16);
-  std::printf("mix f32 matmul primitive / sgemm: %.2f\n", mix[1] / mix[0]);
-  if (ob.sgemm) std::printf("mix f32 OpenBLAS / sgemm: %.2f\n", mix[2] / mix[0]);
-  std::printf("mix bf16 (operands in bf16) / f32 sgemm: %.2f\n", mix[4] / mix[0]);
+  std::printf("square 2048^3 peak: f32 onednn %.1f, bf16 (ops::matmul_bf16) %.1f GFLOP/s\n", peak32, peak16);
+  std::printf("mix f32 matmul primitive / onednn sgemm: %.2f\n", mix[3] / mix[0]);
+  if (mix[1] > 0) std::printf("mix f32 openblas / onednn sgemm: %.2f\n", mix[1] / mix[0]);
+  if (mix[2] > 0) std::printf("mix f32 blis / onednn sgemm: %.2f\n", mix[2] / mix[0]);
+  if (mix[5] > 0) std::printf("mix bf16 oneDNN primitive / bf16 op: %.2f\n", mix[5] / mix[4]);
+  std::printf("mix bf16 op (operands in bf16) / f32 onednn sgemm: %.2f\n", mix[4] / mix[0]);
   std::printf("mix / square peak: f32 %.2f, bf16 %.2f\n", mix[0] / peak32, mix[4] / peak16);
   return 0;
 }

@@ -9,6 +9,9 @@ PACKAGES=(
   # libraries (the field's own). ocl-icd-opencl-dev: Debian's libdnnl-dev only recommends it, but
   # its dnnl-config.cmake fails without it (find_package(OpenCL)).
   libopenmpi-dev openmpi-bin libdnnl-dev ocl-icd-opencl-dev libopenblas-dev
+  # fp32 GEMM candidates beside oneDNN (bench-peak picks the fastest per CPU), loaded at run time:
+  # the OpenMP builds, whose threads are the OpenMP pool our kernels use
+  libopenblas0-openmp libblis4-openmp
   libsentencepiece-dev sentencepiece libssl-dev libcurl4-openssl-dev
   libcpp-httplib-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
@@ -21,6 +24,10 @@ PACKAGES=(
   # fault tolerance: a real Slurm (controller, node daemon, clients) and munge for the Slurm test;
   # YAML for the static check of the Kubernetes manifests
   slurmctld slurmd slurm-client munge python3-yaml
+  # cluster tests: hosts as network namespaces (ip, tc), each with its own sshd; nsenter/unshare
+  openssh-server openssh-client iproute2 util-linux
+  # stack dumps of a hung job's ranks (fluxtrain launch)
+  gdb
   # built-in corpus: English and Russian manual pages, rendered by groff
   manpages manpages-dev manpages-ru man-db groff-base
 )

@@ -24,6 +24,11 @@ if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want"
   exit 0
 fi
 echo "make-venv: installing tests/requirements.txt into $venv"
+# A venv whose creation was interrupted has a python but no pip: made again.
+if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
+  echo "make-venv: $venv has no pip (its creation was interrupted?): making it again"
+  rm -rf "$venv"
+fi
 if [ ! -x "$venv/bin/python" ]; then
   /usr/bin/python3 -m venv --system-site-packages "$venv"
 fi

@@ -7,6 +7,7 @@
 //   fluxtrain plan --check configs/claims/case-study.json [--json]
 //   fluxtrain plan --from-record run.json --json
 //   fluxtrain plan --calibrate runs/t1 [--out cpu.toml]
+//   fluxtrain plan --config cfg.toml --gpu cpu --link-gbits 1 --link-latency-us 50 --compute-s 1.7
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include "plan/calibrate.h"
 #include "plan/check.h"
 #include "plan/fit.h"
+#include "plan/links.h"
 #include "plan/record.h"
 #include "plan/report.h"
 #include "plan/search.h"
@@ -99,6 +101,7 @@ int run_plan(int argc, char** argv) {
        no_flash = false;
   size_t top = 10;
   int iterations = 150;
+  double link_gbits = 0, link_latency_us = 0, compute_s = 0;
 
   app.add_option("--config", config, "the trainer's TOML file (model, seq_len, batch, layout)");
   app.add_option("--set", sets, "override KEY=VALUE of the config (repeatable)");
@@ -140,6 +143,12 @@ int run_plan(int argc, char** argv) {
   app.add_option("--validate", validate_file, "print predicted vs published for a file of records");
   app.add_option("--fit-records", fit_file, "fit the catalog's efficiencies to a file of records");
   app.add_option("--iterations", iterations, "with --fit-records: Nelder-Mead iterations")->check(ft::cli::at_least(1));
+  app.add_option("--link-gbits", link_gbits,
+                 "with --config: predict the data-parallel step over links of this many Gbit/s per host "
+                 "and direction (needs --compute-s)");
+  app.add_option("--link-latency-us", link_latency_us, "with --link-gbits: one-way latency of a message (us)");
+  app.add_option("--compute-s", compute_s,
+                 "with --link-gbits: the step's compute time measured on one host (metrics.jsonl compute_s)");
   app.add_flag("--json", json_out, "print JSON");
   app.add_flag("--list-gpus", list, "print the GPU catalog");
   FT_PARSE(app, argc, argv);
@@ -269,6 +278,24 @@ int run_plan(int argc, char** argv) {
       print_json(to_json(c));
     else
       std::fputs(format_calibration(c, device.name).c_str(), stdout);
+    return 0;
+  }
+
+  if (link_gbits != 0 || compute_s != 0) {
+    if (config.empty() && sets.empty())
+      throw ft::Error("--link-gbits needs the trainer's configuration", "add --config FILE (and --set KEY=VALUE)");
+    if (!(link_gbits > 0) || !(compute_s > 0))
+      throw ft::Error(fmt::format("--link-gbits {} and --compute-s {}: both must be positive", link_gbits, compute_s),
+                      "e.g. --link-gbits 1 --link-latency-us 50 --compute-s 1.7");
+    std::vector<std::string> all_sets = sets;
+    if (!model.empty()) all_sets.insert(all_sets.begin(), "model.preset=" + model);
+    ft::Config cfg = ft::load_config(config, all_sets);
+    LinkSpec link{.bandwidth = link_gbits * 1e9 / 8, .latency = link_latency_us * 1e-6};
+    LinkStep p = predict_step_over_links(cfg, device, link, compute_s);
+    if (json_out)
+      print_json(to_json(p, link));
+    else
+      std::fputs(format_link_step(p, link, cfg.parallel.dp).c_str(), stdout);
     return 0;
   }
 

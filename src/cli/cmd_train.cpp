@@ -13,6 +13,7 @@
 #include "dryrun/dry_run.h"
 #include "dryrun/memory_check.h"
 #include "fault/exit_codes.h"
+#include "fault/heartbeat.h"
 #include "train/run_dir.h"
 #include "train/stop_request.h"
 #include "train/trainer.h"
@@ -101,7 +102,10 @@ int run_train(int argc, char** argv) {
     // One rank's error must not leave the others waiting: report and stop the whole job.
     ft::log_error("{}{}{}", e.what(), e.hint().empty() ? "" : "\nhint: ", e.hint());
     // A communication failure (a peer died or hangs) is worth a restart; other errors are not.
-    job.abort(dynamic_cast<const ft::CommError*>(&e) ? ft::kExitCommFailure : ft::kExitError);
+    const bool comm = dynamic_cast<const ft::CommError*>(&e) != nullptr;
+    // Under the supervisor: report it and give the supervisor time to read every rank's stack.
+    if (comm) ft::report_failure_to_supervisor(job.mesh().world_rank(), e.what(), cfg.fault.report_wait_s);
+    job.abort(comm ? ft::kExitCommFailure : ft::kExitError);
   }
   switch (end) {
     case ft::RunEnd::kStopped: return ft::kExitStopped;

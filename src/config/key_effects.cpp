@@ -124,6 +124,8 @@ void parallel_effects(Config& cfg, Effects& e) {
   e.gated("parallel.pp_schedule", p.pp > 1, "parallel.pp = 1 (no pipeline)");
   e.gated("parallel.collective_timeout_s", p.world_size() > 1, "one rank (no collectives to wait for)");
   e.gated("fault.collective_timeout_s", p.world_size() > 1, "one rank (no collectives to wait for)");
+  for (const char* key : {"metrics.straggler_factor", "metrics.straggler_window", "metrics.straggler_min_steps"})
+    e.gated(key, p.world_size() > 1, "one rank (no peers to compare its compute time with)");
 }
 
 void fault_effects(Config& cfg, Effects& e) {

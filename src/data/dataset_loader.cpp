@@ -100,6 +100,7 @@ DatasetLoader::DatasetLoader(const DatasetLoaderOptions& opt) : opt_(opt) {
                   "the dataset directory mixes files of two preparations; re-run `fluxtrain prepare`");
     }
     if (opt.verify) v.verify();
+    bytes_read_ += static_cast<int64_t>(opt.verify ? v.header().file_bytes : kShardHeaderBytes);
     opened_.push_back(path);
     shards_.push_back(std::move(shard));
   }
@@ -157,6 +158,7 @@ Batch DatasetLoader::build(int64_t first_sample) const {
     SequencePlan::Location loc = plan_->locate(first_sample + first_pos_ + i);
     shard(loc.shard)->view().copy_tokens(loc.first_token, static_cast<uint64_t>(opt_.seq_len + 1),
                                          b.tokens.data() + i * (opt_.seq_len + 1));
+    bytes_read_ += (opt_.seq_len + 1) * static_cast<int64_t>(manifest_.token_bytes);
   }
   return b;
 }

@@ -13,8 +13,10 @@
 //                     .global_batch = 64, .seed = 1234, .dp_rank = r, .dp_size = R});
 //   Batch b = dl.next();
 //   dl.opened_shards();          // the shard files this rank opened, in order
+//   dl.bytes_read();             // bytes read from them: verified shards whole, then copied tokens
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -59,6 +61,7 @@ class DatasetLoader final : public DataLoader {
   double bytes_per_token() const override;
   uint64_t tokenizer_hash() const override { return manifest_.tokenizer_hash; }
   double last_wait_s() const override { return last_wait_s_; }
+  int64_t bytes_read() const override { return bytes_read_.load(std::memory_order_relaxed); }
   uint64_t fetched_bytes() const override { return cache_ ? cache_->fetched_bytes() : 0; }
   std::string describe() const override;
   std::pair<int64_t, int64_t> shard_range() const { return {first_shard_, last_shard_}; }
@@ -93,6 +96,7 @@ class DatasetLoader final : public DataLoader {
   int64_t local_ = 0, first_pos_ = 0;
   LoaderState state_;
   double last_wait_s_ = 0;
+  mutable std::atomic<int64_t> bytes_read_{0};  // build() runs on the prefetch thread
 
   // Prefetch: the thread fills queue_ with batches for samples produce_next_, +B, ...
   std::thread worker_;

@@ -58,6 +58,10 @@ class DataLoader {
   virtual uint64_t tokenizer_hash() const { return 0; }
   // Seconds the last next() waited for its batch (0 when it was already prefetched).
   virtual double last_wait_s() const { return 0; }
+  // Bytes this loader has read from the dataset's files so far: whole shards when it verified
+  // them, then the tokens it copied (0 for sources without files). Across hosts it shows that each
+  // rank reads only its own range (metrics.jsonl: per_rank.data_read_bytes).
+  virtual int64_t bytes_read() const { return 0; }
   // Shard bytes this loader fetched from object storage so far (data.path = s3:// or gs://).
   virtual uint64_t fetched_bytes() const { return 0; }
   virtual std::string describe() const = 0;

@@ -17,6 +17,13 @@ const char* coll_kind_name(CollKind k) {
   return "?";
 }
 
+namespace {
+thread_local double t_blocked_s = 0;
+}  // namespace
+
+double comm_blocked_seconds() { return t_blocked_s; }
+void add_comm_blocked_seconds(double seconds) { t_blocked_s += seconds; }
+
 CommStats& CommStats::operator+=(const CommStats& o) {
   for (size_t i = 0; i < kNumCollKinds; ++i) {
     bytes_sent[i] += o.bytes_sent[i];

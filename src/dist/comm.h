@@ -115,6 +115,12 @@ class Communicator {
   CommStats stats_;
 };
 
+// Seconds the calling thread has spent blocked in Work::wait() of any communicator. The step loop
+// takes the difference over a step: wall time minus data wait minus this is the rank's compute
+// time, which straggler detection compares across ranks. Transports add to it in their wait().
+double comm_blocked_seconds();
+void add_comm_blocked_seconds(double seconds);
+
 // The size-1 group: every collective is a copy or nothing.
 std::unique_ptr<Communicator> make_self_communicator(const std::string& name, int world_rank);
 

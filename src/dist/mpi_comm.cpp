@@ -51,9 +51,13 @@ class TaskWork final : public Work {
   explicit TaskWork(double timeout_s) : timeout_s_(timeout_s) {}
   void wait() override {
     std::unique_lock<std::mutex> lock(mu_);
-    // The task bounds its own MPI waits; this bound only guards against a stuck thread.
-    if (!cv_.wait_for(lock, std::chrono::duration<double>(2 * timeout_s_ + 10), [&] { return done_; }))
-      throw CommError("communication thread did not finish an operation in time");
+    if (!done_) {
+      const double t0 = now_seconds();
+      // The task bounds its own MPI waits; this bound only guards against a stuck thread.
+      bool finished = cv_.wait_for(lock, std::chrono::duration<double>(2 * timeout_s_ + 10), [&] { return done_; });
+      add_comm_blocked_seconds(now_seconds() - t0);
+      if (!finished) throw CommError("communication thread did not finish an operation in time");
+    }
     if (!error_.empty()) throw CommError(error_, hint_);
   }
   bool done() override {
@@ -84,11 +88,14 @@ class RequestWork final : public Work {
   RequestWork(MPI_Request r, std::function<void()> on_timeout_error, double timeout_s)
       : req_(r), describe_(std::move(on_timeout_error)), timeout_s_(timeout_s) {}
   void wait() override {
-    double deadline = now_seconds() + timeout_s_;
+    const double t0 = now_seconds(), deadline = t0 + timeout_s_;
     int flag = 0, spins = 0;
     while (true) {
       MPI_Test(&req_, &flag, MPI_STATUS_IGNORE);
-      if (flag) return;
+      if (flag) {
+        add_comm_blocked_seconds(now_seconds() - t0);
+        return;
+      }
       if (now_seconds() > deadline) describe_();
       if (++spins > 64) {
         timespec ts{0, 20000};

@@ -45,6 +45,13 @@ void FaultConfig::bind(ConfigBinder& b) {
         "checkpoint)");
   b.add("fault.host_max_failures", &host_max_failures,
         "fluxtrain launch: failures attributed to one host before it is marked bad");
+  b.add("fault.host_wait_s", &host_wait_s,
+        "fluxtrain launch without fault.elastic: seconds to wait before a restart for a host that "
+        "cannot be reached (ssh) to come back; then it gives up");
+  b.add("fault.report_wait_s", &report_wait_s,
+        "under fluxtrain launch: seconds a rank that hit a communication failure waits, after "
+        "reporting it, for the supervisor to read every rank's stack and stop the job (0 = abort at "
+        "once)");
   b.add("fault.health_check", &health_check,
         "fluxtrain launch: shell command run for each host before every (re)start (FT_HOST names "
         "it); "
@@ -83,6 +90,11 @@ void FaultConfig::validate() const {
     throw Error(fmt::format("fault.stop_grace_s = {} must be >= 0", stop_grace_s));
   if (!(preempt_grace_s > 0))
     throw Error(fmt::format("fault.preempt_grace_s = {} must be positive", preempt_grace_s));
+  if (!(host_wait_s >= 0))
+    throw Error(fmt::format("fault.host_wait_s = {} must be >= 0", host_wait_s),
+                "0 = do not wait for an unreachable host");
+  if (!(report_wait_s >= 0))
+    throw Error(fmt::format("fault.report_wait_s = {} must be >= 0", report_wait_s));
   if (host_max_failures < 1)
     throw Error(fmt::format("fault.host_max_failures = {} must be >= 1", host_max_failures));
 }

@@ -42,6 +42,8 @@ struct FaultConfig {
   double stop_grace_s = 10;          // SIGTERM → SIGKILL when stopping a failed job
   bool elastic = false;              // restart without a bad host, with fewer data-parallel ranks
   int64_t host_max_failures = 2;     // failures attributed to a host before it is marked bad
+  double host_wait_s = 600;  // without elastic: how long to wait for an unreachable host's return
+  double report_wait_s = 30;  // a rank's failure report: time it gives the supervisor to dump stacks
   std::string health_check;  // shell command run per host before each (re)start; FT_HOST is set
 
   // Stopping on purpose (SIGTERM, SIGUSR1, the first SIGINT): a rank whose checkpoint is not

@@ -45,7 +45,7 @@ std::unique_ptr<Heartbeat> Heartbeat::from_env(int rank) {
   return std::make_unique<Heartbeat>(dir, rank, attempt ? std::atoll(attempt) : 0);
 }
 
-void Heartbeat::beat(const std::string& phase, int64_t step) {
+void Heartbeat::beat(const std::string& phase, int64_t step, const std::string& detail) {
   nlohmann::json j = {{"rank", rank_},
                       {"host", host_},
                       {"pid", static_cast<int64_t>(::getpid())},
@@ -54,6 +54,7 @@ void Heartbeat::beat(const std::string& phase, int64_t step) {
                       {"step", step},
                       {"start_step", start_step_},
                       {"time", unix_seconds()}};
+  if (!detail.empty()) j["detail"] = detail;
   std::string text = j.dump() + "\n";
   // Not fsync'ed: a heartbeat only matters while the machine is up; rename keeps it whole.
   std::string tmp = path_ + ".tmp";
@@ -81,10 +82,25 @@ std::optional<HeartbeatRecord> read_heartbeat(const std::string& path) {
     r.step = j.at("step").get<int64_t>();
     r.start_step = j.value("start_step", int64_t{0});
     r.time = j.at("time").get<double>();
+    r.detail = j.value("detail", std::string());
     return r;
   } catch (const nlohmann::json::exception&) {
     return std::nullopt;
   }
+}
+
+void report_failure_to_supervisor(int rank, const std::string& message, double wait_s) {
+  std::unique_ptr<Heartbeat> hb = Heartbeat::from_env(rank);
+  if (!hb || !(wait_s > 0)) return;
+  int64_t step = 0;  // keep the last step this rank reported
+  if (auto last = read_heartbeat(heartbeat_path(std::getenv("FLUXTRAIN_HEARTBEAT_DIR"), rank))) {
+    step = last->step;
+    hb->set_start_step(last->start_step);
+  }
+  hb->beat("failed", step, message);
+  // The supervisor ends the job (SIGTERM through the launcher) once it has what it needs.
+  const double until = unix_seconds() + wait_s;
+  while (unix_seconds() < until) ::usleep(50000);
 }
 
 }  // namespace ft

@@ -8,7 +8,8 @@
 //
 // phase: "starting" (process up, model not built), "ready" (about to run its first step; step =
 // the step it resumed from), "train" (step = last completed step), "done", "stopped" (on request,
-// after the checkpoint of the stop). The supervisor
+// after the checkpoint of the stop), "failed" (a communication failure; "detail" holds the rank's
+// report, e.g. the ranks a collective waited for). The supervisor
 // builds ranks.json from these records and calls a job hung when no rank's record changes for
 // fault.heartbeat_timeout_s. A shared run directory makes the files visible across hosts.
 //
@@ -31,6 +32,7 @@ struct HeartbeatRecord {
   std::string phase;
   int64_t step = 0, start_step = 0;
   double time = 0;  // Unix seconds when written
+  std::string detail;  // phase "failed": what the rank reports
 };
 
 class Heartbeat {
@@ -39,7 +41,7 @@ class Heartbeat {
   // Null unless FLUXTRAIN_HEARTBEAT_DIR is set.
   static std::unique_ptr<Heartbeat> from_env(int rank);
 
-  void beat(const std::string& phase, int64_t step);
+  void beat(const std::string& phase, int64_t step, const std::string& detail = "");
   void set_start_step(int64_t s) { start_step_ = s; }
 
  private:
@@ -49,6 +51,12 @@ class Heartbeat {
 };
 
 std::string heartbeat_path(const std::string& dir, int rank);
+
+// After a communication failure (a peer died or hangs), under the supervisor only: the rank
+// reports it in its heartbeat (phase "failed", its message) and waits up to wait_s — the time the
+// supervisor has to read every rank's report and stack before it stops the job — then returns so
+// the caller aborts. Returns at once when not under a supervisor or when wait_s is 0.
+void report_failure_to_supervisor(int rank, const std::string& message, double wait_s);
 // nullopt when the file is missing or not (yet) a complete record.
 std::optional<HeartbeatRecord> read_heartbeat(const std::string& path);
 

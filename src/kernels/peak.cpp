@@ -1,7 +1,6 @@
-// GEMM peak: measurement, the peak file, and the OpenBLAS peer. See peak.h.
+// GEMM peak: measurement, the peak file, the fp32 library measurements. See peak.h.
 #include "kernels/peak.h"
 
-#include <dlfcn.h>
 #include <omp.h>
 
 #include <dnnl.hpp>
@@ -9,12 +8,12 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -31,7 +30,7 @@ namespace ft {
 namespace {
 
 constexpr const char* kFormat = "fluxtrain-gemm-peak";
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;  // 1: no "isa", "emulated", "gemm", "shapes", "shape_gflops"
 
 using Clock = std::chrono::steady_clock;
 
@@ -81,11 +80,6 @@ double best_seconds(Fn&& fn, const PeakOptions& opt, int threads) {
 }
 
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 std::string onednn_version() {
   const dnnl_version_t* v = dnnl_version();
   return fmt::format("oneDNN {}.{}.{}", v->major, v->minor, v->patch);
@@ -98,8 +92,10 @@ Precision precision_from_name(const std::string& path, const std::string& name) 
   throw Error(fmt::format("{}: unknown precision '{}'", path, name), "expected f32, bf16 or f16");
 }
 
-// Parses the whole file; a missing file is an empty list.
-std::vector<PeakRecord> load_records(const std::string& path) {
+// Parses the whole file; a missing file is an empty list. A file a newer fluxtrain wrote (another
+// build on this machine) is a cache this build cannot read: it reads as empty, `*newer` is set,
+// and the file is left for the build that wrote it.
+std::vector<PeakRecord> load_records(const std::string& path, bool* newer = nullptr) {
   std::vector<PeakRecord> out;
   if (!std::filesystem::exists(path)) return out;
   const std::string hint = fmt::format("delete {} (it is a cache) and measure again with `fluxtrain bench-peak`", path);
@@ -112,9 +108,18 @@ std::vector<PeakRecord> load_records(const std::string& path) {
   if (!j.is_object() || j.value("format", "") != kFormat) {
     throw Error(fmt::format("{}: not a GEMM peak file (expected \"format\": \"{}\")", path, kFormat), hint);
   }
-  if (j.value("version", 0) != kVersion) {
-    throw Error(fmt::format("{}: peak file version {} is not the supported version {}", path,
-                            j.value("version", 0), kVersion),
+  const int version = j.value("version", 0);
+  if (version > kVersion) {
+    static std::once_flag once;
+    std::call_once(once, [&] {
+      log_warn("{}: peak file version {} is newer than this build reads ({}); measuring again without recording",
+               path, version, kVersion);
+    });
+    if (newer) *newer = true;
+    return out;
+  }
+  if (version != 1 && version != kVersion) {
+    throw Error(fmt::format("{}: peak file version {} is not a supported version (1 or {})", path, version, kVersion),
                 hint);
   }
   try {
@@ -128,6 +133,13 @@ std::vector<PeakRecord> load_records(const std::string& path) {
       r.library = e.value("library", "");
       r.impl = e.value("impl", "");
       r.measured_at = e.value("measured_at", "");
+      if (version >= 2) {
+        r.isa = e.value("isa", "");
+        r.emulated = e.value("emulated", false);
+        r.gemm = e.value("gemm", "");
+        r.shapes = e.value("shapes", "");
+        if (e.contains("shape_gflops")) r.shape_gflops = e.at("shape_gflops").get<std::map<std::string, double>>();
+      }
       if (!(r.gflops > 0) || r.threads <= 0) {
         throw Error(fmt::format("{}: entry for '{}' has gflops = {} and threads = {}; both must be positive",
                                 path, r.cpu, r.gflops, r.threads),
@@ -166,30 +178,55 @@ std::string cpu_model_name() {
   return "unknown cpu";
 }
 
-std::optional<PeakRecord> read_peak(const std::string& path, const std::string& cpu, int threads,
-                                    Precision precision) {
+namespace {
+// A version-1 entry (no ISA) stands for the CPU's unlimited ISA.
+bool unlimited_isa() {
+  const char* a = std::getenv("ONEDNN_MAX_CPU_ISA");
+  const char* b = std::getenv("DNNL_MAX_CPU_ISA");
+  return !(a && *a) && !(b && *b);
+}
+bool same_key(const PeakRecord& r, const std::string& cpu, const std::string& isa, int threads, Precision p) {
+  return r.cpu == cpu && r.threads == threads && r.precision == p && (r.isa == isa || (r.isa.empty() && unlimited_isa()));
+}
+}  // namespace
+
+void check_peak_file(const std::string& path) { load_records(path); }
+
+std::optional<PeakRecord> read_peak(const std::string& path, const std::string& cpu, const std::string& isa,
+                                    int threads, Precision precision) {
+  std::optional<PeakRecord> found;
   for (auto& r : load_records(path)) {
-    if (r.cpu == cpu && r.threads == threads && r.precision == precision) return r;
+    if (!same_key(r, cpu, isa, threads, precision)) continue;
+    if (!found || found->isa.empty()) found = std::move(r);  // an entry with the ISA wins over a version-1 one
   }
-  return std::nullopt;
+  return found;
 }
 
 void record_peak(const std::string& path, const PeakRecord& record) {
-  auto records = load_records(path);
+  bool newer = false;
+  auto records = load_records(path, &newer);
+  if (newer) return;  // another build's cache: kept as it is
   std::erase_if(records, [&](const PeakRecord& r) {
-    return r.cpu == record.cpu && r.threads == record.threads && r.precision == record.precision;
+    return r.cpu == record.cpu && r.isa == record.isa && r.threads == record.threads &&
+           r.precision == record.precision;
   });
   records.push_back(record);
   nlohmann::json entries = nlohmann::json::array();
   for (const auto& r : records) {
-    entries.push_back({{"cpu", r.cpu},
-                       {"threads", r.threads},
-                       {"precision", precision_name(r.precision)},
-                       {"gflops", r.gflops},
-                       {"size", r.size},
-                       {"library", r.library},
-                       {"impl", r.impl},
-                       {"measured_at", r.measured_at}});
+    nlohmann::json e = {{"cpu", r.cpu},
+                        {"threads", r.threads},
+                        {"precision", precision_name(r.precision)},
+                        {"gflops", r.gflops},
+                        {"size", r.size},
+                        {"library", r.library},
+                        {"impl", r.impl},
+                        {"measured_at", r.measured_at}};
+    if (!r.isa.empty()) e["isa"] = r.isa;
+    if (r.emulated) e["emulated"] = true;
+    if (!r.gemm.empty()) e["gemm"] = r.gemm;
+    if (!r.shapes.empty()) e["shapes"] = r.shapes;
+    if (!r.shape_gflops.empty()) e["shape_gflops"] = r.shape_gflops;
+    entries.push_back(std::move(e));
   }
   nlohmann::json j = {{"format", kFormat}, {"version", kVersion}, {"entries", entries}};
   auto dir = std::filesystem::path(path).parent_path();
@@ -202,10 +239,19 @@ void record_peak(const std::string& path, const PeakRecord& record) {
   write_file_atomic(path, j.dump(2) + "\n");
 }
 
+std::optional<std::string> recorded_gemm_library(const std::string& isa, int threads) {
+  auto r = read_peak(peak_file_path(), cpu_model_name(), isa, threads, Precision::kF32);
+  if (!r || r->gemm.empty()) return std::nullopt;
+  return r->gemm;
+}
+
 namespace {
-// One square GEMM path, timed: fp32 through ops::matmul (or the fp32 matmul primitive), bf16
-// through ops::matmul_bf16.
-PeakRecord measure_square(Precision precision, bool f32_primitive, int threads, const PeakOptions& options) {
+// What runs one square GEMM: the op the model uses at a precision, one fp32 library, or one of
+// oneDNN's matmul primitives.
+enum class Path { kModelOp, kLibrary, kF32Primitive, kBf16OneDnn };
+
+PeakRecord measure_square(Path path, Precision precision, cpu::GemmLibrary lib, int threads,
+                          const PeakOptions& options) {
   threads = resolve_threads(threads);
   ScopedThreads scope(threads);
   const int64_t n = options.size;
@@ -213,51 +259,117 @@ PeakRecord measure_square(Precision precision, bool f32_primitive, int threads, 
   std::vector<float> A(n * n), B(n * n), C(n * n);
   fill(A, 1);
   fill(B, 2);
-  double secs = 0;
-  PeakRecord r;
-  if (precision == Precision::kF32 && f32_primitive) {
-    secs = best_seconds([&] { cpu::matmul_f32_primitive(C.data(), A.data(), B.data(), n, n, n, false, false, 0.0f); },
-                        options, threads);
-    r.impl = cpu::gemm_primitive_impl_name(n, n, n, false, false, precision);
-  } else if (precision == Precision::kF32) {
-    secs = best_seconds([&] { cpu::matmul(C.data(), A.data(), B.data(), n, n, n, false, false, 0.0f, precision); },
-                        options, threads);
-    r.impl = cpu::gemm_impl_name(n, n, n, false, false, precision);
-  } else {
-    std::vector<uint16_t> A16(n * n), B16(n * n);
+  std::vector<uint16_t> A16, B16;
+  if (precision == Precision::kBF16) {
+    A16.resize(A.size());
+    B16.resize(B.size());
     convert(A16.data(), DType::kBF16, A.data(), DType::kF32, A16.size());
     convert(B16.data(), DType::kBF16, B.data(), DType::kF32, B16.size());
-    secs = best_seconds([&] { cpu::matmul_bf16(C.data(), A16.data(), B16.data(), n, n, n, false, false, 0.0f); },
-                        options, threads);
-    r.impl = cpu::gemm_impl_name(n, n, n, false, false, precision);
   }
+  PeakRecord r;
+  r.library = cpu::gemm_library_status(path == Path::kLibrary ? lib : cpu::f32_gemm_library()).detail;
+  std::function<void()> run;
+  switch (path) {
+    case Path::kModelOp:
+      if (precision == Precision::kBF16) {
+        run = [&] { cpu::matmul_bf16(C.data(), A16.data(), B16.data(), n, n, n, false, false, 0.0f); };
+        r.emulated = !cpu::onednn_has_native_bf16();
+        if (!r.emulated) r.library = onednn_version();
+      } else {
+        run = [&] { cpu::matmul(C.data(), A.data(), B.data(), n, n, n, false, false, 0.0f, precision); };
+        r.emulated = precision == Precision::kF16;
+      }
+      r.impl = cpu::gemm_impl_name(n, n, n, false, false, precision);
+      break;
+    case Path::kLibrary:
+      run = [&] { cpu::matmul_f32_with(lib, C.data(), A.data(), B.data(), n, n, n, false, false, 0.0f); };
+      r.impl = std::string("sgemm (") + cpu::gemm_library_name(lib) + ")";
+      break;
+    case Path::kF32Primitive:
+      run = [&] { cpu::matmul_f32_primitive(C.data(), A.data(), B.data(), n, n, n, false, false, 0.0f); };
+      r.library = onednn_version();
+      r.impl = cpu::gemm_primitive_impl_name(n, n, n, false, false, Precision::kF32);
+      break;
+    case Path::kBf16OneDnn:
+      r.library = onednn_version();
+      r.impl = cpu::gemm_primitive_impl_name(n, n, n, false, false, Precision::kBF16);  // throws if none
+      run = [&] { cpu::matmul_bf16_onednn(C.data(), A16.data(), B16.data(), n, n, n, false, false, 0.0f); };
+      r.emulated = !cpu::onednn_has_native_bf16();
+      break;
+  }
+  const double secs = best_seconds(run, options, threads);
   r.cpu = cpu_model_name();
+  r.isa = cpu::onednn_isa_name();
   r.threads = threads;
   r.precision = precision;
   r.gflops = 2.0 * static_cast<double>(n) * n * n / secs * 1e-9;
   r.size = n;
-  r.library = onednn_version();
   r.measured_at = utc_timestamp();
   return r;
 }
 }  // namespace
 
 PeakRecord measure_gemm_peak(Precision precision, int threads, const PeakOptions& options) {
-  return measure_square(precision, false, threads, options);
+  return measure_square(Path::kModelOp, precision, cpu::GemmLibrary::kOneDnn, threads, options);
+}
+
+PeakRecord measure_f32_library(cpu::GemmLibrary lib, int threads, const PeakOptions& options) {
+  return measure_square(Path::kLibrary, Precision::kF32, lib, threads, options);
 }
 
 PeakRecord measure_matmul_primitive_f32(int threads, const PeakOptions& options) {
-  return measure_square(Precision::kF32, true, threads, options);
+  return measure_square(Path::kF32Primitive, Precision::kF32, cpu::GemmLibrary::kOneDnn, threads, options);
+}
+
+PeakRecord measure_bf16_onednn(int threads, const PeakOptions& options) {
+  return measure_square(Path::kBf16OneDnn, Precision::kBF16, cpu::GemmLibrary::kOneDnn, threads, options);
+}
+
+std::vector<GemmShape> llama_gemm_shapes(int64_t dim, int64_t n_heads, int64_t n_kv_heads, int64_t ffn_dim,
+                                         int64_t vocab, int64_t tokens, int64_t head_rows) {
+  std::vector<GemmShape> shapes;
+  auto linear = [&](const char* name, int64_t rows, int64_t in, int64_t out) {
+    // W (out, in), HF layout: y = x Wᵀ; dx = dy W; dW += dyᵀ x
+    shapes.push_back({name, rows, out, in, false, true, 0.0f});
+    shapes.push_back({name, rows, in, out, false, false, 0.0f});
+    shapes.push_back({name, out, in, rows, true, false, 1.0f});
+  };
+  const int64_t head_dim = dim / n_heads;
+  linear("qkv", tokens, dim, (n_heads + 2 * n_kv_heads) * head_dim);
+  linear("o", tokens, n_heads * head_dim, dim);
+  linear("gate_up", tokens, dim, 2 * ffn_dim);
+  linear("down", tokens, ffn_dim, dim);
+  linear("lm_head", head_rows, dim, vocab);
+  return shapes;
+}
+
+double measure_shapes_gflops(cpu::GemmLibrary lib, const std::vector<GemmShape>& shapes, int threads,
+                             const PeakOptions& options) {
+  threads = resolve_threads(threads);
+  ScopedThreads scope(threads);
+  double flops = 0, secs = 0;
+  for (const GemmShape& s : shapes) {
+    std::vector<float> A(s.M * s.K), B(s.K * s.N), C(s.M * s.N, 0.0f);
+    fill(A, 3);
+    fill(B, 4);
+    PeakOptions o = options;
+    o.min_seconds = options.min_seconds / static_cast<double>(shapes.size());
+    secs += best_seconds(
+        [&] { cpu::matmul_f32_with(lib, C.data(), A.data(), B.data(), s.M, s.N, s.K, s.trans_a, s.trans_b, s.beta); },
+        o, threads);
+    flops += 2.0 * static_cast<double>(s.M) * s.N * s.K;
+  }
+  return flops / secs * 1e-9;
 }
 
 double gemm_peak_gflops(Precision precision, int threads, const PeakOptions& options) {
   static std::mutex mu;  // one measurement at a time in this process
   std::lock_guard<std::mutex> lock(mu);
   threads = resolve_threads(threads);
-  const std::string path = peak_file_path(), cpu = cpu_model_name();
-  if (auto r = read_peak(path, cpu, threads, precision)) return r->gflops;
-  log_info("measuring the {} GEMM peak on {} thread(s) (once per machine; recorded in {})",
-           precision_name(precision), threads, path);
+  const std::string path = peak_file_path(), cpu = cpu_model_name(), isa = cpu::onednn_isa_name();
+  if (auto r = read_peak(path, cpu, isa, threads, precision)) return r->gflops;
+  log_info("measuring the {} GEMM peak on {} thread(s), {} (once per machine; recorded in {})",
+           precision_name(precision), threads, isa, path);
   PeakRecord r = measure_gemm_peak(precision, threads, options);
   try {
     record_peak(path, r);
@@ -265,79 +377,6 @@ double gemm_peak_gflops(Precision precision, int threads, const PeakOptions& opt
     log_warn("could not record the GEMM peak: {} ({})", e.what(), e.hint());
   }
   return r.gflops;
-}
-
-// ---- OpenBLAS, the peer --------------------------------------------------------------------
-
-namespace {
-OpenBlas load_openblas() {
-  OpenBlas ob;
-  const char* env = std::getenv("OPENBLAS_CORETYPE");
-  if ((!env || !*env) && __builtin_cpu_supports("avx512f")) {
-    setenv("OPENBLAS_CORETYPE", "SkylakeX", 0);
-    ob.env_set_by_us = true;
-  }
-  env = std::getenv("OPENBLAS_CORETYPE");
-  ob.coretype_env = env ? env : "";
-
-  void* lib = nullptr;
-  std::string tried;
-  for (const char* name : {
-#ifdef FT_OPENBLAS_LIB
-           FT_OPENBLAS_LIB,
-#endif
-           "libopenblas.so.0", "libopenblas.so"}) {
-    lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (lib) break;
-    tried += std::string(tried.empty() ? "" : ", ") + name;
-  }
-  if (!lib) {
-    ob.note = "OpenBLAS not found (tried " + tried + "); install libopenblas-dev";
-    return ob;
-  }
-  auto corename = reinterpret_cast<char* (*)()>(dlsym(lib, "openblas_get_corename"));
-  ob.set_num_threads = reinterpret_cast<void (*)(int)>(dlsym(lib, "openblas_set_num_threads"));
-  ob.sgemm = reinterpret_cast<decltype(ob.sgemm)>(dlsym(lib, "cblas_sgemm"));
-  if (!ob.sgemm || !ob.set_num_threads || !corename) {
-    ob.sgemm = nullptr;
-    ob.note = "the loaded BLAS is not OpenBLAS (no cblas_sgemm / openblas_* symbols)";
-    return ob;
-  }
-  ob.core = corename();
-  if (!ob.coretype_env.empty() && lower(ob.core) != lower(ob.coretype_env)) {
-    ob.note = fmt::format("OPENBLAS_CORETYPE={} did not take effect (OpenBLAS runs '{}'; was it loaded before?)",
-                          ob.coretype_env, ob.core);
-  }
-  return ob;
-}
-}  // namespace
-
-const OpenBlas& openblas() {
-  static const OpenBlas ob = load_openblas();
-  return ob;
-}
-
-BlasPeerResult measure_openblas_sgemm(int threads, const PeakOptions& options) {
-  const OpenBlas& ob = openblas();
-  BlasPeerResult res;
-  res.core = ob.core;
-  res.coretype_env = ob.coretype_env;
-  res.env_set_by_us = ob.env_set_by_us;
-  res.note = ob.note;
-  if (!ob.sgemm) return res;
-  threads = resolve_threads(threads);
-  ob.set_num_threads(threads);
-  const int n = static_cast<int>(options.size);
-  std::vector<float> A(static_cast<size_t>(n) * n), B(A.size()), C(A.size());
-  fill(A, 1);
-  fill(B, 2);
-  constexpr int kRowMajor = 101, kNoTrans = 111;
-  double secs = best_seconds(
-      [&] { ob.sgemm(kRowMajor, kNoTrans, kNoTrans, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n); },
-      options, threads);
-  res.gflops = 2.0 * static_cast<double>(n) * n * n / secs * 1e-9;
-  res.available = true;
-  return res;
 }
 
 }  // namespace ft

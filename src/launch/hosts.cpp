@@ -134,19 +134,21 @@ std::vector<Host> read_host_file(const std::string& path) {
   return hosts;
 }
 
+std::string unreachable_reason(const Host& h) {
+  if (h.local) return "";
+  std::string err;
+  if (resolve(h.name, &err).empty()) return "cannot resolve: " + err;
+  auto [code, out] = run_capture(
+      "ssh -o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=accept-new " + h.name +
+      " true");
+  return code == 0 ? "" : "ssh: " + first_line(out);
+}
+
 void check_hosts_reachable(const std::vector<Host>& hosts, const std::string& origin) {
   std::vector<std::string> bad;
   for (const Host& h : hosts) {
-    if (h.local) continue;
-    std::string err;
-    if (resolve(h.name, &err).empty()) {
-      bad.push_back(fmt::format("{} (cannot resolve: {})", h.name, err));
-      continue;
-    }
-    auto [code, out] = run_capture(
-        "ssh -o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=accept-new " + h.name +
-        " true");
-    if (code != 0) bad.push_back(fmt::format("{} (ssh: {})", h.name, first_line(out)));
+    std::string why = unreachable_reason(h);
+    if (!why.empty()) bad.push_back(fmt::format("{} ({})", h.name, why));
   }
   if (!bad.empty()) {
     throw Error(

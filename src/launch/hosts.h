@@ -31,6 +31,9 @@ bool is_local_host(const std::string& name);
 // Resolves every host, and for remote ones tries `ssh -o BatchMode=yes HOST true`; throws one
 // ft::Error naming each unreachable host and why.
 void check_hosts_reachable(const std::vector<Host>& hosts, const std::string& origin);
+// Why `host` cannot be reached now ("cannot resolve: ...", "ssh: ..."), or "" when it can (local
+// hosts always can). Bounded by ssh's 5 s connect timeout.
+std::string unreachable_reason(const Host& host);
 // The nodes of the current Slurm allocation (SLURM_JOB_NODELIST via `scontrol show hostnames`)
 // with SLURM_NTASKS_PER_NODE / SLURM_TASKS_PER_NODE slots; empty when not inside one.
 std::vector<Host> slurm_hosts();

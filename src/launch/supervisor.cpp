@@ -17,6 +17,9 @@
 #include "launch/ckpt_probe.h"
 #include "dryrun/memory_check.h"
 #include "launch/process.h"
+#include "launch/stacks.h"
+#include "obs/goodput.h"
+#include "obs/metrics_log.h"
 #include "train/run_dir.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -43,6 +46,8 @@ const char* signal_name(int sig) {
 
 constexpr double kPollS = 0.05;
 constexpr double kLauncherGraceS = 2;  // after a rank vanished: time for the launcher to report
+constexpr double kReportGraceS = 1.5;  // a rank reported a failure: time for the others to report
+constexpr double kStackTimeoutS = 30;  // bound on reading one rank's stacks
 
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
@@ -53,13 +58,29 @@ std::string shell_quote(const std::string& s) {
 }  // namespace
 
 struct Supervisor::Failure {
-  std::string kind;        // rank_died, hang, comm_failure, exit, startup_timeout, interrupted
+  // rank_died, hang, comm_failure, exit, startup_timeout, interrupted, host_lost (the launcher
+  // lost a host's daemon), host_unreachable (the launcher could not start one over ssh)
+  std::string kind;
   std::vector<int> ranks;  // the ranks held responsible (empty: unknown)
   std::string detail;      // one line for the log
   double detected_at = 0;  // Unix seconds
   int exit_code = -1;
   bool restartable = true;
+  int host = -1;  // the host the launcher itself named (host_lost, host_unreachable), else -1
+  std::string error_line;  // the most telling error line of the output (diagnose)
 };
+
+Supervisor::Failure Supervisor::make_failure(std::string kind, std::vector<int> ranks, std::string detail,
+                                             double detected_at, int exit_code, bool restartable) {
+  Supervisor::Failure f;
+  f.kind = std::move(kind);
+  f.ranks = std::move(ranks);
+  f.detail = std::move(detail);
+  f.detected_at = detected_at;
+  f.exit_code = exit_code;
+  f.restartable = restartable;
+  return f;
+}
 
 struct Supervisor::Attempt {
   int number = 0;
@@ -187,7 +208,9 @@ std::unique_ptr<Supervisor::Attempt> Supervisor::start_attempt(
   std::vector<std::string> env = {
       "FLUXTRAIN_HEARTBEAT_DIR=" + std::filesystem::absolute(hb_dir_).string(),
       fmt::format("FLUXTRAIN_ATTEMPT={}", a->number),
-      fmt::format("FLUXTRAIN_RESTARTS={}", a->number - 1)};
+      fmt::format("FLUXTRAIN_RESTARTS={}", a->number - 1),
+      fmt::format("FLUXTRAIN_JOB_STARTED_AT={:.6f}", job_started_),
+      fmt::format("FLUXTRAIN_PRODUCTIVE_S={:.6f}", resume.empty() ? 0.0 : productive_before_)};
   if (after) {
     env.push_back(fmt::format("FLUXTRAIN_FAILURE_DETECTED_AT={:.6f}", after->detected_at));
     a->recover_from = after->detected_at;
@@ -234,10 +257,13 @@ void Supervisor::read_heartbeats(Attempt& a) {
 }
 
 int Supervisor::host_of(const Attempt& a, int rank) const {
-  if (launcher_ == Launcher::kSrun && rank >= 0 && rank < a.world &&
-      a.beats[static_cast<size_t>(rank)]) {
-    for (size_t h = 0; h < hosts_.size(); ++h)
-      if (hosts_[h].name == a.beats[static_cast<size_t>(rank)]->host) return static_cast<int>(h);
+  // The host the rank itself reported (its host name), when it is one of ours; else where the
+  // launcher placed it (slots in order over the good hosts, as mpirun --map-by slot does).
+  // (Several local entries stand for one machine and share its host name: then only the slots say.)
+  if (rank >= 0 && rank < a.world && a.beats[static_cast<size_t>(rank)]) {
+    int h = host_index(a.beats[static_cast<size_t>(rank)]->host);
+    const auto locals = std::count_if(hosts_.begin(), hosts_.end(), [](const Host& x) { return x.local; });
+    if (h >= 0 && (launcher_ == Launcher::kSrun || !hosts_[static_cast<size_t>(h)].local || locals == 1)) return h;
   }
   std::vector<Host> good;
   std::vector<int> index;
@@ -266,45 +292,118 @@ void Supervisor::write_ranks_json(const Attempt& a) {
   write_file_atomic(run_dir_ + "/ranks.json", j.dump(2) + "\n");
 }
 
-std::optional<Supervisor::Failure> Supervisor::classify_exit(Attempt& a, int code) {
+std::optional<Supervisor::Failure> Supervisor::reported_failure(Attempt& a) {
+  auto failed = [&] {
+    std::vector<const HeartbeatRecord*> out;
+    for (const auto& b : a.beats)
+      if (b && b->phase == "failed") out.push_back(&*b);
+    return out;
+  };
+  if (failed().empty()) return std::nullopt;
+  const double first = unix_seconds();
+  // Every rank waiting on the same dead or stuck peer times out within moments: let them report,
+  // so the peer that stays silent is the one to blame.
+  while (unix_seconds() - first < kReportGraceS && failed().size() < a.beats.size()) {
+    ::usleep(100000);
+    read_heartbeats(a);
+  }
+  std::vector<std::string> reports;
+  for (const HeartbeatRecord* b : failed()) reports.push_back(b->detail);
+  Failure f = diagnose(a, reports);
+  f.detected_at = first;
+  f.exit_code = kExitCommFailure;
+  if (f.kind == "exit") {
+    f.kind = "comm_failure";
+    f.detail = reports.front();
+  }
+  dump_stacks_of(a, f.kind);
+  return f;
+}
+
+void Supervisor::dump_stacks_of(const Attempt& a, const std::string& why) {
+  std::vector<RankProcess> ranks;
+  const std::string me = this_host();
+  for (const auto& b : a.beats)
+    if (b) ranks.push_back({.rank = b->rank, .host = b->host, .pid = b->pid, .local = b->host == me});
+  if (ranks.empty()) return;
+  const std::string dir = fmt::format("{}/stacks/attempt-{}", run_dir_, a.number);
+  log_info("supervisor: reading the stacks of {} rank(s) before stopping the job ({}) into {}", ranks.size(), why,
+           dir);
+  const double t0 = unix_seconds();
+  std::vector<std::string> lines = dump_stacks(ranks, dir, kStackTimeoutS);
+  for (const std::string& l : lines) log_info("supervisor: stacks: {}", l);
+  event({{"event", "stacks"}, {"attempt", a.number}, {"dir", dir}, {"why", why}, {"seconds", unix_seconds() - t0}});
+}
+
+std::string Supervisor::goodput_summary(nlohmann::json& e) const {
+  double productive = 0;
+  try {
+    productive = obs::productive_seconds(obs::read_metrics_jsonl(run_dir_ + "/metrics.jsonl"));
+  } catch (const Error&) {
+    return "goodput unknown (no readable metrics.jsonl)";
+  }
+  const double wall = unix_seconds() - job_started_;
+  const double ratio = wall > 0 ? std::min(1.0, productive / wall) : 0;
+  e["goodput"] = ratio;
+  e["productive_s"] = productive;
+  e["wall_s"] = wall;
+  return fmt::format("goodput {:.3f}: {:.1f} s of productive training in {:.1f} s since the job began", ratio,
+                     productive, wall);
+}
+
+int Supervisor::host_index(const std::string& name) const {
+  for (size_t h = 0; h < hosts_.size(); ++h)
+    if (hosts_[h].name == name) return static_cast<int>(h);
+  return -1;
+}
+
+int Supervisor::failed_host(const Attempt& a, const Failure& f) const {
+  if (f.host >= 0) return f.host;
+  return f.ranks.empty() ? -1 : host_of(a, f.ranks.front());
+}
+
+Supervisor::Failure Supervisor::diagnose(const Attempt& a, const std::vector<std::string>& reports) const {
   Failure f;
   f.detected_at = unix_seconds();
-  f.exit_code = code;
-  if (code == kExitStopped || code == kExitStoppedUnsaved) {  // stopped on purpose: never restarted
-    f.kind = "stopped";
-    f.restartable = false;
-    f.detail = code == kExitStopped
-                   ? "the job stopped on request (a signal to a rank, or train.stop_after_minutes) after "
-                     "checkpointing its last step"
-                   : "the job stopped on request without a checkpoint of its last step";
-    return f;
-  }
   f.kind = "exit";
-  f.detail = fmt::format("the launcher exited with code {}", code);
   static const std::regex never_arrived(R"(ranks holding it up: ([0-9][0-9, ]*))");
+  // OpenMPI's words for a host gone (its daemon silent) and for one it could not start.
+  static const std::regex daemon_lost(R"(Remote daemon:\s*\S+ on node (\S+))");
+  static const std::regex ssh_failed(
+      R"(ssh: (?:connect to host (\S+) port [0-9]+|Could not resolve hostname (\S+?)):? (.*))");
   static const std::regex mpi_died(
       R"(process rank ([0-9]+) with PID [0-9]+ on node (\S+) exited on signal ([0-9]+))");
   static const std::regex srun_died(
       R"(srun: error: (\S+): tasks? ([0-9]+)[^:]*: (Killed|Terminated|Exited.*))");
+  static const std::regex reporter(R"(rank ([0-9]+): \S+ #[0-9]+ on group)");
+  auto numbers = [](const std::string& t) {
+    std::vector<int> out;
+    std::string cur;
+    for (char c : t + ",") {
+      if (std::isdigit(static_cast<unsigned char>(c)))
+        cur += c;
+      else if (!cur.empty())
+        out.push_back(std::atoi(cur.c_str())), cur.clear();
+    }
+    return out;
+  };
+  std::set<int> named, reporters;  // over every timeout line: ranks blamed, ranks that timed out
   std::string error_line;
-  for (const std::string& line : a.proc->recent_lines()) {
+  std::vector<std::string> lines = a.proc->recent_lines();
+  lines.insert(lines.end(), reports.begin(), reports.end());
+  for (const std::string& line : lines) {
     std::smatch m;
+    if (std::regex_search(line, m, never_arrived)) {
+      for (int r : numbers(m[1].str())) named.insert(r);
+      if (std::smatch who; std::regex_search(line, who, reporter)) reporters.insert(std::atoi(who[1].str().c_str()));
+    }
     // The first timeout is the diagnosis: a stopped rank woken by the launcher's teardown
     // (SIGCONT before SIGTERM) may time out in turn and blame the rank that already gave up.
     if (f.kind != "hang" && std::regex_search(line, m, never_arrived)) {
       f.kind = "hang";
       f.detail = line;
-      f.ranks.clear();
-      for (const std::string& t : {m[1].str()}) {
-        std::string cur;
-        for (char c : t + ",") {
-          if (std::isdigit(static_cast<unsigned char>(c)))
-            cur += c;
-          else if (!cur.empty())
-            f.ranks.push_back(std::atoi(cur.c_str())), cur.clear();
-        }
-      }
-    } else if (std::regex_search(line, m, mpi_died) && f.kind != "hang") {
+      f.ranks = numbers(m[1].str());
+    } else if (std::regex_search(line, m, mpi_died) && f.kind != "hang" && f.kind != "host_lost") {
       f.kind = "rank_died";
       f.ranks = {std::atoi(m[1].str().c_str())};
       f.detail =
@@ -313,10 +412,51 @@ std::optional<Supervisor::Failure> Supervisor::classify_exit(Attempt& a, int cod
       f.kind = "rank_died";
       f.ranks = {std::atoi(m[2].str().c_str())};
       f.detail = line;
+    } else if (std::regex_search(line, m, daemon_lost) && f.kind != "hang") {
+      f.kind = "host_lost";
+      f.ranks.clear();
+      f.host = host_index(m[1].str());
+      f.detail = fmt::format("the launcher lost contact with host {} (its daemon)", m[1].str());
+    } else if (std::regex_search(line, m, ssh_failed) && f.kind != "hang" && f.kind != "host_lost") {
+      const std::string name = m[1].matched ? m[1].str() : m[2].str();
+      f.kind = "host_unreachable";
+      f.ranks.clear();
+      f.host = host_index(name);
+      f.detail = fmt::format("the launcher could not reach host {} over ssh: {}", name, m[3].str());
     } else if (line.find("error") != std::string::npos && line.find("hint:") == std::string::npos) {
       if (error_line.empty() || line.find("rank") != std::string::npos) error_line = line;
     }
   }
+  f.error_line = error_line;
+  // Every rank waiting in a collective whose peer died "entered it and never finished": a rank
+  // that reported its own timeout was alive and waiting, so the culprits are the ranks blamed that
+  // did not report (the dead one), when the reports say that much.
+  if (f.kind == "hang") {
+    std::vector<int> silent;
+    for (int r : named)
+      if (!reporters.count(r)) silent.push_back(r);
+    if (!silent.empty()) f.ranks = silent;
+  }
+  return f;
+}
+
+std::optional<Supervisor::Failure> Supervisor::classify_exit(Attempt& a, int code) {
+  if (code == kExitStopped || code == kExitStoppedUnsaved) {  // stopped on purpose: never restarted
+    Failure f;
+    f.detected_at = unix_seconds();
+    f.exit_code = code;
+    f.kind = "stopped";
+    f.restartable = false;
+    f.detail = code == kExitStopped
+                   ? "the job stopped on request (a signal to a rank, or train.stop_after_minutes) after "
+                     "checkpointing its last step"
+                   : "the job stopped on request without a checkpoint of its last step";
+    return f;
+  }
+  Failure f = diagnose(a);
+  f.exit_code = code;
+  const std::string error_line = f.error_line;
+  if (f.kind == "exit") f.detail = fmt::format("the launcher exited with code {}", code);
   if (f.kind == "exit" && code == kExitCommFailure) {
     f.kind = "comm_failure";
     f.detail = error_line.empty() ? f.detail : error_line;
@@ -334,12 +474,12 @@ std::optional<Supervisor::Failure> Supervisor::watch(Attempt& a) {
   while (true) {
     ::usleep(static_cast<useconds_t>(kPollS * 1e6));
     if (g_interrupt) {
-      Failure f{"interrupted",
+      Failure f = make_failure("interrupted",
                 {},
                 fmt::format("the supervisor received signal {}", static_cast<int>(g_interrupt)),
                 unix_seconds(),
                 128 + g_interrupt,
-                false};
+                false);
       return f;
     }
     read_heartbeats(a);
@@ -349,6 +489,7 @@ std::optional<Supervisor::Failure> Supervisor::watch(Attempt& a) {
       all_reported &= b.has_value();
       all_ready &= b.has_value() && b->phase != "starting";
     }
+    if (auto f = reported_failure(a)) return f;
     if (all_reported && !a.ranks_written) {
       write_ranks_json(a);
       a.ranks_written = true;
@@ -358,7 +499,7 @@ std::optional<Supervisor::Failure> Supervisor::watch(Attempt& a) {
       const int64_t resumed = a.beats[0]->start_step;
       if (a.expect_step > 0 &&
           resumed == 0) {  // every checkpoint turned out unreadable: never retrain from 0
-        return Failure{
+        return make_failure(
             "no_checkpoint",
             {},
             fmt::format(
@@ -367,7 +508,7 @@ std::optional<Supervisor::Failure> Supervisor::watch(Attempt& a) {
                 a.expect_step),
             now,
             -1,
-            false};
+            false);
       }
       if (a.expect_step > 0 && resumed != a.expect_step)
         log_warn(
@@ -411,10 +552,10 @@ std::optional<Supervisor::Failure> Supervisor::watch(Attempt& a) {
           }
           if (unfinished.empty()) return std::nullopt;
         }
-        return Failure{"exit", unfinished,
-                       fmt::format("the launcher exited 0 but rank(s) {} never reported finishing training",
-                                   fmt::join(unfinished, ", ")),
-                       now, 0, true};
+        return make_failure("exit", unfinished,
+                            fmt::format("the launcher exited 0 but rank(s) {} never reported finishing training",
+                                        fmt::join(unfinished, ", ")),
+                            now, 0, true);
       }
       return classify_exit(a, *code);
     }
@@ -425,16 +566,18 @@ std::optional<Supervisor::Failure> Supervisor::watch(Attempt& a) {
       if (!b || b->host != me || b->phase == "done" || b->phase == "stopped") continue;
       char st = process_state(static_cast<pid_t>(b->pid));
       if (st == 0 || st == 'Z' || st == 'X') {
+        // A rank that gave up on a dead peer exits too: the output names whom it waited for. The
+        // launcher may not exit soon (it can hang trying to reach a lost host), so its output is
+        // read either way; only when it blames nobody is the vanished rank the culprit.
         int code = a.proc->wait_for(kLauncherGraceS);
-        if (code >= 0) {
-          auto f = classify_exit(a, code);
-          f->detected_at = now;
-          if (f->kind == "exit" && f->restartable) f->kind = "rank_died", f->ranks = {r};
-          return f;
+        Failure f = code >= 0 ? *classify_exit(a, code) : diagnose(a);
+        f.detected_at = now;
+        if (f.kind == "exit" && f.restartable) {
+          f.kind = "rank_died";
+          f.ranks = {r};
+          f.detail = fmt::format("rank {} (pid {} on {}) is gone", r, b->pid, b->host);
         }
-        return Failure{
-            "rank_died", {r}, fmt::format("rank {} (pid {} on {}) is gone", r, b->pid, b->host),
-            now,         -1,  true};
+        return f;
       }
     }
     auto stopped_ranks = [&] {
@@ -452,20 +595,22 @@ std::optional<Supervisor::Failure> Supervisor::watch(Attempt& a) {
         if (!a.beats[static_cast<size_t>(r)] ||
             a.beats[static_cast<size_t>(r)]->phase == "starting")
           missing.push_back(r);
-      return Failure{
+      dump_stacks_of(a, "slow start");
+      return make_failure(
           "startup_timeout",
           missing,
           fmt::format("rank(s) {} not ready {:.0f} s after the start (fault.startup_timeout_s)",
                       fmt::join(missing, ", "), fc.startup_timeout_s),
           now,
           -1,
-          true};
+          true);
     }
     if (all_ready && now - std::max(a.last_change, a.all_ready_at) > fc.heartbeat_timeout_s) {
       std::vector<int> culprits = stopped_ranks();
+      dump_stacks_of(a, "no progress");
       int64_t min_step = INT64_MAX;
       for (const auto& b : a.beats) min_step = std::min(min_step, b->step);
-      return Failure{
+      return make_failure(
           "hang",
           culprits,
           fmt::format("no rank made progress for {:.0f} s (fault.heartbeat_timeout_s) at step {}{}",
@@ -475,7 +620,7 @@ std::optional<Supervisor::Failure> Supervisor::watch(Attempt& a) {
                           : fmt::format("; stopped rank(s): {}", fmt::join(culprits, ", "))),
           now,
           -1,
-          true};
+          true);
     }
   }
 }
@@ -569,6 +714,51 @@ void Supervisor::run_health_checks() {
   }
 }
 
+std::map<size_t, std::string> Supervisor::unreachable_hosts() const {
+  std::map<size_t, std::string> out;
+  for (size_t h = 0; h < hosts_.size(); ++h) {
+    if (bad_[h] || hosts_[h].local) continue;
+    if (std::string why = unreachable_reason(hosts_[h]); !why.empty()) out[h] = why;
+  }
+  return out;
+}
+
+bool Supervisor::await_hosts(const std::map<size_t, std::string>& unreachable) {
+  const FaultConfig& fc = cfg_.fault;
+  for (auto [h, why] : unreachable) {
+    if (bad_[h]) continue;
+    if (fc.elastic) {
+      bad_[h] = true;
+      log_warn("supervisor: host {} is unreachable ({}); marked bad", hosts_[h].name, why);
+      event({{"event", "host_bad"}, {"host", hosts_[h].name}, {"reason", "unreachable"}, {"detail", why}});
+      continue;
+    }
+    // Without elastic the job needs every host: wait for this one to come back.
+    log_warn("supervisor: host {} is unreachable ({}); waiting up to {:.0f} s for it to return "
+             "(fault.host_wait_s)",
+             hosts_[h].name, why, fc.host_wait_s);
+    event({{"event", "host_wait"}, {"host", hosts_[h].name}, {"detail", why}});
+    const double t0 = unix_seconds();
+    while (!why.empty()) {
+      if (g_interrupt) return false;
+      if (unix_seconds() - t0 > fc.host_wait_s) {
+        event({{"event", "gave_up"}, {"reason", "host_unreachable"}, {"host", hosts_[h].name}});
+        throw Error(fmt::format("supervisor: host {} did not come back within {:.0f} s "
+                                "(fault.host_wait_s): {}",
+                                hosts_[h].name, fc.host_wait_s, why),
+                    "bring the host back and relaunch (the run resumes from its newest checkpoint), "
+                    "or set fault.elastic = true to go on without it");
+      }
+      ::usleep(1000000);
+      why = unreachable_reason(hosts_[h]);
+    }
+    const double waited = unix_seconds() - t0;
+    log_info("supervisor: host {} is back after {:.1f} s", hosts_[h].name, waited);
+    event({{"event", "host_back"}, {"host", hosts_[h].name}, {"waited_s", waited}});
+  }
+  return true;
+}
+
 int64_t Supervisor::choose_dp(int64_t current_dp) const {
   int slots = 0;
   for (size_t h = 0; h < hosts_.size(); ++h)
@@ -599,6 +789,7 @@ int Supervisor::run() {
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGUSR1, &sa, nullptr);
   std::filesystem::create_directories(run_dir_);
+  job_started_ = unix_seconds();
   const FaultConfig& fc = cfg_.fault;
   int64_t dp = cfg_.parallel.dp;
   int restarts = 0;
@@ -646,7 +837,9 @@ int Supervisor::run() {
                    s.push_back(fmt::format("{:.2f} s ({})", r.seconds, r.failure));
                  return fmt::format("{}", fmt::join(s, ", "));
                }()));
-      event({{"event", "finished"}, {"attempt", attempt->number}, {"restarts", restarts}});
+      nlohmann::json done = {{"event", "finished"}, {"attempt", attempt->number}, {"restarts", restarts}};
+      log_info("supervisor: {}", goodput_summary(done));
+      event(done);
       return 0;
     }
     if (f->kind == "interrupted") return preempt(*attempt);
@@ -656,9 +849,27 @@ int Supervisor::run() {
       event({{"event", "stopped"}, {"attempt", attempt->number}, {"exit_code", f->exit_code}, {"detail", f->detail}});
       return f->exit_code;
     }
-    std::string who = f->ranks.empty() ? "" : fmt::format(" (rank {})", fmt::join(f->ranks, ", "));
+    int fh = failed_host(*attempt, *f);
+    auto culprit = [&] {
+      const std::string name = fh >= 0 ? hosts_[static_cast<size_t>(fh)].name : "";
+      if (!f->ranks.empty())
+        return fmt::format(" (rank {}{})", fmt::join(f->ranks, ", "), fh >= 0 ? " on host " + name : "");
+      return fh >= 0 ? fmt::format(" (host {})", name) : std::string();
+    };
+    std::string who = culprit();
     log_warn("supervisor: attempt {} failed: {}{}: {}", attempt->number, f->kind, who, f->detail);
     stop(*attempt);
+    // A host that no longer answers explains the failure better than the ranks' reports (to a
+    // rank, every peer waiting on a dead one looks stuck too): the failure is attributed to it.
+    std::map<size_t, std::string> unreachable;
+    if (f->restartable && f->kind != "interrupted") unreachable = unreachable_hosts();
+    if (!unreachable.empty() && (fh < 0 || !unreachable.count(static_cast<size_t>(fh)))) {
+      fh = static_cast<int>(unreachable.begin()->first);
+      who = culprit();
+      log_warn("supervisor: host {} does not answer ({}); the failure is attributed to it",
+               hosts_[static_cast<size_t>(fh)].name, unreachable.begin()->second);
+    }
+    const std::string host_name = fh >= 0 ? hosts_[static_cast<size_t>(fh)].name : "";
     nlohmann::json ev = {{"event", "failure"},
                          {"attempt", attempt->number},
                          {"kind", f->kind},
@@ -667,19 +878,14 @@ int Supervisor::run() {
                          {"exit_code", f->exit_code},
                          {"detected_at", f->detected_at},
                          {"stopped_s", unix_seconds() - f->detected_at}};
-    if (!f->ranks.empty()) {
-      int h = host_of(*attempt, f->ranks.front());
-      if (h >= 0) {
-        ev["host"] = hosts_[static_cast<size_t>(h)].name;
-        if (fc.elastic && ++host_failures_[static_cast<size_t>(h)] >= fc.host_max_failures &&
-            !bad_[static_cast<size_t>(h)]) {
-          bad_[static_cast<size_t>(h)] = true;
-          log_warn("supervisor: host {} marked bad after {} failure(s) (fault.host_max_failures)",
-                   hosts_[static_cast<size_t>(h)].name, host_failures_[static_cast<size_t>(h)]);
-          event({{"event", "host_bad"},
-                 {"host", hosts_[static_cast<size_t>(h)].name},
-                 {"reason", "failures"}});
-        }
+    if (fh >= 0) {
+      const size_t h = static_cast<size_t>(fh);
+      ev["host"] = host_name;
+      if (fc.elastic && ++host_failures_[h] >= fc.host_max_failures && !bad_[h]) {
+        bad_[h] = true;
+        log_warn("supervisor: host {} marked bad after {} failure(s) (fault.host_max_failures)", host_name,
+                 host_failures_[h]);
+        event({{"event", "host_bad"}, {"host", host_name}, {"reason", "failures"}});
       }
     }
     event(ev);
@@ -704,6 +910,10 @@ int Supervisor::run() {
                               restarts, fc.max_restarts, f->kind, who, f->detail),
                   fmt::format("see {}/supervisor.jsonl and {}/logs/", run_dir_, run_dir_));
     }
+    if (!await_hosts(unreachable)) {
+      log_warn("supervisor: stopped by signal while waiting for a host; not restarting");
+      return 128 + g_interrupt;
+    }
     CheckpointProbe probe = probe_checkpoints(cfg_);
     for (const std::string& why : probe.skipped) {
       log_warn("supervisor: not restarting from {}", why);
@@ -726,6 +936,11 @@ int Supervisor::run() {
                 "recovered from");
     }
     const ProbedCheckpoint* ckpt = &*probe.newest;
+    productive_before_ = 0;  // the steps up to the checkpoint count; those after it are lost
+    try {
+      productive_before_ = obs::productive_seconds(obs::read_metrics_jsonl(run_dir_ + "/metrics.jsonl"), ckpt->step);
+    } catch (const Error&) {
+    }
     ++restarts;
     resume_dir = ckpt->dir;
     expect_step = ckpt->step;

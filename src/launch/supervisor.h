@@ -23,6 +23,7 @@
 // attempt. All of it is documented in docs/operations.md.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
@@ -66,6 +67,25 @@ class Supervisor {
                                          const std::optional<Failure>& after);
   std::optional<Failure> watch(Attempt& a);  // nullopt: the job finished
   std::optional<Failure> classify_exit(Attempt& a, int code);
+  // What the launcher's output says went wrong: the ranks a timed-out rank named, a host whose
+  // daemon was lost or that ssh could not reach, a rank the launcher saw die ("exit": nothing).
+  // `reports`: the ranks' own failure reports (heartbeat phase "failed"), read with the output.
+  Failure diagnose(const Attempt& a, const std::vector<std::string>& reports = {}) const;
+  // A rank reported a communication failure (fault/heartbeat.h): wait a moment for the others'
+  // reports, diagnose, read every rank's stack. nullopt: nobody reported.
+  std::optional<Failure> reported_failure(Attempt& a);
+  // Every rank's stacks into <run_dir>/stacks/attempt-N/ (launch/stacks.h).
+  void dump_stacks_of(const Attempt& a, const std::string& why);
+  static Failure make_failure(std::string kind, std::vector<int> ranks, std::string detail, double detected_at,
+                              int exit_code, bool restartable);
+  int host_index(const std::string& name) const;            // -1: not one of ours
+  int failed_host(const Attempt& a, const Failure& f) const;  // -1: unknown
+  // The remote hosts in use that do not answer ssh now, with why (index -> reason).
+  std::map<size_t, std::string> unreachable_hosts() const;
+  // Before a restart every remote host in use must answer ssh: with fault.elastic an unreachable
+  // one is marked bad, without it the supervisor waits for its return (fault.host_wait_s; an
+  // ft::Error when it does not come back). False: interrupted by a signal while waiting.
+  bool await_hosts(const std::map<size_t, std::string>& unreachable);
   void stop(Attempt& a);     // a failed job: kill it
   int preempt(Attempt& a);  // a signal to us: the ranks checkpoint and exit; our exit code
   void read_heartbeats(Attempt& a);
@@ -87,6 +107,11 @@ class Supervisor {
   std::string run_dir_, hb_dir_;
   std::vector<RecoveryRecord> recoveries_;
   int attempts_ = 0;
+  double job_started_ = 0;       // Unix seconds: goodput counts from here (obs/goodput.h)
+  double productive_before_ = 0;  // productive seconds up to the checkpoint the next attempt resumes
+  // "goodput 0.83: 52.1 s of training in 62.8 s since the job began" from metrics.jsonl; also into
+  // the event `e`.
+  std::string goodput_summary(nlohmann::json& e) const;
 };
 
 }  // namespace ft

@@ -66,6 +66,15 @@ inline constexpr MetricDef kGuardEvents{"fluxtrain_guard_events_total", T::kCoun
     "loss_spike, grad_norm_spike.", "reason"};
 inline constexpr MetricDef kRollbacks{"fluxtrain_rollbacks_total", T::kCounter,
     "Rollbacks to the last checkpoint after repeated loss spikes (the data window that caused them is skipped).", ""};
+inline constexpr MetricDef kGoodput{"fluxtrain_goodput_ratio", T::kGauge,
+    "Productive training time over wall time since the job began, 0 to 1 (restarts, steps redone after a "
+    "restart, skipped updates, start-up and evaluation count as lost).", ""};
+inline constexpr MetricDef kStragglerSlowdown{"fluxtrain_straggler_slowdown", T::kGauge,
+    "Compute time per step of a rank named a straggler over the median of all ranks (exposed by rank 0 while "
+    "the rank is a straggler).", "straggler_rank,straggler_host"};
+inline constexpr MetricDef kStragglerSeconds{"fluxtrain_straggler_seconds_total", T::kCounter,
+    "Seconds the job waited for stragglers: per step, the slowest straggler's compute time minus the slowest "
+    "healthy rank's (rank 0).", ""};
 inline constexpr MetricDef kRecovery{"fluxtrain_recovery_seconds", T::kGauge,
     "Seconds from the supervisor detecting the last failure to the first training step after the restart.", ""};
 
@@ -131,7 +140,8 @@ inline constexpr const MetricDef* kAllMetrics[] = {
     &metric::kLoss, &metric::kValLoss, &metric::kValBpc, &metric::kGradNorm, &metric::kLearningRate,
     &metric::kMfu, &metric::kDataWait, &metric::kDataFetched, &metric::kValSourceLoss, &metric::kValSourceBpc,
     &metric::kLossScale, &metric::kSkippedSteps, &metric::kRestarts,
-    &metric::kGuardEvents, &metric::kRollbacks, &metric::kRecovery,
+    &metric::kGuardEvents, &metric::kRollbacks, &metric::kRecovery, &metric::kGoodput,
+    &metric::kStragglerSlowdown, &metric::kStragglerSeconds,
     &metric::kCommBytes, &metric::kCommSeconds, &metric::kCommOps,
     &metric::kCkptDuration, &metric::kCkptLastSuccess, &metric::kCkptStep, &metric::kCkptInterval,
     &metric::kCkptFailures,

@@ -26,6 +26,11 @@ struct MetricsConfig {
   double gpu_temp_alert_c = 82;       // above this a warning is logged and an alert gauge set
   bool tensorboard = true;            // rank 0 writes scalar event files to RUN_DIR/tb
   std::string run_name;               // value of the `run` label; empty = the run dir's name
+  // Stragglers (obs/straggler.h): a rank computing more than straggler_factor x the median in
+  // straggler_min_steps of the last straggler_window steps is named (rank 0, multi-rank runs).
+  double straggler_factor = 1.25;
+  int64_t straggler_window = 5;
+  int64_t straggler_min_steps = 3;
 
   void bind(ConfigBinder& b);
   void validate() const;

@@ -54,6 +54,9 @@ std::vector<MetricsRecord> read_metrics_jsonl(const std::string& path) {
     r.data_wait_s = number_or_nan(j, "data_wait_s");
     r.val_loss = number_or_nan(j, "val_loss");
     r.val_bpc = number_or_nan(j, "val_bpc");
+    r.goodput = number_or_nan(j, "goodput");
+    r.straggler_cost_s = number_or_nan(j, "straggler_cost_s");
+    if (auto sk = j.find("skipped"); sk != j.end() && sk->is_boolean()) r.skipped = sk->get<bool>() ? 1 : 0;
     for (auto& [k, v] : j.items())
       if (k.rfind("val_bpc_", 0) == 0 && v.is_number()) r.val_bpc_by_source[k.substr(8)] = v.get<double>();
     // A later line for the same step (a resumed run, or a separate evaluation line) overrides
@@ -64,7 +67,8 @@ std::vector<MetricsRecord> read_metrics_jsonl(const std::string& path) {
       for (auto [dst, src] : {std::pair{&o.loss, r.loss}, {&o.lr, r.lr}, {&o.grad_norm, r.grad_norm},
                               {&o.tokens, r.tokens}, {&o.tokens_per_s, r.tokens_per_s}, {&o.step_s, r.step_s},
                               {&o.mfu, r.mfu}, {&o.data_wait_s, r.data_wait_s}, {&o.val_loss, r.val_loss},
-                              {&o.val_bpc, r.val_bpc}})
+                              {&o.val_bpc, r.val_bpc}, {&o.skipped, r.skipped}, {&o.goodput, r.goodput},
+                              {&o.straggler_cost_s, r.straggler_cost_s}})
         if (!std::isnan(src) || j.contains("loss")) *dst = src;
       for (auto& [k, v] : r.val_bpc_by_source) o.val_bpc_by_source[k] = v;
     }

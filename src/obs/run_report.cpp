@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "obs/svg_plot.h"
 #include "util/error.h"
@@ -42,7 +44,7 @@ std::string fmt_or_dash(double v, const char* spec = "{:.4g}") {
   return std::isfinite(v) ? fmt::format(fmt::runtime(spec), v) : "&ndash;";
 }
 
-std::string summary_table(const std::vector<MetricsRecord>& recs) {
+std::string summary_table(const std::vector<MetricsRecord>& recs, const JobSummary& job) {
   auto row = [](const std::string& k, const std::string& v) {
     return fmt::format("<tr><th>{}</th><td>{}</td></tr>\n", k, v);
   };
@@ -97,12 +99,63 @@ std::string summary_table(const std::vector<MetricsRecord>& recs) {
   if (wall > 0) t += row("waiting for data", fmt::format("{:.1f}% of step time", 100 * wait / wall));
   if (!recs.empty() && std::isfinite(recs.back().tokens))
     t += row("tokens trained", fmt::format("{:.4g}M", recs.back().tokens / 1e6));
+  // Goodput: the supervisor's figure for the whole job, else rank 0's at its last step.
+  if (job.present && std::isfinite(job.goodput))
+    t += row("goodput", fmt::format("{:.1f}% ({} of productive training in {} since the job began)", 100 * job.goodput,
+                                    human_duration(job.productive_s), human_duration(job.wall_s)));
+  else if (!recs.empty() && std::isfinite(recs.back().goodput))
+    t += row("goodput", fmt::format("{:.1f}% (rank 0 at step {})", 100 * recs.back().goodput, recs.back().step));
+  double straggled = 0;
+  int64_t straggler_steps = 0;
+  for (const auto& r : recs)
+    if (std::isfinite(r.straggler_cost_s)) straggled += r.straggler_cost_s, ++straggler_steps;
+  if (straggler_steps > 0)
+    t += row("waiting for stragglers", fmt::format("{:.1f} s over {} step(s){}", straggled, straggler_steps,
+                                                   wall > 0 ? fmt::format(" ({:.1f}% of step time)", 100 * straggled / wall)
+                                                            : std::string()));
+  if (job.present) {
+    t += row("restarts", std::to_string(job.restarts));
+    for (size_t i = 0; i < job.failures.size(); ++i)
+      t += row(i == 0 ? "failures" : "", html_escape(job.failures[i]));
+    if (!job.recovery_s.empty()) {
+      std::string s;
+      for (double v : job.recovery_s) s += (s.empty() ? "" : ", ") + fmt::format("{:.1f} s", v);
+      t += row("recovery times", s);
+    }
+  }
   return t + "</table>\n";
 }
 
 }  // namespace
 
-std::string render_report_html(const std::string& title, const std::vector<MetricsRecord>& recs) {
+JobSummary read_job_summary(const std::string& path) {
+  JobSummary out;
+  std::ifstream in(path);
+  if (!in) return out;
+  out.present = true;
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
+    if (e.is_discarded() || !e.is_object()) continue;
+    const std::string ev = e.value("event", "");
+    if (ev == "finished") {
+      out.goodput = e.value("goodput", NAN);
+      out.productive_s = e.value("productive_s", NAN);
+      out.wall_s = e.value("wall_s", NAN);
+      out.restarts = e.value("restarts", 0);
+    } else if (ev == "failure") {
+      std::string who;
+      if (e.contains("ranks") && !e["ranks"].empty()) who = " rank " + e["ranks"].dump();
+      if (e.contains("host")) who += " on " + e.value("host", "");
+      out.failures.push_back(fmt::format("attempt {}: {}{}", e.value("attempt", 0), e.value("kind", ""), who));
+    } else if (ev == "recovered") {
+      out.recovery_s.push_back(e.value("recovery_s", NAN));
+    }
+  }
+  return out;
+}
+
+std::string render_report_html(const std::string& title, const std::vector<MetricsRecord>& recs,
+                               const JobSummary& job) {
   std::vector<Plot> plots;
   plots.push_back({"Loss", "step", "cross-entropy (nats/token)",
                    {series_of(recs, &MetricsRecord::loss, "train", "#1f77b4", false),
@@ -147,7 +200,7 @@ table.summary tr {{ border-bottom: 1px solid #eee; }}
 <p class="sub">{0}</p>
 )",
                               html_escape(title));
-  h += summary_table(recs);
+  h += summary_table(recs, job);
   h += "<div class=\"plots\">\n";
   for (const auto& p : plots) h += render_svg(p);
   h += "</div>\n<p class=\"sub\">Written by <code>fluxtrain report</code> from metrics.jsonl.</p>\n</body></html>\n";
@@ -168,7 +221,8 @@ std::string write_run_report(const std::string& run_dir, const std::string& out_
                 "is it a fluxtrain run directory? `fluxtrain train` writes metrics.jsonl into train.run_dir");
   auto recs = read_metrics_jsonl(jsonl);
   std::string out = out_path.empty() ? (fs::path(run_dir) / "report.html").string() : out_path;
-  write_file_atomic(out, render_report_html(fs::absolute(run_dir).lexically_normal().string(), recs));
+  const JobSummary job = read_job_summary((fs::path(run_dir) / "supervisor.jsonl").string());
+  write_file_atomic(out, render_report_html(fs::absolute(run_dir).lexically_normal().string(), recs, job));
   return out;
 }
 

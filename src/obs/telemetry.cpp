@@ -57,14 +57,15 @@ int local_rank_from_env() {
 struct Telemetry::Series {
   Gauge *step, *last_step_time, *tokens_per_s, *loss, *val_loss, *val_bpc, *grad_norm, *lr, *mfu, *loss_scale;
   Gauge *ckpt_last, *ckpt_step, *ckpt_interval;
-  Counter *steps, *tokens, *data_wait, *data_fetched, *skipped, *restarts, *ckpt_failures;
+  Counter *steps, *tokens, *data_wait, *data_fetched, *skipped, *restarts, *ckpt_failures, *straggler_s;
+  Gauge* goodput;
   Histogram *step_duration, *ckpt_duration;
   static constexpr size_t kOps = static_cast<size_t>(CommOp::kCount);
   Counter *comm_bytes[kOps], *comm_seconds[kOps], *comm_ops[kOps];
 };
 
 Telemetry::Telemetry(const MetricsConfig& cfg, const RankInfo& rank, const std::string& run_dir, int64_t total_steps)
-    : cfg_(cfg), rank_(rank), m_(std::make_unique<Series>()) {
+    : cfg_(cfg), rank_(rank), m_(std::make_unique<Series>()), goodput_(Goodput::from_env()) {
   registry_ = std::make_unique<Registry>(Labels{{"run", run_label(cfg, run_dir)},
                                                 {"rank", std::to_string(rank.rank)},
                                                 {"dp", std::to_string(rank.dp)},
@@ -92,6 +93,8 @@ Telemetry::Telemetry(const MetricsConfig& cfg, const RankInfo& rank, const std::
   m.loss_scale = &r.gauge(metric::kLossScale);
   m.skipped = &r.counter(metric::kSkippedSteps);
   m.restarts = &r.counter(metric::kRestarts);
+  m.goodput = &r.gauge(metric::kGoodput);
+  m.straggler_s = &r.counter(metric::kStragglerSeconds);
   for (size_t i = 0; i < Series::kOps; ++i) {
     Labels op{{"op", comm_op_name(static_cast<CommOp>(i))}};
     m.comm_bytes[i] = &r.counter(metric::kCommBytes, op);
@@ -169,6 +172,8 @@ void Telemetry::on_step(const StepStats& s) {
   if (s.data_wait_s > 0) m.data_wait->inc(s.data_wait_s);
   if (!std::isnan(s.loss_scale)) m.loss_scale->set(s.loss_scale);
   if (s.skipped) m.skipped->inc();
+  if (std::isfinite(s.step_s)) goodput_.add_step(s.step_s, !s.skipped);
+  m.goodput->set(goodput_.ratio(unix_now()));
   if (std::isfinite(s.step_s) && s.step_s > 0) {
     ema_step_s_ = ema_step_s_ < 0 ? s.step_s : 0.95 * ema_step_s_ + 0.05 * s.step_s;
     if (ckpt_interval_steps_ > 0) m.ckpt_interval->set(static_cast<double>(ckpt_interval_steps_) * ema_step_s_);
@@ -181,6 +186,37 @@ void Telemetry::on_step(const StepStats& s) {
     if (!std::isnan(s.mfu)) tb_->add_scalar("train/mfu", s.step, static_cast<float>(s.mfu));
     if (std::isfinite(s.step_s)) tb_->add_scalar("train/step_s", s.step, static_cast<float>(s.step_s));
   }
+}
+
+double Telemetry::goodput() const {
+  return m_->goodput->value();
+}
+
+void Telemetry::set_rank_hosts(std::vector<std::string> hosts) {
+  StragglerOptions o{.factor = cfg_.straggler_factor,
+                     .window = static_cast<int>(cfg_.straggler_window),
+                     .min_slow = static_cast<int>(cfg_.straggler_min_steps)};
+  stragglers_ = std::make_unique<StragglerDetector>(std::move(hosts), o);
+}
+
+StragglerReport Telemetry::on_rank_compute(int64_t step, const std::vector<double>& compute_s) {
+  if (!stragglers_) return {};
+  StragglerReport rep = stragglers_->observe(step, compute_s);
+  StragglerOptions o{.factor = cfg_.straggler_factor,
+                     .window = static_cast<int>(cfg_.straggler_window),
+                     .min_slow = static_cast<int>(cfg_.straggler_min_steps)};
+  auto labels = [](const Straggler& s) {
+    return Labels{{"straggler_rank", std::to_string(s.rank)}, {"straggler_host", s.host}};
+  };
+  for (const Straggler& s : rep.started) log_warn("step {}: straggler: {}", step, describe(s, rep.median_s, o));
+  for (const Straggler& s : rep.recovered) {
+    log_info("step {}: rank {}{} is no longer a straggler (named at step {}; it cost the job {:.3f} s)", step, s.rank,
+             s.host.empty() ? "" : " on " + s.host, s.since_step, s.cost_total_s);
+    registry_->gauge(metric::kStragglerSlowdown, labels(s)).clear();
+  }
+  for (const Straggler& s : rep.current) registry_->gauge(metric::kStragglerSlowdown, labels(s)).set(s.slowdown);
+  if (rep.cost_s > 0) m_->straggler_s->inc(rep.cost_s);
+  return rep;
 }
 
 void Telemetry::on_eval(int64_t step, double val_loss, double val_bpc) {

@@ -22,9 +22,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "obs/goodput.h"
 #include "obs/metrics_config.h"
 #include "obs/registry.h"
+#include "obs/straggler.h"
 
 namespace ft::obs {
 
@@ -82,6 +85,12 @@ class Telemetry {
   void set_checkpoint_interval_steps(int64_t steps);  // 0 = checkpoints off
   void comm(CommOp op, uint64_t bytes, double seconds, int64_t calls = 1);
   void set_restarts(int64_t n);  // times the run was resumed (from the checkpoint manifest)
+  // Rank 0 of a multi-rank run: the host of every world rank, once; then per step every rank's
+  // compute time (metrics.jsonl per_rank.compute_s). Names stragglers in the log and in
+  // fluxtrain_straggler_slowdown / fluxtrain_straggler_seconds_total; the report goes to metrics.jsonl.
+  void set_rank_hosts(std::vector<std::string> hosts);
+  StragglerReport on_rank_compute(int64_t step, const std::vector<double>& compute_s);
+  double goodput() const;  // fluxtrain_goodput_ratio after the last step
 
   Registry& registry() { return *registry_; }
   int port() const;  // port of the /metrics endpoint, -1 when it is off
@@ -98,6 +107,8 @@ class Telemetry {
   std::unique_ptr<MetricsServer> server_;
   int64_t ckpt_interval_steps_ = 0;
   double ema_step_s_ = -1;
+  Goodput goodput_;
+  std::unique_ptr<StragglerDetector> stragglers_;
 };
 
 }  // namespace ft::obs

@@ -20,4 +20,15 @@ nlohmann::json gather_per_rank(Communicator& group, const std::vector<std::pair<
   return j;
 }
 
+std::vector<std::string> gather_strings(Communicator& group, const std::string& mine) {
+  constexpr size_t kLen = 256;
+  const size_t ranks = static_cast<size_t>(group.size());
+  std::vector<char> in(kLen, 0), all(kLen * ranks, 0);
+  std::copy_n(mine.data(), std::min(mine.size(), kLen - 1), in.data());
+  group.all_gather(all.data(), in.data(), static_cast<int64_t>(kLen));
+  std::vector<std::string> out;
+  for (size_t r = 0; r < ranks; ++r) out.emplace_back(all.data() + r * kLen);
+  return out;
+}
+
 }  // namespace ft

@@ -19,4 +19,7 @@ namespace ft {
 // Values are doubles on the wire (byte counts stay exact below 2^53).
 nlohmann::json gather_per_rank(Communicator& group, const std::vector<std::pair<std::string, double>>& values);
 
+// Every rank's string (e.g. its host name; at most 255 bytes each, longer ones are cut), in group order.
+std::vector<std::string> gather_strings(Communicator& group, const std::string& mine);
+
 }  // namespace ft

@@ -9,7 +9,9 @@
 #include "ckpt/checkpointer.h"
 #include "data/object_store.h"
 #include "fault/exit_codes.h"
+#include "fault/heartbeat.h"
 #include "fault/training_faults.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/native_precision.h"
 #include "kernels/peak.h"
 #include "model/activation_sizes.h"
@@ -37,6 +39,7 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
   log_info("CPU {}: {}; oneDNN uses {}", cpu_info().model, cpu_info().describe(), cpu::onednn_isa_name());
   log_info("precision {} ({}); {} thread{} per rank ({})", precision_label(t.precision), t.precision_reason,
            threads.threads, threads.threads == 1 ? "" : "s", threads.source);
+  log_info("GEMM {}", cpu::gemm_backend_summary());
   if (mesh_.world_rank() == 0) {
     for (const auto& n : cfg_.config_notes) log_info("config: {}", n);
     for (const auto& w : cfg_.config_warnings) log_warn("config: {}", w);
@@ -97,6 +100,7 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
   faults_ = std::make_unique<TrainingFaults>(cfg_.fault, t.run_dir, mesh_.world_rank(), dp_rank, local_batch_,
                                              &telemetry_->registry());
   if (faults_->restarts() > 0) telemetry_->set_restarts(faults_->restarts());
+  if (mesh_.world_size() > 1) telemetry_->set_rank_hosts(gather_strings(mesh_.world(), this_host()));
   flops_per_token_ = cfg_.model.train_flops_per_token(t.seq_len);
   // MFU's denominator: this machine's GEMM peak at this rank's threads and precision, measured
   // once (by rank 0, while the others wait) and recorded in the peak file (kernels/peak.h).
@@ -187,7 +191,7 @@ double batch_data_hash(const Batch& b) {
 }  // namespace
 
 StepStats Trainer::step() {
-  const double t0 = now_seconds(), cpu0 = process_cpu_seconds();
+  const double t0 = now_seconds(), cpu0 = process_cpu_seconds(), blocked0 = comm_blocked_seconds();
   const CommStats comm0 = mesh_.dp().stats(), pp0 = mesh_.pp().stats(), tp0 = mesh_.tp().stats();
   const double tokens_per_step = static_cast<double>(cfg_.train.batch_size * cfg_.train.seq_len);
   StepStats s;
@@ -228,6 +232,7 @@ StepStats Trainer::step() {
   s.tokens_per_s = tokens_per_step / s.step_s;
   s.mfu = peak_flops_ > 0 ? s.tokens_per_s * flops_per_token_ / (peak_flops_ * mesh_.world_size()) : 0;
   s.comm_wait_s = engine_->last_wait_s();
+  s.compute_s = std::max(0.0, s.step_s - s.data_wait_s - (comm_blocked_seconds() - blocked0));
   s.comm = mesh_.dp().stats() - comm0;
   s.comm_pp = mesh_.pp().stats() - pp0;
   s.comm_tp = mesh_.tp().stats() - tp0;
@@ -276,7 +281,8 @@ void Trainer::log_step(const StepStats& s) {
   nlohmann::json j = {{"step", s.step},          {"loss", s.loss},     {"lr", s.lr},
                       {"grad_norm", s.grad_norm}, {"tokens", s.tokens}, {"tokens_per_s", s.tokens_per_s},
                       {"step_s", s.step_s},      {"mfu", s.mfu},       {"data_wait_s", s.data_wait_s},
-                      {"comm_wait_s", s.comm_wait_s}, {"data_hash", s.data_hash}, {"cpu_s", s.cpu_s}};
+                      {"comm_wait_s", s.comm_wait_s}, {"data_hash", s.data_hash}, {"cpu_s", s.cpu_s},
+                      {"compute_s", s.compute_s}, {"data_read_bytes", train_data_->bytes_read()}};
   telemetry_->on_step({.step = s.step, .loss = s.loss, .lr = s.lr, .grad_norm = s.grad_norm,
                        .tokens = cfg_.train.batch_size * cfg_.train.seq_len, .tokens_per_s = s.tokens_per_s,
                        .step_s = s.step_s, .mfu = peak_flops_ > 0 ? s.mfu : NAN, .data_wait_s = s.data_wait_s,
@@ -302,6 +308,7 @@ void Trainer::log_step(const StepStats& s) {
     auto cat = static_cast<MemCategory>(c);
     if (mem.peak(cat) > 0) j[std::string("mem_") + mem_category_name(cat) + "_bytes"] = mem.peak(cat);
   }
+  j["goodput"] = telemetry_->goodput();
   j["mem_peak_bytes"] = mem.total_peak();
   j["rss_peak_bytes"] = process_peak_rss_bytes();
   if (streamed_) {  // shard bytes this rank fetched from object storage so far
@@ -337,7 +344,9 @@ void Trainer::add_rank_metrics(const StepStats& s, nlohmann::json& j) {
   const int64_t pp_bytes = s.comm_pp.bytes_sent[static_cast<size_t>(CollKind::kSendRecv)];
   std::vector<std::pair<std::string, double>> values = {
       {"mem_parameters_bytes", mem.peak(MemCategory::kParameters)},
-      {"mem_activations_bytes", mem.peak(MemCategory::kActivations)}};
+      {"mem_activations_bytes", mem.peak(MemCategory::kActivations)},
+      {"compute_s", s.compute_s},
+      {"data_read_bytes", static_cast<double>(train_data_->bytes_read())}};
   if (streamed_) values.push_back({"data_fetched_bytes", static_cast<double>(fetched_reported_)});
   if (pipeline_) {
     values.insert(values.end(), {{"pp_send_bytes", pp_bytes},
@@ -352,6 +361,14 @@ void Trainer::add_rank_metrics(const StepStats& s, nlohmann::json& j) {
     values.push_back({"tp_bytes", tp_bytes});
   }
   nlohmann::json r = gather_per_rank(mesh_.world(), values);
+  if (mesh_.world_rank() == 0) {  // stragglers: named in the log, Prometheus and here
+    obs::StragglerReport rep = telemetry_->on_rank_compute(s.step, r["compute_s"].get<std::vector<double>>());
+    if (!rep.current.empty()) {
+      j["stragglers"] = nlohmann::json::array();
+      for (const obs::Straggler& x : rep.current) j["stragglers"].push_back(obs::to_json(x));
+      j["straggler_cost_s"] = rep.cost_s;
+    }
+  }
   if (pipeline_) {
     add_bubble_metrics(r, j);
     r.erase("pp_start");  // absolute clock readings: only their differences mean something

@@ -62,6 +62,7 @@ struct StepStats {
   double step_s = 0, tokens_per_s = 0, mfu = 0, data_wait_s = 0;
   double cpu_s = 0;         // CPU seconds the process used during the step (all its threads)
   double comm_wait_s = 0;   // time the step waited for gradient communication
+  double compute_s = 0;     // wall time minus data wait minus every wait on a communicator
   CommStats comm;           // this rank's data-parallel traffic during the step
   CommStats comm_pp;        // this rank's pipeline traffic (activations and their gradients)
   CommStats comm_tp;        // this rank's tensor-parallel traffic

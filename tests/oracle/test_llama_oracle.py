@@ -15,7 +15,14 @@ import sys
 import tempfile
 
 import numpy as np
-import torch
+
+# The oracle is PyTorch at the CPU's full ISA: ONEDNN_MAX_CPU_ISA (the AVX2 simulation of CI) is for
+# fluxtrain, whose environment keeps it. PyTorch would hand bf16 matmuls to oneDNN on a CPU with
+# AVX-512, where oneDNN limited to AVX2 has none.
+FLUXTRAIN_ENV = dict(os.environ)
+for _var in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
+    os.environ.pop(_var, None)
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 import safetensors_np  # noqa: E402
@@ -43,7 +50,7 @@ def main():
                "--set", f'train.run_dir="{tmp}/run"']
         for s in args.set:
             cmd += ["--set", s]
-        subprocess.run(cmd, check=True)
+        subprocess.run(cmd, check=True, env=FLUXTRAIN_ENV)
         st, meta = safetensors_np.load(out)
     cfg = json.loads(meta["config"])
     mc, oc, tc = cfg["model"], cfg["optim"], cfg["train"]

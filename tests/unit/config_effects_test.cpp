@@ -82,6 +82,15 @@ TEST(ConfigEffects, GatedKeysAreWarningsNamingTheGate) {
   EXPECT_TRUE(active.config_warnings.empty()) << active.config_warnings.front();
 }
 
+TEST(ConfigEffects, StragglerKeysNeedPeers) {
+  Config one = load_config("", {"metrics.straggler_factor=1.5", "metrics.straggler_window=8"});
+  EXPECT_TRUE(has(one.config_warnings, "metrics.straggler_factor has no effect: one rank"));
+  EXPECT_TRUE(has(one.config_warnings, "metrics.straggler_window has no effect: one rank"));
+  EXPECT_EQ(one.config_warnings.size(), 2u);
+  Config four = load_config("", {"parallel.dp=4", "metrics.straggler_factor=1.5", "metrics.straggler_window=8"});
+  EXPECT_TRUE(four.config_warnings.empty()) << four.config_warnings.front();
+}
+
 TEST(ConfigEffects, DefaultsAndUnsetKeysSayNothing) {
   Config c = load_config(FT_SOURCE_DIR "/configs/tiny.toml", {});
   EXPECT_TRUE(c.config_warnings.empty()) << c.config_warnings.front();

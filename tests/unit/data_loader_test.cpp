@@ -119,6 +119,21 @@ TEST_F(LoaderTest, RankSlicesConcatenateToTheGlobalBatch) {
   }
 }
 
+TEST_F(LoaderTest, BytesReadAreTheVerifiedShardsThenTheCopiedTokens) {
+  const int64_t world = 4, B = 8, seq = 16;
+  for (int64_t r = 0; r < world; ++r) {
+    DatasetLoaderOptions o = opts(ds_.dir, r, world, B, seq);
+    o.prefetch = 0;  // nothing read ahead: the count moves only in next()
+    DatasetLoader l(o);
+    int64_t files = 0;
+    for (const std::string& f : l.opened_shards()) files += static_cast<int64_t>(std::filesystem::file_size(f));
+    EXPECT_EQ(l.bytes_read(), files) << "rank " << r;
+    l.next();
+    l.next();
+    EXPECT_EQ(l.bytes_read(), files + 2 * (B / world) * (seq + 1) * l.manifest().token_bytes) << "rank " << r;
+  }
+}
+
 TEST_F(LoaderTest, EachRankOpensOnlyTheShardsItReads) {
   const int64_t world = 4, B = 8;
   std::vector<std::set<std::string>> opened(world), used(world);

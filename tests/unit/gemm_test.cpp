@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -11,6 +11,7 @@
 
 #include "fd_check.h"
 #include "kernels/cpu/gemm.h"
+#include "util/cpu_info.h"
 #include "kernels/ops.h"
 #include "tensor/dtype.h"
 
@@ -124,19 +125,23 @@ TEST(Gemm, EmptyReductionIsBetaTimesC) {
   EXPECT_EQ(C, (std::vector<float>{0.0f, 0.0f, 0.0f}));
 }
 
+// The primitive cache (native bf16 and the fp32 primitive of the benchmarks share it).
 TEST(Gemm, PrimitivesAreCachedPerShape) {
   auto A = random_floats(41 * 43, 8), B = random_floats(43 * 47, 9);
   std::vector<float> C(41 * 47);
-  cpu::matmul(C.data(), A.data(), B.data(), 41, 47, 43, false, false, 0.0f, Precision::kBF16);
+  cpu::matmul_f32_primitive(C.data(), A.data(), B.data(), 41, 47, 43, false, false, 0.0f);
   size_t n = cpu::gemm_cache_size();
-  cpu::matmul(C.data(), A.data(), B.data(), 41, 47, 43, false, false, 0.0f, Precision::kBF16);
+  cpu::matmul_f32_primitive(C.data(), A.data(), B.data(), 41, 47, 43, false, false, 0.0f);
   EXPECT_EQ(cpu::gemm_cache_size(), n);
-  cpu::matmul(C.data(), A.data(), B.data(), 41, 47, 43, false, false, 1.0f, Precision::kBF16);  // beta is a key
+  cpu::matmul_f32_primitive(C.data(), A.data(), B.data(), 41, 47, 43, false, false, 1.0f);  // beta is a key
   EXPECT_EQ(cpu::gemm_cache_size(), n + 1);
-  cpu::matmul(C.data(), A.data(), B.data(), 41, 47, 43, false, true, 1.0f, Precision::kBF16);  // so is trans_b
+  cpu::matmul_f32_primitive(C.data(), A.data(), B.data(), 41, 47, 43, false, true, 1.0f);  // so is trans_b
   EXPECT_EQ(cpu::gemm_cache_size(), n + 2);
-  cpu::matmul(C.data(), A.data(), B.data(), 41, 47, 43, false, false, 0.0f, Precision::kF32);  // dnnl_sgemm: no primitive
+  cpu::matmul(C.data(), A.data(), B.data(), 41, 47, 43, false, false, 0.0f, Precision::kF32);  // sgemm: no primitive
   EXPECT_EQ(cpu::gemm_cache_size(), n + 2);
+  cpu::matmul(C.data(), A.data(), B.data(), 41, 47, 43, false, false, 0.0f, Precision::kBF16);
+  cpu::matmul(C.data(), A.data(), B.data(), 41, 47, 43, false, false, 0.0f, Precision::kBF16);
+  EXPECT_EQ(cpu::gemm_cache_size(), n + 2 + (cpu::onednn_has_native_bf16() ? 1 : 0));  // emulated: no primitive
 }
 
 TEST(Gemm, ConcurrentCallersGetCorrectResults) {
@@ -163,18 +168,69 @@ TEST(Gemm, ConcurrentCallersGetCorrectResults) {
   for (int t = 0; t < kThreads; ++t) EXPECT_TRUE(ok[t]) << "thread " << t;
 }
 
-bool cpu_has_amx_bf16() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("flags", 0) == 0) return line.find(" amx_bf16") != std::string::npos;
+// Every fp32 library present on this machine, on every transpose and beta, against the reference:
+// the same numerics class (fp32 products and accumulation), whichever bench-peak chooses.
+TEST(GemmLibraries, EachPresentLibraryMatchesReference) {
+  for (cpu::GemmLibrary lib : cpu::kGemmLibraries) {
+    auto st = cpu::gemm_library_status(lib);
+    if (!st.available) {
+      std::printf("[  SKIPPED ] %s is not present: %s\n", cpu::gemm_library_name(lib), st.note.c_str());
+      continue;
+    }
+    for (auto [M, N, K] : {std::make_tuple(1, 1, 1), std::make_tuple(33, 17, 65), std::make_tuple(67, 257, 129)}) {
+      for (int t = 0; t < 8; ++t) {
+        bool ta = t & 1, tb = t & 2;
+        float beta = (t & 4) ? 1.0f : 0.0f;
+        auto A = random_floats(int64_t(M) * K, 40 + t), B = random_floats(int64_t(K) * N, 50 + t);
+        auto C0 = random_floats(int64_t(M) * N, 60 + t);
+        auto C = C0, C_ref = C0;
+        cpu::matmul_f32_with(lib, C.data(), A.data(), B.data(), M, N, K, ta, tb, beta);
+        ref::matmul(C_ref.data(), A.data(), B.data(), M, N, K, ta, tb, beta, Precision::kF32);
+        EXPECT_TRUE(gemm_close(C, C_ref, abs_of(A), abs_of(B), C0, M, N, K, ta, tb, beta))
+            << cpu::gemm_library_name(lib) << " (" << st.detail << ") M=" << M << " N=" << N << " K=" << K
+            << " ta=" << ta << " tb=" << tb << " beta=" << beta;
+      }
+    }
   }
-  return false;
+}
+
+// bf16 is native exactly where oneDNN's ISA has bf16 instructions; elsewhere it is emulated with
+// the same numerics. Both paths agree with the reference (and with each other) where both run.
+TEST(Gemm, Bf16EmulationMatchesNativeNumerics) {
+  const std::string isa = cpu::onednn_isa_name();
+  EXPECT_EQ(cpu::onednn_has_native_bf16(), isa == "avx512_core_bf16" || isa == "avx512_core_amx") << isa;
+  EXPECT_EQ(cpu::bf16_emulation_reason().empty(), cpu::onednn_has_native_bf16());
+  const int M = 37, N = 53, K = 300;
+  auto Af = random_floats(M * K, 70), Bf = random_floats(K * N, 71);
+  std::vector<uint16_t> A(Af.size()), B(Bf.size());
+  convert(A.data(), DType::kBF16, Af.data(), DType::kF32, A.size());
+  convert(B.data(), DType::kBF16, Bf.data(), DType::kF32, B.size());
+  std::vector<float> C_ref(M * N), C(M * N), C0(M * N, 0.0f);
+  ref::matmul_bf16(C_ref.data(), A.data(), B.data(), M, N, K, false, true, 0.0f);
+  cpu::matmul_bf16_widened(C.data(), A.data(), B.data(), M, N, K, false, true, 0.0f);
+  EXPECT_TRUE(gemm_close(C, C_ref, abs_of(round_bf16(Af)), abs_of(round_bf16(Bf)), C0, M, N, K, false, true, 0.0f));
+  if (!cpu::onednn_has_native_bf16()) {
+    std::printf("[  SKIPPED ] native bf16: %s\n", cpu::bf16_emulation_reason().c_str());
+    return;
+  }
+  std::vector<float> C_native(M * N);
+  cpu::matmul_bf16_onednn(C_native.data(), A.data(), B.data(), M, N, K, false, true, 0.0f);
+  EXPECT_TRUE(gemm_close(C_native, C, abs_of(round_bf16(Af)), abs_of(round_bf16(Bf)), C0, M, N, K, false, true, 0.0f));
+}
+
+TEST(Gemm, BackendSummaryNamesEveryPrecision) {
+  std::string s = cpu::gemm_backend_summary();
+  EXPECT_NE(s.find("fp32: "), std::string::npos) << s;
+  EXPECT_NE(s.find(cpu::onednn_has_native_bf16() ? "(native)" : "emulated"), std::string::npos) << s;
+  EXPECT_NE(s.find("fp16: "), std::string::npos) << s;
 }
 
 TEST(Gemm, Bf16RunsOnAmxWhereTheCpuHasIt) {
   std::string impl = cpu::gemm_impl_name(256, 256, 256, false, false, Precision::kBF16);
-  if (!cpu_has_amx_bf16()) GTEST_SKIP() << "no AMX on this CPU (bf16 runs on " << impl << ")";
+  if (!cpu_info().amx_bf16) GTEST_SKIP() << "the CPU lacks the amx_bf16 flag (bf16 runs on " << impl << ")";
+  if (cpu::onednn_isa_name().find("amx") == std::string::npos) {
+    GTEST_SKIP() << "oneDNN is held below AMX (ISA " << cpu::onednn_isa_name() << ", ONEDNN_MAX_CPU_ISA)";
+  }
   EXPECT_NE(impl.find("amx"), std::string::npos) << impl;
 }
 

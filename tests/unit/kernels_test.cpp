@@ -89,6 +89,108 @@ TEST(Simd, ExpLimits) {
   for (int i = 8; i < simd::kLanes; ++i) EXPECT_NEAR(out[i] / std::exp(static_cast<double>(in[i])), 1.0, 3e-7) << in[i];
 }
 
+// Results below the smallest normal float (x < -87.34): the AVX2 version scales by 2^n in two
+// exact steps and rounds once, like AVX-512's scalef — within about one subnormal step of e^x.
+TEST(Simd, ExpOfSubnormalResultsRoundsOnce) {
+  std::vector<float> xs;
+  for (float x = -104.0f; x < -87.0f; x += 0.0173f) xs.push_back(x);
+  const double step = std::ldexp(1.0, -149);
+  for (size_t i = 0; i < xs.size(); i += simd::kLanes) {
+    int w = simd::width(static_cast<int64_t>(xs.size() - i));
+    float out[simd::kLanes];
+    simd::store(out, simd::exp(simd::load(xs.data() + i, w)), w);
+    for (int j = 0; j < w; ++j) {
+      double want = std::exp(static_cast<double>(xs[i + j]));
+      EXPECT_LE(std::fabs(out[j] - want), 1.5 * step + 2.5e-7 * want) << "x = " << xs[i + j];
+    }
+  }
+}
+
+TEST(Simd, ScalePow2IsExactOverTheExpRange) {
+  std::vector<float> ns(simd::kLanes), out(simd::kLanes);
+  for (int n0 = -150; n0 <= 128; n0 += simd::kLanes) {
+    for (int j = 0; j < simd::kLanes; ++j) ns[j] = static_cast<float>(n0 + j);
+    simd::store(out.data(), simd::scale_pow2(simd::set1(1.3125f), simd::load(ns.data())));
+    for (int j = 0; j < simd::kLanes; ++j) EXPECT_EQ(out[j], std::ldexp(1.3125f, n0 + j)) << "n = " << n0 + j;
+  }
+}
+
+// Every width 0..16: masked loads read zeros past the width, masked stores leave the rest alone.
+TEST(Simd, MaskedLoadsAndStoresTouchOnlyTheirLanes) {
+  std::vector<float> src(2 * simd::kLanes);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i) + 1.0f;
+  for (int w = 0; w <= simd::kLanes; ++w) {
+    float got[simd::kLanes];
+    simd::store(got, simd::load(src.data(), w));
+    for (int i = 0; i < simd::kLanes; ++i) EXPECT_EQ(got[i], i < w ? src[i] : 0.0f) << "w " << w << " lane " << i;
+    simd::store(got, simd::load(src.data(), simd::lanes(w)));
+    for (int i = 0; i < simd::kLanes; ++i) EXPECT_EQ(got[i], i < w ? src[i] : 0.0f) << "w " << w << " lane " << i;
+    std::vector<float> dst(2 * simd::kLanes, -5.0f), dst2 = dst;
+    simd::store(dst.data(), simd::set1(9.0f), w);
+    simd::store(dst2.data(), simd::set1(9.0f), simd::lanes(w));
+    for (int i = 0; i < 2 * simd::kLanes; ++i) {
+      EXPECT_EQ(dst[i], i < w ? 9.0f : -5.0f) << "w " << w << " lane " << i;
+      EXPECT_EQ(dst2[i], i < w ? 9.0f : -5.0f) << "w " << w << " lane " << i;
+    }
+    simd::store(got, simd::select(simd::lanes_from(w), simd::set1(1.0f), simd::set1(2.0f)));
+    for (int i = 0; i < simd::kLanes; ++i) EXPECT_EQ(got[i], i >= w ? 1.0f : 2.0f) << "k " << w << " lane " << i;
+    simd::store(got, simd::pad_neg_inf(simd::load(src.data()), w));
+    for (int i = 0; i < simd::kLanes; ++i) EXPECT_EQ(got[i], i < w ? src[i] : -INFINITY);
+  }
+  float got[simd::kLanes];
+  simd::store(got, simd::gather(src.data() + 1, 2, 11));  // lanes i < 11 read src[1 + 2 i]
+  for (int i = 0; i < simd::kLanes; ++i) EXPECT_EQ(got[i], i < 11 ? src[1 + 2 * i] : 0.0f) << i;
+}
+
+TEST(Simd, ReductionsMatchDoublePrecisionSums) {
+  auto v = random_floats(simd::kLanes, 80, -4.0f, 4.0f);
+  v[5] = 7.5f;  // the largest
+  double sum = 0;
+  for (float x : v) sum += x;
+  EXPECT_NEAR(simd::reduce_add(simd::load(v.data())), sum, 1e-5);
+  EXPECT_EQ(simd::reduce_max(simd::load(v.data())), 7.5f);
+  for (int64_t n : {0, 1, 7, 15, 16, 17, 31, 33, 1000, 1001}) {
+    auto a = random_floats(n, 81, -3.0f, 3.0f), b = random_floats(n, 82), c = random_floats(n, 83);
+    long double ss = 0, d3 = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      ss += static_cast<long double>(a[i]) * a[i];
+      d3 += static_cast<long double>(a[i]) * b[i] * c[i];
+    }
+    EXPECT_NEAR(simd::sum_squares_f64(a.data(), n), static_cast<double>(ss), 1e-12 * (1 + static_cast<double>(ss))) << n;
+    EXPECT_NEAR(simd::dot3_f64(a.data(), b.data(), c.data(), n), static_cast<double>(d3), 1e-12 * (1 + n)) << n;
+  }
+}
+
+// bf16 and fp16 conversions are the scalar ones (dtype.h) lane for lane, specials included.
+TEST(Simd, HalfPrecisionConversionsMatchScalar) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> xs = {0.0f, -0.0f, 1.0f, -1.0f, 1.00390625f /* a bf16 tie */, 1.01171875f /* tie to odd */,
+                           3.4e38f, -3.4e38f, inf, -inf, std::nanf(""), 65504.0f, 65520.0f, 1e-7f, 6e-8f, 2.5e-8f,
+                           3.14159265f, -2.71828f, 1e20f, -1e-20f, 0.1f, 123.456f};
+  for (size_t i = 0; i < xs.size(); i += simd::kLanes) {
+    int w = simd::width(static_cast<int64_t>(xs.size() - i));
+    uint16_t h[simd::kLanes + 1];
+    h[w] = 0xabcd;  // past the width: untouched
+    simd::store_bf16(h, simd::load(xs.data() + i, w), w);
+    EXPECT_EQ(h[w], 0xabcd);
+    float back[simd::kLanes], r16[simd::kLanes];
+    simd::store(back, simd::load_bf16(h, w));
+    simd::store(r16, simd::round_f16(simd::load(xs.data() + i, w)));
+    for (int j = 0; j < w; ++j) {
+      const float x = xs[i + j];
+      if (std::isnan(x)) {
+        EXPECT_TRUE(std::isnan(bf16_to_f32(h[j])));
+        EXPECT_TRUE(std::isnan(back[j]));
+        EXPECT_TRUE(std::isnan(r16[j]));
+        continue;
+      }
+      EXPECT_EQ(h[j], f32_to_bf16(x)) << x;
+      EXPECT_EQ(back[j], bf16_to_f32(h[j])) << x;
+      EXPECT_EQ(r16[j], f16_to_f32(f32_to_f16(x))) << x;
+    }
+  }
+}
+
 // ---- Embedding ----------------------------------------------------------------------------
 
 struct EmbShape {

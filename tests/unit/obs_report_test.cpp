@@ -51,6 +51,26 @@ TEST_F(ReportTest, ReadsRecordsMergingRepeatedSteps) {
   EXPECT_DOUBLE_EQ(r[1].val_bpc, 1.9);
 }
 
+TEST_F(ReportTest, GoodputStragglersAndTheSupervisorsRecordAreInTheSummary) {
+  write("{\"step\":1,\"loss\":4.0,\"step_s\":2.0,\"goodput\":0.5}\n"
+        "{\"step\":2,\"loss\":3.9,\"step_s\":3.0,\"goodput\":0.6,\"straggler_cost_s\":1.5,\"stragglers\":[]}\n");
+  std::string html = render_report_html("t", read_metrics_jsonl((dir_ / "metrics.jsonl").string()));
+  EXPECT_NE(html.find("60.0% (rank 0 at step 2)"), std::string::npos);
+  EXPECT_NE(html.find("1.5 s over 1 step(s) (30.0% of step time)"), std::string::npos);
+  std::ofstream(dir_ / "supervisor.jsonl")
+      << "{\"event\":\"failure\",\"attempt\":1,\"kind\":\"hang\",\"ranks\":[2],\"host\":\"node3\"}\n"
+         "{\"event\":\"recovered\",\"recovery_s\":4.25}\n"
+         "{\"event\":\"finished\",\"restarts\":1,\"goodput\":0.25,\"productive_s\":5.0,\"wall_s\":20.0}\n";
+  JobSummary job = read_job_summary((dir_ / "supervisor.jsonl").string());
+  ASSERT_TRUE(job.present);
+  EXPECT_DOUBLE_EQ(job.goodput, 0.25);
+  html = render_report_html("t", read_metrics_jsonl((dir_ / "metrics.jsonl").string()), job);
+  EXPECT_NE(html.find("goodput</th><td>25.0%"), std::string::npos);
+  EXPECT_NE(html.find("attempt 1: hang rank [2] on node3"), std::string::npos);
+  EXPECT_NE(html.find("4.2 s"), std::string::npos);
+  EXPECT_FALSE(read_job_summary((dir_ / "none.jsonl").string()).present);
+}
+
 TEST_F(ReportTest, TruncatedLastLineIsSkippedOtherBadLinesAreErrors) {
   write("{\"step\":1,\"loss\":4.0}\n{\"step\":2,\"lo");
   testing::internal::CaptureStderr();

@@ -39,15 +39,12 @@
 #include "kernels/cpu/thread_scratch.h"
 #include "kernels/ops.h"
 
-#if defined(__AVX512F__)
 #include "kernels/cpu/attention_gemm.h"
-#endif
 
 namespace ft::cpu {
 
 namespace {
 
-#if defined(__AVX512F__)
 using namespace attn;
 
 constexpr int64_t kBr = 64;  // queries per tile: the lanes of Sᵀ (a multiple of 16)
@@ -76,23 +73,16 @@ struct Geometry {
 void prefetch_rows(const float* p, int64_t ld, int64_t n, int64_t D) {
   for (int64_t i = 0; i < n; ++i)
     for (int64_t d = 0; d < D; d += 16)
-      _mm_prefetch(reinterpret_cast<const char*>(p + i * ld + d), _MM_HINT_T0);
+      __builtin_prefetch(p + i * ld + d, 0, 3);
 }
 
 // dst(D, kBr) = c · src(br rows of stride ld, D)ᵀ; lanes br..round16(br) zero.
 void pack_transposed(float* dst, const float* src, int64_t ld, int64_t br, int64_t D, float c) {
   prefetch_rows(src, ld, br, D);
-  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512 cv = _mm512_set1_ps(c);
+  const F32x16 cv = set1(c);
   for (int64_t v = 0; v < br; v += 16) {  // 16 rows at a time: one gather per column
-    const __m512i idx =
-        _mm512_mullo_epi32(_mm512_add_epi32(iota, _mm512_set1_epi32(static_cast<int>(v))),
-                           _mm512_set1_epi32(static_cast<int>(ld)));
-    const __mmask16 m = lanes(br - v);
-    for (int64_t d = 0; d < D; ++d) {
-      const __m512 x = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, src + d, 4);
-      _mm512_storeu_ps(dst + d * kBr + v, _mm512_mul_ps(x, cv));
-    }
+    const int n = width(br - v);
+    for (int64_t d = 0; d < D; ++d) store(dst + d * kBr + v, gather(src + v * ld + d, ld, n) * cv);
   }
 }
 
@@ -101,8 +91,8 @@ void pack_rows(float* dst, int64_t Dp, const float* src, int64_t ld, int64_t n, 
   prefetch_rows(src, ld, n, D);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t d = 0; d < D; d += 16) {
-      const __mmask16 m = lanes(D - d);
-      _mm512_mask_storeu_ps(dst + i * Dp + d, m, _mm512_maskz_loadu_ps(m, src + i * ld + d));
+      const int w = width(D - d);
+      store(dst + i * Dp + d, load(src + i * ld + d, w), w);
     }
 }
 
@@ -110,8 +100,8 @@ void pack_rows(float* dst, int64_t Dp, const float* src, int64_t ld, int64_t n, 
 void unpack_rows(float* dst, int64_t ld, const float* src, int64_t Dp, int64_t n, int64_t D) {
   for (int64_t i = 0; i < n; ++i)
     for (int64_t d = 0; d < D; d += 16) {
-      const __mmask16 m = lanes(D - d);
-      _mm512_mask_storeu_ps(dst + i * ld + d, m, _mm512_maskz_loadu_ps(m, src + i * Dp + d));
+      const int w = width(D - d);
+      store(dst + i * ld + d, load(src + i * Dp + d, w), w);
     }
 }
 
@@ -140,9 +130,9 @@ class HeadPanel {
         prefetch_rows(src + kAhead * g_.row + vo, g_.row, n, g_.D);
       }
       for (int64_t d = 0; d < g_.Dp; d += 16) {
-        const __mmask16 m = lanes(g_.D - d);
-        _mm512_storeu_ps(k_ + t * g_.Dp + d, _mm512_maskz_loadu_ps(m, src + d));
-        _mm512_storeu_ps(v_ + t * g_.Dp + d, _mm512_maskz_loadu_ps(m, src + vo + d));
+        const int w = width(g_.D - d);
+        store(k_ + t * g_.Dp + d, load(src + d, w));
+        store(v_ + t * g_.Dp + d, load(src + vo + d, w));
       }
     }
     packed_ = rows;
@@ -157,12 +147,7 @@ class HeadPanel {
 };
 
 // Lanes i of a query vector that key j may attend (j <= i), for a tile on the diagonal.
-inline __mmask16 causal_lanes(int64_t i_first, int64_t j) {
-  const __m512i iv = _mm512_add_epi32(
-      _mm512_set1_epi32(static_cast<int>(i_first)),
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
-  return _mm512_cmp_epi32_mask(iv, _mm512_set1_epi32(static_cast<int>(j)), _MM_CMPINT_NLT);
-}
+inline Mask16 causal_lanes(int64_t i_first, int64_t j) { return lanes_from(j - i_first); }
 
 // ---- forward ------------------------------------------------------------------------------
 
@@ -178,27 +163,27 @@ struct FwdScratch {
 
 // Online softmax over one tile: Sᵀ (bc, kBr) → Pᵀ in place; updates m, l; alpha = rescale.
 void softmax_tile(FwdScratch& s, int64_t bc, int64_t brp, int64_t i0, int64_t j0, bool diag) {
-  const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const F32x16 neg_inf = set1(-std::numeric_limits<float>::infinity());
   for (int64_t v = 0; v < brp; v += 16) {
-    const __m512 m_old = _mm512_loadu_ps(s.m + v);
-    __m512 mx = m_old;
+    const F32x16 m_old = load(s.m + v);
+    F32x16 mx = m_old;
     for (int64_t j = 0; j < bc; ++j) {
-      __m512 x = _mm512_loadu_ps(s.st + j * kBr + v);
-      if (diag) x = _mm512_mask_mov_ps(neg_inf, causal_lanes(i0 + v, j0 + j), x);
-      mx = _mm512_max_ps(mx, x);
+      F32x16 x = load(s.st + j * kBr + v);
+      if (diag) x = select(causal_lanes(i0 + v, j0 + j), x, neg_inf);
+      mx = max(mx, x);
     }
-    const __m512 alpha = exp2_ps(_mm512_sub_ps(m_old, mx));
-    __m512 sum = _mm512_setzero_ps();
+    const F32x16 alpha = exp2_nonpos(m_old - mx);
+    F32x16 sum = zero();
     for (int64_t j = 0; j < bc; ++j) {
       float* sp = s.st + j * kBr + v;
-      __m512 p = exp2_ps(_mm512_sub_ps(_mm512_loadu_ps(sp), mx));
-      if (diag) p = _mm512_maskz_mov_ps(causal_lanes(i0 + v, j0 + j), p);
-      _mm512_storeu_ps(sp, p);
-      sum = _mm512_add_ps(sum, p);
+      F32x16 p = exp2_nonpos(load(sp) - mx);
+      if (diag) p = select(causal_lanes(i0 + v, j0 + j), p, zero());
+      store(sp, p);
+      sum = sum + p;
     }
-    _mm512_storeu_ps(s.l + v, _mm512_fmadd_ps(_mm512_loadu_ps(s.l + v), alpha, sum));
-    _mm512_storeu_ps(s.m + v, mx);
-    _mm512_storeu_ps(s.alpha + v, alpha);
+    store(s.l + v, fmadd(load(s.l + v), alpha, sum));
+    store(s.m + v, mx);
+    store(s.alpha + v, alpha);
   }
 }
 
@@ -225,10 +210,8 @@ void forward_block(float* out, float* lse, const float* qkv, const Geometry& g, 
   const int64_t ldo = g.H * g.D;
   float* o = out + (b * g.T + i0) * ldo + h * g.D;
   for (int64_t i = 0; i < br; ++i) {
-    const __m512 inv = _mm512_set1_ps(1.0f / s.l[i]);
-    for (int64_t d = 0; d < g.D; d += 16)
-      _mm512_mask_storeu_ps(o + i * ldo + d, lanes(g.D - d),
-                            _mm512_mul_ps(_mm512_loadu_ps(s.o + i * g.Dp + d), inv));
+    const F32x16 inv = set1(1.0f / s.l[i]);
+    for (int64_t d = 0; d < g.D; d += 16) store(o + i * ldo + d, load(s.o + i * g.Dp + d) * inv, width(g.D - d));
     lse[(b * g.H + h) * g.T + i0 + i] = (s.m[i] + std::log2(s.l[i])) * kLn2;
   }
 }
@@ -297,9 +280,9 @@ void backward_tile(BwdScratch& s, const QBlock& qb, const HeadPanel& kv, const G
   for (int64_t j = 0; j < bc; ++j) {
     for (int64_t v = 0; v < brp; v += 16) {
       float* p = s.pt + j * kBr + v;
-      __m512 x = exp2_ps(_mm512_sub_ps(_mm512_loadu_ps(p), _mm512_loadu_ps(s.lse2 + v)));
-      if (diag) x = _mm512_maskz_mov_ps(causal_lanes(i0 + v, j0 + j), x);
-      _mm512_storeu_ps(p, x);
+      F32x16 x = exp2_nonpos(load(p) - load(s.lse2 + v));
+      if (diag) x = select(causal_lanes(i0 + v, j0 + j), x, zero());
+      store(p, x);
     }
   }
   if (go.dv)
@@ -308,14 +291,14 @@ void backward_tile(BwdScratch& s, const QBlock& qb, const HeadPanel& kv, const G
   // dSᵀ = Pᵀ ∘ (V dOᵀ − D_i) · scale
   gemm_bcast({s.dst, kBr}, {V, g.Dp, 1}, {s.dot, kBr}, bc, brp, g.D, Init::kZero, nullptr, c_cols,
              j0 - i0);
-  const __m512 scale = _mm512_set1_ps(g.scale);
+  const F32x16 scale = set1(g.scale);
   for (int64_t j = 0; j < bc; ++j) {
     for (int64_t v = 0; v < brp; v += 16) {
       float* ds = s.dst + j * kBr + v;
-      const __m512 dp = _mm512_sub_ps(_mm512_loadu_ps(ds), _mm512_loadu_ps(s.delta + v));
-      __m512 x = _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(s.pt + j * kBr + v), dp), scale);
-      if (diag) x = _mm512_maskz_mov_ps(causal_lanes(i0 + v, j0 + j), x);
-      _mm512_storeu_ps(ds, x);
+      const F32x16 dp = load(ds) - load(s.delta + v);
+      F32x16 x = load(s.pt + j * kBr + v) * dp * scale;
+      if (diag) x = select(causal_lanes(i0 + v, j0 + j), x, zero());
+      store(ds, x);
     }
   }
   if (go.dk)
@@ -334,13 +317,12 @@ void compute_delta(float* delta, const float* dout, const float* out, const Geom
     for (int64_t h = 0; h < g.H; ++h) {
       const float* x = dout + bt * g.H * g.D + h * g.D;
       const float* y = out + bt * g.H * g.D + h * g.D;
-      __m512 acc = _mm512_setzero_ps();
+      F32x16 acc = zero();
       for (int64_t d = 0; d < g.D; d += 16) {
-        const __mmask16 m = lanes(g.D - d);
-        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + d), _mm512_maskz_loadu_ps(m, y + d),
-                              acc);
+        const int w = width(g.D - d);
+        acc = fmadd(load(x + d, w), load(y + d, w), acc);
       }
-      delta[(b * g.H + h) * g.T + t] = _mm512_reduce_add_ps(acc);
+      delta[(b * g.H + h) * g.T + t] = reduce_add(acc);
     }
   }
 }
@@ -431,14 +413,12 @@ bool use_fused_backward(const Geometry& g) {
   const double efficiency = static_cast<double>(n) / static_cast<double>(p * ((n + p - 1) / p));
   return efficiency >= 0.75;
 }
-#endif  // __AVX512F__
 
 }  // namespace
 
 void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t H,
                        int64_t Hkv, int64_t D) {
   check_attention_sizes("attention_forward", B, T, H, Hkv, D);
-#if defined(__AVX512F__)
   const Geometry g(B, T, H, Hkv, D);
   ThreadScratch buf(FwdScratch::floats(g) + HeadPanel::floats(g));
   const int64_t ntasks = g.nblk_q * B * H;
@@ -456,16 +436,12 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
       forward_block(out, lse, qkv, g, b, h, i0, s, kv);
     }
   }
-#else
-  ref::attention_forward(out, lse, qkv, B, T, H, Hkv, D);  // portable build: the reference
-#endif
 }
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                         const float* lse, int64_t B, int64_t T, int64_t H, int64_t Hkv,
                         int64_t D) {
   check_attention_sizes("attention_backward", B, T, H, Hkv, D);
-#if defined(__AVX512F__)
   const Geometry g(B, T, H, Hkv, D);
   ThreadScratch delta(B * H * T, 1);  // one shared (B, H, T) array
   compute_delta(delta.slice(0), dout, out, g);
@@ -473,9 +449,6 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
     backward_fused(dqkv, dout, qkv, lse, delta.slice(0), g);
   else
     backward_two_pass(dqkv, dout, qkv, lse, delta.slice(0), g);
-#else
-  ref::attention_backward(dqkv, dout, qkv, out, lse, B, T, H, Hkv, D);
-#endif
 }
 
 }  // namespace ft::cpu

@@ -13,9 +13,7 @@
 #include "kernels/cpu/thread_scratch.h"
 #include "kernels/ops.h"
 
-#if defined(__AVX512F__)
 #include "kernels/cpu/attention_gemm.h"
-#endif
 
 namespace ft::cpu {
 
@@ -39,7 +37,6 @@ void attention_decode(float* out, const float* qkv, const float* k_cache, const 
                       int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t Hkv, int64_t D,
                       int64_t max_T) {
   check_decode_sizes("attention_decode", B, Tk - Tq, Tq, H, Hkv, D, max_T);
-#if defined(__AVX512F__)
   using namespace attn;
   const int64_t row = (H + 2 * Hkv) * D, group = H / Hkv, Dp = (D + 15) / 16 * 16;
   const float c = static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(D)));
@@ -57,42 +54,33 @@ void attention_decode(float* out, const float* qkv, const float* k_cache, const 
       const float* vc = v_cache + (b * Hkv + h / group) * max_T * D;
       // Scores in the log2 domain.
       for (int64_t j = 0; j < n; ++j) {
-        __m512 dot = _mm512_setzero_ps();
+        F32x16 dot = zero();
         for (int64_t d = 0; d < D; d += 16) {
-          const __mmask16 m = lanes(D - d);
-          dot = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + d),
-                                _mm512_maskz_loadu_ps(m, kc + j * D + d), dot);
+          const int w = width(D - d);
+          dot = fmadd(load(q + d, w), load(kc + j * D + d, w), dot);
         }
-        s[j] = _mm512_reduce_add_ps(dot) * c;
+        s[j] = reduce_add(dot) * c;
       }
-      __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-      for (int64_t j = 0; j < n; j += 16)
-        mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, lanes(n - j), s + j));
-      const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
-      __m512 sum = _mm512_setzero_ps();
+      F32x16 mx = set1(-std::numeric_limits<float>::infinity());
+      for (int64_t j = 0; j < n; j += 16) mx = max(mx, pad_neg_inf(load(s + j, width(n - j)), width(n - j)));
+      const F32x16 m = set1(reduce_max(mx));
+      F32x16 sum = zero();
       for (int64_t j = 0; j < n; j += 16) {
-        const __mmask16 k = lanes(n - j);
-        const __m512 p = _mm512_maskz_mov_ps(k, exp2_ps(_mm512_sub_ps(_mm512_loadu_ps(s + j), m)));
-        _mm512_mask_storeu_ps(s + j, k, p);
-        sum = _mm512_add_ps(sum, p);
+        const int w = width(n - j);
+        const F32x16 p = select(lanes(w), exp2_nonpos(load(s + j) - m), zero());
+        store(s + j, p, w);
+        sum = sum + p;
       }
-      const float inv = 1.0f / _mm512_reduce_add_ps(sum);
+      const float inv = 1.0f / reduce_add(sum);
       for (int64_t d = 0; d < Dp; ++d) acc[d] = 0.0f;
       for (int64_t j = 0; j < n; ++j) {
-        const __m512 p = _mm512_set1_ps(s[j]);
-        for (int64_t d = 0; d < D; d += 16) {
-          const __mmask16 k = lanes(D - d);
-          _mm512_storeu_ps(acc + d, _mm512_fmadd_ps(p, _mm512_maskz_loadu_ps(k, vc + j * D + d),
-                                                    _mm512_loadu_ps(acc + d)));
-        }
+        const F32x16 p = set1(s[j]);
+        for (int64_t d = 0; d < D; d += 16) store(acc + d, fmadd(p, load(vc + j * D + d, width(D - d)), load(acc + d)));
       }
       float* o = out + (b * Tq + t) * H * D + h * D;
       for (int64_t d = 0; d < D; ++d) o[d] = acc[d] * inv;
     }
   }
-#else
-  ref::attention_decode(out, qkv, k_cache, v_cache, B, Tq, Tk, H, Hkv, D, max_T);
-#endif
 }
 
 }  // namespace ft::cpu

@@ -1,4 +1,5 @@
-// AVX-512 building blocks of the tiled attention kernels (kernels/cpu/attention*.cpp only).
+// Building blocks of the tiled attention kernels (kernels/cpu/attention*.cpp only), on the
+// 16-lane vectors of simd.h (AVX-512, AVX2 or portable).
 //
 // Every product in flash attention — S = K Qᵀ, O += P V, dV += Pᵀ dO, dP = V dOᵀ,
 // dK += dSᵀ Q, dQ += dS K — is one shape: C(M, N) (+)= A(M, K) · B(K, N) where B's rows are
@@ -11,33 +12,30 @@
 // Causal modes let the caller skip the part of a diagonal tile that the mask zeroes.
 #pragma once
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <utility>
 
+#include "kernels/cpu/simd.h"
+
 namespace ft::cpu::attn {
+
+using namespace simd;
 
 // 2^t for t <= 0 (all attention needs: scores minus their max or their log-sum-exp).
 // Inputs below -160 (and -inf) give exactly 0; NaN stays NaN. Relative error < 2e-7.
-inline __m512 exp2_ps(__m512 t) {
-  t = _mm512_max_ps(_mm512_set1_ps(-160.0f), t);  // max(c, NaN) returns NaN
-  const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 f = _mm512_sub_ps(t, n);  // in [-0.5, 0.5]
+inline F32x16 exp2_nonpos(F32x16 t) {
+  t = max(set1(-160.0f), t);  // max(c, NaN) returns NaN
+  const F32x16 n = round(t);
+  const F32x16 f = t - n;  // in [-0.5, 0.5]
   // Degree-5 fit of 2^f on [-0.5, 0.5], minimax in relative error.
-  __m512 p = _mm512_set1_ps(1.3264727e-03f);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6715130e-03f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5507336e-02f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022242e-01f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314700e-01f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
-
-// Lanes 0..n-1 set (n in 0..16).
-inline __mmask16 lanes(int64_t n) {
-  return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1u);
+  F32x16 p = set1(1.3264727e-03f);
+  p = fmadd(p, f, set1(9.6715130e-03f));
+  p = fmadd(p, f, set1(5.5507336e-02f));
+  p = fmadd(p, f, set1(2.4022242e-01f));
+  p = fmadd(p, f, set1(6.9314700e-01f));
+  p = fmadd(p, f, set1(1.0f));
+  return scale_pow2(p, n);
 }
 
 enum class Init : uint8_t {
@@ -69,35 +67,44 @@ struct MatB {  // row k at p + k * ld, contiguous along n
   int64_t ld;
 };
 
-// R rows x NV vectors of C; the last vector is masked by `tail`. (The unroll pragmas let GCC
-// keep acc in registers instead of storing it to the stack every k.)
+// Register blocking: R rows x NV vectors of C in registers. AVX-512 (32 registers): 6 x 4
+// vectors = 24 accumulators. AVX2 (16 registers, a vector is two): 6 x 1 = 12 accumulators,
+// 2 for the B row and 1 for the broadcast.
+#if defined(__AVX512F__)
+constexpr int kRows = 6;
+constexpr int kMaxVecs = 4;  // columns per micro-kernel call: up to 64 floats
+#else
+constexpr int kRows = 6;
+constexpr int kMaxVecs = 1;
+#endif
+
+// R rows x NV vectors of C; with kTail the last vector is masked by `tail`. (The unroll pragmas
+// let GCC keep acc in registers instead of storing it to the stack every k.)
 #define FT_UNROLL _Pragma("GCC unroll 16")
-template <int R, int NV>
-void micro_kernel(MatC c, MatA a, MatB b, int64_t K, Init init, const float* row_scale,
-                  __mmask16 tail) {
-  __m512 acc[R][NV];
+template <int R, int NV, bool kTail>
+void micro_kernel(MatC c, MatA a, MatB b, int64_t K, Init init, const float* row_scale, Mask16 tail) {
+  F32x16 acc[R][NV];
   FT_UNROLL for (int r = 0; r < R; ++r) {
     FT_UNROLL for (int v = 0; v < NV; ++v) {
       if (init == Init::kZero) {
-        acc[r][v] = _mm512_setzero_ps();
+        acc[r][v] = zero();
       } else {
         const float* cp = c.p + r * c.ld + v * 16;
-        acc[r][v] = v == NV - 1 ? _mm512_maskz_loadu_ps(tail, cp) : _mm512_loadu_ps(cp);
-        if (init == Init::kLoadScaled)
-          acc[r][v] = _mm512_mul_ps(acc[r][v], _mm512_set1_ps(row_scale[r]));
+        acc[r][v] = kTail && v == NV - 1 ? load(cp, tail) : load(cp);
+        if (init == Init::kLoadScaled) acc[r][v] = acc[r][v] * set1(row_scale[r]);
       }
     }
   }
   const float* ap = a.p;
   const float* bp = b.p;
   for (int64_t k = 0; k < K; ++k) {
-    __m512 bv[NV];
+    F32x16 bv[NV];
     FT_UNROLL for (int v = 0; v < NV; ++v) {
-      bv[v] = v == NV - 1 ? _mm512_maskz_loadu_ps(tail, bp + v * 16) : _mm512_loadu_ps(bp + v * 16);
+      bv[v] = kTail && v == NV - 1 ? load(bp + v * 16, tail) : load(bp + v * 16);
     }
     FT_UNROLL for (int r = 0; r < R; ++r) {
-      const __m512 av = _mm512_set1_ps(ap[r * a.sm]);
-      FT_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
+      const F32x16 av = set1(ap[r * a.sm]);
+      FT_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = fmadd(av, bv[v], acc[r][v]);
     }
     ap += a.sk;
     bp += b.ld;
@@ -105,33 +112,30 @@ void micro_kernel(MatC c, MatA a, MatB b, int64_t K, Init init, const float* row
   FT_UNROLL for (int r = 0; r < R; ++r) {
     FT_UNROLL for (int v = 0; v < NV; ++v) {
       float* cp = c.p + r * c.ld + v * 16;
-      if (v == NV - 1)
-        _mm512_mask_storeu_ps(cp, tail, acc[r][v]);
+      if (kTail && v == NV - 1)
+        store(cp, acc[r][v], tail);
       else
-        _mm512_storeu_ps(cp, acc[r][v]);
+        store(cp, acc[r][v]);
     }
   }
 }
 #undef FT_UNROLL
 
-constexpr int kRows = 6;     // rows per micro-kernel: 6 x 4 vectors = 24 accumulators
-constexpr int kMaxVecs = 4;  // columns per micro-kernel call: up to 64 floats
-
-using MicroFn = void (*)(MatC, MatA, MatB, int64_t, Init, const float*, __mmask16);
+using MicroFn = void (*)(MatC, MatA, MatB, int64_t, Init, const float*, Mask16);
 
 namespace detail {
-template <int R, int NV>
-constexpr MicroFn pick() {
-  return &micro_kernel<R, NV>;
-}
-template <int... Rs>
-constexpr auto table_for(std::integer_sequence<int, Rs...>) {
-  struct T {
-    MicroFn f[kRows][kMaxVecs];
-  } t{{{pick<Rs + 1, 1>(), pick<Rs + 1, 2>(), pick<Rs + 1, 3>(), pick<Rs + 1, 4>()}...}};
+struct Table {
+  MicroFn f[kRows][kMaxVecs][2];  // [rows - 1][vectors - 1][last vector masked]
+};
+template <int... I>
+constexpr Table make_table(std::integer_sequence<int, I...>) {
+  Table t{};
+  ((t.f[I / kMaxVecs][I % kMaxVecs][0] = &micro_kernel<I / kMaxVecs + 1, I % kMaxVecs + 1, false>,
+    t.f[I / kMaxVecs][I % kMaxVecs][1] = &micro_kernel<I / kMaxVecs + 1, I % kMaxVecs + 1, true>),
+   ...);
   return t;
 }
-inline constexpr auto kTable = table_for(std::make_integer_sequence<int, kRows>{});
+inline constexpr Table kTable = make_table(std::make_integer_sequence<int, kRows * kMaxVecs>{});
 }  // namespace detail
 
 // C(M, N) (init) A(M, K) · B(K, N), skipping what `causal` says the rows do not need.
@@ -152,12 +156,12 @@ inline void gemm_bcast(MatC c, MatA a, MatB b, int64_t M, int64_t N, int64_t K, 
         k0 = std::clamp<int64_t>(m0 + off, 0, K);  // first row needs k >= m0 + off
       }
       const int nv = static_cast<int>((n_end - ns + 15) / 16);
-      const __mmask16 tail = lanes(n_end - ns - 16 * (nv - 1));
+      const int64_t last = n_end - ns - 16 * (nv - 1);  // lanes of the last vector
       MatC cc{c.p + m0 * c.ld + ns, c.ld};
       MatA aa{a.p + m0 * a.sm + k0 * a.sk, a.sm, a.sk};
       MatB bb{b.p + k0 * b.ld + ns, b.ld};
-      detail::kTable.f[r - 1][nv - 1](cc, aa, bb, k1 - k0, init,
-                                      row_scale ? row_scale + m0 : nullptr, tail);
+      detail::kTable.f[r - 1][nv - 1][last < 16](cc, aa, bb, k1 - k0, init,
+                                                 row_scale ? row_scale + m0 : nullptr, lanes(last));
     }
   }
 }
