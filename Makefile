@@ -1,12 +1,17 @@
 # fluxtrain — thin wrapper over CMake. The two set-up commands of README.md:
 #   make demo   install deps, build, prepare the built-in corpus, train, show results
-#   make test   install deps, build, run every test (CTest: GoogleTest, mpirun, oracle)
+#   make test   install deps, build, run every test (CTest: GoogleTest, mpirun, oracle), then
+#               the portable pass (test-portable) so the AVX2 path is tested on any CPU
 #   make fuzz   every fuzzer for FUZZ_RUNS (1 M) executions each (not part of make test)
 BUILD   ?= build
+# The portable pass: an x86-64-v3 (AVX2 + FMA) build whose tests run with oneDNN and OpenBLAS
+# held to AVX2 — what an AVX2-only CPU runs, tested on an AVX-512 or AMX machine too.
+PORTABLE_BUILD ?= build-portable
+PORTABLE_LABELS ?= unit|oracle|portable
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test demo bench clean fuzz
+.PHONY: all deps configure build test test-portable demo bench clean fuzz
 
 all: build
 
@@ -24,6 +29,12 @@ build: configure
 test: deps
 	@$(MAKE) --no-print-directory build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+	@$(MAKE) --no-print-directory test-portable
+
+test-portable:
+	@$(MAKE) --no-print-directory build BUILD=$(PORTABLE_BUILD) CMAKE_FLAGS="-DFT_ARCH=x86-64-v3"
+	cd $(PORTABLE_BUILD) && ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell \
+	  ctest --output-on-failure -j $(JOBS) --timeout 900 -L "$(PORTABLE_LABELS)"
 
 # Every libFuzzer target (data readers, checkpoint readers, the config layer) for FUZZ_RUNS
 # executions each — nightly-style, not in CI (hours on two cores; run niced).
@@ -38,4 +49,4 @@ demo: deps
 	scripts/demo.sh
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(PORTABLE_BUILD)
