@@ -9,6 +9,11 @@ cluster (tests/cluster/netns_cluster.py) and removes it, also when it fails.
               resumed bit-identically to an uninterrupted run
   hang_stacks         a rank stopped on host 2: named, every rank's stacks (all threads, symbolised)
               read into the run directory before the job is stopped, restart, bit-identical
+  preempt             SIGTERM on host 2 to its rank (a node drain): every rank stops after the same
+              step with its checkpoint, exit 4, no restart; `--resume auto` on the four hosts is
+              bit-identical to an uninterrupted run, every sample once; stop step and time printed
+  preempt_elastic     the same drain, then `--resume auto` on the other three hosts at dp 3: losses
+              within 1e-4 of an uninterrupted dp 3 run, every sample once
   straggler           host 2 limited to 2% of a CPU mid-run: its rank named (log, metrics.jsonl,
               Prometheus) within a few steps with its cost, nobody else; goodput exported
   slurm               slurmctld on host 0, a slurmd on hosts 1 and 2: a 2-node sbatch of training under
@@ -25,7 +30,8 @@ import shutil
 import sys
 import time
 
-from cluster_lib import SKIP, Launch, fail, host_of_rank, metrics_by_step, prepare_dataset, raw_metrics, rel
+from cluster_lib import (SKIP, Launch, fail, host_of_rank, metrics_by_step, prepare_dataset, ranks_json, raw_metrics,
+                         rel)
 from netns_cluster import Cluster, skip_reason
 
 FT, CONFIG, WORK, SCENARIO = sys.argv[1:5]
@@ -322,6 +328,87 @@ def scenario_hang_stacks(c):
     check_samples(run_dir, FAULT_STEPS, batch=FAULT_BATCH)
     print_recovery(run_dir, "rank stopped on a remote host (stacks read first)", hurt)
     check_no_leftovers(c, [0, 1, 2, 3])
+
+
+def drain_host(c, run_dir, drained=2):
+    """A node drain mid-run: SIGTERM, sent on host `drained`, to its rank(s) only. Every rank must
+    finish the step, agree on it, checkpoint it and exit 4; the supervisor takes that as a stop on
+    purpose (no restart) and exits 4. Returns the stop step."""
+    from fault_lib import events
+    run = Launch(c, FT, CONFIG, run_dir, FAULT)
+    hb = run.wait_for_step(12, 4)
+    victims = [r for r in hb.values() if r["host"] == c.hosts[drained]]
+    if not victims:
+        fail(f"no rank on {c.hosts[drained]}: {hb}")
+    sent = time.time()
+    c.run(drained, ["kill", "-TERM"] + [str(r["pid"]) for r in victims])
+    print(f"SIGTERM on {c.hosts[drained]} to rank(s) {[r['rank'] for r in victims]} at step >= "
+          f"{victims[0]['step']}", flush=True)
+    rc = run.wait(120)
+    took = time.time() - sent
+    if rc != 4:
+        fail(f"launch exited {rc}, expected 4 (stopped on purpose):\n{run.output()[-5000:]}")
+    ev = events(run_dir)
+    if any(e["event"] in ("restart", "failure") for e in ev) or [e["exit_code"] for e in ev
+                                                                 if e["event"] == "stopped"] != [4]:
+        fail(f"the supervisor should record one stop with exit code 4 and no failure: {ev}")
+    hb = run.heartbeats()
+    steps = {r["step"] for r in hb.values()}
+    if len(hb) != 4 or len(steps) != 1 or any(r["phase"] != "stopped" for r in hb.values()):
+        fail(f"the four ranks did not all stop after one step: {hb}")
+    stop = steps.pop()
+    if not os.path.exists(os.path.join(run_dir, "checkpoints", f"step_{stop:08d}", "manifest.json")):
+        fail(f"no committed checkpoint of the stop step {stop}")
+    with open(os.path.join(run_dir, "logs", "attempt-1.log")) as f:
+        log = f.read()
+    if "SIGTERM received" not in log or f"stop requested (SIGTERM) after step {stop}" not in log:
+        fail("the rank's SIGTERM and the agreed stop are not in the log:\n" + log[-3000:])
+    print(f"PREEMPT stop step {stop} on all 4 ranks (checkpoint committed), exit code {rc}, "
+          f"{took:.2f} s from the signal to the launcher's exit", flush=True)
+    check_no_leftovers(c, range(c.n))
+    return stop
+
+
+def relaunch(c, run_dir, stop, sets=(), hosts_file=None):
+    """`fluxtrain launch --resume auto` of the stopped run: it must resume from the stop step."""
+    run = Launch(c, FT, CONFIG, run_dir, FAULT + list(sets), hosts_file=hosts_file, extra=["--resume", "auto"])
+    rc = run.wait(300)
+    if rc != 0:
+        fail(f"the resumed launch exited {rc}:\n{run.output()[-5000:]}")
+    if f"resume: loaded {run_dir}/checkpoints/step_{stop:08d} " not in run.output():
+        fail(f"the relaunch did not resume from the stop step {stop}:\n{run.output()[-3000:]}")
+
+
+def scenario_preempt(c):
+    """Host 2 drained (SIGTERM to its rank): the job stops; `--resume auto` on the same four hosts
+    finishes bit-identically to an uninterrupted run, every sample read once."""
+    from fault_lib import check_losses_identical, check_samples
+    ref = local_reference("reference_dp4", 4)
+    run_dir = os.path.join(WORK, "preempt")
+    stop = drain_host(c, run_dir)
+    relaunch(c, run_dir, stop)
+    check_losses_identical(ref, run_dir, FAULT_STEPS)
+    check_samples(run_dir, FAULT_STEPS, batch=FAULT_BATCH)
+    check_no_leftovers(c, range(c.n))
+
+
+def scenario_preempt_elastic(c):
+    """Host 2 drained: the job stops; `--resume auto` on the other three hosts at dp 3 (the dp 4
+    checkpoint resharded): losses within 1e-4 of an uninterrupted dp 3 run, every sample read once."""
+    from fault_lib import check_samples
+    ref = local_reference("reference_dp3", 3)
+    run_dir = os.path.join(WORK, "preempt_elastic")
+    stop = drain_host(c, run_dir)
+    hostfile = os.path.join(WORK, "hosts-without-2.txt")
+    with open(hostfile, "w") as f:
+        f.writelines(f"{h} slots=1\n" for i, h in enumerate(c.hosts) if i != 2)
+    relaunch(c, run_dir, stop, ["parallel.dp=3"], hostfile)
+    if c.hosts[2] in {r["host"] for r in ranks_json(run_dir)["ranks"]}:
+        fail(f"the relaunch used the drained host {c.hosts[2]}")
+    compare_losses(ref, run_dir, f"dp 4 (steps 1-{stop}) then dp 3 on 3 hosts vs uninterrupted dp 3", FAULT_STEPS,
+                   1e-4)
+    check_samples(run_dir, FAULT_STEPS, batch=FAULT_BATCH)
+    check_no_leftovers(c, range(c.n))
 
 
 def scenario_straggler(c):
