@@ -4,7 +4,7 @@
 # what the model writes in English and in Russian, from its last checkpoint).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-FT=build/fluxtrain
+FT=${FLUXTRAIN:-build/fluxtrain}  # FLUXTRAIN=build-portable/fluxtrain: the AVX2 build
 DATA=data/manpages
 RUN=runs/demo
 t_start=$SECONDS
