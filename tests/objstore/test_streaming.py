@@ -8,12 +8,15 @@ servers (moto for S3, fake-gcs-server for GCS), compared with training from the 
   arithmetic of docs/formats.md (SequencePlan) — also for a mixture of the dataset's languages
   (each rank fetches its range of every source);
 - a connection dropped in the middle of each shard's first download (a front that cuts it after
-  a few KiB) resumes, and nothing is fetched twice.
+  a few KiB) resumes, and nothing is fetched twice;
+- a cache smaller than a rank's range (data.cache_bytes) evicts, never holds more than its size,
+  and still gives the local losses.
 
 Run by CTest (data_streaming) as .venv/bin/python tests/objstore/test_streaming.py FLUXTRAIN CONFIG.
 """
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -86,10 +89,10 @@ class StreamingTest(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     @classmethod
-    def train(cls, name, path, endpoint=None, env_extra=None, extra=()):
+    def train(cls, name, path, endpoint=None, env_extra=None, extra=(), dp=2):
         run_dir = os.path.join(cls.tmp, name)
-        args = [FT, "train", "--config", CONFIG, "--run-dir", run_dir, "--nproc", "2",
-                "--set", "parallel.dp=2", "--set", f"train.steps={STEPS}", "--set", f"train.batch_size={BATCH}",
+        args = [FT, "train", "--config", CONFIG, "--run-dir", run_dir, "--nproc", str(dp),
+                "--set", f"parallel.dp={dp}", "--set", f"train.steps={STEPS}", "--set", f"train.batch_size={BATCH}",
                 "--set", f"train.seq_len={SEQ}", "--set", "train.eval_interval=3", "--set", "train.eval_batches=1",
                 "--set", "model.vocab_size=512", "--set", 'data.source="dataset"', "--set", f'data.path="{path}"',
                 *extra]
@@ -159,6 +162,43 @@ class StreamingTest(unittest.TestCase):
         self.assertEqual(rows[-1]["per_rank"]["data_fetched_bytes"], want, log[-3000:])
         print(f"\n  mixture from GCS: final loss {rows[-1]['loss']:.6f} (local {local_rows[-1]['loss']:.6f}); "
               f"fetched per rank {want}")
+
+    def test_bounded_cache(self):
+        # A rank reading more shards than data.cache_bytes holds (its smallest value, 1 MiB, with
+        # ~3.5 MB of generated text in 24 shards, the class dataset's tokenizer): it is warned, evicts, still trains the
+        # local losses, and the cache directory never holds more shard bytes than its size.
+        data, text = os.path.join(self.tmp, "ds-big"), os.path.join(self.tmp, "text-big")
+        os.makedirs(text)
+        rng = random.Random(19)
+        words = [w for s in self.manifest["splits"]["train"]["shards"] for w in s["file"].split(".")] + \
+            "the file system command option value process memory buffer error signal user data".split()
+        for i in range(48):  # ~3.5 MB of plain text: quick to prepare, more than 2 MiB of shards
+            with open(os.path.join(text, f"doc{i:02d}.txt"), "w") as f:
+                f.write("\n".join(" ".join(rng.choice(words) for _ in range(12)) for _ in range(1000)))
+        subprocess.run([FT, "prepare", "--input", text, "--out", data, "--shards", "24",
+                        "--tokenizer", os.path.join(self.data, "tokenizer.model"), "--val-fraction", "0.05"], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=300)
+        with open(os.path.join(data, "manifest.json")) as f:
+            splits = json.load(f)["splits"]
+        cap = max(1 << 20, 2 * max(s["bytes"] for sp in ("train", "validation") for s in splits[sp]["shards"]))
+        total = sum(s["bytes"] for s in splits["train"]["shards"])
+        self.assertGreater(total, 2 * cap)  # the case under test: the rank cannot hold its range
+        self.moto.upload_dir("corpus", "dsbig", data)
+        steps = ["--set", "train.steps=30"]  # enough batches to cross several shards
+        local_rows, _ = self.train("local-big", data, dp=1, extra=steps)
+        rows, log = self.train("s3-small-cache", "s3://corpus/dsbig", self.moto.endpoint, self.moto.env(),
+                               extra=[*steps, "--set", f"data.cache_bytes={cap}"], dp=1)
+        self.assertEqual([r["loss"] for r in rows], [r["loss"] for r in local_rows])
+        self.assertIn("fetched again after eviction", log)
+        cache_root = os.path.join(self.tmp, "s3-small-cache", "data-cache")
+        held = {}
+        for d in sorted(os.listdir(cache_root)):
+            files = [f for f in os.listdir(os.path.join(cache_root, d)) if f.endswith(".ftshard")]
+            held[d] = sum(os.path.getsize(os.path.join(cache_root, d, f)) for f in files)
+            self.assertLessEqual(held[d], cap, d)
+        print(f"\n  data.cache_bytes = {cap}: the rank's range {total} bytes in {len(splits['train']['shards'])} "
+              f"shards; shard bytes held at the end {held}; fetched {rows[-1]['data_fetched_bytes']}; "
+              f"final loss {rows[-1]['loss']:.6f} (local {local_rows[-1]['loss']:.6f})")
 
     def test_missing_dataset_prefix(self):
         with self.assertRaises(AssertionError) as e:
