@@ -35,14 +35,7 @@ int run_debug_state(int argc, char** argv) {
   ft::check_output_path(out, ft::OutputRule{.flag = "--out",
                                             .kind = "safetensors file",
                                             .inputs = {config_path},
-                                            .is_ours = [](const std::string& p) {
-                                                try {
-                                                  ft::SafetensorsFile f(p);
-                                                  return true;
-                                                } catch (const ft::Error&) {
-                                                  return false;
-                                                }
-                                              },
+                                            .is_ours = ft::is_safetensors_file,
                                             .replaces_own = true});
 
   ft::Config cfg = ft::load_config(config_path, sets);

@@ -76,14 +76,7 @@ int run_generate(int argc, char** argv) {
     ft::check_output_path(logits_out, ft::OutputRule{.flag = "--logits-out",
                                                      .kind = "safetensors file",
                                                      .inputs = {dir},
-                                                     .is_ours = [](const std::string& p) {
-                                                try {
-                                                  ft::SafetensorsFile f(p);
-                                                  return true;
-                                                } catch (const ft::Error&) {
-                                                  return false;
-                                                }
-                                              },
+                                                     .is_ours = ft::is_safetensors_file,
                                                      .replaces_own = true});
   }
   ft::CkptKey key;

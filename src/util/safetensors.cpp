@@ -44,6 +44,15 @@ void SafetensorsWriter::write(const std::string& path) const {
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path), bytes_(read_file(path)) { parse(); }
 
+bool is_safetensors_file(const std::string& path) {
+  try {
+    SafetensorsFile f(path);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 SafetensorsFile SafetensorsFile::from_bytes(std::string bytes, const std::string& name) {
   SafetensorsFile f;
   f.path_ = name;

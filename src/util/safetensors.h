@@ -65,4 +65,7 @@ class SafetensorsFile {
 
 size_t safetensors_dtype_size(const std::string& dtype);  // 0 when unknown
 
+// True when the file parses as safetensors (an output a command may regenerate in place).
+bool is_safetensors_file(const std::string& path);
+
 }  // namespace ft
