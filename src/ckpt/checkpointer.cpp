@@ -15,6 +15,7 @@
 
 #include "ckpt/state_io.h"
 #include "data/manifest.h"
+#include "fault/inject.h"
 #include "obs/telemetry.h"
 #include "tensor/memory.h"
 #include "util/clock.h"
@@ -234,8 +235,7 @@ Checkpointer::Checkpointer(const Config& cfg, Mesh& mesh, ParamEngine& engine,
   }
   for (const StatePiece& p : pieces_)
     if (!lower.count(p.key())) owned_.push_back(p);
-  if (const char* d = std::getenv("FLUXTRAIN_CKPT_TEST_COPY_DELAY_MS"))
-    copy_delay_ms_ = std::atoi(d);
+  copy_delay_ms_ = FaultInjector::delays().ckpt_copy_ms;
   if (telemetry_) telemetry_->set_checkpoint_interval_steps(cfg_.ckpt.interval);
   if (cfg_.ckpt.interval > 0) {
     // Staging is allocated (and its pages touched) now, so a save's stall is only the copy.

@@ -134,8 +134,7 @@ class Checkpointer {
   int64_t restarts_ = 0;
   double loss_scale_ = 0;
   int64_t loss_scale_clean_steps_ = 0;
-  int copy_delay_ms_ =
-      0;  // FLUXTRAIN_CKPT_TEST_COPY_DELAY_MS: slow the background copy down (tests)
+  int copy_delay_ms_ = 0;  // FaultInjector::delays(): slow the background copy down (tests)
 
   // The save in flight (identical on every rank).
   bool in_flight_ = false;

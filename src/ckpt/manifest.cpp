@@ -9,6 +9,7 @@
 #include "tensor/memory.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/json_reader.h"
 
 namespace ft {
 namespace {
@@ -16,38 +17,10 @@ namespace {
 using json = nlohmann::json;
 constexpr const char* kHint = "the checkpoint is damaged or incomplete; resume from an older one";
 
-// Typed field access naming the manifest and the JSON path on error.
-class Reader {
+// The manifest's field reader, with its two checkpoint-specific field kinds.
+class Reader : public JsonReader {
  public:
-  explicit Reader(std::string name) : name_(std::move(name)) {}
-  const json& at(const json& obj, const std::string& key, const std::string& path) const {
-    if (!obj.is_object()) fail(path, "is not a JSON object");
-    auto it = obj.find(key);
-    if (it == obj.end()) fail(path + "." + key, "is missing");
-    return *it;
-  }
-  int64_t i64(const json& obj, const std::string& key, const std::string& path, int64_t lo = 0,
-              int64_t hi = INT64_MAX / 4) const {
-    const json& v = at(obj, key, path);
-    if (!v.is_number_integer()) fail(path + "." + key, "must be an integer");
-    int64_t x = 0;
-    if (v.is_number_unsigned()) {
-      uint64_t u = v.get<uint64_t>();
-      if (u > static_cast<uint64_t>(hi))
-        fail(path + "." + key, fmt::format("= {} is larger than {}", u, hi));
-      x = static_cast<int64_t>(u);
-    } else {
-      x = v.get<int64_t>();
-    }
-    if (x < lo || x > hi)
-      fail(path + "." + key, fmt::format("= {} is outside [{}, {}]", x, lo, hi));
-    return x;
-  }
-  std::string str(const json& obj, const std::string& key, const std::string& path) const {
-    const json& v = at(obj, key, path);
-    if (!v.is_string()) fail(path + "." + key, "must be a string");
-    return v.get<std::string>();
-  }
+  explicit Reader(std::string name) : JsonReader(std::move(name), kHint) {}
   uint64_t hex(const json& v, const std::string& path) const {
     if (!v.is_string() || v.get<std::string>().size() != 16) fail(path, "must be 16 hex digits");
     try {
@@ -68,12 +41,6 @@ class Reader {
     }
     return s;
   }
-  [[noreturn]] void fail(const std::string& path, const std::string& what) const {
-    throw Error(fmt::format("{}: {} {}", name_, path, what), kHint);
-  }
-
- private:
-  std::string name_;
 };
 
 bool plain_file_name(const std::string& f) {

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "data/checksum.h"
+#include "fault/inject.h"
 #include "tensor/memory.h"
 #include "util/error.h"
 
@@ -92,7 +93,7 @@ RankFileWriter::RankFileWriter(const std::string& path, int64_t step, int rank,
   }
   put<uint64_t>(header_, 56, xxh3_64(header_, 56));
   file_.write(header_, kRankHeaderBytes);
-  if (const char* d = std::getenv("FLUXTRAIN_CKPT_TEST_DELAY_MS")) delay_ms_ = std::atoi(d);
+  delay_ms_ = FaultInjector::delays().ckpt_write_ms;
 }
 
 RankFileWriter::~RankFileWriter() {

@@ -45,7 +45,7 @@ class RankFileWriter {
   uint8_t* plain_ = nullptr;  // encryption: the chunk being filled (kCheckpoint memory, wiped)
   uint8_t* sealed_ = nullptr;
   size_t fill_ = 0;
-  int delay_ms_ = 0;  // FLUXTRAIN_CKPT_TEST_DELAY_MS: slow writes down (fault tests)
+  int delay_ms_ = 0;  // FaultInjector::delays(): slow writes down (fault tests)
 };
 
 class RankFileReader {

@@ -19,7 +19,7 @@
 #include "ckpt/manifest.h"
 #include "cli/command.h"
 #include "config/config.h"
-#include "dist/job.h"
+#include "dist/dist_runtime.h"
 #include "launch/ckpt_probe.h"
 #include "train/trainer.h"
 #include "util/config_binder.h"
@@ -75,10 +75,10 @@ int run_eval(int argc, char** argv) {
   cfg.fault.record_samples = false;
   cfg.validate();
 
-  ft::Job job(cfg.parallel, out_dir);
-  ft::Trainer trainer(cfg, job.mesh());
+  ft::DistRuntime dist(cfg.parallel, out_dir);
+  ft::Trainer trainer(cfg, dist.mesh());
   const double val = trainer.evaluate();
-  if (job.mesh().world_rank() != 0) return 0;
+  if (dist.mesh().world_rank() != 0) return 0;
   nlohmann::json r = {{"checkpoint", fs::absolute(dir).string()},
                       {"step", trainer.steps_done()},
                       {"val_loss", val},

@@ -10,7 +10,7 @@
 
 #include "cli/command.h"
 #include "data/prepare.h"
-#include "dist/job.h"
+#include "dist/dist_runtime.h"
 #include "dist/mpi_comm.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -66,10 +66,10 @@ int run_prepare(int argc, char** argv) {
   p.dp = size ? std::max(1, std::atoi(size)) : 1;
   p.collective_timeout_s = 86400;
   const std::string comm_dir = o.out_dir + ".prepare-comm";
-  ft::Job job(p, comm_dir);
-  ft::Communicator& world = job.mesh().world();
-  o.rank = job.mesh().world_rank();
-  o.world = job.mesh().world_size();
+  ft::DistRuntime dist(p, comm_dir);
+  ft::Communicator& world = dist.mesh().world();
+  o.rank = dist.mesh().world_rank();
+  o.world = dist.mesh().world_size();
   o.sync = [&](std::vector<int64_t>& v) {
     double status = static_cast<double>(v[0]);
     world.all_reduce(&status, 1, ft::ReduceOp::kMax);
@@ -90,7 +90,7 @@ int run_prepare(int argc, char** argv) {
       ft::log_error("{}{}{}", e.what(), e.hint().empty() ? "" : "\nhint: ", e.hint());
     std::error_code ec;
     if (o.rank == 0) std::filesystem::remove_all(comm_dir, ec);
-    job.abort(2);
+    dist.abort(2);
   }
   return 0;
 }

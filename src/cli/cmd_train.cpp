@@ -9,7 +9,7 @@
 
 #include "cli/command.h"
 #include "config/config.h"
-#include "dist/job.h"
+#include "dist/dist_runtime.h"
 #include "dryrun/dry_run.h"
 #include "dryrun/memory_check.h"
 #include "fault/exit_codes.h"
@@ -85,27 +85,27 @@ int run_train(int argc, char** argv) {
     return ft::exec_under_mpirun(nproc, args);
   }
 
-  ft::Job job(cfg.parallel, cfg.train.run_dir);
+  ft::DistRuntime dist(cfg.parallel, cfg.train.run_dir);
   ft::RunEnd end = ft::RunEnd::kFinished;
   try {
     // Nothing of an earlier run (or another program) in the run directory is overwritten.
-    if (job.mesh().world_rank() == 0) ft::claim_run_dir(cfg, force, ft::RunDirUser::kTrain);
-    job.mesh().world().barrier();
-    ft::Trainer trainer(cfg, job.mesh());
+    if (dist.mesh().world_rank() == 0) ft::claim_run_dir(cfg, force, ft::RunDirUser::kTrain);
+    dist.mesh().world().barrier();
+    ft::Trainer trainer(cfg, dist.mesh());
     end = trainer.run();
   } catch (const std::bad_alloc&) {
-    if (!job.multi_rank()) throw;
+    if (!dist.multi_rank()) throw;
     ft::log_error("out of memory (an allocation failed)\nhint: `fluxtrain train --dry-run --gpu cpu` shows a run's memory");
-    job.abort(ft::kExitError);
+    dist.abort(ft::kExitError);
   } catch (const ft::Error& e) {
-    if (!job.multi_rank()) throw;
+    if (!dist.multi_rank()) throw;
     // One rank's error must not leave the others waiting: report and stop the whole job.
     ft::log_error("{}{}{}", e.what(), e.hint().empty() ? "" : "\nhint: ", e.hint());
     // A communication failure (a peer died or hangs) is worth a restart; other errors are not.
     const bool comm = dynamic_cast<const ft::CommError*>(&e) != nullptr;
     // Under the supervisor: report it and give the supervisor time to read every rank's stack.
-    if (comm) ft::report_failure_to_supervisor(job.mesh().world_rank(), e.what(), cfg.fault.report_wait_s);
-    job.abort(comm ? ft::kExitCommFailure : ft::kExitError);
+    if (comm) ft::report_failure_to_supervisor(dist.mesh().world_rank(), e.what(), cfg.fault.report_wait_s);
+    dist.abort(comm ? ft::kExitCommFailure : ft::kExitError);
   }
   switch (end) {
     case ft::RunEnd::kStopped: return ft::kExitStopped;

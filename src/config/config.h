@@ -18,6 +18,7 @@
 #include "fault/fault_config.h"
 #include "model/model_config.h"
 #include "obs/metrics_config.h"
+#include "optim/optim_config.h"
 #include "train/train_config.h"
 
 namespace ft {

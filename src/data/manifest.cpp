@@ -6,6 +6,7 @@
 
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/json_reader.h"
 
 namespace ft {
 namespace {
@@ -31,34 +32,7 @@ json split_json(const SplitInfo& s) {
           {"shards", shards}};
 }
 
-// Typed field access that names the manifest and the JSON path on error.
-class Reader {
- public:
-  explicit Reader(std::string name) : name_(std::move(name)) {}
-  const json& at(const json& obj, const std::string& key, const std::string& path) const {
-    if (!obj.is_object()) fail(path, "is not a JSON object");
-    auto it = obj.find(key);
-    if (it == obj.end()) fail(path + "." + key, "is missing");
-    return *it;
-  }
-  uint64_t u64(const json& obj, const std::string& key, const std::string& path) const {
-    const json& v = at(obj, key, path);
-    if (!v.is_number_unsigned()) fail(path + "." + key, "must be a non-negative integer");
-    return v.get<uint64_t>();
-  }
-  std::string str(const json& obj, const std::string& key, const std::string& path) const {
-    const json& v = at(obj, key, path);
-    if (!v.is_string()) fail(path + "." + key, "must be a string");
-    return v.get<std::string>();
-  }
-  [[noreturn]] void fail(const std::string& path, const std::string& what) const {
-    throw Error(fmt::format("{}: {} {}", name_, path, what), kHint);
-  }
-  const std::string& name() const { return name_; }
-
- private:
-  std::string name_;
-};
+using Reader = JsonReader;
 
 bool safe_file_name(const std::string& f) {
   return !f.empty() && f.size() < 256 && f.find('/') == std::string::npos && f != "." && f != ".." &&
@@ -127,7 +101,7 @@ DatasetManifest DatasetManifest::parse(const std::string& text, const std::strin
   } catch (const json::exception& e) {
     throw Error(fmt::format("{}: not valid JSON: {}", name, e.what()), kHint);
   }
-  Reader r(name);
+  Reader r(name, kHint);
   DatasetManifest m;
   if (!root.is_object() || r.str(root, "format", "") != kManifestFormat) {
     r.fail("format", fmt::format("must be \"{}\"", kManifestFormat));

@@ -90,7 +90,7 @@ void one_step(const Config& cfg, const ParamLayout& layout, const ShardPlan& sha
   if (schedule) {
     const int64_t msg = (sp ? N / P : N) * C * 4;
     for (const Action& a : schedule->actions[static_cast<size_t>(mesh.coord().pp)])
-      if (a.op == Op::kSendActivation || a.op == Op::kSendGrad) pp.send(nullptr, msg, 0, 0);
+      if (a.op == PipelineActionKind::kSendActivation || a.op == PipelineActionKind::kSendGrad) pp.send(nullptr, msg, 0, 0);
   }
 
   // Data parallelism by ZeRO stage (dist/data_parallel/).

@@ -72,6 +72,13 @@ FaultInjector FaultInjector::from_env() {
   return s ? FaultInjector(s) : FaultInjector();
 }
 
+InjectedDelays FaultInjector::delays() {
+  InjectedDelays d;
+  if (const char* v = std::getenv("FLUXTRAIN_CKPT_TEST_DELAY_MS")) d.ckpt_write_ms = std::atoi(v);
+  if (const char* v = std::getenv("FLUXTRAIN_CKPT_TEST_COPY_DELAY_MS")) d.ckpt_copy_ms = std::atoi(v);
+  return d;
+}
+
 InjectedFault FaultInjector::at(int64_t batch_step, int rank) const {
   InjectedFault f;
   for (const Item& it : items_) {

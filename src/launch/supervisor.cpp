@@ -19,7 +19,7 @@
 #include "launch/process.h"
 #include "launch/stacks.h"
 #include "obs/goodput.h"
-#include "obs/metrics_log.h"
+#include "obs/metrics_reader.h"
 #include "train/run_dir.h"
 #include "util/error.h"
 #include "util/fs.h"

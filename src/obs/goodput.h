@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "obs/metrics_log.h"
+#include "obs/metrics_reader.h"
 
 namespace ft::obs {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "obs/metrics_log.h"
+#include "obs/metrics_reader.h"
 
 namespace ft::obs {
 

@@ -14,7 +14,7 @@
 
 #include "model/param_layout.h"
 #include "tensor/tensor.h"
-#include "train/train_config.h"
+#include "optim/optim_config.h"
 
 namespace ft {
 

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "train/train_config.h"
+#include "optim/optim_config.h"
 
 namespace ft {
 

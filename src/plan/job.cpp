@@ -5,18 +5,12 @@
 #include <numeric>
 #include <vector>
 
+#include "plan/divisors.h"
 #include "util/error.h"
 
 namespace ft::plan {
 
 namespace {
-
-std::vector<int64_t> divisors(int64_t n) {
-  std::vector<int64_t> d;
-  for (int64_t i = 1; i <= n; ++i)
-    if (n % i == 0) d.push_back(i);
-  return d;
-}
 
 // The divisor of n closest to x (ties: the smaller one).
 int64_t nearest_divisor(int64_t n, int64_t x) {

@@ -4,19 +4,13 @@
 #include <cmath>
 #include <numeric>
 
+#include "plan/divisors.h"
 #include "util/error.h"
 #include "util/strings.h"
 
 namespace ft::plan {
 
 namespace {
-
-std::vector<int64_t> divisors(int64_t n) {
-  std::vector<int64_t> d;
-  for (int64_t i = 1; i <= n; ++i)
-    if (n % i == 0) d.push_back(i);
-  return d;
-}
 
 template <typename T>
 std::vector<T> choices(const std::optional<T>& fixed, std::vector<T> all) {

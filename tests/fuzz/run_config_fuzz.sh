@@ -19,7 +19,8 @@ srcs=("$root"/src/config/config.cpp "$root"/src/util/config_binder.cpp "$root"/s
       "$root"/src/util/strings.cpp "$root"/src/util/fs.cpp "$root"/src/util/log.cpp
       "$root"/src/model/model_config.cpp "$root"/src/model/param_layout.cpp "$root"/src/tensor/tensor.cpp
       "$root"/src/tensor/memory.cpp "$root"/src/tensor/dtype.cpp
-      "$root"/src/train/train_config.cpp "$root"/src/train/micro_batches.cpp "$root"/src/data/data_config.cpp
+      "$root"/src/train/train_config.cpp "$root"/src/optim/optim_config.cpp "$root"/src/train/micro_batches.cpp
+      "$root"/src/data/data_config.cpp
       "$root"/src/dist/parallel_config.cpp "$root"/src/dist/pipeline/pipeline_plan.cpp
       "$root"/src/dist/pipeline/partition.cpp "$root"/src/dist/pipeline/schedule.cpp
       "$root"/src/dist/pipeline/schedule_sim.cpp "$root"/src/obs/metrics_config.cpp

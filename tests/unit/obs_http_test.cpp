@@ -84,9 +84,45 @@ TEST(MetricsServer, FallbackTakesTheNextFreePort) {
   ASSERT_TRUE(cli.Get("/metrics"));
 }
 
+// Whether a listening socket can be bound to 127.0.0.1:port now (SO_REUSEADDR, as a restarted
+// server would: a closed connection's TIME_WAIT does not count, a live listener does).
+bool port_is_free(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(fd, 1) == 0;
+  ::close(fd);
+  return ok;
+}
+
 TEST(MetricsServer, StartsAndStopsRepeatedly) {
   Registry reg;
-  for (int i = 0; i < 20; ++i) MetricsServer srv(reg, "127.0.0.1", 0, 0);
+  Counter& steps = reg.counter("fluxtrain_steps_total", "steps");
+  int port = 0;
+  for (int i = 0; i < 20; ++i) {
+    {
+      // The same port every time (no fallback): a server that did not release it would make the
+      // next start fail with "already in use".
+      MetricsServer srv(reg, "127.0.0.1", port, 0);
+      if (i == 0) port = srv.port();
+      ASSERT_EQ(srv.port(), port);
+      EXPECT_FALSE(port_is_free(port)) << "round " << i << ": the running server does not hold its port";
+      steps.inc();
+      httplib::Client cli("127.0.0.1", port);
+      cli.set_connection_timeout(5);
+      cli.set_read_timeout(5);
+      auto res = cli.Get("/metrics");
+      ASSERT_TRUE(res) << "round " << i << ": " << httplib::to_string(res.error());
+      EXPECT_EQ(res->status, 200);
+      EXPECT_NE(res->body.find(fmt::format("fluxtrain_steps_total {}\n", i + 1)), std::string::npos)
+          << "round " << i << ": " << res->body;
+    }
+    EXPECT_TRUE(port_is_free(port)) << "round " << i << ": port " << port << " still held after stop";
+  }
 }
 
 }  // namespace

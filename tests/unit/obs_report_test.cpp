@@ -5,7 +5,7 @@
 #include <regex>
 #include <sstream>
 
-#include "obs/metrics_log.h"
+#include "obs/metrics_reader.h"
 #include "obs/run_report.h"
 #include "obs/svg_plot.h"
 #include "util/error.h"

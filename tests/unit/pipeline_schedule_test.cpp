@@ -78,8 +78,8 @@ TEST(Schedule, EveryStageComputesEachMicroBatchOnItsChunks) {
     int forwards = 0, backwards = 0;
     for (const Action& a : s.actions[static_cast<size_t>(st)]) {
       EXPECT_EQ(s.stage_of(a.chunk), st);
-      forwards += a.op == Op::kForward;
-      backwards += a.op == Op::kBackward;
+      forwards += a.op == PipelineActionKind::kForward;
+      backwards += a.op == PipelineActionKind::kBackward;
     }
     EXPECT_EQ(forwards, 12);
     EXPECT_EQ(backwards, 12);
@@ -112,7 +112,7 @@ TEST(Schedule, DeadlockIsReportedWithWhereEachStageWaits) {
   // Stage 0 sends its activation only after its backward, which needs stage 1's gradient,
   // which needs that activation.
   Schedule s = make_schedule(k1F1B, 2, 1, 1);
-  s.actions[0] = {{Op::kForward, 0, 0}, {Op::kRecvGrad, 0, 0}, {Op::kBackward, 0, 0}, {Op::kSendActivation, 0, 0}};
+  s.actions[0] = {{PipelineActionKind::kForward, 0, 0}, {PipelineActionKind::kRecvGrad, 0, 0}, {PipelineActionKind::kBackward, 0, 0}, {PipelineActionKind::kSendActivation, 0, 0}};
   std::string e = error_of(s);
   EXPECT_NE(e.find("deadlocks"), std::string::npos) << e;
   EXPECT_NE(e.find("stage 0 waits at backward(mb 0, chunk 0)"), std::string::npos) << e;
@@ -123,10 +123,10 @@ TEST(Schedule, ReceivesOutOfOrderAreRejected) {
   // Stage 1 posts the receive of micro-batch 1 first: MPI would hand it micro-batch 0's data.
   Schedule s = make_schedule(kGPipe, 2, 2, 1);
   auto& st1 = s.actions[1];  // [recv 0, F0, recv 1, F1, ...] -> [recv 1, recv 0, F0, F1, ...]
-  ASSERT_EQ(st1[2], (Action{Op::kRecvActivation, 1, 1}));
-  st1[0] = {Op::kRecvActivation, 1, 1};
-  st1[1] = {Op::kRecvActivation, 0, 1};
-  st1[2] = {Op::kForward, 0, 1};
+  ASSERT_EQ(st1[2], (Action{PipelineActionKind::kRecvActivation, 1, 1}));
+  st1[0] = {PipelineActionKind::kRecvActivation, 1, 1};
+  st1[1] = {PipelineActionKind::kRecvActivation, 0, 1};
+  st1[2] = {PipelineActionKind::kForward, 0, 1};
   std::string e = error_of(s);
   EXPECT_NE(e.find("matched in order"), std::string::npos) << e;
 }
@@ -134,12 +134,12 @@ TEST(Schedule, ReceivesOutOfOrderAreRejected) {
 TEST(Schedule, MissingReceiveAndUnmatchedSendAreRejected) {
   Schedule s = make_schedule(k1F1B, 2, 2, 1);
   auto& st1 = s.actions[1];
-  st1.erase(std::find(st1.begin(), st1.end(), Action{Op::kRecvActivation, 1, 1}));
+  st1.erase(std::find(st1.begin(), st1.end(), Action{PipelineActionKind::kRecvActivation, 1, 1}));
   std::string e = error_of(s);
   EXPECT_NE(e.find("never received"), std::string::npos) << e;
 
   Schedule t = make_schedule(k1F1B, 2, 2, 1);
-  t.actions[0].push_back({Op::kSendActivation, 1, 0});  // a second send of micro-batch 1
+  t.actions[0].push_back({PipelineActionKind::kSendActivation, 1, 0});  // a second send of micro-batch 1
   e = error_of(t);
   EXPECT_NE(e.find("sent twice"), std::string::npos) << e;
 }

@@ -29,7 +29,7 @@
 #include "dist/parallel_config.h"
 #include "model/param_access.h"
 #include "model/param_layout.h"
-#include "train/train_config.h"
+#include "optim/optim_config.h"
 
 namespace ft {
 

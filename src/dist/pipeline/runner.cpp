@@ -48,29 +48,29 @@ double PipelineRunner::run(const Schedule& s, const int32_t* tokens, float grad_
   for (const Action& a : s.actions[static_cast<size_t>(stage_)]) {
     const Key k{a.mb, a.chunk};
     switch (a.op) {
-      case Op::kRecvActivation: {
+      case PipelineActionKind::kRecvActivation: {
         Activations& x = acquire(a);
         recvs_[{int(a.op), a.mb, a.chunk}] = pp_.recv_async(x.res.front().data<float>(), msg_bytes_,
                                                             s.stage_of(a.chunk - 1), activation_tag(a.chunk - 1));
         break;
       }
-      case Op::kForward: loss += forward(a, tokens, grad_scale, s.training); break;
-      case Op::kSendActivation: {
+      case PipelineActionKind::kForward: loss += forward(a, tokens, grad_scale, s.training); break;
+      case PipelineActionKind::kSendActivation: {
         Slot& slot = live_.at(k);
         slot.send = pp_.send_async(slot.acts->res.back().data<float>(), msg_bytes_, s.stage_of(a.chunk + 1),
                                    activation_tag(a.chunk));
         if (!s.training) release(k, /*wait_send=*/false);
         break;
       }
-      case Op::kRecvGrad: {
+      case PipelineActionKind::kRecvGrad: {
         Tensor g = acquire_grad();
         recvs_[{int(a.op), a.mb, a.chunk}] =
             pp_.recv_async(g.data<float>(), msg_bytes_, s.stage_of(a.chunk + 1), grad_tag(a.chunk + 1));
         grads_[k] = g;
         break;
       }
-      case Op::kBackward: backward(a); break;
-      case Op::kSendGrad: {
+      case PipelineActionKind::kBackward: backward(a); break;
+      case PipelineActionKind::kSendGrad: {
         Tensor g = grads_.at(k);
         grads_.erase(k);
         grad_sends_.push_back({pp_.send_async(g.data<float>(), msg_bytes_, s.stage_of(a.chunk - 1), grad_tag(a.chunk)), g});
@@ -183,7 +183,7 @@ Tensor PipelineRunner::acquire_grad() {
 }
 
 void PipelineRunner::wait_recv(const Action& a) {
-  Op op = a.op == Op::kForward ? Op::kRecvActivation : Op::kRecvGrad;
+  PipelineActionKind op = a.op == PipelineActionKind::kForward ? PipelineActionKind::kRecvActivation : PipelineActionKind::kRecvGrad;
   auto it = recvs_.find({int(op), a.mb, a.chunk});
   if (it == recvs_.end()) return;  // the first chunk's forward and the last chunk's backward receive nothing
   it->second->wait();

@@ -86,13 +86,13 @@ Schedule build(PipelineSchedule kind, int p, int m, int v, bool training) {
     auto& list = s.actions[static_cast<size_t>(st)];
     for (const Compute& c : compute_order(s, st)) {
       if (c.forward) {
-        if (c.chunk > 0) list.push_back({Op::kRecvActivation, c.mb, c.chunk});
-        list.push_back({Op::kForward, c.mb, c.chunk});
-        if (c.chunk < last) list.push_back({Op::kSendActivation, c.mb, c.chunk});
+        if (c.chunk > 0) list.push_back({PipelineActionKind::kRecvActivation, c.mb, c.chunk});
+        list.push_back({PipelineActionKind::kForward, c.mb, c.chunk});
+        if (c.chunk < last) list.push_back({PipelineActionKind::kSendActivation, c.mb, c.chunk});
       } else {
-        if (c.chunk < last) list.push_back({Op::kRecvGrad, c.mb, c.chunk});
-        list.push_back({Op::kBackward, c.mb, c.chunk});
-        if (c.chunk > 0) list.push_back({Op::kSendGrad, c.mb, c.chunk});
+        if (c.chunk < last) list.push_back({PipelineActionKind::kRecvGrad, c.mb, c.chunk});
+        list.push_back({PipelineActionKind::kBackward, c.mb, c.chunk});
+        if (c.chunk > 0) list.push_back({PipelineActionKind::kSendGrad, c.mb, c.chunk});
       }
     }
     int bound = !training ? 1 : kind == PipelineSchedule::kGPipe ? m : std::min(m * v, warmup(s, st) + 1);
@@ -103,14 +103,14 @@ Schedule build(PipelineSchedule kind, int p, int m, int v, bool training) {
 
 }  // namespace
 
-const char* op_name(Op op) {
+const char* op_name(PipelineActionKind op) {
   switch (op) {
-    case Op::kRecvActivation: return "recv_act";
-    case Op::kForward: return "forward";
-    case Op::kSendActivation: return "send_act";
-    case Op::kRecvGrad: return "recv_grad";
-    case Op::kBackward: return "backward";
-    case Op::kSendGrad: return "send_grad";
+    case PipelineActionKind::kRecvActivation: return "recv_act";
+    case PipelineActionKind::kForward: return "forward";
+    case PipelineActionKind::kSendActivation: return "send_act";
+    case PipelineActionKind::kRecvGrad: return "recv_grad";
+    case PipelineActionKind::kBackward: return "backward";
+    case PipelineActionKind::kSendGrad: return "send_grad";
   }
   return "?";
 }

@@ -29,11 +29,12 @@
 
 namespace ft {
 
-enum class Op : uint8_t { kRecvActivation, kForward, kSendActivation, kRecvGrad, kBackward, kSendGrad };
-const char* op_name(Op op);  // "recv_act", "forward", ...
+// What one step of a stage's schedule does (kept apart from the kernels' ops by its name).
+enum class PipelineActionKind : uint8_t { kRecvActivation, kForward, kSendActivation, kRecvGrad, kBackward, kSendGrad };
+const char* op_name(PipelineActionKind op);  // "recv_act", "forward", ...
 
 struct Action {
-  Op op;
+  PipelineActionKind op;
   int mb;     // micro-batch
   int chunk;  // model chunk, 0 .. stages · virtual_stages − 1
   bool operator==(const Action& o) const { return op == o.op && mb == o.mb && chunk == o.chunk; }

@@ -67,10 +67,10 @@ class Simulator {
   // The link a message for action a travels on, and the stage that sends it.
   std::pair<int, int> link_of(const Action& a) const {
     switch (a.op) {
-      case Op::kRecvActivation: return {activation_tag(a.chunk - 1), s_.stage_of(a.chunk - 1)};
-      case Op::kSendActivation: return {activation_tag(a.chunk), s_.stage_of(a.chunk + 1)};
-      case Op::kRecvGrad: return {grad_tag(a.chunk + 1), s_.stage_of(a.chunk + 1)};
-      case Op::kSendGrad: return {grad_tag(a.chunk), s_.stage_of(a.chunk - 1)};
+      case PipelineActionKind::kRecvActivation: return {activation_tag(a.chunk - 1), s_.stage_of(a.chunk - 1)};
+      case PipelineActionKind::kSendActivation: return {activation_tag(a.chunk), s_.stage_of(a.chunk + 1)};
+      case PipelineActionKind::kRecvGrad: return {grad_tag(a.chunk + 1), s_.stage_of(a.chunk + 1)};
+      case PipelineActionKind::kSendGrad: return {grad_tag(a.chunk), s_.stage_of(a.chunk - 1)};
       default: return {-1, -1};
     }
   }
@@ -83,31 +83,31 @@ class Simulator {
     if (a.chunk < 0 || a.chunk >= s_.chunks() || s_.stage_of(a.chunk) != st)
       fail(st, a, fmt::format("chunk {} does not run on this stage", a.chunk));
     if (a.mb < 0 || a.mb >= s_.micro_batches) fail(st, a, "no such micro-batch");
-    if (!s_.training && (a.op == Op::kBackward || a.op == Op::kRecvGrad || a.op == Op::kSendGrad))
+    if (!s_.training && (a.op == PipelineActionKind::kBackward || a.op == PipelineActionKind::kRecvGrad || a.op == PipelineActionKind::kSendGrad))
       fail(st, a, "a forward-only schedule has a backward action");
     double start = clock_[i], end = start;
     switch (a.op) {
-      case Op::kRecvActivation:
-      case Op::kRecvGrad: {
-        if (a.op == Op::kRecvActivation && a.chunk == 0) fail(st, a, "chunk 0 receives no activation");
-        if (a.op == Op::kRecvGrad && a.chunk == s_.chunks() - 1) fail(st, a, "the last chunk receives no gradient");
+      case PipelineActionKind::kRecvActivation:
+      case PipelineActionKind::kRecvGrad: {
+        if (a.op == PipelineActionKind::kRecvActivation && a.chunk == 0) fail(st, a, "chunk 0 receives no activation");
+        if (a.op == PipelineActionKind::kRecvGrad && a.chunk == s_.chunks() - 1) fail(st, a, "the last chunk receives no gradient");
         auto [tag, from] = link_of(a);
         Link& l = links_[{tag, st}];
         if (!posted_.insert({st, key(a)}).second) fail(st, a, "received twice");
         recv_index_[{st, key(a)}] = l.posted.size();
         l.posted.push_back(a.mb);
-        if (a.op == Op::kRecvActivation) acquire(st);
+        if (a.op == PipelineActionKind::kRecvActivation) acquire(st);
         break;
       }
-      case Op::kForward:
-      case Op::kBackward: {
-        const bool fwd = a.op == Op::kForward;
+      case PipelineActionKind::kForward:
+      case PipelineActionKind::kBackward: {
+        const bool fwd = a.op == PipelineActionKind::kForward;
         if (!done_.insert({st, key(a)}).second) fail(st, a, "computed twice");
-        if (!fwd && !done_.count({st, Key{static_cast<int>(Op::kForward), a.mb, a.chunk}}))
+        if (!fwd && !done_.count({st, Key{static_cast<int>(PipelineActionKind::kForward), a.mb, a.chunk}}))
           fail(st, a, "backward before its forward");
         const bool needs = fwd ? a.chunk > 0 : a.chunk < s_.chunks() - 1;
         if (needs) {
-          Action r{fwd ? Op::kRecvActivation : Op::kRecvGrad, a.mb, a.chunk};
+          Action r{fwd ? PipelineActionKind::kRecvActivation : PipelineActionKind::kRecvGrad, a.mb, a.chunk};
           auto it = recv_index_.find({st, key(r)});
           if (it == recv_index_.end()) fail(st, a, fmt::format("its input was never received ({} missing)", act(r)));
           auto [tag, from] = link_of(r);
@@ -131,11 +131,11 @@ class Simulator {
         if (!fwd || !s_.training) --alive_[i];
         break;
       }
-      case Op::kSendActivation:
-      case Op::kSendGrad: {
-        if (a.op == Op::kSendActivation && a.chunk == s_.chunks() - 1) fail(st, a, "the last chunk sends no activation");
-        if (a.op == Op::kSendGrad && a.chunk == 0) fail(st, a, "chunk 0 sends no gradient");
-        Op producer = a.op == Op::kSendActivation ? Op::kForward : Op::kBackward;
+      case PipelineActionKind::kSendActivation:
+      case PipelineActionKind::kSendGrad: {
+        if (a.op == PipelineActionKind::kSendActivation && a.chunk == s_.chunks() - 1) fail(st, a, "the last chunk sends no activation");
+        if (a.op == PipelineActionKind::kSendGrad && a.chunk == 0) fail(st, a, "chunk 0 sends no gradient");
+        PipelineActionKind producer = a.op == PipelineActionKind::kSendActivation ? PipelineActionKind::kForward : PipelineActionKind::kBackward;
         if (!done_.count({st, Key{static_cast<int>(producer), a.mb, a.chunk}}))
           fail(st, a, "sent before it was computed");
         if (!posted_.insert({st, key(a)}).second) fail(st, a, "sent twice");
@@ -201,14 +201,14 @@ ScheduleReport simulate(const Schedule& s, SimCosts costs) { return Simulator(s,
 
 std::string timeline(const Schedule& s, const ScheduleReport& r) {
   auto label = [&](const Action& a) {
-    std::string l = fmt::format("{}{}", a.op == Op::kForward ? 'F' : 'B', a.mb);
+    std::string l = fmt::format("{}{}", a.op == PipelineActionKind::kForward ? 'F' : 'B', a.mb);
     if (s.virtual_stages > 1) l += fmt::format(".{}", s.local_chunk(a.chunk));
     return l;
   };
   size_t width = 1;
   for (auto& list : s.actions)
     for (auto& a : list)
-      if (a.op == Op::kForward || a.op == Op::kBackward) width = std::max(width, label(a).size());
+      if (a.op == PipelineActionKind::kForward || a.op == PipelineActionKind::kBackward) width = std::max(width, label(a).size());
   const int cols = static_cast<int>(std::ceil(r.makespan - 1e-9));
   std::string out = fmt::format("{} — one column per time unit\n", s.describe());
   for (int st = 0; st < s.stages; ++st) {
@@ -216,7 +216,7 @@ std::string timeline(const Schedule& s, const ScheduleReport& r) {
     const auto& list = s.actions[static_cast<size_t>(st)];
     for (size_t k = 0; k < list.size(); ++k) {
       const Action& a = list[k];
-      if (a.op != Op::kForward && a.op != Op::kBackward) continue;
+      if (a.op != PipelineActionKind::kForward && a.op != PipelineActionKind::kBackward) continue;
       auto span = r.times[static_cast<size_t>(st)][k];
       for (int t = static_cast<int>(std::lround(span.start)); t < static_cast<int>(std::lround(span.end)) && t < cols; ++t)
         cells[static_cast<size_t>(t)] = t == static_cast<int>(std::lround(span.start)) ? label(a) : "~";

@@ -1,4 +1,4 @@
-#include "dist/job.h"
+#include "dist/dist_runtime.h"
 
 #include <signal.h>
 #include <sys/prctl.h>
@@ -15,7 +15,7 @@
 
 namespace ft {
 
-Job::Job(const ParallelConfig& p, const std::string& run_dir) {
+DistRuntime::DistRuntime(const ParallelConfig& p, const std::string& run_dir) {
   if (!MpiRuntime::launched_by_mpi()) {
     if (p.world_size() != 1) {
       throw Error(fmt::format("parallel.dp × parallel.tp × parallel.pp = {} × {} × {} = {} ranks, but this process "
@@ -33,9 +33,9 @@ Job::Job(const ParallelConfig& p, const std::string& run_dir) {
   log_info("{} ranks; {}", mpi_->size(), mesh_->describe());
 }
 
-Job::~Job() = default;
+DistRuntime::~DistRuntime() = default;
 
-void Job::abort(int code) {
+void DistRuntime::abort(int code) {
   if (mpi_) MpiRuntime::abort(code);
   std::exit(code);
 }

@@ -1,4 +1,4 @@
-#include "obs/metrics_log.h"
+#include "obs/metrics_reader.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,9 +1,9 @@
-// Job: this process's place in a run. Under mpirun/srun it starts MPI and builds the mesh over
+// DistRuntime: this process's place in a run. Under mpirun/srun it starts MPI and builds the mesh over
 // the world; alone it is the single-rank mesh. --nproc N re-executes the command under mpirun
 // on this machine.
 //
-//   Job job(cfg.parallel, cfg.train.run_dir);
-//   Trainer t(cfg, job.mesh());
+//   DistRuntime dist(cfg.parallel, cfg.train.run_dir);
+//   Trainer t(cfg, dist.mesh());
 #pragma once
 
 #include <memory>
@@ -17,10 +17,10 @@ namespace ft {
 
 class MpiRuntime;
 
-class Job {
+class DistRuntime {
  public:
-  Job(const ParallelConfig& p, const std::string& run_dir);
-  ~Job();
+  DistRuntime(const ParallelConfig& p, const std::string& run_dir);
+  ~DistRuntime();
   Mesh& mesh() { return *mesh_; }
   bool multi_rank() const { return mpi_ != nullptr; }
   // After an error in a multi-rank job: stop every rank (never leave peers waiting).
