@@ -26,6 +26,7 @@ cluster (tests/cluster/netns_cluster.py) and removes it, also when it fails.
 usage: cluster_test.py FLUXTRAIN CONFIG WORKDIR SCENARIO        exit 77: no namespaces here
 """
 import os
+import re
 import shutil
 import sys
 import time
@@ -447,11 +448,19 @@ def scenario_straggler(c):
     if not named:
         fail("no straggler named in the log:\n" + out[-4000:])
     print("log: " + named[0].strip(), flush=True)
-    others = [l for l in named if f"rank {slow_rank} on {c.hosts[2]}" not in l]
+    # Before the cap the ranks are alike and only the shared machine's noise can name one (a
+    # busy 2-core host with steps of ~30 ms); from the cap on, only the capped rank may be named.
+    def step_of(line):
+        m = re.search(r"step ([0-9]+): straggler", line)
+        return int(m.group(1)) if m else 0
+    before = [l for l in named if step_of(l) <= at_step]
+    if before:
+        print(f"named before the cap (machine noise, not judged): {len(before)}", flush=True)
+    others = [l for l in named if step_of(l) > at_step and f"rank {slow_rank} on {c.hosts[2]}" not in l]
     if others:
-        fail(f"only rank {slow_rank} on {c.hosts[2]} may be named, also: {others}")
+        fail(f"only rank {slow_rank} on {c.hosts[2]} may be named after the cap, also: {others}")
     rows = raw_metrics(run_dir)
-    first = [r for r in rows if r.get("stragglers")]
+    first = [r for r in rows if r.get("stragglers") and r["step"] > at_step]
     if not first or [x["rank"] for x in first[0]["stragglers"]] != [slow_rank]:
         fail(f"metrics.jsonl: stragglers {first[0]['stragglers'] if first else None}")
     delay = first[0]["step"] - at_step
