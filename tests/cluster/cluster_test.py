@@ -565,9 +565,16 @@ def scenario_slurm(c):
     ctrls = [x for x in ("cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "pids")
              if os.path.isdir(f"/sys/fs/cgroup/{x}")]
     # And each host its own /tmp, as real hosts have (Slurm's PMIx plugin keeps per-step files there).
+    # A checkout under /tmp (a CI clone) stays visible: its top directory is bound back in.
+    real = os.path.realpath(d)
+    top = "/tmp/" + real.split("/")[2] if real.startswith("/tmp/") else ""
     for i in nodes:
         os.makedirs(os.path.join(d, f"tmp-{c.hosts[i]}"))
-        on(i, ["mount", "--bind", os.path.join(d, f"tmp-{c.hosts[i]}"), "/tmp"])
+        keep = f"/run/ft-tmp-{c.hosts[i]}"
+        script = f"mkdir -p {keep} && mount --bind /tmp {keep} && mount --bind {real}/tmp-{c.hosts[i]} /tmp"
+        if top:
+            script += f" && mkdir -p {top} && mount --bind {keep}{top[len('/tmp'):]} {top}"
+        on(i, ["sh", "-c", script])
         on(i, ["sh", "-c", "mount -t tmpfs cgroup_root /sys/fs/cgroup && for s in " + " ".join(ctrls) +
                "; do mkdir -p /sys/fs/cgroup/$s && mount -t cgroup -o $s cgroup /sys/fs/cgroup/$s; done && "
                "mkdir -p /sys/fs/cgroup/systemd && mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd"])
@@ -662,7 +669,11 @@ def main():
     n = 4
     with Cluster(n, WORK) as c:
         print(f"cluster: {', '.join(f'{h} ({a})' for h, a in zip(c.hosts, c.addr))}", flush=True)
-        fn(c)
+        try:
+            fn(c)
+        finally:  # the mount points scenario_slurm made for the hosts' own /tmp (empty once they are gone)
+            for h in c.hosts:
+                shutil.rmtree(f"/run/ft-tmp-{h}", ignore_errors=True) if not os.path.ismount(f"/run/ft-tmp-{h}") else None
     print(f"PASS {SCENARIO}", flush=True)
     return 0
 
