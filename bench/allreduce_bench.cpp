@@ -1,4 +1,4 @@
-// Our ring all-reduce (dist/mpi_comm.cpp: reduce-scatter + all-gather over MPI point-to-point,
+// Our ring all-reduce (parallel/comm/mpi_comm.cpp: reduce-scatter + all-gather over MPI point-to-point,
 // on the communicator's thread) against a plain MPI_Allreduce of the same buffer, in one run.
 //
 //   mpirun -np 2 --oversubscribe build/bench/allreduce_bench [MiB...]
@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "dist/mpi_comm.h"
+#include "parallel/comm/mpi_comm.h"
 #include "util/clock.h"
 
 int main(int argc, char** argv) {

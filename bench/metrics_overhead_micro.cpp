@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "config/config.h"
-#include "dist/mesh.h"
+#include "parallel/mesh.h"
 #include "obs/telemetry.h"
 #include "train/trainer.h"
 

@@ -33,8 +33,8 @@
 #include "ckpt/pieces.h"
 #include "config/config.h"
 #include "data/loader.h"
-#include "dist/data_parallel/param_engine.h"
-#include "dist/mesh.h"
+#include "parallel/data_parallel/param_engine.h"
+#include "parallel/mesh.h"
 
 namespace ft {
 

@@ -6,9 +6,9 @@
 #include <set>
 
 #include "ckpt/state_io.h"
-#include "dist/data_parallel/shard_plan.h"
-#include "dist/mesh.h"
-#include "dist/pipeline/pipeline_plan.h"
+#include "parallel/data_parallel/shard_plan.h"
+#include "parallel/mesh.h"
+#include "parallel/pipeline_parallel/pipeline_plan.h"
 #include "tensor/memory.h"
 #include "train/micro_batches.h"
 #include "util/error.h"

@@ -7,7 +7,7 @@
 
 #include "cli/command.h"
 #include "config/config.h"
-#include "dist/dist_runtime.h"
+#include "parallel/dist_runtime.h"
 #include "model/activation_sizes.h"
 #include "train/trainer.h"
 #include "util/output_path.h"
@@ -41,7 +41,7 @@ int run_debug_state(int argc, char** argv) {
   ft::Config cfg = ft::load_config(config_path, sets);
   ft::DistRuntime dist(cfg.parallel, cfg.train.run_dir);
   ft::Trainer trainer(cfg, dist.mesh());
-  auto batches = ft::make_loader(cfg.data, cfg.train, cfg.model.vocab_size, 0, 1, ft::Split::kTrain);
+  auto batches = ft::make_loader(cfg.data, cfg.train.batch_spec(), cfg.model.vocab_size, 0, 1, ft::Split::kTrain);
   const auto& layout = trainer.params().layout();
   const int64_t B = cfg.train.batch_size, T = cfg.train.seq_len, V = cfg.model.vocab_size;
 

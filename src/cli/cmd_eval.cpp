@@ -19,7 +19,7 @@
 #include "ckpt/manifest.h"
 #include "cli/command.h"
 #include "config/config.h"
-#include "dist/dist_runtime.h"
+#include "parallel/dist_runtime.h"
 #include "launch/ckpt_probe.h"
 #include "train/trainer.h"
 #include "util/config_binder.h"

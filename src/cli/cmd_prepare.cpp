@@ -10,8 +10,8 @@
 
 #include "cli/command.h"
 #include "data/prepare.h"
-#include "dist/dist_runtime.h"
-#include "dist/mpi_comm.h"
+#include "parallel/dist_runtime.h"
+#include "parallel/comm/mpi_comm.h"
 #include "util/error.h"
 #include "util/log.h"
 

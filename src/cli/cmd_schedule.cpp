@@ -8,7 +8,7 @@
 #include <cstdio>
 
 #include "cli/command.h"
-#include "dist/pipeline/schedule_sim.h"
+#include "parallel/pipeline_parallel/schedule_sim.h"
 #include "util/error.h"
 
 namespace {
@@ -40,8 +40,8 @@ int run_schedule(int argc, char** argv) {
   if (actions) {
     for (int st = 0; st < s.stages; ++st) {
       std::printf("stage %d:", st);
-      for (const ft::Action& a : s.actions[static_cast<size_t>(st)])
-        std::printf(" %s(%d,%d)", ft::op_name(a.op), a.mb, a.chunk);
+      for (const ft::PipelineAction& a : s.actions[static_cast<size_t>(st)])
+        std::printf(" %s(%d,%d)", ft::action_name(a.kind), a.mb, a.chunk);
       std::printf("\n");
     }
   }

@@ -9,7 +9,7 @@
 
 #include "cli/command.h"
 #include "config/config.h"
-#include "dist/dist_runtime.h"
+#include "parallel/dist_runtime.h"
 #include "dryrun/dry_run.h"
 #include "dryrun/memory_check.h"
 #include "fault/exit_codes.h"

@@ -8,7 +8,7 @@
 #include <set>
 
 #include "config/key_effects.h"
-#include "dist/pipeline/pipeline_plan.h"
+#include "parallel/pipeline_parallel/pipeline_plan.h"
 #include "model/param_layout.h"
 #include "train/micro_batches.h"
 #include "util/config_binder.h"

@@ -14,7 +14,7 @@
 
 #include "ckpt/ckpt_config.h"
 #include "data/data_config.h"
-#include "dist/parallel_config.h"
+#include "parallel/parallel_config.h"
 #include "fault/fault_config.h"
 #include "model/model_config.h"
 #include "obs/metrics_config.h"

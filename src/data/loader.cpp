@@ -19,7 +19,7 @@ namespace {
 // Shared bookkeeping: which global samples this rank reads for the next step.
 class RankSliceLoader : public DataLoader {
  public:
-  RankSliceLoader(const TrainConfig& t, int64_t dp_rank, int64_t dp_size)
+  RankSliceLoader(const BatchSpec& t, int64_t dp_rank, int64_t dp_size)
       : global_batch_(t.batch_size), seq_len_(t.seq_len), seed_(t.seed) {
     if (global_batch_ % dp_size != 0) {
       throw Error(fmt::format("train.batch_size = {} is not divisible by the {} data-parallel ranks",
@@ -52,7 +52,7 @@ class RankSliceLoader : public DataLoader {
 
 class SyntheticLoader final : public RankSliceLoader {
  public:
-  SyntheticLoader(const TrainConfig& t, int64_t vocab, int64_t r, int64_t R, Split split)
+  SyntheticLoader(const BatchSpec& t, int64_t vocab, int64_t r, int64_t R, Split split)
       : RankSliceLoader(t, r, R), vocab_(vocab), split_(static_cast<int>(split)) {}
   std::string describe() const override {
     return fmt::format("synthetic progressions mod {} ({})", vocab_, split_ ? "validation" : "train");
@@ -68,7 +68,7 @@ class SyntheticLoader final : public RankSliceLoader {
 
 class TokenFileLoader final : public RankSliceLoader {
  public:
-  TokenFileLoader(const DataConfig& d, const TrainConfig& t, int64_t vocab, int64_t r, int64_t R, Split split)
+  TokenFileLoader(const DataConfig& d, const BatchSpec& t, int64_t vocab, int64_t r, int64_t R, Split split)
       : RankSliceLoader(t, r, R), file_(d.path, d.token_dtype), split_(split) {
     int64_t windows = (file_.num_tokens() - 1) / seq_len_;
     int64_t val = static_cast<int64_t>(static_cast<double>(windows) * d.val_fraction);
@@ -105,12 +105,12 @@ class TokenFileLoader final : public RankSliceLoader {
   int64_t first_window_ = 0, num_windows_ = 0;
 };
 
-std::string cache_root(const DataConfig& data, const TrainConfig& train, Split split, int64_t dp_rank) {
+std::string cache_root(const DataConfig& data, const BatchSpec& train, Split split, int64_t dp_rank) {
   std::string root = data.cache_dir.empty() ? train.run_dir + "/data-cache" : data.cache_dir;
   return fmt::format("{}/{}-dp{}", root, split == Split::kTrain ? "train" : "validation", dp_rank);
 }
 
-DatasetLoaderOptions dataset_options(const DataConfig& data, const TrainConfig& train, int64_t vocab, int64_t dp_rank,
+DatasetLoaderOptions dataset_options(const DataConfig& data, const BatchSpec& train, int64_t vocab, int64_t dp_rank,
                                      int64_t dp_size, Split split, const std::string& path) {
   DatasetLoaderOptions o;
   o.dir = path;
@@ -132,7 +132,7 @@ DatasetLoaderOptions dataset_options(const DataConfig& data, const TrainConfig& 
 
 }  // namespace
 
-std::vector<ValidationSource> make_validation_sources(const DataConfig& data, const TrainConfig& train, int64_t vocab,
+std::vector<ValidationSource> make_validation_sources(const DataConfig& data, const BatchSpec& train, int64_t vocab,
                                                       int64_t dp_rank, int64_t dp_size) {
   std::vector<ValidationSource> out;
   if (data.source != DataSource::kDataset) return out;
@@ -161,7 +161,7 @@ std::vector<ValidationSource> make_validation_sources(const DataConfig& data, co
   return out;
 }
 
-std::unique_ptr<DataLoader> make_loader(const DataConfig& data, const TrainConfig& train, int64_t vocab,
+std::unique_ptr<DataLoader> make_loader(const DataConfig& data, const BatchSpec& train, int64_t vocab,
                                         int64_t dp_rank, int64_t dp_size, Split split) {
   switch (data.source) {
     case DataSource::kSynthetic:

@@ -21,11 +21,19 @@
 #include <vector>
 
 #include "data/data_config.h"
-#include "train/train_config.h"
 
 namespace ft {
 
 enum class Split : uint8_t { kTrain = 0, kValidation = 1 };
+
+// What a loader takes from the run's settings (train.batch_size, train.seq_len, train.seed,
+// train.run_dir — TrainConfig::batch_spec()); the data layer does not include train/.
+struct BatchSpec {
+  int64_t batch_size = 0;  // global batch in sequences
+  int64_t seq_len = 0;
+  uint64_t seed = 0;
+  std::string run_dir;     // the default shard cache lives under it
+};
 
 struct Batch {
   int64_t batch = 0;            // sequences
@@ -77,7 +85,7 @@ inline double bits_per_char(double nats_per_token, double chars_per_token) {
 // dp_rank/dp_size: this rank's place among data-parallel replicas. With data.mixture the
 // training loader is a MixtureLoader and the validation loader is nullptr (validation is per
 // source: make_validation_sources).
-std::unique_ptr<DataLoader> make_loader(const DataConfig& data, const TrainConfig& train,
+std::unique_ptr<DataLoader> make_loader(const DataConfig& data, const BatchSpec& train,
                                         int64_t vocab_size, int64_t dp_rank, int64_t dp_size,
                                         Split split);
 
@@ -92,7 +100,7 @@ struct ValidationSource {
   double weight = 0;
   std::unique_ptr<DataLoader> loader;
 };
-std::vector<ValidationSource> make_validation_sources(const DataConfig& data, const TrainConfig& train,
+std::vector<ValidationSource> make_validation_sources(const DataConfig& data, const BatchSpec& train,
                                                       int64_t vocab_size, int64_t dp_rank, int64_t dp_size);
 
 }  // namespace ft

@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "dist/data_parallel/shard_plan.h"
-#include "dist/pipeline/pipeline_plan.h"
+#include "parallel/data_parallel/shard_plan.h"
+#include "parallel/pipeline_parallel/pipeline_plan.h"
 #include "dryrun/fake_comm.h"
 #include "model/param_layout.h"
 #include "plan/calibrate.h"
@@ -89,11 +89,11 @@ void one_step(const Config& cfg, const ParamLayout& layout, const ShardPlan& sha
   // the residual stream of one micro-batch.
   if (schedule) {
     const int64_t msg = (sp ? N / P : N) * C * 4;
-    for (const Action& a : schedule->actions[static_cast<size_t>(mesh.coord().pp)])
-      if (a.op == PipelineActionKind::kSendActivation || a.op == PipelineActionKind::kSendGrad) pp.send(nullptr, msg, 0, 0);
+    for (const PipelineAction& a : schedule->actions[static_cast<size_t>(mesh.coord().pp)])
+      if (a.kind == PipelineActionKind::kSendActivation || a.kind == PipelineActionKind::kSendGrad) pp.send(nullptr, msg, 0, 0);
   }
 
-  // Data parallelism by ZeRO stage (dist/data_parallel/).
+  // Data parallelism by ZeRO stage (parallel/data_parallel/).
   switch (par.zero) {
     case 0: {  // buckets of whole units, ~bucket_mb, from the last unit down, all-reduced once
       const int64_t target = static_cast<int64_t>(par.bucket_mb * 1024 * 1024 / 4);

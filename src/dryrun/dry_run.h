@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "config/config.h"
-#include "dist/comm.h"
-#include "dist/mesh.h"
+#include "parallel/comm/comm.h"
+#include "parallel/mesh.h"
 #include "plan/catalog.h"
 #include "plan/job.h"
 #include "plan/memory.h"

@@ -1,7 +1,7 @@
 // FakeCommunicator: a Communicator without a transport, for dry runs (`fluxtrain train --dry-run`):
 // one process stands in for every rank, so nothing is sent and no data is touched (pointers may
 // be null). Each call only counts the bytes this rank would send, by the same algorithms as the
-// MPI communicator (dist/mpi_comm.cpp): a ring all-reduce sends 2(P−1)/P of the buffer, a ring
+// MPI communicator (parallel/comm/mpi_comm.cpp): a ring all-reduce sends 2(P−1)/P of the buffer, a ring
 // reduce-scatter or all-gather P−1 blocks, a send its bytes. stats() reads them as usual.
 //
 //   auto dp = std::make_shared<FakeCommunicator>("dp", std::vector<int>{1, 3}, 0);
@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "dist/comm.h"
-#include "dist/mesh.h"
+#include "parallel/comm/comm.h"
+#include "parallel/mesh.h"
 
 namespace ft {
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "dist/comm.h"
+#include "parallel/comm/comm.h"
 #include "obs/metric_names.h"
 #include "obs/registry.h"
 #include "util/error.h"

@@ -22,7 +22,7 @@
 // allocated for its layers (LayerSpan); whole-model passes need every unit.
 //
 // Tensor parallelism: give it this rank's layout (ParamLayout::llama(cfg, align, units,
-// {tp_rank, tp})) and a TpComm over the group (dist/tensor_parallel); allocate the activations
+// {tp_rank, tp})) and a TpComm over the group (parallel/tensor_parallel); allocate the activations
 // with the model's TpSplit (tp_split()): with sequence parallelism the residual stream holds
 // N/tp tokens. Both compose: a stage's tensor-parallel rank holds its shard of the stage's units.
 //   TpGroup tp(mesh.tp(), /*sequence_parallel=*/false);

@@ -1,6 +1,6 @@
 // TpComm: the communication points of tensor parallelism, written once as conjugate pairs
 // (Megatron's f and g). The single-device model calls them; for one rank they are the identity.
-// dist/tensor_parallel implements them over the tensor-parallel group.
+// parallel/tensor_parallel implements them over the tensor-parallel group.
 //
 //   copy:    forward identity,       backward all-reduce       (before a column-parallel matmul)
 //   reduce:  forward all-reduce,     backward identity         (after a row-parallel matmul)

@@ -57,7 +57,7 @@ struct StepStats {
   double loss_scale = NAN;     // fp16 dynamic loss scale; NaN = not used
 };
 
-// The kinds of communication, in the order of dist/comm.h's CollKind (the trainer casts one to
+// The kinds of communication, in the order of parallel/comm/comm.h's CollKind (the trainer casts one to
 // the other; a unit test checks the names agree).
 enum class CommOp : uint8_t { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kSendRecv, kBarrier, kCount };
 inline constexpr size_t kNumCommOps = static_cast<size_t>(CommOp::kCount);

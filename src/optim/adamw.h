@@ -1,6 +1,6 @@
 // AdamW over the pieces of the flat parameter arena that this rank updates, with fp32 moments.
 // Without ZeRO the one piece is the whole arena; with ZeRO each rank owns a piece of every unit
-// (dist/data_parallel/shard_plan.h). Moments are stored compactly, piece after piece. Weight
+// (parallel/data_parallel/shard_plan.h). Moments are stored compactly, piece after piece. Weight
 // decay applies per parameter (ParamSpec::decay); arena padding between units is skipped.
 //
 //   AdamW opt(cfg.optim, layout, {{0, layout.total()}});

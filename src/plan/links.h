@@ -1,7 +1,7 @@
 // Data-parallel step time over given links: the planner held to a real cluster. Given the links
 // between hosts (bandwidth, latency), the compute time of one step measured on one host, and the
 // trainer's data-parallel configuration, it predicts the step time of that configuration across
-// hosts by replaying what the trainer does (dist/data_parallel/): gradient buckets in backward
+// hosts by replaying what the trainer does (parallel/data_parallel/): gradient buckets in backward
 // order, each summed by our ring all-reduce (2(p-1) messages of n/p elements) on the
 // communication thread as soon as backward has finished its units — or, with one bucket (overlap
 // off), after the whole backward; bf16 halves the bytes; PowerSGD sums per unit a packed vector

@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "dist/parallel_config.h"
+#include "parallel/parallel_config.h"
 #include "train/train_config.h"
 
 namespace ft {

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "dist/comm.h"
+#include "parallel/comm/comm.h"
 
 namespace ft {
 

@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "ckpt/checkpointer.h"  // process_age_seconds
-#include "dist/comm.h"
+#include "parallel/comm/comm.h"
 #include "fault/exit_codes.h"
 #include "util/clock.h"
 #include "util/log.h"

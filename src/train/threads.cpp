@@ -9,7 +9,7 @@
 #include <functional>
 #include <vector>
 
-#include "dist/comm.h"
+#include "parallel/comm/comm.h"
 #include "util/cpu_budget.h"
 
 namespace ft {

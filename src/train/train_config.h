@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "data/loader.h"
 #include "kernels/ops.h"
 
 namespace ft {
@@ -36,6 +37,8 @@ struct TrainConfig {
   // Sets precision (and precision_reason) from precision_setting; "auto" asks the CPU and is
   // then replaced by the precision it chose.
   void resolve_precision();
+  // What the data loaders take from these settings (data/loader.h).
+  BatchSpec batch_spec() const { return {batch_size, seq_len, seed, run_dir}; }
 };
 
 }  // namespace ft

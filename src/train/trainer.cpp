@@ -74,11 +74,11 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
     loss_scaler_ = std::make_unique<LossScaler>(cfg_.optim.loss_scale_init, 2.0, 0.5, cfg_.optim.loss_scale_window);
   }
   const int64_t dp_rank = mesh_.coord().dp, dp = par.dp;
-  train_data_ = make_loader(cfg_.data, t, cfg_.model.vocab_size, dp_rank, dp, Split::kTrain);
+  train_data_ = make_loader(cfg_.data, t.batch_spec(), cfg_.model.vocab_size, dp_rank, dp, Split::kTrain);
   streamed_ = cfg_.data.source == DataSource::kDataset && ObjectUrl::is_object_url(cfg_.data.path);
   if (t.eval_interval > 0) {
-    val_data_ = make_loader(cfg_.data, t, cfg_.model.vocab_size, dp_rank, dp, Split::kValidation);  // null: a mixture
-    val_sources_ = make_validation_sources(cfg_.data, t, cfg_.model.vocab_size, dp_rank, dp);
+    val_data_ = make_loader(cfg_.data, t.batch_spec(), cfg_.model.vocab_size, dp_rank, dp, Split::kValidation);  // null: a mixture
+    val_sources_ = make_validation_sources(cfg_.data, t.batch_spec(), cfg_.model.vocab_size, dp_rank, dp);
   }
   const int64_t chunk = loss_chunk_tokens(cfg_.model, t.loss_chunk_tokens, micro_batch_ * t.seq_len, t.precision);
   if (plan_) {

@@ -5,8 +5,8 @@
 #include <numeric>
 #include <vector>
 
-#include "dist/mesh.h"
-#include "dist/mpi_comm.h"
+#include "parallel/mesh.h"
+#include "parallel/comm/mpi_comm.h"
 #include "tensor/dtype.h"
 
 namespace ft {

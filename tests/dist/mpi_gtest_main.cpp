@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include "dist/mpi_comm.h"
+#include "parallel/comm/mpi_comm.h"
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);

@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "config/config.h"
-#include "dist/data_parallel/bf16_weights.h"
+#include "parallel/data_parallel/bf16_weights.h"
 #include "model/activation_sizes.h"
 #include "tensor/dtype.h"
 #include "train/trainer.h"

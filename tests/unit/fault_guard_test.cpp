@@ -8,7 +8,7 @@
 
 #include <filesystem>
 
-#include "dist/mesh.h"
+#include "parallel/mesh.h"
 #include "fault/inject.h"
 #include "fault/step_guard.h"
 #include "fault/training_faults.h"

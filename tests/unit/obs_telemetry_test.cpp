@@ -7,7 +7,7 @@
 #include <set>
 
 #include "config/config.h"
-#include "dist/comm.h"
+#include "parallel/comm/comm.h"
 #include "obs/metric_names.h"
 #include "obs/metrics_server.h"
 #include "obs/telemetry.h"

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "dist/pipeline/schedule_sim.h"
+#include "parallel/pipeline_parallel/schedule_sim.h"
 #include "util/error.h"
 
 namespace ft {
@@ -76,10 +76,10 @@ TEST(Schedule, EveryStageComputesEachMicroBatchOnItsChunks) {
   Schedule s = make_schedule(kInterleaved, 3, 6, 2);
   for (int st = 0; st < 3; ++st) {
     int forwards = 0, backwards = 0;
-    for (const Action& a : s.actions[static_cast<size_t>(st)]) {
+    for (const PipelineAction& a : s.actions[static_cast<size_t>(st)]) {
       EXPECT_EQ(s.stage_of(a.chunk), st);
-      forwards += a.op == PipelineActionKind::kForward;
-      backwards += a.op == PipelineActionKind::kBackward;
+      forwards += a.kind == PipelineActionKind::kForward;
+      backwards += a.kind == PipelineActionKind::kBackward;
     }
     EXPECT_EQ(forwards, 12);
     EXPECT_EQ(backwards, 12);
@@ -123,7 +123,7 @@ TEST(Schedule, ReceivesOutOfOrderAreRejected) {
   // Stage 1 posts the receive of micro-batch 1 first: MPI would hand it micro-batch 0's data.
   Schedule s = make_schedule(kGPipe, 2, 2, 1);
   auto& st1 = s.actions[1];  // [recv 0, F0, recv 1, F1, ...] -> [recv 1, recv 0, F0, F1, ...]
-  ASSERT_EQ(st1[2], (Action{PipelineActionKind::kRecvActivation, 1, 1}));
+  ASSERT_EQ(st1[2], (PipelineAction{PipelineActionKind::kRecvActivation, 1, 1}));
   st1[0] = {PipelineActionKind::kRecvActivation, 1, 1};
   st1[1] = {PipelineActionKind::kRecvActivation, 0, 1};
   st1[2] = {PipelineActionKind::kForward, 0, 1};
@@ -134,7 +134,7 @@ TEST(Schedule, ReceivesOutOfOrderAreRejected) {
 TEST(Schedule, MissingReceiveAndUnmatchedSendAreRejected) {
   Schedule s = make_schedule(k1F1B, 2, 2, 1);
   auto& st1 = s.actions[1];
-  st1.erase(std::find(st1.begin(), st1.end(), Action{PipelineActionKind::kRecvActivation, 1, 1}));
+  st1.erase(std::find(st1.begin(), st1.end(), PipelineAction{PipelineActionKind::kRecvActivation, 1, 1}));
   std::string e = error_of(s);
   EXPECT_NE(e.find("never received"), std::string::npos) << e;
 

@@ -9,7 +9,7 @@
 #include <random>
 
 #include "config/config.h"
-#include "dist/pipeline/pipeline_plan.h"
+#include "parallel/pipeline_parallel/pipeline_plan.h"
 #include "model/activation_sizes.h"
 #include "model/llama.h"
 #include "train/micro_batches.h"

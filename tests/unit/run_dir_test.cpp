@@ -10,7 +10,7 @@
 
 #include "config/config.h"
 #include "data_test_util.h"
-#include "dist/mesh.h"
+#include "parallel/mesh.h"
 #include "train/run_dir.h"
 #include "train/stop_request.h"
 #include "util/error.h"

@@ -1,0 +1,61 @@
+#include "parallel/comm/arrival_board.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+namespace ft {
+
+ArrivalBoard::ArrivalBoard(const std::string& dir, const std::string& group, int size, int index)
+    : size_(size), index_(index) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::string path = dir + "/arrivals-" + group;
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  size_t bytes = static_cast<size_t>(2 * size) * sizeof(int64_t);  // entered, finished
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    ::close(fd);
+    return;
+  }
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) return;
+  slots_ = static_cast<volatile int64_t*>(p);
+  slots_[2 * index_] = slots_[2 * index_ + 1] = 0;
+}
+
+ArrivalBoard::~ArrivalBoard() {
+  if (slots_) ::munmap(const_cast<int64_t*>(slots_), static_cast<size_t>(2 * size_) * sizeof(int64_t));
+}
+
+void ArrivalBoard::arrive(int64_t seq) {
+  if (slots_) slots_[2 * index_] = seq;
+}
+
+void ArrivalBoard::finish(int64_t seq) {
+  if (slots_) slots_[2 * index_ + 1] = seq;
+}
+
+int64_t ArrivalBoard::seq_of(int index) const { return slots_ ? slots_[2 * index] : -1; }
+
+std::vector<int> ArrivalBoard::laggards(int64_t seq) const {
+  std::vector<int> out;
+  if (!slots_) return out;
+  for (int i = 0; i < size_; ++i)
+    if (slots_[2 * i] < seq) out.push_back(i);
+  return out;
+}
+
+std::vector<int> ArrivalBoard::stuck_inside(int64_t seq) const {
+  std::vector<int> out;
+  if (!slots_) return out;
+  for (int i = 0; i < size_; ++i)
+    if (i != index_ && slots_[2 * i] >= seq && slots_[2 * i + 1] < seq) out.push_back(i);
+  return out;
+}
+
+}  // namespace ft

@@ -1,0 +1,127 @@
+// Communicator: the only way fluxtrain's parallelisms talk to the network. A communicator is a
+// group of ranks (one mesh axis: "dp", "tp", "pp", or "world"). MPI implements it for CPU ranks
+// (parallel/comm/mpi_comm.h); NCCL will implement it for GPUs, bootstrapped through MPI.
+//
+// Every collective has a non-blocking form returning a Work handle; the blocking form is the
+// non-blocking one followed by wait(). Collectives of one communicator run in submission order
+// on its communication thread, so compute overlaps them (bucketed gradient all-reduce, ZeRO-3
+// prefetch). Every wait is bounded by the collective timeout: a peer that died or hangs turns
+// into a CommError naming the collective, the group and the ranks holding it up (never
+// arrived, or stopped inside it).
+//
+//   Communicator& dp = mesh.dp();
+//   WorkPtr w = dp.all_reduce_async(grads, n, ReduceOp::kSum, Wire::kBF16);   // starts now
+//   ...backward of earlier layers...
+//   w->wait();                                                             // grads summed
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "util/error.h"
+
+namespace ft {
+
+enum class ReduceOp : uint8_t { kSum = 0, kMax = 1 };
+
+// What travels on the wire for float data: fp32, or bf16 (half the bytes; reduced in fp32).
+enum class Wire : uint8_t { kF32 = 0, kBF16 = 1 };
+
+enum class CollKind : uint8_t {
+  kAllReduce = 0,
+  kReduceScatter,
+  kAllGather,
+  kBroadcast,
+  kSendRecv,
+  kBarrier,
+  kCount
+};
+constexpr size_t kNumCollKinds = static_cast<size_t>(CollKind::kCount);
+const char* coll_kind_name(CollKind k);  // "all_reduce", ...
+
+// Bytes this rank sent and seconds it spent, per kind of collective.
+struct CommStats {
+  std::array<int64_t, kNumCollKinds> bytes_sent{};
+  std::array<int64_t, kNumCollKinds> calls{};
+  std::array<double, kNumCollKinds> seconds{};
+  CommStats& operator+=(const CommStats& o);
+  CommStats operator-(const CommStats& o) const;
+  int64_t total_bytes() const;
+};
+
+// A failure of communication: timeout (a peer hung or died) or a transport error.
+class CommError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A pending operation.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Blocks until done; throws CommError on failure or timeout.
+  virtual void wait() = 0;
+  virtual bool done() = 0;
+};
+using WorkPtr = std::shared_ptr<Work>;
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual const std::string& name() const = 0;
+  // Global (world) rank of group member i.
+  virtual int world_rank_of(int i) const = 0;
+
+  // data (n) reduced in place over the group.
+  virtual WorkPtr all_reduce_async(float* data, int64_t n, ReduceOp op = ReduceOp::kSum, Wire wire = Wire::kF32) = 0;
+  virtual WorkPtr all_reduce_async(double* data, int64_t n, ReduceOp op = ReduceOp::kSum) = 0;
+  // in (n · size): rank r receives in out (n) the sum of every rank's block r.
+  virtual WorkPtr reduce_scatter_async(float* out, const float* in, int64_t n, Wire wire = Wire::kF32) = 0;
+  // in (bytes): out (bytes · size) receives rank i's block at offset i · bytes.
+  virtual WorkPtr all_gather_async(void* out, const void* in, int64_t bytes) = 0;
+  virtual WorkPtr broadcast_async(void* data, int64_t bytes, int root) = 0;
+  // Point to point (pipeline activations). Matched by (peer, tag) in order.
+  virtual WorkPtr send_async(const void* data, int64_t bytes, int peer, int tag) = 0;
+  virtual WorkPtr recv_async(void* data, int64_t bytes, int peer, int tag) = 0;
+  virtual void barrier() = 0;
+
+  void all_reduce(float* data, int64_t n, ReduceOp op = ReduceOp::kSum, Wire wire = Wire::kF32) {
+    all_reduce_async(data, n, op, wire)->wait();
+  }
+  void all_reduce(double* data, int64_t n, ReduceOp op = ReduceOp::kSum) { all_reduce_async(data, n, op)->wait(); }
+  void reduce_scatter(float* out, const float* in, int64_t n, Wire wire = Wire::kF32) {
+    reduce_scatter_async(out, in, n, wire)->wait();
+  }
+  void all_gather(void* out, const void* in, int64_t bytes) { all_gather_async(out, in, bytes)->wait(); }
+  void broadcast(void* data, int64_t bytes, int root) { broadcast_async(data, bytes, root)->wait(); }
+  void send(const void* data, int64_t bytes, int peer, int tag) { send_async(data, bytes, peer, tag)->wait(); }
+  void recv(void* data, int64_t bytes, int peer, int tag) { recv_async(data, bytes, peer, tag)->wait(); }
+
+  // Cumulative statistics of this communicator.
+  CommStats stats() const;
+
+ protected:
+  void record(CollKind k, int64_t bytes, double seconds);
+
+ private:
+  mutable std::mutex stats_mu_;
+  CommStats stats_;
+};
+
+// Seconds the calling thread has spent blocked in Work::wait() of any communicator. The step loop
+// takes the difference over a step: wall time minus data wait minus this is the rank's compute
+// time, which straggler detection compares across ranks. Transports add to it in their wait().
+double comm_blocked_seconds();
+void add_comm_blocked_seconds(double seconds);
+
+// The size-1 group: every collective is a copy or nothing.
+std::unique_ptr<Communicator> make_self_communicator(const std::string& name, int world_rank);
+
+}  // namespace ft

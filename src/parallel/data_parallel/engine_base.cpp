@@ -1,0 +1,93 @@
+#include "parallel/data_parallel/engine_base.h"
+
+#include <cstring>
+
+#include "kernels/ops.h"
+#include "util/clock.h"
+
+namespace ft {
+
+DpEngineBase::DpEngineBase(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
+                           Communicator& tp, bool shard_optimizer)
+    : layout_(std::move(layout)),
+      dp_(dp),
+      plan_(layout_, dp.rank(), dp.size()),
+      reducer_(dp, p, layout_, plan_),
+      tp_sync_(layout_, tp) {
+  shard_optimizer_ = shard_optimizer;
+  AdamW::Ranges all = {{0, layout_.total()}};
+  opt_ = std::make_unique<AdamW>(o, layout_, shard_optimizer ? plan_.ranges() : all);
+}
+
+void DpEngineBase::begin_step(int micro_batches) {
+  micro_batches_ = micro_batches;
+  micro_ = 0;
+  wait_s_ = 0;
+  reducer_.set_step(opt_->steps_taken());
+}
+
+void DpEngineBase::wait_pending() {
+  double t0 = now_seconds();
+  for (auto& w : pending_) w->wait();
+  pending_.clear();
+  wait_s_ += now_seconds() - t0;
+}
+
+double DpEngineBase::sharded_sum_squares(const float* grads, Addressing a) {
+  double s = 0;
+  for (int u = 0; u < plan_.num_units(); ++u)
+    s += tp_sync_.sum_squares(grads + (a == Addressing::kArena ? plan_.piece_begin(u) : plan_.shard_offset(u)),
+                              plan_.piece_begin(u), plan_.piece_begin(u) + plan_.piece_size(u));
+  dp_.all_reduce(&s, 1);
+  return tp_sync_.all_reduce(s);
+}
+
+void DpEngineBase::init_full_weights(float* arena, uint64_t seed) {
+  if (dp_.rank() == 0) layout_.init(arena, seed);
+  dp_.broadcast(arena, layout_.total() * 4, 0);
+}
+
+void DpEngineBase::all_gather_units(float* arena) {
+  std::vector<WorkPtr> works;
+  for (int u = 0; u < plan_.num_units(); ++u)
+    works.push_back(dp_.all_gather_async(arena + layout_.unit_begin(u), arena + plan_.piece_begin(u),
+                                         plan_.piece_size(u) * 4));
+  for (auto& w : works) w->wait();
+}
+
+// Checkpoint state: piece r of every unit, whatever the stage. Moments over the full arena (ZeRO 0)
+// are indexed like the arena; weights likewise unless ZeRO 3 keeps only the pieces.
+void DpEngineBase::export_state(float* w, float* m, float* v) {
+  Addressing wa;
+  const float* weights = master_weights(&wa);
+  const float* mom[2] = {opt_->exp_avg().data<float>(), opt_->exp_avg_sq().data<float>()};
+  for (int u = 0; u < plan_.num_units(); ++u) {
+    const size_t n = static_cast<size_t>(plan_.piece_size(u)) * 4;
+    const int64_t arena = plan_.piece_begin(u), compact = plan_.shard_offset(u);
+    std::memcpy(w + compact, weights + (wa == Addressing::kArena ? arena : compact), n);
+    std::memcpy(m + compact, mom[0] + (shard_optimizer_ ? compact : arena), n);
+    std::memcpy(v + compact, mom[1] + (shard_optimizer_ ? compact : arena), n);
+  }
+}
+
+void DpEngineBase::import_state(const float* w, const float* m, const float* v, int64_t optimizer_steps) {
+  Addressing wa;
+  float* weights = master_weights(&wa);
+  float* mom[2] = {opt_->exp_avg().data<float>(), opt_->exp_avg_sq().data<float>()};
+  for (int u = 0; u < plan_.num_units(); ++u) {
+    const size_t n = static_cast<size_t>(plan_.piece_size(u)) * 4;
+    const int64_t arena = plan_.piece_begin(u), compact = plan_.shard_offset(u);
+    std::memcpy(weights + (wa == Addressing::kArena ? arena : compact), w + compact, n);
+    std::memcpy(mom[0] + (shard_optimizer_ ? compact : arena), m + compact, n);
+    std::memcpy(mom[1] + (shard_optimizer_ ? compact : arena), v + compact, n);
+  }
+  if (wa == Addressing::kArena) all_gather_units(weights);  // every rank holds the full weights
+  if (!shard_optimizer_) {
+    all_gather_units(mom[0]);
+    all_gather_units(mom[1]);
+  }
+  opt_->set_steps_taken(optimizer_steps);
+  weights_changed();  // a bf16 copy of the weights (bf16 training) is stale now
+}
+
+}  // namespace ft

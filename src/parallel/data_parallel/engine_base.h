@@ -1,0 +1,65 @@
+// What every ZeRO stage's engine shares: the padded layout (this rank's pipeline-stage units,
+// its tensor-parallel shard of them), this rank's shard plan, the gradient reducer, the tensor-parallel gradient sync,
+// the optimizer over the rank's pieces and the bookkeeping of pending communication. See
+// param_engine.h for the stages.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "parallel/data_parallel/bf16_weights.h"
+#include "parallel/data_parallel/grad_reducer.h"
+#include "parallel/data_parallel/param_engine.h"
+#include "parallel/data_parallel/shard_plan.h"
+#include "parallel/tensor_parallel/tensor_parallel.h"
+#include "optim/adamw.h"
+
+namespace ft {
+
+class DpEngineBase : public ParamEngine {
+ public:
+  const ParamLayout& layout() const override { return layout_; }
+  void begin_step(int micro_batches) override;
+  void begin_micro_batch(int index) override { micro_ = index; }
+  int64_t optimizer_steps() const override { return opt_->steps_taken(); }
+  double last_wait_s() const override { return wait_s_; }
+  std::vector<std::pair<int64_t, int64_t>> state_ranges() const override { return plan_.ranges(); }
+  void export_state(float* weights, float* exp_avg, float* exp_avg_sq) override;
+  void import_state(const float* weights, const float* exp_avg, const float* exp_avg_sq,
+                    int64_t optimizer_steps) override;
+  void weights_changed() override { ++generation_; }
+
+ protected:
+  DpEngineBase(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
+               Communicator& tp, bool shard_optimizer);
+  bool last_micro_batch() const { return micro_ == micro_batches_ - 1; }
+  // Waits for every pending reduction, adding the time to wait_s_.
+  void wait_pending();
+  // Sum of squares of this rank's gradient pieces, summed over the dp and tp groups (pieces
+  // several tp ranks hold counted once).
+  double sharded_sum_squares(const float* grads, Addressing a);
+  // Initial weights: rank 0 initialises the full arena and broadcasts it.
+  void init_full_weights(float* arena, uint64_t seed);
+  // All-gathers every unit of the full arena from each rank's piece, in place.
+  void all_gather_units(float* arena);
+  // Which weights the arena holds: changes with every update and every weights_changed().
+  int64_t weights_version() const { return (generation_ << 40) + opt_->steps_taken(); }
+
+  // Where the fp32 master weights live: the full arena (ZeRO 0-2) or this rank's pieces (3).
+  virtual float* master_weights(Addressing* how) = 0;
+
+  ParamLayout layout_;
+  Communicator& dp_;
+  ShardPlan plan_;
+  GradReducer reducer_;
+  TpGradSync tp_sync_;  // sum_partial(unit) before a unit's gradient leaves for the dp group
+  std::unique_ptr<AdamW> opt_;
+  int micro_batches_ = 1, micro_ = 0;
+  std::vector<WorkPtr> pending_;
+  double wait_s_ = 0;
+  bool shard_optimizer_ = false;  // AdamW moments over this rank's pieces (else the full arena)
+  int64_t generation_ = 0;
+  Bf16Weights w16_;  // enabled by keep_bf16_weights() (ZeRO 0-2)
+};
+
+}  // namespace ft

@@ -1,0 +1,93 @@
+// ParamEngine: how parameters, gradients and optimizer state are held and kept in sync across
+// the data-parallel group — one implementation per ZeRO stage. It is the ParamAccess the model
+// runs on, so data parallelism is applied from outside the model:
+//
+//   stage 0  every rank holds all weights, gradients and AdamW state; gradient buckets are
+//            all-reduced during backward as soon as they are final (DDP);
+//   stage 1  AdamW moments (and the update) are sharded; gradients are reduce-scattered per
+//            unit, each rank updates its shard, and updated weights are all-gathered;
+//   stage 2  also gradients: a unit's full gradient lives only during its backward, then is
+//            reduce-scattered into the rank's shard (every micro-batch);
+//   stage 3  also weights: a unit's weights are all-gathered before its forward and again
+//            before its backward, the next unit's gather is prefetched, copies are freed.
+// Shards are per unit (ParamLayout pads each unit to a multiple of the dp size): rank r holds
+// piece r of every unit, an (offset, count) range of the flat arena.
+//
+// The trainer drives one step as:
+//   engine.begin_step(n_micro);  for mb: engine.begin_micro_batch(mb); model.forward_backward(engine, ...);
+//   double norm2 = engine.finish_gradients();      // global sum of squares over the dp and tp groups
+//   engine.optimizer_step(lr, clip_scale);
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "parallel/comm/comm.h"
+#include "parallel/parallel_config.h"
+#include "model/param_access.h"
+#include "model/param_layout.h"
+#include "optim/optim_config.h"
+
+namespace ft {
+
+struct EngineMemory {
+  int64_t parameter_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0;
+};
+
+class ParamEngine : public ParamAccess {
+ public:
+  virtual void begin_step(int micro_batches) = 0;
+  virtual void begin_micro_batch(int index) = 0;
+  // Waits for every gradient reduction; returns the global sum of squared gradients.
+  virtual double finish_gradients() = 0;
+  virtual void optimizer_step(double lr, float grad_scale) = 0;
+  virtual int64_t optimizer_steps() const = 0;
+
+  // Copies the full fp32 weights into `out` (layout().total() floats) — checkpoints, tests.
+  virtual void gather_weights(float* out) = 0;
+  // Seconds the trainer waited for gradient communication in the last finish_gradients().
+  virtual double last_wait_s() const = 0;
+
+  // bf16 training: keep a bf16 copy of the weights for the GEMMs (weights_bf16), rounded once per
+  // update. ZeRO 0-2 keep one; ZeRO 3 holds no full weights to copy (the model rounds each
+  // gathered unit itself).
+  virtual void keep_bf16_weights() {}
+  // The fp32 weights were written outside optimizer_step (a checkpoint load, say): the bf16 copy
+  // is made again before its next use.
+  virtual void weights_changed() {}
+
+  // Checkpoint state (ckpt/): this rank's piece of every unit — arena [begin, end) ranges in unit
+  // order, the same under every ZeRO stage, so the dp ranks split the saving — and its fp32
+  // master weights and AdamW moments over those ranges, back to back (state_size() floats each).
+  virtual std::vector<std::pair<int64_t, int64_t>> state_ranges() const = 0;
+  virtual void export_state(float* weights, float* exp_avg, float* exp_avg_sq) = 0;
+  // The inverse: collective over the dp group (copies other ranks hold are re-gathered).
+  virtual void import_state(const float* weights, const float* exp_avg, const float* exp_avg_sq,
+                            int64_t optimizer_steps) = 0;
+
+  // Called at the start of every optimizer_step, before any state changes (null: nothing). The
+  // checkpointer copies the state (export_state) on its background thread while the next
+  // forward/backward runs — which only reads it — and waits here for that copy to finish.
+  void set_before_update(std::function<void()> fn) { before_update_ = std::move(fn); }
+
+ protected:
+  void before_update() {
+    if (before_update_) before_update_();
+  }
+
+ private:
+  std::function<void()> before_update_;
+};
+
+// Builds the engine for parallel.zero over `layout` — this rank's part of the model: its pipeline
+// stage's units and its tensor-parallel shard of them, with every unit padded to the dp size:
+// ParamLayout::llama(model, dp.size(), units, {tp.rank(), tp.size(), sequence_parallel}). tp is
+// the mesh's tp axis (partial gradients of replicated pieces, the gradient norm). Initialises
+// weights from `seed` (dp rank 0 broadcasts).
+std::unique_ptr<ParamEngine> make_param_engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
+                                               Communicator& dp, Communicator& tp, uint64_t seed);
+
+}  // namespace ft

@@ -1,0 +1,61 @@
+// ZeRO stage 0 (DDP): every rank holds everything; gradient buckets (runs of whole units, about
+// parallel.bucket_mb each, in backward order) are all-reduced on the communication thread as
+// soon as the last micro-batch's backward has finished every unit of the bucket.
+#include "parallel/data_parallel/zero_engines.h"
+
+#include "kernels/ops.h"
+
+namespace ft {
+
+Zero0Engine::Zero0Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
+                         Communicator& tp, uint64_t seed)
+    : DpEngineBase(p, o, std::move(layout), dp, tp, /*shard_optimizer=*/false) {
+  w_ = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kParameters);
+  g_ = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kGradients);
+  init_full_weights(w_.data<float>(), seed);
+  // Buckets in backward order: from the last unit down, closing one when it reaches bucket_mb.
+  const int64_t target = static_cast<int64_t>(p.bucket_mb * 1024 * 1024 / 4);
+  bucket_of_unit_.assign(static_cast<size_t>(layout_.num_units()), 0);
+  for (int u = layout_.num_units() - 1; u >= 0; --u) {
+    if (buckets_.empty() || buckets_.back().end - buckets_.back().begin >= target)
+      buckets_.push_back({layout_.unit_begin(u), layout_.unit_end(u), 0, 0});
+    Bucket& b = buckets_.back();
+    b.begin = layout_.unit_begin(u);
+    ++b.units;
+    bucket_of_unit_[static_cast<size_t>(u)] = static_cast<int>(buckets_.size()) - 1;
+  }
+}
+
+void Zero0Engine::begin_step(int micro_batches) {
+  DpEngineBase::begin_step(micro_batches);
+  g_.zero_();
+  for (auto& b : buckets_) b.remaining = b.units;
+}
+
+void Zero0Engine::after_backward(int unit) {
+  if (!last_micro_batch()) return;
+  tp_sync_.sum_partial(g_.data<float>() + layout_.unit_begin(unit), unit);
+  Bucket& b = buckets_[static_cast<size_t>(bucket_of_unit_[static_cast<size_t>(unit)])];
+  if (--b.remaining == 0) pending_.push_back(reducer_.all_reduce(g_.data<float>(), b.begin, b.end));
+}
+
+double Zero0Engine::finish_gradients() {
+  wait_pending();
+  // Identical on every dp rank; summed over the tp shards.
+  return tp_sync_.all_reduce(tp_sync_.sum_squares(g_.data<float>(), 0, layout_.total()));
+}
+
+void Zero0Engine::optimizer_step(double lr, float grad_scale) {
+  before_update();
+  // Every rank updates every weight: with a bf16 copy, AdamW rounds each weight as it writes it.
+  const bool w16 = w16_.enabled();
+  opt_->step(w_.data<float>(), Addressing::kArena, g_.data<float>(), Addressing::kArena, lr, grad_scale,
+             w16 ? w16_.arena() : nullptr);
+  if (w16) w16_.mark_current(weights_version());
+}
+
+void Zero0Engine::gather_weights(float* out) {
+  Tensor::borrow(out, {layout_.total()}, DType::kF32).copy_from(w_);
+}
+
+}  // namespace ft

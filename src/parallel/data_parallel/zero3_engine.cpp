@@ -1,0 +1,134 @@
+#include <chrono>
+#include <cstring>
+
+#include "parallel/data_parallel/zero_engines.h"
+#include "kernels/ops.h"
+#include "util/clock.h"
+
+namespace ft {
+
+Zero3Engine::Zero3Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
+                         Communicator& tp, uint64_t seed)
+    : DpEngineBase(p, o, std::move(layout), dp, tp, /*shard_optimizer=*/true) {
+  w_ = Tensor::zeros({plan_.shard_size()}, DType::kF32, MemCategory::kParameters);
+  g_ = Tensor::zeros({plan_.shard_size()}, DType::kF32, MemCategory::kGradients);
+  const size_t U = static_cast<size_t>(layout_.num_units());
+  gathered_.resize(U);
+  unit_grads_.resize(U);
+  gathering_.resize(U);
+  {  // rank 0 initialises and broadcasts the full weights once; each rank keeps its pieces
+    Tensor full = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kCommunication);
+    init_full_weights(full.data<float>(), seed);
+    for (int u = 0; u < plan_.num_units(); ++u)
+      std::memcpy(w_.data<float>() + plan_.shard_offset(u), full.data<float>() + plan_.piece_begin(u),
+                  static_cast<size_t>(plan_.piece_size(u)) * 4);
+  }
+}
+
+void Zero3Engine::start_gather(int u) {
+  size_t i = static_cast<size_t>(u);
+  if (gathered_[i].defined()) return;
+  gathered_[i] = wpool_.acquire(layout_.unit_size(u));
+  gathering_[i] = dp_.all_gather_async(gathered_[i].data<float>(), w_.data<float>() + plan_.shard_offset(u),
+                                       plan_.piece_size(u) * 4);
+}
+
+const float* Zero3Engine::weights(int u) {
+  size_t i = static_cast<size_t>(u);
+  start_gather(u);
+  if (gathering_[i]) {
+    double t0 = now_seconds();
+    gathering_[i]->wait();
+    gathering_[i].reset();
+    wait_s_ += now_seconds() - t0;
+  }
+  return gathered_[i].data<float>();
+}
+
+void Zero3Engine::release_weights(int u) {
+  size_t i = static_cast<size_t>(u);
+  if (!gathered_[i].defined()) return;
+  if (gathering_[i]) gathering_[i]->wait();  // never reuse a buffer a gather still writes
+  gathering_[i].reset();
+  wpool_.release(std::move(gathered_[i]));
+  gathered_[i] = Tensor();
+}
+
+void Zero3Engine::before_forward(int u) {
+  start_gather(u);
+  if (u + 1 < layout_.num_units()) start_gather(u + 1);  // prefetch the next unit
+}
+
+void Zero3Engine::after_forward(int u) {
+  // The head's weights are used again at once by its backward; keep them while training.
+  if (training_ && u == layout_.num_units() - 1) return;
+  release_weights(u);
+}
+
+void Zero3Engine::before_backward(int u) {
+  start_gather(u);
+  // Prefetch the previous unit; the embedding's backward reads no weights (unit 0 is skipped).
+  if (u - 1 >= 1) start_gather(u - 1);
+}
+
+float* Zero3Engine::grads(int u) {
+  Tensor& t = unit_grads_[static_cast<size_t>(u)];
+  if (!t.defined()) {
+    t = gpool_.acquire(layout_.unit_size(u));
+    std::fill_n(t.data<float>(), layout_.unit_size(u), 0.0f);
+  }
+  return t.data<float>();
+}
+
+void Zero3Engine::after_backward(int u) {
+  release_weights(u);
+  Tensor full = std::move(unit_grads_[static_cast<size_t>(u)]);
+  unit_grads_[static_cast<size_t>(u)] = Tensor();
+  tp_sync_.sum_partial(full.data<float>(), u);
+  Tensor piece = gpool_.acquire(plan_.piece_size(u));
+  WorkPtr w = reducer_.reduce_scatter(piece.data<float>(), full.data<float>(), u);
+  in_flight_.push_back({w, u, full, piece});
+  drain(1);  // one reduction in flight while the next unit's backward runs
+}
+
+void Zero3Engine::drain(size_t keep) {
+  while (in_flight_.size() > keep) {
+    InFlight f = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    double t0 = now_seconds();
+    f.work->wait();
+    wait_s_ += now_seconds() - t0;
+    ops::add_inplace(g_.data<float>() + plan_.shard_offset(f.unit), f.piece.data<float>(), plan_.piece_size(f.unit));
+    gpool_.release(f.full);
+    gpool_.release(f.piece);
+  }
+}
+
+void Zero3Engine::begin_step(int micro_batches) {
+  DpEngineBase::begin_step(micro_batches);
+  g_.zero_();
+}
+
+void Zero3Engine::begin_micro_batch(int index) {
+  DpEngineBase::begin_micro_batch(index);
+  training_ = true;
+}
+
+double Zero3Engine::finish_gradients() {
+  training_ = false;
+  drain(0);
+  for (int u = 0; u < layout_.num_units(); ++u) release_weights(u);
+  return sharded_sum_squares(g_.data<float>(), Addressing::kCompact);
+}
+
+void Zero3Engine::optimizer_step(double lr, float grad_scale) {
+  before_update();
+  opt_->step(w_.data<float>(), Addressing::kCompact, g_.data<float>(), Addressing::kCompact, lr, grad_scale);
+}
+
+void Zero3Engine::gather_weights(float* out) {
+  for (int u = 0; u < plan_.num_units(); ++u)
+    dp_.all_gather(out + layout_.unit_begin(u), w_.data<float>() + plan_.shard_offset(u), plan_.piece_size(u) * 4);
+}
+
+}  // namespace ft

@@ -1,0 +1,80 @@
+#include "parallel/mesh.h"
+
+#include <chrono>
+
+#include "parallel/comm/mpi_comm.h"
+#include "util/error.h"
+
+namespace ft {
+
+void Mesh::validate(const ParallelConfig& p, int64_t world_size) {
+  p.validate();
+  if (p.world_size() != world_size) {
+    throw Error(fmt::format("the world has {} rank(s) but parallel.dp × parallel.tp × parallel.pp = {} × {} × {} = {}",
+                            world_size, p.dp, p.tp, p.pp, p.world_size()),
+                fmt::format("choose degrees whose product is {} (e.g. --set parallel.dp={} with tp = pp = 1), "
+                            "or start {} ranks",
+                            world_size, world_size, p.world_size()));
+  }
+}
+
+MeshCoord Mesh::coord_of(const ParallelConfig& p, int64_t r) {
+  return MeshCoord{r / (p.dp * p.tp), (r / p.tp) % p.dp, r % p.tp};
+}
+
+Mesh Mesh::single() {
+  Mesh m;
+  m.world_ = make_self_communicator("world", 0);
+  m.dp_ = make_self_communicator("dp", 0);
+  m.tp_ = make_self_communicator("tp", 0);
+  m.pp_ = make_self_communicator("pp", 0);
+  return m;
+}
+
+Mesh Mesh::create_mpi(const ParallelConfig& p, int world_rank, int world_size, const std::string& board_dir) {
+  validate(p, world_size);
+  Mesh m;
+  m.p_ = p;
+  m.world_rank_ = world_rank;
+  m.coord_ = coord_of(p, world_rank);
+  const MeshCoord c = m.coord_;
+  CommOptions o{p.collective_timeout_s, ""};
+  m.world_ = mpi_world("world", o);
+  // The arrival boards of this job live under a directory named by a nonce of rank 0's, so a
+  // later job never reads a stale board.
+  int64_t nonce = static_cast<int64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  m.world_->broadcast(&nonce, 8, 0);
+  if (!board_dir.empty()) o.board_dir = fmt::format("{}/{:x}", board_dir, nonce);
+  // Ranks sharing the other two coordinates form a group; keys order them along the axis.
+  m.tp_ = mpi_split(static_cast<int>(c.pp * p.dp + c.dp), static_cast<int>(c.tp), "tp", o);
+  m.dp_ = mpi_split(static_cast<int>(c.pp * p.tp + c.tp), static_cast<int>(c.dp), "dp", o);
+  m.pp_ = mpi_split(static_cast<int>(c.dp * p.tp + c.tp), static_cast<int>(c.pp), "pp", o);
+  return m;
+}
+
+Mesh Mesh::create_with(const ParallelConfig& p, int world_rank, const CommFactory& make) {
+  validate(p, p.world_size());
+  Mesh m;
+  m.p_ = p;
+  m.world_rank_ = world_rank;
+  m.coord_ = coord_of(p, world_rank);
+  const MeshCoord c = m.coord_;
+  auto rank_of = [&](int64_t pp, int64_t dp, int64_t tp) { return static_cast<int>((pp * p.dp + dp) * p.tp + tp); };
+  std::vector<int> world, tp, dp, pp;
+  for (int r = 0; r < p.world_size(); ++r) world.push_back(r);
+  for (int64_t i = 0; i < p.tp; ++i) tp.push_back(rank_of(c.pp, c.dp, i));
+  for (int64_t i = 0; i < p.dp; ++i) dp.push_back(rank_of(c.pp, i, c.tp));
+  for (int64_t i = 0; i < p.pp; ++i) pp.push_back(rank_of(i, c.dp, c.tp));
+  m.world_ = make("world", world, world_rank);
+  m.tp_ = make("tp", tp, static_cast<int>(c.tp));
+  m.dp_ = make("dp", dp, static_cast<int>(c.dp));
+  m.pp_ = make("pp", pp, static_cast<int>(c.pp));
+  return m;
+}
+
+std::string Mesh::describe() const {
+  return fmt::format("rank {} = (pp {}, dp {}, tp {}) of pp{} × dp{} × tp{}", world_rank_, coord_.pp, coord_.dp,
+                     coord_.tp, p_.pp, p_.dp, p_.tp);
+}
+
+}  // namespace ft

@@ -1,0 +1,60 @@
+// Mesh: the ranks of a job arranged as pp × dp × tp, tp innermost (it needs the fastest links:
+// consecutive ranks share a node), then dp, then pp:
+//     world_rank = (pp_index · dp + dp_index) · tp + tp_index
+// The mesh validates the degrees against the world size and hands out one communicator per
+// axis. It is passed explicitly to whatever needs it; there is no global parallel state.
+//
+//   Mesh mesh = Mesh::create(cfg.parallel, runtime);   // collective over the world
+//   mesh.dp().all_reduce(...);  mesh.coord().tp;       // this rank's place
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "parallel/comm/comm.h"
+#include "parallel/parallel_config.h"
+
+namespace ft {
+
+struct MeshCoord {
+  int64_t pp = 0, dp = 0, tp = 0;
+};
+
+class Mesh {
+ public:
+  // The single-process mesh (world size 1).
+  static Mesh single();
+  // Over MPI: splits the world into the three axes. world_size must equal dp · tp · pp.
+  static Mesh create_mpi(const ParallelConfig& p, int world_rank, int world_size, const std::string& board_dir);
+  // Without a transport (`fluxtrain train --dry-run`: one process stands in for every rank): the
+  // same groups, each communicator made by make(axis name, the group's world ranks in axis
+  // order, this rank's index among them).
+  using CommFactory =
+      std::function<std::shared_ptr<Communicator>(const std::string&, const std::vector<int>&, int)>;
+  static Mesh create_with(const ParallelConfig& p, int world_rank, const CommFactory& make);
+
+  // Throws ft::Error listing the degrees when their product is not the world size.
+  static void validate(const ParallelConfig& p, int64_t world_size);
+  static MeshCoord coord_of(const ParallelConfig& p, int64_t world_rank);
+
+  const ParallelConfig& degrees() const { return p_; }
+  const MeshCoord& coord() const { return coord_; }
+  int world_rank() const { return world_rank_; }
+  int world_size() const { return static_cast<int>(p_.world_size()); }
+  Communicator& world() { return *world_; }
+  Communicator& dp() { return *dp_; }
+  Communicator& tp() { return *tp_; }
+  Communicator& pp() { return *pp_; }
+  std::string describe() const;  // "rank 3 = (pp 0, dp 1, tp 1) of pp1 × dp2 × tp2"
+
+ private:
+  ParallelConfig p_;
+  MeshCoord coord_;
+  int world_rank_ = 0;
+  std::shared_ptr<Communicator> world_, dp_, tp_, pp_;
+};
+
+}  // namespace ft

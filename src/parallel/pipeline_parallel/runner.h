@@ -1,0 +1,99 @@
+// PipelineRunner: executes this stage's action list (schedule.h) for one step — one short loop
+// over the table. Activations travel to the next stage and their gradients back point to point
+// over the pipeline group (mesh.pp(): group rank = stage; one group per (dp, tp) index), as
+// non-blocking sends and receives: a receive is posted where the table says and waited on by the
+// computation that needs it; sends complete in the background. Under tensor parallelism each tp
+// rank sends what it holds of the residual stream to the same tp rank of the next stage: the whole
+// (B·T, dim) (every tp rank holds it), or its (B·T/tp, dim) token shard with sequence parallelism.
+// Each (micro-batch, chunk) in flight holds one Activations set for the chunk's layers, taken from
+// a pool (shared by the stage's chunks of equal shape) and returned after its backward, so a stage
+// holds at most the schedule's in-flight bound of them (1F1B: p − s on stage s).
+//
+//   PipelineRunner runner(plan, mesh.coord().pp, model, engine, mesh.pp(), micro_batch, seq_len, chunk_tokens);
+//   double loss_sum = runner.train(batch.tokens.data(), grad_scale);  // non-zero on the last stage
+//   runner.last().busy_s;                                             // from the actions' timestamps
+//
+// Idle time (the bubble) is measured against the whole pipeline's pass — from the first stage's
+// start to the last stage's end (Trainer gathers start, end and busy from every stage) — as the
+// theory counts it: a stage that finishes early is idle until the pass ends.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "parallel/comm/comm.h"
+#include "parallel/data_parallel/param_engine.h"
+#include "parallel/pipeline_parallel/pipeline_plan.h"
+#include "model/activations.h"
+#include "model/llama.h"
+
+namespace ft {
+
+struct PipelineStepStats {
+  double start = 0, end = 0;  // the pass on this stage, seconds on the monotonic clock
+  double busy_s = 0;          // forward and backward computations
+  int max_in_flight = 0;   // activation sets held at once
+  struct Timed {
+    PipelineAction action;
+    double start, end;     // seconds on the monotonic clock (computations only)
+  };
+  std::vector<Timed> trace;  // computations in execution order
+};
+
+class PipelineRunner {
+ public:
+  PipelineRunner(const PipelinePlan& plan, int stage, Llama& model, ParamEngine& engine, Communicator& pp,
+                 int64_t micro_batch, int64_t seq_len, int64_t loss_chunk_tokens);
+  ~PipelineRunner();
+
+  // tokens: this rank's batch, (micro_batches · micro_batch, seq_len + 1). Forward, loss and
+  // backward of every micro-batch; parameter gradients accumulate grad_scale · d(sum of losses).
+  // Returns the sum of token losses — non-zero only on the last stage.
+  double train(const int32_t* tokens, float grad_scale);
+  // Forwards only (validation); returns the sum of token losses on the last stage.
+  double forward_loss(const int32_t* tokens);
+
+  const PipelineStepStats& last() const { return stats_; }
+  int stage() const { return stage_; }
+
+ private:
+  using Key = std::pair<int, int>;  // (micro-batch, chunk)
+  struct Slot {
+    std::unique_ptr<Activations> acts;
+    int pool = 0;  // index of the shape (layers, head) the set was sized for
+    WorkPtr send;  // the activation sent from this set's output
+  };
+
+  double run(const Schedule& s, const int32_t* tokens, float grad_scale);
+  double forward(const PipelineAction& a, const int32_t* tokens, float grad_scale, bool training);
+  void backward(const PipelineAction& a);
+  Activations& acquire(const PipelineAction& a);
+  void release(const Key& k, bool wait_send);
+  Tensor acquire_grad();
+  void wait_recv(const PipelineAction& a);
+  void reap(bool wait);  // returns finished send buffers to the pools
+
+  const PipelinePlan& plan_;
+  int stage_;
+  Llama& model_;
+  ParamEngine& engine_;
+  Communicator& pp_;
+  int64_t B_, T_, chunk_tokens_;
+  int64_t rows_;       // tokens of the residual stream this rank holds (N, or N/tp with sequence parallelism)
+  int64_t msg_bytes_;  // one activation or gradient message: rows_ · dim fp32
+  std::vector<std::pair<int64_t, bool>> shapes_;                 // (layers, head) of the pools
+  std::vector<int> pool_of_chunk_;                               // per local chunk
+  std::vector<std::vector<std::unique_ptr<Activations>>> free_;  // per shape
+  std::map<Key, Slot> live_;
+  std::vector<Slot> retiring_;                                   // released, send still in flight
+  std::vector<Tensor> free_grads_;
+  std::map<Key, Tensor> grads_;                                  // received or computed input gradients
+  std::vector<std::pair<WorkPtr, Tensor>> grad_sends_;
+  std::map<std::tuple<int, int, int>, WorkPtr> recvs_;           // (op, mb, chunk)
+  PipelineStepStats stats_;
+};
+
+}  // namespace ft

@@ -1,0 +1,83 @@
+#include "parallel/tensor_parallel/tensor_parallel.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/ops.h"
+
+namespace ft {
+
+// Row statistics in double: max over ranks, then the sum of exp(lse_r - max) and of the
+// target logit (non-zero on the one rank that holds the target).
+void TpGroup::combine_xent_rows(float* lse, float* target_logit, int64_t n) {
+  stats_.resize(static_cast<size_t>(3 * n));
+  double* mx = stats_.data();
+  double* sums = mx + n;  // (2n): exp sums, then target logits
+  for (int64_t i = 0; i < n; ++i) mx[i] = lse[i];
+  tp_.all_reduce(mx, n, ReduceOp::kMax);
+  for (int64_t i = 0; i < n; ++i) {
+    sums[i] = std::exp(static_cast<double>(lse[i]) - mx[i]);
+    sums[n + i] = target_logit[i];
+  }
+  tp_.all_reduce(sums, 2 * n, ReduceOp::kSum);
+  for (int64_t i = 0; i < n; ++i) {
+    lse[i] = static_cast<float>(mx[i] + std::log(sums[i]));
+    target_logit[i] = static_cast<float>(sums[n + i]);
+  }
+}
+
+TpGradSync::TpGradSync(const ParamLayout& layout, Communicator& tp) : tp_(tp) {
+  const int U = layout.num_units();
+  slots_.resize(static_cast<size_t>(U));
+  buffer_size_.assign(static_cast<size_t>(U), 0);
+  // Counted ranges: the whole arena minus the replicated pieces another rank counts.
+  std::vector<std::pair<int64_t, int64_t>> skipped;
+  for (const ParamSpec& p : layout.specs()) {
+    if (!ParamLayout::tp_counts(p, tp.rank())) skipped.push_back({p.offset, p.offset + p.numel()});
+    if (!p.tp_partial_grad || tp.size() == 1) continue;
+    auto u = static_cast<size_t>(p.unit);
+    const int64_t local = p.offset - layout.unit_begin(p.unit);
+    if (p.tp_replicas == tp.size()) {  // every rank holds it: sum in place
+      slots_[u].push_back({local, p.numel(), buffer_size_[u]});
+      buffer_size_[u] += p.numel();
+    } else {  // a subset holds it: each piece sits at its own place in a global-size slot
+      int64_t row = 1;
+      for (size_t d = static_cast<size_t>(p.split_dim) + 1; d < p.shape.size(); ++d) row *= p.shape[d];
+      FT_CHECK(p.split_dim == 0, "partial tensor-parallel gradients split along dim {}", p.split_dim);
+      slots_[u].push_back({local, p.numel(), buffer_size_[u] + p.split_offset * row});
+      buffer_size_[u] += shape_numel(p.global_shape);
+    }
+  }
+  std::sort(skipped.begin(), skipped.end());
+  int64_t at = 0;
+  for (auto [b, e] : skipped) {
+    if (b > at) counted_.push_back({at, b});
+    at = std::max(at, e);
+  }
+  if (at < layout.total()) counted_.push_back({at, layout.total()});
+}
+
+void TpGradSync::sum_partial(float* unit_grads, int unit) {
+  const auto u = static_cast<size_t>(unit);
+  if (slots_[u].empty()) return;
+  buffer_.assign(static_cast<size_t>(buffer_size_[u]), 0.0f);
+  for (const Slot& s : slots_[u]) std::copy_n(unit_grads + s.local, s.count, buffer_.data() + s.at);
+  tp_.all_reduce(buffer_.data(), buffer_size_[u]);
+  for (const Slot& s : slots_[u]) std::copy_n(buffer_.data() + s.at, s.count, unit_grads + s.local);
+}
+
+double TpGradSync::sum_squares(const float* grads, int64_t begin, int64_t end) const {
+  double s = 0;
+  for (auto [b, e] : counted_) {
+    int64_t lo = std::max(b, begin), hi = std::min(e, end);
+    if (lo < hi) s += ops::sum_squares(grads + (lo - begin), hi - lo);
+  }
+  return s;
+}
+
+double TpGradSync::all_reduce(double s) {
+  if (tp_.size() > 1) tp_.all_reduce(&s, 1);
+  return s;
+}
+
+}  // namespace ft

@@ -1,0 +1,74 @@
+// Tensor parallelism (Megatron-style) over the mesh's tp axis — the folder's entry point.
+//
+//   TpGroup: the TpComm the model calls at its f/g points (model/tp_comm.h), implemented with
+//            the tp communicator's collectives: copy/reduce pairs are all-reduces, the
+//            sequence-parallel gather/scatter pairs all-gathers and reduce-scatters, and the
+//            vocab-parallel cross-entropy combines per-row statistics (max, sum of exp, target
+//            logit), so no rank ever holds the full logits.
+//   TpGradSync: what the ParamEngine (parallel/data_parallel) does about parameters several tp
+//            ranks hold: sums their partial gradients over the holders (replicated kv heads;
+//            norm weights under sequence parallelism) and counts each replicated piece once in
+//            the global gradient norm.
+// The split itself is ParamLayout::llama(cfg, align, tp_rank, tp_size): the model derives its
+// local sizes from the shapes it is given.
+//
+//   TpGroup tp(mesh.tp(), cfg.parallel.sequence_parallel);
+//   Llama model(cfg.model, engine.layout(), precision, &tp);
+//   TpGradSync sync(engine.layout(), mesh.tp());
+//   sync.sum_partial(grads_of_unit, u);  double s = sync.sum_squares(g, 0, layout.total());
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "parallel/comm/comm.h"
+#include "model/param_layout.h"
+#include "model/tp_comm.h"
+
+namespace ft {
+
+class TpGroup final : public TpComm {
+ public:
+  TpGroup(Communicator& tp, bool sequence_parallel) : tp_(tp), sp_(sequence_parallel) {}
+  int64_t size() const override { return tp_.size(); }
+  int64_t rank() const override { return tp_.rank(); }
+  bool sequence_parallel() const override { return sp_; }
+
+  void copy_backward(float* dx, int64_t n) override { tp_.all_reduce(dx, n); }
+  void reduce_forward(float* y, int64_t n) override { tp_.all_reduce(y, n); }
+  void gather_forward(float* full, const float* shard, int64_t n) override { tp_.all_gather(full, shard, n * 4); }
+  void gather_backward(float* dshard, const float* dfull, int64_t n) override { tp_.reduce_scatter(dshard, dfull, n); }
+  void combine_xent_rows(float* lse, float* target_logit, int64_t n) override;
+
+ private:
+  Communicator& tp_;
+  bool sp_;
+  std::vector<double> stats_;
+};
+
+class TpGradSync {
+ public:
+  TpGradSync(const ParamLayout& layout, Communicator& tp);
+  // Sums the partial gradients of unit u over the tp ranks that hold them, in place.
+  // unit_grads points at the unit's first element. Collective over the tp group.
+  void sum_partial(float* unit_grads, int unit);
+  // Sum of squares of the gradients in arena range [begin, end) that this rank counts
+  // (replicated pieces only on the first of their holders). grads points at element begin.
+  double sum_squares(const float* grads, int64_t begin, int64_t end) const;
+  // Sums a per-rank partial sum of squares over the tp group (a no-op for one rank).
+  double all_reduce(double s);
+
+ private:
+  struct Slot {
+    int64_t local, count;  // piece: unit-relative offset and elements
+    int64_t at;            // where the piece goes in the exchange buffer
+  };
+  Communicator& tp_;
+  std::vector<std::vector<Slot>> slots_;  // per unit
+  std::vector<int64_t> buffer_size_;     // per unit
+  std::vector<std::pair<int64_t, int64_t>> counted_;  // arena ranges this rank counts, sorted
+  std::vector<float> buffer_;
+};
+
+}  // namespace ft
