@@ -14,9 +14,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <random>
 #include <string>
 #include <vector>
@@ -31,8 +31,7 @@ struct Shape {
 };
 
 double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // CPU seconds used by the whole process: on a shared, loaded machine the single-thread
@@ -73,9 +72,7 @@ std::vector<float> random_vec(size_t n, uint64_t seed) {
 std::pair<double, double> gemm_gflops(int64_t n, int reps) {
   auto a = random_vec(n * n, 1), b = random_vec(n * n, 2);
   std::vector<float> c(n * n);
-  Timing t = best_of(reps, [&] {
-    dnnl_sgemm('N', 'N', n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-  });
+  Timing t = best_of(reps, [&] { dnnl_sgemm('N', 'N', n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n); });
   const double flop = 2.0 * static_cast<double>(n * n * n);
   return {flop / t.wall * 1e-9, flop / t.cpu * 1e-9};
 }
@@ -88,10 +85,9 @@ struct PeerTimes {
 
 PeerTimes run_torch(const Shape& s, int reps, int max_threads) {
   const char* py = std::getenv("FT_BENCH_PYTHON");
-  std::string cmd = std::string(py ? py : "/usr/bin/python3") + " " FT_BENCH_DIR
-                    "/attention_torch.py " + std::to_string(s.B) + " " + std::to_string(s.T) +
-                    " " + std::to_string(s.H) + " " + std::to_string(s.Hkv) + " " +
-                    std::to_string(s.D) + " " + std::to_string(reps) + " " +
+  std::string cmd = std::string(py ? py : "/usr/bin/python3") + " " FT_BENCH_DIR "/attention_torch.py " +
+                    std::to_string(s.B) + " " + std::to_string(s.T) + " " + std::to_string(s.H) + " " +
+                    std::to_string(s.Hkv) + " " + std::to_string(s.D) + " " + std::to_string(reps) + " " +
                     std::to_string(max_threads) + " 2>&1";
   PeerTimes p;
   FILE* f = popen(cmd.c_str(), "r");
@@ -110,11 +106,10 @@ PeerTimes run_torch(const Shape& s, int reps, int max_threads) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<Shape> shapes = {{4, 512, 12, 12, 64, "llama-125m T=512"},
-                               {1, 2048, 12, 12, 64, "llama-125m T=2048"}};
+  std::vector<Shape> shapes = {{4, 512, 12, 12, 64, "llama-125m T=512"}, {1, 2048, 12, 12, 64, "llama-125m T=2048"}};
   if (argc == 6)
-    shapes = {{std::atoll(argv[1]), std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4]),
-               std::atoll(argv[5]), "custom"}};
+    shapes = {{std::atoll(argv[1]), std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4]), std::atoll(argv[5]),
+               "custom"}};
   const char* reps_env = std::getenv("FT_BENCH_REPS");
   const int reps = reps_env ? std::atoi(reps_env) : 5;
   const int threads = omp_get_max_threads();
@@ -123,9 +118,10 @@ int main(int argc, char** argv) {
   const auto [peak1, peak1_cpu] = gemm_gflops(2048, reps);
   omp_set_num_threads(threads);
   const double peakn = gemm_gflops(2048, reps).first;
-  std::printf("oneDNN sgemm 2048^3: %.1f GFLOP/s on 1 thread (%.1f per CPU-second), %.1f on %d "
-              "threads\n",
-              peak1, peak1_cpu, peakn, threads);
+  std::printf(
+      "oneDNN sgemm 2048^3: %.1f GFLOP/s on 1 thread (%.1f per CPU-second), %.1f on %d "
+      "threads\n",
+      peak1, peak1_cpu, peakn, threads);
 
   std::vector<std::pair<const char*, double>> ratios;
   for (const Shape& s : shapes) {
@@ -134,33 +130,30 @@ int main(int argc, char** argv) {
     auto dout = random_vec(s.B * s.T * s.H * s.D, 4);
     std::vector<float> out(s.B * s.T * s.H * s.D), lse(s.B * s.H * s.T), dqkv(qkv.size());
     const double fwd_flop = 4.0 * s.B * s.H * s.T * s.T * s.D / 2, bwd_flop = 2.5 * fwd_flop;
-    auto fwd = [&] {
-      ft::cpu::attention_forward(out.data(), lse.data(), qkv.data(), s.B, s.T, s.H, s.Hkv, s.D);
-    };
+    auto fwd = [&] { ft::cpu::attention_forward(out.data(), lse.data(), qkv.data(), s.B, s.T, s.H, s.Hkv, s.D); };
     auto bwd = [&] {
-      ft::cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(),
-                                  s.B, s.T, s.H, s.Hkv, s.D);
+      ft::cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), s.B, s.T, s.H, s.Hkv,
+                                  s.D);
     };
-    std::printf("\n%s: B=%lld T=%lld H=%lld Hkv=%lld D=%lld\n", s.label,
-                static_cast<long long>(s.B), static_cast<long long>(s.T),
-                static_cast<long long>(s.H), static_cast<long long>(s.Hkv),
+    std::printf("\n%s: B=%lld T=%lld H=%lld Hkv=%lld D=%lld\n", s.label, static_cast<long long>(s.B),
+                static_cast<long long>(s.T), static_cast<long long>(s.H), static_cast<long long>(s.Hkv),
                 static_cast<long long>(s.D));
     for (int th : {1, threads}) {
       omp_set_num_threads(th);
       const Timing tf = best_of(reps, fwd), tb = best_of(reps, bwd);
       const double peak = th == 1 ? peak1 : peakn;
-      std::printf("  fluxtrain %d thread(s): fwd %7.2f ms %6.1f GFLOP/s (%2.0f%% of sgemm) | "
-                  "bwd %7.2f ms %6.1f GFLOP/s (%2.0f%%) | fwd+bwd %6.1f GFLOP/s\n",
-                  th, tf.wall * 1e3, fwd_flop / tf.wall * 1e-9,
-                  100 * fwd_flop / tf.wall * 1e-9 / peak, tb.wall * 1e3,
-                  bwd_flop / tb.wall * 1e-9, 100 * bwd_flop / tb.wall * 1e-9 / peak,
-                  (fwd_flop + bwd_flop) / (tf.wall + tb.wall) * 1e-9);
+      std::printf(
+          "  fluxtrain %d thread(s): fwd %7.2f ms %6.1f GFLOP/s (%2.0f%% of sgemm) | "
+          "bwd %7.2f ms %6.1f GFLOP/s (%2.0f%%) | fwd+bwd %6.1f GFLOP/s\n",
+          th, tf.wall * 1e3, fwd_flop / tf.wall * 1e-9, 100 * fwd_flop / tf.wall * 1e-9 / peak, tb.wall * 1e3,
+          bwd_flop / tb.wall * 1e-9, 100 * bwd_flop / tb.wall * 1e-9 / peak,
+          (fwd_flop + bwd_flop) / (tf.wall + tb.wall) * 1e-9);
       if (th == 1)
-        std::printf("    per CPU-second: fwd %6.1f GFLOP (%2.0f%% of sgemm's %.1f) | bwd %6.1f "
-                    "GFLOP (%2.0f%%)\n",
-                    fwd_flop / tf.cpu * 1e-9, 100 * fwd_flop / tf.cpu * 1e-9 / peak1_cpu,
-                    peak1_cpu, bwd_flop / tb.cpu * 1e-9,
-                    100 * bwd_flop / tb.cpu * 1e-9 / peak1_cpu);
+        std::printf(
+            "    per CPU-second: fwd %6.1f GFLOP (%2.0f%% of sgemm's %.1f) | bwd %6.1f "
+            "GFLOP (%2.0f%%)\n",
+            fwd_flop / tf.cpu * 1e-9, 100 * fwd_flop / tf.cpu * 1e-9 / peak1_cpu, peak1_cpu, bwd_flop / tb.cpu * 1e-9,
+            100 * bwd_flop / tb.cpu * 1e-9 / peak1_cpu);
       if (th == threads) {
         PeerTimes p = run_torch(s, reps, threads);
         if (!p.ok) {
@@ -168,10 +161,10 @@ int main(int argc, char** argv) {
           continue;
         }
         const double ours = tf.wall + tb.wall;
-        std::printf("  PyTorch %d thread(s):   fwd %7.2f ms %6.1f GFLOP/s | fwd+bwd %7.2f ms "
-                    "%6.1f GFLOP/s\n",
-                    p.threads, p.fwd * 1e3, fwd_flop / p.fwd * 1e-9, p.fwdbwd * 1e3,
-                    (fwd_flop + bwd_flop) / p.fwdbwd * 1e-9);
+        std::printf(
+            "  PyTorch %d thread(s):   fwd %7.2f ms %6.1f GFLOP/s | fwd+bwd %7.2f ms "
+            "%6.1f GFLOP/s\n",
+            p.threads, p.fwd * 1e3, fwd_flop / p.fwd * 1e-9, p.fwdbwd * 1e3, (fwd_flop + bwd_flop) / p.fwdbwd * 1e-9);
         ratios.push_back({s.label, p.fwdbwd / ours});
         std::printf("  fwd+bwd speed-up over PyTorch: %.1fx\n", p.fwdbwd / ours);
       }

@@ -45,8 +45,7 @@ __attribute__((noinline)) void bf16_block(float* C, const uint16_t* A, const uin
   __m512 acc[6][4] = {};
   for (int k = 0; k < kK; k += 2) {
     __m512bh b[4];
-    for (int v = 0; v < 4; ++v)
-      b[v] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(B + (k / 2) * 128 + 32 * v));
+    for (int v = 0; v < 4; ++v) b[v] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(B + (k / 2) * 128 + 32 * v));
 #pragma GCC unroll 6
     for (int r = 0; r < 6; ++r) {
       int32_t pair;

@@ -32,7 +32,9 @@
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-static double secs(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+static double secs(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 static std::string run(const std::string& cmd) {
   FILE* p = ::popen(cmd.c_str(), "r");
@@ -149,7 +151,8 @@ int main(int argc, char** argv) {
     for (int64_t s = 0; s < shards; ++s) {
       ft::ShardWriter w(fmt::format("{}/train-{:05d}.ftshard", ds, s), 2);
       for (int64_t t = 0; t < total_tokens / shards; t += static_cast<int64_t>(doc.size())) {
-        for (size_t i = 0; i < doc.size(); ++i) doc[i] = static_cast<int32_t>((t + static_cast<int64_t>(i) * 7 + s) % 8000 + 3);
+        for (size_t i = 0; i < doc.size(); ++i)
+          doc[i] = static_cast<int32_t>((t + static_cast<int64_t>(i) * 7 + s) % 8000 + 3);
         w.add_document(doc.data(), doc.size());
         std::vector<uint16_t> u(doc.begin(), doc.end());
         flat.write(reinterpret_cast<const char*>(u.data()), static_cast<std::streamsize>(u.size() * 2));
@@ -182,19 +185,22 @@ int main(int argc, char** argv) {
     best_loader = std::min(best_loader, secs(t0));
   }
   double ours_tps = static_cast<double>(steps) * batch * seq / best_loader;
-  std::string py = run(
-      "/usr/bin/python3 -c '\n"
-      "import numpy as np, time, sys\n"
-      "d = np.memmap(sys.argv[1], dtype=np.uint16, mode=\"r\")\n"
-      "B, T, steps = " + std::to_string(batch) + ", " + std::to_string(seq) + ", " + std::to_string(steps) + "\n"
-      "rng = np.random.default_rng(0); best = 1e30\n"
-      "for rep in range(3):\n"
-      "  t0 = time.perf_counter()\n"
-      "  for s in range(steps):\n"
-      "    ix = rng.integers(0, len(d) - T - 1, B)\n"
-      "    x = np.stack([d[i:i + T + 1].astype(np.int64) for i in ix])\n"
-      "  best = min(best, time.perf_counter() - t0)\n"
-      "print(steps * B * T / best)' " + work + "/flat.u16");
+  std::string py =
+      run("/usr/bin/python3 -c '\n"
+          "import numpy as np, time, sys\n"
+          "d = np.memmap(sys.argv[1], dtype=np.uint16, mode=\"r\")\n"
+          "B, T, steps = " +
+          std::to_string(batch) + ", " + std::to_string(seq) + ", " + std::to_string(steps) +
+          "\n"
+          "rng = np.random.default_rng(0); best = 1e30\n"
+          "for rep in range(3):\n"
+          "  t0 = time.perf_counter()\n"
+          "  for s in range(steps):\n"
+          "    ix = rng.integers(0, len(d) - T - 1, B)\n"
+          "    x = np.stack([d[i:i + T + 1].astype(np.int64) for i in ix])\n"
+          "  best = min(best, time.perf_counter() - t0)\n"
+          "print(steps * B * T / best)' " +
+          work + "/flat.u16");
   double peer_tps = std::atof(py.c_str());
   std::printf("loader   ours: DatasetLoader, 1 rank, seq %lld x %lld sequences, no prefetch: %.1f M tokens/s\n",
               static_cast<long long>(seq), static_cast<long long>(batch), ours_tps / 1e6);

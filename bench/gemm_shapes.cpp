@@ -65,8 +65,8 @@ int main(int argc, char** argv) {
   for (GemmLibrary lib : ft::cpu::kGemmLibraries) {
     auto st = ft::cpu::gemm_library_status(lib);
     have[static_cast<int>(lib)] = st.available;
-    std::printf("  %-8s %s%s\n", ft::cpu::gemm_library_name(lib), st.available ? st.detail.c_str() : "unavailable: ",
-                st.available ? "" : st.note.c_str());
+    std::printf("  %-8s %s%s\n", ft::cpu::gemm_library_name(lib),
+                st.available ? st.detail.c_str() : "unavailable: ", st.available ? "" : st.note.c_str());
   }
   bool bf16_onednn = true;
   try {
@@ -74,7 +74,8 @@ int main(int argc, char** argv) {
   } catch (const std::exception&) {
     bf16_onednn = false;
   }
-  std::printf("  bf16: %s\n\n", ft::cpu::onednn_has_native_bf16() ? "native" : ("emulated: " + ft::cpu::bf16_emulation_reason()).c_str());
+  std::printf("  bf16: %s\n\n",
+              ft::cpu::onednn_has_native_bf16() ? "native" : ("emulated: " + ft::cpu::bf16_emulation_reason()).c_str());
   constexpr int kImpls = 6;
   const char* names[kImpls] = {"onednn", "openblas", "blis", "f32 prim", "bf16 op", "bf16 dnnl"};
   std::printf("%-8s %5s %5s %5s %2s %2s %4s |", "layer", "M", "N", "K", "tA", "tB", "beta");
@@ -109,8 +110,10 @@ int main(int argc, char** argv) {
     std::printf("%-8s %5lld %5lld %5lld %2d %2d %4.0f |", s.name.c_str(), static_cast<long long>(s.M),
                 static_cast<long long>(s.N), static_cast<long long>(s.K), s.trans_a, s.trans_b, s.beta);
     for (int i = 0; i < kImpls; ++i) {
-      if (t[i] > 0) std::printf(" %9.1f", fl / t[i] * 1e-9);
-      else std::printf(" %9s", "-");
+      if (t[i] > 0)
+        std::printf(" %9.1f", fl / t[i] * 1e-9);
+      else
+        std::printf(" %9s", "-");
       secs_total[i] += t[i];
     }
     std::printf("\n");
@@ -120,8 +123,10 @@ int main(int argc, char** argv) {
   std::printf("%-37s |", "FLOP-weighted mix");
   for (int i = 0; i < kImpls; ++i) {
     mix[i] = secs_total[i] > 0 ? flops_total / secs_total[i] * 1e-9 : 0.0;
-    if (mix[i] > 0) std::printf(" %9.1f", mix[i]);
-    else std::printf(" %9s", "-");
+    if (mix[i] > 0)
+      std::printf(" %9.1f", mix[i]);
+    else
+      std::printf(" %9s", "-");
   }
   std::printf("\n\n");
   ft::PeakOptions opt;

@@ -12,13 +12,15 @@
 #include <vector>
 
 #include "config/config.h"
-#include "parallel/mesh.h"
 #include "obs/telemetry.h"
+#include "parallel/mesh.h"
 #include "train/trainer.h"
 
 namespace {
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -30,8 +32,8 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   std::string config = argc > 1 ? argv[1] : "configs/tiny.toml";
   auto dir = std::filesystem::temp_directory_path() / ("ft_obs_bench_" + std::to_string(::getpid()));
-  ft::Config cfg = ft::load_config(config, {"train.run_dir=\"" + dir.string() + "\"", "train.eval_interval=0",
-                                            "metrics.gpu_interval_s=0"});
+  ft::Config cfg = ft::load_config(
+      config, {"train.run_dir=\"" + dir.string() + "\"", "train.eval_interval=0", "metrics.gpu_interval_s=0"});
   // The peer: real training steps.
   ft::Mesh mesh = ft::Mesh::single();
   ft::Trainer trainer(cfg, mesh);
@@ -54,8 +56,15 @@ int main(int argc, char** argv) {
   for (int rep = 0; rep < 5; ++rep) {
     double t0 = now();
     for (int i = 1; i <= kCalls; ++i) {
-      tel.on_step({.step = i, .loss = 2.5, .lr = 3e-4, .grad_norm = 0.9, .tokens = 256, .tokens_per_s = 1e4,
-                   .step_s = 0.1, .mfu = 0.4, .data_wait_s = 0.001});
+      tel.on_step({.step = i,
+                   .loss = 2.5,
+                   .lr = 3e-4,
+                   .grad_norm = 0.9,
+                   .tokens = 256,
+                   .tokens_per_s = 1e4,
+                   .step_s = 0.1,
+                   .mfu = 0.4,
+                   .data_wait_s = 0.001});
       tel.comm(ft::obs::CommOp::kAllReduce, 1 << 20, 0.001, 1);
     }
     on_step_ns.push_back((now() - t0) / kCalls * 1e9);

@@ -60,8 +60,7 @@ bool lock_staging(void* p, size_t n) {
   return true;
 }
 
-void check_compatible(const CheckpointManifest& m, const Config& cfg, uint64_t tokenizer_hash,
-                      const std::string& dir) {
+void check_compatible(const CheckpointManifest& m, const Config& cfg, uint64_t tokenizer_hash, const std::string& dir) {
   const json& mc = m.config.contains("model") ? m.config["model"] : json::object();
   const ModelConfig& c = cfg.model;
   const std::vector<std::pair<const char*, json>> mine = {{"dim", c.dim},
@@ -75,23 +74,20 @@ void check_compatible(const CheckpointManifest& m, const Config& cfg, uint64_t t
                                                           {"rope_theta", c.rope_theta}};
   for (const auto& [k, v] : mine) {
     if (mc.contains(k) && mc[k] != v)
-      throw Refusal(
-          fmt::format("{}: the checkpoint's model has model.{} = {}, this run's config says {}",
-                      dir, k, mc[k].dump(), v.dump()),
-          "resume with the checkpoint's model settings (fluxtrain ckpt inspect shows them), or "
-          "start a new run");
+      throw Refusal(fmt::format("{}: the checkpoint's model has model.{} = {}, this run's config says {}", dir, k,
+                                mc[k].dump(), v.dump()),
+                    "resume with the checkpoint's model settings (fluxtrain ckpt inspect shows them), or "
+                    "start a new run");
   }
   if (m.has_loader) {
     const json& tc = m.config.contains("train") ? m.config["train"] : json::object();
-    for (const auto& [k, v] : std::vector<std::pair<const char*, int64_t>>{
-             {"batch_size", cfg.train.batch_size}, {"seq_len", cfg.train.seq_len}}) {
+    for (const auto& [k, v] : std::vector<std::pair<const char*, int64_t>>{{"batch_size", cfg.train.batch_size},
+                                                                           {"seq_len", cfg.train.seq_len}}) {
       if (tc.contains(k) && tc[k] != json(v))
-        throw Refusal(
-            fmt::format(
-                "{}: the checkpoint was trained with train.{} = {}, this run's config says {}: the "
-                "data order would not continue",
-                dir, k, tc[k].dump(), v),
-            fmt::format("resume with train.{} = {}", k, tc[k].dump()));
+        throw Refusal(fmt::format("{}: the checkpoint was trained with train.{} = {}, this run's config says {}: the "
+                                  "data order would not continue",
+                                  dir, k, tc[k].dump(), v),
+                      fmt::format("resume with train.{} = {}", k, tc[k].dump()));
     }
     try {
       check_tokenizer_hash(m.tokenizer_hash, tokenizer_hash, dir);
@@ -188,10 +184,8 @@ std::string resolve_checkpoint(const std::string& path) {
     for (const std::string& d : list_step_dirs(root))
       if (fs::exists(d + "/" + kCkptManifestFile)) return d;
   if (parse_step_dir_name(fs::path(path).filename().string()) >= 0)
-    throw Error(
-        fmt::format("{}: no manifest: the checkpoint is incomplete (its save was interrupted)",
-                    path),
-        "use an older step directory, or --resume auto");
+    throw Error(fmt::format("{}: no manifest: the checkpoint is incomplete (its save was interrupted)", path),
+                "use an older step directory, or --resume auto");
   throw Error(fmt::format("{}: no checkpoint found (neither a step_<N> directory with a "
                           "manifest.json nor a directory "
                           "holding them)",
@@ -201,8 +195,8 @@ std::string resolve_checkpoint(const std::string& path) {
               "directory");
 }
 
-Checkpointer::Checkpointer(const Config& cfg, Mesh& mesh, ParamEngine& engine,
-                           uint64_t tokenizer_hash, obs::Telemetry* telemetry)
+Checkpointer::Checkpointer(const Config& cfg, Mesh& mesh, ParamEngine& engine, uint64_t tokenizer_hash,
+                           obs::Telemetry* telemetry)
     : cfg_(cfg),
       mesh_(mesh),
       engine_(engine),
@@ -306,8 +300,7 @@ std::vector<std::string> Checkpointer::all_gather_strings(const std::string& s) 
   if (most > 0) w.all_gather(all.data(), mine.data(), most);
   std::vector<std::string> out;
   for (int r = 0; r < n; ++r)
-    out.push_back(all.substr(static_cast<size_t>(r * most),
-                             static_cast<size_t>(lens[static_cast<size_t>(r)])));
+    out.push_back(all.substr(static_cast<size_t>(r * most), static_cast<size_t>(lens[static_cast<size_t>(r)])));
   return out;
 }
 
@@ -366,11 +359,9 @@ Checkpointer::Resumed Checkpointer::resume() {
           throw Refusal(fmt::format("{}: the checkpoint is encrypted and no key was given", cand),
                         "set FLUXTRAIN_CKPT_KEY or ckpt.key_file to the key it was written with");
         if (m.encrypted && key_.id() != m.key_id)
-          throw Refusal(
-              fmt::format(
-                  "{}: the checkpoint was encrypted with key id {}, the given key has id {}", cand,
-                  m.key_id, key_.id()),
-              "set FLUXTRAIN_CKPT_KEY or ckpt.key_file to the key it was written with");
+          throw Refusal(fmt::format("{}: the checkpoint was encrypted with key id {}, the given key has id {}", cand,
+                                    m.key_id, key_.id()),
+                        "set FLUXTRAIN_CKPT_KEY or ckpt.key_file to the key it was written with");
         if (m.encrypted) m = CheckpointManifest::load(cand, &key_);
         check_compatible(m, cfg_, tokenizer_hash_, cand);
         CheckpointReader reader(cand, m, key_.empty() ? nullptr : &key_);
@@ -386,19 +377,14 @@ Checkpointer::Resumed Checkpointer::resume() {
       if (flags[1] > 0) {
         mem_free(buf, staging_bytes(), MemCategory::kCheckpoint);
         if (status == 2) throw Error(err, hint);
-        throw Error(fmt::format(
-            "{}: another rank refused to resume from this checkpoint (see its error)", cand));
+        throw Error(fmt::format("{}: another rank refused to resume from this checkpoint (see its error)", cand));
       }
       if (flags[0] > 0) {
         if (exact) {
           mem_free(buf, staging_bytes(), MemCategory::kCheckpoint);
           throw Error(
-              status ? err
-                     : fmt::format(
-                           "{}: another rank could not read this checkpoint (see its error)", cand),
-              hint.empty()
-                  ? "resume from another checkpoint (--resume auto picks the newest valid one)"
-                  : hint);
+              status ? err : fmt::format("{}: another rank could not read this checkpoint (see its error)", cand),
+              hint.empty() ? "resume from another checkpoint (--resume auto picks the newest valid one)" : hint);
         }
         log_warn("resume: skipping checkpoint {}: {}", cand,
                  status ? err : std::string("another rank could not read it (see its warning)"));
@@ -445,18 +431,20 @@ void Checkpointer::keep_encryption(const CheckpointManifest& m, const std::strin
   const bool rank0 = mesh_.world_rank() == 0;
   if (cfg_.ckpt.allow_plaintext) {  // the explicit choice, said loudly
     if (rank0)
-      log_warn("checkpoint: {} is encrypted; ckpt.allow_plaintext = true: the checkpoints this run writes are NOT "
-               "encrypted",
-               dir);
+      log_warn(
+          "checkpoint: {} is encrypted; ckpt.allow_plaintext = true: the checkpoints this run writes are NOT "
+          "encrypted",
+          dir);
     return;
   }
   cfg_.ckpt.encrypt = true;
   config_json_["ckpt"]["encrypt"] = true;
   if (staging_ && !staging_locked_) staging_locked_ = lock_staging(staging_, staging_bytes());
   if (rank0 && cfg_.ckpt.interval > 0)
-    log_info("checkpoint: {} is encrypted, so this run's checkpoints stay encrypted (key id {}); to write plaintext "
-             "ones, set ckpt.allow_plaintext = true",
-             dir, key_.id());
+    log_info(
+        "checkpoint: {} is encrypted, so this run's checkpoints stay encrypted (key id {}); to write plaintext "
+        "ones, set ckpt.allow_plaintext = true",
+        dir, key_.id());
 }
 
 void Checkpointer::prepare_root(int64_t resumed_step) {
@@ -468,8 +456,7 @@ void Checkpointer::prepare_root(int64_t resumed_step) {
       fs::remove_all(d, ec);
     } else if (step > resumed_step) {
       std::string aside = fmt::format("{}.replaced-{}", d, static_cast<int64_t>(unix_now()));
-      log_warn("checkpoint: {} is newer than the step this run starts from ({}); moved to {}", d,
-               resumed_step, aside);
+      log_warn("checkpoint: {} is newer than the step this run starts from ({}); moved to {}", d, resumed_step, aside);
       fs::rename(d, aside, ec);
     }
   }
@@ -481,8 +468,7 @@ void Checkpointer::after_step(int64_t step, int64_t tokens, const LoaderState& l
   if (report_resume_) {
     report_resume_ = false;
     double age = process_age_seconds();
-    log_info("resume: {:.2f} s from process start to the end of the first resumed step (step {})",
-             age, step);
+    log_info("resume: {:.2f} s from process start to the end of the first resumed step (step {})", age, step);
     record({{"event", "resume"}, {"step", step}, {"seconds_from_start", age}});
   }
   if (cfg_.ckpt.interval <= 0) return;
@@ -575,9 +561,8 @@ void Checkpointer::write_job(Job& j) {
   const double t0 = now_seconds();
   try {
     fs::create_directories(j.dir);
-    j.file = write_rank_file(j.dir, j.step, mesh_.world_rank(), owned_, staging_,
-                             staging_ + state_size_, staging_ + 2 * state_size_, chunk_bytes_,
-                             cfg_.ckpt.encrypt ? &key_ : nullptr, &j.records);
+    j.file = write_rank_file(j.dir, j.step, mesh_.world_rank(), owned_, staging_, staging_ + state_size_,
+                             staging_ + 2 * state_size_, chunk_bytes_, cfg_.ckpt.encrypt ? &key_ : nullptr, &j.records);
     j.ok = true;
   } catch (const std::exception& e) {
     j.ok = false;
@@ -608,21 +593,16 @@ bool Checkpointer::poll(bool block) {
   if (flags[1] > 0) {  // some rank failed: the checkpoint is discarded everywhere
     ++failures_;
     if (!j.ok)
-      log_error(
-          "checkpoint step {} failed: {}; training continues, the partial checkpoint is discarded",
-          j.step, j.error);
+      log_error("checkpoint step {} failed: {}; training continues, the partial checkpoint is discarded", j.step,
+                j.error);
     std::error_code ec;
     fs::remove(j.dir + "/" + rank_file_name(mesh_.world_rank()), ec);
     mesh_.world().barrier();
     if (rank0) {
       fs::remove_all(j.dir, ec);
-      log_error(
-          "checkpoint step {} discarded ({} failure(s) so far); earlier checkpoints are intact",
-          j.step, failures_);
-      record({{"event", "save"},
-              {"step", j.step},
-              {"ok", false},
-              {"error", j.ok ? "another rank failed" : j.error}});
+      log_error("checkpoint step {} discarded ({} failure(s) so far); earlier checkpoints are intact", j.step,
+                failures_);
+      record({{"event", "save"}, {"step", j.step}, {"ok", false}, {"error", j.ok ? "another rank failed" : j.error}});
     }
     if (telemetry_) telemetry_->on_checkpoint(j.step, now_seconds() - flight_start_, false);
     job_.reset();
@@ -644,8 +624,7 @@ bool Checkpointer::poll(bool block) {
     m->loss_scale_clean_steps = j.loss_scale_clean_steps;
     m->tokenizer_hash = tokenizer_hash_;
     m->world = mesh_.world_size();
-    m->dp = mesh_.degrees().dp, m->tp = mesh_.degrees().tp, m->pp = mesh_.degrees().pp,
-    m->zero = cfg_.parallel.zero;
+    m->dp = mesh_.degrees().dp, m->tp = mesh_.degrees().tp, m->pp = mesh_.degrees().pp, m->zero = cfg_.parallel.zero;
     m->created = utc_timestamp();
     m->config = config_json_;
     m->encrypted = cfg_.ckpt.encrypt;
@@ -668,12 +647,10 @@ bool Checkpointer::poll(bool block) {
   return true;
 }
 
-void Checkpointer::commit_job(std::shared_ptr<CheckpointManifest> m, int64_t step, double t_start,
-                              SaveTimes t) {
+void Checkpointer::commit_job(std::shared_ptr<CheckpointManifest> m, int64_t step, double t_start, SaveTimes t) {
   const std::string dir = root_ + "/" + step_dir_name(step);
   try {
-    write_file_atomic(dir + "/" + kCkptManifestFile,
-                      m->to_json_text(m->encrypted ? &key_ : nullptr));
+    write_file_atomic(dir + "/" + kCkptManifestFile, m->to_json_text(m->encrypted ? &key_ : nullptr));
   } catch (const std::exception& e) {
     std::error_code ec;
     fs::remove_all(dir, ec);
@@ -708,13 +685,11 @@ void Checkpointer::commit_job(std::shared_ptr<CheckpointManifest> m, int64_t ste
       "checkpoint step {} committed: {:.1f} MB in {} file(s){}, written in {:.3f} s ({:.0f} MB/s); "
       "training "
       "stalled {:.1f} ms{}",
-      step, static_cast<double>(bytes) / 1e6, m->files.size(), m->encrypted ? " (encrypted)" : "",
-      t.write_s, static_cast<double>(bytes) / 1e6 / std::max(t.write_s, 1e-9), t.stall_s * 1e3,
-      cfg_.ckpt.async
-          ? fmt::format(
-                " against {:.1f} ms for a synchronous save (copy {:.1f} ms + write): {:.1f}%",
-                sync_s * 1e3, t.copy_s * 1e3, 100.0 * ratio)
-          : std::string(" (synchronous save: ckpt.async = false)"));
+      step, static_cast<double>(bytes) / 1e6, m->files.size(), m->encrypted ? " (encrypted)" : "", t.write_s,
+      static_cast<double>(bytes) / 1e6 / std::max(t.write_s, 1e-9), t.stall_s * 1e3,
+      cfg_.ckpt.async ? fmt::format(" against {:.1f} ms for a synchronous save (copy {:.1f} ms + write): {:.1f}%",
+                                    sync_s * 1e3, t.copy_s * 1e3, 100.0 * ratio)
+                      : std::string(" (synchronous save: ckpt.async = false)"));
   std::lock_guard<std::mutex> lock(mu_);
   events_.push_back({step, total, true});
   committed_local_ = std::max(committed_local_, step);

@@ -44,8 +44,7 @@ class Telemetry;
 
 class Checkpointer {
  public:
-  Checkpointer(const Config& cfg, Mesh& mesh, ParamEngine& engine, uint64_t tokenizer_hash,
-               obs::Telemetry* telemetry);
+  Checkpointer(const Config& cfg, Mesh& mesh, ParamEngine& engine, uint64_t tokenizer_hash, obs::Telemetry* telemetry);
   ~Checkpointer();
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
@@ -105,13 +104,12 @@ class Checkpointer {
   void prepare_root(int64_t resumed_step);
   // Resumed from an encrypted checkpoint with ckpt.encrypt off: go on encrypting, unless
   // ckpt.allow_plaintext says otherwise (logged either way).
-  void keep_encryption(const CheckpointManifest& m, const std::string& dir);  // rank 0: partial dirs removed, newer ones set aside
-  void record(const nlohmann::json& row);   // rank 0: <run_dir>/checkpoints.jsonl
+  void keep_encryption(const CheckpointManifest& m,
+                       const std::string& dir);  // rank 0: partial dirs removed, newer ones set aside
+  void record(const nlohmann::json& row);        // rank 0: <run_dir>/checkpoints.jsonl
   std::vector<std::string> all_gather_strings(const std::string& s);
   // Bytes of a staging (or resume) buffer: weights, first and second moments.
-  size_t staging_bytes() const {
-    return static_cast<size_t>(3 * std::max<int64_t>(state_size_, 1)) * 4;
-  }
+  size_t staging_bytes() const { return static_cast<size_t>(3 * std::max<int64_t>(state_size_, 1)) * 4; }
 
   struct Event {
     int64_t step;

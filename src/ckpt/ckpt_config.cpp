@@ -6,38 +6,28 @@
 namespace ft {
 
 void CkptConfig::bind(ConfigBinder& b) {
-  b.add("ckpt.interval", &interval,
-        "save a checkpoint every N steps and after the last step (0 = never)");
-  b.add("ckpt.keep", &keep,
-        "newest committed checkpoints kept; older ones are deleted after a newer commit");
-  b.add("ckpt.dir", &dir,
-        "checkpoint root holding step_<N>/ directories (empty = <train.run_dir>/checkpoints)");
+  b.add("ckpt.interval", &interval, "save a checkpoint every N steps and after the last step (0 = never)");
+  b.add("ckpt.keep", &keep, "newest committed checkpoints kept; older ones are deleted after a newer commit");
+  b.add("ckpt.dir", &dir, "checkpoint root holding step_<N>/ directories (empty = <train.run_dir>/checkpoints)");
   b.add("ckpt.async", &async,
         "copy and write checkpoints on a background thread while training goes on (false: the "
         "training thread saves)");
-  b.add("ckpt.encrypt", &encrypt,
-        "encrypt checkpoints with AES-256-GCM (key: ckpt.key_file or FLUXTRAIN_CKPT_KEY)");
+  b.add("ckpt.encrypt", &encrypt, "encrypt checkpoints with AES-256-GCM (key: ckpt.key_file or FLUXTRAIN_CKPT_KEY)");
   b.add("ckpt.key_file", &key_file, "file holding the 256-bit checkpoint key as 64 hex digits");
   b.add("ckpt.chunk_mb", &chunk_mb, "MiB of plaintext per encrypted chunk");
-  b.add("ckpt.resume", &resume,
-        "resume from: \"\" (fresh), \"auto\" (newest valid checkpoint) or a checkpoint path");
+  b.add("ckpt.resume", &resume, "resume from: \"\" (fresh), \"auto\" (newest valid checkpoint) or a checkpoint path");
   b.add("ckpt.allow_plaintext", &allow_plaintext,
         "after resuming from encrypted checkpoints, write plaintext ones (false: a run whose checkpoints are "
         "encrypted stays encrypted, whatever ckpt.encrypt says)");
 }
 
 void CkptConfig::validate() const {
-  if (interval < 0)
-    throw Error(fmt::format("ckpt.interval = {} must be >= 0", interval),
-                "0 turns checkpoints off");
-  if (keep < 1)
-    throw Error(fmt::format("ckpt.keep = {} must be >= 1", keep),
-                "keep at least the newest checkpoint");
+  if (interval < 0) throw Error(fmt::format("ckpt.interval = {} must be >= 0", interval), "0 turns checkpoints off");
+  if (keep < 1) throw Error(fmt::format("ckpt.keep = {} must be >= 1", keep), "keep at least the newest checkpoint");
   if (allow_plaintext && encrypt)
     throw Error("ckpt.allow_plaintext = true contradicts ckpt.encrypt = true",
                 "ckpt.allow_plaintext only lets a run resumed from encrypted checkpoints write plaintext ones");
-  if (chunk_mb < 1 || chunk_mb > 1024)
-    throw Error(fmt::format("ckpt.chunk_mb = {} must be in [1, 1024]", chunk_mb));
+  if (chunk_mb < 1 || chunk_mb > 1024) throw Error(fmt::format("ckpt.chunk_mb = {} must be in [1, 1024]", chunk_mb));
 }
 
 }  // namespace ft

@@ -33,9 +33,7 @@ struct CkptConfig {
   void bind(ConfigBinder& b);
   void validate() const;
   // The checkpoint root for a run directory.
-  std::string root(const std::string& run_dir) const {
-    return dir.empty() ? run_dir + "/checkpoints" : dir;
-  }
+  std::string root(const std::string& run_dir) const { return dir.empty() ? run_dir + "/checkpoints" : dir; }
 };
 
 }  // namespace ft

@@ -61,17 +61,14 @@ CkptKey CkptKey::from_hex(const std::string& text, const std::string& source) {
   const size_t n = e - b;
   const char* hint = "give 64 hex digits (256 bits), e.g. from `openssl rand -hex 32`";
   if (n != 64)
-    throw Error(
-        fmt::format("{}: the checkpoint key must be 64 hex digits, found {} characters", source, n),
-        hint);
+    throw Error(fmt::format("{}: the checkpoint key must be 64 hex digits, found {} characters", source, n), hint);
   CkptKey k;
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   void* p = ::mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw Error("cannot map a page for the checkpoint key");
   if (::mlock(p, page) != 0) {
     ::munmap(p, page);
-    throw Error(fmt::format("{}: cannot lock the key's page in memory (mlock: {})", source,
-                            std::strerror(errno)),
+    throw Error(fmt::format("{}: cannot lock the key's page in memory (mlock: {})", source, std::strerror(errno)),
                 "raise the locked-memory limit (ulimit -l) to at least one page");
   }
   ::madvise(p, page, MADV_DONTDUMP);  // keep the key out of core dumps
@@ -80,9 +77,7 @@ CkptKey CkptKey::from_hex(const std::string& text, const std::string& source) {
   for (size_t i = 0; i < 32; ++i) {
     int hi = hex_value(text[b + 2 * i]), lo = hex_value(text[b + 2 * i + 1]);
     if (hi < 0 || lo < 0)
-      throw Error(
-          fmt::format("{}: the checkpoint key has a character that is not a hex digit", source),
-          hint);
+      throw Error(fmt::format("{}: the checkpoint key has a character that is not a hex digit", source), hint);
     k.key_[i] = static_cast<uint8_t>(hi * 16 + lo);
   }
   return k;
@@ -92,9 +87,8 @@ CkptKey CkptKey::load(const std::string& key_file) {
   if (!key_file.empty()) {
     std::ifstream in(key_file, std::ios::binary);
     if (!in) {
-      throw Error(
-          fmt::format("ckpt.key_file = {}: cannot open: {}", key_file, std::strerror(errno)),
-          "point ckpt.key_file at a file holding 64 hex digits, or set FLUXTRAIN_CKPT_KEY");
+      throw Error(fmt::format("ckpt.key_file = {}: cannot open: {}", key_file, std::strerror(errno)),
+                  "point ckpt.key_file at a file holding 64 hex digits, or set FLUXTRAIN_CKPT_KEY");
     }
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     CkptKey k = from_hex(text, "ckpt.key_file " + key_file);
@@ -103,10 +97,9 @@ CkptKey CkptKey::load(const std::string& key_file) {
   }
   const char* env = std::getenv("FLUXTRAIN_CKPT_KEY");
   if (!env || !*env) {
-    throw Error(
-        "checkpoint encryption needs a key: neither ckpt.key_file nor FLUXTRAIN_CKPT_KEY is set",
-        "set FLUXTRAIN_CKPT_KEY to 64 hex digits (openssl rand -hex 32) or ckpt.key_file to a file "
-        "holding them");
+    throw Error("checkpoint encryption needs a key: neither ckpt.key_file nor FLUXTRAIN_CKPT_KEY is set",
+                "set FLUXTRAIN_CKPT_KEY to 64 hex digits (openssl rand -hex 32) or ckpt.key_file to a file "
+                "holding them");
   }
   return from_hex(env, "FLUXTRAIN_CKPT_KEY");
 }
@@ -115,8 +108,7 @@ void CkptKey::derive(const std::string& purpose, uint8_t out[32]) const {
   FT_CHECK(key_, "no key");
   unsigned int len = 32;
   std::string msg = "fluxtrain checkpoint " + purpose;
-  HMAC(EVP_sha256(), key_, 32, reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), out,
-       &len);
+  HMAC(EVP_sha256(), key_, 32, reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), out, &len);
 }
 
 std::string CkptKey::id() const {
@@ -141,8 +133,7 @@ ChunkCipher::ChunkCipher(const CkptKey& key) : ctx_(std::make_unique<Ctx>()), ke
   FT_CHECK(!key.empty(), "ChunkCipher needs a key");
   ctx_->enc = EVP_CIPHER_CTX_new();
   ctx_->dec = EVP_CIPHER_CTX_new();
-  if (!ctx_->enc || !ctx_->dec ||
-      EVP_EncryptInit_ex(ctx_->enc, EVP_aes_256_gcm(), nullptr, nullptr, nullptr) != 1 ||
+  if (!ctx_->enc || !ctx_->dec || EVP_EncryptInit_ex(ctx_->enc, EVP_aes_256_gcm(), nullptr, nullptr, nullptr) != 1 ||
       EVP_DecryptInit_ex(ctx_->dec, EVP_aes_256_gcm(), nullptr, nullptr, nullptr) != 1)
     throw Error("OpenSSL: cannot set up AES-256-GCM");
 }
@@ -195,8 +186,7 @@ bool has_key_env() {
 std::string hmac_sha256_hex(const uint8_t key[32], const std::string& data) {
   uint8_t d[32];
   unsigned int len = 32;
-  HMAC(EVP_sha256(), key, 32, reinterpret_cast<const unsigned char*>(data.data()), data.size(), d,
-       &len);
+  HMAC(EVP_sha256(), key, 32, reinterpret_cast<const unsigned char*>(data.data()), data.size(), d, &len);
   std::string s;
   for (unsigned i = 0; i < len; ++i) s += fmt::format("{:02x}", d[i]);
   return s;

@@ -56,8 +56,8 @@ class ChunkCipher {
   ~ChunkCipher();
   ChunkCipher(const ChunkCipher&) = delete;
   ChunkCipher& operator=(const ChunkCipher&) = delete;
-  void seal(uint8_t* out, uint8_t tag[kGcmTagBytes], const uint8_t* in, size_t n,
-            const uint8_t nonce[kGcmNonceBytes], const uint8_t* aad, size_t aad_n);
+  void seal(uint8_t* out, uint8_t tag[kGcmTagBytes], const uint8_t* in, size_t n, const uint8_t nonce[kGcmNonceBytes],
+            const uint8_t* aad, size_t aad_n);
   // False when the tag does not verify (wrong key, flipped bit, swapped chunk or file).
   bool open(uint8_t* out, const uint8_t* in, size_t n, const uint8_t tag[kGcmTagBytes],
             const uint8_t nonce[kGcmNonceBytes], const uint8_t* aad, size_t aad_n);

@@ -52,8 +52,7 @@ json hf_config_json(const ModelConfig& m) {
 
 ModelConfig model_from_hf_config(const json& j, const std::string& name) {
   auto bad = [&](const std::string& what) {
-    return Error(fmt::format("{}: {}", name, what),
-                 "fluxtrain imports LLaMA-architecture models (LlamaForCausalLM)");
+    return Error(fmt::format("{}: {}", name, what), "fluxtrain imports LLaMA-architecture models (LlamaForCausalLM)");
   };
   if (!j.is_object()) throw bad("not a JSON object");
   auto num = [&](const char* k) -> int64_t {
@@ -62,30 +61,25 @@ ModelConfig model_from_hf_config(const json& j, const std::string& name) {
     return j[k].get<int64_t>();
   };
   if (j.value("model_type", std::string()) != "llama")
-    throw bad(
-        fmt::format("model_type is '{}', not 'llama'", j.value("model_type", std::string("?"))));
+    throw bad(fmt::format("model_type is '{}', not 'llama'", j.value("model_type", std::string("?"))));
   if (j.value("hidden_act", std::string("silu")) != "silu") throw bad("hidden_act is not silu");
-  if (j.value("attention_bias", false) || j.value("mlp_bias", false))
-    throw bad("biases are not supported");
-  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
-    throw bad("rope_scaling is not supported");
+  if (j.value("attention_bias", false) || j.value("mlp_bias", false)) throw bad("biases are not supported");
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) throw bad("rope_scaling is not supported");
   ModelConfig m;
   m.preset = "tiny";
   m.dim = num("hidden_size");
   m.ffn_dim = num("intermediate_size");
   m.n_layers = num("num_hidden_layers");
   m.n_heads = num("num_attention_heads");
-  m.n_kv_heads = j.contains("num_key_value_heads") && !j["num_key_value_heads"].is_null()
-                     ? num("num_key_value_heads")
-                     : m.n_heads;
+  m.n_kv_heads =
+      j.contains("num_key_value_heads") && !j["num_key_value_heads"].is_null() ? num("num_key_value_heads") : m.n_heads;
   m.vocab_size = num("vocab_size");
   m.max_seq_len = j.contains("max_position_embeddings") ? num("max_position_embeddings") : 4096;
   m.norm_eps = j.value("rms_norm_eps", 1e-6);
   m.rope_theta = j.value("rope_theta", 10000.0);
   m.tie_embeddings = j.value("tie_word_embeddings", false);
   m.init_std = j.value("initializer_range", 0.02);
-  if (j.contains("head_dim") && j["head_dim"].is_number_integer() &&
-      j["head_dim"].get<int64_t>() != m.dim / m.n_heads)
+  if (j.contains("head_dim") && j["head_dim"].is_number_integer() && j["head_dim"].get<int64_t>() != m.dim / m.n_heads)
     throw bad(fmt::format("head_dim {} differs from hidden_size / num_attention_heads = {}",
                           j["head_dim"].get<int64_t>(), m.dim / m.n_heads));
   m.validate();
@@ -110,29 +104,25 @@ void export_hf(const std::string& ckpt_dir, const std::string& out, const CkptKe
   w.metadata("fluxtrain_step", std::to_string(m.step));
   w.write(out + "/model.safetensors");
   write_file_atomic(out + "/config.json", hf_config_json(cfg.model).dump(2) + "\n");
-  write_file_atomic(out + "/generation_config.json", json{{"bos_token_id", 1},
-                                                          {"eos_token_id", 2},
-                                                          {"do_sample", true},
-                                                          {"temperature", 0.8},
-                                                          {"top_p", 0.95}}
-                                                             .dump(2) +
-                                                         "\n");
+  write_file_atomic(
+      out + "/generation_config.json",
+      json{{"bos_token_id", 1}, {"eos_token_id", 2}, {"do_sample", true}, {"temperature", 0.8}, {"top_p", 0.95}}.dump(
+          2) +
+          "\n");
   // The tokenizer: the run's dataset's SentencePiece model (byte fallback, identity normaliser).
   if (cfg.data.source == DataSource::kDataset && fs::exists(cfg.data.path + "/tokenizer.model")) {
-    fs::copy_file(cfg.data.path + "/tokenizer.model", out + "/tokenizer.model",
-                  fs::copy_options::overwrite_existing);
-    write_file_atomic(out + "/tokenizer_config.json",
-                      json{{"tokenizer_class", "LlamaTokenizer"},
-                           {"bos_token", "<s>"},
-                           {"eos_token", "</s>"},
-                           {"unk_token", "<unk>"},
-                           {"add_bos_token", false},
-                           {"add_eos_token", false},
-                           {"add_prefix_space", false},
-                           {"legacy", false},
-                           {"model_max_length", cfg.model.max_seq_len}}
-                              .dump(2) +
-                          "\n");
+    fs::copy_file(cfg.data.path + "/tokenizer.model", out + "/tokenizer.model", fs::copy_options::overwrite_existing);
+    write_file_atomic(out + "/tokenizer_config.json", json{{"tokenizer_class", "LlamaTokenizer"},
+                                                           {"bos_token", "<s>"},
+                                                           {"eos_token", "</s>"},
+                                                           {"unk_token", "<unk>"},
+                                                           {"add_bos_token", false},
+                                                           {"add_eos_token", false},
+                                                           {"add_prefix_space", false},
+                                                           {"legacy", false},
+                                                           {"model_max_length", cfg.model.max_seq_len}}
+                                                              .dump(2) +
+                                                          "\n");
   } else {
     log_warn(
         "export-hf: the checkpoint's data ({}) has no tokenizer.model; exported without a "
@@ -157,8 +147,7 @@ class HfWeights {
         throw Error(fmt::format("{}/model.safetensors.index.json: no weight_map", dir));
       for (auto& [name, file] : idx["weight_map"].items()) {
         std::string f = file.get<std::string>();
-        if (f.find('/') != std::string::npos)
-          throw Error(fmt::format("{}: shard name {} is not a plain name", dir, f));
+        if (f.find('/') != std::string::npos) throw Error(fmt::format("{}: shard name {} is not a plain name", dir, f));
         if (!opened.count(f)) {
           opened[f] = files_.size();
           files_.push_back(std::make_unique<SafetensorsFile>(dir + "/" + f));
@@ -203,8 +192,7 @@ void to_f32(const SafetensorsFile::View& v, float* out, const std::string& name)
 
 }  // namespace
 
-Config import_hf(const std::string& hf_dir, const std::string& out, Config base,
-                 const CkptKey* key) {
+Config import_hf(const std::string& hf_dir, const std::string& out, Config base, const CkptKey* key) {
   const std::string cfg_path = hf_dir + "/config.json";
   json hc;
   try {
@@ -225,15 +213,14 @@ Config import_hf(const std::string& hf_dir, const std::string& out, Config base,
                   "is it a LlamaForCausalLM checkpoint?");
     SafetensorsFile::View v = f->get(p.name);
     if (v.shape != p.global_shape)
-      throw Error(fmt::format("{}: {} has shape {}, config.json implies {}", hf_dir, p.name,
-                              shape_str(v.shape), shape_str(p.global_shape)));
+      throw Error(fmt::format("{}: {} has shape {}, config.json implies {}", hf_dir, p.name, shape_str(v.shape),
+                              shape_str(p.global_shape)));
     to_f32(v, arena.data() + p.offset, p.name);
     used.insert(p.name);
   }
   for (const std::string& n : weights.names()) {
     if (used.count(n)) continue;
-    if (n == "lm_head.weight" && base.model.tie_embeddings)
-      continue;  // tied: the embedding is the head
+    if (n == "lm_head.weight" && base.model.tie_embeddings) continue;  // tied: the embedding is the head
     if (n.find("rotary_emb.inv_freq") != std::string::npos) continue;  // a buffer, recomputed
     log_warn("import-hf: tensor {} is not part of the model; ignored", n);
   }
@@ -249,16 +236,14 @@ Config import_hf(const std::string& hf_dir, const std::string& out, Config base,
       out, m, base,
       [&](int, const std::vector<StatePiece>& pieces, float* w, float* mm, float* v) {
         for (const StatePiece& p : pieces) {
-          std::memcpy(w + p.compact, arena.data() + p.spec->offset + p.begin,
-                      static_cast<size_t>(p.count()) * 4);
+          std::memcpy(w + p.compact, arena.data() + p.spec->offset + p.begin, static_cast<size_t>(p.count()) * 4);
           std::fill_n(mm + p.compact, p.count(), 0.0f);
           std::fill_n(v + p.compact, p.count(), 0.0f);
         }
       },
       key, static_cast<uint32_t>(base.ckpt.chunk_mb << 20));
   secure_zero(arena.data(), arena.size() * 4);
-  log_info("import-hf: {} ({} parameters) written as a checkpoint to {}", hf_dir,
-           base.model.num_params(), out);
+  log_info("import-hf: {} ({} parameters) written as a checkpoint to {}", hf_dir, base.model.num_params(), out);
   return base;
 }
 

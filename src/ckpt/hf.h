@@ -22,8 +22,7 @@ void export_hf(const std::string& ckpt_dir, const std::string& out, const CkptKe
 // weights (model.safetensors, or the shards listed in model.safetensors.index.json; F32, BF16 or
 // F16), and writes a one-process checkpoint at step 0 with zero AdamW moments into out. `base`
 // gives every section but model.*; returns the config written into the checkpoint.
-Config import_hf(const std::string& hf_dir, const std::string& out, Config base,
-                 const CkptKey* key);
+Config import_hf(const std::string& hf_dir, const std::string& out, Config base, const CkptKey* key);
 
 // The HF config.json of a model (LlamaConfig fields).
 nlohmann::json hf_config_json(const ModelConfig& m);

@@ -31,12 +31,10 @@ class Reader : public JsonReader {
   }
   Shape shape(const json& obj, const std::string& key, const std::string& path) const {
     const json& v = at(obj, key, path);
-    if (!v.is_array() || v.empty() || v.size() > 2)
-      fail(path + "." + key, "must be an array of 1 or 2 sizes");
+    if (!v.is_array() || v.empty() || v.size() > 2) fail(path + "." + key, "must be an array of 1 or 2 sizes");
     Shape s;
     for (const json& d : v) {
-      if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t{1} << 31))
-        fail(path + "." + key, "has a bad size");
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t{1} << 31)) fail(path + "." + key, "has a bad size");
       s.push_back(d.get<int64_t>());
     }
     return s;
@@ -80,21 +78,17 @@ std::string CheckpointManifest::to_json_text(const CkptKey* key) const {
   if (loss_scale > 0) j["loss_scale"] = {{"scale", loss_scale}, {"clean_steps", loss_scale_clean_steps}};
   j["origin"] = origin;
   j["created"] = created;
-  j["loader"] = has_loader ? json{{"next_sample", loader.next_sample}, {"epoch", loader.epoch}}
-                           : json(nullptr);
+  j["loader"] = has_loader ? json{{"next_sample", loader.next_sample}, {"epoch", loader.epoch}} : json(nullptr);
   // A data.mixture's weights and the sample each set took effect from (data/mixture.h).
   if (has_loader && !loader.mixture.empty()) j["loader"]["mixture"] = json::parse(loader.mixture);
   j["tokenizer_xxh3"] = hex64(tokenizer_hash);
   j["layout"] = {{"world", world}, {"dp", dp}, {"tp", tp}, {"pp", pp}, {"zero", zero}};
   j["chunk_bytes"] = chunk_bytes;
-  j["encryption"] =
-      encrypted ? json{{"algorithm", "AES-256-GCM"}, {"key_id", key_id}} : json(nullptr);
+  j["encryption"] = encrypted ? json{{"algorithm", "AES-256-GCM"}, {"key_id", key_id}} : json(nullptr);
   json files_j = json::array();
   for (const FileRecord& f : files)
-    files_j.push_back({{"name", f.name},
-                       {"rank", f.rank},
-                       {"payload_bytes", f.payload_bytes},
-                       {"file_bytes", f.file_bytes}});
+    files_j.push_back(
+        {{"name", f.name}, {"rank", f.rank}, {"payload_bytes", f.payload_bytes}, {"file_bytes", f.file_bytes}});
   j["files"] = std::move(files_j);
   json tensors_j = json::array();
   for (const TensorRecord& t : tensors) {
@@ -108,8 +102,7 @@ std::string CheckpointManifest::to_json_text(const CkptKey* key) const {
                         {"end", p.end},
                         {"offset", p.offset},
                         {"xxh3", {hex64(p.xxh3[0]), hex64(p.xxh3[1]), hex64(p.xxh3[2])}}});
-    tensors_j.push_back(
-        {{"name", t.name}, {"shape", t.shape}, {"dtype", t.dtype}, {"pieces", std::move(pieces)}});
+    tensors_j.push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", t.dtype}, {"pieces", std::move(pieces)}});
   }
   j["tensors"] = std::move(tensors_j);
   j["config"] = config.is_null() ? json::object() : config;
@@ -120,8 +113,7 @@ std::string CheckpointManifest::to_json_text(const CkptKey* key) const {
   return j.dump(1) + "\n";
 }
 
-CheckpointManifest CheckpointManifest::parse(const std::string& text, const std::string& name,
-                                             const CkptKey* key) {
+CheckpointManifest CheckpointManifest::parse(const std::string& text, const std::string& name, const CkptKey* key) {
   Reader r(name);
   json j;
   try {
@@ -135,11 +127,9 @@ CheckpointManifest CheckpointManifest::parse(const std::string& text, const std:
   CheckpointManifest m;
   m.version = static_cast<int>(r.i64(j, "version", "", 0, 1000));
   if (m.version != kCkptManifestVersion)
-    throw Error(
-        fmt::format(
-            "{}: checkpoint format version {} is not supported (this build reads version {})", name,
-            m.version, kCkptManifestVersion),
-        "use the fluxtrain version that wrote it");
+    throw Error(fmt::format("{}: checkpoint format version {} is not supported (this build reads version {})", name,
+                            m.version, kCkptManifestVersion),
+                "use the fluxtrain version that wrote it");
   // Integrity first: everything but the "integrity" field, as written.
   const json& integ = r.at(j, "integrity", "");
   json body = j;
@@ -149,23 +139,18 @@ CheckpointManifest CheckpointManifest::parse(const std::string& text, const std:
   m.encrypted = !enc.is_null();
   if (m.encrypted) {
     m.key_id = r.str(enc, "key_id", ".encryption");
-    if (r.str(enc, "algorithm", ".encryption") != "AES-256-GCM")
-      r.fail(".encryption.algorithm", "is not AES-256-GCM");
+    if (r.str(enc, "algorithm", ".encryption") != "AES-256-GCM") r.fail(".encryption.algorithm", "is not AES-256-GCM");
     if (key && !key->empty()) {
       if (!equal_constant_time(key->id(), m.key_id))
-        throw Error(
-            fmt::format("{}: the checkpoint was encrypted with key id {}, the given key has id {}",
-                        name, m.key_id, key->id()),
-            "set ckpt.key_file or FLUXTRAIN_CKPT_KEY to the key the checkpoint was written with");
-      if (!equal_constant_time(r.str(integ, "hmac_sha256", ".integrity"),
-                               integrity_of(body_text, true, key)))
-        throw Error(fmt::format("{}: the manifest's HMAC does not verify: it was modified", name),
-                    kHint);
+        throw Error(fmt::format("{}: the checkpoint was encrypted with key id {}, the given key has id {}", name,
+                                m.key_id, key->id()),
+                    "set ckpt.key_file or FLUXTRAIN_CKPT_KEY to the key the checkpoint was written with");
+      if (!equal_constant_time(r.str(integ, "hmac_sha256", ".integrity"), integrity_of(body_text, true, key)))
+        throw Error(fmt::format("{}: the manifest's HMAC does not verify: it was modified", name), kHint);
     }
   } else if (r.hex(r.at(integ, "xxh3", ".integrity"), ".integrity.xxh3") !=
              parse_hex64(integrity_of(body_text, false, nullptr), "xxh3")) {
-    throw Error(fmt::format("{}: the manifest's checksum does not match its contents", name),
-                kHint);
+    throw Error(fmt::format("{}: the manifest's checksum does not match its contents", name), kHint);
   }
 
   m.step = r.i64(j, "step", "");
@@ -234,36 +219,31 @@ CheckpointManifest CheckpointManifest::parse(const std::string& text, const std:
       const json& pj = pieces[k];
       PieceRecord pr;
       pr.file = static_cast<int>(r.i64(pj, "file", q, 0, static_cast<int64_t>(m.files.size()) - 1));
-      pr.split_dim =
-          static_cast<int>(r.i64(pj, "split_dim", q, -1, static_cast<int64_t>(t.shape.size()) - 1));
+      pr.split_dim = static_cast<int>(r.i64(pj, "split_dim", q, -1, static_cast<int64_t>(t.shape.size()) - 1));
       pr.split_offset = r.i64(pj, "split_offset", q);
       pr.local_shape = r.shape(pj, "local_shape", q);
-      if (pr.local_shape.size() != t.shape.size())
-        r.fail(q + ".local_shape", "has another rank than the tensor");
+      if (pr.local_shape.size() != t.shape.size()) r.fail(q + ".local_shape", "has another rank than the tensor");
       for (size_t d = 0; d < t.shape.size(); ++d) {
         bool split = static_cast<int>(d) == pr.split_dim;
         int64_t end = (split ? pr.split_offset : 0) + pr.local_shape[d];
         if (split ? end > t.shape[d] : pr.local_shape[d] != t.shape[d])
           r.fail(q + ".local_shape", "does not fit the tensor's shape at its split offset");
       }
-      if (pr.split_dim < 0 && pr.split_offset != 0)
-        r.fail(q + ".split_offset", "must be 0 without a split");
+      if (pr.split_dim < 0 && pr.split_offset != 0) r.fail(q + ".split_offset", "must be 0 without a split");
       const int64_t lnumel = shape_numel(pr.local_shape);
       pr.begin = r.i64(pj, "begin", q, 0, lnumel);
       pr.end = r.i64(pj, "end", q, pr.begin, lnumel);
       pr.offset = static_cast<uint64_t>(r.i64(pj, "offset", q));
       const json& xs = r.at(pj, "xxh3", q);
       if (!xs.is_array() || xs.size() != 3) r.fail(q + ".xxh3", "must be 3 checksums");
-      for (int c = 0; c < 3; ++c)
-        pr.xxh3[c] = r.hex(xs[static_cast<size_t>(c)], fmt::format("{}.xxh3[{}]", q, c));
+      for (int c = 0; c < 3; ++c) pr.xxh3[c] = r.hex(xs[static_cast<size_t>(c)], fmt::format("{}.xxh3[{}]", q, c));
       const uint64_t payload = m.files[static_cast<size_t>(pr.file)].payload_bytes;
       if (pr.offset > payload || 3 * pr.bytes() > payload - pr.offset)
         r.fail(q, fmt::format("bytes [{}, {}) lie outside the file's {} payload bytes", pr.offset,
                               pr.offset + 3 * pr.bytes(), payload));
       // The pieces must tile the tensor: no two overlap, and together they have its size.
       for (const Rect& a :
-           piece_rects(Block::of(t.shape, pr.split_dim, pr.split_offset, pr.local_shape), pr.begin,
-                       pr.end)) {
+           piece_rects(Block::of(t.shape, pr.split_dim, pr.split_offset, pr.local_shape), pr.begin, pr.end)) {
         for (const Rect& b : rects)
           if (rects_overlap(a, b)) r.fail(q, "overlaps another piece of the tensor");
         rects.push_back(a);
@@ -271,8 +251,7 @@ CheckpointManifest CheckpointManifest::parse(const std::string& text, const std:
       covered += pr.count();
       t.pieces.push_back(std::move(pr));
     }
-    if (covered != numel)
-      r.fail(p + ".pieces", fmt::format("cover {} of the tensor's {} elements", covered, numel));
+    if (covered != numel) r.fail(p + ".pieces", fmt::format("cover {} of the tensor's {} elements", covered, numel));
     m.tensors.push_back(std::move(t));
   }
   return m;

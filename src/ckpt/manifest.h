@@ -35,8 +35,8 @@ struct PieceRecord {
   int split_dim = -1;  // -1: the local shard is the whole tensor
   int64_t split_offset = 0;
   Shape local_shape;
-  int64_t begin = 0, end = 0;  // flat range of the local shard
-  uint64_t offset = 0;  // byte offset in the file's payload: weights, then exp_avg, exp_avg_sq
+  int64_t begin = 0, end = 0;    // flat range of the local shard
+  uint64_t offset = 0;           // byte offset in the file's payload: weights, then exp_avg, exp_avg_sq
   uint64_t xxh3[3] = {0, 0, 0};  // XXH3-64 of the weights, exp_avg, exp_avg_sq bytes
   int64_t count() const { return end - begin; }
   uint64_t bytes() const { return static_cast<uint64_t>(count()) * 4; }  // of one of the three
@@ -59,10 +59,10 @@ struct FileRecord {
 struct CheckpointManifest {
   int version = kCkptManifestVersion;
   int64_t step = 0, tokens = 0, optimizer_steps = 0;
-  int64_t restarts = 0;    // times the run had been resumed when this was saved
-  double loss_scale = 0;   // fp16 dynamic loss scale (0: the run did not use one)
+  int64_t restarts = 0;                // times the run had been resumed when this was saved
+  double loss_scale = 0;               // fp16 dynamic loss scale (0: the run did not use one)
   int64_t loss_scale_clean_steps = 0;  // clean steps in a row towards the next growth
-  bool has_loader = true;  // false for imported models (no data position to continue)
+  bool has_loader = true;              // false for imported models (no data position to continue)
   LoaderState loader;
   uint64_t tokenizer_hash = 0;  // 0: none (synthetic data)
   int64_t world = 1, dp = 1, tp = 1, pp = 1, zero = 0;
@@ -82,8 +82,7 @@ struct CheckpointManifest {
   // Throws ft::Error("<name>: ...") for anything malformed, inconsistent (pieces that do not
   // tile their tensor, ranges outside a file) or failing its integrity check. An encrypted
   // manifest is only authenticated when `key` is given (inspect works without it).
-  static CheckpointManifest parse(const std::string& text, const std::string& name,
-                                  const CkptKey* key);
+  static CheckpointManifest parse(const std::string& text, const std::string& name, const CkptKey* key);
   static CheckpointManifest load(const std::string& dir, const CkptKey* key);
 };
 

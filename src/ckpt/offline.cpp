@@ -28,29 +28,25 @@ ParamLayout rank_layout(const Config& cfg, int rank) {
     PipelinePlan plan = PipelinePlan::make(cfg.model, cfg.train.seq_len, p, mb.count);
     units = plan.partition.stage_units(static_cast<int>(c.pp));
   }
-  const TpShard shard{
-      .rank = c.tp, .size = p.tp, .sequence_parallel = p.sequence_parallel && p.tp > 1};
+  const TpShard shard{.rank = c.tp, .size = p.tp, .sequence_parallel = p.sequence_parallel && p.tp > 1};
   return ParamLayout::llama(cfg.model, p.dp, units, shard);
 }
 
-std::vector<std::pair<int64_t, int64_t>> rank_state_ranges(const ParamLayout& layout,
-                                                           const Config& cfg, int rank) {
+std::vector<std::pair<int64_t, int64_t>> rank_state_ranges(const ParamLayout& layout, const Config& cfg, int rank) {
   const MeshCoord c = Mesh::coord_of(cfg.parallel, rank);
   return ShardPlan(layout, static_cast<int>(c.dp), static_cast<int>(cfg.parallel.dp)).ranges();
 }
 
-void write_offline_checkpoint(const std::string& dir, CheckpointManifest m, const Config& cfg,
-                              const StateFiller& fill, const CkptKey* key, uint32_t chunk_bytes) {
+void write_offline_checkpoint(const std::string& dir, CheckpointManifest m, const Config& cfg, const StateFiller& fill,
+                              const CkptKey* key, uint32_t chunk_bytes) {
   if (fs::exists(dir))
-    throw Error(fmt::format("{} already exists", dir),
-                "choose a new output directory, or remove the old one first");
+    throw Error(fmt::format("{} already exists", dir), "choose a new output directory, or remove the old one first");
   const std::string tmp = fmt::format("{}.tmp-{}", dir, ::getpid());
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   const int world = static_cast<int>(cfg.parallel.world_size());
   m.world = world;
-  m.dp = cfg.parallel.dp, m.tp = cfg.parallel.tp, m.pp = cfg.parallel.pp,
-  m.zero = cfg.parallel.zero;
+  m.dp = cfg.parallel.dp, m.tp = cfg.parallel.tp, m.pp = cfg.parallel.pp, m.zero = cfg.parallel.zero;
   m.encrypted = key && !key->empty();
   m.key_id = m.encrypted ? key->id() : "";
   m.chunk_bytes = chunk_bytes;
@@ -66,13 +62,11 @@ void write_offline_checkpoint(const std::string& dir, CheckpointManifest m, cons
         if (!written.count(p.key())) owned.push_back(p);
       for (const StatePiece& p : owned) written.insert(p.key());
       const int64_t n = std::max<int64_t>(ranges_size(ranges), 1);
-      float* buf =
-          static_cast<float*>(mem_alloc(static_cast<size_t>(3 * n) * 4, MemCategory::kCheckpoint));
+      float* buf = static_cast<float*>(mem_alloc(static_cast<size_t>(3 * n) * 4, MemCategory::kCheckpoint));
       try {
         fill(r, pieces, buf, buf + n, buf + 2 * n);
         std::vector<PieceRecord> recs;
-        FileRecord f = write_rank_file(tmp, m.step, r, owned, buf, buf + n, buf + 2 * n,
-                                       chunk_bytes, key, &recs);
+        FileRecord f = write_rank_file(tmp, m.step, r, owned, buf, buf + n, buf + 2 * n, chunk_bytes, key, &recs);
         add_file_to_manifest(m, f, owned, recs);
       } catch (...) {
         mem_free(buf, static_cast<size_t>(3 * n) * 4, MemCategory::kCheckpoint);
@@ -93,8 +87,8 @@ void write_offline_checkpoint(const std::string& dir, CheckpointManifest m, cons
   }
 }
 
-void reshard_checkpoint(const std::string& src, const std::string& dir, const Config& target,
-                        const CkptKey* key, bool encrypt_output) {
+void reshard_checkpoint(const std::string& src, const std::string& dir, const Config& target, const CkptKey* key,
+                        bool encrypt_output) {
   CheckpointManifest m = CheckpointManifest::load(src, key);
   CheckpointReader reader(src, m, key);
   CheckpointManifest out = m;
@@ -107,9 +101,7 @@ void reshard_checkpoint(const std::string& src, const std::string& dir, const Co
   out.config["parallel"] = parallel;
   write_offline_checkpoint(
       dir, out, target,
-      [&](int, const std::vector<StatePiece>& pieces, float* w, float* mm, float* v) {
-        reader.fill(pieces, w, mm, v);
-      },
+      [&](int, const std::vector<StatePiece>& pieces, float* w, float* mm, float* v) { reader.fill(pieces, w, mm, v); },
       encrypt_output ? key : nullptr, m.chunk_bytes);
 }
 

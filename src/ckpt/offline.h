@@ -23,22 +23,20 @@ namespace ft {
 // stage's units, its tensor-parallel shard of them, padded to the dp size — and its state ranges
 // (its ShardPlan piece of every unit).
 ParamLayout rank_layout(const Config& cfg, int rank);
-std::vector<std::pair<int64_t, int64_t>> rank_state_ranges(const ParamLayout& layout,
-                                                           const Config& cfg, int rank);
+std::vector<std::pair<int64_t, int64_t>> rank_state_ranges(const ParamLayout& layout, const Config& cfg, int rank);
 
 // Fills a rank's compact state buffers (weights, exp_avg, exp_avg_sq; state_size floats each).
-using StateFiller = std::function<void(int rank, const std::vector<StatePiece>& pieces, float* w,
-                                       float* m, float* v)>;
+using StateFiller = std::function<void(int rank, const std::vector<StatePiece>& pieces, float* w, float* m, float* v)>;
 
 // Writes a complete checkpoint at `dir` (built in dir + ".tmp-<pid>", renamed when complete): one
 // rank file per world rank of cfg (replicated pieces once), then the manifest. `m` carries the
 // step, tokens, loader state, config, ...; its layout fields, files and tensors are filled here.
 // key: encrypt with it (null: plaintext). Throws when dir exists.
-void write_offline_checkpoint(const std::string& dir, CheckpointManifest m, const Config& cfg,
-                              const StateFiller& fill, const CkptKey* key, uint32_t chunk_bytes);
+void write_offline_checkpoint(const std::string& dir, CheckpointManifest m, const Config& cfg, const StateFiller& fill,
+                              const CkptKey* key, uint32_t chunk_bytes);
 
 // Rewrites the checkpoint at src under target's layout (parallel.*) into dir.
-void reshard_checkpoint(const std::string& src, const std::string& dir, const Config& target,
-                        const CkptKey* key, bool encrypt_output);
+void reshard_checkpoint(const std::string& src, const std::string& dir, const Config& target, const CkptKey* key,
+                        bool encrypt_output);
 
 }  // namespace ft

@@ -43,8 +43,8 @@ bool rects_overlap(const Rect& a, const Rect& b) {
   return std::max(a.r0, b.r0) < std::min(a.r1, b.r1) && std::max(a.c0, b.c0) < std::min(a.c1, b.c1);
 }
 
-int64_t for_each_overlap(const Block& d, int64_t db, int64_t de, const Block& s, int64_t sb,
-                         int64_t se, const std::function<void(int64_t, int64_t, int64_t)>& copy) {
+int64_t for_each_overlap(const Block& d, int64_t db, int64_t de, const Block& s, int64_t sb, int64_t se,
+                         const std::function<void(int64_t, int64_t, int64_t)>& copy) {
   if (db >= de || sb >= se || d.cols == 0 || s.cols == 0) return 0;
   // Global rows the two ranges can share.
   const int64_t d_first = d.r0 + db / d.cols, d_last = d.r0 + (de - 1) / d.cols;
@@ -67,8 +67,7 @@ int64_t for_each_overlap(const Block& d, int64_t db, int64_t de, const Block& s,
 }
 
 std::string StatePiece::key() const {
-  std::string k =
-      spec->name + "|" + std::to_string(spec->split_dim) + "|" + std::to_string(spec->split_offset);
+  std::string k = spec->name + "|" + std::to_string(spec->split_dim) + "|" + std::to_string(spec->split_offset);
   for (int64_t d : spec->shape) k += "|" + std::to_string(d);
   return k + "|" + std::to_string(begin) + "|" + std::to_string(end);
 }

@@ -43,9 +43,8 @@ bool rects_overlap(const Rect& a, const Rect& b);
 // Copies the elements that the flat range [sb, se) of block `sblk` (values src[0 .. se - sb))
 // shares with the flat range [db, de) of block `dblk` into dst (dst[0 .. de - db)), calling
 // `copy(dst_index, src_index, count)` for each contiguous run; returns the elements copied.
-int64_t for_each_overlap(
-    const Block& dblk, int64_t db, int64_t de, const Block& sblk, int64_t sb, int64_t se,
-    const std::function<void(int64_t dst_index, int64_t src_index, int64_t count)>& copy);
+int64_t for_each_overlap(const Block& dblk, int64_t db, int64_t de, const Block& sblk, int64_t sb, int64_t se,
+                         const std::function<void(int64_t dst_index, int64_t src_index, int64_t count)>& copy);
 
 // One parameter's part of a rank's state ranges (arena [begin, end) ranges, stored compactly):
 // the flat range [begin, end) of the parameter's local shard, at `compact` in the rank's state
@@ -55,16 +54,13 @@ struct StatePiece {
   int64_t begin, end;  // flat range of the local shard
   int64_t compact;     // element offset in the rank's compact state buffers
   int64_t count() const { return end - begin; }
-  Block block() const {
-    return Block::of(spec->global_shape, spec->split_dim, spec->split_offset, spec->shape);
-  }
+  Block block() const { return Block::of(spec->global_shape, spec->split_dim, spec->split_offset, spec->shape); }
   // Identity across ranks: replicated pieces (e.g. tensor-parallel replicas) compare equal.
   std::string key() const;
 };
 
 // The pieces of every parameter inside `ranges` (arena [begin, end), in compact order).
-std::vector<StatePiece> state_pieces(const ParamLayout& layout,
-                                     const std::vector<std::pair<int64_t, int64_t>>& ranges);
+std::vector<StatePiece> state_pieces(const ParamLayout& layout, const std::vector<std::pair<int64_t, int64_t>>& ranges);
 int64_t ranges_size(const std::vector<std::pair<int64_t, int64_t>>& ranges);
 
 }  // namespace ft

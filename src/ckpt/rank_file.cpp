@@ -21,8 +21,7 @@ namespace {
 
 constexpr char kMagic[8] = {'F', 'T', 'C', 'K', 'P', 'T', '\0', '\0'};
 constexpr uint32_t kVersion = 1;
-constexpr const char* kHint =
-    "the checkpoint is damaged; resume from an older one (--resume auto skips it)";
+constexpr const char* kHint = "the checkpoint is damaged; resume from an older one (--resume auto skips it)";
 
 template <typename T>
 void put(uint8_t* h, size_t at, T v) {
@@ -66,8 +65,8 @@ void key_id_bytes(const CkptKey& key, uint8_t out[8]) {
 
 }  // namespace
 
-RankFileWriter::RankFileWriter(const std::string& path, int64_t step, int rank,
-                               uint64_t payload_bytes, uint32_t chunk_bytes, const CkptKey* key)
+RankFileWriter::RankFileWriter(const std::string& path, int64_t step, int rank, uint64_t payload_bytes,
+                               uint32_t chunk_bytes, const CkptKey* key)
     : path_(path),
       name_(std::filesystem::path(path).filename().string()),
       file_(path),
@@ -83,8 +82,7 @@ RankFileWriter::RankFileWriter(const std::string& path, int64_t step, int rank,
   put<uint32_t>(header_, 28, chunk_bytes);
   put<uint64_t>(header_, 32, payload_bytes);
   if (enc) {
-    FT_CHECK(n_chunks(payload_bytes, chunk_bytes) < (uint64_t{1} << 32),
-             "too many chunks for 32-bit nonce counters");
+    FT_CHECK(n_chunks(payload_bytes, chunk_bytes) < (uint64_t{1} << 32), "too many chunks for 32-bit nonce counters");
     random_bytes(header_ + 40, 8);
     key_id_bytes(*key, header_ + 48);
     cipher_ = std::make_unique<ChunkCipher>(*key);
@@ -106,8 +104,8 @@ void RankFileWriter::flush_chunk() {
   uint8_t nonce[kGcmNonceBytes];
   chunk_nonce(header_, chunk_index_, nonce);
   std::string aad = chunk_aad(header_, name_, chunk_index_);
-  cipher_->seal(sealed_, sealed_ + fill_, plain_, fill_, nonce,
-                reinterpret_cast<const uint8_t*>(aad.data()), aad.size());
+  cipher_->seal(sealed_, sealed_ + fill_, plain_, fill_, nonce, reinterpret_cast<const uint8_t*>(aad.data()),
+                aad.size());
   secure_zero(plain_, fill_);
   file_.write(sealed_, fill_ + kGcmTagBytes);
   ++chunk_index_;
@@ -127,8 +125,7 @@ void RankFileWriter::write(const void* data, size_t n) {
       if (fill_ == chunk_) flush_chunk();
     } else {
       file_.write(p, take);
-      if (take == room && delay_ms_ > 0)
-        std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
+      if (take == room && delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
     }
     written_ += take;
     p += take;
@@ -144,58 +141,48 @@ uint64_t RankFileWriter::commit() {
   return size;
 }
 
-RankFileReader::RankFileReader(const std::string& dir, const CheckpointManifest& m, int file,
-                               const CkptKey* key) {
+RankFileReader::RankFileReader(const std::string& dir, const CheckpointManifest& m, int file, const CkptKey* key) {
   const FileRecord& rec = m.files.at(static_cast<size_t>(file));
   path_ = dir + "/" + rec.name;
   name_ = rec.name;
   encrypted_ = m.encrypted;
   fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) throw Error(fmt::format("{}: cannot open: {}", path_, std::strerror(errno)), kHint);
-  auto bad = [&](const std::string& what) {
-    return Error(fmt::format("{}: {}", path_, what), kHint);
-  };
+  auto bad = [&](const std::string& what) { return Error(fmt::format("{}: {}", path_, what), kHint); };
   struct stat st {};
   ::fstat(fd_, &st);
   const uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (size < kRankHeaderBytes ||
-      ::pread(fd_, header_, kRankHeaderBytes, 0) != static_cast<ssize_t>(kRankHeaderBytes))
-    throw bad(fmt::format("truncated: {} bytes is shorter than the {}-byte header", size,
-                          kRankHeaderBytes));
-  if (std::memcmp(header_, kMagic, 8) != 0)
-    throw bad("not a fluxtrain checkpoint file (bad magic)");
+  if (size < kRankHeaderBytes || ::pread(fd_, header_, kRankHeaderBytes, 0) != static_cast<ssize_t>(kRankHeaderBytes))
+    throw bad(fmt::format("truncated: {} bytes is shorter than the {}-byte header", size, kRankHeaderBytes));
+  if (std::memcmp(header_, kMagic, 8) != 0) throw bad("not a fluxtrain checkpoint file (bad magic)");
   if (get<uint32_t>(header_, 8) != kVersion)
-    throw bad(fmt::format("rank file version {} is not supported (this build reads {})",
-                          get<uint32_t>(header_, 8), kVersion));
+    throw bad(fmt::format("rank file version {} is not supported (this build reads {})", get<uint32_t>(header_, 8),
+                          kVersion));
   if (get<uint64_t>(header_, 56) != xxh3_64(header_, 56))
     throw bad("the header's checksum does not match: it was modified");
   const bool enc = get<uint32_t>(header_, 12) & 1u;
   if (enc != m.encrypted)
-    throw bad(fmt::format("the file is {} but the manifest says the checkpoint is {}",
-                          enc ? "encrypted" : "plaintext",
+    throw bad(fmt::format("the file is {} but the manifest says the checkpoint is {}", enc ? "encrypted" : "plaintext",
                           m.encrypted ? "encrypted" : "plaintext"));
   if (get<uint64_t>(header_, 16) != static_cast<uint64_t>(m.step))
-    throw bad(
-        fmt::format("holds step {}, the manifest is of step {} (a file from another checkpoint?)",
-                    get<uint64_t>(header_, 16), m.step));
+    throw bad(fmt::format("holds step {}, the manifest is of step {} (a file from another checkpoint?)",
+                          get<uint64_t>(header_, 16), m.step));
   if (get<uint32_t>(header_, 24) != static_cast<uint32_t>(rec.rank))
     throw bad(fmt::format("holds rank {}'s state, the manifest expects rank {} (files swapped?)",
                           get<uint32_t>(header_, 24), rec.rank));
   payload_ = get<uint64_t>(header_, 32);
   chunk_ = get<uint32_t>(header_, 28);
   if (payload_ != rec.payload_bytes || chunk_ != m.chunk_bytes || chunk_ == 0)
-    throw bad(fmt::format("header says {} payload bytes in {}-byte chunks, the manifest {} in {}",
-                          payload_, chunk_, rec.payload_bytes, m.chunk_bytes));
+    throw bad(fmt::format("header says {} payload bytes in {}-byte chunks, the manifest {} in {}", payload_, chunk_,
+                          rec.payload_bytes, m.chunk_bytes));
   const uint64_t want = file_size_of(payload_, chunk_, enc);
   if (size != want || size != rec.file_bytes)
-    throw bad(fmt::format(
-        "truncated or extended: the file has {} bytes, its header says {} (manifest: {})", size,
-        want, rec.file_bytes));
+    throw bad(fmt::format("truncated or extended: the file has {} bytes, its header says {} (manifest: {})", size, want,
+                          rec.file_bytes));
   if (enc) {
     if (!key || key->empty())
-      throw Error(
-          fmt::format("{}: the checkpoint is encrypted and no key was given", path_),
-          "set FLUXTRAIN_CKPT_KEY or ckpt.key_file (--key-file) to the key it was written with");
+      throw Error(fmt::format("{}: the checkpoint is encrypted and no key was given", path_),
+                  "set FLUXTRAIN_CKPT_KEY or ckpt.key_file (--key-file) to the key it was written with");
     uint8_t id[8];
     key_id_bytes(*key, id);
     if (std::memcmp(id, header_ + 48, 8) != 0)
@@ -228,17 +215,16 @@ void RankFileReader::load_chunk(uint64_t k) {
     ssize_t r = ::pread(fd_, dst + got, want - got, static_cast<off_t>(at + got));
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0)
-      throw Error(fmt::format("{}: reading chunk {}: {}", path_, k,
-                              r < 0 ? std::strerror(errno) : "unexpected end of file"),
-                  kHint);
+      throw Error(
+          fmt::format("{}: reading chunk {}: {}", path_, k, r < 0 ? std::strerror(errno) : "unexpected end of file"),
+          kHint);
     got += static_cast<uint64_t>(r);
   }
   if (encrypted_) {
     uint8_t nonce[kGcmNonceBytes];
     chunk_nonce(header_, k, nonce);
     std::string aad = chunk_aad(header_, name_, k);
-    if (!cipher_->open(buf_, sealed_, n, sealed_ + n, nonce,
-                       reinterpret_cast<const uint8_t*>(aad.data()), aad.size()))
+    if (!cipher_->open(buf_, sealed_, n, sealed_ + n, nonce, reinterpret_cast<const uint8_t*>(aad.data()), aad.size()))
       throw Error(fmt::format("{}: chunk {} does not authenticate (AES-256-GCM tag mismatch): the "
                               "file was modified, "
                               "truncated, swapped or renamed",

@@ -27,8 +27,8 @@ constexpr size_t kRankHeaderBytes = 64;
 class RankFileWriter {
  public:
   // key == nullptr or empty: plaintext.
-  RankFileWriter(const std::string& path, int64_t step, int rank, uint64_t payload_bytes,
-                 uint32_t chunk_bytes, const CkptKey* key);
+  RankFileWriter(const std::string& path, int64_t step, int rank, uint64_t payload_bytes, uint32_t chunk_bytes,
+                 const CkptKey* key);
   ~RankFileWriter();
   void write(const void* data, size_t n);
   uint64_t commit();  // returns the file's size

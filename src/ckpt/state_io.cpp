@@ -30,15 +30,14 @@ int64_t first_non_finite(const float* p, int64_t n) {
 }
 
 std::string non_finite_message(const std::string& tensor, int which, const float* p, int64_t at, int64_t begin) {
-  return fmt::format("the {} of {} hold a non-finite value ({} at element {} of its shard)", kWhich[which],
-                     tensor, p[at], begin + at);
+  return fmt::format("the {} of {} hold a non-finite value ({} at element {} of its shard)", kWhich[which], tensor,
+                     p[at], begin + at);
 }
 
 }  // namespace
 
-FileRecord write_rank_file(const std::string& dir, int64_t step, int rank,
-                           const std::vector<StatePiece>& owned, const float* w, const float* m,
-                           const float* v, uint32_t chunk_bytes, const CkptKey* key,
+FileRecord write_rank_file(const std::string& dir, int64_t step, int rank, const std::vector<StatePiece>& owned,
+                           const float* w, const float* m, const float* v, uint32_t chunk_bytes, const CkptKey* key,
                            std::vector<PieceRecord>* records) {
   FileRecord f;
   f.name = rank_file_name(rank);
@@ -71,8 +70,7 @@ FileRecord write_rank_file(const std::string& dir, int64_t step, int rank,
   return f;
 }
 
-void add_file_to_manifest(CheckpointManifest& m, const FileRecord& f,
-                          const std::vector<StatePiece>& owned,
+void add_file_to_manifest(CheckpointManifest& m, const FileRecord& f, const std::vector<StatePiece>& owned,
                           const std::vector<PieceRecord>& records) {
   FT_CHECK(owned.size() == records.size(), "pieces and records differ");
   const int index = static_cast<int>(m.files.size());
@@ -116,8 +114,8 @@ std::string pieces_to_json(const FileRecord& f, const std::vector<StatePiece>& o
 
 void add_json_file_to_manifest(CheckpointManifest& m, const std::string& text) {
   json j = json::parse(text);
-  FileRecord f{j["name"].get<std::string>(), j["rank"].get<int>(),
-               j["payload_bytes"].get<uint64_t>(), j["file_bytes"].get<uint64_t>()};
+  FileRecord f{j["name"].get<std::string>(), j["rank"].get<int>(), j["payload_bytes"].get<uint64_t>(),
+               j["file_bytes"].get<uint64_t>()};
   const int index = static_cast<int>(m.files.size());
   m.files.push_back(f);
   for (const json& p : j["pieces"]) {
@@ -166,10 +164,9 @@ const std::vector<float>& CheckpointReader::piece_data(const TensorRecord& t, si
   for (int c = 0; c < 3; ++c) {
     if (xxh3_64(data.data() + c * p.count(), p.bytes()) != p.xxh3[c]) {
       wipe(data);
-      throw Error(
-          fmt::format("{}: the {} of {} (elements [{}, {}) of its shard) fail their checksum",
-                      r.path(), kWhich[c], t.name, p.begin, p.end),
-          "the checkpoint is damaged; resume from an older one (--resume auto skips it)");
+      throw Error(fmt::format("{}: the {} of {} (elements [{}, {}) of its shard) fail their checksum", r.path(),
+                              kWhich[c], t.name, p.begin, p.end),
+                  "the checkpoint is damaged; resume from an older one (--resume auto skips it)");
     }
     // Written before saves checked finiteness (or by another tool): unusable all the same.
     if (const int64_t at = first_non_finite(data.data() + c * p.count(), p.count()); at >= 0) {
@@ -192,24 +189,19 @@ void CheckpointReader::fill_tensor(const TensorRecord& t, const std::vector<Targ
       const PieceRecord& p = t.pieces[k];
       Block s = Block::of(t.shape, p.split_dim, p.split_offset, p.local_shape);
       // Count first (no read) so only the pieces that overlap are read.
-      int64_t n = for_each_overlap(d.block, d.begin, d.end, s, p.begin, p.end,
-                                   [](int64_t, int64_t, int64_t) {});
+      int64_t n = for_each_overlap(d.block, d.begin, d.end, s, p.begin, p.end, [](int64_t, int64_t, int64_t) {});
       if (n == 0) continue;
       const std::vector<float>& src = piece_data(t, k);
-      for_each_overlap(d.block, d.begin, d.end, s, p.begin, p.end,
-                       [&](int64_t di, int64_t si, int64_t count) {
-                         for (int c = 0; c < 3; ++c)
-                           if (d.dst[c])
-                             std::memcpy(d.dst[c] + di, src.data() + c * p.count() + si,
-                                         static_cast<size_t>(count) * 4);
-                       });
+      for_each_overlap(d.block, d.begin, d.end, s, p.begin, p.end, [&](int64_t di, int64_t si, int64_t count) {
+        for (int c = 0; c < 3; ++c)
+          if (d.dst[c]) std::memcpy(d.dst[c] + di, src.data() + c * p.count() + si, static_cast<size_t>(count) * 4);
+      });
       filled += n;
     }
     if (filled != d.end - d.begin)
-      throw Error(
-          fmt::format("{}: the checkpoint's pieces of {} cover {} of the {} elements needed", dir_,
-                      t.name, filled, d.end - d.begin),
-          "the checkpoint is damaged or incomplete");
+      throw Error(fmt::format("{}: the checkpoint's pieces of {} cover {} of the {} elements needed", dir_, t.name,
+                              filled, d.end - d.begin),
+                  "the checkpoint is damaged or incomplete");
   }
   for (auto& [k, v] : cache_) wipe(v);
   cache_.clear();
@@ -222,14 +214,12 @@ void CheckpointReader::fill(const std::vector<StatePiece>& pieces, float* w, flo
     const ParamSpec& s = *p.spec;
     const TensorRecord* t = m_.find(s.name);
     if (!t)
-      throw Error(
-          fmt::format("{}: the checkpoint has no tensor {}: it was saved from another model", dir_,
-                      s.name),
-          "resume with the model.* settings of the checkpoint's config (fluxtrain ckpt inspect "
-          "shows them)");
+      throw Error(fmt::format("{}: the checkpoint has no tensor {}: it was saved from another model", dir_, s.name),
+                  "resume with the model.* settings of the checkpoint's config (fluxtrain ckpt inspect "
+                  "shows them)");
     if (t->shape != s.global_shape)
-      throw Error(fmt::format("{}: {} has shape {} in the checkpoint, the model needs {}", dir_,
-                              s.name, shape_str(t->shape), shape_str(s.global_shape)),
+      throw Error(fmt::format("{}: {} has shape {} in the checkpoint, the model needs {}", dir_, s.name,
+                              shape_str(t->shape), shape_str(s.global_shape)),
                   "resume with the model.* settings of the checkpoint's config (fluxtrain ckpt "
                   "inspect shows them)");
     if (!by_name.count(s.name)) order.push_back(s.name);
@@ -246,8 +236,7 @@ std::vector<float> CheckpointReader::tensor(const std::string& name, int which) 
   const TensorRecord* t = m_.find(name);
   if (!t) throw Error(fmt::format("{}: the checkpoint has no tensor {}", dir_, name));
   std::vector<float> out(static_cast<size_t>(shape_numel(t->shape)));
-  Target d{
-      Block::of(t->shape, -1, 0, t->shape), 0, shape_numel(t->shape), {nullptr, nullptr, nullptr}};
+  Target d{Block::of(t->shape, -1, 0, t->shape), 0, shape_numel(t->shape), {nullptr, nullptr, nullptr}};
   d.dst[which] = out.data();
   fill_tensor(*t, {d});
   return out;

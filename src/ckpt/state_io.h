@@ -30,14 +30,12 @@ namespace ft {
 
 // Writes the `owned` pieces of the compact buffers to dir/rank_file_name(rank); appends one
 // PieceRecord per owned piece (file index 0: the caller renumbers) to *records.
-FileRecord write_rank_file(const std::string& dir, int64_t step, int rank,
-                           const std::vector<StatePiece>& owned, const float* w, const float* m,
-                           const float* v, uint32_t chunk_bytes, const CkptKey* key,
+FileRecord write_rank_file(const std::string& dir, int64_t step, int rank, const std::vector<StatePiece>& owned,
+                           const float* w, const float* m, const float* v, uint32_t chunk_bytes, const CkptKey* key,
                            std::vector<PieceRecord>* records);
 
 // Adds a file's pieces to the manifest's tensors (creating tensor records in first-seen order).
-void add_file_to_manifest(CheckpointManifest& m, const FileRecord& f,
-                          const std::vector<StatePiece>& owned,
+void add_file_to_manifest(CheckpointManifest& m, const FileRecord& f, const std::vector<StatePiece>& owned,
                           const std::vector<PieceRecord>& records);
 
 // Portable form of (piece, record) lists, for gathering every rank's pieces to rank 0.

@@ -12,9 +12,9 @@
 // labelled), fp16 (emulated) through the ops the model calls, and oneDNN's own matmul primitives
 // for comparison. Never aborts on what the CPU lacks: a measurement that cannot run is a row with
 // the reason. Prints the CPU's instruction sets, the table, and the ratios last.
-#include <CLI/CLI.hpp>
 #include <omp.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -66,8 +66,9 @@ void print_row(const Row& r, int threads) {
 constexpr double kMargin = 1.03;
 
 int run_bench_peak(int argc, char** argv) {
-  CLI::App app{"Measure the GEMM peaks (GFLOP/s) of fp32 (oneDNN, OpenBLAS, BLIS), bf16 and fp16; choose the "
-               "fp32 library on the model's shapes; record them"};
+  CLI::App app{
+      "Measure the GEMM peaks (GFLOP/s) of fp32 (oneDNN, OpenBLAS, BLIS), bf16 and fp16; choose the "
+      "fp32 library on the model's shapes; record them"};
   int threads = omp_get_max_threads();
   ft::PeakOptions opt;
   std::string clock = "wall", model = "llama-125m";
@@ -102,9 +103,10 @@ int run_bench_peak(int argc, char** argv) {
   const std::string shapes_desc = fmt::format("{}, {} tokens, head {} rows", model, tokens, head_rows);
   const ft::CpuInfo& cpu = ft::cpu_info();
   std::printf("CPU \"%s\": %s\n", cpu.model.c_str(), cpu.describe().c_str());
-  std::printf("binary compiled for: %s; oneDNN ISA: %s\n", ft::compiled_isa().c_str(), ft::cpu::onednn_isa_name().c_str());
-  std::printf("GEMM: %lld^3 square and %s (%zu GEMMs), %d thread(s), %s clock\n\n",
-              static_cast<long long>(opt.size), shapes_desc.c_str(), shapes.size(), threads, clock.c_str());
+  std::printf("binary compiled for: %s; oneDNN ISA: %s\n", ft::compiled_isa().c_str(),
+              ft::cpu::onednn_isa_name().c_str());
+  std::printf("GEMM: %lld^3 square and %s (%zu GEMMs), %d thread(s), %s clock\n\n", static_cast<long long>(opt.size),
+              shapes_desc.c_str(), shapes.size(), threads, clock.c_str());
 
   // fp32: every library, square and model shapes.
   std::vector<Row> rows;
@@ -126,9 +128,9 @@ int run_bench_peak(int argc, char** argv) {
         shape_gflops[ft::cpu::gemm_library_name(lib)] = row.shapes;
         // oneDNN (the default, measured first) is replaced only by a library more than
         // kMargin faster: run-to-run noise must not flip the choice.
-        const double bar = best ? shape_gflops[ft::cpu::gemm_library_name(*best)] *
-                                      (*best == GemmLibrary::kOneDnn ? kMargin : 1.0)
-                                : 0.0;
+        const double bar =
+            best ? shape_gflops[ft::cpu::gemm_library_name(*best)] * (*best == GemmLibrary::kOneDnn ? kMargin : 1.0)
+                 : 0.0;
         if (!best || row.shapes > bar) {
           best = lib;
           best_square = *sq;
@@ -190,7 +192,8 @@ int run_bench_peak(int argc, char** argv) {
       if (!r) continue;
       ft::record_peak(path, *r);
     }
-    std::printf("\nrecorded in %s for %d thread(s), ISA %s:", path.c_str(), threads, ft::cpu::onednn_isa_name().c_str());
+    std::printf("\nrecorded in %s for %d thread(s), ISA %s:", path.c_str(), threads,
+                ft::cpu::onednn_isa_name().c_str());
     if (f32) std::printf(" f32 %.1f (%s)", f32->gflops, f32->gemm.c_str());
     if (bf16_rec) std::printf(", bf16 %.1f%s", bf16_rec->gflops, bf16_rec->emulated ? " (emulated)" : "");
     if (f16_rec) std::printf(", f16 %.1f (emulated)", f16_rec->gflops);
@@ -199,7 +202,8 @@ int run_bench_peak(int argc, char** argv) {
   std::printf("\n");
   const double onednn = shape_gflops.count("onednn") ? shape_gflops["onednn"] : 0;
   for (const auto& [name, g] : shape_gflops)
-    if (name != "onednn" && onednn > 0) std::printf("f32 %s / onednn on the model's shapes: %.2f\n", name.c_str(), g / onednn);
+    if (name != "onednn" && onednn > 0)
+      std::printf("f32 %s / onednn on the model's shapes: %.2f\n", name.c_str(), g / onednn);
   if (f32 && bf16_rec) std::printf("bf16 / f32 (square): %.2f\n", bf16_rec->gflops / f32->gflops);
   if (f32 && f16_rec) std::printf("f16 / f32 (square): %.2f\n", f16_rec->gflops / f32->gflops);
   if (best) std::printf("fp32 library for ops::matmul: %s\n", ft::cpu::gemm_library_name(*best));

@@ -65,37 +65,29 @@ int inspect(const std::string& path, const std::string& key_file, bool as_json) 
   uint64_t bytes = 0;
   int64_t params = 0, pieces = 0;
   for (const auto& f : m.files) bytes += f.file_bytes;
-  for (const auto& t : m.tensors)
-    params += ft::shape_numel(t.shape), pieces += static_cast<int64_t>(t.pieces.size());
+  for (const auto& t : m.tensors) params += ft::shape_numel(t.shape), pieces += static_cast<int64_t>(t.pieces.size());
   fmt::print("checkpoint  {}\n", dir);
-  fmt::print("step        {} ({} tokens, {} optimizer steps), saved {} ({}), restarts {}\n", m.step,
-             m.tokens, m.optimizer_steps, m.created, m.origin, m.restarts);
-  fmt::print("layout      world {} = pp {} x dp {} x tp {}, ZeRO {}\n", m.world, m.pp, m.dp, m.tp,
-             m.zero);
+  fmt::print("step        {} ({} tokens, {} optimizer steps), saved {} ({}), restarts {}\n", m.step, m.tokens,
+             m.optimizer_steps, m.created, m.origin, m.restarts);
+  fmt::print("layout      world {} = pp {} x dp {} x tp {}, ZeRO {}\n", m.world, m.pp, m.dp, m.tp, m.zero);
   fmt::print("encryption  {}\n",
-             m.encrypted ? fmt::format("AES-256-GCM, key id {}, {} chunks{}", m.key_id,
-                                       human_bytes(m.chunk_bytes),
+             m.encrypted ? fmt::format("AES-256-GCM, key id {}, {} chunks{}", m.key_id, human_bytes(m.chunk_bytes),
                                        key.empty() ? " (manifest not authenticated: no key given)"
                                                    : " (manifest HMAC verified)")
                          : "none (manifest checksum verified)");
   fmt::print("data        loader {}, tokenizer xxh3 {}\n",
-             m.has_loader
-                 ? fmt::format("next sample {}, epoch {}", m.loader.next_sample, m.loader.epoch)
-                 : "none",
+             m.has_loader ? fmt::format("next sample {}, epoch {}", m.loader.next_sample, m.loader.epoch) : "none",
              m.tokenizer_hash ? fmt::format("{:016x}", m.tokenizer_hash) : "none");
   if (m.config.contains("model")) {
     const auto& mc = m.config["model"];
-    fmt::print("model       dim {}, {} layers, {} heads ({} kv), ffn {}, vocab {}, tied {}\n",
-               mc.value("dim", 0), mc.value("n_layers", 0), mc.value("n_heads", 0),
-               mc.value("n_kv_heads", 0), mc.value("ffn_dim", 0), mc.value("vocab_size", 0),
-               mc.value("tie_embeddings", false));
+    fmt::print("model       dim {}, {} layers, {} heads ({} kv), ffn {}, vocab {}, tied {}\n", mc.value("dim", 0),
+               mc.value("n_layers", 0), mc.value("n_heads", 0), mc.value("n_kv_heads", 0), mc.value("ffn_dim", 0),
+               mc.value("vocab_size", 0), mc.value("tie_embeddings", false));
   }
-  fmt::print(
-      "state       {} tensors, {} parameters (+ AdamW moments), {} pieces in {} file(s), {}\n",
-      m.tensors.size(), params, pieces, m.files.size(), human_bytes(static_cast<double>(bytes)));
+  fmt::print("state       {} tensors, {} parameters (+ AdamW moments), {} pieces in {} file(s), {}\n", m.tensors.size(),
+             params, pieces, m.files.size(), human_bytes(static_cast<double>(bytes)));
   for (const auto& f : m.files)
-    fmt::print("  {}  rank {}  {}\n", f.name, f.rank,
-               human_bytes(static_cast<double>(f.file_bytes)));
+    fmt::print("  {}  rank {}  {}\n", f.name, f.rank, human_bytes(static_cast<double>(f.file_bytes)));
   for (const auto& t : m.tensors)
     fmt::print("  {:<48} {:<14} {} piece(s)\n", t.name, ft::shape_str(t.shape), t.pieces.size());
   return 0;
@@ -104,8 +96,8 @@ int inspect(const std::string& path, const std::string& key_file, bool as_json) 
 int verify(const std::string& path, const std::string& key_file) {
   std::string dir = ft::resolve_checkpoint(path);
   CkptKey key = key_if_any(key_file);
-  ft::CheckpointManifest m = ft::CheckpointManifest::parse(ft::read_file(dir + "/manifest.json"),
-                                                           dir + "/manifest.json", nullptr);
+  ft::CheckpointManifest m =
+      ft::CheckpointManifest::parse(ft::read_file(dir + "/manifest.json"), dir + "/manifest.json", nullptr);
   if (m.encrypted && key.empty())
     throw ft::Error(fmt::format("{}: the checkpoint is encrypted; verifying needs its key", dir),
                     "set FLUXTRAIN_CKPT_KEY or pass --key-file");
@@ -122,9 +114,8 @@ int verify(const std::string& path, const std::string& key_file) {
                "`fluxtrain ckpt verify` another step directory\n");
     return 1;
   }
-  fmt::print("verify: ok — {} file(s), {} tensors, {} pieces: every {} and checksum matches ({})\n",
-             m.files.size(), m.tensors.size(), pieces, m.encrypted ? "AES-256-GCM tag" : "header",
-             dir);
+  fmt::print("verify: ok — {} file(s), {} tensors, {} pieces: every {} and checksum matches ({})\n", m.files.size(),
+             m.tensors.size(), pieces, m.encrypted ? "AES-256-GCM tag" : "header", dir);
   return 0;
 }
 
@@ -132,8 +123,7 @@ int run_ckpt(int argc, char** argv) {
   CLI::App app{"Inspect, verify and convert checkpoints"};
   app.require_subcommand(1);
   std::string key_file;
-  app.add_option("--key-file", key_file,
-                 "file with the 256-bit key (64 hex digits); default FLUXTRAIN_CKPT_KEY");
+  app.add_option("--key-file", key_file, "file with the 256-bit key (64 hex digits); default FLUXTRAIN_CKPT_KEY");
 
   std::string path, out;
   bool as_json = false;
@@ -166,12 +156,10 @@ int run_ckpt(int argc, char** argv) {
   ex->add_option("--key-file", key_file, "key file");
 
   std::string config_path;
-  auto* im =
-      app.add_subcommand("import-hf", "turn a Hugging Face LLaMA directory into a checkpoint");
+  auto* im = app.add_subcommand("import-hf", "turn a Hugging Face LLaMA directory into a checkpoint");
   im->add_option("hf_dir", path, "directory with config.json and model.safetensors")->required();
   im->add_option("out", out, "output checkpoint directory")->required();
-  im->add_option("--config", config_path,
-                 "TOML config for the other sections (train, optim, data, ...)");
+  im->add_option("--config", config_path, "TOML config for the other sections (train, optim, data, ...)");
   im->add_option("--set", sets, "override a config key, KEY=VALUE");
   im->add_flag("--encrypt", encrypt, "encrypt the checkpoint with the key");
   im->add_option("--key-file", key_file, "key file");
@@ -197,13 +185,12 @@ int run_ckpt(int argc, char** argv) {
     }
     target.parallel.validate();
     target.validate();
-    if (encrypt && key.empty())
-      throw ft::Error("--encrypt needs a key", "set FLUXTRAIN_CKPT_KEY or pass --key-file");
+    if (encrypt && key.empty()) throw ft::Error("--encrypt needs a key", "set FLUXTRAIN_CKPT_KEY or pass --key-file");
     ft::check_not_an_input(out, {dir}, "OUT", "checkpoint");
     ft::reshard_checkpoint(dir, out, target, ptr(key), encrypt || m.encrypted);
-    fmt::print("reshard: {} (world {}) -> {} (world {} = pp {} x dp {} x tp {}, ZeRO {})\n", dir,
-               m.world, out, target.parallel.world_size(), target.parallel.pp, target.parallel.dp,
-               target.parallel.tp, target.parallel.zero);
+    fmt::print("reshard: {} (world {}) -> {} (world {} = pp {} x dp {} x tp {}, ZeRO {})\n", dir, m.world, out,
+               target.parallel.world_size(), target.parallel.pp, target.parallel.dp, target.parallel.tp,
+               target.parallel.zero);
     return 0;
   }
   if (ex->parsed()) {
@@ -217,8 +204,7 @@ int run_ckpt(int argc, char** argv) {
   if (im->parsed()) {
     ft::check_not_an_input(out, {path}, "OUT", "checkpoint");
     if (std::filesystem::exists(out + ".toml"))  // its config, written beside it
-      throw ft::Error(fmt::format("{}.toml already exists", out),
-                      "choose another OUT, or move the file away yourself");
+      throw ft::Error(fmt::format("{}.toml already exists", out), "choose another OUT, or move the file away yourself");
     ft::Config base = ft::load_config(config_path, sets);
     CkptKey key = encrypt ? CkptKey::load(key_file) : CkptKey();
     ft::Config c = ft::import_hf(path, out, base, ptr(key));
@@ -234,7 +220,6 @@ int run_ckpt(int argc, char** argv) {
   return 0;
 }
 
-ft::cli::Register reg("ckpt", "inspect, verify, reshard, export-hf, import-hf checkpoints",
-                      run_ckpt);
+ft::cli::Register reg("ckpt", "inspect, verify, reshard, export-hf, import-hf checkpoints", run_ckpt);
 
 }  // namespace

@@ -1,8 +1,7 @@
 // fluxtrain config — prints the resolved configuration (or every key) without training.
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "cli/command.h"
 #include "config/config.h"

@@ -4,7 +4,6 @@
 //   fluxtrain data inspect --config configs/demo.toml --set data.mixture=\"ru=0.5,en=0.5\"
 //   fluxtrain data pull s3://bucket/datasets/manpages data/manpages --s3-endpoint http://127.0.0.1:9000
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 
 #include "cli/command.h"
@@ -31,18 +30,19 @@ int inspect(const std::string& config, const std::vector<std::string>& sets) {
   }
   ft::ObjectStoreOptions store;
   store.s3_endpoint = store.gcs_endpoint = d.endpoint;
-  std::vector<ft::MixtureSource> sources = d.mixture.empty()
-      ? std::vector<ft::MixtureSource>{{"all", d.path, "", 1.0}} : ft::parse_mixture(d.mixture, d.path);
+  std::vector<ft::MixtureSource> sources = d.mixture.empty() ? std::vector<ft::MixtureSource>{{"all", d.path, "", 1.0}}
+                                                             : ft::parse_mixture(d.mixture, d.path);
   const int64_t B = cfg.train.batch_size, T = cfg.train.seq_len, steps = cfg.train.steps;
   std::vector<std::string> names;
   std::vector<const ft::SequencePlan*> none;
   ft::MixtureSegment seg;
   for (auto& s : sources) names.push_back(s.name), none.push_back(nullptr), seg.weights[s.name] = s.weight;
   ft::MixturePlan plan(names, none, B, cfg.train.seed, {seg});
-  std::printf("data inspect: %s: %lld steps x %lld sequences x %lld tokens = %s tokens; mixture period %lld samples "
-              "(train.batch_size x 100)\n",
-              config.c_str(), static_cast<long long>(steps), static_cast<long long>(B), static_cast<long long>(T),
-              fmt::format("{:L}", steps * B * T).c_str(), static_cast<long long>(plan.period()));
+  std::printf(
+      "data inspect: %s: %lld steps x %lld sequences x %lld tokens = %s tokens; mixture period %lld samples "
+      "(train.batch_size x 100)\n",
+      config.c_str(), static_cast<long long>(steps), static_cast<long long>(B), static_cast<long long>(T),
+      fmt::format("{:L}", steps * B * T).c_str(), static_cast<long long>(plan.period()));
   std::printf("  %-12s %-8s %7s %13s %10s %14s %10s %14s %8s\n", "source", "language", "weight", "share", "sequences",
               "train tokens", "samples", "tokens seen", "epochs");
   for (size_t i = 0; i < sources.size(); ++i) {
@@ -62,11 +62,11 @@ int inspect(const std::string& config, const std::vector<std::string>& sets) {
     }
     const int64_t samples = plan.samples_of(static_cast<int>(i), steps * B);
     const int64_t quota = plan.quota(0, static_cast<int>(i));
-    std::printf("  %-12s %-8s %7.3f %13s %10llu %14llu %10lld %14lld %8.3f\n", s.name.c_str(),
-                s.language.empty() ? "all" : s.language.c_str(), s.weight,
-                fmt::format("{}/{}", quota, plan.period()).c_str(), static_cast<unsigned long long>(seqs),
-                static_cast<unsigned long long>(tokens), static_cast<long long>(samples),
-                static_cast<long long>(samples * T), seqs ? static_cast<double>(samples) / static_cast<double>(seqs) : 0.0);
+    std::printf(
+        "  %-12s %-8s %7.3f %13s %10llu %14llu %10lld %14lld %8.3f\n", s.name.c_str(),
+        s.language.empty() ? "all" : s.language.c_str(), s.weight, fmt::format("{}/{}", quota, plan.period()).c_str(),
+        static_cast<unsigned long long>(seqs), static_cast<unsigned long long>(tokens), static_cast<long long>(samples),
+        static_cast<long long>(samples * T), seqs ? static_cast<double>(samples) / static_cast<double>(seqs) : 0.0);
     if (seqs < static_cast<uint64_t>(B)) {
       std::printf("  warning: %s holds %llu sequences, fewer than train.batch_size = %lld: training will refuse it\n",
                   s.name.c_str(), static_cast<unsigned long long>(seqs), static_cast<long long>(B));
@@ -82,7 +82,8 @@ int run_data(int argc, char** argv) {
   ft::ObjectStoreOptions store;
   auto* verify = app.add_subcommand("verify", "check the manifest, tokenizer hash and every shard's checksum");
   verify->add_option("DIR", dir, "dataset directory")->required();
-  auto* pull = app.add_subcommand("pull", "download s3://bucket/prefix or gs://bucket/prefix into DIR (resumes partial files)");
+  auto* pull =
+      app.add_subcommand("pull", "download s3://bucket/prefix or gs://bucket/prefix into DIR (resumes partial files)");
   pull->add_option("URL", url, "s3://bucket/prefix or gs://bucket/prefix")->required();
   pull->add_option("DIR", dir, "local directory")->required();
   pull->add_option("--s3-endpoint", store.s3_endpoint, "S3-compatible endpoint URL; default AWS_ENDPOINT_URL or AWS");
@@ -110,10 +111,10 @@ int run_data(int argc, char** argv) {
     return r.problems.empty() ? 0 : 1;
   }
   ft::PullReport r = ft::object_pull(url, dir, store);
-  std::printf("pull: %s -> %s: %llu objects fetched (%s, %s resumed from partial files), %llu already present\n",
-              url.c_str(), dir.c_str(), static_cast<unsigned long long>(r.objects),
-              ft::human_bytes(static_cast<double>(r.bytes)).c_str(),
-              ft::human_bytes(static_cast<double>(r.resumed_bytes)).c_str(), static_cast<unsigned long long>(r.skipped));
+  std::printf(
+      "pull: %s -> %s: %llu objects fetched (%s, %s resumed from partial files), %llu already present\n", url.c_str(),
+      dir.c_str(), static_cast<unsigned long long>(r.objects), ft::human_bytes(static_cast<double>(r.bytes)).c_str(),
+      ft::human_bytes(static_cast<double>(r.resumed_bytes)).c_str(), static_cast<unsigned long long>(r.skipped));
   return 0;
 }
 

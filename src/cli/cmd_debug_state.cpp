@@ -7,16 +7,16 @@
 
 #include "cli/command.h"
 #include "config/config.h"
-#include "parallel/dist_runtime.h"
 #include "model/activation_sizes.h"
+#include "parallel/dist_runtime.h"
 #include "train/trainer.h"
 #include "util/output_path.h"
 #include "util/safetensors.h"
 
 namespace {
 
-void add_params(ft::SafetensorsWriter& w, const std::string& prefix, const ft::ParamLayout& layout,
-                const float* arena, bool write) {
+void add_params(ft::SafetensorsWriter& w, const std::string& prefix, const ft::ParamLayout& layout, const float* arena,
+                bool write) {
   if (!write) return;
   for (const auto& p : layout.specs())
     w.add(prefix + p.name, "F32", p.shape, arena + p.offset, static_cast<size_t>(p.numel()) * 4);

@@ -19,8 +19,8 @@
 #include "ckpt/manifest.h"
 #include "cli/command.h"
 #include "config/config.h"
-#include "parallel/dist_runtime.h"
 #include "launch/ckpt_probe.h"
+#include "parallel/dist_runtime.h"
 #include "train/trainer.h"
 #include "util/config_binder.h"
 #include "util/error.h"
@@ -57,8 +57,7 @@ int run_eval(int argc, char** argv) {
     for (const std::string& s : sets) {
       auto eq = s.find('=');
       if (eq == std::string::npos || eq == 0)
-        throw ft::Error(fmt::format("--set {}: expected KEY=VALUE", s),
-                        "for example --set train.eval_batches=4");
+        throw ft::Error(fmt::format("--set {}: expected KEY=VALUE", s), "for example --set train.eval_batches=4");
       b.set(s.substr(0, eq), ft::parse_config_value(s.substr(eq + 1)), "--set");
     }
   }
@@ -67,8 +66,7 @@ int run_eval(int argc, char** argv) {
   if (!std::getenv("OMPI_COMM_WORLD_SIZE") && !std::getenv("PMIX_RANK") && !std::getenv("PMI_SIZE"))
     cfg.parallel.dp = cfg.parallel.tp = cfg.parallel.pp = 1;
   cfg.train.run_dir = out_dir;  // its config.json; the training run's files stay untouched
-  cfg.train.eval_interval =
-      std::max<int64_t>(cfg.train.eval_interval, 1);  // builds the validation loader
+  cfg.train.eval_interval = std::max<int64_t>(cfg.train.eval_interval, 1);  // builds the validation loader
   cfg.ckpt.resume = dir;
   cfg.ckpt.interval = 0;
   cfg.metrics.enabled = false;
@@ -92,12 +90,11 @@ int run_eval(int argc, char** argv) {
   const std::string out = fmt::format("{}/step_{:08d}.json", out_dir, trainer.steps_done());
   ft::write_file_atomic(out, r.dump(2) + "\n");
   std::ofstream(out_dir + "/validation.jsonl", std::ios::app) << r.dump() << "\n";
-  ft::log_info("eval: {} (step {}): val_loss {:.4f} over {} batch(es); wrote {}", dir,
-               trainer.steps_done(), val, cfg.train.eval_batches, out);
+  ft::log_info("eval: {} (step {}): val_loss {:.4f} over {} batch(es); wrote {}", dir, trainer.steps_done(), val,
+               cfg.train.eval_batches, out);
   return std::isfinite(val) ? 0 : 1;
 }
 
-ft::cli::Register reg("eval", "evaluate a checkpoint on validation batches (the validation job)",
-                      run_eval);
+ft::cli::Register reg("eval", "evaluate a checkpoint on validation batches (the validation job)", run_eval);
 
 }  // namespace

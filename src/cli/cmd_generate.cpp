@@ -35,9 +35,7 @@ std::vector<int32_t> parse_ids(const std::string& s) {
   std::istringstream in(t);
   long long v;
   while (in >> v) ids.push_back(static_cast<int32_t>(v));
-  if (!in.eof())
-    throw ft::Error(
-        fmt::format("--tokens '{}': expected token ids separated by spaces or commas", s));
+  if (!in.eof()) throw ft::Error(fmt::format("--tokens '{}': expected token ids separated by spaces or commas", s));
   return ids;
 }
 
@@ -53,22 +51,16 @@ int run_generate(int argc, char** argv) {
   app.add_option("--tokens", tokens_arg, "token ids to continue instead of text (\"1 5 7\")");
   app.add_option("--max-tokens", max_tokens, "new tokens to generate")->check(ft::cli::at_least(1));
   app.add_option("--temperature", temperature, "sampling temperature; 0 = greedy");
-  app.add_option("--top-p", top_p,
-                 "nucleus sampling: keep the most probable tokens up to this mass");
+  app.add_option("--top-p", top_p, "nucleus sampling: keep the most probable tokens up to this mass");
   app.add_option("--seed", seed, "random seed of the sampler");
-  app.add_option("--tokenizer", tokenizer_path,
-                 "SentencePiece model (default: the dataset's tokenizer.model)");
+  app.add_option("--tokenizer", tokenizer_path, "SentencePiece model (default: the dataset's tokenizer.model)");
   app.add_option("--key-file", key_file, "checkpoint key file (default FLUXTRAIN_CKPT_KEY)");
-  app.add_flag("--score", score,
-               "print the mean next-token loss of the prompt tokens (nats) instead of generating");
-  app.add_option("--logits-out", logits_out,
-                 "write the prompt's logits (safetensors) instead of generating");
+  app.add_flag("--score", score, "print the mean next-token loss of the prompt tokens (nats) instead of generating");
+  app.add_option("--logits-out", logits_out, "write the prompt's logits (safetensors) instead of generating");
   FT_PARSE(app, argc, argv);
-  if (prompt.empty() == tokens_arg.empty())
-    throw ft::Error("give either --prompt TEXT or --tokens IDS");
+  if (prompt.empty() == tokens_arg.empty()) throw ft::Error("give either --prompt TEXT or --tokens IDS");
   if (!(temperature >= 0) || !(top_p > 0 && top_p <= 1))
-    throw ft::Error(
-        fmt::format("--temperature {} must be >= 0 and --top-p {} in (0, 1]", temperature, top_p));
+    throw ft::Error(fmt::format("--temperature {} must be >= 0 and --top-p {} in (0, 1]", temperature, top_p));
 
   // The newest checkpoint that verifies, as eval picks it: a damaged newest one is skipped, named.
   const std::string dir = ft::newest_valid_checkpoint(ckpt, "generate", key_file);
@@ -88,26 +80,21 @@ int run_generate(int argc, char** argv) {
   ft::FlatParams params(layout);
   {
     ft::CheckpointReader reader(dir, m, kp);
-    reader.fill(ft::state_pieces(layout, {{0, layout.total()}}), params.weight_arena(), nullptr,
-                nullptr);
+    reader.fill(ft::state_pieces(layout, {{0, layout.total()}}), params.weight_arena(), nullptr, nullptr);
   }
 
   std::unique_ptr<ft::Tokenizer> tok;
   if (!prompt.empty()) {
     std::string path = tokenizer_path;
-    if (path.empty() && cfg.data.source == ft::DataSource::kDataset)
-      path = cfg.data.path + "/tokenizer.model";
+    if (path.empty() && cfg.data.source == ft::DataSource::kDataset) path = cfg.data.path + "/tokenizer.model";
     if (path.empty())
       throw ft::Error(
-          fmt::format(
-              "{}: the checkpoint's run used no dataset, so there is no tokenizer for --prompt",
-              dir),
+          fmt::format("{}: the checkpoint's run used no dataset, so there is no tokenizer for --prompt", dir),
           "pass --tokenizer FILE, or --tokens with token ids");
     tok = std::make_unique<ft::Tokenizer>(ft::Tokenizer::load(path));
     if (m.tokenizer_hash && tok->hash() != m.tokenizer_hash)
-      throw ft::Error(
-          fmt::format("{}: tokenizer {} is not the one the checkpoint was trained with", dir, path),
-          "use the dataset's tokenizer.model");
+      throw ft::Error(fmt::format("{}: tokenizer {} is not the one the checkpoint was trained with", dir, path),
+                      "use the dataset's tokenizer.model");
   }
   std::vector<int32_t> ids = tok ? tok->encode(prompt) : parse_ids(tokens_arg);
   if (ids.empty()) throw ft::Error("the prompt has no tokens");
@@ -143,8 +130,7 @@ int run_generate(int argc, char** argv) {
     return 0;
   }
 
-  ft::Decoder dec(cfg.model, layout, params.weight_arena(),
-                  static_cast<int64_t>(ids.size()) + max_tokens);
+  ft::Decoder dec(cfg.model, layout, params.weight_arena(), static_cast<int64_t>(ids.size()) + max_tokens);
   ft::SampleOptions opt{temperature, top_p, seed};
   std::vector<float> logits = dec.feed(ids);
   std::vector<int32_t> out;
@@ -152,8 +138,7 @@ int run_generate(int argc, char** argv) {
   // Ids the tokenizer cannot decode (a model vocabulary larger than the tokenizer's) are never
   // drawn.
   const size_t usable =
-      tok ? static_cast<size_t>(std::min<int64_t>(tok->vocab_size(), cfg.model.vocab_size))
-          : logits.size();
+      tok ? static_cast<size_t>(std::min<int64_t>(tok->vocab_size(), cfg.model.vocab_size)) : logits.size();
   for (int64_t i = 0; i < max_tokens; ++i) {
     std::fill(logits.begin() + static_cast<int64_t>(usable), logits.end(), -INFINITY);
     int32_t next = ft::sample_token(logits, opt, static_cast<uint64_t>(i));
@@ -171,8 +156,7 @@ int run_generate(int argc, char** argv) {
   return 0;
 }
 
-ft::cli::Register reg("generate",
-                      "generate text from a checkpoint (KV cache; greedy, temperature, top-p)",
+ft::cli::Register reg("generate", "generate text from a checkpoint (KV cache; greedy, temperature, top-p)",
                       run_generate);
 
 }  // namespace

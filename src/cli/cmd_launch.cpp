@@ -27,8 +27,7 @@ int run_launch(int argc, char** argv) {
   app.add_flag("--force", o.force,
                "start over in a run directory that holds a run: its files are moved to RUN_DIR/replaced-<time>/");
   bool quiet = false;
-  app.add_flag("--quiet", quiet,
-               "do not copy the job's output to the terminal (it is in RUN_DIR/logs/)");
+  app.add_flag("--quiet", quiet, "do not copy the job's output to the terminal (it is in RUN_DIR/logs/)");
   FT_PARSE(app, argc, argv);
   if (!run_dir.empty()) o.sets.push_back("train.run_dir=\"" + run_dir + "\"");
   if (!resume.empty()) o.sets.push_back("ckpt.resume=\"" + resume + "\"");
@@ -38,7 +37,6 @@ int run_launch(int argc, char** argv) {
   return sup.run();
 }
 
-ft::cli::Register reg("launch", "run training under a supervisor that restarts it after failures",
-                      run_launch);
+ft::cli::Register reg("launch", "run training under a supervisor that restarts it after failures", run_launch);
 
 }  // namespace

@@ -89,30 +89,26 @@ int run_plan(int argc, char** argv) {
   CLI::App app{
       "Plan a training run: memory and time per GPU, throughput, wall-clock, GPU-hours and cost;\n"
       "search layouts; check claimed figures; predict published runs; calibrate from our runs"};
-  std::string config, model, gpu = "", gpu_file, tokens_text, check_file, record_file,
-                             calibrate_dir, fit_file, validate_file, rank = "time", recompute,
-                             precision, out_file;
+  std::string config, model, gpu = "", gpu_file, tokens_text, check_file, record_file, calibrate_dir, fit_file,
+                             validate_file, rank = "time", recompute, precision, out_file;
   std::vector<std::string> sets, extra_runs;
   int64_t nodes = 0, gpus_per_node = 0, gpus = 0, seq_len = 0, global_batch = 0;
   std::optional<int64_t> dp, tp, pp, cp, vp, micro_batch;
   std::optional<int> zero;
   double price = 0;
-  bool search = false, json_out = false, list = false, vary_nodes = false, no_sp = false,
-       no_flash = false;
+  bool search = false, json_out = false, list = false, vary_nodes = false, no_sp = false, no_flash = false;
   size_t top = 10;
   int iterations = 150;
   double link_gbits = 0, link_latency_us = 0, compute_s = 0;
 
   app.add_option("--config", config, "the trainer's TOML file (model, seq_len, batch, layout)");
   app.add_option("--set", sets, "override KEY=VALUE of the config (repeatable)");
-  app.add_option("--model", model,
-                 "model preset (tiny, llama-125m, llama2-7b, llama2-13b, llama2-70b, ...)");
-  app.add_option("--gpu", gpu,
-                 "GPU type: a100-40gb, a100-80gb, h100-sxm, h200, b200, cpu (--list-gpus)");
-  app.add_option("--gpu-file", gpu_file,
-                 "TOML with [gpu] overrides (another GPU, calibrated efficiency)");
+  app.add_option("--model", model, "model preset (tiny, llama-125m, llama2-7b, llama2-13b, llama2-70b, ...)");
+  app.add_option("--gpu", gpu, "GPU type: a100-40gb, a100-80gb, h100-sxm, h200, b200, cpu (--list-gpus)");
+  app.add_option("--gpu-file", gpu_file, "TOML with [gpu] overrides (another GPU, calibrated efficiency)");
   app.add_option("--nodes", nodes, "number of nodes")->check(ft::cli::at_least(1));
-  app.add_option("--gpus-per-node", gpus_per_node, "GPUs per node (default: the GPU's usual 8)")->check(ft::cli::at_least(1));
+  app.add_option("--gpus-per-node", gpus_per_node, "GPUs per node (default: the GPU's usual 8)")
+      ->check(ft::cli::at_least(1));
   app.add_option("--gpus", gpus, "total GPUs (instead of --nodes)")->check(ft::cli::at_least(1));
   app.add_option("--seq-len", seq_len, "tokens per sequence")->check(ft::cli::at_least(1));
   app.add_option("--global-batch", global_batch, "sequences per optimizer step")->check(ft::cli::at_least(1));
@@ -134,10 +130,8 @@ int run_plan(int argc, char** argv) {
   app.add_option("--top", top, "layouts to print with --search")->check(ft::cli::at_least(1));
   app.add_flag("--vary-nodes", vary_nodes, "with --search, also try fewer nodes");
   app.add_option("--check", check_file, "check the claimed figures in a JSON record");
-  app.add_option("--from-record", record_file,
-                 "predict a published run (one JSON record, or an array)");
-  app.add_option("--calibrate", calibrate_dir,
-                 "fit the efficiency from a run directory's metrics.jsonl");
+  app.add_option("--from-record", record_file, "predict a published run (one JSON record, or an array)");
+  app.add_option("--calibrate", calibrate_dir, "fit the efficiency from a run directory's metrics.jsonl");
   app.add_option("--also", extra_runs, "with --calibrate: more run directories to fit together");
   app.add_option("--out", out_file, "with --calibrate: write the fitted [gpu] TOML here");
   app.add_option("--validate", validate_file, "print predicted vs published for a file of records");
@@ -205,17 +199,14 @@ int run_plan(int argc, char** argv) {
           "step %.3f s, "
           "%.1f GB per GPU%s\n",
           p["id"].get<std::string>().c_str(), static_cast<long long>(p["gpus"].get<int64_t>()),
-          p["gpu"].get<std::string>().c_str(), p["layout"].dump().c_str(),
-          p["tokens_per_s_per_gpu"].get<double>(), p["tflops_per_gpu"].get<double>(),
-          p["tflops_convention"].get<std::string>().c_str(), 100 * p["mfu"].get<double>(),
-          p["step_time_s"].get<double>(), p["memory_per_gpu_gb"].get<double>(),
+          p["gpu"].get<std::string>().c_str(), p["layout"].dump().c_str(), p["tokens_per_s_per_gpu"].get<double>(),
+          p["tflops_per_gpu"].get<double>(), p["tflops_convention"].get<std::string>().c_str(),
+          100 * p["mfu"].get<double>(), p["step_time_s"].get<double>(), p["memory_per_gpu_gb"].get<double>(),
           p["fits"].get<bool>() ? "" : " (does not fit)");
       if (!p["comparison"].is_null())
         std::printf("  published %s = %.4g, predicted %.4g (%+.1f%%)\n",
-                    p["comparison"]["metric"].get<std::string>().c_str(),
-                    p["comparison"]["published"].get<double>(),
-                    p["comparison"]["predicted"].get<double>(),
-                    100 * p["comparison"]["error"].get<double>());
+                    p["comparison"]["metric"].get<std::string>().c_str(), p["comparison"]["published"].get<double>(),
+                    p["comparison"]["predicted"].get<double>(), 100 * p["comparison"]["error"].get<double>());
     }
     return 0;
   }
@@ -231,9 +222,7 @@ int run_plan(int argc, char** argv) {
                         {"error", r.error},
                         {"fits", r.fits},
                         {"layout", r.layout}});
-      print_json({{"rows", rows},
-                  {"median_abs_error", v.median_abs_error},
-                  {"p90_abs_error", v.p90_abs_error}});
+      print_json({{"rows", rows}, {"median_abs_error", v.median_abs_error}, {"p90_abs_error", v.p90_abs_error}});
     } else {
       std::fputs(format_validation(v).c_str(), stdout);
     }
@@ -241,10 +230,10 @@ int run_plan(int argc, char** argv) {
   }
   if (!fit_file.empty()) {
     FitResult f = fit_records(read_json_file(fit_file), iterations);
-    std::printf("before: median %.1f%%, p90 %.1f%%, trimmed squared log error %.5f\n",
-                100 * f.before.median_abs_error, 100 * f.before.p90_abs_error, f.before.fit_loss);
-    std::printf("after:  median %.1f%%, p90 %.1f%%, trimmed squared log error %.5f\n",
-                100 * f.after.median_abs_error, 100 * f.after.p90_abs_error, f.after.fit_loss);
+    std::printf("before: median %.1f%%, p90 %.1f%%, trimmed squared log error %.5f\n", 100 * f.before.median_abs_error,
+                100 * f.before.p90_abs_error, f.before.fit_loss);
+    std::printf("after:  median %.1f%%, p90 %.1f%%, trimmed squared log error %.5f\n", 100 * f.after.median_abs_error,
+                100 * f.after.p90_abs_error, f.after.fit_loss);
     for (auto& [family, e] : f.eff)
       std::printf(
           "%-5s gemm %.3f attention %.3f gemm_fp8 %.3f memory_traffic %.3f fp8_cast %.3f overlap "
@@ -268,9 +257,11 @@ int run_plan(int argc, char** argv) {
       ft::check_output_path(out_file, ft::OutputRule{.flag = "--out",
                                                      .kind = "calibration written by `fluxtrain plan --calibrate`",
                                                      .inputs = inputs,
-                                                     .is_ours = [](const std::string& p) {
-                                                       return ft::file_starts_with(p, "# written by `fluxtrain plan --calibrate`");
-                                                     },
+                                                     .is_ours =
+                                                         [](const std::string& p) {
+                                                           return ft::file_starts_with(
+                                                               p, "# written by `fluxtrain plan --calibrate`");
+                                                         },
                                                      .replaces_own = true});
       ft::write_file_atomic(out_file, calibration_toml(c, device));
     }
@@ -385,10 +376,7 @@ int run_plan(int argc, char** argv) {
     if (json_out) {
       json arr = json::array();
       for (auto& r : s.best) arr.push_back(to_json(r));
-      print_json({{"job", to_json(job)},
-                  {"evaluated", s.evaluated},
-                  {"fitting", s.fitting},
-                  {"best", arr}});
+      print_json({{"job", to_json(job)}, {"evaluated", s.evaluated}, {"fitting", s.fitting}, {"best", arr}});
     } else {
       std::fputs(format_search(job, s, o.rank_by).c_str(), stdout);
     }
@@ -411,14 +399,11 @@ int run_plan(int argc, char** argv) {
     print_json(j);
   } else {
     std::fputs(format_plan(job, r).c_str(), stdout);
-    if (!r.memory.fits())
-      std::printf("\nthis layout does not fit; `fluxtrain plan --search` lists the ones that do\n");
+    if (!r.memory.fits()) std::printf("\nthis layout does not fit; `fluxtrain plan --search` lists the ones that do\n");
   }
   return 0;
 }
 
-ft::cli::Register reg("plan",
-                      "memory, time and cost of a training run; layout search; claim checking",
-                      run_plan);
+ft::cli::Register reg("plan", "memory, time and cost of a training run; layout search; claim checking", run_plan);
 
 }  // namespace

@@ -3,15 +3,14 @@
 // Under mpirun (or --nproc N) the ranks share the encoding and shard writing; the dataset is the
 // same, byte for byte, for any number of ranks (data/prepare.h).
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
 #include "cli/command.h"
 #include "data/prepare.h"
-#include "parallel/dist_runtime.h"
 #include "parallel/comm/mpi_comm.h"
+#include "parallel/dist_runtime.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -48,7 +47,10 @@ int run_prepare(int argc, char** argv) {
     std::vector<std::string> args = {std::filesystem::canonical("/proc/self/exe").string()};
     for (int i = 0; i < argc; ++i) {
       std::string a = argv[i];
-      if (a == "--nproc") { ++i; continue; }
+      if (a == "--nproc") {
+        ++i;
+        continue;
+      }
       if (a.rfind("--nproc=", 0) == 0) continue;
       args.push_back(a);
     }

@@ -1,6 +1,5 @@
 // fluxtrain report RUN_DIR — one self-contained HTML file with the run's curves (obs/run_report.h).
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 
 #include "cli/command.h"
@@ -17,13 +16,18 @@ int run_report(int argc, char** argv) {
   app.add_option("-o,--out", out, "output file (default RUN_DIR/report.html)");
   FT_PARSE(app, argc, argv);
   if (!out.empty()) {  // the default, RUN_DIR/report.html, is the report's own place
-    ft::check_output_path(out, ft::OutputRule{.flag = "--out",
-                                              .kind = "fluxtrain report",
-                                              .inputs = {run_dir + "/metrics.jsonl"},
-                                              .is_ours = [](const std::string& p) {
-                                                return ft::file_starts_with(p, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>fluxtrain report");
-                                              },
-                                              .replaces_own = true});
+    ft::check_output_path(
+        out,
+        ft::OutputRule{
+            .flag = "--out",
+            .kind = "fluxtrain report",
+            .inputs = {run_dir + "/metrics.jsonl"},
+            .is_ours =
+                [](const std::string& p) {
+                  return ft::file_starts_with(
+                      p, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>fluxtrain report");
+                },
+            .replaces_own = true});
   }
   std::string path = ft::obs::write_run_report(run_dir, out);
   std::printf("%s\n", path.c_str());

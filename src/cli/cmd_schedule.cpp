@@ -4,7 +4,6 @@
 //   fluxtrain schedule --pp 4 --micro-batches 8 --schedule 1f1b
 //   fluxtrain schedule --pp 4 --micro-batches 8 --schedule interleaved --virtual-stages 2
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 
 #include "cli/command.h"
@@ -20,18 +19,26 @@ int run_schedule(int argc, char** argv) {
   std::string kind = "1f1b";
   bool actions = false;
   app.add_option("--pp", pp, "pipeline stages")->capture_default_str()->check(ft::cli::at_least(1));
-  app.add_option("--micro-batches", micro, "micro-batches per step")->capture_default_str()->check(ft::cli::at_least(1));
+  app.add_option("--micro-batches", micro, "micro-batches per step")
+      ->capture_default_str()
+      ->check(ft::cli::at_least(1));
   app.add_option("--schedule", kind, "gpipe, 1f1b or interleaved")->capture_default_str();
-  app.add_option("--virtual-stages", virtual_stages, "model chunks per stage (interleaved)")->capture_default_str()->check(ft::cli::at_least(1));
+  app.add_option("--virtual-stages", virtual_stages, "model chunks per stage (interleaved)")
+      ->capture_default_str()
+      ->check(ft::cli::at_least(1));
   app.add_option("--backward-cost", backward_cost, "time of a backward relative to a forward")->capture_default_str();
   app.add_flag("--actions", actions, "also list every stage's actions (with sends and receives)");
   FT_PARSE(app, argc, argv);
 
   ft::PipelineSchedule k;
-  if (kind == "gpipe") k = ft::PipelineSchedule::kGPipe;
-  else if (kind == "1f1b") k = ft::PipelineSchedule::k1F1B;
-  else if (kind == "interleaved") k = ft::PipelineSchedule::kInterleaved;
-  else throw ft::Error(fmt::format("--schedule {}: unknown schedule", kind), "use gpipe, 1f1b or interleaved");
+  if (kind == "gpipe")
+    k = ft::PipelineSchedule::kGPipe;
+  else if (kind == "1f1b")
+    k = ft::PipelineSchedule::k1F1B;
+  else if (kind == "interleaved")
+    k = ft::PipelineSchedule::kInterleaved;
+  else
+    throw ft::Error(fmt::format("--schedule {}: unknown schedule", kind), "use gpipe, 1f1b or interleaved");
   if (!(backward_cost > 0)) throw ft::Error(fmt::format("--backward-cost {} must be > 0", backward_cost));
 
   ft::Schedule s = ft::make_schedule(k, pp, micro, virtual_stages);

@@ -4,7 +4,6 @@
 //   echo "Привет, world" | fluxtrain tokenizer encode --model tok.model        # ids, one line per input line
 //   echo "412 9 77" | fluxtrain tokenizer decode --model tok.model
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -107,7 +106,8 @@ int run_tokenizer(int argc, char** argv) {
         char* end = nullptr;
         long v = std::strtol(w.c_str(), &end, 10);
         if (*end != '\0' || w.empty()) {
-          throw ft::Error(fmt::format("stdin:{}: \"{}\" is not a token id", lineno, w), "give whitespace-separated integers");
+          throw ft::Error(fmt::format("stdin:{}: \"{}\" is not a token id", lineno, w),
+                          "give whitespace-separated integers");
         }
         ids.push_back(static_cast<int32_t>(v));
       }

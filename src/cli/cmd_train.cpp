@@ -1,19 +1,17 @@
 // fluxtrain train — trains a model from one TOML file, on one process or under mpirun.
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
 #include "config/config.h"
-#include "parallel/dist_runtime.h"
 #include "dryrun/dry_run.h"
 #include "dryrun/memory_check.h"
 #include "fault/exit_codes.h"
 #include "fault/heartbeat.h"
+#include "parallel/dist_runtime.h"
 #include "train/run_dir.h"
 #include "train/stop_request.h"
 #include "train/trainer.h"
@@ -26,8 +24,12 @@ int env_int(const char* a, const char* b, int fallback) {
     if (const char* v = std::getenv(name)) return std::atoi(v);
   return fallback;
 }
-int local_rank() { return env_int("OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", 0); }
-int local_size() { return std::max(1, env_int("OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", 1)); }
+int local_rank() {
+  return env_int("OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", 0);
+}
+int local_size() {
+  return std::max(1, env_int("OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", 1));
+}
 
 int run_train(int argc, char** argv) {
   CLI::App app{"Train a model: fluxtrain train --config FILE [--set key=value ...] [--nproc N]"};
@@ -43,12 +45,15 @@ int run_train(int argc, char** argv) {
   bool dry = false, json = false;
   int64_t world_size = 0;
   std::string gpu = "a100-80gb";
-  app.add_flag("--dry-run", dry, "plan every rank in this one process (mesh, schedule, shard plans, memory, "
-                                 "communication per step) without allocating the model or starting ranks");
+  app.add_flag("--dry-run", dry,
+               "plan every rank in this one process (mesh, schedule, shard plans, memory, "
+               "communication per step) without allocating the model or starting ranks");
   app.add_option("--world-size", world_size, "with --dry-run: the ranks to plan (default: parallel.dp × tp × pp)")
       ->check(ft::cli::at_least(1));
-  app.add_option("--gpu", gpu, "with --dry-run: the device whose memory accounting to use (fluxtrain plan's "
-                               "catalog; 'cpu' = this machine's trainer)")->capture_default_str();
+  app.add_option("--gpu", gpu,
+                 "with --dry-run: the device whose memory accounting to use (fluxtrain plan's "
+                 "catalog; 'cpu' = this machine's trainer)")
+      ->capture_default_str();
   app.add_flag("--json", json, "with --dry-run: print JSON");
   bool force = false;
   app.add_flag("--force", force,
@@ -63,22 +68,29 @@ int run_train(int argc, char** argv) {
   ft::StopRequest::set_grace(cfg.fault.preempt_grace_s);
   if (dry) {
     ft::DryRun d = ft::dry_run(cfg, world_size > 0 ? world_size : cfg.parallel.world_size(), ft::plan::find_gpu(gpu));
-    if (json) fmt::print("{}\n", ft::dry_run_json(d).dump(2));
-    else fmt::print("{}", ft::format_dry_run(d));
+    if (json)
+      fmt::print("{}\n", ft::dry_run_json(d).dump(2));
+    else
+      fmt::print("{}", ft::format_dry_run(d));
     return 0;
   }
   if (world_size > 0) throw ft::Error("--world-size is for --dry-run", "start ranks with --nproc N or mpirun");
   // Memory is checked before the run, not by the OOM killer: every rank on this machine, once (by
   // --nproc's parent, or by each machine's first rank — before MPI_Init, so before any allocates).
-  if (nproc > 0) ft::check_memory_fits(cfg, nproc);
-  else if (local_rank() == 0) ft::check_memory_fits(cfg, local_size());
+  if (nproc > 0)
+    ft::check_memory_fits(cfg, nproc);
+  else if (local_rank() == 0)
+    ft::check_memory_fits(cfg, local_size());
 
   if (nproc > 0) {
     std::vector<std::string> args = {"/proc/self/exe"};
     args[0] = std::filesystem::canonical("/proc/self/exe").string();
     for (int i = 0; i < argc; ++i) {
       std::string a = argv[i];
-      if (a == "--nproc") { ++i; continue; }
+      if (a == "--nproc") {
+        ++i;
+        continue;
+      }
       if (a.rfind("--nproc=", 0) == 0) continue;
       args.push_back(a);
     }
@@ -95,7 +107,8 @@ int run_train(int argc, char** argv) {
     end = trainer.run();
   } catch (const std::bad_alloc&) {
     if (!dist.multi_rank()) throw;
-    ft::log_error("out of memory (an allocation failed)\nhint: `fluxtrain train --dry-run --gpu cpu` shows a run's memory");
+    ft::log_error(
+        "out of memory (an allocation failed)\nhint: `fluxtrain train --dry-run --gpu cpu` shows a run's memory");
     dist.abort(ft::kExitError);
   } catch (const ft::Error& e) {
     if (!dist.multi_rank()) throw;
@@ -108,9 +121,12 @@ int run_train(int argc, char** argv) {
     dist.abort(comm ? ft::kExitCommFailure : ft::kExitError);
   }
   switch (end) {
-    case ft::RunEnd::kStopped: return ft::kExitStopped;
-    case ft::RunEnd::kStoppedUnsaved: return ft::kExitStoppedUnsaved;
-    default: return 0;
+    case ft::RunEnd::kStopped:
+      return ft::kExitStopped;
+    case ft::RunEnd::kStoppedUnsaved:
+      return ft::kExitStoppedUnsaved;
+    default:
+      return 0;
   }
 }
 

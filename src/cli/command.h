@@ -15,7 +15,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -48,7 +47,7 @@ CLI::Validator at_least(int64_t lo);
 
 }  // namespace ft::cli
 
-#define FT_PARSE(app, argc, argv)                                              \
-  do {                                                                         \
+#define FT_PARSE(app, argc, argv)                                                          \
+  do {                                                                                     \
     if (auto ft_parse_rc_ = ::ft::cli::parse((app), (argc), (argv))) return *ft_parse_rc_; \
   } while (0)

@@ -1,6 +1,5 @@
 // fluxtrain — one binary, one TOML file. Subcommands live in cli/cmd_*.cpp.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <exception>
 #include <new>

@@ -1,15 +1,15 @@
 #include "config/config.h"
 
-#include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "config/key_effects.h"
-#include "parallel/pipeline_parallel/pipeline_plan.h"
 #include "model/param_layout.h"
+#include "parallel/pipeline_parallel/pipeline_plan.h"
 #include "train/micro_batches.h"
 #include "util/config_binder.h"
 #include "util/error.h"
@@ -43,10 +43,11 @@ void Config::validate() const {
   ParamLayout::check_tp(model, parallel.tp);
   MicroBatching mb = split_batch(train, parallel);
   if (parallel.sequence_parallel && parallel.tp > 1 && mb.size * train.seq_len % parallel.tp != 0) {
-    throw Error(fmt::format("parallel.sequence_parallel splits the {} x {} tokens of a micro-batch "
-                            "(micro-batch size x train.seq_len) over parallel.tp = {} ranks, which does not divide them",
-                            mb.size, train.seq_len, parallel.tp),
-                "make train.micro_batch_size x train.seq_len a multiple of parallel.tp");
+    throw Error(
+        fmt::format("parallel.sequence_parallel splits the {} x {} tokens of a micro-batch "
+                    "(micro-batch size x train.seq_len) over parallel.tp = {} ranks, which does not divide them",
+                    mb.size, train.seq_len, parallel.tp),
+        "make train.micro_batch_size x train.seq_len a multiple of parallel.tp");
   }
   if (parallel.pp > 1) PipelinePlan::make(model, train.seq_len, parallel, mb.count);
 }
@@ -75,9 +76,9 @@ void flatten(const toml::table& t, const std::string& prefix, const std::string&
     } else if (node.is_string()) {
       out.emplace_back(key, *node.value<std::string>());
     } else {
-      throw Error(fmt::format("{}: key '{}' has an unsupported value type (arrays and dates are not config values)",
-                              file, key),
-                  "use a number, string or boolean");
+      throw Error(
+          fmt::format("{}: key '{}' has an unsupported value type (arrays and dates are not config values)", file, key),
+          "use a number, string or boolean");
     }
   }
 }
@@ -102,8 +103,10 @@ Config apply_config(const KeyValues& file_kv, const std::string& path, const std
   for (const KeyValues* kv : std::initializer_list<const KeyValues*>{&file_kv, &set_kv})
     for (const auto& [k, v] : *kv)
       if (k == "model.preset") {
-        if (auto* s = std::get_if<std::string>(&v)) preset = *s;
-        else throw Error(fmt::format("model.preset = {} must be a string", config_value_to_string(v)));
+        if (auto* s = std::get_if<std::string>(&v))
+          preset = *s;
+        else
+          throw Error(fmt::format("model.preset = {} must be a string", config_value_to_string(v)));
       }
 
   Config cfg;

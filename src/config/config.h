@@ -8,17 +8,16 @@
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
-
 #include <string>
 #include <vector>
 
 #include "ckpt/ckpt_config.h"
 #include "data/data_config.h"
-#include "parallel/parallel_config.h"
 #include "fault/fault_config.h"
 #include "model/model_config.h"
 #include "obs/metrics_config.h"
 #include "optim/optim_config.h"
+#include "parallel/parallel_config.h"
 #include "train/train_config.h"
 
 namespace ft {

@@ -1,7 +1,8 @@
 #include "config/key_effects.h"
 
-#include <filesystem>
 #include <fmt/format.h>
+
+#include <filesystem>
 
 #include "data/manifest.h"
 #include "util/error.h"
@@ -10,7 +11,9 @@
 namespace ft {
 namespace {
 
-bool remote(const std::string& path) { return starts_with(path, "s3://") || starts_with(path, "gs://"); }
+bool remote(const std::string& path) {
+  return starts_with(path, "s3://") || starts_with(path, "gs://");
+}
 
 const char* source_name(DataSource s) {
   return s == DataSource::kDataset ? "dataset" : s == DataSource::kTokenFile ? "tokens" : "synthetic";
@@ -81,8 +84,8 @@ void metrics_effects(Config& cfg, Effects& e) {
     }
   }
   const std::string off = "metrics.enabled = false (no /metrics endpoint)";
-  for (const char* key : {"metrics.port", "metrics.bind_address", "metrics.port_fallback", "metrics.port_fallback_tries",
-                          "metrics.run_name"})
+  for (const char* key : {"metrics.port", "metrics.bind_address", "metrics.port_fallback",
+                          "metrics.port_fallback_tries", "metrics.run_name"})
     e.gated(key, m.enabled, off);
   e.gated("metrics.port_fallback_tries", m.port_fallback, "metrics.port_fallback = false");
   e.gated("metrics.gpu_temp_alert_c", m.gpu_interval_s > 0, "metrics.gpu_interval_s = 0 (no GPU sampling)");
@@ -94,7 +97,8 @@ void ckpt_effects(Config& cfg, Effects& e) {
   const std::string never = "ckpt.interval = 0 (no checkpoints are saved)";
   e.gated("ckpt.keep", saves, never);
   e.gated("ckpt.async", saves, never);
-  e.gated("ckpt.chunk_mb", saves && c.encrypt, saves ? "ckpt.encrypt = false (chunks are the unit of encryption)" : never);
+  e.gated("ckpt.chunk_mb", saves && c.encrypt,
+          saves ? "ckpt.encrypt = false (chunks are the unit of encryption)" : never);
   e.gated("ckpt.encrypt", saves || loads, never + " and ckpt.resume is empty");
   e.gated("ckpt.dir", saves || loads, never + " and ckpt.resume is empty");
   e.gated("ckpt.key_file", c.encrypt || loads, "ckpt.encrypt = false and ckpt.resume is empty");
@@ -118,8 +122,7 @@ void parallel_effects(Config& cfg, Effects& e) {
           p.dp > 1 ? fmt::format("parallel.zero = {} (buckets are ZeRO 0's all-reduce)", p.zero) : dp1);
   const bool powersgd = p.dp > 1 && p.grad_compression == GradCompression::kPowerSGD;
   e.gated("parallel.powersgd_rank", powersgd, p.dp > 1 ? "parallel.grad_compression is not \"powersgd\"" : dp1);
-  e.gated("parallel.powersgd_warmup_steps", powersgd,
-          p.dp > 1 ? "parallel.grad_compression is not \"powersgd\"" : dp1);
+  e.gated("parallel.powersgd_warmup_steps", powersgd, p.dp > 1 ? "parallel.grad_compression is not \"powersgd\"" : dp1);
   e.gated("parallel.sequence_parallel", p.tp > 1 || !p.sequence_parallel, "parallel.tp = 1 (no tensor parallelism)");
   e.gated("parallel.pp_schedule", p.pp > 1, "parallel.pp = 1 (no pipeline)");
   e.gated("parallel.collective_timeout_s", p.world_size() > 1, "one rank (no collectives to wait for)");

@@ -22,13 +22,17 @@ uint64_t combine(const std::vector<uint64_t>& digests, uint64_t seed) {
 
 }  // namespace
 
-uint64_t xxh3_64(const void* data, size_t bytes, uint64_t seed) { return XXH3_64bits_withSeed(data, bytes, seed); }
+uint64_t xxh3_64(const void* data, size_t bytes, uint64_t seed) {
+  return XXH3_64bits_withSeed(data, bytes, seed);
+}
 
 ChunkedHasher::ChunkedHasher() : state_(XXH3_createState()) {
   XXH3_64bits_reset(static_cast<XXH3_state_t*>(state_));
 }
 
-ChunkedHasher::~ChunkedHasher() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); }
+ChunkedHasher::~ChunkedHasher() {
+  XXH3_freeState(static_cast<XXH3_state_t*>(state_));
+}
 
 void ChunkedHasher::update(const void* data, size_t bytes) {
   auto* st = static_cast<XXH3_state_t*>(state_);
@@ -65,7 +69,9 @@ uint64_t chunked_hash(const void* data, size_t bytes, uint64_t seed) {
   return combine(digests, seed);
 }
 
-std::string hex64(uint64_t v) { return fmt::format("{:016x}", v); }
+std::string hex64(uint64_t v) {
+  return fmt::format("{:016x}", v);
+}
 
 uint64_t parse_hex64(const std::string& s, const std::string& what) {
   if (s.size() != 16 || s.find_first_not_of("0123456789abcdef") != std::string::npos) {

@@ -10,14 +10,11 @@
 #include <zlib.h>
 
 #include <algorithm>
-
-#include <nlohmann/json.hpp>
-
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 
 #include "data/text_normalize.h"
@@ -44,11 +41,16 @@ bool classify(const fs::path& p, InputKind* kind) {
   std::string name = p.filename().string();
   std::string ext = p.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
-  if (ext == ".txt" || ext == ".text") *kind = InputKind::kText;
-  else if (ext == ".md" || ext == ".markdown") *kind = InputKind::kMarkdown;
-  else if (ext == ".jsonl") *kind = InputKind::kJsonl;
-  else if (is_man_page_name(name)) *kind = InputKind::kManPage;
-  else return false;
+  if (ext == ".txt" || ext == ".text")
+    *kind = InputKind::kText;
+  else if (ext == ".md" || ext == ".markdown")
+    *kind = InputKind::kMarkdown;
+  else if (ext == ".jsonl")
+    *kind = InputKind::kJsonl;
+  else if (is_man_page_name(name))
+    *kind = InputKind::kManPage;
+  else
+    return false;
   return true;
 }
 
@@ -142,7 +144,8 @@ std::string run_filter(const std::vector<std::string>& argv, const std::string& 
     for (int k = 1; k < 3; ++k) {
       if (fds[k].fd >= 0 && (fds[k].revents & (POLLIN | POLLERR | POLLHUP))) {
         ssize_t n = ::read(fds[k].fd, buf, sizeof buf);
-        if (n > 0) (k == 1 ? out : err).append(buf, static_cast<size_t>(n));
+        if (n > 0)
+          (k == 1 ? out : err).append(buf, static_cast<size_t>(n));
         else {
           ::close(fds[k].fd);
           fds[k].fd = -1;
@@ -239,16 +242,17 @@ std::string render_man_page(const std::string& path) {
       std::string_view line(roff.data() + pos, eol - pos);
       pos = eol + 1;
       if (line.empty() || line.substr(0, 3) == ".\\\"" || line.substr(0, 3) == "'\\\"") continue;
-      if (line.substr(0, 4) == ".so ") only_so = true;
-      else other = true;
+      if (line.substr(0, 4) == ".so ")
+        only_so = true;
+      else
+        other = true;
     }
     if (only_so && !other) return "";
   }
   // -k: preconv (input encoding from the coding: line), -t: tbl; -P-cbou: no SGR escapes or
   // overstrikes; LL=2000n: paragraphs stay on one line; HY=0: no hyphenation; AD=l: no justification.
-  std::string text = run_filter({"groff", "-k", "-t", "-man", "-Tutf8", "-P-cbou", "-rLL=2000n", "-rHY=0",
-                                 "-dAD=l", "-Wall"},
-                                roff, path);
+  std::string text = run_filter(
+      {"groff", "-k", "-t", "-man", "-Tutf8", "-P-cbou", "-rLL=2000n", "-rHY=0", "-dAD=l", "-Wall"}, roff, path);
   // Drop the running header (first non-empty line) and footer (last non-empty line), and the
   // man macros' 7-column base indentation.
   std::vector<std::string_view> lines;

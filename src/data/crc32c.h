@@ -15,7 +15,9 @@
 namespace ft {
 
 uint32_t crc32c_extend(uint32_t crc, const void* data, size_t bytes);
-inline uint32_t crc32c(const void* data, size_t bytes) { return crc32c_extend(0, data, bytes); }
+inline uint32_t crc32c(const void* data, size_t bytes) {
+  return crc32c_extend(0, data, bytes);
+}
 // CRC-32C of a file's bytes; throws ft::Error naming the file when it cannot be read.
 uint32_t crc32c_file(const std::string& path);
 

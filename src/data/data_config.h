@@ -16,7 +16,7 @@ enum class DataSource : uint8_t {
 
 struct DataConfig {
   DataSource source = DataSource::kSynthetic;
-  std::string path;                 // token file (source = "tokens"), dataset directory or s3:// / gs:// URL ("dataset")
+  std::string path;  // token file (source = "tokens"), dataset directory or s3:// / gs:// URL ("dataset")
   std::string token_dtype = "u16";  // "u16" or "u32" for a flat token file
   double val_fraction = 0.05;       // tail of a token file held out for validation
   int64_t prefetch = 4;             // batches a dataset loader prepares ahead on its own thread
@@ -25,8 +25,8 @@ struct DataConfig {
   // "ru=0.5, en=0.5" or "data/web=0.3, data/manpages#ru=0.7"; "" = data.path alone.
   std::string mixture;
   // Training from object storage (path = "s3://…" / "gs://…"):
-  std::string endpoint;             // the store's endpoint; "" = environment / the provider's default
-  std::string cache_dir;            // where each rank caches its shards; "" = <train.run_dir>/data-cache
+  std::string endpoint;                    // the store's endpoint; "" = environment / the provider's default
+  std::string cache_dir;                   // where each rank caches its shards; "" = <train.run_dir>/data-cache
   int64_t cache_bytes = int64_t{4} << 30;  // per rank and split
 
   void bind(ConfigBinder& b);

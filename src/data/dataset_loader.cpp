@@ -22,9 +22,12 @@ DatasetLoader::DatasetLoader(const DatasetLoaderOptions& opt) : opt_(opt) {
   }
   const bool remote = ObjectUrl::is_object_url(opt.dir);
   if (remote) {
-    if (opt.cache_dir.empty()) throw Error(fmt::format("{}: a dataset URL needs a cache directory", opt.dir), "set data.cache_dir");
-    cache_ = std::make_unique<ShardCache>(ShardCacheOptions{.url = opt.dir, .dir = opt.cache_dir,
-                                                            .capacity_bytes = opt.cache_bytes, .verify = opt.verify,
+    if (opt.cache_dir.empty())
+      throw Error(fmt::format("{}: a dataset URL needs a cache directory", opt.dir), "set data.cache_dir");
+    cache_ = std::make_unique<ShardCache>(ShardCacheOptions{.url = opt.dir,
+                                                            .dir = opt.cache_dir,
+                                                            .capacity_bytes = opt.cache_bytes,
+                                                            .verify = opt.verify,
                                                             .store = opt.store});
     manifest_ = cache_->manifest();  // the tokenizer's hash was checked on the way in
   } else {
@@ -73,10 +76,11 @@ DatasetLoader::DatasetLoader(const DatasetLoaderOptions& opt) : opt_(opt) {
                   fmt::format("set data.cache_bytes to at least {}", 2 * largest));
     }
     if (range > opt.cache_bytes) {
-      log_warn("{}: this rank's {} shards hold {}, more than data.cache_bytes = {}: shards will be fetched again "
-               "after eviction (raise data.cache_bytes to keep them)",
-               opt.dir, last - first, human_bytes(static_cast<double>(range)),
-               human_bytes(static_cast<double>(opt.cache_bytes)));
+      log_warn(
+          "{}: this rank's {} shards hold {}, more than data.cache_bytes = {}: shards will be fetched again "
+          "after eviction (raise data.cache_bytes to keep them)",
+          opt.dir, last - first, human_bytes(static_cast<double>(range)),
+          human_bytes(static_cast<double>(opt.cache_bytes)));
     }
     // Ahead of use: the next batches' shards first, then the rest of the range in order.
     std::vector<int64_t> order = shards_needed(state_.next_sample, std::max(2, opt.prefetch + 1));
@@ -107,7 +111,9 @@ DatasetLoader::DatasetLoader(const DatasetLoaderOptions& opt) : opt_(opt) {
   start_prefetch();
 }
 
-DatasetLoader::~DatasetLoader() { stop_prefetch(); }
+DatasetLoader::~DatasetLoader() {
+  stop_prefetch();
+}
 
 std::shared_ptr<const Shard> DatasetLoader::shard(int64_t s) const {
   FT_CHECK(s >= first_shard_ && s < last_shard_, "shard {} outside this rank's range [{}, {})", s, first_shard_,
@@ -128,17 +134,18 @@ std::vector<int64_t> DatasetLoader::shards_needed(int64_t first_sample, int64_t 
 }
 
 std::string DatasetLoader::describe() const {
-  return fmt::format("{} ({} split: {} sequences of {} + 1 tokens, {} steps per epoch; rank {} of {} reads shards "
-                     "[{}, {}) of {})",
-                     opt_.dir, opt_.split == Split::kTrain ? "train" : "validation", plan_->num_sequences(),
-                     opt_.seq_len, plan_->steps_per_epoch(), opt_.dp_rank, opt_.dp_size, first_shard_,
-                     last_shard_, subset_.size());
+  return fmt::format(
+      "{} ({} split: {} sequences of {} + 1 tokens, {} steps per epoch; rank {} of {} reads shards "
+      "[{}, {}) of {})",
+      opt_.dir, opt_.split == Split::kTrain ? "train" : "validation", plan_->num_sequences(), opt_.seq_len,
+      plan_->steps_per_epoch(), opt_.dp_rank, opt_.dp_size, first_shard_, last_shard_, subset_.size());
 }
 
 double DatasetLoader::chars_per_token() const {
   if (opt_.language.empty()) return split_info().chars_per_token();
   uint64_t chars = 0, tokens = 0;
-  for (int64_t k = 0; k < static_cast<int64_t>(subset_.size()); ++k) chars += info(k).characters, tokens += info(k).tokens;
+  for (int64_t k = 0; k < static_cast<int64_t>(subset_.size()); ++k)
+    chars += info(k).characters, tokens += info(k).tokens;
   return tokens ? static_cast<double>(chars) / static_cast<double>(tokens) : 0;
 }
 

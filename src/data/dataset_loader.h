@@ -39,10 +39,10 @@ struct DatasetLoaderOptions {
   int64_t global_batch = 8;
   uint64_t seed = 1234;
   int64_t dp_rank = 0, dp_size = 1;
-  int64_t model_vocab = 0;     // > 0: refuse datasets whose vocabulary is larger
-  int prefetch = 4;            // batches prepared ahead on the background thread; 0 = none
-  bool verify = true;          // checksum every opened shard
-  std::string language;        // only the split's shards of this language ("" = all)
+  int64_t model_vocab = 0;  // > 0: refuse datasets whose vocabulary is larger
+  int prefetch = 4;         // batches prepared ahead on the background thread; 0 = none
+  bool verify = true;       // checksum every opened shard
+  std::string language;     // only the split's shards of this language ("" = all)
   // For a URL in `dir`: where this loader caches its shards, how many bytes at most, and the store.
   std::string cache_dir;
   uint64_t cache_bytes = uint64_t{4} << 30;
@@ -78,7 +78,9 @@ class DatasetLoader final : public DataLoader {
 
  private:
   const SplitInfo& split_info() const { return manifest_.split(opt_.split); }
-  const ShardInfo& info(int64_t s) const { return split_info().shards[static_cast<size_t>(subset_[static_cast<size_t>(s)])]; }
+  const ShardInfo& info(int64_t s) const {
+    return split_info().shards[static_cast<size_t>(subset_[static_cast<size_t>(s)])];
+  }
   // The shards the batches at first_sample, +B, ... (n of them) read, in order of first use.
   std::vector<int64_t> shards_needed(int64_t first_sample, int64_t n) const;
   Batch build(int64_t first_sample) const;  // this rank's slice of the global batch at first_sample
@@ -90,7 +92,7 @@ class DatasetLoader final : public DataLoader {
   std::unique_ptr<SequencePlan> plan_;
   std::vector<int64_t> subset_;  // the split's shard indices this loader reads (all, or one language's)
   int64_t first_shard_ = 0, last_shard_ = 0;
-  std::unique_ptr<ShardCache> cache_;                  // a URL: shards fetched into a local cache
+  std::unique_ptr<ShardCache> cache_;                 // a URL: shards fetched into a local cache
   std::vector<std::shared_ptr<const Shard>> shards_;  // a directory: [first_shard_, last_shard_) opened
   std::vector<std::string> opened_;
   int64_t local_ = 0, first_pos_ = 0;

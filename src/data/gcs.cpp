@@ -1,12 +1,12 @@
 #include "data/gcs.h"
 
-#include <nlohmann/json.hpp>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
+#include <nlohmann/json.hpp>
 
 #include "data/crc32c.h"
 #include "util/error.h"
@@ -81,8 +81,8 @@ std::string service_account_jwt(const std::string& client_email, const std::stri
                                 int64_t issued_at, int64_t lifetime_s) {
   json header = {{"alg", "RS256"}, {"typ", "JWT"}};
   if (!key_id.empty()) header["kid"] = key_id;
-  json claims = {{"iss", client_email}, {"scope", scope}, {"aud", audience}, {"iat", issued_at},
-                 {"exp", issued_at + lifetime_s}};
+  json claims = {
+      {"iss", client_email}, {"scope", scope}, {"aud", audience}, {"iat", issued_at}, {"exp", issued_at + lifetime_s}};
   std::string signing_input = base64url(header.dump()) + "." + base64url(claims.dump());
   BIO* bio = BIO_new_mem_buf(private_key_pem.data(), static_cast<int>(private_key_pem.size()));
   EVP_PKEY* key = PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr);
@@ -109,8 +109,9 @@ GcsClient::GcsClient(const ObjectStoreOptions& opt) : ObjectStore("gs", opt) {
   if (endpoint_.find("://") == std::string::npos) endpoint_ = "http://" + endpoint_;  // emulator "host:port"
   while (!endpoint_.empty() && endpoint_.back() == '/') endpoint_.pop_back();
   if (endpoint_.rfind("http://", 0) != 0 && endpoint_.rfind("https://", 0) != 0) {
-    throw Error(fmt::format("GCS endpoint \"{}\" must start with http:// or https://", endpoint_),
-                "e.g. --gcs-endpoint http://127.0.0.1:4443 (an emulator); the default is https://storage.googleapis.com");
+    throw Error(
+        fmt::format("GCS endpoint \"{}\" must start with http:// or https://", endpoint_),
+        "e.g. --gcs-endpoint http://127.0.0.1:4443 (an emulator); the default is https://storage.googleapis.com");
   }
   if (!env("GOOGLE_OAUTH_ACCESS_TOKEN").empty()) {
     auth_ = Auth::kToken;
@@ -141,9 +142,9 @@ GcsClient::GcsClient(const ObjectStoreOptions& opt) : ObjectStore("gs", opt) {
     client_email_ = field("client_email");
     private_key_pem_ = field("private_key");
     token_uri_ = k.contains("token_uri") && k["token_uri"].is_string() ? k["token_uri"].get<std::string>()
-                                                                        : "https://oauth2.googleapis.com/token";
-    private_key_id_ = k.contains("private_key_id") && k["private_key_id"].is_string()
-                          ? k["private_key_id"].get<std::string>() : "";
+                                                                       : "https://oauth2.googleapis.com/token";
+    private_key_id_ =
+        k.contains("private_key_id") && k["private_key_id"].is_string() ? k["private_key_id"].get<std::string>() : "";
   }
 }
 
@@ -164,9 +165,11 @@ std::string GcsClient::authorization(const std::string& what) {
   if (r.status < 0) throw Error(fmt::format("{}: {}", where, r.body), "check the key file's token_uri and the network");
   json j = json::parse(r.body, nullptr, false);
   if (r.status != 200 || !j.is_object() || !j.contains("access_token")) {
-    std::string code = j.is_object() && j.contains("error") && j["error"].is_string() ? j["error"].get<std::string>() : "";
+    std::string code =
+        j.is_object() && j.contains("error") && j["error"].is_string() ? j["error"].get<std::string>() : "";
     std::string msg = j.is_object() && j.contains("error_description") && j["error_description"].is_string()
-                          ? j["error_description"].get<std::string>() : r.body.substr(0, 200);
+                          ? j["error_description"].get<std::string>()
+                          : r.body.substr(0, 200);
     throw Error(fmt::format("{}: HTTP {} {}: {}", where, r.status, code.empty() ? "(no error code)" : code, msg),
                 fmt::format("check the service-account key in GOOGLE_APPLICATION_CREDENTIALS={}", key_file_));
   }
@@ -202,8 +205,10 @@ void GcsClient::fail(const std::string& what, const HttpResponse& r) const {
   }
   if (reason.empty()) reason = r.status == 404 ? "notFound" : r.status == 401 ? "unauthorized" : "(no reason)";
   std::string hint;
-  if (r.status == 401 || r.status == 403) hint = kCredentialsHint;
-  else if (r.status == 404) hint = "check the bucket and object names and --gcs-endpoint";
+  if (r.status == 401 || r.status == 403)
+    hint = kCredentialsHint;
+  else if (r.status == 404)
+    hint = "check the bucket and object names and --gcs-endpoint";
   throw Error(fmt::format("{}: HTTP {} {}: {}", what, r.status, reason, msg), hint);
 }
 
@@ -220,8 +225,8 @@ std::vector<StoreObject> GcsClient::list(const std::string& bucket, const std::s
   std::vector<StoreObject> out;
   std::string what = url_of(bucket, prefix), page;
   while (true) {
-    std::string url = fmt::format("{}/storage/v1/b/{}/o?prefix={}", endpoint_, uri_encode(bucket, true),
-                                  uri_encode(prefix, true));
+    std::string url =
+        fmt::format("{}/storage/v1/b/{}/o?prefix={}", endpoint_, uri_encode(bucket, true), uri_encode(prefix, true));
     if (opt_.list_page_size > 0) url += fmt::format("&maxResults={}", opt_.list_page_size);
     if (!page.empty()) url += "&pageToken=" + uri_encode(page, true);
     HttpResponse r = get_json(what, url);
@@ -239,8 +244,8 @@ std::vector<StoreObject> GcsClient::list(const std::string& bucket, const std::s
 
 StoreObject GcsClient::stat(const std::string& bucket, const std::string& key) {
   std::string what = url_of(bucket, key);
-  HttpResponse r = get_json(what, fmt::format("{}/storage/v1/b/{}/o/{}", endpoint_, uri_encode(bucket, true),
-                                              uri_encode(key, true)));
+  HttpResponse r = get_json(
+      what, fmt::format("{}/storage/v1/b/{}/o/{}", endpoint_, uri_encode(bucket, true), uri_encode(key, true)));
   if (r.status != 200) fail(what, r);
   json j = json::parse(r.body, nullptr, false);
   if (!j.is_object()) throw Error(fmt::format("{}: the object's metadata is not JSON", what));
@@ -250,8 +255,8 @@ StoreObject GcsClient::stat(const std::string& bucket, const std::string& key) {
 HttpResponse GcsClient::get_once(const std::string& bucket, const StoreObject& obj, uint64_t first,
                                  const HttpSink& sink) {
   HttpRequest req;
-  req.url = fmt::format("{}/storage/v1/b/{}/o/{}?alt=media", endpoint_, uri_encode(bucket, true),
-                        uri_encode(obj.key, true));
+  req.url =
+      fmt::format("{}/storage/v1/b/{}/o/{}?alt=media", endpoint_, uri_encode(bucket, true), uri_encode(obj.key, true));
   if (obj.generation > 0) req.url += fmt::format("&ifGenerationMatch={}", obj.generation);
   if (first > 0) req.headers["range"] = fmt::format("bytes={}-", first);
   if (std::string a = authorization(url_of(bucket, obj.key)); !a.empty()) req.headers["authorization"] = a;

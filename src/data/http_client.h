@@ -17,15 +17,15 @@ namespace ft {
 
 struct HttpRequest {
   std::string method = "GET";
-  std::string url;                              // fully encoded
-  std::map<std::string, std::string> headers;   // lowercase names; "host" is taken from the URL
-  std::string body;                             // request body (POST)
+  std::string url;                             // fully encoded
+  std::map<std::string, std::string> headers;  // lowercase names; "host" is taken from the URL
+  std::string body;                            // request body (POST)
 };
 
 struct HttpResponse {
-  long status = 0;                              // HTTP status, or -CURLcode when no response came
-  std::map<std::string, std::string> headers;   // lowercase names
-  std::string body;                             // error bodies, and whole bodies without a sink
+  long status = 0;                             // HTTP status, or -CURLcode when no response came
+  std::map<std::string, std::string> headers;  // lowercase names
+  std::string body;                            // error bodies, and whole bodies without a sink
 };
 
 using HttpSink = std::function<void(const char* data, size_t bytes)>;

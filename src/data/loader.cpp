@@ -22,9 +22,9 @@ class RankSliceLoader : public DataLoader {
   RankSliceLoader(const BatchSpec& t, int64_t dp_rank, int64_t dp_size)
       : global_batch_(t.batch_size), seq_len_(t.seq_len), seed_(t.seed) {
     if (global_batch_ % dp_size != 0) {
-      throw Error(fmt::format("train.batch_size = {} is not divisible by the {} data-parallel ranks",
-                              global_batch_, dp_size),
-                  fmt::format("use a batch size that is a multiple of {}", dp_size));
+      throw Error(
+          fmt::format("train.batch_size = {} is not divisible by the {} data-parallel ranks", global_batch_, dp_size),
+          fmt::format("use a batch size that is a multiple of {}", dp_size));
     }
     local_ = global_batch_ / dp_size;
     first_ = dp_rank * local_;
@@ -59,9 +59,7 @@ class SyntheticLoader final : public RankSliceLoader {
   }
 
  private:
-  void read(int64_t g, int32_t* tokens) override {
-    synthetic_sample(tokens, seq_len_, vocab_, seed_, split_, g);
-  }
+  void read(int64_t g, int32_t* tokens) override { synthetic_sample(tokens, seq_len_, vocab_, seed_, split_, g); }
   int64_t vocab_;
   int split_;
 };
@@ -76,9 +74,8 @@ class TokenFileLoader final : public RankSliceLoader {
     first_window_ = split == Split::kTrain ? 0 : windows - val;
     num_windows_ = split == Split::kTrain ? windows - val : val;
     if (num_windows_ <= 0) {
-      throw Error(fmt::format("token file {} holds {} tokens: too few for one {} sequence of {} + 1 tokens",
-                              d.path, file_.num_tokens(), split == Split::kTrain ? "training" : "validation",
-                              seq_len_),
+      throw Error(fmt::format("token file {} holds {} tokens: too few for one {} sequence of {} + 1 tokens", d.path,
+                              file_.num_tokens(), split == Split::kTrain ? "training" : "validation", seq_len_),
                   "use a longer file, a shorter train.seq_len or a smaller data.val_fraction");
     }
     uint32_t mx = file_.max_token();
@@ -161,8 +158,8 @@ std::vector<ValidationSource> make_validation_sources(const DataConfig& data, co
   return out;
 }
 
-std::unique_ptr<DataLoader> make_loader(const DataConfig& data, const BatchSpec& train, int64_t vocab,
-                                        int64_t dp_rank, int64_t dp_size, Split split) {
+std::unique_ptr<DataLoader> make_loader(const DataConfig& data, const BatchSpec& train, int64_t vocab, int64_t dp_rank,
+                                        int64_t dp_size, Split split) {
   switch (data.source) {
     case DataSource::kSynthetic:
       return std::make_unique<SyntheticLoader>(train, vocab, dp_rank, dp_size, split);

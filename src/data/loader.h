@@ -32,11 +32,11 @@ struct BatchSpec {
   int64_t batch_size = 0;  // global batch in sequences
   int64_t seq_len = 0;
   uint64_t seed = 0;
-  std::string run_dir;     // the default shard cache lives under it
+  std::string run_dir;  // the default shard cache lives under it
 };
 
 struct Batch {
-  int64_t batch = 0;            // sequences
+  int64_t batch = 0;  // sequences
   int64_t seq_len = 0;
   std::vector<int32_t> tokens;  // (batch, seq_len + 1)
   const int32_t* sequence(int64_t i) const { return tokens.data() + i * (seq_len + 1); }
@@ -77,7 +77,9 @@ class DataLoader {
 
 // Validation metrics from a mean loss in nats per token (point 5 of the data issue):
 //   val_bpc = bits_per_char(val_loss, val_loader->chars_per_token())   (0 when unknown)
-inline double bits_per_token(double nats_per_token) { return nats_per_token / 0.6931471805599453; }
+inline double bits_per_token(double nats_per_token) {
+  return nats_per_token / 0.6931471805599453;
+}
 inline double bits_per_char(double nats_per_token, double chars_per_token) {
   return chars_per_token > 0 ? bits_per_token(nats_per_token) / chars_per_token : 0;
 }
@@ -85,9 +87,8 @@ inline double bits_per_char(double nats_per_token, double chars_per_token) {
 // dp_rank/dp_size: this rank's place among data-parallel replicas. With data.mixture the
 // training loader is a MixtureLoader and the validation loader is nullptr (validation is per
 // source: make_validation_sources).
-std::unique_ptr<DataLoader> make_loader(const DataConfig& data, const BatchSpec& train,
-                                        int64_t vocab_size, int64_t dp_rank, int64_t dp_size,
-                                        Split split);
+std::unique_ptr<DataLoader> make_loader(const DataConfig& data, const BatchSpec& train, int64_t vocab_size,
+                                        int64_t dp_rank, int64_t dp_size, Split split);
 
 // Validation reported per source (val_loss_<name>, val_bpc_<name>): each data.mixture source's
 // validation split; without a mixture, each language of a dataset whose validation split holds

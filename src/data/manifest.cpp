@@ -1,8 +1,7 @@
 #include "data/manifest.h"
 
-#include <nlohmann/json.hpp>
-
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "util/error.h"
 #include "util/fs.h"
@@ -26,9 +25,12 @@ json split_json(const SplitInfo& s) {
     if (sh.characters > 0) j["characters"] = sh.characters;
     shards.push_back(std::move(j));
   }
-  return {{"documents", s.documents},    {"tokens", s.tokens},
-          {"characters", s.characters},  {"text_bytes", s.text_bytes},
-          {"chars_per_token", s.chars_per_token()}, {"bytes_per_token", s.bytes_per_token()},
+  return {{"documents", s.documents},
+          {"tokens", s.tokens},
+          {"characters", s.characters},
+          {"text_bytes", s.text_bytes},
+          {"chars_per_token", s.chars_per_token()},
+          {"bytes_per_token", s.bytes_per_token()},
           {"shards", shards}};
 }
 
@@ -78,19 +80,24 @@ SplitInfo parse_split(const Reader& r, const json& root, const std::string& key)
 std::string DatasetManifest::to_json_text() const {
   json langs = json::object();
   for (auto& [lang, st] : languages) {
-    langs[lang] = {{"documents", st.documents}, {"bytes", st.bytes}, {"characters", st.characters},
-                   {"tokens", st.tokens}};
+    langs[lang] = {
+        {"documents", st.documents}, {"bytes", st.bytes}, {"characters", st.characters}, {"tokens", st.tokens}};
   }
-  json j = {{"format", kManifestFormat},
-            {"version", version},
-            {"tokenizer", {{"file", tokenizer_file}, {"xxh3", hex64(tokenizer_hash)},
-                           {"vocab_size", vocab_size}, {"eos_id", eos_id}}},
-            {"token_bytes", token_bytes},
-            {"splits", {{"train", split_json(train)}, {"validation", split_json(validation)}}},
-            {"stats", {{"languages", langs}, {"duplicates_dropped", duplicates},
-                       {"near_duplicates_dropped", near_duplicates}, {"near_duplicate_threshold", near_dup_threshold},
-                       {"invalid_utf8_replaced", invalid_utf8}, {"empty_dropped", empty}}},
-            {"sources", sources}};
+  json j = {
+      {"format", kManifestFormat},
+      {"version", version},
+      {"tokenizer",
+       {{"file", tokenizer_file}, {"xxh3", hex64(tokenizer_hash)}, {"vocab_size", vocab_size}, {"eos_id", eos_id}}},
+      {"token_bytes", token_bytes},
+      {"splits", {{"train", split_json(train)}, {"validation", split_json(validation)}}},
+      {"stats",
+       {{"languages", langs},
+        {"duplicates_dropped", duplicates},
+        {"near_duplicates_dropped", near_duplicates},
+        {"near_duplicate_threshold", near_dup_threshold},
+        {"invalid_utf8_replaced", invalid_utf8},
+        {"empty_dropped", empty}}},
+      {"sources", sources}};
   return j.dump(2) + "\n";
 }
 
@@ -163,9 +170,9 @@ DatasetManifest DatasetManifest::parse(const std::string& text, const std::strin
 DatasetManifest DatasetManifest::load(const std::string& dir) {
   std::string path = (std::filesystem::path(dir) / kManifestFile).string();
   if (!std::filesystem::exists(path)) {
-    throw Error(fmt::format("{}: no {} — not a fluxtrain dataset (or its preparation did not finish)", dir,
-                            kManifestFile),
-                fmt::format("prepare one with `fluxtrain prepare --out {}`", dir));
+    throw Error(
+        fmt::format("{}: no {} — not a fluxtrain dataset (or its preparation did not finish)", dir, kManifestFile),
+        fmt::format("prepare one with `fluxtrain prepare --out {}`", dir));
   }
   return parse(read_file(path), path);
 }

@@ -1,10 +1,9 @@
 #include "data/mixture.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
 
@@ -17,8 +16,9 @@
 namespace ft {
 
 std::vector<MixtureSource> parse_mixture(const std::string& spec, const std::string& default_path) {
-  const char* hint = "write data.mixture = \"ru=0.5, en=0.5\" (languages of data.path) or "
-                     "\"DIR_OR_URL[#LANG]=WEIGHT, ...\"";
+  const char* hint =
+      "write data.mixture = \"ru=0.5, en=0.5\" (languages of data.path) or "
+      "\"DIR_OR_URL[#LANG]=WEIGHT, ...\"";
   std::vector<MixtureSource> out;
   std::set<std::string> names;
   for (std::string_view raw : split(spec, ',')) {
@@ -33,8 +33,8 @@ std::vector<MixtureSource> parse_mixture(const std::string& spec, const std::str
     if (w.empty() || *end != '\0' || !std::isfinite(s.weight) || s.weight < 0) {
       throw Error(fmt::format("data.mixture: the weight of \"{}\" is \"{}\", not a number >= 0", what, w), hint);
     }
-    const bool is_path = what.find('/') != std::string::npos || what.find("://") != std::string::npos ||
-                         what.rfind(".", 0) == 0;
+    const bool is_path =
+        what.find('/') != std::string::npos || what.find("://") != std::string::npos || what.rfind(".", 0) == 0;
     if (!is_path) {  // a language of data.path
       if (default_path.empty()) {
         throw Error(fmt::format("data.mixture: \"{}\" names a language but data.path is not set", what),
@@ -51,8 +51,9 @@ std::vector<MixtureSource> parse_mixture(const std::string& spec, const std::str
       if (base.empty()) base = std::filesystem::path(s.path).lexically_normal().parent_path().filename().string();
       s.name = s.language.empty() ? base : base + "_" + s.language;
     }
-    if (s.name.empty() || s.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
-                              std::string::npos) {
+    if (s.name.empty() ||
+        s.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
+            std::string::npos) {
       throw Error(fmt::format("data.mixture: \"{}\" gives the source name \"{}\"; names are letters, digits, '_', "
                               "'-', '.'",
                               what, s.name),
@@ -82,8 +83,8 @@ std::vector<MixtureSegment> mixture_history_from_json(const std::string& text) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_array()) throw Error("checkpoint: loader.mixture is not a JSON array", "the checkpoint is damaged");
   for (const auto& e : j) {
-    if (!e.is_object() || !e.contains("from_sample") || !e["from_sample"].is_number_integer() || !e.contains("weights") ||
-        !e["weights"].is_object()) {
+    if (!e.is_object() || !e.contains("from_sample") || !e["from_sample"].is_number_integer() ||
+        !e.contains("weights") || !e["weights"].is_object()) {
       throw Error("checkpoint: a loader.mixture entry lacks from_sample or weights", "the checkpoint is damaged");
     }
     MixtureSegment s;
@@ -112,8 +113,12 @@ std::vector<int64_t> apportion(const std::vector<double>& weights, int64_t total
 
 MixturePlan::MixturePlan(std::vector<std::string> names, std::vector<const SequencePlan*> lanes, int64_t batch,
                          uint64_t seed, std::vector<MixtureSegment> history)
-    : names_(std::move(names)), lanes_(std::move(lanes)), batch_(batch), period_(batch * kRowsPerPeriod),
-      seed_(seed), history_(std::move(history)) {
+    : names_(std::move(names)),
+      lanes_(std::move(lanes)),
+      batch_(batch),
+      period_(batch * kRowsPerPeriod),
+      seed_(seed),
+      history_(std::move(history)) {
   FT_CHECK(!history_.empty() && history_[0].from_sample == 0, "a mixture history starts at sample 0");
   for (const MixtureSegment& seg : history_)
     for (auto& [n, w] : seg.weights)
@@ -133,7 +138,8 @@ MixturePlan::MixturePlan(std::vector<std::string> names, std::vector<const Seque
       if (it != h.weights.end()) w[i] = it->second;
     }
     if (!(std::accumulate(w.begin(), w.end(), 0.0) > 0))
-      throw Error(fmt::format("data.mixture: every weight is 0 from sample {}", h.from_sample), "give a source a positive weight");
+      throw Error(fmt::format("data.mixture: every weight is 0 from sample {}", h.from_sample),
+                  "give a source a positive weight");
     seg.quota = apportion(w, W);
     // The period's samples in order of their ideal times (k + 1/2) / n_s, ties by source.
     std::vector<std::pair<int64_t, int32_t>> items;  // (k, source)
@@ -152,13 +158,15 @@ MixturePlan::MixturePlan(std::vector<std::string> names, std::vector<const Seque
       uint64_t key = mix64(seed_ ^ mix64(0x6d69787475726500ull + static_cast<uint64_t>(j) * 0x9e3779b97f4a7c15ull +
                                          static_cast<uint64_t>(q)));
       for (int64_t r = 0; r < R; ++r) {
-        int64_t idx = j * R + static_cast<int64_t>(permute_index(static_cast<uint64_t>(r), static_cast<uint64_t>(R), key));
+        int64_t idx =
+            j * R + static_cast<int64_t>(permute_index(static_cast<uint64_t>(r), static_cast<uint64_t>(R), key));
         seg.table[static_cast<size_t>(r * B + j)] = items[static_cast<size_t>(idx)].second;
       }
       for (int64_t r = 0; r < R; ++r) {
         size_t i = static_cast<size_t>(r * B + j);
         int32_t s = seg.table[i];
-        seg.crank[i] = static_cast<int32_t>(seg.m[static_cast<size_t>(s) * static_cast<size_t>(B) + static_cast<size_t>(j)]++);
+        seg.crank[i] =
+            static_cast<int32_t>(seg.m[static_cast<size_t>(s) * static_cast<size_t>(B) + static_cast<size_t>(j)]++);
       }
     }
     seg.base.assign(K * static_cast<size_t>(B), 0);
@@ -182,7 +190,9 @@ const MixturePlan::Segment& MixturePlan::segment_of(int64_t g) const {
   return segments_[q];
 }
 
-int64_t MixturePlan::quota(int64_t g, int i) const { return segment_of(g).quota[static_cast<size_t>(i)]; }
+int64_t MixturePlan::quota(int64_t g, int i) const {
+  return segment_of(g).quota[static_cast<size_t>(i)];
+}
 
 int64_t MixturePlan::samples_of(int i, int64_t end) const {
   int64_t n = 0;
@@ -203,7 +213,8 @@ MixturePlan::Pick MixturePlan::pick(int64_t g) const {
   const int64_t d = g - seg.from, p = d / period_, i = d % period_, j = i % batch_;
   const int32_t s = seg.table[static_cast<size_t>(i)];
   FT_CHECK(static_cast<size_t>(s) < lanes_.size() && lanes_[static_cast<size_t>(s)],
-           "sample {} belongs to mixture source \"{}\", which this run does not read", g, names_[static_cast<size_t>(s)]);
+           "sample {} belongs to mixture source \"{}\", which this run does not read", g,
+           names_[static_cast<size_t>(s)]);
   const size_t sj = static_cast<size_t>(s) * static_cast<size_t>(batch_) + static_cast<size_t>(j);
   const int64_t l = seg.base[sj] + p * seg.m[sj] + seg.crank[static_cast<size_t>(i)];
   const SequencePlan& lanes = *lanes_[static_cast<size_t>(s)];

@@ -83,14 +83,14 @@ class MixturePlan {
  private:
   struct Segment {
     int64_t from = 0;
-    std::vector<int64_t> quota;   // per name
-    std::vector<int32_t> table;   // W entries, row-major (row = step in period, column = position)
-    std::vector<int32_t> crank;   // rank of the entry among its source's entries in its column
-    std::vector<int64_t> m;       // per (name, column): entries in the column
-    std::vector<int64_t> base;    // per (name, column): lane samples consumed before this segment
+    std::vector<int64_t> quota;  // per name
+    std::vector<int32_t> table;  // W entries, row-major (row = step in period, column = position)
+    std::vector<int32_t> crank;  // rank of the entry among its source's entries in its column
+    std::vector<int64_t> m;      // per (name, column): entries in the column
+    std::vector<int64_t> base;   // per (name, column): lane samples consumed before this segment
   };
   const Segment& segment_of(int64_t g) const;
-  std::vector<std::string> names_;       // read now first, then history-only names
+  std::vector<std::string> names_;  // read now first, then history-only names
   std::vector<const SequencePlan*> lanes_;
   std::vector<uint64_t> name_keys_;
   int64_t batch_, period_;

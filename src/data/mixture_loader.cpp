@@ -32,7 +32,9 @@ MixtureLoader::MixtureLoader(std::vector<MixtureSource> sources, const DatasetLo
   start_prefetch();
 }
 
-MixtureLoader::~MixtureLoader() { stop_prefetch(); }
+MixtureLoader::~MixtureLoader() {
+  stop_prefetch();
+}
 
 void MixtureLoader::rebuild_plan(std::vector<MixtureSegment> history) {
   std::vector<std::string> names;
@@ -45,7 +47,9 @@ void MixtureLoader::rebuild_plan(std::vector<MixtureSegment> history) {
   state_.mixture = mixture_history_to_json(plan_->history());
 }
 
-LoaderState MixtureLoader::state() const { return state_; }
+LoaderState MixtureLoader::state() const {
+  return state_;
+}
 
 uint64_t MixtureLoader::fetched_bytes() const {
   uint64_t n = 0;
@@ -161,8 +165,10 @@ void MixtureLoader::restore(const LoaderState& s) {
   }
   if (history.empty()) {
     if (s.next_sample > 0) {
-      log_warn("data.mixture: the checkpoint records no mixture; the mixture's order starts at sample {} as if it "
-               "had been in force from the start", s.next_sample);
+      log_warn(
+          "data.mixture: the checkpoint records no mixture; the mixture's order starts at sample {} as if it "
+          "had been in force from the start",
+          s.next_sample);
     }
     now.from_sample = 0;
     history.push_back(now);

@@ -23,7 +23,8 @@ NearDuplicates::NearDuplicates(const NearDupOptions& opt) : opt_(opt) {
     if (p >= 0.99) rows_ = r;
   }
   bands_ = opt.num_perm / rows_;
-  for (int i = 0; i < opt.num_perm; ++i) keys_.push_back(mix64(opt.seed + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull));
+  for (int i = 0; i < opt.num_perm; ++i)
+    keys_.push_back(mix64(opt.seed + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull));
   buckets_.resize(static_cast<size_t>(bands_));
 }
 
@@ -42,7 +43,8 @@ MinHash NearDuplicates::signature(std::string_view text) const {
   const size_t n = words.size() >= k ? words.size() - k + 1 : (words.empty() ? 0 : 1);
   for (size_t s = 0; s < n; ++s) {
     uint64_t h = 0;
-    for (size_t w = s; w < std::min(words.size(), s + k); ++w) h = mix64(h ^ xxh3_64(words[w].data(), words[w].size(), 17));
+    for (size_t w = s; w < std::min(words.size(), s + k); ++w)
+      h = mix64(h ^ xxh3_64(words[w].data(), words[w].size(), 17));
     for (size_t p = 0; p < sig.size(); ++p) {
       uint32_t v = static_cast<uint32_t>(mix64(h ^ keys_[p]));
       if (v < sig[p]) sig[p] = v;

@@ -51,10 +51,13 @@ void fsync_file(const std::string& path) {
 
 }  // namespace
 
-bool ObjectUrl::is_object_url(const std::string& s) { return s.rfind("s3://", 0) == 0 || s.rfind("gs://", 0) == 0; }
+bool ObjectUrl::is_object_url(const std::string& s) {
+  return s.rfind("s3://", 0) == 0 || s.rfind("gs://", 0) == 0;
+}
 
 ObjectUrl ObjectUrl::parse(const std::string& url) {
-  if (!is_object_url(url)) throw Error(fmt::format("{}: not an s3:// or gs:// URL", url), "write s3://bucket/prefix or gs://bucket/prefix");
+  if (!is_object_url(url))
+    throw Error(fmt::format("{}: not an s3:// or gs:// URL", url), "write s3://bucket/prefix or gs://bucket/prefix");
   ObjectUrl u;
   u.scheme = url.substr(0, 2);
   std::string rest = url.substr(5);
@@ -62,7 +65,8 @@ ObjectUrl ObjectUrl::parse(const std::string& url) {
   u.bucket = rest.substr(0, slash);
   u.prefix = slash == std::string::npos ? "" : rest.substr(slash + 1);
   // S3's rule; GCS also allows '_' (and up to 222 characters in dotted names).
-  const char* allowed = u.scheme == "gs" ? "abcdefghijklmnopqrstuvwxyz0123456789.-_" : "abcdefghijklmnopqrstuvwxyz0123456789.-";
+  const char* allowed =
+      u.scheme == "gs" ? "abcdefghijklmnopqrstuvwxyz0123456789.-_" : "abcdefghijklmnopqrstuvwxyz0123456789.-";
   size_t max_len = u.scheme == "gs" ? 222 : 63;
   if (u.bucket.empty() || u.bucket.size() > max_len || u.bucket.find_first_not_of(allowed) != std::string::npos) {
     throw Error(fmt::format("{}: \"{}\" is not a valid bucket name", url, u.bucket),
@@ -72,7 +76,9 @@ ObjectUrl ObjectUrl::parse(const std::string& url) {
   return u;
 }
 
-bool retryable_status(long status) { return status < 0 || status == 429 || status >= 500; }
+bool retryable_status(long status) {
+  return status < 0 || status == 429 || status >= 500;
+}
 
 HttpResponse ObjectStore::with_retries(const std::string& what, const std::function<HttpResponse()>& attempt) const {
   double delay = opt_.backoff_s;
@@ -117,7 +123,9 @@ uint64_t ObjectStore::download(const std::string& bucket, const StoreObject& obj
   double delay = opt_.backoff_s;
   for (int attempt = 0; have < obj.size || (obj.size == 0 && !fs::exists(part, ec)); ++attempt) {
     std::FILE* f = std::fopen(part.c_str(), have ? "ab" : "wb");
-    if (!f) throw Error(fmt::format("cannot write {}: {}", part, std::strerror(errno)), "check the directory's permissions and free space");
+    if (!f)
+      throw Error(fmt::format("cannot write {}: {}", part, std::strerror(errno)),
+                  "check the directory's permissions and free space");
     if (obj.size == 0) {
       std::fclose(f);
       break;
@@ -161,12 +169,16 @@ uint64_t ObjectStore::download(const std::string& bucket, const StoreObject& obj
     }
     if (r.status > 0 && r.status != 200 && r.status != 206 && !retryable_status(r.status)) fail(what, r);
     if (attempt >= opt_.retries) {
-      if (r.status == 200 || r.status == 206) throw Error(fmt::format("{}: the transfer keeps ending early at byte {} of {}", what, have, obj.size), "check the network");
+      if (r.status == 200 || r.status == 206)
+        throw Error(fmt::format("{}: the transfer keeps ending early at byte {} of {}", what, have, obj.size),
+                    "check the network");
       fail(what, r);
     }
     log_warn("{}: {} — resuming from byte {} of {} in {:.1f}s", what,
-             r.status < 0 ? r.body : r.status < 300 ? std::string("short body") : std::to_string(r.status), have,
-             obj.size, delay);
+             r.status < 0     ? r.body
+             : r.status < 300 ? std::string("short body")
+                              : std::to_string(r.status),
+             have, obj.size, delay);
     std::this_thread::sleep_for(std::chrono::duration<double>(delay));
     delay *= 2;
   }

@@ -1,7 +1,5 @@
 #include "data/prepare.h"
 
-#include <nlohmann/json.hpp>
-
 #include <signal.h>
 #include <unistd.h>
 
@@ -10,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <unordered_set>
 
 #include "data/corpus.h"
@@ -29,10 +28,14 @@ namespace fs = std::filesystem;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 const char* kLanguages[] = {"en", "ru", "other"};
-int language_index(const std::string& l) { return l == "en" ? 0 : l == "ru" ? 1 : 2; }
+int language_index(const std::string& l) {
+  return l == "en" ? 0 : l == "ru" ? 1 : 2;
+}
 
 // Spill records: u32 text bytes, u8 language index, then the text.
 class SpillWriter {
@@ -155,11 +158,10 @@ void remove_stale_staging(const fs::path& out) {
   }
 }
 
-
-
 std::string shard_info_json(const ShardInfo& i) {
-  return nlohmann::json{{"file", i.file}, {"tokens", i.tokens}, {"documents", i.documents}, {"bytes", i.bytes},
-                        {"checksum", i.checksum}, {"language", i.language}, {"characters", i.characters}}
+  return nlohmann::json{
+      {"file", i.file},         {"tokens", i.tokens},     {"documents", i.documents},  {"bytes", i.bytes},
+      {"checksum", i.checksum}, {"language", i.language}, {"characters", i.characters}}
       .dump();
 }
 
@@ -183,7 +185,7 @@ class Sync {
   explicit Sync(const PrepareOptions& o) : opt_(o) {}
   // Returns rank 0's values; throws when any rank reported a failure.
   std::function<void()> on_run;  // counts completed collectives
-  bool failed_remote = false;     // a collective reported another rank's failure
+  bool failed_remote = false;    // a collective reported another rank's failure
   std::vector<int64_t> run(std::vector<int64_t> v) {
     v.insert(v.begin(), 0);
     exchange(v);
@@ -246,7 +248,8 @@ void encode_part(const std::string& staging, const Tokenizer& tok, int32_t eos, 
           lens_out.write(reinterpret_cast<const char*>(rec), sizeof rec);
         }
       }
-      if (!tok_out || !lens_out) throw Error(fmt::format("writing token spill in {} failed", staging), "is the disk full?");
+      if (!tok_out || !lens_out)
+        throw Error(fmt::format("writing token spill in {} failed", staging), "is the disk full?");
     }
   }
 }
@@ -282,9 +285,9 @@ std::vector<std::pair<size_t, size_t>> cut_shards(const std::vector<uint64_t>& d
 // One (split, language)'s documents over the ranks' token files, in rank order.
 struct RankedTokens {
   std::vector<uint64_t> lens, chars;
-  std::vector<int> rank_of;          // per document
-  std::vector<uint64_t> offset;      // per document: first token inside its rank's file
-  std::vector<std::string> files;    // per rank
+  std::vector<int> rank_of;        // per document
+  std::vector<uint64_t> offset;    // per document: first token inside its rank's file
+  std::vector<std::string> files;  // per rank
 };
 
 RankedTokens read_lens(const std::string& staging, const char* split, int lang, int world) {
@@ -369,7 +372,8 @@ PrepareReport prepare_rank0(const PrepareOptions& opt, Sync& sync) {
   auto t0 = Clock::now();
   PrepareReport rep;
   if (opt.out_dir.empty()) throw Error("prepare needs --out DIR");
-  if (opt.shards < 1 || opt.shards > 1000000) throw Error(fmt::format("--shards {} must be in 1 .. 1000000", opt.shards));
+  if (opt.shards < 1 || opt.shards > 1000000)
+    throw Error(fmt::format("--shards {} must be in 1 .. 1000000", opt.shards));
   if (opt.val_shards < 1 || opt.val_shards > 1000000) {
     throw Error(fmt::format("--val-shards {} must be in 1 .. 1000000", opt.val_shards));
   }
@@ -429,22 +433,23 @@ PrepareReport prepare_rank0(const PrepareOptions& opt, Sync& sync) {
   rep.skipped_files = files.skipped;
   for (auto& f : files.files) rep.input_bytes += f.bytes;
   if (files.files.empty()) {
-    throw Error("no input files with text to read (.txt, .md, .jsonl or manual pages)",
-                "check the --input paths");
+    throw Error("no input files with text to read (.txt, .md, .jsonl or manual pages)", "check the --input paths");
   }
 
   auto t_extract = Clock::now();
   SplitAccumulator acc[2];
   const char* split_names[2] = {"train", "validation"};
   for (int sp = 0; sp < 2; ++sp)
-    for (int l = 0; l < 3; ++l) acc[sp].spill[l] = std::make_unique<SpillWriter>(spill_path(staging, split_names[sp], l, "text"));
+    for (int l = 0; l < 3; ++l)
+      acc[sp].spill[l] = std::make_unique<SpillWriter>(spill_path(staging, split_names[sp], l, "text"));
   std::unordered_set<Key128, Key128Hash> seen;
   if (opt.near_dup_threshold < 0 || opt.near_dup_threshold > 1) {
     throw Error(fmt::format("--near-dup-threshold {} must be in [0, 1]", opt.near_dup_threshold),
                 "0 keeps near-duplicates; 0.8 drops documents whose 5-word shingles overlap an earlier one's by 80%");
   }
   std::unique_ptr<NearDuplicates> near;
-  if (opt.near_dup_threshold > 0) near = std::make_unique<NearDuplicates>(NearDupOptions{.threshold = opt.near_dup_threshold});
+  if (opt.near_dup_threshold > 0)
+    near = std::make_unique<NearDuplicates>(NearDupOptions{.threshold = opt.near_dup_threshold});
   m.near_dup_threshold = opt.near_dup_threshold;
   LanguageStats lang_stats[3];
   const uint64_t val_cut = static_cast<uint64_t>(opt.val_fraction * 1e6);
@@ -467,8 +472,10 @@ PrepareReport prepare_rank0(const PrepareOptions& opt, Sync& sync) {
           docs[static_cast<size_t>(i)].push_back({src, std::move(r.text), r.invalid_utf8 + bad, std::move(sig)});
         });
       } catch (const Error& e) {
-        if (f.kind != InputKind::kManPage) failures[static_cast<size_t>(i)] = std::string(e.what()) + "\n" + e.hint();
-        else failures[static_cast<size_t>(i)] = "!" + std::string(e.what());  // a page groff cannot render: skip
+        if (f.kind != InputKind::kManPage)
+          failures[static_cast<size_t>(i)] = std::string(e.what()) + "\n" + e.hint();
+        else
+          failures[static_cast<size_t>(i)] = "!" + std::string(e.what());  // a page groff cannot render: skip
       }
     }
     for (size_t i = 0; i < nb; ++i) {
@@ -484,8 +491,8 @@ PrepareReport prepare_rank0(const PrepareOptions& opt, Sync& sync) {
       const InputFile& f = files.files[b0 + i];
       if (f.kind != InputKind::kManPage && mostly_binary(not_text[i], f.bytes)) {
         ++rep.binary_files;  // named, one warning each: the user may have meant something else
-        log_warn("prepare: skipping {}: {} of its {} bytes are invalid UTF-8 or NUL: not text", f.path,
-                 not_text[i], f.bytes);
+        log_warn("prepare: skipping {}: {} of its {} bytes are invalid UTF-8 or NUL: not text", f.path, not_text[i],
+                 f.bytes);
         continue;
       }
       for (ExtractedDoc& d : docs[i]) {
@@ -662,7 +669,8 @@ void prepare_other_rank(const PrepareOptions& opt, Sync& sync) {
   uint64_t docs[2][3], bytes[2][3];
   for (int sp = 0, i = 1; sp < 2; ++sp)
     for (int l = 0; l < 3; ++l, i += 2)
-      docs[sp][l] = static_cast<uint64_t>(shared[static_cast<size_t>(i)]), bytes[sp][l] = static_cast<uint64_t>(shared[static_cast<size_t>(i + 1)]);
+      docs[sp][l] = static_cast<uint64_t>(shared[static_cast<size_t>(i)]),
+      bytes[sp][l] = static_cast<uint64_t>(shared[static_cast<size_t>(i + 1)]);
   Tokenizer tok = Tokenizer::load(staging + "/tokenizer.model");
   encode_part(staging, tok, tok.eos_id(), docs, opt.rank, opt.world);
   sync.run({});
@@ -700,10 +708,10 @@ std::string format_report(const PrepareReport& r) {
                    human_bytes(static_cast<double>(r.input_bytes)), r.skipped_files,
                    r.failed_files ? fmt::format(", {} unrenderable pages skipped", r.failed_files) : "",
                    r.binary_files ? fmt::format(", {} binary files skipped (named above)", r.binary_files) : "");
-  s += fmt::format("prepare: {} documents: {} kept, {} exact duplicates dropped, {} empty dropped, {} invalid UTF-8 "
-                   "sequences replaced\n",
-                   r.raw_documents, m.train.documents + m.validation.documents, m.duplicates, m.empty,
-                   m.invalid_utf8);
+  s += fmt::format(
+      "prepare: {} documents: {} kept, {} exact duplicates dropped, {} empty dropped, {} invalid UTF-8 "
+      "sequences replaced\n",
+      r.raw_documents, m.train.documents + m.validation.documents, m.duplicates, m.empty, m.invalid_utf8);
   if (m.near_dup_threshold > 0) {
     uint64_t total = 0;
     std::string per;
@@ -719,19 +727,21 @@ std::string format_report(const PrepareReport& r) {
   }
   for (int i = 0; i < 2; ++i) {
     const SplitInfo& sp = i == 0 ? m.train : m.validation;
-    s += fmt::format("  {:<10} {:>8} docs {:>12} bytes {:>12} chars {:>11} tokens  {:.3f} chars/token  {:.3f} "
-                     "bytes/token  {} shards\n",
-                     i == 0 ? "train" : "validation", sp.documents, sp.text_bytes, sp.characters, sp.tokens,
-                     sp.chars_per_token(), sp.bytes_per_token(), sp.shards.size());
+    s += fmt::format(
+        "  {:<10} {:>8} docs {:>12} bytes {:>12} chars {:>11} tokens  {:.3f} chars/token  {:.3f} "
+        "bytes/token  {} shards\n",
+        i == 0 ? "train" : "validation", sp.documents, sp.text_bytes, sp.characters, sp.tokens, sp.chars_per_token(),
+        sp.bytes_per_token(), sp.shards.size());
   }
   double mb = static_cast<double>(m.train.text_bytes + m.validation.text_bytes) / 1e6;
-  s += fmt::format("prepare: tokenizer {} ({} pieces, xxh3 {}) in {:.1f}s; extract {:.1f}s, encode {:.1f}s ({:.2f} "
-                   "MB/s, {} rank(s)), shards {:.1f}s\n",
-                   r.trained_tokenizer ? "trained (SentencePiece BPE, byte fallback)" : "given", m.vocab_size,
-                   hex64(m.tokenizer_hash), r.seconds_tokenizer, r.seconds_extract, r.seconds_encode,
-                   r.seconds_encode > 0 ? mb / r.seconds_encode : 0.0, r.world, r.seconds_shard);
-  s += fmt::format("prepare: wrote {} ({} + {} shards, {}-bit tokens) in {:.1f}s\n", r.out_dir,
-                   m.train.shards.size(), m.validation.shards.size(), m.token_bytes * 8, r.seconds_total);
+  s += fmt::format(
+      "prepare: tokenizer {} ({} pieces, xxh3 {}) in {:.1f}s; extract {:.1f}s, encode {:.1f}s ({:.2f} "
+      "MB/s, {} rank(s)), shards {:.1f}s\n",
+      r.trained_tokenizer ? "trained (SentencePiece BPE, byte fallback)" : "given", m.vocab_size,
+      hex64(m.tokenizer_hash), r.seconds_tokenizer, r.seconds_extract, r.seconds_encode,
+      r.seconds_encode > 0 ? mb / r.seconds_encode : 0.0, r.world, r.seconds_shard);
+  s += fmt::format("prepare: wrote {} ({} + {} shards, {}-bit tokens) in {:.1f}s\n", r.out_dir, m.train.shards.size(),
+                   m.validation.shards.size(), m.token_bytes * 8, r.seconds_total);
   return s;
 }
 

@@ -32,11 +32,11 @@ namespace ft {
 struct PrepareOptions {
   std::vector<std::string> inputs;  // empty = the built-in corpus (default_corpus_inputs())
   std::string out_dir;
-  int64_t shards = 8;               // training shards
+  int64_t shards = 8;  // training shards
   int64_t val_shards = 1;
-  double val_fraction = 0.05;       // of documents, chosen by hash
+  double val_fraction = 0.05;  // of documents, chosen by hash
   int64_t vocab_size = 8192;
-  std::string tokenizer;            // an existing SentencePiece model; empty = train one
+  std::string tokenizer;  // an existing SentencePiece model; empty = train one
   uint64_t seed = 1234;
   bool force = false;               // replace an existing dataset at out_dir (nothing else)
   double near_dup_threshold = 0.8;  // MinHash-LSH Jaccard threshold of near-duplicate removal; 0 = off
@@ -54,8 +54,8 @@ struct PrepareReport {
   DatasetManifest manifest;
   std::string out_dir;
   uint64_t input_files = 0, skipped_files = 0, input_bytes = 0, failed_files = 0;
-  uint64_t binary_files = 0;        // named .txt etc. but mostly invalid UTF-8 or NUL bytes: skipped
-  uint64_t raw_documents = 0;       // before dropping duplicates and empty documents
+  uint64_t binary_files = 0;   // named .txt etc. but mostly invalid UTF-8 or NUL bytes: skipped
+  uint64_t raw_documents = 0;  // before dropping duplicates and empty documents
   bool trained_tokenizer = false;
   double seconds_extract = 0, seconds_tokenizer = 0, seconds_encode = 0, seconds_shard = 0, seconds_total = 0;
   int world = 1;  // ranks that encoded and wrote shards

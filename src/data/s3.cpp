@@ -55,15 +55,22 @@ std::string xml_unescape(const std::string& s) {
       continue;
     }
     std::string ent = s.substr(i + 1, semi - i - 1);
-    if (ent == "quot") out.push_back('"');
-    else if (ent == "amp") out.push_back('&');
-    else if (ent == "lt") out.push_back('<');
-    else if (ent == "gt") out.push_back('>');
-    else if (ent == "apos") out.push_back('\'');
+    if (ent == "quot")
+      out.push_back('"');
+    else if (ent == "amp")
+      out.push_back('&');
+    else if (ent == "lt")
+      out.push_back('<');
+    else if (ent == "gt")
+      out.push_back('>');
+    else if (ent == "apos")
+      out.push_back('\'');
     else if (!ent.empty() && ent[0] == '#') {
-      unsigned long cp = ent.size() > 1 && (ent[1] == 'x' || ent[1] == 'X') ? std::strtoul(ent.c_str() + 2, nullptr, 16)
-                                                                           : std::strtoul(ent.c_str() + 1, nullptr, 10);
-      if (cp < 0x80) out.push_back(static_cast<char>(cp));
+      unsigned long cp = ent.size() > 1 && (ent[1] == 'x' || ent[1] == 'X')
+                             ? std::strtoul(ent.c_str() + 2, nullptr, 16)
+                             : std::strtoul(ent.c_str() + 1, nullptr, 10);
+      if (cp < 0x80)
+        out.push_back(static_cast<char>(cp));
       else if (cp < 0x800) {
         out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
         out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
@@ -133,12 +140,13 @@ std::string sigv4_authorization(const SigV4Request& r, const std::string& access
 }
 
 S3Client::S3Client(const ObjectStoreOptions& opt) : ObjectStore("s3", opt) {
-  region_ = !opt.region.empty() ? opt.region : !env("AWS_REGION").empty() ? env("AWS_REGION")
-                                              : !env("AWS_DEFAULT_REGION").empty() ? env("AWS_DEFAULT_REGION")
-                                                                                    : "us-east-1";
-  endpoint_ = !opt.s3_endpoint.empty() ? opt.s3_endpoint
+  region_ = !opt.region.empty()                  ? opt.region
+            : !env("AWS_REGION").empty()         ? env("AWS_REGION")
+            : !env("AWS_DEFAULT_REGION").empty() ? env("AWS_DEFAULT_REGION")
+                                                 : "us-east-1";
+  endpoint_ = !opt.s3_endpoint.empty()              ? opt.s3_endpoint
               : !env("AWS_ENDPOINT_URL_S3").empty() ? env("AWS_ENDPOINT_URL_S3")
-                                                   : env("AWS_ENDPOINT_URL");
+                                                    : env("AWS_ENDPOINT_URL");
   if (endpoint_.empty()) {
     endpoint_ = "https://s3." + region_ + ".amazonaws.com";
     path_style_ = false;
@@ -152,7 +160,8 @@ S3Client::S3Client(const ObjectStoreOptions& opt) : ObjectStore("s3", opt) {
   secret_key_ = env("AWS_SECRET_ACCESS_KEY");
   session_token_ = env("AWS_SESSION_TOKEN");
   if (access_key_.empty() != secret_key_.empty()) {
-    throw Error("only one of AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY is set", "set both, or neither for public buckets");
+    throw Error("only one of AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY is set",
+                "set both, or neither for public buckets");
   }
 }
 

@@ -46,10 +46,10 @@ class S3Client final : public ObjectStore {
 
 // AWS Signature V4 (exposed for tests against AWS's published examples).
 struct SigV4Request {
-  std::string method, host, path;                // path already URI-encoded, e.g. "/bucket/a%20b"
-  std::map<std::string, std::string> query;      // raw (unencoded) names and values
-  std::map<std::string, std::string> headers;    // lowercase names; host and x-amz-* included
-  std::string payload_sha256;                    // hex, or "UNSIGNED-PAYLOAD"
+  std::string method, host, path;              // path already URI-encoded, e.g. "/bucket/a%20b"
+  std::map<std::string, std::string> query;    // raw (unencoded) names and values
+  std::map<std::string, std::string> headers;  // lowercase names; host and x-amz-* included
+  std::string payload_sha256;                  // hex, or "UNSIGNED-PAYLOAD"
 };
 // Returns the Authorization header value. amz_date is "YYYYMMDDTHHMMSSZ".
 std::string sigv4_authorization(const SigV4Request& r, const std::string& access_key, const std::string& secret_key,

@@ -17,17 +17,21 @@ namespace {
 
 constexpr const char* kRegenerate = "the dataset is damaged: re-run `fluxtrain prepare` (or `fluxtrain data pull`)";
 
-uint64_t round_up8(uint64_t x) { return (x + 7) & ~uint64_t{7}; }
+uint64_t round_up8(uint64_t x) {
+  return (x + 7) & ~uint64_t{7};
+}
 
 }  // namespace
 
-uint64_t shard_header_seed(const ShardHeader& h) { return xxh3_64(&h, offsetof(ShardHeader, checksum)); }
+uint64_t shard_header_seed(const ShardHeader& h) {
+  return xxh3_64(&h, offsetof(ShardHeader, checksum));
+}
 
 ShardView::ShardView(const uint8_t* data, size_t bytes, std::string name) : data_(data), name_(std::move(name)) {
   if (bytes < kShardHeaderBytes) {
-    throw Error(fmt::format("{}: truncated shard: {} bytes, shorter than the {}-byte header", name_, bytes,
-                            kShardHeaderBytes),
-                kRegenerate);
+    throw Error(
+        fmt::format("{}: truncated shard: {} bytes, shorter than the {}-byte header", name_, bytes, kShardHeaderBytes),
+        kRegenerate);
   }
   std::memcpy(&h_, data, sizeof h_);
   if (std::memcmp(h_.magic, kShardMagic, sizeof kShardMagic) != 0) {
@@ -59,14 +63,14 @@ ShardView::ShardView(const uint8_t* data, size_t bytes, std::string name) : data
   tokens_ = data + h_.tokens_offset;
   doc_index_ = reinterpret_cast<const uint64_t*>(data + h_.doc_index_offset);
   if (doc_index_[0] != 0 || doc_index_[h_.num_docs] != h_.num_tokens) {
-    throw Error(fmt::format("{}: document index must run from 0 to {} tokens, runs from {} to {}", name_,
-                            h_.num_tokens, doc_index_[0], doc_index_[h_.num_docs]),
+    throw Error(fmt::format("{}: document index must run from 0 to {} tokens, runs from {} to {}", name_, h_.num_tokens,
+                            doc_index_[0], doc_index_[h_.num_docs]),
                 kRegenerate);
   }
   for (uint64_t d = 0; d < h_.num_docs; ++d) {
     if (doc_index_[d + 1] <= doc_index_[d]) {
-      throw Error(fmt::format("{}: document {} is empty or out of order (offsets {} then {})", name_, d,
-                              doc_index_[d], doc_index_[d + 1]),
+      throw Error(fmt::format("{}: document {} is empty or out of order (offsets {} then {})", name_, d, doc_index_[d],
+                              doc_index_[d + 1]),
                   kRegenerate);
     }
   }
@@ -172,8 +176,8 @@ ShardInfo ShardWriter::commit() {
   h.doc_index_offset = kShardHeaderBytes + round_up8(token_bytes);
   h.file_bytes = h.doc_index_offset + doc_starts_.size() * 8;
   h.checksum = hasher_.digest(shard_header_seed(h));
-  FT_CHECK(h.file_bytes == file_->bytes_written(), "{}: wrote {} bytes, header says {}", path_,
-           file_->bytes_written(), h.file_bytes);
+  FT_CHECK(h.file_bytes == file_->bytes_written(), "{}: wrote {} bytes, header says {}", path_, file_->bytes_written(),
+           h.file_bytes);
   file_->write_at(0, &h, sizeof h);
   file_->commit();
   ShardInfo info;

@@ -30,13 +30,13 @@ constexpr size_t kShardHeaderBytes = 64;
 struct ShardHeader {  // on disk, little-endian, 64 bytes
   char magic[8];
   uint32_t version;
-  uint32_t token_bytes;        // 2 or 4
+  uint32_t token_bytes;  // 2 or 4
   uint64_t num_tokens;
   uint64_t num_docs;
-  uint64_t tokens_offset;      // = 64
-  uint64_t doc_index_offset;   // = 64 + round_up(num_tokens * token_bytes, 8)
-  uint64_t file_bytes;         // = doc_index_offset + (num_docs + 1) * 8
-  uint64_t checksum;           // chunked XXH3 of bytes [64, file_bytes), seeded by bytes [0, 56)
+  uint64_t tokens_offset;     // = 64
+  uint64_t doc_index_offset;  // = 64 + round_up(num_tokens * token_bytes, 8)
+  uint64_t file_bytes;        // = doc_index_offset + (num_docs + 1) * 8
+  uint64_t checksum;          // chunked XXH3 of bytes [64, file_bytes), seeded by bytes [0, 56)
 };
 static_assert(sizeof(ShardHeader) == kShardHeaderBytes);
 

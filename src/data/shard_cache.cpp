@@ -27,9 +27,13 @@ ShardCache::ShardCache(const ShardCacheOptions& opt) : opt_(opt), url_(ObjectUrl
   for (int k = 0;; ++k) {  // the first directory no other process holds
     std::string dir = k == 0 ? opt.dir : fmt::format("{}-{}", opt.dir, k);
     fs::create_directories(dir, ec);
-    if (ec) throw Error(fmt::format("cannot create the data cache {}: {}", dir, ec.message()), "set data.cache_dir to a writable directory");
+    if (ec)
+      throw Error(fmt::format("cannot create the data cache {}: {}", dir, ec.message()),
+                  "set data.cache_dir to a writable directory");
     int fd = ::open((dir + "/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) throw Error(fmt::format("cannot create {}/.lock: {}", dir, std::strerror(errno)), "set data.cache_dir to a writable directory");
+    if (fd < 0)
+      throw Error(fmt::format("cannot create {}/.lock: {}", dir, std::strerror(errno)),
+                  "set data.cache_dir to a writable directory");
     if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
       lock_fd_ = fd;
       opt_.dir = dir;
@@ -75,8 +79,8 @@ ShardCache::ShardCache(const ShardCacheOptions& opt) : opt_(opt), url_(ObjectUrl
     for (const ShardInfo& s : manifest_.split(split).shards) {
       const StoreObject& o = need(s.file);
       if (o.size != s.bytes) {
-        throw Error(fmt::format("{}: the store holds {} bytes, the manifest says {}", store_->url_of(url_.bucket, o.key),
-                                o.size, s.bytes),
+        throw Error(fmt::format("{}: the store holds {} bytes, the manifest says {}",
+                                store_->url_of(url_.bucket, o.key), o.size, s.bytes),
                     "the upload mixes files of two preparations; upload the prepared directory again");
       }
     }
@@ -104,11 +108,14 @@ ShardCache::~ShardCache() {
 
 const ShardInfo& ShardCache::info(const ShardId& id) const {
   const auto& shards = manifest_.split(id.first).shards;
-  FT_CHECK(id.second >= 0 && id.second < static_cast<int64_t>(shards.size()), "shard {} of {}", id.second, shards.size());
+  FT_CHECK(id.second >= 0 && id.second < static_cast<int64_t>(shards.size()), "shard {} of {}", id.second,
+           shards.size());
   return shards[static_cast<size_t>(id.second)];
 }
 
-std::string ShardCache::local_path(const ShardId& id) const { return (fs::path(opt_.dir) / info(id).file).string(); }
+std::string ShardCache::local_path(const ShardId& id) const {
+  return (fs::path(opt_.dir) / info(id).file).string();
+}
 
 uint64_t ShardCache::fetched_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);

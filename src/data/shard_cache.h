@@ -37,10 +37,10 @@
 namespace ft {
 
 struct ShardCacheOptions {
-  std::string url;              // s3://bucket/prefix or gs://bucket/prefix of a prepared dataset
-  std::string dir;              // local cache directory (created)
+  std::string url;  // s3://bucket/prefix or gs://bucket/prefix of a prepared dataset
+  std::string dir;  // local cache directory (created)
   uint64_t capacity_bytes = uint64_t{4} << 30;
-  bool verify = true;           // XXH3 checksum of every fetched or reused shard
+  bool verify = true;  // XXH3 checksum of every fetched or reused shard
   ObjectStoreOptions store;
 };
 
@@ -90,7 +90,7 @@ class ShardCache {
   DatasetManifest manifest_;
   std::unique_ptr<ObjectStore> store_, fetcher_store_;  // one per thread
   StoreObject manifest_obj_;
-  std::map<std::string, StoreObject> listed_;           // key -> object (sizes, checksums, versions)
+  std::map<std::string, StoreObject> listed_;  // key -> object (sizes, checksums, versions)
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -9,7 +9,7 @@
 namespace ft {
 
 // tokens: seq_len + 1 values.
-void synthetic_sample(int32_t* tokens, int64_t seq_len, int64_t vocab_size, uint64_t seed,
-                      int split, int64_t sample_index);
+void synthetic_sample(int32_t* tokens, int64_t seq_len, int64_t vocab_size, uint64_t seed, int split,
+                      int64_t sample_index);
 
 }  // namespace ft

@@ -120,8 +120,10 @@ std::string normalize_whitespace(std::string_view s) {
     for (char ch : line) {
       char c = ch == '\t' ? ' ' : ch;
       if (c == ' ') {
-        if (seen_text) pending_space = true;
-        else clean.push_back(' ');
+        if (seen_text)
+          pending_space = true;
+        else
+          clean.push_back(' ');
         continue;
       }
       if (pending_space) clean.push_back(' ');
@@ -162,7 +164,8 @@ std::string detect_language(std::string_view s) {
     unsigned char c = p[i];
     if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') ++latin;
     // U+0400..U+04FF: lead bytes D0..D3.
-    else if (c >= 0xD0 && c <= 0xD3) ++cyrillic;
+    else if (c >= 0xD0 && c <= 0xD3)
+      ++cyrillic;
   }
   if (cyrillic > 0 && 4 * cyrillic >= latin + cyrillic) return "ru";
   if (latin > 0) return "en";

@@ -24,8 +24,8 @@ TokenFile::TokenFile(const std::string& path, const std::string& dtype) : path_(
   bytes_ = static_cast<size_t>(st.st_size);
   if (bytes_ == 0 || bytes_ % static_cast<size_t>(width_) != 0) {
     ::close(fd);
-    throw Error(fmt::format("token file {} is truncated or empty: {} bytes is not a whole number of {} tokens",
-                            path, bytes_, dtype),
+    throw Error(fmt::format("token file {} is truncated or empty: {} bytes is not a whole number of {} tokens", path,
+                            bytes_, dtype),
                 "regenerate the file, or set data.token_dtype to match how it was written");
   }
   data_ = ::mmap(nullptr, bytes_, PROT_READ, MAP_PRIVATE, fd, 0);

@@ -94,7 +94,9 @@ Tokenizer Tokenizer::from_bytes(const std::string& model, const std::string& nam
   return t;
 }
 
-Tokenizer Tokenizer::load(const std::string& path) { return from_bytes(read_file(path), path); }
+Tokenizer Tokenizer::load(const std::string& path) {
+  return from_bytes(read_file(path), path);
+}
 
 Tokenizer::~Tokenizer() = default;
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
@@ -129,8 +131,8 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
   std::vector<int> v(ids.begin(), ids.end());
   for (int id : v) {
     if (id < 0 || id >= sp_->GetPieceSize()) {
-      throw Error(fmt::format("token id {} is outside the vocabulary of {} ({} pieces)", id, name_,
-                              sp_->GetPieceSize()));
+      throw Error(
+          fmt::format("token id {} is outside the vocabulary of {} ({} pieces)", id, name_, sp_->GetPieceSize()));
     }
   }
   std::string text;
@@ -139,7 +141,11 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
   return text;
 }
 
-int64_t Tokenizer::vocab_size() const { return sp_->GetPieceSize(); }
-int32_t Tokenizer::eos_id() const { return sp_->eos_id(); }
+int64_t Tokenizer::vocab_size() const {
+  return sp_->GetPieceSize();
+}
+int32_t Tokenizer::eos_id() const {
+  return sp_->eos_id();
+}
 
 }  // namespace ft

@@ -25,10 +25,10 @@ namespace ft {
 
 struct TokenizerTrainOptions {
   int64_t vocab_size = 8192;
-  int64_t max_sentences = 2000000;   // lines sampled for training (bounded memory)
+  int64_t max_sentences = 2000000;  // lines sampled for training (bounded memory)
   double character_coverage = 0.9995;
   uint64_t seed = 1234;
-  int threads = 0;                   // 0 = OpenMP's default
+  int threads = 0;  // 0 = OpenMP's default
 };
 
 // Reads training lines from `next` (returns false at the end) and returns the serialized model.

@@ -26,11 +26,11 @@ VerifyReport verify_dataset(const std::string& dir) {
         const ShardView& v = s.view();
         if (v.num_tokens() != info.tokens || v.num_docs() != info.documents || v.header().checksum != info.checksum ||
             v.header().file_bytes != info.bytes || v.token_bytes() != m.token_bytes) {
-          throw Error(fmt::format("{}: header ({} tokens, {} documents, {} bytes, checksum {}) does not match the "
-                                  "manifest ({}, {}, {}, {})",
-                                  path, v.num_tokens(), v.num_docs(), v.header().file_bytes,
-                                  hex64(v.header().checksum), info.tokens, info.documents, info.bytes,
-                                  hex64(info.checksum)));
+          throw Error(
+              fmt::format("{}: header ({} tokens, {} documents, {} bytes, checksum {}) does not match the "
+                          "manifest ({}, {}, {}, {})",
+                          path, v.num_tokens(), v.num_docs(), v.header().file_bytes, hex64(v.header().checksum),
+                          info.tokens, info.documents, info.bytes, hex64(info.checksum)));
         }
         v.verify();
         r.bytes += v.header().file_bytes;

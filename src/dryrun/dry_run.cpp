@@ -4,10 +4,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "parallel/data_parallel/shard_plan.h"
-#include "parallel/pipeline_parallel/pipeline_plan.h"
 #include "dryrun/fake_comm.h"
 #include "model/param_layout.h"
+#include "parallel/data_parallel/shard_plan.h"
+#include "parallel/pipeline_parallel/pipeline_plan.h"
 #include "plan/calibrate.h"
 #include "train/micro_batches.h"
 #include "util/error.h"
@@ -40,8 +40,8 @@ Held held_units(const ParamLayout& layout, const ModelConfig& m) {
 // One training step's collectives, as Trainer::step, the ParamEngine of parallel.zero, the
 // tensor-parallel model and the pipeline runner issue them (sizes only, into fake communicators).
 // Not counted: PowerSGD's compression (counted as the plain all-reduce), checkpoints, validation.
-void one_step(const Config& cfg, const ParamLayout& layout, const ShardPlan& shard,
-              const Schedule* schedule, int64_t micro_batches, int64_t micro_tokens, Mesh& mesh) {
+void one_step(const Config& cfg, const ParamLayout& layout, const ShardPlan& shard, const Schedule* schedule,
+              int64_t micro_batches, int64_t micro_tokens, Mesh& mesh) {
   const ParallelConfig& par = cfg.parallel;
   const ModelConfig& m = cfg.model;
   const int64_t C = m.dim, N = micro_tokens, P = par.tp;
@@ -58,13 +58,10 @@ void one_step(const Config& cfg, const ParamLayout& layout, const ShardPlan& sha
   for (int64_t mb = 0; mb < micro_batches && P > 1; ++mb) {
     const int64_t ends = (h.embed ? 1 : 0) + (h.head ? 1 : 0);
     if (sp) {
-      for (int64_t i = 0; i < 6 * h.blocks + ends; ++i)
-        tp.all_gather(nullptr, nullptr, N / P * C * 4);
-      for (int64_t i = 0; i < 4 * h.blocks + ends; ++i)
-        tp.reduce_scatter(nullptr, nullptr, N / P * C);
+      for (int64_t i = 0; i < 6 * h.blocks + ends; ++i) tp.all_gather(nullptr, nullptr, N / P * C * 4);
+      for (int64_t i = 0; i < 4 * h.blocks + ends; ++i) tp.reduce_scatter(nullptr, nullptr, N / P * C);
     } else {
-      for (int64_t i = 0; i < 4 * h.blocks + ends; ++i)
-        tp.all_reduce(static_cast<float*>(nullptr), N * C);
+      for (int64_t i = 0; i < 4 * h.blocks + ends; ++i) tp.all_reduce(static_cast<float*>(nullptr), N * C);
     }
     if (h.head) {
       tp.all_reduce(static_cast<double*>(nullptr), N, ReduceOp::kMax);
@@ -77,8 +74,7 @@ void one_step(const Config& cfg, const ParamLayout& layout, const ShardPlan& sha
   std::vector<int64_t> partial(static_cast<size_t>(U), 0);
   for (const ParamSpec& p : layout.specs()) {
     if (!p.tp_partial_grad || P == 1) continue;
-    partial[static_cast<size_t>(p.unit)] +=
-        p.tp_replicas == P ? p.numel() : shape_numel(p.global_shape);
+    partial[static_cast<size_t>(p.unit)] += p.tp_replicas == P ? p.numel() : shape_numel(p.global_shape);
   }
   const int64_t syncs = par.zero >= 2 ? micro_batches : 1;
   for (int64_t s = 0; s < syncs; ++s)
@@ -90,7 +86,8 @@ void one_step(const Config& cfg, const ParamLayout& layout, const ShardPlan& sha
   if (schedule) {
     const int64_t msg = (sp ? N / P : N) * C * 4;
     for (const PipelineAction& a : schedule->actions[static_cast<size_t>(mesh.coord().pp)])
-      if (a.kind == PipelineActionKind::kSendActivation || a.kind == PipelineActionKind::kSendGrad) pp.send(nullptr, msg, 0, 0);
+      if (a.kind == PipelineActionKind::kSendActivation || a.kind == PipelineActionKind::kSendGrad)
+        pp.send(nullptr, msg, 0, 0);
   }
 
   // Data parallelism by ZeRO stage (parallel/data_parallel/).
@@ -114,8 +111,7 @@ void one_step(const Config& cfg, const ParamLayout& layout, const ShardPlan& sha
     case 2:  // gradients reduce-scattered per unit (ZeRO 2: every micro-batch), weights
              // all-gathered
       for (int64_t s = 0; s < (par.zero == 2 ? micro_batches : 1); ++s)
-        for (int u = U - 1; u >= 0; --u)
-          dp.reduce_scatter(nullptr, nullptr, shard.piece_size(u), wire);
+        for (int u = U - 1; u >= 0; --u) dp.reduce_scatter(nullptr, nullptr, shard.piece_size(u), wire);
       for (int u = 0; u < U; ++u) dp.all_gather(nullptr, nullptr, shard.piece_size(u) * 4);
       break;
     default:  // ZeRO 3, every micro-batch: gather each unit for forward and again for backward
@@ -150,14 +146,9 @@ std::vector<int> members(Communicator& c) {
 // Ranks that differ only by their dp / tp index (and group members) are alike in every figure
 // printed (the world broadcast's few bytes depend on the rank's place in the tree: JSON only).
 std::string kind_key(const DryRunRank& r) {
-  nlohmann::json j = {r.arena,
-                      r.shard,
-                      r.in_flight,
-                      r.memory.total(),
-                      r.dp.total_bytes(),
-                      r.tp.total_bytes(),
-                      r.pp.total_bytes(),
-                      r.coord.pp};
+  nlohmann::json j = {
+      r.arena,   r.shard, r.in_flight, r.memory.total(), r.dp.total_bytes(), r.tp.total_bytes(), r.pp.total_bytes(),
+      r.coord.pp};
   return j.dump();
 }
 
@@ -199,16 +190,14 @@ DryRun dry_run(const Config& cfg, int64_t world_size, const plan::GpuSpec& devic
     std::vector<int> units;
     if (pipeline) units = pipeline->partition.stage_units(stage);
     // What the Trainer builds for this rank (train/trainer.cpp), as a description only.
-    const ParamLayout layout =
-        ParamLayout::llama(cfg.model, par.dp, units,
-                           TpShard{.rank = k.coord.tp, .size = par.tp, .sequence_parallel = sp});
+    const ParamLayout layout = ParamLayout::llama(cfg.model, par.dp, units,
+                                                  TpShard{.rank = k.coord.tp, .size = par.tp, .sequence_parallel = sp});
     const ShardPlan shard(layout, static_cast<int>(k.coord.dp), static_cast<int>(par.dp));
     k.arena = layout.total();
     k.shard = shard.shard_size();
     k.in_flight = pipeline ? pipeline->train.in_flight_bound[static_cast<size_t>(stage)] : 1;
     k.memory = plan::estimate_stage_memory(d.job, d.layout, stage);
-    one_step(cfg, layout, shard, pipeline ? &pipeline->train : nullptr, mb.count,
-             mb.size * cfg.train.seq_len, mesh);
+    one_step(cfg, layout, shard, pipeline ? &pipeline->train : nullptr, mb.count, mb.size * cfg.train.seq_len, mesh);
     k.dp = mesh.dp().stats();
     k.tp = mesh.tp().stats();
     k.pp = mesh.pp().stats();
@@ -226,18 +215,16 @@ nlohmann::json dry_run_json(const DryRun& d) {
     for (const auto& [name, bytes] : r.memory.items()) mem[name] = bytes;
     mem["total"] = r.memory.total();
     peak = std::max(peak, r.memory.total());
-    ranks.push_back({{"rank", r.rank},
-                     {"coord", {{"pp", r.coord.pp}, {"dp", r.coord.dp}, {"tp", r.coord.tp}}},
-                     {"groups", {{"dp", r.dp_group}, {"tp", r.tp_group}, {"pp", r.pp_group}}},
-                     {"arena_elements", r.arena},
-                     {"shard_elements", r.shard},
-                     {"in_flight", r.in_flight},
-                     {"memory_bytes", mem},
-                     {"comm_bytes_per_step",
-                      {{"dp", comm_json(r.dp)},
-                       {"tp", comm_json(r.tp)},
-                       {"pp", comm_json(r.pp)},
-                       {"world", comm_json(r.world)}}}});
+    ranks.push_back(
+        {{"rank", r.rank},
+         {"coord", {{"pp", r.coord.pp}, {"dp", r.coord.dp}, {"tp", r.coord.tp}}},
+         {"groups", {{"dp", r.dp_group}, {"tp", r.tp_group}, {"pp", r.pp_group}}},
+         {"arena_elements", r.arena},
+         {"shard_elements", r.shard},
+         {"in_flight", r.in_flight},
+         {"memory_bytes", mem},
+         {"comm_bytes_per_step",
+          {{"dp", comm_json(r.dp)}, {"tp", comm_json(r.tp)}, {"pp", comm_json(r.pp)}, {"world", comm_json(r.world)}}}});
   }
   return {{"world_size", d.ranks.size()},
           {"layout", d.layout.describe()},
@@ -257,8 +244,8 @@ std::string format_dry_run(const DryRun& d) {
       "communicators; memory is the planner's accounting (`fluxtrain plan` reports the "
       "largest)\n\n",
       d.ranks.size(), d.layout.describe(), d.job.gpu.name, d.cfg.model.preset,
-      static_cast<double>(d.cfg.model.num_params()) / 1e9, d.cfg.train.batch_size,
-      d.cfg.train.seq_len, d.micro_batches, d.schedule.empty() ? "" : "; schedule " + d.schedule);
+      static_cast<double>(d.cfg.model.num_params()) / 1e9, d.cfg.train.batch_size, d.cfg.train.seq_len, d.micro_batches,
+      d.schedule.empty() ? "" : "; schedule " + d.schedule);
   // Group ranks whose figures are identical (they differ only by their dp / tp index).
   std::map<std::string, std::vector<int>> kinds;
   std::vector<std::string> order;
@@ -267,10 +254,9 @@ std::string format_dry_run(const DryRun& d) {
     if (!kinds.count(key)) order.push_back(key);
     kinds[key].push_back(r.rank);
   }
-  out += fmt::format(
-      "{:<16} {:>5} {:>12} {:>12} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>13} {:>11} {:>11}\n",
-      "ranks", "stage", "arena", "zero shard", "params", "grads", "optimizer", "activations",
-      "other", "total", "dp B/step", "tp B/step", "pp B/step");
+  out += fmt::format("{:<16} {:>5} {:>12} {:>12} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>13} {:>11} {:>11}\n",
+                     "ranks", "stage", "arena", "zero shard", "params", "grads", "optimizer", "activations", "other",
+                     "total", "dp B/step", "tp B/step", "pp B/step");
   double peak = 0;
   for (const std::string& key : order) {
     const std::vector<int>& rs = kinds[key];
@@ -278,15 +264,14 @@ std::string format_dry_run(const DryRun& d) {
     const plan::MemoryBreakdown& m = r.memory;
     const double other = m.total() - m.parameters - m.gradients - m.optimizer_state - m.activations;
     peak = std::max(peak, m.total());
-    std::string who = rs.size() == 1 ? std::to_string(rs[0])
-                                     : fmt::format("{}..{} ({})", rs.front(), rs.back(), rs.size());
+    std::string who =
+        rs.size() == 1 ? std::to_string(rs[0]) : fmt::format("{}..{} ({})", rs.front(), rs.back(), rs.size());
     out += fmt::format(
         "{:<16} {:>5} {:>12} {:>12} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>13} {:>11} "
         "{:>11}\n",
         who, r.coord.pp, r.arena, r.shard, human_bytes(m.parameters), human_bytes(m.gradients),
-        human_bytes(m.optimizer_state), human_bytes(m.activations), human_bytes(other),
-        human_bytes(m.total()), human_bytes(static_cast<double>(r.dp.total_bytes())),
-        human_bytes(static_cast<double>(r.tp.total_bytes())),
+        human_bytes(m.optimizer_state), human_bytes(m.activations), human_bytes(other), human_bytes(m.total()),
+        human_bytes(static_cast<double>(r.dp.total_bytes())), human_bytes(static_cast<double>(r.tp.total_bytes())),
         human_bytes(static_cast<double>(r.pp.total_bytes())));
   }
   double dp = 0, tp = 0, pp = 0;
@@ -298,8 +283,8 @@ std::string format_dry_run(const DryRun& d) {
   out += fmt::format(
       "\nlargest rank: {} ({:.0f} bytes){}; all ranks together send per step: dp {}, tp {}, pp "
       "{}\n",
-      human_bytes(peak), peak, peak <= d.job.gpu.memory_bytes ? "" : " — does not fit the device",
-      human_bytes(dp), human_bytes(tp), human_bytes(pp));
+      human_bytes(peak), peak, peak <= d.job.gpu.memory_bytes ? "" : " — does not fit the device", human_bytes(dp),
+      human_bytes(tp), human_bytes(pp));
   return out;
 }
 

@@ -31,11 +31,11 @@ struct DryRunRank {
   int rank = 0;
   MeshCoord coord;
   std::vector<int> dp_group, tp_group, pp_group;  // world ranks of its groups, in axis order
-  int64_t arena = 0;  // elements of its parameter arena (its stage, its tp shard, padded)
-  int64_t shard = 0;  // elements of its ZeRO shard of that arena
-  int in_flight = 1;  // micro-batches the schedule keeps on its stage at most
-  plan::MemoryBreakdown memory;  // bytes, by category
-  CommStats dp, tp, pp, world;   // bytes it sends per training step, per group
+  int64_t arena = 0;                              // elements of its parameter arena (its stage, its tp shard, padded)
+  int64_t shard = 0;                              // elements of its ZeRO shard of that arena
+  int in_flight = 1;                              // micro-batches the schedule keeps on its stage at most
+  plan::MemoryBreakdown memory;                   // bytes, by category
+  CommStats dp, tp, pp, world;                    // bytes it sends per training step, per group
 };
 
 struct DryRun {

@@ -30,8 +30,7 @@ WorkPtr FakeCommunicator::all_reduce_async(float*, int64_t n, ReduceOp op, Wire 
   if (op == ReduceOp::kMax) wire = Wire::kF32;
   auto chunk = [&](int c) { return n * (c + 1) / p - n * c / p; };
   int64_t elems = 0;
-  for (int s = 0; s < p - 1; ++s)
-    elems += chunk(((index_ - s - 1) % p + p) % p) + chunk(((index_ - s) % p + p) % p);
+  for (int s = 0; s < p - 1; ++s) elems += chunk(((index_ - s - 1) % p + p) % p) + chunk(((index_ - s) % p + p) % p);
   record(CollKind::kAllReduce, elems * wire_bytes(wire), 0);
   return done();
 }
@@ -78,10 +77,9 @@ void FakeCommunicator::barrier() {
 }
 
 Mesh fake_mesh(const ParallelConfig& p, int world_rank) {
-  return Mesh::create_with(p, world_rank,
-                           [](const std::string& name, const std::vector<int>& members, int index) {
-                             return std::make_shared<FakeCommunicator>(name, members, index);
-                           });
+  return Mesh::create_with(p, world_rank, [](const std::string& name, const std::vector<int>& members, int index) {
+    return std::make_shared<FakeCommunicator>(name, members, index);
+  });
 }
 
 }  // namespace ft

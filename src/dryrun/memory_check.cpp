@@ -67,9 +67,10 @@ std::optional<Alternative> what_fits(const Config& cfg, int local_ranks, double 
       c.parallel.micro_batches = 0;
       if (recompute) c.model.recompute = Recompute::kFull;
       if (auto need = need_or_none(c, 1); need && *need <= limit) {
-        return Alternative{fmt::format("--set parallel.dp={} --set parallel.zero=3 --set train.micro_batch_size=1{}",
-                                       c.parallel.dp, recompute ? " --set model.recompute=\"full\"" : ""),
-                           *need, fmt::format("per rank, one rank on each of {} machines like this one", c.parallel.world_size())};
+        return Alternative{
+            fmt::format("--set parallel.dp={} --set parallel.zero=3 --set train.micro_batch_size=1{}", c.parallel.dp,
+                        recompute ? " --set model.recompute=\"full\"" : ""),
+            *need, fmt::format("per rank, one rank on each of {} machines like this one", c.parallel.world_size())};
       }
     }
   }
@@ -85,8 +86,8 @@ MemoryNeed memory_need(const Config& cfg) {
   for (int64_t stage = 0; stage < cfg.parallel.pp; ++stage) {
     const plan::MemoryBreakdown m = plan::estimate_stage_memory(job, layout, stage);
     // Checkpoint staging (ckpt/checkpointer.h): weights and both moments of the rank's dp piece.
-    const double shard_optimizer = cfg.parallel.zero >= 1 ? m.optimizer_state
-                                                          : m.optimizer_state / static_cast<double>(cfg.parallel.dp);
+    const double shard_optimizer =
+        cfg.parallel.zero >= 1 ? m.optimizer_state : m.optimizer_state / static_cast<double>(cfg.parallel.dp);
     const double staging = cfg.ckpt.interval > 0 ? 1.5 * shard_optimizer : 0;
     if (m.total() + staging > out.per_rank) {
       out.per_rank = m.total() + staging;

@@ -15,7 +15,7 @@
 namespace ft {
 
 struct MemoryNeed {
-  double per_rank = 0;  // the largest rank's bytes
+  double per_rank = 0;                                   // the largest rank's bytes
   double model_state = 0, activations = 0, staging = 0;  // its parts: weights + grads + AdamW, kept, checkpoint
 };
 

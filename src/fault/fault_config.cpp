@@ -10,8 +10,7 @@ const char* nan_policy_name(NanPolicy p) {
 }
 
 void FaultConfig::bind(ConfigBinder& b) {
-  b.add_enum("fault.nan_policy", &nan_policy,
-             {{"skip", NanPolicy::kSkip}, {"stop", NanPolicy::kStop}},
+  b.add_enum("fault.nan_policy", &nan_policy, {{"skip", NanPolicy::kSkip}, {"stop", NanPolicy::kStop}},
              "a non-finite loss or gradient norm: skip the update (counted), or stop with an error "
              "naming the step");
   b.add("fault.max_consecutive_skips", &max_consecutive_skips,
@@ -19,10 +18,8 @@ void FaultConfig::bind(ConfigBinder& b) {
   b.add("fault.spike_zscore", &spike_zscore,
         "z-score of the loss or gradient norm over the window above which a step is a spike (0 = "
         "off)");
-  b.add("fault.spike_window", &spike_window,
-        "steps of loss and gradient-norm history for the spike z-score");
-  b.add("fault.spike_min_history", &spike_min_history,
-        "accepted steps of history before spikes are judged");
+  b.add("fault.spike_window", &spike_window, "steps of loss and gradient-norm history for the spike z-score");
+  b.add("fault.spike_min_history", &spike_min_history, "accepted steps of history before spikes are judged");
   b.add("fault.spike_rollback_after", &spike_rollback_after,
         "spikes within fault.spike_window steps that roll back to the last checkpoint (0 = never)");
   b.add("fault.record_samples", &record_samples,
@@ -31,15 +28,12 @@ void FaultConfig::bind(ConfigBinder& b) {
         "seconds a rank waits in a collective before it names the ranks holding it up and "
         "exits (code 3); "
         "0 = parallel.collective_timeout_s");
-  b.add("fault.max_restarts", &max_restarts,
-        "fluxtrain launch: restarts after failures before giving up");
-  b.add(
-      "fault.heartbeat_timeout_s", &heartbeat_timeout_s,
-      "fluxtrain launch: seconds without step progress after which a training job counts as hung");
+  b.add("fault.max_restarts", &max_restarts, "fluxtrain launch: restarts after failures before giving up");
+  b.add("fault.heartbeat_timeout_s", &heartbeat_timeout_s,
+        "fluxtrain launch: seconds without step progress after which a training job counts as hung");
   b.add("fault.startup_timeout_s", &startup_timeout_s,
         "fluxtrain launch: seconds from a (re)start until every rank must have reported");
-  b.add("fault.stop_grace_s", &stop_grace_s,
-        "fluxtrain launch: seconds between SIGTERM and SIGKILL when stopping");
+  b.add("fault.stop_grace_s", &stop_grace_s, "fluxtrain launch: seconds between SIGTERM and SIGKILL when stopping");
   b.add("fault.elastic", &elastic,
         "fluxtrain launch: restart without a bad host, with fewer data-parallel ranks (resharded "
         "checkpoint)");
@@ -63,40 +57,31 @@ void FaultConfig::bind(ConfigBinder& b) {
 
 void FaultConfig::validate() const {
   if (max_consecutive_skips < 1)
-    throw Error(
-        fmt::format("fault.max_consecutive_skips = {} must be >= 1", max_consecutive_skips));
+    throw Error(fmt::format("fault.max_consecutive_skips = {} must be >= 1", max_consecutive_skips));
   if (!(spike_zscore >= 0))
-    throw Error(fmt::format("fault.spike_zscore = {} must be >= 0", spike_zscore),
-                "0 turns the detector off");
-  if (spike_window < 2)
-    throw Error(fmt::format("fault.spike_window = {} must be >= 2", spike_window));
+    throw Error(fmt::format("fault.spike_zscore = {} must be >= 0", spike_zscore), "0 turns the detector off");
+  if (spike_window < 2) throw Error(fmt::format("fault.spike_window = {} must be >= 2", spike_window));
   if (spike_min_history < 2 || spike_min_history > spike_window)
-    throw Error(fmt::format("fault.spike_min_history = {} must be in [2, fault.spike_window = {}]",
-                            spike_min_history, spike_window));
+    throw Error(fmt::format("fault.spike_min_history = {} must be in [2, fault.spike_window = {}]", spike_min_history,
+                            spike_window));
   if (spike_rollback_after < 0)
     throw Error(fmt::format("fault.spike_rollback_after = {} must be >= 0", spike_rollback_after),
                 "0 = never roll back");
   if (!(collective_timeout_s >= 0))
     throw Error(fmt::format("fault.collective_timeout_s = {} must be >= 0", collective_timeout_s),
                 "0 = use parallel.collective_timeout_s");
-  if (max_restarts < 0)
-    throw Error(fmt::format("fault.max_restarts = {} must be >= 0", max_restarts));
+  if (max_restarts < 0) throw Error(fmt::format("fault.max_restarts = {} must be >= 0", max_restarts));
   if (!(heartbeat_timeout_s > 0))
-    throw Error(
-        fmt::format("fault.heartbeat_timeout_s = {} must be positive", heartbeat_timeout_s));
+    throw Error(fmt::format("fault.heartbeat_timeout_s = {} must be positive", heartbeat_timeout_s));
   if (!(startup_timeout_s > 0))
     throw Error(fmt::format("fault.startup_timeout_s = {} must be positive", startup_timeout_s));
-  if (!(stop_grace_s >= 0))
-    throw Error(fmt::format("fault.stop_grace_s = {} must be >= 0", stop_grace_s));
-  if (!(preempt_grace_s > 0))
-    throw Error(fmt::format("fault.preempt_grace_s = {} must be positive", preempt_grace_s));
+  if (!(stop_grace_s >= 0)) throw Error(fmt::format("fault.stop_grace_s = {} must be >= 0", stop_grace_s));
+  if (!(preempt_grace_s > 0)) throw Error(fmt::format("fault.preempt_grace_s = {} must be positive", preempt_grace_s));
   if (!(host_wait_s >= 0))
     throw Error(fmt::format("fault.host_wait_s = {} must be >= 0", host_wait_s),
                 "0 = do not wait for an unreachable host");
-  if (!(report_wait_s >= 0))
-    throw Error(fmt::format("fault.report_wait_s = {} must be >= 0", report_wait_s));
-  if (host_max_failures < 1)
-    throw Error(fmt::format("fault.host_max_failures = {} must be >= 1", host_max_failures));
+  if (!(report_wait_s >= 0)) throw Error(fmt::format("fault.report_wait_s = {} must be >= 0", report_wait_s));
+  if (host_max_failures < 1) throw Error(fmt::format("fault.host_max_failures = {} must be >= 1", host_max_failures));
 }
 
 }  // namespace ft

@@ -23,13 +23,12 @@ enum class NanPolicy : uint8_t { kSkip = 0, kStop = 1 };
 struct FaultConfig {
   // Training guards (every rank, agreed over the world).
   NanPolicy nan_policy = NanPolicy::kSkip;
-  int64_t max_consecutive_skips =
-      10;                      // skipped updates in a row before the run stops with an error
-  double spike_zscore = 6.0;   // z-score above the window's mean that is a spike; 0 = detector off
-  int64_t spike_window = 100;  // steps of loss / grad-norm history the z-score is taken over
-  int64_t spike_min_history = 20;    // accepted steps needed before the detector judges
-  int64_t spike_rollback_after = 3;  // spikes within spike_window steps → rollback; 0 = never
-  bool record_samples = false;       // <run_dir>/samples/rank-N.jsonl: global sample range per step
+  int64_t max_consecutive_skips = 10;  // skipped updates in a row before the run stops with an error
+  double spike_zscore = 6.0;           // z-score above the window's mean that is a spike; 0 = detector off
+  int64_t spike_window = 100;          // steps of loss / grad-norm history the z-score is taken over
+  int64_t spike_min_history = 20;      // accepted steps needed before the detector judges
+  int64_t spike_rollback_after = 3;    // spikes within spike_window steps → rollback; 0 = never
+  bool record_samples = false;         // <run_dir>/samples/rank-N.jsonl: global sample range per step
 
   // Hang detection: when > 0, replaces parallel.collective_timeout_s (the communicator's bound on
   // every wait, 300 s by default) — load_config applies it.
@@ -42,9 +41,9 @@ struct FaultConfig {
   double stop_grace_s = 10;          // SIGTERM → SIGKILL when stopping a failed job
   bool elastic = false;              // restart without a bad host, with fewer data-parallel ranks
   int64_t host_max_failures = 2;     // failures attributed to a host before it is marked bad
-  double host_wait_s = 600;  // without elastic: how long to wait for an unreachable host's return
-  double report_wait_s = 30;  // a rank's failure report: time it gives the supervisor to dump stacks
-  std::string health_check;  // shell command run per host before each (re)start; FT_HOST is set
+  double host_wait_s = 600;          // without elastic: how long to wait for an unreachable host's return
+  double report_wait_s = 30;         // a rank's failure report: time it gives the supervisor to dump stacks
+  std::string health_check;          // shell command run per host before each (re)start; FT_HOST is set
 
   // Stopping on purpose (SIGTERM, SIGUSR1, the first SIGINT): a rank whose checkpoint is not
   // durable this long after the signal exits without it (exit code 5, fault/exit_codes.h); the

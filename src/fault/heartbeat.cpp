@@ -29,11 +29,7 @@ std::string heartbeat_path(const std::string& dir, int rank) {
 }
 
 Heartbeat::Heartbeat(std::string dir, int rank, int64_t attempt)
-    : dir_(std::move(dir)),
-      path_(heartbeat_path(dir_, rank)),
-      host_(this_host()),
-      rank_(rank),
-      attempt_(attempt) {
+    : dir_(std::move(dir)), path_(heartbeat_path(dir_, rank)), host_(this_host()), rank_(rank), attempt_(attempt) {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
 }

@@ -31,7 +31,7 @@ struct HeartbeatRecord {
   int64_t attempt = 0;
   std::string phase;
   int64_t step = 0, start_step = 0;
-  double time = 0;  // Unix seconds when written
+  double time = 0;     // Unix seconds when written
   std::string detail;  // phase "failed": what the rank reports
 };
 

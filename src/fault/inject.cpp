@@ -13,9 +13,8 @@ int64_t parse_int(const std::string& s, const std::string& item) {
   char* end = nullptr;
   long long v = std::strtoll(s.c_str(), &end, 10);
   if (s.empty() || *end != '\0' || v < 0)
-    throw Error(
-        fmt::format("FLUXTRAIN_FAULT_INJECT: '{}': '{}' is not a non-negative integer", item, s),
-        "items look like nan@5, gradnan@7:1, spike@30*20");
+    throw Error(fmt::format("FLUXTRAIN_FAULT_INJECT: '{}': '{}' is not a non-negative integer", item, s),
+                "items look like nan@5, gradnan@7:1, spike@30*20");
   return v;
 }
 
@@ -25,8 +24,7 @@ FaultInjector::FaultInjector(const std::string& spec) {
   size_t pos = 0;
   while (pos <= spec.size()) {
     size_t comma = spec.find(',', pos);
-    std::string item =
-        spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::string item = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     pos = comma == std::string::npos ? spec.size() + 1 : comma + 1;
     if (item.empty()) continue;
     size_t at = item.find('@');
@@ -52,8 +50,7 @@ FaultInjector::FaultInjector(const std::string& spec) {
       char* end = nullptr;
       it.factor = std::strtod(rest.c_str() + star + 1, &end);
       if (*end != '\0' || !(it.factor > 0))
-        throw Error(fmt::format("FLUXTRAIN_FAULT_INJECT: '{}': bad factor", item),
-                    "spike@30*20 multiplies by 20");
+        throw Error(fmt::format("FLUXTRAIN_FAULT_INJECT: '{}': bad factor", item), "spike@30*20 multiplies by 20");
       rest = rest.substr(0, star);
     }
     if (size_t colon = rest.find(':'); colon != std::string::npos) {
@@ -61,8 +58,7 @@ FaultInjector::FaultInjector(const std::string& spec) {
       rest = rest.substr(0, colon);
     }
     it.step = parse_int(rest, item);
-    if (it.step < 1)
-      throw Error(fmt::format("FLUXTRAIN_FAULT_INJECT: '{}': steps count from 1", item));
+    if (it.step < 1) throw Error(fmt::format("FLUXTRAIN_FAULT_INJECT: '{}': steps count from 1", item));
     items_.push_back(it);
   }
 }

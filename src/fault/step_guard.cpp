@@ -55,12 +55,11 @@ GuardVerdict StepGuard::skip(int64_t step, GuardVerdict v) {
   }
   if (v.action == GuardAction::kSkip && consecutive_ >= cfg_.max_consecutive_skips) {
     v.action = GuardAction::kStop;
-    v.message = consecutive_ == 1
-                    ? first_reason_
-                    : fmt::format(
-                          "{}, and the {} step(s) after it were skipped too ({} in a row = "
-                          "fault.max_consecutive_skips)",
-                          first_reason_, consecutive_ - 1, consecutive_);
+    v.message = consecutive_ == 1 ? first_reason_
+                                  : fmt::format(
+                                        "{}, and the {} step(s) after it were skipped too ({} in a row = "
+                                        "fault.max_consecutive_skips)",
+                                        first_reason_, consecutive_ - 1, consecutive_);
   }
   return v;
 }
@@ -71,22 +70,18 @@ GuardVerdict StepGuard::judge(int64_t step, double loss, double grad_norm) {
     bool bad_loss = !std::isfinite(loss);
     double x = bad_loss ? loss : grad_norm;
     v.reason = fmt::format("{}_{}", std::isnan(x) ? "nan" : "inf", bad_loss ? "loss" : "grad_norm");
-    v.message =
-        fmt::format("{} is {} at step {}", bad_loss ? "loss" : "gradient norm", kind(x), step);
+    v.message = fmt::format("{} is {} at step {}", bad_loss ? "loss" : "gradient norm", kind(x), step);
     v.action = cfg_.nan_policy == NanPolicy::kStop ? GuardAction::kStop : GuardAction::kSkip;
     return skip(step, v);
   }
   if (cfg_.spike_zscore > 0 && static_cast<int64_t>(history_.size()) >= cfg_.spike_min_history) {
     MeanStd l = mean_std<Point>(history_, [](const Point& p) { return p.loss; });
     MeanStd g = mean_std<Point>(history_, [](const Point& p) { return p.grad_norm; });
-    auto z = [](double x, MeanStd m) {
-      return m.std > 0 ? (x - m.mean) / m.std : (x > m.mean ? INFINITY : 0.0);
-    };
+    auto z = [](double x, MeanStd m) { return m.std > 0 ? (x - m.mean) / m.std : (x > m.mean ? INFINITY : 0.0); };
     v.loss_z = z(loss, l);
     v.grad_norm_z = z(grad_norm, g);
     bool loss_spike = v.loss_z > cfg_.spike_zscore && loss > l.mean * (1 + kLossMinRelative);
-    bool gn_spike =
-        v.grad_norm_z > cfg_.spike_zscore && grad_norm > g.mean * (1 + kGradNormMinRelative);
+    bool gn_spike = v.grad_norm_z > cfg_.spike_zscore && grad_norm > g.mean * (1 + kGradNormMinRelative);
     if (loss_spike || gn_spike) {
       while (!spikes_.empty() && spikes_.front() <= step - cfg_.spike_window) spikes_.pop_front();
       spikes_.push_back(step);
@@ -95,10 +90,9 @@ GuardVerdict StepGuard::judge(int64_t step, double loss, double grad_norm) {
       v.message = fmt::format(
           "{} at step {}: loss {:.4g} (z {:.1f}), gradient norm {:.4g} (z {:.1f}) against the "
           "last {} steps; {} spike(s) in the window",
-          loss_spike ? "loss spike" : "gradient-norm spike", step, loss, v.loss_z, grad_norm,
-          v.grad_norm_z, history_.size(), v.spikes_in_window);
-      bool rollback =
-          cfg_.spike_rollback_after > 0 && v.spikes_in_window >= cfg_.spike_rollback_after;
+          loss_spike ? "loss spike" : "gradient-norm spike", step, loss, v.loss_z, grad_norm, v.grad_norm_z,
+          history_.size(), v.spikes_in_window);
+      bool rollback = cfg_.spike_rollback_after > 0 && v.spikes_in_window >= cfg_.spike_rollback_after;
       v.action = rollback ? GuardAction::kRollback : GuardAction::kSkip;
       return skip(step, v);
     }

@@ -29,11 +29,11 @@ const char* guard_action_name(GuardAction a);
 
 struct GuardVerdict {
   GuardAction action = GuardAction::kUpdate;
-  std::string reason;  // "nan_loss", "inf_loss", "nan_grad_norm", "inf_grad_norm", "loss_spike",
-                       // "grad_norm_spike"
+  std::string reason;                  // "nan_loss", "inf_loss", "nan_grad_norm", "inf_grad_norm", "loss_spike",
+                                       // "grad_norm_spike"
   double loss_z = 0, grad_norm_z = 0;  // z-scores against the window (0 when not judged)
   int64_t spikes_in_window = 0;        // spikes counted in the window, this one included
-  std::string message;  // kStop: the error message (names the step); otherwise a log line
+  std::string message;                 // kStop: the error message (names the step); otherwise a log line
   bool skipped() const { return action != GuardAction::kUpdate; }
 };
 

@@ -8,16 +8,16 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "parallel/comm/comm.h"
 #include "obs/metric_names.h"
 #include "obs/registry.h"
+#include "parallel/comm/comm.h"
 #include "util/error.h"
 #include "util/log.h"
 
 namespace ft {
 
-TrainingFaults::TrainingFaults(const FaultConfig& cfg, const std::string& run_dir, int world_rank,
-                               int64_t dp_rank, int64_t local_batch, obs::Registry* registry)
+TrainingFaults::TrainingFaults(const FaultConfig& cfg, const std::string& run_dir, int world_rank, int64_t dp_rank,
+                               int64_t local_batch, obs::Registry* registry)
     : cfg_(cfg),
       guard_(cfg),
       injector_(FaultInjector::from_env()),
@@ -31,9 +31,7 @@ TrainingFaults::TrainingFaults(const FaultConfig& cfg, const std::string& run_di
     std::filesystem::create_directories(dir);
     std::string path = fmt::format("{}/rank-{:05d}.jsonl", dir, world_rank);
     samples_ = std::fopen(path.c_str(), "a");  // appended across restarts: later lines win
-    if (!samples_)
-      throw Error(fmt::format("cannot open {} for writing", path),
-                  "check that train.run_dir is writable");
+    if (!samples_) throw Error(fmt::format("cannot open {} for writing", path), "check that train.run_dir is writable");
   }
   if (registry_) {
     rollbacks_ = &registry_->counter(obs::metric::kRollbacks);
@@ -41,8 +39,7 @@ TrainingFaults::TrainingFaults(const FaultConfig& cfg, const std::string& run_di
   }
   if (const char* r = std::getenv("FLUXTRAIN_RESTARTS")) restarts_ = std::atoll(r);
   if (const char* a = std::getenv("FLUXTRAIN_ATTEMPT")) attempt_ = std::atoll(a);
-  if (const char* t = std::getenv("FLUXTRAIN_FAILURE_DETECTED_AT"))
-    failure_detected_at_ = std::atof(t);
+  if (const char* t = std::getenv("FLUXTRAIN_FAILURE_DETECTED_AT")) failure_detected_at_ = std::atof(t);
   if (!injector_.empty() && world_rank_ == 0)
     log_warn("fault injection is on (FLUXTRAIN_FAULT_INJECT={}): this run is a test",
              std::getenv("FLUXTRAIN_FAULT_INJECT"));
@@ -79,14 +76,12 @@ GuardVerdict TrainingFaults::judge(Communicator& world, int64_t step, double los
     if (world.size() > 1) world.all_reduce(bad.data(), static_cast<int64_t>(bad.size()));
     for (size_t r = 0; r < bad.size(); ++r)
       if (bad[r] > 0) last_bad_ranks_.push_back(world.world_rank_of(static_cast<int>(r)));
-    std::string who =
-        last_bad_ranks_.empty()
-            ? "no rank's own loss was non-finite: the gradients overflowed in backward"
-            : fmt::format("produced by rank {}", fmt::join(last_bad_ranks_, ", "));
+    std::string who = last_bad_ranks_.empty()
+                          ? "no rank's own loss was non-finite: the gradients overflowed in backward"
+                          : fmt::format("produced by rank {}", fmt::join(last_bad_ranks_, ", "));
     v.message += " (" + who + ")";
   }
-  if (v.skipped() && registry_)
-    registry_->counter(obs::metric::kGuardEvents, {{"reason", v.reason}}).inc();
+  if (v.skipped() && registry_) registry_->counter(obs::metric::kGuardEvents, {{"reason", v.reason}}).inc();
   if (v.action != GuardAction::kUpdate && v.action != GuardAction::kStop && world_rank_ == 0) {
     log_warn("{}; update skipped{}", v.message,
              v.action == GuardAction::kRollback ? ", rolling back to the last checkpoint" : "");
@@ -94,8 +89,7 @@ GuardVerdict TrainingFaults::judge(Communicator& world, int64_t step, double los
   return v;
 }
 
-void TrainingFaults::rolled_back(int64_t from_step, int64_t to_step, int64_t skip_begin,
-                                 int64_t skip_end) {
+void TrainingFaults::rolled_back(int64_t from_step, int64_t to_step, int64_t skip_begin, int64_t skip_end) {
   guard_.rolled_back(to_step);
   if (rollbacks_) rollbacks_->inc();
   rollback_to_ = to_step, skip_begin_ = skip_begin, skip_end_ = skip_end;
@@ -127,8 +121,7 @@ void TrainingFaults::add_to_metrics(const GuardVerdict& v, nlohmann::json& j) {
     j["restarts"] = restarts_;
     if (recovery_) recovery_->set(s);
     if (world_rank_ == 0)
-      log_info("recovered: {:.2f} s from failure detection to the first step after restart {}", s,
-               restarts_);
+      log_info("recovered: {:.2f} s from failure detection to the first step after restart {}", s, restarts_);
     failure_detected_at_ = 0;
   }
 }

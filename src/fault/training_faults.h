@@ -33,8 +33,8 @@ class Gauge;
 
 class TrainingFaults {
  public:
-  TrainingFaults(const FaultConfig& cfg, const std::string& run_dir, int world_rank,
-                 int64_t dp_rank, int64_t local_batch, obs::Registry* registry);
+  TrainingFaults(const FaultConfig& cfg, const std::string& run_dir, int world_rank, int64_t dp_rank,
+                 int64_t local_batch, obs::Registry* registry);
   ~TrainingFaults();
 
   InjectedFault injection(int64_t first_sample, int64_t batch_size) const;
@@ -42,8 +42,7 @@ class TrainingFaults {
   void record_samples(int64_t step, int64_t first_sample);
   // Collective over `world`: every rank gets the same verdict. local_loss_sum is this rank's own
   // loss contribution before the reduction (to name the rank that produced a non-finite value).
-  GuardVerdict judge(Communicator& world, int64_t step, double loss, double grad_norm,
-                     double local_loss_sum);
+  GuardVerdict judge(Communicator& world, int64_t step, double loss, double grad_norm, double local_loss_sum);
   // After a rollback to the checkpoint of `to_step`: counts it, the guard forgets what came after
   // to_step, and the next metrics line records it with the global samples [skip_begin, skip_end)
   // that will not be replayed.
@@ -71,7 +70,7 @@ class TrainingFaults {
   obs::Gauge* recovery_ = nullptr;
   int64_t restarts_ = 0, attempt_ = 0;  // from the supervisor's environment (0: not supervised)
   double failure_detected_at_ = 0;      // Unix time from FLUXTRAIN_FAILURE_DETECTED_AT; 0 = none
-  std::vector<int> last_bad_ranks_;  // world ranks whose own loss was not finite (last judged step)
+  std::vector<int> last_bad_ranks_;     // world ranks whose own loss was not finite (last judged step)
   int64_t rollback_to_ = -1, skip_begin_ = 0, skip_end_ = 0;  // the rollback to report (-1: none)
 };
 

@@ -10,11 +10,9 @@
 
 namespace ft {
 
-Decoder::Decoder(const ModelConfig& cfg, const ParamLayout& layout, const float* w,
-                 int64_t max_positions)
+Decoder::Decoder(const ModelConfig& cfg, const ParamLayout& layout, const float* w, int64_t max_positions)
     : cfg_(cfg), max_pos_(std::min(max_positions, cfg.max_seq_len)) {
-  C_ = cfg.dim, D_ = cfg.head_dim(), H_ = cfg.n_heads, Hkv_ = cfg.n_kv_heads, F_ = cfg.ffn_dim,
-  V_ = cfg.vocab_size;
+  C_ = cfg.dim, D_ = cfg.head_dim(), H_ = cfg.n_heads, Hkv_ = cfg.n_kv_heads, F_ = cfg.ffn_dim, V_ = cfg.vocab_size;
   FT_CHECK(layout.num_units() == cfg.n_layers + 2, "the decoder needs the whole model's layout");
   auto at = [&](const std::string& n) { return w + layout.at(n).offset; };
   embed_ = at("model.embed_tokens.weight");
@@ -34,22 +32,18 @@ Decoder::Decoder(const ModelConfig& cfg, const ParamLayout& layout, const float*
   }
   cos_ = Tensor::empty({max_pos_, D_ / 2}, DType::kF32, MemCategory::kWorkspace);
   sin_ = Tensor::empty({max_pos_, D_ / 2}, DType::kF32, MemCategory::kWorkspace);
-  ops::rope_tables(cos_.data<float>(), sin_.data<float>(), max_pos_, D_,
-                   static_cast<float>(cfg.rope_theta));
+  ops::rope_tables(cos_.data<float>(), sin_.data<float>(), max_pos_, D_, static_cast<float>(cfg.rope_theta));
 }
 
 const std::vector<float>& Decoder::feed(const std::vector<int32_t>& tokens) {
   const int64_t T = static_cast<int64_t>(tokens.size());
   if (T == 0) return logits_;
   if (pos_ + T > max_pos_)
-    throw Error(
-        fmt::format(
-            "generation: {} positions exceed the limit of {} (model.max_seq_len or --max-tokens)",
-            pos_ + T, max_pos_),
-        "shorten the prompt or ask for fewer new tokens");
+    throw Error(fmt::format("generation: {} positions exceed the limit of {} (model.max_seq_len or --max-tokens)",
+                            pos_ + T, max_pos_),
+                "shorten the prompt or ask for fewer new tokens");
   for (int32_t t : tokens)
-    if (t < 0 || t >= V_)
-      throw Error(fmt::format("generation: token id {} is outside the vocabulary [0, {})", t, V_));
+    if (t < 0 || t >= V_) throw Error(fmt::format("generation: token id {} is outside the vocabulary [0, {})", t, V_));
   const int64_t QKV = (H_ + 2 * Hkv_) * D_;
   const float eps = static_cast<float>(cfg_.norm_eps);
   std::vector<float> x(static_cast<size_t>(T * C_)), h(x.size()), rstd(static_cast<size_t>(T));
@@ -60,10 +54,10 @@ const std::vector<float>& Decoder::feed(const std::vector<int32_t>& tokens) {
     ops::rmsnorm_forward(h.data(), rstd.data(), x.data(), l.attn_norm, T, C_, eps);
     ops::matmul(qkv.data(), h.data(), l.wqkv, T, QKV, C_, false, true, 0, Precision::kF32);
     ops::rope_forward(qkv.data(), cos_.data<float>(), sin_.data<float>(), 1, T, H_, Hkv_, D_, pos_);
-    ops::kv_cache_write(l.k_cache.data<float>(), l.v_cache.data<float>(), qkv.data(), 1, T, H_,
-                        Hkv_, D_, pos_, max_pos_);
-    ops::attention_decode(att.data(), qkv.data(), l.k_cache.data<float>(), l.v_cache.data<float>(),
-                          1, T, pos_ + T, H_, Hkv_, D_, max_pos_);
+    ops::kv_cache_write(l.k_cache.data<float>(), l.v_cache.data<float>(), qkv.data(), 1, T, H_, Hkv_, D_, pos_,
+                        max_pos_);
+    ops::attention_decode(att.data(), qkv.data(), l.k_cache.data<float>(), l.v_cache.data<float>(), 1, T, pos_ + T, H_,
+                          Hkv_, D_, max_pos_);
     ops::matmul(x.data(), att.data(), l.wo, T, C_, H_ * D_, false, true, 1,
                 Precision::kF32);  // x += att · Woᵀ
     ops::rmsnorm_forward(h.data(), rstd.data(), x.data(), l.mlp_norm, T, C_, eps);
@@ -85,22 +79,19 @@ const std::vector<float>& Decoder::feed(const std::vector<int32_t>& tokens) {
 
 int32_t sample_token(const std::vector<float>& logits, const SampleOptions& o, uint64_t index) {
   const size_t V = logits.size();
-  if (o.temperature <= 0)
-    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  if (o.temperature <= 0) return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   float mx = *std::max_element(logits.begin(), logits.end());
   std::vector<double> p(V);
   double sum = 0;
   for (size_t i = 0; i < V; ++i) sum += p[i] = std::exp((logits[i] - mx) / o.temperature);
   std::vector<int32_t> order(V);
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return p[static_cast<size_t>(a)] > p[static_cast<size_t>(b)];
-  });
+  std::sort(order.begin(), order.end(),
+            [&](int32_t a, int32_t b) { return p[static_cast<size_t>(a)] > p[static_cast<size_t>(b)]; });
   // The nucleus: the most probable tokens until their mass reaches top_p.
   size_t keep = 0;
   double mass = 0;
-  while (keep < V && (keep == 0 || mass < o.top_p * sum))
-    mass += p[static_cast<size_t>(order[keep++])];
+  while (keep < V && (keep == 0 || mass < o.top_p * sum)) mass += p[static_cast<size_t>(order[keep++])];
   double u = unit_open(mix64(o.seed ^ mix64(index + 0x51ed27ull))) * mass;
   for (size_t i = 0; i < keep; ++i) {
     u -= p[static_cast<size_t>(order[i])];

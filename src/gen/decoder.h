@@ -21,8 +21,7 @@ namespace ft {
 
 class Decoder {
  public:
-  Decoder(const ModelConfig& cfg, const ParamLayout& layout, const float* weights,
-          int64_t max_positions);
+  Decoder(const ModelConfig& cfg, const ParamLayout& layout, const float* weights, int64_t max_positions);
 
   // Runs `tokens` at the next positions; returns the logits after the last one. Throws ft::Error
   // past max_positions or for a token outside the vocabulary.

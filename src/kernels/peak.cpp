@@ -3,18 +3,16 @@
 
 #include <omp.h>
 
-#include <dnnl.hpp>
-
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
+#include <dnnl.hpp>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "kernels/cpu/gemm.h"
@@ -44,7 +42,9 @@ class ScopedThreads {
   int prev_;
 };
 
-int resolve_threads(int threads) { return threads > 0 ? threads : omp_get_max_threads(); }
+int resolve_threads(int threads) {
+  return threads > 0 ? threads : omp_get_max_threads();
+}
 
 // Values in [-1, 1), never zero, reproducible.
 void fill(std::vector<float>& v, uint32_t seed) {
@@ -79,7 +79,6 @@ double best_seconds(Fn&& fn, const PeakOptions& opt, int threads) {
   return best;
 }
 
-
 std::string onednn_version() {
   const dnnl_version_t* v = dnnl_version();
   return fmt::format("oneDNN {}.{}.{}", v->major, v->minor, v->patch);
@@ -112,8 +111,8 @@ std::vector<PeakRecord> load_records(const std::string& path, bool* newer = null
   if (version > kVersion) {
     static std::once_flag once;
     std::call_once(once, [&] {
-      log_warn("{}: peak file version {} is newer than this build reads ({}); measuring again without recording",
-               path, version, kVersion);
+      log_warn("{}: peak file version {} is newer than this build reads ({}); measuring again without recording", path,
+               version, kVersion);
     });
     if (newer) *newer = true;
     return out;
@@ -141,8 +140,8 @@ std::vector<PeakRecord> load_records(const std::string& path, bool* newer = null
         if (e.contains("shape_gflops")) r.shape_gflops = e.at("shape_gflops").get<std::map<std::string, double>>();
       }
       if (!(r.gflops > 0) || r.threads <= 0) {
-        throw Error(fmt::format("{}: entry for '{}' has gflops = {} and threads = {}; both must be positive",
-                                path, r.cpu, r.gflops, r.threads),
+        throw Error(fmt::format("{}: entry for '{}' has gflops = {} and threads = {}; both must be positive", path,
+                                r.cpu, r.gflops, r.threads),
                     hint);
       }
       out.push_back(std::move(r));
@@ -186,11 +185,14 @@ bool unlimited_isa() {
   return !(a && *a) && !(b && *b);
 }
 bool same_key(const PeakRecord& r, const std::string& cpu, const std::string& isa, int threads, Precision p) {
-  return r.cpu == cpu && r.threads == threads && r.precision == p && (r.isa == isa || (r.isa.empty() && unlimited_isa()));
+  return r.cpu == cpu && r.threads == threads && r.precision == p &&
+         (r.isa == isa || (r.isa.empty() && unlimited_isa()));
 }
 }  // namespace
 
-void check_peak_file(const std::string& path) { load_records(path); }
+void check_peak_file(const std::string& path) {
+  load_records(path);
+}
 
 std::optional<PeakRecord> read_peak(const std::string& path, const std::string& cpu, const std::string& isa,
                                     int threads, Precision precision) {
@@ -207,8 +209,7 @@ void record_peak(const std::string& path, const PeakRecord& record) {
   auto records = load_records(path, &newer);
   if (newer) return;  // another build's cache: kept as it is
   std::erase_if(records, [&](const PeakRecord& r) {
-    return r.cpu == record.cpu && r.isa == record.isa && r.threads == record.threads &&
-           r.precision == record.precision;
+    return r.cpu == record.cpu && r.isa == record.isa && r.threads == record.threads && r.precision == record.precision;
   });
   records.push_back(record);
   nlohmann::json entries = nlohmann::json::array();
@@ -233,8 +234,9 @@ void record_peak(const std::string& path, const PeakRecord& record) {
   if (!dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    if (ec) throw Error(fmt::format("cannot create directory {}: {}", dir.string(), ec.message()),
-                        "set FLUXTRAIN_PEAK_FILE to a writable path");
+    if (ec)
+      throw Error(fmt::format("cannot create directory {}: {}", dir.string(), ec.message()),
+                  "set FLUXTRAIN_PEAK_FILE to a writable path");
   }
   write_file_atomic(path, j.dump(2) + "\n");
 }

@@ -54,11 +54,11 @@ struct PeakRecord {
   Precision precision = Precision::kF32;
   double gflops = 0;
   int64_t size = 0;
-  std::string library;  // "oneDNN 2.6.3 sgemm (gemm:jit, avx2)", "OpenBLAS 0.3.21 (OpenMP) Zen"
-  std::string impl;     // e.g. "brg:avx512_core_amx_bf16", "bf16 widened, fp32 ..."
-  bool emulated = false;  // bf16 / fp16 through the fp32 GEMM
-  std::string gemm;       // f32, from bench-peak: the library ops::matmul uses ("onednn", ...)
-  std::string shapes;     // what shape_gflops measured ("llama-125m, 2048 tokens")
+  std::string library;                         // "oneDNN 2.6.3 sgemm (gemm:jit, avx2)", "OpenBLAS 0.3.21 (OpenMP) Zen"
+  std::string impl;                            // e.g. "brg:avx512_core_amx_bf16", "bf16 widened, fp32 ..."
+  bool emulated = false;                       // bf16 / fp16 through the fp32 GEMM
+  std::string gemm;                            // f32, from bench-peak: the library ops::matmul uses ("onednn", ...)
+  std::string shapes;                          // what shape_gflops measured ("llama-125m, 2048 tokens")
   std::map<std::string, double> shape_gflops;  // per fp32 library on the model's shapes
   std::string measured_at;
 };
@@ -93,7 +93,7 @@ double measure_shapes_gflops(cpu::GemmLibrary lib, const std::vector<GemmShape>&
                              const PeakOptions& options = {});
 
 std::string peak_file_path();
-std::string cpu_model_name();  // "model name" of /proc/cpuinfo, or "unknown cpu"
+std::string cpu_model_name();             // "model name" of /proc/cpuinfo, or "unknown cpu"
 const char* precision_name(Precision p);  // "f32", "bf16", "f16"
 
 // The record for (cpu, isa, threads, precision), if the file has one. A missing file is no record.

@@ -37,8 +37,7 @@ CheckpointProbe probe_checkpoints(const Config& cfg) {
     try {
       CheckpointManifest m = CheckpointManifest::load(dir, nullptr);
       if (m.encrypted && key.empty())
-        throw Error(fmt::format("{}: encrypted, and no key{}", dir,
-                                key_error.empty() ? "" : " (" + key_error + ")"));
+        throw Error(fmt::format("{}: encrypted, and no key{}", dir, key_error.empty() ? "" : " (" + key_error + ")"));
       if (m.encrypted) m = CheckpointManifest::load(dir, &key);  // authenticated
       CheckpointReader reader(dir, m, key.empty() ? nullptr : &key);
       std::vector<std::string> problems = reader.verify();

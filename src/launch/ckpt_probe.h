@@ -31,8 +31,7 @@ CheckpointProbe probe_checkpoints(const Config& cfg);
 // directory with a manifest, else the newest checkpoint that verifies under PATH or
 // PATH/checkpoints — a damaged newest one is skipped with a warning naming it (`who` prefixes
 // it; key_file: for encrypted ones, "" = FLUXTRAIN_CKPT_KEY). Throws naming PATH when none verifies.
-std::string newest_valid_checkpoint(const std::string& path, const std::string& who,
-                                    const std::string& key_file = "");
+std::string newest_valid_checkpoint(const std::string& path, const std::string& who, const std::string& key_file = "");
 // Where checkpoints of this config go (for messages).
 std::string checkpoint_root(const Config& cfg);
 // Whether the config writes checkpoints at all.

@@ -30,8 +30,7 @@ std::set<std::string> local_addresses() {
     if (i->ifa_addr->sa_family == AF_INET) {
       ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, buf, sizeof buf);
     } else if (i->ifa_addr->sa_family == AF_INET6) {
-      ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr, buf,
-                  sizeof buf);
+      ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr, buf, sizeof buf);
     } else {
       continue;
     }
@@ -58,8 +57,7 @@ std::vector<std::string> resolve(const std::string& name, std::string* error) {
     if (a->ai_family == AF_INET)
       ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr, buf, sizeof buf);
     else if (a->ai_family == AF_INET6)
-      ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr, buf,
-                  sizeof buf);
+      ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr, buf, sizeof buf);
     else
       continue;
     out.push_back(buf);
@@ -112,25 +110,20 @@ std::vector<Host> read_host_file(const std::string& path) {
     if (!(ss >> host.name)) continue;
     for (std::string tok; ss >> tok;) {
       if (tok.rfind("slots=", 0) != 0 && tok.rfind("max_slots=", 0) != 0)
-        throw Error(fmt::format("{}:{}: unknown field '{}'", path, n, tok),
-                    "one host per line: NAME [slots=N]");
+        throw Error(fmt::format("{}:{}: unknown field '{}'", path, n, tok), "one host per line: NAME [slots=N]");
       if (tok.rfind("max_slots=", 0) == 0) continue;
       char* end = nullptr;
       long v = std::strtol(tok.c_str() + 6, &end, 10);
       if (*end != '\0' || v < 1 || v > 100000)
-        throw Error(fmt::format("{}:{}: slots must be a positive integer, got '{}'", path, n,
-                                tok.substr(6)));
+        throw Error(fmt::format("{}:{}: slots must be a positive integer, got '{}'", path, n, tok.substr(6)));
       host.slots = static_cast<int>(v);
     }
     for (const Host& h : hosts)
-      if (h.name == host.name)
-        throw Error(fmt::format("{}:{}: host {} is listed twice", path, n, host.name));
+      if (h.name == host.name) throw Error(fmt::format("{}:{}: host {} is listed twice", path, n, host.name));
     host.local = is_local_host(host.name);
     hosts.push_back(host);
   }
-  if (hosts.empty())
-    throw Error(fmt::format("hosts file {} names no host", path),
-                "one host per line: NAME [slots=N]");
+  if (hosts.empty()) throw Error(fmt::format("hosts file {} names no host", path), "one host per line: NAME [slots=N]");
   return hosts;
 }
 
@@ -138,9 +131,8 @@ std::string unreachable_reason(const Host& h) {
   if (h.local) return "";
   std::string err;
   if (resolve(h.name, &err).empty()) return "cannot resolve: " + err;
-  auto [code, out] = run_capture(
-      "ssh -o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=accept-new " + h.name +
-      " true");
+  auto [code, out] =
+      run_capture("ssh -o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=accept-new " + h.name + " true");
   return code == 0 ? "" : "ssh: " + first_line(out);
 }
 
@@ -151,10 +143,9 @@ void check_hosts_reachable(const std::vector<Host>& hosts, const std::string& or
     if (!why.empty()) bad.push_back(fmt::format("{} ({})", h.name, why));
   }
   if (!bad.empty()) {
-    throw Error(
-        fmt::format("{}: {} unreachable host(s): {}", origin, bad.size(), fmt::join(bad, "; ")),
-        "fix or remove them; every host must resolve and accept `ssh -o BatchMode=yes HOST` "
-        "(mpirun starts ranks over ssh)");
+    throw Error(fmt::format("{}: {} unreachable host(s): {}", origin, bad.size(), fmt::join(bad, "; ")),
+                "fix or remove them; every host must resolve and accept `ssh -o BatchMode=yes HOST` "
+                "(mpirun starts ranks over ssh)");
   }
 }
 
@@ -193,10 +184,8 @@ std::vector<Host> slurm_hosts() {
 std::vector<int> ranks_to_hosts(const std::vector<Host>& hosts, int world) {
   std::vector<int> out;
   for (size_t h = 0; h < hosts.size() && static_cast<int>(out.size()) < world; ++h)
-    for (int s = 0; s < hosts[h].slots && static_cast<int>(out.size()) < world; ++s)
-      out.push_back(static_cast<int>(h));
-  while (static_cast<int>(out.size()) < world)
-    out.push_back(hosts.empty() ? 0 : static_cast<int>(hosts.size()) - 1);
+    for (int s = 0; s < hosts[h].slots && static_cast<int>(out.size()) < world; ++s) out.push_back(static_cast<int>(h));
+  while (static_cast<int>(out.size()) < world) out.push_back(hosts.empty() ? 0 : static_cast<int>(hosts.size()) - 1);
   return out;
 }
 

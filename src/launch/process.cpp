@@ -17,9 +17,8 @@ extern char** environ;
 
 namespace ft {
 
-ChildProcess::ChildProcess(const std::vector<std::string>& argv,
-                           const std::vector<std::string>& extra_env, const std::string& log_path,
-                           bool echo) {
+ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
+                           const std::string& log_path, bool echo) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(fmt::format("pipe: {}", std::strerror(errno)));
   std::vector<std::string> env;
@@ -60,8 +59,7 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv,
     ::waitpid(pid_, nullptr, 0);
     pid_ = -1;
     throw Error(fmt::format("cannot start {}: {}", argv[0], std::strerror(exec_errno)),
-                argv[0] == "srun" ? "is Slurm installed on this node?"
-                                  : "install OpenMPI (scripts/install-deps.sh)");
+                argv[0] == "srun" ? "is Slurm installed on this node?" : "install OpenMPI (scripts/install-deps.sh)");
   }
   reader_ = std::thread([this, fd = fds[0], log_path, echo] { read_loop(fd, log_path, echo); });
 }

@@ -39,8 +39,7 @@ class ChildProcess {
   pid_t pid_ = -1;
   std::optional<int> code_;
   std::thread reader_;
-  std::atomic<bool> stop_reading_{
-      false};  // set once the launcher is gone (orphans may hold the pipe)
+  std::atomic<bool> stop_reading_{false};  // set once the launcher is gone (orphans may hold the pipe)
   mutable std::mutex mu_;
   std::deque<std::string> lines_;
 };

@@ -65,8 +65,8 @@ std::vector<std::string> dump_stacks(const std::vector<RankProcess>& ranks, cons
       if (threads > 0)
         lines[i] = fmt::format("rank {} on {} (pid {}): {} thread(s) -> {}", r.rank, r.host, r.pid, threads, path);
       else
-        lines[i] = fmt::format("rank {} on {} (pid {}): no stack read (exit {}{}): see {}", r.rank, r.host, r.pid,
-                               code, code == 127 ? ", is gdb installed?" : "", path);
+        lines[i] = fmt::format("rank {} on {} (pid {}): no stack read (exit {}{}): see {}", r.rank, r.host, r.pid, code,
+                               code == 127 ? ", is gdb installed?" : "", path);
     });
   }
   for (auto& w : workers) w.join();

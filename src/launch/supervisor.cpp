@@ -12,10 +12,10 @@
 #include <regex>
 #include <set>
 
+#include "dryrun/memory_check.h"
 #include "fault/exit_codes.h"
 #include "fault/heartbeat.h"
 #include "launch/ckpt_probe.h"
-#include "dryrun/memory_check.h"
 #include "launch/process.h"
 #include "launch/stacks.h"
 #include "obs/goodput.h"
@@ -66,7 +66,7 @@ struct Supervisor::Failure {
   double detected_at = 0;  // Unix seconds
   int exit_code = -1;
   bool restartable = true;
-  int host = -1;  // the host the launcher itself named (host_lost, host_unreachable), else -1
+  int host = -1;           // the host the launcher itself named (host_lost, host_unreachable), else -1
   std::string error_line;  // the most telling error line of the output (diagnose)
 };
 
@@ -104,25 +104,22 @@ Supervisor::Supervisor(LaunchOptions o) : opt_(std::move(o)) {
   hb_dir_ = run_dir_ + "/heartbeat";
   const int world = static_cast<int>(cfg_.parallel.world_size());
   if (opt_.nproc > 0 && opt_.nproc != world) {
-    throw Error(
-        fmt::format("--nproc {} but parallel.dp × parallel.tp × parallel.pp = {} × {} × {} = {}",
-                    opt_.nproc, cfg_.parallel.dp, cfg_.parallel.tp, cfg_.parallel.pp, world),
-        fmt::format("set the layout in the config, e.g. --set parallel.dp={}",
-                    opt_.nproc / std::max<int64_t>(1, cfg_.parallel.tp * cfg_.parallel.pp)));
+    throw Error(fmt::format("--nproc {} but parallel.dp × parallel.tp × parallel.pp = {} × {} × {} = {}", opt_.nproc,
+                            cfg_.parallel.dp, cfg_.parallel.tp, cfg_.parallel.pp, world),
+                fmt::format("set the layout in the config, e.g. --set parallel.dp={}",
+                            opt_.nproc / std::max<int64_t>(1, cfg_.parallel.tp * cfg_.parallel.pp)));
   }
   if (!opt_.hosts_file.empty()) {
     hosts_ = read_host_file(opt_.hosts_file);
     check_hosts_reachable(hosts_, "hosts file " + opt_.hosts_file);
-    bool all_local =
-        std::all_of(hosts_.begin(), hosts_.end(), [](const Host& h) { return h.local; });
+    bool all_local = std::all_of(hosts_.begin(), hosts_.end(), [](const Host& h) { return h.local; });
     launcher_ = all_local ? Launcher::kMpirunLocal : Launcher::kMpirunHosts;
   } else if (inside_slurm()) {
     hosts_ = slurm_hosts();
     launcher_ = Launcher::kSrun;
     if (const char* n = std::getenv("SLURM_NTASKS"); n && std::atoi(n) < world) {
-      throw Error(
-          fmt::format("the Slurm allocation has {} task(s) but the job needs {} ranks", n, world),
-          fmt::format("sbatch --ntasks={} (or change parallel.dp)", world));
+      throw Error(fmt::format("the Slurm allocation has {} task(s) but the job needs {} ranks", n, world),
+                  fmt::format("sbatch --ntasks={} (or change parallel.dp)", world));
     }
   } else {
     hosts_ = {Host{this_host(), world, true}};
@@ -133,9 +130,8 @@ Supervisor::Supervisor(LaunchOptions o) : opt_(std::move(o)) {
   int slots = 0;
   for (const Host& h : hosts_) slots += h.slots;
   if (launcher_ == Launcher::kMpirunHosts && slots < world) {
-    throw Error(
-        fmt::format("hosts file {}: {} slot(s) for {} ranks", opt_.hosts_file, slots, world),
-        "add slots=N to the hosts or more hosts");
+    throw Error(fmt::format("hosts file {}: {} slot(s) for {} ranks", opt_.hosts_file, slots, world),
+                "add slots=N to the hosts or more hosts");
   }
   bad_.assign(hosts_.size(), false);
   host_failures_.assign(hosts_.size(), 0);
@@ -157,9 +153,8 @@ void Supervisor::event(nlohmann::json e) {
   std::fclose(f);
 }
 
-std::vector<std::string> Supervisor::launcher_argv(
-    const Attempt& a, const std::vector<std::string>& train_argv,
-    const std::vector<std::string>& env_names) const {
+std::vector<std::string> Supervisor::launcher_argv(const Attempt& a, const std::vector<std::string>& train_argv,
+                                                   const std::vector<std::string>& env_names) const {
   std::vector<std::string> cmd;
   const std::string np = std::to_string(a.world);
   if (launcher_ == Launcher::kSrun) {
@@ -185,30 +180,26 @@ std::vector<std::string> Supervisor::launcher_argv(
   return cmd;
 }
 
-std::unique_ptr<Supervisor::Attempt> Supervisor::start_attempt(
-    int64_t dp, const std::string& resume, const std::optional<Failure>& after) {
+std::unique_ptr<Supervisor::Attempt> Supervisor::start_attempt(int64_t dp, const std::string& resume,
+                                                               const std::optional<Failure>& after) {
   auto a = std::make_unique<Attempt>();
   a->number = ++attempts_;
   a->dp = dp;
   a->world = static_cast<int>(dp * cfg_.parallel.tp * cfg_.parallel.pp);
   a->beats.assign(static_cast<size_t>(a->world), std::nullopt);
   std::filesystem::create_directories(hb_dir_);
-  for (const auto& e : std::filesystem::directory_iterator(hb_dir_))
-    std::filesystem::remove(e.path());
+  for (const auto& e : std::filesystem::directory_iterator(hb_dir_)) std::filesystem::remove(e.path());
   std::filesystem::create_directories(run_dir_ + "/logs");
 
   std::vector<std::string> train = {opt_.binary, "train"};
   if (!opt_.config_path.empty()) train.insert(train.end(), {"--config", opt_.config_path});
   for (const std::string& s : opt_.sets) train.insert(train.end(), {"--set", s});
-  if (dp != cfg_.parallel.dp)
-    train.insert(train.end(), {"--set", fmt::format("parallel.dp={}", dp)});
-  if (!resume.empty())
-    train.insert(train.end(), {"--set", fmt::format("ckpt.resume=\"{}\"", resume)});
+  if (dp != cfg_.parallel.dp) train.insert(train.end(), {"--set", fmt::format("parallel.dp={}", dp)});
+  if (!resume.empty()) train.insert(train.end(), {"--set", fmt::format("ckpt.resume=\"{}\"", resume)});
 
   std::vector<std::string> env = {
       "FLUXTRAIN_HEARTBEAT_DIR=" + std::filesystem::absolute(hb_dir_).string(),
-      fmt::format("FLUXTRAIN_ATTEMPT={}", a->number),
-      fmt::format("FLUXTRAIN_RESTARTS={}", a->number - 1),
+      fmt::format("FLUXTRAIN_ATTEMPT={}", a->number), fmt::format("FLUXTRAIN_RESTARTS={}", a->number - 1),
       fmt::format("FLUXTRAIN_JOB_STARTED_AT={:.6f}", job_started_),
       fmt::format("FLUXTRAIN_PRODUCTIVE_S={:.6f}", resume.empty() ? 0.0 : productive_before_)};
   if (after) {
@@ -270,8 +261,7 @@ int Supervisor::host_of(const Attempt& a, int rank) const {
   for (size_t h = 0; h < hosts_.size(); ++h)
     if (!bad_[h]) good.push_back(hosts_[h]), index.push_back(static_cast<int>(h));
   if (good.empty() || rank < 0) return -1;
-  return index[static_cast<size_t>(
-      ranks_to_hosts(good, a.world)[static_cast<size_t>(std::min(rank, a.world - 1))])];
+  return index[static_cast<size_t>(ranks_to_hosts(good, a.world)[static_cast<size_t>(std::min(rank, a.world - 1))])];
 }
 
 void Supervisor::write_ranks_json(const Attempt& a) {
@@ -327,8 +317,7 @@ void Supervisor::dump_stacks_of(const Attempt& a, const std::string& why) {
     if (b) ranks.push_back({.rank = b->rank, .host = b->host, .pid = b->pid, .local = b->host == me});
   if (ranks.empty()) return;
   const std::string dir = fmt::format("{}/stacks/attempt-{}", run_dir_, a.number);
-  log_info("supervisor: reading the stacks of {} rank(s) before stopping the job ({}) into {}", ranks.size(), why,
-           dir);
+  log_info("supervisor: reading the stacks of {} rank(s) before stopping the job ({}) into {}", ranks.size(), why, dir);
   const double t0 = unix_seconds();
   std::vector<std::string> lines = dump_stacks(ranks, dir, kStackTimeoutS);
   for (const std::string& l : lines) log_info("supervisor: stacks: {}", l);
@@ -371,10 +360,8 @@ Supervisor::Failure Supervisor::diagnose(const Attempt& a, const std::vector<std
   static const std::regex daemon_lost(R"(Remote daemon:\s*\S+ on node (\S+))");
   static const std::regex ssh_failed(
       R"(ssh: (?:connect to host (\S+) port [0-9]+|Could not resolve hostname (\S+?)):? (.*))");
-  static const std::regex mpi_died(
-      R"(process rank ([0-9]+) with PID [0-9]+ on node (\S+) exited on signal ([0-9]+))");
-  static const std::regex srun_died(
-      R"(srun: error: (\S+): tasks? ([0-9]+)[^:]*: (Killed|Terminated|Exited.*))");
+  static const std::regex mpi_died(R"(process rank ([0-9]+) with PID [0-9]+ on node (\S+) exited on signal ([0-9]+))");
+  static const std::regex srun_died(R"(srun: error: (\S+): tasks? ([0-9]+)[^:]*: (Killed|Terminated|Exited.*))");
   static const std::regex reporter(R"(rank ([0-9]+): \S+ #[0-9]+ on group)");
   auto numbers = [](const std::string& t) {
     std::vector<int> out;
@@ -406,8 +393,7 @@ Supervisor::Failure Supervisor::diagnose(const Attempt& a, const std::vector<std
     } else if (std::regex_search(line, m, mpi_died) && f.kind != "hang" && f.kind != "host_lost") {
       f.kind = "rank_died";
       f.ranks = {std::atoi(m[1].str().c_str())};
-      f.detail =
-          fmt::format("rank {} on {} was killed by signal {}", m[1].str(), m[2].str(), m[3].str());
+      f.detail = fmt::format("rank {} on {} was killed by signal {}", m[1].str(), m[2].str(), m[3].str());
     } else if (std::regex_search(line, m, srun_died) && f.kind == "exit") {
       f.kind = "rank_died";
       f.ranks = {std::atoi(m[2].str().c_str())};
@@ -474,12 +460,9 @@ std::optional<Supervisor::Failure> Supervisor::watch(Attempt& a) {
   while (true) {
     ::usleep(static_cast<useconds_t>(kPollS * 1e6));
     if (g_interrupt) {
-      Failure f = make_failure("interrupted",
-                {},
-                fmt::format("the supervisor received signal {}", static_cast<int>(g_interrupt)),
-                unix_seconds(),
-                128 + g_interrupt,
-                false);
+      Failure f = make_failure("interrupted", {},
+                               fmt::format("the supervisor received signal {}", static_cast<int>(g_interrupt)),
+                               unix_seconds(), 128 + g_interrupt, false);
       return f;
     }
     read_heartbeats(a);
@@ -497,18 +480,12 @@ std::optional<Supervisor::Failure> Supervisor::watch(Attempt& a) {
     if (all_ready && a.all_ready_at == 0) {
       a.all_ready_at = now;
       const int64_t resumed = a.beats[0]->start_step;
-      if (a.expect_step > 0 &&
-          resumed == 0) {  // every checkpoint turned out unreadable: never retrain from 0
-        return make_failure(
-            "no_checkpoint",
-            {},
-            fmt::format(
-                "the restart resumed from no checkpoint (expected step {}); every checkpoint "
-                "failed verification",
-                a.expect_step),
-            now,
-            -1,
-            false);
+      if (a.expect_step > 0 && resumed == 0) {  // every checkpoint turned out unreadable: never retrain from 0
+        return make_failure("no_checkpoint", {},
+                            fmt::format("the restart resumed from no checkpoint (expected step {}); every checkpoint "
+                                        "failed verification",
+                                        a.expect_step),
+                            now, -1, false);
       }
       if (a.expect_step > 0 && resumed != a.expect_step)
         log_warn(
@@ -584,26 +561,20 @@ std::optional<Supervisor::Failure> Supervisor::watch(Attempt& a) {
       std::vector<int> out;
       for (int r = 0; r < a.world; ++r) {
         const auto& b = a.beats[static_cast<size_t>(r)];
-        if (b && b->host == me && process_state(static_cast<pid_t>(b->pid)) == 'T')
-          out.push_back(r);
+        if (b && b->host == me && process_state(static_cast<pid_t>(b->pid)) == 'T') out.push_back(r);
       }
       return out;
     };
     if (!all_ready && now - a.started > fc.startup_timeout_s) {
       std::vector<int> missing;
       for (int r = 0; r < a.world; ++r)
-        if (!a.beats[static_cast<size_t>(r)] ||
-            a.beats[static_cast<size_t>(r)]->phase == "starting")
+        if (!a.beats[static_cast<size_t>(r)] || a.beats[static_cast<size_t>(r)]->phase == "starting")
           missing.push_back(r);
       dump_stacks_of(a, "slow start");
-      return make_failure(
-          "startup_timeout",
-          missing,
-          fmt::format("rank(s) {} not ready {:.0f} s after the start (fault.startup_timeout_s)",
-                      fmt::join(missing, ", "), fc.startup_timeout_s),
-          now,
-          -1,
-          true);
+      return make_failure("startup_timeout", missing,
+                          fmt::format("rank(s) {} not ready {:.0f} s after the start (fault.startup_timeout_s)",
+                                      fmt::join(missing, ", "), fc.startup_timeout_s),
+                          now, -1, true);
     }
     if (all_ready && now - std::max(a.last_change, a.all_ready_at) > fc.heartbeat_timeout_s) {
       std::vector<int> culprits = stopped_ranks();
@@ -611,16 +582,11 @@ std::optional<Supervisor::Failure> Supervisor::watch(Attempt& a) {
       int64_t min_step = INT64_MAX;
       for (const auto& b : a.beats) min_step = std::min(min_step, b->step);
       return make_failure(
-          "hang",
-          culprits,
+          "hang", culprits,
           fmt::format("no rank made progress for {:.0f} s (fault.heartbeat_timeout_s) at step {}{}",
                       fc.heartbeat_timeout_s, min_step + 1,
-                      culprits.empty()
-                          ? ""
-                          : fmt::format("; stopped rank(s): {}", fmt::join(culprits, ", "))),
-          now,
-          -1,
-          true);
+                      culprits.empty() ? "" : fmt::format("; stopped rank(s): {}", fmt::join(culprits, ", "))),
+          now, -1, true);
     }
   }
 }
@@ -646,8 +612,7 @@ void Supervisor::stop(Attempt& a) {
   double deadline = unix_seconds() + cfg_.fault.stop_grace_s;
   while (alive() && unix_seconds() < deadline) ::usleep(20000);
   if (alive()) {
-    log_warn("supervisor: the job did not stop within {:.0f} s of SIGTERM; sending SIGKILL",
-             cfg_.fault.stop_grace_s);
+    log_warn("supervisor: the job did not stop within {:.0f} s of SIGTERM; sending SIGKILL", cfg_.fault.stop_grace_s);
     for (pid_t p : local) ::kill(p, SIGKILL);
     a.proc->signal_group(SIGKILL);
     a.proc->wait_for(10);
@@ -657,9 +622,10 @@ void Supervisor::stop(Attempt& a) {
 int Supervisor::preempt(Attempt& a) {
   const int sig = g_interrupt, seen = g_interrupts;
   const double grace = cfg_.fault.preempt_grace_s;
-  log_warn("supervisor: {} received: every rank finishes its step, checkpoints and exits (fault.preempt_grace_s = "
-           "{:.0f} s); not restarting{}",
-           signal_name(sig), grace, sig == SIGINT ? "; Ctrl-C again stops the job at once" : "");
+  log_warn(
+      "supervisor: {} received: every rank finishes its step, checkpoints and exits (fault.preempt_grace_s = "
+      "{:.0f} s); not restarting{}",
+      signal_name(sig), grace, sig == SIGINT ? "; Ctrl-C again stops the job at once" : "");
   event({{"event", "preempt"}, {"attempt", a.number}, {"signal", signal_name(sig)}});
   ::kill(a.proc->pid(), SIGUSR1);  // mpirun and srun forward it to every rank
   const std::string me = this_host();
@@ -671,13 +637,15 @@ int Supervisor::preempt(Attempt& a) {
     if (auto code = a.proc->poll()) {
       const int rc = *code == 0 || *code == kExitStopped ? *code : kExitStoppedUnsaved;
       if (rc == kExitStopped)
-        log_info("supervisor: the job stopped after checkpointing its last step; `fluxtrain launch ... --resume auto` "
-                 "continues it (exit {})",
-                 rc);
+        log_info(
+            "supervisor: the job stopped after checkpointing its last step; `fluxtrain launch ... --resume auto` "
+            "continues it (exit {})",
+            rc);
       else if (rc != 0)
-        log_error("supervisor: the job stopped without a checkpoint of its last step (launcher exit {}); a resume "
-                  "starts from the newest committed checkpoint (exit {})",
-                  *code, rc);
+        log_error(
+            "supervisor: the job stopped without a checkpoint of its last step (launcher exit {}); a resume "
+            "starts from the newest committed checkpoint (exit {})",
+            *code, rc);
       event({{"event", "stopped"}, {"attempt", a.number}, {"exit_code", rc}, {"launcher_exit_code", *code}});
       return rc;
     }
@@ -700,15 +668,12 @@ void Supervisor::run_health_checks() {
   if (cfg_.fault.health_check.empty()) return;
   for (size_t h = 0; h < hosts_.size(); ++h) {
     if (bad_[h]) continue;
-    std::string cmd =
-        "FT_HOST=" + shell_quote(hosts_[h].name) + " sh -c " + shell_quote(cfg_.fault.health_check);
-    if (!hosts_[h].local)
-      cmd = "ssh -o BatchMode=yes " + shell_quote(hosts_[h].name) + " " + shell_quote(cmd);
+    std::string cmd = "FT_HOST=" + shell_quote(hosts_[h].name) + " sh -c " + shell_quote(cfg_.fault.health_check);
+    if (!hosts_[h].local) cmd = "ssh -o BatchMode=yes " + shell_quote(hosts_[h].name) + " " + shell_quote(cmd);
     int rc = std::system((cmd + " >/dev/null 2>&1").c_str());
     if (rc != 0) {
       bad_[h] = true;
-      log_warn("supervisor: host {} failed its health check (fault.health_check); marked bad",
-               hosts_[h].name);
+      log_warn("supervisor: host {} failed its health check (fault.health_check); marked bad", hosts_[h].name);
       event({{"event", "host_bad"}, {"host", hosts_[h].name}, {"reason", "health_check"}});
     }
   }
@@ -734,9 +699,10 @@ bool Supervisor::await_hosts(const std::map<size_t, std::string>& unreachable) {
       continue;
     }
     // Without elastic the job needs every host: wait for this one to come back.
-    log_warn("supervisor: host {} is unreachable ({}); waiting up to {:.0f} s for it to return "
-             "(fault.host_wait_s)",
-             hosts_[h].name, why, fc.host_wait_s);
+    log_warn(
+        "supervisor: host {} is unreachable ({}); waiting up to {:.0f} s for it to return "
+        "(fault.host_wait_s)",
+        hosts_[h].name, why, fc.host_wait_s);
     event({{"event", "host_wait"}, {"host", hosts_[h].name}, {"detail", why}});
     const double t0 = unix_seconds();
     while (!why.empty()) {
@@ -798,8 +764,8 @@ int Supervisor::run() {
   std::optional<Failure> last;
   std::vector<std::string> host_names;
   for (const Host& h : hosts_) host_names.push_back(fmt::format("{}:{}", h.name, h.slots));
-  log_info("supervisor: run {}; hosts {}; up to {} restart(s){}", run_dir_,
-           fmt::join(host_names, ", "), fc.max_restarts, fc.elastic ? "; elastic" : "");
+  log_info("supervisor: run {}; hosts {}; up to {} restart(s){}", run_dir_, fmt::join(host_names, ", "),
+           fc.max_restarts, fc.elastic ? "; elastic" : "");
   while (true) {
     run_health_checks();
     if (std::all_of(bad_.begin(), bad_.end(), [](bool b) { return b; }))
@@ -807,21 +773,18 @@ int Supervisor::run() {
                   "fix the hosts (see the log) and relaunch");
     if (std::any_of(bad_.begin(), bad_.end(), [](bool b) { return b; })) {
       if (!fc.elastic) {
-        throw Error(
-            "supervisor: a host is marked bad (failed health check) and fault.elastic = false",
-            "replace the host, or set fault.elastic = true to go on with fewer data-parallel "
-            "ranks");
+        throw Error("supervisor: a host is marked bad (failed health check) and fault.elastic = false",
+                    "replace the host, or set fault.elastic = true to go on with fewer data-parallel "
+                    "ranks");
       }
       int64_t d = choose_dp(dp);
       if (d == 0) {
-        throw Error(
-            fmt::format("supervisor: the healthy hosts cannot hold one replica of tp {} × pp {}",
-                        cfg_.parallel.tp, cfg_.parallel.pp),
-            "add hosts or slots");
+        throw Error(fmt::format("supervisor: the healthy hosts cannot hold one replica of tp {} × pp {}",
+                                cfg_.parallel.tp, cfg_.parallel.pp),
+                    "add hosts or slots");
       }
       if (d != dp) {
-        log_warn("supervisor: elastic restart with dp {} instead of {} (a host is marked bad)", d,
-                 dp);
+        log_warn("supervisor: elastic restart with dp {} instead of {} (a host is marked bad)", d, dp);
         event({{"event", "shrink"}, {"from_dp", dp}, {"to_dp", d}});
         dp = d;
       }
@@ -833,8 +796,7 @@ int Supervisor::run() {
       log_info("supervisor: training finished after {} restart(s){}", restarts,
                recoveries_.empty() ? "" : fmt::format("; recovery times: {}", [&] {
                  std::vector<std::string> s;
-                 for (const auto& r : recoveries_)
-                   s.push_back(fmt::format("{:.2f} s ({})", r.seconds, r.failure));
+                 for (const auto& r : recoveries_) s.push_back(fmt::format("{:.2f} s ({})", r.seconds, r.failure));
                  return fmt::format("{}", fmt::join(s, ", "));
                }()));
       nlohmann::json done = {{"event", "finished"}, {"attempt", attempt->number}, {"restarts", restarts}};
@@ -844,8 +806,8 @@ int Supervisor::run() {
     }
     if (f->kind == "interrupted") return preempt(*attempt);
     if (f->kind == "stopped") {
-      log_info("supervisor: {} (exit {}); not restarting: `fluxtrain launch ... --resume auto` continues it",
-               f->detail, f->exit_code);
+      log_info("supervisor: {} (exit {}); not restarting: `fluxtrain launch ... --resume auto` continues it", f->detail,
+               f->exit_code);
       event({{"event", "stopped"}, {"attempt", attempt->number}, {"exit_code", f->exit_code}, {"detail", f->detail}});
       return f->exit_code;
     }
@@ -891,16 +853,14 @@ int Supervisor::run() {
     event(ev);
     if (f->kind == "no_checkpoint") {
       event({{"event", "gave_up"}, {"reason", "no_checkpoint"}});
-      throw Error(fmt::format("supervisor: no valid checkpoint to restart from under {}: {}",
-                              checkpoint_root(cfg_), f->detail),
-                  "the checkpoints are corrupt; see the attempt's log for each one's error");
+      throw Error(
+          fmt::format("supervisor: no valid checkpoint to restart from under {}: {}", checkpoint_root(cfg_), f->detail),
+          "the checkpoints are corrupt; see the attempt's log for each one's error");
     }
     if (!f->restartable) {
-      throw Error(
-          fmt::format(
-              "supervisor: the job stopped with an error that a restart would repeat (exit {}): {}",
-              f->exit_code, f->detail),
-          fmt::format("see {}/logs/attempt-{}.log", run_dir_, attempt->number));
+      throw Error(fmt::format("supervisor: the job stopped with an error that a restart would repeat (exit {}): {}",
+                              f->exit_code, f->detail),
+                  fmt::format("see {}/logs/attempt-{}.log", run_dir_, attempt->number));
     }
     if (restarts >= fc.max_restarts) {
       event({{"event", "gave_up"}, {"reason", "max_restarts"}, {"restarts", restarts}});
@@ -922,18 +882,14 @@ int Supervisor::run() {
     if (!probe.newest) {
       event({{"event", "gave_up"}, {"reason", "no_checkpoint"}});
       throw Error(
-          fmt::format(
-              "supervisor: no valid checkpoint to restart from under {}{} (last failure: {}{}: {})",
-              checkpoint_root(cfg_),
-              probe.skipped.empty()
-                  ? ""
-                  : fmt::format("; {} invalid one(s) skipped", probe.skipped.size()),
-              f->kind, who, f->detail),
-          checkpoints_enabled(cfg_)
-              ? "the failure came before the first checkpoint was committed, or every "
-                "checkpoint is corrupt (see the warnings above)"
-              : "set ckpt.interval so that checkpoints are written and failures can be "
-                "recovered from");
+          fmt::format("supervisor: no valid checkpoint to restart from under {}{} (last failure: {}{}: {})",
+                      checkpoint_root(cfg_),
+                      probe.skipped.empty() ? "" : fmt::format("; {} invalid one(s) skipped", probe.skipped.size()),
+                      f->kind, who, f->detail),
+          checkpoints_enabled(cfg_) ? "the failure came before the first checkpoint was committed, or every "
+                                      "checkpoint is corrupt (see the warnings above)"
+                                    : "set ckpt.interval so that checkpoints are written and failures can be "
+                                      "recovered from");
     }
     const ProbedCheckpoint* ckpt = &*probe.newest;
     productive_before_ = 0;  // the steps up to the checkpoint count; those after it are lost
@@ -944,12 +900,9 @@ int Supervisor::run() {
     ++restarts;
     resume_dir = ckpt->dir;
     expect_step = ckpt->step;
-    log_info("supervisor: restart {} of at most {} from {} (step {})", restarts, fc.max_restarts,
-             ckpt->dir, ckpt->step);
-    event({{"event", "restart"},
-           {"restart", restarts},
-           {"checkpoint", ckpt->dir},
-           {"step", ckpt->step}});
+    log_info("supervisor: restart {} of at most {} from {} (step {})", restarts, fc.max_restarts, ckpt->dir,
+             ckpt->step);
+    event({{"event", "restart"}, {"restart", restarts}, {"checkpoint", ckpt->dir}, {"step", ckpt->step}});
     last = f;
   }
 }

@@ -63,8 +63,7 @@ class Supervisor {
   enum class Launcher { kMpirunLocal, kMpirunHosts, kSrun };
 
   // resume: the checkpoint directory to resume from ("" = as the config says).
-  std::unique_ptr<Attempt> start_attempt(int64_t dp, const std::string& resume,
-                                         const std::optional<Failure>& after);
+  std::unique_ptr<Attempt> start_attempt(int64_t dp, const std::string& resume, const std::optional<Failure>& after);
   std::optional<Failure> watch(Attempt& a);  // nullopt: the job finished
   std::optional<Failure> classify_exit(Attempt& a, int code);
   // What the launcher's output says went wrong: the ranks a timed-out rank named, a host whose
@@ -78,7 +77,7 @@ class Supervisor {
   void dump_stacks_of(const Attempt& a, const std::string& why);
   static Failure make_failure(std::string kind, std::vector<int> ranks, std::string detail, double detected_at,
                               int exit_code, bool restartable);
-  int host_index(const std::string& name) const;            // -1: not one of ours
+  int host_index(const std::string& name) const;              // -1: not one of ours
   int failed_host(const Attempt& a, const Failure& f) const;  // -1: unknown
   // The remote hosts in use that do not answer ssh now, with why (index -> reason).
   std::map<size_t, std::string> unreachable_hosts() const;
@@ -86,12 +85,11 @@ class Supervisor {
   // one is marked bad, without it the supervisor waits for its return (fault.host_wait_s; an
   // ft::Error when it does not come back). False: interrupted by a signal while waiting.
   bool await_hosts(const std::map<size_t, std::string>& unreachable);
-  void stop(Attempt& a);     // a failed job: kill it
+  void stop(Attempt& a);    // a failed job: kill it
   int preempt(Attempt& a);  // a signal to us: the ranks checkpoint and exit; our exit code
   void read_heartbeats(Attempt& a);
   void write_ranks_json(const Attempt& a);
-  std::vector<std::string> launcher_argv(const Attempt& a,
-                                         const std::vector<std::string>& train_argv,
+  std::vector<std::string> launcher_argv(const Attempt& a, const std::vector<std::string>& train_argv,
                                          const std::vector<std::string>& env_names) const;
   void run_health_checks();
   int host_of(const Attempt& a, int rank) const;
@@ -107,7 +105,7 @@ class Supervisor {
   std::string run_dir_, hb_dir_;
   std::vector<RecoveryRecord> recoveries_;
   int attempts_ = 0;
-  double job_started_ = 0;       // Unix seconds: goodput counts from here (obs/goodput.h)
+  double job_started_ = 0;        // Unix seconds: goodput counts from here (obs/goodput.h)
   double productive_before_ = 0;  // productive seconds up to the checkpoint the next attempt resumes
   // "goodput 0.83: 52.1 s of training in 62.8 s since the job began" from metrics.jsonl; also into
   // the event `e`.

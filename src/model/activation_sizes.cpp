@@ -24,18 +24,16 @@ struct Local {
 
 NamedShapes block_activation_shapes(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp) {
   const Local l(m, B, T, tp);
-  return {{"xn1", {l.Ns, l.C}},  {"rstd1", {l.Ns}},         {"qkv", {l.N, l.qkv()}},
-          {"att", {l.N, l.H * l.D}}, {"lse", {B, l.H, T}}, {"x_mid", {l.Ns, l.C}},
-          {"xn2", {l.Ns, l.C}},  {"rstd2", {l.Ns}},         {"gu", {l.N, 2 * l.F}},
-          {"h", {l.N, l.F}}};
+  return {{"xn1", {l.Ns, l.C}},   {"rstd1", {l.Ns}},      {"qkv", {l.N, l.qkv()}}, {"att", {l.N, l.H * l.D}},
+          {"lse", {B, l.H, T}},   {"x_mid", {l.Ns, l.C}}, {"xn2", {l.Ns, l.C}},    {"rstd2", {l.Ns}},
+          {"gu", {l.N, 2 * l.F}}, {"h", {l.N, l.F}}};
 }
 
 NamedShapes backward_scratch_shapes(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp,
                                     Precision precision) {
   const Local l(m, B, T, tp);
-  NamedShapes s = {{"d_res", {l.Ns, l.C}},     {"d_mid", {l.Ns, l.C}},      {"d_xn", {l.Ns, l.C}},
-                   {"dh", {l.N, l.F}},         {"dgu", {l.N, 2 * l.F}},     {"datt", {l.N, l.H * l.D}},
-                   {"dqkv", {l.N, l.qkv()}}};
+  NamedShapes s = {{"d_res", {l.Ns, l.C}},  {"d_mid", {l.Ns, l.C}},     {"d_xn", {l.Ns, l.C}},   {"dh", {l.N, l.F}},
+                   {"dgu", {l.N, 2 * l.F}}, {"datt", {l.N, l.H * l.D}}, {"dqkv", {l.N, l.qkv()}}};
   if (tp.sequence_parallel && tp.size > 1) {
     s.push_back({"full_in", {l.N, l.C}});   // all-gathered input of a column-parallel matmul
     s.push_back({"full_out", {l.N, l.C}});  // partial output of a row-parallel matmul
@@ -86,15 +84,14 @@ int64_t sum_bytes(const NamedShapes& s, Precision precision) {
 }
 }  // namespace
 
-int64_t kept_activation_bytes(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk, bool recompute,
-                              LayerSpan span, const TpSplit& tp, Precision precision) {
+int64_t kept_activation_bytes(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk, bool recompute, LayerSpan span,
+                              const TpSplit& tp, Precision precision) {
   int64_t blocks = recompute ? 1 : span.layers(m);
   return blocks * sum_bytes(block_activation_shapes(m, B, T, tp), precision) +
          sum_bytes(model_activation_shapes(m, B, T, chunk, span, tp, precision), precision);
 }
 
-int64_t scratch_activation_bytes(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp,
-                                 Precision precision) {
+int64_t scratch_activation_bytes(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp, Precision precision) {
   return sum_bytes(backward_scratch_shapes(m, B, T, tp, precision), precision);
 }
 

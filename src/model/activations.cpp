@@ -26,10 +26,10 @@ void BlockActivations::allocate(const ModelConfig& m, int64_t B, int64_t T, cons
 
 void BackwardScratch::allocate(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp, Precision precision) {
   *this = BackwardScratch();
-  const std::pair<const char*, Tensor*> members[] = {
-      {"d_res", &d_res}, {"d_mid", &d_mid},       {"d_xn", &d_xn},         {"dh", &dh},     {"dgu", &dgu},
-      {"datt", &datt},   {"dqkv", &dqkv},         {"full_in", &full_in},   {"full_out", &full_out},
-      {"dy16", &dy16},   {"a16", &a16}};
+  const std::pair<const char*, Tensor*> members[] = {{"d_res", &d_res}, {"d_mid", &d_mid},     {"d_xn", &d_xn},
+                                                     {"dh", &dh},       {"dgu", &dgu},         {"datt", &datt},
+                                                     {"dqkv", &dqkv},   {"full_in", &full_in}, {"full_out", &full_out},
+                                                     {"dy16", &dy16},   {"a16", &a16}};
   for (auto& [name, shape] : backward_scratch_shapes(m, B, T, tp, precision))
     for (auto& [n, member] : members)
       if (name == n) *member = make(name, shape, precision);
@@ -47,15 +47,24 @@ void Activations::allocate(const ModelConfig& m, int64_t B_, int64_t T_, int64_t
   target_logit = dlogits16 = Tensor();
   for (auto& [name, shape] : model_activation_shapes(m, B, T, chunk, span, tp, prec)) {
     Tensor t = make(name, shape, prec);
-    if (name.rfind("res", 0) == 0) res.push_back(t);
-    else if (name == "xf") xf = t;
-    else if (name == "rstdf") rstdf = t;
-    else if (name == "dxf") dxf = t;
-    else if (name == "losses") losses = t;
-    else if (name == "logits") logits = t;
-    else if (name == "lse") lse = t;
-    else if (name == "target_logit") target_logit = t;
-    else if (name == "dlogits16") dlogits16 = t;
+    if (name.rfind("res", 0) == 0)
+      res.push_back(t);
+    else if (name == "xf")
+      xf = t;
+    else if (name == "rstdf")
+      rstdf = t;
+    else if (name == "dxf")
+      dxf = t;
+    else if (name == "losses")
+      losses = t;
+    else if (name == "logits")
+      logits = t;
+    else if (name == "lse")
+      lse = t;
+    else if (name == "target_logit")
+      target_logit = t;
+    else if (name == "dlogits16")
+      dlogits16 = t;
   }
   blocks.resize(m.recompute == Recompute::kFull ? 1 : static_cast<size_t>(span.layers(m)));
   for (auto& b : blocks) b.allocate(m, B, T, tp, prec);

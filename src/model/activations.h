@@ -58,14 +58,14 @@ struct Activations {
   Tensor dlogits16;                      // (chunk, V) bf16, bf16 compute only
   int64_t chunk = 0;
   Precision precision = Precision::kF32;  // what the set was allocated for (the model's)
-  std::vector<int32_t> tokens, targets;  // (N) each
+  std::vector<int32_t> tokens, targets;   // (N) each
 
   void allocate(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk_tokens, LayerSpan span = {},
                 const TpSplit& tp = {}, Precision precision = Precision::kF32);
   BlockActivations& block(int64_t layer) {
     return blocks.size() == 1 ? blocks[0] : blocks[static_cast<size_t>(layer - first_layer)];
   }
-  Tensor& input(int64_t layer) { return res[static_cast<size_t>(layer - first_layer)]; }   // (Ns, C)
+  Tensor& input(int64_t layer) { return res[static_cast<size_t>(layer - first_layer)]; }  // (Ns, C)
   Tensor& output(int64_t layer) { return res[static_cast<size_t>(layer - first_layer + 1)]; }
 };
 

@@ -125,13 +125,17 @@ float* Llama::partial_out(float* out, Activations& acts) {
 }
 
 void Llama::reduce_tokens(float* out, Activations& acts) {
-  if (sp_) tp_->scatter_forward(out, scratch(acts.B, acts.T).full_out.data<float>(), local_tokens(acts) * cfg_.dim);
-  else tp_->reduce_forward(out, acts.B * acts.T * cfg_.dim);
+  if (sp_)
+    tp_->scatter_forward(out, scratch(acts.B, acts.T).full_out.data<float>(), local_tokens(acts) * cfg_.dim);
+  else
+    tp_->reduce_forward(out, acts.B * acts.T * cfg_.dim);
 }
 
 void Llama::reduce_input_grad(float* d_in, Activations& acts) {
-  if (sp_) tp_->gather_backward(d_in, scratch(acts.B, acts.T).full_out.data<float>(), local_tokens(acts) * cfg_.dim);
-  else tp_->copy_backward(d_in, acts.B * acts.T * cfg_.dim);
+  if (sp_)
+    tp_->gather_backward(d_in, scratch(acts.B, acts.T).full_out.data<float>(), local_tokens(acts) * cfg_.dim);
+  else
+    tp_->copy_backward(d_in, acts.B * acts.T * cfg_.dim);
 }
 
 void Llama::load_batch(Activations& acts, const int32_t* seqs) const {
@@ -140,8 +144,8 @@ void Llama::load_batch(Activations& acts, const int32_t* seqs) const {
     for (int64_t t = 0; t < T; ++t) {
       int32_t tok = seqs[b * (T + 1) + t];
       if (tok < 0 || tok >= cfg_.vocab_size) {
-        throw Error(fmt::format("token id {} at sequence {}, position {} is outside the vocabulary [0, {})", tok,
-                                b, t, cfg_.vocab_size),
+        throw Error(fmt::format("token id {} at sequence {}, position {} is outside the vocabulary [0, {})", tok, b, t,
+                                cfg_.vocab_size),
                     "model.vocab_size must exceed every token id of the data");
       }
       acts.tokens[static_cast<size_t>(b * T + t)] = tok;
@@ -183,8 +187,8 @@ void Llama::block_forward_into(ParamAccess& params, Activations& acts, int64_t l
   with_data(a.xn1, [&](auto* xn1) {
     ops::rmsnorm_forward(xn1, a.rstd1.data<float>(), x, params.weight(*s.attn_norm), Ns, C, eps);
   });
-  matmul(a.qkv.data<float>(), gather_tokens(operand(a.xn1), acts), weight(params, *s.wqkv, QKV * C), N, QKV, C,
-         false, true, 0);
+  matmul(a.qkv.data<float>(), gather_tokens(operand(a.xn1), acts), weight(params, *s.wqkv, QKV * C), N, QKV, C, false,
+         true, 0);
   ops::rope_forward(a.qkv.data<float>(), rope_cos_.data<float>(), rope_sin_.data<float>(), B, T, H_, Hkv_, D_, 0);
   ops::attention_forward(a.att.data<float>(), a.lse.data<float>(), a.qkv.data<float>(), B, T, H_, Hkv_, D_);
   const float* att = a.att.data<float>();
@@ -197,8 +201,8 @@ void Llama::block_forward_into(ParamAccess& params, Activations& acts, int64_t l
   with_data(a.xn2, [&](auto* xn2) {
     ops::rmsnorm_forward(xn2, a.rstd2.data<float>(), x_mid, params.weight(*s.mlp_norm), Ns, C, eps);
   });
-  matmul(a.gu.data<float>(), gather_tokens(operand(a.xn2), acts), weight(params, *s.w13, 2 * F_ * C), N, 2 * F_,
-         C, false, true, 0);
+  matmul(a.gu.data<float>(), gather_tokens(operand(a.xn2), acts), weight(params, *s.w13, 2 * F_ * C), N, 2 * F_, C,
+         false, true, 0);
   with_data(a.h, [&](auto* h) { ops::swiglu_forward(h, a.gu.data<float>(), N, F_); });
   matmul(partial_out(out, acts), operand(a.h), weight(params, *s.w2, C * F_), N, C, F_, false, true, 0);
   reduce_tokens(out, acts);
@@ -217,7 +221,7 @@ double Llama::head_forward(ParamAccess& params, Activations& acts, float grad_sc
                          static_cast<float>(cfg_.norm_eps));
   });
   const Operand xf = gather_tokens(operand(acts.xf), acts);  // (N, C)
-  const Operand W = weight(params, *head_, V_ * C);  // (V, C): this rank's vocabulary rows [v0, v0 + V)
+  const Operand W = weight(params, *head_, V_ * C);          // (V, C): this rank's vocabulary rows [v0, v0 + V)
   float* dW = backward ? params.grad(*head_) : nullptr;
   float* logits = acts.logits.data<float>();
   float* lse = acts.lse.data<float>();
@@ -240,7 +244,8 @@ double Llama::head_forward(ParamAccess& params, Activations& acts, float grad_sc
         zt[i] = t >= 0 && t < V ? logits[i * V + t] : 0.0f;
       }
       tp_->combine_xent_rows(lse, zt, n);
-      for (int64_t i = 0; i < n; ++i) losses[n0 + i] = local_targets[static_cast<size_t>(i)] < 0 ? 0.0f : lse[i] - zt[i];
+      for (int64_t i = 0; i < n; ++i)
+        losses[n0 + i] = local_targets[static_cast<size_t>(i)] < 0 ? 0.0f : lse[i] - zt[i];
     }
     for (int64_t i = 0; i < n; ++i) loss_sum += losses[n0 + i];
     if (!backward) continue;
@@ -268,8 +273,10 @@ void Llama::head_backward(ParamAccess& params, Activations& acts, float* d_res) 
   const int64_t C = cfg_.dim;
   // dxf (N, C) is this rank's vocabulary's part of the gradient: sum it (onto the token shard).
   float* dxf = sp_ ? scratch(acts.B, acts.T).d_xn.data<float>() : acts.dxf.data<float>();
-  if (sp_) tp_->gather_backward(dxf, acts.dxf.data<float>(), local_tokens(acts) * C);
-  else tp_->copy_backward(dxf, acts.B * acts.T * C);
+  if (sp_)
+    tp_->gather_backward(dxf, acts.dxf.data<float>(), local_tokens(acts) * C);
+  else
+    tp_->copy_backward(dxf, acts.B * acts.T * C);
   ops::rmsnorm_backward(d_res, params.grad(*final_norm_), dxf, acts.res.back().data<float>(),
                         params.weight(*final_norm_), acts.rstdf.data<float>(), local_tokens(acts), C);
   params.after_backward(head_unit);
@@ -289,12 +296,11 @@ void Llama::block_backward(ParamAccess& params, Activations& acts, int64_t layer
   float* d_xn = g.d_xn.data<float>();    // (Ns, C)
 
   // MLP: d_res holds d(out). d_mid = d(x_mid) = d_res + norm2ᵀ(W13ᵀ · swigluᵀ(W2ᵀ · d_res))
-  const Operand d_out = rounded(gather_grad(d_res, acts), N * C, g.dy16);                      // (N, C)
+  const Operand d_out = rounded(gather_grad(d_res, acts), N * C, g.dy16);                       // (N, C)
   matmul(g.dh.data<float>(), d_out, weight(params, *s.w2, C * F_), N, F_, C, false, false, 0);  // (N,F) = d·W2
-  matmul(params.grad(*s.w2), d_out, operand(a.h), C, F_, N, true, false, 1);                  // (C,F) += dᵀ·h
+  matmul(params.grad(*s.w2), d_out, operand(a.h), C, F_, N, true, false, 1);                    // (C,F) += dᵀ·h
   with_data(g.dgu, [&](auto* dgu) { ops::swiglu_backward(dgu, g.dh.data<float>(), a.gu.data<float>(), N, F_); });
-  matmul(partial_out(d_xn, acts), operand(g.dgu), weight(params, *s.w13, 2 * F_ * C), N, C, 2 * F_, false, false,
-         0);
+  matmul(partial_out(d_xn, acts), operand(g.dgu), weight(params, *s.w13, 2 * F_ * C), N, C, 2 * F_, false, false, 0);
   matmul(params.grad(*s.w13), operand(g.dgu), gather_tokens(operand(a.xn2), acts), 2 * F_, C, N, true, false, 1);
   reduce_input_grad(d_xn, acts);
   ops::rmsnorm_backward(d_mid, params.grad(*s.mlp_norm), d_xn, a.x_mid.data<float>(), params.weight(*s.mlp_norm),
@@ -312,8 +318,8 @@ void Llama::block_backward(ParamAccess& params, Activations& acts, int64_t layer
   matmul(partial_out(d_xn, acts), dqkv, weight(params, *s.wqkv, QKV * C), N, C, QKV, false, false, 0);
   matmul(params.grad(*s.wqkv), dqkv, gather_tokens(operand(a.xn1), acts), QKV, C, N, true, false, 1);
   reduce_input_grad(d_xn, acts);
-  ops::rmsnorm_backward(d_res, params.grad(*s.attn_norm), d_xn, x, params.weight(*s.attn_norm),
-                        a.rstd1.data<float>(), Ns, C);
+  ops::rmsnorm_backward(d_res, params.grad(*s.attn_norm), d_xn, x, params.weight(*s.attn_norm), a.rstd1.data<float>(),
+                        Ns, C);
   ops::add_inplace(d_res, d_mid, Ns * C);
   params.after_backward(u);
 }
@@ -361,8 +367,8 @@ void Llama::forward_logits(ParamAccess& params, Activations& acts, const int32_t
   for (int64_t i = 0; i < cfg_.n_layers; ++i) block_forward(params, acts, i);
   const int64_t N = acts.B * acts.T, C = cfg_.dim;
   with_data(acts.xf, [&](auto* xf) {
-    ops::rmsnorm_forward(xf, acts.rstdf.data<float>(), acts.res.back().data<float>(), params.weight(*final_norm_), N,
-                         C, static_cast<float>(cfg_.norm_eps));
+    ops::rmsnorm_forward(xf, acts.rstdf.data<float>(), acts.res.back().data<float>(), params.weight(*final_norm_), N, C,
+                         static_cast<float>(cfg_.norm_eps));
   });
   matmul(logits, operand(acts.xf), weight(params, *head_, V_ * C), N, V_, C, false, true, 0);
 }

@@ -124,12 +124,12 @@ class Llama {
   std::vector<int> local_unit_;  // per global unit: its unit in the layout, or -1
   TpComm* tp_;
   TpComm identity_tp_;
-  bool sp_ = false;    // sequence parallelism (tp > 1)
-  TpSplit tp_split_;   // how this rank's activations are divided
-  const ParamSpec* embed_;       // null when the layout does not hold the unit
+  bool sp_ = false;         // sequence parallelism (tp > 1)
+  TpSplit tp_split_;        // how this rank's activations are divided
+  const ParamSpec* embed_;  // null when the layout does not hold the unit
   const ParamSpec* final_norm_;
-  const ParamSpec* head_;        // == embed_ when tied
-  std::vector<BlockSpecs> blocks_;  // per global layer (null specs for layers not held)
+  const ParamSpec* head_;             // == embed_ when tied
+  std::vector<BlockSpecs> blocks_;    // per global layer (null specs for layers not held)
   int64_t H_, Hkv_, D_, F_, V_, v0_;  // this rank's heads, kv heads, head dim, ffn, vocab rows
   Tensor rope_cos_, rope_sin_;        // (max_seq_len, D/2)
   BackwardScratch scratch_;

@@ -36,17 +36,15 @@ void ModelConfig::validate() const {
   positive("model.max_seq_len", max_seq_len);
   if (dim % n_heads != 0) {
     throw Error(fmt::format("model.dim = {} is not divisible by model.n_heads = {}", dim, n_heads),
-                fmt::format("pick n_heads dividing {} (e.g. {}) or a dim that is a multiple of {}",
-                            dim, dim % 64 == 0 ? dim / 64 : 1, n_heads));
+                fmt::format("pick n_heads dividing {} (e.g. {}) or a dim that is a multiple of {}", dim,
+                            dim % 64 == 0 ? dim / 64 : 1, n_heads));
   }
   if (n_heads % n_kv_heads != 0) {
-    throw Error(fmt::format("model.n_heads = {} is not divisible by model.n_kv_heads = {}", n_heads,
-                            n_kv_heads),
+    throw Error(fmt::format("model.n_heads = {} is not divisible by model.n_kv_heads = {}", n_heads, n_kv_heads),
                 "each key/value head serves a whole group of query heads; use a divisor of n_heads");
   }
   if (head_dim() % 2 != 0) {
-    throw Error(fmt::format("head dim = model.dim / model.n_heads = {} / {} = {} is odd", dim, n_heads,
-                            head_dim()),
+    throw Error(fmt::format("head dim = model.dim / model.n_heads = {} / {} = {} is odd", dim, n_heads, head_dim()),
                 "RoPE rotates pairs of dimensions; the head dim must be even");
   }
   if (!(norm_eps > 0)) throw Error(fmt::format("model.norm_eps = {} must be > 0", norm_eps));
@@ -106,7 +104,8 @@ ModelConfig model_preset(const std::string& name) {
   } else {
     throw Error(fmt::format("unknown model preset '{}'", name),
                 fmt::format("known presets: tiny, llama-20m, llama-125m, llama2-7b, llama2-13b, "
-                            "llama2-70b (closest: {})", closest_match(name, model_preset_names())));
+                            "llama2-70b (closest: {})",
+                            closest_match(name, model_preset_names())));
   }
   if (name.rfind("llama2-", 0) == 0) m.max_seq_len = 4096;
   return m;

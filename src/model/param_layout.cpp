@@ -9,7 +9,7 @@ namespace ft {
 
 void ParamLayout::add(ParamSpec p) {
   p.unit = local_unit(p.unit);  // built with global unit numbers; stored with local ones
-  if (p.unit < 0) return;        // a unit this layout does not hold
+  if (p.unit < 0) return;       // a unit this layout does not hold
   p.offset = total_;
   total_ += p.numel();
   if (static_cast<int>(unit_begin_.size()) <= p.unit) {
@@ -28,7 +28,9 @@ bool tp_splits(const ModelConfig& m, int64_t tp) {
          m.ffn_dim % tp == 0 && m.vocab_size % tp == 0;
 }
 
-int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+int64_t round_up(int64_t v, int64_t m) {
+  return (v + m - 1) / m * m;
+}
 
 }  // namespace
 

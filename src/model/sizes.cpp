@@ -23,8 +23,7 @@ int64_t layers_per_stage(const ModelConfig& m, int64_t pp) {
   return (m.n_layers + pp - 1) / pp;
 }
 
-int64_t rank_params(const ModelConfig& m, int64_t tp, int64_t pp, bool first_stage,
-                    bool last_stage) {
+int64_t rank_params(const ModelConfig& m, int64_t tp, int64_t pp, bool first_stage, bool last_stage) {
   // Matrices are split by tp; the (small) norm weights are replicated.
   const int64_t norms = 2 * m.dim;
   const int64_t matrices = m.params_per_layer() - norms;

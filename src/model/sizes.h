@@ -25,8 +25,7 @@ const char* act_recompute_name(ActRecompute r);  // "none", "selective", "full"
 int64_t layers_per_stage(const ModelConfig& m, int64_t pp);
 
 // Parameters held by one rank (its stage, its tensor-parallel shard).
-int64_t rank_params(const ModelConfig& m, int64_t tp, int64_t pp, bool first_stage,
-                    bool last_stage);
+int64_t rank_params(const ModelConfig& m, int64_t tp, int64_t pp, bool first_stage, bool last_stage);
 
 // GPU activation bytes of one transformer block for one micro-batch of `tokens` tokens on one
 // rank (tokens = micro_batch · seq_len / context-parallel degree), 16-bit activations.
@@ -38,7 +37,6 @@ int64_t rank_params(const ModelConfig& m, int64_t tp, int64_t pp, bool first_sta
 // without its two dropout terms). Selective recompute drops that term (with flash attention it
 // is already absent); full recompute keeps only the block input (2·t·h).
 double gpu_layer_activation_bytes(const ModelConfig& m, double tokens, int64_t seq_len, int64_t tp,
-                                  bool sequence_parallel, ActRecompute rc,
-                                  bool flash_attention = true);
+                                  bool sequence_parallel, ActRecompute rc, bool flash_attention = true);
 
 }  // namespace ft

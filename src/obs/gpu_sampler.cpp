@@ -17,17 +17,21 @@ struct ThrottleReason {
 };
 // nvmlClocksThrottleReason* bits of nvml.h.
 constexpr ThrottleReason kThrottleReasons[] = {
-    {0x1, "gpu_idle"},          {0x2, "applications_clocks_setting"},
-    {0x4, "sw_power_cap"},      {0x8, "hw_slowdown"},
-    {0x10, "sync_boost"},       {0x20, "sw_thermal_slowdown"},
-    {0x40, "hw_thermal_slowdown"}, {0x80, "hw_power_brake_slowdown"},
+    {0x1, "gpu_idle"},
+    {0x2, "applications_clocks_setting"},
+    {0x4, "sw_power_cap"},
+    {0x8, "hw_slowdown"},
+    {0x10, "sync_boost"},
+    {0x20, "sw_thermal_slowdown"},
+    {0x40, "hw_thermal_slowdown"},
+    {0x80, "hw_power_brake_slowdown"},
     {0x100, "display_clock_setting"},
 };
 constexpr size_t kNumReasons = sizeof(kThrottleReasons) / sizeof(kThrottleReasons[0]);
 
 const char* series_metric(int s) {
-  static const char* names[] = {metric::kGpuTemp.name,     metric::kGpuPower.name, metric::kGpuUtil.name,
-                                metric::kGpuMemUsed.name,  metric::kGpuSmClock.name, metric::kGpuThrottle.name,
+  static const char* names[] = {metric::kGpuTemp.name,    metric::kGpuPower.name,   metric::kGpuUtil.name,
+                                metric::kGpuMemUsed.name, metric::kGpuSmClock.name, metric::kGpuThrottle.name,
                                 metric::kGpuEcc.name};
   return names[s];
 }
@@ -92,7 +96,8 @@ GpuSampler::GpuSampler(Registry& registry, GpuSamplerOptions opts) : registry_(r
     g->clock = &registry_.gauge(metric::kGpuSmClock, l);
     g->alert = &registry_.gauge(metric::kGpuTempAlert, l);
     for (size_t r = 0; r < kNumReasons; ++r)
-      g->throttle[r] = &registry_.gauge(metric::kGpuThrottle, {{"gpu", g->label}, {"reason", kThrottleReasons[r].label}});
+      g->throttle[r] =
+          &registry_.gauge(metric::kGpuThrottle, {{"gpu", g->label}, {"reason", kThrottleReasons[r].label}});
     g->ecc_corrected = &registry_.counter(metric::kGpuEcc, {{"gpu", g->label}, {"type", "corrected"}});
     g->ecc_uncorrected = &registry_.counter(metric::kGpuEcc, {{"gpu", g->label}, {"type", "uncorrected"}});
     gpus_.push_back(std::move(g));
@@ -100,19 +105,37 @@ GpuSampler::GpuSampler(Registry& registry, GpuSamplerOptions opts) : registry_(r
   log_info("GPU metrics: sampling {} GPU(s) every {} s through {}", gpus_.size(), opts_.interval_s, nvml_->path());
 }
 
-GpuSampler::~GpuSampler() { stop(); }
+GpuSampler::~GpuSampler() {
+  stop();
+}
 
 void GpuSampler::drop(Gpu& g, Series s) {
   g.dropped[s] = true;
   switch (s) {
-    case kTemp: g.temp->clear(); g.alert->clear(); break;
-    case kPower: g.power->clear(); break;
-    case kUtil: g.util->clear(); break;
-    case kMemory: g.mem_used->clear(); g.mem_total->clear(); break;
-    case kClock: g.clock->clear(); break;
-    case kThrottle: for (auto* t : g.throttle) t->clear(); break;
-    case kEcc: break;  // counters keep their last value (a counter never disappears mid-run)
-    default: break;
+    case kTemp:
+      g.temp->clear();
+      g.alert->clear();
+      break;
+    case kPower:
+      g.power->clear();
+      break;
+    case kUtil:
+      g.util->clear();
+      break;
+    case kMemory:
+      g.mem_used->clear();
+      g.mem_total->clear();
+      break;
+    case kClock:
+      g.clock->clear();
+      break;
+    case kThrottle:
+      for (auto* t : g.throttle) t->clear();
+      break;
+    case kEcc:
+      break;  // counters keep their last value (a counter never disappears mid-run)
+    default:
+      break;
   }
 }
 
@@ -139,8 +162,10 @@ void GpuSampler::sample_once() {
         g.temp->set(t);
         bool hot = t > opts_.temp_alert_c;
         if (hot && !g.alerting) {
-          log_warn("GPU {} is at {} C, above metrics.gpu_temp_alert_c = {} C: check cooling and clocks "
-                   "(fluxtrain_gpu_temperature_alert = 1)", g.index, t, opts_.temp_alert_c);
+          log_warn(
+              "GPU {} is at {} C, above metrics.gpu_temp_alert_c = {} C: check cooling and clocks "
+              "(fluxtrain_gpu_temperature_alert = 1)",
+              g.index, t, opts_.temp_alert_c);
         } else if (!hot && g.alerting) {
           log_info("GPU {} is back at {} C (alarm threshold {} C)", g.index, t, opts_.temp_alert_c);
         }
@@ -171,8 +196,7 @@ void GpuSampler::sample_once() {
     if (!g.dropped[kClock]) {
       unsigned mhz = 0;
       NvmlReturn rc = n.device_get_clock_info ? n.device_get_clock_info(g.dev, kNvmlClockSm, &mhz) : kMissing;
-      if (call_ok(g, kClock, n.device_get_clock_info ? "nvmlDeviceGetClockInfo" : nullptr, rc))
-        g.clock->set(mhz * 1e6);
+      if (call_ok(g, kClock, n.device_get_clock_info ? "nvmlDeviceGetClockInfo" : nullptr, rc)) g.clock->set(mhz * 1e6);
     }
     if (!g.dropped[kThrottle]) {
       unsigned long long mask = 0;

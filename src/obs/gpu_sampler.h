@@ -26,8 +26,8 @@ class Gauge;
 class Counter;
 
 struct GpuSamplerOptions {
-  std::string library;        // "" = $FLUXTRAIN_NVML_LIB or libnvidia-ml.so.1
-  std::vector<int> devices;   // NVML indices to sample; empty = every GPU
+  std::string library;       // "" = $FLUXTRAIN_NVML_LIB or libnvidia-ml.so.1
+  std::vector<int> devices;  // NVML indices to sample; empty = every GPU
   double interval_s = 10;
   double temp_alert_c = 82;
 };

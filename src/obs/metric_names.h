@@ -18,116 +18,135 @@ using T = MetricType;
 
 // Run and progress.
 inline constexpr MetricDef kStartTime{"fluxtrain_start_time_seconds", T::kGauge,
-    "Unix time at which this process started its run.", ""};
+                                      "Unix time at which this process started its run.", ""};
 inline constexpr MetricDef kWorldSize{"fluxtrain_world_size", T::kGauge, "Number of ranks in the run.", ""};
 inline constexpr MetricDef kStep{"fluxtrain_step", T::kGauge, "Last completed optimizer step.", ""};
 inline constexpr MetricDef kStepsPlanned{"fluxtrain_steps_planned", T::kGauge,
-    "Optimizer steps the run is configured for (train.steps).", ""};
-inline constexpr MetricDef kSteps{"fluxtrain_steps_total", T::kCounter,
-    "Optimizer steps completed by this process.", ""};
+                                         "Optimizer steps the run is configured for (train.steps).", ""};
+inline constexpr MetricDef kSteps{"fluxtrain_steps_total", T::kCounter, "Optimizer steps completed by this process.",
+                                  ""};
 inline constexpr MetricDef kLastStepTime{"fluxtrain_last_step_timestamp_seconds", T::kGauge,
-    "Unix time at which the last optimizer step completed.", ""};
+                                         "Unix time at which the last optimizer step completed.", ""};
 inline constexpr MetricDef kStepDuration{"fluxtrain_step_duration_seconds", T::kHistogram,
-    "Wall time of one optimizer step in seconds.", ""};
-inline constexpr MetricDef kTokens{"fluxtrain_tokens_total", T::kCounter,
+                                         "Wall time of one optimizer step in seconds.", ""};
+inline constexpr MetricDef kTokens{
+    "fluxtrain_tokens_total", T::kCounter,
     "Tokens of the global batch trained by the job since this process started (the same on every "
-    "rank: aggregate with max, not sum).", ""};
+    "rank: aggregate with max, not sum).",
+    ""};
 inline constexpr MetricDef kTokensPerSecond{"fluxtrain_tokens_per_second", T::kGauge,
-    "Job-wide training throughput of the last step in tokens per second.", ""};
+                                            "Job-wide training throughput of the last step in tokens per second.", ""};
 inline constexpr MetricDef kLoss{"fluxtrain_loss", T::kGauge,
-    "Training cross-entropy of the last step in nats per token.", ""};
+                                 "Training cross-entropy of the last step in nats per token.", ""};
 inline constexpr MetricDef kValLoss{"fluxtrain_validation_loss", T::kGauge,
-    "Validation cross-entropy of the last evaluation in nats per token.", ""};
+                                    "Validation cross-entropy of the last evaluation in nats per token.", ""};
 inline constexpr MetricDef kValBpc{"fluxtrain_validation_bpc", T::kGauge,
-    "Validation bits per character of the last evaluation.", ""};
+                                   "Validation bits per character of the last evaluation.", ""};
 inline constexpr MetricDef kGradNorm{"fluxtrain_grad_norm", T::kGauge,
-    "Global L2 norm of the gradients of the last step, before clipping.", ""};
-inline constexpr MetricDef kLearningRate{"fluxtrain_learning_rate", T::kGauge,
-    "Learning rate of the last step.", ""};
+                                     "Global L2 norm of the gradients of the last step, before clipping.", ""};
+inline constexpr MetricDef kLearningRate{"fluxtrain_learning_rate", T::kGauge, "Learning rate of the last step.", ""};
 inline constexpr MetricDef kMfu{"fluxtrain_mfu_ratio", T::kGauge,
-    "Model FLOPs utilisation of the last step (achieved / peak FLOP/s, 0 to 1).", ""};
+                                "Model FLOPs utilisation of the last step (achieved / peak FLOP/s, 0 to 1).", ""};
 inline constexpr MetricDef kDataWait{"fluxtrain_data_wait_seconds_total", T::kCounter,
-    "Seconds the step loop waited for the next batch.", ""};
-inline constexpr MetricDef kDataFetched{"fluxtrain_data_fetched_bytes_total", T::kCounter,
+                                     "Seconds the step loop waited for the next batch.", ""};
+inline constexpr MetricDef kDataFetched{
+    "fluxtrain_data_fetched_bytes_total", T::kCounter,
     "Dataset shard bytes this rank fetched from object storage (data.path = s3:// or gs://).", ""};
-inline constexpr MetricDef kValSourceLoss{"fluxtrain_validation_source_loss", T::kGauge,
+inline constexpr MetricDef kValSourceLoss{
+    "fluxtrain_validation_source_loss", T::kGauge,
     "Validation cross-entropy of one data source (a mixture's source or a language) at the last evaluation, "
-    "in nats per token.", "source"};
+    "in nats per token.",
+    "source"};
 inline constexpr MetricDef kValSourceBpc{"fluxtrain_validation_source_bpc", T::kGauge,
-    "Validation bits per character of one data source at the last evaluation.", "source"};
-inline constexpr MetricDef kLossScale{"fluxtrain_loss_scale", T::kGauge,
-    "Dynamic loss scale (fp16 training only).", ""};
+                                         "Validation bits per character of one data source at the last evaluation.",
+                                         "source"};
+inline constexpr MetricDef kLossScale{"fluxtrain_loss_scale", T::kGauge, "Dynamic loss scale (fp16 training only).",
+                                      ""};
 inline constexpr MetricDef kSkippedSteps{"fluxtrain_skipped_steps_total", T::kCounter,
-    "Steps whose update was skipped (non-finite gradients or a loss spike).", ""};
+                                         "Steps whose update was skipped (non-finite gradients or a loss spike).", ""};
 inline constexpr MetricDef kRestarts{"fluxtrain_restarts_total", T::kCounter,
-    "Times this run was resumed from a checkpoint.", ""};
-inline constexpr MetricDef kGuardEvents{"fluxtrain_guard_events_total", T::kCounter,
+                                     "Times this run was resumed from a checkpoint.", ""};
+inline constexpr MetricDef kGuardEvents{
+    "fluxtrain_guard_events_total", T::kCounter,
     "Steps the training guards acted on, by reason: nan_loss, inf_loss, nan_grad_norm, inf_grad_norm, "
-    "loss_spike, grad_norm_spike.", "reason"};
-inline constexpr MetricDef kRollbacks{"fluxtrain_rollbacks_total", T::kCounter,
+    "loss_spike, grad_norm_spike.",
+    "reason"};
+inline constexpr MetricDef kRollbacks{
+    "fluxtrain_rollbacks_total", T::kCounter,
     "Rollbacks to the last checkpoint after repeated loss spikes (the data window that caused them is skipped).", ""};
-inline constexpr MetricDef kGoodput{"fluxtrain_goodput_ratio", T::kGauge,
+inline constexpr MetricDef kGoodput{
+    "fluxtrain_goodput_ratio", T::kGauge,
     "Productive training time over wall time since the job began, 0 to 1 (restarts, steps redone after a "
-    "restart, skipped updates, start-up and evaluation count as lost).", ""};
-inline constexpr MetricDef kStragglerSlowdown{"fluxtrain_straggler_slowdown", T::kGauge,
+    "restart, skipped updates, start-up and evaluation count as lost).",
+    ""};
+inline constexpr MetricDef kStragglerSlowdown{
+    "fluxtrain_straggler_slowdown", T::kGauge,
     "Compute time per step of a rank named a straggler over the median of all ranks (exposed by rank 0 while "
-    "the rank is a straggler).", "straggler_rank,straggler_host"};
-inline constexpr MetricDef kStragglerSeconds{"fluxtrain_straggler_seconds_total", T::kCounter,
+    "the rank is a straggler).",
+    "straggler_rank,straggler_host"};
+inline constexpr MetricDef kStragglerSeconds{
+    "fluxtrain_straggler_seconds_total", T::kCounter,
     "Seconds the job waited for stragglers: per step, the slowest straggler's compute time minus the slowest "
-    "healthy rank's (rank 0).", ""};
-inline constexpr MetricDef kRecovery{"fluxtrain_recovery_seconds", T::kGauge,
+    "healthy rank's (rank 0).",
+    ""};
+inline constexpr MetricDef kRecovery{
+    "fluxtrain_recovery_seconds", T::kGauge,
     "Seconds from the supervisor detecting the last failure to the first training step after the restart.", ""};
 
 // Communication, per collective.
 inline constexpr MetricDef kCommBytes{"fluxtrain_comm_bytes_total", T::kCounter,
-    "Bytes this rank sent in collectives and point-to-point transfers.", "op"};
+                                      "Bytes this rank sent in collectives and point-to-point transfers.", "op"};
 inline constexpr MetricDef kCommSeconds{"fluxtrain_comm_seconds_total", T::kCounter,
-    "Seconds this rank spent in collectives and point-to-point transfers.", "op"};
+                                        "Seconds this rank spent in collectives and point-to-point transfers.", "op"};
 inline constexpr MetricDef kCommOps{"fluxtrain_comm_operations_total", T::kCounter,
-    "Collective and point-to-point operations issued by this rank.", "op"};
+                                    "Collective and point-to-point operations issued by this rank.", "op"};
 
 // Checkpoints.
 inline constexpr MetricDef kCkptDuration{"fluxtrain_checkpoint_duration_seconds", T::kHistogram,
-    "Seconds from the start of a checkpoint to its durable commit.", ""};
+                                         "Seconds from the start of a checkpoint to its durable commit.", ""};
 inline constexpr MetricDef kCkptLastSuccess{"fluxtrain_checkpoint_last_success_timestamp_seconds", T::kGauge,
-    "Unix time of the last checkpoint committed successfully.", ""};
+                                            "Unix time of the last checkpoint committed successfully.", ""};
 inline constexpr MetricDef kCkptStep{"fluxtrain_checkpoint_step", T::kGauge,
-    "Step of the last checkpoint committed successfully.", ""};
-inline constexpr MetricDef kCkptInterval{"fluxtrain_checkpoint_interval_seconds", T::kGauge,
+                                     "Step of the last checkpoint committed successfully.", ""};
+inline constexpr MetricDef kCkptInterval{
+    "fluxtrain_checkpoint_interval_seconds", T::kGauge,
     "Expected seconds between checkpoints (checkpoint interval in steps times the mean step time).", ""};
-inline constexpr MetricDef kCkptFailures{"fluxtrain_checkpoint_failures_total", T::kCounter,
-    "Checkpoints that failed.", ""};
+inline constexpr MetricDef kCkptFailures{"fluxtrain_checkpoint_failures_total", T::kCounter, "Checkpoints that failed.",
+                                         ""};
 
 // Memory (process-wide accounting of tensor/memory.h).
 inline constexpr MetricDef kMemory{"fluxtrain_memory_bytes", T::kGauge,
-    "Live bytes of tracked allocations by category (category=\"total\" is their sum).", "category"};
+                                   "Live bytes of tracked allocations by category (category=\"total\" is their sum).",
+                                   "category"};
 inline constexpr MetricDef kMemoryPeak{"fluxtrain_memory_peak_bytes", T::kGauge,
-    "Peak live bytes of tracked allocations by category.", "category"};
+                                       "Peak live bytes of tracked allocations by category.", "category"};
 inline constexpr MetricDef kRss{"fluxtrain_process_resident_memory_bytes", T::kGauge,
-    "Resident set size of the process in bytes.", ""};
+                                "Resident set size of the process in bytes.", ""};
 inline constexpr MetricDef kPeakRss{"fluxtrain_process_peak_resident_memory_bytes", T::kGauge,
-    "Peak resident set size of the process in bytes.", ""};
+                                    "Peak resident set size of the process in bytes.", ""};
 
 // GPU health (NVML), per GPU this rank uses.
 inline constexpr MetricDef kGpuInfo{"fluxtrain_gpu_info", T::kGauge,
-    "Always 1; labels name the GPU (NVML index, UUID, product name).", "gpu,uuid,name"};
+                                    "Always 1; labels name the GPU (NVML index, UUID, product name).", "gpu,uuid,name"};
 inline constexpr MetricDef kGpuTemp{"fluxtrain_gpu_temperature_celsius", T::kGauge,
-    "GPU die temperature in degrees Celsius.", "gpu"};
+                                    "GPU die temperature in degrees Celsius.", "gpu"};
 inline constexpr MetricDef kGpuPower{"fluxtrain_gpu_power_watts", T::kGauge, "GPU board power draw in watts.", "gpu"};
 inline constexpr MetricDef kGpuUtil{"fluxtrain_gpu_utilization_ratio", T::kGauge,
-    "Fraction of the last sample period during which a kernel ran on the GPU (0 to 1).", "gpu"};
+                                    "Fraction of the last sample period during which a kernel ran on the GPU (0 to 1).",
+                                    "gpu"};
 inline constexpr MetricDef kGpuMemUsed{"fluxtrain_gpu_memory_used_bytes", T::kGauge,
-    "GPU memory in use, all processes, in bytes.", "gpu"};
+                                       "GPU memory in use, all processes, in bytes.", "gpu"};
 inline constexpr MetricDef kGpuMemTotal{"fluxtrain_gpu_memory_total_bytes", T::kGauge,
-    "GPU memory installed, in bytes.", "gpu"};
+                                        "GPU memory installed, in bytes.", "gpu"};
 inline constexpr MetricDef kGpuSmClock{"fluxtrain_gpu_sm_clock_hertz", T::kGauge, "GPU SM clock in hertz.", "gpu"};
 inline constexpr MetricDef kGpuThrottle{"fluxtrain_gpu_throttle_active", T::kGauge,
-    "1 when the GPU clocks are held back for this reason, else 0.", "gpu,reason"};
+                                        "1 when the GPU clocks are held back for this reason, else 0.", "gpu,reason"};
 inline constexpr MetricDef kGpuEcc{"fluxtrain_gpu_ecc_errors_total", T::kCounter,
-    "ECC memory errors since the driver loaded (volatile counters).", "gpu,type"};
+                                   "ECC memory errors since the driver loaded (volatile counters).", "gpu,type"};
 inline constexpr MetricDef kGpuTempAlert{"fluxtrain_gpu_temperature_alert", T::kGauge,
-    "1 while the GPU is above metrics.gpu_temp_alert_c, else 0.", "gpu"};
-inline constexpr MetricDef kGpuTempThreshold{"fluxtrain_gpu_temperature_alert_threshold_celsius", T::kGauge,
+                                         "1 while the GPU is above metrics.gpu_temp_alert_c, else 0.", "gpu"};
+inline constexpr MetricDef kGpuTempThreshold{
+    "fluxtrain_gpu_temperature_alert_threshold_celsius", T::kGauge,
     "The in-process GPU temperature alarm threshold (metrics.gpu_temp_alert_c).", ""};
 
 }  // namespace ft::obs::metric
@@ -135,20 +154,57 @@ inline constexpr MetricDef kGpuTempThreshold{"fluxtrain_gpu_temperature_alert_th
 namespace ft::obs {
 
 inline constexpr const MetricDef* kAllMetrics[] = {
-    &metric::kStartTime, &metric::kWorldSize, &metric::kStep, &metric::kStepsPlanned, &metric::kSteps,
-    &metric::kLastStepTime, &metric::kStepDuration, &metric::kTokens, &metric::kTokensPerSecond,
-    &metric::kLoss, &metric::kValLoss, &metric::kValBpc, &metric::kGradNorm, &metric::kLearningRate,
-    &metric::kMfu, &metric::kDataWait, &metric::kDataFetched, &metric::kValSourceLoss, &metric::kValSourceBpc,
-    &metric::kLossScale, &metric::kSkippedSteps, &metric::kRestarts,
-    &metric::kGuardEvents, &metric::kRollbacks, &metric::kRecovery, &metric::kGoodput,
-    &metric::kStragglerSlowdown, &metric::kStragglerSeconds,
-    &metric::kCommBytes, &metric::kCommSeconds, &metric::kCommOps,
-    &metric::kCkptDuration, &metric::kCkptLastSuccess, &metric::kCkptStep, &metric::kCkptInterval,
+    &metric::kStartTime,
+    &metric::kWorldSize,
+    &metric::kStep,
+    &metric::kStepsPlanned,
+    &metric::kSteps,
+    &metric::kLastStepTime,
+    &metric::kStepDuration,
+    &metric::kTokens,
+    &metric::kTokensPerSecond,
+    &metric::kLoss,
+    &metric::kValLoss,
+    &metric::kValBpc,
+    &metric::kGradNorm,
+    &metric::kLearningRate,
+    &metric::kMfu,
+    &metric::kDataWait,
+    &metric::kDataFetched,
+    &metric::kValSourceLoss,
+    &metric::kValSourceBpc,
+    &metric::kLossScale,
+    &metric::kSkippedSteps,
+    &metric::kRestarts,
+    &metric::kGuardEvents,
+    &metric::kRollbacks,
+    &metric::kRecovery,
+    &metric::kGoodput,
+    &metric::kStragglerSlowdown,
+    &metric::kStragglerSeconds,
+    &metric::kCommBytes,
+    &metric::kCommSeconds,
+    &metric::kCommOps,
+    &metric::kCkptDuration,
+    &metric::kCkptLastSuccess,
+    &metric::kCkptStep,
+    &metric::kCkptInterval,
     &metric::kCkptFailures,
-    &metric::kMemory, &metric::kMemoryPeak, &metric::kRss, &metric::kPeakRss,
-    &metric::kGpuInfo, &metric::kGpuTemp, &metric::kGpuPower, &metric::kGpuUtil, &metric::kGpuMemUsed,
-    &metric::kGpuMemTotal, &metric::kGpuSmClock, &metric::kGpuThrottle, &metric::kGpuEcc,
-    &metric::kGpuTempAlert, &metric::kGpuTempThreshold,
+    &metric::kMemory,
+    &metric::kMemoryPeak,
+    &metric::kRss,
+    &metric::kPeakRss,
+    &metric::kGpuInfo,
+    &metric::kGpuTemp,
+    &metric::kGpuPower,
+    &metric::kGpuUtil,
+    &metric::kGpuMemUsed,
+    &metric::kGpuMemTotal,
+    &metric::kGpuSmClock,
+    &metric::kGpuThrottle,
+    &metric::kGpuEcc,
+    &metric::kGpuTempAlert,
+    &metric::kGpuTempThreshold,
 };
 
 }  // namespace ft::obs

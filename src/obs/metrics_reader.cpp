@@ -1,10 +1,9 @@
 #include "obs/metrics_reader.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "util/error.h"
 #include "util/log.h"
@@ -22,7 +21,9 @@ double number_or_nan(const nlohmann::json& obj, const char* key) {
 
 std::vector<MetricsRecord> read_metrics_jsonl(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw Error(fmt::format("cannot read {}", path), "is it a fluxtrain run directory? `fluxtrain train` writes metrics.jsonl there");
+  if (!in)
+    throw Error(fmt::format("cannot read {}", path),
+                "is it a fluxtrain run directory? `fluxtrain train` writes metrics.jsonl there");
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   std::map<int64_t, MetricsRecord> by_step;
@@ -64,10 +65,18 @@ std::vector<MetricsRecord> read_metrics_jsonl(const std::string& path) {
     auto [it, fresh] = by_step.try_emplace(r.step, r);
     if (!fresh) {
       MetricsRecord& o = it->second;
-      for (auto [dst, src] : {std::pair{&o.loss, r.loss}, {&o.lr, r.lr}, {&o.grad_norm, r.grad_norm},
-                              {&o.tokens, r.tokens}, {&o.tokens_per_s, r.tokens_per_s}, {&o.step_s, r.step_s},
-                              {&o.mfu, r.mfu}, {&o.data_wait_s, r.data_wait_s}, {&o.val_loss, r.val_loss},
-                              {&o.val_bpc, r.val_bpc}, {&o.skipped, r.skipped}, {&o.goodput, r.goodput},
+      for (auto [dst, src] : {std::pair{&o.loss, r.loss},
+                              {&o.lr, r.lr},
+                              {&o.grad_norm, r.grad_norm},
+                              {&o.tokens, r.tokens},
+                              {&o.tokens_per_s, r.tokens_per_s},
+                              {&o.step_s, r.step_s},
+                              {&o.mfu, r.mfu},
+                              {&o.data_wait_s, r.data_wait_s},
+                              {&o.val_loss, r.val_loss},
+                              {&o.val_bpc, r.val_bpc},
+                              {&o.skipped, r.skipped},
+                              {&o.goodput, r.goodput},
                               {&o.straggler_cost_s, r.straggler_cost_s}})
         if (!std::isnan(src) || j.contains("loss")) *dst = src;
       for (auto& [k, v] : r.val_bpc_by_source) o.val_bpc_by_source[k] = v;

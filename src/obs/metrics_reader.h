@@ -1,6 +1,7 @@
 // Reading RUN_DIR/metrics.jsonl, the canonical per-step log: one JSON object per line with
 // step, loss, lr, grad_norm, tokens, tokens_per_s, step_s, mfu, data_wait_s, goodput and, on
-// evaluation steps, val_loss and val_bpc (skipped and straggler_cost_s when present). Absent or null values read as NaN.
+// evaluation steps, val_loss and val_bpc (skipped and straggler_cost_s when present). Absent or null values read as
+// NaN.
 //
 //   std::vector<obs::MetricsRecord> recs = obs::read_metrics_jsonl("runs/r1/metrics.jsonl");
 //

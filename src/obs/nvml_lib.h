@@ -22,11 +22,11 @@ using NvmlReturn = int;                // nvmlReturn_t
 
 inline constexpr NvmlReturn kNvmlSuccess = 0;
 inline constexpr NvmlReturn kNvmlErrorNotSupported = 3;
-inline constexpr int kNvmlTemperatureGpu = 0;         // nvmlTemperatureSensors_t
-inline constexpr int kNvmlClockSm = 1;                // nvmlClockType_t
-inline constexpr int kNvmlMemoryErrorCorrected = 0;   // nvmlMemoryErrorType_t
+inline constexpr int kNvmlTemperatureGpu = 0;        // nvmlTemperatureSensors_t
+inline constexpr int kNvmlClockSm = 1;               // nvmlClockType_t
+inline constexpr int kNvmlMemoryErrorCorrected = 0;  // nvmlMemoryErrorType_t
 inline constexpr int kNvmlMemoryErrorUncorrected = 1;
-inline constexpr int kNvmlVolatileEcc = 0;            // nvmlEccCounterType_t
+inline constexpr int kNvmlVolatileEcc = 0;  // nvmlEccCounterType_t
 
 struct NvmlMemory {  // nvmlMemory_t
   unsigned long long total, free, used;
@@ -50,11 +50,11 @@ class NvmlLib {
   NvmlReturn (*device_get_handle_by_index)(unsigned int, NvmlDevice*) = nullptr;
   NvmlReturn (*device_get_name)(NvmlDevice, char*, unsigned int) = nullptr;
   NvmlReturn (*device_get_uuid)(NvmlDevice, char*, unsigned int) = nullptr;
-  NvmlReturn (*device_get_temperature)(NvmlDevice, int, unsigned int*) = nullptr;    // Celsius
-  NvmlReturn (*device_get_power_usage)(NvmlDevice, unsigned int*) = nullptr;          // milliwatts
-  NvmlReturn (*device_get_utilization_rates)(NvmlDevice, NvmlUtilization*) = nullptr; // percent
-  NvmlReturn (*device_get_memory_info)(NvmlDevice, NvmlMemory*) = nullptr;            // bytes
-  NvmlReturn (*device_get_clock_info)(NvmlDevice, int, unsigned int*) = nullptr;      // MHz
+  NvmlReturn (*device_get_temperature)(NvmlDevice, int, unsigned int*) = nullptr;      // Celsius
+  NvmlReturn (*device_get_power_usage)(NvmlDevice, unsigned int*) = nullptr;           // milliwatts
+  NvmlReturn (*device_get_utilization_rates)(NvmlDevice, NvmlUtilization*) = nullptr;  // percent
+  NvmlReturn (*device_get_memory_info)(NvmlDevice, NvmlMemory*) = nullptr;             // bytes
+  NvmlReturn (*device_get_clock_info)(NvmlDevice, int, unsigned int*) = nullptr;       // MHz
   NvmlReturn (*device_get_throttle_reasons)(NvmlDevice, unsigned long long*) = nullptr;
   NvmlReturn (*device_get_total_ecc_errors)(NvmlDevice, int, int, unsigned long long*) = nullptr;
 

@@ -30,7 +30,9 @@ ProgressLine::ProgressLine(int64_t total_steps, int64_t log_interval, Mode mode)
   live_ = mode == Mode::kLive || (mode == Mode::kAuto && ::isatty(STDERR_FILENO));
 }
 
-ProgressLine::~ProgressLine() { finish(); }
+ProgressLine::~ProgressLine() {
+  finish();
+}
 
 std::string ProgressLine::format(const ProgressStats& s, int64_t total, double eta_s) {
   std::string out = total > 0 ? fmt::format("step {}/{}", s.step, total) : fmt::format("step {}", s.step);
@@ -47,8 +49,8 @@ std::string ProgressLine::format(const ProgressStats& s, int64_t total, double e
 void ProgressLine::update(const ProgressStats& s) {
   if (std::isfinite(s.step_s) && s.step_s > 0)
     ema_step_s_ = ema_step_s_ < 0 ? s.step_s : 0.9 * ema_step_s_ + 0.1 * s.step_s;
-  eta_s_ = (total_ > 0 && ema_step_s_ >= 0) ? static_cast<double>(std::max<int64_t>(total_ - s.step, 0)) * ema_step_s_
-                                            : -1;
+  eta_s_ =
+      (total_ > 0 && ema_step_s_ >= 0) ? static_cast<double>(std::max<int64_t>(total_ - s.step, 0)) * ema_step_s_ : -1;
   bool last = total_ > 0 && s.step >= total_;
   if (live_) {
     double t = now_s();

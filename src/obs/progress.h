@@ -15,13 +15,13 @@
 namespace ft::obs {
 
 struct ProgressStats {
-  int64_t step = 0;           // steps completed (1-based)
+  int64_t step = 0;  // steps completed (1-based)
   double loss = NAN;
   double tokens_per_s = NAN;
-  double mfu = NAN;           // 0..1; NaN = unknown (not shown)
-  double step_s = NAN;        // wall time of this step
-  double lr = NAN;            // shown when given
-  double grad_norm = NAN;     // shown when given
+  double mfu = NAN;        // 0..1; NaN = unknown (not shown)
+  double step_s = NAN;     // wall time of this step
+  double lr = NAN;         // shown when given
+  double grad_norm = NAN;  // shown when given
 };
 
 class ProgressLine {

@@ -11,9 +11,12 @@ namespace ft::obs {
 
 const char* metric_type_name(MetricType t) {
   switch (t) {
-    case MetricType::kCounter: return "counter";
-    case MetricType::kGauge: return "gauge";
-    case MetricType::kHistogram: return "histogram";
+    case MetricType::kCounter:
+      return "counter";
+    case MetricType::kGauge:
+      return "gauge";
+    case MetricType::kHistogram:
+      return "histogram";
   }
   return "untyped";
 }
@@ -62,8 +65,8 @@ bool is_valid_metric_name(std::string_view n) {
   if (n.empty()) return false;
   for (size_t i = 0; i < n.size(); ++i) {
     char c = n[i];
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' ||
-              (i > 0 && c >= '0' && c <= '9');
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' || (i > 0 && c >= '0' && c <= '9');
     if (!ok) return false;
   }
   return true;
@@ -83,10 +86,14 @@ std::string escape_label_value(std::string_view v) {
   std::string out;
   out.reserve(v.size());
   for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -94,9 +101,12 @@ std::string escape_label_value(std::string_view v) {
 static std::string escape_help(std::string_view v) {
   std::string out;
   for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -141,8 +151,8 @@ Registry::Registry(Labels constant_labels) : constant_labels_(std::move(constant
 
 Registry::~Registry() = default;
 
-Registry::Series& Registry::series(std::string_view name, std::string_view help, MetricType type,
-                                   const Labels& labels, const std::vector<double>* bounds) {
+Registry::Series& Registry::series(std::string_view name, std::string_view help, MetricType type, const Labels& labels,
+                                   const std::vector<double>* bounds) {
   FT_CHECK(is_valid_metric_name(name), "bad metric name '{}'", name);
   FT_CHECK(type != MetricType::kCounter || (name.size() > 6 && name.substr(name.size() - 6) == "_total"),
            "counter '{}' must end in _total", name);
@@ -177,9 +187,15 @@ Registry::Series& Registry::series(std::string_view name, std::string_view help,
   s->label_text = constant_text_;
   if (!own.empty()) s->label_text += (s->label_text.empty() ? "" : ",") + own;
   switch (type) {
-    case MetricType::kCounter: s->counter = std::make_unique<Counter>(); break;
-    case MetricType::kGauge: s->gauge = std::make_unique<Gauge>(); break;
-    case MetricType::kHistogram: s->histogram = std::make_unique<Histogram>(f->bounds); break;
+    case MetricType::kCounter:
+      s->counter = std::make_unique<Counter>();
+      break;
+    case MetricType::kGauge:
+      s->gauge = std::make_unique<Gauge>();
+      break;
+    case MetricType::kHistogram:
+      s->histogram = std::make_unique<Histogram>(f->bounds);
+      break;
   }
   Series* raw = s.get();
   f->by_labels.emplace(own, raw);
@@ -216,8 +232,8 @@ void Registry::on_collect(std::function<void()> fn) {
   collectors_.push_back(std::move(fn));
 }
 
-static void sample_line(std::string& out, std::string_view name, std::string_view suffix,
-                        const std::string& labels, std::string_view extra, double v) {
+static void sample_line(std::string& out, std::string_view name, std::string_view suffix, const std::string& labels,
+                        std::string_view extra, double v) {
   out += name;
   out += suffix;
   if (!labels.empty() || !extra.empty()) {
@@ -246,11 +262,13 @@ std::string Registry::expose() const {
     bool any = f->type != MetricType::kGauge;
     for (const auto& s : f->series) any = any || s->gauge->has_value();
     if (!any || f->series.empty()) continue;
-    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", f->name, escape_help(f->help), f->name,
-                       metric_type_name(f->type));
+    out +=
+        fmt::format("# HELP {} {}\n# TYPE {} {}\n", f->name, escape_help(f->help), f->name, metric_type_name(f->type));
     for (const auto& s : f->series) {
       switch (f->type) {
-        case MetricType::kCounter: sample_line(out, f->name, "", s->label_text, "", s->counter->value()); break;
+        case MetricType::kCounter:
+          sample_line(out, f->name, "", s->label_text, "", s->counter->value());
+          break;
         case MetricType::kGauge:
           if (s->gauge->has_value()) sample_line(out, f->name, "", s->label_text, "", s->gauge->value());
           break;

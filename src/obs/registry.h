@@ -37,7 +37,7 @@ struct MetricDef {
   const char* name;
   MetricType type;
   const char* help;         // help text as exposed (says the unit)
-  const char* label_names;    // comma-separated variable labels ("" = none); documentation only
+  const char* label_names;  // comma-separated variable labels ("" = none); documentation only
 };
 
 class Counter {

@@ -49,17 +49,19 @@ std::string summary_table(const std::vector<MetricsRecord>& recs, const JobSumma
     return fmt::format("<tr><th>{}</th><td>{}</td></tr>\n", k, v);
   };
   std::string t = "<table class=\"summary\">\n";
-  t += row("steps logged", recs.empty() ? "0" : fmt::format("{} (steps {} to {})", recs.size(), recs.front().step,
-                                                            recs.back().step));
+  t += row("steps logged",
+           recs.empty() ? "0" : fmt::format("{} (steps {} to {})", recs.size(), recs.front().step, recs.back().step));
   double last_loss = NAN;
   int64_t last_loss_step = 0;
   size_t nonfinite = 0;
   for (const auto& r : recs) {
-    if (std::isfinite(r.loss)) last_loss = r.loss, last_loss_step = r.step;
-    else ++nonfinite;
+    if (std::isfinite(r.loss))
+      last_loss = r.loss, last_loss_step = r.step;
+    else
+      ++nonfinite;
   }
-  t += row("last training loss", std::isfinite(last_loss) ? fmt::format("{:.4f} at step {}", last_loss, last_loss_step)
-                                                          : "&ndash;");
+  t += row("last training loss",
+           std::isfinite(last_loss) ? fmt::format("{:.4f} at step {}", last_loss, last_loss_step) : "&ndash;");
   if (nonfinite) t += row("steps without a finite loss", std::to_string(nonfinite));
   auto best = [&](Field f, const char* what) {
     double b = INFINITY;
@@ -74,7 +76,8 @@ std::string summary_table(const std::vector<MetricsRecord>& recs, const JobSumma
   for (const auto& r : recs)
     for (auto& [name, v] : r.val_bpc_by_source) best_source[name] = {v, r.step};
   for (auto& [name, vs] : best_source)
-    t += row("validation bits/char, " + html_escape(name), fmt::format("{:.4f} at step {} (last)", vs.first, vs.second));
+    t +=
+        row("validation bits/char, " + html_escape(name), fmt::format("{:.4f} at step {} (last)", vs.first, vs.second));
   auto tps = values(recs, &MetricsRecord::tokens_per_s);
   double median = NAN;
   if (!tps.empty()) {
@@ -110,13 +113,12 @@ std::string summary_table(const std::vector<MetricsRecord>& recs, const JobSumma
   for (const auto& r : recs)
     if (std::isfinite(r.straggler_cost_s)) straggled += r.straggler_cost_s, ++straggler_steps;
   if (straggler_steps > 0)
-    t += row("waiting for stragglers", fmt::format("{:.1f} s over {} step(s){}", straggled, straggler_steps,
-                                                   wall > 0 ? fmt::format(" ({:.1f}% of step time)", 100 * straggled / wall)
-                                                            : std::string()));
+    t += row("waiting for stragglers",
+             fmt::format("{:.1f} s over {} step(s){}", straggled, straggler_steps,
+                         wall > 0 ? fmt::format(" ({:.1f}% of step time)", 100 * straggled / wall) : std::string()));
   if (job.present) {
     t += row("restarts", std::to_string(job.restarts));
-    for (size_t i = 0; i < job.failures.size(); ++i)
-      t += row(i == 0 ? "failures" : "", html_escape(job.failures[i]));
+    for (size_t i = 0; i < job.failures.size(); ++i) t += row(i == 0 ? "failures" : "", html_escape(job.failures[i]));
     if (!job.recovery_s.empty()) {
       std::string s;
       for (double v : job.recovery_s) s += (s.empty() ? "" : ", ") + fmt::format("{:.1f} s", v);
@@ -157,10 +159,14 @@ JobSummary read_job_summary(const std::string& path) {
 std::string render_report_html(const std::string& title, const std::vector<MetricsRecord>& recs,
                                const JobSummary& job) {
   std::vector<Plot> plots;
-  plots.push_back({"Loss", "step", "cross-entropy (nats/token)",
+  plots.push_back({"Loss",
+                   "step",
+                   "cross-entropy (nats/token)",
                    {series_of(recs, &MetricsRecord::loss, "train", "#1f77b4", false),
                     series_of(recs, &MetricsRecord::val_loss, "validation", "#d62728", true)}});
-  Plot bpc{"Validation bits per character", "step", "bits/char",
+  Plot bpc{"Validation bits per character",
+           "step",
+           "bits/char",
            {series_of(recs, &MetricsRecord::val_bpc, "validation", "#d62728", true)}};
   std::map<std::string, PlotSeries> by_source;  // val_bpc_<source>: one curve each
   const char* colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf"};
@@ -175,11 +181,15 @@ std::string render_report_html(const std::string& title, const std::vector<Metri
     bpc.series.push_back(std::move(series));
   }
   plots.push_back(std::move(bpc));
-  plots.push_back({"Throughput", "step", "tokens/s",
+  plots.push_back({"Throughput",
+                   "step",
+                   "tokens/s",
                    {series_of(recs, &MetricsRecord::tokens_per_s, "tokens/s", "#2ca02c", false)}});
-  plots.push_back({"Learning rate", "step", "learning rate",
-                   {series_of(recs, &MetricsRecord::lr, "lr", "#9467bd", false)}});
-  plots.push_back({"Gradient norm (before clipping)", "step", "L2 norm",
+  plots.push_back(
+      {"Learning rate", "step", "learning rate", {series_of(recs, &MetricsRecord::lr, "lr", "#9467bd", false)}});
+  plots.push_back({"Gradient norm (before clipping)",
+                   "step",
+                   "L2 norm",
                    {series_of(recs, &MetricsRecord::grad_norm, "grad norm", "#8c564b", false)}});
 
   std::string h = fmt::format(R"(<!DOCTYPE html>

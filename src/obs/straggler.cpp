@@ -75,13 +75,16 @@ std::string describe(const Straggler& s, double median_s, const StragglerOptions
   return fmt::format(
       "rank {}{} computes {:.2f}x the median ({:.3f} s vs {:.3f} s) in at least {} of the last {} steps; the "
       "job waits {:.3f} s a step for it",
-      s.rank, s.host.empty() ? "" : " on " + s.host, s.slowdown, s.compute_s, median_s, o.min_slow, o.window,
-      s.cost_s);
+      s.rank, s.host.empty() ? "" : " on " + s.host, s.slowdown, s.compute_s, median_s, o.min_slow, o.window, s.cost_s);
 }
 
 nlohmann::json to_json(const Straggler& s) {
-  return {{"rank", s.rank},           {"host", s.host},     {"slowdown", s.slowdown},
-          {"compute_s", s.compute_s}, {"cost_s", s.cost_s}, {"cost_total_s", s.cost_total_s},
+  return {{"rank", s.rank},
+          {"host", s.host},
+          {"slowdown", s.slowdown},
+          {"compute_s", s.compute_s},
+          {"cost_s", s.cost_s},
+          {"cost_total_s", s.cost_total_s},
           {"since_step", s.since_step}};
 }
 

@@ -40,10 +40,10 @@ struct Straggler {
 };
 
 struct StragglerReport {
-  double median_s = 0;                       // median compute time of the step
-  std::vector<Straggler> current;            // stragglers now
-  std::vector<Straggler> started, recovered; // named at this step / no longer stragglers
-  double cost_s = 0;                         // what stragglers cost this step (job-wide)
+  double median_s = 0;                        // median compute time of the step
+  std::vector<Straggler> current;             // stragglers now
+  std::vector<Straggler> started, recovered;  // named at this step / no longer stragglers
+  double cost_s = 0;                          // what stragglers cost this step (job-wide)
 };
 
 class StragglerDetector {

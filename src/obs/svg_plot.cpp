@@ -13,11 +13,20 @@ std::string html_escape(const std::string& s) {
   out.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -92,21 +101,24 @@ std::string render_svg(const Plot& p) {
 
   // Grid and axes.
   for (double t : nice_ticks(ymin, ymax, 5)) {
-    s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#e5e5e5\"/>"
-                     "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\" fill=\"#444\">{}</text>\n",
-                     left, Y(t), left + pw, Y(t), left - 5, Y(t) + 4, tick_label(t));
+    s += fmt::format(
+        "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#e5e5e5\"/>"
+        "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\" fill=\"#444\">{}</text>\n",
+        left, Y(t), left + pw, Y(t), left - 5, Y(t) + 4, tick_label(t));
   }
   for (double t : nice_ticks(xmin, xmax, 6)) {
-    s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#e5e5e5\"/>"
-                     "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" fill=\"#444\">{}</text>\n",
-                     X(t), top, X(t), top + ph, X(t), top + ph + 15, tick_label(t));
+    s += fmt::format(
+        "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#e5e5e5\"/>"
+        "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" fill=\"#444\">{}</text>\n",
+        X(t), top, X(t), top + ph, X(t), top + ph + 15, tick_label(t));
   }
   s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n", left, top,
                    pw, ph);
   s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" fill=\"#222\">{}</text>\n", left + pw / 2,
                    H - 8, html_escape(p.x_label));
-  s += fmt::format("<text transform=\"translate(14 {:.1f}) rotate(-90)\" text-anchor=\"middle\" fill=\"#222\">{}</text>\n",
-                   top + ph / 2, html_escape(p.y_label));
+  s += fmt::format(
+      "<text transform=\"translate(14 {:.1f}) rotate(-90)\" text-anchor=\"middle\" fill=\"#222\">{}</text>\n",
+      top + ph / 2, html_escape(p.y_label));
 
   // Series: polylines broken at non-finite points, reduced to min/max per pixel column.
   for (size_t si = 0; si < p.series.size(); ++si) {
@@ -157,9 +169,10 @@ std::string render_svg(const Plot& p) {
     std::string label = ser.name;
     if (nonfinite[si]) label += fmt::format(" ({} non-finite not shown)", nonfinite[si]);
     lx -= 6.2 * static_cast<double>(label.size()) + 30;
-    s += fmt::format("<line x1=\"{0:.1f}\" y1=\"13\" x2=\"{1:.1f}\" y2=\"13\" stroke=\"{2}\" stroke-width=\"2\"/>"
-                     "<text x=\"{3:.1f}\" y=\"17\" fill=\"#222\">{4}</text>\n",
-                     lx, lx + 18, ser.color, lx + 22, html_escape(label));
+    s += fmt::format(
+        "<line x1=\"{0:.1f}\" y1=\"13\" x2=\"{1:.1f}\" y2=\"13\" stroke=\"{2}\" stroke-width=\"2\"/>"
+        "<text x=\"{3:.1f}\" y=\"17\" fill=\"#222\">{4}</text>\n",
+        lx, lx + 18, ser.color, lx + 22, html_escape(label));
   }
   return s + "</svg>\n";
 }

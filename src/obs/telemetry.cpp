@@ -30,13 +30,20 @@ std::string run_label(const MetricsConfig& cfg, const std::string& run_dir) {
 
 const char* comm_op_name(CommOp op) {
   switch (op) {
-    case CommOp::kAllReduce: return "all_reduce";
-    case CommOp::kReduceScatter: return "reduce_scatter";
-    case CommOp::kAllGather: return "all_gather";
-    case CommOp::kBroadcast: return "broadcast";
-    case CommOp::kSendRecv: return "send_recv";
-    case CommOp::kBarrier: return "barrier";
-    case CommOp::kCount: break;
+    case CommOp::kAllReduce:
+      return "all_reduce";
+    case CommOp::kReduceScatter:
+      return "reduce_scatter";
+    case CommOp::kAllGather:
+      return "all_gather";
+    case CommOp::kBroadcast:
+      return "broadcast";
+    case CommOp::kSendRecv:
+      return "send_recv";
+    case CommOp::kBarrier:
+      return "barrier";
+    case CommOp::kCount:
+      break;
   }
   return "other";
 }
@@ -144,7 +151,8 @@ Telemetry::Telemetry(const MetricsConfig& cfg, const RankInfo& rank, const std::
 
   if (cfg.enabled) {
     int port = cfg.port == 0 ? 0 : cfg.port + rank.local_rank;
-    server_ = std::make_unique<MetricsServer>(r, cfg.bind_address, port, cfg.port_fallback ? cfg.port_fallback_tries : 0);
+    server_ =
+        std::make_unique<MetricsServer>(r, cfg.bind_address, port, cfg.port_fallback ? cfg.port_fallback_tries : 0);
   }
 }
 
@@ -154,8 +162,12 @@ Telemetry::~Telemetry() {
   tb_.reset();
 }
 
-int Telemetry::port() const { return server_ ? server_->port() : -1; }
-std::string Telemetry::tensorboard_path() const { return tb_ ? tb_->path() : ""; }
+int Telemetry::port() const {
+  return server_ ? server_->port() : -1;
+}
+std::string Telemetry::tensorboard_path() const {
+  return tb_ ? tb_->path() : "";
+}
 
 void Telemetry::on_step(const StepStats& s) {
   Series& m = *m_;
@@ -238,7 +250,9 @@ void Telemetry::on_eval_source(int64_t step, const std::string& name, double val
   }
 }
 
-void Telemetry::data_fetched(uint64_t bytes) { m_->data_fetched->inc(static_cast<double>(bytes)); }
+void Telemetry::data_fetched(uint64_t bytes) {
+  m_->data_fetched->inc(static_cast<double>(bytes));
+}
 
 void Telemetry::on_checkpoint(int64_t step, double seconds, bool ok) {
   if (!ok) {
@@ -253,8 +267,10 @@ void Telemetry::on_checkpoint(int64_t step, double seconds, bool ok) {
 
 void Telemetry::set_checkpoint_interval_steps(int64_t steps) {
   ckpt_interval_steps_ = steps;
-  if (steps <= 0) m_->ckpt_interval->clear();
-  else if (ema_step_s_ > 0) m_->ckpt_interval->set(static_cast<double>(steps) * ema_step_s_);
+  if (steps <= 0)
+    m_->ckpt_interval->clear();
+  else if (ema_step_s_ > 0)
+    m_->ckpt_interval->set(static_cast<double>(steps) * ema_step_s_);
 }
 
 void Telemetry::comm(CommOp op, uint64_t bytes, double seconds, int64_t calls) {

@@ -38,23 +38,23 @@ class TensorBoardWriter;
 struct RankInfo {
   int rank = 0;
   int world_size = 1;
-  int local_rank = 0;  // index among the ranks of this node (decides the port)
+  int local_rank = 0;          // index among the ranks of this node (decides the port)
   int dp = 0, tp = 0, pp = 0;  // coordinates in the mesh
-  int gpu = -1;        // NVML index of this rank's GPU; -1 = CPU rank (local rank 0 then samples every GPU)
+  int gpu = -1;                // NVML index of this rank's GPU; -1 = CPU rank (local rank 0 then samples every GPU)
 };
 
 struct StepStats {
-  int64_t step = 0;            // completed optimizer step (1-based)
-  double loss = NAN;           // nats per token
+  int64_t step = 0;   // completed optimizer step (1-based)
+  double loss = NAN;  // nats per token
   double lr = NAN;
-  double grad_norm = NAN;      // before clipping
-  int64_t tokens = 0;          // tokens of the global batch in this step
-  double tokens_per_s = NAN;   // job-wide
-  double step_s = NAN;         // wall time of this step
-  double mfu = NAN;            // 0..1
-  double data_wait_s = 0;      // time spent waiting for this step's batch
-  bool skipped = false;        // update skipped (non-finite gradients, loss spike)
-  double loss_scale = NAN;     // fp16 dynamic loss scale; NaN = not used
+  double grad_norm = NAN;     // before clipping
+  int64_t tokens = 0;         // tokens of the global batch in this step
+  double tokens_per_s = NAN;  // job-wide
+  double step_s = NAN;        // wall time of this step
+  double mfu = NAN;           // 0..1
+  double data_wait_s = 0;     // time spent waiting for this step's batch
+  bool skipped = false;       // update skipped (non-finite gradients, loss spike)
+  double loss_scale = NAN;    // fp16 dynamic loss scale; NaN = not used
 };
 
 // The kinds of communication, in the order of parallel/comm/comm.h's CollKind (the trainer casts one to
@@ -93,7 +93,7 @@ class Telemetry {
   double goodput() const;  // fluxtrain_goodput_ratio after the last step
 
   Registry& registry() { return *registry_; }
-  int port() const;  // port of the /metrics endpoint, -1 when it is off
+  int port() const;                      // port of the /metrics endpoint, -1 when it is off
   std::string tensorboard_path() const;  // "" when not written here
 
  private:

@@ -40,7 +40,9 @@ void put_varint(std::string& out, uint64_t v) {
 void put_fixed(std::string& out, const void* p, size_t n) {  // little-endian host (x86, arm64)
   out.append(static_cast<const char*>(p), n);
 }
-void put_key(std::string& out, int field, int wire) { put_varint(out, static_cast<uint64_t>(field) << 3 | wire); }
+void put_key(std::string& out, int field, int wire) {
+  put_varint(out, static_cast<uint64_t>(field) << 3 | wire);
+}
 
 }  // namespace
 
@@ -58,7 +60,14 @@ uint32_t masked_crc32c(const void* data, size_t n) {
 
 void encode_scalar_event(std::string& out, double wall_time, int64_t step, std::string_view tag, float value) {
   // Sizes first, so nothing is built in temporaries (no allocation once `out` has capacity).
-  auto varint_len = [](uint64_t v) { size_t n = 1; while (v >= 0x80) { v >>= 7; ++n; } return n; };
+  auto varint_len = [](uint64_t v) {
+    size_t n = 1;
+    while (v >= 0x80) {
+      v >>= 7;
+      ++n;
+    }
+    return n;
+  };
   const size_t value_len = 1 + varint_len(tag.size()) + tag.size() + 1 + 4;
   const size_t summary_len = 1 + varint_len(value_len) + value_len;
   // Event { double wall_time = 1; int64 step = 2; Summary summary = 5; }
@@ -92,15 +101,17 @@ void frame_record(std::string& out, std::string_view payload) {
 TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) throw Error(fmt::format("cannot create TensorBoard directory {}: {}", dir, ec.message()),
-                      "check train.run_dir, or set metrics.tensorboard = false");
+  if (ec)
+    throw Error(fmt::format("cannot create TensorBoard directory {}: {}", dir, ec.message()),
+                "check train.run_dir, or set metrics.tensorboard = false");
   char host[256] = "localhost";
   ::gethostname(host, sizeof host - 1);
   double t = now_seconds();
   path_ = fmt::format("{}/events.out.tfevents.{}.{}.{}", dir, static_cast<int64_t>(t), host, ::getpid());
   f_ = std::fopen(path_.c_str(), "ab");
-  if (!f_) throw Error(fmt::format("cannot create {}: {}", path_, std::strerror(errno)),
-                       "check train.run_dir, or set metrics.tensorboard = false");
+  if (!f_)
+    throw Error(fmt::format("cannot create {}: {}", path_, std::strerror(errno)),
+                "check train.run_dir, or set metrics.tensorboard = false");
   // First record: Event { double wall_time = 1; string file_version = 3; }
   event_.clear();
   put_key(event_, 1, 1);

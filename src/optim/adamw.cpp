@@ -27,10 +27,9 @@ void AdamW::step(float* weights, Addressing wa, const float* grads, Addressing g
     float* w = weights + wo;
     const float* g = grads + (ga == Addressing::kArena ? s.arena : s.compact);
     ops::adamw_step(w, m_.data<float>() + s.compact, v_.data<float>() + s.compact,
-                    weights_bf16 ? weights_bf16 + wo : nullptr, g, s.count,
-                    static_cast<float>(lr), static_cast<float>(cfg_.beta1), static_cast<float>(cfg_.beta2),
-                    static_cast<float>(cfg_.eps), s.decay ? static_cast<float>(cfg_.weight_decay) : 0.0f, step_,
-                    grad_scale);
+                    weights_bf16 ? weights_bf16 + wo : nullptr, g, s.count, static_cast<float>(lr),
+                    static_cast<float>(cfg_.beta1), static_cast<float>(cfg_.beta2), static_cast<float>(cfg_.eps),
+                    s.decay ? static_cast<float>(cfg_.weight_decay) : 0.0f, step_, grad_scale);
   }
 }
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "model/param_layout.h"
-#include "tensor/tensor.h"
 #include "optim/optim_config.h"
+#include "tensor/tensor.h"
 
 namespace ft {
 

@@ -4,7 +4,9 @@
 
 namespace ft {
 
-double grad_sum_squares(const float* grads, int64_t n) { return ops::sum_squares(grads, n); }
+double grad_sum_squares(const float* grads, int64_t n) {
+  return ops::sum_squares(grads, n);
+}
 
 float clip_coefficient(double global_norm, double max_norm) {
   if (max_norm <= 0) return 1.0f;

@@ -5,8 +5,8 @@
 
 namespace ft {
 
-LossScaler::LossScaler(double init_scale, double growth_factor, double backoff_factor,
-                       int64_t growth_interval, double min_scale, double max_scale)
+LossScaler::LossScaler(double init_scale, double growth_factor, double backoff_factor, int64_t growth_interval,
+                       double min_scale, double max_scale)
     : scale_(init_scale),
       growth_(growth_factor),
       backoff_(backoff_factor),

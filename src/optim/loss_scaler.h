@@ -16,9 +16,8 @@ namespace ft {
 
 class LossScaler {
  public:
-  explicit LossScaler(double init_scale = 65536.0, double growth_factor = 2.0,
-                      double backoff_factor = 0.5, int64_t growth_interval = 2000,
-                      double min_scale = 1.0, double max_scale = 16777216.0);
+  explicit LossScaler(double init_scale = 65536.0, double growth_factor = 2.0, double backoff_factor = 0.5,
+                      int64_t growth_interval = 2000, double min_scale = 1.0, double max_scale = 16777216.0);
 
   double scale() const { return scale_; }
   // Updates the scale after a backward. Returns true when the optimizer step should be applied.

@@ -62,7 +62,7 @@ void forward_stop(int sig) {
 int exec_under_mpirun(int nproc, const std::vector<std::string>& argv) {
   // --stdin none: mpirun runs in its own process group (below), where reading the terminal would
   // stop it.
-  std::vector<std::string> cmd = {"mpirun", "-np", std::to_string(nproc), "--oversubscribe", "--bind-to", "none",
+  std::vector<std::string> cmd = {"mpirun",  "-np", std::to_string(nproc), "--oversubscribe", "--bind-to", "none",
                                   "--stdin", "none"};
   if (::geteuid() == 0) cmd.push_back("--allow-run-as-root");
   cmd.insert(cmd.end(), argv.begin(), argv.end());

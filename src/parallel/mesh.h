@@ -32,8 +32,7 @@ class Mesh {
   // Without a transport (`fluxtrain train --dry-run`: one process stands in for every rank): the
   // same groups, each communicator made by make(axis name, the group's world ranks in axis
   // order, this rank's index among them).
-  using CommFactory =
-      std::function<std::shared_ptr<Communicator>(const std::string&, const std::vector<int>&, int)>;
+  using CommFactory = std::function<std::shared_ptr<Communicator>(const std::string&, const std::vector<int>&, int)>;
   static Mesh create_with(const ParallelConfig& p, int world_rank, const CommFactory& make);
 
   // Throws ft::Error listing the degrees when their product is not the world size.

@@ -15,17 +15,18 @@ void ParallelConfig::bind(ConfigBinder& b) {
         "seconds a rank waits for its peers before stopping with an error naming them");
   b.add("parallel.zero", &zero, "ZeRO stage over the data-parallel group (0, 1, 2, 3)");
   b.add("parallel.bucket_mb", &bucket_mb, "gradient all-reduce bucket size in MiB (ZeRO 0)");
-  b.add_enum("parallel.grad_compression", &grad_compression,
-             {{"none", GradCompression::kNone}, {"bf16", GradCompression::kBF16},
-              {"powersgd", GradCompression::kPowerSGD}},
-             "gradient compression on the data-parallel wire");
+  b.add_enum(
+      "parallel.grad_compression", &grad_compression,
+      {{"none", GradCompression::kNone}, {"bf16", GradCompression::kBF16}, {"powersgd", GradCompression::kPowerSGD}},
+      "gradient compression on the data-parallel wire");
   b.add("parallel.powersgd_rank", &powersgd_rank, "rank of PowerSGD's low-rank approximation");
   b.add("parallel.powersgd_warmup_steps", &powersgd_warmup_steps,
         "optimizer steps with uncompressed gradients before PowerSGD starts");
   b.add("parallel.micro_batches", &micro_batches,
         "micro-batches per step and rank (0 = per-rank batch / train.micro_batch_size)");
   b.add_enum("parallel.pp_schedule", &pp_schedule,
-             {{"gpipe", PipelineSchedule::kGPipe}, {"1f1b", PipelineSchedule::k1F1B},
+             {{"gpipe", PipelineSchedule::kGPipe},
+              {"1f1b", PipelineSchedule::k1F1B},
               {"interleaved", PipelineSchedule::kInterleaved}},
              "pipeline schedule");
   b.add("parallel.virtual_stages", &virtual_stages, "model chunks per pipeline stage (interleaved schedule)");
@@ -33,9 +34,12 @@ void ParallelConfig::bind(ConfigBinder& b) {
 
 const char* pipeline_schedule_name(PipelineSchedule s) {
   switch (s) {
-    case PipelineSchedule::kGPipe: return "gpipe";
-    case PipelineSchedule::k1F1B: return "1f1b";
-    case PipelineSchedule::kInterleaved: return "interleaved";
+    case PipelineSchedule::kGPipe:
+      return "gpipe";
+    case PipelineSchedule::k1F1B:
+      return "1f1b";
+    case PipelineSchedule::kInterleaved:
+      return "interleaved";
   }
   return "?";
 }
@@ -50,11 +54,9 @@ void ParallelConfig::validate() const {
   if (!(bucket_mb > 0)) throw Error(fmt::format("parallel.bucket_mb = {} must be > 0", bucket_mb));
   if (powersgd_warmup_steps < 0)
     throw Error(fmt::format("parallel.powersgd_warmup_steps = {} must be >= 0", powersgd_warmup_steps));
-  if (powersgd_rank <= 0)
-    throw Error(fmt::format("parallel.powersgd_rank = {} must be positive", powersgd_rank));
+  if (powersgd_rank <= 0) throw Error(fmt::format("parallel.powersgd_rank = {} must be positive", powersgd_rank));
   if (micro_batches < 0) throw Error(fmt::format("parallel.micro_batches = {} must be >= 0", micro_batches));
-  if (virtual_stages <= 0)
-    throw Error(fmt::format("parallel.virtual_stages = {} must be positive", virtual_stages));
+  if (virtual_stages <= 0) throw Error(fmt::format("parallel.virtual_stages = {} must be positive", virtual_stages));
   if (virtual_stages > 1 && pp_schedule != PipelineSchedule::kInterleaved)
     throw Error(fmt::format("parallel.virtual_stages = {} needs parallel.pp_schedule = \"interleaved\" (it is \"{}\")",
                             virtual_stages, pipeline_schedule_name(pp_schedule)),

@@ -16,19 +16,19 @@ enum class PipelineSchedule : uint8_t { kGPipe = 0, k1F1B = 1, kInterleaved = 2 
 const char* pipeline_schedule_name(PipelineSchedule s);  // "gpipe", "1f1b", "interleaved"
 
 struct ParallelConfig {
-  int64_t dp = 1;  // data-parallel replicas
-  int64_t tp = 1;  // tensor-parallel ranks (innermost axis)
-  int64_t pp = 1;  // pipeline stages (outermost axis)
-  bool sequence_parallel = false;  // tp > 1: norms and residuals on N/tp-token shards
+  int64_t dp = 1;                     // data-parallel replicas
+  int64_t tp = 1;                     // tensor-parallel ranks (innermost axis)
+  int64_t pp = 1;                     // pipeline stages (outermost axis)
+  bool sequence_parallel = false;     // tp > 1: norms and residuals on N/tp-token shards
   double collective_timeout_s = 300;  // bound on every wait for a peer
   int64_t zero = 0;                   // ZeRO stage over the data-parallel group: 0, 1, 2, 3
   double bucket_mb = 25;              // gradient all-reduce bucket size (ZeRO 0)
   GradCompression grad_compression = GradCompression::kNone;
-  int64_t powersgd_rank = 4;          // rank of PowerSGD's low-rank factors
-  int64_t powersgd_warmup_steps = 10; // uncompressed steps before PowerSGD starts
-  int64_t micro_batches = 0;          // per step and rank; 0 = from train.micro_batch_size
+  int64_t powersgd_rank = 4;           // rank of PowerSGD's low-rank factors
+  int64_t powersgd_warmup_steps = 10;  // uncompressed steps before PowerSGD starts
+  int64_t micro_batches = 0;           // per step and rank; 0 = from train.micro_batch_size
   PipelineSchedule pp_schedule = PipelineSchedule::k1F1B;
-  int64_t virtual_stages = 1;         // model chunks per pipeline stage (interleaved schedule)
+  int64_t virtual_stages = 1;  // model chunks per pipeline stage (interleaved schedule)
 
   void bind(ConfigBinder& b);
   void validate() const;

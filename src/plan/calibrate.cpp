@@ -43,8 +43,7 @@ RunMeasurement read_run(const std::string& run_dir, const std::string& config_pa
   m.dir = run_dir;
   const std::string metrics = (fs::path(run_dir) / "metrics.jsonl").string();
   if (!fs::exists(metrics))
-    throw Error(fmt::format("{} does not exist", metrics),
-                "pass the run directory of a `fluxtrain train` run");
+    throw Error(fmt::format("{} does not exist", metrics), "pass the run directory of a `fluxtrain train` run");
   if (!config_path.empty()) {
     m.config = load_config(config_path, overrides);
   } else if (fs::exists(fs::path(run_dir) / "config.json")) {
@@ -83,27 +82,21 @@ RunMeasurement read_run(const std::string& run_dir, const std::string& config_pa
       throw Error(fmt::format("{}:{}: missing the number 'step_s'", metrics, line_no));
     ++m.steps;
     step_s.push_back(j["step_s"].get<double>());
-    if (j.contains("tokens_per_s") && j["tokens_per_s"].is_number())
-      tps.push_back(j["tokens_per_s"].get<double>());
+    if (j.contains("tokens_per_s") && j["tokens_per_s"].is_number()) tps.push_back(j["tokens_per_s"].get<double>());
     if (j.contains("mfu") && j["mfu"].is_number()) mfu.push_back(j["mfu"].get<double>());
     for (auto it = j.begin(); it != j.end(); ++it) {
       const std::string& k = it.key();
-      if (k.rfind("mem_", 0) != 0 || k.size() < 11 || k.substr(k.size() - 6) != "_bytes" ||
-          !it->is_number())
-        continue;
+      if (k.rfind("mem_", 0) != 0 || k.size() < 11 || k.substr(k.size() - 6) != "_bytes" || !it->is_number()) continue;
       const std::string cat = k.substr(4, k.size() - 10);
       m.mem[cat] = std::max(m.mem[cat], it->get<double>());
     }
   }
-  if (m.steps == 0)
-    throw Error(fmt::format("{} has no steps", metrics), "let the run train a few steps");
+  if (m.steps == 0) throw Error(fmt::format("{} has no steps", metrics), "let the run train a few steps");
   // Steady state: skip the first steps (allocation, warm-up); keep at least one.
   const size_t skip = std::min(step_s.size() - 1, std::max<size_t>(2, step_s.size() / 10));
-  m.step_s =
-      median(std::vector<double>(step_s.begin() + static_cast<std::ptrdiff_t>(skip), step_s.end()));
+  m.step_s = median(std::vector<double>(step_s.begin() + static_cast<std::ptrdiff_t>(skip), step_s.end()));
   if (tps.size() > skip)
-    m.tokens_per_s =
-        median(std::vector<double>(tps.begin() + static_cast<std::ptrdiff_t>(skip), tps.end()));
+    m.tokens_per_s = median(std::vector<double>(tps.begin() + static_cast<std::ptrdiff_t>(skip), tps.end()));
   if (mfu.size() > skip)
     m.mfu = median(std::vector<double>(mfu.begin() + static_cast<std::ptrdiff_t>(skip), mfu.end()));
   return m;
@@ -133,7 +126,7 @@ Layout layout_for_run(const Config& cfg) {
   l.recompute = cfg.model.recompute == Recompute::kFull ? ActRecompute::kFull : ActRecompute::kNone;
   l.precision = cfg.train.precision == ft::Precision::kBF16  ? Precision::kBf16
                 : cfg.train.precision == ft::Precision::kF16 ? Precision::kFp16
-                                                              : Precision::kFp32;
+                                                             : Precision::kFp32;
   l.sequence_parallel = cfg.parallel.sequence_parallel && cfg.parallel.tp > 1;
   return l;
 }
@@ -227,15 +220,12 @@ std::string format_calibration(const Calibration& c, const std::string& device) 
       c.before.gemm, c.fitted.gemm, c.before.attention, c.fitted.attention, c.before.memory_traffic,
       c.fitted.memory_traffic);
   for (const auto& r : c.runs) {
-    out += fmt::format(
-        "\n  run {}\n    step time: measured {:.4f} s, planned {:.4f} s before, {:.4f} s after\n",
-        r.dir, r.measured_step_s, r.predicted_before_s, r.predicted_after_s);
+    out += fmt::format("\n  run {}\n    step time: measured {:.4f} s, planned {:.4f} s before, {:.4f} s after\n", r.dir,
+                       r.measured_step_s, r.predicted_before_s, r.predicted_after_s);
     out += "    memory (MiB)        planner   measured\n";
     for (auto& [cat, pm] : r.memory)
-      out += fmt::format("    {:<18} {:9.2f}  {:9.2f}\n", cat, pm.first / 1048576.0,
-                         pm.second / 1048576.0);
-    if (r.memory_ratio > 0)
-      out += fmt::format("    planner / measured total: {:.3f}\n", r.memory_ratio);
+      out += fmt::format("    {:<18} {:9.2f}  {:9.2f}\n", cat, pm.first / 1048576.0, pm.second / 1048576.0);
+    if (r.memory_ratio > 0) out += fmt::format("    planner / measured total: {:.3f}\n", r.memory_ratio);
   }
   return out;
 }
@@ -247,8 +237,7 @@ nlohmann::json to_json(const Calibration& c) {
   json runs = json::array();
   for (const auto& r : c.runs) {
     json mem = json::object();
-    for (auto& [cat, pm] : r.memory)
-      mem[cat] = {{"planner_bytes", pm.first}, {"measured_bytes", pm.second}};
+    for (auto& [cat, pm] : r.memory) mem[cat] = {{"planner_bytes", pm.first}, {"measured_bytes", pm.second}};
     runs.push_back({{"dir", r.dir},
                     {"measured_step_s", r.measured_step_s},
                     {"predicted_before_s", r.predicted_before_s},

@@ -52,9 +52,8 @@ Efficiency family_efficiency(const std::string& family) {
   return e;
 }
 
-GpuSpec make(std::string name, std::string family, std::string description, double fp32,
-             double bf16, double fp16, double fp8, double mem_gib, double hbm_tbs,
-             double nvlink_gbs, double net_gbs) {
+GpuSpec make(std::string name, std::string family, std::string description, double fp32, double bf16, double fp16,
+             double fp8, double mem_gib, double hbm_tbs, double nvlink_gbs, double net_gbs) {
   GpuSpec g;
   g.name = std::move(name);
   g.family = family;
@@ -145,8 +144,8 @@ const std::vector<GpuSpec>& gpu_catalog() {
     c.push_back(make("h100-96gb", "h100", "NVIDIA H100 96GB HBM2e (Grand Teton, 500 W)", 60, 912,  912,    1824,   96,  2.4,   450, 50));
     // clang-format on
     // GB200 NVL72: one NVLink domain of 72 GPUs.
-    GpuSpec gb200 = make("gb200", "b200", "NVIDIA B200 in GB200 NVL72 (1200 W)", 80, 2500, 2500,
-                         5000, 186, 8.0, 900, 50);
+    GpuSpec gb200 =
+        make("gb200", "b200", "NVIDIA B200 in GB200 NVL72 (1200 W)", 80, 2500, 2500, 5000, 186, 8.0, 900, 50);
     gb200.gpus_per_node = 72;
     c.push_back(gb200);
     c.push_back(detect_cpu());
@@ -164,10 +163,9 @@ std::vector<std::string> gpu_names() {
 GpuSpec find_gpu(const std::string& name) {
   std::string n = lower(std::string(trim(name)));
   static const std::vector<std::pair<std::string, std::string>> aliases = {
-      {"a100", "a100-80gb"},  {"a100-80", "a100-80gb"},  {"a100-40", "a100-40gb"},
-      {"h100", "h100-sxm"},   {"h100-80gb", "h100-sxm"}, {"h200-141gb", "h200"},
-      {"b200-180gb", "b200"}, {"v100", "v100-32gb"},     {"this", "cpu"},
-      {"host", "cpu"}};
+      {"a100", "a100-80gb"},     {"a100-80", "a100-80gb"}, {"a100-40", "a100-40gb"}, {"h100", "h100-sxm"},
+      {"h100-80gb", "h100-sxm"}, {"h200-141gb", "h200"},   {"b200-180gb", "b200"},   {"v100", "v100-32gb"},
+      {"this", "cpu"},           {"host", "cpu"}};
   for (auto& [a, real] : aliases)
     if (n == a) n = real;
   for (const auto& g : gpu_catalog())
@@ -176,10 +174,9 @@ GpuSpec find_gpu(const std::string& name) {
   if (!from_text.empty()) return find_gpu(from_text);
   std::string list;
   for (auto& g : gpu_names()) list += (list.empty() ? "" : ", ") + g;
-  throw Error(
-      fmt::format("unknown GPU type '{}'", name),
-      fmt::format("known types: {} (closest: {}); describe another one with --gpu-file FILE.toml",
-                  list, closest_match(n, gpu_names())));
+  throw Error(fmt::format("unknown GPU type '{}'", name),
+              fmt::format("known types: {} (closest: {}); describe another one with --gpu-file FILE.toml", list,
+                          closest_match(n, gpu_names())));
 }
 
 std::string gpu_name_from_description(const std::string& text) {
@@ -225,8 +222,7 @@ GpuSpec detect_cpu() {
   GpuSpec g;
   g.name = "cpu";
   g.family = "cpu";
-  g.description =
-      fmt::format("this machine: {:.0f} cores at {:.1f} GHz, {:.1f} GiB", cores, ghz, mem / kGiB);
+  g.description = fmt::format("this machine: {:.0f} cores at {:.1f} GHz, {:.1f} GiB", cores, ghz, mem / kGiB);
   // Per core and cycle: AVX-512 2 FMA ports x 16 fp32 lanes x 2 = 64 FLOP; AMX bf16 1024 FLOP.
   g.peak_fp32 = cores * ghz * 1e9 * 64;
   g.peak_bf16 = cores * ghz * 1e9 * 1024;
@@ -251,14 +247,12 @@ void apply_gpu_overrides(GpuSpec& g, const std::string& toml_path) {
   try {
     t = toml::parse_file(toml_path);
   } catch (const toml::parse_error& e) {
-    throw Error(fmt::format("{}:{}:{}: invalid TOML: {}", toml_path, e.source().begin.line,
-                            e.source().begin.column, e.description()));
+    throw Error(fmt::format("{}:{}:{}: invalid TOML: {}", toml_path, e.source().begin.line, e.source().begin.column,
+                            e.description()));
   }
   if (auto base = t["gpu"]["base"].value<std::string>()) g = find_gpu(*base);
-  double fp32 = g.peak_fp32 / kT, bf16 = g.peak_bf16 / kT, fp16 = g.peak_fp16 / kT,
-         fp8 = g.peak_fp8 / kT;
-  double mem = g.memory_bytes / kGiB, hbm = g.hbm_bw / kT, nvl = g.nvlink_bw / kG,
-         net = g.network_bw / kG;
+  double fp32 = g.peak_fp32 / kT, bf16 = g.peak_bf16 / kT, fp16 = g.peak_fp16 / kT, fp8 = g.peak_fp8 / kT;
+  double mem = g.memory_bytes / kGiB, hbm = g.hbm_bw / kT, nvl = g.nvlink_bw / kG, net = g.network_bw / kG;
   double reserved = g.runtime_reserved / kGiB;
   std::string base, name = g.name;
   ConfigBinder b;
@@ -273,38 +267,32 @@ void apply_gpu_overrides(GpuSpec& g, const std::string& toml_path) {
   b.add("gpu.nvlink_gbs", &nvl, "NVLink bandwidth per GPU per direction in GB/s");
   b.add("gpu.network_gbs", &net, "network bandwidth per GPU per direction in GB/s");
   b.add("gpu.gpus_per_node", &g.gpus_per_node, "GPUs per node");
-  b.add("gpu.runtime_reserved_gib", &reserved,
-        "memory the runtime keeps (CUDA context, workspaces)");
+  b.add("gpu.runtime_reserved_gib", &reserved, "memory the runtime keeps (CUDA context, workspaces)");
   b.add("gpu.efficiency.gemm", &g.eff.gemm, "fraction of peak reached by GEMMs");
-  b.add("gpu.efficiency.gemm_fp8", &g.eff.gemm_fp8,
-        "fraction of the fp8 peak reached by fp8 GEMMs");
-  b.add("gpu.efficiency.attention", &g.eff.attention,
-        "fraction of peak reached by attention kernels");
+  b.add("gpu.efficiency.gemm_fp8", &g.eff.gemm_fp8, "fraction of the fp8 peak reached by fp8 GEMMs");
+  b.add("gpu.efficiency.attention", &g.eff.attention, "fraction of peak reached by attention kernels");
   b.add("gpu.efficiency.memory_traffic", &g.eff.memory_traffic, "multiplier on element-wise bytes");
   b.add("gpu.efficiency.fp8_cast", &g.eff.fp8_cast, "extra element-wise traffic under fp8");
-  b.add("gpu.efficiency.collective", &g.eff.collective,
-        "fraction of link bandwidth reached by collectives");
-  b.add("gpu.efficiency.overlap", &g.eff.overlap,
-        "fraction of overlappable communication that hides");
-  std::function<void(const toml::table&, const std::string&)> walk =
-      [&](const toml::table& tab, const std::string& prefix) {
-        for (auto&& [k, node] : tab) {
-          std::string key =
-              prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
-          if (auto* sub = node.as_table())
-            walk(*sub, key);
-          else if (node.is_integer())
-            b.set(key, *node.value<int64_t>(), toml_path);
-          else if (node.is_floating_point())
-            b.set(key, *node.value<double>(), toml_path);
-          else if (node.is_string())
-            b.set(key, *node.value<std::string>(), toml_path);
-          else if (node.is_boolean())
-            b.set(key, *node.value<bool>(), toml_path);
-          else
-            throw Error(fmt::format("{}: key '{}' has an unsupported value type", toml_path, key));
-        }
-      };
+  b.add("gpu.efficiency.collective", &g.eff.collective, "fraction of link bandwidth reached by collectives");
+  b.add("gpu.efficiency.overlap", &g.eff.overlap, "fraction of overlappable communication that hides");
+  std::function<void(const toml::table&, const std::string&)> walk = [&](const toml::table& tab,
+                                                                         const std::string& prefix) {
+    for (auto&& [k, node] : tab) {
+      std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+      if (auto* sub = node.as_table())
+        walk(*sub, key);
+      else if (node.is_integer())
+        b.set(key, *node.value<int64_t>(), toml_path);
+      else if (node.is_floating_point())
+        b.set(key, *node.value<double>(), toml_path);
+      else if (node.is_string())
+        b.set(key, *node.value<std::string>(), toml_path);
+      else if (node.is_boolean())
+        b.set(key, *node.value<bool>(), toml_path);
+      else
+        throw Error(fmt::format("{}: key '{}' has an unsupported value type", toml_path, key));
+    }
+  };
   walk(t, "");
   g.name = name;
   g.peak_fp32 = fp32 * kT;
@@ -323,17 +311,14 @@ void apply_gpu_overrides(GpuSpec& g, const std::string& toml_path) {
   positive("gpu.hbm_tbs", hbm);
   positive("gpu.nvlink_gbs", nvl);
   positive("gpu.network_gbs", net);
-  if (g.gpus_per_node <= 0)
-    throw Error(fmt::format("{}: gpu.gpus_per_node must be positive", toml_path));
+  if (g.gpus_per_node <= 0) throw Error(fmt::format("{}: gpu.gpus_per_node must be positive", toml_path));
   for (auto [key, v] : {std::pair{"gemm", g.eff.gemm},
                         {"gemm_fp8", g.eff.gemm_fp8},
                         {"attention", g.eff.attention},
                         {"collective", g.eff.collective}})
-    if (!(v > 0 && v <= 1))
-      throw Error(fmt::format("{}: gpu.efficiency.{} = {} must be in (0, 1]", toml_path, key, v));
+    if (!(v > 0 && v <= 1)) throw Error(fmt::format("{}: gpu.efficiency.{} = {} must be in (0, 1]", toml_path, key, v));
   if (!(g.eff.overlap >= 0 && g.eff.overlap <= 1))
-    throw Error(
-        fmt::format("{}: gpu.efficiency.overlap = {} must be in [0, 1]", toml_path, g.eff.overlap));
+    throw Error(fmt::format("{}: gpu.efficiency.overlap = {} must be in [0, 1]", toml_path, g.eff.overlap));
   if (!(g.eff.memory_traffic > 0))
     throw Error(fmt::format("{}: gpu.efficiency.memory_traffic must be positive", toml_path));
 }

@@ -51,8 +51,7 @@ struct Implied {
 
 CheckResult check_claims(const json& c) {
   if (!c.is_object())
-    throw Error("claims must be a JSON object in the published-run schema",
-                "see configs/claims/case-study.json");
+    throw Error("claims must be a JSON object in the published-run schema", "see configs/claims/case-study.json");
   CheckResult out;
   auto gpus = num(c, "num_gpus");
   if (!gpus || *gpus <= 0) throw Error("claims: num_gpus is required", "add \"num_gpus\": N");
@@ -61,8 +60,7 @@ CheckResult check_claims(const json& c) {
   if (gpu_name.empty()) {
     std::string list;
     for (auto& g : gpu_names()) list += (list.empty() ? "" : ", ") + g;
-    throw Error(fmt::format("claims: gpu_type '{}' is not in the catalog", gpu_text),
-                "known types: " + list);
+    throw Error(fmt::format("claims: gpu_type '{}' is not in the catalog", gpu_text), "known types: " + list);
   }
   const double n = *gpus;
 
@@ -72,29 +70,24 @@ CheckResult check_claims(const json& c) {
   try {
     rj = job_from_record(c);
     flops_per_token = rj->job.model.train_flops_per_token(rj->job.seq_len);
-    out.facts.push_back(fmt::format(
-        "model: {:.2f} B parameters, {} per token at seq_len {} (6N + 12·L·h·s)",
-        rj->job.model.num_params() / 1e9, si(flops_per_token, "FLOP"), rj->job.seq_len));
+    out.facts.push_back(fmt::format("model: {:.2f} B parameters, {} per token at seq_len {} (6N + 12·L·h·s)",
+                                    rj->job.model.num_params() / 1e9, si(flops_per_token, "FLOP"), rj->job.seq_len));
   } catch (const Error&) {
     auto pb = num(c, "params_b");
-    if (!pb)
-      throw Error("claims: need the model shape (layers, hidden, vocab, seq_len) or params_b");
+    if (!pb) throw Error("claims: need the model shape (layers, hidden, vocab, seq_len) or params_b");
     flops_per_token = 6 * *pb * 1e9;
-    out.facts.push_back(
-        fmt::format("model: {:.2f} B parameters, {} per token (6N, attention not counted)", *pb,
-                    si(flops_per_token, "FLOP")));
+    out.facts.push_back(fmt::format("model: {:.2f} B parameters, {} per token (6N, attention not counted)", *pb,
+                                    si(flops_per_token, "FLOP")));
   }
   GpuSpec gpu = rj ? rj->job.gpu : find_gpu(gpu_name);
   const Precision prec = rj ? rj->fixed.precision : Precision::kBf16;
   const double catalog_peak = gpu.peak(prec);
   const double peak = num(c, "peak_tflops_assumed").value_or(catalog_peak / 1e12) * 1e12;
-  out.facts.push_back(
-      fmt::format("hardware: {:.0f} x {}, dense {} peak {} per GPU, {:.0f} GiB each", n, gpu.name,
-                  precision_name(prec), si(peak, "FLOP/s"), gpu.memory_bytes / 1073741824.0));
+  out.facts.push_back(fmt::format("hardware: {:.0f} x {}, dense {} peak {} per GPU, {:.0f} GiB each", n, gpu.name,
+                                  precision_name(prec), si(peak, "FLOP/s"), gpu.memory_bytes / 1073741824.0));
   const double job_peak_tokens = n * peak / flops_per_token;
-  out.facts.push_back(
-      fmt::format("at 100% MFU the job could process at most {:.0f} x {} / {} = {} tokens/s", n,
-                  si(peak, "FLOP/s"), si(flops_per_token, "FLOP"), count(job_peak_tokens)));
+  out.facts.push_back(fmt::format("at 100% MFU the job could process at most {:.0f} x {} / {} = {} tokens/s", n,
+                                  si(peak, "FLOP/s"), si(flops_per_token, "FLOP"), count(job_peak_tokens)));
 
   // Tokens trained: claimed, or epochs x dataset tokens.
   std::optional<double> tokens = num(c, "tokens_trained");
@@ -102,19 +95,17 @@ CheckResult check_claims(const json& c) {
   if (epochs && dataset) {
     const double t = *epochs * *dataset;
     if (tokens && std::abs(*tokens - t) > kTolerance * t)
-      out.violations.push_back(
-          {"inconsistent",
-           {"tokens_trained", "epochs", "dataset_tokens"},
-           fmt::format("tokens_trained {} differs from epochs x dataset = {:g} x {} = {}",
-                       count(*tokens), *epochs, count(*dataset), count(t))});
+      out.violations.push_back({"inconsistent",
+                                {"tokens_trained", "epochs", "dataset_tokens"},
+                                fmt::format("tokens_trained {} differs from epochs x dataset = {:g} x {} = {}",
+                                            count(*tokens), *epochs, count(*dataset), count(t))});
     if (!tokens) tokens = t;
   }
 
   // Every throughput claim as tokens/s for the whole job.
   std::vector<Implied> implied;
   if (auto v = num(c, "tokens_per_s_total"))
-    implied.push_back(
-        {"claimed tokens/s", {"tokens_per_s_total"}, *v, fmt::format("{} tokens/s", count(*v))});
+    implied.push_back({"claimed tokens/s", {"tokens_per_s_total"}, *v, fmt::format("{} tokens/s", count(*v))});
   if (auto v = num(c, "tokens_per_s_per_gpu"))
     implied.push_back({"tokens/s per GPU x GPUs",
                        {"tokens_per_s_per_gpu", "num_gpus"},
@@ -129,35 +120,32 @@ CheckResult check_claims(const json& c) {
     implied.push_back({"batch / step time",
                        {"global_batch_tokens", "step_time_s"},
                        *batch_tokens / *s,
-                       fmt::format("{} tokens per step / {:g} s = {} tokens/s",
-                                   count(*batch_tokens), *s, count(*batch_tokens / *s))});
+                       fmt::format("{} tokens per step / {:g} s = {} tokens/s", count(*batch_tokens), *s,
+                                   count(*batch_tokens / *s))});
   if (auto m = num(c, "mfu"))
-    implied.push_back(
-        {"MFU x peak / FLOPs per token",
-         {"mfu"},
-         *m * job_peak_tokens,
-         fmt::format("{:.1f}% x {:.0f} x {} / {} = {} tokens/s", 100 * *m, n, si(peak, "FLOP/s"),
-                     si(flops_per_token, "FLOP"), count(*m * job_peak_tokens))});
+    implied.push_back({"MFU x peak / FLOPs per token",
+                       {"mfu"},
+                       *m * job_peak_tokens,
+                       fmt::format("{:.1f}% x {:.0f} x {} / {} = {} tokens/s", 100 * *m, n, si(peak, "FLOP/s"),
+                                   si(flops_per_token, "FLOP"), count(*m * job_peak_tokens))});
   if (auto t = num(c, "tflops_per_gpu"))
-    implied.push_back(
-        {"TFLOP/s per GPU / FLOPs per token",
-         {"tflops_per_gpu"},
-         *t * 1e12 * n / flops_per_token,
-         fmt::format("{:g} TFLOP/s x {:.0f} / {} = {} tokens/s (model FLOPs)", *t, n,
-                     si(flops_per_token, "FLOP"), count(*t * 1e12 * n / flops_per_token))});
+    implied.push_back({"TFLOP/s per GPU / FLOPs per token",
+                       {"tflops_per_gpu"},
+                       *t * 1e12 * n / flops_per_token,
+                       fmt::format("{:g} TFLOP/s x {:.0f} / {} = {} tokens/s (model FLOPs)", *t, n,
+                                   si(flops_per_token, "FLOP"), count(*t * 1e12 * n / flops_per_token))});
   if (auto d = num(c, "wall_days"); d && tokens && *d > 0)
     implied.push_back({"tokens / wall-clock",
                        {"tokens_trained", "wall_days"},
                        *tokens / (*d * 86400),
-                       fmt::format("{} tokens / ({:g} days x 86400 s) = {} tokens/s",
-                                   count(*tokens), *d, count(*tokens / (*d * 86400)))});
+                       fmt::format("{} tokens / ({:g} days x 86400 s) = {} tokens/s", count(*tokens), *d,
+                                   count(*tokens / (*d * 86400)))});
   if (auto h = num(c, "gpu_hours"); h && tokens && *h > 0)
-    implied.push_back(
-        {"tokens / GPU-hours",
-         {"tokens_trained", "gpu_hours"},
-         *tokens / (*h * 3600 / n),
-         fmt::format("{} tokens / ({} GPU-hours x 3600 / {:.0f} GPUs) = {} tokens/s",
-                     count(*tokens), count(*h), n, count(*tokens / (*h * 3600 / n)))});
+    implied.push_back({"tokens / GPU-hours",
+                       {"tokens_trained", "gpu_hours"},
+                       *tokens / (*h * 3600 / n),
+                       fmt::format("{} tokens / ({} GPU-hours x 3600 / {:.0f} GPUs) = {} tokens/s", count(*tokens),
+                                   count(*h), n, count(*tokens / (*h * 3600 / n)))});
 
   // Impossible: above the peak.
   for (const auto& im : implied) {
@@ -167,16 +155,13 @@ CheckResult check_claims(const json& c) {
       claims.push_back("num_gpus");
       out.violations.push_back(
           {"impossible", claims,
-           fmt::format(
-               "{}: {} means {} per GPU x {} = {} per GPU, {:.0f}% of the {} peak ({:.0f}% MFU)",
-               im.name, im.arithmetic, count(im.tokens_per_s / n) + " tokens/s",
-               si(flops_per_token, "FLOP"), si(im.tokens_per_s / n * flops_per_token, "FLOP/s"),
-               100 * mfu, si(peak, "FLOP/s"), 100 * mfu)});
+           fmt::format("{}: {} means {} per GPU x {} = {} per GPU, {:.0f}% of the {} peak ({:.0f}% MFU)", im.name,
+                       im.arithmetic, count(im.tokens_per_s / n) + " tokens/s", si(flops_per_token, "FLOP"),
+                       si(im.tokens_per_s / n * flops_per_token, "FLOP/s"), 100 * mfu, si(peak, "FLOP/s"), 100 * mfu)});
     }
   }
   if (auto m = num(c, "mfu"); m && *m > 1)
-    out.violations.push_back(
-        {"impossible", {"mfu"}, fmt::format("MFU {:.0f}% is above 100%", 100 * *m)});
+    out.violations.push_back({"impossible", {"mfu"}, fmt::format("MFU {:.0f}% is above 100%", 100 * *m)});
 
   // Inconsistent: pairs of throughput claims that disagree beyond rounding.
   for (size_t i = 0; i < implied.size(); ++i)
@@ -186,10 +171,9 @@ CheckResult check_claims(const json& c) {
       if (ratio - 1 > kTolerance) {
         auto claims = implied[i].claims;
         claims.insert(claims.end(), implied[j].claims.begin(), implied[j].claims.end());
-        out.violations.push_back(
-            {"inconsistent", claims,
-             fmt::format("{} ({}) vs {} ({}): they differ by {:.2f}x", implied[i].name,
-                         implied[i].arithmetic, implied[j].name, implied[j].arithmetic, ratio)});
+        out.violations.push_back({"inconsistent", claims,
+                                  fmt::format("{} ({}) vs {} ({}): they differ by {:.2f}x", implied[i].name,
+                                              implied[i].arithmetic, implied[j].name, implied[j].arithmetic, ratio)});
       }
     }
   // GPU-hours vs days, cost vs GPU-hours.
@@ -197,19 +181,18 @@ CheckResult check_claims(const json& c) {
   if (days && hours) {
     const double h = *days * 24 * n;
     if (std::abs(*hours - h) > kTolerance * std::max(h, *hours))
-      out.violations.push_back(
-          {"inconsistent",
-           {"gpu_hours", "wall_days", "num_gpus"},
-           fmt::format("{:g} days x 24 x {:.0f} GPUs = {} GPU-hours, but {} are claimed", *days, n,
-                       count(h), count(*hours))});
+      out.violations.push_back({"inconsistent",
+                                {"gpu_hours", "wall_days", "num_gpus"},
+                                fmt::format("{:g} days x 24 x {:.0f} GPUs = {} GPU-hours, but {} are claimed", *days, n,
+                                            count(h), count(*hours))});
   }
   if (auto price = num(c, "price_per_gpu_hour"); price && cost && hours) {
     const double usd = *hours * *price;
     if (std::abs(*cost - usd) > kTolerance * std::max(usd, *cost))
       out.violations.push_back({"inconsistent",
                                 {"cost_usd", "gpu_hours", "price_per_gpu_hour"},
-                                fmt::format("{} GPU-hours x ${:g} = ${}, but ${} is claimed",
-                                            count(*hours), *price, count(usd), count(*cost))});
+                                fmt::format("{} GPU-hours x ${:g} = ${}, but ${} is claimed", count(*hours), *price,
+                                            count(usd), count(*cost))});
   }
 
   // Memory and the planner's best layout: impossible if nothing fits; optimistic if a claim
@@ -222,27 +205,24 @@ CheckResult check_claims(const json& c) {
     o.top = 1;
     try {
       PlanResult best = best_layout_or_throw(job, o);
-      out.facts.push_back(fmt::format(
-          "the planner's best layout: {} -> {} tokens/s ({:.1f}% MFU), {:.1f} GiB per GPU",
-          best.layout.describe(), count(best.tokens_per_s), 100 * best.mfu,
-          best.memory.total() / 1073741824.0));
+      out.facts.push_back(fmt::format("the planner's best layout: {} -> {} tokens/s ({:.1f}% MFU), {:.1f} GiB per GPU",
+                                      best.layout.describe(), count(best.tokens_per_s), 100 * best.mfu,
+                                      best.memory.total() / 1073741824.0));
       if (tokens) {
         std::string at_mfu;
         if (auto m = num(c, "mfu"); m && *m > 0)
-          at_mfu = fmt::format("{:.1f} days at the claimed {:.0f}% MFU, ",
-                               *tokens / (*m * job_peak_tokens) / 86400, 100 * *m);
+          at_mfu = fmt::format("{:.1f} days at the claimed {:.0f}% MFU, ", *tokens / (*m * job_peak_tokens) / 86400,
+                               100 * *m);
         out.facts.push_back(fmt::format(
             "{} tokens take {}{:.1f} days with the planner's best layout, {:.1f} days at "
             "100% MFU",
-            count(*tokens), at_mfu, *tokens / best.tokens_per_s / 86400,
-            *tokens / job_peak_tokens / 86400));
+            count(*tokens), at_mfu, *tokens / best.tokens_per_s / 86400, *tokens / job_peak_tokens / 86400));
       }
       for (const auto& im : implied) {
         if (im.tokens_per_s > 1.3 * best.tokens_per_s && im.tokens_per_s <= job_peak_tokens)
-          out.warnings.push_back(
-              fmt::format("{}: {} is {:.1f}x the planner's best layout ({} tokens/s)", im.name,
-                          count(im.tokens_per_s) + " tokens/s", im.tokens_per_s / best.tokens_per_s,
-                          count(best.tokens_per_s)));
+          out.warnings.push_back(fmt::format("{}: {} is {:.1f}x the planner's best layout ({} tokens/s)", im.name,
+                                             count(im.tokens_per_s) + " tokens/s", im.tokens_per_s / best.tokens_per_s,
+                                             count(best.tokens_per_s)));
       }
     } catch (const Error& e) {
       out.violations.push_back({"impossible", {"num_gpus", "gpu_type"}, e.what()});
@@ -254,18 +234,15 @@ CheckResult check_claims(const json& c) {
 
 json to_json(const CheckResult& c) {
   json v = json::array();
-  for (const auto& x : c.violations)
-    v.push_back({{"kind", x.kind}, {"claims", x.claims}, {"message", x.message}});
-  return {
-      {"possible", c.possible}, {"violations", v}, {"warnings", c.warnings}, {"facts", c.facts}};
+  for (const auto& x : c.violations) v.push_back({{"kind", x.kind}, {"claims", x.claims}, {"message", x.message}});
+  return {{"possible", c.possible}, {"violations", v}, {"warnings", c.warnings}, {"facts", c.facts}};
 }
 
 std::string format_check(const CheckResult& c) {
   std::string out;
   for (const auto& f : c.facts) out += "  " + f + "\n";
-  out += c.possible
-             ? "\nThe claims are possible together.\n"
-             : fmt::format("\nThe claims cannot all be true ({} problems):\n", c.violations.size());
+  out += c.possible ? "\nThe claims are possible together.\n"
+                    : fmt::format("\nThe claims cannot all be true ({} problems):\n", c.violations.size());
   for (const auto& v : c.violations) out += fmt::format("  [{}] {}\n", v.kind, v.message);
   for (const auto& w : c.warnings) out += fmt::format("  [optimistic] {}\n", w);
   return out;

@@ -25,9 +25,8 @@ std::vector<Prepared> prepare(const nlohmann::json& records, Validation& v) {
   std::vector<Prepared> out;
   for (const auto& rec : records) {
     const std::string id = rec.value("id", std::string("?"));
-    const std::string category = rec.contains("category") && rec["category"].is_string()
-                                     ? rec["category"].get<std::string>()
-                                     : "";
+    const std::string category =
+        rec.contains("category") && rec["category"].is_string() ? rec["category"].get<std::string>() : "";
     if (category == "formula" || category == "hardware") {
       v.skipped.emplace_back(id, "not a training run (" + category + ")");
       continue;
@@ -81,8 +80,8 @@ Validation run(std::vector<Prepared>& prepared, const FamilyEfficiency* eff, Val
     // so that the few runs the model cannot describe do not bend the fit for all others.
     std::vector<double> sorted = log_err;
     std::sort(sorted.begin(), sorted.end());
-    const size_t keep = std::max<size_t>(
-        1, static_cast<size_t>(std::ceil(kFitCoverage * static_cast<double>(sorted.size()))));
+    const size_t keep =
+        std::max<size_t>(1, static_cast<size_t>(std::ceil(kFitCoverage * static_cast<double>(sorted.size()))));
     double sum = 0;
     for (size_t i = 0; i < keep; ++i) sum += sorted[i] * sorted[i];
     v.fit_loss = sum / static_cast<double>(keep);
@@ -90,8 +89,7 @@ Validation run(std::vector<Prepared>& prepared, const FamilyEfficiency* eff, Val
   if (!abs_err.empty()) {
     v.median_abs_error = percentile(abs_err, 0.5);
     v.p90_abs_error = percentile(abs_err, 0.9);
-    v.mean_abs_log_error =
-        std::accumulate(log_err.begin(), log_err.end(), 0.0) / static_cast<double>(log_err.size());
+    v.mean_abs_log_error = std::accumulate(log_err.begin(), log_err.end(), 0.0) / static_cast<double>(log_err.size());
   }
   return v;
 }
@@ -114,20 +112,18 @@ Validation validate_records(const nlohmann::json& records, const FamilyEfficienc
 }
 
 std::string format_validation(const Validation& v) {
-  std::string out = fmt::format("{:<58} {:<10} {:<22} {:>12} {:>12} {:>8}\n", "record", "gpu",
-                                "metric", "predicted", "published", "error");
+  std::string out = fmt::format("{:<58} {:<10} {:<22} {:>12} {:>12} {:>8}\n", "record", "gpu", "metric", "predicted",
+                                "published", "error");
   for (const auto& r : v.rows)
-    out += fmt::format("{:<58} {:<10} {:<22} {:>12.4g} {:>12.4g} {:>+7.1f}%{}\n",
-                       r.id.substr(0, 58), r.gpu, r.metric, r.predicted, r.published, 100 * r.error,
-                       r.fits ? "" : "  (does not fit)");
-  out += fmt::format(
-      "{} records compared, {} skipped; |error| median {:.1f}%, 90th percentile {:.1f}%\n",
-      v.rows.size(), v.skipped.size(), 100 * v.median_abs_error, 100 * v.p90_abs_error);
+    out += fmt::format("{:<58} {:<10} {:<22} {:>12.4g} {:>12.4g} {:>+7.1f}%{}\n", r.id.substr(0, 58), r.gpu, r.metric,
+                       r.predicted, r.published, 100 * r.error, r.fits ? "" : "  (does not fit)");
+  out += fmt::format("{} records compared, {} skipped; |error| median {:.1f}%, 90th percentile {:.1f}%\n",
+                     v.rows.size(), v.skipped.size(), 100 * v.median_abs_error, 100 * v.p90_abs_error);
   return out;
 }
 
-std::vector<double> nelder_mead(const std::function<double(const std::vector<double>&)>& f,
-                                std::vector<double> x0, int iterations, double step) {
+std::vector<double> nelder_mead(const std::function<double(const std::vector<double>&)>& f, std::vector<double> x0,
+                                int iterations, double step) {
   const size_t n = x0.size();
   std::vector<std::vector<double>> pts = {x0};
   for (size_t i = 0; i < n; ++i) {

@@ -53,7 +53,7 @@ FitResult fit_records(const nlohmann::json& records, int iterations);
 
 // Nelder–Mead minimisation of f from x0 (initial simplex: x0 with each coordinate scaled by
 // 1 + step). Returns the best point found.
-std::vector<double> nelder_mead(const std::function<double(const std::vector<double>&)>& f,
-                                std::vector<double> x0, int iterations, double step = 0.15);
+std::vector<double> nelder_mead(const std::function<double(const std::vector<double>&)>& f, std::vector<double> x0,
+                                int iterations, double step = 0.15);
 
 }  // namespace ft::plan

@@ -65,80 +65,65 @@ void validate_job(const Job& job) {
   };
   job.model.validate();
   positive("seq_len", static_cast<double>(job.seq_len), "pass --seq-len N");
-  positive("global batch", static_cast<double>(job.global_batch),
-           "pass --global-batch N (sequences per step)");
+  positive("global batch", static_cast<double>(job.global_batch), "pass --global-batch N (sequences per step)");
   positive("GPUs", static_cast<double>(job.num_gpus()), "pass --nodes N and --gpus-per-node N");
   if (job.tokens < 0) throw Error(fmt::format("tokens = {} must not be negative", job.tokens));
   if (job.price_per_gpu_hour < 0)
-    throw Error(
-        fmt::format("price per GPU-hour = {} must not be negative", job.price_per_gpu_hour));
+    throw Error(fmt::format("price per GPU-hour = {} must not be negative", job.price_per_gpu_hour));
 }
 
 void validate_layout(const Job& job, const Layout& l, bool allow_uneven_stages) {
   const ModelConfig& m = job.model;
   const int64_t n = job.num_gpus();
-  for (auto [name, v] : {std::pair{"dp", l.dp},
-                         {"tp", l.tp},
-                         {"pp", l.pp},
-                         {"cp", l.cp},
-                         {"vp", l.vp},
-                         {"micro-batch", l.micro_batch}})
+  for (auto [name, v] :
+       {std::pair{"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"cp", l.cp}, {"vp", l.vp}, {"micro-batch", l.micro_batch}})
     if (v <= 0) throw Error(fmt::format("{} = {} must be positive", name, v));
   if (l.zero < 0 || l.zero > 3)
     throw Error(fmt::format("zero = {} is not a ZeRO stage", l.zero), "use 0 (none), 1, 2 or 3");
-  if (m.n_heads % l.tp != 0 || m.ffn_dim % l.tp != 0 ||
-      (m.n_kv_heads % l.tp != 0 && l.tp % m.n_kv_heads != 0)) {
+  if (m.n_heads % l.tp != 0 || m.ffn_dim % l.tp != 0 || (m.n_kv_heads % l.tp != 0 && l.tp % m.n_kv_heads != 0)) {
     const int64_t g = std::gcd(m.n_heads, m.ffn_dim);
     throw Error(
-        fmt::format(
-            "tp = {} does not divide the model: n_heads = {}, n_kv_heads = {}, ffn_dim = {}", l.tp,
-            m.n_heads, m.n_kv_heads, m.ffn_dim),
-        fmt::format("nearest valid tp: {} (a divisor of gcd(n_heads, ffn_dim) = {})",
-                    nearest_divisor(g, l.tp), g));
+        fmt::format("tp = {} does not divide the model: n_heads = {}, n_kv_heads = {}, ffn_dim = {}", l.tp, m.n_heads,
+                    m.n_kv_heads, m.ffn_dim),
+        fmt::format("nearest valid tp: {} (a divisor of gcd(n_heads, ffn_dim) = {})", nearest_divisor(g, l.tp), g));
   }
   if (l.pp * l.vp > m.n_layers || (!allow_uneven_stages && m.n_layers % (l.pp * l.vp) != 0)) {
     const int64_t v = nearest_divisor(m.n_layers, l.pp * l.vp);
-    throw Error(
-        fmt::format("pp × vp = {} × {} does not divide n_layers = {}", l.pp, l.vp, m.n_layers),
-        l.vp == 1 ? fmt::format("nearest valid pp: {}", v)
-                  : fmt::format("nearest valid pp × vp: {} (e.g. pp={} vp={})", v,
-                                nearest_divisor(v, l.pp), v / nearest_divisor(v, l.pp)));
+    throw Error(fmt::format("pp × vp = {} × {} does not divide n_layers = {}", l.pp, l.vp, m.n_layers),
+                l.vp == 1 ? fmt::format("nearest valid pp: {}", v)
+                          : fmt::format("nearest valid pp × vp: {} (e.g. pp={} vp={})", v, nearest_divisor(v, l.pp),
+                                        v / nearest_divisor(v, l.pp)));
   }
   if (l.world() != n) {
     const int64_t model_par = l.tp * l.pp * l.cp;
     std::string hint =
         n % model_par == 0
-            ? fmt::format("with tp={} pp={} cp={} use dp = {} / {} = {}", l.tp, l.pp, l.cp, n,
-                          model_par, n / model_par)
-            : fmt::format("tp × pp × cp = {} does not divide {} GPUs; e.g. tp={} pp=1 dp={}",
-                          model_par, n, nearest_divisor(n, l.tp), n / nearest_divisor(n, l.tp));
-    throw Error(fmt::format("dp × tp × pp × cp = {} × {} × {} × {} = {} but the job has {} GPUs",
-                            l.dp, l.tp, l.pp, l.cp, l.world(), n),
+            ? fmt::format("with tp={} pp={} cp={} use dp = {} / {} = {}", l.tp, l.pp, l.cp, n, model_par, n / model_par)
+            : fmt::format("tp × pp × cp = {} does not divide {} GPUs; e.g. tp={} pp=1 dp={}", model_par, n,
+                          nearest_divisor(n, l.tp), n / nearest_divisor(n, l.tp));
+    throw Error(fmt::format("dp × tp × pp × cp = {} × {} × {} × {} = {} but the job has {} GPUs", l.dp, l.tp, l.pp,
+                            l.cp, l.world(), n),
                 hint);
   }
   if (l.vp > 1 && l.pp == 1)
-    throw Error(fmt::format("vp = {} needs pipeline parallelism (pp = 1)", l.vp),
-                "use vp = 1 or pp > 1");
+    throw Error(fmt::format("vp = {} needs pipeline parallelism (pp = 1)", l.vp), "use vp = 1 or pp > 1");
   if (job.seq_len % l.cp != 0)
     throw Error(fmt::format("cp = {} does not divide seq_len = {}", l.cp, job.seq_len),
                 fmt::format("nearest valid cp: {}", nearest_divisor(job.seq_len, l.cp)));
   if (job.global_batch % l.dp != 0) {
     const int64_t lo = job.global_batch / l.dp * l.dp;
-    throw Error(fmt::format("global batch {} sequences does not split over dp = {} replicas",
-                            job.global_batch, l.dp),
-                fmt::format("use a global batch of {} or {}, or a dp dividing {}",
-                            std::max(lo, l.dp), lo + l.dp, job.global_batch));
+    throw Error(fmt::format("global batch {} sequences does not split over dp = {} replicas", job.global_batch, l.dp),
+                fmt::format("use a global batch of {} or {}, or a dp dividing {}", std::max(lo, l.dp), lo + l.dp,
+                            job.global_batch));
   }
   const int64_t per_replica = job.global_batch / l.dp;
   if (per_replica % l.micro_batch != 0) {
-    throw Error(
-        fmt::format(
-            "global batch {} over dp = {} gives {} sequences per replica, which do not split "
-            "into micro-batches of {}",
-            job.global_batch, l.dp, per_replica, l.micro_batch),
-        fmt::format("nearest valid micro-batch: {}; or a global batch of {}",
-                    nearest_divisor(per_replica, l.micro_batch),
-                    (per_replica / l.micro_batch + 1) * l.micro_batch * l.dp));
+    throw Error(fmt::format("global batch {} over dp = {} gives {} sequences per replica, which do not split "
+                            "into micro-batches of {}",
+                            job.global_batch, l.dp, per_replica, l.micro_batch),
+                fmt::format("nearest valid micro-batch: {}; or a global batch of {}",
+                            nearest_divisor(per_replica, l.micro_batch),
+                            (per_replica / l.micro_batch + 1) * l.micro_batch * l.dp));
   }
   job.gpu.peak(l.precision);  // throws when the GPU lacks the precision
 }

@@ -161,8 +161,8 @@ nlohmann::json to_json(const LinkStep& s, const LinkSpec& link) {
 
 std::string format_link_step(const LinkStep& s, const LinkSpec& link, int64_t dp) {
   std::string out = fmt::format(
-      "data parallelism over links: dp {}, {:.3g} Gbit/s, {:.0f} us latency; compression {}, {} bucket(s){}\n",
-      dp, link.bandwidth * 8 / 1e9, link.latency * 1e6, s.compression, s.buckets.size(),
+      "data parallelism over links: dp {}, {:.3g} Gbit/s, {:.0f} us latency; compression {}, {} bucket(s){}\n", dp,
+      link.bandwidth * 8 / 1e9, link.latency * 1e6, s.compression, s.buckets.size(),
       s.overlap ? " (overlapping backward)" : " (after backward)");
   out += fmt::format("  compute  {:.3f} s measured (forward {:.3f}, backward {:.3f}, optimizer {:.3f})\n", s.compute,
                      s.forward, s.backward, s.optimizer);

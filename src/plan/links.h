@@ -36,19 +36,19 @@ double ring_all_reduce_s(double bytes, int64_t p, const LinkSpec& link);
 
 struct LinkStep {
   struct Bucket {
-    double elements = 0;  // fp32 gradient elements in the bucket (padding included)
-    double ready = 0;     // seconds into the step when backward has finished its units
+    double elements = 0;        // fp32 gradient elements in the bucket (padding included)
+    double ready = 0;           // seconds into the step when backward has finished its units
     double start = 0, end = 0;  // its all-reduce on the communication thread
   };
   std::vector<Bucket> buckets;
-  double compute = 0;   // the measured compute time (forward, backward, optimizer)
+  double compute = 0;                               // the measured compute time (forward, backward, optimizer)
   double forward = 0, backward = 0, optimizer = 0;  // its split (the planner's own model)
-  double comm = 0;      // all gradient communication, hidden or not
-  double exposed = 0;   // the part of it the step waits for
-  double control = 0;   // small per-step collectives (loss, norm, guards, per-rank metrics)
-  double step = 0;      // compute + exposed + control
-  std::string compression;  // none, bf16, powersgd
-  bool overlap = true;      // more than one bucket: communication starts during backward
+  double comm = 0;                                  // all gradient communication, hidden or not
+  double exposed = 0;                               // the part of it the step waits for
+  double control = 0;                               // small per-step collectives (loss, norm, guards, per-rank metrics)
+  double step = 0;                                  // compute + exposed + control
+  std::string compression;                          // none, bf16, powersgd
+  bool overlap = true;                              // more than one bucket: communication starts during backward
 };
 
 // cfg: the trainer's configuration (model, seq_len, batch, parallel.*). compute_s: the step's

@@ -8,19 +8,14 @@
 namespace ft::plan {
 
 double MemoryBreakdown::total() const {
-  return parameters + gradients + optimizer_state + activations + workspace + communication +
-         runtime + fragmentation;
+  return parameters + gradients + optimizer_state + activations + workspace + communication + runtime + fragmentation;
 }
 
 std::vector<std::pair<std::string, double>> MemoryBreakdown::items() const {
-  std::vector<std::pair<std::string, double>> all = {{"parameters", parameters},
-                                                     {"gradients", gradients},
-                                                     {"optimizer_state", optimizer_state},
-                                                     {"activations", activations},
-                                                     {"workspace", workspace},
-                                                     {"communication", communication},
-                                                     {"runtime", runtime},
-                                                     {"fragmentation", fragmentation}};
+  std::vector<std::pair<std::string, double>> all = {
+      {"parameters", parameters},   {"gradients", gradients},        {"optimizer_state", optimizer_state},
+      {"activations", activations}, {"workspace", workspace},        {"communication", communication},
+      {"runtime", runtime},         {"fragmentation", fragmentation}};
   std::vector<std::pair<std::string, double>> out;
   for (auto& kv : all)
     if (kv.second > 0) out.push_back(kv);
@@ -70,8 +65,7 @@ MemoryBreakdown cpu_memory(const Job& job, const Layout& l, int64_t stage) {
   const ParamLayout layout = ParamLayout::llama(m, shards);
   double arena = static_cast<double>(layout.total());
   double max_unit = 0;
-  for (int u = 0; u < layout.num_units(); ++u)
-    max_unit = std::max(max_unit, static_cast<double>(layout.unit_size(u)));
+  for (int u = 0; u < layout.num_units(); ++u) max_unit = std::max(max_unit, static_cast<double>(layout.unit_size(u)));
   if (l.tp > 1 || l.pp > 1) {
     arena = static_cast<double>(rank_params(m, l.tp, l.pp, first, last));
     max_unit /= static_cast<double>(l.tp);
@@ -80,15 +74,14 @@ MemoryBreakdown cpu_memory(const Job& job, const Layout& l, int64_t stage) {
   const bool sharded = shards > 1;
   MemoryBreakdown out;
   out.parameters = kF32 * (l.zero >= 3 && sharded ? shard : arena);
-  const double in_flight =
-      (2.0 + 2.0 / static_cast<double>(shards)) * max_unit;  // two units + pieces
+  const double in_flight = (2.0 + 2.0 / static_cast<double>(shards)) * max_unit;  // two units + pieces
   out.gradients = kF32 * (l.zero >= 2 && sharded ? shard + in_flight : arena);
   out.optimizer_state = 2 * kF32 * (l.zero >= 1 && sharded ? shard : arena);
   const int64_t B = l.micro_batch, T = job.seq_len / l.cp;
   const int64_t chunk = loss_chunk_tokens(m, job.loss_chunk_tokens, B * T);
   const bool recompute = l.recompute != ActRecompute::kNone;
-  double act = static_cast<double>(kept_activation_bytes(m, B, T, chunk, recompute) +
-                                   scratch_activation_bytes(m, B, T));
+  double act =
+      static_cast<double>(kept_activation_bytes(m, B, T, chunk, recompute) + scratch_activation_bytes(m, B, T));
   if (l.pp > 1 || l.tp > 1) {
     // Per stage: its blocks only; tensor parallelism splits heads and ffn (C-sized replicated).
     ModelConfig part = m;
@@ -102,12 +95,11 @@ MemoryBreakdown cpu_memory(const Job& job, const Layout& l, int64_t stage) {
           micro_batches_in_flight(job, l, stage);
   }
   out.activations = act;
-  out.workspace =
-      2 * kF32 * static_cast<double>(m.max_seq_len) * static_cast<double>(m.head_dim() / 2);
+  out.workspace = 2 * kF32 * static_cast<double>(m.max_seq_len) * static_cast<double>(m.head_dim() / 2);
   if (l.zero >= 3 && sharded) out.communication = 2 * kF32 * max_unit;
   // The ranks on this machine share its memory.
-  out.capacity = job.gpu.memory_bytes / static_cast<double>(std::max<int64_t>(
-                                            1, std::min(job.num_gpus(), job.gpus_per_node)));
+  out.capacity =
+      job.gpu.memory_bytes / static_cast<double>(std::max<int64_t>(1, std::min(job.num_gpus(), job.gpus_per_node)));
   return out;
 }
 
@@ -127,12 +119,10 @@ MemoryBreakdown gpu_stage_memory(const Job& job, const Layout& l, int64_t stage)
   const bool sp = l.sequence_parallel && l.tp > 1;
   const double layers = static_cast<double>(layers_per_stage(m, l.pp));
   const double in_flight = micro_batches_in_flight(job, l, stage);
-  const double per_layer =
-      gpu_layer_activation_bytes(m, tokens, job.seq_len, l.tp, sp, l.recompute, l.flash_attention);
+  const double per_layer = gpu_layer_activation_bytes(m, tokens, job.seq_len, l.tp, sp, l.recompute, l.flash_attention);
   double act = per_layer * layers * in_flight;
   if (l.recompute == ActRecompute::kFull)  // one block's full set while it is recomputed
-    act += gpu_layer_activation_bytes(m, tokens, job.seq_len, l.tp, sp, ActRecompute::kNone,
-                                      l.flash_attention);
+    act += gpu_layer_activation_bytes(m, tokens, job.seq_len, l.tp, sp, ActRecompute::kNone, l.flash_attention);
   out.activations = act * act_scale;
   if (last || l.pp == 1)  // 16-bit logits plus the fp32 softmax/gradient of the loss
     out.workspace = tokens * static_cast<double>(m.vocab_size) / l.tp * 6.0;
@@ -142,9 +132,8 @@ MemoryBreakdown gpu_stage_memory(const Job& job, const Layout& l, int64_t stage)
   if (l.zero >= 3 && shards > 1)
     comm += 2 * layer_params * (sb.weights + sb.gradients);  // gathered + prefetched
   else if (shards > 1)
-    comm += 2 * 25e6 * 4;  // gradient buckets
-  if (l.pp > 1)
-    comm += 2 * tokens * static_cast<double>(m.dim) / (sp ? l.tp : 1) * 2;  // p2p send/recv
+    comm += 2 * 25e6 * 4;                                                               // gradient buckets
+  if (l.pp > 1) comm += 2 * tokens * static_cast<double>(m.dim) / (sp ? l.tp : 1) * 2;  // p2p send/recv
   out.communication = comm;
   out.runtime = job.gpu.runtime_reserved;
   out.fragmentation = 0.10 * (out.total() - out.runtime);

@@ -75,8 +75,7 @@ ModelConfig model_from_record(const json& r, int64_t tp, std::vector<std::string
     for (int64_t a = 1; a <= m.dim / 2; ++a)
       if (valid_heads(a) && std::llabs(a - m.n_heads) < std::llabs(best - m.n_heads)) best = a;
     notes.push_back(
-        heads ? fmt::format("heads = {} do not split hidden = {} into even head dims: using {}",
-                            *heads, m.dim, best)
+        heads ? fmt::format("heads = {} do not split hidden = {} into even head dims: using {}", *heads, m.dim, best)
               : fmt::format("heads not given: assumed {} (head dim {})", best, m.dim / best));
     m.n_heads = best;
   } else if (!heads) {
@@ -84,8 +83,8 @@ ModelConfig model_from_record(const json& r, int64_t tp, std::vector<std::string
   }
   m.n_kv_heads = integer(r, "kv_heads").value_or(m.n_heads);
   if (m.n_kv_heads <= 0 || m.n_heads % m.n_kv_heads != 0) {
-    notes.push_back(fmt::format("kv_heads = {} do not divide heads = {}: using {}", m.n_kv_heads,
-                                m.n_heads, m.n_heads));
+    notes.push_back(
+        fmt::format("kv_heads = {} do not divide heads = {}: using {}", m.n_kv_heads, m.n_heads, m.n_heads));
     m.n_kv_heads = m.n_heads;
   }
   const double attn = static_cast<double>(m.dim * m.qkv_dim() + m.n_heads * m.head_dim() * m.dim);
@@ -102,9 +101,7 @@ ModelConfig model_from_record(const json& r, int64_t tp, std::vector<std::string
     for (double heads : {2.0, 1.0}) {
       double mlp = (P - heads * V * h) / L - attn - 2 * h;
       if (mlp > 0)
-        options.push_back(
-            {heads == 2 ? "MLP from params_b (untied head)" : "MLP from params_b (tied head)",
-             mlp});
+        options.push_back({heads == 2 ? "MLP from params_b (untied head)" : "MLP from params_b (tied head)", mlp});
     }
     // Both solve the count exactly; prefer the one nearer the usual 8h² MLP.
     std::sort(options.begin(), options.end(), [&](const Option& a, const Option& b) {
@@ -131,17 +128,15 @@ ModelConfig model_from_record(const json& r, int64_t tp, std::vector<std::string
   const int64_t multiple = 8 * tp;
   m.ffn_dim = std::max<int64_t>(multiple, std::llround(best_mlp / (3 * h) / multiple) * multiple);
   m.tie_embeddings = best_tie;
-  notes.push_back(
-      fmt::format("{}: SwiGLU-equivalent ffn_dim {}, {} embeddings; {:.3f} B parameters{}", how,
-                  m.ffn_dim, best_tie ? "tied" : "untied", m.num_params() / 1e9,
-                  P > 0 ? fmt::format(" (record: {:.3f} B)", P / 1e9) : ""));
+  notes.push_back(fmt::format("{}: SwiGLU-equivalent ffn_dim {}, {} embeddings; {:.3f} B parameters{}", how, m.ffn_dim,
+                              best_tie ? "tied" : "untied", m.num_params() / 1e9,
+                              P > 0 ? fmt::format(" (record: {:.3f} B)", P / 1e9) : ""));
   return m;
 }
 
 int64_t gpus_per_node_from_text(const std::string& text, int64_t fallback) {
-  static const std::regex per_node(
-      R"((\d+)\s*x?\s*(?:[A-Za-z][\w\-]*\s+)?GPUs?\s*(?:/|per\s+)(?:server|node|host))",
-      std::regex::icase);
+  static const std::regex per_node(R"((\d+)\s*x?\s*(?:[A-Za-z][\w\-]*\s+)?GPUs?\s*(?:/|per\s+)(?:server|node|host))",
+                                   std::regex::icase);
   static const std::regex host(R"((\d+)-GPU\s+(?:host|server|node))", std::regex::icase);
   static const std::regex nx(R"((\d+)\s*x\s*[AHB]\d{3}[\w\-]*\s+per\s+node)", std::regex::icase);
   std::smatch mt;
@@ -164,8 +159,7 @@ ActRecompute parse_recompute(const std::string& s) {
 
 double network_bw_from_text(const std::string& text, int64_t gpus_per_node) {
   // "[N x] [words] R Gb/s [... per GPU]": N links of R Gb/s per node unless "per GPU" follows.
-  static const std::regex rate(
-      R"((?:(\d+)\s*x\s*(?:[A-Za-z][\w\- ]*?\s)?)?(\d+(?:\.\d+)?)\s*Gb/s([^;,]{0,40}))");
+  static const std::regex rate(R"((?:(\d+)\s*x\s*(?:[A-Za-z][\w\- ]*?\s)?)?(\d+(?:\.\d+)?)\s*Gb/s([^;,]{0,40}))");
   std::smatch mt;
   if (!std::regex_search(text, mt, rate)) return 0;
   const double links = mt[1].matched ? std::stod(mt[1]) : 1.0;
@@ -176,8 +170,7 @@ double network_bw_from_text(const std::string& text, int64_t gpus_per_node) {
 
 RecordJob job_from_record(const json& r) {
   if (!r.is_object())
-    throw Error("a published-run record must be a JSON object",
-                "see tests/data/published-runs-dev.json");
+    throw Error("a published-run record must be a JSON object", "see tests/data/published-runs-dev.json");
   RecordJob out;
   out.id = str(r, "id");
   const std::string who = out.id.empty() ? "record" : "record " + out.id;
@@ -187,9 +180,8 @@ RecordJob job_from_record(const json& r) {
   if (!missing.empty()) {
     std::string list;
     for (auto& k : missing) list += (list.empty() ? "" : ", ") + k;
-    throw Error(
-        fmt::format("{}: not enough information to plan: missing {}", who, list),
-        "a record needs the model shape (layers, hidden, vocab), seq_len, num_gpus and gpu_type");
+    throw Error(fmt::format("{}: not enough information to plan: missing {}", who, list),
+                "a record needs the model shape (layers, hidden, vocab), seq_len, num_gpus and gpu_type");
   }
   Job& job = out.job;
   job.model = model_from_record(r, std::max<int64_t>(1, integer(r, "tp").value_or(1)), out.notes);
@@ -201,14 +193,11 @@ RecordJob job_from_record(const json& r) {
   if (gpu_name.empty()) {
     std::string list;
     for (auto& g : gpu_names()) list += (list.empty() ? "" : ", ") + g;
-    throw Error(
-        fmt::format("{}: not enough information to plan: GPU type '{}' is not in the catalog", who,
-                    gpu_text),
-        fmt::format("known types: {}", list));
+    throw Error(fmt::format("{}: not enough information to plan: GPU type '{}' is not in the catalog", who, gpu_text),
+                fmt::format("known types: {}", list));
   }
   job.gpu = find_gpu(gpu_name);
-  if (auto v = num(r, "hw_peak_bf16_dense_tflops"))
-    job.gpu.peak_bf16 = job.gpu.peak_fp16 = *v * 1e12;
+  if (auto v = num(r, "hw_peak_bf16_dense_tflops")) job.gpu.peak_bf16 = job.gpu.peak_fp16 = *v * 1e12;
   if (auto v = num(r, "hw_peak_fp8_dense_tflops")) job.gpu.peak_fp8 = *v * 1e12;
   if (auto v = num(r, "hw_hbm_bw_tb_s")) job.gpu.hbm_bw = *v * 1e12;
   if (auto v = num(r, "hw_nvlink_gb_s")) job.gpu.nvlink_bw = *v * 1e9 / 2;
@@ -217,8 +206,7 @@ RecordJob job_from_record(const json& r) {
   job.gpus_per_node = gpus_per_node_from_text(net_text, job.gpu.gpus_per_node);
   if (double bw = network_bw_from_text(net_text, job.gpus_per_node); bw > 0) {
     job.gpu.network_bw = bw;
-    out.notes.push_back(
-        fmt::format("network {:.1f} GB/s per GPU from the interconnect description", bw / 1e9));
+    out.notes.push_back(fmt::format("network {:.1f} GB/s per GPU from the interconnect description", bw / 1e9));
   }
   job.gpus = *integer(r, "num_gpus");
   if (job.gpus <= 0) throw Error(fmt::format("{}: num_gpus = {} must be positive", who, job.gpus));
@@ -243,20 +231,16 @@ RecordJob job_from_record(const json& r) {
   const std::optional<int64_t> given_tp = integer(r, "tp"), given_dp = integer(r, "dp");
   const int64_t pp = integer(r, "pp").value_or(1), cp = integer(r, "cp").value_or(1);
   std::optional<int64_t> tp = given_tp;
-  if (!tp &&
-      ((given_dp && *given_dp * pp * cp == job.gpus) || contains(sharding, "no model parallel")))
-    tp = 1;
+  if (!tp && ((given_dp && *given_dp * pp * cp == job.gpus) || contains(sharding, "no model parallel"))) tp = 1;
   const int64_t tp_min = tp.value_or(1);
-  if (tp_min <= 0 || pp <= 0 || cp <= 0)
-    throw Error(fmt::format("{}: tp, pp and cp must be positive", who));
+  if (tp_min <= 0 || pp <= 0 || cp <= 0) throw Error(fmt::format("{}: tp, pp and cp must be positive", who));
   if (job.gpus % (tp_min * pp * cp) != 0)
-    throw Error(fmt::format("{}: tp × pp × cp = {} × {} × {} does not divide num_gpus = {}", who,
-                            tp_min, pp, cp, job.gpus));
+    throw Error(
+        fmt::format("{}: tp × pp × cp = {} × {} × {} does not divide num_gpus = {}", who, tp_min, pp, cp, job.gpus));
   if (tp) {
     const int64_t dp = job.gpus / (*tp * pp * cp);
     if (given_dp && *given_dp != dp)
-      out.notes.push_back(
-          fmt::format("dp = {} in the record, {} from num_gpus / (tp·pp·cp)", *given_dp, dp));
+      out.notes.push_back(fmt::format("dp = {} in the record, {} from num_gpus / (tp·pp·cp)", *given_dp, dp));
     f.tp = *tp;
     f.dp = dp;
   } else {
@@ -269,37 +253,31 @@ RecordJob job_from_record(const json& r) {
   if (!zero.empty()) {
     if (starts_with_ci(zero, "none"))
       f.zero = 0;
-    else if (contains(zero, "shard_grad_op") || contains(zero, "not resharded") ||
-             contains(zero, "zero-2"))
+    else if (contains(zero, "shard_grad_op") || contains(zero, "not resharded") || contains(zero, "zero-2"))
       f.zero = 2;
-    else if (contains(zero, "zero-3") || contains(zero, "full_shard") ||
-             contains(zero, "fully sharded") || contains(zero, "fsdp"))
+    else if (contains(zero, "zero-3") || contains(zero, "full_shard") || contains(zero, "fully sharded") ||
+             contains(zero, "fsdp"))
       f.zero = 3;
     else if (contains(zero, "zero-1") || contains(zero, "optimizer"))
       f.zero = 1;
   }
-  if (const std::string rc = str(r, "activation_recompute"); !rc.empty())
-    f.recompute = parse_recompute(rc);
+  if (const std::string rc = str(r, "activation_recompute"); !rc.empty()) f.recompute = parse_recompute(rc);
 
   // Global batch: sequences, or tokens / seq_len.
   std::optional<int64_t> gb = integer(r, "global_batch_seqs");
   if (!gb) {
-    if (auto tok = num(r, "global_batch_tokens"))
-      gb = static_cast<int64_t>(std::llround(*tok / job.seq_len));
+    if (auto tok = num(r, "global_batch_tokens")) gb = static_cast<int64_t>(std::llround(*tok / job.seq_len));
   }
-  const int64_t dp =
-      f.dp.value_or(job.gpus / (pp * cp));  // the most replicas the batch must split over
+  const int64_t dp = f.dp.value_or(job.gpus / (pp * cp));  // the most replicas the batch must split over
   std::optional<int64_t> mb = integer(r, "micro_batch");
   if (mb && *mb <= 0) mb.reset();
   if (gb && *gb % dp != 0) {
-    out.notes.push_back(
-        fmt::format("global batch {} does not split over dp = {}; rounded", *gb, dp));
+    out.notes.push_back(fmt::format("global batch {} does not split over dp = {}; rounded", *gb, dp));
     gb = std::max<int64_t>(dp, *gb / dp * dp);
   }
   if (gb && mb && (*gb / dp) % *mb != 0) {
     out.notes.push_back(
-        fmt::format("micro_batch {} does not divide the {} sequences per replica; chosen instead",
-                    *mb, *gb / dp));
+        fmt::format("micro_batch {} does not divide the {} sequences per replica; chosen instead", *mb, *gb / dp));
     mb.reset();
   }
   if (mb && pp > 1) {
@@ -308,8 +286,7 @@ RecordJob job_from_record(const json& r) {
     const int64_t per_replica = gb ? *gb / dp : *mb;
     if (per_replica / *mb < pp) {
       out.notes.push_back(
-          fmt::format("micro_batch {} leaves {} < pp micro-batches: read as the rank's batch", *mb,
-                      per_replica / *mb));
+          fmt::format("micro_batch {} leaves {} < pp micro-batches: read as the rank's batch", *mb, per_replica / *mb));
       if (!gb) gb = dp * *mb;
       mb.reset();
     }
@@ -322,8 +299,7 @@ RecordJob job_from_record(const json& r) {
 }
 
 std::optional<PublishedFigure> published_figure(const json& r) {
-  if (auto v = num(r, "tokens_per_s_per_gpu"); v && *v > 0)
-    return PublishedFigure{"tokens_per_s_per_gpu", *v};
+  if (auto v = num(r, "tokens_per_s_per_gpu"); v && *v > 0) return PublishedFigure{"tokens_per_s_per_gpu", *v};
   if (auto v = num(r, "tflops_per_gpu"); v && *v > 0) return PublishedFigure{"tflops_per_gpu", *v};
   if (auto v = num(r, "mfu"); v && *v > 0) return PublishedFigure{"mfu", *v};
   if (auto v = num(r, "tokens_per_s_total"), n = num(r, "num_gpus"); v && n && *v > 0 && *n > 0)
@@ -334,8 +310,7 @@ std::optional<PublishedFigure> published_figure(const json& r) {
 namespace {
 
 // TFLOP/s per GPU of a plan in the record's convention.
-double tflops_in_convention(const RecordJob& rj, const PlanResult& p,
-                            const std::string& convention) {
+double tflops_in_convention(const RecordJob& rj, const PlanResult& p, const std::string& convention) {
   const std::string c = lower(convention);
   const ModelConfig& m = rj.job.model;
   if (contains(c, "eq.3") || contains(c, "96*b*s*l*h^2")) {
@@ -361,8 +336,7 @@ RecordPrediction predict(const RecordJob& rj) {
   // An unknown global batch: the best of 1, 2, 4, 8, 16 sequences per replica.
   std::vector<int64_t> batches = {rj.job.global_batch};
   if (!rj.global_batch_known) {
-    const int64_t dp = rj.fixed.dp.value_or(rj.job.num_gpus() /
-                                            (rj.fixed.pp.value_or(1) * rj.fixed.cp.value_or(1)));
+    const int64_t dp = rj.fixed.dp.value_or(rj.job.num_gpus() / (rj.fixed.pp.value_or(1) * rj.fixed.cp.value_or(1)));
     batches = {dp, 2 * dp, 4 * dp, 8 * dp, 16 * dp};
   }
   std::optional<RecordPrediction> best, smallest;
@@ -380,15 +354,12 @@ RecordPrediction predict(const RecordJob& rj) {
   throw Error(fmt::format("record {}: no layout matches its tp/pp/dp and batch", rj.id));
 }
 
-double predicted_figure(const json& rec, const RecordJob& rj, const RecordPrediction& p,
-                        const std::string& metric) {
+double predicted_figure(const json& rec, const RecordJob& rj, const RecordPrediction& p, const std::string& metric) {
   if (metric == "tokens_per_s_per_gpu") return p.plan.tokens_per_s_per_gpu;
-  if (metric == "tflops_per_gpu")
-    return tflops_in_convention(rj, p.plan, str(rec, "tflops_convention"));
+  if (metric == "tflops_per_gpu") return tflops_in_convention(rj, p.plan, str(rec, "tflops_convention"));
   if (metric == "mfu") {
     auto peak = num(rec, "peak_tflops_assumed");
-    if (peak && *peak > 0)
-      return p.plan.tokens_per_s_per_gpu * p.plan.model_flops_per_token / (*peak * 1e12);
+    if (peak && *peak > 0) return p.plan.tokens_per_s_per_gpu * p.plan.model_flops_per_token / (*peak * 1e12);
     return p.plan.mfu;
   }
   throw Error(fmt::format("unknown published metric '{}'", metric));
@@ -398,11 +369,8 @@ json predict_record(const json& rec) {
   RecordJob rj = job_from_record(rec);
   const RecordPrediction pred = predict(rj);
   const PlanResult& p = pred.plan;
-  if (!rj.global_batch_known)
-    rj.notes.push_back("global batch not given: chosen among 1..16 sequences per replica");
-  if (!pred.fits)
-    rj.notes.push_back(
-        "no layout fits the planner's memory estimate: the least-memory one is shown");
+  if (!rj.global_batch_known) rj.notes.push_back("global batch not given: chosen among 1..16 sequences per replica");
+  if (!pred.fits) rj.notes.push_back("no layout fits the planner's memory estimate: the least-memory one is shown");
 
   json out = to_json(p);
   out["id"] = rj.id;
@@ -412,8 +380,7 @@ json predict_record(const json& rec) {
   const std::string convention = str(rec, "tflops_convention");
   out["model_tflops_per_gpu"] = p.tflops_per_gpu;
   out["tflops_per_gpu"] = predicted_figure(rec, rj, pred, "tflops_per_gpu");
-  out["tflops_convention"] =
-      convention.empty() ? "model FLOPs: 6N + 12·L·h·s per token" : convention;
+  out["tflops_convention"] = convention.empty() ? "model FLOPs: 6N + 12·L·h·s per token" : convention;
   out["mfu"] = predicted_figure(rec, rj, pred, "mfu");
   json chosen = json::array();
   const LayoutSpec& f = rj.fixed;

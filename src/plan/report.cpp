@@ -38,17 +38,15 @@ std::string money(double usd) {
 
 std::string format_job(const Job& job) {
   const ModelConfig& m = job.model;
-  std::string s = fmt::format(
-      "model   {} ({} parameters; {} layers, dim {}, {} heads / {} kv, ffn {}, vocab {})\n",
-      m.preset, params(static_cast<double>(m.num_params())), m.n_layers, m.dim, m.n_heads,
-      m.n_kv_heads, m.ffn_dim, m.vocab_size);
-  s += fmt::format("data    seq_len {}, global batch {} sequences = {} tokens per step{}\n",
-                   job.seq_len, job.global_batch,
-                   count(static_cast<double>(job.global_batch * job.seq_len)),
+  std::string s = fmt::format("model   {} ({} parameters; {} layers, dim {}, {} heads / {} kv, ffn {}, vocab {})\n",
+                              m.preset, params(static_cast<double>(m.num_params())), m.n_layers, m.dim, m.n_heads,
+                              m.n_kv_heads, m.ffn_dim, m.vocab_size);
+  s += fmt::format("data    seq_len {}, global batch {} sequences = {} tokens per step{}\n", job.seq_len,
+                   job.global_batch, count(static_cast<double>(job.global_batch * job.seq_len)),
                    job.tokens > 0 ? fmt::format(", {} tokens to train", count(job.tokens)) : "");
-  s += fmt::format("cluster {} x {} ({} nodes x {} per node): {}\n", job.num_gpus(), job.gpu.name,
-                   (job.num_gpus() + job.gpus_per_node - 1) / job.gpus_per_node, job.gpus_per_node,
-                   job.gpu.description);
+  s +=
+      fmt::format("cluster {} x {} ({} nodes x {} per node): {}\n", job.num_gpus(), job.gpu.name,
+                  (job.num_gpus() + job.gpus_per_node - 1) / job.gpus_per_node, job.gpus_per_node, job.gpu.description);
   return s;
 }
 
@@ -56,17 +54,15 @@ std::string format_plan(const Job& job, const PlanResult& r) {
   std::string s = format_job(job);
   s += fmt::format("layout  {}\n", r.layout.describe());
   if (r.layout.tp > job.gpus_per_node)
-    s += fmt::format(
-        "note    tp = {} spans nodes of {} GPUs: its all-reduces run over the network\n",
-        r.layout.tp, job.gpus_per_node);
+    s += fmt::format("note    tp = {} spans nodes of {} GPUs: its all-reduces run over the network\n", r.layout.tp,
+                     job.gpus_per_node);
   s += "\n";
   const bool small = r.memory.total() < kGiB;
   const double unit = small ? 1048576.0 : kGiB;
-  s += fmt::format("memory per {}             {}\n", job.gpu.is_cpu ? "rank" : "GPU ",
-                   small ? "MiB" : "GiB");
+  s += fmt::format("memory per {}             {}\n", job.gpu.is_cpu ? "rank" : "GPU ", small ? "MiB" : "GiB");
   for (auto& [k, v] : r.memory.items()) s += fmt::format("  {:<20} {:9.2f}\n", k, v / unit);
-  s += fmt::format("  {:<20} {:9.2f} of {:.1f}  {}\n\n", "total", r.memory.total() / unit,
-                   r.memory.capacity / unit, r.memory.fits() ? "fits" : "DOES NOT FIT");
+  s += fmt::format("  {:<20} {:9.2f} of {:.1f}  {}\n\n", "total", r.memory.total() / unit, r.memory.capacity / unit,
+                   r.memory.fits() ? "fits" : "DOES NOT FIT");
   const StepTime& t = r.time;
   s += fmt::format("time per step ({} micro-batches)   s\n", t.micro_batches);
   auto row = [&](const char* name, double v) {
@@ -84,14 +80,11 @@ std::string format_plan(const Job& job, const PlanResult& r) {
   s += t.dp_comm > 0 ? fmt::format("   (data-parallel comm {:.4f} s, {:.0f}% hidden)\n", t.dp_comm,
                                    100 * (1 - t.dp_exposed / t.dp_comm))
                      : "\n";
-  s += fmt::format(
-      "\nthroughput {} tokens/s ({} per GPU), {:.1f} TFLOP/s per GPU, MFU {:.1f}%, HFU {:.1f}%\n",
-      count(r.tokens_per_s), count(r.tokens_per_s_per_gpu), r.tflops_per_gpu, 100 * r.mfu,
-      100 * r.hfu);
+  s += fmt::format("\nthroughput {} tokens/s ({} per GPU), {:.1f} TFLOP/s per GPU, MFU {:.1f}%, HFU {:.1f}%\n",
+                   count(r.tokens_per_s), count(r.tokens_per_s_per_gpu), r.tflops_per_gpu, 100 * r.mfu, 100 * r.hfu);
   if (job.tokens > 0) {
-    s += fmt::format("training   {} tokens: {} steps, {} ({:.2f} days), {} GPU-hours",
-                     count(job.tokens), count(r.steps), human_duration(r.wall_seconds),
-                     r.wall_seconds / 86400, count(r.gpu_hours));
+    s += fmt::format("training   {} tokens: {} steps, {} ({:.2f} days), {} GPU-hours", count(job.tokens),
+                     count(r.steps), human_duration(r.wall_seconds), r.wall_seconds / 86400, count(r.gpu_hours));
     s += job.price_per_gpu_hour > 0
              ? fmt::format(", {} at ${:.2f}/GPU-hour\n", money(r.cost_usd), job.price_per_gpu_hour)
              : " (pass --price for the cost)\n";
@@ -101,14 +94,12 @@ std::string format_plan(const Job& job, const PlanResult& r) {
 
 std::string format_search(const Job& job, const SearchResult& sr, RankBy by) {
   std::string s = format_job(job);
-  s += fmt::format("searched {} layouts, {} fit; best {} by {}:\n\n", sr.evaluated, sr.fitting,
-                   sr.best.size(), by == RankBy::kTime ? "step time" : "cost per token");
-  s += fmt::format("{:>2}  {:<5} {:<54} {:>6} {:>6} {:>6} {:>6} {:>6} {:>7} {:>8} {:>9} {:>6}", "#",
-                   "GPUs", "layout", "param", "grad", "optim", "activ", "other", "total", "step s",
-                   "tok/s/GPU", "MFU");
+  s += fmt::format("searched {} layouts, {} fit; best {} by {}:\n\n", sr.evaluated, sr.fitting, sr.best.size(),
+                   by == RankBy::kTime ? "step time" : "cost per token");
+  s += fmt::format("{:>2}  {:<5} {:<54} {:>6} {:>6} {:>6} {:>6} {:>6} {:>7} {:>8} {:>9} {:>6}", "#", "GPUs", "layout",
+                   "param", "grad", "optim", "activ", "other", "total", "step s", "tok/s/GPU", "MFU");
   const bool totals = job.tokens > 0;
-  if (totals)
-    s += fmt::format(" {:>8} {:>10}", "days", job.price_per_gpu_hour > 0 ? "cost" : "GPU-hours");
+  if (totals) s += fmt::format(" {:>8} {:>10}", "days", job.price_per_gpu_hour > 0 ? "cost" : "GPU-hours");
   s += "\n";
   int rank = 1;
   for (const auto& r : sr.best) {
@@ -117,9 +108,8 @@ std::string format_search(const Job& job, const SearchResult& sr, RankBy by) {
     s += fmt::format(
         "{:>2}  {:<5} {:<54} {:6.1f} {:6.1f} {:6.1f} {:6.1f} {:6.1f} {:7.1f} {:8.3f} {:>9} "
         "{:5.1f}%",
-        rank++, r.gpus, r.layout.describe(), m.parameters / kGiB, m.gradients / kGiB,
-        m.optimizer_state / kGiB, m.activations / kGiB, other / kGiB, m.total() / kGiB,
-        r.time.total, count(r.tokens_per_s_per_gpu), 100 * r.mfu);
+        rank++, r.gpus, r.layout.describe(), m.parameters / kGiB, m.gradients / kGiB, m.optimizer_state / kGiB,
+        m.activations / kGiB, other / kGiB, m.total() / kGiB, r.time.total, count(r.tokens_per_s_per_gpu), 100 * r.mfu);
     if (totals)
       s += fmt::format(" {:8.2f} {:>10}", r.wall_seconds / 86400,
                        job.price_per_gpu_hour > 0 ? money(r.cost_usd) : count(r.gpu_hours));

@@ -23,8 +23,7 @@ double cost_per_token(const PlanResult& r, double price) {
   return price > 0 ? gpu_seconds * price / 3600.0 : gpu_seconds;
 }
 
-void search_one(const Job& job, const SearchOptions& o, SearchResult& out,
-                std::vector<PlanResult>& fitting) {
+void search_one(const Job& job, const SearchOptions& o, SearchResult& out, std::vector<PlanResult>& fitting) {
   const ModelConfig& m = job.model;
   const LayoutSpec& f = o.fixed;
   const int64_t n = job.num_gpus();
@@ -41,8 +40,7 @@ void search_one(const Job& job, const SearchOptions& o, SearchResult& out,
       if (n % (tp * cp) != 0) continue;
       std::vector<int64_t> pps;
       for (int64_t p = 1; p <= m.n_layers; ++p)
-        if (n % (tp * cp * p) == 0 && (o.allow_uneven_stages || m.n_layers % p == 0))
-          pps.push_back(p);
+        if (n % (tp * cp * p) == 0 && (o.allow_uneven_stages || m.n_layers % p == 0)) pps.push_back(p);
       for (int64_t pp : choices(f.pp, pps)) {
         if (n % (tp * cp * pp) != 0) continue;
         const int64_t dp = n / (tp * cp * pp);
@@ -61,8 +59,7 @@ void search_one(const Job& job, const SearchOptions& o, SearchResult& out,
           for (int64_t mb : choices(f.micro_batch, mbs))
             for (int z : choices(f.zero, zeros))
               for (ActRecompute rc :
-                   choices(f.recompute,
-                           {ActRecompute::kNone, ActRecompute::kSelective, ActRecompute::kFull})) {
+                   choices(f.recompute, {ActRecompute::kNone, ActRecompute::kSelective, ActRecompute::kFull})) {
                 Layout l;
                 l.dp = dp;
                 l.tp = tp;
@@ -82,8 +79,7 @@ void search_one(const Job& job, const SearchOptions& o, SearchResult& out,
                 }
                 PlanResult r = evaluate(job, l);
                 ++out.evaluated;
-                if (!out.smallest || r.memory.total() < out.smallest->memory.total())
-                  out.smallest = r;
+                if (!out.smallest || r.memory.total() < out.smallest->memory.total()) out.smallest = r;
                 if (r.memory.fits()) {
                   ++out.fitting;
                   fitting.push_back(std::move(r));
@@ -97,8 +93,7 @@ void search_one(const Job& job, const SearchOptions& o, SearchResult& out,
 
 bool better(const PlanResult& a, const PlanResult& b, RankBy by, double price_per_gpu_hour) {
   if (by == RankBy::kCost) {
-    const double ca = cost_per_token(a, price_per_gpu_hour),
-                 cb = cost_per_token(b, price_per_gpu_hour);
+    const double ca = cost_per_token(a, price_per_gpu_hour), cb = cost_per_token(b, price_per_gpu_hour);
     if (ca != cb) return ca < cb;
   }
   const double ta = a.time.total / a.tokens_per_step, tb = b.time.total / b.tokens_per_step;
@@ -156,14 +151,11 @@ PlanResult best_layout_or_throw(const Job& job, const SearchOptions& o) {
     // Name the specific problem of the given fields when there is one.
     validate_layout(job, o.fixed.with_defaults(job.num_gpus()), o.allow_uneven_stages);
     if (o.fixed.tp && o.tp_within_node && *o.fixed.tp > job.gpus_per_node)
-      throw Error(
-          fmt::format("tp = {} spans more than one node of {} GPUs", *o.fixed.tp,
-                      job.gpus_per_node),
-          fmt::format("keep tensor parallelism inside a node: tp <= {}", job.gpus_per_node));
-    throw Error(
-        fmt::format("no layout divides the job: {} GPUs, {} layers, {} heads, global batch {}",
-                    job.num_gpus(), job.model.n_layers, job.model.n_heads, job.global_batch),
-        "use a GPU count with small factors (a multiple of 8) and a global batch divisible by it");
+      throw Error(fmt::format("tp = {} spans more than one node of {} GPUs", *o.fixed.tp, job.gpus_per_node),
+                  fmt::format("keep tensor parallelism inside a node: tp <= {}", job.gpus_per_node));
+    throw Error(fmt::format("no layout divides the job: {} GPUs, {} layers, {} heads, global batch {}", job.num_gpus(),
+                            job.model.n_layers, job.model.n_heads, job.global_batch),
+                "use a GPU count with small factors (a multiple of 8) and a global batch divisible by it");
   }
   // The nearest setup that fits: more nodes of this GPU, or a GPU with more memory.
   std::string hint;
@@ -178,25 +170,20 @@ PlanResult best_layout_or_throw(const Job& job, const SearchOptions& o) {
     so.top = 1;
     SearchResult b = search_layouts(bigger, so);
     if (!b.best.empty())
-      hint = fmt::format("it fits on {} GPUs ({} nodes), e.g. {} at {:.1f} GiB per GPU",
-                         bigger.num_gpus(), bigger.nodes, b.best[0].layout.describe(),
-                         b.best[0].memory.total() / gib);
+      hint = fmt::format("it fits on {} GPUs ({} nodes), e.g. {} at {:.1f} GiB per GPU", bigger.num_gpus(),
+                         bigger.nodes, b.best[0].layout.describe(), b.best[0].memory.total() / gib);
   }
   for (const auto& g : gpu_catalog()) {
-    if (g.is_cpu || g.memory_bytes <= job.gpu.memory_bytes ||
-        g.memory_bytes < s.smallest->memory.total())
-      continue;
-    hint += fmt::format("{}or on {} GPUs of type {} ({:.0f} GiB)", hint.empty() ? "" : "; ",
-                        job.num_gpus(), g.name, g.memory_bytes / gib);
+    if (g.is_cpu || g.memory_bytes <= job.gpu.memory_bytes || g.memory_bytes < s.smallest->memory.total()) continue;
+    hint += fmt::format("{}or on {} GPUs of type {} ({:.0f} GiB)", hint.empty() ? "" : "; ", job.num_gpus(), g.name,
+                        g.memory_bytes / gib);
     break;
   }
-  throw Error(
-      fmt::format(
-          "the model ({:.2f} B parameters) does not fit on {} x {} ({:.1f} GiB) in any layout: "
-          "the smallest needs {:.1f} GiB per GPU ({})",
-          job.model.num_params() / 1e9, job.num_gpus(), job.gpu.name, job.gpu.memory_bytes / gib,
-          s.smallest->memory.total() / gib, s.smallest->layout.describe()),
-      hint.empty() ? "use more GPUs or a GPU with more memory" : hint);
+  throw Error(fmt::format("the model ({:.2f} B parameters) does not fit on {} x {} ({:.1f} GiB) in any layout: "
+                          "the smallest needs {:.1f} GiB per GPU ({})",
+                          job.model.num_params() / 1e9, job.num_gpus(), job.gpu.name, job.gpu.memory_bytes / gib,
+                          s.smallest->memory.total() / gib, s.smallest->layout.describe()),
+              hint.empty() ? "use more GPUs or a GPU with more memory" : hint);
 }
 
 }  // namespace ft::plan

@@ -31,10 +31,8 @@ double exposed(double comm, double window, double overlap) {
 double hardware_flops_per_token(const Job& job, const Layout& l) {
   const ModelConfig& m = job.model;
   double f = m.train_flops_per_token(job.seq_len);
-  const double attn_fwd =
-      4.0 * static_cast<double>(m.n_layers * m.dim) * static_cast<double>(job.seq_len);
-  if (l.recompute == ActRecompute::kFull)
-    f += 2.0 * static_cast<double>(m.matmul_params()) + attn_fwd;
+  const double attn_fwd = 4.0 * static_cast<double>(m.n_layers * m.dim) * static_cast<double>(job.seq_len);
+  if (l.recompute == ActRecompute::kFull) f += 2.0 * static_cast<double>(m.matmul_params()) + attn_fwd;
   if (l.recompute == ActRecompute::kSelective) f += attn_fwd;
   return f;
 }
@@ -48,8 +46,7 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   const bool fp32 = l.precision == Precision::kFp32;
   const double elem_bytes = fp32 ? 4.0 : 2.0;
   const double p_lin = g.peak(l.precision);
-  const double p16 =
-      fp32 ? g.peak(Precision::kFp32) : (g.peak_bf16 > 0 ? g.peak_bf16 : g.peak_fp16);
+  const double p16 = fp32 ? g.peak(Precision::kFp32) : (g.peak_bf16 > 0 ? g.peak_bf16 : g.peak_fp16);
   const double eff_lin = fp8 ? e.gemm_fp8 : e.gemm;
 
   const double tp = static_cast<double>(l.tp);
@@ -57,8 +54,7 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   const double V = static_cast<double>(m.vocab_size);
   const double T = static_cast<double>(job.seq_len);
   const double layers = static_cast<double>(layers_per_stage(m, l.pp));
-  const double nt =
-      static_cast<double>(l.micro_batch) * T / static_cast<double>(l.cp);  // tokens per micro-batch
+  const double nt = static_cast<double>(l.micro_batch) * T / static_cast<double>(l.cp);  // tokens per micro-batch
   const double layer_mm = static_cast<double>(m.params_per_layer() - 2 * m.dim);
   const double inter = 3.0 * static_cast<double>(m.ffn_dim);  // gate, up, product
   const bool sp = l.sequence_parallel && l.tp > 1;
@@ -90,9 +86,8 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   double elem = nt * layers * (replicated + split) * elem_bytes;
   if (full) elem *= 1.5;
   if (fp8) elem *= 1.0 + e.fp8_cast;
-  elem += nt * V / tp * 16.0;  // logits, softmax, gradient
-  const double weights =
-      (layers * layer_mm + V * h) / tp * elem_bytes * 4.0;  // read fwd, bwd; wgrad r/w
+  elem += nt * V / tp * 16.0;                                                  // logits, softmax, gradient
+  const double weights = (layers * layer_mm + V * h) / tp * elem_bytes * 4.0;  // read fwd, bwd; wgrad r/w
   const double t_mem = (elem + weights + score_bytes) * e.memory_traffic / g.hbm_bw;
 
   double t_tp = 0;
@@ -128,8 +123,7 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
     const int64_t k = std::clamp<int64_t>(gpn / std::min(l.tp, gpn), 1, group);
     const double bw = bus_bandwidth(job, group, k);
     if (l.zero >= 3) {
-      const double gathers =
-          mbs * 2.0 * params_local * sb.weights * ring_factor(group);  // forward + backward
+      const double gathers = mbs * 2.0 * params_local * sb.weights * ring_factor(group);  // forward + backward
       const double scatter = params_local * reduce_bytes * ring_factor(group);
       st.dp_comm = (gathers + scatter) / bw;
       st.dp_exposed = exposed(st.dp_comm, t_pipe + st.bubble, e.overlap);
@@ -139,8 +133,7 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
     }
   }
   const double opt_params = params_local / (l.zero >= 1 ? static_cast<double>(group) : 1.0);
-  st.optimizer =
-      opt_params * 32.0 / g.hbm_bw;  // read p, g, m, v; write p, m, v (fp32) + 16-bit copy
+  st.optimizer = opt_params * 32.0 / g.hbm_bw;  // read p, g, m, v; write p, m, v (fp32) + 16-bit copy
   st.total = t_pipe + st.bubble + st.pp_comm + st.dp_exposed + st.optimizer;
   return st;
 }

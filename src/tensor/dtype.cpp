@@ -10,33 +10,46 @@ namespace ft {
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::kF32: return 4;
-    case DType::kBF16: return 2;
-    case DType::kF16: return 2;
-    case DType::kI32: return 4;
-    case DType::kU16: return 2;
-    case DType::kU32: return 4;
-    case DType::kI64: return 8;
+    case DType::kF32:
+      return 4;
+    case DType::kBF16:
+      return 2;
+    case DType::kF16:
+      return 2;
+    case DType::kI32:
+      return 4;
+    case DType::kU16:
+      return 2;
+    case DType::kU32:
+      return 4;
+    case DType::kI64:
+      return 8;
   }
   return 0;
 }
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::kF32: return "f32";
-    case DType::kBF16: return "bf16";
-    case DType::kF16: return "f16";
-    case DType::kI32: return "i32";
-    case DType::kU16: return "u16";
-    case DType::kU32: return "u32";
-    case DType::kI64: return "i64";
+    case DType::kF32:
+      return "f32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
+    case DType::kI32:
+      return "i32";
+    case DType::kU16:
+      return "u16";
+    case DType::kU32:
+      return "u32";
+    case DType::kI64:
+      return "i64";
   }
   return "?";
 }
 
 DType dtype_from_name(const std::string& name) {
-  for (DType t : {DType::kF32, DType::kBF16, DType::kF16, DType::kI32, DType::kU16, DType::kU32,
-                  DType::kI64}) {
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16, DType::kI32, DType::kU16, DType::kU32, DType::kI64}) {
     if (name == dtype_name(t)) return t;
   }
   throw Error(fmt::format("unknown dtype '{}'", name), "expected f32, bf16, f16, i32, u16, u32 or i64");

@@ -15,7 +15,7 @@ namespace ft {
 enum class DType : uint8_t { kF32 = 0, kBF16 = 1, kF16 = 2, kI32 = 3, kU16 = 4, kU32 = 5, kI64 = 6 };
 
 size_t dtype_size(DType t);
-const char* dtype_name(DType t);       // "f32", "bf16", ...
+const char* dtype_name(DType t);                 // "f32", "bf16", ...
 DType dtype_from_name(const std::string& name);  // throws ft::Error on an unknown name
 
 inline uint16_t f32_to_bf16(float f) {
@@ -25,7 +25,9 @@ inline uint16_t f32_to_bf16(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
-inline float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+inline float bf16_to_f32(uint16_t h) {
+  return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+}
 
 uint16_t f32_to_f16(float f);
 float f16_to_f32(uint16_t h);

@@ -10,19 +10,30 @@
 
 namespace ft {
 
-const char* device_name(Device d) { return d == Device::kCPU ? "cpu" : "cuda"; }
+const char* device_name(Device d) {
+  return d == Device::kCPU ? "cpu" : "cuda";
+}
 
 const char* mem_category_name(MemCategory c) {
   switch (c) {
-    case MemCategory::kParameters: return "parameters";
-    case MemCategory::kGradients: return "gradients";
-    case MemCategory::kOptimizerState: return "optimizer_state";
-    case MemCategory::kActivations: return "activations";
-    case MemCategory::kWorkspace: return "workspace";
-    case MemCategory::kCommunication: return "communication";
-    case MemCategory::kCheckpoint: return "checkpoint";
-    case MemCategory::kOther: return "other";
-    case MemCategory::kCount: break;
+    case MemCategory::kParameters:
+      return "parameters";
+    case MemCategory::kGradients:
+      return "gradients";
+    case MemCategory::kOptimizerState:
+      return "optimizer_state";
+    case MemCategory::kActivations:
+      return "activations";
+    case MemCategory::kWorkspace:
+      return "workspace";
+    case MemCategory::kCommunication:
+      return "communication";
+    case MemCategory::kCheckpoint:
+      return "checkpoint";
+    case MemCategory::kOther:
+      return "other";
+    case MemCategory::kCount:
+      break;
   }
   return "?";
 }
@@ -95,7 +106,11 @@ int64_t read_status_kb(const char* field) {
 }
 }  // namespace
 
-int64_t process_peak_rss_bytes() { return read_status_kb("VmHWM"); }
-int64_t process_rss_bytes() { return read_status_kb("VmRSS"); }
+int64_t process_peak_rss_bytes() {
+  return read_status_kb("VmHWM");
+}
+int64_t process_rss_bytes() {
+  return read_status_kb("VmRSS");
+}
 
 }  // namespace ft

@@ -22,13 +22,13 @@ enum class Device : uint8_t { kCPU = 0, kCUDA = 1 };
 const char* device_name(Device d);
 
 enum class MemCategory : uint8_t {
-  kParameters = 0,      // model weights as used by forward/backward (incl. bf16 copies)
-  kGradients,           // parameter gradients (fp32 accumulation buffers)
-  kOptimizerState,      // fp32 master weights, AdamW moments
-  kActivations,         // tensors kept for backward, activation gradients
-  kWorkspace,           // scratch: conversion buffers, logits chunks, kernel scratch
-  kCommunication,       // collective buffers, gathered ZeRO-3 parameters, pipeline buffers
-  kCheckpoint,          // checkpoint staging buffers
+  kParameters = 0,  // model weights as used by forward/backward (incl. bf16 copies)
+  kGradients,       // parameter gradients (fp32 accumulation buffers)
+  kOptimizerState,  // fp32 master weights, AdamW moments
+  kActivations,     // tensors kept for backward, activation gradients
+  kWorkspace,       // scratch: conversion buffers, logits chunks, kernel scratch
+  kCommunication,   // collective buffers, gathered ZeRO-3 parameters, pipeline buffers
+  kCheckpoint,      // checkpoint staging buffers
   kOther,
   kCount
 };

@@ -65,8 +65,7 @@ int64_t Tensor::size(int dim) const {
 }
 
 Tensor Tensor::slice(int64_t begin, int64_t end) const {
-  FT_CHECK(ndim() >= 1 && 0 <= begin && begin <= end && end <= shape_[0], "slice [{}, {}) of {}",
-           begin, end, str());
+  FT_CHECK(ndim() >= 1 && 0 <= begin && begin <= end && end <= shape_[0], "slice [{}, {}) of {}", begin, end, str());
   Tensor t = *this;
   t.shape_[0] = end - begin;
   int64_t row = shape_[0] == 0 ? 0 : numel() / shape_[0];
@@ -90,7 +89,9 @@ void Tensor::copy_from(const Tensor& src) {
   convert(data_, dtype_, src.data_, src.dtype_, static_cast<size_t>(numel()));
 }
 
-std::string Tensor::str() const { return std::string(dtype_name(dtype_)) + shape_str(shape_); }
+std::string Tensor::str() const {
+  return std::string(dtype_name(dtype_)) + shape_str(shape_);
+}
 
 void Tensor::check_elem_size(size_t bytes) const {
   FT_CHECK(dtype_size(dtype_) == bytes, "{} accessed as {}-byte elements", str(), bytes);

@@ -5,9 +5,8 @@
 //   log.write({{"step", 1}, {"loss", 5.2}});
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace ft {

@@ -11,9 +11,8 @@ MicroBatching split_batch(const TrainConfig& t, const ParallelConfig& p) {
   }
   MicroBatching mb;
   mb.local_batch = t.batch_size / p.dp;
-  const std::string per_rank =
-      fmt::format("the per-rank batch of {} sequences (train.batch_size {} / parallel.dp {})", mb.local_batch,
-                  t.batch_size, p.dp);
+  const std::string per_rank = fmt::format("the per-rank batch of {} sequences (train.batch_size {} / parallel.dp {})",
+                                           mb.local_batch, t.batch_size, p.dp);
   if (p.micro_batches > 0) {
     if (mb.local_batch % p.micro_batches != 0) {
       throw Error(fmt::format("parallel.micro_batches = {} does not divide {}", p.micro_batches, per_rank),
@@ -22,10 +21,11 @@ MicroBatching split_batch(const TrainConfig& t, const ParallelConfig& p) {
     mb.count = p.micro_batches;
     mb.size = mb.local_batch / mb.count;
     if (t.micro_batch_size > 0 && t.micro_batch_size != mb.size) {
-      throw Error(fmt::format("train.micro_batch_size = {} disagrees with parallel.micro_batches = {}: {} micro-batches "
-                              "of {} have {} sequences each",
-                              t.micro_batch_size, p.micro_batches, per_rank, mb.count, mb.size),
-                  "set only one of train.micro_batch_size and parallel.micro_batches");
+      throw Error(
+          fmt::format("train.micro_batch_size = {} disagrees with parallel.micro_batches = {}: {} micro-batches "
+                      "of {} have {} sequences each",
+                      t.micro_batch_size, p.micro_batches, per_rank, mb.count, mb.size),
+          "set only one of train.micro_batch_size and parallel.micro_batches");
     }
     return mb;
   }

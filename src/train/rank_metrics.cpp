@@ -12,8 +12,10 @@ nlohmann::json gather_per_rank(Communicator& group, const std::vector<std::pair<
     nlohmann::json column = nlohmann::json::array();
     for (size_t r = 0; r < ranks; ++r) {
       double v = all[r * n + i];
-      if (v == static_cast<double>(static_cast<int64_t>(v))) column.push_back(static_cast<int64_t>(v));
-      else column.push_back(v);
+      if (v == static_cast<double>(static_cast<int64_t>(v)))
+        column.push_back(static_cast<int64_t>(v));
+      else
+        column.push_back(v);
     }
     j[values[i].first] = column;
   }

@@ -1,11 +1,11 @@
 #include "train/run_dir.h"
 
 #include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <ctime>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "util/error.h"
 #include "util/fs.h"
@@ -17,9 +17,8 @@ namespace ft {
 namespace {
 
 // What a run writes into its directory (docs/operations.md): the trainer's, then the supervisor's.
-const std::vector<std::string> kTrainerFiles = {"config.json", "metrics.jsonl", "checkpoints.jsonl",
-                                                "checkpoints", "samples",       "tb",
-                                                "validation",  "report.html"};
+const std::vector<std::string> kTrainerFiles = {
+    "config.json", "metrics.jsonl", "checkpoints.jsonl", "checkpoints", "samples", "tb", "validation", "report.html"};
 const std::vector<std::string> kSupervisorFiles = {"supervisor.jsonl", "logs", "heartbeat", "ranks.json"};
 
 std::string stamp() {

@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "ckpt/checkpointer.h"  // process_age_seconds
-#include "parallel/comm/comm.h"
 #include "fault/exit_codes.h"
+#include "parallel/comm/comm.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -27,17 +27,21 @@ namespace {
 // sigwait. An asynchronous handler would run on whatever thread the kernel picks — and oneDNN's
 // JIT GEMM kernels point the stack pointer into a heap workspace (oneDNN issue #4845, fixed
 // upstream by PR #4855; Debian ships 2.6.3), where the kernel's signal frame would then corrupt the heap.
-std::atomic<int> g_signal{0};   // the first stop signal
+std::atomic<int> g_signal{0};  // the first stop signal
 std::atomic<bool> g_done{false};
 std::atomic<int64_t> g_grace_ms{60000};
 std::once_flag g_once;
 
 const char* signal_name(int sig) {
   switch (sig) {
-    case SIGTERM: return "SIGTERM";
-    case SIGUSR1: return "SIGUSR1";
-    case SIGINT: return "SIGINT";
-    default: return "a signal";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGUSR1:
+      return "SIGUSR1";
+    case SIGINT:
+      return "SIGINT";
+    default:
+      return "a signal";
   }
 }
 
@@ -56,9 +60,10 @@ void signal_thread(sigset_t set) {
       timespec t{static_cast<time_t>(left), static_cast<long>((left - std::floor(left)) * 1e9)};
       sig = ::sigtimedwait(&set, nullptr, &t);
       if (sig < 0 && errno == EAGAIN && !g_done.load()) {
-        log_error("{} was received {:.0f} s ago (fault.preempt_grace_s) and the checkpoint of the stop is not durable "
-                  "yet: exiting without it (code {}); a resume starts from the newest committed checkpoint",
-                  signal_name(g_signal.load()), static_cast<double>(g_grace_ms.load()) / 1000, kExitStoppedUnsaved);
+        log_error(
+            "{} was received {:.0f} s ago (fault.preempt_grace_s) and the checkpoint of the stop is not durable "
+            "yet: exiting without it (code {}); a resume starts from the newest committed checkpoint",
+            signal_name(g_signal.load()), static_cast<double>(g_grace_ms.load()) / 1000, kExitStoppedUnsaved);
         ::_exit(kExitStoppedUnsaved);
       }
     } else {

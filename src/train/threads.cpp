@@ -1,11 +1,11 @@
 #include "train/threads.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <array>
 #include <cstdlib>
 #include <cstring>
-#include <fmt/format.h>
 #include <functional>
 #include <vector>
 

@@ -14,8 +14,10 @@ void TrainConfig::bind(ConfigBinder& b) {
   b.add("train.seq_len", &seq_len, "tokens per sequence");
   b.add("train.seed", &seed, "seed of initialisation and data order");
   b.add_enum("train.precision", &precision_setting,
-             {{"auto", PrecisionSetting::kAuto}, {"fp32", PrecisionSetting::kFp32},
-              {"bf16", PrecisionSetting::kBf16}, {"fp16", PrecisionSetting::kFp16}},
+             {{"auto", PrecisionSetting::kAuto},
+              {"fp32", PrecisionSetting::kFp32},
+              {"bf16", PrecisionSetting::kBf16},
+              {"fp16", PrecisionSetting::kFp16}},
              "compute precision of the GEMMs: auto = bf16 where the CPU has AVX512-BF16 or AMX, else fp32; "
              "fp16 uses dynamic loss scaling (master weights and gradients stay fp32)");
   b.add("train.threads", &threads,
@@ -39,8 +41,7 @@ void TrainConfig::validate() const {
   if (steps < 0) throw Error(fmt::format("train.steps = {} must be >= 0", steps));
   if (batch_size <= 0) throw Error(fmt::format("train.batch_size = {} must be positive", batch_size));
   if (seq_len <= 0) throw Error(fmt::format("train.seq_len = {} must be positive", seq_len));
-  if (micro_batch_size < 0)
-    throw Error(fmt::format("train.micro_batch_size = {} must be >= 0", micro_batch_size));
+  if (micro_batch_size < 0) throw Error(fmt::format("train.micro_batch_size = {} must be >= 0", micro_batch_size));
   if (threads < 0) throw Error(fmt::format("train.threads = {} must be >= 0", threads));
   if (log_interval <= 0) throw Error(fmt::format("train.log_interval = {} must be positive", log_interval));
   if (eval_interval < 0) throw Error(fmt::format("train.eval_interval = {} must be >= 0", eval_interval));
@@ -60,9 +61,15 @@ void TrainConfig::resolve_precision() {
       precision_setting = precision == Precision::kBF16 ? PrecisionSetting::kBf16 : PrecisionSetting::kFp32;
       return;
     }
-    case PrecisionSetting::kFp32: precision = Precision::kF32; break;
-    case PrecisionSetting::kBf16: precision = Precision::kBF16; break;
-    case PrecisionSetting::kFp16: precision = Precision::kF16; break;
+    case PrecisionSetting::kFp32:
+      precision = Precision::kF32;
+      break;
+    case PrecisionSetting::kBf16:
+      precision = Precision::kBF16;
+      break;
+    case PrecisionSetting::kFp16:
+      precision = Precision::kF16;
+      break;
   }
   precision_reason = fmt::format("train.precision = \"{}\"", precision_label(precision));
 }

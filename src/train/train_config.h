@@ -16,14 +16,14 @@ enum class PrecisionSetting : uint8_t { kAuto, kFp32, kBf16, kFp16 };
 
 struct TrainConfig {
   int64_t steps = 100;
-  int64_t batch_size = 8;         // global batch in sequences (same for every parallel layout)
-  int64_t micro_batch_size = 0;   // sequences per forward/backward on a rank; 0 = whole rank batch
+  int64_t batch_size = 8;        // global batch in sequences (same for every parallel layout)
+  int64_t micro_batch_size = 0;  // sequences per forward/backward on a rank; 0 = whole rank batch
   int64_t seq_len = 64;
   uint64_t seed = 1234;
   PrecisionSetting precision_setting = PrecisionSetting::kAuto;  // the key train.precision
-  Precision precision = Precision::kF32;  // what runs: set by resolve_precision() at load
-  std::string precision_reason;           // why ("train.precision = \"bf16\"", "auto: the CPU has ...")
-  int threads = 0;  // OpenMP threads per rank; 0 = the CPUs this rank may use (train/threads.h)
+  Precision precision = Precision::kF32;                         // what runs: set by resolve_precision() at load
+  std::string precision_reason;   // why ("train.precision = \"bf16\"", "auto: the CPU has ...")
+  int threads = 0;                // OpenMP threads per rank; 0 = the CPUs this rank may use (train/threads.h)
   int64_t log_interval = 1;       // progress line every N steps (metrics.jsonl gets every step)
   int64_t eval_interval = 0;      // validation every N steps; 0 = never
   int64_t eval_batches = 4;       // batches per validation

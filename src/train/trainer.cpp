@@ -17,11 +17,11 @@
 #include "model/activation_sizes.h"
 #include "obs/progress.h"
 #include "obs/telemetry.h"
+#include "optim/grad_clip.h"
 #include "train/micro_batches.h"
 #include "train/rank_metrics.h"
 #include "train/stop_request.h"
 #include "train/threads.h"
-#include "optim/grad_clip.h"
 #include "util/clock.h"
 #include "util/cpu_info.h"
 #include "util/error.h"
@@ -77,7 +77,8 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
   train_data_ = make_loader(cfg_.data, t.batch_spec(), cfg_.model.vocab_size, dp_rank, dp, Split::kTrain);
   streamed_ = cfg_.data.source == DataSource::kDataset && ObjectUrl::is_object_url(cfg_.data.path);
   if (t.eval_interval > 0) {
-    val_data_ = make_loader(cfg_.data, t.batch_spec(), cfg_.model.vocab_size, dp_rank, dp, Split::kValidation);  // null: a mixture
+    val_data_ = make_loader(cfg_.data, t.batch_spec(), cfg_.model.vocab_size, dp_rank, dp,
+                            Split::kValidation);  // null: a mixture
     val_sources_ = make_validation_sources(cfg_.data, t.batch_spec(), cfg_.model.vocab_size, dp_rank, dp);
   }
   const int64_t chunk = loss_chunk_tokens(cfg_.model, t.loss_chunk_tokens, micro_batch_ * t.seq_len, t.precision);
@@ -92,9 +93,12 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
   if (rank0) std::filesystem::create_directories(t.run_dir);
   // Monitoring: every rank serves its own /metrics (metrics.port + local rank) with its mesh
   // coordinates as labels; rank 0 writes TensorBoard events; the progress line is rank 0's.
-  obs::RankInfo rank{.rank = mesh_.world_rank(), .world_size = mesh_.world_size(),
-                     .local_rank = obs::local_rank_from_env(), .dp = static_cast<int>(mesh_.coord().dp),
-                     .tp = static_cast<int>(mesh_.coord().tp), .pp = static_cast<int>(mesh_.coord().pp)};
+  obs::RankInfo rank{.rank = mesh_.world_rank(),
+                     .world_size = mesh_.world_size(),
+                     .local_rank = obs::local_rank_from_env(),
+                     .dp = static_cast<int>(mesh_.coord().dp),
+                     .tp = static_cast<int>(mesh_.coord().tp),
+                     .pp = static_cast<int>(mesh_.coord().pp)};
   telemetry_ = std::make_unique<obs::Telemetry>(cfg_.metrics, rank, t.run_dir, t.steps);
   if (rank0) progress_ = std::make_unique<obs::ProgressLine>(t.steps, t.log_interval);
   faults_ = std::make_unique<TrainingFaults>(cfg_.fault, t.run_dir, mesh_.world_rank(), dp_rank, local_batch_,
@@ -124,8 +128,8 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
            cfg_.model.preset, cfg_.model.num_params(), static_cast<double>(cfg_.model.num_params()) / 1e6,
            cfg_.model.n_layers, cfg_.model.dim, cfg_.model.n_heads, cfg_.model.n_kv_heads, cfg_.model.ffn_dim,
            cfg_.model.vocab_size);
-  log_info("layout: {} rank(s), dp {} (zero {}), tp {}{}, pp {}; data: {}", mesh_.world_size(), dp,
-           par.zero, par.tp, sp ? " (sequence parallel)" : "", par.pp, train_data_->describe());
+  log_info("layout: {} rank(s), dp {} (zero {}), tp {}{}, pp {}; data: {}", mesh_.world_size(), dp, par.zero, par.tp,
+           sp ? " (sequence parallel)" : "", par.pp, train_data_->describe());
   log_info("batch {} x {} tokens, {} per rank in {} micro-batch(es)", t.batch_size, t.seq_len, local_batch_,
            micro_batches_);
   if (plan_) {
@@ -163,8 +167,8 @@ std::array<double, 3> Trainer::sum_over_ranks(double loss_sum, double grad_norm2
 GuardVerdict Trainer::judge_step(const StepStats& s, double local_loss_sum) {
   if (loss_scaler_) {
     // The gradient norm is the same on every rank (reduced over all of them), so is this verdict.
-    const bool overflow = std::isfinite(s.loss) && !std::isfinite(s.grad_norm) &&
-                          loss_scaler_->scale() > loss_scaler_->min_scale();
+    const bool overflow =
+        std::isfinite(s.loss) && !std::isfinite(s.grad_norm) && loss_scaler_->scale() > loss_scaler_->min_scale();
     loss_scaler_->update(overflow);
     if (overflow) {
       GuardVerdict v;
@@ -205,8 +209,8 @@ StepStats Trainer::step() {
   engine_->begin_step(static_cast<int>(micro_batches_));
   // fp16: the backward runs on the loss times the loss scale; gradients are unscaled in the update.
   const double scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
-  double loss_sum = forward_backward_micro_batches(batch, inject.grad_factor * static_cast<float>(scale)) *
-                    inject.loss_factor;
+  double loss_sum =
+      forward_backward_micro_batches(batch, inject.grad_factor * static_cast<float>(scale)) * inject.loss_factor;
   auto [global_loss_sum, grad_norm2, data_hash] =
       sum_over_ranks(loss_sum, engine_->finish_gradients(), batch_data_hash(batch));
   s.data_hash = static_cast<int64_t>(data_hash);
@@ -216,8 +220,9 @@ StepStats Trainer::step() {
   // Non-finite values and loss spikes skip the update (or stop the run: fault.nan_policy).
   s.guard = judge_step(s, loss_sum);
   if (s.guard.action == GuardAction::kStop) {
-    throw Error(s.guard.message, "lower optim.lr, enable optim.grad_clip, or check the data; the run stopped before "
-                                 "the update (fault.nan_policy, fault.max_consecutive_skips)");
+    throw Error(s.guard.message,
+                "lower optim.lr, enable optim.grad_clip, or check the data; the run stopped before "
+                "the update (fault.nan_policy, fault.max_consecutive_skips)");
   }
   if (!s.guard.skipped()) {
     const double clip = clip_coefficient(s.grad_norm, cfg_.optim.grad_clip);
@@ -271,22 +276,38 @@ double Trainer::evaluate(DataLoader& loader) {
     for (int64_t mb = 0; mb < micro_batches_; ++mb)
       sum += model_->forward_loss(*engine_, acts_, b.sequence(mb * micro_batch_));
   }
-  loader.restore({});  // every validation reads the same batches
+  loader.restore({});              // every validation reads the same batches
   mesh_.pp().all_reduce(&sum, 1);  // the last stage computed the loss
   mesh_.dp().all_reduce(&sum, 1);
   return sum / static_cast<double>(cfg_.train.batch_size * cfg_.train.seq_len * cfg_.train.eval_batches);
 }
 
 void Trainer::log_step(const StepStats& s) {
-  nlohmann::json j = {{"step", s.step},          {"loss", s.loss},     {"lr", s.lr},
-                      {"grad_norm", s.grad_norm}, {"tokens", s.tokens}, {"tokens_per_s", s.tokens_per_s},
-                      {"step_s", s.step_s},      {"mfu", s.mfu},       {"data_wait_s", s.data_wait_s},
-                      {"comm_wait_s", s.comm_wait_s}, {"data_hash", s.data_hash}, {"cpu_s", s.cpu_s},
-                      {"compute_s", s.compute_s}, {"data_read_bytes", train_data_->bytes_read()}};
-  telemetry_->on_step({.step = s.step, .loss = s.loss, .lr = s.lr, .grad_norm = s.grad_norm,
-                       .tokens = cfg_.train.batch_size * cfg_.train.seq_len, .tokens_per_s = s.tokens_per_s,
-                       .step_s = s.step_s, .mfu = peak_flops_ > 0 ? s.mfu : NAN, .data_wait_s = s.data_wait_s,
-                       .skipped = s.guard.skipped(), .loss_scale = s.loss_scale > 0 ? s.loss_scale : NAN});
+  nlohmann::json j = {{"step", s.step},
+                      {"loss", s.loss},
+                      {"lr", s.lr},
+                      {"grad_norm", s.grad_norm},
+                      {"tokens", s.tokens},
+                      {"tokens_per_s", s.tokens_per_s},
+                      {"step_s", s.step_s},
+                      {"mfu", s.mfu},
+                      {"data_wait_s", s.data_wait_s},
+                      {"comm_wait_s", s.comm_wait_s},
+                      {"data_hash", s.data_hash},
+                      {"cpu_s", s.cpu_s},
+                      {"compute_s", s.compute_s},
+                      {"data_read_bytes", train_data_->bytes_read()}};
+  telemetry_->on_step({.step = s.step,
+                       .loss = s.loss,
+                       .lr = s.lr,
+                       .grad_norm = s.grad_norm,
+                       .tokens = cfg_.train.batch_size * cfg_.train.seq_len,
+                       .tokens_per_s = s.tokens_per_s,
+                       .step_s = s.step_s,
+                       .mfu = peak_flops_ > 0 ? s.mfu : NAN,
+                       .data_wait_s = s.data_wait_s,
+                       .skipped = s.guard.skipped(),
+                       .loss_scale = s.loss_scale > 0 ? s.loss_scale : NAN});
   faults_->add_to_metrics(s.guard, j);
   if (s.loss_scale > 0) j["loss_scale"] = s.loss_scale;
   static_assert(kNumCollKinds == obs::kNumCommOps, "obs::CommOp mirrors CollKind");
@@ -335,8 +356,14 @@ void Trainer::log_step(const StepStats& s) {
     log_info("step {:>6} | validation loss {:.4f}{}", s.step, e.loss, per_source);
   }
   metrics_->write(j);
-  if (progress_) progress_->update({.step = s.step, .loss = s.loss, .tokens_per_s = s.tokens_per_s, .mfu = peak_flops_ > 0 ? s.mfu : NAN,
-                     .step_s = s.step_s, .lr = s.lr, .grad_norm = s.grad_norm});
+  if (progress_)
+    progress_->update({.step = s.step,
+                       .loss = s.loss,
+                       .tokens_per_s = s.tokens_per_s,
+                       .mfu = peak_flops_ > 0 ? s.mfu : NAN,
+                       .step_s = s.step_s,
+                       .lr = s.lr,
+                       .grad_norm = s.grad_norm});
 }
 
 void Trainer::add_rank_metrics(const StepStats& s, nlohmann::json& j) {
@@ -449,7 +476,8 @@ RunEnd Trainer::run() {
       if (loss_scaler_) ckpt_->set_loss_scale(loss_scaler_->scale(), loss_scaler_->clean_steps_in_a_row());
       if (!rolled_back) ckpt_->after_step(step_, tokens_, train_data_->state());
       faults_->beat("train", step_);
-      const bool nonfinite = s.guard.skipped() && (s.guard.reason.rfind("nan", 0) == 0 || s.guard.reason.rfind("inf", 0) == 0);
+      const bool nonfinite =
+          s.guard.skipped() && (s.guard.reason.rfind("nan", 0) == 0 || s.guard.reason.rfind("inf", 0) == 0);
       nonfinite_tail = nonfinite ? nonfinite_tail + 1 : 0;
       if (nonfinite) tail_reason = s.guard.reason;
     }
@@ -480,9 +508,10 @@ RunEnd Trainer::end_run(const std::optional<std::string>& stop, int64_t nonfinit
     faults_->beat("stopped", step_);
     if (saved) {
       if (rank0)
-        log_info("stopped ({}) after step {}: its checkpoint is committed under {}; `--resume auto` continues from it "
-                 "(exit code {})",
-                 *stop, step_, ckpt_->root(), kExitStopped);
+        log_info(
+            "stopped ({}) after step {}: its checkpoint is committed under {}; `--resume auto` continues from it "
+            "(exit code {})",
+            *stop, step_, ckpt_->root(), kExitStopped);
       return RunEnd::kStopped;
     }
     if (rank0)
@@ -492,12 +521,12 @@ RunEnd Trainer::end_run(const std::optional<std::string>& stop, int64_t nonfinit
     return RunEnd::kStoppedUnsaved;
   }
   if (nonfinite_tail > 0) {
-    throw Error(fmt::format("the last {} update(s), steps {}..{}, were skipped for a non-finite value ({}): the final "
-                            "state is that of step {}, not a trained step {}",
-                            nonfinite_tail, step_ - nonfinite_tail + 1, step_, tail_reason, step_ - nonfinite_tail,
-                            step_),
-                "lower optim.lr, keep optim.grad_clip on, or check the data (fault.nan_policy = \"stop\" stops at "
-                "the first non-finite loss)");
+    throw Error(
+        fmt::format("the last {} update(s), steps {}..{}, were skipped for a non-finite value ({}): the final "
+                    "state is that of step {}, not a trained step {}",
+                    nonfinite_tail, step_ - nonfinite_tail + 1, step_, tail_reason, step_ - nonfinite_tail, step_),
+        "lower optim.lr, keep optim.grad_clip on, or check the data (fault.nan_policy = \"stop\" stops at "
+        "the first non-finite loss)");
   }
   if (checkpoints && !saved) {
     throw Error(fmt::format("the final checkpoint, step {}, was not written (its error is above); {}", step_, newest),

@@ -17,16 +17,16 @@
 
 #include "config/config.h"
 #include "data/loader.h"
-#include "parallel/comm/comm.h"
-#include "parallel/data_parallel/param_engine.h"
-#include "parallel/mesh.h"
-#include "parallel/pipeline_parallel/runner.h"
-#include "parallel/tensor_parallel/tensor_parallel.h"
 #include "fault/step_guard.h"
 #include "model/activations.h"
 #include "model/llama.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
+#include "parallel/comm/comm.h"
+#include "parallel/data_parallel/param_engine.h"
+#include "parallel/mesh.h"
+#include "parallel/pipeline_parallel/runner.h"
+#include "parallel/tensor_parallel/tensor_parallel.h"
 #include "train/metrics_log.h"
 
 namespace ft {
@@ -50,22 +50,22 @@ enum class RunEnd {
 };
 
 struct StepStats {
-  int64_t step = 0;         // 1-based number of the step just taken
-  double loss = 0;          // mean token loss of the global batch (nats)
+  int64_t step = 0;  // 1-based number of the step just taken
+  double loss = 0;   // mean token loss of the global batch (nats)
   double lr = 0;
-  double grad_norm = 0;     // before clipping
-  int64_t tokens = 0;       // cumulative training tokens
+  double grad_norm = 0;  // before clipping
+  int64_t tokens = 0;    // cumulative training tokens
   // Which data the step saw: the sum over the global batch's sequences of a 32-bit hash of each
   // one's tokens, whatever the layout — equal between runs exactly when they read the same
   // batches (a resumed run continues the data order without a repeat or a gap).
   int64_t data_hash = 0;
   double step_s = 0, tokens_per_s = 0, mfu = 0, data_wait_s = 0;
-  double cpu_s = 0;         // CPU seconds the process used during the step (all its threads)
-  double comm_wait_s = 0;   // time the step waited for gradient communication
-  double compute_s = 0;     // wall time minus data wait minus every wait on a communicator
-  CommStats comm;           // this rank's data-parallel traffic during the step
-  CommStats comm_pp;        // this rank's pipeline traffic (activations and their gradients)
-  CommStats comm_tp;        // this rank's tensor-parallel traffic
+  double cpu_s = 0;            // CPU seconds the process used during the step (all its threads)
+  double comm_wait_s = 0;      // time the step waited for gradient communication
+  double compute_s = 0;        // wall time minus data wait minus every wait on a communicator
+  CommStats comm;              // this rank's data-parallel traffic during the step
+  CommStats comm_pp;           // this rank's pipeline traffic (activations and their gradients)
+  CommStats comm_tp;           // this rank's tensor-parallel traffic
   PipelineStepStats pipeline;  // this stage's busy and idle time (pipeline parallelism only)
   GuardVerdict guard;          // update, or skipped / rolled back by the training guards (fault/)
   double loss_scale = 0;       // fp16: the loss scale this step's backward used (0 = no scaling)
@@ -133,17 +133,17 @@ class Trainer {
   LrSchedule schedule_;
   std::unique_ptr<DataLoader> train_data_, val_data_;
   std::vector<ValidationSource> val_sources_;  // per-source validation (mixture sources, languages)
-  Activations acts_;  // without pipeline parallelism (the runner pools its own)
+  Activations acts_;                           // without pipeline parallelism (the runner pools its own)
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<obs::Telemetry> telemetry_;  // Prometheus endpoint, GPU health, TensorBoard
   std::unique_ptr<obs::ProgressLine> progress_;
   std::unique_ptr<TrainingFaults> faults_;  // guards, heartbeat, fault injection (fault/training_faults.h)
-  std::unique_ptr<Checkpointer> ckpt_;  // saving (ckpt.interval) and resuming (ckpt.resume)
-  std::unique_ptr<StopRequest> stop_;   // signals and train.stop_after_minutes, agreed over the world
+  std::unique_ptr<Checkpointer> ckpt_;      // saving (ckpt.interval) and resuming (ckpt.resume)
+  std::unique_ptr<StopRequest> stop_;       // signals and train.stop_after_minutes, agreed over the world
   int64_t local_batch_ = 0, micro_batch_ = 0, micro_batches_ = 0;
   int64_t step_ = 0, tokens_ = 0;
-  bool streamed_ = false;            // data.path is an s3:// or gs:// URL
-  uint64_t fetched_reported_ = 0;    // shard bytes already counted on /metrics
+  bool streamed_ = false;          // data.path is an s3:// or gs:// URL
+  uint64_t fetched_reported_ = 0;  // shard bytes already counted on /metrics
   double flops_per_token_ = 0, peak_flops_ = 0;
   double start_time_ = 0;
 };

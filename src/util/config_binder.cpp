@@ -1,10 +1,10 @@
 #include "util/config_binder.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "util/error.h"
 #include "util/strings.h"
@@ -15,9 +15,12 @@ std::string config_value_to_string(const ConfigValue& v) {
   return std::visit(
       [](const auto& x) -> std::string {
         using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, bool>) return x ? "true" : "false";
-        else if constexpr (std::is_same_v<T, std::string>) return "\"" + x + "\"";
-        else return fmt::format("{}", x);
+        if constexpr (std::is_same_v<T, bool>)
+          return x ? "true" : "false";
+        else if constexpr (std::is_same_v<T, std::string>)
+          return "\"" + x + "\"";
+        else
+          return fmt::format("{}", x);
       },
       v);
 }
@@ -47,16 +50,14 @@ std::string ConfigBinder::join_quoted(const std::vector<std::string>& v) {
   return out;
 }
 
-void ConfigBinder::bad_value(const std::string& key, const ConfigValue& v,
-                             const std::string& expected, const std::string& origin) {
-  throw Error(fmt::format("{}: {} = {} is not valid: expected {}", origin, key,
-                          config_value_to_string(v), expected),
+void ConfigBinder::bad_value(const std::string& key, const ConfigValue& v, const std::string& expected,
+                             const std::string& origin) {
+  throw Error(fmt::format("{}: {} = {} is not valid: expected {}", origin, key, config_value_to_string(v), expected),
               fmt::format("set it in the config file or with --set {}=VALUE", key));
 }
 
 template <typename T>
-void ConfigBinder::add_number(const std::string& key, T* p, const std::string& doc,
-                              const char* type) {
+void ConfigBinder::add_number(const std::string& key, T* p, const std::string& doc, const char* type) {
   Entry e;
   e.doc = doc;
   e.type = type;
@@ -84,8 +85,10 @@ void ConfigBinder::add_number(const std::string& key, T* p, const std::string& d
     bad_value(key, v, type, origin);
   };
   e.get = [p]() -> ConfigValue {
-    if constexpr (std::is_floating_point_v<T>) return static_cast<double>(*p);
-    else return static_cast<int64_t>(*p);
+    if constexpr (std::is_floating_point_v<T>)
+      return static_cast<double>(*p);
+    else
+      return static_cast<int64_t>(*p);
   };
   entries_[key] = std::move(e);
 }
@@ -111,8 +114,10 @@ void ConfigBinder::add(const std::string& key, bool* p, const std::string& doc) 
   e.doc = doc;
   e.type = "true or false";
   e.set = [p, key](const ConfigValue& v, const std::string& origin) {
-    if (auto* b = std::get_if<bool>(&v)) *p = *b;
-    else bad_value(key, v, "true or false", origin);
+    if (auto* b = std::get_if<bool>(&v))
+      *p = *b;
+    else
+      bad_value(key, v, "true or false", origin);
   };
   e.get = [p]() -> ConfigValue { return *p; };
   entries_[key] = std::move(e);
@@ -122,11 +127,17 @@ void ConfigBinder::add(const std::string& key, std::string* p, const std::string
   Entry e;
   e.doc = doc;
   e.type = "a string";
-  e.set = [p](const ConfigValue& v, const std::string&) { *p = std::visit([](const auto& x) {
-      using T = std::decay_t<decltype(x)>;
-      if constexpr (std::is_same_v<T, std::string>) return x;
-      else return config_value_to_string(x);
-    }, v); };
+  e.set = [p](const ConfigValue& v, const std::string&) {
+    *p = std::visit(
+        [](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, std::string>)
+            return x;
+          else
+            return config_value_to_string(x);
+        },
+        v);
+  };
   e.get = [p]() -> ConfigValue { return *p; };
   entries_[key] = std::move(e);
 }
@@ -148,7 +159,9 @@ ConfigValue ConfigBinder::get(const std::string& key) const {
   return it->second.get();
 }
 
-const std::string& ConfigBinder::doc(const std::string& key) const { return entries_.at(key).doc; }
+const std::string& ConfigBinder::doc(const std::string& key) const {
+  return entries_.at(key).doc;
+}
 
 std::vector<std::string> ConfigBinder::keys() const {
   std::vector<std::string> out;

@@ -10,11 +10,10 @@
 // type names the key, the value, the expected type and where the value came from.
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <utility>
 #include <variant>
@@ -41,8 +40,7 @@ class ConfigBinder {
   void add(const std::string& key, std::string* p, const std::string& doc);
 
   template <typename E>
-  void add_enum(const std::string& key, E* p, std::vector<std::pair<std::string, E>> names,
-                const std::string& doc) {
+  void add_enum(const std::string& key, E* p, std::vector<std::pair<std::string, E>> names, const std::string& doc) {
     std::vector<std::string> allowed;
     for (auto& [n, e] : names) allowed.push_back(n);
     Entry entry;
@@ -86,8 +84,8 @@ class ConfigBinder {
   template <typename T>
   void add_number(const std::string& key, T* p, const std::string& doc, const char* type);
   static std::string join_quoted(const std::vector<std::string>& v);
-  [[noreturn]] static void bad_value(const std::string& key, const ConfigValue& v,
-                                     const std::string& expected, const std::string& origin);
+  [[noreturn]] static void bad_value(const std::string& key, const ConfigValue& v, const std::string& expected,
+                                     const std::string& origin);
   std::map<std::string, Entry> entries_;
 };
 

@@ -1,10 +1,10 @@
 #include "util/cpu_budget.h"
 
+#include <fmt/format.h>
 #include <sched.h>
 
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <fstream>
 #include <sstream>
 
@@ -73,7 +73,9 @@ double read_v1(const std::string& dir) {
   return quota > 0 && period > 0 ? quota / period : 0;
 }
 
-double read_v2(const std::string& dir) { return parse_cgroup_v2_cpu_max(read_small_file(dir + "/cpu.max")); }
+double read_v2(const std::string& dir) {
+  return parse_cgroup_v2_cpu_max(read_small_file(dir + "/cpu.max"));
+}
 
 }  // namespace
 

@@ -13,9 +13,9 @@
 namespace ft {
 
 struct CpuBudget {
-  std::vector<int> cpus;     // CPU ids in the affinity mask, ascending
-  double quota_cpus = 0;     // cgroup CPU quota in CPUs (quota / period); 0 = no quota
-  std::string quota_file;    // where the quota was read ("" = none found)
+  std::vector<int> cpus;   // CPU ids in the affinity mask, ascending
+  double quota_cpus = 0;   // cgroup CPU quota in CPUs (quota / period); 0 = no quota
+  std::string quota_file;  // where the quota was read ("" = none found)
 
   // CPUs usable at once: the affinity count, capped by the quota rounded up; at least 1.
   int usable() const;

@@ -7,7 +7,8 @@
 // The instruction sets of -march, as data (no code): cli/isa_guard.cpp, compiled for baseline
 // x86-64, reads it before anything else runs, to refuse a CPU that lacks one with a clear error
 // instead of dying with SIGILL.
-extern "C" const char ft_compiled_isa[] = ""
+extern "C" const char ft_compiled_isa[] =
+    ""
 #if defined(__AVX2__)
     " avx2"
 #endif
@@ -95,6 +96,8 @@ const CpuInfo& cpu_info() {
   return c;
 }
 
-std::string compiled_isa() { return std::string(trim(ft_compiled_isa)); }
+std::string compiled_isa() {
+  return std::string(trim(ft_compiled_isa));
+}
 
 }  // namespace ft

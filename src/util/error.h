@@ -16,8 +16,7 @@ namespace ft {
 
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& what, std::string hint = {})
-      : std::runtime_error(what), hint_(std::move(hint)) {}
+  explicit Error(const std::string& what, std::string hint = {}) : std::runtime_error(what), hint_(std::move(hint)) {}
   const std::string& hint() const { return hint_; }
 
  private:
@@ -28,7 +27,7 @@ class Error : public std::runtime_error {
 
 }  // namespace ft
 
-#define FT_CHECK(cond, ...)                                                       \
-  do {                                                                            \
+#define FT_CHECK(cond, ...)                                                                  \
+  do {                                                                                       \
     if (!(cond)) ::ft::check_failed(__FILE__, __LINE__, #cond, fmt::format("" __VA_ARGS__)); \
   } while (0)

@@ -79,8 +79,7 @@ void write_file_atomic(const std::string& path, std::string_view contents) {
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    throw Error(fmt::format("cannot open {}: {}", path, std::strerror(errno)),
-                "check the path and its permissions");
+    throw Error(fmt::format("cannot open {}: {}", path, std::strerror(errno)), "check the path and its permissions");
   }
   std::ostringstream ss;
   ss << in.rdbuf();

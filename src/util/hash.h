@@ -25,7 +25,9 @@ inline uint64_t hash_string(std::string_view s) {
 }
 
 // Uniform in (0, 1) from 64 random bits.
-inline double unit_open(uint64_t bits) { return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53; }
+inline double unit_open(uint64_t bits) {
+  return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53;
+}
 
 // Standard normal for (stream, index): Box–Muller on the hashed counters of index / 2; the
 // even index of a pair takes the cosine branch, the odd one the sine branch.

@@ -6,9 +6,9 @@
 #pragma once
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "util/error.h"
@@ -41,14 +41,12 @@ class JsonReader {
     int64_t x = 0;
     if (v.is_number_unsigned()) {
       uint64_t u = v.get<uint64_t>();
-      if (u > static_cast<uint64_t>(hi))
-        fail(path + "." + key, fmt::format("= {} is larger than {}", u, hi));
+      if (u > static_cast<uint64_t>(hi)) fail(path + "." + key, fmt::format("= {} is larger than {}", u, hi));
       x = static_cast<int64_t>(u);
     } else {
       x = v.get<int64_t>();
     }
-    if (x < lo || x > hi)
-      fail(path + "." + key, fmt::format("= {} is outside [{}, {}]", x, lo, hi));
+    if (x < lo || x > hi) fail(path + "." + key, fmt::format("= {} is outside [{}, {}]", x, lo, hi));
     return x;
   }
   std::string str(const json& obj, const std::string& key, const std::string& path) const {

@@ -30,7 +30,9 @@ void set_log_rank(int rank, int world_size) {
   state().world = world_size;
 }
 
-void set_log_level(LogLevel level) { state().level = level; }
+void set_log_level(LogLevel level) {
+  state().level = level;
+}
 
 void log_line(LogLevel level, const std::string& msg) {
   LogState& s = state();

@@ -49,7 +49,8 @@ bool file_starts_with(const std::string& path, const std::string& prefix) {
 }
 
 bool is_mount_point(const std::string& dir) {
-  struct stat self {}, parent {};
+  struct stat self {
+  }, parent{};
   const fs::path p = resolved(dir);
   if (::stat(p.c_str(), &self) != 0 || !S_ISDIR(self.st_mode)) return false;
   if (p == p.root_path()) return true;
@@ -64,13 +65,16 @@ void check_not_an_input(const std::string& out, const std::vector<std::string>& 
     const std::string root = glob_root(in);
     const bool glob = root != in;
     std::string where;
-    if (!glob && path_within(out, in) && path_within(in, out)) where = "is also an input";
-    else if (path_within(out, root)) where = "is inside the input " + in;
-    else if (path_within(in, out) || (glob && path_within(root, out))) where = "contains the input " + in;
+    if (!glob && path_within(out, in) && path_within(in, out))
+      where = "is also an input";
+    else if (path_within(out, root))
+      where = "is inside the input " + in;
+    else if (path_within(in, out) || (glob && path_within(root, out)))
+      where = "contains the input " + in;
     if (!where.empty()) {
-      throw Error(fmt::format("{} {} {}", flag, out, where),
-                  fmt::format("write the {} outside its inputs: it would replace, or be read as, what it is made from",
-                              kind));
+      throw Error(
+          fmt::format("{} {} {}", flag, out, where),
+          fmt::format("write the {} outside its inputs: it would replace, or be read as, what it is made from", kind));
     }
   }
 }

@@ -19,12 +19,12 @@
 namespace ft {
 
 struct OutputRule {
-  std::string flag;                 // how the user named the output: "--out"
-  std::string kind;                 // what the command writes: "dataset", "tokenizer model"
-  std::vector<std::string> inputs;  // what it reads: files, directories, globs (s3:// ignored)
-  bool force = false;               // --force given
+  std::string flag;                                 // how the user named the output: "--out"
+  std::string kind;                                 // what the command writes: "dataset", "tokenizer model"
+  std::vector<std::string> inputs;                  // what it reads: files, directories, globs (s3:// ignored)
+  bool force = false;                               // --force given
   std::function<bool(const std::string&)> is_ours;  // an existing output --force may replace
-  bool renamed_into_place = false;  // built beside the output and renamed over it
+  bool renamed_into_place = false;                  // built beside the output and renamed over it
   // A regenerable file (a report, a calibration, an oracle dump): one of its own kind is replaced
   // without --force; anything else at that path is refused all the same.
   bool replaces_own = false;

@@ -1,8 +1,7 @@
 #include "util/safetensors.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "util/error.h"
 #include "util/fs.h"
@@ -42,7 +41,9 @@ void SafetensorsWriter::write(const std::string& path) const {
   f.commit();
 }
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path), bytes_(read_file(path)) { parse(); }
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path), bytes_(read_file(path)) {
+  parse();
+}
 
 bool is_safetensors_file(const std::string& path) {
   try {
@@ -107,7 +108,8 @@ void SafetensorsFile::parse() {
     if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned())
       throw bad(fmt::format("entry '{}' has bad data_offsets", name));
     uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
-    if (b > e || e > data_size) throw bad(fmt::format("entry '{}' data [{}, {}) outside the {} data bytes", name, b, e, data_size));
+    if (b > e || e > data_size)
+      throw bad(fmt::format("entry '{}' data [{}, {}) outside the {} data bytes", name, b, e, data_size));
     if (e - b != count * elem)
       throw bad(fmt::format("entry '{}' holds {} bytes but its shape needs {}", name, e - b, count * elem));
     view.data = bytes_.data() + data_begin + b;

@@ -5,8 +5,8 @@
 #include <numeric>
 #include <vector>
 
-#include "parallel/mesh.h"
 #include "parallel/comm/mpi_comm.h"
+#include "parallel/mesh.h"
 #include "tensor/dtype.h"
 
 namespace ft {
@@ -18,7 +18,9 @@ struct World {
 };
 
 // Integer-valued data so sums are exact in fp32 whatever the order.
-float value(int rank, int64_t i) { return static_cast<float>((rank + 1) * ((i % 97) - 40)); }
+float value(int rank, int64_t i) {
+  return static_cast<float>((rank + 1) * ((i % 97) - 40));
+}
 
 TEST(Comm, AllReduceSumIsExactForManySizes) {
   World w;
@@ -27,7 +29,8 @@ TEST(Comm, AllReduceSumIsExactForManySizes) {
     for (int64_t i = 0; i < n; ++i) x[i] = value(w.r, i);
     w.c->all_reduce(x.data(), n);
     float ranks_sum = static_cast<float>(w.P * (w.P + 1) / 2);
-    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(x[i], ranks_sum * static_cast<float>((i % 97) - 40)) << "n " << n << " i " << i;
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(x[i], ranks_sum * static_cast<float>((i % 97) - 40)) << "n " << n << " i " << i;
   }
 }
 

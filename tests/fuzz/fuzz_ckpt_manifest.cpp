@@ -20,19 +20,16 @@ static void check(const std::string& text) {
       for (const auto& p : t.pieces) {
         n += p.count();
         if (p.file < 0 || p.file >= static_cast<int>(m.files.size())) __builtin_trap();
-        if (p.offset + 3 * p.bytes() > m.files[static_cast<size_t>(p.file)].payload_bytes)
-          __builtin_trap();
+        if (p.offset + 3 * p.bytes() > m.files[static_cast<size_t>(p.file)].payload_bytes) __builtin_trap();
         for (const ft::Rect& r :
-             ft::piece_rects(ft::Block::of(t.shape, p.split_dim, p.split_offset, p.local_shape),
-                             p.begin, p.end))
+             ft::piece_rects(ft::Block::of(t.shape, p.split_dim, p.split_offset, p.local_shape), p.begin, p.end))
           if (r.r0 < 0 || r.c0 < 0 || r.r1 > rows || r.c1 > cols) __builtin_trap();
       }
       if (n != ft::shape_numel(t.shape)) __builtin_trap();
     }
     if (!m.encrypted) {  // what we parse, we write and parse again identically
       std::string again = m.to_json_text(nullptr);
-      if (ft::CheckpointManifest::parse(again, "again", nullptr).to_json_text(nullptr) != again)
-        __builtin_trap();
+      if (ft::CheckpointManifest::parse(again, "again", nullptr).to_json_text(nullptr) != again) __builtin_trap();
     }
   } catch (const ft::Error&) {
   }

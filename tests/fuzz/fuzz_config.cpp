@@ -3,10 +3,9 @@
 // validated Config or throws ft::Error — never crashes, hangs or throws anything else — and what
 // loads can be written out as TOML (its JSON dump) and loaded back to the same values.
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "config/config.h"
 #include "util/error.h"

@@ -18,8 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (count * ft::safetensors_dtype_size(v.dtype) != v.bytes) __builtin_trap();
       // Touch every byte: ASan reports a view outside the buffer.
       uint8_t x = 0;
-      for (size_t i = 0; i < v.bytes; ++i)
-        x = static_cast<uint8_t>(x ^ static_cast<uint8_t>(v.data[i]));
+      for (size_t i = 0; i < v.bytes; ++i) x = static_cast<uint8_t>(x ^ static_cast<uint8_t>(v.data[i]));
       volatile uint8_t sink = x;
       (void)sink;
     }

@@ -5,7 +5,6 @@
 //   obs_demo_server --rank 1 --world 2 --local-rank 1 --port 9450 --seconds 30   # serves 9451
 //   obs_demo_server --dump --steps 5        # print the exposition after 5 steps, then exit
 #include <CLI/CLI.hpp>
-
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -52,9 +51,15 @@ int main(int argc, char** argv) {
       double step_s = step_ms / 1000 * (1 + 0.1 * std::sin(0.7 * static_cast<double>(s)));
       if (!dump) std::this_thread::sleep_for(std::chrono::duration<double>(step_s));
       double tokens = 8 * 1024;
-      tel.on_step({.step = s, .loss = 1.5 + 4.0 * std::exp(-static_cast<double>(s) / 200), .lr = 3e-4,
-                   .grad_norm = 0.8, .tokens = static_cast<int64_t>(tokens), .tokens_per_s = tokens / step_s,
-                   .step_s = step_s, .mfu = 0.42, .data_wait_s = 0.002});
+      tel.on_step({.step = s,
+                   .loss = 1.5 + 4.0 * std::exp(-static_cast<double>(s) / 200),
+                   .lr = 3e-4,
+                   .grad_norm = 0.8,
+                   .tokens = static_cast<int64_t>(tokens),
+                   .tokens_per_s = tokens / step_s,
+                   .step_s = step_s,
+                   .mfu = 0.42,
+                   .data_wait_s = 0.002});
       tel.comm(ft::obs::CommOp::kAllReduce, 64 << 20, 0.01);
       if (s % 10 == 0) tel.on_eval(s, 1.4 + 4.0 * std::exp(-static_cast<double>(s) / 200), 1.2);
       if (s % 100 == 0) tel.on_checkpoint(s, 0.8, true);

@@ -60,7 +60,7 @@ void with_threads(int threads, Fn fn) {
 // Shapes: T = 1, T below/at/above the 64-wide blocks, GQA and MHA, D = 16/64/128 and D = 24
 // (not a multiple of the 16-float vectors).
 const std::vector<Shape> kShapes = {
-    {1, 1, 2, 1, 16},  {2, 5, 4, 4, 16},   {1, 64, 2, 1, 64},  {2, 67, 4, 2, 16},
+    {1, 1, 2, 1, 16},   {2, 5, 4, 4, 16},    {1, 64, 2, 1, 64},  {2, 67, 4, 2, 16},
     {1, 130, 3, 3, 64}, {1, 100, 4, 1, 128}, {2, 129, 2, 2, 24}, {1, 200, 6, 2, 64},
 };
 
@@ -87,14 +87,14 @@ TEST(Attention, BackwardMatchesReferenceUnderEveryThreadCount) {
     auto dout = random_vec(s.out_size(), 12 + s.T);
     std::vector<float> out(s.out_size()), lse(s.lse_size()), dqkv_ref(s.qkv_size());
     ref::attention_forward(out.data(), lse.data(), qkv.data(), s.B, s.T, s.H, s.Hkv, s.D);
-    ref::attention_backward(dqkv_ref.data(), dout.data(), qkv.data(), out.data(), lse.data(), s.B,
-                            s.T, s.H, s.Hkv, s.D);
+    ref::attention_backward(dqkv_ref.data(), dout.data(), qkv.data(), out.data(), lse.data(), s.B, s.T, s.H, s.Hkv,
+                            s.D);
     for (int threads : {1, 2, 3}) {
       SCOPED_TRACE(name(s) + " threads=" + std::to_string(threads));
       std::vector<float> dqkv(s.qkv_size(), std::nanf(""));  // every element must be written
       with_threads(threads, [&] {
-        cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), s.B,
-                                s.T, s.H, s.Hkv, s.D);
+        cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), s.B, s.T, s.H, s.Hkv,
+                                s.D);
       });
       EXPECT_LT(rel_err(dqkv, dqkv_ref), 1e-5);
     }
@@ -118,11 +118,9 @@ void check_against_finite_differences(const Shape& s, const std::vector<int64_t>
   std::vector<float> out(s.out_size()), lse(s.lse_size());
   std::vector<float> g_ref(s.qkv_size()), g_cpu(s.qkv_size());
   ref::attention_forward(out.data(), lse.data(), qkv.data(), s.B, s.T, s.H, s.Hkv, s.D);
-  ref::attention_backward(g_ref.data(), w.data(), qkv.data(), out.data(), lse.data(), s.B, s.T,
-                          s.H, s.Hkv, s.D);
+  ref::attention_backward(g_ref.data(), w.data(), qkv.data(), out.data(), lse.data(), s.B, s.T, s.H, s.Hkv, s.D);
   cpu::attention_forward(out.data(), lse.data(), qkv.data(), s.B, s.T, s.H, s.Hkv, s.D);
-  cpu::attention_backward(g_cpu.data(), w.data(), qkv.data(), out.data(), lse.data(), s.B, s.T,
-                          s.H, s.Hkv, s.D);
+  cpu::attention_backward(g_cpu.data(), w.data(), qkv.data(), out.data(), lse.data(), s.B, s.T, s.H, s.Hkv, s.D);
   const double h = 1e-5;
   std::vector<float> fd, ref_at, cpu_at;
   for (int64_t c : coords) {
@@ -169,12 +167,10 @@ TEST(Attention, DecodeWholeSequenceEqualsForward) {
     std::vector<float> kc(s.B * s.Hkv * max_T * s.D), vc(kc.size());
     cpu::attention_forward(out.data(), lse.data(), qkv.data(), s.B, s.T, s.H, s.Hkv, s.D);
     cpu::kv_cache_write(kc.data(), vc.data(), qkv.data(), s.B, s.T, s.H, s.Hkv, s.D, 0, max_T);
-    cpu::attention_decode(dec.data(), qkv.data(), kc.data(), vc.data(), s.B, s.T, s.T, s.H, s.Hkv,
-                          s.D, max_T);
+    cpu::attention_decode(dec.data(), qkv.data(), kc.data(), vc.data(), s.B, s.T, s.T, s.H, s.Hkv, s.D, max_T);
     std::vector<float> kr(kc.size()), vr(kc.size());
     ref::kv_cache_write(kr.data(), vr.data(), qkv.data(), s.B, s.T, s.H, s.Hkv, s.D, 0, max_T);
-    ref::attention_decode(dec_ref.data(), qkv.data(), kr.data(), vr.data(), s.B, s.T, s.T, s.H,
-                          s.Hkv, s.D, max_T);
+    ref::attention_decode(dec_ref.data(), qkv.data(), kr.data(), vr.data(), s.B, s.T, s.T, s.H, s.Hkv, s.D, max_T);
     EXPECT_LT(rel_err(dec, out), 2e-6);
     EXPECT_LT(rel_err(dec_ref, out), 2e-6);
   }
@@ -190,22 +186,16 @@ TEST(Attention, DecodeTokenByTokenEqualsForward) {
   cpu::attention_forward(out.data(), lse.data(), qkv.data(), s.B, s.T, s.H, s.Hkv, s.D);
   std::vector<float> kc(s.B * s.Hkv * max_T * s.D, std::nanf("")), vc(kc);  // unwritten = NaN
   std::vector<float> dec(s.out_size()), dec_ref(s.out_size());
-  for (auto [pos0, n] : std::vector<std::pair<int64_t, int64_t>>{
-           {0, 5}, {5, 1}, {6, 1}, {7, 1}, {8, 1}, {9, 3}}) {
+  for (auto [pos0, n] : std::vector<std::pair<int64_t, int64_t>>{{0, 5}, {5, 1}, {6, 1}, {7, 1}, {8, 1}, {9, 3}}) {
     std::vector<float> chunk(s.B * n * s.row()), o(s.B * n * s.H * s.D), o_ref(o.size());
     for (int64_t b = 0; b < s.B; ++b)
-      std::copy_n(qkv.begin() + (b * s.T + pos0) * s.row(), n * s.row(),
-                  chunk.begin() + b * n * s.row());
+      std::copy_n(qkv.begin() + (b * s.T + pos0) * s.row(), n * s.row(), chunk.begin() + b * n * s.row());
     cpu::kv_cache_write(kc.data(), vc.data(), chunk.data(), s.B, n, s.H, s.Hkv, s.D, pos0, max_T);
-    cpu::attention_decode(o.data(), chunk.data(), kc.data(), vc.data(), s.B, n, pos0 + n, s.H,
-                          s.Hkv, s.D, max_T);
-    ref::attention_decode(o_ref.data(), chunk.data(), kc.data(), vc.data(), s.B, n, pos0 + n, s.H,
-                          s.Hkv, s.D, max_T);
+    cpu::attention_decode(o.data(), chunk.data(), kc.data(), vc.data(), s.B, n, pos0 + n, s.H, s.Hkv, s.D, max_T);
+    ref::attention_decode(o_ref.data(), chunk.data(), kc.data(), vc.data(), s.B, n, pos0 + n, s.H, s.Hkv, s.D, max_T);
     for (int64_t b = 0; b < s.B; ++b) {
-      std::copy_n(o.begin() + b * n * s.H * s.D, n * s.H * s.D,
-                  dec.begin() + (b * s.T + pos0) * s.H * s.D);
-      std::copy_n(o_ref.begin() + b * n * s.H * s.D, n * s.H * s.D,
-                  dec_ref.begin() + (b * s.T + pos0) * s.H * s.D);
+      std::copy_n(o.begin() + b * n * s.H * s.D, n * s.H * s.D, dec.begin() + (b * s.T + pos0) * s.H * s.D);
+      std::copy_n(o_ref.begin() + b * n * s.H * s.D, n * s.H * s.D, dec_ref.begin() + (b * s.T + pos0) * s.H * s.D);
     }
   }
   EXPECT_LT(rel_err(dec, out), 2e-6);
@@ -236,8 +226,7 @@ TEST(Attention, ScratchDoesNotGrowWithTSquared) {
   mem.reset_peaks();
   const int64_t before = mem.live(MemCategory::kWorkspace);
   cpu::attention_forward(out.data(), lse.data(), qkv.data(), s.B, s.T, s.H, s.Hkv, s.D);
-  cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), s.B, s.T,
-                          s.H, s.Hkv, s.D);
+  cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), s.B, s.T, s.H, s.Hkv, s.D);
   const int64_t used = mem.peak(MemCategory::kWorkspace) - before;
   const int64_t per_thread = 4 * 2 * s.T * s.D + 260 * 1024;
   EXPECT_GT(used, 4 * 2 * s.T * s.D);  // the kernels do account their scratch

@@ -7,8 +7,8 @@
 #include <filesystem>
 
 #include "config/config.h"
-#include "parallel/data_parallel/bf16_weights.h"
 #include "model/activation_sizes.h"
+#include "parallel/data_parallel/bf16_weights.h"
 #include "tensor/dtype.h"
 #include "train/trainer.h"
 
@@ -17,8 +17,9 @@ namespace {
 
 Config tiny_bf16(std::vector<std::string> extra = {}) {
   std::string dir = (std::filesystem::temp_directory_path() / ("ft_bf16_" + std::to_string(::getpid()))).string();
-  std::vector<std::string> sets = {"train.batch_size=4", "train.seq_len=16", "train.steps=4", "train.eval_interval=0",
-                                   "train.precision=\"bf16\"", "train.run_dir=\"" + dir + "\""};
+  std::vector<std::string> sets = {
+      "train.batch_size=4",    "train.seq_len=16",         "train.steps=4",
+      "train.eval_interval=0", "train.precision=\"bf16\"", "train.run_dir=\"" + dir + "\""};
   sets.insert(sets.end(), extra.begin(), extra.end());
   return load_config("", sets);
 }

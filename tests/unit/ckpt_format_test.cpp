@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <limits>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <random>
 
@@ -13,8 +13,8 @@
 #include "ckpt/manifest.h"
 #include "ckpt/offline.h"
 #include "ckpt/state_io.h"
-#include "data/checksum.h"
 #include "config/config.h"
+#include "data/checksum.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -52,16 +52,14 @@ struct Reference {
     return [this](int, const std::vector<StatePiece>& pieces, float* w, float* m, float* v) {
       float* dst[3] = {w, m, v};
       for (const StatePiece& p : pieces)
-        for (int c = 0; c < 3; ++c)
-          std::copy_n(t[c].at(p.spec->name).data() + p.begin, p.count(), dst[c] + p.compact);
+        for (int c = 0; c < 3; ++c) std::copy_n(t[c].at(p.spec->name).data() + p.begin, p.count(), dst[c] + p.compact);
     };
   }
 };
 
 Config config(int dp, int pp, int zero) {
-  return load_config("",
-                     {"train.batch_size=8", fmt::format("parallel.dp={}", dp),
-                      fmt::format("parallel.pp={}", pp), fmt::format("parallel.zero={}", zero)});
+  return load_config("", {"train.batch_size=8", fmt::format("parallel.dp={}", dp), fmt::format("parallel.pp={}", pp),
+                          fmt::format("parallel.zero={}", zero)});
 }
 
 CheckpointManifest base_manifest(int64_t step) {
@@ -108,12 +106,10 @@ TEST(CkptFormat, RoundTripPlainAndEncrypted) {
   ModelConfig mc;
   Reference ref(mc);
   std::string root = scratch("roundtrip");
-  write_offline_checkpoint(root + "/plain", base_manifest(3), config(1, 1, 0), ref.filler(),
-                           nullptr, 4096);
+  write_offline_checkpoint(root + "/plain", base_manifest(3), config(1, 1, 0), ref.filler(), nullptr, 4096);
   expect_equal_to_reference(root + "/plain", ref, nullptr);
   CkptKey key = CkptKey::from_hex(kKeyHex, "test");
-  write_offline_checkpoint(root + "/enc", base_manifest(3), config(1, 1, 0), ref.filler(), &key,
-                           4096);
+  write_offline_checkpoint(root + "/enc", base_manifest(3), config(1, 1, 0), ref.filler(), &key, 4096);
   expect_equal_to_reference(root + "/enc", ref, &key);
   CheckpointManifest m = CheckpointManifest::load(root + "/enc", &key);
   EXPECT_TRUE(m.encrypted);
@@ -135,8 +131,7 @@ TEST(CkptFormat, ReshardBetweenLayoutsKeepsEveryValue) {
   EXPECT_EQ(ma.files.size(), 4u);
   expect_equal_to_reference(root + "/a", ref, nullptr);
   for (Config target : {config(4, 1, 3), config(1, 1, 0), config(2, 1, 2), config(1, 2, 0)}) {
-    std::string out = fmt::format("{}/dp{}pp{}z{}", root, target.parallel.dp, target.parallel.pp,
-                                  target.parallel.zero);
+    std::string out = fmt::format("{}/dp{}pp{}z{}", root, target.parallel.dp, target.parallel.pp, target.parallel.zero);
     reshard_checkpoint(root + "/a", out, target, nullptr, false);
     expect_equal_to_reference(out, ref, nullptr);
     // Each target rank's own pieces, filled from the source layout, are the reference values.
@@ -149,10 +144,8 @@ TEST(CkptFormat, ReshardBetweenLayoutsKeepsEveryValue) {
       r.fill(pieces, w.data(), m.data(), v.data());
       for (const StatePiece& p : pieces)
         for (int64_t i = 0; i < p.count(); ++i) {
-          ASSERT_EQ(w[static_cast<size_t>(p.compact + i)],
-                    ref.t[0].at(p.spec->name)[static_cast<size_t>(p.begin + i)]);
-          ASSERT_EQ(v[static_cast<size_t>(p.compact + i)],
-                    ref.t[2].at(p.spec->name)[static_cast<size_t>(p.begin + i)]);
+          ASSERT_EQ(w[static_cast<size_t>(p.compact + i)], ref.t[0].at(p.spec->name)[static_cast<size_t>(p.begin + i)]);
+          ASSERT_EQ(v[static_cast<size_t>(p.compact + i)], ref.t[2].at(p.spec->name)[static_cast<size_t>(p.begin + i)]);
         }
     }
   }
@@ -165,8 +158,7 @@ TEST(CkptFormat, DamageIsReportedNamingTheFile) {
   std::string root = scratch("damage");
   auto fresh = [&](const std::string& name, bool enc) {
     std::string d = root + "/" + name;
-    write_offline_checkpoint(d, base_manifest(7), config(2, 1, 1), ref.filler(),
-                             enc ? &key : nullptr, 4096);
+    write_offline_checkpoint(d, base_manifest(7), config(2, 1, 1), ref.filler(), enc ? &key : nullptr, 4096);
     return d;
   };
   // A flipped bit in an encrypted chunk: the tag fails.
@@ -197,8 +189,7 @@ TEST(CkptFormat, DamageIsReportedNamingTheFile) {
   std::string other = root + "/other";
   write_offline_checkpoint(other, base_manifest(8), config(2, 1, 1), ref.filler(), &key, 4096);
   d = fresh("step", true);
-  fs::copy_file(other + "/rank-00001.ftckpt", d + "/rank-00001.ftckpt",
-                fs::copy_options::overwrite_existing);
+  fs::copy_file(other + "/rank-00001.ftckpt", d + "/rank-00001.ftckpt", fs::copy_options::overwrite_existing);
   p = first_problem(d, &key);
   EXPECT_NE(p.find("rank-00001.ftckpt: holds step 8"), std::string::npos) << p;
   // The wrong key.
@@ -237,9 +228,10 @@ TEST(CkptFormat, NonFiniteStateIsNeverSavedNorCertified) {
     write_offline_checkpoint(root + "/refused", base_manifest(5), config(1, 1, 0), bad.filler(), nullptr, 4096);
     ADD_FAILURE() << "a NaN in exp_avg was saved";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("the exp_avg of model.norm.weight hold a non-finite value (nan at element 3 of "
-                                         "its shard): not saved"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("the exp_avg of model.norm.weight hold a non-finite value (nan at element 3 of "
+                                   "its shard): not saved"),
+        std::string::npos)
         << e.what();
   }
   EXPECT_FALSE(fs::exists(root + "/refused/manifest.json"));
@@ -254,7 +246,8 @@ TEST(CkptFormat, NonFiniteStateIsNeverSavedNorCertified) {
   PieceRecord& piece = t->pieces[0];
   std::vector<float> w(static_cast<size_t>(piece.count()));
   {
-    std::fstream f(d + "/" + m.files[static_cast<size_t>(piece.file)].name, std::ios::in | std::ios::out | std::ios::binary);
+    std::fstream f(d + "/" + m.files[static_cast<size_t>(piece.file)].name,
+                   std::ios::in | std::ios::out | std::ios::binary);
     f.seekg(static_cast<std::streamoff>(64 + piece.offset));
     f.read(reinterpret_cast<char*>(w.data()), static_cast<std::streamsize>(piece.bytes()));
     w[10] = std::numeric_limits<float>::infinity();

@@ -62,10 +62,10 @@ TEST(ConfigEffects, MetricsPortEnablesTheEndpoint) {
 }
 
 TEST(ConfigEffects, GatedKeysAreWarningsNamingTheGate) {
-  Config c = load_config("", {"train.precision=\"fp32\"", "optim.loss_scale_window=10", "ckpt.keep=5",
-                              "parallel.zero=2", "parallel.pp_schedule=\"gpipe\"", "train.eval_batches=3",
-                              "data.token_dtype=\"u32\"", "parallel.powersgd_rank=2", "fault.spike_window=50",
-                              "fault.spike_zscore=0"});
+  Config c =
+      load_config("", {"train.precision=\"fp32\"", "optim.loss_scale_window=10", "ckpt.keep=5", "parallel.zero=2",
+                       "parallel.pp_schedule=\"gpipe\"", "train.eval_batches=3", "data.token_dtype=\"u32\"",
+                       "parallel.powersgd_rank=2", "fault.spike_window=50", "fault.spike_zscore=0"});
   const auto& w = c.config_warnings;
   EXPECT_TRUE(has(w, "optim.loss_scale_window has no effect: train.precision is \"fp32\", not \"fp16\""));
   EXPECT_TRUE(has(w, "ckpt.keep has no effect: ckpt.interval = 0"));

@@ -1,9 +1,10 @@
+#include "config/config.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
-#include "config/config.h"
 #include "util/error.h"
 
 namespace ft {
@@ -61,7 +62,8 @@ TEST(Config, NonFiniteFloatsAndDirectoriesRefused) {
     EXPECT_NE(error_of("", {std::string("optim.lr=") + v}).find("expected a finite number"), std::string::npos) << v;
   }
   auto f = write_tmp("[model]\nnorm_eps = nan\n");
-  EXPECT_NE(error_of(f, {}).find(f + ": model.norm_eps = nan is not valid: expected a finite number"), std::string::npos);
+  EXPECT_NE(error_of(f, {}).find(f + ": model.norm_eps = nan is not valid: expected a finite number"),
+            std::string::npos);
   auto dir = std::filesystem::temp_directory_path() / ("ft_cfg_dir_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   EXPECT_NE(error_of(dir.string(), {}).find("is a directory, not a TOML file"), std::string::npos);

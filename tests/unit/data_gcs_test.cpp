@@ -3,11 +3,11 @@
 // verified with the public half of a key made here by OpenSSL, and base64url. The client
 // itself is tested against a real GCS emulator (tests/gcs/test_gcs.py).
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/rsa.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -63,8 +63,8 @@ std::string b64url_decode(std::string s) {
   for (char& c : s) c = c == '-' ? '+' : c == '_' ? '/' : c;
   while (s.size() % 4) s.push_back('=');
   std::string out(s.size(), '\0');
-  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()), reinterpret_cast<const unsigned char*>(s.data()),
-                          static_cast<int>(s.size()));
+  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(s.data()), static_cast<int>(s.size()));
   size_t pad = 0;
   for (size_t i = s.size(); i > 0 && s[i - 1] == '='; --i) ++pad;
   out.resize(static_cast<size_t>(n) - pad);

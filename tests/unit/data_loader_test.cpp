@@ -3,8 +3,8 @@
 // number of ranks), checksum on open, validation split.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>

@@ -20,7 +20,9 @@ namespace {
 
 constexpr int64_t kB = 8, kSeq = 16;
 
-std::vector<uint64_t> shard_tokens(int64_t shards, int64_t tokens) { return std::vector<uint64_t>(static_cast<size_t>(shards), static_cast<uint64_t>(tokens)); }
+std::vector<uint64_t> shard_tokens(int64_t shards, int64_t tokens) {
+  return std::vector<uint64_t>(static_cast<size_t>(shards), static_cast<uint64_t>(tokens));
+}
 
 // Counts of each source in every window [a, a + W) for a in [from, to), via prefix sums.
 void expect_exact_windows(const MixturePlan& plan, int64_t from, int64_t to, const std::vector<int64_t>& quota) {
@@ -46,7 +48,8 @@ TEST(Mixture, EveryWindowOfAHundredBatchesHoldsTheExactQuotas) {
   SequencePlan a(shard_tokens(3, 2000), kSeq, kB, 7, true, "a"), b(shard_tokens(2, 900), kSeq, kB, 7, true, "b"),
       c(shard_tokens(5, 3000), kSeq, kB, 7, true, "c");
   for (std::map<std::string, double> w : {std::map<std::string, double>{{"a", 0.5}, {"b", 0.3}, {"c", 0.2}},
-                                          {{"a", 1.0 / 3}, {"b", 2.0 / 3}, {"c", 0.0}}, {{"a", 0.9}, {"b", 0.05}, {"c", 0.05}}}) {
+                                          {{"a", 1.0 / 3}, {"b", 2.0 / 3}, {"c", 0.0}},
+                                          {{"a", 0.9}, {"b", 0.05}, {"c", 0.05}}}) {
     MixturePlan plan({"a", "b", "c"}, {&a, &b, &c}, kB, 1234, {{0, w}});
     ASSERT_EQ(plan.period(), 100 * kB);
     std::vector<int64_t> quota = {plan.quota(0, 0), plan.quota(0, 1), plan.quota(0, 2)};

@@ -20,8 +20,10 @@ std::vector<std::string> vocabulary(bool russian) {
   std::vector<std::string> v;
   std::mt19937 rng(russian ? 7 : 3);
   const std::vector<std::string> letters =
-      russian ? std::vector<std::string>{"а", "б", "в", "г", "д", "е", "ж", "з", "и", "к", "л", "м", "н", "о", "п", "р", "с", "т", "у", "ф"}
-              : std::vector<std::string>{"a", "b", "c", "d", "e", "f", "g", "h", "i", "k", "l", "m", "n", "o", "p", "r", "s", "t", "u", "w"};
+      russian ? std::vector<std::string>{"а", "б", "в", "г", "д", "е", "ж", "з", "и", "к",
+                                         "л", "м", "н", "о", "п", "р", "с", "т", "у", "ф"}
+              : std::vector<std::string>{"a", "b", "c", "d", "e", "f", "g", "h", "i", "k",
+                                         "l", "m", "n", "o", "p", "r", "s", "t", "u", "w"};
   for (int i = 0; i < 3000; ++i) {
     std::string w;
     int len = 3 + static_cast<int>(rng() % 6);
@@ -71,7 +73,8 @@ TEST(NearDedup, FindsPlantedNearDuplicatesAndKeepsDistinctDocuments) {
     }
     // Distinct documents that share a third of their text with an earlier one are kept too.
     for (int i = 0; i < 50; ++i) {
-      std::vector<std::string> d(originals[static_cast<size_t>(i)].begin(), originals[static_cast<size_t>(i)].begin() + 100);
+      std::vector<std::string> d(originals[static_cast<size_t>(i)].begin(),
+                                 originals[static_cast<size_t>(i)].begin() + 100);
       auto rest = random_doc(rng, vocab, 200);
       d.insert(d.end(), rest.begin(), rest.end());
       kept += !nd.is_duplicate_or_add(nd.signature(join(d)));
@@ -122,7 +125,8 @@ TEST(NearDedup, PrepareDropsThemAndCountsPerLanguage) {
   EXPECT_EQ(r.manifest.near_duplicates.at("en"), 10u);
   EXPECT_EQ(r.manifest.near_duplicates.at("ru"), 10u);
   EXPECT_EQ(r.manifest.train.documents + r.manifest.validation.documents, 80u);
-  EXPECT_NE(format_report(r).find("20 near-duplicates dropped (MinHash-LSH, Jaccard >= 0.8 over 5-word shingles): en 10, ru 10"),
+  EXPECT_NE(format_report(r).find(
+                "20 near-duplicates dropped (MinHash-LSH, Jaccard >= 0.8 over 5-word shingles): en 10, ru 10"),
             std::string::npos)
       << format_report(r);
   o.out_dir = root + "/off";

@@ -56,11 +56,16 @@ std::set<std::string> make_corpus(const std::string& dir) {
     std::ofstream(fmt::format("{}/txt/doc{:02d}.{}", dir, d, d % 2 ? "txt" : "md")) << text;
     expected.insert(normalize_document(text).text);
   }
-  std::ofstream(dir + "/txt/dup.txt") << "  \n" << lines[0] + "  \n" + lines[3] + "  \n" + lines[6] + "  \n" << "Document 0.\n";
+  std::ofstream(dir + "/txt/dup.txt") << "  \n"
+                                      << lines[0] + "  \n" + lines[3] + "  \n" + lines[6] + "  \n"
+                                      << "Document 0.\n";
   std::ofstream(dir + "/txt/empty.txt") << "   \n\n";
   std::ofstream(dir + "/txt/ignored.bin") << "binary";
-  std::ofstream(dir + "/corpus.jsonl") << R"({"text": "Первая запись JSONL: файловый дескриптор."})" << "\n\n"
-                                       << R"({"text": "bad bytes: )" << "\xC3\x28 and \xF0\x9F" << R"( end", "id": 7})"
+  std::ofstream(dir + "/corpus.jsonl") << R"({"text": "Первая запись JSONL: файловый дескриптор."})"
+                                       << "\n\n"
+                                       << R"({"text": "bad bytes: )"
+                                       << "\xC3\x28 and \xF0\x9F"
+                                       << R"( end", "id": 7})"
                                        << "\n";
   expected.insert("Первая запись JSONL: файловый дескриптор.");
   expected.insert("bad bytes: \xEF\xBF\xBD( and \xEF\xBF\xBD end");
@@ -102,10 +107,10 @@ TEST(Prepare, MixedCorpusEndToEnd) {
   std::set<std::string> expected = make_corpus(root + "/in");
   PrepareReport r = prepare_dataset(small_options(root + "/in", root + "/out"));
   const DatasetManifest& m = r.manifest;
-  EXPECT_EQ(r.skipped_files, 1u);                  // ignored.bin
-  EXPECT_EQ(m.duplicates, 1u);                     // dup.txt
-  EXPECT_EQ(m.empty, 2u);                          // empty.txt and the .so alias page
-  EXPECT_EQ(m.invalid_utf8, 2u);                   // two bad sequences in the JSONL line
+  EXPECT_EQ(r.skipped_files, 1u);                                              // ignored.bin
+  EXPECT_EQ(m.duplicates, 1u);                                                 // dup.txt
+  EXPECT_EQ(m.empty, 2u);                                                      // empty.txt and the .so alias page
+  EXPECT_EQ(m.invalid_utf8, 2u);                                               // two bad sequences in the JSONL line
   EXPECT_EQ(m.train.documents + m.validation.documents, expected.size() + 1);  // + the man page
   EXPECT_GT(m.validation.documents, 0u);
   EXPECT_GT(m.train.documents, m.validation.documents);
@@ -206,7 +211,10 @@ TEST(Prepare, BadInputLeavesNothingBehind) {
   std::ofstream(root + "/only_empty/a.txt") << " \n";
   EXPECT_NE(error_of(small_options(root + "/only_empty", root + "/out")).find("no non-empty"), std::string::npos);
   // Malformed JSONL fails mid-way through extraction: the error names file:line; no output.
-  std::ofstream(root + "/in/broken.jsonl") << R"({"text": "ok"})" << "\n" << R"({"txt": 1})" << "\n";
+  std::ofstream(root + "/in/broken.jsonl") << R"({"text": "ok"})"
+                                           << "\n"
+                                           << R"({"txt": 1})"
+                                           << "\n";
   std::string e = error_of(small_options(root + "/in", root + "/out"));
   EXPECT_NE(e.find("broken.jsonl:2: no \"text\" string field"), std::string::npos) << e;
   EXPECT_TRUE(leftovers().empty());

@@ -2,9 +2,8 @@
 // ShardWriter (no tokenizer training), with known token content.
 #pragma once
 
-#include <unistd.h>
-
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -55,7 +54,8 @@ inline FakeDataset make_fake_dataset(const std::string& dir, const std::vector<i
     auto& store = split == 0 ? ds.train_tokens : ds.val_tokens;
     for (size_t s = 0; s < sizes.size(); ++s) {
       std::vector<int32_t> all(static_cast<size_t>(sizes[s]));
-      for (int64_t i = 0; i < sizes[s]; ++i) all[static_cast<size_t>(i)] = fake_token(split, static_cast<int64_t>(s), i);
+      for (int64_t i = 0; i < sizes[s]; ++i)
+        all[static_cast<size_t>(i)] = fake_token(split, static_cast<int64_t>(s), i);
       ShardWriter w(fmt::format("{}/{}-{:05d}.ftshard", dir, split == 0 ? "train" : "validation", s), 2);
       for (int64_t i = 0; i < sizes[s]; i += doc_len) {
         int64_t n = std::min(doc_len, sizes[s] - i);

@@ -2,17 +2,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <random>
 
-#include <nlohmann/json.hpp>
-
-#include <filesystem>
-
-#include "parallel/mesh.h"
 #include "fault/inject.h"
 #include "fault/step_guard.h"
 #include "fault/training_faults.h"
 #include "obs/registry.h"
+#include "parallel/mesh.h"
 #include "util/error.h"
 
 namespace ft {
@@ -65,8 +63,7 @@ TEST(StepGuard, TooManySkipsInARowStopNamingTheFirst) {
   for (int s = 1; s <= 3; ++s) EXPECT_EQ(g.judge(s, -INFINITY, 1).action, GuardAction::kSkip) << s;
   GuardVerdict v = g.judge(4, NAN, 1);
   EXPECT_EQ(v.action, GuardAction::kStop);
-  EXPECT_NE(v.message.find("loss is Inf at step 1, and the 3 step(s) after it were skipped too"),
-            std::string::npos)
+  EXPECT_NE(v.message.find("loss is Inf at step 1, and the 3 step(s) after it were skipped too"), std::string::npos)
       << v.message;
 }
 
@@ -85,8 +82,7 @@ TEST(StepGuard, ASpikeIsSkippedAndThreeInTheWindowRollBack) {
   StepGuard g(small_window());
   int64_t s = 1;
   for (; s <= 30; ++s)
-    ASSERT_EQ(g.judge(s, healthy(rng, s).first, healthy(rng, s).second).action,
-              GuardAction::kUpdate);
+    ASSERT_EQ(g.judge(s, healthy(rng, s).first, healthy(rng, s).second).action, GuardAction::kUpdate);
   GuardVerdict v = g.judge(s, 40.0, 1.0);  // loss × ~10
   EXPECT_EQ(v.action, GuardAction::kSkip);
   EXPECT_EQ(v.reason, "loss_spike");
@@ -161,8 +157,7 @@ TEST(FaultInjector, BadSpecsNameTheItem) {
       FaultInjector inj(bad);
       FAIL() << bad;
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("FLUXTRAIN_FAULT_INJECT"), std::string::npos)
-          << e.what();
+      EXPECT_NE(std::string(e.what()).find("FLUXTRAIN_FAULT_INJECT"), std::string::npos) << e.what();
     }
   }
 }

@@ -35,8 +35,7 @@ std::string error_of(const std::function<void()>& f) {
 }
 
 TEST(Hosts, ReadsNamesSlotsAndComments) {
-  auto hosts =
-      read_host_file(write("h1", "# cluster\nlocalhost slots=2\n127.0.0.2 slots=3  # second\n\n"));
+  auto hosts = read_host_file(write("h1", "# cluster\nlocalhost slots=2\n127.0.0.2 slots=3  # second\n\n"));
   ASSERT_EQ(hosts.size(), 2u);
   EXPECT_EQ(hosts[0].name, "localhost");
   EXPECT_EQ(hosts[0].slots, 2);
@@ -46,25 +45,17 @@ TEST(Hosts, ReadsNamesSlotsAndComments) {
 }
 
 TEST(Hosts, BadFilesNameFileAndLine) {
-  EXPECT_NE(error_of([] {
-              read_host_file(write("h2", "a slots=0\n"));
-            }).find("h2:1: slots must be a positive integer"),
+  EXPECT_NE(error_of([] { read_host_file(write("h2", "a slots=0\n")); }).find("h2:1: slots must be a positive integer"),
             std::string::npos);
-  EXPECT_NE(error_of([] {
-              read_host_file(write("h3", "a\nb cores=2\n"));
-            }).find("h3:2: unknown field 'cores=2'"),
+  EXPECT_NE(error_of([] { read_host_file(write("h3", "a\nb cores=2\n")); }).find("h3:2: unknown field 'cores=2'"),
             std::string::npos);
-  EXPECT_NE(error_of([] { read_host_file(write("h4", "a\na\n")); }).find("host a is listed twice"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { read_host_file(write("h5", "# none\n")); }).find("names no host"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { read_host_file("/nonexistent/hosts"); }).find("does not exist"),
-            std::string::npos);
+  EXPECT_NE(error_of([] { read_host_file(write("h4", "a\na\n")); }).find("host a is listed twice"), std::string::npos);
+  EXPECT_NE(error_of([] { read_host_file(write("h5", "# none\n")); }).find("names no host"), std::string::npos);
+  EXPECT_NE(error_of([] { read_host_file("/nonexistent/hosts"); }).find("does not exist"), std::string::npos);
 }
 
 TEST(Hosts, UnreachableHostsAreAllNamed) {
-  std::vector<Host> hosts = {
-      {"localhost", 2, true}, {"node-a.invalid", 1, false}, {"node-b.invalid", 1, false}};
+  std::vector<Host> hosts = {{"localhost", 2, true}, {"node-a.invalid", 1, false}, {"node-b.invalid", 1, false}};
   std::string e = error_of([&] { check_hosts_reachable(hosts, "hosts file x"); });
   EXPECT_NE(e.find("hosts file x: 2 unreachable host(s)"), std::string::npos) << e;
   EXPECT_NE(e.find("node-a.invalid (cannot resolve"), std::string::npos) << e;
@@ -106,9 +97,7 @@ TEST(ChildProcess, CapturesOutputAndExitCode) {
   for (int i = 0; i < 50 && lines.empty(); ++i, ::usleep(20000)) lines = q.recent_lines();
   ASSERT_FALSE(lines.empty());
   EXPECT_EQ(lines.front(), "hello");
-  EXPECT_NE(error_of([&] {
-              ChildProcess r({"/nonexistent/launcher"}, {}, log, false);
-            }).find("cannot start"),
+  EXPECT_NE(error_of([&] { ChildProcess r({"/nonexistent/launcher"}, {}, log, false); }).find("cannot start"),
             std::string::npos);
 }
 

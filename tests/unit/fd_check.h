@@ -54,8 +54,8 @@ inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
 
 // d f / d x_i by central differences, x_i ± h_i with h_i = rel_step · max(1, |x_i|).
 // f is called 2 n times with a perturbed copy of x.
-inline std::vector<double> fd_gradient(const std::function<double(const double*)>& f,
-                                       const std::vector<double>& x, double rel_step = 1e-5) {
+inline std::vector<double> fd_gradient(const std::function<double(const double*)>& f, const std::vector<double>& x,
+                                       double rel_step = 1e-5) {
   std::vector<double> xp = x, g(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
     double h = rel_step * std::max(1.0, std::fabs(x[i]));
@@ -88,14 +88,14 @@ template <typename G, typename W>
   if (bad == 0) return ::testing::AssertionSuccess();
   std::ostringstream os;
   os.precision(9);
-  os << bad << " of " << n << " elements differ; worst at [" << worst_i << "]: got " << static_cast<double>(got[worst_i])
-     << ", want " << static_cast<double>(want[worst_i]) << " (rtol " << rtol << ", atol " << atol << ")";
+  os << bad << " of " << n << " elements differ; worst at [" << worst_i << "]: got "
+     << static_cast<double>(got[worst_i]) << ", want " << static_cast<double>(want[worst_i]) << " (rtol " << rtol
+     << ", atol " << atol << ")";
   return ::testing::AssertionFailure() << os.str();
 }
 
 template <typename G, typename W>
-::testing::AssertionResult all_close(const std::vector<G>& got, const std::vector<W>& want, double rtol,
-                                     double atol) {
+::testing::AssertionResult all_close(const std::vector<G>& got, const std::vector<W>& want, double rtol, double atol) {
   if (got.size() != want.size())
     return ::testing::AssertionFailure() << "sizes differ: " << got.size() << " vs " << want.size();
   return all_close(got.data(), want.data(), got.size(), rtol, atol);

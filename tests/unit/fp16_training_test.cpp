@@ -18,8 +18,11 @@ std::string run_dir(const std::string& tag) {
 }
 
 Config tiny(const std::string& precision, std::vector<std::string> extra = {}) {
-  std::vector<std::string> sets = {"train.batch_size=8",  "train.seq_len=32", "train.steps=50",
-                                   "train.eval_interval=0", "train.precision=\"" + precision + "\"",
+  std::vector<std::string> sets = {"train.batch_size=8",
+                                   "train.seq_len=32",
+                                   "train.steps=50",
+                                   "train.eval_interval=0",
+                                   "train.precision=\"" + precision + "\"",
                                    "train.run_dir=\"" + run_dir(precision) + "\""};
   sets.insert(sets.end(), extra.begin(), extra.end());
   return load_config("", sets);

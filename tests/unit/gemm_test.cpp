@@ -1,5 +1,7 @@
 // GEMM (ops::matmul, ops::matmul_bf16) against the reference: every transpose combination,
 // beta 0 and 1, fp32, bf16 and fp16, odd shapes; the primitive cache; calls from several threads.
+#include "kernels/cpu/gemm.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,10 +12,9 @@
 #include <vector>
 
 #include "fd_check.h"
-#include "kernels/cpu/gemm.h"
-#include "util/cpu_info.h"
 #include "kernels/ops.h"
 #include "tensor/dtype.h"
+#include "util/cpu_info.h"
 
 namespace ft {
 namespace {
@@ -24,8 +25,8 @@ using test::random_floats;
 // (+ one rounding of beta · C). A wrong transpose or a dropped beta is O(1) off, far outside.
 ::testing::AssertionResult gemm_close(const std::vector<float>& got, const std::vector<float>& want,
                                       const std::vector<float>& absA, const std::vector<float>& absB,
-                                      const std::vector<float>& C0, int64_t M, int64_t N, int64_t K, bool ta,
-                                      bool tb, float beta) {
+                                      const std::vector<float>& C0, int64_t M, int64_t N, int64_t K, bool ta, bool tb,
+                                      float beta) {
   std::vector<float> bound(M * N);
   ref::matmul(bound.data(), absA.data(), absB.data(), M, N, K, ta, tb, 0.0f, Precision::kF32);
   const double u = 0x1p-24;
@@ -33,8 +34,8 @@ using test::random_floats;
     double allowed = 2.0 * static_cast<double>(K + 2) * u * (bound[i] + std::fabs(beta * C0[i])) + 1e-30;
     double err = std::fabs(static_cast<double>(got[i]) - want[i]);
     if (!(err <= allowed)) {
-      return ::testing::AssertionFailure() << "C[" << i / N << ", " << i % N << "] = " << got[i] << ", want "
-                                           << want[i] << " (error " << err << " > bound " << allowed << ")";
+      return ::testing::AssertionFailure() << "C[" << i / N << ", " << i % N << "] = " << got[i] << ", want " << want[i]
+                                           << " (error " << err << " > bound " << allowed << ")";
     }
   }
   return ::testing::AssertionSuccess();
@@ -85,13 +86,12 @@ TEST_P(Gemm, MatchesReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllTransposes, Gemm,
-    ::testing::Combine(::testing::Values(std::make_tuple(1, 1, 1), std::make_tuple(7, 13, 5),
-                                         std::make_tuple(33, 17, 65), std::make_tuple(128, 96, 64),
-                                         std::make_tuple(67, 257, 129)),
-                       ::testing::Bool(), ::testing::Bool(), ::testing::Values(0.0f, 1.0f),
-                       ::testing::Values(Precision::kF32, Precision::kBF16, Precision::kF16)));
+INSTANTIATE_TEST_SUITE_P(AllTransposes, Gemm,
+                         ::testing::Combine(::testing::Values(std::make_tuple(1, 1, 1), std::make_tuple(7, 13, 5),
+                                                              std::make_tuple(33, 17, 65), std::make_tuple(128, 96, 64),
+                                                              std::make_tuple(67, 257, 129)),
+                                            ::testing::Bool(), ::testing::Bool(), ::testing::Values(0.0f, 1.0f),
+                                            ::testing::Values(Precision::kF32, Precision::kBF16, Precision::kF16)));
 
 TEST(Gemm, Bf16OperandsMatchReference) {
   for (auto [M, N, K] : {std::make_tuple(5, 3, 7), std::make_tuple(96, 80, 200)}) {

@@ -46,8 +46,7 @@ void check(ModelConfig m) {
   ASSERT_LT(max_rel(prompt.all_logits().data(), full.data(), 7 * V), 1e-5);
   for (int64_t t = 7; t < T; ++t) {
     prompt.feed({seq[static_cast<size_t>(t)]});
-    ASSERT_LT(max_rel(prompt.all_logits().data(), full.data() + t * V, V), 1e-5)
-        << "position " << t;
+    ASSERT_LT(max_rel(prompt.all_logits().data(), full.data() + t * V, V), 1e-5) << "position " << t;
   }
   EXPECT_THROW(prompt.feed({1}), Error);  // past max_positions
 }
@@ -67,12 +66,10 @@ TEST(Sampler, GreedyTopPAndSeeds) {
   std::vector<float> logits = {0.1f, 3.0f, 2.9f, -1.0f};
   EXPECT_EQ(sample_token(logits, {.temperature = 0}, 0), 1);
   // A nucleus smaller than the top token's probability keeps only it.
-  for (uint64_t i = 0; i < 50; ++i)
-    EXPECT_EQ(sample_token(logits, {.temperature = 1, .top_p = 0.3, .seed = 3}, i), 1);
+  for (uint64_t i = 0; i < 50; ++i) EXPECT_EQ(sample_token(logits, {.temperature = 1, .top_p = 0.3, .seed = 3}, i), 1);
   // top_p = 0.9 keeps tokens 1 and 2 only (each ~0.47, token 0 ~0.05): both appear, nothing else.
   std::set<int32_t> seen;
-  for (uint64_t i = 0; i < 200; ++i)
-    seen.insert(sample_token(logits, {.temperature = 1, .top_p = 0.9, .seed = 3}, i));
+  for (uint64_t i = 0; i < 200; ++i) seen.insert(sample_token(logits, {.temperature = 1, .top_p = 0.9, .seed = 3}, i));
   EXPECT_EQ(seen, (std::set<int32_t>{1, 2}));
   // Same seed and index: same token.
   EXPECT_EQ(sample_token(logits, {.temperature = 2, .top_p = 1, .seed = 9}, 17),
@@ -94,8 +91,7 @@ TEST(Sampler, TemperatureFrequenciesFollowSoftmax) {
       ++count[static_cast<size_t>(sample_token(logits, {.temperature = T, .seed = 5}, i))];
     for (size_t i = 0; i < p.size(); ++i) {
       const double want = p[i] / z, got = static_cast<double>(count[i]) / draws;
-      EXPECT_NEAR(got, want, 4 * std::sqrt(want * (1 - want) / draws) + 1e-4)
-          << "T " << T << " token " << i;
+      EXPECT_NEAR(got, want, 4 * std::sqrt(want * (1 - want) / draws) + 1e-4) << "T " << T << " token " << i;
     }
   }
   // top_p = 0.8 at T = 1: probabilities (sorted) ~0.57, 0.21, 0.09, 0.08, 0.05 -> tokens 3, 0 and
@@ -105,8 +101,7 @@ TEST(Sampler, TemperatureFrequenciesFollowSoftmax) {
   const double kept = p[3] + p[0] + p[1];
   std::vector<int> count(logits.size(), 0);
   for (int i = 0; i < draws; ++i)
-    ++count[static_cast<size_t>(
-        sample_token(logits, {.temperature = 1, .top_p = 0.8, .seed = 6}, i))];
+    ++count[static_cast<size_t>(sample_token(logits, {.temperature = 1, .top_p = 0.8, .seed = 6}, i))];
   EXPECT_EQ(count[2] + count[4], 0);
   for (size_t i : {3, 0, 1}) {
     const double want = p[i] / kept, got = static_cast<double>(count[i]) / draws;

@@ -26,7 +26,9 @@ constexpr double kRefRtol = 1e-6;  // double analytic vs FD: FD truncation error
 constexpr double kCpuRtol = 2e-4;  // float analytic vs FD
 
 // Absolute tolerance for a gradient vector: a fraction of its largest element.
-double atol_for(const std::vector<double>& fd, double frac) { return frac * max_abs(fd); }
+double atol_for(const std::vector<double>& fd, double frac) {
+  return frac * max_abs(fd);
+}
 
 TEST(Grad, Embedding) {
   const int64_t N = 7, C = 5, v0 = 2, V = 4;

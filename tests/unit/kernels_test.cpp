@@ -39,11 +39,11 @@ std::vector<int32_t> random_tokens(size_t n, int32_t lo, int32_t hi, uint64_t se
                                       const std::vector<uint16_t>& ref16) {
   for (size_t i = 0; i < got.size(); ++i) {
     if (got[i] != f32_to_bf16(f32[i]))
-      return ::testing::AssertionFailure() << "element " << i << ": bf16 " << got[i] << " is not round("
-                                           << f32[i] << ")";
+      return ::testing::AssertionFailure()
+             << "element " << i << ": bf16 " << got[i] << " is not round(" << f32[i] << ")";
     if (std::abs(int(got[i]) - int(ref16[i])) > 1 && bf16_to_f32(got[i]) != bf16_to_f32(ref16[i]))
-      return ::testing::AssertionFailure() << "element " << i << ": bf16 " << bf16_to_f32(got[i]) << " vs reference "
-                                           << bf16_to_f32(ref16[i]);
+      return ::testing::AssertionFailure()
+             << "element " << i << ": bf16 " << bf16_to_f32(got[i]) << " vs reference " << bf16_to_f32(ref16[i]);
   }
   return ::testing::AssertionSuccess();
 }
@@ -74,8 +74,8 @@ TEST(Simd, ExpIsAccurateToAFewUlp) {
 
 TEST(Simd, ExpLimits) {
   const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> in = {-inf, -200.0f, -104.5f, 89.0f, 200.0f, inf, std::nanf(""), 0.0f,
-                            1.0f, -1.0f, 10.0f, -10.0f, 88.0f, -87.0f, 2.0f, 3.0f};
+  std::vector<float> in = {-inf, -200.0f, -104.5f, 89.0f,  200.0f, inf,    std::nanf(""), 0.0f,
+                           1.0f, -1.0f,   10.0f,   -10.0f, 88.0f,  -87.0f, 2.0f,          3.0f};
   float out[simd::kLanes];
   simd::store(out, simd::exp(simd::load(in.data())));
   EXPECT_EQ(out[0], 0.0f);
@@ -156,7 +156,8 @@ TEST(Simd, ReductionsMatchDoublePrecisionSums) {
       ss += static_cast<long double>(a[i]) * a[i];
       d3 += static_cast<long double>(a[i]) * b[i] * c[i];
     }
-    EXPECT_NEAR(simd::sum_squares_f64(a.data(), n), static_cast<double>(ss), 1e-12 * (1 + static_cast<double>(ss))) << n;
+    EXPECT_NEAR(simd::sum_squares_f64(a.data(), n), static_cast<double>(ss), 1e-12 * (1 + static_cast<double>(ss)))
+        << n;
     EXPECT_NEAR(simd::dot3_f64(a.data(), b.data(), c.data(), n), static_cast<double>(d3), 1e-12 * (1 + n)) << n;
   }
 }
@@ -164,9 +165,28 @@ TEST(Simd, ReductionsMatchDoublePrecisionSums) {
 // bf16 and fp16 conversions are the scalar ones (dtype.h) lane for lane, specials included.
 TEST(Simd, HalfPrecisionConversionsMatchScalar) {
   const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> xs = {0.0f, -0.0f, 1.0f, -1.0f, 1.00390625f /* a bf16 tie */, 1.01171875f /* tie to odd */,
-                           3.4e38f, -3.4e38f, inf, -inf, std::nanf(""), 65504.0f, 65520.0f, 1e-7f, 6e-8f, 2.5e-8f,
-                           3.14159265f, -2.71828f, 1e20f, -1e-20f, 0.1f, 123.456f};
+  std::vector<float> xs = {0.0f,
+                           -0.0f,
+                           1.0f,
+                           -1.0f,
+                           1.00390625f /* a bf16 tie */,
+                           1.01171875f /* tie to odd */,
+                           3.4e38f,
+                           -3.4e38f,
+                           inf,
+                           -inf,
+                           std::nanf(""),
+                           65504.0f,
+                           65520.0f,
+                           1e-7f,
+                           6e-8f,
+                           2.5e-8f,
+                           3.14159265f,
+                           -2.71828f,
+                           1e20f,
+                           -1e-20f,
+                           0.1f,
+                           123.456f};
   for (size_t i = 0; i < xs.size(); i += simd::kLanes) {
     int w = simd::width(static_cast<int64_t>(xs.size() - i));
     uint16_t h[simd::kLanes + 1];
@@ -221,9 +241,9 @@ TEST_P(Embedding, ForwardAndBackwardMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Embedding,
                          ::testing::Values(EmbShape{1, 1, 0, 1, 1}, EmbShape{7, 33, 0, 5, 5},
-                                           EmbShape{9, 20, 3, 4, 10},          // shard [3, 7)
-                                           EmbShape{64, 768, 100, 50, 200},    // shard, many repeats
-                                           EmbShape{300, 100, 0, 7, 7}));      // N·C above the threading cut
+                                           EmbShape{9, 20, 3, 4, 10},        // shard [3, 7)
+                                           EmbShape{64, 768, 100, 50, 200},  // shard, many repeats
+                                           EmbShape{300, 100, 0, 7, 7}));    // N·C above the threading cut
 
 // Threads split columns, each element sums its tokens in order: the result is bit-identical for
 // any thread count.
@@ -334,9 +354,9 @@ TEST_P(Rope, ForwardBackwardAndTablesMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Rope,
                          ::testing::Values(RopeShape{1, 1, 1, 1, 2, 0}, RopeShape{2, 5, 4, 2, 6, 3},
-                                           RopeShape{1, 3, 2, 1, 34, 0},    // half = 17
+                                           RopeShape{1, 3, 2, 1, 34, 0},  // half = 17
                                            RopeShape{2, 16, 4, 2, 64, 7},
-                                           RopeShape{2, 40, 4, 4, 64, 0})); // above the threading cut
+                                           RopeShape{2, 40, 4, 4, 64, 0}));  // above the threading cut
 
 // ---- SwiGLU -------------------------------------------------------------------------------
 

@@ -4,9 +4,9 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <thread>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "obs/gpu_sampler.h"
 #include "obs/metric_names.h"
@@ -52,8 +52,9 @@ double value_of(const std::string& text, const std::string& series) {
 }
 
 TEST_F(GpuSamplerTest, ReadsEverySeriesInBaseUnits) {
-  write_state("devices 2\ntemp.0 61\ntemp.1 70\npower_w.1 312.5\nutil.1 97\nmem_used.1 2147483648\n"
-              "mem_total.1 85899345920\nsm_mhz.1 1410\nthrottle.1 0x44\necc_corrected.1 5\necc_uncorrected.1 1\n");
+  write_state(
+      "devices 2\ntemp.0 61\ntemp.1 70\npower_w.1 312.5\nutil.1 97\nmem_used.1 2147483648\n"
+      "mem_total.1 85899345920\nsm_mhz.1 1410\nthrottle.1 0x44\necc_corrected.1 5\necc_uncorrected.1 1\n");
   Registry reg(Labels{{"rank", "0"}});
   GpuSampler s(reg, opts());
   ASSERT_TRUE(s.available());
@@ -74,7 +75,8 @@ TEST_F(GpuSamplerTest, ReadsEverySeriesInBaseUnits) {
   EXPECT_EQ(value_of(t, "fluxtrain_gpu_ecc_errors_total{rank=\"0\",gpu=\"1\",type=\"corrected\"}"), 5);
   EXPECT_EQ(value_of(t, "fluxtrain_gpu_ecc_errors_total{rank=\"0\",gpu=\"1\",type=\"uncorrected\"}"), 1);
   EXPECT_NE(t.find("fluxtrain_gpu_info{rank=\"0\",gpu=\"1\",uuid=\"GPU-fake-0001\",name=\"Fake GPU 1\"} 1"),
-            std::string::npos) << t;
+            std::string::npos)
+      << t;
   // ECC counters follow NVML's counts upwards.
   write_state("devices 2\necc_corrected.1 9\n");
   s.sample_once();
@@ -124,7 +126,7 @@ TEST_F(GpuSamplerTest, FailingCallDropsThatSeriesWithOneLogLine) {
   s.sample_once();
   std::string err = testing::internal::GetCapturedStderr();
   std::string t = reg.expose();
-  EXPECT_EQ(t.find("fluxtrain_gpu_power_watts"), std::string::npos) << t;  // dropped, not stale
+  EXPECT_EQ(t.find("fluxtrain_gpu_power_watts"), std::string::npos) << t;      // dropped, not stale
   EXPECT_EQ(value_of(t, "fluxtrain_gpu_temperature_celsius{gpu=\"0\"}"), 55);  // the others carry on
   EXPECT_NE(err.find("nvmlDeviceGetPowerUsage on GPU 0 failed: Unknown Error"), std::string::npos) << err;
   EXPECT_NE(err.find("dropping fluxtrain_gpu_power_watts for GPU 0"), std::string::npos) << err;
@@ -146,7 +148,8 @@ TEST_F(GpuSamplerTest, AbsentLibraryMeansNoGpuSeriesAndOneLine) {
   EXPECT_FALSE(s.available());
   EXPECT_EQ(reg.expose().find("fluxtrain_gpu"), std::string::npos);
   EXPECT_NE(err.find("GPU metrics off: no NVIDIA driver: /nonexistent/libnvidia-ml.so.1: cannot open"),
-            std::string::npos) << err;
+            std::string::npos)
+      << err;
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
 }
 

@@ -13,7 +13,8 @@ TEST(ProgressLine, FormatsWhatAPersonNeeds) {
   ProgressStats u{.step = 3, .loss = 5.0};
   EXPECT_EQ(ProgressLine::format(u, 0, -1), "step 3 | loss 5.0000 | ? tok/s");
   ProgressStats w{.step = 3, .loss = 5.0, .tokens_per_s = 2.5e6, .lr = 3e-4, .grad_norm = 0.8125};
-  EXPECT_EQ(ProgressLine::format(w, 10, 7.5), "step 3/10 | loss 5.0000 | lr 3.00e-04 | grad norm 0.812 | 2.50M tok/s | ETA 7.5s");
+  EXPECT_EQ(ProgressLine::format(w, 10, 7.5),
+            "step 3/10 | loss 5.0000 | lr 3.00e-04 | grad norm 0.812 | 2.50M tok/s | ETA 7.5s");
 }
 
 TEST(ProgressLine, EtaFollowsTheStepTime) {

@@ -18,7 +18,8 @@ std::vector<std::string> samples(const std::string& text, const std::string& nam
   std::vector<std::string> out;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind(name, 0) == 0 && (line.size() > name.size()) && (line[name.size()] == '{' || line[name.size()] == ' '))
+    if (line.rfind(name, 0) == 0 && (line.size() > name.size()) &&
+        (line[name.size()] == '{' || line[name.size()] == ' '))
       out.push_back(line);
   }
   return out;
@@ -30,7 +31,8 @@ TEST(Registry, ExposesConstantAndSeriesLabels) {
   r.gauge("fluxtrain_loss", "loss").set(2.5);
   std::string t = r.expose();
   EXPECT_NE(t.find("# HELP fluxtrain_comm_bytes_total bytes\n# TYPE fluxtrain_comm_bytes_total counter\n"),
-            std::string::npos) << t;
+            std::string::npos)
+      << t;
   auto s = samples(t, "fluxtrain_comm_bytes_total");
   ASSERT_EQ(s.size(), 1u) << t;
   EXPECT_EQ(s[0], "fluxtrain_comm_bytes_total{run=\"r1\",rank=\"3\",op=\"all_reduce\"} 4096");
@@ -46,8 +48,8 @@ TEST(Registry, SameNameAndLabelsIsTheSameSeries) {
   Counter& c = r.counter("x_total", "h", {{"k", "w"}});
   EXPECT_EQ(&a, &b);
   EXPECT_NE(&a, &c);
-  EXPECT_THROW(r.gauge("x_total", "h"), Error);        // one name, two types: a bug
-  EXPECT_THROW(r.counter("no_suffix", "h"), Error);    // counters end in _total
+  EXPECT_THROW(r.gauge("x_total", "h"), Error);      // one name, two types: a bug
+  EXPECT_THROW(r.counter("no_suffix", "h"), Error);  // counters end in _total
   EXPECT_THROW(r.gauge("bad-name", "h"), Error);
   EXPECT_THROW(r.gauge("g", "h", {{"__reserved", "v"}}), Error);
 }
@@ -96,7 +98,8 @@ TEST(Registry, HistogramBucketsAreCumulative) {
   EXPECT_EQ(b[1], "fluxtrain_step_duration_seconds_bucket{rank=\"0\",le=\"1\"} 3");
   EXPECT_EQ(b[2], "fluxtrain_step_duration_seconds_bucket{rank=\"0\",le=\"10\"} 5");
   EXPECT_EQ(b[3], "fluxtrain_step_duration_seconds_bucket{rank=\"0\",le=\"+Inf\"} 6");
-  EXPECT_EQ(samples(t, "fluxtrain_step_duration_seconds_count")[0], "fluxtrain_step_duration_seconds_count{rank=\"0\"} 6");
+  EXPECT_EQ(samples(t, "fluxtrain_step_duration_seconds_count")[0],
+            "fluxtrain_step_duration_seconds_count{rank=\"0\"} 6");
   auto s = samples(t, "fluxtrain_step_duration_seconds_sum")[0];
   EXPECT_DOUBLE_EQ(std::stod(s.substr(s.find("} ") + 2)), sum);
 }

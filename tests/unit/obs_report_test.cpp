@@ -36,11 +36,12 @@ class ReportTest : public ::testing::Test {
 };
 
 TEST_F(ReportTest, ReadsRecordsMergingRepeatedSteps) {
-  write("{\"step\":1,\"loss\":4.0,\"lr\":0.001,\"tokens_per_s\":100}\n"
-        "{\"step\":2,\"loss\":null,\"lr\":0.002}\n"
-        "\n"
-        "{\"step\":2,\"val_loss\":3.5,\"val_bpc\":1.9}\n"   // an evaluation line for step 2
-        "{\"step\":1,\"loss\":3.9,\"lr\":0.001}\n");        // a resumed run re-logs step 1
+  write(
+      "{\"step\":1,\"loss\":4.0,\"lr\":0.001,\"tokens_per_s\":100}\n"
+      "{\"step\":2,\"loss\":null,\"lr\":0.002}\n"
+      "\n"
+      "{\"step\":2,\"val_loss\":3.5,\"val_bpc\":1.9}\n"  // an evaluation line for step 2
+      "{\"step\":1,\"loss\":3.9,\"lr\":0.001}\n");       // a resumed run re-logs step 1
   auto r = read_metrics_jsonl((dir_ / "metrics.jsonl").string());
   ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r[0].step, 1);
@@ -52,8 +53,9 @@ TEST_F(ReportTest, ReadsRecordsMergingRepeatedSteps) {
 }
 
 TEST_F(ReportTest, GoodputStragglersAndTheSupervisorsRecordAreInTheSummary) {
-  write("{\"step\":1,\"loss\":4.0,\"step_s\":2.0,\"goodput\":0.5}\n"
-        "{\"step\":2,\"loss\":3.9,\"step_s\":3.0,\"goodput\":0.6,\"straggler_cost_s\":1.5,\"stragglers\":[]}\n");
+  write(
+      "{\"step\":1,\"loss\":4.0,\"step_s\":2.0,\"goodput\":0.5}\n"
+      "{\"step\":2,\"loss\":3.9,\"step_s\":3.0,\"goodput\":0.6,\"straggler_cost_s\":1.5,\"stragglers\":[]}\n");
   std::string html = render_report_html("t", read_metrics_jsonl((dir_ / "metrics.jsonl").string()));
   EXPECT_NE(html.find("60.0% (rank 0 at step 2)"), std::string::npos);
   EXPECT_NE(html.find("1.5 s over 1 step(s) (30.0% of step time)"), std::string::npos);
@@ -97,10 +99,12 @@ TEST_F(ReportTest, UnreadableRunDirectoryIsAClearError) {
 TEST_F(ReportTest, WritesOneSelfContainedFileWithAPlotPerQuantity) {
   std::string lines;
   for (int s = 1; s <= 200; ++s) {
-    lines += fmt::format("{{\"step\":{},\"loss\":{},\"lr\":{},\"grad_norm\":1.0,\"tokens\":{},\"tokens_per_s\":{},"
-                         "\"step_s\":0.5,\"mfu\":0.3,\"data_wait_s\":0.05",
-                         s, 5.0 / (1 + 0.02 * s), 1e-3 * std::min(1.0, s / 20.0), s * 512, 1000 + (s % 7));
-    if (s % 50 == 0) lines += fmt::format(",\"val_loss\":{},\"val_bpc\":{}", 4.0 / (1 + 0.02 * s), 2.0 / (1 + 0.01 * s));
+    lines += fmt::format(
+        "{{\"step\":{},\"loss\":{},\"lr\":{},\"grad_norm\":1.0,\"tokens\":{},\"tokens_per_s\":{},"
+        "\"step_s\":0.5,\"mfu\":0.3,\"data_wait_s\":0.05",
+        s, 5.0 / (1 + 0.02 * s), 1e-3 * std::min(1.0, s / 20.0), s * 512, 1000 + (s % 7));
+    if (s % 50 == 0)
+      lines += fmt::format(",\"val_loss\":{},\"val_bpc\":{}", 4.0 / (1 + 0.02 * s), 2.0 / (1 + 0.01 * s));
     lines += "}\n";
   }
   write(lines);
@@ -135,8 +139,8 @@ TEST(SvgPlot, TicksAreRoundAndCoverTheRange) {
 
 TEST(SvgPlot, NonFiniteValuesBreakTheLineAndAreCounted) {
   Plot p{.title = "t", .x_label = "x", .y_label = "y"};
-  p.series.push_back({.name = "loss", .color = "#000",
-                      .points = {{1, 1}, {2, 2}, {3, NAN}, {4, INFINITY}, {5, 1}, {6, 2}}});
+  p.series.push_back(
+      {.name = "loss", .color = "#000", .points = {{1, 1}, {2, 2}, {3, NAN}, {4, INFINITY}, {5, 1}, {6, 2}}});
   std::string svg = render_svg(p);
   std::regex poly("<polyline ");
   EXPECT_EQ(std::distance(std::sregex_iterator(svg.begin(), svg.end(), poly), std::sregex_iterator()), 2);

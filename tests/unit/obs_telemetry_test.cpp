@@ -7,10 +7,10 @@
 #include <set>
 
 #include "config/config.h"
-#include "parallel/comm/comm.h"
 #include "obs/metric_names.h"
 #include "obs/metrics_server.h"
 #include "obs/telemetry.h"
+#include "parallel/comm/comm.h"
 #include "tensor/memory.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -49,8 +49,16 @@ TEST_F(TelemetryTest, StepsShowOnTheEndpointWithRankLabels) {
   EXPECT_EQ(tel.tensorboard_path(), "");  // only rank 0 writes TensorBoard events
   tel.set_checkpoint_interval_steps(50);
   for (int s = 1; s <= 3; ++s)
-    tel.on_step({.step = s, .loss = 4.0 - s, .lr = 1e-3 * s, .grad_norm = 0.5, .tokens = 4096, .tokens_per_s = 2e4,
-                 .step_s = 0.2, .mfu = 0.35, .data_wait_s = 0.01, .skipped = s == 2});
+    tel.on_step({.step = s,
+                 .loss = 4.0 - s,
+                 .lr = 1e-3 * s,
+                 .grad_norm = 0.5,
+                 .tokens = 4096,
+                 .tokens_per_s = 2e4,
+                 .step_s = 0.2,
+                 .mfu = 0.35,
+                 .data_wait_s = 0.01,
+                 .skipped = s == 2});
   tel.on_eval(3, 2.25, 1.5);
   tel.on_checkpoint(3, 1.5, true);
   tel.on_checkpoint(3, 0, false);
@@ -87,12 +95,15 @@ TEST_F(TelemetryTest, StepsShowOnTheEndpointWithRankLabels) {
 TEST_F(TelemetryTest, MemoryCategoriesComeFromTheTracker) {
   Telemetry tel(cfg_, {}, dir_.string(), 0);
   std::string before = tel.registry().expose();
-  double live0 = value_of(before, "fluxtrain_memory_bytes{run=\"run7\",rank=\"0\",dp=\"0\",tp=\"0\",pp=\"0\",category=\"activations\"}");
+  double live0 = value_of(
+      before, "fluxtrain_memory_bytes{run=\"run7\",rank=\"0\",dp=\"0\",tp=\"0\",pp=\"0\",category=\"activations\"}");
   void* p = mem_alloc(1 << 20, MemCategory::kActivations);
   std::string during = tel.registry().expose();
   mem_free(p, 1 << 20, MemCategory::kActivations);
-  EXPECT_EQ(value_of(during, "fluxtrain_memory_bytes{run=\"run7\",rank=\"0\",dp=\"0\",tp=\"0\",pp=\"0\",category=\"activations\"}"),
-            live0 + (1 << 20));
+  EXPECT_EQ(
+      value_of(during,
+               "fluxtrain_memory_bytes{run=\"run7\",rank=\"0\",dp=\"0\",tp=\"0\",pp=\"0\",category=\"activations\"}"),
+      live0 + (1 << 20));
 }
 
 TEST_F(TelemetryTest, EachLocalRankServesPortPlusLocalRank) {
@@ -133,7 +144,9 @@ TEST_F(TelemetryTest, DisabledServesNothingButStillCounts) {
   Telemetry tel(cfg_, {}, dir_.string(), 10);
   EXPECT_EQ(tel.port(), -1);
   tel.on_step({.step = 1, .loss = 2, .tokens = 10});
-  EXPECT_EQ(value_of(tel.registry().expose(), "fluxtrain_tokens_total{run=\"run7\",rank=\"0\",dp=\"0\",tp=\"0\",pp=\"0\"}"), 10);
+  EXPECT_EQ(
+      value_of(tel.registry().expose(), "fluxtrain_tokens_total{run=\"run7\",rank=\"0\",dp=\"0\",tp=\"0\",pp=\"0\"}"),
+      10);
   EXPECT_NE(tel.tensorboard_path(), "");
   EXPECT_TRUE(fs::exists(tel.tensorboard_path()));
 }

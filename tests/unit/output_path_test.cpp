@@ -1,4 +1,6 @@
 // util/output_path: where commands may write (issue 14, "nothing lost").
+#include "util/output_path.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -6,7 +8,6 @@
 
 #include "data_test_util.h"
 #include "util/error.h"
-#include "util/output_path.h"
 
 namespace ft {
 namespace {
@@ -43,7 +44,10 @@ TEST(OutputPath, RulesNameWhatIsWrong) {
   fs::create_directories(root + "/theirs");
   std::ofstream(root + "/theirs/x") << "x";
   fs::create_directories(root + "/empty");
-  OutputRule r{.flag = "--out", .kind = "dataset", .inputs = {root + "/in"}, .force = false,
+  OutputRule r{.flag = "--out",
+               .kind = "dataset",
+               .inputs = {root + "/in"},
+               .force = false,
                .is_ours = [](const std::string& p) { return fs::exists(p + "/manifest.json"); }};
   EXPECT_NE(error_of(root + "/in", r).find("is also an input"), std::string::npos);
   EXPECT_NE(error_of(root + "/in/sub", r).find("is inside the input"), std::string::npos);

@@ -1,4 +1,6 @@
 // GEMM peak: the peak file (path resolution, records, bad files) and a small measurement.
+#include "kernels/peak.h"
+
 #include <gtest/gtest.h>
 #include <omp.h>
 #include <unistd.h>
@@ -10,7 +12,6 @@
 #include <string>
 
 #include "kernels/cpu/gemm.h"
-#include "kernels/peak.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -206,7 +207,8 @@ TEST_F(PeakFile, RecordedLibraryIsUsedAndTheEnvironmentOverridesIt) {
   r.shape_gflops = {{"onednn", 90.0}, {r.gemm, 100.0}};
   record_peak(path_, r);
   EXPECT_EQ(recorded_gemm_library(cpu::onednn_isa_name(), threads), r.gemm);
-  EXPECT_EQ(read_peak(path_, cpu_model_name(), cpu::onednn_isa_name(), threads, Precision::kF32)->shape_gflops, r.shape_gflops);
+  EXPECT_EQ(read_peak(path_, cpu_model_name(), cpu::onednn_isa_name(), threads, Precision::kF32)->shape_gflops,
+            r.shape_gflops);
   cpu::reset_f32_gemm_library();
   {
     ScopedThreadCount t(threads);

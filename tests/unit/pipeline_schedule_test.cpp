@@ -112,7 +112,10 @@ TEST(Schedule, DeadlockIsReportedWithWhereEachStageWaits) {
   // Stage 0 sends its activation only after its backward, which needs stage 1's gradient,
   // which needs that activation.
   Schedule s = make_schedule(k1F1B, 2, 1, 1);
-  s.actions[0] = {{PipelineActionKind::kForward, 0, 0}, {PipelineActionKind::kRecvGrad, 0, 0}, {PipelineActionKind::kBackward, 0, 0}, {PipelineActionKind::kSendActivation, 0, 0}};
+  s.actions[0] = {{PipelineActionKind::kForward, 0, 0},
+                  {PipelineActionKind::kRecvGrad, 0, 0},
+                  {PipelineActionKind::kBackward, 0, 0},
+                  {PipelineActionKind::kSendActivation, 0, 0}};
   std::string e = error_of(s);
   EXPECT_NE(e.find("deadlocks"), std::string::npos) << e;
   EXPECT_NE(e.find("stage 0 waits at backward(mb 0, chunk 0)"), std::string::npos) << e;

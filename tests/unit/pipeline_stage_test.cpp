@@ -9,16 +9,18 @@
 #include <random>
 
 #include "config/config.h"
-#include "parallel/pipeline_parallel/pipeline_plan.h"
 #include "model/activation_sizes.h"
 #include "model/llama.h"
+#include "parallel/pipeline_parallel/pipeline_plan.h"
 #include "train/micro_batches.h"
 #include "util/error.h"
 
 namespace ft {
 namespace {
 
-ModelConfig tiny() { return model_preset("tiny"); }
+ModelConfig tiny() {
+  return model_preset("tiny");
+}
 
 std::string error_of(const std::function<void()>& f) {
   try {
@@ -152,7 +154,9 @@ TEST(MicroBatches, OneRuleForCountAndSize) {
 TEST(Config, PipelineErrorsShowWhenTheConfigLoads) {
   EXPECT_NE(error_of([] { load_config("", {"parallel.pp=5"}); }).find("greater than the number of layers"),
             std::string::npos);
-  EXPECT_NE(error_of([] { load_config("", {"parallel.pp=2", "parallel.micro_batches=3"}); }).find("does not divide"),
+  EXPECT_NE(error_of([] {
+              load_config("", {"parallel.pp=2", "parallel.micro_batches=3"});
+            }).find("does not divide"),
             std::string::npos);
   EXPECT_NE(error_of([] { load_config("", {"parallel.virtual_stages=2"}); }).find("needs parallel.pp_schedule"),
             std::string::npos);
@@ -177,8 +181,7 @@ TEST(StageLayout, HoldsItsUnitsWithLocalNumbersAndTheSameInitialValues) {
   stage.init(sw.data(), 7);
   for (const ParamSpec& p : stage.specs()) {
     const ParamSpec& f = full.at(p.name);
-    EXPECT_EQ(std::memcmp(sw.data() + p.offset, fw.data() + f.offset, static_cast<size_t>(p.numel()) * 4), 0)
-        << p.name;
+    EXPECT_EQ(std::memcmp(sw.data() + p.offset, fw.data() + f.offset, static_cast<size_t>(p.numel()) * 4), 0) << p.name;
   }
 }
 

@@ -13,8 +13,7 @@ namespace ft::plan {
 namespace {
 
 nlohmann::json case_study() {
-  return nlohmann::json::parse(
-      read_file(std::string(FT_SOURCE_DIR) + "/configs/claims/case-study.json"));
+  return nlohmann::json::parse(read_file(std::string(FT_SOURCE_DIR) + "/configs/claims/case-study.json"));
 }
 
 bool has(const CheckResult& c, const std::string& kind, const std::string& text) {
@@ -28,8 +27,7 @@ TEST(PlanCheck, CaseStudyIsFlaggedWithTheArithmetic) {
   std::printf("%s", format_check(c).c_str());
   EXPECT_FALSE(c.possible);
   // 1.84 M tokens/s / 128 = 14.4 k tokens/s per GPU x 42.9 GFLOP = 616 TFLOP/s > 312 TFLOP/s.
-  EXPECT_TRUE(has(c, "impossible",
-                  "1.84 M tokens/s means 14.4 k tokens/s per GPU x 42.9 GFLOP = 616 TFLOP/s"));
+  EXPECT_TRUE(has(c, "impossible", "1.84 M tokens/s means 14.4 k tokens/s per GPU x 42.9 GFLOP = 616 TFLOP/s"));
   EXPECT_TRUE(has(c, "impossible", "197% of the 312 TFLOP/s peak"));
   // 1024 x 2048 tokens / 0.42 s = 4.99 M tokens/s: impossible, and 2.71x the claimed rate.
   EXPECT_TRUE(has(c, "impossible", "2.1 M tokens per step / 0.42 s = 4.99 M tokens/s"));

@@ -11,8 +11,7 @@
 namespace ft::plan {
 namespace {
 
-Job job_for(const ModelConfig& m, int64_t gpus, int64_t seq, int64_t batch,
-            const char* gpu = "a100-80gb") {
+Job job_for(const ModelConfig& m, int64_t gpus, int64_t seq, int64_t batch, const char* gpu = "a100-80gb") {
   Job j;
   j.model = m;
   j.seq_len = seq;
@@ -32,8 +31,8 @@ TEST(PlanMemory, ZeroPaperModelStates) {
   EXPECT_DOUBLE_EQ(b.weights + b.gradients + b.optimizer, 16.0);
   const double expected[4] = {120.0, 31.4, 16.6, 1.9};
   for (int z = 0; z < 4; ++z) {
-    const double bytes = psi * (b.weights / (z >= 3 ? nd : 1) + b.gradients / (z >= 2 ? nd : 1) +
-                                b.optimizer / (z >= 1 ? nd : 1));
+    const double bytes =
+        psi * (b.weights / (z >= 3 ? nd : 1) + b.gradients / (z >= 2 ? nd : 1) + b.optimizer / (z >= 1 ? nd : 1));
     EXPECT_NEAR(bytes / 1e9, expected[z], 0.05) << "ZeRO stage " << z;
   }
 }
@@ -49,8 +48,7 @@ TEST(PlanMemory, EstimateShardsModelStatesByZeroStage) {
     l.zero = z;
     MemoryBreakdown mb = estimate_memory(j, l);
     const double states = mb.parameters + mb.gradients + mb.optimizer_state;
-    const double want =
-        psi * (2.0 / (z >= 3 ? 64 : 1) + 2.0 / (z >= 2 ? 64 : 1) + 12.0 / (z >= 1 ? 64 : 1));
+    const double want = psi * (2.0 / (z >= 3 ? 64 : 1) + 2.0 / (z >= 2 ? 64 : 1) + 12.0 / (z >= 1 ? 64 : 1));
     EXPECT_NEAR(states / want, 1.0, 1e-9) << "zero " << z;
   }
   // Tensor parallelism splits the matrices; only the norm weights stay replicated.
@@ -68,29 +66,22 @@ TEST(PlanMemory, KorthikantiActivationStructure) {
   ModelConfig m = model_preset("llama2-7b");  // h = 4096, a = 32, F = 11008, MHA
   const double s = 4096, b = 2, t = s * b, h = 4096, a = 32, f = 11008;
   const double per_token = 8 * h + 2 * 3 * h + 2 * h + 4 * a + 6 * f;  // 16-bit, flash attention
-  EXPECT_DOUBLE_EQ(gpu_layer_activation_bytes(m, t, 4096, 1, false, ActRecompute::kNone),
-                   t * per_token);
+  EXPECT_DOUBLE_EQ(gpu_layer_activation_bytes(m, t, 4096, 1, false, ActRecompute::kNone), t * per_token);
   // Selective recompute with flash attention: nothing left to drop.
-  EXPECT_DOUBLE_EQ(gpu_layer_activation_bytes(m, t, 4096, 1, false, ActRecompute::kSelective),
-                   t * per_token);
+  EXPECT_DOUBLE_EQ(gpu_layer_activation_bytes(m, t, 4096, 1, false, ActRecompute::kSelective), t * per_token);
   // TP without SP: 8h replicated (the paper's 10sbh less its two dropout masks).
   const double tp8 = gpu_layer_activation_bytes(m, t, 4096, 8, false, ActRecompute::kNone);
   EXPECT_DOUBLE_EQ(tp8, t * (8 * h + (per_token - 8 * h) / 8));
   // TP + SP: everything divided by t (eq. 4).
-  EXPECT_DOUBLE_EQ(gpu_layer_activation_bytes(m, t, 4096, 8, true, ActRecompute::kNone),
-                   t * per_token / 8);
+  EXPECT_DOUBLE_EQ(gpu_layer_activation_bytes(m, t, 4096, 8, true, ActRecompute::kNone), t * per_token / 8);
   // Full recompute: 2sbh, / t with SP.
-  EXPECT_DOUBLE_EQ(gpu_layer_activation_bytes(m, t, 4096, 8, true, ActRecompute::kFull),
-                   2 * t * h / 8);
-  EXPECT_DOUBLE_EQ(gpu_layer_activation_bytes(m, t, 4096, 8, false, ActRecompute::kFull),
-                   2 * t * h);
+  EXPECT_DOUBLE_EQ(gpu_layer_activation_bytes(m, t, 4096, 8, true, ActRecompute::kFull), 2 * t * h / 8);
+  EXPECT_DOUBLE_EQ(gpu_layer_activation_bytes(m, t, 4096, 8, false, ActRecompute::kFull), 2 * t * h);
   // Unfused attention keeps the softmax output: 2·a·s²·b bytes.
   const double math = gpu_layer_activation_bytes(m, t, 4096, 1, false, ActRecompute::kNone, false);
   EXPECT_DOUBLE_EQ(math - t * per_token, 2 * a * s * s * b);
   // ... which selective recompute drops again (the paper's Sec. 5).
-  EXPECT_DOUBLE_EQ(
-      gpu_layer_activation_bytes(m, t, 4096, 1, false, ActRecompute::kSelective, false),
-      t * per_token);
+  EXPECT_DOUBLE_EQ(gpu_layer_activation_bytes(m, t, 4096, 1, false, ActRecompute::kSelective, false), t * per_token);
 }
 
 // Under 1F1B the first stage holds pp micro-batches of its L/pp layers: L layers' worth; the
@@ -146,15 +137,13 @@ TEST(PlanMemory, CpuDeviceSumsTheTrainersBuffers) {
   EXPECT_DOUBLE_EQ(mb.gradients, 4 * arena);
   EXPECT_DOUBLE_EQ(mb.optimizer_state, 8 * arena);
   const int64_t chunk = loss_chunk_tokens(m, 0, 8 * 32);
-  EXPECT_DOUBLE_EQ(mb.activations,
-                   static_cast<double>(kept_activation_bytes(m, 8, 32, chunk, false) +
-                                       scratch_activation_bytes(m, 8, 32)));
+  EXPECT_DOUBLE_EQ(mb.activations, static_cast<double>(kept_activation_bytes(m, 8, 32, chunk, false) +
+                                                       scratch_activation_bytes(m, 8, 32)));
   EXPECT_DOUBLE_EQ(mb.workspace, 2.0 * 4 * 4096 * 8);  // RoPE cos and sin tables
   EXPECT_EQ(mb.fragmentation + mb.runtime, 0.0);
   l.recompute = ActRecompute::kFull;
-  EXPECT_DOUBLE_EQ(estimate_memory(j, l).activations,
-                   static_cast<double>(kept_activation_bytes(m, 8, 32, chunk, true) +
-                                       scratch_activation_bytes(m, 8, 32)));
+  EXPECT_DOUBLE_EQ(estimate_memory(j, l).activations, static_cast<double>(kept_activation_bytes(m, 8, 32, chunk, true) +
+                                                                          scratch_activation_bytes(m, 8, 32)));
   // ZeRO-3 over 2 ranks: the shard of the padded arena.
   j.gpus = 2;
   l.dp = 2;

@@ -15,8 +15,7 @@ namespace ft::plan {
 namespace {
 
 nlohmann::json runs() {
-  return nlohmann::json::parse(
-      read_file(std::string(FT_SOURCE_DIR) + "/tests/data/published-runs-dev.json"));
+  return nlohmann::json::parse(read_file(std::string(FT_SOURCE_DIR) + "/tests/data/published-runs-dev.json"));
 }
 
 nlohmann::json find(const std::string& id) {
@@ -53,16 +52,13 @@ TEST(PlanRecord, NotEnoughInformationNamesTheFields) {
     job_from_record(find("glm-130b"));
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("missing layers, hidden, vocab, seq_len"),
-              std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("missing layers, hidden, vocab, seq_len"), std::string::npos) << e.what();
   }
   try {
     job_from_record(find("palm-540b"));
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'TPU v4' is not in the catalog"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("'TPU v4' is not in the catalog"), std::string::npos) << e.what();
   }
 }
 
@@ -75,8 +71,7 @@ TEST(PlanRecord, GpuNamesAndInterconnects) {
   EXPECT_EQ(gpu_name_from_description("B200 in GB200 NVL72"), "gb200");
   EXPECT_EQ(gpu_name_from_description("TPU v4"), "");
   // DGX A100: 8 x HDR 200 Gb/s per node = 25 GB/s per GPU; per-GPU NICs stay per GPU.
-  EXPECT_DOUBLE_EQ(network_bw_from_text("8x HDR InfiniBand 200 Gb/s HCAs per node, fat tree", 8),
-                   25e9);
+  EXPECT_DOUBLE_EQ(network_bw_from_text("8x HDR InfiniBand 200 Gb/s HCAs per node, fat tree", 8), 25e9);
   EXPECT_DOUBLE_EQ(network_bw_from_text("1600 Gb/s node-to-node RoCE", 8), 25e9);
   EXPECT_DOUBLE_EQ(network_bw_from_text("RoCE 400 Gb/s per GPU, 3-layer Clos", 8), 50e9);
   EXPECT_DOUBLE_EQ(network_bw_from_text("4x Omni-Path 100 Gb/s links per node", 8), 6.25e9);
@@ -100,8 +95,7 @@ TEST(PlanRecord, TflopsInTheRecordsConvention) {
 
 TEST(PlanRecord, PredictionHasTheRequiredFields) {
   nlohmann::json p = predict_record(find("bloom-176b-run"));
-  for (const char* k :
-       {"tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "step_time_s", "memory_per_gpu_gb"})
+  for (const char* k : {"tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "step_time_s", "memory_per_gpu_gb"})
     ASSERT_TRUE(p.contains(k) && p[k].is_number()) << k;
   EXPECT_EQ(p["layout"]["tp"], 4);
   EXPECT_EQ(p["layout"]["pp"], 12);
@@ -111,11 +105,9 @@ TEST(PlanRecord, PredictionHasTheRequiredFields) {
 }
 
 TEST(PlanRecord, GpuOverridesFromToml) {
-  auto path =
-      std::filesystem::temp_directory_path() / ("ft_gpu_" + std::to_string(::getpid()) + ".toml");
-  std::ofstream(path)
-      << "[gpu]\nbase = \"h100-sxm\"\nname = \"h100-lab\"\nmemory_gib = 94\nnetwork_gbs = 12.5\n"
-         "[gpu.efficiency]\ngemm = 0.5\n";
+  auto path = std::filesystem::temp_directory_path() / ("ft_gpu_" + std::to_string(::getpid()) + ".toml");
+  std::ofstream(path) << "[gpu]\nbase = \"h100-sxm\"\nname = \"h100-lab\"\nmemory_gib = 94\nnetwork_gbs = 12.5\n"
+                         "[gpu.efficiency]\ngemm = 0.5\n";
   GpuSpec g = find_gpu("a100-80gb");
   apply_gpu_overrides(g, path.string());
   EXPECT_EQ(g.name, "h100-lab");
@@ -128,8 +120,7 @@ TEST(PlanRecord, GpuOverridesFromToml) {
     apply_gpu_overrides(g, path.string());
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown config key 'gpu.memory_gb'"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("unknown config key 'gpu.memory_gb'"), std::string::npos) << e.what();
     EXPECT_NE(e.hint().find("gpu.memory_gib"), std::string::npos) << e.hint();
   }
   std::ofstream(path) << "[gpu.efficiency]\ngemm = 1.5\n";

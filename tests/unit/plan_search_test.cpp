@@ -125,9 +125,7 @@ TEST(PlanSearch, BatchThatDoesNotSplit) {
   l.dp = 128;
   l.micro_batch = 3;
   std::string e = error_of([&] { validate_layout(j, l); });
-  EXPECT_NE(e.find("8 sequences per replica, which do not split into micro-batches of 3"),
-            std::string::npos)
-      << e;
+  EXPECT_NE(e.find("8 sequences per replica, which do not split into micro-batches of 3"), std::string::npos) << e;
   EXPECT_NE(e.find("nearest valid micro-batch: 2"), std::string::npos) << e;
   j.global_batch = 1000;
   l.micro_batch = 1;

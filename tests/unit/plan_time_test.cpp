@@ -10,8 +10,7 @@
 namespace ft::plan {
 namespace {
 
-Job job_for(const ModelConfig& m, int64_t gpus, int64_t seq, int64_t batch,
-            const char* gpu = "a100-80gb") {
+Job job_for(const ModelConfig& m, int64_t gpus, int64_t seq, int64_t batch, const char* gpu = "a100-80gb") {
   Job j;
   j.model = m;
   j.seq_len = seq;

@@ -42,17 +42,14 @@ struct Case {
 };
 
 std::string run_dir(const char* name) {
-  return (std::filesystem::temp_directory_path() / ("ft_plan_mem_" + std::to_string(::getpid())) /
-          name)
-      .string();
+  return (std::filesystem::temp_directory_path() / ("ft_plan_mem_" + std::to_string(::getpid())) / name).string();
 }
 
 // Trains one step and returns the calibration JSON for the run.
 nlohmann::json train_and_calibrate(const Case& c) {
   const std::string dir = run_dir(c.name);
   std::string cmd = std::string("train --config ") + FT_SOURCE_DIR + "/" + c.config +
-                    " --set train.steps=1 --set train.eval_interval=0 --run-dir " + dir + " " +
-                    c.sets;
+                    " --set train.steps=1 --set train.eval_interval=0 --run-dir " + dir + " " + c.sets;
   if (c.nproc > 1) cmd += " --nproc " + std::to_string(c.nproc);
   CliResult t = run_cli(cmd);
   EXPECT_EQ(t.status, 0) << t.out;
@@ -69,8 +66,8 @@ void check(const std::vector<Case>& cases) {
     const auto& run = j["runs"][0];
     std::printf("%-16s %-22s %12s %12s\n", c.name, "category (bytes)", "planner", "trainer");
     for (auto it = run["memory"].begin(); it != run["memory"].end(); ++it)
-      std::printf("%-16s %-22s %12.0f %12.0f\n", "", it.key().c_str(),
-                  (*it)["planner_bytes"].get<double>(), (*it)["measured_bytes"].get<double>());
+      std::printf("%-16s %-22s %12.0f %12.0f\n", "", it.key().c_str(), (*it)["planner_bytes"].get<double>(),
+                  (*it)["measured_bytes"].get<double>());
     const double ratio = run["memory_ratio"].get<double>();
     std::printf("%-16s planner / trainer peak = %.3f\n\n", c.name, ratio);
     EXPECT_GT(ratio, 0.9) << c.name;
@@ -90,33 +87,29 @@ TEST(PlanTrainerMemory, Tiny) {
 }
 
 TEST(PlanTrainerMemory, Llama125m) {
-  if (!std::getenv("FT_SLOW_TESTS"))
-    GTEST_SKIP() << "set FT_SLOW_TESTS=1 (several minutes on 2 cores)";
+  if (!std::getenv("FT_SLOW_TESTS")) GTEST_SKIP() << "set FT_SLOW_TESTS=1 (several minutes on 2 cores)";
   const std::string small = "--set train.seq_len=64 --set train.batch_size=2";
   check({{"125m", "configs/llama-125m.toml", small, 1},
          {"125m-recompute", "configs/llama-125m.toml", small + " --set model.recompute=full", 1},
-         {"125m-dp2-zero3", "configs/llama-125m.toml",
-          small + " --set parallel.dp=2 --set parallel.zero=3", 2}});
+         {"125m-dp2-zero3", "configs/llama-125m.toml", small + " --set parallel.dp=2 --set parallel.zero=3", 2}});
 }
 
 // The fitted efficiency round-trips: --out writes a [gpu] file that --gpu-file reads back, and
 // the plan for the run's config with it reproduces the measured step time.
 TEST(PlanTrainerMemory, CalibrationRoundTrip) {
   const std::string dir = run_dir("calib");
-  CliResult t = run_cli(
-      std::string("train --config ") + FT_SOURCE_DIR +
-      "/configs/tiny.toml --set train.steps=4 --set train.eval_interval=0 --run-dir " + dir);
+  CliResult t = run_cli(std::string("train --config ") + FT_SOURCE_DIR +
+                        "/configs/tiny.toml --set train.steps=4 --set train.eval_interval=0 --run-dir " + dir);
   ASSERT_EQ(t.status, 0) << t.out;
   const std::string toml = dir + "/cpu.toml";
   CliResult c = run_cli("plan --calibrate " + dir + " --out " + toml + " --json");
   ASSERT_EQ(c.status, 0) << c.out;
   const double measured = nlohmann::json::parse(c.out)["runs"][0]["measured_step_s"].get<double>();
-  CliResult p = run_cli(std::string("plan --config ") + FT_SOURCE_DIR +
-                        "/configs/tiny.toml --gpu cpu --gpu-file " + toml + " --json");
+  CliResult p = run_cli(std::string("plan --config ") + FT_SOURCE_DIR + "/configs/tiny.toml --gpu cpu --gpu-file " +
+                        toml + " --json");
   ASSERT_EQ(p.status, 0) << p.out;
   const double planned = nlohmann::json::parse(p.out)["step_time_s"].get<double>();
-  EXPECT_NEAR(planned / measured, 1.0, 1e-3)
-      << "planned " << planned << " s, measured " << measured << " s";
+  EXPECT_NEAR(planned / measured, 1.0, 1e-3) << "planned " << planned << " s, measured " << measured << " s";
   std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
 }
 

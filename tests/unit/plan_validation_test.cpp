@@ -43,8 +43,7 @@ CliResult run_cli(const std::string& args) {
 
 TEST(PlanValidation, PublishedRunsThroughTheCli) {
   const nlohmann::json runs = nlohmann::json::parse(read_file(kRuns));
-  const auto tmp = std::filesystem::temp_directory_path() /
-                   ("ft_record_" + std::to_string(::getpid()) + ".json");
+  const auto tmp = std::filesystem::temp_directory_path() / ("ft_record_" + std::to_string(::getpid()) + ".json");
   std::vector<double> errors;
   int skipped = 0;
   std::printf("%-58s %-22s %12s %12s %8s\n", "record", "metric", "predicted", "published", "error");
@@ -55,14 +54,12 @@ TEST(PlanValidation, PublishedRunsThroughTheCli) {
     CliResult r = run_cli("plan --from-record " + tmp.string() + " --json");
     if (r.status != 0) {
       // Only "not enough information" may stop a prediction.
-      EXPECT_NE(r.out.find("not enough information"), std::string::npos)
-          << rec["id"] << ": " << r.out;
+      EXPECT_NE(r.out.find("not enough information"), std::string::npos) << rec["id"] << ": " << r.out;
       ++skipped;
       continue;
     }
     nlohmann::json p = nlohmann::json::parse(r.out);
-    for (const char* k :
-         {"tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "step_time_s", "memory_per_gpu_gb"})
+    for (const char* k : {"tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "step_time_s", "memory_per_gpu_gb"})
       ASSERT_TRUE(p.contains(k) && p[k].is_number()) << rec["id"] << " lacks " << k;
     if (p["comparison"].is_null()) {
       ++skipped;
@@ -71,17 +68,15 @@ TEST(PlanValidation, PublishedRunsThroughTheCli) {
     const auto& c = p["comparison"];
     const double err = c["error"].get<double>();
     errors.push_back(std::abs(err));
-    std::printf("%-58s %-22s %12.4g %12.4g %+7.1f%%\n",
-                rec["id"].get<std::string>().substr(0, 58).c_str(),
-                c["metric"].get<std::string>().c_str(), c["predicted"].get<double>(),
-                c["published"].get<double>(), 100 * err);
+    std::printf("%-58s %-22s %12.4g %12.4g %+7.1f%%\n", rec["id"].get<std::string>().substr(0, 58).c_str(),
+                c["metric"].get<std::string>().c_str(), c["predicted"].get<double>(), c["published"].get<double>(),
+                100 * err);
   }
   std::filesystem::remove(tmp);
   ASSERT_GT(errors.size(), 150u);
   const double median = percentile(errors, 0.5), p90 = percentile(errors, 0.9);
-  std::printf(
-      "%zu records compared, %d without enough information; |error| median %.1f%%, p90 %.1f%%\n",
-      errors.size(), skipped, 100 * median, 100 * p90);
+  std::printf("%zu records compared, %d without enough information; |error| median %.1f%%, p90 %.1f%%\n", errors.size(),
+              skipped, 100 * median, 100 * p90);
   EXPECT_LE(median, 0.15);
   EXPECT_LE(p90, 0.35);
 }
@@ -106,29 +101,24 @@ TEST(PlanValidation, HeldOutHalves) {
   for (int half = 0; half < 2; ++half) {
     FitResult f = fit_records(by_id[half], 80);
     Validation v = validate_records(by_id[1 - half], &f.eff);
-    std::printf("random half: fit on %zu records, %zu held out: median %.1f%%, p90 %.1f%%\n",
-                f.after.rows.size(), v.rows.size(), 100 * v.median_abs_error,
-                100 * v.p90_abs_error);
+    std::printf("random half: fit on %zu records, %zu held out: median %.1f%%, p90 %.1f%%\n", f.after.rows.size(),
+                v.rows.size(), 100 * v.median_abs_error, 100 * v.p90_abs_error);
     EXPECT_LE(v.median_abs_error, 0.15);
     EXPECT_LE(v.p90_abs_error, 0.35);
     FitResult g = fit_records(by_source[half], 80);
     Validation w = validate_records(by_source[1 - half], &g.eff);
-    std::printf(
-        "by source:   fit on %zu records, %zu held out: median %.1f%%, p90 %.1f%% (information)\n",
-        g.after.rows.size(), w.rows.size(), 100 * w.median_abs_error, 100 * w.p90_abs_error);
+    std::printf("by source:   fit on %zu records, %zu held out: median %.1f%%, p90 %.1f%% (information)\n",
+                g.after.rows.size(), w.rows.size(), 100 * w.median_abs_error, 100 * w.p90_abs_error);
   }
 }
 
 TEST(PlanValidation, CliRejectsBadRecords) {
-  const auto tmp =
-      std::filesystem::temp_directory_path() / ("ft_bad_" + std::to_string(::getpid()) + ".json");
+  const auto tmp = std::filesystem::temp_directory_path() / ("ft_bad_" + std::to_string(::getpid()) + ".json");
   std::ofstream(tmp) << "{\"id\": \"x\", \"layers\": 2}";
   CliResult r = run_cli("plan --from-record " + tmp.string() + " --json");
   EXPECT_NE(r.status, 0);
-  EXPECT_NE(
-      r.out.find(
-          "not enough information to plan: missing hidden, vocab, seq_len, num_gpus, gpu_type"),
-      std::string::npos)
+  EXPECT_NE(r.out.find("not enough information to plan: missing hidden, vocab, seq_len, num_gpus, gpu_type"),
+            std::string::npos)
       << r.out;
   std::ofstream(tmp) << "{not json";
   r = run_cli("plan --from-record " + tmp.string());

@@ -1,5 +1,7 @@
 // train/run_dir and train/stop_request: a run directory is claimed before anything is written to
 // it; a time budget or a signal becomes a stop at the next step boundary (issue 14.7, 14.9).
+#include "train/run_dir.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -11,7 +13,6 @@
 #include "config/config.h"
 #include "data_test_util.h"
 #include "parallel/mesh.h"
-#include "train/run_dir.h"
 #include "train/stop_request.h"
 #include "util/error.h"
 

@@ -17,7 +17,9 @@
 namespace ft {
 namespace {
 
-ModelConfig tiny() { return model_preset("tiny"); }  // 4 heads, 2 kv heads, ffn 160, vocab 256
+ModelConfig tiny() {
+  return model_preset("tiny");
+}  // 4 heads, 2 kv heads, ffn 160, vocab 256
 
 // Global element index of local element i of spec p.
 int64_t global_index(const ParamSpec& p, int64_t i) {
@@ -87,7 +89,7 @@ TEST(TensorParallelLayout, SplitsAsMegatron) {
   auto& n = l.at("model.norm.weight");
   EXPECT_EQ(n.split_dim, -1);
   EXPECT_EQ(n.tp_replicas, 2);
-  EXPECT_FALSE(n.tp_partial_grad);                                              // replicated tokens
+  EXPECT_FALSE(n.tp_partial_grad);                                    // replicated tokens
   const TpShard sp{.rank = 1, .size = 2, .sequence_parallel = true};  // norms see only their tokens
   EXPECT_TRUE(ParamLayout::llama(m, 1, {}, sp).at("model.norm.weight").tp_partial_grad);
   EXPECT_FALSE(ParamLayout::tp_counts(n, 1));
@@ -166,7 +168,8 @@ TEST(TensorParallelActivations, SizeFunctionsMatchTheAllocator) {
       Activations acts;
       acts.allocate(m, B, T, chunk, {}, tp);
       const int64_t kept = MemoryTracker::global().live(MemCategory::kActivations) - before;
-      EXPECT_EQ(kept, kept_activation_bytes(m, B, T, chunk, false, {}, tp)) << "tp " << tp.size << " sp " << tp.sequence_parallel;
+      EXPECT_EQ(kept, kept_activation_bytes(m, B, T, chunk, false, {}, tp))
+          << "tp " << tp.size << " sp " << tp.sequence_parallel;
       if (prev_kept > 0) EXPECT_LT(kept, prev_kept) << "tp " << tp.size << " sp " << tp.sequence_parallel;
       prev_kept = kept;
       BackwardScratch s;

@@ -1,3 +1,5 @@
+#include "train/trainer.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -6,7 +8,6 @@
 
 #include "config/config.h"
 #include "model/activation_sizes.h"
-#include "train/trainer.h"
 #include "util/error.h"
 
 namespace ft {
@@ -14,8 +15,9 @@ namespace {
 
 Config tiny(std::vector<std::string> extra = {}) {
   std::string dir = (std::filesystem::temp_directory_path() / ("ft_trainer_" + std::to_string(::getpid()))).string();
-  std::vector<std::string> sets = {"train.precision=\"fp32\"", "train.batch_size=4", "train.seq_len=16", "train.steps=6",
-                                   "train.eval_interval=0", "train.run_dir=\"" + dir + "\""};
+  std::vector<std::string> sets = {"train.precision=\"fp32\"", "train.batch_size=4",
+                                   "train.seq_len=16",         "train.steps=6",
+                                   "train.eval_interval=0",    "train.run_dir=\"" + dir + "\""};
   sets.insert(sets.end(), extra.begin(), extra.end());
   return load_config("", sets);
 }
@@ -47,7 +49,8 @@ TEST(Trainer, MicroBatchesMatchOneBatch) {
 }
 
 TEST(Trainer, LossFallsOnTheSyntheticTask) {
-  auto l = losses(tiny({"train.steps=40", "optim.lr=1e-2", "optim.warmup_steps=5", "train.batch_size=8", "train.seq_len=32"}));
+  auto l = losses(
+      tiny({"train.steps=40", "optim.lr=1e-2", "optim.warmup_steps=5", "train.batch_size=8", "train.seq_len=32"}));
   EXPECT_LT(l.back(), l.front() - 1.0);
 }
 

@@ -11,9 +11,8 @@ namespace ft::cpu {
 using namespace simd;
 
 // param, m, v (n) updated in place; param_bf16 (n) = bf16(param) when not null.
-void adamw_step(float* param, float* m, float* v, uint16_t* param_bf16, const float* grad, int64_t n,
-                float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
-                float grad_scale) {
+void adamw_step(float* param, float* m, float* v, uint16_t* param_bf16, const float* grad, int64_t n, float lr,
+                float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale) {
   double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step));
   double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step));
   const F32x16 step_size = set1(static_cast<float>(static_cast<double>(lr) / bc1));
@@ -25,10 +24,10 @@ void adamw_step(float* param, float* m, float* v, uint16_t* param_bf16, const fl
   for (int64_t i = 0; i < n; i += kLanes) {
     int w = width(n - i);
     F32x16 g = load(grad + i, w) * gs;
-    F32x16 mi = fmadd(b1, load(m + i, w), one_b1 * g);       // m = b1 m + (1 − b1) g
-    F32x16 vi = fmadd(b2, load(v + i, w), one_b2 * g * g);   // v = b2 v + (1 − b2) g²
+    F32x16 mi = fmadd(b1, load(m + i, w), one_b1 * g);      // m = b1 m + (1 − b1) g
+    F32x16 vi = fmadd(b2, load(v + i, w), one_b2 * g * g);  // v = b2 v + (1 − b2) g²
     F32x16 denom = sqrt(vi) / bc2_sqrt + epsv;
-    F32x16 p = load(param + i, w) * decay;                   // decoupled weight decay
+    F32x16 p = load(param + i, w) * decay;  // decoupled weight decay
     p = p - step_size * mi / denom;
     store(m + i, mi, w);
     store(v + i, vi, w);

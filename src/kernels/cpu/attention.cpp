@@ -36,10 +36,9 @@
 #include <limits>
 
 #include "kernels/attention_checks.h"
+#include "kernels/cpu/attention_gemm.h"
 #include "kernels/cpu/thread_scratch.h"
 #include "kernels/ops.h"
-
-#include "kernels/cpu/attention_gemm.h"
 
 namespace ft::cpu {
 
@@ -52,19 +51,27 @@ constexpr int64_t kBc = 64;  // keys per tile
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-int64_t round16(int64_t x) { return (x + 15) / 16 * 16; }
+int64_t round16(int64_t x) {
+  return (x + 15) / 16 * 16;
+}
 
 // Sizes and strides shared by every tile of one call.
 struct Geometry {
   int64_t B, T, H, Hkv, D, Dp, row, group, nblk_q, nblk_k;
   float scale;  // 1 / sqrt(D)
   Geometry(int64_t B_, int64_t T_, int64_t H_, int64_t Hkv_, int64_t D_)
-      : B(B_), T(T_), H(H_), Hkv(Hkv_), D(D_), Dp(round16(D_)), row((H_ + 2 * Hkv_) * D_),
-        group(H_ / Hkv_), nblk_q((T_ + kBr - 1) / kBr), nblk_k((T_ + kBc - 1) / kBc),
+      : B(B_),
+        T(T_),
+        H(H_),
+        Hkv(Hkv_),
+        D(D_),
+        Dp(round16(D_)),
+        row((H_ + 2 * Hkv_) * D_),
+        group(H_ / Hkv_),
+        nblk_q((T_ + kBr - 1) / kBr),
+        nblk_k((T_ + kBc - 1) / kBc),
         scale(static_cast<float>(1.0 / std::sqrt(static_cast<double>(D_)))) {}
-  const float* q(const float* qkv, int64_t b, int64_t t, int64_t h) const {
-    return qkv + (b * T + t) * row + h * D;
-  }
+  const float* q(const float* qkv, int64_t b, int64_t t, int64_t h) const { return qkv + (b * T + t) * row + h * D; }
 };
 
 // Requests n rows of D floats at stride ld into L1 at once: rows of qkv lie pages apart, where
@@ -72,8 +79,7 @@ struct Geometry {
 // latency per row.
 void prefetch_rows(const float* p, int64_t ld, int64_t n, int64_t D) {
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t d = 0; d < D; d += 16)
-      __builtin_prefetch(p + i * ld + d, 0, 3);
+    for (int64_t d = 0; d < D; d += 16) __builtin_prefetch(p + i * ld + d, 0, 3);
 }
 
 // dst(D, kBr) = c · src(br rows of stride ld, D)ᵀ; lanes br..round16(br) zero.
@@ -147,18 +153,17 @@ class HeadPanel {
 };
 
 // Lanes i of a query vector that key j may attend (j <= i), for a tile on the diagonal.
-inline Mask16 causal_lanes(int64_t i_first, int64_t j) { return lanes_from(j - i_first); }
+inline Mask16 causal_lanes(int64_t i_first, int64_t j) {
+  return lanes_from(j - i_first);
+}
 
 // ---- forward ------------------------------------------------------------------------------
 
 struct FwdScratch {
   float *qt, *st, *o, *m, *l, *alpha;
-  static int64_t floats(const Geometry& g) {
-    return g.D * kBr + kBc * kBr + kBr * g.Dp + 3 * kBr;
-  }
+  static int64_t floats(const Geometry& g) { return g.D * kBr + kBc * kBr + kBr * g.Dp + 3 * kBr; }
   FwdScratch(float* p, const Geometry& g)
-      : qt(p), st(qt + g.D * kBr), o(st + kBc * kBr), m(o + kBr * g.Dp), l(m + kBr),
-        alpha(l + kBr) {}
+      : qt(p), st(qt + g.D * kBr), o(st + kBc * kBr), m(o + kBr * g.Dp), l(m + kBr), alpha(l + kBr) {}
 };
 
 // Online softmax over one tile: Sᵀ (bc, kBr) → Pᵀ in place; updates m, l; alpha = rescale.
@@ -187,8 +192,8 @@ void softmax_tile(FwdScratch& s, int64_t bc, int64_t brp, int64_t i0, int64_t j0
   }
 }
 
-void forward_block(float* out, float* lse, const float* qkv, const Geometry& g, int64_t b,
-                   int64_t h, int64_t i0, FwdScratch& s, HeadPanel& kv) {
+void forward_block(float* out, float* lse, const float* qkv, const Geometry& g, int64_t b, int64_t h, int64_t i0,
+                   FwdScratch& s, HeadPanel& kv) {
   const int64_t br = std::min(kBr, g.T - i0), brp = round16(br);
   kv.need(qkv, b, h / g.group, i0 + br);
   pack_transposed(s.qt, g.q(qkv, b, i0, h), g.row, br, g.D, g.scale * kLog2e);
@@ -199,13 +204,12 @@ void forward_block(float* out, float* lse, const float* qkv, const Geometry& g, 
   for (int64_t j0 = 0; j0 < i0 + br; j0 += kBc) {
     const int64_t bc = std::min(kBc, g.T - j0);
     const bool diag = j0 + bc - 1 > i0;  // some key of the tile is right of some query
-    gemm_bcast({s.st, kBr}, {kv.k(j0), g.Dp, 1}, {s.qt, kBr}, bc, brp, g.D, Init::kZero,
-               nullptr, diag ? Causal::kColsFrom : Causal::kNone, j0 - i0);
+    gemm_bcast({s.st, kBr}, {kv.k(j0), g.Dp, 1}, {s.qt, kBr}, bc, brp, g.D, Init::kZero, nullptr,
+               diag ? Causal::kColsFrom : Causal::kNone, j0 - i0);
     softmax_tile(s, bc, brp, i0, j0, diag);
     // O = O · alpha + P V (the first tile's alpha is 0, and O starts as whatever: use kZero).
-    gemm_bcast({s.o, g.Dp}, {s.st, 1, kBr}, {kv.v(j0), g.Dp}, br, g.D, bc,
-               j0 == 0 ? Init::kZero : Init::kLoadScaled, s.alpha,
-               diag ? Causal::kKUpTo : Causal::kNone, i0 - j0);
+    gemm_bcast({s.o, g.Dp}, {s.st, 1, kBr}, {kv.v(j0), g.Dp}, br, g.D, bc, j0 == 0 ? Init::kZero : Init::kLoadScaled,
+               s.alpha, diag ? Causal::kKUpTo : Causal::kNone, i0 - j0);
   }
   const int64_t ldo = g.H * g.D;
   float* o = out + (b * g.T + i0) * ldo + h * g.D;
@@ -224,9 +228,17 @@ struct BwdScratch {
     return 2 * g.D * kBr + 3 * kBr * g.Dp + 2 * kBc * kBr + 2 * kBc * g.Dp + 2 * kBr;
   }
   BwdScratch(float* p, const Geometry& g)
-      : qt(p), dot(qt + g.D * kBr), qn(dot + g.D * kBr), don(qn + kBr * g.Dp),
-        dq(don + kBr * g.Dp), pt(dq + kBr * g.Dp), dst(pt + kBc * kBr), dk(dst + kBc * kBr),
-        dv(dk + kBc * g.Dp), lse2(dv + kBc * g.Dp), delta(lse2 + kBr) {}
+      : qt(p),
+        dot(qt + g.D * kBr),
+        qn(dot + g.D * kBr),
+        don(qn + kBr * g.Dp),
+        dq(don + kBr * g.Dp),
+        pt(dq + kBr * g.Dp),
+        dst(pt + kBc * kBr),
+        dk(dst + kBc * kBr),
+        dv(dk + kBc * g.Dp),
+        lse2(dv + kBc * g.Dp),
+        delta(lse2 + kBr) {}
 };
 
 // A query block packed for backward: Qᵀ scaled into the log2 domain, dOᵀ, Q and dO rows,
@@ -235,8 +247,8 @@ struct QBlock {
   int64_t b, h, i0, br, brp;
 };
 
-QBlock pack_query_block(BwdScratch& s, const Geometry& g, const float* dout, const float* qkv,
-                        const float* lse, const float* delta, int64_t b, int64_t h, int64_t i0) {
+QBlock pack_query_block(BwdScratch& s, const Geometry& g, const float* dout, const float* qkv, const float* lse,
+                        const float* delta, int64_t b, int64_t h, int64_t i0) {
   QBlock qb{b, h, i0, std::min(kBr, g.T - i0), 0};
   qb.brp = round16(qb.br);
   const float* q = g.q(qkv, b, i0, h);
@@ -265,8 +277,8 @@ struct GradOut {
 };
 
 // One (query block, key block j0) tile.
-void backward_tile(BwdScratch& s, const QBlock& qb, const HeadPanel& kv, const Geometry& g,
-                   int64_t j0, const GradOut& go) {
+void backward_tile(BwdScratch& s, const QBlock& qb, const HeadPanel& kv, const Geometry& g, int64_t j0,
+                   const GradOut& go) {
   const int64_t bc = std::min(kBc, g.T - j0), br = qb.br, brp = qb.brp, i0 = qb.i0;
   const float* K = kv.k(j0);
   const float* V = kv.v(j0);
@@ -275,8 +287,7 @@ void backward_tile(BwdScratch& s, const QBlock& qb, const HeadPanel& kv, const G
   const Causal c_kfrom = diag ? Causal::kKFrom : Causal::kNone;
 
   // Pᵀ = exp2(K Qᵀ − lse2)
-  gemm_bcast({s.pt, kBr}, {K, g.Dp, 1}, {s.qt, kBr}, bc, brp, g.D, Init::kZero, nullptr, c_cols,
-             j0 - i0);
+  gemm_bcast({s.pt, kBr}, {K, g.Dp, 1}, {s.qt, kBr}, bc, brp, g.D, Init::kZero, nullptr, c_cols, j0 - i0);
   for (int64_t j = 0; j < bc; ++j) {
     for (int64_t v = 0; v < brp; v += 16) {
       float* p = s.pt + j * kBr + v;
@@ -286,11 +297,9 @@ void backward_tile(BwdScratch& s, const QBlock& qb, const HeadPanel& kv, const G
     }
   }
   if (go.dv)
-    gemm_bcast({go.dv, go.ldkv}, {s.pt, kBr, 1}, {s.don, g.Dp}, bc, g.D, br, go.kv_init, nullptr,
-               c_kfrom, j0 - i0);
+    gemm_bcast({go.dv, go.ldkv}, {s.pt, kBr, 1}, {s.don, g.Dp}, bc, g.D, br, go.kv_init, nullptr, c_kfrom, j0 - i0);
   // dSᵀ = Pᵀ ∘ (V dOᵀ − D_i) · scale
-  gemm_bcast({s.dst, kBr}, {V, g.Dp, 1}, {s.dot, kBr}, bc, brp, g.D, Init::kZero, nullptr, c_cols,
-             j0 - i0);
+  gemm_bcast({s.dst, kBr}, {V, g.Dp, 1}, {s.dot, kBr}, bc, brp, g.D, Init::kZero, nullptr, c_cols, j0 - i0);
   const F32x16 scale = set1(g.scale);
   for (int64_t j = 0; j < bc; ++j) {
     for (int64_t v = 0; v < brp; v += 16) {
@@ -302,8 +311,7 @@ void backward_tile(BwdScratch& s, const QBlock& qb, const HeadPanel& kv, const G
     }
   }
   if (go.dk)
-    gemm_bcast({go.dk, go.ldkv}, {s.dst, kBr, 1}, {s.qn, g.Dp}, bc, g.D, br, go.kv_init, nullptr,
-               c_kfrom, j0 - i0);
+    gemm_bcast({go.dk, go.ldkv}, {s.dst, kBr, 1}, {s.qn, g.Dp}, bc, g.D, br, go.kv_init, nullptr, c_kfrom, j0 - i0);
   if (go.dq)
     gemm_bcast({go.dq, go.ldq}, {s.dst, 1, kBr}, {K, g.Dp}, br, g.D, bc, go.dq_init, nullptr,
                diag ? Causal::kKUpTo : Causal::kNone, i0 - j0);
@@ -328,8 +336,8 @@ void compute_delta(float* delta, const float* dout, const float* out, const Geom
 }
 
 // Fused schedule: task (b, kv head) owns dK, dV of the kv head and dQ of its query heads.
-void backward_fused(float* dqkv, const float* dout, const float* qkv, const float* lse,
-                    const float* delta, const Geometry& g) {
+void backward_fused(float* dqkv, const float* dout, const float* qkv, const float* lse, const float* delta,
+                    const Geometry& g) {
   ThreadScratch buf(BwdScratch::floats(g) + HeadPanel::floats(g));
 #pragma omp parallel
   {
@@ -349,8 +357,8 @@ void backward_fused(float* dqkv, const float* dout, const float* qkv, const floa
             // The group's first head meets key block j0 first in the query block holding j0.
             const bool first_kv = h == kh * g.group && i0 == j0 / kBr * kBr;
             backward_tile(s, qb, kv, g, j0,
-                          {s.dq, g.Dp, j0 == 0 ? Init::kZero : Init::kLoad, dk + j0 * g.row,
-                           dv + j0 * g.row, g.row, first_kv ? Init::kZero : Init::kLoad});
+                          {s.dq, g.Dp, j0 == 0 ? Init::kZero : Init::kLoad, dk + j0 * g.row, dv + j0 * g.row, g.row,
+                           first_kv ? Init::kZero : Init::kLoad});
           }
           unpack_rows(dqkv + (b * g.T + i0) * g.row + h * g.D, g.row, s.dq, g.Dp, qb.br, g.D);
         }
@@ -360,8 +368,8 @@ void backward_fused(float* dqkv, const float* dout, const float* qkv, const floa
 }
 
 // Two passes for when (b, kv head) tasks are too few to keep the threads busy.
-void backward_two_pass(float* dqkv, const float* dout, const float* qkv, const float* lse,
-                       const float* delta, const Geometry& g) {
+void backward_two_pass(float* dqkv, const float* dout, const float* qkv, const float* lse, const float* delta,
+                       const Geometry& g) {
   ThreadScratch buf(BwdScratch::floats(g) + HeadPanel::floats(g));
 #pragma omp parallel
   {
@@ -372,16 +380,15 @@ void backward_two_pass(float* dqkv, const float* dout, const float* qkv, const f
     // the most queries: they go first.
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < g.nblk_k * g.B * g.Hkv; ++task) {
-      const int64_t b = task / (g.nblk_k * g.Hkv), kh = (task / g.nblk_k) % g.Hkv,
-                    j0 = (task % g.nblk_k) * kBc, bc = std::min(kBc, g.T - j0);
+      const int64_t b = task / (g.nblk_k * g.Hkv), kh = (task / g.nblk_k) % g.Hkv, j0 = (task % g.nblk_k) * kBc,
+                    bc = std::min(kBc, g.T - j0);
       kv.need(qkv, b, kh, j0 + bc);
       bool first = true;
       for (int64_t h = kh * g.group; h < (kh + 1) * g.group; ++h) {
         for (int64_t i0 = j0 / kBr * kBr; i0 < g.T; i0 += kBr) {
           QBlock qb = pack_query_block(s, g, dout, qkv, lse, delta, b, h, i0);
           backward_tile(s, qb, kv, g, j0,
-                        {nullptr, 0, Init::kLoad, s.dk, s.dv, g.Dp,
-                         first ? Init::kZero : Init::kLoad});
+                        {nullptr, 0, Init::kLoad, s.dk, s.dv, g.Dp, first ? Init::kZero : Init::kLoad});
           first = false;
         }
       }
@@ -398,8 +405,7 @@ void backward_two_pass(float* dqkv, const float* dout, const float* qkv, const f
       kv.need(qkv, b, h / g.group, i0 + qb.br);
       for (int64_t j0 = 0; j0 < i0 + qb.br; j0 += kBc)
         backward_tile(s, qb, kv, g, j0,
-                      {s.dq, g.Dp, j0 == 0 ? Init::kZero : Init::kLoad, nullptr, nullptr, 0,
-                       Init::kLoad});
+                      {s.dq, g.Dp, j0 == 0 ? Init::kZero : Init::kLoad, nullptr, nullptr, 0, Init::kLoad});
       unpack_rows(dqkv + (b * g.T + i0) * g.row + h * g.D, g.row, s.dq, g.Dp, qb.br, g.D);
     }
   }
@@ -416,8 +422,8 @@ bool use_fused_backward(const Geometry& g) {
 
 }  // namespace
 
-void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t H,
-                       int64_t Hkv, int64_t D) {
+void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t H, int64_t Hkv,
+                       int64_t D) {
   check_attention_sizes("attention_forward", B, T, H, Hkv, D);
   const Geometry g(B, T, H, Hkv, D);
   ThreadScratch buf(FwdScratch::floats(g) + HeadPanel::floats(g));
@@ -438,9 +444,8 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
   }
 }
 
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                        const float* lse, int64_t B, int64_t T, int64_t H, int64_t Hkv,
-                        int64_t D) {
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse, int64_t B,
+                        int64_t T, int64_t H, int64_t Hkv, int64_t D) {
   check_attention_sizes("attention_backward", B, T, H, Hkv, D);
   const Geometry g(B, T, H, Hkv, D);
   ThreadScratch delta(B * H * T, 1);  // one shared (B, H, T) array

@@ -139,8 +139,8 @@ inline constexpr Table kTable = make_table(std::make_integer_sequence<int, kRows
 }  // namespace detail
 
 // C(M, N) (init) A(M, K) · B(K, N), skipping what `causal` says the rows do not need.
-inline void gemm_bcast(MatC c, MatA a, MatB b, int64_t M, int64_t N, int64_t K, Init init,
-                       const float* row_scale, Causal causal, int64_t off) {
+inline void gemm_bcast(MatC c, MatA a, MatB b, int64_t M, int64_t N, int64_t K, Init init, const float* row_scale,
+                       Causal causal, int64_t off) {
   for (int64_t n0 = 0; n0 < N; n0 += 16 * kMaxVecs) {
     const int64_t n_end = std::min(N, n0 + 16 * kMaxVecs);
     for (int64_t m0 = 0; m0 < M; m0 += kRows) {
@@ -160,8 +160,8 @@ inline void gemm_bcast(MatC c, MatA a, MatB b, int64_t M, int64_t N, int64_t K, 
       MatC cc{c.p + m0 * c.ld + ns, c.ld};
       MatA aa{a.p + m0 * a.sm + k0 * a.sk, a.sm, a.sk};
       MatB bb{b.p + k0 * b.ld + ns, b.ld};
-      detail::kTable.f[r - 1][nv - 1][last < 16](cc, aa, bb, k1 - k0, init,
-                                                 row_scale ? row_scale + m0 : nullptr, lanes(last));
+      detail::kTable.f[r - 1][nv - 1][last < 16](cc, aa, bb, k1 - k0, init, row_scale ? row_scale + m0 : nullptr,
+                                                 lanes(last));
     }
   }
 }

@@ -4,11 +4,10 @@
 #include <dlfcn.h>
 #include <omp.h>
 
-#include <dnnl.hpp>
-
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
+#include <dnnl.hpp>
 #include <limits>
 #include <mutex>
 #include <vector>
@@ -31,9 +30,8 @@ std::string libdir() {
 // oneDNN limited below AVX-512 on a CPU that has it: the libraries should run AVX2 kernels too.
 bool avx2_simulation() {
   const auto isa = dnnl::get_effective_cpu_isa();
-  return __builtin_cpu_supports("avx512f") &&
-         (isa == dnnl::cpu_isa::avx2 || isa == dnnl::cpu_isa::avx2_vnni || isa == dnnl::cpu_isa::avx ||
-          isa == dnnl::cpu_isa::sse41);
+  return __builtin_cpu_supports("avx512f") && (isa == dnnl::cpu_isa::avx2 || isa == dnnl::cpu_isa::avx2_vnni ||
+                                               isa == dnnl::cpu_isa::avx || isa == dnnl::cpu_isa::sse41);
 }
 
 bool avx512_effective() {
@@ -165,9 +163,9 @@ void BlasLibrary::gemm(float* C, const float* A, const float* B, int64_t M, int6
   const int t = omp_get_max_threads();
   if (threads.exchange(t) != t) set_num_threads(t);
   constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
-  sgemm(kRowMajor, trans_a ? kTrans : kNoTrans, trans_b ? kTrans : kNoTrans, static_cast<int>(M),
-        static_cast<int>(N), static_cast<int>(K), 1.0f, A, static_cast<int>(trans_a ? M : K), B,
-        static_cast<int>(trans_b ? K : N), beta, C, static_cast<int>(N));
+  sgemm(kRowMajor, trans_a ? kTrans : kNoTrans, trans_b ? kTrans : kNoTrans, static_cast<int>(M), static_cast<int>(N),
+        static_cast<int>(K), 1.0f, A, static_cast<int>(trans_a ? M : K), B, static_cast<int>(trans_b ? K : N), beta, C,
+        static_cast<int>(N));
 }
 
 const BlasLibrary& openblas_library() {

@@ -23,8 +23,8 @@ namespace ft::cpu {
 struct BlasLibrary {
   // cblas_sgemm(order, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   // order 101 = row-major, trans 111 = no, 112 = yes. Null when the library could not be loaded.
-  void (*sgemm)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int) =
-      nullptr;
+  void (*sgemm)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*,
+                int) = nullptr;
   std::function<void(int)> set_num_threads;
   std::string path;     // the file loaded
   std::string version;  // "OpenBLAS 0.3.21", "BLIS 0.9.0"
@@ -34,8 +34,8 @@ struct BlasLibrary {
   std::string note;     // why it is unavailable, or a caveat
 
   // C(M, N) = op(A) op(B) + beta C, row-major, on the current OpenMP thread count.
-  void gemm(float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, bool trans_a,
-            bool trans_b, float beta) const;
+  void gemm(float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
+            float beta) const;
 };
 
 const BlasLibrary& openblas_library();  // thread-safe; loads once

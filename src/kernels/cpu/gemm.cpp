@@ -20,19 +20,19 @@
 // fp16: both operands rounded through fp16 (F16C), then the fp32 GEMM.
 // The scratchpad and the conversion buffers belong to the calling thread, grow-only, allocated
 // through mem_alloc(kWorkspace).
-#include <omp.h>
+#include "kernels/cpu/gemm.h"
 
-#include <dnnl.hpp>
+#include <omp.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <dnnl.hpp>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "kernels/cpu/blas_libraries.h"
-#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/ops.h"
 #include "kernels/peak.h"
@@ -63,8 +63,7 @@ struct GemmKeyHash {
     auto mix = [&h](size_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
     mix(std::hash<int64_t>()(k.N));
     mix(std::hash<int64_t>()(k.K));
-    mix(static_cast<size_t>(k.trans_a) | static_cast<size_t>(k.trans_b) << 1 |
-        static_cast<size_t>(k.precision) << 2);
+    mix(static_cast<size_t>(k.trans_a) | static_cast<size_t>(k.trans_b) << 1 | static_cast<size_t>(k.precision) << 2);
     mix(std::hash<float>()(k.beta));
     mix(std::hash<int>()(k.threads));
     return h;
@@ -99,16 +98,15 @@ std::unique_ptr<GemmPlan> make_plan(const GemmKey& k) {
     attr.set_post_ops(po);
   }
   try {
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(plan->a_md, plan->b_md, plan->c_md), attr,
-                                    cpu_engine());
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(plan->a_md, plan->b_md, plan->c_md), attr, cpu_engine());
     plan->pad_md = pd.scratchpad_desc();
     plan->scratch_bytes = plan->pad_md.get_size();
     plan->impl = pd.impl_info_str();
     plan->prim = dnnl::matmul(pd);
   } catch (const dnnl::error& e) {
-    throw Error(fmt::format("matmul M={} N={} K={} trans_a={} trans_b={} {}: oneDNN cannot create it on {}: {}",
-                            k.M, k.N, k.K, k.trans_a, k.trans_b,
-                            k.precision == Precision::kBF16 ? "bf16" : "f32", onednn_isa_name(), e.what()),
+    throw Error(fmt::format("matmul M={} N={} K={} trans_a={} trans_b={} {}: oneDNN cannot create it on {}: {}", k.M,
+                            k.N, k.K, k.trans_a, k.trans_b, k.precision == Precision::kBF16 ? "bf16" : "f32",
+                            onednn_isa_name(), e.what()),
                 "oneDNN's bf16 matmul needs AVX-512; ops::matmul_bf16 emulates bf16 elsewhere");
   }
   return plan;
@@ -246,9 +244,10 @@ Bf16Path bf16_path() {
 void warn_bf16_emulated_once() {
   static std::once_flag once;
   std::call_once(once, [] {
-    log_warn("bf16 GEMMs are emulated ({}): operands widened to fp32 and the fp32 GEMM run, same numerics as "
-             "native bf16 but slower than fp32 itself",
-             bf16_emulation_reason());
+    log_warn(
+        "bf16 GEMMs are emulated ({}): operands widened to fp32 and the fp32 GEMM run, same numerics as "
+        "native bf16 but slower than fp32 itself",
+        bf16_emulation_reason());
   });
 }
 
@@ -272,10 +271,12 @@ class LibraryChoice {
   static GemmLibrary resolve(int threads) {
     if (const char* env = std::getenv("FLUXTRAIN_GEMM"); env && *env) {
       auto lib = gemm_library_from_name(env);
-      if (!lib) throw Error(fmt::format("FLUXTRAIN_GEMM={} is not a GEMM library", env), "expected onednn, openblas or blis");
+      if (!lib)
+        throw Error(fmt::format("FLUXTRAIN_GEMM={} is not a GEMM library", env), "expected onednn, openblas or blis");
       GemmLibraryStatus st = gemm_library_status(*lib);
-      if (!st.available) throw Error(fmt::format("FLUXTRAIN_GEMM={}: the library cannot run here: {}", env, st.note),
-                                     "unset FLUXTRAIN_GEMM to use the recorded or default library");
+      if (!st.available)
+        throw Error(fmt::format("FLUXTRAIN_GEMM={}: the library cannot run here: {}", env, st.note),
+                    "unset FLUXTRAIN_GEMM to use the recorded or default library");
       return *lib;
     }
     std::optional<std::string> name;
@@ -301,8 +302,8 @@ LibraryChoice& library_choice() {
   return c;
 }
 
-void sgemm_onednn(float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, bool trans_a,
-                  bool trans_b, float beta) {
+void sgemm_onednn(float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
+                  float beta) {
   // Row-major; the leading dimension is the stored row length of each operand.
   dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, 1.0f, A, trans_a ? M : K, B,
                                 trans_b ? K : N, beta, C, N);
@@ -352,9 +353,13 @@ void matmul_f32_with(GemmLibrary lib, float* C, const float* A, const float* B, 
   b.gemm(C, A, B, M, N, K, trans_a, trans_b, beta);
 }
 
-GemmLibrary f32_gemm_library() { return library_choice().get(omp_get_max_threads()); }
+GemmLibrary f32_gemm_library() {
+  return library_choice().get(omp_get_max_threads());
+}
 
-void reset_f32_gemm_library() { library_choice().reset(); }
+void reset_f32_gemm_library() {
+  library_choice().reset();
+}
 
 // ---- what runs ----------------------------------------------------------------------------
 
@@ -364,35 +369,35 @@ std::string bf16_emulation_reason() {
   if (!cpu.avx512_bf16 && !cpu.amx_bf16) return "this CPU has neither AVX512-BF16 nor AMX-BF16";
   const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
   if (!cap) cap = std::getenv("DNNL_MAX_CPU_ISA");
-  return fmt::format("{}oneDNN runs {} without bf16 instructions", cap ? fmt::format("ONEDNN_MAX_CPU_ISA={}: ", cap) : "",
-                     onednn_isa_name());
+  return fmt::format("{}oneDNN runs {} without bf16 instructions",
+                     cap ? fmt::format("ONEDNN_MAX_CPU_ISA={}: ", cap) : "", onednn_isa_name());
 }
 
 std::string gemm_backend_summary() {
   const GemmLibrary lib = f32_gemm_library();
   std::string f32 = gemm_library_status(lib).detail;
-  std::string bf16 = onednn_has_native_bf16()
-                         ? fmt::format("oneDNN {} (native)",
-                                       gemm_primitive_impl_name(256, 256, 256, false, false, Precision::kBF16))
-                         : fmt::format("emulated: widened to fp32, fp32 GEMM ({})", bf16_emulation_reason());
+  std::string bf16 =
+      onednn_has_native_bf16()
+          ? fmt::format("oneDNN {} (native)", gemm_primitive_impl_name(256, 256, 256, false, false, Precision::kBF16))
+          : fmt::format("emulated: widened to fp32, fp32 GEMM ({})", bf16_emulation_reason());
   return fmt::format("fp32: {}; bf16: {}; fp16: emulated: rounded to fp16, fp32 GEMM", f32, bf16);
 }
 
-void matmul_bf16(float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K,
-                 bool trans_a, bool trans_b, float beta) {
+void matmul_bf16(float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K, bool trans_a,
+                 bool trans_b, float beta) {
   if (bf16_path() == Bf16Path::kNative) return matmul_bf16_onednn(C, A, B, M, N, K, trans_a, trans_b, beta);
   warn_bf16_emulated_once();
   matmul_bf16_widened(C, A, B, M, N, K, trans_a, trans_b, beta);
 }
 
-void matmul_bf16_onednn(float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K,
-                        bool trans_a, bool trans_b, float beta) {
+void matmul_bf16_onednn(float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K, bool trans_a,
+                        bool trans_b, float beta) {
   if (trivial_gemm(C, M, N, K, beta)) return;
   run_plan(gemm_cache().get(key_of(M, N, K, trans_a, trans_b, beta, Precision::kBF16)), C, A, B);
 }
 
-void matmul_bf16_widened(float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K,
-                         bool trans_a, bool trans_b, float beta) {
+void matmul_bf16_widened(float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K, bool trans_a,
+                         bool trans_b, float beta) {
   if (trivial_gemm(C, M, N, K, beta)) return;
   ThreadState& ts = thread_state();
   auto* a = static_cast<float*>(ts.a32.get(static_cast<size_t>(M * K) * sizeof(float)));
@@ -402,10 +407,11 @@ void matmul_bf16_widened(float* C, const uint16_t* A, const uint16_t* B, int64_t
   matmul(C, a, b, M, N, K, trans_a, trans_b, beta, Precision::kF32);
 }
 
-void matmul(float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, bool trans_a,
-            bool trans_b, float beta, Precision precision) {
+void matmul(float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
+            float beta, Precision precision) {
   if (trivial_gemm(C, M, N, K, beta)) return;
-  if (precision == Precision::kF32) return matmul_f32_with(f32_gemm_library(), C, A, B, M, N, K, trans_a, trans_b, beta);
+  if (precision == Precision::kF32)
+    return matmul_f32_with(f32_gemm_library(), C, A, B, M, N, K, trans_a, trans_b, beta);
   ThreadState& ts = thread_state();
   if (precision == Precision::kBF16 && bf16_path() == Bf16Path::kNative) {
     // Round A and B into this thread's bf16 buffers for the primitive.
@@ -431,8 +437,7 @@ void matmul_f32_primitive(float* C, const float* A, const float* B, int64_t M, i
   run_plan(gemm_cache().get(key_of(M, N, K, trans_a, trans_b, beta, Precision::kF32)), C, A, B);
 }
 
-std::string gemm_impl_name(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
-                           Precision precision) {
+std::string gemm_impl_name(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b, Precision precision) {
   const std::string f32 = gemm_library_status(f32_gemm_library()).detail;
   if (precision == Precision::kF16) return "fp16 rounded, fp32 " + f32;
   if (precision == Precision::kBF16 && !onednn_has_native_bf16()) return "bf16 widened, fp32 " + f32;
@@ -440,11 +445,12 @@ std::string gemm_impl_name(int64_t M, int64_t N, int64_t K, bool trans_a, bool t
   return gemm_cache().get(key_of(M, N, K, trans_a, trans_b, 0.0f, precision)).impl;
 }
 
-std::string gemm_primitive_impl_name(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
-                                     Precision precision) {
+std::string gemm_primitive_impl_name(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b, Precision precision) {
   return gemm_cache().get(key_of(M, N, K, trans_a, trans_b, 0.0f, precision)).impl;
 }
 
-size_t gemm_cache_size() { return gemm_cache().size(); }
+size_t gemm_cache_size() {
+  return gemm_cache().size();
+}
 
 }  // namespace ft::cpu

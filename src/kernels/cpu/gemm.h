@@ -30,8 +30,7 @@ namespace ft::cpu {
 // ---- fp32 libraries -----------------------------------------------------------------------
 
 enum class GemmLibrary : uint8_t { kOneDnn = 0, kOpenBlas = 1, kBlis = 2 };
-inline constexpr GemmLibrary kGemmLibraries[] = {GemmLibrary::kOneDnn, GemmLibrary::kOpenBlas,
-                                                 GemmLibrary::kBlis};
+inline constexpr GemmLibrary kGemmLibraries[] = {GemmLibrary::kOneDnn, GemmLibrary::kOpenBlas, GemmLibrary::kBlis};
 
 const char* gemm_library_name(GemmLibrary lib);  // "onednn", "openblas", "blis"
 std::optional<GemmLibrary> gemm_library_from_name(std::string_view name);
@@ -47,8 +46,8 @@ GemmLibraryStatus gemm_library_status(GemmLibrary lib);
 
 // The fp32 GEMM through one library, whatever ops::matmul would choose (benchmarks, tests).
 // Throws ft::Error when the library is unavailable.
-void matmul_f32_with(GemmLibrary lib, float* C, const float* A, const float* B, int64_t M, int64_t N,
-                     int64_t K, bool trans_a, bool trans_b, float beta);
+void matmul_f32_with(GemmLibrary lib, float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K,
+                     bool trans_a, bool trans_b, float beta);
 
 // The library ops::matmul uses for fp32 at the current OpenMP thread count: FLUXTRAIN_GEMM if
 // set (an unknown or unavailable library is an ft::Error), else the choice recorded in the peak
@@ -73,26 +72,24 @@ std::string gemm_backend_summary();
 // The implementation ops::matmul runs for C(M, N) = op(A) op(B) (beta 0) at this precision with the
 // current OpenMP thread count: "oneDNN sgemm (gemm:jit)" for fp32 with oneDNN, the matmul
 // primitive's for native bf16 (created and cached if needed), "fp32 <library> (bf16 widened)"...
-std::string gemm_impl_name(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
-                           Precision precision);
+std::string gemm_impl_name(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b, Precision precision);
 
 // The oneDNN matmul primitive in fp32 (cached like the bf16 ones). Not what ops::matmul uses for
 // fp32 (dnnl_sgemm is faster here); kept for the peak benchmark's comparison.
-void matmul_f32_primitive(float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K,
-                          bool trans_a, bool trans_b, float beta);
+void matmul_f32_primitive(float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, bool trans_a,
+                          bool trans_b, float beta);
 // The implementation the matmul primitive picks at this precision ("brg:avx512_core", ...).
 // Throws ft::Error when oneDNN has none (bf16 below AVX-512).
-std::string gemm_primitive_impl_name(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
-                                     Precision precision);
+std::string gemm_primitive_impl_name(int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b, Precision precision);
 
 // oneDNN's own bf16 matmul primitive, whatever onednn_has_native_bf16() says: on avx512_core it
 // emulates bf16 (benchmarks compare it with the widening path). Throws ft::Error where oneDNN
 // has no bf16 matmul.
-void matmul_bf16_onednn(float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K,
-                        bool trans_a, bool trans_b, float beta);
+void matmul_bf16_onednn(float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K, bool trans_a,
+                        bool trans_b, float beta);
 // The widening path (bf16 operands to fp32, then the fp32 GEMM), whatever onednn_has_native_bf16() says.
-void matmul_bf16_widened(float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K,
-                         bool trans_a, bool trans_b, float beta);
+void matmul_bf16_widened(float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K, bool trans_a,
+                         bool trans_b, float beta);
 
 // Number of matmul primitives in the process-wide cache.
 size_t gemm_cache_size();

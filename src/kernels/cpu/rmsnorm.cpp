@@ -20,8 +20,7 @@ using namespace simd;
 namespace {
 // out(N, C) (fp32 or bf16), rstd(N) from x(N, C), weight(C).
 template <typename Out>
-void rmsnorm_forward_impl(Out* out, float* rstd, const float* x, const float* weight, int64_t N, int64_t C,
-                          float eps) {
+void rmsnorm_forward_impl(Out* out, float* rstd, const float* x, const float* weight, int64_t N, int64_t C, float eps) {
 #pragma omp parallel for schedule(static) if (N * C > 8192)
   for (int64_t n = 0; n < N; ++n) {
     const float* xr = x + n * C;
@@ -38,12 +37,10 @@ void rmsnorm_forward_impl(Out* out, float* rstd, const float* x, const float* we
 }
 }  // namespace
 
-void rmsnorm_forward(float* out, float* rstd, const float* x, const float* weight, int64_t N, int64_t C,
-                     float eps) {
+void rmsnorm_forward(float* out, float* rstd, const float* x, const float* weight, int64_t N, int64_t C, float eps) {
   rmsnorm_forward_impl(out, rstd, x, weight, N, C, eps);
 }
-void rmsnorm_forward(uint16_t* out, float* rstd, const float* x, const float* weight, int64_t N, int64_t C,
-                     float eps) {
+void rmsnorm_forward(uint16_t* out, float* rstd, const float* x, const float* weight, int64_t N, int64_t C, float eps) {
   rmsnorm_forward_impl(out, rstd, x, weight, N, C, eps);
 }
 

@@ -12,8 +12,8 @@ using namespace simd;
 
 namespace {
 // qkv (B, T, (H + 2 Hkv) D): rotate the first H + Hkv heads of every token by sign · angle.
-void rope_rotate(float* qkv, const float* cos, const float* sin, int64_t B, int64_t T, int64_t H,
-                 int64_t Hkv, int64_t D, int64_t pos0, float sign) {
+void rope_rotate(float* qkv, const float* cos, const float* sin, int64_t B, int64_t T, int64_t H, int64_t Hkv,
+                 int64_t D, int64_t pos0, float sign) {
   int64_t half = D / 2;
   int64_t row = (H + 2 * Hkv) * D;
 #pragma omp parallel for schedule(static) if (B * T * row > 16384)
@@ -28,21 +28,21 @@ void rope_rotate(float* qkv, const float* cos, const float* sin, int64_t B, int6
         int w = width(half - i);
         F32x16 cv = load(c + i, w), sv = load(s + i, w) * set1(sign);
         F32x16 a = load(x + i, w), b = load(x + half + i, w);
-        store(x + i, fnmadd(b, sv, a * cv), w);         // a cos − b sin
-        store(x + half + i, fmadd(a, sv, b * cv), w);   // b cos + a sin
+        store(x + i, fnmadd(b, sv, a * cv), w);        // a cos − b sin
+        store(x + half + i, fmadd(a, sv, b * cv), w);  // b cos + a sin
       }
     }
   }
 }
 }  // namespace
 
-void rope_forward(float* qkv, const float* cos, const float* sin, int64_t B, int64_t T, int64_t H,
-                  int64_t Hkv, int64_t D, int64_t pos0) {
+void rope_forward(float* qkv, const float* cos, const float* sin, int64_t B, int64_t T, int64_t H, int64_t Hkv,
+                  int64_t D, int64_t pos0) {
   rope_rotate(qkv, cos, sin, B, T, H, Hkv, D, pos0, 1.0f);
 }
 
-void rope_backward(float* dqkv, const float* cos, const float* sin, int64_t B, int64_t T, int64_t H,
-                   int64_t Hkv, int64_t D, int64_t pos0) {
+void rope_backward(float* dqkv, const float* cos, const float* sin, int64_t B, int64_t T, int64_t H, int64_t Hkv,
+                   int64_t D, int64_t pos0) {
   rope_rotate(dqkv, cos, sin, B, T, H, Hkv, D, pos0, -1.0f);
 }
 

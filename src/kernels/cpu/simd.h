@@ -30,9 +30,13 @@ namespace ft::cpu::simd {
 constexpr int kLanes = 16;
 
 // Number of valid lanes in a block that starts `remaining` elements before the end.
-inline int width(int64_t remaining) { return remaining >= kLanes ? kLanes : static_cast<int>(remaining); }
+inline int width(int64_t remaining) {
+  return remaining >= kLanes ? kLanes : static_cast<int>(remaining);
+}
 
-inline int clamp_lanes(int64_t n) { return n <= 0 ? 0 : n >= kLanes ? kLanes : static_cast<int>(n); }
+inline int clamp_lanes(int64_t n) {
+  return n <= 0 ? 0 : n >= kLanes ? kLanes : static_cast<int>(n);
+}
 
 #if defined(__AVX512F__)
 #define FT_SIMD_ISA "avx512"
@@ -44,14 +48,22 @@ struct Mask16 {
   __mmask16 k;
 };
 
-inline __mmask16 lane_mask(int w) { return static_cast<__mmask16>((1u << w) - 1u); }
-inline Mask16 lanes(int64_t n) { return {lane_mask(clamp_lanes(n))}; }
-inline Mask16 lanes_from(int64_t k) { return {static_cast<__mmask16>(~lane_mask(clamp_lanes(k)))}; }
+inline __mmask16 lane_mask(int w) {
+  return static_cast<__mmask16>((1u << w) - 1u);
+}
+inline Mask16 lanes(int64_t n) {
+  return {lane_mask(clamp_lanes(n))};
+}
+inline Mask16 lanes_from(int64_t k) {
+  return {static_cast<__mmask16>(~lane_mask(clamp_lanes(k)))};
+}
 
 inline F32x16 load(const float* p, int w = kLanes) {
   return {w == kLanes ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(lane_mask(w), p)};
 }
-inline F32x16 load(const float* p, Mask16 m) { return {_mm512_maskz_loadu_ps(m.k, p)}; }
+inline F32x16 load(const float* p, Mask16 m) {
+  return {_mm512_maskz_loadu_ps(m.k, p)};
+}
 inline void store(float* p, F32x16 x, int w = kLanes) {
   if (w == kLanes) {
     _mm512_storeu_ps(p, x.v);
@@ -59,24 +71,52 @@ inline void store(float* p, F32x16 x, int w = kLanes) {
     _mm512_mask_storeu_ps(p, lane_mask(w), x.v);
   }
 }
-inline void store(float* p, F32x16 x, Mask16 m) { _mm512_mask_storeu_ps(p, m.k, x.v); }
-inline F32x16 select(Mask16 m, F32x16 a, F32x16 b) { return {_mm512_mask_blend_ps(m.k, b.v, a.v)}; }
-inline F32x16 set1(float a) { return {_mm512_set1_ps(a)}; }
-inline F32x16 zero() { return {_mm512_setzero_ps()}; }
-inline F32x16 operator+(F32x16 a, F32x16 b) { return {_mm512_add_ps(a.v, b.v)}; }
-inline F32x16 operator-(F32x16 a, F32x16 b) { return {_mm512_sub_ps(a.v, b.v)}; }
-inline F32x16 operator*(F32x16 a, F32x16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
-inline F32x16 operator/(F32x16 a, F32x16 b) { return {_mm512_div_ps(a.v, b.v)}; }
-inline F32x16 fmadd(F32x16 a, F32x16 b, F32x16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }   // a*b + c
-inline F32x16 fnmadd(F32x16 a, F32x16 b, F32x16 c) { return {_mm512_fnmadd_ps(a.v, b.v, c.v)}; } // c - a*b
-inline F32x16 max(F32x16 a, F32x16 b) { return {_mm512_max_ps(a.v, b.v)}; }  // b when either is NaN
-inline F32x16 min(F32x16 a, F32x16 b) { return {_mm512_min_ps(a.v, b.v)}; }
-inline F32x16 sqrt(F32x16 a) { return {_mm512_sqrt_ps(a.v)}; }
+inline void store(float* p, F32x16 x, Mask16 m) {
+  _mm512_mask_storeu_ps(p, m.k, x.v);
+}
+inline F32x16 select(Mask16 m, F32x16 a, F32x16 b) {
+  return {_mm512_mask_blend_ps(m.k, b.v, a.v)};
+}
+inline F32x16 set1(float a) {
+  return {_mm512_set1_ps(a)};
+}
+inline F32x16 zero() {
+  return {_mm512_setzero_ps()};
+}
+inline F32x16 operator+(F32x16 a, F32x16 b) {
+  return {_mm512_add_ps(a.v, b.v)};
+}
+inline F32x16 operator-(F32x16 a, F32x16 b) {
+  return {_mm512_sub_ps(a.v, b.v)};
+}
+inline F32x16 operator*(F32x16 a, F32x16 b) {
+  return {_mm512_mul_ps(a.v, b.v)};
+}
+inline F32x16 operator/(F32x16 a, F32x16 b) {
+  return {_mm512_div_ps(a.v, b.v)};
+}
+inline F32x16 fmadd(F32x16 a, F32x16 b, F32x16 c) {
+  return {_mm512_fmadd_ps(a.v, b.v, c.v)};
+}  // a*b + c
+inline F32x16 fnmadd(F32x16 a, F32x16 b, F32x16 c) {
+  return {_mm512_fnmadd_ps(a.v, b.v, c.v)};
+}  // c - a*b
+inline F32x16 max(F32x16 a, F32x16 b) {
+  return {_mm512_max_ps(a.v, b.v)};
+}  // b when either is NaN
+inline F32x16 min(F32x16 a, F32x16 b) {
+  return {_mm512_min_ps(a.v, b.v)};
+}
+inline F32x16 sqrt(F32x16 a) {
+  return {_mm512_sqrt_ps(a.v)};
+}
 inline F32x16 round(F32x16 a) {  // to the nearest integer, ties to even
   return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)};
 }
 // p · 2^n for integral n (|n| <= 300), rounded once: over/underflows to inf/0 like exp.
-inline F32x16 scale_pow2(F32x16 p, F32x16 n) { return {_mm512_maskz_scalef_ps(0xffff, p.v, n.v)}; }
+inline F32x16 scale_pow2(F32x16 p, F32x16 n) {
+  return {_mm512_maskz_scalef_ps(0xffff, p.v, n.v)};
+}
 // Lanes i and i + 8, then j and j + 4, ...: the same tree as the AVX2 version (equal sums).
 inline float reduce_add(F32x16 a) {
   const __m256 s = _mm256_add_ps(_mm512_castps512_ps256(a.v),
@@ -85,7 +125,9 @@ inline float reduce_add(F32x16 a) {
   q = _mm_add_ps(q, _mm_movehl_ps(q, q));
   return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
 }
-inline float reduce_max(F32x16 a) { return _mm512_reduce_max_ps(a.v); }
+inline float reduce_max(F32x16 a) {
+  return _mm512_reduce_max_ps(a.v);
+}
 
 // Lanes i < n read base[i · stride] (stride · 15 must fit an int), the others 0.
 inline F32x16 gather(const float* base, int64_t stride, int n) {
@@ -178,11 +220,10 @@ struct Mask16 {
 
 namespace detail {
 // 16 all-ones then 16 zeros: the first n lanes of a mask are kOnesThenZeros + 16 - n.
-alignas(64) inline constexpr int32_t kOnesThenZeros[32] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                                                          -1, -1, -1, -1, -1};
-alignas(64) inline constexpr int32_t kZerosThenOnes[32] = {0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,
-                                                          0,  0,  0,  0,  0,  -1, -1, -1, -1, -1, -1,
-                                                          -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+alignas(64) inline constexpr int32_t kOnesThenZeros[32] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                                           -1, -1, -1, -1, -1, -1, -1, -1};
+alignas(64) inline constexpr int32_t kZerosThenOnes[32] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
 inline Mask16 mask_at(const int32_t* p) {
   return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8))};
@@ -220,10 +261,16 @@ inline double hsum(__m256d v) {
 }
 }  // namespace detail
 
-inline Mask16 lanes(int64_t n) { return detail::mask_at(detail::kOnesThenZeros + 16 - clamp_lanes(n)); }
-inline Mask16 lanes_from(int64_t k) { return detail::mask_at(detail::kZerosThenOnes + 16 - clamp_lanes(k)); }
+inline Mask16 lanes(int64_t n) {
+  return detail::mask_at(detail::kOnesThenZeros + 16 - clamp_lanes(n));
+}
+inline Mask16 lanes_from(int64_t k) {
+  return detail::mask_at(detail::kZerosThenOnes + 16 - clamp_lanes(k));
+}
 
-inline F32x16 load(const float* p, Mask16 m) { return {_mm256_maskload_ps(p, m.lo), _mm256_maskload_ps(p + 8, m.hi)}; }
+inline F32x16 load(const float* p, Mask16 m) {
+  return {_mm256_maskload_ps(p, m.lo), _mm256_maskload_ps(p + 8, m.hi)};
+}
 inline F32x16 load(const float* p, int w = kLanes) {
   if (w == kLanes) return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)};
   return load(p, lanes(w));
@@ -247,21 +294,39 @@ inline F32x16 select(Mask16 m, F32x16 a, F32x16 b) {
   return {_mm256_blendv_ps(b.lo, a.lo, _mm256_castsi256_ps(m.lo)),
           _mm256_blendv_ps(b.hi, a.hi, _mm256_castsi256_ps(m.hi))};
 }
-inline F32x16 set1(float a) { return {_mm256_set1_ps(a), _mm256_set1_ps(a)}; }
-inline F32x16 zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
-inline F32x16 operator+(F32x16 a, F32x16 b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
-inline F32x16 operator-(F32x16 a, F32x16 b) { return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)}; }
-inline F32x16 operator*(F32x16 a, F32x16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
-inline F32x16 operator/(F32x16 a, F32x16 b) { return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)}; }
+inline F32x16 set1(float a) {
+  return {_mm256_set1_ps(a), _mm256_set1_ps(a)};
+}
+inline F32x16 zero() {
+  return {_mm256_setzero_ps(), _mm256_setzero_ps()};
+}
+inline F32x16 operator+(F32x16 a, F32x16 b) {
+  return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)};
+}
+inline F32x16 operator-(F32x16 a, F32x16 b) {
+  return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)};
+}
+inline F32x16 operator*(F32x16 a, F32x16 b) {
+  return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)};
+}
+inline F32x16 operator/(F32x16 a, F32x16 b) {
+  return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)};
+}
 inline F32x16 fmadd(F32x16 a, F32x16 b, F32x16 c) {  // a*b + c
   return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
 }
 inline F32x16 fnmadd(F32x16 a, F32x16 b, F32x16 c) {  // c - a*b
   return {_mm256_fnmadd_ps(a.lo, b.lo, c.lo), _mm256_fnmadd_ps(a.hi, b.hi, c.hi)};
 }
-inline F32x16 max(F32x16 a, F32x16 b) { return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }  // b on NaN
-inline F32x16 min(F32x16 a, F32x16 b) { return {_mm256_min_ps(a.lo, b.lo), _mm256_min_ps(a.hi, b.hi)}; }
-inline F32x16 sqrt(F32x16 a) { return detail::both(a, [](__m256 x) { return _mm256_sqrt_ps(x); }); }
+inline F32x16 max(F32x16 a, F32x16 b) {
+  return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)};
+}  // b on NaN
+inline F32x16 min(F32x16 a, F32x16 b) {
+  return {_mm256_min_ps(a.lo, b.lo), _mm256_min_ps(a.hi, b.hi)};
+}
+inline F32x16 sqrt(F32x16 a) {
+  return detail::both(a, [](__m256 x) { return _mm256_sqrt_ps(x); });
+}
 inline F32x16 round(F32x16 a) {
   return detail::both(a, [](__m256 x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); });
 }
@@ -315,9 +380,8 @@ inline F32x16 load_bf16(const uint16_t* p, int w = kLanes) {
   return {_mm256_castsi256_ps(_mm256_slli_epi32(lo, 16)), _mm256_castsi256_ps(_mm256_slli_epi32(hi, 16))};
 }
 inline F32x16 round_f16(F32x16 x) {  // F16C
-  return detail::both(x, [](__m256 v) {
-    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  });
+  return detail::both(
+      x, [](__m256 v) { return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); });
 }
 
 // Reductions in double: 4 accumulators of 4 doubles.
@@ -343,7 +407,8 @@ inline double dot3_f64(const float* a, const float* b, const float* c, int64_t n
   for (int64_t i = 0; i < n; i += kLanes) {
     const int w = width(n - i);
     const F32x16 x = load(a + i, w), y = load(b + i, w), z = load(c + i, w);
-    for (int j = 0; j < 4; ++j) acc[j] = _mm256_fmadd_pd(_mm256_mul_pd(quarter(x, j), quarter(y, j)), quarter(z, j), acc[j]);
+    for (int j = 0; j < 4; ++j)
+      acc[j] = _mm256_fmadd_pd(_mm256_mul_pd(quarter(x, j), quarter(y, j)), quarter(z, j), acc[j]);
   }
   return detail::hsum(_mm256_add_pd(_mm256_add_pd(acc[0], acc[1]), _mm256_add_pd(acc[2], acc[3])));
 }
@@ -407,11 +472,21 @@ inline F32x16 set1(float a) {
   for (float& x : r.v) x = a;
   return r;
 }
-inline F32x16 zero() { return set1(0.0f); }
-inline F32x16 operator+(F32x16 a, F32x16 b) { return zip(a, b, [](float x, float y) { return x + y; }); }
-inline F32x16 operator-(F32x16 a, F32x16 b) { return zip(a, b, [](float x, float y) { return x - y; }); }
-inline F32x16 operator*(F32x16 a, F32x16 b) { return zip(a, b, [](float x, float y) { return x * y; }); }
-inline F32x16 operator/(F32x16 a, F32x16 b) { return zip(a, b, [](float x, float y) { return x / y; }); }
+inline F32x16 zero() {
+  return set1(0.0f);
+}
+inline F32x16 operator+(F32x16 a, F32x16 b) {
+  return zip(a, b, [](float x, float y) { return x + y; });
+}
+inline F32x16 operator-(F32x16 a, F32x16 b) {
+  return zip(a, b, [](float x, float y) { return x - y; });
+}
+inline F32x16 operator*(F32x16 a, F32x16 b) {
+  return zip(a, b, [](float x, float y) { return x * y; });
+}
+inline F32x16 operator/(F32x16 a, F32x16 b) {
+  return zip(a, b, [](float x, float y) { return x / y; });
+}
 inline F32x16 fmadd(F32x16 a, F32x16 b, F32x16 c) {
   for (int i = 0; i < kLanes; ++i) c.v[i] = std::fma(a.v[i], b.v[i], c.v[i]);
   return c;
@@ -420,10 +495,18 @@ inline F32x16 fnmadd(F32x16 a, F32x16 b, F32x16 c) {
   for (int i = 0; i < kLanes; ++i) c.v[i] = std::fma(-a.v[i], b.v[i], c.v[i]);
   return c;
 }
-inline F32x16 max(F32x16 a, F32x16 b) { return zip(a, b, [](float x, float y) { return x > y ? x : y; }); }
-inline F32x16 min(F32x16 a, F32x16 b) { return zip(a, b, [](float x, float y) { return x < y ? x : y; }); }
-inline F32x16 sqrt(F32x16 a) { return map(a, [](float x) { return std::sqrt(x); }); }
-inline F32x16 round(F32x16 a) { return map(a, [](float x) { return std::nearbyint(x); }); }
+inline F32x16 max(F32x16 a, F32x16 b) {
+  return zip(a, b, [](float x, float y) { return x > y ? x : y; });
+}
+inline F32x16 min(F32x16 a, F32x16 b) {
+  return zip(a, b, [](float x, float y) { return x < y ? x : y; });
+}
+inline F32x16 sqrt(F32x16 a) {
+  return map(a, [](float x) { return std::sqrt(x); });
+}
+inline F32x16 round(F32x16 a) {
+  return map(a, [](float x) { return std::nearbyint(x); });
+}
 inline F32x16 scale_pow2(F32x16 p, F32x16 n) {
   for (int i = 0; i < kLanes; ++i) p.v[i] = std::isnan(n.v[i]) ? n.v[i] : std::ldexp(p.v[i], static_cast<int>(n.v[i]));
   return p;
@@ -451,7 +534,9 @@ inline F32x16 load_bf16(const uint16_t* p, int w = kLanes) {
   for (int i = 0; i < w; ++i) r.v[i] = bf16_to_f32(p[i]);
   return r;
 }
-inline F32x16 round_f16(F32x16 x) { return map(x, [](float a) { return f16_to_f32(f32_to_f16(a)); }); }
+inline F32x16 round_f16(F32x16 x) {
+  return map(x, [](float a) { return f16_to_f32(f32_to_f16(a)); });
+}
 inline double sum_squares_f64(const float* x, int64_t n) {
   double s = 0;
   for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
@@ -468,15 +553,17 @@ inline double dot3_f64(const float* a, const float* b, const float* c, int64_t n
 // ---- built from the operations above, the same on every ISA ---------------------------------
 
 // Lanes >= w set to -inf (so a masked tail does not win a max).
-inline F32x16 pad_neg_inf(F32x16 a, int w) { return w == kLanes ? a : select(lanes(w), a, set1(-INFINITY)); }
+inline F32x16 pad_neg_inf(F32x16 a, int w) {
+  return w == kLanes ? a : select(lanes(w), a, set1(-INFINITY));
+}
 
 // e^x: x = n ln2 + r with |r| <= ln2/2 (ln2 split in two so n ln2 is exact enough), e^r by its
 // Taylor polynomial to degree 7 (truncation error < 1e-8 relative), then scaled by 2^n.
 inline F32x16 exp(F32x16 x) {
   const F32x16 v = min(set1(89.0f), max(set1(-104.0f), x));  // NaN passes through both
   const F32x16 n = round(v * set1(1.44269504088896341f));
-  F32x16 r = fnmadd(n, set1(0.693145751953125f), v);       // ln2 high part
-  r = fnmadd(n, set1(1.428606765330187045e-06f), r);       // ln2 low part
+  F32x16 r = fnmadd(n, set1(0.693145751953125f), v);  // ln2 high part
+  r = fnmadd(n, set1(1.428606765330187045e-06f), r);  // ln2 low part
   F32x16 p = set1(1.0f / 5040.0f);
   p = fmadd(p, r, set1(1.0f / 720.0f));
   p = fmadd(p, r, set1(1.0f / 120.0f));
@@ -490,6 +577,8 @@ inline F32x16 exp(F32x16 x) {
 
 // store() into a bf16 buffer rounds to nearest even: a kernel templated on its output type
 // writes fp32 or bf16 (a bf16 GEMM's operand) with the same code.
-inline void store(uint16_t* p, F32x16 x, int w = kLanes) { store_bf16(p, x, w); }
+inline void store(uint16_t* p, F32x16 x, int w = kLanes) {
+  store_bf16(p, x, w);
+}
 
 }  // namespace ft::cpu::simd

@@ -12,8 +12,7 @@ namespace ft::ref_impl {
 
 // C(M, N) = op(A) · op(B) + beta · C
 template <typename T>
-void matmul(T* C, const T* A, const T* B, int64_t M, int64_t N, int64_t K, bool trans_a,
-            bool trans_b, T beta) {
+void matmul(T* C, const T* A, const T* B, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b, T beta) {
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < N; ++j) {
       double acc = 0;
@@ -28,8 +27,7 @@ void matmul(T* C, const T* A, const T* B, int64_t M, int64_t N, int64_t K, bool 
 }
 
 template <typename T>
-void embedding_forward(T* out, const int32_t* tokens, const T* table, int64_t N, int64_t C,
-                       int64_t v0, int64_t V) {
+void embedding_forward(T* out, const int32_t* tokens, const T* table, int64_t N, int64_t C, int64_t v0, int64_t V) {
   for (int64_t n = 0; n < N; ++n) {
     int64_t row = static_cast<int64_t>(tokens[n]) - v0;
     for (int64_t c = 0; c < C; ++c) out[n * C + c] = (row >= 0 && row < V) ? table[row * C + c] : T(0);
@@ -37,8 +35,7 @@ void embedding_forward(T* out, const int32_t* tokens, const T* table, int64_t N,
 }
 
 template <typename T>
-void embedding_backward(T* dtable, const T* dout, const int32_t* tokens, int64_t N, int64_t C,
-                        int64_t v0, int64_t V) {
+void embedding_backward(T* dtable, const T* dout, const int32_t* tokens, int64_t N, int64_t C, int64_t v0, int64_t V) {
   for (int64_t n = 0; n < N; ++n) {
     int64_t row = static_cast<int64_t>(tokens[n]) - v0;
     if (row < 0 || row >= V) continue;
@@ -61,8 +58,7 @@ void rmsnorm_forward(T* out, T* rstd, const T* x, const T* w, int64_t N, int64_t
 // y = x r w with r = (mean(x^2) + eps)^-1/2:
 //   dx_c = r (dy_c w_c) - x_c r^3 / C · sum_k dy_k w_k x_k ;  dw_c += dy_c x_c r
 template <typename T>
-void rmsnorm_backward(T* dx, T* dw, const T* dout, const T* x, const T* w, const T* rstd, int64_t N,
-                      int64_t C) {
+void rmsnorm_backward(T* dx, T* dw, const T* dout, const T* x, const T* w, const T* rstd, int64_t N, int64_t C) {
   for (int64_t n = 0; n < N; ++n) {
     const T* xr = x + n * C;
     const T* dy = dout + n * C;
@@ -91,8 +87,8 @@ void rope_tables(T* cos, T* sin, int64_t max_pos, int64_t D, T theta) {
 
 // Rotate-half: (a, b) = (x_i, x_{i+D/2}) → (a cos − b sin, b cos + a sin); sign = −1 inverts.
 template <typename T>
-void rope_apply(T* qkv, const T* cos, const T* sin, int64_t B, int64_t T_, int64_t H, int64_t Hkv,
-                int64_t D, int64_t pos0, T sign) {
+void rope_apply(T* qkv, const T* cos, const T* sin, int64_t B, int64_t T_, int64_t H, int64_t Hkv, int64_t D,
+                int64_t pos0, T sign) {
   int64_t half = D / 2;
   int64_t row = (H + 2 * Hkv) * D;
   for (int64_t b = 0; b < B; ++b) {
@@ -114,8 +110,7 @@ void rope_apply(T* qkv, const T* cos, const T* sin, int64_t B, int64_t T_, int64
 
 // Naive causal attention: the full (T, T) score matrix per head, in double.
 template <typename T>
-void attention_forward(T* out, T* lse, const T* qkv, int64_t B, int64_t T_, int64_t H, int64_t Hkv,
-                       int64_t D) {
+void attention_forward(T* out, T* lse, const T* qkv, int64_t B, int64_t T_, int64_t H, int64_t Hkv, int64_t D) {
   int64_t row = (H + 2 * Hkv) * D;
   int64_t group = H / Hkv;
   double scale = 1.0 / std::sqrt(static_cast<double>(D));
@@ -154,8 +149,8 @@ void attention_forward(T* out, T* lse, const T* qkv, int64_t B, int64_t T_, int6
 // With P = softmax(S), S = q kᵀ · scale:  dV = Pᵀ dO;  dP = dO Vᵀ;  dS = P ∘ (dP − rowsum(dO ∘ O));
 //   dQ = dS K · scale;  dK = dSᵀ Q · scale. Key/value gradients sum over the heads of a group.
 template <typename T>
-void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse, int64_t B,
-                        int64_t T_, int64_t H, int64_t Hkv, int64_t D) {
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse, int64_t B, int64_t T_,
+                        int64_t H, int64_t Hkv, int64_t D) {
   int64_t row = (H + 2 * Hkv) * D;
   int64_t group = H / Hkv;
   double scale = 1.0 / std::sqrt(static_cast<double>(D));
@@ -197,8 +192,8 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, cons
 
 // Copies key and value heads of qkv to cache positions pos0.. (cache layout: ops.h).
 template <typename T>
-void kv_cache_write(T* k_cache, T* v_cache, const T* qkv, int64_t B, int64_t T_, int64_t H,
-                    int64_t Hkv, int64_t D, int64_t pos0, int64_t max_T) {
+void kv_cache_write(T* k_cache, T* v_cache, const T* qkv, int64_t B, int64_t T_, int64_t H, int64_t Hkv, int64_t D,
+                    int64_t pos0, int64_t max_T) {
   int64_t row = (H + 2 * Hkv) * D;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T_; ++t)
@@ -212,8 +207,8 @@ void kv_cache_write(T* k_cache, T* v_cache, const T* qkv, int64_t B, int64_t T_,
 
 // Queries at positions Tk-Tq..Tk-1 against the cached keys 0..Tk-1, causally, in double.
 template <typename T>
-void attention_decode(T* out, const T* qkv, const T* k_cache, const T* v_cache, int64_t B,
-                      int64_t Tq, int64_t Tk, int64_t H, int64_t Hkv, int64_t D, int64_t max_T) {
+void attention_decode(T* out, const T* qkv, const T* k_cache, const T* v_cache, int64_t B, int64_t Tq, int64_t Tk,
+                      int64_t H, int64_t Hkv, int64_t D, int64_t max_T) {
   int64_t row = (H + 2 * Hkv) * D;
   int64_t group = H / Hkv;
   double scale = 1.0 / std::sqrt(static_cast<double>(D));
@@ -286,8 +281,7 @@ void xent_forward(T* loss, T* lse, const T* logits, const int32_t* targets, int6
 }
 
 template <typename T>
-void xent_backward(T* dlogits, const T* logits, const T* lse, const int32_t* targets, int64_t N,
-                   int64_t V, T scale) {
+void xent_backward(T* dlogits, const T* logits, const T* lse, const int32_t* targets, int64_t N, int64_t V, T scale) {
   for (int64_t n = 0; n < N; ++n) {
     int32_t t = targets[n];
     for (int64_t j = 0; j < V; ++j) {

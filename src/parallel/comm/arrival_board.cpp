@@ -40,7 +40,9 @@ void ArrivalBoard::finish(int64_t seq) {
   if (slots_) slots_[2 * index_ + 1] = seq;
 }
 
-int64_t ArrivalBoard::seq_of(int index) const { return slots_ ? slots_[2 * index] : -1; }
+int64_t ArrivalBoard::seq_of(int index) const {
+  return slots_ ? slots_[2 * index] : -1;
+}
 
 std::vector<int> ArrivalBoard::laggards(int64_t seq) const {
   std::vector<int> out;

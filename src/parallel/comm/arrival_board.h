@@ -1,7 +1,7 @@
 // ArrivalBoard: which collective each rank of a group has entered and left, so that a rank that
 // times out can name the ranks that never arrived, or entered and never left (rather than only
-// its ring neighbour, which may be waiting itself). One small memory-mapped file per group under a directory all ranks of a
-// node share; each rank stores its latest sequence number into its own slot.
+// its ring neighbour, which may be waiting itself). One small memory-mapped file per group under a directory all ranks
+// of a node share; each rank stores its latest sequence number into its own slot.
 //
 //   ArrivalBoard board(dir, "dp.0", group_size, my_index);
 //   board.arrive(seq);                       // entering collective #seq

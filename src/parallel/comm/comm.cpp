@@ -6,13 +6,20 @@ namespace ft {
 
 const char* coll_kind_name(CollKind k) {
   switch (k) {
-    case CollKind::kAllReduce: return "all_reduce";
-    case CollKind::kReduceScatter: return "reduce_scatter";
-    case CollKind::kAllGather: return "all_gather";
-    case CollKind::kBroadcast: return "broadcast";
-    case CollKind::kSendRecv: return "send_recv";
-    case CollKind::kBarrier: return "barrier";
-    case CollKind::kCount: break;
+    case CollKind::kAllReduce:
+      return "all_reduce";
+    case CollKind::kReduceScatter:
+      return "reduce_scatter";
+    case CollKind::kAllGather:
+      return "all_gather";
+    case CollKind::kBroadcast:
+      return "broadcast";
+    case CollKind::kSendRecv:
+      return "send_recv";
+    case CollKind::kBarrier:
+      return "barrier";
+    case CollKind::kCount:
+      break;
   }
   return "?";
 }
@@ -21,8 +28,12 @@ namespace {
 thread_local double t_blocked_s = 0;
 }  // namespace
 
-double comm_blocked_seconds() { return t_blocked_s; }
-void add_comm_blocked_seconds(double seconds) { t_blocked_s += seconds; }
+double comm_blocked_seconds() {
+  return t_blocked_s;
+}
+void add_comm_blocked_seconds(double seconds) {
+  t_blocked_s += seconds;
+}
 
 CommStats& CommStats::operator+=(const CommStats& o) {
   for (size_t i = 0; i < kNumCollKinds; ++i) {

@@ -34,7 +34,9 @@ MpiRuntime::MpiRuntime() {
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
 }
 
-MpiRuntime::~MpiRuntime() { MPI_Finalize(); }
+MpiRuntime::~MpiRuntime() {
+  MPI_Finalize();
+}
 
 void MpiRuntime::abort(int code) {
   MPI_Abort(MPI_COMM_WORLD, code);
@@ -117,7 +119,8 @@ class RequestWork final : public Work {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(MPI_Comm comm, std::string name, const CommOptions& opts) : comm_(comm), name_(std::move(name)), opts_(opts) {
+  MpiCommunicator(MPI_Comm comm, std::string name, const CommOptions& opts)
+      : comm_(comm), name_(std::move(name)), opts_(opts) {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
@@ -174,12 +177,14 @@ class MpiCommunicator final : public Communicator {
     MPI_Request r;
     check(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &r), "send");
     record(CollKind::kSendRecv, bytes, 0);
-    return std::make_shared<RequestWork>(r, [=, this] { timeout_p2p("send to", peer, tag); }, opts_.timeout_s);
+    return std::make_shared<RequestWork>(
+        r, [=, this] { timeout_p2p("send to", peer, tag); }, opts_.timeout_s);
   }
   WorkPtr recv_async(void* data, int64_t bytes, int peer, int tag) override {
     MPI_Request r;
     check(MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &r), "receive");
-    return std::make_shared<RequestWork>(r, [=, this] { timeout_p2p("receive from", peer, tag); }, opts_.timeout_s);
+    return std::make_shared<RequestWork>(
+        r, [=, this] { timeout_p2p("receive from", peer, tag); }, opts_.timeout_s);
   }
   void barrier() override {
     submit(CollKind::kBarrier, [this](Op& o) {
@@ -221,8 +226,10 @@ class MpiCommunicator final : public Communicator {
       board_->arrive(op.seq);
       double t0 = now_seconds();
       try {
-        if (failed_.empty()) op.body(op);
-        else throw CommError(failed_);
+        if (failed_.empty())
+          op.body(op);
+        else
+          throw CommError(failed_);
         board_->finish(op.seq);
         record(op.kind, op.bytes, now_seconds() - t0);
         op.work->finish();
@@ -281,8 +288,8 @@ class MpiCommunicator final : public Communicator {
   }
 
   [[noreturn]] void timeout_p2p(const char* what, int peer, int tag) {
-    throw CommError(fmt::format("rank {}: {} world rank {} (tag {}) on group {} timed out after {:.0f} s", world_rank_of(rank_),
-                                what, world_rank_of(peer), tag, name_, opts_.timeout_s),
+    throw CommError(fmt::format("rank {}: {} world rank {} (tag {}) on group {} timed out after {:.0f} s",
+                                world_rank_of(rank_), what, world_rank_of(peer), tag, name_, opts_.timeout_s),
                     "the peer died or hangs; the bound is parallel.collective_timeout_s");
   }
 
@@ -328,7 +335,8 @@ class MpiCommunicator final : public Communicator {
   void ring_reduce_phase(Op& o, float* data, int64_t n, ReduceOp op, Wire wire) {
     for (int s = 0; s < size_ - 1; ++s) {
       int sc = ((rank_ - s - 1) % size_ + size_) % size_, rc = ((rank_ - s - 2) % size_ + size_) % size_;
-      int64_t sb = chunk_begin(n, sc), se = chunk_begin(n, sc + 1), rb = chunk_begin(n, rc), re = chunk_begin(n, rc + 1);
+      int64_t sb = chunk_begin(n, sc), se = chunk_begin(n, sc + 1), rb = chunk_begin(n, rc),
+              re = chunk_begin(n, rc + 1);
       if (op == ReduceOp::kSum) {
         exchange_floats(o, data + sb, se - sb, data + rb, re - rb, wire, true);
       } else {
@@ -349,7 +357,8 @@ class MpiCommunicator final : public Communicator {
     }
     for (int s = 0; s < size_ - 1; ++s) {
       int sc = ((rank_ - s) % size_ + size_) % size_, rc = ((rank_ - s - 1) % size_ + size_) % size_;
-      int64_t sb = chunk_begin(n, sc), se = chunk_begin(n, sc + 1), rb = chunk_begin(n, rc), re = chunk_begin(n, rc + 1);
+      int64_t sb = chunk_begin(n, sc), se = chunk_begin(n, sc + 1), rb = chunk_begin(n, rc),
+              re = chunk_begin(n, rc + 1);
       exchange_floats(o, data + sb, se - sb, data + rb, re - rb, wire, false);
     }
   }

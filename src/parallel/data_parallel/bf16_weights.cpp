@@ -22,6 +22,8 @@ const uint16_t* Bf16Weights::unit(int u, const float* weights, int64_t version) 
   return copy;
 }
 
-void Bf16Weights::mark_current(int64_t version) { std::fill(version_.begin(), version_.end(), version); }
+void Bf16Weights::mark_current(int64_t version) {
+  std::fill(version_.begin(), version_.end(), version);
+}
 
 }  // namespace ft

@@ -50,8 +50,8 @@ void DpEngineBase::init_full_weights(float* arena, uint64_t seed) {
 void DpEngineBase::all_gather_units(float* arena) {
   std::vector<WorkPtr> works;
   for (int u = 0; u < plan_.num_units(); ++u)
-    works.push_back(dp_.all_gather_async(arena + layout_.unit_begin(u), arena + plan_.piece_begin(u),
-                                         plan_.piece_size(u) * 4));
+    works.push_back(
+        dp_.all_gather_async(arena + layout_.unit_begin(u), arena + plan_.piece_begin(u), plan_.piece_size(u) * 4));
   for (auto& w : works) w->wait();
 }
 

@@ -7,12 +7,12 @@
 #include <memory>
 #include <vector>
 
+#include "optim/adamw.h"
 #include "parallel/data_parallel/bf16_weights.h"
 #include "parallel/data_parallel/grad_reducer.h"
 #include "parallel/data_parallel/param_engine.h"
 #include "parallel/data_parallel/shard_plan.h"
 #include "parallel/tensor_parallel/tensor_parallel.h"
-#include "optim/adamw.h"
 
 namespace ft {
 
@@ -30,8 +30,8 @@ class DpEngineBase : public ParamEngine {
   void weights_changed() override { ++generation_; }
 
  protected:
-  DpEngineBase(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
-               Communicator& tp, bool shard_optimizer);
+  DpEngineBase(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp, Communicator& tp,
+               bool shard_optimizer);
   bool last_micro_batch() const { return micro_ == micro_batches_ - 1; }
   // Waits for every pending reduction, adding the time to wait_s_.
   void wait_pending();

@@ -6,10 +6,10 @@
 
 #include <memory>
 
+#include "model/param_layout.h"
 #include "parallel/comm/comm.h"
 #include "parallel/data_parallel/shard_plan.h"
 #include "parallel/parallel_config.h"
-#include "model/param_layout.h"
 
 namespace ft {
 

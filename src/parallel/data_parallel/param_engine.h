@@ -25,11 +25,11 @@
 #include <utility>
 #include <vector>
 
-#include "parallel/comm/comm.h"
-#include "parallel/parallel_config.h"
 #include "model/param_access.h"
 #include "model/param_layout.h"
 #include "optim/optim_config.h"
+#include "parallel/comm/comm.h"
+#include "parallel/parallel_config.h"
 
 namespace ft {
 

@@ -13,8 +13,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "parallel/comm/comm.h"
 #include "model/param_layout.h"
+#include "parallel/comm/comm.h"
 #include "tensor/tensor.h"
 
 namespace ft {
@@ -34,8 +34,8 @@ class PowerSGD {
   Communicator& dp_;
   const ParamLayout& layout_;
   int r_;
-  std::vector<std::vector<Matrix>> compressed_;               // per unit
-  std::vector<std::vector<const ParamSpec*>> uncompressed_;   // per unit
+  std::vector<std::vector<Matrix>> compressed_;              // per unit
+  std::vector<std::vector<const ParamSpec*>> uncompressed_;  // per unit
   std::vector<float> p_, q_, packed_, approx_;
 };
 

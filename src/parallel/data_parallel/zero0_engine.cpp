@@ -1,9 +1,8 @@
 // ZeRO stage 0 (DDP): every rank holds everything; gradient buckets (runs of whole units, about
 // parallel.bucket_mb each, in backward order) are all-reduced on the communication thread as
 // soon as the last micro-batch's backward has finished every unit of the bucket.
-#include "parallel/data_parallel/zero_engines.h"
-
 #include "kernels/ops.h"
+#include "parallel/data_parallel/zero_engines.h"
 
 namespace ft {
 

@@ -1,6 +1,5 @@
-#include "parallel/data_parallel/zero_engines.h"
-
 #include "kernels/ops.h"
+#include "parallel/data_parallel/zero_engines.h"
 
 namespace ft {
 

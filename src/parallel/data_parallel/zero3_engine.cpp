@@ -1,8 +1,8 @@
 #include <chrono>
 #include <cstring>
 
-#include "parallel/data_parallel/zero_engines.h"
 #include "kernels/ops.h"
+#include "parallel/data_parallel/zero_engines.h"
 #include "util/clock.h"
 
 namespace ft {

@@ -12,7 +12,7 @@ namespace ft {
 class Zero0Engine final : public DpEngineBase {
  public:
   Zero0Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp, Communicator& tp,
-               uint64_t seed);
+              uint64_t seed);
   const float* weights(int u) override { return w_.data<float>() + layout_.unit_begin(u); }
   float* grads(int u) override { return g_.data<float>() + layout_.unit_begin(u); }
   const uint16_t* weights_bf16(int u) override {
@@ -26,7 +26,10 @@ class Zero0Engine final : public DpEngineBase {
   void gather_weights(float* out) override;
 
  private:
-  float* master_weights(Addressing* how) override { *how = Addressing::kArena; return w_.data<float>(); }
+  float* master_weights(Addressing* how) override {
+    *how = Addressing::kArena;
+    return w_.data<float>();
+  }
   struct Bucket {
     int64_t begin, end;  // arena range (whole units)
     int units, remaining;
@@ -56,7 +59,10 @@ class Zero12Engine final : public DpEngineBase {
   void gather_weights(float* out) override;
 
  private:
-  float* master_weights(Addressing* how) override { *how = Addressing::kArena; return w_.data<float>(); }
+  float* master_weights(Addressing* how) override {
+    *how = Addressing::kArena;
+    return w_.data<float>();
+  }
   struct InFlight {
     WorkPtr work;
     int unit;
@@ -64,7 +70,7 @@ class Zero12Engine final : public DpEngineBase {
   };
   void drain(size_t keep);  // completes in-flight reductions until at most `keep` remain
   int stage_;
-  Tensor w_, g_;           // w_: full arena; g_: full arena (stage 1) or the compact shard (stage 2)
+  Tensor w_, g_;                    // w_: full arena; g_: full arena (stage 1) or the compact shard (stage 2)
   std::vector<Tensor> unit_grads_;  // stage 2: the unit gradient buffers of this micro-batch
   std::deque<InFlight> in_flight_;
   BufferPool pool_{MemCategory::kGradients};
@@ -75,7 +81,7 @@ class Zero12Engine final : public DpEngineBase {
 class Zero3Engine final : public DpEngineBase {
  public:
   Zero3Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp, Communicator& tp,
-               uint64_t seed);
+              uint64_t seed);
   const float* weights(int u) override;
   float* grads(int u) override;
   void before_forward(int u) override;
@@ -89,7 +95,10 @@ class Zero3Engine final : public DpEngineBase {
   void gather_weights(float* out) override;
 
  private:
-  float* master_weights(Addressing* how) override { *how = Addressing::kCompact; return w_.data<float>(); }
+  float* master_weights(Addressing* how) override {
+    *how = Addressing::kCompact;
+    return w_.data<float>();
+  }
   struct InFlight {
     WorkPtr work;
     int unit;

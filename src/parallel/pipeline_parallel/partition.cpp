@@ -38,7 +38,8 @@ StagePartition StagePartition::balanced(const ModelConfig& m, int64_t seq_len, i
                 fmt::format("use at most {} pipeline chunks in all (parallel.pp × parallel.virtual_stages)", L));
   }
   std::vector<double> prefix(static_cast<size_t>(L) + 1, 0);
-  for (int i = 0; i < L; ++i) prefix[static_cast<size_t>(i) + 1] = prefix[static_cast<size_t>(i)] + unit_cost(m, seq_len, i + 1);
+  for (int i = 0; i < L; ++i)
+    prefix[static_cast<size_t>(i) + 1] = prefix[static_cast<size_t>(i)] + unit_cost(m, seq_len, i + 1);
   const double embed = unit_cost(m, seq_len, 0), head = unit_cost(m, seq_len, L + 1);
   // Cost of the chunk holding layers [i, j), the k-th of K (1-based).
   auto cost = [&](int i, int j, int k) {
@@ -47,7 +48,8 @@ StagePartition StagePartition::balanced(const ModelConfig& m, int64_t seq_len, i
   // best[k][j]: smallest largest-chunk cost of the first j layers in k chunks; cut[k][j]: where
   // the k-th chunk starts.
   const double inf = std::numeric_limits<double>::infinity();
-  std::vector<std::vector<double>> best(static_cast<size_t>(K) + 1, std::vector<double>(static_cast<size_t>(L) + 1, inf));
+  std::vector<std::vector<double>> best(static_cast<size_t>(K) + 1,
+                                        std::vector<double>(static_cast<size_t>(L) + 1, inf));
   std::vector<std::vector<int>> cut(static_cast<size_t>(K) + 1, std::vector<int>(static_cast<size_t>(L) + 1, 0));
   best[0][0] = 0;
   for (int k = 1; k <= K; ++k) {
@@ -98,7 +100,8 @@ std::string StagePartition::describe() const {
   for (int k = 0; k < chunks(); ++k) {
     LayerSpan s = span(k);
     std::string what = has_embedding(k) ? "embedding, " : "";
-    what += s.count == 1 ? fmt::format("layer {}", s.first) : fmt::format("layers {}-{}", s.first, s.first + s.count - 1);
+    what +=
+        s.count == 1 ? fmt::format("layer {}", s.first) : fmt::format("layers {}-{}", s.first, s.first + s.count - 1);
     if (s.head) what += ", head";
     out += fmt::format("{}{} {}: {}", out.empty() ? "" : " | ", virtual_ > 1 ? "chunk" : "stage", k, what);
     if (virtual_ > 1) out += fmt::format(" (stage {})", k % stages_);

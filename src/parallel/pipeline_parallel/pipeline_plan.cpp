@@ -16,11 +16,11 @@ PipelinePlan PipelinePlan::make(const ModelConfig& m, int64_t seq_len, const Par
   PipelinePlan plan;
   plan.partition = StagePartition::balanced(m, seq_len, stages, v);
   if (p.pp_schedule == PipelineSchedule::kInterleaved && micro_batches % stages != 0) {
-    throw Error(fmt::format("parallel.pp_schedule = \"interleaved\" runs micro-batches in groups of parallel.pp = {}, "
-                            "but a step has {} micro-batch(es) per rank",
-                            stages, micro_batches),
-                fmt::format("use a multiple of {} micro-batches (parallel.micro_batches, or train.micro_batch_size)",
-                            stages));
+    throw Error(
+        fmt::format("parallel.pp_schedule = \"interleaved\" runs micro-batches in groups of parallel.pp = {}, "
+                    "but a step has {} micro-batch(es) per rank",
+                    stages, micro_batches),
+        fmt::format("use a multiple of {} micro-batches (parallel.micro_batches, or train.micro_batch_size)", stages));
   }
   const int mbs = static_cast<int>(micro_batches);
   plan.train = make_schedule(p.pp_schedule, stages, mbs, v);

@@ -8,11 +8,11 @@
 
 #include <cstdint>
 
+#include "model/model_config.h"
 #include "parallel/parallel_config.h"
 #include "parallel/pipeline_parallel/partition.h"
 #include "parallel/pipeline_parallel/schedule.h"
 #include "parallel/pipeline_parallel/schedule_sim.h"
-#include "model/model_config.h"
 
 namespace ft {
 

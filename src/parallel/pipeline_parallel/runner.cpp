@@ -7,8 +7,8 @@
 
 namespace ft {
 
-PipelineRunner::PipelineRunner(const PipelinePlan& plan, int stage, Llama& model, ParamEngine& engine,
-                               Communicator& pp, int64_t micro_batch, int64_t seq_len, int64_t loss_chunk_tokens)
+PipelineRunner::PipelineRunner(const PipelinePlan& plan, int stage, Llama& model, ParamEngine& engine, Communicator& pp,
+                               int64_t micro_batch, int64_t seq_len, int64_t loss_chunk_tokens)
     : plan_(plan),
       stage_(stage),
       model_(model),
@@ -21,8 +21,8 @@ PipelineRunner::PipelineRunner(const PipelinePlan& plan, int stage, Llama& model
       // shard under sequence parallelism — each tp rank exchanges its own with the same tp index.
       rows_(model.tp_split().tokens(micro_batch * seq_len)),
       msg_bytes_(rows_ * model.config().dim * 4) {
-  FT_CHECK(pp.size() == plan.partition.stages() && pp.rank() == stage, "pipeline group rank {} of {} for stage {} of {}",
-           pp.rank(), pp.size(), stage, plan.partition.stages());
+  FT_CHECK(pp.size() == plan.partition.stages() && pp.rank() == stage,
+           "pipeline group rank {} of {} for stage {} of {}", pp.rank(), pp.size(), stage, plan.partition.stages());
   // One pool per shape of chunk (layers, head): the stage's chunks of equal shape share sets.
   for (int k = stage; k < plan.partition.chunks(); k += plan.partition.stages()) {
     LayerSpan sp = plan.partition.span(k);
@@ -36,9 +36,13 @@ PipelineRunner::PipelineRunner(const PipelinePlan& plan, int stage, Llama& model
 
 PipelineRunner::~PipelineRunner() = default;
 
-double PipelineRunner::train(const int32_t* tokens, float grad_scale) { return run(plan_.train, tokens, grad_scale); }
+double PipelineRunner::train(const int32_t* tokens, float grad_scale) {
+  return run(plan_.train, tokens, grad_scale);
+}
 
-double PipelineRunner::forward_loss(const int32_t* tokens) { return run(plan_.eval, tokens, 0.0f); }
+double PipelineRunner::forward_loss(const int32_t* tokens) {
+  return run(plan_.eval, tokens, 0.0f);
+}
 
 // The loop: each action of this stage's list, in order.
 double PipelineRunner::run(const Schedule& s, const int32_t* tokens, float grad_scale) {
@@ -51,10 +55,12 @@ double PipelineRunner::run(const Schedule& s, const int32_t* tokens, float grad_
       case PipelineActionKind::kRecvActivation: {
         Activations& x = acquire(a);
         recvs_[{int(a.kind), a.mb, a.chunk}] = pp_.recv_async(x.res.front().data<float>(), msg_bytes_,
-                                                            s.stage_of(a.chunk - 1), activation_tag(a.chunk - 1));
+                                                              s.stage_of(a.chunk - 1), activation_tag(a.chunk - 1));
         break;
       }
-      case PipelineActionKind::kForward: loss += forward(a, tokens, grad_scale, s.training); break;
+      case PipelineActionKind::kForward:
+        loss += forward(a, tokens, grad_scale, s.training);
+        break;
       case PipelineActionKind::kSendActivation: {
         Slot& slot = live_.at(k);
         slot.send = pp_.send_async(slot.acts->res.back().data<float>(), msg_bytes_, s.stage_of(a.chunk + 1),
@@ -69,19 +75,24 @@ double PipelineRunner::run(const Schedule& s, const int32_t* tokens, float grad_
         grads_[k] = g;
         break;
       }
-      case PipelineActionKind::kBackward: backward(a); break;
+      case PipelineActionKind::kBackward:
+        backward(a);
+        break;
       case PipelineActionKind::kSendGrad: {
         Tensor g = grads_.at(k);
         grads_.erase(k);
-        grad_sends_.push_back({pp_.send_async(g.data<float>(), msg_bytes_, s.stage_of(a.chunk - 1), grad_tag(a.chunk)), g});
+        grad_sends_.push_back(
+            {pp_.send_async(g.data<float>(), msg_bytes_, s.stage_of(a.chunk - 1), grad_tag(a.chunk)), g});
         break;
       }
     }
     reap(false);
   }
   reap(true);
-  FT_CHECK(live_.empty() && grads_.empty() && recvs_.empty(), "pipeline step ended with {} activation sets, {} "
-           "gradients and {} receives outstanding", live_.size(), grads_.size(), recvs_.size());
+  FT_CHECK(live_.empty() && grads_.empty() && recvs_.empty(),
+           "pipeline step ended with {} activation sets, {} "
+           "gradients and {} receives outstanding",
+           live_.size(), grads_.size(), recvs_.size());
   stats_.end = now_seconds();
   return loss;
 }
@@ -183,7 +194,8 @@ Tensor PipelineRunner::acquire_grad() {
 }
 
 void PipelineRunner::wait_recv(const PipelineAction& a) {
-  PipelineActionKind op = a.kind == PipelineActionKind::kForward ? PipelineActionKind::kRecvActivation : PipelineActionKind::kRecvGrad;
+  PipelineActionKind op =
+      a.kind == PipelineActionKind::kForward ? PipelineActionKind::kRecvActivation : PipelineActionKind::kRecvGrad;
   auto it = recvs_.find({int(op), a.mb, a.chunk});
   if (it == recvs_.end()) return;  // the first chunk's forward and the last chunk's backward receive nothing
   it->second->wait();

@@ -24,21 +24,21 @@
 #include <tuple>
 #include <vector>
 
+#include "model/activations.h"
+#include "model/llama.h"
 #include "parallel/comm/comm.h"
 #include "parallel/data_parallel/param_engine.h"
 #include "parallel/pipeline_parallel/pipeline_plan.h"
-#include "model/activations.h"
-#include "model/llama.h"
 
 namespace ft {
 
 struct PipelineStepStats {
   double start = 0, end = 0;  // the pass on this stage, seconds on the monotonic clock
   double busy_s = 0;          // forward and backward computations
-  int max_in_flight = 0;   // activation sets held at once
+  int max_in_flight = 0;      // activation sets held at once
   struct Timed {
     PipelineAction action;
-    double start, end;     // seconds on the monotonic clock (computations only)
+    double start, end;  // seconds on the monotonic clock (computations only)
   };
   std::vector<Timed> trace;  // computations in execution order
 };
@@ -88,11 +88,11 @@ class PipelineRunner {
   std::vector<int> pool_of_chunk_;                               // per local chunk
   std::vector<std::vector<std::unique_ptr<Activations>>> free_;  // per shape
   std::map<Key, Slot> live_;
-  std::vector<Slot> retiring_;                                   // released, send still in flight
+  std::vector<Slot> retiring_;  // released, send still in flight
   std::vector<Tensor> free_grads_;
-  std::map<Key, Tensor> grads_;                                  // received or computed input gradients
+  std::map<Key, Tensor> grads_;  // received or computed input gradients
   std::vector<std::pair<WorkPtr, Tensor>> grad_sends_;
-  std::map<std::tuple<int, int, int>, WorkPtr> recvs_;           // (op, mb, chunk)
+  std::map<std::tuple<int, int, int>, WorkPtr> recvs_;  // (op, mb, chunk)
   PipelineStepStats stats_;
 };
 

@@ -32,9 +32,12 @@ std::vector<Compute> pass_order(const Schedule& s, int stage, bool forward) {
 int warmup(const Schedule& s, int stage) {
   const int p = s.stages, m = s.micro_batches, v = s.virtual_stages;
   switch (s.kind) {
-    case PipelineSchedule::kGPipe: return m;
-    case PipelineSchedule::k1F1B: return std::min(m, p - 1 - stage);
-    case PipelineSchedule::kInterleaved: return std::min(m * v, 2 * (p - 1 - stage) + (v - 1) * p);
+    case PipelineSchedule::kGPipe:
+      return m;
+    case PipelineSchedule::k1F1B:
+      return std::min(m, p - 1 - stage);
+    case PipelineSchedule::kInterleaved:
+      return std::min(m * v, 2 * (p - 1 - stage) + (v - 1) * p);
   }
   return m;
 }
@@ -60,8 +63,9 @@ void check_arguments(PipelineSchedule kind, int p, int m, int v) {
     throw Error(fmt::format("pipeline schedule: stages = {}, micro-batches = {}, virtual stages = {} must be positive",
                             p, m, v));
   if (v > 1 && kind != PipelineSchedule::kInterleaved)
-    throw Error(fmt::format("{} virtual stages need the interleaved schedule (not {})", v, pipeline_schedule_name(kind)),
-                "use --schedule interleaved, or one virtual stage");
+    throw Error(
+        fmt::format("{} virtual stages need the interleaved schedule (not {})", v, pipeline_schedule_name(kind)),
+        "use --schedule interleaved, or one virtual stage");
   if (kind == PipelineSchedule::kInterleaved && v < 2)
     throw Error("the interleaved schedule needs at least 2 virtual stages (model chunks per stage)",
                 "set parallel.virtual_stages (--virtual-stages) to 2 or more, or use 1f1b");
@@ -105,12 +109,18 @@ Schedule build(PipelineSchedule kind, int p, int m, int v, bool training) {
 
 const char* action_name(PipelineActionKind op) {
   switch (op) {
-    case PipelineActionKind::kRecvActivation: return "recv_act";
-    case PipelineActionKind::kForward: return "forward";
-    case PipelineActionKind::kSendActivation: return "send_act";
-    case PipelineActionKind::kRecvGrad: return "recv_grad";
-    case PipelineActionKind::kBackward: return "backward";
-    case PipelineActionKind::kSendGrad: return "send_grad";
+    case PipelineActionKind::kRecvActivation:
+      return "recv_act";
+    case PipelineActionKind::kForward:
+      return "forward";
+    case PipelineActionKind::kSendActivation:
+      return "send_act";
+    case PipelineActionKind::kRecvGrad:
+      return "recv_grad";
+    case PipelineActionKind::kBackward:
+      return "backward";
+    case PipelineActionKind::kSendGrad:
+      return "send_grad";
   }
   return "?";
 }
@@ -130,8 +140,12 @@ Schedule make_forward_schedule(PipelineSchedule kind, int stages, int micro_batc
   return build(kind, stages, micro_batches, virtual_stages, false);
 }
 
-int activation_tag(int sender_chunk) { return 2 * sender_chunk; }
-int grad_tag(int sender_chunk) { return 2 * sender_chunk + 1; }
+int activation_tag(int sender_chunk) {
+  return 2 * sender_chunk;
+}
+int grad_tag(int sender_chunk) {
+  return 2 * sender_chunk + 1;
+}
 
 double theoretical_bubble(PipelineSchedule kind, int p, int m, int v) {
   double work = kind == PipelineSchedule::kInterleaved ? static_cast<double>(v) * m : m;

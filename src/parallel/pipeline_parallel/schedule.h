@@ -43,7 +43,7 @@ struct PipelineAction {
 struct Schedule {
   PipelineSchedule kind = PipelineSchedule::k1F1B;
   int stages = 1, micro_batches = 1, virtual_stages = 1;
-  bool training = true;                      // false: forwards only (evaluation)
+  bool training = true;                              // false: forwards only (evaluation)
   std::vector<std::vector<PipelineAction>> actions;  // per stage, in execution order
   // Per stage, the most micro-batch activation sets (one per (micro-batch, chunk)) the schedule
   // claims to hold at once; simulate() checks it.
@@ -52,7 +52,7 @@ struct Schedule {
   int chunks() const { return stages * virtual_stages; }
   int stage_of(int chunk) const { return chunk % stages; }
   int local_chunk(int chunk) const { return chunk / stages; }  // index among the stage's chunks
-  std::string describe() const;  // "1f1b, 4 stages, 8 micro-batches"
+  std::string describe() const;                                // "1f1b, 4 stages, 8 micro-batches"
 };
 
 // Throws ft::Error for impossible arguments (non-positive sizes, virtual stages without the

@@ -11,7 +11,9 @@
 namespace ft {
 namespace {
 
-std::string act(const PipelineAction& a) { return fmt::format("{}(mb {}, chunk {})", action_name(a.kind), a.mb, a.chunk); }
+std::string act(const PipelineAction& a) {
+  return fmt::format("{}(mb {}, chunk {})", action_name(a.kind), a.mb, a.chunk);
+}
 
 // Messages of one link: (tag, receiving stage). Sends append; receives take the next index.
 struct Link {
@@ -67,11 +69,16 @@ class Simulator {
   // The link a message for action a travels on, and the stage that sends it.
   std::pair<int, int> link_of(const PipelineAction& a) const {
     switch (a.kind) {
-      case PipelineActionKind::kRecvActivation: return {activation_tag(a.chunk - 1), s_.stage_of(a.chunk - 1)};
-      case PipelineActionKind::kSendActivation: return {activation_tag(a.chunk), s_.stage_of(a.chunk + 1)};
-      case PipelineActionKind::kRecvGrad: return {grad_tag(a.chunk + 1), s_.stage_of(a.chunk + 1)};
-      case PipelineActionKind::kSendGrad: return {grad_tag(a.chunk), s_.stage_of(a.chunk - 1)};
-      default: return {-1, -1};
+      case PipelineActionKind::kRecvActivation:
+        return {activation_tag(a.chunk - 1), s_.stage_of(a.chunk - 1)};
+      case PipelineActionKind::kSendActivation:
+        return {activation_tag(a.chunk), s_.stage_of(a.chunk + 1)};
+      case PipelineActionKind::kRecvGrad:
+        return {grad_tag(a.chunk + 1), s_.stage_of(a.chunk + 1)};
+      case PipelineActionKind::kSendGrad:
+        return {grad_tag(a.chunk), s_.stage_of(a.chunk - 1)};
+      default:
+        return {-1, -1};
     }
   }
 
@@ -83,14 +90,17 @@ class Simulator {
     if (a.chunk < 0 || a.chunk >= s_.chunks() || s_.stage_of(a.chunk) != st)
       fail(st, a, fmt::format("chunk {} does not run on this stage", a.chunk));
     if (a.mb < 0 || a.mb >= s_.micro_batches) fail(st, a, "no such micro-batch");
-    if (!s_.training && (a.kind == PipelineActionKind::kBackward || a.kind == PipelineActionKind::kRecvGrad || a.kind == PipelineActionKind::kSendGrad))
+    if (!s_.training && (a.kind == PipelineActionKind::kBackward || a.kind == PipelineActionKind::kRecvGrad ||
+                         a.kind == PipelineActionKind::kSendGrad))
       fail(st, a, "a forward-only schedule has a backward action");
     double start = clock_[i], end = start;
     switch (a.kind) {
       case PipelineActionKind::kRecvActivation:
       case PipelineActionKind::kRecvGrad: {
-        if (a.kind == PipelineActionKind::kRecvActivation && a.chunk == 0) fail(st, a, "chunk 0 receives no activation");
-        if (a.kind == PipelineActionKind::kRecvGrad && a.chunk == s_.chunks() - 1) fail(st, a, "the last chunk receives no gradient");
+        if (a.kind == PipelineActionKind::kRecvActivation && a.chunk == 0)
+          fail(st, a, "chunk 0 receives no activation");
+        if (a.kind == PipelineActionKind::kRecvGrad && a.chunk == s_.chunks() - 1)
+          fail(st, a, "the last chunk receives no gradient");
         auto [tag, from] = link_of(a);
         Link& l = links_[{tag, st}];
         if (!posted_.insert({st, key(a)}).second) fail(st, a, "received twice");
@@ -118,9 +128,10 @@ class Simulator {
           }
           auto [mb, t] = l.sent[it->second];
           if (mb != a.mb)
-            fail(st, a, fmt::format("tag {} from stage {}: the receive matches the send of micro-batch {} "
-                                    "(messages of one tag are matched in order)",
-                                    tag, from, mb));
+            fail(st, a,
+                 fmt::format("tag {} from stage {}: the receive matches the send of micro-batch {} "
+                             "(messages of one tag are matched in order)",
+                             tag, from, mb));
           start = std::max(start, t);
         }
         if (fwd && a.chunk == 0) acquire(st);
@@ -133,9 +144,11 @@ class Simulator {
       }
       case PipelineActionKind::kSendActivation:
       case PipelineActionKind::kSendGrad: {
-        if (a.kind == PipelineActionKind::kSendActivation && a.chunk == s_.chunks() - 1) fail(st, a, "the last chunk sends no activation");
+        if (a.kind == PipelineActionKind::kSendActivation && a.chunk == s_.chunks() - 1)
+          fail(st, a, "the last chunk sends no activation");
         if (a.kind == PipelineActionKind::kSendGrad && a.chunk == 0) fail(st, a, "chunk 0 sends no gradient");
-        PipelineActionKind producer = a.kind == PipelineActionKind::kSendActivation ? PipelineActionKind::kForward : PipelineActionKind::kBackward;
+        PipelineActionKind producer = a.kind == PipelineActionKind::kSendActivation ? PipelineActionKind::kForward
+                                                                                    : PipelineActionKind::kBackward;
         if (!done_.count({st, Key{static_cast<int>(producer), a.mb, a.chunk}}))
           fail(st, a, "sent before it was computed");
         if (!posted_.insert({st, key(a)}).second) fail(st, a, "sent twice");
@@ -176,12 +189,13 @@ class Simulator {
       int expected = n * s_.micro_batches * s_.virtual_stages, got = 0;
       for (auto& [k, v] : done_) got += k == st;
       if (got != expected)
-        throw Error(fmt::format("schedule {}: stage {} runs {} computations, not {}", s_.describe(), st, got, expected));
+        throw Error(
+            fmt::format("schedule {}: stage {} runs {} computations, not {}", s_.describe(), st, got, expected));
     }
     for (auto& [k, l] : links_)
       if (l.sent.size() != l.posted.size())
-        throw Error(fmt::format("schedule {}: tag {} to stage {}: {} send(s) but {} receive(s)", s_.describe(),
-                                k.first, k.second, l.sent.size(), l.posted.size()));
+        throw Error(fmt::format("schedule {}: tag {} to stage {}: {} send(s) but {} receive(s)", s_.describe(), k.first,
+                                k.second, l.sent.size(), l.posted.size()));
   }
 
   const Schedule& s_;
@@ -197,7 +211,9 @@ class Simulator {
 
 }  // namespace
 
-ScheduleReport simulate(const Schedule& s, SimCosts costs) { return Simulator(s, costs).run(); }
+ScheduleReport simulate(const Schedule& s, SimCosts costs) {
+  return Simulator(s, costs).run();
+}
 
 std::string timeline(const Schedule& s, const ScheduleReport& r) {
   auto label = [&](const PipelineAction& a) {
@@ -208,7 +224,8 @@ std::string timeline(const Schedule& s, const ScheduleReport& r) {
   size_t width = 1;
   for (auto& list : s.actions)
     for (auto& a : list)
-      if (a.kind == PipelineActionKind::kForward || a.kind == PipelineActionKind::kBackward) width = std::max(width, label(a).size());
+      if (a.kind == PipelineActionKind::kForward || a.kind == PipelineActionKind::kBackward)
+        width = std::max(width, label(a).size());
   const int cols = static_cast<int>(std::ceil(r.makespan - 1e-9));
   std::string out = fmt::format("{} — one column per time unit\n", s.describe());
   for (int st = 0; st < s.stages; ++st) {
@@ -218,7 +235,8 @@ std::string timeline(const Schedule& s, const ScheduleReport& r) {
       const PipelineAction& a = list[k];
       if (a.kind != PipelineActionKind::kForward && a.kind != PipelineActionKind::kBackward) continue;
       auto span = r.times[static_cast<size_t>(st)][k];
-      for (int t = static_cast<int>(std::lround(span.start)); t < static_cast<int>(std::lround(span.end)) && t < cols; ++t)
+      for (int t = static_cast<int>(std::lround(span.start)); t < static_cast<int>(std::lround(span.end)) && t < cols;
+           ++t)
         cells[static_cast<size_t>(t)] = t == static_cast<int>(std::lround(span.start)) ? label(a) : "~";
     }
     out += fmt::format("stage {:>2} |", st);

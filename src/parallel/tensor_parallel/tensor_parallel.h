@@ -22,9 +22,9 @@
 #include <utility>
 #include <vector>
 
-#include "parallel/comm/comm.h"
 #include "model/param_layout.h"
 #include "model/tp_comm.h"
+#include "parallel/comm/comm.h"
 
 namespace ft {
 
@@ -65,8 +65,8 @@ class TpGradSync {
     int64_t at;            // where the piece goes in the exchange buffer
   };
   Communicator& tp_;
-  std::vector<std::vector<Slot>> slots_;  // per unit
-  std::vector<int64_t> buffer_size_;     // per unit
+  std::vector<std::vector<Slot>> slots_;              // per unit
+  std::vector<int64_t> buffer_size_;                  // per unit
   std::vector<std::pair<int64_t, int64_t>> counted_;  // arena ranges this rank counts, sorted
   std::vector<float> buffer_;
 };
