@@ -3,6 +3,7 @@
 #   make test   install deps, build, run every test (CTest: GoogleTest, mpirun, oracle), then
 #               the portable pass (test-portable) so the AVX2 path is tested on any CPU
 #   make fuzz   every fuzzer for FUZZ_RUNS (1 M) executions each (not part of make test)
+# Developer targets (README, "Developing"): unit, bench, asan, format, format-check.
 BUILD   ?= build
 # The portable pass: an x86-64-v3 (AVX2 + FMA) build whose tests run with oneDNN and OpenBLAS
 # held to AVX2 — what an AVX2-only CPU runs, tested on an AVX-512 or AMX machine too.
@@ -11,7 +12,7 @@ PORTABLE_LABELS ?= unit|oracle|portable
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test test-portable demo bench clean fuzz
+.PHONY: all deps configure build test test-portable unit asan bench format format-check demo clean fuzz
 
 all: build
 
@@ -35,6 +36,30 @@ test-portable:
 	@$(MAKE) --no-print-directory build BUILD=$(PORTABLE_BUILD) CMAKE_FLAGS="-DFT_ARCH=x86-64-v3"
 	cd $(PORTABLE_BUILD) && ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell \
 	  ctest --output-on-failure -j $(JOBS) --timeout 900 -L "$(PORTABLE_LABELS)"
+
+# The fast tests only (label "unit": no MPI ranks, no servers) — the edit-compile loop.
+unit: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
+
+# AddressSanitizer + UndefinedBehaviorSanitizer build (FT_SANITIZE=ON) and its unit tests.
+ASAN_BUILD ?= build-asan
+asan:
+	@$(MAKE) --no-print-directory build BUILD=$(ASAN_BUILD) CMAKE_FLAGS="-DFT_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo"
+	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
+
+# The side-by-side benchmarks that finish in minutes (bench/README.md has them all): every op
+# against the reference and the GEMM peak, attention against PyTorch, the step's GEMM shapes.
+bench: build
+	OMP_NUM_THREADS=1 $(BUILD)/bench/bench_ops --clock cpu
+	$(BUILD)/bench/attention_bench
+	$(BUILD)/bench/bench_gemm_shapes --clock cpu
+
+# clang-format (.clang-format) over every tracked C++ file; CI runs format-check.
+FORMAT_FILES = $(shell git ls-files '*.cpp' '*.h' '*.cc' '*.inc' '*.cu' '*.cuh')
+format:
+	@clang-format -i $(FORMAT_FILES)
+format-check:
+	@clang-format --dry-run --Werror $(FORMAT_FILES) && echo "format-check: $(words $(FORMAT_FILES)) files as .clang-format writes them"
 
 # Every libFuzzer target (data readers, checkpoint readers, the config layer) for FUZZ_RUNS
 # executions each — nightly-style, not in CI (hours on two cores; run niced).

@@ -26,6 +26,8 @@ PACKAGES=(
   slurmctld slurmd slurm-client munge python3-yaml
   # cluster tests: hosts as network namespaces (ip, tc), each with its own sshd; nsenter/unshare
   openssh-server openssh-client iproute2 util-linux
+  # the style check of CI (make format-check)
+  clang-format
   # stack dumps of a hung job's ranks (fluxtrain launch)
   gdb
   # built-in corpus: English and Russian manual pages, rendered by groff
