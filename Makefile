@@ -3,7 +3,7 @@
 #   make test   install deps, build, run every test (CTest: GoogleTest, mpirun, oracle), then
 #               the portable pass (test-portable) so the AVX2 path is tested on any CPU
 #   make fuzz   every fuzzer for FUZZ_RUNS (1 M) executions each (not part of make test)
-# Developer targets (README, "Developing"): unit, bench, asan, format, format-check.
+# Developer targets (README, "Developing"): unit, bench, asan, poison, format, format-check.
 BUILD   ?= build
 # The portable pass: an x86-64-v3 (AVX2 + FMA) build whose tests run with oneDNN and OpenBLAS
 # held to AVX2 — what an AVX2-only CPU runs, tested on an AVX-512 or AMX machine too.
@@ -12,7 +12,7 @@ PORTABLE_LABELS ?= unit|oracle|portable
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test test-portable unit asan bench format format-check demo clean fuzz
+.PHONY: all deps configure build test test-portable unit asan poison bench format format-check demo clean fuzz
 
 all: build
 
@@ -46,6 +46,13 @@ ASAN_BUILD ?= build-asan
 asan:
 	@$(MAKE) --no-print-directory build BUILD=$(ASAN_BUILD) CMAKE_FLAGS="-DFT_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo"
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
+
+# The poison build (FT_POISON=ON): every buffer from mem_alloc starts as 0xFF bytes (NaN) and
+# freed memory is poisoned before it is zeroed, so a read of memory nothing wrote fails a test.
+POISON_BUILD ?= build-poison
+poison:
+	@$(MAKE) --no-print-directory build BUILD=$(POISON_BUILD) CMAKE_FLAGS="-DFT_POISON=ON"
+	cd $(POISON_BUILD) && ctest --output-on-failure -j $(JOBS) -L "unit|dist"
 
 # The side-by-side benchmarks that finish in minutes (bench/README.md has them all): every op
 # against the reference and the GEMM peak, attention against PyTorch, the step's GEMM shapes.

@@ -233,7 +233,7 @@ Checkpointer::Checkpointer(const Config& cfg, Mesh& mesh, ParamEngine& engine, u
   if (telemetry_) telemetry_->set_checkpoint_interval_steps(cfg_.ckpt.interval);
   if (cfg_.ckpt.interval > 0) {
     // Staging is allocated (and its pages touched) now, so a save's stall is only the copy.
-    staging_ = static_cast<float*>(mem_alloc(staging_bytes(), MemCategory::kCheckpoint));
+    staging_ = static_cast<float*>(mem_alloc(Device::kCPU, staging_bytes(), MemCategory::kCheckpoint));
     secure_zero(staging_, staging_bytes());
     if (cfg_.ckpt.encrypt) staging_locked_ = lock_staging(staging_, staging_bytes());
     std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit is a write error (EFBIG), not death
@@ -251,7 +251,7 @@ Checkpointer::~Checkpointer() {
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();
   if (staging_locked_) ::munlock(staging_, staging_bytes());
-  if (staging_) mem_free(staging_, staging_bytes(), MemCategory::kCheckpoint);
+  if (staging_) mem_free(Device::kCPU, staging_, staging_bytes(), MemCategory::kCheckpoint);
 }
 
 void Checkpointer::run_worker() {
@@ -346,7 +346,7 @@ Checkpointer::Resumed Checkpointer::resume() {
       for (std::string c; std::getline(in, c);) cands.push_back(c);
     }
     if (cands.empty()) log_info("resume: no checkpoint under {}; starting from step 0", root_);
-    float* buf = static_cast<float*>(mem_alloc(staging_bytes(), MemCategory::kCheckpoint));
+    float* buf = static_cast<float*>(mem_alloc(Device::kCPU, staging_bytes(), MemCategory::kCheckpoint));
     float *w = buf, *m1 = buf + state_size_, *m2 = buf + 2 * state_size_;
     for (const std::string& cand : cands) {
       int status = 0;  // 0 ok, 1 skip (incomplete, corrupt), 2 refused
@@ -375,13 +375,13 @@ Checkpointer::Resumed Checkpointer::resume() {
       double flags[2] = {status == 1 ? 1.0 : 0.0, status == 2 ? 1.0 : 0.0};
       mesh_.world().all_reduce(flags, 2);
       if (flags[1] > 0) {
-        mem_free(buf, staging_bytes(), MemCategory::kCheckpoint);
+        mem_free(Device::kCPU, buf, staging_bytes(), MemCategory::kCheckpoint);
         if (status == 2) throw Error(err, hint);
         throw Error(fmt::format("{}: another rank refused to resume from this checkpoint (see its error)", cand));
       }
       if (flags[0] > 0) {
         if (exact) {
-          mem_free(buf, staging_bytes(), MemCategory::kCheckpoint);
+          mem_free(Device::kCPU, buf, staging_bytes(), MemCategory::kCheckpoint);
           throw Error(
               status ? err : fmt::format("{}: another rank could not read this checkpoint (see its error)", cand),
               hint.empty() ? "resume from another checkpoint (--resume auto picks the newest valid one)" : hint);
@@ -413,7 +413,7 @@ Checkpointer::Resumed Checkpointer::resume() {
             "bit-identical to an uninterrupted run");
       break;
     }
-    mem_free(buf, staging_bytes(), MemCategory::kCheckpoint);
+    mem_free(Device::kCPU, buf, staging_bytes(), MemCategory::kCheckpoint);
     if (exact && !out.resumed) throw Error(fmt::format("{}: could not resume from it", spec));
     report_resume_ = out.resumed;
   }

@@ -62,17 +62,18 @@ void write_offline_checkpoint(const std::string& dir, CheckpointManifest m, cons
         if (!written.count(p.key())) owned.push_back(p);
       for (const StatePiece& p : owned) written.insert(p.key());
       const int64_t n = std::max<int64_t>(ranges_size(ranges), 1);
-      float* buf = static_cast<float*>(mem_alloc(static_cast<size_t>(3 * n) * 4, MemCategory::kCheckpoint));
+      float* buf =
+          static_cast<float*>(mem_alloc(Device::kCPU, static_cast<size_t>(3 * n) * 4, MemCategory::kCheckpoint));
       try {
         fill(r, pieces, buf, buf + n, buf + 2 * n);
         std::vector<PieceRecord> recs;
         FileRecord f = write_rank_file(tmp, m.step, r, owned, buf, buf + n, buf + 2 * n, chunk_bytes, key, &recs);
         add_file_to_manifest(m, f, owned, recs);
       } catch (...) {
-        mem_free(buf, static_cast<size_t>(3 * n) * 4, MemCategory::kCheckpoint);
+        mem_free(Device::kCPU, buf, static_cast<size_t>(3 * n) * 4, MemCategory::kCheckpoint);
         throw;
       }
-      mem_free(buf, static_cast<size_t>(3 * n) * 4, MemCategory::kCheckpoint);  // wiped
+      mem_free(Device::kCPU, buf, static_cast<size_t>(3 * n) * 4, MemCategory::kCheckpoint);  // wiped
     }
     write_file_atomic(tmp + "/" + kCkptManifestFile, m.to_json_text(key));
     // What we wrote must read back as a valid checkpoint before it takes the final name.

@@ -86,8 +86,8 @@ RankFileWriter::RankFileWriter(const std::string& path, int64_t step, int rank, 
     random_bytes(header_ + 40, 8);
     key_id_bytes(*key, header_ + 48);
     cipher_ = std::make_unique<ChunkCipher>(*key);
-    plain_ = static_cast<uint8_t*>(mem_alloc(chunk_, MemCategory::kCheckpoint));
-    sealed_ = static_cast<uint8_t*>(mem_alloc(chunk_ + kGcmTagBytes, MemCategory::kCheckpoint));
+    plain_ = static_cast<uint8_t*>(mem_alloc(Device::kCPU, chunk_, MemCategory::kCheckpoint));
+    sealed_ = static_cast<uint8_t*>(mem_alloc(Device::kCPU, chunk_ + kGcmTagBytes, MemCategory::kCheckpoint));
   }
   put<uint64_t>(header_, 56, xxh3_64(header_, 56));
   file_.write(header_, kRankHeaderBytes);
@@ -95,8 +95,8 @@ RankFileWriter::RankFileWriter(const std::string& path, int64_t step, int rank, 
 }
 
 RankFileWriter::~RankFileWriter() {
-  if (plain_) mem_free(plain_, chunk_, MemCategory::kCheckpoint);  // wiped
-  if (sealed_) mem_free(sealed_, chunk_ + kGcmTagBytes, MemCategory::kCheckpoint);
+  if (plain_) mem_free(Device::kCPU, plain_, chunk_, MemCategory::kCheckpoint);  // wiped
+  if (sealed_) mem_free(Device::kCPU, sealed_, chunk_ + kGcmTagBytes, MemCategory::kCheckpoint);
 }
 
 void RankFileWriter::flush_chunk() {
@@ -191,15 +191,15 @@ RankFileReader::RankFileReader(const std::string& dir, const CheckpointManifest&
                               path_, header_[48], header_[49], header_[50], header_[51], key->id()),
                   "use the key the checkpoint was written with");
     cipher_ = std::make_unique<ChunkCipher>(*key);
-    sealed_ = static_cast<uint8_t*>(mem_alloc(chunk_ + kGcmTagBytes, MemCategory::kCheckpoint));
+    sealed_ = static_cast<uint8_t*>(mem_alloc(Device::kCPU, chunk_ + kGcmTagBytes, MemCategory::kCheckpoint));
   }
-  buf_ = static_cast<uint8_t*>(mem_alloc(chunk_, MemCategory::kCheckpoint));
+  buf_ = static_cast<uint8_t*>(mem_alloc(Device::kCPU, chunk_, MemCategory::kCheckpoint));
 }
 
 RankFileReader::~RankFileReader() {
   if (fd_ >= 0) ::close(fd_);
-  if (buf_) mem_free(buf_, chunk_, MemCategory::kCheckpoint);
-  if (sealed_) mem_free(sealed_, chunk_ + kGcmTagBytes, MemCategory::kCheckpoint);
+  if (buf_) mem_free(Device::kCPU, buf_, chunk_, MemCategory::kCheckpoint);
+  if (sealed_) mem_free(Device::kCPU, sealed_, chunk_ + kGcmTagBytes, MemCategory::kCheckpoint);
 }
 
 void RankFileReader::load_chunk(uint64_t k) {

@@ -46,35 +46,51 @@ const std::vector<float>& Decoder::feed(const std::vector<int32_t>& tokens) {
     if (t < 0 || t >= V_) throw Error(fmt::format("generation: token id {} is outside the vocabulary [0, {})", t, V_));
   const int64_t QKV = (H_ + 2 * Hkv_) * D_;
   const float eps = static_cast<float>(cfg_.norm_eps);
-  std::vector<float> x(static_cast<size_t>(T * C_)), h(x.size()), rstd(static_cast<size_t>(T));
-  std::vector<float> qkv(static_cast<size_t>(T * QKV)), att(static_cast<size_t>(T * H_ * D_));
-  std::vector<float> gu(static_cast<size_t>(T * 2 * F_)), a(static_cast<size_t>(T * F_));
-  ops::embedding_forward(x.data(), tokens.data(), embed_, T, C_, 0, V_);
+  const ExecContext& ctx = cpu_context();
+  // This feed's buffers on the model's device (grown to the longest feed so far).
+  Buffers& b = buffers(T);
+  float *x = b.x.data<float>(), *h = b.h.data<float>(), *rstd = b.rstd.data<float>(), *qkv = b.qkv.data<float>(),
+        *att = b.att.data<float>(), *gu = b.gu.data<float>(), *a = b.a.data<float>();
+  int32_t* ids = b.tokens.data<int32_t>();
+  mem_copy(ctx, ids, b.tokens.device(), tokens.data(), Device::kCPU, static_cast<size_t>(T) * sizeof(int32_t));
+  ops::embedding_forward(x, ids, embed_, T, C_, 0, V_);
   for (Layer& l : layers_) {
-    ops::rmsnorm_forward(h.data(), rstd.data(), x.data(), l.attn_norm, T, C_, eps);
-    ops::matmul(qkv.data(), h.data(), l.wqkv, T, QKV, C_, false, true, 0, Precision::kF32);
-    ops::rope_forward(qkv.data(), cos_.data<float>(), sin_.data<float>(), 1, T, H_, Hkv_, D_, pos_);
-    ops::kv_cache_write(l.k_cache.data<float>(), l.v_cache.data<float>(), qkv.data(), 1, T, H_, Hkv_, D_, pos_,
-                        max_pos_);
-    ops::attention_decode(att.data(), qkv.data(), l.k_cache.data<float>(), l.v_cache.data<float>(), 1, T, pos_ + T, H_,
-                          Hkv_, D_, max_pos_);
-    ops::matmul(x.data(), att.data(), l.wo, T, C_, H_ * D_, false, true, 1,
-                Precision::kF32);  // x += att · Woᵀ
-    ops::rmsnorm_forward(h.data(), rstd.data(), x.data(), l.mlp_norm, T, C_, eps);
-    ops::matmul(gu.data(), h.data(), l.w13, T, 2 * F_, C_, false, true, 0, Precision::kF32);
-    ops::swiglu_forward(a.data(), gu.data(), T, F_);
-    ops::matmul(x.data(), a.data(), l.w2, T, C_, F_, false, true, 1,
-                Precision::kF32);  // x += W2 · swiglu
+    ops::rmsnorm_forward(h, rstd, x, l.attn_norm, T, C_, eps);
+    ops::matmul(qkv, h, l.wqkv, T, QKV, C_, false, true, 0, Precision::kF32);
+    ops::rope_forward(qkv, cos_.data<float>(), sin_.data<float>(), 1, T, H_, Hkv_, D_, pos_);
+    ops::kv_cache_write(l.k_cache.data<float>(), l.v_cache.data<float>(), qkv, 1, T, H_, Hkv_, D_, pos_, max_pos_);
+    ops::attention_decode(att, qkv, l.k_cache.data<float>(), l.v_cache.data<float>(), 1, T, pos_ + T, H_, Hkv_, D_,
+                          max_pos_);
+    ops::matmul(x, att, l.wo, T, C_, H_ * D_, false, true, 1, Precision::kF32);  // x += att · Woᵀ
+    ops::rmsnorm_forward(h, rstd, x, l.mlp_norm, T, C_, eps);
+    ops::matmul(gu, h, l.w13, T, 2 * F_, C_, false, true, 0, Precision::kF32);
+    ops::swiglu_forward(a, gu, T, F_);
+    ops::matmul(x, a, l.w2, T, C_, F_, false, true, 1, Precision::kF32);  // x += W2 · swiglu
   }
   pos_ += T;
   const int64_t rows = keep_all_ ? T : 1;
-  const float* last = x.data() + (T - rows) * C_;
-  ops::rmsnorm_forward(h.data(), rstd.data(), last, final_norm_, rows, C_, eps);
-  std::vector<float> out(static_cast<size_t>(rows * V_));
-  ops::matmul(out.data(), h.data(), head_, rows, V_, C_, false, true, 0, Precision::kF32);
-  logits_.assign(out.end() - V_, out.end());
-  if (keep_all_) all_logits_ = std::move(out);
+  ops::rmsnorm_forward(h, rstd, x + (T - rows) * C_, final_norm_, rows, C_, eps);
+  float* out = b.logits.data<float>();
+  ops::matmul(out, h, head_, rows, V_, C_, false, true, 0, Precision::kF32);
+  // The logits go back to the host for sampling: one read-back per feed.
+  logits_.resize(static_cast<size_t>(V_));
+  mem_copy(ctx, logits_.data(), Device::kCPU, out + (rows - 1) * V_, b.logits.device(),
+           static_cast<size_t>(V_) * sizeof(float));
+  if (keep_all_) {
+    all_logits_.resize(static_cast<size_t>(rows * V_));
+    mem_copy(ctx, all_logits_.data(), Device::kCPU, out, b.logits.device(),
+             static_cast<size_t>(rows * V_) * sizeof(float));
+  }
   return logits_;
+}
+
+Decoder::Buffers& Decoder::buffers(int64_t T) {
+  if (T <= buffers_.tokens_capacity) return buffers_;
+  const int64_t QKV = (H_ + 2 * Hkv_) * D_;
+  auto make = [&](Shape s, DType t = DType::kF32) { return Tensor::empty(std::move(s), t, MemCategory::kActivations); };
+  buffers_ = Buffers{make({T}, DType::kI32), make({T, C_}),     make({T, C_}), make({T}),     make({T, QKV}),
+                     make({T, H_ * D_}),     make({T, 2 * F_}), make({T, F_}), make({T, V_}), T};
+  return buffers_;
 }
 
 int32_t sample_token(const std::vector<float>& logits, const SampleOptions& o, uint64_t index) {

@@ -37,6 +37,13 @@ class Decoder {
     const float *attn_norm, *wqkv, *wo, *mlp_norm, *w13, *w2;
     Tensor k_cache, v_cache;  // (Hkv, max_positions, D)
   };
+  // One feed of T tokens: its ids, the residual stream, a norm's output and rstd, the layer's
+  // qkv, attention output, gate/up and SwiGLU output, and the head's logits (T or 1 rows).
+  struct Buffers {
+    Tensor tokens, x, h, rstd, qkv, att, gu, a, logits;
+    int64_t tokens_capacity = 0;  // the T they hold room for
+  };
+  Buffers& buffers(int64_t T);
   ModelConfig cfg_;
   int64_t max_pos_, H_, Hkv_, D_, F_, V_, C_;
   const float *embed_, *final_norm_, *head_;
@@ -44,7 +51,8 @@ class Decoder {
   Tensor cos_, sin_;
   int64_t pos_ = 0;
   bool keep_all_ = false;
-  std::vector<float> logits_, all_logits_;
+  Buffers buffers_;
+  std::vector<float> logits_, all_logits_;  // read back to the host
 };
 
 struct SampleOptions {

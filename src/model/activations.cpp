@@ -68,8 +68,10 @@ void Activations::allocate(const ModelConfig& m, int64_t B_, int64_t T_, int64_t
   }
   blocks.resize(m.recompute == Recompute::kFull ? 1 : static_cast<size_t>(span.layers(m)));
   for (auto& b : blocks) b.allocate(m, B, T, tp, prec);
-  tokens.assign(static_cast<size_t>(B * T), 0);
-  targets.assign(static_cast<size_t>(B * T), 0);
+  // The micro-batch's input (Llama::load_batch): workspace, not what the layers keep. Every set
+  // has room for it: a pipeline stage's chunks of one shape share their sets.
+  tokens = Tensor::empty({B * T}, DType::kI32, MemCategory::kWorkspace);
+  targets = Tensor::empty({B * T}, DType::kI32, MemCategory::kWorkspace);
 }
 
 }  // namespace ft

@@ -56,9 +56,11 @@ struct Activations {
   Tensor logits, lse;                    // one chunk: (chunk, V), (chunk)
   Tensor target_logit;                   // (chunk), tensor parallelism only
   Tensor dlogits16;                      // (chunk, V) bf16, bf16 compute only
+  // The micro-batch's input, loaded by Llama::load_batch (the stages with the embedding or the
+  // head), as workspace: the activation accounting counts what the layers keep.
+  Tensor tokens, targets;  // (N) int32 each; a target < 0 has no loss
   int64_t chunk = 0;
   Precision precision = Precision::kF32;  // what the set was allocated for (the model's)
-  std::vector<int32_t> tokens, targets;   // (N) each
 
   void allocate(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk_tokens, LayerSpan span = {},
                 const TpSplit& tp = {}, Precision precision = Precision::kF32);

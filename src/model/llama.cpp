@@ -139,8 +139,9 @@ void Llama::reduce_input_grad(float* d_in, Activations& acts) {
 }
 
 void Llama::load_batch(Activations& acts, const int32_t* seqs) const {
-  const int64_t T = acts.T;
-  for (int64_t b = 0; b < acts.B; ++b) {
+  const int64_t B = acts.B, T = acts.T;
+  // seqs is the loader's batch in host memory: checked there, then moved to the model's memory.
+  for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < T; ++t) {
       int32_t tok = seqs[b * (T + 1) + t];
       if (tok < 0 || tok >= cfg_.vocab_size) {
@@ -148,10 +149,16 @@ void Llama::load_batch(Activations& acts, const int32_t* seqs) const {
                                 cfg_.vocab_size),
                     "model.vocab_size must exceed every token id of the data");
       }
-      acts.tokens[static_cast<size_t>(b * T + t)] = tok;
-      acts.targets[static_cast<size_t>(b * T + t)] = seqs[b * (T + 1) + t + 1];
     }
   }
+  // (B, T + 1) host rows -> tokens = columns [0, T), targets = columns [1, T + 1): one strided
+  // host-to-device transfer each.
+  const ExecContext& ctx = cpu_context();
+  const size_t row = static_cast<size_t>(T) * sizeof(int32_t), pitch = row + sizeof(int32_t);
+  mem_copy_2d(ctx, acts.tokens.raw(), acts.tokens.device(), row, seqs, Device::kCPU, pitch, row,
+              static_cast<size_t>(B));
+  mem_copy_2d(ctx, acts.targets.raw(), acts.targets.device(), row, seqs + 1, Device::kCPU, pitch, row,
+              static_cast<size_t>(B));
 }
 
 // ---- forward ------------------------------------------------------------------------------
@@ -161,7 +168,7 @@ void Llama::embed_forward(ParamAccess& params, Activations& acts) {
   const int64_t N = acts.B * acts.T, C = cfg_.dim;
   float* x = acts.res[0].data<float>();
   // Vocab-parallel: a token's row lives on one rank, the others contribute zeros.
-  ops::embedding_forward(partial_out(x, acts), acts.tokens.data(), params.weight(*embed_), N, C, v0_, V_);
+  ops::embedding_forward(partial_out(x, acts), acts.tokens.data<int32_t>(), params.weight(*embed_), N, C, v0_, V_);
   reduce_tokens(x, acts);
   params.after_forward(unit(0));
 }
@@ -232,7 +239,7 @@ double Llama::head_forward(ParamAccess& params, Activations& acts, float grad_sc
     const int64_t n = std::min(acts.chunk, N - n0);
     // Targets of this rank's vocab rows [v0, v0 + V); others are "elsewhere" (>= V).
     for (int64_t i = 0; i < n; ++i) {
-      int32_t t = acts.targets[static_cast<size_t>(n0 + i)];
+      int32_t t = acts.targets.data<int32_t>()[n0 + i];
       local_targets[static_cast<size_t>(i)] = t < 0 ? -1 : static_cast<int32_t>(t - v0_ < 0 ? V : t - v0_);
     }
     matmul(logits, xf.at(n0 * C), W, n, V, C, false, true, 0);  // (n, V) = xf · Wᵀ
@@ -327,7 +334,8 @@ void Llama::block_backward(ParamAccess& params, Activations& acts, int64_t layer
 void Llama::embed_backward(ParamAccess& params, Activations& acts, const float* d_res) {
   params.before_backward(unit(0));
   const int64_t N = acts.B * acts.T;
-  ops::embedding_backward(params.grad(*embed_), gather_grad(d_res, acts), acts.tokens.data(), N, cfg_.dim, v0_, V_);
+  ops::embedding_backward(params.grad(*embed_), gather_grad(d_res, acts), acts.tokens.data<int32_t>(), N, cfg_.dim, v0_,
+                          V_);
   params.after_backward(unit(0));
 }
 

@@ -15,7 +15,8 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
+
+#include "tensor/memory.h"
 
 namespace ft {
 
@@ -47,7 +48,8 @@ class TpComm {
 
  private:
   static void copy(float* to, const float* from, int64_t n) {
-    if (to != from) std::memcpy(to, from, static_cast<size_t>(n) * sizeof(float));
+    const ExecContext& ctx = cpu_context();
+    mem_copy(ctx, to, ctx.device, from, ctx.device, static_cast<size_t>(n) * sizeof(float));
   }
 };
 

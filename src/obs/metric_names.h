@@ -120,6 +120,14 @@ inline constexpr MetricDef kMemory{"fluxtrain_memory_bytes", T::kGauge,
                                    "category"};
 inline constexpr MetricDef kMemoryPeak{"fluxtrain_memory_peak_bytes", T::kGauge,
                                        "Peak live bytes of tracked allocations by category.", "category"};
+// The same for each accelerator whose backend is built in (not the CPU: the two above).
+inline constexpr MetricDef kDeviceMemory{"fluxtrain_device_memory_bytes", T::kGauge,
+                                         "Live bytes of tracked allocations on an accelerator by category "
+                                         "(category=\"total\" is their sum).",
+                                         "device,category"};
+inline constexpr MetricDef kDeviceMemoryPeak{"fluxtrain_device_memory_peak_bytes", T::kGauge,
+                                             "Peak live bytes of tracked allocations on an accelerator by category.",
+                                             "device,category"};
 inline constexpr MetricDef kRss{"fluxtrain_process_resident_memory_bytes", T::kGauge,
                                 "Resident set size of the process in bytes.", ""};
 inline constexpr MetricDef kPeakRss{"fluxtrain_process_peak_resident_memory_bytes", T::kGauge,
@@ -192,6 +200,8 @@ inline constexpr const MetricDef* kAllMetrics[] = {
     &metric::kCkptFailures,
     &metric::kMemory,
     &metric::kMemoryPeak,
+    &metric::kDeviceMemory,
+    &metric::kDeviceMemoryPeak,
     &metric::kRss,
     &metric::kPeakRss,
     &metric::kGpuInfo,

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <vector>
 
 #include "obs/gpu_sampler.h"
 #include "obs/metric_names.h"
@@ -114,25 +115,41 @@ Telemetry::Telemetry(const MetricsConfig& cfg, const RankInfo& rank, const std::
   m.ckpt_interval = &r.gauge(metric::kCkptInterval);
   m.ckpt_failures = &r.counter(metric::kCkptFailures);
 
-  // Memory is read from the process-wide tracker when scraped: nothing on the hot path.
-  Gauge* mem[kNumMemCategories + 1];
-  Gauge* peak[kNumMemCategories + 1];
-  for (size_t c = 0; c <= kNumMemCategories; ++c) {
-    std::string name = c < kNumMemCategories ? mem_category_name(static_cast<MemCategory>(c)) : "total";
-    mem[c] = &r.gauge(metric::kMemory, {{"category", name}});
-    peak[c] = &r.gauge(metric::kMemoryPeak, {{"category", name}});
+  // Memory is read from the process-wide tracker when scraped: nothing on the hot path. The CPU's
+  // under fluxtrain_memory_*; each accelerator with a backend built in under fluxtrain_device_memory_*.
+  struct DeviceGauges {
+    Device device;
+    std::vector<Gauge*> live, peak;  // per category, then the total
+  };
+  std::vector<DeviceGauges> devices;
+  for (size_t d = 0; d < kNumDevices; ++d) {
+    const auto dev = static_cast<Device>(d);
+    if (!device_memory_registered(dev)) continue;
+    DeviceGauges g{dev, {}, {}};
+    for (size_t c = 0; c <= kNumMemCategories; ++c) {
+      std::string name = c < kNumMemCategories ? mem_category_name(static_cast<MemCategory>(c)) : "total";
+      if (dev == Device::kCPU) {
+        g.live.push_back(&r.gauge(metric::kMemory, {{"category", name}}));
+        g.peak.push_back(&r.gauge(metric::kMemoryPeak, {{"category", name}}));
+      } else {
+        g.live.push_back(&r.gauge(metric::kDeviceMemory, {{"device", device_name(dev)}, {"category", name}}));
+        g.peak.push_back(&r.gauge(metric::kDeviceMemoryPeak, {{"device", device_name(dev)}, {"category", name}}));
+      }
+    }
+    devices.push_back(std::move(g));
   }
   Gauge* rss = &r.gauge(metric::kRss);
   Gauge* peak_rss = &r.gauge(metric::kPeakRss);
-  r.on_collect([mem = std::vector<Gauge*>(mem, mem + kNumMemCategories + 1),
-                peak = std::vector<Gauge*>(peak, peak + kNumMemCategories + 1), rss, peak_rss] {
+  r.on_collect([devices = std::move(devices), rss, peak_rss] {
     auto& t = MemoryTracker::global();
-    for (size_t c = 0; c < kNumMemCategories; ++c) {
-      mem[c]->set(static_cast<double>(t.live(static_cast<MemCategory>(c))));
-      peak[c]->set(static_cast<double>(t.peak(static_cast<MemCategory>(c))));
+    for (const DeviceGauges& g : devices) {
+      for (size_t c = 0; c < kNumMemCategories; ++c) {
+        g.live[c]->set(static_cast<double>(t.live(static_cast<MemCategory>(c), g.device)));
+        g.peak[c]->set(static_cast<double>(t.peak(static_cast<MemCategory>(c), g.device)));
+      }
+      g.live[kNumMemCategories]->set(static_cast<double>(t.total_live(g.device)));
+      g.peak[kNumMemCategories]->set(static_cast<double>(t.total_peak(g.device)));
     }
-    mem[kNumMemCategories]->set(static_cast<double>(t.total_live()));
-    peak[kNumMemCategories]->set(static_cast<double>(t.total_peak()));
     rss->set(static_cast<double>(process_rss_bytes()));
     peak_rss->set(static_cast<double>(process_peak_rss_bytes()));
   });

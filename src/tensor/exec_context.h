@@ -11,7 +11,7 @@
 // global state.
 #pragma once
 
-#include "tensor/memory.h"
+#include "tensor/device.h"
 
 namespace ft {
 

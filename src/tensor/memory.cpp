@@ -1,9 +1,12 @@
 #include "tensor/memory.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "util/error.h"
 #include "util/strings.h"
@@ -11,7 +14,15 @@
 namespace ft {
 
 const char* device_name(Device d) {
-  return d == Device::kCPU ? "cpu" : "cuda";
+  switch (d) {
+    case Device::kCPU:
+      return "cpu";
+    case Device::kCUDA:
+      return "cuda";
+    case Device::kCount:
+      break;
+  }
+  return "?";
 }
 
 const char* mem_category_name(MemCategory c) {
@@ -38,6 +49,8 @@ const char* mem_category_name(MemCategory c) {
   return "?";
 }
 
+// ---- accounting ---------------------------------------------------------------------------
+
 MemoryTracker& MemoryTracker::global() {
   static MemoryTracker t;
   return t;
@@ -51,33 +64,167 @@ void raise_peak(std::atomic<int64_t>& peak, int64_t v) {
 }
 }  // namespace
 
-void MemoryTracker::on_alloc(MemCategory c, size_t bytes) {
-  int64_t b = static_cast<int64_t>(bytes);
-  raise_peak(peak_[idx(c)], live_[idx(c)].fetch_add(b) + b);
-  raise_peak(total_peak_, total_live_.fetch_add(b) + b);
+void MemoryTracker::on_alloc(Device d, MemCategory c, size_t bytes) {
+  Counters& k = at(d);
+  const auto b = static_cast<int64_t>(bytes);
+  raise_peak(k.peak[idx(c)], k.live[idx(c)].fetch_add(b) + b);
+  raise_peak(k.total_peak, k.total_live.fetch_add(b) + b);
 }
 
-void MemoryTracker::on_free(MemCategory c, size_t bytes) {
-  live_[idx(c)].fetch_sub(static_cast<int64_t>(bytes));
-  total_live_.fetch_sub(static_cast<int64_t>(bytes));
+void MemoryTracker::on_free(Device d, MemCategory c, size_t bytes) {
+  Counters& k = at(d);
+  k.live[idx(c)].fetch_sub(static_cast<int64_t>(bytes));
+  k.total_live.fetch_sub(static_cast<int64_t>(bytes));
 }
 
 void MemoryTracker::reset_peaks() {
-  for (size_t i = 0; i < kNumMemCategories; ++i) peak_[i].store(live_[i].load());
-  total_peak_.store(total_live_.load());
+  for (Counters& k : devices_) {
+    for (size_t i = 0; i < kNumMemCategories; ++i) k.peak[i].store(k.live[i].load());
+    k.total_peak.store(k.total_live.load());
+  }
 }
 
-void* mem_alloc(size_t bytes, MemCategory c) {
+std::string MemoryTracker::describe_live(Device d) const {
+  std::vector<std::pair<int64_t, MemCategory>> held;
+  for (size_t i = 0; i < kNumMemCategories; ++i) {
+    auto c = static_cast<MemCategory>(i);
+    if (live(c, d) > 0) held.push_back({live(c, d), c});
+  }
+  std::sort(held.begin(), held.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  std::string parts;
+  for (auto& [bytes, c] : held)
+    parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", mem_category_name(c),
+                         human_bytes(static_cast<double>(bytes)));
+  return fmt::format("{} live on {}{}", human_bytes(static_cast<double>(total_live(d))), device_name(d),
+                     parts.empty() ? "" : " (" + parts + ")");
+}
+
+// ---- the devices' memory ------------------------------------------------------------------
+
+namespace {
+
+void* cpu_alloc(size_t bytes) {
+  return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+}
+void cpu_free(void* p, size_t) {
+  std::free(p);
+}
+void cpu_copy_2d(const ExecContext&, void* dst, Device, size_t dst_pitch, const void* src, Device, size_t src_pitch,
+                 size_t row_bytes, size_t rows) {
+  auto* d = static_cast<char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+  if (rows == 1 || (dst_pitch == row_bytes && src_pitch == row_bytes)) {
+    std::memmove(d, s, row_bytes * rows);
+    return;
+  }
+  for (size_t r = 0; r < rows; ++r) std::memcpy(d + r * dst_pitch, s + r * src_pitch, row_bytes);
+}
+void cpu_fill(const ExecContext&, void* dst, uint8_t byte, size_t bytes) {
+  std::memset(dst, byte, bytes);
+  // The memory is observed afterwards (the poison before a free must not be elided).
+  __asm__ __volatile__("" : : "r"(dst) : "memory");
+}
+
+struct Registry {
+  std::array<DeviceMemory, kNumDevices> memory{};
+  std::array<std::atomic<bool>, kNumDevices> registered{};
+  Registry() {
+    memory[static_cast<size_t>(Device::kCPU)] = {cpu_alloc, cpu_free, cpu_copy_2d, cpu_fill};
+    registered[static_cast<size_t>(Device::kCPU)] = true;
+  }
+};
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+// The backend of device d; an ft::Error when none provides it.
+const DeviceMemory& backend(Device d) {
+  const auto i = static_cast<size_t>(d);
+  FT_CHECK(i < kNumDevices, "device {}", i);
+  if (!registry().registered[i].load()) {
+    throw Error(fmt::format("no memory on device '{}': this build has no {} backend", device_name(d), device_name(d)),
+                "train.device = \"cpu\" is the only device this build runs on");
+  }
+  return registry().memory[i];
+}
+
+// The backend that moves bytes between dst_dev and src_dev: the host's when both are the host,
+// else the device's (a copy between two different devices is not supported).
+const DeviceMemory& copier(const ExecContext& ctx, Device dst_dev, Device src_dev) {
+  if (dst_dev == Device::kCPU && src_dev == Device::kCPU) return backend(Device::kCPU);
+  const Device d = dst_dev == Device::kCPU ? src_dev : dst_dev;
+  FT_CHECK(src_dev == Device::kCPU || src_dev == d, "a copy from {} to {}", device_name(src_dev), device_name(dst_dev));
+  FT_CHECK(ctx.device == d, "a copy to or from {} on a {} context", device_name(d), device_name(ctx.device));
+  return backend(d);
+}
+
+#ifdef FT_POISON
+constexpr bool kPoison = true;
+#else
+constexpr bool kPoison = false;
+#endif
+
+}  // namespace
+
+void register_device_memory(Device d, const DeviceMemory& m) {
+  FT_CHECK(m.alloc && m.free && m.copy_2d && m.fill, "device {} registers incomplete memory", device_name(d));
+  registry().memory[static_cast<size_t>(d)] = m;
+  registry().registered[static_cast<size_t>(d)] = true;
+}
+
+bool device_memory_registered(Device d) {
+  return static_cast<size_t>(d) < kNumDevices && registry().registered[static_cast<size_t>(d)].load();
+}
+
+bool mem_poison_build() {
+  return kPoison;
+}
+
+void* mem_alloc(Device d, size_t bytes, MemCategory c) {
   if (bytes == 0) return nullptr;
-  size_t rounded = (bytes + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded);
+  const DeviceMemory& m = backend(d);
+  void* p = m.alloc(bytes);
   if (!p) {
-    throw Error(fmt::format("out of memory allocating {} for {}", human_bytes(static_cast<double>(bytes)),
-                            mem_category_name(c)),
+    throw Error(fmt::format("out of memory allocating {} for {} on {} ({})", human_bytes(static_cast<double>(bytes)),
+                            mem_category_name(c), device_name(d), MemoryTracker::global().describe_live(d)),
                 "use a smaller model, batch or sequence, or more ranks (ZeRO, tensor parallelism)");
   }
-  MemoryTracker::global().on_alloc(c, bytes);
+  MemoryTracker::global().on_alloc(d, c, bytes);
+  if (kPoison) m.fill(ExecContext{.device = d}, p, kPoisonByte, bytes);
   return p;
+}
+
+void mem_free(Device d, void* p, size_t bytes, MemCategory c) {
+  if (!p) return;
+  const DeviceMemory& m = backend(d);
+  if (kPoison) m.fill(ExecContext{.device = d}, p, kPoisonByte, bytes);
+  if (d == Device::kCPU)
+    secure_zero(p, bytes);
+  else
+    m.fill(ExecContext{.device = d}, p, 0, bytes);
+  m.free(p, bytes);
+  MemoryTracker::global().on_free(d, c, bytes);
+}
+
+void mem_copy(const ExecContext& ctx, void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes) {
+  if (bytes == 0 || dst == src) return;
+  copier(ctx, dst_dev, src_dev).copy_2d(ctx, dst, dst_dev, bytes, src, src_dev, bytes, bytes, 1);
+}
+
+void mem_copy_2d(const ExecContext& ctx, void* dst, Device dst_dev, size_t dst_pitch, const void* src, Device src_dev,
+                 size_t src_pitch, size_t row_bytes, size_t rows) {
+  if (row_bytes == 0 || rows == 0) return;
+  FT_CHECK(dst_pitch >= row_bytes && src_pitch >= row_bytes, "a 2-d copy of {}-byte rows with pitches {} and {}",
+           row_bytes, dst_pitch, src_pitch);
+  copier(ctx, dst_dev, src_dev).copy_2d(ctx, dst, dst_dev, dst_pitch, src, src_dev, src_pitch, row_bytes, rows);
+}
+
+void mem_fill(const ExecContext& ctx, void* dst, Device dev, uint8_t byte, size_t bytes) {
+  if (bytes == 0) return;
+  FT_CHECK(dev == Device::kCPU || ctx.device == dev, "a fill on {} from a {} context", device_name(dev),
+           device_name(ctx.device));
+  backend(dev).fill(ctx, dst, byte, bytes);
 }
 
 void secure_zero(void* p, size_t bytes) {
@@ -87,12 +234,7 @@ void secure_zero(void* p, size_t bytes) {
   __asm__ __volatile__("" : : "r"(p) : "memory");
 }
 
-void mem_free(void* p, size_t bytes, MemCategory c) {
-  if (!p) return;
-  secure_zero(p, bytes);
-  std::free(p);
-  MemoryTracker::global().on_free(c, bytes);
-}
+// ---- the process ----------------------------------------------------------------------------
 
 namespace {
 int64_t read_status_kb(const char* field) {

@@ -1,7 +1,5 @@
 #include "tensor/tensor.h"
 
-#include <cstring>
-
 #include "util/error.h"
 
 namespace ft {
@@ -19,7 +17,6 @@ std::string shape_str(const Shape& s) {
 }
 
 Tensor Tensor::empty(Shape shape, DType dtype, MemCategory cat, Device dev) {
-  FT_CHECK(dev == Device::kCPU, "only CPU tensors are allocated by Tensor::empty");
   Tensor t;
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
@@ -27,8 +24,8 @@ Tensor Tensor::empty(Shape shape, DType dtype, MemCategory cat, Device dev) {
   t.device_ = dev;
   size_t bytes = t.nbytes();
   if (bytes > 0) {
-    void* p = mem_alloc(bytes, cat);
-    t.owner_ = std::shared_ptr<void>(p, [bytes, cat](void* q) { mem_free(q, bytes, cat); });
+    void* p = mem_alloc(dev, bytes, cat);
+    t.owner_ = std::shared_ptr<void>(p, [dev, bytes, cat](void* q) { mem_free(dev, q, bytes, cat); });
     t.data_ = p;
   }
   return t;
@@ -81,11 +78,18 @@ Tensor Tensor::reshape(Shape shape) const {
 }
 
 void Tensor::zero_() {
-  if (data_) std::memset(data_, 0, nbytes());
+  if (data_) mem_zero(ExecContext{.device = device_}, data_, device_, nbytes());
 }
 
 void Tensor::copy_from(const Tensor& src) {
   FT_CHECK(src.numel() == numel(), "copy {} into {}", src.str(), str());
+  if (src.dtype_ == dtype_) {
+    const Device on = device_ == Device::kCPU ? src.device_ : device_;
+    mem_copy(ExecContext{.device = on}, data_, device_, src.data_, src.device_, nbytes());
+    return;
+  }
+  FT_CHECK(device_ == Device::kCPU && src.device_ == Device::kCPU, "convert {} on {} into {} on {}", src.str(),
+           device_name(src.device_), str(), device_name(device_));
   convert(data_, dtype_, src.data_, src.dtype_, static_cast<size_t>(numel()));
 }
 

@@ -1,11 +1,15 @@
-// Tensor: a contiguous, typed, shaped view of memory that is either owned (allocated through
-// mem_alloc under a MemCategory and freed, zeroed, when the last view goes) or borrowed
-// (a view into an arena such as the parameter store). A tensor with a shape and no memory is
-// a "meta" tensor: dry runs and planners use them to account sizes without allocating.
+// Tensor: a contiguous, typed, shaped view of memory on a device that is either owned
+// (allocated through mem_alloc under a MemCategory and freed, zeroed, when the last view goes) or
+// borrowed (a view into an arena such as the parameter store). A tensor with a shape and no
+// memory is a "meta" tensor: dry runs and planners use them to account sizes without allocating.
 //
-//   Tensor x = Tensor::empty({B, T, C}, DType::kF32, MemCategory::kActivations);
-//   float* p = x.data<float>();                 // (B, T, C)
+//   Tensor x = Tensor::empty({B, T, C}, DType::kF32, MemCategory::kActivations);  // on the CPU
+//   float* p = x.data<float>();                 // (B, T, C); handed to ops, read by kernels only
 //   Tensor row = x.slice(0, b, b + 1);          // a view, no copy
+//   Tensor g = Tensor::zeros({n}, DType::kF32, MemCategory::kGradients, Device::kCUDA);  // needs the backend
+//
+// empty() leaves the contents undefined (0xFF bytes, NaN, in the poison build): use zeros() or
+// zero_() where the code reads before it writes.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +32,7 @@ class Tensor {
  public:
   Tensor() = default;
 
+  // On a device whose backend registered its memory (the CPU always; else an ft::Error).
   static Tensor empty(Shape shape, DType dtype, MemCategory cat, Device dev = Device::kCPU);
   static Tensor zeros(Shape shape, DType dtype, MemCategory cat, Device dev = Device::kCPU);
   // A view of memory someone else owns (an arena). The caller keeps it alive.
@@ -57,8 +62,8 @@ class Tensor {
   Tensor slice(int64_t begin, int64_t end) const;
   // Same memory, new shape with the same element count.
   Tensor reshape(Shape shape) const;
-  void zero_();
-  void copy_from(const Tensor& src);  // same shape; converts dtype when they differ
+  void zero_();                       // on the tensor's device's default stream
+  void copy_from(const Tensor& src);  // same numel; any devices for one dtype, host only to convert
   std::string str() const;            // "f32[4, 64]"
 
  private:

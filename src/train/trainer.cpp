@@ -331,6 +331,16 @@ void Trainer::log_step(const StepStats& s) {
   }
   j["goodput"] = telemetry_->goodput();
   j["mem_peak_bytes"] = mem.total_peak();
+  for (size_t d = 1; d < kNumDevices; ++d) {  // accelerators: mem_cuda_<category>_bytes, mem_cuda_peak_bytes
+    const auto dev = static_cast<Device>(d);
+    if (mem.total_peak(dev) == 0) continue;
+    for (size_t c = 0; c < kNumMemCategories; ++c) {
+      auto cat = static_cast<MemCategory>(c);
+      if (mem.peak(cat, dev) > 0)
+        j[fmt::format("mem_{}_{}_bytes", device_name(dev), mem_category_name(cat))] = mem.peak(cat, dev);
+    }
+    j[fmt::format("mem_{}_peak_bytes", device_name(dev))] = mem.total_peak(dev);
+  }
   j["rss_peak_bytes"] = process_peak_rss_bytes();
   if (streamed_) {  // shard bytes this rank fetched from object storage so far
     const uint64_t fetched = train_data_->fetched_bytes();

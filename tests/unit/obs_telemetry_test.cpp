@@ -97,9 +97,9 @@ TEST_F(TelemetryTest, MemoryCategoriesComeFromTheTracker) {
   std::string before = tel.registry().expose();
   double live0 = value_of(
       before, "fluxtrain_memory_bytes{run=\"run7\",rank=\"0\",dp=\"0\",tp=\"0\",pp=\"0\",category=\"activations\"}");
-  void* p = mem_alloc(1 << 20, MemCategory::kActivations);
+  void* p = mem_alloc(Device::kCPU, 1 << 20, MemCategory::kActivations);
   std::string during = tel.registry().expose();
-  mem_free(p, 1 << 20, MemCategory::kActivations);
+  mem_free(Device::kCPU, p, 1 << 20, MemCategory::kActivations);
   EXPECT_EQ(
       value_of(during,
                "fluxtrain_memory_bytes{run=\"run7\",rank=\"0\",dp=\"0\",tp=\"0\",pp=\"0\",category=\"activations\"}"),

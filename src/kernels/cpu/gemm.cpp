@@ -141,13 +141,13 @@ class Scratch {
   Scratch() = default;
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
-  ~Scratch() { mem_free(p_, bytes_, MemCategory::kWorkspace); }
+  ~Scratch() { mem_free(Device::kCPU, p_, bytes_, MemCategory::kWorkspace); }
   void* get(size_t bytes) {
     if (bytes > bytes_) {
-      mem_free(p_, bytes_, MemCategory::kWorkspace);
+      mem_free(Device::kCPU, p_, bytes_, MemCategory::kWorkspace);
       p_ = nullptr;
       bytes_ = 0;
-      p_ = mem_alloc(bytes, MemCategory::kWorkspace);
+      p_ = mem_alloc(Device::kCPU, bytes, MemCategory::kWorkspace);
       bytes_ = bytes;
     }
     return p_;

@@ -21,8 +21,8 @@ class ThreadScratch {
   explicit ThreadScratch(int64_t per_thread, int threads = omp_get_max_threads())
       : stride_((std::max<int64_t>(per_thread, 1) + 15) / 16 * 16),
         bytes_(static_cast<size_t>(stride_ * std::max(threads, 1)) * sizeof(float)),
-        p_(static_cast<float*>(mem_alloc(bytes_, MemCategory::kWorkspace))) {}
-  ~ThreadScratch() { mem_free(p_, bytes_, MemCategory::kWorkspace); }
+        p_(static_cast<float*>(mem_alloc(Device::kCPU, bytes_, MemCategory::kWorkspace))) {}
+  ~ThreadScratch() { mem_free(Device::kCPU, p_, bytes_, MemCategory::kWorkspace); }
   ThreadScratch(const ThreadScratch&) = delete;
   ThreadScratch& operator=(const ThreadScratch&) = delete;
 

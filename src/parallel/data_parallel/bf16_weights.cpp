@@ -23,7 +23,7 @@ const uint16_t* Bf16Weights::unit(int u, const float* weights, int64_t version) 
 }
 
 void Bf16Weights::mark_current(int64_t version) {
-  std::fill(version_.begin(), version_.end(), version);
+  version_.assign(version_.size(), version);
 }
 
 }  // namespace ft

@@ -16,7 +16,10 @@ Tensor BufferPool::acquire(int64_t n) {
 }
 
 void BufferPool::release(Tensor t) {
-  if (t.defined()) free_.push_back(std::move(t));
+  if (!t.defined()) return;
+  // The poison build: the buffer's next user must not find this one's data in it.
+  if (mem_poison_build()) mem_fill(ExecContext{.device = t.device()}, t.raw(), t.device(), kPoisonByte, t.nbytes());
+  free_.push_back(std::move(t));
 }
 
 }  // namespace ft

@@ -13,7 +13,7 @@ namespace ft {
 class BufferPool {
  public:
   explicit BufferPool(MemCategory cat) : cat_(cat) {}
-  // A buffer of at least n floats (contents undefined).
+  // A buffer of at least n floats (contents undefined: NaN in the poison build).
   Tensor acquire(int64_t n);
   void release(Tensor t);
 

@@ -1,8 +1,7 @@
 #include "parallel/data_parallel/grad_reducer.h"
 
-#include <cstring>
-
 #include "parallel/data_parallel/powersgd.h"
+#include "tensor/memory.h"
 
 namespace ft {
 namespace {
@@ -40,7 +39,8 @@ WorkPtr GradReducer::reduce_scatter(float* piece_out, float* unit_grads, int u) 
   if (PowerSGD* psgd = active_powersgd()) {
     psgd->reduce_unit(unit_grads, u);  // every rank now holds the same approximate sum
     const float* mine = unit_grads + (plan_.piece_begin(u) - layout_.unit_begin(u));
-    if (piece_out != mine) std::memmove(piece_out, mine, static_cast<size_t>(plan_.piece_size(u)) * 4);
+    const ExecContext& ctx = cpu_context();
+    mem_copy(ctx, piece_out, ctx.device, mine, ctx.device, static_cast<size_t>(plan_.piece_size(u)) * 4);
     return std::make_shared<DoneWork>();
   }
   return dp_.reduce_scatter_async(piece_out, unit_grads, plan_.piece_size(u), wire_);

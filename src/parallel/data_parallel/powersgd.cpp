@@ -1,7 +1,8 @@
 #include "parallel/data_parallel/powersgd.h"
 
+#include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <vector>
 
 #include "kernels/ops.h"
 #include "util/hash.h"
@@ -36,9 +37,11 @@ PowerSGD::PowerSGD(Communicator& dp, const ParamLayout& layout, int rank) : dp_(
     if (matrix && (n + m) * r_ * 2 < n * m) {
       Matrix mat{&p, n, m, Tensor::empty({m, r_}, DType::kF32, MemCategory::kCommunication),
                  Tensor::zeros({n, m}, DType::kF32, MemCategory::kCommunication)};
-      uint64_t stream = hash_string("powersgd:" + p.name);  // same Q on every rank
-      float* q = mat.q.data<float>();
-      for (int64_t i = 0; i < m * r_; ++i) q[i] = static_cast<float>(normal_at(stream, static_cast<uint64_t>(i)));
+      uint64_t stream = hash_string("powersgd:" + p.name);  // same Q on every rank, drawn on the host
+      std::vector<float> q(static_cast<size_t>(m * r_));
+      for (int64_t i = 0; i < m * r_; ++i)
+        q[static_cast<size_t>(i)] = static_cast<float>(normal_at(stream, static_cast<uint64_t>(i)));
+      mem_copy(cpu_context(), mat.q.raw(), mat.q.device(), q.data(), Device::kCPU, q.size() * sizeof(float));
       compressed_[static_cast<size_t>(p.unit)].push_back(std::move(mat));
     } else {
       uncompressed_[static_cast<size_t>(p.unit)].push_back(&p);
@@ -46,7 +49,14 @@ PowerSGD::PowerSGD(Communicator& dp, const ParamLayout& layout, int rank) : dp_(
   }
 }
 
+float* PowerSGD::room(Tensor& t, int64_t n) {
+  if (!t.defined() || t.numel() < n) t = Tensor::empty({n}, DType::kF32, MemCategory::kCommunication);
+  return t.data<float>();
+}
+
 void PowerSGD::reduce_unit(float* unit_grads, int u) {
+  const ExecContext& ctx = cpu_context();
+  const Device dev = ctx.device;
   const int64_t base = layout_.unit_begin(u);
   auto& mats = compressed_[static_cast<size_t>(u)];
   const float R = static_cast<float>(dp_.size());
@@ -54,53 +64,54 @@ void PowerSGD::reduce_unit(float* unit_grads, int u) {
   // Vectors and small matrices: one packed, uncompressed sum.
   int64_t total = 0;
   for (const ParamSpec* p : uncompressed_[static_cast<size_t>(u)]) total += p->numel();
-  packed_.resize(static_cast<size_t>(total));
+  float* packed = room(packed_, total);
   int64_t off = 0;
   for (const ParamSpec* p : uncompressed_[static_cast<size_t>(u)]) {
-    std::memcpy(packed_.data() + off, unit_grads + (p->offset - base), static_cast<size_t>(p->numel()) * 4);
+    mem_copy(ctx, packed + off, dev, unit_grads + (p->offset - base), dev, static_cast<size_t>(p->numel()) * 4);
     off += p->numel();
   }
-  WorkPtr plain = dp_.all_reduce_async(packed_.data(), total);
+  WorkPtr plain = dp_.all_reduce_async(packed, total);
 
   if (!mats.empty()) {
-    int64_t np = 0, nq = 0;
+    int64_t np = 0, nq = 0, nm = 0;
     for (auto& mat : mats) {
       np += mat.n * r_;
       nq += mat.m * r_;
+      nm = std::max(nm, mat.n * mat.m);
     }
-    p_.resize(static_cast<size_t>(np));
-    q_.resize(static_cast<size_t>(nq));
+    float* P = room(p_, np);
+    float* Q = room(q_, nq);
+    float* approx = room(approx_, nm);
     // M ← grad + error;  P = M Q
     int64_t po = 0;
     for (auto& mat : mats) {
       float* M = unit_grads + (mat.spec->offset - base);
       ops::add_inplace(M, mat.error.data<float>(), mat.n * mat.m);
-      ops::matmul(p_.data() + po, M, mat.q.data<float>(), mat.n, r_, mat.m, false, false, 0, Precision::kF32);
+      ops::matmul(P + po, M, mat.q.data<float>(), mat.n, r_, mat.m, false, false, 0, Precision::kF32);
       po += mat.n * r_;
     }
-    dp_.all_reduce(p_.data(), np);
+    dp_.all_reduce(P, np);
     // Q = Mᵀ P̂
     po = 0;
     int64_t qo = 0;
     for (auto& mat : mats) {
-      orthonormalise(p_.data() + po, mat.n, r_);
+      orthonormalise(P + po, mat.n, r_);
       float* M = unit_grads + (mat.spec->offset - base);
-      ops::matmul(q_.data() + qo, M, p_.data() + po, mat.m, r_, mat.n, true, false, 0, Precision::kF32);
+      ops::matmul(Q + qo, M, P + po, mat.m, r_, mat.n, true, false, 0, Precision::kF32);
       po += mat.n * r_;
       qo += mat.m * r_;
     }
-    dp_.all_reduce(q_.data(), nq);
+    dp_.all_reduce(Q, nq);
     // M̂ = P̂ Qᵀ;  error = M − M̂ / R;  gradient ← M̂
     po = qo = 0;
     for (auto& mat : mats) {
       float* M = unit_grads + (mat.spec->offset - base);
-      approx_.resize(static_cast<size_t>(mat.n * mat.m));
-      ops::matmul(approx_.data(), p_.data() + po, q_.data() + qo, mat.n, mat.m, r_, false, true, 0, Precision::kF32);
-      std::memcpy(mat.q.data<float>(), q_.data() + qo, static_cast<size_t>(mat.m * r_) * 4);
+      ops::matmul(approx, P + po, Q + qo, mat.n, mat.m, r_, false, true, 0, Precision::kF32);
+      mem_copy(ctx, mat.q.raw(), dev, Q + qo, dev, static_cast<size_t>(mat.m * r_) * 4);
       float* e = mat.error.data<float>();
       for (int64_t i = 0; i < mat.n * mat.m; ++i) {
-        e[i] = M[i] - approx_[static_cast<size_t>(i)] / R;
-        M[i] = approx_[static_cast<size_t>(i)];
+        e[i] = M[i] - approx[i] / R;
+        M[i] = approx[i];
       }
       po += mat.n * r_;
       qo += mat.m * r_;
@@ -110,7 +121,7 @@ void PowerSGD::reduce_unit(float* unit_grads, int u) {
   plain->wait();
   off = 0;
   for (const ParamSpec* p : uncompressed_[static_cast<size_t>(u)]) {
-    std::memcpy(unit_grads + (p->offset - base), packed_.data() + off, static_cast<size_t>(p->numel()) * 4);
+    mem_copy(ctx, unit_grads + (p->offset - base), dev, packed + off, dev, static_cast<size_t>(p->numel()) * 4);
     off += p->numel();
   }
 }

@@ -36,7 +36,9 @@ class PowerSGD {
   int r_;
   std::vector<std::vector<Matrix>> compressed_;              // per unit
   std::vector<std::vector<const ParamSpec*>> uncompressed_;  // per unit
-  std::vector<float> p_, q_, packed_, approx_;
+  // Exchange buffers, grown to the largest unit: all P, all Q, the packed small tensors, one M̂.
+  Tensor p_, q_, packed_, approx_;
+  float* room(Tensor& t, int64_t n);
 };
 
 }  // namespace ft

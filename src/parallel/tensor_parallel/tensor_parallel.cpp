@@ -60,10 +60,18 @@ TpGradSync::TpGradSync(const ParamLayout& layout, Communicator& tp) : tp_(tp) {
 void TpGradSync::sum_partial(float* unit_grads, int unit) {
   const auto u = static_cast<size_t>(unit);
   if (slots_[u].empty()) return;
-  buffer_.assign(static_cast<size_t>(buffer_size_[u]), 0.0f);
-  for (const Slot& s : slots_[u]) std::copy_n(unit_grads + s.local, s.count, buffer_.data() + s.at);
-  tp_.all_reduce(buffer_.data(), buffer_size_[u]);
-  for (const Slot& s : slots_[u]) std::copy_n(buffer_.data() + s.at, s.count, unit_grads + s.local);
+  const ExecContext& ctx = cpu_context();
+  const Device dev = ctx.device;
+  if (!buffer_.defined() || buffer_.numel() < buffer_size_[u])
+    buffer_ = Tensor::empty({buffer_size_[u]}, DType::kF32, MemCategory::kCommunication, dev);
+  float* buf = buffer_.data<float>();
+  // The pieces at their slots, zeros between them (other ranks' pieces of a partly held tensor).
+  mem_zero(ctx, buf, dev, static_cast<size_t>(buffer_size_[u]) * sizeof(float));
+  for (const Slot& s : slots_[u])
+    mem_copy(ctx, buf + s.at, dev, unit_grads + s.local, dev, static_cast<size_t>(s.count) * sizeof(float));
+  tp_.all_reduce(buf, buffer_size_[u]);
+  for (const Slot& s : slots_[u])
+    mem_copy(ctx, unit_grads + s.local, dev, buf + s.at, dev, static_cast<size_t>(s.count) * sizeof(float));
 }
 
 double TpGradSync::sum_squares(const float* grads, int64_t begin, int64_t end) const {

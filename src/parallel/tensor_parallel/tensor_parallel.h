@@ -25,6 +25,7 @@
 #include "model/param_layout.h"
 #include "model/tp_comm.h"
 #include "parallel/comm/comm.h"
+#include "tensor/tensor.h"
 
 namespace ft {
 
@@ -68,7 +69,7 @@ class TpGradSync {
   std::vector<std::vector<Slot>> slots_;              // per unit
   std::vector<int64_t> buffer_size_;                  // per unit
   std::vector<std::pair<int64_t, int64_t>> counted_;  // arena ranges this rank counts, sorted
-  std::vector<float> buffer_;
+  Tensor buffer_;                                     // the exchange buffer (the largest unit's)
 };
 
 }  // namespace ft
