@@ -10,8 +10,8 @@
 //
 // train() opens the engine's step (begin_step) and each micro-batch (begin_micro_batch), so the
 // ZeRO engines' per-unit hooks see the same sequence under every executor; the trainer then
-// finishes the gradients and updates. Both calls are collective over the groups the model uses
-// (tensor parallelism, and the pipeline's stages).
+// finishes the gradients and updates. Both calls are collective over the groups the model and the
+// engine use (tensor parallelism, ZeRO-3's weight gathers over dp, the pipeline's stages).
 #pragma once
 
 #include <cstdint>
