@@ -130,10 +130,12 @@ int main(int argc, char** argv) {
     auto dout = random_vec(s.B * s.T * s.H * s.D, 4);
     std::vector<float> out(s.B * s.T * s.H * s.D), lse(s.B * s.H * s.T), dqkv(qkv.size());
     const double fwd_flop = 4.0 * s.B * s.H * s.T * s.T * s.D / 2, bwd_flop = 2.5 * fwd_flop;
-    auto fwd = [&] { ft::cpu::attention_forward(out.data(), lse.data(), qkv.data(), s.B, s.T, s.H, s.Hkv, s.D); };
+    auto fwd = [&] {
+      ft::cpu::attention_forward(ft::cpu_context(), out.data(), lse.data(), qkv.data(), s.B, s.T, s.H, s.Hkv, s.D);
+    };
     auto bwd = [&] {
-      ft::cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), s.B, s.T, s.H, s.Hkv,
-                                  s.D);
+      ft::cpu::attention_backward(ft::cpu_context(), dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), s.B,
+                                  s.T, s.H, s.Hkv, s.D);
     };
     std::printf("\n%s: B=%lld T=%lld H=%lld Hkv=%lld D=%lld\n", s.label, static_cast<long long>(s.B),
                 static_cast<long long>(s.T), static_cast<long long>(s.H), static_cast<long long>(s.Hkv),

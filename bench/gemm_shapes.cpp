@@ -101,8 +101,10 @@ int main(int argc, char** argv) {
     t[3] = best_seconds([&] {
       ft::cpu::matmul_f32_primitive(Cm.data(), A.data(), B.data(), s.M, s.N, s.K, s.trans_a, s.trans_b, s.beta);
     });
-    t[4] = best_seconds(
-        [&] { ft::cpu::matmul_bf16(Cm.data(), A16.data(), B16.data(), s.M, s.N, s.K, s.trans_a, s.trans_b, s.beta); });
+    t[4] = best_seconds([&] {
+      ft::cpu::matmul_bf16(ft::cpu_context(), Cm.data(), A16.data(), B16.data(), s.M, s.N, s.K, s.trans_a, s.trans_b,
+                           s.beta);
+    });
     if (bf16_onednn)
       t[5] = best_seconds([&] {
         ft::cpu::matmul_bf16_onednn(Cm.data(), A16.data(), B16.data(), s.M, s.N, s.K, s.trans_a, s.trans_b, s.beta);

@@ -90,12 +90,12 @@ int main(int argc, char** argv) {
     std::string s = "N 2048, C 768, V 32000";
     row(
         "embedding_forward", s, 2.0 * N * C * f4,
-        [&] { cpu::embedding_forward(out.data(), tok.data(), table.data(), N, C, 0, V); },
-        [&] { ref::embedding_forward(out.data(), tok.data(), table.data(), N, C, 0, V); });
+        [&] { cpu::embedding_forward(cpu_context(), out.data(), tok.data(), table.data(), N, C, 0, V); },
+        [&] { ref::embedding_forward(cpu_context(), out.data(), tok.data(), table.data(), N, C, 0, V); });
     row(
         "embedding_backward", s, 3.0 * N * C * f4,
-        [&] { cpu::embedding_backward(dtable.data(), dout.data(), tok.data(), N, C, 0, V); },
-        [&] { ref::embedding_backward(dtable.data(), dout.data(), tok.data(), N, C, 0, V); });
+        [&] { cpu::embedding_backward(cpu_context(), dtable.data(), dout.data(), tok.data(), N, C, 0, V); },
+        [&] { ref::embedding_backward(cpu_context(), dtable.data(), dout.data(), tok.data(), N, C, 0, V); });
   }
   {
     auto x = randoms(N * C, -2, 2, 4), w = randoms(C, 0.5f, 1.5f, 5), dout = randoms(N * C, -1, 1, 6);
@@ -103,36 +103,45 @@ int main(int argc, char** argv) {
     std::string s = "N 2048, C 768";
     row(
         "rmsnorm_forward", s, 2.0 * N * C * f4,
-        [&] { cpu::rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f); },
-        [&] { ref::rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f); });
+        [&] { cpu::rmsnorm_forward(cpu_context(), out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f); },
+        [&] { ref::rmsnorm_forward(cpu_context(), out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f); });
     row(
         "rmsnorm_backward", s, 3.0 * N * C * f4,
-        [&] { cpu::rmsnorm_backward(dx.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C); },
-        [&] { ref::rmsnorm_backward(dx.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C); });
+        [&] {
+          cpu::rmsnorm_backward(cpu_context(), dx.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N,
+                                C);
+        },
+        [&] {
+          ref::rmsnorm_backward(cpu_context(), dx.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N,
+                                C);
+        });
   }
   {
     std::vector<float> cs(T * D / 2), sn(T * D / 2);
-    cpu::rope_tables(cs.data(), sn.data(), T, D, 10000.0f);
+    cpu::rope_tables(cpu_context(), cs.data(), sn.data(), T, D, 10000.0f);
     auto qkv = randoms(N * 3 * H * D, -1, 1, 7);
     std::string s = "B 4, T 512, H 12, D 64";
     double bytes = 2.0 * N * 2 * H * D * f4;  // q and k heads read and written
     row(
-        "rope_forward", s, bytes, [&] { cpu::rope_forward(qkv.data(), cs.data(), sn.data(), B, T, H, H, D, 0); },
-        [&] { ref::rope_forward(qkv.data(), cs.data(), sn.data(), B, T, H, H, D, 0); });
+        "rope_forward", s, bytes,
+        [&] { cpu::rope_forward(cpu_context(), qkv.data(), cs.data(), sn.data(), B, T, H, H, D, 0); },
+        [&] { ref::rope_forward(cpu_context(), qkv.data(), cs.data(), sn.data(), B, T, H, H, D, 0); });
     row(
-        "rope_backward", s, bytes, [&] { cpu::rope_backward(qkv.data(), cs.data(), sn.data(), B, T, H, H, D, 0); },
-        [&] { ref::rope_backward(qkv.data(), cs.data(), sn.data(), B, T, H, H, D, 0); });
+        "rope_backward", s, bytes,
+        [&] { cpu::rope_backward(cpu_context(), qkv.data(), cs.data(), sn.data(), B, T, H, H, D, 0); },
+        [&] { ref::rope_backward(cpu_context(), qkv.data(), cs.data(), sn.data(), B, T, H, H, D, 0); });
   }
   {
     auto gu = randoms(N * 2 * F, -4, 4, 8), dout = randoms(N * F, -1, 1, 9);
     std::vector<float> out(N * F), dgu(N * 2 * F);
     std::string s = "N 2048, F 2048";
     row(
-        "swiglu_forward", s, 3.0 * N * F * f4, [&] { cpu::swiglu_forward(out.data(), gu.data(), N, F); },
-        [&] { ref::swiglu_forward(out.data(), gu.data(), N, F); });
+        "swiglu_forward", s, 3.0 * N * F * f4, [&] { cpu::swiglu_forward(cpu_context(), out.data(), gu.data(), N, F); },
+        [&] { ref::swiglu_forward(cpu_context(), out.data(), gu.data(), N, F); });
     row(
-        "swiglu_backward", s, 5.0 * N * F * f4, [&] { cpu::swiglu_backward(dgu.data(), dout.data(), gu.data(), N, F); },
-        [&] { ref::swiglu_backward(dgu.data(), dout.data(), gu.data(), N, F); });
+        "swiglu_backward", s, 5.0 * N * F * f4,
+        [&] { cpu::swiglu_backward(cpu_context(), dgu.data(), dout.data(), gu.data(), N, F); },
+        [&] { ref::swiglu_backward(cpu_context(), dgu.data(), dout.data(), gu.data(), N, F); });
   }
   {
     auto logits = randoms(NX * V, -8, 8, 10);
@@ -142,23 +151,24 @@ int main(int argc, char** argv) {
     std::string s = "N 256, V 32000";
     row(
         "xent_forward", s, 1.0 * NX * V * f4,
-        [&] { cpu::xent_forward(loss.data(), lse.data(), logits.data(), tgt.data(), NX, V); },
-        [&] { ref::xent_forward(loss.data(), lse.data(), logits.data(), tgt.data(), NX, V); });
+        [&] { cpu::xent_forward(cpu_context(), loss.data(), lse.data(), logits.data(), tgt.data(), NX, V); },
+        [&] { ref::xent_forward(cpu_context(), loss.data(), lse.data(), logits.data(), tgt.data(), NX, V); });
     row(
         "xent_backward", s, 2.0 * NX * V * f4,
-        [&] { cpu::xent_backward(dl.data(), logits.data(), lse.data(), tgt.data(), NX, V, 1.0f / NX); },
-        [&] { ref::xent_backward(dl.data(), logits.data(), lse.data(), tgt.data(), NX, V, 1.0f / NX); });
+        [&] { cpu::xent_backward(cpu_context(), dl.data(), logits.data(), lse.data(), tgt.data(), NX, V, 1.0f / NX); },
+        [&] { ref::xent_backward(cpu_context(), dl.data(), logits.data(), lse.data(), tgt.data(), NX, V, 1.0f / NX); });
   }
   {
     auto x = randoms(N * C, -1, 1, 11), y = randoms(N * C, -1, 1, 12);
     row(
-        "add_inplace", "n 2048*768", 3.0 * N * C * f4, [&] { cpu::add_inplace(y.data(), x.data(), N * C); },
-        [&] { ref::add_inplace(y.data(), x.data(), N * C); });
+        "add_inplace", "n 2048*768", 3.0 * N * C * f4,
+        [&] { cpu::add_inplace(cpu_context(), y.data(), x.data(), N * C); },
+        [&] { ref::add_inplace(cpu_context(), y.data(), x.data(), N * C); });
     auto big = randoms(P, -1, 1, 13);
-    volatile double sink = 0;
+    double sink = 0;
     row(
-        "sum_squares", "n 16M", 1.0 * P * f4, [&] { sink = cpu::sum_squares(big.data(), P); },
-        [&] { sink = ref::sum_squares(big.data(), P); });
+        "sum_squares", "n 16M", 1.0 * P * f4, [&] { cpu::sum_squares(cpu_context(), &sink, big.data(), P); },
+        [&] { ref::sum_squares(cpu_context(), &sink, big.data(), P); });
     auto p = randoms(P, -1, 1, 14), m = randoms(P, -0.01f, 0.01f, 15), v = randoms(P, 0, 1e-4f, 16);
     auto g = randoms(P, -1, 1, 17);
     std::vector<uint16_t> pb(P);
@@ -166,12 +176,12 @@ int main(int argc, char** argv) {
     row(
         "adamw_step", "n 16M, bf16 copy", (7.0 * f4 + 2) * P,
         [&] {
-          cpu::adamw_step(p.data(), m.data(), v.data(), pb.data(), g.data(), P, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step++,
-                          1.0f);
+          cpu::adamw_step(cpu_context(), p.data(), m.data(), v.data(), pb.data(), g.data(), P, 1e-3f, 0.9f, 0.95f,
+                          1e-8f, 0.1f, step++, 1.0f);
         },
         [&] {
-          ref::adamw_step(p.data(), m.data(), v.data(), pb.data(), g.data(), P, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step++,
-                          1.0f);
+          ref::adamw_step(cpu_context(), p.data(), m.data(), v.data(), pb.data(), g.data(), P, 1e-3f, 0.9f, 0.95f,
+                          1e-8f, 0.1f, step++, 1.0f);
         });
   }
   return 0;

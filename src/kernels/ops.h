@@ -1,17 +1,20 @@
-// kernels/ops.h — every compute op of the model, declared once.
-//
-// The same declarations are compiled three times (see op_decls.inc):
+// kernels/ops.h — every compute op of the model, declared once (kernels/op_decls.inc) and
+// expanded here into:
+//   OpId, kOpCount, op_name()  one id per op (the op harness has one row per id);
 //   ft::ref::  scalar reference implementations, written for clarity, never optimised
 //              (kernels/ref/); their templates also run in float64 for gradient checks;
 //   ft::cpu::  the fast CPU implementations (kernels/cpu/): AVX-512, OpenMP, oneDNN;
-//   ft::ops::  what model code calls — today the CPU ops; a CUDA build dispatches here.
-// A backend that forgets an op fails to link the op harness (tests/unit/kernels_*_test.cpp).
+//   OpTable    a backend's ops as function pointers, one member per op, filled by the backend
+//              from the same list (ref::op_table(), cpu::op_table()): a missing op fails to link;
+//   ft::ops::  what model code calls.
+// Every op takes the ExecContext it runs on first (tensor/exec_context.h).
 //
-// Conventions (as in every op below):
-//   - arguments: outputs first, then inputs, then saved activations, then sizes;
+// Conventions (as in every op of the list):
+//   - arguments: the context, then outputs, then inputs, then saved activations, then sizes;
 //   - row-major, contiguous; shapes are written beside each pointer;
 //   - backward ops write (=) activation gradients and accumulate (+=) parameter gradients;
-//   - tokens and targets are int32; a target < 0 is ignored (no loss, no gradient).
+//   - tokens and targets are int32; a target < 0 is ignored (no loss, no gradient);
+//   - ops return nothing: every result, reductions included, is written to memory.
 //
 // Model tensor layouts the ops rely on:
 //   qkv     (B, T, (H + 2*Hkv) * D): per token the H query heads, then Hkv key heads, then
@@ -22,7 +25,10 @@
 //   RoPE uses the "rotate half" convention of Hugging Face LLaMA: dims (i, i + D/2) form a pair.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+
+#include "tensor/exec_context.h"
 
 namespace ft {
 
@@ -37,18 +43,66 @@ constexpr const char* precision_label(Precision p) {
   return p == Precision::kBF16 ? "bf16" : p == Precision::kF16 ? "fp16" : "fp32";
 }
 
-namespace ref {
+// Removes the parentheses around an entry's parameter or argument list.
+#define FT_OP_UNPAREN(...) __VA_ARGS__
+
+// One id per op, in the order of the list.
+enum class OpId : uint16_t {
+#define FT_OP(name, params, args) name,
 #include "kernels/op_decls.inc"
+#undef FT_OP
+};
+
+inline constexpr size_t kOpCount = 0
+#define FT_OP(name, params, args) +1
+#include "kernels/op_decls.inc"
+#undef FT_OP
+    ;
+
+inline constexpr const char* kOpNames[] = {
+#define FT_OP(name, params, args) #name,
+#include "kernels/op_decls.inc"
+#undef FT_OP
+};
+static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == kOpCount);
+
+// "matmul", "rmsnorm_forward_bf16", ...
+constexpr const char* op_name(OpId id) {
+  return kOpNames[static_cast<size_t>(id)];
+}
+
+// A backend's ops: one function pointer per op of the list.
+struct OpTable {
+  const char* backend = "";  // "ref", "cpu", ...
+#define FT_OP(name, params, args) void (*name)(const ExecContext& ctx, FT_OP_UNPAREN params) = nullptr;
+#include "kernels/op_decls.inc"
+#undef FT_OP
+};
+
+namespace ref {
+#define FT_OP(name, params, args) void name(const ExecContext& ctx, FT_OP_UNPAREN params);
+#include "kernels/op_decls.inc"
+#undef FT_OP
+// Every op above (kernels/ref/ref_ops.cpp).
+const OpTable& op_table();
 }  // namespace ref
 
 namespace cpu {
+#define FT_OP(name, params, args) void name(const ExecContext& ctx, FT_OP_UNPAREN params);
 #include "kernels/op_decls.inc"
+#undef FT_OP
+// Every op above (kernels/cpu/op_table.cpp).
+const OpTable& op_table();
 }  // namespace cpu
 
-// What the model calls. A using-directive keeps one spelling (ops::rmsnorm_forward) while the
-// CPU backend is the only one that runs here.
+// What the model calls: ops::rmsnorm_forward(out, rstd, x, w, N, C, eps) runs the CPU op.
 namespace ops {
-using namespace ::ft::cpu;
+#define FT_OP(name, params, args)                 \
+  inline void name(FT_OP_UNPAREN params) {        \
+    cpu::name(cpu_context(), FT_OP_UNPAREN args); \
+  }
+#include "kernels/op_decls.inc"
+#undef FT_OP
 }  // namespace ops
 
 }  // namespace ft

@@ -274,11 +274,11 @@ PeakRecord measure_square(Path path, Precision precision, cpu::GemmLibrary lib, 
   switch (path) {
     case Path::kModelOp:
       if (precision == Precision::kBF16) {
-        run = [&] { cpu::matmul_bf16(C.data(), A16.data(), B16.data(), n, n, n, false, false, 0.0f); };
+        run = [&] { cpu::matmul_bf16(cpu_context(), C.data(), A16.data(), B16.data(), n, n, n, false, false, 0.0f); };
         r.emulated = !cpu::onednn_has_native_bf16();
         if (!r.emulated) r.library = onednn_version();
       } else {
-        run = [&] { cpu::matmul(C.data(), A.data(), B.data(), n, n, n, false, false, 0.0f, precision); };
+        run = [&] { cpu::matmul(cpu_context(), C.data(), A.data(), B.data(), n, n, n, false, false, 0.0f, precision); };
         r.emulated = precision == Precision::kF16;
       }
       r.impl = cpu::gemm_impl_name(n, n, n, false, false, precision);

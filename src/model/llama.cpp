@@ -5,15 +5,27 @@
 namespace ft {
 namespace {
 
-// Calls f with the tensor's data as float* or, for a bf16 tensor, uint16_t*: the ops that make a
-// GEMM's input write either (bf16 compute keeps those tensors in bf16).
-template <typename F>
-void with_data(Tensor& t, F&& f) {
-  if (t.dtype() == DType::kBF16) {
-    f(t.data<uint16_t>());
-  } else {
-    f(t.data<float>());
-  }
+// The ops that make a GEMM's input write fp32, or bf16 into a bf16 tensor (bf16 compute keeps
+// those tensors in bf16).
+void rmsnorm_into(Tensor& out, float* rstd, const float* x, const float* weight, int64_t N, int64_t C, float eps) {
+  if (out.dtype() == DType::kBF16)
+    ops::rmsnorm_forward_bf16(out.data<uint16_t>(), rstd, x, weight, N, C, eps);
+  else
+    ops::rmsnorm_forward(out.data<float>(), rstd, x, weight, N, C, eps);
+}
+
+void swiglu_into(Tensor& out, const float* gate_up, int64_t N, int64_t F) {
+  if (out.dtype() == DType::kBF16)
+    ops::swiglu_forward_bf16(out.data<uint16_t>(), gate_up, N, F);
+  else
+    ops::swiglu_forward(out.data<float>(), gate_up, N, F);
+}
+
+void swiglu_backward_into(Tensor& dgate_up, const float* dout, const float* gate_up, int64_t N, int64_t F) {
+  if (dgate_up.dtype() == DType::kBF16)
+    ops::swiglu_backward_bf16(dgate_up.data<uint16_t>(), dout, gate_up, N, F);
+  else
+    ops::swiglu_backward(dgate_up.data<float>(), dout, gate_up, N, F);
 }
 
 }  // namespace
@@ -191,9 +203,7 @@ void Llama::block_forward_into(ParamAccess& params, Activations& acts, int64_t l
   float* x_mid = a.x_mid.data<float>();
 
   // Attention: x_mid = x + Wo · attention(rope(Wqkv · norm(x)))
-  with_data(a.xn1, [&](auto* xn1) {
-    ops::rmsnorm_forward(xn1, a.rstd1.data<float>(), x, params.weight(*s.attn_norm), Ns, C, eps);
-  });
+  rmsnorm_into(a.xn1, a.rstd1.data<float>(), x, params.weight(*s.attn_norm), Ns, C, eps);
   matmul(a.qkv.data<float>(), gather_tokens(operand(a.xn1), acts), weight(params, *s.wqkv, QKV * C), N, QKV, C, false,
          true, 0);
   ops::rope_forward(a.qkv.data<float>(), rope_cos_.data<float>(), rope_sin_.data<float>(), B, T, H_, Hkv_, D_, 0);
@@ -205,12 +215,10 @@ void Llama::block_forward_into(ParamAccess& params, Activations& acts, int64_t l
   ops::add_inplace(x_mid, x, Ns * C);
 
   // MLP: out = x_mid + W2 · swiglu(W13 · norm(x_mid))
-  with_data(a.xn2, [&](auto* xn2) {
-    ops::rmsnorm_forward(xn2, a.rstd2.data<float>(), x_mid, params.weight(*s.mlp_norm), Ns, C, eps);
-  });
+  rmsnorm_into(a.xn2, a.rstd2.data<float>(), x_mid, params.weight(*s.mlp_norm), Ns, C, eps);
   matmul(a.gu.data<float>(), gather_tokens(operand(a.xn2), acts), weight(params, *s.w13, 2 * F_ * C), N, 2 * F_, C,
          false, true, 0);
-  with_data(a.h, [&](auto* h) { ops::swiglu_forward(h, a.gu.data<float>(), N, F_); });
+  swiglu_into(a.h, a.gu.data<float>(), N, F_);
   matmul(partial_out(out, acts), operand(a.h), weight(params, *s.w2, C * F_), N, C, F_, false, true, 0);
   reduce_tokens(out, acts);
   ops::add_inplace(out, x_mid, Ns * C);
@@ -223,10 +231,8 @@ double Llama::head_forward(ParamAccess& params, Activations& acts, float grad_sc
   if (cfg_.tie_embeddings) params.before_forward(unit(0));
   const int64_t N = acts.B * acts.T, C = cfg_.dim, V = V_;
   const float* x = acts.res.back().data<float>();
-  with_data(acts.xf, [&](auto* xf) {
-    ops::rmsnorm_forward(xf, acts.rstdf.data<float>(), x, params.weight(*final_norm_), local_tokens(acts), C,
-                         static_cast<float>(cfg_.norm_eps));
-  });
+  rmsnorm_into(acts.xf, acts.rstdf.data<float>(), x, params.weight(*final_norm_), local_tokens(acts), C,
+               static_cast<float>(cfg_.norm_eps));
   const Operand xf = gather_tokens(operand(acts.xf), acts);  // (N, C)
   const Operand W = weight(params, *head_, V_ * C);          // (V, C): this rank's vocabulary rows [v0, v0 + V)
   float* dW = backward ? params.grad(*head_) : nullptr;
@@ -259,7 +265,7 @@ double Llama::head_forward(ParamAccess& params, Activations& acts, float grad_sc
     // dlogits: in place (fp32), or in bf16 for the two GEMMs (lse global)
     Operand dlogits{logits, nullptr};
     if (precision_ == Precision::kBF16) {
-      ops::xent_backward(acts.dlogits16.data<uint16_t>(), logits, lse, local_targets.data(), n, V, grad_scale);
+      ops::xent_backward_bf16(acts.dlogits16.data<uint16_t>(), logits, lse, local_targets.data(), n, V, grad_scale);
       dlogits = operand(acts.dlogits16);
     } else {
       ops::xent_backward(logits, logits, lse, local_targets.data(), n, V, grad_scale);
@@ -306,7 +312,7 @@ void Llama::block_backward(ParamAccess& params, Activations& acts, int64_t layer
   const Operand d_out = rounded(gather_grad(d_res, acts), N * C, g.dy16);                       // (N, C)
   matmul(g.dh.data<float>(), d_out, weight(params, *s.w2, C * F_), N, F_, C, false, false, 0);  // (N,F) = d·W2
   matmul(params.grad(*s.w2), d_out, operand(a.h), C, F_, N, true, false, 1);                    // (C,F) += dᵀ·h
-  with_data(g.dgu, [&](auto* dgu) { ops::swiglu_backward(dgu, g.dh.data<float>(), a.gu.data<float>(), N, F_); });
+  swiglu_backward_into(g.dgu, g.dh.data<float>(), a.gu.data<float>(), N, F_);
   matmul(partial_out(d_xn, acts), operand(g.dgu), weight(params, *s.w13, 2 * F_ * C), N, C, 2 * F_, false, false, 0);
   matmul(params.grad(*s.w13), operand(g.dgu), gather_tokens(operand(a.xn2), acts), 2 * F_, C, N, true, false, 1);
   reduce_input_grad(d_xn, acts);
@@ -374,10 +380,8 @@ void Llama::forward_logits(ParamAccess& params, Activations& acts, const int32_t
   embed_forward(params, acts);
   for (int64_t i = 0; i < cfg_.n_layers; ++i) block_forward(params, acts, i);
   const int64_t N = acts.B * acts.T, C = cfg_.dim;
-  with_data(acts.xf, [&](auto* xf) {
-    ops::rmsnorm_forward(xf, acts.rstdf.data<float>(), acts.res.back().data<float>(), params.weight(*final_norm_), N, C,
-                         static_cast<float>(cfg_.norm_eps));
-  });
+  rmsnorm_into(acts.xf, acts.rstdf.data<float>(), acts.res.back().data<float>(), params.weight(*final_norm_), N, C,
+               static_cast<float>(cfg_.norm_eps));
   matmul(logits, operand(acts.xf), weight(params, *head_, V_ * C), N, V_, C, false, true, 0);
 }
 

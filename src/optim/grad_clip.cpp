@@ -5,7 +5,9 @@
 namespace ft {
 
 double grad_sum_squares(const float* grads, int64_t n) {
-  return ops::sum_squares(grads, n);
+  double s = 0;
+  ops::sum_squares(&s, grads, n);
+  return s;
 }
 
 float clip_coefficient(double global_norm, double max_norm) {

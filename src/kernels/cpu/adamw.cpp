@@ -11,8 +11,9 @@ namespace ft::cpu {
 using namespace simd;
 
 // param, m, v (n) updated in place; param_bf16 (n) = bf16(param) when not null.
-void adamw_step(float* param, float* m, float* v, uint16_t* param_bf16, const float* grad, int64_t n, float lr,
-                float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale) {
+void adamw_step(const ExecContext&, float* param, float* m, float* v, uint16_t* param_bf16, const float* grad,
+                int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
+                float grad_scale) {
   double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step));
   double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step));
   const F32x16 step_size = set1(static_cast<float>(static_cast<double>(lr) / bc1));

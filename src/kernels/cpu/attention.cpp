@@ -422,8 +422,8 @@ bool use_fused_backward(const Geometry& g) {
 
 }  // namespace
 
-void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t H, int64_t Hkv,
-                       int64_t D) {
+void attention_forward(const ExecContext&, float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t H,
+                       int64_t Hkv, int64_t D) {
   check_attention_sizes("attention_forward", B, T, H, Hkv, D);
   const Geometry g(B, T, H, Hkv, D);
   ThreadScratch buf(FwdScratch::floats(g) + HeadPanel::floats(g));
@@ -444,8 +444,8 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
   }
 }
 
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse, int64_t B,
-                        int64_t T, int64_t H, int64_t Hkv, int64_t D) {
+void attention_backward(const ExecContext&, float* dqkv, const float* dout, const float* qkv, const float* out,
+                        const float* lse, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D) {
   check_attention_sizes("attention_backward", B, T, H, Hkv, D);
   const Geometry g(B, T, H, Hkv, D);
   ThreadScratch delta(B * H * T, 1);  // one shared (B, H, T) array

@@ -16,8 +16,8 @@
 
 namespace ft::cpu {
 
-void kv_cache_write(float* k_cache, float* v_cache, const float* qkv, int64_t B, int64_t T, int64_t H, int64_t Hkv,
-                    int64_t D, int64_t pos0, int64_t max_T) {
+void kv_cache_write(const ExecContext&, float* k_cache, float* v_cache, const float* qkv, int64_t B, int64_t T,
+                    int64_t H, int64_t Hkv, int64_t D, int64_t pos0, int64_t max_T) {
   check_decode_sizes("kv_cache_write", B, pos0, T, H, Hkv, D, max_T);
   const int64_t row = (H + 2 * Hkv) * D;
   const size_t bytes = sizeof(float) * static_cast<size_t>(D);
@@ -32,8 +32,8 @@ void kv_cache_write(float* k_cache, float* v_cache, const float* qkv, int64_t B,
   }
 }
 
-void attention_decode(float* out, const float* qkv, const float* k_cache, const float* v_cache, int64_t B, int64_t Tq,
-                      int64_t Tk, int64_t H, int64_t Hkv, int64_t D, int64_t max_T) {
+void attention_decode(const ExecContext&, float* out, const float* qkv, const float* k_cache, const float* v_cache,
+                      int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t Hkv, int64_t D, int64_t max_T) {
   check_decode_sizes("attention_decode", B, Tk - Tq, Tq, H, Hkv, D, max_T);
   using namespace attn;
   const int64_t row = (H + 2 * Hkv) * D, group = H / Hkv, Dp = (D + 15) / 16 * 16;

@@ -16,7 +16,7 @@ constexpr int64_t kBlock = 1 << 14;        // sum_squares: one partial per block
 }  // namespace
 
 // y(n) += x(n)
-void add_inplace(float* y, const float* x, int64_t n) {
+void add_inplace(const ExecContext&, float* y, const float* x, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
   for (int64_t i = 0; i < n; i += kLanes) {
     int w = width(n - i);
@@ -25,7 +25,7 @@ void add_inplace(float* y, const float* x, int64_t n) {
 }
 
 // y(n) *= a
-void scale_inplace(float* y, float a, int64_t n) {
+void scale_inplace(const ExecContext&, float* y, float a, int64_t n) {
   const F32x16 av = set1(a);
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
   for (int64_t i = 0; i < n; i += kLanes) {
@@ -34,11 +34,14 @@ void scale_inplace(float* y, float a, int64_t n) {
   }
 }
 
-// Σ x(n)², in double. Blocks of kBlock are summed in block order, so the result does not depend on
-// the thread count.
-double sum_squares(const float* x, int64_t n) {
+// *sum += Σ x(n)², in double. Blocks of kBlock are summed in block order, so the result does not
+// depend on the thread count.
+void sum_squares(const ExecContext&, double* sum, const float* x, int64_t n) {
   int64_t blocks = (n + kBlock - 1) / kBlock;
-  if (blocks <= 1) return sum_squares_f64(x, n);
+  if (blocks <= 1) {
+    *sum += sum_squares_f64(x, n);
+    return;
+  }
   std::vector<double> part(static_cast<size_t>(blocks));
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
   for (int64_t b = 0; b < blocks; ++b) {
@@ -47,11 +50,11 @@ double sum_squares(const float* x, int64_t n) {
   }
   double s = 0;
   for (double p : part) s += p;
-  return s;
+  *sum += s;
 }
 
 // y(n) = bf16(x(n))
-void to_bf16(uint16_t* y, const float* x, int64_t n) {
+void to_bf16(const ExecContext&, uint16_t* y, const float* x, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
   for (int64_t i = 0; i < n; i += kLanes) {
     int w = width(n - i);

@@ -12,8 +12,8 @@ namespace ft::cpu {
 using namespace simd;
 
 // out(N, C) = table(V, C)[tokens(N) - v0], or 0 for tokens of other shards. Parallel over tokens.
-void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t N, int64_t C, int64_t v0,
-                       int64_t V) {
+void embedding_forward(const ExecContext&, float* out, const int32_t* tokens, const float* table, int64_t N, int64_t C,
+                       int64_t v0, int64_t V) {
 #pragma omp parallel for schedule(static) if (N * C > 8192)
   for (int64_t n = 0; n < N; ++n) {
     int64_t row = static_cast<int64_t>(tokens[n]) - v0;
@@ -29,8 +29,8 @@ void embedding_forward(float* out, const int32_t* tokens, const float* table, in
 // dtable(V, C) += dout(N, C) rows, scattered by token. A token may repeat, so threads split the
 // columns (whole 64-byte lines each) rather than the tokens: no races, and every element sums its
 // contributions in token order whatever the thread count (bit-reproducible).
-void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t N, int64_t C, int64_t v0,
-                        int64_t V) {
+void embedding_backward(const ExecContext&, float* dtable, const float* dout, const int32_t* tokens, int64_t N,
+                        int64_t C, int64_t v0, int64_t V) {
   int64_t blocks = (C + kLanes - 1) / kLanes;  // 16-float column blocks
 #pragma omp parallel if (N * C > 8192)
   {

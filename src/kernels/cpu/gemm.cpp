@@ -181,7 +181,7 @@ bool trivial_gemm(float* C, int64_t M, int64_t N, int64_t K, float beta) {
   if (beta == 0.0f) {
     std::fill(C, C + M * N, 0.0f);
   } else {
-    scale_inplace(C, beta, M * N);
+    scale_inplace(cpu_context(), C, beta, M * N);
   }
   return true;
 }
@@ -383,8 +383,8 @@ std::string gemm_backend_summary() {
   return fmt::format("fp32: {}; bf16: {}; fp16: emulated: rounded to fp16, fp32 GEMM", f32, bf16);
 }
 
-void matmul_bf16(float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K, bool trans_a,
-                 bool trans_b, float beta) {
+void matmul_bf16(const ExecContext&, float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K,
+                 bool trans_a, bool trans_b, float beta) {
   if (bf16_path() == Bf16Path::kNative) return matmul_bf16_onednn(C, A, B, M, N, K, trans_a, trans_b, beta);
   warn_bf16_emulated_once();
   matmul_bf16_widened(C, A, B, M, N, K, trans_a, trans_b, beta);
@@ -404,11 +404,11 @@ void matmul_bf16_widened(float* C, const uint16_t* A, const uint16_t* B, int64_t
   auto* b = static_cast<float*>(ts.b32.get(static_cast<size_t>(K * N) * sizeof(float)));
   widen_bf16(a, A, M * K);
   widen_bf16(b, B, K * N);
-  matmul(C, a, b, M, N, K, trans_a, trans_b, beta, Precision::kF32);
+  matmul(cpu_context(), C, a, b, M, N, K, trans_a, trans_b, beta, Precision::kF32);
 }
 
-void matmul(float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
-            float beta, Precision precision) {
+void matmul(const ExecContext& ctx, float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K,
+            bool trans_a, bool trans_b, float beta, Precision precision) {
   if (trivial_gemm(C, M, N, K, beta)) return;
   if (precision == Precision::kF32)
     return matmul_f32_with(f32_gemm_library(), C, A, B, M, N, K, trans_a, trans_b, beta);
@@ -417,8 +417,8 @@ void matmul(float* C, const float* A, const float* B, int64_t M, int64_t N, int6
     // Round A and B into this thread's bf16 buffers for the primitive.
     auto* a16 = static_cast<uint16_t*>(ts.a16.get(static_cast<size_t>(M * K) * sizeof(uint16_t)));
     auto* b16 = static_cast<uint16_t*>(ts.b16.get(static_cast<size_t>(K * N) * sizeof(uint16_t)));
-    to_bf16(a16, A, M * K);
-    to_bf16(b16, B, K * N);
+    to_bf16(ctx, a16, A, M * K);
+    to_bf16(ctx, b16, B, K * N);
     return matmul_bf16_onednn(C, a16, b16, M, N, K, trans_a, trans_b, beta);
   }
   // Emulated: A and B rounded to bf16 / fp16 and widened back (exact) in one pass, then fp32.

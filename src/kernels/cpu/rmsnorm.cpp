@@ -37,10 +37,12 @@ void rmsnorm_forward_impl(Out* out, float* rstd, const float* x, const float* we
 }
 }  // namespace
 
-void rmsnorm_forward(float* out, float* rstd, const float* x, const float* weight, int64_t N, int64_t C, float eps) {
+void rmsnorm_forward(const ExecContext&, float* out, float* rstd, const float* x, const float* weight, int64_t N,
+                     int64_t C, float eps) {
   rmsnorm_forward_impl(out, rstd, x, weight, N, C, eps);
 }
-void rmsnorm_forward(uint16_t* out, float* rstd, const float* x, const float* weight, int64_t N, int64_t C, float eps) {
+void rmsnorm_forward_bf16(const ExecContext&, uint16_t* out, float* rstd, const float* x, const float* weight,
+                          int64_t N, int64_t C, float eps) {
   rmsnorm_forward_impl(out, rstd, x, weight, N, C, eps);
 }
 
@@ -48,8 +50,8 @@ void rmsnorm_forward(uint16_t* out, float* rstd, const float* x, const float* we
 // dweight(C) += Σ_n dy ∘ (x · r)                            (accumulated)
 // Each thread sums dweight over its contiguous block of rows into its own partial; the partials
 // are added in thread order afterwards (deterministic for a given thread count).
-void rmsnorm_backward(float* dx, float* dweight, const float* dout, const float* x, const float* weight,
-                      const float* rstd, int64_t N, int64_t C) {
+void rmsnorm_backward(const ExecContext&, float* dx, float* dweight, const float* dout, const float* x,
+                      const float* weight, const float* rstd, int64_t N, int64_t C) {
   int max_threads = (N * C > 8192) ? omp_get_max_threads() : 1;
   ThreadScratch partial(C, max_threads);  // (threads, C) dweight partials
   int used = 1;

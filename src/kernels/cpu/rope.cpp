@@ -36,18 +36,18 @@ void rope_rotate(float* qkv, const float* cos, const float* sin, int64_t B, int6
 }
 }  // namespace
 
-void rope_forward(float* qkv, const float* cos, const float* sin, int64_t B, int64_t T, int64_t H, int64_t Hkv,
-                  int64_t D, int64_t pos0) {
+void rope_forward(const ExecContext&, float* qkv, const float* cos, const float* sin, int64_t B, int64_t T, int64_t H,
+                  int64_t Hkv, int64_t D, int64_t pos0) {
   rope_rotate(qkv, cos, sin, B, T, H, Hkv, D, pos0, 1.0f);
 }
 
-void rope_backward(float* dqkv, const float* cos, const float* sin, int64_t B, int64_t T, int64_t H, int64_t Hkv,
-                   int64_t D, int64_t pos0) {
+void rope_backward(const ExecContext&, float* dqkv, const float* cos, const float* sin, int64_t B, int64_t T, int64_t H,
+                   int64_t Hkv, int64_t D, int64_t pos0) {
   rope_rotate(dqkv, cos, sin, B, T, H, Hkv, D, pos0, -1.0f);
 }
 
 // cos, sin (max_pos, D/2): angle(p, i) = p · theta^(−2i/D), computed in double (once per run).
-void rope_tables(float* cos, float* sin, int64_t max_pos, int64_t D, float theta) {
+void rope_tables(const ExecContext&, float* cos, float* sin, int64_t max_pos, int64_t D, float theta) {
   int64_t half = D / 2;
 #pragma omp parallel for schedule(static) if (max_pos * half > 16384)
   for (int64_t p = 0; p < max_pos; ++p) {

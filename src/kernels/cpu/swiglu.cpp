@@ -50,16 +50,18 @@ void backward(Out* dgate_up, const float* dout, const float* gate_up, int64_t N,
 
 }  // namespace
 
-void swiglu_forward(float* out, const float* gate_up, int64_t N, int64_t F) {
+void swiglu_forward(const ExecContext&, float* out, const float* gate_up, int64_t N, int64_t F) {
   forward(out, gate_up, N, F);
 }
-void swiglu_forward(uint16_t* out, const float* gate_up, int64_t N, int64_t F) {
+void swiglu_forward_bf16(const ExecContext&, uint16_t* out, const float* gate_up, int64_t N, int64_t F) {
   forward(out, gate_up, N, F);
 }
-void swiglu_backward(float* dgate_up, const float* dout, const float* gate_up, int64_t N, int64_t F) {
+void swiglu_backward(const ExecContext&, float* dgate_up, const float* dout, const float* gate_up, int64_t N,
+                     int64_t F) {
   backward(dgate_up, dout, gate_up, N, F);
 }
-void swiglu_backward(uint16_t* dgate_up, const float* dout, const float* gate_up, int64_t N, int64_t F) {
+void swiglu_backward_bf16(const ExecContext&, uint16_t* dgate_up, const float* dout, const float* gate_up, int64_t N,
+                          int64_t F) {
   backward(dgate_up, dout, gate_up, N, F);
 }
 

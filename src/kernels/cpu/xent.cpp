@@ -38,7 +38,8 @@ double row_logsumexp(const float* z, int64_t V) {
 }  // namespace
 
 // loss(N), lse(N) from logits(N, V), targets(N).
-void xent_forward(float* loss, float* lse, const float* logits, const int32_t* targets, int64_t N, int64_t V) {
+void xent_forward(const ExecContext&, float* loss, float* lse, const float* logits, const int32_t* targets, int64_t N,
+                  int64_t V) {
 #pragma omp parallel for schedule(static) if (N * V > 16384)
   for (int64_t n = 0; n < N; ++n) {
     const float* z = logits + n * V;
@@ -76,12 +77,12 @@ void backward(Out* dlogits, const float* logits, const float* lse, const int32_t
 }
 }  // namespace
 
-void xent_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets, int64_t N, int64_t V,
-                   float scale) {
+void xent_backward(const ExecContext&, float* dlogits, const float* logits, const float* lse, const int32_t* targets,
+                   int64_t N, int64_t V, float scale) {
   backward(dlogits, logits, lse, targets, N, V, scale);
 }
-void xent_backward(uint16_t* dlogits, const float* logits, const float* lse, const int32_t* targets, int64_t N,
-                   int64_t V, float scale) {
+void xent_backward_bf16(const ExecContext&, uint16_t* dlogits, const float* logits, const float* lse,
+                        const int32_t* targets, int64_t N, int64_t V, float scale) {
   backward(dlogits, logits, lse, targets, N, V, scale);
 }
 

@@ -29,8 +29,8 @@ void store_bf16(uint16_t* out, const std::vector<float>& x) {
 }
 }  // namespace
 
-void matmul(float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
-            float beta, Precision precision) {
+void matmul(const ExecContext&, float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, bool trans_a,
+            bool trans_b, float beta, Precision precision) {
   if (precision == Precision::kBF16) {
     auto a = round_bf16(A, M * K), b = round_bf16(B, K * N);
     return ref_impl::matmul(C, a.data(), b.data(), M, N, K, trans_a, trans_b, beta);
@@ -42,110 +42,116 @@ void matmul(float* C, const float* A, const float* B, int64_t M, int64_t N, int6
   ref_impl::matmul(C, A, B, M, N, K, trans_a, trans_b, beta);
 }
 
-void matmul_bf16(float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K, bool trans_a,
-                 bool trans_b, float beta) {
+void matmul_bf16(const ExecContext&, float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K,
+                 bool trans_a, bool trans_b, float beta) {
   std::vector<float> a(static_cast<size_t>(M * K)), b(static_cast<size_t>(K * N));
   for (int64_t i = 0; i < M * K; ++i) a[i] = bf16_to_f32(A[i]);
   for (int64_t i = 0; i < K * N; ++i) b[i] = bf16_to_f32(B[i]);
   ref_impl::matmul(C, a.data(), b.data(), M, N, K, trans_a, trans_b, beta);
 }
 
-void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t N, int64_t C, int64_t v0,
-                       int64_t V) {
+void embedding_forward(const ExecContext&, float* out, const int32_t* tokens, const float* table, int64_t N, int64_t C,
+                       int64_t v0, int64_t V) {
   ref_impl::embedding_forward(out, tokens, table, N, C, v0, V);
 }
-void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t N, int64_t C, int64_t v0,
-                        int64_t V) {
+void embedding_backward(const ExecContext&, float* dtable, const float* dout, const int32_t* tokens, int64_t N,
+                        int64_t C, int64_t v0, int64_t V) {
   ref_impl::embedding_backward(dtable, dout, tokens, N, C, v0, V);
 }
-void rmsnorm_forward(float* out, float* rstd, const float* x, const float* weight, int64_t N, int64_t C, float eps) {
+void rmsnorm_forward(const ExecContext&, float* out, float* rstd, const float* x, const float* weight, int64_t N,
+                     int64_t C, float eps) {
   ref_impl::rmsnorm_forward(out, rstd, x, weight, N, C, eps);
 }
-void rmsnorm_forward(uint16_t* out, float* rstd, const float* x, const float* weight, int64_t N, int64_t C, float eps) {
+void rmsnorm_forward_bf16(const ExecContext&, uint16_t* out, float* rstd, const float* x, const float* weight,
+                          int64_t N, int64_t C, float eps) {
   std::vector<float> y(static_cast<size_t>(N * C));
   ref_impl::rmsnorm_forward(y.data(), rstd, x, weight, N, C, eps);
   store_bf16(out, y);
 }
-void rmsnorm_backward(float* dx, float* dweight, const float* dout, const float* x, const float* weight,
-                      const float* rstd, int64_t N, int64_t C) {
+void rmsnorm_backward(const ExecContext&, float* dx, float* dweight, const float* dout, const float* x,
+                      const float* weight, const float* rstd, int64_t N, int64_t C) {
   ref_impl::rmsnorm_backward(dx, dweight, dout, x, weight, rstd, N, C);
 }
-void rope_forward(float* qkv, const float* cos, const float* sin, int64_t B, int64_t T, int64_t H, int64_t Hkv,
-                  int64_t D, int64_t pos0) {
+void rope_forward(const ExecContext&, float* qkv, const float* cos, const float* sin, int64_t B, int64_t T, int64_t H,
+                  int64_t Hkv, int64_t D, int64_t pos0) {
   ref_impl::rope_apply(qkv, cos, sin, B, T, H, Hkv, D, pos0, 1.0f);
 }
-void rope_backward(float* dqkv, const float* cos, const float* sin, int64_t B, int64_t T, int64_t H, int64_t Hkv,
-                   int64_t D, int64_t pos0) {
+void rope_backward(const ExecContext&, float* dqkv, const float* cos, const float* sin, int64_t B, int64_t T, int64_t H,
+                   int64_t Hkv, int64_t D, int64_t pos0) {
   ref_impl::rope_apply(dqkv, cos, sin, B, T, H, Hkv, D, pos0, -1.0f);
 }
-void rope_tables(float* cos, float* sin, int64_t max_pos, int64_t D, float theta) {
+void rope_tables(const ExecContext&, float* cos, float* sin, int64_t max_pos, int64_t D, float theta) {
   ref_impl::rope_tables(cos, sin, max_pos, D, theta);
 }
-void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t H, int64_t Hkv,
-                       int64_t D) {
+void attention_forward(const ExecContext&, float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t H,
+                       int64_t Hkv, int64_t D) {
   ref_impl::attention_forward(out, lse, qkv, B, T, H, Hkv, D);
 }
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse, int64_t B,
-                        int64_t T, int64_t H, int64_t Hkv, int64_t D) {
+void attention_backward(const ExecContext&, float* dqkv, const float* dout, const float* qkv, const float* out,
+                        const float* lse, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D) {
   ref_impl::attention_backward(dqkv, dout, qkv, out, lse, B, T, H, Hkv, D);
 }
-void kv_cache_write(float* k_cache, float* v_cache, const float* qkv, int64_t B, int64_t T, int64_t H, int64_t Hkv,
-                    int64_t D, int64_t pos0, int64_t max_T) {
+void kv_cache_write(const ExecContext&, float* k_cache, float* v_cache, const float* qkv, int64_t B, int64_t T,
+                    int64_t H, int64_t Hkv, int64_t D, int64_t pos0, int64_t max_T) {
   check_decode_sizes("kv_cache_write", B, pos0, T, H, Hkv, D, max_T);
   ref_impl::kv_cache_write(k_cache, v_cache, qkv, B, T, H, Hkv, D, pos0, max_T);
 }
-void attention_decode(float* out, const float* qkv, const float* k_cache, const float* v_cache, int64_t B, int64_t Tq,
-                      int64_t Tk, int64_t H, int64_t Hkv, int64_t D, int64_t max_T) {
+void attention_decode(const ExecContext&, float* out, const float* qkv, const float* k_cache, const float* v_cache,
+                      int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t Hkv, int64_t D, int64_t max_T) {
   check_decode_sizes("attention_decode", B, Tk - Tq, Tq, H, Hkv, D, max_T);
   ref_impl::attention_decode(out, qkv, k_cache, v_cache, B, Tq, Tk, H, Hkv, D, max_T);
 }
-void swiglu_forward(float* out, const float* gate_up, int64_t N, int64_t F) {
+void swiglu_forward(const ExecContext&, float* out, const float* gate_up, int64_t N, int64_t F) {
   ref_impl::swiglu_forward(out, gate_up, N, F);
 }
-void swiglu_backward(float* dgate_up, const float* dout, const float* gate_up, int64_t N, int64_t F) {
+void swiglu_backward(const ExecContext&, float* dgate_up, const float* dout, const float* gate_up, int64_t N,
+                     int64_t F) {
   ref_impl::swiglu_backward(dgate_up, dout, gate_up, N, F);
 }
-void swiglu_forward(uint16_t* out, const float* gate_up, int64_t N, int64_t F) {
+void swiglu_forward_bf16(const ExecContext&, uint16_t* out, const float* gate_up, int64_t N, int64_t F) {
   std::vector<float> y(static_cast<size_t>(N * F));
   ref_impl::swiglu_forward(y.data(), gate_up, N, F);
   store_bf16(out, y);
 }
-void swiglu_backward(uint16_t* dgate_up, const float* dout, const float* gate_up, int64_t N, int64_t F) {
+void swiglu_backward_bf16(const ExecContext&, uint16_t* dgate_up, const float* dout, const float* gate_up, int64_t N,
+                          int64_t F) {
   std::vector<float> d(static_cast<size_t>(N * 2 * F));
   ref_impl::swiglu_backward(d.data(), dout, gate_up, N, F);
   store_bf16(dgate_up, d);
 }
-void xent_forward(float* loss, float* lse, const float* logits, const int32_t* targets, int64_t N, int64_t V) {
+void xent_forward(const ExecContext&, float* loss, float* lse, const float* logits, const int32_t* targets, int64_t N,
+                  int64_t V) {
   ref_impl::xent_forward(loss, lse, logits, targets, N, V);
 }
-void xent_backward(float* dlogits, const float* logits, const float* lse, const int32_t* targets, int64_t N, int64_t V,
-                   float scale) {
+void xent_backward(const ExecContext&, float* dlogits, const float* logits, const float* lse, const int32_t* targets,
+                   int64_t N, int64_t V, float scale) {
   ref_impl::xent_backward(dlogits, logits, lse, targets, N, V, scale);
 }
-void xent_backward(uint16_t* dlogits, const float* logits, const float* lse, const int32_t* targets, int64_t N,
-                   int64_t V, float scale) {
+void xent_backward_bf16(const ExecContext&, uint16_t* dlogits, const float* logits, const float* lse,
+                        const int32_t* targets, int64_t N, int64_t V, float scale) {
   std::vector<float> d(static_cast<size_t>(N * V));
   ref_impl::xent_backward(d.data(), logits, lse, targets, N, V, scale);
   store_bf16(dlogits, d);
 }
 
-void add_inplace(float* y, const float* x, int64_t n) {
+void add_inplace(const ExecContext&, float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
-void scale_inplace(float* y, float a, int64_t n) {
+void scale_inplace(const ExecContext&, float* y, float a, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] *= a;
 }
-double sum_squares(const float* x, int64_t n) {
+void sum_squares(const ExecContext&, double* sum, const float* x, int64_t n) {
   double s = 0;
   for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
-  return s;
+  *sum += s;
 }
-void to_bf16(uint16_t* y, const float* x, int64_t n) {
+void to_bf16(const ExecContext&, uint16_t* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(x[i]);
 }
 
-void adamw_step(float* param, float* m, float* v, uint16_t* param_bf16, const float* grad, int64_t n, float lr,
-                float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale) {
+void adamw_step(const ExecContext&, float* param, float* m, float* v, uint16_t* param_bf16, const float* grad,
+                int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
+                float grad_scale) {
   float bc1 = 1.0f - std::pow(beta1, static_cast<float>(step));
   float bc2 = 1.0f - std::pow(beta2, static_cast<float>(step));
   float step_size = lr / bc1;
@@ -159,6 +165,18 @@ void adamw_step(float* param, float* m, float* v, uint16_t* param_bf16, const fl
     param[i] -= step_size * m[i] / denom;
     if (param_bf16) param_bf16[i] = f32_to_bf16(param[i]);
   }
+}
+
+const OpTable& op_table() {
+  static const OpTable table = [] {
+    OpTable t;
+    t.backend = "ref";
+#define FT_OP(name, params, args) t.name = &name;
+#include "kernels/op_decls.inc"
+#undef FT_OP
+    return t;
+  }();
+  return table;
 }
 
 }  // namespace ft::ref

@@ -78,7 +78,7 @@ double TpGradSync::sum_squares(const float* grads, int64_t begin, int64_t end) c
   double s = 0;
   for (auto [b, e] : counted_) {
     int64_t lo = std::max(b, begin), hi = std::min(e, end);
-    if (lo < hi) s += ops::sum_squares(grads + (lo - begin), hi - lo);
+    if (lo < hi) ops::sum_squares(&s, grads + (lo - begin), hi - lo);
   }
   return s;
 }

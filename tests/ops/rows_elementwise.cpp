@@ -1,0 +1,106 @@
+// Rows: add_inplace, scale_inplace, sum_squares, to_bf16. Sizes below and above the vector width,
+// the threading cut and sum_squares' 16384-element blocks.
+#include <bit>
+#include <limits>
+
+#include "ops/op_cases.h"
+#include "ops/rows_util.h"
+
+namespace ft::test::rows {
+namespace {
+
+std::vector<Shape> sizes() {
+  return {{{"n", 1}}, {{"n", 15}}, {{"n", 17}}, {{"n", 1000}}, {{"n", 100003}}, {{"n", 1 << 20}}};
+}
+
+class AddInplace final : public OpCase {
+ public:
+  std::vector<Shape> test_shapes() const override { return sizes(); }
+  Shape bench_shape() const override { return {{"n", 2048 * 768}}; }  // a residual add
+  Case make(const Shape& s, uint64_t seed) const override {
+    Case c(s);
+    c.in_f32("x", s["n"], seed + 61);
+    c.inout_f32("y", s["n"], seed + 62, Tol::exact());
+    return c;
+  }
+  void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
+    ops.add_inplace(ctx, c.f32("y"), c.f32("x"), c["n"]);
+  }
+  Cost cost(const Shape& s) const override { return {3 * kF32Bytes * s["n"], 1.0 * s["n"]}; }
+};
+
+class ScaleInplace final : public OpCase {
+ public:
+  std::vector<Shape> test_shapes() const override { return sizes(); }
+  Shape bench_shape() const override { return {{"n", 16 << 20}}; }  // gradients of 16 M parameters
+  Case make(const Shape& s, uint64_t seed) const override {
+    Case c(s);
+    c.inout_f32("y", s["n"], seed + 63, Tol::exact());
+    return c;
+  }
+  void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
+    ops.scale_inplace(ctx, c.f32("y"), -0.75f, c["n"]);
+  }
+  Cost cost(const Shape& s) const override { return {2 * kF32Bytes * s["n"], 1.0 * s["n"]}; }
+};
+
+// Accumulates onto a sum already there (a norm over several ranges).
+class SumSquares final : public OpCase {
+ public:
+  std::vector<Shape> test_shapes() const override { return sizes(); }
+  Shape bench_shape() const override { return {{"n", 16 << 20}}; }
+  Case make(const Shape& s, uint64_t seed) const override {
+    Case c(s);
+    c.in_f32("x", s["n"], seed + 64);
+    c.inout_f64("sum", {0.5}, Tol::close(1e-12, 0));
+    return c;
+  }
+  void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
+    ops.sum_squares(ctx, c.f64("sum"), c.f32("x"), c["n"]);
+  }
+  Cost cost(const Shape& s) const override { return {kF32Bytes * s["n"], 2.0 * s["n"]}; }
+};
+
+// Rounding ties to even (halfway values, alternately odd and even below) and NaN staying NaN, in
+// the vector body and the tail alike.
+class ToBf16 final : public OpCase {
+ public:
+  std::vector<Shape> test_shapes() const override { return sizes(); }
+  Shape bench_shape() const override { return {{"n", 16 << 20}}; }  // the bf16 copy of 16 M weights
+  Case make(const Shape& s, uint64_t seed) const override {
+    const int64_t n = s["n"];
+    std::vector<float> x = random_floats(n, seed + 65);
+    for (int64_t i = 0; i < n; i += 7)
+      x[static_cast<size_t>(i)] = std::bit_cast<float>(static_cast<uint32_t>(0x3f808000u + ((i / 7) % 2) * 0x10000u));
+    if (n > 3) x[3] = std::numeric_limits<float>::quiet_NaN();
+    Case c(s);
+    c.in_f32("x", x);
+    c.out_bf16("y", n, Tol::exact());
+    return c;
+  }
+  void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
+    ops.to_bf16(ctx, c.bf16("y"), c.f32("x"), c["n"]);
+  }
+  Cost cost(const Shape& s) const override { return {(kF32Bytes + kBf16Bytes) * s["n"], 0}; }
+};
+
+}  // namespace
+
+const OpCase& add_inplace() {
+  static const AddInplace row;
+  return row;
+}
+const OpCase& scale_inplace() {
+  static const ScaleInplace row;
+  return row;
+}
+const OpCase& sum_squares() {
+  static const SumSquares row;
+  return row;
+}
+const OpCase& to_bf16() {
+  static const ToBf16 row;
+  return row;
+}
+
+}  // namespace ft::test::rows

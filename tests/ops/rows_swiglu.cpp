@@ -1,0 +1,113 @@
+// Rows: swiglu_forward, swiglu_forward_bf16, swiglu_backward, swiglu_backward_bf16. Gates in
+// [-6, 6): both tails of the sigmoid. The bf16 forms are held to one bf16 step of the reference;
+// that they are exactly the fp32 op rounded is tests/unit/kernels_test.cpp.
+#include "kernels/ref/ref_impl.h"
+#include "ops/op_cases.h"
+#include "ops/rows_util.h"
+
+namespace ft::test::rows {
+namespace {
+
+std::vector<Shape> swiglu_shapes() {
+  return {{{"N", 1}, {"F", 1}}, {{"N", 3}, {"F", 17}}, {{"N", 5}, {"F", 33}}, {{"N", 64}, {"F", 1000}}};
+}
+
+Shape swiglu_bench() {
+  return {{"N", 2048}, {"F", 2048}};
+}
+
+class SwiGluForward final : public OpCase {
+ public:
+  explicit SwiGluForward(bool bf16) : bf16_(bf16) {}
+  std::vector<Shape> test_shapes() const override { return swiglu_shapes(); }
+  Shape bench_shape() const override { return swiglu_bench(); }
+  Case make(const Shape& s, uint64_t seed) const override {
+    Case c(s);
+    c.in_f32("gate_up", s["N"] * 2 * s["F"], seed + 41, -6.0f, 6.0f);
+    if (bf16_)
+      c.out_bf16("out", s["N"] * s["F"], Tol::bf16());
+    else
+      c.out_f32("out", s["N"] * s["F"], Tol::close(1e-6, 1e-7));
+    return c;
+  }
+  void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
+    if (bf16_)
+      ops.swiglu_forward_bf16(ctx, c.bf16("out"), c.f32("gate_up"), c["N"], c["F"]);
+    else
+      ops.swiglu_forward(ctx, c.f32("out"), c.f32("gate_up"), c["N"], c["F"]);
+  }
+  Cost cost(const Shape& s) const override {
+    const double NF = s["N"] * s["F"];
+    return {NF * (2 * kF32Bytes + (bf16_ ? kBf16Bytes : kF32Bytes)), 5 * NF};
+  }
+
+ private:
+  bool bf16_;
+};
+
+// dgate_up of Σ dout ∘ swiglu(gate_up).
+class SwiGluBackward final : public OpCase {
+ public:
+  explicit SwiGluBackward(bool bf16) : bf16_(bf16) {}
+  std::vector<Shape> test_shapes() const override { return swiglu_shapes(); }
+  Shape bench_shape() const override { return swiglu_bench(); }
+  Case make(const Shape& s, uint64_t seed) const override {
+    Case c(s);
+    c.in_f32("gate_up", s["N"] * 2 * s["F"], seed + 41, -6.0f, 6.0f);
+    c.in_f32("dout", s["N"] * s["F"], seed + 42);
+    if (bf16_)
+      c.out_bf16("dgate_up", s["N"] * 2 * s["F"], Tol::bf16());
+    else
+      c.out_f32("dgate_up", s["N"] * 2 * s["F"], Tol::close(2e-6, 1e-7));
+    return c;
+  }
+  void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
+    if (bf16_)
+      ops.swiglu_backward_bf16(ctx, c.bf16("dgate_up"), c.f32("dout"), c.f32("gate_up"), c["N"], c["F"]);
+    else
+      ops.swiglu_backward(ctx, c.f32("dgate_up"), c.f32("dout"), c.f32("gate_up"), c["N"], c["F"]);
+  }
+  Cost cost(const Shape& s) const override {
+    const double NF = s["N"] * s["F"];
+    return {NF * (3 * kF32Bytes + 2 * (bf16_ ? kBf16Bytes : kF32Bytes)), 12 * NF};
+  }
+
+  std::vector<GradOf> grads() const override { return {{"dgate_up", "gate_up", false}}; }
+  std::vector<Shape> grad_shapes() const override { return {{{"N", 3}, {"F", 17}}}; }
+  double loss64(const Case& c, const Inputs64& in) const override {
+    std::vector<double> out(static_cast<size_t>(c["N"] * c["F"]));
+    ref_impl::swiglu_forward(out.data(), in64(in, "gate_up").data(), c["N"], c["F"]);
+    return dot64(in64(in, "dout"), out);
+  }
+  std::map<std::string, std::vector<double>> backward64(const Case& c, const Inputs64& in) const override {
+    std::vector<double> d(static_cast<size_t>(c["N"] * 2 * c["F"]));
+    ref_impl::swiglu_backward(d.data(), in64(in, "dout").data(), in64(in, "gate_up").data(), c["N"], c["F"]);
+    return {{"dgate_up", d}};
+  }
+  // bf16 output: one rounding (2^-9 relative) on top of the fp32 error.
+  Tol grad_tol() const override { return bf16_ ? Tol::close(4e-3, 0, 1e-5) : OpCase::grad_tol(); }
+
+ private:
+  bool bf16_;
+};
+
+}  // namespace
+
+const OpCase& swiglu_forward() {
+  static const SwiGluForward row(false);
+  return row;
+}
+const OpCase& swiglu_forward_bf16() {
+  static const SwiGluForward row(true);
+  return row;
+}
+const OpCase& swiglu_backward() {
+  static const SwiGluBackward row(false);
+  return row;
+}
+const OpCase& swiglu_backward_bf16() {
+  static const SwiGluBackward row(true);
+  return row;
+}
+
+}  // namespace ft::test::rows

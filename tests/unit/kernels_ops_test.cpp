@@ -1,0 +1,105 @@
+// The op harness (tests/ops): every row — one per op of kernels/op_decls.inc — on every shape of
+// the row, through the CPU backend: against the reference, and twice from the same inputs for
+// the same bits; every backward row's gradients against float64 finite differences. The op
+// registry itself: one row per op, names, a backend table with every op.
+#include <gtest/gtest.h>
+
+#include <ostream>
+#include <set>
+#include <string>
+
+#include "ops/op_cases.h"
+#include "ops/op_checks.h"
+
+namespace ft::test {
+namespace {
+
+struct Param {
+  OpId id;
+  size_t shape;  // index into the row's test_shapes() (or grad_shapes())
+};
+
+void PrintTo(const Param& p, std::ostream* os) {
+  *os << op_name(p.id) << " shape " << p.shape;
+}
+
+std::vector<Param> every_shape(bool gradient_rows) {
+  std::vector<Param> out;
+  for (const OpRow& r : op_rows()) {
+    const size_t n = gradient_rows ? r.row().grad_shapes().size() : r.row().test_shapes().size();
+    for (size_t i = 0; i < n; ++i) out.push_back({r.id, i});
+  }
+  return out;
+}
+
+std::string param_name(const ::testing::TestParamInfo<Param>& p) {
+  return std::string(op_name(p.param.id)) + "_" + std::to_string(p.param.shape);
+}
+
+class OpRows : public ::testing::TestWithParam<Param> {};
+
+TEST_P(OpRows, MatchesReferenceAndRepeats) {
+  const OpCase& row = op_case(GetParam().id);
+  const Shape s = row.test_shapes()[GetParam().shape];
+  SCOPED_TRACE(std::string(op_name(GetParam().id)) + ": " + s.str());
+  EXPECT_EQ(check_against_reference(row, s, cpu::op_table(), cpu_context()), "");
+  EXPECT_EQ(check_repeatable(row, s, cpu::op_table(), cpu_context()), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, OpRows, ::testing::ValuesIn(every_shape(false)), param_name);
+
+class GradRows : public ::testing::TestWithParam<Param> {};
+
+TEST_P(GradRows, MatchFiniteDifferences) {
+  const OpCase& row = op_case(GetParam().id);
+  const Shape s = row.grad_shapes()[GetParam().shape];
+  SCOPED_TRACE(std::string(op_name(GetParam().id)) + ": " + s.str());
+  EXPECT_EQ(check_gradients(row, s, cpu::op_table(), cpu_context()), "");
+  EXPECT_EQ(check_gradients(row, s, ref::op_table(), cpu_context()), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, GradRows, ::testing::ValuesIn(every_shape(true)), param_name);
+
+TEST(OpRegistry, EveryOpHasARowWithShapesAndACost) {
+  ASSERT_EQ(op_rows().size(), kOpCount);
+  for (size_t i = 0; i < kOpCount; ++i) {
+    const OpRow& r = op_rows()[i];
+    EXPECT_EQ(static_cast<size_t>(r.id), i);
+    EXPECT_FALSE(r.row().test_shapes().empty()) << op_name(r.id);
+    const Cost c = r.row().cost(r.row().bench_shape());
+    EXPECT_GT(c.bytes, 0) << op_name(r.id);
+  }
+}
+
+// A backward op without a gradient check would only be compared with the reference, which could
+// share its mistake.
+TEST(OpRegistry, EveryBackwardOpHasAGradientCheck) {
+  for (const OpRow& r : op_rows()) {
+    const std::string name = op_name(r.id);
+    if (name.find("_backward") == std::string::npos) continue;
+    EXPECT_FALSE(r.row().grads().empty()) << name;
+    EXPECT_FALSE(r.row().grad_shapes().empty()) << name;
+  }
+}
+
+TEST(OpRegistry, NamesAreTheListsAndUnique) {
+  EXPECT_STREQ(op_name(OpId::matmul), "matmul");
+  EXPECT_STREQ(op_name(OpId::rmsnorm_forward_bf16), "rmsnorm_forward_bf16");
+  EXPECT_STREQ(op_name(static_cast<OpId>(kOpCount - 1)), "adamw_step");
+  std::set<std::string> names;
+  for (size_t i = 0; i < kOpCount; ++i) names.insert(op_name(static_cast<OpId>(i)));
+  EXPECT_EQ(names.size(), kOpCount);
+}
+
+TEST(OpRegistry, BackendTablesHoldEveryOp) {
+  for (const OpTable* t : {&ref::op_table(), &cpu::op_table()}) {
+#define FT_OP(name, params, args) EXPECT_NE(t->name, nullptr) << t->backend << " lacks " #name;
+#include "kernels/op_decls.inc"
+#undef FT_OP
+  }
+  EXPECT_STREQ(cpu::op_table().backend, "cpu");
+  EXPECT_STREQ(ref::op_table().backend, "ref");
+}
+
+}  // namespace
+}  // namespace ft::test
