@@ -72,6 +72,7 @@ void Activations::allocate(const ModelConfig& m, int64_t B_, int64_t T_, int64_t
   // has room for it: a pipeline stage's chunks of one shape share their sets.
   tokens = Tensor::empty({B * T}, DType::kI32, MemCategory::kWorkspace);
   targets = Tensor::empty({B * T}, DType::kI32, MemCategory::kWorkspace);
+  local_targets = Tensor::empty({chunk}, DType::kI32, MemCategory::kWorkspace);
 }
 
 }  // namespace ft

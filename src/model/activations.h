@@ -59,6 +59,7 @@ struct Activations {
   // The micro-batch's input, loaded by Llama::load_batch (the stages with the embedding or the
   // head), as workspace: the activation accounting counts what the layers keep.
   Tensor tokens, targets;  // (N) int32 each; a target < 0 has no loss
+  Tensor local_targets;    // (chunk) int32: one chunk's targets in this rank's vocabulary rows
   int64_t chunk = 0;
   Precision precision = Precision::kF32;  // what the set was allocated for (the model's)
 

@@ -239,36 +239,29 @@ double Llama::head_forward(ParamAccess& params, Activations& acts, float grad_sc
   float* logits = acts.logits.data<float>();
   float* lse = acts.lse.data<float>();
   float* losses = acts.losses.data<float>();
-  std::vector<int32_t> local_targets(static_cast<size_t>(acts.chunk));
+  int32_t* local_targets = acts.local_targets.data<int32_t>();
   double loss_sum = 0;
   for (int64_t n0 = 0; n0 < N; n0 += acts.chunk) {
     const int64_t n = std::min(acts.chunk, N - n0);
     // Targets of this rank's vocab rows [v0, v0 + V); others are "elsewhere" (>= V).
-    for (int64_t i = 0; i < n; ++i) {
-      int32_t t = acts.targets.data<int32_t>()[n0 + i];
-      local_targets[static_cast<size_t>(i)] = t < 0 ? -1 : static_cast<int32_t>(t - v0_ < 0 ? V : t - v0_);
-    }
+    ops::xent_shard_targets(local_targets, acts.targets.data<int32_t>() + n0, n, v0_, V);
     matmul(logits, xf.at(n0 * C), W, n, V, C, false, true, 0);  // (n, V) = xf · Wᵀ
-    ops::xent_forward(losses + n0, lse, logits, local_targets.data(), n, V);
+    ops::xent_forward(losses + n0, lse, logits, local_targets, n, V);
     if (tp_->size() > 1) {  // vocab-parallel: combine the rows' statistics, never the logits
       float* zt = acts.target_logit.data<float>();
-      for (int64_t i = 0; i < n; ++i) {
-        int32_t t = local_targets[static_cast<size_t>(i)];
-        zt[i] = t >= 0 && t < V ? logits[i * V + t] : 0.0f;
-      }
+      ops::xent_target_logit(zt, logits, local_targets, n, V);
       tp_->combine_xent_rows(lse, zt, n);
-      for (int64_t i = 0; i < n; ++i)
-        losses[n0 + i] = local_targets[static_cast<size_t>(i)] < 0 ? 0.0f : lse[i] - zt[i];
+      ops::xent_loss_from_rows(losses + n0, lse, zt, local_targets, n);
     }
     for (int64_t i = 0; i < n; ++i) loss_sum += losses[n0 + i];
     if (!backward) continue;
     // dlogits: in place (fp32), or in bf16 for the two GEMMs (lse global)
     Operand dlogits{logits, nullptr};
     if (precision_ == Precision::kBF16) {
-      ops::xent_backward_bf16(acts.dlogits16.data<uint16_t>(), logits, lse, local_targets.data(), n, V, grad_scale);
+      ops::xent_backward_bf16(acts.dlogits16.data<uint16_t>(), logits, lse, local_targets, n, V, grad_scale);
       dlogits = operand(acts.dlogits16);
     } else {
-      ops::xent_backward(logits, logits, lse, local_targets.data(), n, V, grad_scale);
+      ops::xent_backward(logits, logits, lse, local_targets, n, V, grad_scale);
     }
     matmul(acts.dxf.data<float>() + n0 * C, dlogits, W, n, C, V, false, false, 0);  // (n, C) = dlogits · W
     matmul(dW, dlogits, xf.at(n0 * C), V, C, n, true, false, 1);                    // (V, C) += dlogitsᵀ · xf

@@ -120,6 +120,24 @@ uint16_t* Case::in_bf16(const std::string& name, const std::vector<float>& value
   return b.as<uint16_t>();
 }
 
+double* Case::in_f64(const std::string& name, const std::vector<double>& values) {
+  Buffer& b = add(name, Elem::kF64, Role::kIn, values.size(), {});
+  std::copy(values.begin(), values.end(), b.as<double>());
+  return b.as<double>();
+}
+
+int32_t* Case::out_i32(const std::string& name, int64_t n, Tol tol) {
+  Buffer& b = add(name, Elem::kI32, Role::kOut, static_cast<size_t>(n), tol);
+  std::fill_n(b.as<int32_t>(), n, std::numeric_limits<int32_t>::min());
+  return b.as<int32_t>();
+}
+
+double* Case::out_f64(const std::string& name, int64_t n, Tol tol) {
+  Buffer& b = add(name, Elem::kF64, Role::kOut, static_cast<size_t>(n), tol);
+  std::fill_n(b.as<double>(), n, std::numeric_limits<double>::quiet_NaN());
+  return b.as<double>();
+}
+
 float* Case::out_f32(const std::string& name, int64_t n, Tol tol) {
   Buffer& b = add(name, Elem::kF32, Role::kOut, static_cast<size_t>(n), tol);
   std::fill_n(b.as<float>(), n, std::numeric_limits<float>::quiet_NaN());

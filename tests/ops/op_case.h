@@ -85,8 +85,11 @@ class Case {
   float* in_f32(const std::string& name, const std::vector<float>& values);
   int32_t* in_i32(const std::string& name, const std::vector<int32_t>& values);
   uint16_t* in_bf16(const std::string& name, const std::vector<float>& values);  // rounded
+  double* in_f64(const std::string& name, const std::vector<double>& values);
   float* out_f32(const std::string& name, int64_t n, Tol tol);
   uint16_t* out_bf16(const std::string& name, int64_t n, Tol tol);
+  int32_t* out_i32(const std::string& name, int64_t n, Tol tol);  // starts INT32_MIN
+  double* out_f64(const std::string& name, int64_t n, Tol tol);
   // Inputs the op also writes: accumulated gradients, in-place ops, optimizer state.
   float* inout_f32(const std::string& name, int64_t n, uint64_t seed, Tol tol, float lo = -1.0f, float hi = 1.0f);
   float* inout_f32(const std::string& name, const std::vector<float>& values, Tol tol);
@@ -96,6 +99,7 @@ class Case {
   const float* f32(std::string_view name) const { return buffer(name, Elem::kF32).as<float>(); }
   uint16_t* bf16(std::string_view name) { return buffer(name, Elem::kBF16).as<uint16_t>(); }
   const int32_t* i32(std::string_view name) const { return buffer(name, Elem::kI32).as<int32_t>(); }
+  int32_t* i32(std::string_view name) { return buffer(name, Elem::kI32).as<int32_t>(); }
   double* f64(std::string_view name) { return buffer(name, Elem::kF64).as<double>(); }
   std::vector<float> f32_vec(std::string_view name) const;
 

@@ -28,10 +28,18 @@ constexpr OpRow kOpRows[] = {
     {OpId::xent_forward, &rows::xent_forward},
     {OpId::xent_backward, &rows::xent_backward},
     {OpId::xent_backward_bf16, &rows::xent_backward_bf16},
+    {OpId::xent_shard_targets, &rows::xent_shard_targets},
+    {OpId::xent_target_logit, &rows::xent_target_logit},
+    {OpId::xent_combine_max, &rows::xent_combine_max},
+    {OpId::xent_combine_sums, &rows::xent_combine_sums},
+    {OpId::xent_combine_finish, &rows::xent_combine_finish},
+    {OpId::xent_loss_from_rows, &rows::xent_loss_from_rows},
     {OpId::add_inplace, &rows::add_inplace},
     {OpId::scale_inplace, &rows::scale_inplace},
     {OpId::sum_squares, &rows::sum_squares},
     {OpId::to_bf16, &rows::to_bf16},
+    {OpId::gram_schmidt, &rows::gram_schmidt},
+    {OpId::powersgd_error_feedback, &rows::powersgd_error_feedback},
     {OpId::adamw_step, &rows::adamw_step},
 };
 

@@ -134,6 +134,41 @@ void xent_backward_bf16(const ExecContext&, uint16_t* dlogits, const float* logi
   store_bf16(dlogits, d);
 }
 
+void xent_shard_targets(const ExecContext&, int32_t* local, const int32_t* targets, int64_t N, int64_t v0, int64_t V) {
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t t = targets[n];
+    local[n] = t < 0 ? -1 : static_cast<int32_t>(t < v0 ? V : t - v0);
+  }
+}
+void xent_target_logit(const ExecContext&, float* target_logit, const float* logits, const int32_t* targets, int64_t N,
+                       int64_t V) {
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t t = targets[n];
+    target_logit[n] = t >= 0 && t < V ? logits[n * V + t] : 0.0f;
+  }
+}
+void xent_combine_max(const ExecContext&, double* row_max, const float* lse, int64_t N) {
+  for (int64_t n = 0; n < N; ++n) row_max[n] = lse[n];
+}
+void xent_combine_sums(const ExecContext&, double* sums, const float* lse, const float* target_logit,
+                       const double* row_max, int64_t N) {
+  for (int64_t n = 0; n < N; ++n) {
+    sums[n] = std::exp(static_cast<double>(lse[n]) - row_max[n]);
+    sums[N + n] = target_logit[n];
+  }
+}
+void xent_combine_finish(const ExecContext&, float* lse, float* target_logit, const double* row_max, const double* sums,
+                         int64_t N) {
+  for (int64_t n = 0; n < N; ++n) {
+    lse[n] = static_cast<float>(row_max[n] + std::log(sums[n]));
+    target_logit[n] = static_cast<float>(sums[N + n]);
+  }
+}
+void xent_loss_from_rows(const ExecContext&, float* loss, const float* lse, const float* target_logit,
+                         const int32_t* targets, int64_t N) {
+  for (int64_t n = 0; n < N; ++n) loss[n] = targets[n] < 0 ? 0.0f : lse[n] - target_logit[n];
+}
+
 void add_inplace(const ExecContext&, float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
@@ -164,6 +199,27 @@ void adamw_step(const ExecContext&, float* param, float* m, float* v, uint16_t* 
     float denom = std::sqrt(v[i]) / bc2_sqrt + eps;
     param[i] -= step_size * m[i] / denom;
     if (param_bf16) param_bf16[i] = f32_to_bf16(param[i]);
+  }
+}
+
+void gram_schmidt(const ExecContext&, float* P, int64_t n, int64_t r) {
+  for (int64_t j = 0; j < r; ++j) {
+    for (int64_t k = 0; k < j; ++k) {  // remove the earlier columns' components
+      double dot = 0;
+      for (int64_t i = 0; i < n; ++i) dot += static_cast<double>(P[i * r + j]) * P[i * r + k];
+      for (int64_t i = 0; i < n; ++i) P[i * r + j] -= static_cast<float>(dot) * P[i * r + k];
+    }
+    double norm = 0;
+    for (int64_t i = 0; i < n; ++i) norm += static_cast<double>(P[i * r + j]) * P[i * r + j];
+    const float inv = static_cast<float>(1.0 / (std::sqrt(norm) + 1e-8));
+    for (int64_t i = 0; i < n; ++i) P[i * r + j] *= inv;
+  }
+}
+void powersgd_error_feedback(const ExecContext&, float* error, float* grad, const float* approx, float ranks,
+                             int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    error[i] = grad[i] - approx[i] / ranks;
+    grad[i] = approx[i];
   }
 }
 

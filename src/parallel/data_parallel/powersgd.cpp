@@ -1,31 +1,12 @@
 #include "parallel/data_parallel/powersgd.h"
 
 #include <algorithm>
-#include <cmath>
 #include <vector>
 
 #include "kernels/ops.h"
 #include "util/hash.h"
 
 namespace ft {
-namespace {
-
-// Gram–Schmidt on the r columns of P (n × r, row-major).
-void orthonormalise(float* P, int64_t n, int64_t r) {
-  for (int64_t j = 0; j < r; ++j) {
-    for (int64_t k = 0; k < j; ++k) {
-      double dot = 0;
-      for (int64_t i = 0; i < n; ++i) dot += static_cast<double>(P[i * r + j]) * P[i * r + k];
-      for (int64_t i = 0; i < n; ++i) P[i * r + j] -= static_cast<float>(dot) * P[i * r + k];
-    }
-    double norm = 0;
-    for (int64_t i = 0; i < n; ++i) norm += static_cast<double>(P[i * r + j]) * P[i * r + j];
-    float inv = static_cast<float>(1.0 / (std::sqrt(norm) + 1e-8));
-    for (int64_t i = 0; i < n; ++i) P[i * r + j] *= inv;
-  }
-}
-
-}  // namespace
 
 PowerSGD::PowerSGD(Communicator& dp, const ParamLayout& layout, int rank) : dp_(dp), layout_(layout), r_(rank) {
   compressed_.resize(static_cast<size_t>(layout.num_units()));
@@ -95,7 +76,7 @@ void PowerSGD::reduce_unit(float* unit_grads, int u) {
     po = 0;
     int64_t qo = 0;
     for (auto& mat : mats) {
-      orthonormalise(P + po, mat.n, r_);
+      ops::gram_schmidt(P + po, mat.n, r_);
       float* M = unit_grads + (mat.spec->offset - base);
       ops::matmul(Q + qo, M, P + po, mat.m, r_, mat.n, true, false, 0, Precision::kF32);
       po += mat.n * r_;
@@ -108,11 +89,7 @@ void PowerSGD::reduce_unit(float* unit_grads, int u) {
       float* M = unit_grads + (mat.spec->offset - base);
       ops::matmul(approx, P + po, Q + qo, mat.n, mat.m, r_, false, true, 0, Precision::kF32);
       mem_copy(ctx, mat.q.raw(), dev, Q + qo, dev, static_cast<size_t>(mat.m * r_) * 4);
-      float* e = mat.error.data<float>();
-      for (int64_t i = 0; i < mat.n * mat.m; ++i) {
-        e[i] = M[i] - approx[i] / R;
-        M[i] = approx[i];
-      }
+      ops::powersgd_error_feedback(mat.error.data<float>(), M, approx, R, mat.n * mat.m);
       po += mat.n * r_;
       qo += mat.m * r_;
     }

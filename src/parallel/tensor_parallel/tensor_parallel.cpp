@@ -10,20 +10,15 @@ namespace ft {
 // Row statistics in double: max over ranks, then the sum of exp(lse_r - max) and of the
 // target logit (non-zero on the one rank that holds the target).
 void TpGroup::combine_xent_rows(float* lse, float* target_logit, int64_t n) {
-  stats_.resize(static_cast<size_t>(3 * n));
-  double* mx = stats_.data();
+  if (!stats_.defined() || stats_.numel() < 3 * n)
+    stats_ = Tensor::empty({3 * n}, DType::kF64, MemCategory::kCommunication);
+  double* mx = stats_.data<double>();
   double* sums = mx + n;  // (2n): exp sums, then target logits
-  for (int64_t i = 0; i < n; ++i) mx[i] = lse[i];
+  ops::xent_combine_max(mx, lse, n);
   tp_.all_reduce(mx, n, ReduceOp::kMax);
-  for (int64_t i = 0; i < n; ++i) {
-    sums[i] = std::exp(static_cast<double>(lse[i]) - mx[i]);
-    sums[n + i] = target_logit[i];
-  }
+  ops::xent_combine_sums(sums, lse, target_logit, mx, n);
   tp_.all_reduce(sums, 2 * n, ReduceOp::kSum);
-  for (int64_t i = 0; i < n; ++i) {
-    lse[i] = static_cast<float>(mx[i] + std::log(sums[i]));
-    target_logit[i] = static_cast<float>(sums[n + i]);
-  }
+  ops::xent_combine_finish(lse, target_logit, mx, sums, n);
 }
 
 TpGradSync::TpGradSync(const ParamLayout& layout, Communicator& tp) : tp_(tp) {

@@ -45,7 +45,7 @@ class TpGroup final : public TpComm {
  private:
   Communicator& tp_;
   bool sp_;
-  std::vector<double> stats_;
+  Tensor stats_;  // (3 · rows) doubles: row maxima, exp sums, target logits
 };
 
 class TpGradSync {
