@@ -99,7 +99,7 @@ void check_compatible(const CheckpointManifest& m, const Config& cfg, uint64_t t
 
 }  // namespace
 
-struct Checkpointer::Job {
+struct Checkpointer::SaveJob {
   int64_t step = 0, tokens = 0, optimizer_steps = 0;
   LoaderState loader;
   double loss_scale = 0;
@@ -503,7 +503,7 @@ void Checkpointer::save_now(int64_t step, int64_t tokens, const LoaderState& loa
 void Checkpointer::start_save(int64_t step, int64_t tokens, const LoaderState& loader) {
   const double t0 = now_seconds();
   if (in_flight_) poll(true);  // the previous save must be durable before its staging is reused
-  job_ = std::make_unique<Job>();
+  job_ = std::make_unique<SaveJob>();
   job_->step = step;
   job_->tokens = tokens;
   job_->loader = loader;
@@ -519,7 +519,7 @@ void Checkpointer::start_save(int64_t step, int64_t tokens, const LoaderState& l
     // The background thread copies the state into staging while the next step's forward and
     // backward run (they only read it); the next optimizer step waits for the copy
     // (wait_for_copy, the engine's before-update hook), then it writes.
-    Job* j = job_.get();
+    SaveJob* j = job_.get();
     enqueue([this, j] {
       copy_job(*j);
       write_job(*j);
@@ -534,7 +534,7 @@ void Checkpointer::start_save(int64_t step, int64_t tokens, const LoaderState& l
   }
 }
 
-void Checkpointer::copy_job(Job& j) {
+void Checkpointer::copy_job(SaveJob& j) {
   const double t0 = now_seconds();
   if (cfg_.ckpt.async && copy_delay_ms_ > 0)  // tests: the next update must wait for the copy
     std::this_thread::sleep_for(std::chrono::milliseconds(copy_delay_ms_));
@@ -557,7 +557,7 @@ void Checkpointer::wait_for_copy() {
   flight_stall_ += now_seconds() - t0;
 }
 
-void Checkpointer::write_job(Job& j) {
+void Checkpointer::write_job(SaveJob& j) {
   const double t0 = now_seconds();
   try {
     fs::create_directories(j.dir);
@@ -579,7 +579,7 @@ void Checkpointer::write_job(Job& j) {
 
 bool Checkpointer::poll(bool block) {
   if (!in_flight_) return true;
-  Job& j = *job_;
+  SaveJob& j = *job_;
   if (block) {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return j.done.load(); });

@@ -84,12 +84,12 @@ class Checkpointer {
   const std::string& root() const { return root_; }
 
  private:
-  struct Job;
+  struct SaveJob;
   void start_save(int64_t step, int64_t tokens, const LoaderState& loader);
-  bool poll(bool block);     // collective; true when no save is in flight any more
-  void copy_job(Job& job);   // background (async) : the state into staging
-  void wait_for_copy();      // training thread, before an update: until copy_job is done
-  void write_job(Job& job);  // background: this rank's file
+  bool poll(bool block);         // collective; true when no save is in flight any more
+  void copy_job(SaveJob& job);   // background (async) : the state into staging
+  void wait_for_copy();          // training thread, before an update: until copy_job is done
+  void write_job(SaveJob& job);  // background: this rank's file
   struct SaveTimes {
     double stall_s = 0;  // the training thread's: starting the save, waiting for the copy
     double copy_s = 0;   // export_state into staging
@@ -138,7 +138,7 @@ class Checkpointer {
   bool in_flight_ = false;
   int64_t flight_step_ = 0;
   double flight_start_ = 0, flight_stall_ = 0;
-  std::unique_ptr<Job> job_;
+  std::unique_ptr<SaveJob> job_;
   int64_t failures_ = 0;
   int64_t last_saved_ = -1;
   int64_t committed_ = -1;        // every rank, after finish(): rank 0's committed_local_

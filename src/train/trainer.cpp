@@ -4,7 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
-#include <map>
+#include <optional>
 
 #include "ckpt/checkpointer.h"
 #include "data/object_store.h"
@@ -18,7 +18,10 @@
 #include "obs/progress.h"
 #include "obs/telemetry.h"
 #include "optim/grad_clip.h"
+#include "parallel/pipeline_parallel/pipeline_plan.h"
+#include "train/micro_batch_executor.h"
 #include "train/micro_batches.h"
+#include "train/pipeline_executor.h"
 #include "train/rank_metrics.h"
 #include "train/stop_request.h"
 #include "train/threads.h"
@@ -31,9 +34,22 @@
 #include "util/strings.h"
 
 namespace ft {
+
 Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedule_(cfg.optim, cfg.train.steps) {
+  choose_compute();      // threads; the CPU, precision and GEMM said first
+  plan_micro_batches();  // this rank's share of the batch and its micro-batches
+  parallelize();         // mesh → tensor parallel → pipeline partition → data parallel → model → executor
+  set_up_precision();    // bf16 weight copy, fp16 loss scaler
+  open_data();           // training and validation loaders
+  start_monitoring();    // run directory, telemetry, progress line, fault handling, MFU's peak
+  resume();              // ckpt.resume; throws when the checkpoint does not fit this run
+  open_run_files();      // config.json, metrics.jsonl: only for an accepted run
+  log_layout();
+}
+
+// What this rank computes on, decided once and said first: the CPU, the precision, threads.
+void Trainer::choose_compute() {
   const TrainConfig& t = cfg_.train;
-  // What this rank computes on, decided once and said first: the CPU, the precision, threads.
   const ThreadChoice threads = choose_threads(t.threads, mesh_.world());
   omp_set_num_threads(threads.threads);
   log_info("CPU {}: {}; oneDNN uses {}", cpu_info().model, cpu_info().describe(), cpu::onednn_isa_name());
@@ -44,36 +60,72 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
     for (const auto& n : cfg_.config_notes) log_info("config: {}", n);
     for (const auto& w : cfg_.config_warnings) log_warn("config: {}", w);
   }
-  const ParallelConfig& par = cfg_.parallel;
-  FT_CHECK(mesh_.degrees().dp == par.dp && mesh_.degrees().pp == par.pp && mesh_.degrees().tp == par.tp,
-           "the mesh ({}) does not have the configured degrees", mesh_.describe());
-  const MicroBatching mb = split_batch(t, par);
-  local_batch_ = mb.local_batch;
-  micro_batch_ = mb.size;
-  micro_batches_ = mb.count;
+}
+
+void Trainer::plan_micro_batches() {
+  const TrainConfig& t = cfg_.train;
+  batching_ = split_batch(t, cfg_.parallel);
   if (t.seq_len > cfg_.model.max_seq_len) {
     throw Error(fmt::format("train.seq_len = {} exceeds model.max_seq_len = {}", t.seq_len, cfg_.model.max_seq_len),
                 "raise model.max_seq_len or shorten the sequences");
   }
+}
 
-  // This rank's part of the model: every unit, or its pipeline stage's chunks; its
-  // tensor-parallel shard of them.
-  std::vector<int> units;
-  if (par.pp > 1) {
-    plan_ = std::make_unique<PipelinePlan>(PipelinePlan::make(cfg_.model, t.seq_len, par, micro_batches_));
-    units = plan_->partition.stage_units(static_cast<int>(mesh_.coord().pp));
-  }
+// Parallelism is applied from outside the single-device model (Llama), in this order — each step
+// needs what the ones before it decided:
+//   1. the mesh: its degrees are the configuration's (pp × dp × tp ranks, one group per axis);
+//   2. tensor parallelism: this rank's shard of every unit ({tp rank, tp, sequence parallel})
+//      and the TpGroup through which the model's collectives go over mesh.tp();
+//   3. the pipeline partition: the plan (chunks, schedules) and the units of this rank's stage;
+//   4. data parallelism: the ZeRO engine (parallel.zero) holding the layout of those units' tp
+//      shards, each unit padded to a multiple of dp, sharded over mesh.dp(); it initialises the
+//      weights from the seed;
+//   5. the model on the engine's layout, with the TpGroup;
+//   6. the executor that runs the rank's share of a batch through it: the stage's pipeline
+//      schedule (pp > 1), or the plain loop over the micro-batches.
+void Trainer::parallelize() {
+  const TrainConfig& t = cfg_.train;
+  const ParallelConfig& par = cfg_.parallel;
+  // 1. The mesh.
+  FT_CHECK(mesh_.degrees().dp == par.dp && mesh_.degrees().pp == par.pp && mesh_.degrees().tp == par.tp,
+           "the mesh ({}) does not have the configured degrees", mesh_.describe());
+  // 2. Tensor parallelism.
   const bool sp = par.sequence_parallel && par.tp > 1;
   const TpShard shard{.rank = mesh_.coord().tp, .size = par.tp, .sequence_parallel = sp};
   tp_ = std::make_unique<TpGroup>(mesh_.tp(), sp);
+  // 3. The pipeline partition.
+  std::optional<PipelinePlan> plan;
+  std::vector<int> units;  // empty: every unit
+  if (par.pp > 1) {
+    plan = PipelinePlan::make(cfg_.model, t.seq_len, par, batching_.count);
+    units = plan->partition.stage_units(static_cast<int>(mesh_.coord().pp));
+  }
+  // 4. Data parallelism.
   engine_ = make_param_engine(par, cfg_.optim, ParamLayout::llama(cfg_.model, par.dp, units, shard), mesh_.dp(),
                               mesh_.tp(), t.seed);
+  // 5. The model.
   model_ = std::make_unique<Llama>(cfg_.model, engine_->layout(), t.precision, par.tp > 1 ? tp_.get() : nullptr);
+  // 6. The executor.
+  const int64_t chunk = loss_chunk_tokens(cfg_.model, t.loss_chunk_tokens, batching_.size * t.seq_len, t.precision);
+  if (plan) {
+    executor_ =
+        std::make_unique<PipelineExecutor>(std::move(*plan), mesh_, *model_, *engine_, batching_, t.seq_len, chunk);
+  } else {
+    executor_ = std::make_unique<MicroBatchExecutor>(*model_, *engine_, batching_, t.seq_len, chunk);
+  }
+}
+
+void Trainer::set_up_precision() {
+  const TrainConfig& t = cfg_.train;
   if (t.precision == Precision::kBF16) engine_->keep_bf16_weights();  // rounded once per update
   if (t.precision == Precision::kF16) {
     loss_scaler_ = std::make_unique<LossScaler>(cfg_.optim.loss_scale_init, 2.0, 0.5, cfg_.optim.loss_scale_window);
   }
-  const int64_t dp_rank = mesh_.coord().dp, dp = par.dp;
+}
+
+void Trainer::open_data() {
+  const TrainConfig& t = cfg_.train;
+  const int64_t dp_rank = mesh_.coord().dp, dp = cfg_.parallel.dp;
   train_data_ = make_loader(cfg_.data, t.batch_spec(), cfg_.model.vocab_size, dp_rank, dp, Split::kTrain);
   streamed_ = cfg_.data.source == DataSource::kDataset && ObjectUrl::is_object_url(cfg_.data.path);
   if (t.eval_interval > 0) {
@@ -81,18 +133,14 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
                             Split::kValidation);  // null: a mixture
     val_sources_ = make_validation_sources(cfg_.data, t.batch_spec(), cfg_.model.vocab_size, dp_rank, dp);
   }
-  const int64_t chunk = loss_chunk_tokens(cfg_.model, t.loss_chunk_tokens, micro_batch_ * t.seq_len, t.precision);
-  if (plan_) {
-    pipeline_ = std::make_unique<PipelineRunner>(*plan_, static_cast<int>(mesh_.coord().pp), *model_, *engine_,
-                                                 mesh_.pp(), micro_batch_, t.seq_len, chunk);
-  } else {
-    acts_.allocate(cfg_.model, micro_batch_, t.seq_len, chunk, {}, model_->tp_split(), t.precision);
-  }
+}
 
+// Monitoring: every rank serves its own /metrics (metrics.port + local rank) with its mesh
+// coordinates as labels; rank 0 writes TensorBoard events; the progress line is rank 0's.
+void Trainer::start_monitoring() {
+  const TrainConfig& t = cfg_.train;
   const bool rank0 = mesh_.world_rank() == 0;
   if (rank0) std::filesystem::create_directories(t.run_dir);
-  // Monitoring: every rank serves its own /metrics (metrics.port + local rank) with its mesh
-  // coordinates as labels; rank 0 writes TensorBoard events; the progress line is rank 0's.
   obs::RankInfo rank{.rank = mesh_.world_rank(),
                      .world_size = mesh_.world_size(),
                      .local_rank = obs::local_rank_from_env(),
@@ -101,8 +149,8 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
                      .pp = static_cast<int>(mesh_.coord().pp)};
   telemetry_ = std::make_unique<obs::Telemetry>(cfg_.metrics, rank, t.run_dir, t.steps);
   if (rank0) progress_ = std::make_unique<obs::ProgressLine>(t.steps, t.log_interval);
-  faults_ = std::make_unique<TrainingFaults>(cfg_.fault, t.run_dir, mesh_.world_rank(), dp_rank, local_batch_,
-                                             &telemetry_->registry());
+  faults_ = std::make_unique<TrainingFaults>(cfg_.fault, t.run_dir, mesh_.world_rank(), mesh_.coord().dp,
+                                             batching_.local_batch, &telemetry_->registry());
   if (faults_->restarts() > 0) telemetry_->set_restarts(faults_->restarts());
   if (mesh_.world_size() > 1) telemetry_->set_rank_hosts(gather_strings(mesh_.world(), this_host()));
   flops_per_token_ = cfg_.model.train_flops_per_token(t.seq_len);
@@ -112,48 +160,42 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
   if (rank0) peak = gemm_peak_gflops(t.precision, omp_get_max_threads()) * 1e9;
   mesh_.world().broadcast(&peak, sizeof peak, 0);
   peak_flops_ = peak;
+}
+
+void Trainer::resume() {
   ckpt_ = std::make_unique<Checkpointer>(cfg_, mesh_, *engine_, train_data_->tokenizer_hash(), telemetry_.get());
-  stop_ = std::make_unique<StopRequest>(t.stop_after_minutes);
+  stop_ = std::make_unique<StopRequest>(cfg_.train.stop_after_minutes);
   if (auto r = ckpt_->resume(); r.resumed) {  // ckpt.resume: weights, moments, step, data position
     step_ = r.step, tokens_ = r.tokens;
     if (r.has_loader) train_data_->restore(r.loader);
     if (loss_scaler_ && r.loss_scale > 0) loss_scaler_->restore(r.loss_scale, r.loss_scale_clean_steps);
     telemetry_->set_restarts(r.restarts);
   }
-  // The run is accepted (a refused resume threw above): only now its files are written.
+}
+
+// The run is accepted (a refused resume threw): only now its files are written.
+void Trainer::open_run_files() {
+  const bool rank0 = mesh_.world_rank() == 0;
   cfg_.ckpt.encrypt = ckpt_->encrypting();  // a run resumed from encrypted checkpoints stays encrypted
-  if (rank0) write_file_atomic(t.run_dir + "/config.json", cfg_.to_json().dump(2) + "\n");
-  metrics_ = std::make_unique<MetricsLog>(t.run_dir, rank0, /*append=*/!cfg_.ckpt.resume.empty());
+  if (rank0) write_file_atomic(cfg_.train.run_dir + "/config.json", cfg_.to_json().dump(2) + "\n");
+  metrics_ = std::make_unique<MetricsLog>(cfg_.train.run_dir, rank0, /*append=*/!cfg_.ckpt.resume.empty());
+}
+
+void Trainer::log_layout() const {
+  const TrainConfig& t = cfg_.train;
+  const ParallelConfig& par = cfg_.parallel;
   log_info("model {}: {} parameters ({:.1f}M), {} layers, dim {}, {} heads ({} kv), ffn {}, vocab {}",
            cfg_.model.preset, cfg_.model.num_params(), static_cast<double>(cfg_.model.num_params()) / 1e6,
            cfg_.model.n_layers, cfg_.model.dim, cfg_.model.n_heads, cfg_.model.n_kv_heads, cfg_.model.ffn_dim,
            cfg_.model.vocab_size);
-  log_info("layout: {} rank(s), dp {} (zero {}), tp {}{}, pp {}; data: {}", mesh_.world_size(), dp, par.zero, par.tp,
-           sp ? " (sequence parallel)" : "", par.pp, train_data_->describe());
-  log_info("batch {} x {} tokens, {} per rank in {} micro-batch(es)", t.batch_size, t.seq_len, local_batch_,
-           micro_batches_);
-  if (plan_) {
-    log_info("pipeline: {}; {}; simulated bubble {:.3f} (unit-time actions), {:.3f} (this partition's FLOPs)",
-             plan_->train.describe(), plan_->partition.describe(), plan_->train_report.bubble,
-             plan_->flops_report.bubble);
-    if (micro_batches_ < par.pp)
-      log_warn("pipeline: {} micro-batch(es) for {} stages leave most stages idle; raise parallel.micro_batches",
-               micro_batches_, par.pp);
-  }
+  log_info("layout: {} rank(s), dp {} (zero {}), tp {}{}, pp {}; data: {}", mesh_.world_size(), par.dp, par.zero,
+           par.tp, par.sequence_parallel && par.tp > 1 ? " (sequence parallel)" : "", par.pp, train_data_->describe());
+  log_info("batch {} x {} tokens, {} per rank in {} micro-batch(es)", t.batch_size, t.seq_len, batching_.local_batch,
+           batching_.count);
+  executor_->log_plan();
 }
 
 Trainer::~Trainer() = default;
-
-double Trainer::forward_backward_micro_batches(const Batch& batch, float grad_factor) {
-  const float grad_scale = grad_factor / static_cast<float>(cfg_.train.batch_size * cfg_.train.seq_len);
-  if (pipeline_) return pipeline_->train(batch.tokens.data(), grad_scale);  // the stage's schedule
-  double loss_sum = 0;
-  for (int64_t mb = 0; mb < micro_batches_; ++mb) {
-    engine_->begin_micro_batch(static_cast<int>(mb));
-    loss_sum += model_->forward_backward(*engine_, acts_, batch.sequence(mb * micro_batch_), grad_scale);
-  }
-  return loss_sum;
-}
 
 std::array<double, 3> Trainer::sum_over_ranks(double loss_sum, double grad_norm2, double data_hash) {
   // Stages hold disjoint parameters; only the last has a loss; every stage read the same batch.
@@ -206,11 +248,11 @@ StepStats Trainer::step() {
   faults_->record_samples(step_ + 1, first_sample);
   const InjectedFault inject = faults_->injection(first_sample, cfg_.train.batch_size);  // tests only
 
-  engine_->begin_step(static_cast<int>(micro_batches_));
   // fp16: the backward runs on the loss times the loss scale; gradients are unscaled in the update.
   const double scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
-  double loss_sum =
-      forward_backward_micro_batches(batch, inject.grad_factor * static_cast<float>(scale)) * inject.loss_factor;
+  const float grad_factor = inject.grad_factor * static_cast<float>(scale);
+  const float grad_scale = grad_factor / static_cast<float>(cfg_.train.batch_size * cfg_.train.seq_len);
+  const double loss_sum = executor_->train(batch, grad_scale).sum * inject.loss_factor;
   auto [global_loss_sum, grad_norm2, data_hash] =
       sum_over_ranks(loss_sum, engine_->finish_gradients(), batch_data_hash(batch));
   s.data_hash = static_cast<int64_t>(data_hash);
@@ -241,7 +283,7 @@ StepStats Trainer::step() {
   s.comm = mesh_.dp().stats() - comm0;
   s.comm_pp = mesh_.pp().stats() - pp0;
   s.comm_tp = mesh_.tp().stats() - tp0;
-  if (pipeline_) s.pipeline = pipeline_->last();
+  s.executor = executor_->stats();
   return s;
 }
 
@@ -266,23 +308,21 @@ Trainer::Evaluation Trainer::evaluate_all() {
 }
 
 double Trainer::evaluate(DataLoader& loader) {
-  double sum = 0;
-  for (int64_t i = 0; i < cfg_.train.eval_batches; ++i) {
-    Batch b = loader.next();
-    if (pipeline_) {
-      sum += pipeline_->forward_loss(b.tokens.data());
-      continue;
-    }
-    for (int64_t mb = 0; mb < micro_batches_; ++mb)
-      sum += model_->forward_loss(*engine_, acts_, b.sequence(mb * micro_batch_));
-  }
-  loader.restore({});              // every validation reads the same batches
+  BatchLoss loss;
+  for (int64_t i = 0; i < cfg_.train.eval_batches; ++i) executor_->evaluate(loader.next(), loss);
+  loader.restore({});  // every validation reads the same batches
+  double sum = loss.sum;
   mesh_.pp().all_reduce(&sum, 1);  // the last stage computed the loss
   mesh_.dp().all_reduce(&sum, 1);
   return sum / static_cast<double>(cfg_.train.batch_size * cfg_.train.seq_len * cfg_.train.eval_batches);
 }
 
-void Trainer::log_step(const StepStats& s) {
+bool Trainer::validation_due(int64_t step) const {
+  const int64_t every = cfg_.train.eval_interval;
+  return every > 0 && (step % every == 0 || step == cfg_.train.steps);
+}
+
+nlohmann::json Trainer::metrics_row(const StepStats& s) {
   nlohmann::json j = {{"step", s.step},
                       {"loss", s.loss},
                       {"lr", s.lr},
@@ -339,23 +379,26 @@ void Trainer::log_step(const StepStats& s) {
     j["data_fetched_bytes"] = fetched;
   }
   if (mesh_.world_size() > 1) add_rank_metrics(s, j);
-  const int64_t every = cfg_.train.eval_interval;
-  if (every > 0 && (s.step % every == 0 || s.step == cfg_.train.steps)) {
-    const Evaluation e = evaluate_all();
-    j["val_loss"] = e.loss;
-    j["val_bits_per_token"] = e.loss / std::log(2.0);
-    if (!std::isnan(e.bpc)) j["val_bpc"] = e.bpc;
-    telemetry_->on_eval(s.step, e.loss, e.bpc);
-    std::string per_source;
-    for (const Evaluation::Source& v : e.sources) {  // val_loss_ru, val_bpc_ru, ...
-      j["val_loss_" + v.name] = v.loss;
-      if (!std::isnan(v.bpc)) j["val_bpc_" + v.name] = v.bpc;
-      telemetry_->on_eval_source(s.step, v.name, v.loss, v.bpc);
-      per_source += fmt::format(", {} {:.4f} ({:.3f} bits/char)", v.name, v.loss, v.bpc);
-    }
-    log_info("step {:>6} | validation loss {:.4f}{}", s.step, e.loss, per_source);
+  return j;
+}
+
+void Trainer::add_validation(int64_t step, const Evaluation& e, nlohmann::json& j) {
+  j["val_loss"] = e.loss;
+  j["val_bits_per_token"] = e.loss / std::log(2.0);
+  if (!std::isnan(e.bpc)) j["val_bpc"] = e.bpc;
+  telemetry_->on_eval(step, e.loss, e.bpc);
+  std::string per_source;
+  for (const Evaluation::Source& v : e.sources) {  // val_loss_ru, val_bpc_ru, ...
+    j["val_loss_" + v.name] = v.loss;
+    if (!std::isnan(v.bpc)) j["val_bpc_" + v.name] = v.bpc;
+    telemetry_->on_eval_source(step, v.name, v.loss, v.bpc);
+    per_source += fmt::format(", {} {:.4f} ({:.3f} bits/char)", v.name, v.loss, v.bpc);
   }
-  metrics_->write(j);
+  log_info("step {:>6} | validation loss {:.4f}{}", step, e.loss, per_source);
+}
+
+void Trainer::log_step(const StepStats& s, const nlohmann::json& row) {
+  metrics_->write(row);
   if (progress_)
     progress_->update({.step = s.step,
                        .loss = s.loss,
@@ -368,20 +411,12 @@ void Trainer::log_step(const StepStats& s) {
 
 void Trainer::add_rank_metrics(const StepStats& s, nlohmann::json& j) {
   const MemoryTracker& mem = MemoryTracker::global();
-  const int64_t pp_bytes = s.comm_pp.bytes_sent[static_cast<size_t>(CollKind::kSendRecv)];
-  std::vector<std::pair<std::string, double>> values = {
-      {"mem_parameters_bytes", mem.peak(MemCategory::kParameters)},
-      {"mem_activations_bytes", mem.peak(MemCategory::kActivations)},
-      {"compute_s", s.compute_s},
-      {"data_read_bytes", static_cast<double>(train_data_->bytes_read())}};
+  RankFigures values = {{"mem_parameters_bytes", mem.peak(MemCategory::kParameters)},
+                        {"mem_activations_bytes", mem.peak(MemCategory::kActivations)},
+                        {"compute_s", s.compute_s},
+                        {"data_read_bytes", static_cast<double>(train_data_->bytes_read())}};
   if (streamed_) values.push_back({"data_fetched_bytes", static_cast<double>(fetched_reported_)});
-  if (pipeline_) {
-    values.insert(values.end(), {{"pp_send_bytes", pp_bytes},
-                                 {"pp_in_flight", s.pipeline.max_in_flight},
-                                 {"pp_busy_s", s.pipeline.busy_s},
-                                 {"pp_start", s.pipeline.start},
-                                 {"pp_end", s.pipeline.end}});
-  }
+  values.insert(values.end(), s.executor.begin(), s.executor.end());  // a pipeline stage's times and traffic
   if (cfg_.parallel.tp > 1) {
     double tp_bytes = 0;
     for (int64_t b : s.comm_tp.bytes_sent) tp_bytes += static_cast<double>(b);
@@ -396,43 +431,8 @@ void Trainer::add_rank_metrics(const StepStats& s, nlohmann::json& j) {
       j["straggler_cost_s"] = rep.cost_s;
     }
   }
-  if (pipeline_) {
-    add_bubble_metrics(r, j);
-    r.erase("pp_start");  // absolute clock readings: only their differences mean something
-    r.erase("pp_end");
-  }
+  executor_->summarize(r, j);  // a pipeline's measured bubble
   j["per_rank"] = std::move(r);
-}
-
-// Measured bubble: each pipeline (ranks sharing dp and tp coordinates) runs from its first
-// stage's start to its last stage's end; a stage is idle for that span minus its busy time.
-// Timestamps come from one monotonic clock, comparable across the ranks of one host.
-void Trainer::add_bubble_metrics(nlohmann::json& r, nlohmann::json& j) {
-  const int n = mesh_.world_size();
-  std::map<std::pair<int64_t, int64_t>, std::pair<double, double>> span;  // (dp, tp) -> (start, end)
-  auto group = [&](int rank) {
-    MeshCoord c = Mesh::coord_of(cfg_.parallel, rank);
-    return std::make_pair(c.dp, c.tp);
-  };
-  for (int i = 0; i < n; ++i) {
-    auto [it, fresh] = span.try_emplace(group(i), r["pp_start"][i].get<double>(), r["pp_end"][i].get<double>());
-    it->second.first = std::min(it->second.first, r["pp_start"][i].get<double>());
-    it->second.second = std::max(it->second.second, r["pp_end"][i].get<double>());
-  }
-  double busy = 0, total = 0, bytes = 0;
-  nlohmann::json idle = nlohmann::json::array();
-  for (int i = 0; i < n; ++i) {
-    auto [start, end] = span[group(i)];
-    idle.push_back(end - start - r["pp_busy_s"][i].get<double>());
-    busy += r["pp_busy_s"][i].get<double>();
-    total += end - start;
-    bytes += r["pp_send_bytes"][i].get<double>();
-  }
-  r["pp_idle_s"] = idle;
-  j["pp_bubble"] = total > 0 ? 1 - busy / total : 0;
-  j["pp_bubble_theory"] = plan_->train_report.bubble;
-  j["pp_bubble_theory_flops"] = plan_->flops_report.bubble;
-  j["pp_bytes"] = static_cast<int64_t>(bytes);
 }
 
 bool Trainer::roll_back() {
@@ -472,7 +472,9 @@ RunEnd Trainer::run() {
       if ((stop = stop_->agreed(mesh_.world()))) break;  // a signal or the time budget, at a step boundary
       StepStats s = step();
       const bool rolled_back = s.guard.action == GuardAction::kRollback && roll_back();
-      log_step(s);
+      nlohmann::json row = metrics_row(s);
+      if (validation_due(s.step)) add_validation(s.step, evaluate_all(), row);
+      log_step(s, row);
       if (loss_scaler_) ckpt_->set_loss_scale(loss_scaler_->scale(), loss_scaler_->clean_steps_in_a_row());
       if (!rolled_back) ckpt_->after_step(step_, tokens_, train_data_->state());
       faults_->beat("train", step_);

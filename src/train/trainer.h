@@ -1,6 +1,8 @@
-// Trainer: the step loop. Everything it needs is built in the constructor from one Config;
-// step() reads as the algorithm (get batch, forward/backward over micro-batches, reduce, clip,
-// update, log).
+// Trainer: the step loop. Everything it needs is built in the constructor from one Config —
+// parallelism applied in one documented order (parallelize()) — and step() reads as the
+// algorithm, the same for every layout: get batch, forward/backward over this rank's micro-batches
+// (the StepExecutor: the plain loop or the pipeline schedule), reduce, clip, update. run() is the
+// loop around it: stop requests, validation when due, the metrics row, checkpoints.
 //
 //   Mesh mesh = Mesh::single();            // or Mesh::create_mpi(...) under mpirun
 //   Trainer t(load_config("configs/tiny.toml", {}), mesh);
@@ -25,9 +27,10 @@
 #include "parallel/comm/comm.h"
 #include "parallel/data_parallel/param_engine.h"
 #include "parallel/mesh.h"
-#include "parallel/pipeline_parallel/runner.h"
 #include "parallel/tensor_parallel/tensor_parallel.h"
 #include "train/metrics_log.h"
+#include "train/micro_batches.h"
+#include "train/step_executor.h"
 
 namespace ft {
 
@@ -60,15 +63,15 @@ struct StepStats {
   // batches (a resumed run continues the data order without a repeat or a gap).
   int64_t data_hash = 0;
   double step_s = 0, tokens_per_s = 0, mfu = 0, data_wait_s = 0;
-  double cpu_s = 0;            // CPU seconds the process used during the step (all its threads)
-  double comm_wait_s = 0;      // time the step waited for gradient communication
-  double compute_s = 0;        // wall time minus data wait minus every wait on a communicator
-  CommStats comm;              // this rank's data-parallel traffic during the step
-  CommStats comm_pp;           // this rank's pipeline traffic (activations and their gradients)
-  CommStats comm_tp;           // this rank's tensor-parallel traffic
-  PipelineStepStats pipeline;  // this stage's busy and idle time (pipeline parallelism only)
-  GuardVerdict guard;          // update, or skipped / rolled back by the training guards (fault/)
-  double loss_scale = 0;       // fp16: the loss scale this step's backward used (0 = no scaling)
+  double cpu_s = 0;        // CPU seconds the process used during the step (all its threads)
+  double comm_wait_s = 0;  // time the step waited for gradient communication
+  double compute_s = 0;    // wall time minus data wait minus every wait on a communicator
+  CommStats comm;          // this rank's data-parallel traffic during the step
+  CommStats comm_pp;       // this rank's pipeline traffic (activations and their gradients)
+  CommStats comm_tp;       // this rank's tensor-parallel traffic
+  RankFigures executor;    // what the step's executor measured (StepExecutor::stats: a pipeline stage's times)
+  GuardVerdict guard;      // update, or skipped / rolled back by the training guards (fault/)
+  double loss_scale = 0;   // fp16: the loss scale this step's backward used (0 = no scaling)
 };
 
 class Trainer {
@@ -103,11 +106,25 @@ class Trainer {
   int64_t steps_done() const { return step_; }
 
  private:
-  double forward_backward_micro_batches(const Batch& batch, float grad_factor);
+  // The constructor's steps, in order.
+  void choose_compute();      // threads; says what this rank computes on
+  void plan_micro_batches();  // the micro-batches of this rank's share of the batch; the sequence length
+  // Parallelism applied to the single-device model, in this order (each step reads the ones
+  // before it): mesh → tensor parallel → pipeline partition → data parallel (the ZeRO engine) →
+  // the model on the engine's layout → the executor. See the definition and docs/architecture.md.
+  void parallelize();
+  void set_up_precision();  // bf16: the engine's bf16 weight copy; fp16: the loss scaler
+  void open_data();         // the training loader; the validation loaders when train.eval_interval > 0
+  void start_monitoring();  // run directory, telemetry, progress line, fault handling, MFU's peak
+  void resume();            // the checkpointer and the stop request; ckpt.resume
+  void open_run_files();    // config.json and metrics.jsonl: only once the run is accepted
+  void log_layout() const;
+
   // fp16: an overflow (non-finite gradients from a finite loss while the scale can still
   // shrink) skips the update and halves the scale; otherwise the training guards judge the step.
   GuardVerdict judge_step(const StepStats& s, double local_loss_sum);
   double evaluate(DataLoader& loader);  // mean token loss of train.eval_batches batches
+  bool validation_due(int64_t step) const;
   // After repeated loss spikes: back to the newest valid checkpoint, keeping the data position
   // (the window since the checkpoint is skipped). False when there is no checkpoint.
   bool roll_back();
@@ -115,32 +132,34 @@ class Trainer {
   // engine) over the pipeline stages, and the batch's data hash (StepStats::data_hash: this
   // rank's sequences, counted by the first stage) over the dp ranks.
   std::array<double, 3> sum_over_ranks(double loss_sum, double grad_norm2, double data_hash);
-  void log_step(const StepStats& s);
+  // The step's row of metrics.jsonl (and its figures to telemetry); collective over the world
+  // in multi-rank runs (per_rank).
+  nlohmann::json metrics_row(const StepStats& s);
+  // A validation's figures into the row, telemetry and the log.
+  void add_validation(int64_t step, const Evaluation& e, nlohmann::json& row);
+  void log_step(const StepStats& s, const nlohmann::json& row);  // metrics.jsonl, progress line
   // After the loop: the checkpoint and the verdict (see run()).
   RunEnd end_run(const std::optional<std::string>& stop, int64_t nonfinite_tail, const std::string& tail_reason);
-  // Every rank's memory and pipeline figures into j["per_rank"] (collective over the world).
+  // Every rank's memory and executor figures into j["per_rank"] (collective over the world).
   void add_rank_metrics(const StepStats& s, nlohmann::json& j);
-  void add_bubble_metrics(nlohmann::json& per_rank, nlohmann::json& j);
 
   Config cfg_;
   Mesh& mesh_;
-  std::unique_ptr<PipelinePlan> plan_;  // pipeline parallelism: partition and schedules
-  std::unique_ptr<TpGroup> tp_;         // tensor parallelism: the model's collectives over mesh.tp()
+  MicroBatching batching_;       // this rank's share of the batch in micro-batches
+  std::unique_ptr<TpGroup> tp_;  // tensor parallelism: the model's collectives over mesh.tp()
   std::unique_ptr<ParamEngine> engine_;
   std::unique_ptr<LossScaler> loss_scaler_;  // fp16 only
   std::unique_ptr<Llama> model_;
-  std::unique_ptr<PipelineRunner> pipeline_;
+  std::unique_ptr<StepExecutor> executor_;  // forward and backward: the micro-batch loop or the pipeline
   LrSchedule schedule_;
   std::unique_ptr<DataLoader> train_data_, val_data_;
   std::vector<ValidationSource> val_sources_;  // per-source validation (mixture sources, languages)
-  Activations acts_;                           // without pipeline parallelism (the runner pools its own)
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<obs::Telemetry> telemetry_;  // Prometheus endpoint, GPU health, TensorBoard
   std::unique_ptr<obs::ProgressLine> progress_;
   std::unique_ptr<TrainingFaults> faults_;  // guards, heartbeat, fault injection (fault/training_faults.h)
   std::unique_ptr<Checkpointer> ckpt_;      // saving (ckpt.interval) and resuming (ckpt.resume)
   std::unique_ptr<StopRequest> stop_;       // signals and train.stop_after_minutes, agreed over the world
-  int64_t local_batch_ = 0, micro_batch_ = 0, micro_batches_ = 0;
   int64_t step_ = 0, tokens_ = 0;
   bool streamed_ = false;          // data.path is an s3:// or gs:// URL
   uint64_t fetched_reported_ = 0;  // shard bytes already counted on /metrics

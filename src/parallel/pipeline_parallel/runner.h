@@ -14,8 +14,8 @@
 //   runner.last().busy_s;                                             // from the actions' timestamps
 //
 // Idle time (the bubble) is measured against the whole pipeline's pass — from the first stage's
-// start to the last stage's end (Trainer gathers start, end and busy from every stage) — as the
-// theory counts it: a stage that finishes early is idle until the pass ends.
+// start to the last stage's end (train/pipeline_executor.h reports start, end and busy of every
+// stage) — as the theory counts it: a stage that finishes early is idle until the pass ends.
 #pragma once
 
 #include <cstdint>

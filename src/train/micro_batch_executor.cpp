@@ -1,0 +1,37 @@
+#include "train/micro_batch_executor.h"
+
+#include "util/error.h"
+
+namespace ft {
+
+MicroBatchExecutor::MicroBatchExecutor(Llama& model, ParamEngine& engine, const MicroBatching& mb, int64_t seq_len,
+                                       int64_t loss_chunk_tokens)
+    : model_(model), engine_(engine), mb_(mb), seq_len_(seq_len) {
+  acts_.allocate(model.config(), mb.size, seq_len, loss_chunk_tokens, {}, model.tp_split(), model.precision());
+}
+
+BatchLoss MicroBatchExecutor::train(const Batch& batch, float grad_scale) {
+  check(batch);
+  engine_.begin_step(static_cast<int>(mb_.count));
+  BatchLoss loss{.sum = 0, .tokens = mb_.count * mb_.size * seq_len_};
+  for (int64_t mb = 0; mb < mb_.count; ++mb) {
+    engine_.begin_micro_batch(static_cast<int>(mb));
+    loss.sum += model_.forward_backward(engine_, acts_, batch.sequence(mb * mb_.size), grad_scale);
+  }
+  return loss;
+}
+
+void MicroBatchExecutor::evaluate(const Batch& batch, BatchLoss& total) {
+  check(batch);
+  for (int64_t mb = 0; mb < mb_.count; ++mb)
+    total.sum += model_.forward_loss(engine_, acts_, batch.sequence(mb * mb_.size));
+  total.tokens += mb_.count * mb_.size * seq_len_;
+}
+
+void MicroBatchExecutor::check(const Batch& batch) const {
+  FT_CHECK(batch.batch == mb_.local_batch && batch.seq_len == seq_len_,
+           "a batch of {} x {} tokens for micro-batches of {} x {} x {}", batch.batch, batch.seq_len, mb_.count,
+           mb_.size, seq_len_);
+}
+
+}  // namespace ft

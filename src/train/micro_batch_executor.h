@@ -1,0 +1,40 @@
+// MicroBatchExecutor: the plain step — this rank's batch cut into micro-batches (split_batch),
+// each run forward and backward through the whole model (Llama::forward_backward) over one
+// Activations set, the gradients accumulating in the engine. Data and tensor parallelism need
+// nothing more: the engine's hooks and the model's TpComm do their communication.
+//
+//   MicroBatchExecutor exec(model, engine, split_batch(cfg.train, cfg.parallel), seq_len, chunk_tokens);
+//   BatchLoss l = exec.train(batch, 1.0f / (batch_size * seq_len));
+#pragma once
+
+#include <cstdint>
+
+#include "model/activations.h"
+#include "model/llama.h"
+#include "parallel/data_parallel/param_engine.h"
+#include "train/micro_batches.h"
+#include "train/step_executor.h"
+
+namespace ft {
+
+class MicroBatchExecutor final : public StepExecutor {
+ public:
+  // Allocates the Activations of one micro-batch (mb.size sequences of seq_len), the loss chunked
+  // by loss_chunk_tokens (model/activation_sizes.h loss_chunk_tokens).
+  MicroBatchExecutor(Llama& model, ParamEngine& engine, const MicroBatching& mb, int64_t seq_len,
+                     int64_t loss_chunk_tokens);
+
+  BatchLoss train(const Batch& batch, float grad_scale) override;
+  void evaluate(const Batch& batch, BatchLoss& total) override;
+
+ private:
+  void check(const Batch& batch) const;  // the batch is this rank's share, of seq_len tokens
+
+  Llama& model_;
+  ParamEngine& engine_;
+  MicroBatching mb_;
+  int64_t seq_len_;
+  Activations acts_;
+};
+
+}  // namespace ft

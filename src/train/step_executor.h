@@ -1,0 +1,63 @@
+// StepExecutor: how this rank runs its share of a batch through the model — the plain loop over
+// its micro-batches, or its pipeline stage's schedule (PipelineRunner). One interface, so the
+// trainer's step reads the same for every layout:
+//
+//   std::unique_ptr<StepExecutor> exec = std::make_unique<MicroBatchExecutor>(model, engine, mb, seq_len, chunk);
+//   BatchLoss l = exec->train(batch, grad_scale);  // forward + backward of every micro-batch
+//   double norm2 = engine.finish_gradients();      // the gradients it accumulated, reduced
+//   BatchLoss v;  exec->evaluate(val_batch, v);    // forwards only: no gradient is touched
+//   gather_per_rank(world, exec->stats());         // what it measured of the last train()
+//
+// train() opens the engine's step (begin_step) and each micro-batch (begin_micro_batch), so the
+// ZeRO engines' per-unit hooks see the same sequence under every executor; the trainer then
+// finishes the gradients and updates. Both calls are collective over the groups the model and the
+// engine use (tensor parallelism, ZeRO-3's weight gathers over dp, the pipeline's stages).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "data/loader.h"
+
+namespace ft {
+
+// The loss of what this rank computed: under a pipeline only the last stage computes losses,
+// the other stages report zeros. The global mean is Σ sum over the ranks / the batch's tokens.
+struct BatchLoss {
+  double sum = 0;      // the sum of the token losses
+  int64_t tokens = 0;  // the token positions it covers (sequences × seq_len)
+};
+
+// Figures by name, one value each: what gather_per_rank collects from every rank.
+using RankFigures = std::vector<std::pair<std::string, double>>;
+
+class StepExecutor {
+ public:
+  virtual ~StepExecutor() = default;
+
+  // This rank's batch (its slice of the global batch, (local_batch, seq_len + 1) tokens): forward,
+  // loss and backward of every micro-batch. Parameter gradients accumulate (+=) grad_scale ·
+  // d(sum of token losses); the trainer finishes them (ParamEngine::finish_gradients).
+  virtual BatchLoss train(const Batch& batch, float grad_scale) = 0;
+  // Forwards only (validation): adds the batch's losses to `total`, micro-batch by micro-batch
+  // (a validation sums its batches in one running sum). Neither gradients nor weights change.
+  virtual void evaluate(const Batch& batch, BatchLoss& total) = 0;
+
+  // Its stats of the last train(), this rank's (metrics.jsonl gathers them into "per_rank"); the
+  // pipeline's timings, busy time, activation sets and bytes sent; nothing for the plain loop.
+  virtual RankFigures stats() const { return {}; }
+  // From every rank's stats (per_rank: name -> one value per world rank), what they say of the
+  // whole step, into the metrics row: the pipeline's measured bubble against its theory. It may
+  // drop figures that mean something only together (absolute clock readings).
+  virtual void summarize(nlohmann::json& per_rank, nlohmann::json& row) const {
+    (void)per_rank;
+    (void)row;
+  }
+  // At the start of a run: what it will execute, in the log (the pipeline's schedule and partition).
+  virtual void log_plan() const {}
+};
+
+}  // namespace ft
