@@ -85,12 +85,10 @@ ft::ActRecompute parse_recompute(const std::string& s) {
   throw ft::Error(fmt::format("--recompute {}: unknown mode", s), "use none, selective or full");
 }
 
-int run_plan(int argc, char** argv) {
-  CLI::App app{
-      "Plan a training run: memory and time per GPU, throughput, wall-clock, GPU-hours and cost;\n"
-      "search layouts; check claimed figures; predict published runs; calibrate from our runs"};
-  std::string config, model, gpu = "", gpu_file, tokens_text, check_file, record_file, calibrate_dir, fit_file,
-                             validate_file, rank = "time", recompute, precision, out_file;
+// What `fluxtrain plan` was asked on its command line.
+struct PlanArgs {
+  std::string config, model, gpu, gpu_file, tokens_text, check_file, record_file, calibrate_dir, fit_file,
+      validate_file, rank = "time", recompute, precision, out_file;
   std::vector<std::string> sets, extra_runs;
   int64_t nodes = 0, gpus_per_node = 0, gpus = 0, seq_len = 0, global_batch = 0;
   std::optional<int64_t> dp, tp, pp, cp, vp, micro_batch;
@@ -100,161 +98,178 @@ int run_plan(int argc, char** argv) {
   size_t top = 10;
   int iterations = 150;
   double link_gbits = 0, link_latency_us = 0, compute_s = 0;
+};
 
-  app.add_option("--config", config, "the trainer's TOML file (model, seq_len, batch, layout)");
-  app.add_option("--set", sets, "override KEY=VALUE of the config (repeatable)");
-  app.add_option("--model", model, "model preset (tiny, llama-125m, llama2-7b, llama2-13b, llama2-70b, ...)");
-  app.add_option("--gpu", gpu, "GPU type: a100-40gb, a100-80gb, h100-sxm, h200, b200, cpu (--list-gpus)");
-  app.add_option("--gpu-file", gpu_file, "TOML with [gpu] overrides (another GPU, calibrated efficiency)");
-  app.add_option("--nodes", nodes, "number of nodes")->check(ft::cli::at_least(1));
-  app.add_option("--gpus-per-node", gpus_per_node, "GPUs per node (default: the GPU's usual 8)")
+void add_plan_options(CLI::App& app, PlanArgs& a) {
+  app.add_option("--config", a.config, "the trainer's TOML file (model, seq_len, batch, layout)");
+  app.add_option("--set", a.sets, "override KEY=VALUE of the config (repeatable)");
+  app.add_option("--model", a.model, "model preset (tiny, llama-125m, llama2-7b, llama2-13b, llama2-70b, ...)");
+  app.add_option("--gpu", a.gpu, "GPU type: a100-40gb, a100-80gb, h100-sxm, h200, b200, cpu (--list-gpus)");
+  app.add_option("--gpu-file", a.gpu_file, "TOML with [gpu] overrides (another GPU, calibrated efficiency)");
+  app.add_option("--nodes", a.nodes, "number of nodes")->check(ft::cli::at_least(1));
+  app.add_option("--gpus-per-node", a.gpus_per_node, "GPUs per node (default: the GPU's usual 8)")
       ->check(ft::cli::at_least(1));
-  app.add_option("--gpus", gpus, "total GPUs (instead of --nodes)")->check(ft::cli::at_least(1));
-  app.add_option("--seq-len", seq_len, "tokens per sequence")->check(ft::cli::at_least(1));
-  app.add_option("--global-batch", global_batch, "sequences per optimizer step")->check(ft::cli::at_least(1));
-  app.add_option("--tokens", tokens_text, "tokens to train: 2e12, 300B, 4.2T");
-  app.add_option("--price", price, "USD per GPU-hour");
-  app.add_option("--dp", dp, "data-parallel degree")->check(ft::cli::at_least(1));
-  app.add_option("--tp", tp, "tensor-parallel degree")->check(ft::cli::at_least(1));
-  app.add_option("--pp", pp, "pipeline stages")->check(ft::cli::at_least(1));
-  app.add_option("--cp", cp, "context-parallel degree")->check(ft::cli::at_least(1));
-  app.add_option("--vp", vp, "virtual stages per rank (interleaved 1F1B)")->check(ft::cli::at_least(1));
-  app.add_option("--micro-batch", micro_batch, "sequences per micro-batch")->check(ft::cli::at_least(1));
-  app.add_option("--zero", zero, "ZeRO stage 0-3")->check(CLI::Range(0, 3));
-  app.add_option("--recompute", recompute, "activation recompute: none, selective, full");
-  app.add_option("--precision", precision, "bf16 (default), fp16, fp8, fp32");
-  app.add_flag("--no-sp", no_sp, "no sequence parallelism with tp > 1");
-  app.add_flag("--no-flash", no_flash, "attention without a fused (flash) kernel");
-  app.add_flag("--search", search, "rank every layout that fits");
-  app.add_option("--rank", rank, "search order: time or cost");
-  app.add_option("--top", top, "layouts to print with --search")->check(ft::cli::at_least(1));
-  app.add_flag("--vary-nodes", vary_nodes, "with --search, also try fewer nodes");
-  app.add_option("--check", check_file, "check the claimed figures in a JSON record");
-  app.add_option("--from-record", record_file, "predict a published run (one JSON record, or an array)");
-  app.add_option("--calibrate", calibrate_dir, "fit the efficiency from a run directory's metrics.jsonl");
-  app.add_option("--also", extra_runs, "with --calibrate: more run directories to fit together");
-  app.add_option("--out", out_file, "with --calibrate: write the fitted [gpu] TOML here");
-  app.add_option("--validate", validate_file, "print predicted vs published for a file of records");
-  app.add_option("--fit-records", fit_file, "fit the catalog's efficiencies to a file of records");
-  app.add_option("--iterations", iterations, "with --fit-records: Nelder-Mead iterations")->check(ft::cli::at_least(1));
-  app.add_option("--link-gbits", link_gbits,
+  app.add_option("--gpus", a.gpus, "total GPUs (instead of --nodes)")->check(ft::cli::at_least(1));
+  app.add_option("--seq-len", a.seq_len, "tokens per sequence")->check(ft::cli::at_least(1));
+  app.add_option("--global-batch", a.global_batch, "sequences per optimizer step")->check(ft::cli::at_least(1));
+  app.add_option("--tokens", a.tokens_text, "tokens to train: 2e12, 300B, 4.2T");
+  app.add_option("--price", a.price, "USD per GPU-hour");
+  app.add_option("--dp", a.dp, "data-parallel degree")->check(ft::cli::at_least(1));
+  app.add_option("--tp", a.tp, "tensor-parallel degree")->check(ft::cli::at_least(1));
+  app.add_option("--pp", a.pp, "pipeline stages")->check(ft::cli::at_least(1));
+  app.add_option("--cp", a.cp, "context-parallel degree")->check(ft::cli::at_least(1));
+  app.add_option("--vp", a.vp, "virtual stages per rank (interleaved 1F1B)")->check(ft::cli::at_least(1));
+  app.add_option("--micro-batch", a.micro_batch, "sequences per micro-batch")->check(ft::cli::at_least(1));
+  app.add_option("--zero", a.zero, "ZeRO stage 0-3")->check(CLI::Range(0, 3));
+  app.add_option("--recompute", a.recompute, "activation recompute: none, selective, full");
+  app.add_option("--precision", a.precision, "bf16 (default), fp16, fp8, fp32");
+  app.add_flag("--no-sp", a.no_sp, "no sequence parallelism with tp > 1");
+  app.add_flag("--no-flash", a.no_flash, "attention without a fused (flash) kernel");
+  app.add_flag("--search", a.search, "rank every layout that fits");
+  app.add_option("--rank", a.rank, "search order: time or cost");
+  app.add_option("--top", a.top, "layouts to print with --search")->check(ft::cli::at_least(1));
+  app.add_flag("--vary-nodes", a.vary_nodes, "with --search, also try fewer nodes");
+  app.add_option("--check", a.check_file, "check the claimed figures in a JSON record");
+  app.add_option("--from-record", a.record_file, "predict a published run (one JSON record, or an array)");
+  app.add_option("--calibrate", a.calibrate_dir, "fit the efficiency from a run directory's metrics.jsonl");
+  app.add_option("--also", a.extra_runs, "with --calibrate: more run directories to fit together");
+  app.add_option("--out", a.out_file, "with --calibrate: write the fitted [gpu] TOML here");
+  app.add_option("--validate", a.validate_file, "print predicted vs published for a file of records");
+  app.add_option("--fit-records", a.fit_file, "fit the catalog's efficiencies to a file of records");
+  app.add_option("--iterations", a.iterations, "with --fit-records: Nelder-Mead iterations")
+      ->check(ft::cli::at_least(1));
+  app.add_option("--link-gbits", a.link_gbits,
                  "with --config: predict the data-parallel step over links of this many Gbit/s per host "
                  "and direction (needs --compute-s)");
-  app.add_option("--link-latency-us", link_latency_us, "with --link-gbits: one-way latency of a message (us)");
-  app.add_option("--compute-s", compute_s,
+  app.add_option("--link-latency-us", a.link_latency_us, "with --link-gbits: one-way latency of a message (us)");
+  app.add_option("--compute-s", a.compute_s,
                  "with --link-gbits: the step's compute time measured on one host (metrics.jsonl compute_s)");
-  app.add_flag("--json", json_out, "print JSON");
-  app.add_flag("--list-gpus", list, "print the GPU catalog");
-  FT_PARSE(app, argc, argv);
+  app.add_flag("--json", a.json_out, "print JSON");
+  app.add_flag("--list-gpus", a.list, "print the GPU catalog");
+}
 
-  if (list) {
-    json arr = json::array();
-    for (const auto& g : gpu_catalog()) {
-      if (!json_out)
-        std::printf(
-            "%-10s %-52s 16-bit %7.1f TFLOP/s  %6.1f GiB  %5.2f TB/s  NVLink %4.0f GB/s  net %5.1f "
-            "GB/s\n",
-            g.name.c_str(), g.description.c_str(), std::max(g.peak_bf16, g.peak_fp16) / 1e12,
-            g.memory_bytes / 1073741824.0, g.hbm_bw / 1e12, g.nvlink_bw / 1e9, g.network_bw / 1e9);
-      arr.push_back({{"name", g.name},
-                     {"description", g.description},
-                     {"peak_bf16_tflops", g.peak_bf16 / 1e12},
-                     {"peak_fp8_tflops", g.peak_fp8 / 1e12},
-                     {"memory_gib", g.memory_bytes / 1073741824.0},
-                     {"hbm_tbs", g.hbm_bw / 1e12},
-                     {"nvlink_gbs", g.nvlink_bw / 1e9},
-                     {"network_gbs", g.network_bw / 1e9}});
-    }
-    if (json_out) print_json(arr);
-    return 0;
+// --list-gpus
+int run_list_gpus(const PlanArgs& a) {
+  json arr = json::array();
+  for (const auto& g : gpu_catalog()) {
+    if (!a.json_out)
+      std::printf(
+          "%-10s %-52s 16-bit %7.1f TFLOP/s  %6.1f GiB  %5.2f TB/s  NVLink %4.0f GB/s  net %5.1f "
+          "GB/s\n",
+          g.name.c_str(), g.description.c_str(), std::max(g.peak_bf16, g.peak_fp16) / 1e12,
+          g.memory_bytes / 1073741824.0, g.hbm_bw / 1e12, g.nvlink_bw / 1e9, g.network_bw / 1e9);
+    arr.push_back({{"name", g.name},
+                   {"description", g.description},
+                   {"peak_bf16_tflops", g.peak_bf16 / 1e12},
+                   {"peak_fp8_tflops", g.peak_fp8 / 1e12},
+                   {"memory_gib", g.memory_bytes / 1073741824.0},
+                   {"hbm_tbs", g.hbm_bw / 1e12},
+                   {"nvlink_gbs", g.nvlink_bw / 1e9},
+                   {"network_gbs", g.network_bw / 1e9}});
   }
-  if (!check_file.empty()) {
-    CheckResult c = check_claims(read_json_file(check_file));
-    if (json_out)
-      print_json(to_json(c));
-    else
-      std::printf("claims in %s\n%s", check_file.c_str(), format_check(c).c_str());
-    return 0;
-  }
-  if (!record_file.empty()) {
-    json rec = read_json_file(record_file);
-    if (rec.is_array()) {
-      json out = json::array();
-      for (const auto& r : rec) {
-        try {
-          out.push_back(predict_record(r));
-        } catch (const ft::Error& e) {
-          out.push_back({{"id", r.value("id", std::string())}, {"error", e.what()}});
-        }
+  if (a.json_out) print_json(arr);
+  return 0;
+}
+
+// --check FILE: the claimed figures of a record against the model.
+int run_check(const PlanArgs& a) {
+  CheckResult c = check_claims(read_json_file(a.check_file));
+  if (a.json_out)
+    print_json(to_json(c));
+  else
+    std::printf("claims in %s\n%s", a.check_file.c_str(), format_check(c).c_str());
+  return 0;
+}
+
+// --from-record FILE: the prediction of a published run (or, for an array, of each).
+int run_from_record(const PlanArgs& a) {
+  json rec = read_json_file(a.record_file);
+  if (rec.is_array()) {
+    json out = json::array();
+    for (const auto& r : rec) {
+      try {
+        out.push_back(predict_record(r));
+      } catch (const ft::Error& e) {
+        out.push_back({{"id", r.value("id", std::string())}, {"error", e.what()}});
       }
-      print_json(out);
-      return 0;
     }
-    json p = predict_record(rec);
-    if (json_out) {
-      print_json(p);
-    } else {
-      std::printf(
-          "%s on %lld x %s: %s\n  %.4g tokens/s per GPU, %.1f TFLOP/s per GPU (%s), MFU %.1f%%, "
-          "step %.3f s, "
-          "%.1f GB per GPU%s\n",
-          p["id"].get<std::string>().c_str(), static_cast<long long>(p["gpus"].get<int64_t>()),
-          p["gpu"].get<std::string>().c_str(), p["layout"].dump().c_str(), p["tokens_per_s_per_gpu"].get<double>(),
-          p["tflops_per_gpu"].get<double>(), p["tflops_convention"].get<std::string>().c_str(),
-          100 * p["mfu"].get<double>(), p["step_time_s"].get<double>(), p["memory_per_gpu_gb"].get<double>(),
-          p["fits"].get<bool>() ? "" : " (does not fit)");
-      if (!p["comparison"].is_null())
-        std::printf("  published %s = %.4g, predicted %.4g (%+.1f%%)\n",
-                    p["comparison"]["metric"].get<std::string>().c_str(), p["comparison"]["published"].get<double>(),
-                    p["comparison"]["predicted"].get<double>(), 100 * p["comparison"]["error"].get<double>());
-    }
+    print_json(out);
     return 0;
   }
-  if (!validate_file.empty()) {
-    Validation v = validate_records(read_json_file(validate_file));
-    if (json_out) {
-      json rows = json::array();
-      for (auto& r : v.rows)
-        rows.push_back({{"id", r.id},
-                        {"metric", r.metric},
-                        {"predicted", r.predicted},
-                        {"published", r.published},
-                        {"error", r.error},
-                        {"fits", r.fits},
-                        {"layout", r.layout}});
-      print_json({{"rows", rows}, {"median_abs_error", v.median_abs_error}, {"p90_abs_error", v.p90_abs_error}});
-    } else {
-      std::fputs(format_validation(v).c_str(), stdout);
-    }
+  json p = predict_record(rec);
+  if (a.json_out) {
+    print_json(p);
     return 0;
   }
-  if (!fit_file.empty()) {
-    FitResult f = fit_records(read_json_file(fit_file), iterations);
-    std::printf("before: median %.1f%%, p90 %.1f%%, trimmed squared log error %.5f\n", 100 * f.before.median_abs_error,
-                100 * f.before.p90_abs_error, f.before.fit_loss);
-    std::printf("after:  median %.1f%%, p90 %.1f%%, trimmed squared log error %.5f\n", 100 * f.after.median_abs_error,
-                100 * f.after.p90_abs_error, f.after.fit_loss);
-    for (auto& [family, e] : f.eff)
-      std::printf(
-          "%-5s gemm %.3f attention %.3f gemm_fp8 %.3f memory_traffic %.3f fp8_cast %.3f overlap "
-          "%.3f\n",
-          family.c_str(), e.gemm, e.attention, e.gemm_fp8, e.memory_traffic, e.fp8_cast, e.overlap);
-    return 0;
-  }
+  std::printf(
+      "%s on %lld x %s: %s\n  %.4g tokens/s per GPU, %.1f TFLOP/s per GPU (%s), MFU %.1f%%, "
+      "step %.3f s, "
+      "%.1f GB per GPU%s\n",
+      p["id"].get<std::string>().c_str(), static_cast<long long>(p["gpus"].get<int64_t>()),
+      p["gpu"].get<std::string>().c_str(), p["layout"].dump().c_str(), p["tokens_per_s_per_gpu"].get<double>(),
+      p["tflops_per_gpu"].get<double>(), p["tflops_convention"].get<std::string>().c_str(),
+      100 * p["mfu"].get<double>(), p["step_time_s"].get<double>(), p["memory_per_gpu_gb"].get<double>(),
+      p["fits"].get<bool>() ? "" : " (does not fit)");
+  if (!p["comparison"].is_null())
+    std::printf("  published %s = %.4g, predicted %.4g (%+.1f%%)\n",
+                p["comparison"]["metric"].get<std::string>().c_str(), p["comparison"]["published"].get<double>(),
+                p["comparison"]["predicted"].get<double>(), 100 * p["comparison"]["error"].get<double>());
+  return 0;
+}
 
-  GpuSpec device = find_gpu(gpu.empty() ? (calibrate_dir.empty() ? "a100-80gb" : "cpu") : gpu);
-  if (!gpu_file.empty()) apply_gpu_overrides(device, gpu_file);
+// --validate FILE: predicted vs published for every record of a file.
+int run_validate(const PlanArgs& a) {
+  Validation v = validate_records(read_json_file(a.validate_file));
+  if (!a.json_out) {
+    std::fputs(format_validation(v).c_str(), stdout);
+    return 0;
+  }
+  json rows = json::array();
+  for (auto& r : v.rows)
+    rows.push_back({{"id", r.id},
+                    {"metric", r.metric},
+                    {"predicted", r.predicted},
+                    {"published", r.published},
+                    {"error", r.error},
+                    {"fits", r.fits},
+                    {"layout", r.layout}});
+  print_json({{"rows", rows}, {"median_abs_error", v.median_abs_error}, {"p90_abs_error", v.p90_abs_error}});
+  return 0;
+}
 
-  if (!calibrate_dir.empty()) {
-    std::vector<RunMeasurement> runs = {read_run(calibrate_dir, config, sets)};
-    for (const auto& d : extra_runs) runs.push_back(read_run(d, "", {}));
-    Calibration c = calibrate(runs, device);
-    if (!out_file.empty()) {
-      std::vector<std::string> inputs;  // the files it reads (the calibration may live in a run directory)
-      for (const std::string& d : std::vector<std::string>{calibrate_dir})
-        inputs.insert(inputs.end(), {d + "/metrics.jsonl", d + "/config.json"});
-      for (const std::string& d : extra_runs) inputs.insert(inputs.end(), {d + "/metrics.jsonl", d + "/config.json"});
-      ft::check_output_path(out_file, ft::OutputRule{.flag = "--out",
+// --fit-records FILE: the catalog's efficiencies fitted to a file of records.
+int run_fit_records(const PlanArgs& a) {
+  FitResult f = fit_records(read_json_file(a.fit_file), a.iterations);
+  std::printf("before: median %.1f%%, p90 %.1f%%, trimmed squared log error %.5f\n", 100 * f.before.median_abs_error,
+              100 * f.before.p90_abs_error, f.before.fit_loss);
+  std::printf("after:  median %.1f%%, p90 %.1f%%, trimmed squared log error %.5f\n", 100 * f.after.median_abs_error,
+              100 * f.after.p90_abs_error, f.after.fit_loss);
+  for (auto& [family, e] : f.eff)
+    std::printf(
+        "%-5s gemm %.3f attention %.3f gemm_fp8 %.3f memory_traffic %.3f fp8_cast %.3f overlap "
+        "%.3f\n",
+        family.c_str(), e.gemm, e.attention, e.gemm_fp8, e.memory_traffic, e.fp8_cast, e.overlap);
+  return 0;
+}
+
+// The GPU the plan is for: --gpu (default a100-80gb; cpu for --calibrate), then --gpu-file.
+GpuSpec target_gpu(const PlanArgs& a) {
+  GpuSpec device = find_gpu(a.gpu.empty() ? (a.calibrate_dir.empty() ? "a100-80gb" : "cpu") : a.gpu);
+  if (!a.gpu_file.empty()) apply_gpu_overrides(device, a.gpu_file);
+  return device;
+}
+
+// --calibrate DIR [--also DIR...] [--out FILE]: the device's efficiency fitted to our own runs.
+int run_calibrate(const PlanArgs& a, const GpuSpec& device) {
+  std::vector<RunMeasurement> runs = {read_run(a.calibrate_dir, a.config, a.sets)};
+  for (const auto& d : a.extra_runs) runs.push_back(read_run(d, "", {}));
+  Calibration c = calibrate(runs, device);
+  if (!a.out_file.empty()) {
+    std::vector<std::string> inputs;  // the files it reads (the calibration may live in a run directory)
+    for (const std::string& d : std::vector<std::string>{a.calibrate_dir})
+      inputs.insert(inputs.end(), {d + "/metrics.jsonl", d + "/config.json"});
+    for (const std::string& d : a.extra_runs) inputs.insert(inputs.end(), {d + "/metrics.jsonl", d + "/config.json"});
+    ft::check_output_path(a.out_file, ft::OutputRule{.flag = "--out",
                                                      .kind = "calibration written by `fluxtrain plan --calibrate`",
                                                      .inputs = inputs,
                                                      .is_ours =
@@ -263,42 +278,68 @@ int run_plan(int argc, char** argv) {
                                                                p, "# written by `fluxtrain plan --calibrate`");
                                                          },
                                                      .replaces_own = true});
-      ft::write_file_atomic(out_file, calibration_toml(c, device));
-    }
-    if (json_out)
-      print_json(to_json(c));
-    else
-      std::fputs(format_calibration(c, device.name).c_str(), stdout);
-    return 0;
+    ft::write_file_atomic(a.out_file, calibration_toml(c, device));
   }
+  if (a.json_out)
+    print_json(to_json(c));
+  else
+    std::fputs(format_calibration(c, device.name).c_str(), stdout);
+  return 0;
+}
 
-  if (link_gbits != 0 || compute_s != 0) {
-    if (config.empty() && sets.empty())
-      throw ft::Error("--link-gbits needs the trainer's configuration", "add --config FILE (and --set KEY=VALUE)");
-    if (!(link_gbits > 0) || !(compute_s > 0))
-      throw ft::Error(fmt::format("--link-gbits {} and --compute-s {}: both must be positive", link_gbits, compute_s),
-                      "e.g. --link-gbits 1 --link-latency-us 50 --compute-s 1.7");
-    std::vector<std::string> all_sets = sets;
-    if (!model.empty()) all_sets.insert(all_sets.begin(), "model.preset=" + model);
-    ft::Config cfg = ft::load_config(config, all_sets);
-    LinkSpec link{.bandwidth = link_gbits * 1e9 / 8, .latency = link_latency_us * 1e-6};
-    LinkStep p = predict_step_over_links(cfg, device, link, compute_s);
-    if (json_out)
-      print_json(to_json(p, link));
-    else
-      std::fputs(format_link_step(p, link, cfg.parallel.dp).c_str(), stdout);
-    return 0;
-  }
+// The trainer's configuration: --config and --set, with --model as the first --set.
+ft::Config load_trainer_config(const PlanArgs& a) {
+  std::vector<std::string> all_sets = a.sets;
+  if (!a.model.empty()) all_sets.insert(all_sets.begin(), "model.preset=" + a.model);
+  return ft::load_config(a.config, all_sets);
+}
 
-  // The job: the trainer's config (if any), then the flags.
+// --link-gbits / --compute-s: the configured data-parallel step over links of a given speed.
+int run_links(const PlanArgs& a, const GpuSpec& device) {
+  if (a.config.empty() && a.sets.empty())
+    throw ft::Error("--link-gbits needs the trainer's configuration", "add --config FILE (and --set KEY=VALUE)");
+  if (!(a.link_gbits > 0) || !(a.compute_s > 0))
+    throw ft::Error(fmt::format("--link-gbits {} and --compute-s {}: both must be positive", a.link_gbits, a.compute_s),
+                    "e.g. --link-gbits 1 --link-latency-us 50 --compute-s 1.7");
+  ft::Config cfg = load_trainer_config(a);
+  LinkSpec link{.bandwidth = a.link_gbits * 1e9 / 8, .latency = a.link_latency_us * 1e-6};
+  LinkStep p = predict_step_over_links(cfg, device, link, a.compute_s);
+  if (a.json_out)
+    print_json(to_json(p, link));
+  else
+    std::fputs(format_link_step(p, link, cfg.parallel.dp).c_str(), stdout);
+  return 0;
+}
+
+// What is planned: the job, and the layout fields the configuration and the flags fix.
+struct PlanRequest {
   Job job;
-  job.gpu = device;
   LayoutSpec spec;
-  const bool from_config = !config.empty() || !sets.empty();
-  if (from_config) {
-    std::vector<std::string> all_sets = sets;
-    if (!model.empty()) all_sets.insert(all_sets.begin(), "model.preset=" + model);
-    ft::Config cfg = ft::load_config(config, all_sets);
+  bool from_config = false;
+};
+
+// The layout flags a --search over a configuration's run keeps fixed too.
+void apply_layout_flags(const PlanArgs& a, LayoutSpec& spec) {
+  for (auto [dst, src] : {std::pair{&spec.dp, a.dp},
+                          {&spec.tp, a.tp},
+                          {&spec.pp, a.pp},
+                          {&spec.cp, a.cp},
+                          {&spec.vp, a.vp},
+                          {&spec.micro_batch, a.micro_batch}})
+    if (src) *dst = *src;
+  if (a.zero) spec.zero = *a.zero;
+  if (!a.recompute.empty()) spec.recompute = parse_recompute(a.recompute);
+}
+
+// The job: the trainer's config (if any), then the flags.
+PlanRequest plan_request(const PlanArgs& a, const GpuSpec& device) {
+  PlanRequest r;
+  Job& job = r.job;
+  LayoutSpec& spec = r.spec;
+  job.gpu = device;
+  r.from_config = !a.config.empty() || !a.sets.empty();
+  if (r.from_config) {
+    ft::Config cfg = load_trainer_config(a);
     job = job_for_run(cfg, device);
     Layout l = layout_for_run(cfg);
     spec.dp = l.dp;
@@ -310,98 +351,108 @@ int run_plan(int argc, char** argv) {
     spec.zero = l.zero;
     spec.sequence_parallel = l.sequence_parallel;  // the config's, not the planner's default
   } else {
-    job.model = ft::model_preset(model.empty() ? "llama2-7b" : model);
+    job.model = ft::model_preset(a.model.empty() ? "llama2-7b" : a.model);
     job.seq_len = std::min<int64_t>(2048, job.model.max_seq_len);
     job.global_batch = 1024;
     job.gpus_per_node = device.gpus_per_node;
     job.nodes = 1;
   }
-  if (seq_len > 0) job.seq_len = seq_len;
-  if (global_batch > 0) job.global_batch = global_batch;
-  if (gpus_per_node > 0) job.gpus_per_node = gpus_per_node;
-  if (nodes > 0) {
-    job.nodes = nodes;
+  if (a.seq_len > 0) job.seq_len = a.seq_len;
+  if (a.global_batch > 0) job.global_batch = a.global_batch;
+  if (a.gpus_per_node > 0) job.gpus_per_node = a.gpus_per_node;
+  if (a.nodes > 0) {
+    job.nodes = a.nodes;
     job.gpus = 0;
   }
-  if (gpus > 0) {
-    job.gpus = gpus;
-    job.nodes = (gpus + job.gpus_per_node - 1) / job.gpus_per_node;
+  if (a.gpus > 0) {
+    job.gpus = a.gpus;
+    job.nodes = (a.gpus + job.gpus_per_node - 1) / job.gpus_per_node;
   }
-  if (!tokens_text.empty()) job.tokens = parse_count(tokens_text, "--tokens");
-  job.price_per_gpu_hour = price;
+  if (!a.tokens_text.empty()) job.tokens = parse_count(a.tokens_text, "--tokens");
+  job.price_per_gpu_hour = a.price;
   if (job.seq_len > job.model.max_seq_len) job.model.max_seq_len = job.seq_len;
   validate_job(job);
 
-  for (auto [dst, src] : {std::pair{&spec.dp, dp},
-                          {&spec.tp, tp},
-                          {&spec.pp, pp},
-                          {&spec.cp, cp},
-                          {&spec.vp, vp},
-                          {&spec.micro_batch, micro_batch}})
-    if (src) *dst = *src;
-  if (zero) spec.zero = *zero;
-  if (!recompute.empty()) spec.recompute = parse_recompute(recompute);
-  if (!precision.empty()) spec.precision = precision_from_name(precision);
-  if (no_sp) spec.sequence_parallel = false;
-  spec.flash_attention = !no_flash;
-  if (!dp && (tp || pp || cp) && from_config) spec.dp.reset();  // re-derive dp
+  apply_layout_flags(a, spec);
+  if (!a.precision.empty()) spec.precision = precision_from_name(a.precision);
+  if (a.no_sp) spec.sequence_parallel = false;
+  spec.flash_attention = !a.no_flash;
+  if (!a.dp && (a.tp || a.pp || a.cp) && r.from_config) spec.dp.reset();  // re-derive dp
+  return r;
+}
 
+SearchOptions search_options(const PlanArgs& a, const PlanRequest& r) {
   SearchOptions o;
-  o.fixed = spec;
-  o.top = top;
-  o.vary_nodes = vary_nodes;
-  if (rank == "cost")
+  o.fixed = r.spec;
+  o.top = a.top;
+  o.vary_nodes = a.vary_nodes;
+  if (a.rank == "cost")
     o.rank_by = RankBy::kCost;
-  else if (rank != "time")
-    throw ft::Error(fmt::format("--rank {}: unknown order", rank), "use time or cost");
+  else if (a.rank != "time")
+    throw ft::Error(fmt::format("--rank {}: unknown order", a.rank), "use time or cost");
+  return o;
+}
 
-  if (search) {
-    if (from_config) {  // the config's layout is what the search varies
-      SearchOptions all = o;
-      all.fixed = LayoutSpec{};
-      all.fixed.precision = spec.precision;
-      for (auto [dst, src] : {std::pair{&all.fixed.dp, dp},
-                              {&all.fixed.tp, tp},
-                              {&all.fixed.pp, pp},
-                              {&all.fixed.cp, cp},
-                              {&all.fixed.vp, vp},
-                              {&all.fixed.micro_batch, micro_batch}})
-        if (src) *dst = *src;
-      if (zero) all.fixed.zero = *zero;
-      if (!recompute.empty()) all.fixed.recompute = parse_recompute(recompute);
-      o = all;
-    }
-    SearchResult s = search_layouts(job, o);
-    if (s.best.empty()) best_layout_or_throw(job, o);  // throws with the nearest setup that fits
-    if (json_out) {
-      json arr = json::array();
-      for (auto& r : s.best) arr.push_back(to_json(r));
-      print_json({{"job", to_json(job)}, {"evaluated", s.evaluated}, {"fitting", s.fitting}, {"best", arr}});
-    } else {
-      std::fputs(format_search(job, s, o.rank_by).c_str(), stdout);
-    }
-    return 0;
+// --search: every layout that fits, best first.
+int run_search(const PlanArgs& a, const PlanRequest& r, SearchOptions o) {
+  if (r.from_config) {  // the config's layout is what the search varies: only the flags stay fixed
+    o.fixed = LayoutSpec{};
+    o.fixed.precision = r.spec.precision;
+    apply_layout_flags(a, o.fixed);
   }
-
-  // A complete layout is evaluated as given (even when it does not fit); otherwise the best
-  // layout with the given fields fixed.
-  PlanResult r;
-  if (spec.complete()) {
-    Layout l = spec.with_defaults(job.num_gpus());
-    validate_layout(job, l);
-    r = evaluate(job, l);
+  SearchResult s = search_layouts(r.job, o);
+  if (s.best.empty()) best_layout_or_throw(r.job, o);  // throws with the nearest setup that fits
+  if (a.json_out) {
+    json arr = json::array();
+    for (auto& l : s.best) arr.push_back(to_json(l));
+    print_json({{"job", to_json(r.job)}, {"evaluated", s.evaluated}, {"fitting", s.fitting}, {"best", arr}});
   } else {
-    r = best_layout_or_throw(job, o);
-  }
-  if (json_out) {
-    json j = to_json(r);
-    j["job"] = to_json(job);
-    print_json(j);
-  } else {
-    std::fputs(format_plan(job, r).c_str(), stdout);
-    if (!r.memory.fits()) std::printf("\nthis layout does not fit; `fluxtrain plan --search` lists the ones that do\n");
+    std::fputs(format_search(r.job, s, o.rank_by).c_str(), stdout);
   }
   return 0;
+}
+
+// The estimate of one layout: a complete layout is evaluated as given (even when it does not
+// fit); otherwise the best layout with the given fields fixed.
+int run_estimate(const PlanArgs& a, const PlanRequest& r, const SearchOptions& o) {
+  PlanResult p;
+  if (r.spec.complete()) {
+    Layout l = r.spec.with_defaults(r.job.num_gpus());
+    validate_layout(r.job, l);
+    p = evaluate(r.job, l);
+  } else {
+    p = best_layout_or_throw(r.job, o);
+  }
+  if (a.json_out) {
+    json j = to_json(p);
+    j["job"] = to_json(r.job);
+    print_json(j);
+  } else {
+    std::fputs(format_plan(r.job, p).c_str(), stdout);
+    if (!p.memory.fits()) std::printf("\nthis layout does not fit; `fluxtrain plan --search` lists the ones that do\n");
+  }
+  return 0;
+}
+
+int run_plan(int argc, char** argv) {
+  CLI::App app{
+      "Plan a training run: memory and time per GPU, throughput, wall-clock, GPU-hours and cost;\n"
+      "search layouts; check claimed figures; predict published runs; calibrate from our runs"};
+  PlanArgs a;
+  add_plan_options(app, a);
+  FT_PARSE(app, argc, argv);
+
+  if (a.list) return run_list_gpus(a);
+  if (!a.check_file.empty()) return run_check(a);
+  if (!a.record_file.empty()) return run_from_record(a);
+  if (!a.validate_file.empty()) return run_validate(a);
+  if (!a.fit_file.empty()) return run_fit_records(a);
+  const GpuSpec device = target_gpu(a);
+  if (!a.calibrate_dir.empty()) return run_calibrate(a, device);
+  if (a.link_gbits != 0 || a.compute_s != 0) return run_links(a, device);
+  const PlanRequest r = plan_request(a, device);
+  const SearchOptions o = search_options(a, r);
+  return a.search ? run_search(a, r, o) : run_estimate(a, r, o);
 }
 
 ft::cli::Register reg("plan", "memory, time and cost of a training run; layout search; claim checking", run_plan);

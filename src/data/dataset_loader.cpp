@@ -1,7 +1,6 @@
 #include "data/dataset_loader.h"
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <set>
 
@@ -11,7 +10,10 @@
 
 namespace ft {
 
-DatasetLoader::DatasetLoader(const DatasetLoaderOptions& opt) : opt_(opt) {
+DatasetLoader::DatasetLoader(const DatasetLoaderOptions& opt)
+    : opt_(opt),
+      prefetcher_(
+          opt.prefetch, opt.global_batch, [this](int64_t s) { return build(s); }, opt.dir) {
   if (opt.dp_size < 1 || opt.dp_rank < 0 || opt.dp_rank >= opt.dp_size) {
     throw Error(fmt::format("data-parallel rank {} of {} is out of range", opt.dp_rank, opt.dp_size));
   }
@@ -108,11 +110,11 @@ DatasetLoader::DatasetLoader(const DatasetLoaderOptions& opt) : opt_(opt) {
     opened_.push_back(path);
     shards_.push_back(std::move(shard));
   }
-  start_prefetch();
+  prefetcher_.start(state_.next_sample);
 }
 
 DatasetLoader::~DatasetLoader() {
-  stop_prefetch();
+  prefetcher_.stop();
 }
 
 std::shared_ptr<const Shard> DatasetLoader::shard(int64_t s) const {
@@ -170,72 +172,12 @@ Batch DatasetLoader::build(int64_t first_sample) const {
   return b;
 }
 
-void DatasetLoader::start_prefetch() {
-  if (opt_.prefetch <= 0) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = false;
-    queue_.clear();
-    produce_next_ = state_.next_sample;
-    worker_error_.clear();
-  }
-  worker_ = std::thread([this] {
-    while (true) {
-      int64_t sample;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stop_ || static_cast<int>(queue_.size()) < opt_.prefetch; });
-        if (stop_) return;
-        sample = produce_next_;
-        produce_next_ += opt_.global_batch;
-      }
-      Batch b;
-      try {
-        b = build(sample);
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(mu_);
-        worker_error_ = e.what();
-        cv_.notify_all();
-        return;
-      }
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.emplace_back(sample, std::move(b));
-      cv_.notify_all();
-    }
-  });
-}
-
-void DatasetLoader::stop_prefetch() {
-  if (!worker_.joinable()) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  worker_.join();
-}
-
 Batch DatasetLoader::next() {
-  int64_t sample = state_.next_sample;
-  Batch b;
-  if (opt_.prefetch <= 0) {
-    last_wait_s_ = 0;
-    b = build(sample);
-  } else {
-    auto t0 = std::chrono::steady_clock::now();
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return !queue_.empty() || !worker_error_.empty(); });
-    if (queue_.empty()) throw Error(fmt::format("{}: the prefetch thread failed: {}", opt_.dir, worker_error_));
-    FT_CHECK(queue_.front().first == sample, "prefetched sample {} but expected {}", queue_.front().first, sample);
-    b = std::move(queue_.front().second);
-    queue_.pop_front();
-    lock.unlock();
-    cv_.notify_all();
-    last_wait_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
+  BatchPrefetcher::Taken t = prefetcher_.take(state_.next_sample);
+  last_wait_s_ = t.wait_s;
   state_.next_sample += opt_.global_batch;
   state_.epoch = plan_->epoch_of(state_.next_sample);
-  return b;
+  return std::move(t.batch);
 }
 
 void DatasetLoader::restore(const LoaderState& s) {
@@ -244,10 +186,10 @@ void DatasetLoader::restore(const LoaderState& s) {
                             opt_.global_batch),
                 "resume with the train.batch_size the checkpoint was written with");
   }
-  stop_prefetch();
+  prefetcher_.stop();
   state_.next_sample = s.next_sample;
   state_.epoch = plan_->epoch_of(s.next_sample);
-  start_prefetch();
+  prefetcher_.start(state_.next_sample);
 }
 
 }  // namespace ft

@@ -6,8 +6,8 @@
 // the checksum of exactly those shards — never another rank's. From a URL the shards come
 // through a ShardCache (shard_cache.h): only this rank's range is fetched, first the shards the
 // next batches need, then the rest of the range while it fits in data.cache_bytes; each is
-// verified before use. A background thread prefetches the next batches; next() only waits when
-// the prefetcher is behind (last_wait_s()).
+// verified before use. A BatchPrefetcher builds the next batches on a background thread; next()
+// only waits when it is behind (last_wait_s()).
 //
 //   DatasetLoader dl({.dir = "data/manpages", .split = Split::kTrain, .seq_len = 256,
 //                     .global_batch = 64, .seed = 1234, .dp_rank = r, .dp_size = R});
@@ -17,14 +17,11 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "data/batch_prefetcher.h"
 #include "data/loader.h"
 #include "data/manifest.h"
 #include "data/sequence_plan.h"
@@ -84,8 +81,6 @@ class DatasetLoader final : public DataLoader {
   // The shards the batches at first_sample, +B, ... (n of them) read, in order of first use.
   std::vector<int64_t> shards_needed(int64_t first_sample, int64_t n) const;
   Batch build(int64_t first_sample) const;  // this rank's slice of the global batch at first_sample
-  void start_prefetch();
-  void stop_prefetch();
 
   DatasetLoaderOptions opt_;
   DatasetManifest manifest_;
@@ -99,15 +94,7 @@ class DatasetLoader final : public DataLoader {
   LoaderState state_;
   double last_wait_s_ = 0;
   mutable std::atomic<int64_t> bytes_read_{0};  // build() runs on the prefetch thread
-
-  // Prefetch: the thread fills queue_ with batches for samples produce_next_, +B, ...
-  std::thread worker_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::pair<int64_t, Batch>> queue_;
-  int64_t produce_next_ = 0;
-  bool stop_ = false;
-  std::string worker_error_;
+  BatchPrefetcher prefetcher_;                  // last: stopped before the members build() reads go
 };
 
 }  // namespace ft

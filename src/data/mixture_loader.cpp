@@ -1,14 +1,15 @@
 #include "data/mixture_loader.h"
 
-#include <chrono>
-
 #include "util/error.h"
 #include "util/log.h"
 
 namespace ft {
 
 MixtureLoader::MixtureLoader(std::vector<MixtureSource> sources, const DatasetLoaderOptions& base)
-    : sources_(std::move(sources)), base_(base) {
+    : sources_(std::move(sources)),
+      base_(base),
+      prefetcher_(
+          base.prefetch, base.global_batch, [this](int64_t s) { return build(s); }, "data.mixture") {
   FT_CHECK(!sources_.empty(), "a mixture needs a source");
   for (const MixtureSource& s : sources_) {
     DatasetLoaderOptions o = base;
@@ -29,11 +30,11 @@ MixtureLoader::MixtureLoader(std::vector<MixtureSource> sources, const DatasetLo
   MixtureSegment first;
   for (const MixtureSource& s : sources_) first.weights[s.name] = s.weight;
   rebuild_plan({first});
-  start_prefetch();
+  prefetcher_.start(state_.next_sample);
 }
 
 MixtureLoader::~MixtureLoader() {
-  stop_prefetch();
+  prefetcher_.stop();
 }
 
 void MixtureLoader::rebuild_plan(std::vector<MixtureSegment> history) {
@@ -82,71 +83,11 @@ Batch MixtureLoader::build(int64_t first_sample) const {
   return b;
 }
 
-void MixtureLoader::start_prefetch() {
-  if (base_.prefetch <= 0) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = false;
-    queue_.clear();
-    produce_next_ = state_.next_sample;
-    worker_error_.clear();
-  }
-  worker_ = std::thread([this] {
-    while (true) {
-      int64_t sample;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stop_ || static_cast<int>(queue_.size()) < base_.prefetch; });
-        if (stop_) return;
-        sample = produce_next_;
-        produce_next_ += base_.global_batch;
-      }
-      Batch b;
-      try {
-        b = build(sample);
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(mu_);
-        worker_error_ = e.what();
-        cv_.notify_all();
-        return;
-      }
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.emplace_back(sample, std::move(b));
-      cv_.notify_all();
-    }
-  });
-}
-
-void MixtureLoader::stop_prefetch() {
-  if (!worker_.joinable()) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  worker_.join();
-}
-
 Batch MixtureLoader::next() {
-  int64_t sample = state_.next_sample;
-  Batch b;
-  if (base_.prefetch <= 0) {
-    last_wait_s_ = 0;
-    b = build(sample);
-  } else {
-    auto t0 = std::chrono::steady_clock::now();
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return !queue_.empty() || !worker_error_.empty(); });
-    if (queue_.empty()) throw Error(fmt::format("data.mixture: the prefetch thread failed: {}", worker_error_));
-    FT_CHECK(queue_.front().first == sample, "prefetched sample {} but expected {}", queue_.front().first, sample);
-    b = std::move(queue_.front().second);
-    queue_.pop_front();
-    lock.unlock();
-    cv_.notify_all();
-    last_wait_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
+  BatchPrefetcher::Taken t = prefetcher_.take(state_.next_sample);
+  last_wait_s_ = t.wait_s;
   state_.next_sample += base_.global_batch;
-  return b;
+  return std::move(t.batch);
 }
 
 void MixtureLoader::restore(const LoaderState& s) {
@@ -155,7 +96,7 @@ void MixtureLoader::restore(const LoaderState& s) {
                             base_.global_batch),
                 "resume with the train.batch_size the checkpoint was written with");
   }
-  stop_prefetch();
+  prefetcher_.stop();
   std::vector<MixtureSegment> history;
   MixtureSegment now;
   for (const MixtureSource& src : sources_) now.weights[src.name] = src.weight;
@@ -185,7 +126,7 @@ void MixtureLoader::restore(const LoaderState& s) {
   rebuild_plan(std::move(history));
   state_.next_sample = s.next_sample;
   state_.epoch = s.epoch;
-  start_prefetch();
+  prefetcher_.start(state_.next_sample);
 }
 
 }  // namespace ft

@@ -1,8 +1,8 @@
 // The loader of a weighted mixture (data.mixture; the order is data/mixture.h's MixturePlan).
 // Each source is read through its own DatasetLoader (a dataset directory or URL, optionally one
 // language's shards) that opens or fetches only this rank's lanes of it; this class picks, for
-// every sample of this rank's slice, the source and sequence, and prefetches batches on a
-// background thread like DatasetLoader.
+// every sample of this rank's slice, the source and sequence, and prefetches batches through a
+// BatchPrefetcher like DatasetLoader.
 //
 //   MixtureLoader ml(sources, base_options);           // base_options: batch, seq_len, seed, rank, ...
 //   Batch b = ml.next();
@@ -11,14 +11,11 @@
 // Validation per source: make_validation_sources() (loader.h).
 #pragma once
 
-#include <condition_variable>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "data/batch_prefetcher.h"
 #include "data/dataset_loader.h"
 #include "data/mixture.h"
 
@@ -48,8 +45,6 @@ class MixtureLoader final : public DataLoader {
  private:
   void rebuild_plan(std::vector<MixtureSegment> history);
   Batch build(int64_t first_sample) const;
-  void start_prefetch();
-  void stop_prefetch();
 
   std::vector<MixtureSource> sources_;
   DatasetLoaderOptions base_;
@@ -58,14 +53,7 @@ class MixtureLoader final : public DataLoader {
   int64_t local_ = 0, first_pos_ = 0;
   LoaderState state_;
   double last_wait_s_ = 0;
-
-  std::thread worker_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::pair<int64_t, Batch>> queue_;
-  int64_t produce_next_ = 0;
-  bool stop_ = false;
-  std::string worker_error_;
+  BatchPrefetcher prefetcher_;  // last: stopped before the members build() reads go
 };
 
 }  // namespace ft

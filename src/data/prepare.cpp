@@ -363,14 +363,15 @@ void write_rank_shards(const std::string& staging, int token_bytes, const uint64
     }
   }
 }
-}  // namespace
 
-namespace {
+// The output directory as given (a trailing slash dropped).
+fs::path output_dir(const PrepareOptions& opt) {
+  fs::path out = fs::path(opt.out_dir).lexically_normal();
+  if (out.filename().empty()) out = out.parent_path();
+  return out;
+}
 
-// Rank 0's part (all of it with one rank); `sync` joins the other ranks at each step.
-PrepareReport prepare_rank0(const PrepareOptions& opt, Sync& sync) {
-  auto t0 = Clock::now();
-  PrepareReport rep;
+void check_options(const PrepareOptions& opt) {
   if (opt.out_dir.empty()) throw Error("prepare needs --out DIR");
   if (opt.shards < 1 || opt.shards > 1000000)
     throw Error(fmt::format("--shards {} must be in 1 .. 1000000", opt.shards));
@@ -380,18 +381,17 @@ PrepareReport prepare_rank0(const PrepareOptions& opt, Sync& sync) {
   if (!(opt.val_fraction >= 0 && opt.val_fraction < 1)) {
     throw Error(fmt::format("--val-fraction {} must be in [0, 1)", opt.val_fraction));
   }
-  fs::path out = fs::path(opt.out_dir).lexically_normal();
-  if (out.filename().empty()) out = out.parent_path();
-  rep.out_dir = out.string();
+}
+
+// The staging directory "<out>.tmp-<pid>", created after checking that --out may be written
+// (it is no input and holds no input; --force replaces a dataset, nothing else; a mount point
+// cannot be renamed over) and removing what interrupted runs left.
+std::string create_staging(const fs::path& out, const std::vector<std::string>& inputs, bool force) {
   std::error_code ec;
-  // Before any work: --out is no input and holds no input; --force replaces a dataset, nothing
-  // else; a mount point cannot be renamed over.
-  std::vector<std::string> inputs = opt.inputs;
-  if (inputs.empty()) inputs = default_corpus_inputs();
   check_output_path(out.string(), OutputRule{.flag = "--out",
                                              .kind = "dataset",
                                              .inputs = inputs,
-                                             .force = opt.force,
+                                             .force = force,
                                              .is_ours = is_dataset_dir,
                                              .renamed_into_place = true});
   if (out.has_parent_path()) fs::create_directories(out.parent_path(), ec);
@@ -401,19 +401,23 @@ PrepareReport prepare_rank0(const PrepareOptions& opt, Sync& sync) {
   if (!fs::create_directories(staging, ec) || ec) {
     throw Error(fmt::format("cannot create {}: {}", staging, ec.message()), "check that the parent is writable");
   }
-  // From here on, any exception removes the staging directory.
-  struct Cleanup {
-    std::string dir;
-    bool keep = false;
-    ~Cleanup() {
-      std::error_code e;
-      if (!keep) fs::remove_all(dir, e);
-    }
-  } cleanup{staging};
+  return staging;
+}
 
-  DatasetManifest m;
+// Removes the staging directory on the way out unless the dataset was published.
+struct StagingCleanup {
+  std::string dir;
+  bool keep = false;
+  ~StagingCleanup() {
+    std::error_code e;
+    if (!keep) fs::remove_all(dir, e);
+  }
+};
 
-  // 1. Inputs: download s3:// and gs:// prefixes into the staging directory, then expand everything.
+// Step 1a: s3:// and gs:// prefixes downloaded into the staging directory, then every input
+// expanded into the files to read. Records the sources in the manifest.
+ExpandResult gather_input_files(const std::vector<std::string>& inputs, const PrepareOptions& opt,
+                                const std::string& staging, DatasetManifest& m, PrepareReport& rep) {
   std::vector<std::string> local;
   for (const std::string& in : inputs) {
     if (ObjectUrl::is_object_url(in)) {
@@ -435,190 +439,201 @@ PrepareReport prepare_rank0(const PrepareOptions& opt, Sync& sync) {
   if (files.files.empty()) {
     throw Error("no input files with text to read (.txt, .md, .jsonl or manual pages)", "check the --input paths");
   }
+  return files;
+}
 
-  auto t_extract = Clock::now();
-  SplitAccumulator acc[2];
-  const char* split_names[2] = {"train", "validation"};
-  for (int sp = 0; sp < 2; ++sp)
-    for (int l = 0; l < 3; ++l)
-      acc[sp].spill[l] = std::make_unique<SpillWriter>(spill_path(staging, split_names[sp], l, "text"));
-  std::unordered_set<Key128, Key128Hash> seen;
-  if (opt.near_dup_threshold < 0 || opt.near_dup_threshold > 1) {
-    throw Error(fmt::format("--near-dup-threshold {} must be in [0, 1]", opt.near_dup_threshold),
-                "0 keeps near-duplicates; 0.8 drops documents whose 5-word shingles overlap an earlier one's by 80%");
-  }
-  std::unique_ptr<NearDuplicates> near;
-  if (opt.near_dup_threshold > 0)
-    near = std::make_unique<NearDuplicates>(NearDupOptions{.threshold = opt.near_dup_threshold});
-  m.near_dup_threshold = opt.near_dup_threshold;
-  LanguageStats lang_stats[3];
-  const uint64_t val_cut = static_cast<uint64_t>(opt.val_fraction * 1e6);
-  const size_t kBatch = 64;
-  std::string first_failure;
-  for (size_t b0 = 0; b0 < files.files.size(); b0 += kBatch) {
-    size_t nb = std::min(kBatch, files.files.size() - b0);
-    std::vector<std::vector<ExtractedDoc>> docs(nb);
-    std::vector<std::string> failures(nb);
-    std::vector<uint64_t> not_text(nb, 0);  // bytes of the file that are invalid UTF-8 or NUL
+// The documents of a batch of input files, read in parallel.
+struct FileBatch {
+  std::vector<std::vector<ExtractedDoc>> docs;  // per file
+  std::vector<std::string> failures;            // per file: "" or the error ("!..." for a skipped man page)
+  std::vector<uint64_t> not_text;               // per file: bytes that are invalid UTF-8 or NUL
+};
+
+FileBatch read_file_batch(const std::vector<InputFile>& files, size_t first, size_t n, const NearDuplicates* near) {
+  FileBatch out{std::vector<std::vector<ExtractedDoc>>(n), std::vector<std::string>(n), std::vector<uint64_t>(n, 0)};
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t i = 0; i < static_cast<int64_t>(nb); ++i) {
-      const InputFile& f = files.files[b0 + static_cast<size_t>(i)];
-      try {
-        for_each_document(f, [&](const std::string& src, std::string&& raw, uint64_t bad) {
-          not_text[static_cast<size_t>(i)] += bad + count_nul_bytes(raw);
-          NormalizeResult r = normalize_document(raw);
-          not_text[static_cast<size_t>(i)] += r.invalid_utf8;
-          MinHash sig = near && !r.text.empty() ? near->signature(r.text) : MinHash{};
-          docs[static_cast<size_t>(i)].push_back({src, std::move(r.text), r.invalid_utf8 + bad, std::move(sig)});
-        });
-      } catch (const Error& e) {
-        if (f.kind != InputKind::kManPage)
-          failures[static_cast<size_t>(i)] = std::string(e.what()) + "\n" + e.hint();
-        else
-          failures[static_cast<size_t>(i)] = "!" + std::string(e.what());  // a page groff cannot render: skip
-      }
-    }
-    for (size_t i = 0; i < nb; ++i) {
-      if (!failures[i].empty()) {
-        if (failures[i][0] != '!') {
-          size_t nl = failures[i].find('\n');
-          throw Error(failures[i].substr(0, nl), failures[i].substr(nl + 1));
-        }
-        ++rep.failed_files;
-        if (first_failure.empty()) first_failure = failures[i].substr(1);
-        continue;
-      }
-      const InputFile& f = files.files[b0 + i];
-      if (f.kind != InputKind::kManPage && mostly_binary(not_text[i], f.bytes)) {
-        ++rep.binary_files;  // named, one warning each: the user may have meant something else
-        log_warn("prepare: skipping {}: {} of its {} bytes are invalid UTF-8 or NUL: not text", f.path, not_text[i],
-                 f.bytes);
-        continue;
-      }
-      for (ExtractedDoc& d : docs[i]) {
-        ++rep.raw_documents;
-        m.invalid_utf8 += d.invalid;
-        if (d.text.empty()) {
-          ++m.empty;
-          continue;
-        }
-        Key128 key{xxh3_64(d.text.data(), d.text.size(), 0), xxh3_64(d.text.data(), d.text.size(), 0x5eed)};
-        if (!seen.insert(key).second) {
-          ++m.duplicates;
-          continue;
-        }
-        int lang = language_index(detect_language(d.text));
-        if (near && near->is_duplicate_or_add(d.sig)) {  // input order decides which copy stays
-          ++m.near_duplicates[kLanguages[lang]];
-          continue;
-        }
-        int split = (mix64(key.a ^ opt.seed) % 1000000) < val_cut ? 1 : 0;
-        uint64_t chars = count_code_points(d.text);
-        SplitInfo& si = acc[split].info;
-        si.documents += 1;
-        si.characters += chars;
-        si.text_bytes += d.text.size();
-        lang_stats[lang].documents += 1;
-        lang_stats[lang].characters += chars;
-        lang_stats[lang].bytes += d.text.size();
-        acc[split].lang_docs[lang] += 1;
-        acc[split].lang_bytes[lang] += d.text.size();
-        acc[split].spill[lang]->add(d.text, lang);
-      }
+  for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) {
+    const InputFile& f = files[first + static_cast<size_t>(i)];
+    const size_t k = static_cast<size_t>(i);
+    try {
+      for_each_document(f, [&](const std::string& src, std::string&& raw, uint64_t bad) {
+        out.not_text[k] += bad + count_nul_bytes(raw);
+        NormalizeResult r = normalize_document(raw);
+        out.not_text[k] += r.invalid_utf8;
+        MinHash sig = near && !r.text.empty() ? near->signature(r.text) : MinHash{};
+        out.docs[k].push_back({src, std::move(r.text), r.invalid_utf8 + bad, std::move(sig)});
+      });
+    } catch (const Error& e) {
+      if (f.kind != InputKind::kManPage)
+        out.failures[k] = std::string(e.what()) + "\n" + e.hint();
+      else
+        out.failures[k] = "!" + std::string(e.what());  // a page groff cannot render: skip
     }
   }
-  for (auto& a : acc)
-    for (auto& sp : a.spill) sp->close();
-  if (rep.failed_files > 0) {
-    log_warn("prepare: skipped {} manual pages that groff could not render (first: {})", rep.failed_files,
-             first_failure);
-  }
-  if (acc[0].info.documents == 0) {
-    throw Error(fmt::format("the inputs hold no non-empty training documents ({} files read, {} documents, {} empty, "
-                            "{} duplicates)",
-                            rep.input_files, rep.raw_documents, m.empty, m.duplicates),
-                "check the --input paths and file types");
-  }
-  if (acc[0].info.documents < static_cast<uint64_t>(opt.shards)) {
-    throw Error(fmt::format("--shards {} is more than the {} training documents", opt.shards, acc[0].info.documents),
-                "use fewer shards or more text");
-  }
-  if (acc[1].info.documents == 0 && opt.val_fraction > 0) {
-    log_warn("prepare: no document fell into the validation split ({} documents, --val-fraction {})",
-             acc[0].info.documents, opt.val_fraction);
-  }
-  rep.seconds_extract = since(t_extract);
+  return out;
+}
 
-  // 2. Tokenizer.
-  auto t_tok = Clock::now();
-  std::string model;
-  if (!opt.tokenizer.empty()) {
-    model = read_file(opt.tokenizer);
-  } else {
-    TokenizerTrainOptions to;
-    to.vocab_size = opt.vocab_size;
-    to.seed = opt.seed;
-    int reading = 0;
-    auto reader = std::make_unique<SpillReader>(spill_path(staging, "train", 0, "text"));
-    std::string doc;
-    int lang = 0;
-    size_t pos = std::string::npos;
-    model = train_tokenizer(to, [&](std::string* line) {
-      while (true) {
-        if (pos == std::string::npos || pos >= doc.size()) {
-          while (!reader->next(&doc, &lang)) {
-            if (++reading == 3) return false;
-            reader = std::make_unique<SpillReader>(spill_path(staging, "train", reading, "text"));
-          }
-          pos = 0;
-        }
-        size_t eol = doc.find('\n', pos);
-        if (eol == std::string::npos) eol = doc.size();
-        line->assign(doc, pos, eol - pos);
-        pos = eol + 1;
-        if (!line->empty()) return true;
-      }
-    });
-    rep.trained_tokenizer = true;
-  }
-  Tokenizer tok = Tokenizer::from_bytes(model, opt.tokenizer.empty() ? "trained tokenizer" : opt.tokenizer);
-  write_file_atomic(staging + "/" + m.tokenizer_file, model);
-  m.tokenizer_hash = tok.hash();
-  m.vocab_size = tok.vocab_size();
-  m.eos_id = tok.eos_id();
-  m.token_bytes = m.vocab_size <= 65536 ? 2 : 4;
-  rep.seconds_tokenizer = since(t_tok);
-
-  // Every rank learns the staging directory and the (split, language) document counts.
-  uint64_t docs[2][3], bytes[2][3];
-  std::vector<int64_t> shared = {static_cast<int64_t>(::getpid())};
-  for (int sp = 0; sp < 2; ++sp)
-    for (int l = 0; l < 3; ++l) {
-      docs[sp][l] = acc[sp].lang_docs[l], bytes[sp][l] = acc[sp].lang_bytes[l];
-      shared.push_back(static_cast<int64_t>(docs[sp][l]));
-      shared.push_back(static_cast<int64_t>(bytes[sp][l]));
+// Step 1b: the documents, normalised, with exact and near duplicates dropped, sorted into the
+// train and validation splits and spilled per language.
+class DocumentSorter {
+ public:
+  DocumentSorter(const PrepareOptions& opt, const std::string& staging, DatasetManifest& m, PrepareReport& rep)
+      : opt_(opt), m_(m), rep_(rep), val_cut_(static_cast<uint64_t>(opt.val_fraction * 1e6)) {
+    const char* split_names[2] = {"train", "validation"};
+    for (int sp = 0; sp < 2; ++sp)
+      for (int l = 0; l < 3; ++l)
+        acc[sp].spill[l] = std::make_unique<SpillWriter>(spill_path(staging, split_names[sp], l, "text"));
+    if (opt.near_dup_threshold < 0 || opt.near_dup_threshold > 1) {
+      throw Error(fmt::format("--near-dup-threshold {} must be in [0, 1]", opt.near_dup_threshold),
+                  "0 keeps near-duplicates; 0.8 drops documents whose 5-word shingles overlap an earlier one's by 80%");
     }
-  sync.run(shared);
+    if (opt.near_dup_threshold > 0)
+      near_ = std::make_unique<NearDuplicates>(NearDupOptions{.threshold = opt.near_dup_threshold});
+    m.near_dup_threshold = opt.near_dup_threshold;
+  }
 
-  // 3. Encode: this rank's part of each (split, language).
-  auto t_enc = Clock::now();
-  encode_part(staging, tok, m.eos_id, docs, opt.rank, opt.world);
-  sync.run({});
-  rep.seconds_encode = since(t_enc);
+  void add_files(const std::vector<InputFile>& files) {
+    const size_t kBatch = 64;
+    for (size_t b0 = 0; b0 < files.size(); b0 += kBatch) {
+      size_t nb = std::min(kBatch, files.size() - b0);
+      FileBatch batch = read_file_batch(files, b0, nb, near_.get());
+      for (size_t i = 0; i < nb; ++i) add_file(files[b0 + i], batch.failures[i], batch.not_text[i], batch.docs[i]);
+    }
+  }
 
-  // 4. Shards: cut per language over every rank's documents; this rank writes its share.
-  auto t_shard = Clock::now();
-  write_rank_shards(staging, m.token_bytes, docs, bytes, opt.shards, opt.val_shards, opt.rank, opt.world);
-  sync.run({});
+  // Closes the spills and checks that there is something to train on.
+  void finish() {
+    for (auto& a : acc)
+      for (auto& sp : a.spill) sp->close();
+    if (rep_.failed_files > 0) {
+      log_warn("prepare: skipped {} manual pages that groff could not render (first: {})", rep_.failed_files,
+               first_failure_);
+    }
+    if (acc[0].info.documents == 0) {
+      throw Error(fmt::format("the inputs hold no non-empty training documents ({} files read, {} documents, {} empty, "
+                              "{} duplicates)",
+                              rep_.input_files, rep_.raw_documents, m_.empty, m_.duplicates),
+                  "check the --input paths and file types");
+    }
+    if (acc[0].info.documents < static_cast<uint64_t>(opt_.shards)) {
+      throw Error(fmt::format("--shards {} is more than the {} training documents", opt_.shards, acc[0].info.documents),
+                  "use fewer shards or more text");
+    }
+    if (acc[1].info.documents == 0 && opt_.val_fraction > 0) {
+      log_warn("prepare: no document fell into the validation split ({} documents, --val-fraction {})",
+               acc[0].info.documents, opt_.val_fraction);
+    }
+  }
+
+  SplitAccumulator acc[2];
+  LanguageStats lang_stats[3];
+
+ private:
+  void add_file(const InputFile& f, const std::string& failure, uint64_t not_text, std::vector<ExtractedDoc>& docs) {
+    if (!failure.empty()) {
+      if (failure[0] != '!') {
+        size_t nl = failure.find('\n');
+        throw Error(failure.substr(0, nl), failure.substr(nl + 1));
+      }
+      ++rep_.failed_files;
+      if (first_failure_.empty()) first_failure_ = failure.substr(1);
+      return;
+    }
+    if (f.kind != InputKind::kManPage && mostly_binary(not_text, f.bytes)) {
+      ++rep_.binary_files;  // named, one warning each: the user may have meant something else
+      log_warn("prepare: skipping {}: {} of its {} bytes are invalid UTF-8 or NUL: not text", f.path, not_text,
+               f.bytes);
+      return;
+    }
+    for (ExtractedDoc& d : docs) add_document(d);
+  }
+
+  void add_document(const ExtractedDoc& d) {
+    ++rep_.raw_documents;
+    m_.invalid_utf8 += d.invalid;
+    if (d.text.empty()) {
+      ++m_.empty;
+      return;
+    }
+    Key128 key{xxh3_64(d.text.data(), d.text.size(), 0), xxh3_64(d.text.data(), d.text.size(), 0x5eed)};
+    if (!seen_.insert(key).second) {
+      ++m_.duplicates;
+      return;
+    }
+    int lang = language_index(detect_language(d.text));
+    if (near_ && near_->is_duplicate_or_add(d.sig)) {  // input order decides which copy stays
+      ++m_.near_duplicates[kLanguages[lang]];
+      return;
+    }
+    int split = (mix64(key.a ^ opt_.seed) % 1000000) < val_cut_ ? 1 : 0;
+    uint64_t chars = count_code_points(d.text);
+    SplitInfo& si = acc[split].info;
+    si.documents += 1;
+    si.characters += chars;
+    si.text_bytes += d.text.size();
+    lang_stats[lang].documents += 1;
+    lang_stats[lang].characters += chars;
+    lang_stats[lang].bytes += d.text.size();
+    acc[split].lang_docs[lang] += 1;
+    acc[split].lang_bytes[lang] += d.text.size();
+    acc[split].spill[lang]->add(d.text, lang);
+  }
+
+  const PrepareOptions& opt_;
+  DatasetManifest& m_;
+  PrepareReport& rep_;
+  const uint64_t val_cut_;
+  std::unordered_set<Key128, Key128Hash> seen_;
+  std::unique_ptr<NearDuplicates> near_;
+  std::string first_failure_;
+};
+
+// Step 2: the tokenizer model's bytes: --tokenizer's file, or trained on the train split's text
+// spills (each document's non-empty lines, languages in order).
+std::string tokenizer_model(const PrepareOptions& opt, const std::string& staging, PrepareReport& rep) {
+  if (!opt.tokenizer.empty()) return read_file(opt.tokenizer);
+  TokenizerTrainOptions to;
+  to.vocab_size = opt.vocab_size;
+  to.seed = opt.seed;
+  int reading = 0;
+  auto reader = std::make_unique<SpillReader>(spill_path(staging, "train", 0, "text"));
+  std::string doc;
+  int lang = 0;
+  size_t pos = std::string::npos;
+  std::string model = train_tokenizer(to, [&](std::string* line) {
+    while (true) {
+      if (pos == std::string::npos || pos >= doc.size()) {
+        while (!reader->next(&doc, &lang)) {
+          if (++reading == 3) return false;
+          reader = std::make_unique<SpillReader>(spill_path(staging, "train", reading, "text"));
+        }
+        pos = 0;
+      }
+      size_t eol = doc.find('\n', pos);
+      if (eol == std::string::npos) eol = doc.size();
+      line->assign(doc, pos, eol - pos);
+      pos = eol + 1;
+      if (!line->empty()) return true;
+    }
+  });
+  rep.trained_tokenizer = true;
+  return model;
+}
+
+// Step 4, after every rank wrote its shards: token counts from the ranks' length files and the
+// shards' ShardInfo into the splits and languages; the spills are removed.
+void collect_shards(const std::string& staging, int world, DocumentSorter& docs) {
+  const char* split_names[2] = {"train", "validation"};
+  std::error_code ec;
   for (int sp = 0; sp < 2; ++sp) {
     for (int l = 0; l < 3; ++l) {
-      for (int r = 0; r < opt.world; ++r) {
+      for (int r = 0; r < world; ++r) {
         std::string raw = read_file(rank_path(staging, split_names[sp], l, "lens", r));
         for (size_t i = 0; i + 16 <= raw.size(); i += 16) {
           uint64_t n;
           std::memcpy(&n, raw.data() + i, 8);
-          acc[sp].info.tokens += n;
-          lang_stats[l].tokens += n;
+          docs.acc[sp].info.tokens += n;
+          docs.lang_stats[l].tokens += n;
         }
         fs::remove(rank_path(staging, split_names[sp], l, "lens", r), ec);
         fs::remove(rank_path(staging, split_names[sp], l, "tokens", r), ec);
@@ -628,19 +643,16 @@ PrepareReport prepare_rank0(const PrepareOptions& opt, Sync& sync) {
     for (int64_t k = 0;; ++k) {
       std::string info = fmt::format("{}/{}-{:05d}.ftshard.info", staging, split_names[sp], k);
       if (!fs::exists(info)) break;
-      acc[sp].info.shards.push_back(shard_info_from_json(read_file(info)));
+      docs.acc[sp].info.shards.push_back(shard_info_from_json(read_file(info)));
       fs::remove(info, ec);
     }
   }
-  m.train = acc[0].info;
-  m.validation = acc[1].info;
-  for (int l = 0; l < 3; ++l) {
-    if (lang_stats[l].documents > 0) m.languages[kLanguages[l]] = lang_stats[l];
-  }
-  rep.seconds_shard = since(t_shard);
-  rep.world = opt.world;
+}
 
-  // 5. Manifest last, then publish the directory.
+// Step 5: the manifest written last, then the staging directory renamed to <out> (replacing the
+// dataset there, for --force).
+void publish(const std::string& staging, const fs::path& out, const DatasetManifest& m, StagingCleanup& cleanup) {
+  std::error_code ec;
   write_file_atomic(staging + "/" + kManifestFile, m.to_json_text());
   fs::remove_all(staging + "/remote-input", ec);
   fsync_dir(staging);
@@ -654,6 +666,72 @@ PrepareReport prepare_rank0(const PrepareOptions& opt, Sync& sync) {
   }
   cleanup.keep = true;
   fsync_dir(out.has_parent_path() ? out.parent_path().string() : ".");
+}
+
+// Rank 0's part (all of it with one rank); `sync` joins the other ranks at each step.
+PrepareReport prepare_rank0(const PrepareOptions& opt, Sync& sync) {
+  auto t0 = Clock::now();
+  PrepareReport rep;
+  check_options(opt);
+  const fs::path out = output_dir(opt);
+  rep.out_dir = out.string();
+  std::vector<std::string> inputs = opt.inputs;
+  if (inputs.empty()) inputs = default_corpus_inputs();
+  StagingCleanup cleanup{create_staging(out, inputs, opt.force)};  // from here on, any exception removes it
+  const std::string& staging = cleanup.dir;
+  DatasetManifest m;
+
+  // 1. Extract.
+  ExpandResult files = gather_input_files(inputs, opt, staging, m, rep);
+  auto t_extract = Clock::now();
+  DocumentSorter docs(opt, staging, m, rep);
+  docs.add_files(files.files);
+  docs.finish();
+  rep.seconds_extract = since(t_extract);
+
+  // 2. Tokenizer.
+  auto t_tok = Clock::now();
+  std::string model = tokenizer_model(opt, staging, rep);
+  Tokenizer tok = Tokenizer::from_bytes(model, opt.tokenizer.empty() ? "trained tokenizer" : opt.tokenizer);
+  write_file_atomic(staging + "/" + m.tokenizer_file, model);
+  m.tokenizer_hash = tok.hash();
+  m.vocab_size = tok.vocab_size();
+  m.eos_id = tok.eos_id();
+  m.token_bytes = m.vocab_size <= 65536 ? 2 : 4;
+  rep.seconds_tokenizer = since(t_tok);
+
+  // Every rank learns the staging directory and the (split, language) document counts.
+  uint64_t doc_counts[2][3], bytes[2][3];
+  std::vector<int64_t> shared = {static_cast<int64_t>(::getpid())};
+  for (int sp = 0; sp < 2; ++sp)
+    for (int l = 0; l < 3; ++l) {
+      doc_counts[sp][l] = docs.acc[sp].lang_docs[l], bytes[sp][l] = docs.acc[sp].lang_bytes[l];
+      shared.push_back(static_cast<int64_t>(doc_counts[sp][l]));
+      shared.push_back(static_cast<int64_t>(bytes[sp][l]));
+    }
+  sync.run(shared);
+
+  // 3. Encode: this rank's part of each (split, language).
+  auto t_enc = Clock::now();
+  encode_part(staging, tok, m.eos_id, doc_counts, opt.rank, opt.world);
+  sync.run({});
+  rep.seconds_encode = since(t_enc);
+
+  // 4. Shards: cut per language over every rank's documents; this rank writes its share.
+  auto t_shard = Clock::now();
+  write_rank_shards(staging, m.token_bytes, doc_counts, bytes, opt.shards, opt.val_shards, opt.rank, opt.world);
+  sync.run({});
+  collect_shards(staging, opt.world, docs);
+  m.train = docs.acc[0].info;
+  m.validation = docs.acc[1].info;
+  for (int l = 0; l < 3; ++l) {
+    if (docs.lang_stats[l].documents > 0) m.languages[kLanguages[l]] = docs.lang_stats[l];
+  }
+  rep.seconds_shard = since(t_shard);
+  rep.world = opt.world;
+
+  // 5. Manifest last, then publish the directory.
+  publish(staging, out, m, cleanup);
   rep.manifest = std::move(m);
   rep.seconds_total = since(t0);
   sync.run({});  // the other ranks finish once the dataset is published
@@ -663,9 +741,7 @@ PrepareReport prepare_rank0(const PrepareOptions& opt, Sync& sync) {
 // The other ranks: wait for rank 0's extraction and tokenizer, encode their part, write their shards.
 void prepare_other_rank(const PrepareOptions& opt, Sync& sync) {
   std::vector<int64_t> shared = sync.run(std::vector<int64_t>(13, 0));
-  fs::path out = fs::path(opt.out_dir).lexically_normal();
-  if (out.filename().empty()) out = out.parent_path();
-  const std::string staging = fmt::format("{}.tmp-{}", out.string(), shared[0]);
+  const std::string staging = fmt::format("{}.tmp-{}", output_dir(opt).string(), shared[0]);
   uint64_t docs[2][3], bytes[2][3];
   for (int sp = 0, i = 1; sp < 2; ++sp)
     for (int l = 0; l < 3; ++l, i += 2)

@@ -9,6 +9,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from launch_lib import LaunchedRun, fail, ranks_json, sets_args  # noqa: E402,F401
+
 # The tiny config, 2 data-parallel ranks, small timeouts so failures show within seconds.
 BATCH = 8
 BASE = [
@@ -19,78 +22,22 @@ BASE = [
 ]
 
 
-def fail(msg):
-    print("FAIL: " + msg, flush=True)
-    sys.exit(1)
-
-
-def sets_args(sets):
-    out = []
-    for s in sets:
-        out += ["--set", s]
-    return out
-
-
-class Launch:
-    """A `fluxtrain launch` run in the background."""
+class Launch(LaunchedRun):
+    """A `fluxtrain launch` of the tiny config (BASE, then `sets`) in the background."""
 
     def __init__(self, ft, cfg, run_dir, sets=(), env=None, extra=()):
-        self.run_dir = run_dir
         e = dict(os.environ)
         e.update(env or {})
         e["OMP_NUM_THREADS"] = "1"
-        self.log = open(run_dir + ".launch.log", "w")
         cmd = [ft, "launch", "--config", cfg, "--run-dir", run_dir] + sets_args(list(BASE) + list(sets)) + list(extra)
-        self.cmd = cmd
-        self.p = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=e)
+        super().__init__(run_dir, cmd, subprocess.Popen, e)
         self.hurt_at = None  # when the test hurt a rank (Unix time)
-
-    def wait(self, timeout=240):
-        try:
-            rc = self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill_all()
-            fail(f"launch still running after {timeout} s; log:\n" + self.output()[-4000:])
-        self.log.close()
-        return rc
-
-    def output(self):
-        if not self.log.closed:
-            self.log.flush()
-        with open(self.run_dir + ".launch.log") as f:
-            return f.read()
-
-    def heartbeats(self):
-        out = {}
-        for p in glob.glob(os.path.join(self.run_dir, "heartbeat", "rank-*.json")):
-            try:
-                with open(p) as f:
-                    r = json.load(f)
-                out[r["rank"]] = r
-            except (OSError, ValueError):
-                pass
-        return out
-
-    def wait_for_step(self, step, world=2, attempt=1, timeout=120):
-        """Until every rank of `attempt` has completed `step`."""
-        t0 = time.time()
-        while time.time() - t0 < timeout:
-            if self.p.poll() is not None:
-                fail(f"launch exited ({self.p.returncode}) before step {step}; log:\n" + self.output()[-4000:])
-            hb = self.heartbeats()
-            if len(hb) == world and all(r["attempt"] == attempt and r["phase"] == "train" and r["step"] >= step
-                                        for r in hb.values()):
-                return hb
-            time.sleep(0.005)
-        fail(f"step {step} of attempt {attempt} not reached in {timeout} s; log:\n" + self.output()[-4000:])
 
     def pid(self, rank):
         hb = self.heartbeats()
         if rank not in hb:
             fail(f"no heartbeat of rank {rank}")
-        with open(os.path.join(self.run_dir, "ranks.json")) as f:
-            ranks = json.load(f)
-        entry = [r for r in ranks["ranks"] if r["rank"] == rank][0]
+        entry = [r for r in ranks_json(self.run_dir)["ranks"] if r["rank"] == rank][0]
         if entry["pid"] != hb[rank]["pid"]:
             fail(f"ranks.json says pid {entry['pid']} for rank {rank}, its heartbeat {hb[rank]['pid']}")
         return entry["pid"]
@@ -100,13 +47,6 @@ class Launch:
         self.hurt_at = time.time()
         os.kill(pid, sig)
         print(f"sent {signal.Signals(sig).name} to rank {rank} (pid {pid})", flush=True)
-
-    def kill_all(self):
-        try:
-            self.p.send_signal(signal.SIGTERM)
-            self.p.wait(20)
-        except Exception:
-            self.p.kill()
 
 
 def metrics_by_step(run_dir):

@@ -149,17 +149,6 @@ inline __m256i to_bf16_bits(F32x16 x) {
   return _mm512_cvtepi32_epi16(r);
 #endif
 }
-// Rounds to bf16 (nearest even) and stores w lanes.
-inline void store_bf16(uint16_t* p, F32x16 x, int w = kLanes) {
-  const __m256i h = to_bf16_bits(x);
-  if (w == kLanes) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), h);
-  } else {
-    alignas(32) uint16_t tmp[kLanes];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), h);
-    std::memcpy(p, tmp, sizeof(uint16_t) * static_cast<size_t>(w));
-  }
-}
 // Widens w bf16 values (lanes >= w are 0).
 inline F32x16 load_bf16(const uint16_t* p, int w = kLanes) {
   alignas(32) uint16_t tmp[kLanes] = {};
@@ -359,16 +348,6 @@ inline __m256i to_bf16_bits(F32x16 x) {
   const __m256i packed = _mm256_packus_epi32(detail::to_bf16_u32(x.lo), detail::to_bf16_u32(x.hi));
   return _mm256_permute4x64_epi64(packed, 0xd8);
 }
-inline void store_bf16(uint16_t* p, F32x16 x, int w = kLanes) {
-  const __m256i h = to_bf16_bits(x);
-  if (w == kLanes) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), h);
-  } else {
-    alignas(32) uint16_t tmp[kLanes];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), h);
-    std::memcpy(p, tmp, sizeof(uint16_t) * static_cast<size_t>(w));
-  }
-}
 inline F32x16 load_bf16(const uint16_t* p, int w = kLanes) {
   alignas(32) uint16_t tmp[kLanes] = {};
   if (w != kLanes) {
@@ -548,6 +527,21 @@ inline double dot3_f64(const float* a, const float* b, const float* c, int64_t n
   return s;
 }
 
+#endif
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+// Rounds to bf16 (nearest even) and stores w lanes: the 16 bf16 of to_bf16_bits (one __m256i on
+// either ISA), through a buffer for a tail.
+inline void store_bf16(uint16_t* p, F32x16 x, int w = kLanes) {
+  const __m256i h = to_bf16_bits(x);
+  if (w == kLanes) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), h);
+  } else {
+    alignas(32) uint16_t tmp[kLanes];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), h);
+    std::memcpy(p, tmp, sizeof(uint16_t) * static_cast<size_t>(w));
+  }
+}
 #endif
 
 // ---- built from the operations above, the same on every ISA ---------------------------------

@@ -24,6 +24,7 @@ void DpEngineBase::begin_step(int micro_batches) {
   micro_ = 0;
   wait_s_ = 0;
   reducer_.set_step(opt_->steps_taken());
+  g_.zero_();
 }
 
 void DpEngineBase::wait_pending() {
@@ -88,6 +89,17 @@ void DpEngineBase::import_state(const float* w, const float* m, const float* v, 
   }
   opt_->set_steps_taken(optimizer_steps);
   weights_changed();  // a bf16 copy of the weights (bf16 training) is stale now
+}
+
+FullWeightsEngine::FullWeightsEngine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
+                                     Communicator& dp, Communicator& tp, bool shard_optimizer, uint64_t seed)
+    : DpEngineBase(p, o, std::move(layout), dp, tp, shard_optimizer) {
+  w_ = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kParameters);
+  init_full_weights(w_.data<float>(), seed);
+}
+
+void FullWeightsEngine::gather_weights(float* out) {
+  Tensor::borrow(out, {layout_.total()}, DType::kF32).copy_from(w_);
 }
 
 }  // namespace ft

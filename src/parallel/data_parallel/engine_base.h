@@ -1,7 +1,8 @@
 // What every ZeRO stage's engine shares: the padded layout (this rank's pipeline-stage units,
 // its tensor-parallel shard of them), this rank's shard plan, the gradient reducer, the tensor-parallel gradient sync,
-// the optimizer over the rank's pieces and the bookkeeping of pending communication. See
-// param_engine.h for the stages.
+// the optimizer over the rank's pieces, the gradients (zeroed by begin_step) and the bookkeeping of pending
+// communication; and what the stages that hold full weights (0-2) share: FullWeightsEngine. See param_engine.h
+// for the stages.
 #pragma once
 
 #include <memory>
@@ -54,12 +55,35 @@ class DpEngineBase : public ParamEngine {
   GradReducer reducer_;
   TpGradSync tp_sync_;  // sum_partial(unit) before a unit's gradient leaves for the dp group
   std::unique_ptr<AdamW> opt_;
+  Tensor g_;  // gradients: the full arena (ZeRO 0, 1) or this rank's compact shard (ZeRO 2, 3)
   int micro_batches_ = 1, micro_ = 0;
   std::vector<WorkPtr> pending_;
   double wait_s_ = 0;
   bool shard_optimizer_ = false;  // AdamW moments over this rank's pieces (else the full arena)
   int64_t generation_ = 0;
-  Bf16Weights w16_;  // enabled by keep_bf16_weights() (ZeRO 0-2)
+};
+
+// ZeRO 0-2: every rank holds the full fp32 weights (initialised from the seed by rank 0 and
+// broadcast) and, when training in bf16, their bf16 copy.
+class FullWeightsEngine : public DpEngineBase {
+ public:
+  const float* weights(int u) override { return w_.data<float>() + layout_.unit_begin(u); }
+  const uint16_t* weights_bf16(int u) override {
+    return w16_.enabled() ? w16_.unit(u, weights(u), weights_version()) : nullptr;
+  }
+  void keep_bf16_weights() override { w16_.enable(layout_); }
+  void gather_weights(float* out) override;
+
+ protected:
+  FullWeightsEngine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
+                    Communicator& tp, bool shard_optimizer, uint64_t seed);
+  float* master_weights(Addressing* how) override {
+    *how = Addressing::kArena;
+    return w_.data<float>();
+  }
+
+  Tensor w_;         // the full arena
+  Bf16Weights w16_;  // enabled by keep_bf16_weights()
 };
 
 }  // namespace ft

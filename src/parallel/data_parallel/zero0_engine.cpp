@@ -8,10 +8,8 @@ namespace ft {
 
 Zero0Engine::Zero0Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
                          Communicator& tp, uint64_t seed)
-    : DpEngineBase(p, o, std::move(layout), dp, tp, /*shard_optimizer=*/false) {
-  w_ = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kParameters);
+    : FullWeightsEngine(p, o, std::move(layout), dp, tp, /*shard_optimizer=*/false, seed) {
   g_ = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kGradients);
-  init_full_weights(w_.data<float>(), seed);
   // Buckets in backward order: from the last unit down, closing one when it reaches bucket_mb.
   const int64_t target = static_cast<int64_t>(p.bucket_mb * 1024 * 1024 / 4);
   bucket_of_unit_.assign(static_cast<size_t>(layout_.num_units()), 0);
@@ -27,7 +25,6 @@ Zero0Engine::Zero0Engine(const ParallelConfig& p, const OptimConfig& o, ParamLay
 
 void Zero0Engine::begin_step(int micro_batches) {
   DpEngineBase::begin_step(micro_batches);
-  g_.zero_();
   for (auto& b : buckets_) b.remaining = b.units;
 }
 
@@ -51,10 +48,6 @@ void Zero0Engine::optimizer_step(double lr, float grad_scale) {
   opt_->step(w_.data<float>(), Addressing::kArena, g_.data<float>(), Addressing::kArena, lr, grad_scale,
              w16 ? w16_.arena() : nullptr);
   if (w16) w16_.mark_current(weights_version());
-}
-
-void Zero0Engine::gather_weights(float* out) {
-  Tensor::borrow(out, {layout_.total()}, DType::kF32).copy_from(w_);
 }
 
 }  // namespace ft

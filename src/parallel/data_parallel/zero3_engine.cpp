@@ -1,7 +1,5 @@
-#include <chrono>
 #include <cstring>
 
-#include "kernels/ops.h"
 #include "parallel/data_parallel/zero_engines.h"
 #include "util/clock.h"
 
@@ -9,12 +7,12 @@ namespace ft {
 
 Zero3Engine::Zero3Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
                          Communicator& tp, uint64_t seed)
-    : DpEngineBase(p, o, std::move(layout), dp, tp, /*shard_optimizer=*/true) {
+    : DpEngineBase(p, o, std::move(layout), dp, tp, /*shard_optimizer=*/true),
+      scatter_(layout_, plan_, reducer_, tp_sync_) {
   w_ = Tensor::zeros({plan_.shard_size()}, DType::kF32, MemCategory::kParameters);
   g_ = Tensor::zeros({plan_.shard_size()}, DType::kF32, MemCategory::kGradients);
   const size_t U = static_cast<size_t>(layout_.num_units());
   gathered_.resize(U);
-  unit_grads_.resize(U);
   gathering_.resize(U);
   {  // rank 0 initialises and broadcasts the full weights once; each rank keeps its pieces
     Tensor full = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kCommunication);
@@ -71,42 +69,9 @@ void Zero3Engine::before_backward(int u) {
   if (u - 1 >= 1) start_gather(u - 1);
 }
 
-float* Zero3Engine::grads(int u) {
-  Tensor& t = unit_grads_[static_cast<size_t>(u)];
-  if (!t.defined()) {
-    t = gpool_.acquire(layout_.unit_size(u));
-    std::fill_n(t.data<float>(), layout_.unit_size(u), 0.0f);
-  }
-  return t.data<float>();
-}
-
 void Zero3Engine::after_backward(int u) {
   release_weights(u);
-  Tensor full = std::move(unit_grads_[static_cast<size_t>(u)]);
-  unit_grads_[static_cast<size_t>(u)] = Tensor();
-  tp_sync_.sum_partial(full.data<float>(), u);
-  Tensor piece = gpool_.acquire(plan_.piece_size(u));
-  WorkPtr w = reducer_.reduce_scatter(piece.data<float>(), full.data<float>(), u);
-  in_flight_.push_back({w, u, full, piece});
-  drain(1);  // one reduction in flight while the next unit's backward runs
-}
-
-void Zero3Engine::drain(size_t keep) {
-  while (in_flight_.size() > keep) {
-    InFlight f = std::move(in_flight_.front());
-    in_flight_.pop_front();
-    double t0 = now_seconds();
-    f.work->wait();
-    wait_s_ += now_seconds() - t0;
-    ops::add_inplace(g_.data<float>() + plan_.shard_offset(f.unit), f.piece.data<float>(), plan_.piece_size(f.unit));
-    gpool_.release(f.full);
-    gpool_.release(f.piece);
-  }
-}
-
-void Zero3Engine::begin_step(int micro_batches) {
-  DpEngineBase::begin_step(micro_batches);
-  g_.zero_();
+  wait_s_ += scatter_.reduce(u, g_.data<float>());
 }
 
 void Zero3Engine::begin_micro_batch(int index) {
@@ -116,7 +81,7 @@ void Zero3Engine::begin_micro_batch(int index) {
 
 double Zero3Engine::finish_gradients() {
   training_ = false;
-  drain(0);
+  wait_s_ += scatter_.drain(g_.data<float>(), 0);
   for (int u = 0; u < layout_.num_units(); ++u) release_weights(u);
   return sharded_sum_squares(g_.data<float>(), Addressing::kCompact);
 }

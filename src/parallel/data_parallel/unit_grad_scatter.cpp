@@ -1,0 +1,50 @@
+#include "parallel/data_parallel/unit_grad_scatter.h"
+
+#include <algorithm>
+
+#include "kernels/ops.h"
+#include "util/clock.h"
+
+namespace ft {
+
+UnitGradScatter::UnitGradScatter(const ParamLayout& layout, const ShardPlan& plan, GradReducer& reducer,
+                                 TpGradSync& tp_sync)
+    : layout_(layout), plan_(plan), reducer_(reducer), tp_sync_(tp_sync) {
+  unit_grads_.resize(static_cast<size_t>(layout_.num_units()));
+}
+
+float* UnitGradScatter::unit_grads(int u) {
+  Tensor& t = unit_grads_[static_cast<size_t>(u)];
+  if (!t.defined()) {  // first gradient of this unit in this micro-batch
+    t = pool_.acquire(layout_.unit_size(u));
+    std::fill_n(t.data<float>(), layout_.unit_size(u), 0.0f);
+  }
+  return t.data<float>();
+}
+
+double UnitGradScatter::reduce(int u, float* shard) {
+  Tensor full = std::move(unit_grads_[static_cast<size_t>(u)]);
+  unit_grads_[static_cast<size_t>(u)] = Tensor();
+  tp_sync_.sum_partial(full.data<float>(), u);
+  Tensor piece = pool_.acquire(plan_.piece_size(u));
+  WorkPtr w = reducer_.reduce_scatter(piece.data<float>(), full.data<float>(), u);
+  in_flight_.push_back({w, u, full, piece});
+  return drain(shard, 1);  // one reduction in flight while the next unit's backward runs
+}
+
+double UnitGradScatter::drain(float* shard, size_t keep) {
+  double waited = 0;
+  while (in_flight_.size() > keep) {
+    InFlight f = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    double t0 = now_seconds();
+    f.work->wait();
+    waited += now_seconds() - t0;
+    ops::add_inplace(shard + plan_.shard_offset(f.unit), f.piece.data<float>(), plan_.piece_size(f.unit));
+    pool_.release(f.full);
+    pool_.release(f.piece);
+  }
+  return waited;
+}
+
+}  // namespace ft

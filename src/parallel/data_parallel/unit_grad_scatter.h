@@ -1,0 +1,51 @@
+// UnitGradScatter: gradients that live as a full unit only during the unit's backward (ZeRO 2 and
+// 3). Each unit's gradient is accumulated in a short-lived buffer; when its backward is done it
+// is summed over the tp ranks that hold parts of it, reduce-scattered over the dp group, and this
+// rank's piece is added into the rank's compact gradient shard. One reduction stays in flight
+// while the next unit's backward runs.
+//
+//   UnitGradScatter scatter(layout, plan, reducer, tp_sync);
+//   float* g = scatter.unit_grads(u);              // backward of unit u accumulates here
+//   wait_s += scatter.reduce(u, shard);            // after_backward(u)
+//   wait_s += scatter.drain(shard, 0);             // finish_gradients(): every piece added
+#pragma once
+
+#include <deque>
+#include <vector>
+
+#include "model/param_layout.h"
+#include "parallel/data_parallel/buffer_pool.h"
+#include "parallel/data_parallel/grad_reducer.h"
+#include "parallel/data_parallel/shard_plan.h"
+#include "parallel/tensor_parallel/tensor_parallel.h"
+
+namespace ft {
+
+class UnitGradScatter {
+ public:
+  UnitGradScatter(const ParamLayout& layout, const ShardPlan& plan, GradReducer& reducer, TpGradSync& tp_sync);
+  // Unit u's full gradient buffer for this micro-batch (zeroed on first use).
+  float* unit_grads(int u);
+  // Unit u's gradient is complete: starts its reduction, whose piece is added into `shard` (the
+  // compact shard, ShardPlan::shard_offset addressing), and completes older ones until one is
+  // left in flight. Returns the seconds spent waiting for communication.
+  double reduce(int u, float* shard);
+  // Completes reductions until at most `keep` are in flight; returns the seconds waited.
+  double drain(float* shard, size_t keep);
+
+ private:
+  struct InFlight {
+    WorkPtr work;
+    int unit;
+    Tensor full, piece;
+  };
+  const ParamLayout& layout_;
+  const ShardPlan& plan_;
+  GradReducer& reducer_;
+  TpGradSync& tp_sync_;
+  std::vector<Tensor> unit_grads_;  // per unit; defined while its backward accumulates
+  std::deque<InFlight> in_flight_;
+  BufferPool pool_{MemCategory::kGradients};
+};
+
+}  // namespace ft
