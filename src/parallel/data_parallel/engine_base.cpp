@@ -1,7 +1,5 @@
 #include "parallel/data_parallel/engine_base.h"
 
-#include <cstring>
-
 #include "kernels/ops.h"
 #include "util/clock.h"
 
@@ -57,30 +55,36 @@ void DpEngineBase::all_gather_units(float* arena) {
 }
 
 // Checkpoint state: piece r of every unit, whatever the stage. Moments over the full arena (ZeRO 0)
-// are indexed like the arena; weights likewise unless ZeRO 3 keeps only the pieces.
+// are indexed like the arena; weights likewise unless ZeRO 3 keeps only the pieces. w, m and v
+// are the checkpointer's host buffers: each piece is one device-to-host copy (host-to-device on
+// import).
 void DpEngineBase::export_state(float* w, float* m, float* v) {
+  const ExecContext& ctx = cpu_context();
+  const Device dev = ctx.device, host = Device::kCPU;
   Addressing wa;
   const float* weights = master_weights(&wa);
   const float* mom[2] = {opt_->exp_avg().data<float>(), opt_->exp_avg_sq().data<float>()};
   for (int u = 0; u < plan_.num_units(); ++u) {
     const size_t n = static_cast<size_t>(plan_.piece_size(u)) * 4;
     const int64_t arena = plan_.piece_begin(u), compact = plan_.shard_offset(u);
-    std::memcpy(w + compact, weights + (wa == Addressing::kArena ? arena : compact), n);
-    std::memcpy(m + compact, mom[0] + (shard_optimizer_ ? compact : arena), n);
-    std::memcpy(v + compact, mom[1] + (shard_optimizer_ ? compact : arena), n);
+    mem_copy(ctx, w + compact, host, weights + (wa == Addressing::kArena ? arena : compact), dev, n);
+    mem_copy(ctx, m + compact, host, mom[0] + (shard_optimizer_ ? compact : arena), dev, n);
+    mem_copy(ctx, v + compact, host, mom[1] + (shard_optimizer_ ? compact : arena), dev, n);
   }
 }
 
 void DpEngineBase::import_state(const float* w, const float* m, const float* v, int64_t optimizer_steps) {
+  const ExecContext& ctx = cpu_context();
+  const Device dev = ctx.device, host = Device::kCPU;
   Addressing wa;
   float* weights = master_weights(&wa);
   float* mom[2] = {opt_->exp_avg().data<float>(), opt_->exp_avg_sq().data<float>()};
   for (int u = 0; u < plan_.num_units(); ++u) {
     const size_t n = static_cast<size_t>(plan_.piece_size(u)) * 4;
     const int64_t arena = plan_.piece_begin(u), compact = plan_.shard_offset(u);
-    std::memcpy(weights + (wa == Addressing::kArena ? arena : compact), w + compact, n);
-    std::memcpy(mom[0] + (shard_optimizer_ ? compact : arena), m + compact, n);
-    std::memcpy(mom[1] + (shard_optimizer_ ? compact : arena), v + compact, n);
+    mem_copy(ctx, weights + (wa == Addressing::kArena ? arena : compact), dev, w + compact, host, n);
+    mem_copy(ctx, mom[0] + (shard_optimizer_ ? compact : arena), dev, m + compact, host, n);
+    mem_copy(ctx, mom[1] + (shard_optimizer_ ? compact : arena), dev, v + compact, host, n);
   }
   if (wa == Addressing::kArena) all_gather_units(weights);  // every rank holds the full weights
   if (!shard_optimizer_) {

@@ -1,6 +1,6 @@
 #include "parallel/data_parallel/unit_grad_scatter.h"
 
-#include <algorithm>
+#include <utility>
 
 #include "kernels/ops.h"
 #include "util/clock.h"
@@ -17,7 +17,7 @@ float* UnitGradScatter::unit_grads(int u) {
   Tensor& t = unit_grads_[static_cast<size_t>(u)];
   if (!t.defined()) {  // first gradient of this unit in this micro-batch
     t = pool_.acquire(layout_.unit_size(u));
-    std::fill_n(t.data<float>(), layout_.unit_size(u), 0.0f);
+    mem_zero(cpu_context(), t.raw(), t.device(), static_cast<size_t>(layout_.unit_size(u)) * sizeof(float));
   }
   return t.data<float>();
 }

@@ -1,5 +1,3 @@
-#include <cstring>
-
 #include "parallel/data_parallel/zero_engines.h"
 #include "util/clock.h"
 
@@ -17,9 +15,10 @@ Zero3Engine::Zero3Engine(const ParallelConfig& p, const OptimConfig& o, ParamLay
   {  // rank 0 initialises and broadcasts the full weights once; each rank keeps its pieces
     Tensor full = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kCommunication);
     init_full_weights(full.data<float>(), seed);
+    const ExecContext& ctx = cpu_context();
     for (int u = 0; u < plan_.num_units(); ++u)
-      std::memcpy(w_.data<float>() + plan_.shard_offset(u), full.data<float>() + plan_.piece_begin(u),
-                  static_cast<size_t>(plan_.piece_size(u)) * 4);
+      mem_copy(ctx, w_.data<float>() + plan_.shard_offset(u), w_.device(), full.data<float>() + plan_.piece_begin(u),
+               full.device(), static_cast<size_t>(plan_.piece_size(u)) * 4);
   }
 }
 
