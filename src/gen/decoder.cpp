@@ -10,8 +10,9 @@
 
 namespace ft {
 
-Decoder::Decoder(const ModelConfig& cfg, const ParamLayout& layout, const float* w, int64_t max_positions)
-    : cfg_(cfg), max_pos_(std::min(max_positions, cfg.max_seq_len)) {
+Decoder::Decoder(const ExecContext& ctx, const ModelConfig& cfg, const ParamLayout& layout, const float* w,
+                 int64_t max_positions)
+    : ctx_(ctx), cfg_(cfg), max_pos_(std::min(max_positions, cfg.max_seq_len)) {
   C_ = cfg.dim, D_ = cfg.head_dim(), H_ = cfg.n_heads, Hkv_ = cfg.n_kv_heads, F_ = cfg.ffn_dim, V_ = cfg.vocab_size;
   FT_CHECK(layout.num_units() == cfg.n_layers + 2, "the decoder needs the whole model's layout");
   auto at = [&](const std::string& n) { return w + layout.at(n).offset; };
@@ -32,7 +33,7 @@ Decoder::Decoder(const ModelConfig& cfg, const ParamLayout& layout, const float*
   }
   cos_ = Tensor::empty({max_pos_, D_ / 2}, DType::kF32, MemCategory::kWorkspace);
   sin_ = Tensor::empty({max_pos_, D_ / 2}, DType::kF32, MemCategory::kWorkspace);
-  ops::rope_tables(cos_.data<float>(), sin_.data<float>(), max_pos_, D_, static_cast<float>(cfg.rope_theta));
+  ops::rope_tables(ctx_, cos_.data<float>(), sin_.data<float>(), max_pos_, D_, static_cast<float>(cfg.rope_theta));
 }
 
 const std::vector<float>& Decoder::feed(const std::vector<int32_t>& tokens) {
@@ -49,29 +50,29 @@ const std::vector<float>& Decoder::feed(const std::vector<int32_t>& tokens) {
   std::vector<float> x(static_cast<size_t>(T * C_)), h(x.size()), rstd(static_cast<size_t>(T));
   std::vector<float> qkv(static_cast<size_t>(T * QKV)), att(static_cast<size_t>(T * H_ * D_));
   std::vector<float> gu(static_cast<size_t>(T * 2 * F_)), a(static_cast<size_t>(T * F_));
-  ops::embedding_forward(x.data(), tokens.data(), embed_, T, C_, 0, V_);
+  ops::embedding_forward(ctx_, x.data(), tokens.data(), embed_, T, C_, 0, V_);
   for (Layer& l : layers_) {
-    ops::rmsnorm_forward(h.data(), rstd.data(), x.data(), l.attn_norm, T, C_, eps);
-    ops::matmul(qkv.data(), h.data(), l.wqkv, T, QKV, C_, false, true, 0, Precision::kF32);
-    ops::rope_forward(qkv.data(), cos_.data<float>(), sin_.data<float>(), 1, T, H_, Hkv_, D_, pos_);
-    ops::kv_cache_write(l.k_cache.data<float>(), l.v_cache.data<float>(), qkv.data(), 1, T, H_, Hkv_, D_, pos_,
+    ops::rmsnorm_forward(ctx_, h.data(), rstd.data(), x.data(), l.attn_norm, T, C_, eps);
+    ops::matmul(ctx_, qkv.data(), h.data(), l.wqkv, T, QKV, C_, false, true, 0, Precision::kF32);
+    ops::rope_forward(ctx_, qkv.data(), cos_.data<float>(), sin_.data<float>(), 1, T, H_, Hkv_, D_, pos_);
+    ops::kv_cache_write(ctx_, l.k_cache.data<float>(), l.v_cache.data<float>(), qkv.data(), 1, T, H_, Hkv_, D_, pos_,
                         max_pos_);
-    ops::attention_decode(att.data(), qkv.data(), l.k_cache.data<float>(), l.v_cache.data<float>(), 1, T, pos_ + T, H_,
-                          Hkv_, D_, max_pos_);
-    ops::matmul(x.data(), att.data(), l.wo, T, C_, H_ * D_, false, true, 1,
+    ops::attention_decode(ctx_, att.data(), qkv.data(), l.k_cache.data<float>(), l.v_cache.data<float>(), 1, T,
+                          pos_ + T, H_, Hkv_, D_, max_pos_);
+    ops::matmul(ctx_, x.data(), att.data(), l.wo, T, C_, H_ * D_, false, true, 1,
                 Precision::kF32);  // x += att · Woᵀ
-    ops::rmsnorm_forward(h.data(), rstd.data(), x.data(), l.mlp_norm, T, C_, eps);
-    ops::matmul(gu.data(), h.data(), l.w13, T, 2 * F_, C_, false, true, 0, Precision::kF32);
-    ops::swiglu_forward(a.data(), gu.data(), T, F_);
-    ops::matmul(x.data(), a.data(), l.w2, T, C_, F_, false, true, 1,
+    ops::rmsnorm_forward(ctx_, h.data(), rstd.data(), x.data(), l.mlp_norm, T, C_, eps);
+    ops::matmul(ctx_, gu.data(), h.data(), l.w13, T, 2 * F_, C_, false, true, 0, Precision::kF32);
+    ops::swiglu_forward(ctx_, a.data(), gu.data(), T, F_);
+    ops::matmul(ctx_, x.data(), a.data(), l.w2, T, C_, F_, false, true, 1,
                 Precision::kF32);  // x += W2 · swiglu
   }
   pos_ += T;
   const int64_t rows = keep_all_ ? T : 1;
   const float* last = x.data() + (T - rows) * C_;
-  ops::rmsnorm_forward(h.data(), rstd.data(), last, final_norm_, rows, C_, eps);
+  ops::rmsnorm_forward(ctx_, h.data(), rstd.data(), last, final_norm_, rows, C_, eps);
   std::vector<float> out(static_cast<size_t>(rows * V_));
-  ops::matmul(out.data(), h.data(), head_, rows, V_, C_, false, true, 0, Precision::kF32);
+  ops::matmul(ctx_, out.data(), h.data(), head_, rows, V_, C_, false, true, 0, Precision::kF32);
   logits_.assign(out.end() - V_, out.end());
   if (keep_all_) all_logits_ = std::move(out);
   return logits_;

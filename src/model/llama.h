@@ -5,7 +5,7 @@
 //
 //   ParamLayout layout = ParamLayout::llama(cfg);
 //   FlatParams params(layout);  layout.init(params.weight_arena(), seed);
-//   Llama model(cfg, layout, Precision::kF32);
+//   Llama model(ctx, cfg, layout, Precision::kF32);   // ctx: where its ops run (tensor/exec_context.h)
 //   Activations acts;  acts.allocate(cfg, B, T, chunk);
 //   double loss_sum = model.forward_backward(params, acts, seqs, 1.0f / (B * T));
 //
@@ -26,7 +26,7 @@
 // with the model's TpSplit (tp_split()): with sequence parallelism the residual stream holds
 // N/tp tokens. Both compose: a stage's tensor-parallel rank holds its shard of the stage's units.
 //   TpGroup tp(mesh.tp(), /*sequence_parallel=*/false);
-//   Llama model(cfg, ParamLayout::llama(cfg, 1, {}, {mesh.coord().tp, tp.size()}), Precision::kF32, &tp);
+//   Llama model(ctx, cfg, ParamLayout::llama(cfg, 1, {}, {mesh.coord().tp, tp.size()}), Precision::kF32, &tp);
 //   acts.allocate(cfg, B, T, chunk, {}, model.tp_split(), model.precision());
 #pragma once
 
@@ -44,8 +44,11 @@ namespace ft {
 
 class Llama {
  public:
-  Llama(const ModelConfig& cfg, const ParamLayout& layout, Precision precision, TpComm* tp = nullptr);
+  // Every op of the model runs on ctx (the rank's context, made once by its owner).
+  Llama(const ExecContext& ctx, const ModelConfig& cfg, const ParamLayout& layout, Precision precision,
+        TpComm* tp = nullptr);
 
+  const ExecContext& context() const { return ctx_; }
   const ModelConfig& config() const { return cfg_; }
   Precision precision() const { return precision_; }
   int num_units() const { return static_cast<int>(cfg_.n_layers) + 2; }
@@ -119,6 +122,7 @@ class Llama {
   // The ParamAccess unit of global unit u (the layout may hold a subset of the units).
   int unit(int u) const { return local_unit_[static_cast<size_t>(u)]; }
 
+  ExecContext ctx_;
   ModelConfig cfg_;
   Precision precision_;
   std::vector<int> local_unit_;  // per global unit: its unit in the layout, or -1

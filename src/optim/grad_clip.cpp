@@ -4,9 +4,9 @@
 
 namespace ft {
 
-double grad_sum_squares(const float* grads, int64_t n) {
+double grad_sum_squares(const ExecContext& ctx, const float* grads, int64_t n) {
   double s = 0;
-  ops::sum_squares(&s, grads, n);
+  ops::sum_squares(ctx, &s, grads, n);
   return s;
 }
 

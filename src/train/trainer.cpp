@@ -31,7 +31,8 @@
 #include "util/strings.h"
 
 namespace ft {
-Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedule_(cfg.optim, cfg.train.steps) {
+Trainer::Trainer(const Config& cfg, Mesh& mesh)
+    : cfg_(cfg), mesh_(mesh), ctx_(make_exec_context(Device::kCPU)), schedule_(cfg.optim, cfg.train.steps) {
   const TrainConfig& t = cfg_.train;
   // What this rank computes on, decided once and said first: the CPU, the precision, threads.
   const ThreadChoice threads = choose_threads(t.threads, mesh_.world());
@@ -66,9 +67,9 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedu
   const bool sp = par.sequence_parallel && par.tp > 1;
   const TpShard shard{.rank = mesh_.coord().tp, .size = par.tp, .sequence_parallel = sp};
   tp_ = std::make_unique<TpGroup>(mesh_.tp(), sp);
-  engine_ = make_param_engine(par, cfg_.optim, ParamLayout::llama(cfg_.model, par.dp, units, shard), mesh_.dp(),
+  engine_ = make_param_engine(ctx_, par, cfg_.optim, ParamLayout::llama(cfg_.model, par.dp, units, shard), mesh_.dp(),
                               mesh_.tp(), t.seed);
-  model_ = std::make_unique<Llama>(cfg_.model, engine_->layout(), t.precision, par.tp > 1 ? tp_.get() : nullptr);
+  model_ = std::make_unique<Llama>(ctx_, cfg_.model, engine_->layout(), t.precision, par.tp > 1 ? tp_.get() : nullptr);
   if (t.precision == Precision::kBF16) engine_->keep_bf16_weights();  // rounded once per update
   if (t.precision == Precision::kF16) {
     loss_scaler_ = std::make_unique<LossScaler>(cfg_.optim.loss_scale_init, 2.0, 0.5, cfg_.optim.loss_scale_window);

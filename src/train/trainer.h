@@ -124,6 +124,7 @@ class Trainer {
 
   Config cfg_;
   Mesh& mesh_;
+  ExecContext ctx_;  // where this rank's ops run: made once here, passed to the model, engine and optimizer
   std::unique_ptr<PipelinePlan> plan_;  // pipeline parallelism: partition and schedules
   std::unique_ptr<TpGroup> tp_;         // tensor parallelism: the model's collectives over mesh.tp()
   std::unique_ptr<ParamEngine> engine_;

@@ -216,7 +216,7 @@ TEST(StageModel, TwoStagesInOneProcessMatchTheWholeModel) {
 
   FlatParams whole(ParamLayout::llama(m));
   whole.layout().init(whole.weight_arena(), 11);
-  Llama model(m, whole.layout(), Precision::kF32);
+  Llama model(cpu_context(), m, whole.layout(), Precision::kF32);
   Activations acts;
   acts.allocate(m, B, T, 8);
   double loss = model.forward_backward(whole, acts, seqs.data(), scale);
@@ -228,7 +228,8 @@ TEST(StageModel, TwoStagesInOneProcessMatchTheWholeModel) {
   for (int s = 0; s < 2; ++s) {
     params.push_back(std::make_unique<FlatParams>(ParamLayout::llama(m, 1, part.stage_units(s))));
     params[static_cast<size_t>(s)]->layout().init(params[static_cast<size_t>(s)]->weight_arena(), 11);
-    stages.push_back(std::make_unique<Llama>(m, params[static_cast<size_t>(s)]->layout(), Precision::kF32));
+    stages.push_back(
+        std::make_unique<Llama>(cpu_context(), m, params[static_cast<size_t>(s)]->layout(), Precision::kF32));
     sa[static_cast<size_t>(s)].allocate(m, B, T, 8, part.span(s));
   }
   Llama &s0 = *stages[0], &s1 = *stages[1];

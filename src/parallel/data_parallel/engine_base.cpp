@@ -7,16 +7,17 @@
 
 namespace ft {
 
-DpEngineBase::DpEngineBase(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
-                           Communicator& tp, bool shard_optimizer)
-    : layout_(std::move(layout)),
+DpEngineBase::DpEngineBase(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
+                           Communicator& dp, Communicator& tp, bool shard_optimizer)
+    : ctx_(ctx),
+      layout_(std::move(layout)),
       dp_(dp),
       plan_(layout_, dp.rank(), dp.size()),
-      reducer_(dp, p, layout_, plan_),
+      reducer_(ctx, dp, p, layout_, plan_),
       tp_sync_(layout_, tp) {
   shard_optimizer_ = shard_optimizer;
   AdamW::Ranges all = {{0, layout_.total()}};
-  opt_ = std::make_unique<AdamW>(o, layout_, shard_optimizer ? plan_.ranges() : all);
+  opt_ = std::make_unique<AdamW>(ctx_, o, layout_, shard_optimizer ? plan_.ranges() : all);
 }
 
 void DpEngineBase::begin_step(int micro_batches) {
@@ -36,7 +37,7 @@ void DpEngineBase::wait_pending() {
 double DpEngineBase::sharded_sum_squares(const float* grads, Addressing a) {
   double s = 0;
   for (int u = 0; u < plan_.num_units(); ++u)
-    s += tp_sync_.sum_squares(grads + (a == Addressing::kArena ? plan_.piece_begin(u) : plan_.shard_offset(u)),
+    s += tp_sync_.sum_squares(ctx_, grads + (a == Addressing::kArena ? plan_.piece_begin(u) : plan_.shard_offset(u)),
                               plan_.piece_begin(u), plan_.piece_begin(u) + plan_.piece_size(u));
   dp_.all_reduce(&s, 1);
   return tp_sync_.all_reduce(s);

@@ -30,8 +30,8 @@ class DpEngineBase : public ParamEngine {
   void weights_changed() override { ++generation_; }
 
  protected:
-  DpEngineBase(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp, Communicator& tp,
-               bool shard_optimizer);
+  DpEngineBase(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
+               Communicator& dp, Communicator& tp, bool shard_optimizer);
   bool last_micro_batch() const { return micro_ == micro_batches_ - 1; }
   // Waits for every pending reduction, adding the time to wait_s_.
   void wait_pending();
@@ -48,6 +48,7 @@ class DpEngineBase : public ParamEngine {
   // Where the fp32 master weights live: the full arena (ZeRO 0-2) or this rank's pieces (3).
   virtual float* master_weights(Addressing* how) = 0;
 
+  ExecContext ctx_;  // where the engine's ops run (the rank's context)
   ParamLayout layout_;
   Communicator& dp_;
   ShardPlan plan_;

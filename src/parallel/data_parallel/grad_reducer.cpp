@@ -13,14 +13,15 @@ class DoneWork final : public Work {
 };
 }  // namespace
 
-GradReducer::GradReducer(Communicator& dp, const ParallelConfig& p, const ParamLayout& layout, const ShardPlan& plan)
+GradReducer::GradReducer(const ExecContext& ctx, Communicator& dp, const ParallelConfig& p, const ParamLayout& layout,
+                         const ShardPlan& plan)
     : dp_(dp),
       wire_(p.grad_compression == GradCompression::kBF16 ? Wire::kBF16 : Wire::kF32),
       layout_(layout),
       plan_(plan),
       warmup_(p.powersgd_warmup_steps) {
   if (p.grad_compression == GradCompression::kPowerSGD)
-    powersgd_ = std::make_unique<PowerSGD>(dp, layout, static_cast<int>(p.powersgd_rank));
+    powersgd_ = std::make_unique<PowerSGD>(ctx, dp, layout, static_cast<int>(p.powersgd_rank));
 }
 
 GradReducer::~GradReducer() = default;

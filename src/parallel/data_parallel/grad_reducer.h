@@ -10,6 +10,7 @@
 #include "parallel/comm/comm.h"
 #include "parallel/data_parallel/shard_plan.h"
 #include "parallel/parallel_config.h"
+#include "tensor/exec_context.h"
 
 namespace ft {
 
@@ -17,7 +18,8 @@ class PowerSGD;
 
 class GradReducer {
  public:
-  GradReducer(Communicator& dp, const ParallelConfig& p, const ParamLayout& layout, const ShardPlan& plan);
+  GradReducer(const ExecContext& ctx, Communicator& dp, const ParallelConfig& p, const ParamLayout& layout,
+              const ShardPlan& plan);
   ~GradReducer();
   // The optimizer step about to be reduced (PowerSGD starts after its warm-up steps).
   void set_step(int64_t step) { step_ = step; }

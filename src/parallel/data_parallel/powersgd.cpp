@@ -26,7 +26,8 @@ void orthonormalise(float* P, int64_t n, int64_t r) {
 
 }  // namespace
 
-PowerSGD::PowerSGD(Communicator& dp, const ParamLayout& layout, int rank) : dp_(dp), layout_(layout), r_(rank) {
+PowerSGD::PowerSGD(const ExecContext& ctx, Communicator& dp, const ParamLayout& layout, int rank)
+    : ctx_(ctx), dp_(dp), layout_(layout), r_(rank) {
   compressed_.resize(static_cast<size_t>(layout.num_units()));
   uncompressed_.resize(static_cast<size_t>(layout.num_units()));
   for (const ParamSpec& p : layout.specs()) {
@@ -74,8 +75,8 @@ void PowerSGD::reduce_unit(float* unit_grads, int u) {
     int64_t po = 0;
     for (auto& mat : mats) {
       float* M = unit_grads + (mat.spec->offset - base);
-      ops::add_inplace(M, mat.error.data<float>(), mat.n * mat.m);
-      ops::matmul(p_.data() + po, M, mat.q.data<float>(), mat.n, r_, mat.m, false, false, 0, Precision::kF32);
+      ops::add_inplace(ctx_, M, mat.error.data<float>(), mat.n * mat.m);
+      ops::matmul(ctx_, p_.data() + po, M, mat.q.data<float>(), mat.n, r_, mat.m, false, false, 0, Precision::kF32);
       po += mat.n * r_;
     }
     dp_.all_reduce(p_.data(), np);
@@ -85,7 +86,7 @@ void PowerSGD::reduce_unit(float* unit_grads, int u) {
     for (auto& mat : mats) {
       orthonormalise(p_.data() + po, mat.n, r_);
       float* M = unit_grads + (mat.spec->offset - base);
-      ops::matmul(q_.data() + qo, M, p_.data() + po, mat.m, r_, mat.n, true, false, 0, Precision::kF32);
+      ops::matmul(ctx_, q_.data() + qo, M, p_.data() + po, mat.m, r_, mat.n, true, false, 0, Precision::kF32);
       po += mat.n * r_;
       qo += mat.m * r_;
     }
@@ -95,7 +96,8 @@ void PowerSGD::reduce_unit(float* unit_grads, int u) {
     for (auto& mat : mats) {
       float* M = unit_grads + (mat.spec->offset - base);
       approx_.resize(static_cast<size_t>(mat.n * mat.m));
-      ops::matmul(approx_.data(), p_.data() + po, q_.data() + qo, mat.n, mat.m, r_, false, true, 0, Precision::kF32);
+      ops::matmul(ctx_, approx_.data(), p_.data() + po, q_.data() + qo, mat.n, mat.m, r_, false, true, 0,
+                  Precision::kF32);
       std::memcpy(mat.q.data<float>(), q_.data() + qo, static_cast<size_t>(mat.m * r_) * 4);
       float* e = mat.error.data<float>();
       for (int64_t i = 0; i < mat.n * mat.m; ++i) {

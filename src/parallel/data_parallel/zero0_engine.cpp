@@ -6,9 +6,9 @@
 
 namespace ft {
 
-Zero0Engine::Zero0Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
-                         Communicator& tp, uint64_t seed)
-    : DpEngineBase(p, o, std::move(layout), dp, tp, /*shard_optimizer=*/false) {
+Zero0Engine::Zero0Engine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
+                         Communicator& dp, Communicator& tp, uint64_t seed)
+    : DpEngineBase(ctx, p, o, std::move(layout), dp, tp, /*shard_optimizer=*/false) {
   w_ = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kParameters);
   g_ = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kGradients);
   init_full_weights(w_.data<float>(), seed);
@@ -41,7 +41,7 @@ void Zero0Engine::after_backward(int unit) {
 double Zero0Engine::finish_gradients() {
   wait_pending();
   // Identical on every dp rank; summed over the tp shards.
-  return tp_sync_.all_reduce(tp_sync_.sum_squares(g_.data<float>(), 0, layout_.total()));
+  return tp_sync_.all_reduce(tp_sync_.sum_squares(ctx_, g_.data<float>(), 0, layout_.total()));
 }
 
 void Zero0Engine::optimizer_step(double lr, float grad_scale) {

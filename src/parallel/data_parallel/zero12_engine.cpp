@@ -3,9 +3,9 @@
 
 namespace ft {
 
-Zero12Engine::Zero12Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
-                           Communicator& tp, uint64_t seed)
-    : DpEngineBase(p, o, std::move(layout), dp, tp, /*shard_optimizer=*/true), stage_(static_cast<int>(p.zero)) {
+Zero12Engine::Zero12Engine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
+                           Communicator& dp, Communicator& tp, uint64_t seed)
+    : DpEngineBase(ctx, p, o, std::move(layout), dp, tp, /*shard_optimizer=*/true), stage_(static_cast<int>(p.zero)) {
   w_ = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kParameters);
   g_ = Tensor::zeros({stage_ == 1 ? layout_.total() : plan_.shard_size()}, DType::kF32, MemCategory::kGradients);
   unit_grads_.resize(static_cast<size_t>(layout_.num_units()));
@@ -49,7 +49,8 @@ void Zero12Engine::drain(size_t keep) {
     InFlight f = std::move(in_flight_.front());
     in_flight_.pop_front();
     f.work->wait();
-    ops::add_inplace(g_.data<float>() + plan_.shard_offset(f.unit), f.piece.data<float>(), plan_.piece_size(f.unit));
+    ops::add_inplace(ctx_, g_.data<float>() + plan_.shard_offset(f.unit), f.piece.data<float>(),
+                     plan_.piece_size(f.unit));
     pool_.release(f.full);
     pool_.release(f.piece);
   }

@@ -7,9 +7,9 @@
 
 namespace ft {
 
-Zero3Engine::Zero3Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
-                         Communicator& tp, uint64_t seed)
-    : DpEngineBase(p, o, std::move(layout), dp, tp, /*shard_optimizer=*/true) {
+Zero3Engine::Zero3Engine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
+                         Communicator& dp, Communicator& tp, uint64_t seed)
+    : DpEngineBase(ctx, p, o, std::move(layout), dp, tp, /*shard_optimizer=*/true) {
   w_ = Tensor::zeros({plan_.shard_size()}, DType::kF32, MemCategory::kParameters);
   g_ = Tensor::zeros({plan_.shard_size()}, DType::kF32, MemCategory::kGradients);
   const size_t U = static_cast<size_t>(layout_.num_units());
@@ -98,7 +98,8 @@ void Zero3Engine::drain(size_t keep) {
     double t0 = now_seconds();
     f.work->wait();
     wait_s_ += now_seconds() - t0;
-    ops::add_inplace(g_.data<float>() + plan_.shard_offset(f.unit), f.piece.data<float>(), plan_.piece_size(f.unit));
+    ops::add_inplace(ctx_, g_.data<float>() + plan_.shard_offset(f.unit), f.piece.data<float>(),
+                     plan_.piece_size(f.unit));
     gpool_.release(f.full);
     gpool_.release(f.piece);
   }

@@ -11,14 +11,14 @@ namespace ft {
 
 class Zero0Engine final : public DpEngineBase {
  public:
-  Zero0Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp, Communicator& tp,
-              uint64_t seed);
+  Zero0Engine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
+              Communicator& dp, Communicator& tp, uint64_t seed);
   const float* weights(int u) override { return w_.data<float>() + layout_.unit_begin(u); }
   float* grads(int u) override { return g_.data<float>() + layout_.unit_begin(u); }
   const uint16_t* weights_bf16(int u) override {
     return w16_.enabled() ? w16_.unit(u, weights(u), weights_version()) : nullptr;
   }
-  void keep_bf16_weights() override { w16_.enable(layout_); }
+  void keep_bf16_weights() override { w16_.enable(ctx_, layout_); }
   void begin_step(int micro_batches) override;
   void after_backward(int unit) override;
   double finish_gradients() override;
@@ -44,14 +44,14 @@ class Zero0Engine final : public DpEngineBase {
 // gradient is reduce-scattered from a short-lived buffer and accumulated into the shard).
 class Zero12Engine final : public DpEngineBase {
  public:
-  Zero12Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp, Communicator& tp,
-               uint64_t seed);
+  Zero12Engine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
+               Communicator& dp, Communicator& tp, uint64_t seed);
   const float* weights(int u) override { return w_.data<float>() + layout_.unit_begin(u); }
   float* grads(int u) override;
   const uint16_t* weights_bf16(int u) override {
     return w16_.enabled() ? w16_.unit(u, weights(u), weights_version()) : nullptr;
   }
-  void keep_bf16_weights() override { w16_.enable(layout_); }
+  void keep_bf16_weights() override { w16_.enable(ctx_, layout_); }
   void begin_step(int micro_batches) override;
   void after_backward(int unit) override;
   double finish_gradients() override;
@@ -80,8 +80,8 @@ class Zero12Engine final : public DpEngineBase {
 // the direction of the pass), freed after its forward and after its backward.
 class Zero3Engine final : public DpEngineBase {
  public:
-  Zero3Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp, Communicator& tp,
-              uint64_t seed);
+  Zero3Engine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
+              Communicator& dp, Communicator& tp, uint64_t seed);
   const float* weights(int u) override;
   float* grads(int u) override;
   void before_forward(int u) override;

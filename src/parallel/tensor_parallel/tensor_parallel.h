@@ -13,7 +13,7 @@
 // local sizes from the shapes it is given.
 //
 //   TpGroup tp(mesh.tp(), cfg.parallel.sequence_parallel);
-//   Llama model(cfg.model, engine.layout(), precision, &tp);
+//   Llama model(ctx, cfg.model, engine.layout(), precision, &tp);
 //   TpGradSync sync(engine.layout(), mesh.tp());
 //   sync.sum_partial(grads_of_unit, u);  double s = sync.sum_squares(g, 0, layout.total());
 #pragma once
@@ -25,6 +25,7 @@
 #include "model/param_layout.h"
 #include "model/tp_comm.h"
 #include "parallel/comm/comm.h"
+#include "tensor/exec_context.h"
 
 namespace ft {
 
@@ -55,7 +56,7 @@ class TpGradSync {
   void sum_partial(float* unit_grads, int unit);
   // Sum of squares of the gradients in arena range [begin, end) that this rank counts
   // (replicated pieces only on the first of their holders). grads points at element begin.
-  double sum_squares(const float* grads, int64_t begin, int64_t end) const;
+  double sum_squares(const ExecContext& ctx, const float* grads, int64_t begin, int64_t end) const;
   // Sums a per-rank partial sum of squares over the tp group (a no-op for one rank).
   double all_reduce(double s);
 
