@@ -32,7 +32,10 @@
 
 namespace ft {
 Trainer::Trainer(const Config& cfg, Mesh& mesh)
-    : cfg_(cfg), mesh_(mesh), ctx_(make_exec_context(Device::kCPU)), schedule_(cfg.optim, cfg.train.steps) {
+    : cfg_(cfg),
+      mesh_(mesh),
+      ctx_(make_exec_context(cfg.train.compute_device())),
+      schedule_(cfg.optim, cfg.train.steps) {
   const TrainConfig& t = cfg_.train;
   // What this rank computes on, decided once and said first: the CPU, the precision, threads.
   const ThreadChoice threads = choose_threads(t.threads, mesh_.world());
