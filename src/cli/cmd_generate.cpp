@@ -20,6 +20,7 @@
 #include "model/activation_sizes.h"
 #include "model/llama.h"
 #include "model/param_access.h"
+#include "tensor/device_scalars.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/output_path.h"
@@ -112,7 +113,9 @@ int run_generate(int argc, char** argv) {
     ft::Activations acts;
     acts.allocate(cfg.model, 1, T, ft::loss_chunk_tokens(cfg.model, 0, T));
     if (score) {
-      double loss = model.forward_loss(params, acts, seq.data()) / static_cast<double>(T);
+      ft::DeviceScalars sum(ctx, 1);
+      model.forward_loss(params, acts, seq.data(), sum.at(0));
+      const double loss = sum.read_back()[0] / static_cast<double>(T);
       fmt::print("{{\"loss\": {:.9g}, \"tokens\": {}, \"step\": {}}}\n", loss, T, m.step);
       return 0;
     }

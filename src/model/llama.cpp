@@ -219,7 +219,7 @@ void Llama::block_forward_into(ParamAccess& params, Activations& acts, int64_t l
   ops::add_inplace(ctx_, out, x_mid, Ns * C);
 }
 
-double Llama::head_forward(ParamAccess& params, Activations& acts, float grad_scale, bool backward) {
+void Llama::head_forward(ParamAccess& params, Activations& acts, float grad_scale, bool backward, double* loss_sum) {
   check_precision(acts);
   const int head_unit = unit(static_cast<int>(cfg_.n_layers) + 1);
   params.before_forward(head_unit);
@@ -235,7 +235,6 @@ double Llama::head_forward(ParamAccess& params, Activations& acts, float grad_sc
   float* lse = acts.lse.data<float>();
   float* losses = acts.losses.data<float>();
   std::vector<int32_t> local_targets(static_cast<size_t>(acts.chunk));
-  double loss_sum = 0;
   for (int64_t n0 = 0; n0 < N; n0 += acts.chunk) {
     const int64_t n = std::min(acts.chunk, N - n0);
     // Targets of this rank's vocab rows [v0, v0 + V); others are "elsewhere" (>= V).
@@ -255,7 +254,7 @@ double Llama::head_forward(ParamAccess& params, Activations& acts, float grad_sc
       for (int64_t i = 0; i < n; ++i)
         losses[n0 + i] = local_targets[static_cast<size_t>(i)] < 0 ? 0.0f : lse[i] - zt[i];
     }
-    for (int64_t i = 0; i < n; ++i) loss_sum += losses[n0 + i];
+    ops::sum_in_order(ctx_, loss_sum, losses + n0, n);
     if (!backward) continue;
     // dlogits: in place (fp32), or in bf16 for the two GEMMs (lse global)
     Operand dlogits{logits, nullptr};
@@ -271,7 +270,6 @@ double Llama::head_forward(ParamAccess& params, Activations& acts, float grad_sc
   }
   if (cfg_.tie_embeddings) params.after_forward(unit(0));
   params.after_forward(head_unit);
-  return loss_sum;
 }
 
 // ---- backward -----------------------------------------------------------------------------
@@ -349,25 +347,25 @@ void Llama::check_whole_model() const {
     FT_CHECK(holds_unit(u), "a whole-model pass on a model that holds a pipeline stage's units only (unit {})", u);
 }
 
-double Llama::forward_backward(ParamAccess& params, Activations& acts, const int32_t* seqs, float grad_scale) {
+void Llama::forward_backward(ParamAccess& params, Activations& acts, const int32_t* seqs, float grad_scale,
+                             double* loss_sum) {
   check_whole_model();
   load_batch(acts, seqs);
   embed_forward(params, acts);
   for (int64_t i = 0; i < cfg_.n_layers; ++i) block_forward(params, acts, i);
-  double loss = head_forward(params, acts, grad_scale, /*backward=*/true);
+  head_forward(params, acts, grad_scale, /*backward=*/true, loss_sum);
   float* d_res = scratch(acts.B, acts.T).d_res.data<float>();
   head_backward(params, acts, d_res);
   for (int64_t i = cfg_.n_layers - 1; i >= 0; --i) block_backward(params, acts, i, d_res);
   embed_backward(params, acts, d_res);
-  return loss;
 }
 
-double Llama::forward_loss(ParamAccess& params, Activations& acts, const int32_t* seqs) {
+void Llama::forward_loss(ParamAccess& params, Activations& acts, const int32_t* seqs, double* loss_sum) {
   check_whole_model();
   load_batch(acts, seqs);
   embed_forward(params, acts);
   for (int64_t i = 0; i < cfg_.n_layers; ++i) block_forward(params, acts, i);
-  return head_forward(params, acts, 0.0f, /*backward=*/false);
+  head_forward(params, acts, 0.0f, /*backward=*/false, loss_sum);
 }
 
 void Llama::forward_logits(ParamAccess& params, Activations& acts, const int32_t* seqs, float* logits) {

@@ -23,6 +23,7 @@ size_t dtype_size(DType t) {
     case DType::kU32:
       return 4;
     case DType::kI64:
+    case DType::kF64:
       return 8;
   }
   return 0;
@@ -44,15 +45,18 @@ const char* dtype_name(DType t) {
       return "u32";
     case DType::kI64:
       return "i64";
+    case DType::kF64:
+      return "f64";
   }
   return "?";
 }
 
 DType dtype_from_name(const std::string& name) {
-  for (DType t : {DType::kF32, DType::kBF16, DType::kF16, DType::kI32, DType::kU16, DType::kU32, DType::kI64}) {
+  for (DType t :
+       {DType::kF32, DType::kBF16, DType::kF16, DType::kI32, DType::kU16, DType::kU32, DType::kI64, DType::kF64}) {
     if (name == dtype_name(t)) return t;
   }
-  throw Error(fmt::format("unknown dtype '{}'", name), "expected f32, bf16, f16, i32, u16, u32 or i64");
+  throw Error(fmt::format("unknown dtype '{}'", name), "expected f32, bf16, f16, i32, u16, u32, i64 or f64");
 }
 
 // IEEE half: 1 sign, 5 exponent (bias 15), 10 mantissa bits.

@@ -12,7 +12,7 @@
 
 namespace ft {
 
-enum class DType : uint8_t { kF32 = 0, kBF16 = 1, kF16 = 2, kI32 = 3, kU16 = 4, kU32 = 5, kI64 = 6 };
+enum class DType : uint8_t { kF32 = 0, kBF16 = 1, kF16 = 2, kI32 = 3, kU16 = 4, kU32 = 5, kI64 = 6, kF64 = 7 };
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);                 // "f32", "bf16", ...

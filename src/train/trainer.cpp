@@ -85,6 +85,7 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh)
                             Split::kValidation);  // null: a mixture
     val_sources_ = make_validation_sources(cfg_.data, t.batch_spec(), cfg_.model.vocab_size, dp_rank, dp);
   }
+  loss_sums_ = DeviceScalars(ctx_, micro_batches_);
   const int64_t chunk = loss_chunk_tokens(cfg_.model, t.loss_chunk_tokens, micro_batch_ * t.seq_len, t.precision);
   if (plan_) {
     pipeline_ = std::make_unique<PipelineRunner>(*plan_, static_cast<int>(mesh_.coord().pp), *model_, *engine_,
@@ -150,12 +151,18 @@ Trainer::~Trainer() = default;
 
 double Trainer::forward_backward_micro_batches(const Batch& batch, float grad_factor) {
   const float grad_scale = grad_factor / static_cast<float>(cfg_.train.batch_size * cfg_.train.seq_len);
-  if (pipeline_) return pipeline_->train(batch.tokens.data(), grad_scale);  // the stage's schedule
-  double loss_sum = 0;
-  for (int64_t mb = 0; mb < micro_batches_; ++mb) {
-    engine_->begin_micro_batch(static_cast<int>(mb));
-    loss_sum += model_->forward_backward(*engine_, acts_, batch.sequence(mb * micro_batch_), grad_scale);
+  loss_sums_.zero();  // one device slot per micro-batch (pipeline: per head forward of the last stage)
+  if (pipeline_) {
+    pipeline_->train(batch.tokens.data(), grad_scale, loss_sums_.at(0));  // the stage's schedule
+  } else {
+    for (int64_t mb = 0; mb < micro_batches_; ++mb) {
+      engine_->begin_micro_batch(static_cast<int>(mb));
+      model_->forward_backward(*engine_, acts_, batch.sequence(mb * micro_batch_), grad_scale, loss_sums_.at(mb));
+    }
   }
+  // The step's loss comes back to the host here, once: the slots added in order.
+  double loss_sum = 0;
+  for (double s : loss_sums_.read_back()) loss_sum += s;
   return loss_sum;
 }
 
@@ -270,15 +277,30 @@ Trainer::Evaluation Trainer::evaluate_all() {
 }
 
 double Trainer::evaluate(DataLoader& loader) {
-  double sum = 0;
-  for (int64_t i = 0; i < cfg_.train.eval_batches; ++i) {
+  // One device slot per micro-batch of every batch, read back once at the end.
+  const int64_t batches = cfg_.train.eval_batches;
+  DeviceScalars sums(ctx_, batches * micro_batches_);
+  for (int64_t i = 0; i < batches; ++i) {
     Batch b = loader.next();
     if (pipeline_) {
-      sum += pipeline_->forward_loss(b.tokens.data());
+      pipeline_->forward_loss(b.tokens.data(), sums.at(i * micro_batches_));
       continue;
     }
     for (int64_t mb = 0; mb < micro_batches_; ++mb)
-      sum += model_->forward_loss(*engine_, acts_, b.sequence(mb * micro_batch_));
+      model_->forward_loss(*engine_, acts_, b.sequence(mb * micro_batch_), sums.at(i * micro_batches_ + mb));
+  }
+  const std::vector<double> v = sums.read_back();
+  double sum = 0;
+  for (int64_t i = 0; i < batches; ++i) {
+    // A pipeline batch's losses are summed first (its forwards' order), then added, as the micro-batches are.
+    double batch_sum = 0;
+    for (int64_t mb = 0; mb < micro_batches_; ++mb) {
+      if (pipeline_)
+        batch_sum += v[static_cast<size_t>(i * micro_batches_ + mb)];
+      else
+        sum += v[static_cast<size_t>(i * micro_batches_ + mb)];
+    }
+    if (pipeline_) sum += batch_sum;
   }
   loader.restore({});              // every validation reads the same batches
   mesh_.pp().all_reduce(&sum, 1);  // the last stage computed the loss

@@ -27,6 +27,7 @@
 #include "parallel/mesh.h"
 #include "parallel/pipeline_parallel/runner.h"
 #include "parallel/tensor_parallel/tensor_parallel.h"
+#include "tensor/device_scalars.h"
 #include "train/metrics_log.h"
 
 namespace ft {
@@ -135,6 +136,7 @@ class Trainer {
   std::unique_ptr<DataLoader> train_data_, val_data_;
   std::vector<ValidationSource> val_sources_;  // per-source validation (mixture sources, languages)
   Activations acts_;                           // without pipeline parallelism (the runner pools its own)
+  DeviceScalars loss_sums_;                    // the step's loss sums on the device, one per micro-batch
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<obs::Telemetry> telemetry_;  // Prometheus endpoint, GPU health, TensorBoard
   std::unique_ptr<obs::ProgressLine> progress_;

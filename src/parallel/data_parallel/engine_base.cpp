@@ -1,5 +1,6 @@
 #include "parallel/data_parallel/engine_base.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/ops.h"
@@ -14,7 +15,8 @@ DpEngineBase::DpEngineBase(const ExecContext& ctx, const ParallelConfig& p, cons
       dp_(dp),
       plan_(layout_, dp.rank(), dp.size()),
       reducer_(ctx, dp, p, layout_, plan_),
-      tp_sync_(layout_, tp) {
+      tp_sync_(layout_, tp),
+      norm2_(ctx, std::max(plan_.num_units(), 1)) {
   shard_optimizer_ = shard_optimizer;
   AdamW::Ranges all = {{0, layout_.total()}};
   opt_ = std::make_unique<AdamW>(ctx_, o, layout_, shard_optimizer ? plan_.ranges() : all);
@@ -35,10 +37,14 @@ void DpEngineBase::wait_pending() {
 }
 
 double DpEngineBase::sharded_sum_squares(const float* grads, Addressing a) {
-  double s = 0;
+  norm2_.zero();  // one device slot per unit
   for (int u = 0; u < plan_.num_units(); ++u)
-    s += tp_sync_.sum_squares(ctx_, grads + (a == Addressing::kArena ? plan_.piece_begin(u) : plan_.shard_offset(u)),
-                              plan_.piece_begin(u), plan_.piece_begin(u) + plan_.piece_size(u));
+    tp_sync_.sum_squares(ctx_, norm2_.at(u),
+                         grads + (a == Addressing::kArena ? plan_.piece_begin(u) : plan_.shard_offset(u)),
+                         plan_.piece_begin(u), plan_.piece_begin(u) + plan_.piece_size(u));
+  // Clipping's one read-back of the step; the units' sums added in unit order.
+  double s = 0;
+  for (double unit_sum : norm2_.read_back()) s += unit_sum;
   dp_.all_reduce(&s, 1);
   return tp_sync_.all_reduce(s);
 }

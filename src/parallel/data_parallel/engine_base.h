@@ -13,6 +13,7 @@
 #include "parallel/data_parallel/param_engine.h"
 #include "parallel/data_parallel/shard_plan.h"
 #include "parallel/tensor_parallel/tensor_parallel.h"
+#include "tensor/device_scalars.h"
 
 namespace ft {
 
@@ -53,7 +54,8 @@ class DpEngineBase : public ParamEngine {
   Communicator& dp_;
   ShardPlan plan_;
   GradReducer reducer_;
-  TpGradSync tp_sync_;  // sum_partial(unit) before a unit's gradient leaves for the dp group
+  TpGradSync tp_sync_;   // sum_partial(unit) before a unit's gradient leaves for the dp group
+  DeviceScalars norm2_;  // the gradient's sum of squares on the device, per unit (finish_gradients)
   std::unique_ptr<AdamW> opt_;
   int micro_batches_ = 1, micro_ = 0;
   std::vector<WorkPtr> pending_;

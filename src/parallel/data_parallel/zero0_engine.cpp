@@ -40,8 +40,10 @@ void Zero0Engine::after_backward(int unit) {
 
 double Zero0Engine::finish_gradients() {
   wait_pending();
-  // Identical on every dp rank; summed over the tp shards.
-  return tp_sync_.all_reduce(tp_sync_.sum_squares(ctx_, g_.data<float>(), 0, layout_.total()));
+  // Identical on every dp rank; summed over the tp shards after clipping's one read-back.
+  norm2_.zero();
+  tp_sync_.sum_squares(ctx_, norm2_.at(0), g_.data<float>(), 0, layout_.total());
+  return tp_sync_.all_reduce(norm2_.read_back()[0]);
 }
 
 void Zero0Engine::optimizer_step(double lr, float grad_scale) {

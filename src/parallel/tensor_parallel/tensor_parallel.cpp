@@ -66,13 +66,12 @@ void TpGradSync::sum_partial(float* unit_grads, int unit) {
   for (const Slot& s : slots_[u]) std::copy_n(buffer_.data() + s.at, s.count, unit_grads + s.local);
 }
 
-double TpGradSync::sum_squares(const ExecContext& ctx, const float* grads, int64_t begin, int64_t end) const {
-  double s = 0;
+void TpGradSync::sum_squares(const ExecContext& ctx, double* sum, const float* grads, int64_t begin,
+                             int64_t end) const {
   for (auto [b, e] : counted_) {
     int64_t lo = std::max(b, begin), hi = std::min(e, end);
-    if (lo < hi) ops::sum_squares(ctx, &s, grads + (lo - begin), hi - lo);
+    if (lo < hi) ops::sum_squares(ctx, sum, grads + (lo - begin), hi - lo);
   }
-  return s;
 }
 
 double TpGradSync::all_reduce(double s) {

@@ -54,9 +54,10 @@ class TpGradSync {
   // Sums the partial gradients of unit u over the tp ranks that hold them, in place.
   // unit_grads points at the unit's first element. Collective over the tp group.
   void sum_partial(float* unit_grads, int unit);
-  // Sum of squares of the gradients in arena range [begin, end) that this rank counts
-  // (replicated pieces only on the first of their holders). grads points at element begin.
-  double sum_squares(const ExecContext& ctx, const float* grads, int64_t begin, int64_t end) const;
+  // Adds the sum of squares of the gradients in arena range [begin, end) that this rank counts
+  // (replicated pieces only on the first of their holders) into *sum, a double in ctx's device
+  // memory, range by range. grads points at element begin.
+  void sum_squares(const ExecContext& ctx, double* sum, const float* grads, int64_t begin, int64_t end) const;
   // Sums a per-rank partial sum of squares over the tp group (a no-op for one rank).
   double all_reduce(double s);
 
