@@ -20,6 +20,7 @@
 #include "model/activation_sizes.h"
 #include "model/llama.h"
 #include "model/param_access.h"
+#include "tensor/device_scalars.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/output_path.h"
@@ -76,6 +77,8 @@ int run_generate(int argc, char** argv) {
   const ft::CkptKey* kp = key.empty() ? nullptr : &key;
   ft::CheckpointManifest m = ft::CheckpointManifest::load(dir, kp);
   ft::Config cfg = ft::config_from_json(m.config);
+  // Generation runs on this machine's CPUs, whatever device the checkpoint's run trained on.
+  const ft::ExecContext ctx = ft::make_exec_context(ft::Device::kCPU);
   ft::ParamLayout layout = ft::ParamLayout::llama(cfg.model);
   ft::FlatParams params(layout);
   {
@@ -106,17 +109,19 @@ int run_generate(int argc, char** argv) {
     if (T < 1) throw ft::Error("--score needs at least two tokens");
     std::vector<int32_t> seq(ids.begin(), ids.begin() + T);
     seq.push_back(score ? ids[static_cast<size_t>(T)] : -1);  // -1: no target for the last position
-    ft::Llama model(cfg.model, layout, ft::Precision::kF32);
+    ft::Llama model(ctx, cfg.model, layout, ft::Precision::kF32);
     ft::Activations acts;
     acts.allocate(cfg.model, 1, T, ft::loss_chunk_tokens(cfg.model, 0, T));
     if (score) {
-      double loss = model.forward_loss(params, acts, seq.data()) / static_cast<double>(T);
+      ft::DeviceScalars sum(ctx, 1);
+      model.forward_loss(params, acts, seq.data(), sum.at(0));
+      const double loss = sum.read_back()[0] / static_cast<double>(T);
       fmt::print("{{\"loss\": {:.9g}, \"tokens\": {}, \"step\": {}}}\n", loss, T, m.step);
       return 0;
     }
     std::vector<float> full(static_cast<size_t>(T * V));
     model.forward_logits(params, acts, seq.data(), full.data());
-    ft::Decoder dec(cfg.model, layout, params.weight_arena(), T);
+    ft::Decoder dec(ctx, cfg.model, layout, params.weight_arena(), T);
     std::vector<float> inc;
     for (int64_t t = 0; t < T; ++t) {
       const std::vector<float>& l = dec.feed({ids[static_cast<size_t>(t)]});
@@ -130,7 +135,7 @@ int run_generate(int argc, char** argv) {
     return 0;
   }
 
-  ft::Decoder dec(cfg.model, layout, params.weight_arena(), static_cast<int64_t>(ids.size()) + max_tokens);
+  ft::Decoder dec(ctx, cfg.model, layout, params.weight_arena(), static_cast<int64_t>(ids.size()) + max_tokens);
   ft::SampleOptions opt{temperature, top_p, seed};
   std::vector<float> logits = dec.feed(ids);
   std::vector<int32_t> out;

@@ -10,8 +10,9 @@
 
 namespace ft {
 
-Decoder::Decoder(const ModelConfig& cfg, const ParamLayout& layout, const float* w, int64_t max_positions)
-    : cfg_(cfg), max_pos_(std::min(max_positions, cfg.max_seq_len)) {
+Decoder::Decoder(const ExecContext& ctx, const ModelConfig& cfg, const ParamLayout& layout, const float* w,
+                 int64_t max_positions)
+    : ctx_(ctx), cfg_(cfg), max_pos_(std::min(max_positions, cfg.max_seq_len)) {
   C_ = cfg.dim, D_ = cfg.head_dim(), H_ = cfg.n_heads, Hkv_ = cfg.n_kv_heads, F_ = cfg.ffn_dim, V_ = cfg.vocab_size;
   FT_CHECK(layout.num_units() == cfg.n_layers + 2, "the decoder needs the whole model's layout");
   auto at = [&](const std::string& n) { return w + layout.at(n).offset; };
@@ -32,7 +33,7 @@ Decoder::Decoder(const ModelConfig& cfg, const ParamLayout& layout, const float*
   }
   cos_ = Tensor::empty({max_pos_, D_ / 2}, DType::kF32, MemCategory::kWorkspace);
   sin_ = Tensor::empty({max_pos_, D_ / 2}, DType::kF32, MemCategory::kWorkspace);
-  ops::rope_tables(cos_.data<float>(), sin_.data<float>(), max_pos_, D_, static_cast<float>(cfg.rope_theta));
+  ops::rope_tables(ctx_, cos_.data<float>(), sin_.data<float>(), max_pos_, D_, static_cast<float>(cfg.rope_theta));
 }
 
 const std::vector<float>& Decoder::feed(const std::vector<int32_t>& tokens) {
@@ -46,32 +47,33 @@ const std::vector<float>& Decoder::feed(const std::vector<int32_t>& tokens) {
     if (t < 0 || t >= V_) throw Error(fmt::format("generation: token id {} is outside the vocabulary [0, {})", t, V_));
   const int64_t QKV = (H_ + 2 * Hkv_) * D_;
   const float eps = static_cast<float>(cfg_.norm_eps);
-  const ExecContext& ctx = cpu_context();
+  const ExecContext& ctx = ctx_;
   // This feed's buffers on the model's device (grown to the longest feed so far).
   Buffers& b = buffers(T);
   float *x = b.x.data<float>(), *h = b.h.data<float>(), *rstd = b.rstd.data<float>(), *qkv = b.qkv.data<float>(),
         *att = b.att.data<float>(), *gu = b.gu.data<float>(), *a = b.a.data<float>();
   int32_t* ids = b.tokens.data<int32_t>();
   mem_copy(ctx, ids, b.tokens.device(), tokens.data(), Device::kCPU, static_cast<size_t>(T) * sizeof(int32_t));
-  ops::embedding_forward(x, ids, embed_, T, C_, 0, V_);
+  ops::embedding_forward(ctx_, x, ids, embed_, T, C_, 0, V_);
   for (Layer& l : layers_) {
-    ops::rmsnorm_forward(h, rstd, x, l.attn_norm, T, C_, eps);
-    ops::matmul(qkv, h, l.wqkv, T, QKV, C_, false, true, 0, Precision::kF32);
-    ops::rope_forward(qkv, cos_.data<float>(), sin_.data<float>(), 1, T, H_, Hkv_, D_, pos_);
-    ops::kv_cache_write(l.k_cache.data<float>(), l.v_cache.data<float>(), qkv, 1, T, H_, Hkv_, D_, pos_, max_pos_);
-    ops::attention_decode(att, qkv, l.k_cache.data<float>(), l.v_cache.data<float>(), 1, T, pos_ + T, H_, Hkv_, D_,
-                          max_pos_);
-    ops::matmul(x, att, l.wo, T, C_, H_ * D_, false, true, 1, Precision::kF32);  // x += att · Woᵀ
-    ops::rmsnorm_forward(h, rstd, x, l.mlp_norm, T, C_, eps);
-    ops::matmul(gu, h, l.w13, T, 2 * F_, C_, false, true, 0, Precision::kF32);
-    ops::swiglu_forward(a, gu, T, F_);
-    ops::matmul(x, a, l.w2, T, C_, F_, false, true, 1, Precision::kF32);  // x += W2 · swiglu
+    ops::rmsnorm_forward(ctx_, h, rstd, x, l.attn_norm, T, C_, eps);
+    ops::matmul(ctx_, qkv, h, l.wqkv, T, QKV, C_, false, true, 0, Precision::kF32);
+    ops::rope_forward(ctx_, qkv, cos_.data<float>(), sin_.data<float>(), 1, T, H_, Hkv_, D_, pos_);
+    ops::kv_cache_write(ctx_, l.k_cache.data<float>(), l.v_cache.data<float>(), qkv, 1, T, H_, Hkv_, D_, pos_,
+                        max_pos_);
+    ops::attention_decode(ctx_, att, qkv, l.k_cache.data<float>(), l.v_cache.data<float>(), 1, T, pos_ + T, H_, Hkv_,
+                          D_, max_pos_);
+    ops::matmul(ctx_, x, att, l.wo, T, C_, H_ * D_, false, true, 1, Precision::kF32);  // x += att · Woᵀ
+    ops::rmsnorm_forward(ctx_, h, rstd, x, l.mlp_norm, T, C_, eps);
+    ops::matmul(ctx_, gu, h, l.w13, T, 2 * F_, C_, false, true, 0, Precision::kF32);
+    ops::swiglu_forward(ctx_, a, gu, T, F_);
+    ops::matmul(ctx_, x, a, l.w2, T, C_, F_, false, true, 1, Precision::kF32);  // x += W2 · swiglu
   }
   pos_ += T;
   const int64_t rows = keep_all_ ? T : 1;
-  ops::rmsnorm_forward(h, rstd, x + (T - rows) * C_, final_norm_, rows, C_, eps);
+  ops::rmsnorm_forward(ctx_, h, rstd, x + (T - rows) * C_, final_norm_, rows, C_, eps);
   float* out = b.logits.data<float>();
-  ops::matmul(out, h, head_, rows, V_, C_, false, true, 0, Precision::kF32);
+  ops::matmul(ctx_, out, h, head_, rows, V_, C_, false, true, 0, Precision::kF32);
   // The logits go back to the host for sampling: one read-back per feed.
   logits_.resize(static_cast<size_t>(V_));
   mem_copy(ctx, logits_.data(), Device::kCPU, out + (rows - 1) * V_, b.logits.device(),

@@ -4,7 +4,7 @@
 // counter-based RNG so a seed reproduces a generation.
 //
 //   ParamLayout layout = ParamLayout::llama(cfg);               // one process, whole model
-//   Decoder d(cfg, layout, weights, /*max_positions=*/512);     // weights: layout.total() floats
+//   Decoder d(ctx, cfg, layout, weights, /*max_positions=*/512);     // weights: layout.total() floats
 //   const std::vector<float>& logits = d.feed(prompt_ids);      // (vocab) after the last token
 //   int32_t next = sample_token(logits, {.temperature = 0.8, .top_p = 0.95, .seed = 1}, 0);
 //   d.feed({next});
@@ -15,13 +15,16 @@
 
 #include "model/model_config.h"
 #include "model/param_layout.h"
+#include "tensor/exec_context.h"
 #include "tensor/tensor.h"
 
 namespace ft {
 
 class Decoder {
  public:
-  Decoder(const ModelConfig& cfg, const ParamLayout& layout, const float* weights, int64_t max_positions);
+  // Its ops run on ctx.
+  Decoder(const ExecContext& ctx, const ModelConfig& cfg, const ParamLayout& layout, const float* weights,
+          int64_t max_positions);
 
   // Runs `tokens` at the next positions; returns the logits after the last one. Throws ft::Error
   // past max_positions or for a token outside the vocabulary.
@@ -37,6 +40,7 @@ class Decoder {
     const float *attn_norm, *wqkv, *wo, *mlp_norm, *w13, *w2;
     Tensor k_cache, v_cache;  // (Hkv, max_positions, D)
   };
+  ExecContext ctx_;
   // One feed of T tokens: its ids, the residual stream, a norm's output and rstd, the layer's
   // qkv, attention output, gate/up and SwiGLU output, and the head's logits (T or 1 rows).
   struct Buffers {

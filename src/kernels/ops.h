@@ -6,8 +6,10 @@
 //   ft::cpu::  the fast CPU implementations (kernels/cpu/): AVX-512, OpenMP, oneDNN;
 //   OpTable    a backend's ops as function pointers, one member per op, filled by the backend
 //              from the same list (ref::op_table(), cpu::op_table()): a missing op fails to link;
-//   ft::ops::  what model code calls.
-// Every op takes the ExecContext it runs on first (tensor/exec_context.h).
+//   ft::ops::  what model code calls: ops::name(ctx, ...) runs on ctx.device through the
+//              OpTable registered for it (register_backend; the CPU's always is).
+// Every op takes the ExecContext it runs on first (tensor/exec_context.h); a device with no
+// backend is an ft::Error naming the device and the op.
 //
 // Conventions (as in every op of the list):
 //   - arguments: the context, then outputs, then inputs, then saved activations, then sizes;
@@ -25,6 +27,7 @@
 //   RoPE uses the "rotate half" convention of Hugging Face LLaMA: dims (i, i + D/2) form a pair.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -91,15 +94,44 @@ namespace cpu {
 #define FT_OP(name, params, args) void name(const ExecContext& ctx, FT_OP_UNPAREN params);
 #include "kernels/op_decls.inc"
 #undef FT_OP
-// Every op above (kernels/cpu/op_table.cpp).
-const OpTable& op_table();
+// Every op above (kernels/cpu/op_table.cpp): the CPU device's backend.
+extern const OpTable kOpTable;
+inline const OpTable& op_table() {
+  return kOpTable;
+}
 }  // namespace cpu
 
-// What the model calls: ops::rmsnorm_forward(out, rstd, x, w, N, C, eps) runs the CPU op.
+// ---- Backends by device -------------------------------------------------------------------
+// The OpTable ops:: dispatches to for each device: the CPU's is there from the start; a CUDA
+// backend registers its own when it starts (register_backend(Device::kCUDA, &cuda::op_table()));
+// null removes a device's backend (tests).
+void register_backend(Device device, const OpTable* table);
+// The device's table, or null when no backend runs ops there.
+const OpTable* find_backend(Device device);
+// The context for a device: the device alone on the CPU. An ft::Error naming the device when this
+// build has no backend for it.
+ExecContext make_exec_context(Device device);
+
+namespace detail {
+inline constexpr size_t kBackendSlots = 2;  // Device::kCPU, Device::kCUDA
+extern std::atomic<const OpTable*> g_backends[kBackendSlots];
+[[noreturn]] void no_backend(Device device, OpId op);
+}  // namespace detail
+
+// ctx.device's table; an ft::Error naming the device and the op when no backend runs ops there.
+inline const OpTable& backend_for(const ExecContext& ctx, OpId op) {
+  const auto d = static_cast<size_t>(ctx.device);
+  const OpTable* t = d < detail::kBackendSlots ? detail::g_backends[d].load(std::memory_order_acquire) : nullptr;
+  if (t == nullptr) detail::no_backend(ctx.device, op);
+  return *t;
+}
+
+// What the model calls: ops::rmsnorm_forward(ctx, out, rstd, x, w, N, C, eps) runs the op on
+// ctx.device, through that device's table (one indirect call).
 namespace ops {
-#define FT_OP(name, params, args)                 \
-  inline void name(FT_OP_UNPAREN params) {        \
-    cpu::name(cpu_context(), FT_OP_UNPAREN args); \
+#define FT_OP(name, params, args)                                  \
+  inline void name(const ExecContext& ctx, FT_OP_UNPAREN params) { \
+    backend_for(ctx, OpId::name).name(ctx, FT_OP_UNPAREN args);    \
   }
 #include "kernels/op_decls.inc"
 #undef FT_OP

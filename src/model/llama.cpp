@@ -7,31 +7,33 @@ namespace {
 
 // The ops that make a GEMM's input write fp32, or bf16 into a bf16 tensor (bf16 compute keeps
 // those tensors in bf16).
-void rmsnorm_into(Tensor& out, float* rstd, const float* x, const float* weight, int64_t N, int64_t C, float eps) {
+void rmsnorm_into(const ExecContext& ctx, Tensor& out, float* rstd, const float* x, const float* weight, int64_t N,
+                  int64_t C, float eps) {
   if (out.dtype() == DType::kBF16)
-    ops::rmsnorm_forward_bf16(out.data<uint16_t>(), rstd, x, weight, N, C, eps);
+    ops::rmsnorm_forward_bf16(ctx, out.data<uint16_t>(), rstd, x, weight, N, C, eps);
   else
-    ops::rmsnorm_forward(out.data<float>(), rstd, x, weight, N, C, eps);
+    ops::rmsnorm_forward(ctx, out.data<float>(), rstd, x, weight, N, C, eps);
 }
 
-void swiglu_into(Tensor& out, const float* gate_up, int64_t N, int64_t F) {
+void swiglu_into(const ExecContext& ctx, Tensor& out, const float* gate_up, int64_t N, int64_t F) {
   if (out.dtype() == DType::kBF16)
-    ops::swiglu_forward_bf16(out.data<uint16_t>(), gate_up, N, F);
+    ops::swiglu_forward_bf16(ctx, out.data<uint16_t>(), gate_up, N, F);
   else
-    ops::swiglu_forward(out.data<float>(), gate_up, N, F);
+    ops::swiglu_forward(ctx, out.data<float>(), gate_up, N, F);
 }
 
-void swiglu_backward_into(Tensor& dgate_up, const float* dout, const float* gate_up, int64_t N, int64_t F) {
+void swiglu_backward_into(const ExecContext& ctx, Tensor& dgate_up, const float* dout, const float* gate_up, int64_t N,
+                          int64_t F) {
   if (dgate_up.dtype() == DType::kBF16)
-    ops::swiglu_backward_bf16(dgate_up.data<uint16_t>(), dout, gate_up, N, F);
+    ops::swiglu_backward_bf16(ctx, dgate_up.data<uint16_t>(), dout, gate_up, N, F);
   else
-    ops::swiglu_backward(dgate_up.data<float>(), dout, gate_up, N, F);
+    ops::swiglu_backward(ctx, dgate_up.data<float>(), dout, gate_up, N, F);
 }
 
 }  // namespace
 
-Llama::Llama(const ModelConfig& cfg, const ParamLayout& layout, Precision precision, TpComm* tp)
-    : cfg_(cfg), precision_(precision), tp_(tp ? tp : &identity_tp_) {
+Llama::Llama(const ExecContext& ctx, const ModelConfig& cfg, const ParamLayout& layout, Precision precision, TpComm* tp)
+    : ctx_(ctx), cfg_(cfg), precision_(precision), tp_(tp ? tp : &identity_tp_) {
   auto find = [&](const std::string& name) { return layout.has(name) ? &layout.at(name) : nullptr; };
   for (int u = 0; u < num_units(); ++u) local_unit_.push_back(layout.local_unit(u));
   embed_ = find("model.embed_tokens.weight");
@@ -60,7 +62,7 @@ Llama::Llama(const ModelConfig& cfg, const ParamLayout& layout, Precision precis
   int64_t half = D_ / 2;
   rope_cos_ = Tensor::empty({cfg.max_seq_len, half}, DType::kF32, MemCategory::kWorkspace);
   rope_sin_ = Tensor::empty({cfg.max_seq_len, half}, DType::kF32, MemCategory::kWorkspace);
-  ops::rope_tables(rope_cos_.data<float>(), rope_sin_.data<float>(), cfg.max_seq_len, D_,
+  ops::rope_tables(ctx_, rope_cos_.data<float>(), rope_sin_.data<float>(), cfg.max_seq_len, D_,
                    static_cast<float>(cfg.rope_theta));
 }
 
@@ -73,21 +75,21 @@ Llama::Operand Llama::weight(ParamAccess& params, const ParamSpec& p, int64_t n)
   if (precision_ != Precision::kBF16) return {params.weight(p), nullptr};
   if (const uint16_t* w = params.weight_bf16(p)) return {nullptr, w};
   if (w16_.numel() < n) w16_ = Tensor::empty({n}, DType::kBF16, MemCategory::kWorkspace);
-  ops::to_bf16(w16_.data<uint16_t>(), params.weight(p), n);
+  ops::to_bf16(ctx_, w16_.data<uint16_t>(), params.weight(p), n);
   return {nullptr, w16_.data<uint16_t>()};
 }
 
 Llama::Operand Llama::rounded(const float* x, int64_t n, Tensor& scratch16) const {
   if (precision_ != Precision::kBF16) return {x, nullptr};
-  ops::to_bf16(scratch16.data<uint16_t>(), x, n);
+  ops::to_bf16(ctx_, scratch16.data<uint16_t>(), x, n);
   return {nullptr, scratch16.data<uint16_t>()};
 }
 
 void Llama::matmul(float* C, Operand A, Operand B, int64_t M, int64_t N, int64_t K, bool ta, bool tb,
                    float beta) const {
-  if (A.bf16 && B.bf16) return ops::matmul_bf16(C, A.bf16, B.bf16, M, N, K, ta, tb, beta);
+  if (A.bf16 && B.bf16) return ops::matmul_bf16(ctx_, C, A.bf16, B.bf16, M, N, K, ta, tb, beta);
   FT_CHECK(A.f32 && B.f32, "matmul M={} N={} K={} mixes an fp32 and a bf16 operand", M, N, K);
-  ops::matmul(C, A.f32, B.f32, M, N, K, ta, tb, beta, precision_);
+  ops::matmul(ctx_, C, A.f32, B.f32, M, N, K, ta, tb, beta, precision_);
 }
 
 void Llama::check_precision(const Activations& acts) const {
@@ -165,7 +167,7 @@ void Llama::load_batch(Activations& acts, const int32_t* seqs) const {
   }
   // (B, T + 1) host rows -> tokens = columns [0, T), targets = columns [1, T + 1): one strided
   // host-to-device transfer each.
-  const ExecContext& ctx = cpu_context();
+  const ExecContext& ctx = ctx_;
   const size_t row = static_cast<size_t>(T) * sizeof(int32_t), pitch = row + sizeof(int32_t);
   mem_copy_2d(ctx, acts.tokens.raw(), acts.tokens.device(), row, seqs, Device::kCPU, pitch, row,
               static_cast<size_t>(B));
@@ -180,7 +182,8 @@ void Llama::embed_forward(ParamAccess& params, Activations& acts) {
   const int64_t N = acts.B * acts.T, C = cfg_.dim;
   float* x = acts.res[0].data<float>();
   // Vocab-parallel: a token's row lives on one rank, the others contribute zeros.
-  ops::embedding_forward(partial_out(x, acts), acts.tokens.data<int32_t>(), params.weight(*embed_), N, C, v0_, V_);
+  ops::embedding_forward(ctx_, partial_out(x, acts), acts.tokens.data<int32_t>(), params.weight(*embed_), N, C, v0_,
+                         V_);
   reduce_tokens(x, acts);
   params.after_forward(unit(0));
 }
@@ -203,35 +206,35 @@ void Llama::block_forward_into(ParamAccess& params, Activations& acts, int64_t l
   float* x_mid = a.x_mid.data<float>();
 
   // Attention: x_mid = x + Wo · attention(rope(Wqkv · norm(x)))
-  rmsnorm_into(a.xn1, a.rstd1.data<float>(), x, params.weight(*s.attn_norm), Ns, C, eps);
+  rmsnorm_into(ctx_, a.xn1, a.rstd1.data<float>(), x, params.weight(*s.attn_norm), Ns, C, eps);
   matmul(a.qkv.data<float>(), gather_tokens(operand(a.xn1), acts), weight(params, *s.wqkv, QKV * C), N, QKV, C, false,
          true, 0);
-  ops::rope_forward(a.qkv.data<float>(), rope_cos_.data<float>(), rope_sin_.data<float>(), B, T, H_, Hkv_, D_, 0);
-  ops::attention_forward(a.att.data<float>(), a.lse.data<float>(), a.qkv.data<float>(), B, T, H_, Hkv_, D_);
+  ops::rope_forward(ctx_, a.qkv.data<float>(), rope_cos_.data<float>(), rope_sin_.data<float>(), B, T, H_, Hkv_, D_, 0);
+  ops::attention_forward(ctx_, a.att.data<float>(), a.lse.data<float>(), a.qkv.data<float>(), B, T, H_, Hkv_, D_);
   const float* att = a.att.data<float>();
   const Operand att_in = precision_ == Precision::kBF16 ? rounded(att, N * HD, scratch(B, T).a16) : Operand{att};
   matmul(partial_out(x_mid, acts), att_in, weight(params, *s.wo, C * HD), N, C, HD, false, true, 0);
   reduce_tokens(x_mid, acts);
-  ops::add_inplace(x_mid, x, Ns * C);
+  ops::add_inplace(ctx_, x_mid, x, Ns * C);
 
   // MLP: out = x_mid + W2 · swiglu(W13 · norm(x_mid))
-  rmsnorm_into(a.xn2, a.rstd2.data<float>(), x_mid, params.weight(*s.mlp_norm), Ns, C, eps);
+  rmsnorm_into(ctx_, a.xn2, a.rstd2.data<float>(), x_mid, params.weight(*s.mlp_norm), Ns, C, eps);
   matmul(a.gu.data<float>(), gather_tokens(operand(a.xn2), acts), weight(params, *s.w13, 2 * F_ * C), N, 2 * F_, C,
          false, true, 0);
-  swiglu_into(a.h, a.gu.data<float>(), N, F_);
+  swiglu_into(ctx_, a.h, a.gu.data<float>(), N, F_);
   matmul(partial_out(out, acts), operand(a.h), weight(params, *s.w2, C * F_), N, C, F_, false, true, 0);
   reduce_tokens(out, acts);
-  ops::add_inplace(out, x_mid, Ns * C);
+  ops::add_inplace(ctx_, out, x_mid, Ns * C);
 }
 
-double Llama::head_forward(ParamAccess& params, Activations& acts, float grad_scale, bool backward) {
+void Llama::head_forward(ParamAccess& params, Activations& acts, float grad_scale, bool backward, double* loss_sum) {
   check_precision(acts);
   const int head_unit = unit(static_cast<int>(cfg_.n_layers) + 1);
   params.before_forward(head_unit);
   if (cfg_.tie_embeddings) params.before_forward(unit(0));
   const int64_t N = acts.B * acts.T, C = cfg_.dim, V = V_;
   const float* x = acts.res.back().data<float>();
-  rmsnorm_into(acts.xf, acts.rstdf.data<float>(), x, params.weight(*final_norm_), local_tokens(acts), C,
+  rmsnorm_into(ctx_, acts.xf, acts.rstdf.data<float>(), x, params.weight(*final_norm_), local_tokens(acts), C,
                static_cast<float>(cfg_.norm_eps));
   const Operand xf = gather_tokens(operand(acts.xf), acts);  // (N, C)
   const Operand W = weight(params, *head_, V_ * C);          // (V, C): this rank's vocabulary rows [v0, v0 + V)
@@ -240,35 +243,33 @@ double Llama::head_forward(ParamAccess& params, Activations& acts, float grad_sc
   float* lse = acts.lse.data<float>();
   float* losses = acts.losses.data<float>();
   int32_t* local_targets = acts.local_targets.data<int32_t>();
-  double loss_sum = 0;
   for (int64_t n0 = 0; n0 < N; n0 += acts.chunk) {
     const int64_t n = std::min(acts.chunk, N - n0);
     // Targets of this rank's vocab rows [v0, v0 + V); others are "elsewhere" (>= V).
-    ops::xent_shard_targets(local_targets, acts.targets.data<int32_t>() + n0, n, v0_, V);
+    ops::xent_shard_targets(ctx_, local_targets, acts.targets.data<int32_t>() + n0, n, v0_, V);
     matmul(logits, xf.at(n0 * C), W, n, V, C, false, true, 0);  // (n, V) = xf · Wᵀ
-    ops::xent_forward(losses + n0, lse, logits, local_targets, n, V);
+    ops::xent_forward(ctx_, losses + n0, lse, logits, local_targets, n, V);
     if (tp_->size() > 1) {  // vocab-parallel: combine the rows' statistics, never the logits
       float* zt = acts.target_logit.data<float>();
-      ops::xent_target_logit(zt, logits, local_targets, n, V);
+      ops::xent_target_logit(ctx_, zt, logits, local_targets, n, V);
       tp_->combine_xent_rows(lse, zt, n);
-      ops::xent_loss_from_rows(losses + n0, lse, zt, local_targets, n);
+      ops::xent_loss_from_rows(ctx_, losses + n0, lse, zt, local_targets, n);
     }
-    for (int64_t i = 0; i < n; ++i) loss_sum += losses[n0 + i];
+    ops::sum_in_order(ctx_, loss_sum, losses + n0, n);
     if (!backward) continue;
     // dlogits: in place (fp32), or in bf16 for the two GEMMs (lse global)
     Operand dlogits{logits, nullptr};
     if (precision_ == Precision::kBF16) {
-      ops::xent_backward_bf16(acts.dlogits16.data<uint16_t>(), logits, lse, local_targets, n, V, grad_scale);
+      ops::xent_backward_bf16(ctx_, acts.dlogits16.data<uint16_t>(), logits, lse, local_targets, n, V, grad_scale);
       dlogits = operand(acts.dlogits16);
     } else {
-      ops::xent_backward(logits, logits, lse, local_targets, n, V, grad_scale);
+      ops::xent_backward(ctx_, logits, logits, lse, local_targets, n, V, grad_scale);
     }
     matmul(acts.dxf.data<float>() + n0 * C, dlogits, W, n, C, V, false, false, 0);  // (n, C) = dlogits · W
     matmul(dW, dlogits, xf.at(n0 * C), V, C, n, true, false, 1);                    // (V, C) += dlogitsᵀ · xf
   }
   if (cfg_.tie_embeddings) params.after_forward(unit(0));
   params.after_forward(head_unit);
-  return loss_sum;
 }
 
 // ---- backward -----------------------------------------------------------------------------
@@ -283,7 +284,7 @@ void Llama::head_backward(ParamAccess& params, Activations& acts, float* d_res) 
     tp_->gather_backward(dxf, acts.dxf.data<float>(), local_tokens(acts) * C);
   else
     tp_->copy_backward(dxf, acts.B * acts.T * C);
-  ops::rmsnorm_backward(d_res, params.grad(*final_norm_), dxf, acts.res.back().data<float>(),
+  ops::rmsnorm_backward(ctx_, d_res, params.grad(*final_norm_), dxf, acts.res.back().data<float>(),
                         params.weight(*final_norm_), acts.rstdf.data<float>(), local_tokens(acts), C);
   params.after_backward(head_unit);
 }
@@ -305,36 +306,37 @@ void Llama::block_backward(ParamAccess& params, Activations& acts, int64_t layer
   const Operand d_out = rounded(gather_grad(d_res, acts), N * C, g.dy16);                       // (N, C)
   matmul(g.dh.data<float>(), d_out, weight(params, *s.w2, C * F_), N, F_, C, false, false, 0);  // (N,F) = d·W2
   matmul(params.grad(*s.w2), d_out, operand(a.h), C, F_, N, true, false, 1);                    // (C,F) += dᵀ·h
-  swiglu_backward_into(g.dgu, g.dh.data<float>(), a.gu.data<float>(), N, F_);
+  swiglu_backward_into(ctx_, g.dgu, g.dh.data<float>(), a.gu.data<float>(), N, F_);
   matmul(partial_out(d_xn, acts), operand(g.dgu), weight(params, *s.w13, 2 * F_ * C), N, C, 2 * F_, false, false, 0);
   matmul(params.grad(*s.w13), operand(g.dgu), gather_tokens(operand(a.xn2), acts), 2 * F_, C, N, true, false, 1);
   reduce_input_grad(d_xn, acts);
-  ops::rmsnorm_backward(d_mid, params.grad(*s.mlp_norm), d_xn, a.x_mid.data<float>(), params.weight(*s.mlp_norm),
+  ops::rmsnorm_backward(ctx_, d_mid, params.grad(*s.mlp_norm), d_xn, a.x_mid.data<float>(), params.weight(*s.mlp_norm),
                         a.rstd2.data<float>(), Ns, C);
-  ops::add_inplace(d_mid, d_res, Ns * C);
+  ops::add_inplace(ctx_, d_mid, d_res, Ns * C);
 
   // Attention: d_res = d(x) = d_mid + norm1ᵀ(Wqkvᵀ · ropeᵀ(attentionᵀ(Woᵀ · d_mid)))
   const Operand d_mid_full = rounded(gather_grad(d_mid, acts), N * C, g.dy16);  // (N, C)
   matmul(g.datt.data<float>(), d_mid_full, weight(params, *s.wo, C * HD), N, HD, C, false, false, 0);
   matmul(params.grad(*s.wo), d_mid_full, rounded(a.att.data<float>(), N * HD, g.a16), C, HD, N, true, false, 1);
-  ops::attention_backward(g.dqkv.data<float>(), g.datt.data<float>(), a.qkv.data<float>(), a.att.data<float>(),
+  ops::attention_backward(ctx_, g.dqkv.data<float>(), g.datt.data<float>(), a.qkv.data<float>(), a.att.data<float>(),
                           a.lse.data<float>(), B, T, H_, Hkv_, D_);
-  ops::rope_backward(g.dqkv.data<float>(), rope_cos_.data<float>(), rope_sin_.data<float>(), B, T, H_, Hkv_, D_, 0);
+  ops::rope_backward(ctx_, g.dqkv.data<float>(), rope_cos_.data<float>(), rope_sin_.data<float>(), B, T, H_, Hkv_, D_,
+                     0);
   const Operand dqkv = rounded(g.dqkv.data<float>(), N * QKV, g.dy16);
   matmul(partial_out(d_xn, acts), dqkv, weight(params, *s.wqkv, QKV * C), N, C, QKV, false, false, 0);
   matmul(params.grad(*s.wqkv), dqkv, gather_tokens(operand(a.xn1), acts), QKV, C, N, true, false, 1);
   reduce_input_grad(d_xn, acts);
-  ops::rmsnorm_backward(d_res, params.grad(*s.attn_norm), d_xn, x, params.weight(*s.attn_norm), a.rstd1.data<float>(),
-                        Ns, C);
-  ops::add_inplace(d_res, d_mid, Ns * C);
+  ops::rmsnorm_backward(ctx_, d_res, params.grad(*s.attn_norm), d_xn, x, params.weight(*s.attn_norm),
+                        a.rstd1.data<float>(), Ns, C);
+  ops::add_inplace(ctx_, d_res, d_mid, Ns * C);
   params.after_backward(u);
 }
 
 void Llama::embed_backward(ParamAccess& params, Activations& acts, const float* d_res) {
   params.before_backward(unit(0));
   const int64_t N = acts.B * acts.T;
-  ops::embedding_backward(params.grad(*embed_), gather_grad(d_res, acts), acts.tokens.data<int32_t>(), N, cfg_.dim, v0_,
-                          V_);
+  ops::embedding_backward(ctx_, params.grad(*embed_), gather_grad(d_res, acts), acts.tokens.data<int32_t>(), N,
+                          cfg_.dim, v0_, V_);
   params.after_backward(unit(0));
 }
 
@@ -345,25 +347,25 @@ void Llama::check_whole_model() const {
     FT_CHECK(holds_unit(u), "a whole-model pass on a model that holds a pipeline stage's units only (unit {})", u);
 }
 
-double Llama::forward_backward(ParamAccess& params, Activations& acts, const int32_t* seqs, float grad_scale) {
+void Llama::forward_backward(ParamAccess& params, Activations& acts, const int32_t* seqs, float grad_scale,
+                             double* loss_sum) {
   check_whole_model();
   load_batch(acts, seqs);
   embed_forward(params, acts);
   for (int64_t i = 0; i < cfg_.n_layers; ++i) block_forward(params, acts, i);
-  double loss = head_forward(params, acts, grad_scale, /*backward=*/true);
+  head_forward(params, acts, grad_scale, /*backward=*/true, loss_sum);
   float* d_res = scratch(acts.B, acts.T).d_res.data<float>();
   head_backward(params, acts, d_res);
   for (int64_t i = cfg_.n_layers - 1; i >= 0; --i) block_backward(params, acts, i, d_res);
   embed_backward(params, acts, d_res);
-  return loss;
 }
 
-double Llama::forward_loss(ParamAccess& params, Activations& acts, const int32_t* seqs) {
+void Llama::forward_loss(ParamAccess& params, Activations& acts, const int32_t* seqs, double* loss_sum) {
   check_whole_model();
   load_batch(acts, seqs);
   embed_forward(params, acts);
   for (int64_t i = 0; i < cfg_.n_layers; ++i) block_forward(params, acts, i);
-  return head_forward(params, acts, 0.0f, /*backward=*/false);
+  head_forward(params, acts, 0.0f, /*backward=*/false, loss_sum);
 }
 
 void Llama::forward_logits(ParamAccess& params, Activations& acts, const int32_t* seqs, float* logits) {
@@ -373,8 +375,8 @@ void Llama::forward_logits(ParamAccess& params, Activations& acts, const int32_t
   embed_forward(params, acts);
   for (int64_t i = 0; i < cfg_.n_layers; ++i) block_forward(params, acts, i);
   const int64_t N = acts.B * acts.T, C = cfg_.dim;
-  rmsnorm_into(acts.xf, acts.rstdf.data<float>(), acts.res.back().data<float>(), params.weight(*final_norm_), N, C,
-               static_cast<float>(cfg_.norm_eps));
+  rmsnorm_into(ctx_, acts.xf, acts.rstdf.data<float>(), acts.res.back().data<float>(), params.weight(*final_norm_), N,
+               C, static_cast<float>(cfg_.norm_eps));
   matmul(logits, operand(acts.xf), weight(params, *head_, V_ * C), N, V_, C, false, true, 0);
 }
 

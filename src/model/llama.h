@@ -5,9 +5,11 @@
 //
 //   ParamLayout layout = ParamLayout::llama(cfg);
 //   FlatParams params(layout);  layout.init(params.weight_arena(), seed);
-//   Llama model(cfg, layout, Precision::kF32);
+//   Llama model(ctx, cfg, layout, Precision::kF32);   // ctx: where its ops run (tensor/exec_context.h)
 //   Activations acts;  acts.allocate(cfg, B, T, chunk);
-//   double loss_sum = model.forward_backward(params, acts, seqs, 1.0f / (B * T));
+//   DeviceScalars loss(ctx, 1);                     // the loss sum stays on ctx's device
+//   model.forward_backward(params, acts, seqs, 1.0f / (B * T), loss.at(0));
+//   double loss_sum = loss.read_back()[0];
 //
 // seqs is (B, T + 1) tokens: inputs [0, T), targets [1, T]. A target < 0 is ignored.
 //
@@ -26,7 +28,7 @@
 // with the model's TpSplit (tp_split()): with sequence parallelism the residual stream holds
 // N/tp tokens. Both compose: a stage's tensor-parallel rank holds its shard of the stage's units.
 //   TpGroup tp(mesh.tp(), /*sequence_parallel=*/false);
-//   Llama model(cfg, ParamLayout::llama(cfg, 1, {}, {mesh.coord().tp, tp.size()}), Precision::kF32, &tp);
+//   Llama model(ctx, cfg, ParamLayout::llama(cfg, 1, {}, {mesh.coord().tp, tp.size()}), Precision::kF32, &tp);
 //   acts.allocate(cfg, B, T, chunk, {}, model.tp_split(), model.precision());
 #pragma once
 
@@ -44,8 +46,11 @@ namespace ft {
 
 class Llama {
  public:
-  Llama(const ModelConfig& cfg, const ParamLayout& layout, Precision precision, TpComm* tp = nullptr);
+  // Every op of the model runs on ctx (the rank's context, made once by its owner).
+  Llama(const ExecContext& ctx, const ModelConfig& cfg, const ParamLayout& layout, Precision precision,
+        TpComm* tp = nullptr);
 
+  const ExecContext& context() const { return ctx_; }
   const ModelConfig& config() const { return cfg_; }
   Precision precision() const { return precision_; }
   int num_units() const { return static_cast<int>(cfg_.n_layers) + 2; }
@@ -55,10 +60,13 @@ class Llama {
   const TpSplit& tp_split() const { return tp_split_; }
 
   // One micro-batch: forward, loss and backward. Parameter gradients accumulate (+=) the
-  // gradient of grad_scale · (sum of token losses). Returns the sum of token losses.
-  double forward_backward(ParamAccess& params, Activations& acts, const int32_t* seqs, float grad_scale);
-  // Forward only; returns the sum of token losses.
-  double forward_loss(ParamAccess& params, Activations& acts, const int32_t* seqs);
+  // gradient of grad_scale · (sum of token losses). The token losses are added, one by one in
+  // token order, into *loss_sum: a double in ctx's device memory (DeviceScalars), read back by
+  // the caller when it needs the value.
+  void forward_backward(ParamAccess& params, Activations& acts, const int32_t* seqs, float grad_scale,
+                        double* loss_sum);
+  // Forward only; the token losses are added into *loss_sum likewise.
+  void forward_loss(ParamAccess& params, Activations& acts, const int32_t* seqs, double* loss_sum);
   // Forward only; writes logits (B·T, V) of every position (tests, small-model generation).
   void forward_logits(ParamAccess& params, Activations& acts, const int32_t* seqs, float* logits);
 
@@ -69,8 +77,9 @@ class Llama {
   void embed_forward(ParamAccess& params, Activations& acts);
   void block_forward(ParamAccess& params, Activations& acts, int64_t layer);
   // Final norm, LM head and loss in chunks of tokens; with backward, also the head's gradient
-  // (into acts.dxf and the head's parameter gradients) so no full logits tensor ever exists.
-  double head_forward(ParamAccess& params, Activations& acts, float grad_scale, bool backward);
+  // (into acts.dxf and the head's parameter gradients) so no full logits tensor ever exists. The
+  // token losses are added into *loss_sum (device memory; ops::sum_in_order, chunk by chunk).
+  void head_forward(ParamAccess& params, Activations& acts, float grad_scale, bool backward, double* loss_sum);
   void head_backward(ParamAccess& params, Activations& acts, float* d_res);
   void block_backward(ParamAccess& params, Activations& acts, int64_t layer, float* d_res);
   void embed_backward(ParamAccess& params, Activations& acts, const float* d_res);
@@ -119,6 +128,7 @@ class Llama {
   // The ParamAccess unit of global unit u (the layout may hold a subset of the units).
   int unit(int u) const { return local_unit_[static_cast<size_t>(u)]; }
 
+  ExecContext ctx_;
   ModelConfig cfg_;
   Precision precision_;
   std::vector<int> local_unit_;  // per global unit: its unit in the layout, or -1

@@ -7,7 +7,7 @@
 //
 //   FlatParams store(layout);            // weights and gradients, fp32, zeroed
 //   layout.init(store.weight_arena(), seed);
-//   Llama model(cfg, precision);  model.forward_backward(store, acts, batch, scale);
+//   Llama model(ctx, cfg, layout, precision);  model.forward_backward(store, acts, batch, scale);
 #pragma once
 
 #include <cstdint>

@@ -6,7 +6,8 @@
 
 namespace ft {
 
-AdamW::AdamW(const OptimConfig& cfg, const ParamLayout& layout, const Ranges& pieces) : cfg_(cfg) {
+AdamW::AdamW(const ExecContext& ctx, const OptimConfig& cfg, const ParamLayout& layout, const Ranges& pieces)
+    : ctx_(ctx), cfg_(cfg) {
   int64_t compact = 0;
   for (auto [begin, end] : pieces) {
     for (const ParamSpec& p : layout.specs()) {
@@ -26,7 +27,7 @@ void AdamW::step(float* weights, Addressing wa, const float* grads, Addressing g
     const int64_t wo = wa == Addressing::kArena ? s.arena : s.compact;
     float* w = weights + wo;
     const float* g = grads + (ga == Addressing::kArena ? s.arena : s.compact);
-    ops::adamw_step(w, m_.data<float>() + s.compact, v_.data<float>() + s.compact,
+    ops::adamw_step(ctx_, w, m_.data<float>() + s.compact, v_.data<float>() + s.compact,
                     weights_bf16 ? weights_bf16 + wo : nullptr, g, s.count, static_cast<float>(lr),
                     static_cast<float>(cfg_.beta1), static_cast<float>(cfg_.beta2), static_cast<float>(cfg_.eps),
                     s.decay ? static_cast<float>(cfg_.weight_decay) : 0.0f, step_, grad_scale);

@@ -3,7 +3,7 @@
 // (parallel/data_parallel/shard_plan.h). Moments are stored compactly, piece after piece. Weight
 // decay applies per parameter (ParamSpec::decay); arena padding between units is skipped.
 //
-//   AdamW opt(cfg.optim, layout, {{0, layout.total()}});
+//   AdamW opt(ctx, cfg.optim, layout, {{0, layout.total()}});
 //   opt.step(weights, Addressing::kArena, grads, Addressing::kArena, lr, clip_scale);
 //   opt.step(weights, ..., clip_scale, weights_bf16);   // also writes the updated weights in bf16
 #pragma once
@@ -14,6 +14,7 @@
 
 #include "model/param_layout.h"
 #include "optim/optim_config.h"
+#include "tensor/exec_context.h"
 #include "tensor/tensor.h"
 
 namespace ft {
@@ -25,7 +26,8 @@ enum class Addressing : uint8_t { kArena, kCompact };
 class AdamW {
  public:
   using Ranges = std::vector<std::pair<int64_t, int64_t>>;  // arena [begin, end), in order
-  AdamW(const OptimConfig& cfg, const ParamLayout& layout, const Ranges& pieces);
+  // Its update runs on ctx.
+  AdamW(const ExecContext& ctx, const OptimConfig& cfg, const ParamLayout& layout, const Ranges& pieces);
 
   // weights_bf16 (addressed like weights), when not null, receives the updated pieces in bf16 in
   // the same pass.
@@ -43,6 +45,7 @@ class AdamW {
     int64_t arena, compact, count;
     bool decay;
   };
+  ExecContext ctx_;
   OptimConfig cfg_;
   std::vector<Segment> segments_;
   Tensor m_, v_;

@@ -1,13 +1,14 @@
 #include "optim/grad_clip.h"
 
 #include "kernels/ops.h"
+#include "tensor/device_scalars.h"
 
 namespace ft {
 
-double grad_sum_squares(const float* grads, int64_t n) {
-  double s = 0;
-  ops::sum_squares(&s, grads, n);
-  return s;
+double grad_sum_squares(const ExecContext& ctx, const float* grads, int64_t n) {
+  DeviceScalars s(ctx, 1);
+  ops::sum_squares(ctx, s.at(0), grads, n);
+  return s.read_back()[0];
 }
 
 float clip_coefficient(double global_norm, double max_norm) {

@@ -5,10 +5,12 @@
 
 #include <cstdint>
 
+#include "tensor/exec_context.h"
+
 namespace ft {
 
-// Sum of squares of n gradients (double accumulation).
-double grad_sum_squares(const float* grads, int64_t n);
+// Sum of squares of n gradients (double accumulation), on ctx's device, read back to the host.
+double grad_sum_squares(const ExecContext& ctx, const float* grads, int64_t n);
 // The factor to multiply gradients by (1 when no clipping is needed or max_norm == 0).
 float clip_coefficient(double global_norm, double max_norm);
 

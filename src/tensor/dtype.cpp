@@ -23,7 +23,6 @@ size_t dtype_size(DType t) {
     case DType::kU32:
       return 4;
     case DType::kI64:
-      return 8;
     case DType::kF64:
       return 8;
   }

@@ -3,7 +3,7 @@
 // Activations set, the gradients accumulating in the engine. Data and tensor parallelism need
 // nothing more: the engine's hooks and the model's TpComm do their communication.
 //
-//   MicroBatchExecutor exec(model, engine, split_batch(cfg.train, cfg.parallel), seq_len, chunk_tokens);
+//   MicroBatchExecutor exec(ctx, model, engine, split_batch(cfg.train, cfg.parallel), seq_len, chunk_tokens);
 //   BatchLoss l = exec.train(batch, 1.0f / (batch_size * seq_len));
 #pragma once
 
@@ -12,6 +12,7 @@
 #include "model/activations.h"
 #include "model/llama.h"
 #include "parallel/data_parallel/param_engine.h"
+#include "tensor/device_scalars.h"
 #include "train/micro_batches.h"
 #include "train/step_executor.h"
 
@@ -21,8 +22,8 @@ class MicroBatchExecutor final : public StepExecutor {
  public:
   // Allocates the Activations of one micro-batch (mb.size sequences of seq_len), the loss chunked
   // by loss_chunk_tokens (model/activation_sizes.h loss_chunk_tokens).
-  MicroBatchExecutor(Llama& model, ParamEngine& engine, const MicroBatching& mb, int64_t seq_len,
-                     int64_t loss_chunk_tokens);
+  MicroBatchExecutor(const ExecContext& ctx, Llama& model, ParamEngine& engine, const MicroBatching& mb,
+                     int64_t seq_len, int64_t loss_chunk_tokens);
 
   BatchLoss train(const Batch& batch, float grad_scale) override;
   void evaluate(const Batch& batch, BatchLoss& total) override;
@@ -35,6 +36,7 @@ class MicroBatchExecutor final : public StepExecutor {
   MicroBatching mb_;
   int64_t seq_len_;
   Activations acts_;
+  DeviceScalars loss_sums_;  // one device slot per micro-batch, read back once per batch
 };
 
 }  // namespace ft

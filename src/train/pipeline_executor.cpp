@@ -9,9 +9,10 @@
 
 namespace ft {
 
-PipelineExecutor::PipelineExecutor(PipelinePlan plan, Mesh& mesh, Llama& model, ParamEngine& engine,
-                                   const MicroBatching& mb, int64_t seq_len, int64_t loss_chunk_tokens)
-    : plan_(std::move(plan)), mesh_(mesh), mb_(mb), seq_len_(seq_len), engine_(engine) {
+PipelineExecutor::PipelineExecutor(const ExecContext& ctx, PipelinePlan plan, Mesh& mesh, Llama& model,
+                                   ParamEngine& engine, const MicroBatching& mb, int64_t seq_len,
+                                   int64_t loss_chunk_tokens)
+    : plan_(std::move(plan)), mesh_(mesh), mb_(mb), seq_len_(seq_len), engine_(engine), loss_sums_(ctx, mb.count) {
   runner_ = std::make_unique<PipelineRunner>(plan_, static_cast<int>(mesh_.coord().pp), model, engine, mesh_.pp(),
                                              mb.size, seq_len, loss_chunk_tokens);
 }
@@ -27,7 +28,9 @@ BatchLoss PipelineExecutor::train(const Batch& batch, float grad_scale) {
   check(batch);
   const int64_t sent0 = mesh_.pp().stats().bytes_sent[static_cast<size_t>(CollKind::kSendRecv)];
   engine_.begin_step(static_cast<int>(mb_.count));
-  const BatchLoss loss{.sum = runner_->train(batch.tokens.data(), grad_scale), .tokens = loss_tokens()};
+  loss_sums_.zero();
+  runner_->train(batch.tokens.data(), grad_scale, loss_sums_.at(0));
+  const BatchLoss loss{.sum = read_back_sum(), .tokens = loss_tokens()};
   const PipelineStepStats& p = runner_->last();
   const int64_t sent = mesh_.pp().stats().bytes_sent[static_cast<size_t>(CollKind::kSendRecv)] - sent0;
   stats_ = {{"pp_send_bytes", static_cast<double>(sent)},
@@ -40,8 +43,16 @@ BatchLoss PipelineExecutor::train(const Batch& batch, float grad_scale) {
 
 void PipelineExecutor::evaluate(const Batch& batch, BatchLoss& total) {
   check(batch);
-  total.sum += runner_->forward_loss(batch.tokens.data());
+  loss_sums_.zero();
+  runner_->forward_loss(batch.tokens.data(), loss_sums_.at(0));
+  total.sum += read_back_sum();  // the batch's forwards summed first, then added
   total.tokens += loss_tokens();
+}
+
+double PipelineExecutor::read_back_sum() {
+  double sum = 0;
+  for (double s : loss_sums_.read_back()) sum += s;
+  return sum;
 }
 
 void PipelineExecutor::check(const Batch& batch) const {

@@ -18,6 +18,7 @@
 #include "parallel/mesh.h"
 #include "parallel/pipeline_parallel/pipeline_plan.h"
 #include "parallel/pipeline_parallel/runner.h"
+#include "tensor/device_scalars.h"
 #include "train/micro_batches.h"
 #include "train/step_executor.h"
 
@@ -27,8 +28,8 @@ class PipelineExecutor final : public StepExecutor {
  public:
   // Runs stage mesh.coord().pp of the plan over mesh.pp(); the model and the engine hold that
   // stage's units (plan.partition.stage_units).
-  PipelineExecutor(PipelinePlan plan, Mesh& mesh, Llama& model, ParamEngine& engine, const MicroBatching& mb,
-                   int64_t seq_len, int64_t loss_chunk_tokens);
+  PipelineExecutor(const ExecContext& ctx, PipelinePlan plan, Mesh& mesh, Llama& model, ParamEngine& engine,
+                   const MicroBatching& mb, int64_t seq_len, int64_t loss_chunk_tokens);
   ~PipelineExecutor() override;
 
   BatchLoss train(const Batch& batch, float grad_scale) override;
@@ -53,6 +54,8 @@ class PipelineExecutor final : public StepExecutor {
   int64_t seq_len_;
   ParamEngine& engine_;
   std::unique_ptr<PipelineRunner> runner_;
+  DeviceScalars loss_sums_;  // one device slot per head forward (last stage), read back once per batch
+  double read_back_sum();    // the slots added in order
   RankFigures stats_;
 };
 

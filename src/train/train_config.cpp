@@ -20,6 +20,9 @@ void TrainConfig::bind(ConfigBinder& b) {
               {"fp16", PrecisionSetting::kFp16}},
              "compute precision of the GEMMs: auto = bf16 where the CPU has AVX512-BF16 or AMX, else fp32; "
              "fp16 uses dynamic loss scaling (master weights and gradients stay fp32)");
+  b.add("train.device", &device,
+        "where each rank's ops run: \"cpu\" (the only backend of this build; \"cuda\" is refused until the CUDA "
+        "backend exists)");
   b.add("train.threads", &threads,
         "threads per rank (0 = OMP_NUM_THREADS if set, else the CPUs of the rank's affinity mask and cgroup "
         "quota, shared among the local ranks bound to them)");
@@ -42,6 +45,14 @@ void TrainConfig::validate() const {
   if (batch_size <= 0) throw Error(fmt::format("train.batch_size = {} must be positive", batch_size));
   if (seq_len <= 0) throw Error(fmt::format("train.seq_len = {} must be positive", seq_len));
   if (micro_batch_size < 0) throw Error(fmt::format("train.micro_batch_size = {} must be >= 0", micro_batch_size));
+  // The values a backend exists for (kernels/backends.cpp registers them); "cuda" is known but
+  // has no backend in this build.
+  if (device == "cuda")
+    throw Error("train.device = \"cuda\": this build has no CUDA backend yet; its ops run on the CPU only",
+                "set train.device = \"cpu\" (the default), or leave the key out");
+  if (device != "cpu")
+    throw Error(fmt::format("train.device = \"{}\" is not a device this build knows: expected \"cpu\"", device),
+                "set train.device = \"cpu\" (the default)");
   if (threads < 0) throw Error(fmt::format("train.threads = {} must be >= 0", threads));
   if (log_interval <= 0) throw Error(fmt::format("train.log_interval = {} must be positive", log_interval));
   if (eval_interval < 0) throw Error(fmt::format("train.eval_interval = {} must be >= 0", eval_interval));

@@ -35,7 +35,11 @@
 
 namespace ft {
 
-Trainer::Trainer(const Config& cfg, Mesh& mesh) : cfg_(cfg), mesh_(mesh), schedule_(cfg.optim, cfg.train.steps) {
+Trainer::Trainer(const Config& cfg, Mesh& mesh)
+    : cfg_(cfg),
+      mesh_(mesh),
+      ctx_(make_exec_context(cfg.train.compute_device())),
+      schedule_(cfg.optim, cfg.train.steps) {
   choose_compute();      // threads; the CPU, precision and GEMM said first
   plan_micro_batches();  // this rank's share of the batch and its micro-batches
   parallelize();         // mesh → tensor parallel → pipeline partition → data parallel → model → executor
@@ -92,7 +96,7 @@ void Trainer::parallelize() {
   // 2. Tensor parallelism.
   const bool sp = par.sequence_parallel && par.tp > 1;
   const TpShard shard{.rank = mesh_.coord().tp, .size = par.tp, .sequence_parallel = sp};
-  tp_ = std::make_unique<TpGroup>(mesh_.tp(), sp);
+  tp_ = std::make_unique<TpGroup>(ctx_, mesh_.tp(), sp);
   // 3. The pipeline partition.
   std::optional<PipelinePlan> plan;
   std::vector<int> units;  // empty: every unit
@@ -101,17 +105,17 @@ void Trainer::parallelize() {
     units = plan->partition.stage_units(static_cast<int>(mesh_.coord().pp));
   }
   // 4. Data parallelism.
-  engine_ = make_param_engine(par, cfg_.optim, ParamLayout::llama(cfg_.model, par.dp, units, shard), mesh_.dp(),
+  engine_ = make_param_engine(ctx_, par, cfg_.optim, ParamLayout::llama(cfg_.model, par.dp, units, shard), mesh_.dp(),
                               mesh_.tp(), t.seed);
   // 5. The model.
-  model_ = std::make_unique<Llama>(cfg_.model, engine_->layout(), t.precision, par.tp > 1 ? tp_.get() : nullptr);
+  model_ = std::make_unique<Llama>(ctx_, cfg_.model, engine_->layout(), t.precision, par.tp > 1 ? tp_.get() : nullptr);
   // 6. The executor.
   const int64_t chunk = loss_chunk_tokens(cfg_.model, t.loss_chunk_tokens, batching_.size * t.seq_len, t.precision);
   if (plan) {
-    executor_ =
-        std::make_unique<PipelineExecutor>(std::move(*plan), mesh_, *model_, *engine_, batching_, t.seq_len, chunk);
+    executor_ = std::make_unique<PipelineExecutor>(ctx_, std::move(*plan), mesh_, *model_, *engine_, batching_,
+                                                   t.seq_len, chunk);
   } else {
-    executor_ = std::make_unique<MicroBatchExecutor>(*model_, *engine_, batching_, t.seq_len, chunk);
+    executor_ = std::make_unique<MicroBatchExecutor>(ctx_, *model_, *engine_, batching_, t.seq_len, chunk);
   }
 }
 

@@ -28,6 +28,7 @@
 #include "parallel/data_parallel/param_engine.h"
 #include "parallel/mesh.h"
 #include "parallel/tensor_parallel/tensor_parallel.h"
+#include "tensor/exec_context.h"
 #include "train/metrics_log.h"
 #include "train/micro_batches.h"
 #include "train/step_executor.h"
@@ -145,6 +146,7 @@ class Trainer {
 
   Config cfg_;
   Mesh& mesh_;
+  ExecContext ctx_;              // where this rank's ops run: made once here, passed to the model, engine and optimizer
   MicroBatching batching_;       // this rank's share of the batch in micro-batches
   std::unique_ptr<TpGroup> tp_;  // tensor parallelism: the model's collectives over mesh.tp()
   std::unique_ptr<ParamEngine> engine_;

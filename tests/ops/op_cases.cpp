@@ -37,6 +37,7 @@ constexpr OpRow kOpRows[] = {
     {OpId::add_inplace, &rows::add_inplace},
     {OpId::scale_inplace, &rows::scale_inplace},
     {OpId::sum_squares, &rows::sum_squares},
+    {OpId::sum_in_order, &rows::sum_in_order},
     {OpId::to_bf16, &rows::to_bf16},
     {OpId::gram_schmidt, &rows::gram_schmidt},
     {OpId::powersgd_error_feedback, &rows::powersgd_error_feedback},

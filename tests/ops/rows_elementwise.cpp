@@ -1,4 +1,4 @@
-// Rows: add_inplace, scale_inplace, sum_squares, to_bf16. Sizes below and above the vector width,
+// Rows: add_inplace, scale_inplace, sum_squares, sum_in_order, to_bf16. Sizes below and above the vector width,
 // the threading cut and sum_squares' 16384-element blocks.
 #include <bit>
 #include <limits>
@@ -61,6 +61,23 @@ class SumSquares final : public OpCase {
   Cost cost(const Shape& s) const override { return {kF32Bytes * s["n"], 2.0 * s["n"]}; }
 };
 
+// Adds element by element onto a sum already there: the reference's loop, bit for bit.
+class SumInOrder final : public OpCase {
+ public:
+  std::vector<Shape> test_shapes() const override { return sizes(); }
+  Shape bench_shape() const override { return {{"n", 256}}; }  // the token losses of one loss chunk
+  Case make(const Shape& s, uint64_t seed) const override {
+    Case c(s);
+    c.in_f32("x", s["n"], seed + 66, 0.0f, 12.0f);  // token losses
+    c.inout_f64("sum", {1234.5}, Tol::exact());
+    return c;
+  }
+  void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
+    ops.sum_in_order(ctx, c.f64("sum"), c.f32("x"), c["n"]);
+  }
+  Cost cost(const Shape& s) const override { return {kF32Bytes * s["n"], 1.0 * s["n"]}; }
+};
+
 // Rounding ties to even (halfway values, alternately odd and even below) and NaN staying NaN, in
 // the vector body and the tail alike.
 class ToBf16 final : public OpCase {
@@ -96,6 +113,10 @@ const OpCase& scale_inplace() {
 }
 const OpCase& sum_squares() {
   static const SumSquares row;
+  return row;
+}
+const OpCase& sum_in_order() {
+  static const SumInOrder row;
   return row;
 }
 const OpCase& to_bf16() {

@@ -78,7 +78,7 @@ TEST(Bf16Weights, RoundsAUnitOnlyWhenItsVersionChanged) {
   ParamLayout layout = ParamLayout::llama(m);
   std::vector<float> w(static_cast<size_t>(layout.total()), 1.5f);
   Bf16Weights copy;
-  copy.enable(layout);
+  copy.enable(cpu_context(), layout);
   const int u = 1;
   const float* unit = w.data() + layout.unit_begin(u);
   EXPECT_EQ(copy.unit(u, unit, 7)[0], f32_to_bf16(1.5f));

@@ -56,6 +56,19 @@ TEST(Config, WrongTypeAndBadEnum) {
   EXPECT_NE(error_of("", {"train.precision=fp8"}).find("\"bf16\""), std::string::npos);
 }
 
+// train.device: "cpu" (the default) is the only device with a backend in this build; "cuda" says
+// so in one line, any other value names what is accepted.
+TEST(Config, TrainDeviceIsCpuUntilACudaBackendExists) {
+  EXPECT_EQ(load_config("", {}).train.device, "cpu");
+  EXPECT_EQ(load_config("", {"train.device=\"cpu\""}).train.compute_device(), Device::kCPU);
+  std::string e = error_of("", {"train.device=\"cuda\""});
+  EXPECT_NE(e.find("train.device = \"cuda\": this build has no CUDA backend yet"), std::string::npos) << e;
+  EXPECT_NE(e.find("| set train.device = \"cpu\""), std::string::npos) << e;
+  e = error_of("", {"train.device=\"tpu\""});
+  EXPECT_NE(e.find("train.device = \"tpu\" is not a device this build knows: expected \"cpu\""), std::string::npos)
+      << e;
+}
+
 // Issue 14: inf / nan parse as numbers but are no setting's value; a directory is no config file.
 TEST(Config, NonFiniteFloatsAndDirectoriesRefused) {
   for (const char* v : {"inf", "-inf", "nan", "+inf"}) {

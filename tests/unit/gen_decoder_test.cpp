@@ -29,18 +29,18 @@ void check(ModelConfig m) {
   const int64_t T = 13, V = m.vocab_size;
   std::vector<int32_t> seq;
   for (int64_t t = 0; t <= T; ++t) seq.push_back(static_cast<int32_t>((t * 37 + 5) % V));
-  Llama model(m, layout, Precision::kF32);
+  Llama model(cpu_context(), m, layout, Precision::kF32);
   Activations acts;
   acts.allocate(m, 1, T, loss_chunk_tokens(m, 0, T));
   std::vector<float> full(static_cast<size_t>(T * V));
   model.forward_logits(p, acts, seq.data(), full.data());
 
-  Decoder one(m, layout, p.weight_arena(), T);
+  Decoder one(cpu_context(), m, layout, p.weight_arena(), T);
   for (int64_t t = 0; t < T; ++t) {
     const std::vector<float>& l = one.feed({seq[static_cast<size_t>(t)]});
     ASSERT_LT(max_rel(l.data(), full.data() + t * V, V), 1e-5) << "position " << t;
   }
-  Decoder prompt(m, layout, p.weight_arena(), T);
+  Decoder prompt(cpu_context(), m, layout, p.weight_arena(), T);
   prompt.set_keep_all_logits(true);
   prompt.feed(std::vector<int32_t>(seq.begin(), seq.begin() + 7));
   ASSERT_LT(max_rel(prompt.all_logits().data(), full.data(), 7 * V), 1e-5);

@@ -1,7 +1,7 @@
 // The op harness (tests/ops): every row — one per op of kernels/op_decls.inc — on every shape of
 // the row, through the CPU backend: against the reference, and twice from the same inputs for
 // the same bits; every backward row's gradients against float64 finite differences. The op
-// registry itself: one row per op, names, a backend table with every op.
+// registry itself: one row per op, names, a backend table with every op, dispatch by device.
 #include <gtest/gtest.h>
 
 #include <ostream>
@@ -10,6 +10,7 @@
 
 #include "ops/op_cases.h"
 #include "ops/op_checks.h"
+#include "util/error.h"
 
 namespace ft::test {
 namespace {
@@ -99,6 +100,48 @@ TEST(OpRegistry, BackendTablesHoldEveryOp) {
   }
   EXPECT_STREQ(cpu::op_table().backend, "cpu");
   EXPECT_STREQ(ref::op_table().backend, "ref");
+}
+
+// ops:: runs the table registered for the context's device: here a stand-in "cuda" backend, the CPU
+// ops with one op replaced by a counter.
+int g_scale_calls = 0;
+void counting_scale(const ExecContext& ctx, float* y, float a, int64_t n) {
+  EXPECT_EQ(ctx.device, Device::kCUDA);
+  ++g_scale_calls;
+  cpu::scale_inplace(cpu_context(), y, a, n);
+}
+
+TEST(OpDispatch, RunsTheTableOfTheContextsDevice) {
+  OpTable stand_in = cpu::op_table();
+  stand_in.backend = "stand-in";
+  stand_in.scale_inplace = &counting_scale;
+  ASSERT_EQ(find_backend(Device::kCUDA), nullptr);
+  register_backend(Device::kCUDA, &stand_in);
+  ExecContext gpu;
+  gpu.device = Device::kCUDA;
+  std::vector<float> y = {1.0f, 2.0f, 3.0f};
+  ops::scale_inplace(gpu, y.data(), 2.0f, 3);
+  ops::scale_inplace(cpu_context(), y.data(), 0.5f, 3);  // the CPU's own table: not counted
+  register_backend(Device::kCUDA, nullptr);
+  EXPECT_EQ(g_scale_calls, 1);
+  EXPECT_EQ(y, (std::vector<float>{1.0f, 2.0f, 3.0f}));
+  EXPECT_EQ(find_backend(Device::kCUDA), nullptr);
+  EXPECT_EQ(find_backend(Device::kCPU), &cpu::op_table());
+}
+
+TEST(OpDispatch, ADeviceWithoutABackendIsAnErrorNamingDeviceAndOp) {
+  ExecContext gpu;
+  gpu.device = Device::kCUDA;
+  std::vector<float> y(3, 1.0f);
+  try {
+    ops::add_inplace(gpu, y.data(), y.data(), 3);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "op add_inplace on device cuda: no backend runs ops there (this process has: cpu)");
+  }
+  EXPECT_THROW(make_exec_context(Device::kCUDA), Error);
+  EXPECT_EQ(make_exec_context(Device::kCPU).device, Device::kCPU);
 }
 
 }  // namespace

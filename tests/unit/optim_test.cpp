@@ -30,7 +30,7 @@ TEST(GradClip, MatchesTorchFormula) {
   EXPECT_FLOAT_EQ(clip_coefficient(4.0, 1.0), static_cast<float>(1.0 / (4.0 + 1e-6)));
   EXPECT_FLOAT_EQ(clip_coefficient(4.0, 0.0), 1.0f);
   float g[3] = {3, 4, 12};
-  EXPECT_DOUBLE_EQ(grad_sum_squares(g, 3), 169.0);
+  EXPECT_DOUBLE_EQ(grad_sum_squares(cpu_context(), g, 3), 169.0);
 }
 
 TEST(LossScaler, BacksOffAndSkipsOnOverflow) {

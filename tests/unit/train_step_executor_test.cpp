@@ -33,13 +33,13 @@ Batch random_batch(const ModelConfig& m, uint32_t seed) {
 struct OneProcess {
   Config cfg = tiny();
   Mesh mesh = Mesh::single();
-  std::unique_ptr<ParamEngine> engine =
-      make_param_engine(cfg.parallel, cfg.optim, ParamLayout::llama(cfg.model), mesh.dp(), mesh.tp(), cfg.train.seed);
-  Llama model{cfg.model, engine->layout(), Precision::kF32};
+  std::unique_ptr<ParamEngine> engine = make_param_engine(
+      cpu_context(), cfg.parallel, cfg.optim, ParamLayout::llama(cfg.model), mesh.dp(), mesh.tp(), cfg.train.seed);
+  Llama model{cpu_context(), cfg.model, engine->layout(), Precision::kF32};
 
   MicroBatchExecutor executor(int64_t micro_batches) {
     const MicroBatching mb{.local_batch = kBatch, .size = kBatch / micro_batches, .count = micro_batches};
-    return MicroBatchExecutor(model, *engine, mb, kSeq,
+    return MicroBatchExecutor(cpu_context(), model, *engine, mb, kSeq,
                               loss_chunk_tokens(cfg.model, 0, mb.size * kSeq, Precision::kF32));
   }
   std::vector<float> grads() {
@@ -63,8 +63,10 @@ TEST(MicroBatchExecutor, LossIsTheSumOfItsMicroBatchesAndGradientsAccumulate) {
   // By hand: each sequence's loss, forward only, one at a time.
   Activations one;
   one.allocate(s.cfg.model, 1, kSeq, loss_chunk_tokens(s.cfg.model, 0, kSeq, Precision::kF32));
+  DeviceScalars sums(cpu_context(), kBatch);
+  for (int64_t i = 0; i < kBatch; ++i) s.model.forward_loss(*s.engine, one, b.sequence(i), sums.at(i));
   double by_hand = 0;
-  for (int64_t i = 0; i < kBatch; ++i) by_hand += s.model.forward_loss(*s.engine, one, b.sequence(i));
+  for (double v : sums.read_back()) by_hand += v;
 
   MicroBatchExecutor four = s.executor(4);
   const BatchLoss l4 = four.train(b, scale);

@@ -53,6 +53,14 @@ void sum_squares(const ExecContext&, double* sum, const float* x, int64_t n) {
   *sum += s;
 }
 
+// *sum += x(0), x(1), ... one at a time, in double: the order is the op's contract (a loss sum
+// identical on every device), so it stays a serial loop — n is a chunk of token losses.
+void sum_in_order(const ExecContext&, double* sum, const float* x, int64_t n) {
+  double s = *sum;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]);
+  *sum = s;
+}
+
 // y(n) = bf16(x(n))
 void to_bf16(const ExecContext&, uint16_t* y, const float* x, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > kParallelMin)

@@ -1,19 +1,22 @@
 // The CPU backend's OpTable: every op of the list (kernels/op_decls.inc), filled from the list, so
-// an op without a CPU version fails to link.
+// an op without a CPU version fails to link. A constant: the registry (kernels/backends.cpp) holds
+// it for Device::kCPU before any code runs.
 #include "kernels/ops.h"
 
 namespace ft::cpu {
+namespace {
 
-const OpTable& op_table() {
-  static const OpTable table = [] {
-    OpTable t;
-    t.backend = "cpu";
+constexpr OpTable make_table() {
+  OpTable t;
+  t.backend = "cpu";
 #define FT_OP(name, params, args) t.name = &name;
 #include "kernels/op_decls.inc"
 #undef FT_OP
-    return t;
-  }();
-  return table;
+  return t;
 }
+
+}  // namespace
+
+constinit const OpTable kOpTable = make_table();
 
 }  // namespace ft::cpu

@@ -180,6 +180,9 @@ void sum_squares(const ExecContext&, double* sum, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
   *sum += s;
 }
+void sum_in_order(const ExecContext&, double* sum, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) *sum += static_cast<double>(x[i]);
+}
 void to_bf16(const ExecContext&, uint16_t* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(x[i]);
 }

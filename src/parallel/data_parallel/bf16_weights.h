@@ -5,7 +5,7 @@
 // for after the weights changed is rounded again (ZeRO 1-2: after the all-gather of the updated
 // weights), unless the update wrote it already (ZeRO 0: AdamW rounds each weight as it writes it).
 //
-//   Bf16Weights w16;  w16.enable(layout);
+//   Bf16Weights w16;  w16.enable(ctx, layout);
 //   const uint16_t* p = w16.unit(u, fp32_weights_of_unit, version);   // rounded if stale
 //   opt.step(w, ..., w16.arena());  w16.mark_current(new_version);     // fused into the update
 #pragma once
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "model/param_layout.h"
+#include "tensor/exec_context.h"
 #include "tensor/tensor.h"
 
 namespace ft {
@@ -21,7 +22,7 @@ namespace ft {
 class Bf16Weights {
  public:
   // Allocates the copy (MemCategory::kParameters, 2 bytes per arena element); every unit stale.
-  void enable(const ParamLayout& layout);
+  void enable(const ExecContext& ctx, const ParamLayout& layout);
   bool enabled() const { return arena_.defined(); }
   // Unit u's bf16 weights, rounded from `weights` (the unit's fp32 weights) unless current at
   // `version`.
@@ -31,6 +32,7 @@ class Bf16Weights {
   void mark_current(int64_t version);
 
  private:
+  ExecContext ctx_;  // where the rounding runs
   const ParamLayout* layout_ = nullptr;
   Tensor arena_;
   std::vector<int64_t> version_;  // per unit; -1: never rounded

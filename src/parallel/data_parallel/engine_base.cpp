@@ -5,16 +5,18 @@
 
 namespace ft {
 
-DpEngineBase::DpEngineBase(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
-                           Communicator& tp, bool shard_optimizer)
-    : layout_(std::move(layout)),
+DpEngineBase::DpEngineBase(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
+                           Communicator& dp, Communicator& tp, bool shard_optimizer)
+    : ctx_(ctx),
+      layout_(std::move(layout)),
       dp_(dp),
       plan_(layout_, dp.rank(), dp.size()),
-      reducer_(dp, p, layout_, plan_),
-      tp_sync_(layout_, tp) {
+      reducer_(ctx, dp, p, layout_, plan_),
+      tp_sync_(ctx, layout_, tp),
+      norm2_(ctx, std::max(plan_.num_units(), 1)) {
   shard_optimizer_ = shard_optimizer;
   AdamW::Ranges all = {{0, layout_.total()}};
-  opt_ = std::make_unique<AdamW>(o, layout_, shard_optimizer ? plan_.ranges() : all);
+  opt_ = std::make_unique<AdamW>(ctx_, o, layout_, shard_optimizer ? plan_.ranges() : all);
 }
 
 void DpEngineBase::begin_step(int micro_batches) {
@@ -33,10 +35,14 @@ void DpEngineBase::wait_pending() {
 }
 
 double DpEngineBase::sharded_sum_squares(const float* grads, Addressing a) {
-  double s = 0;
+  norm2_.zero();  // one device slot per unit
   for (int u = 0; u < plan_.num_units(); ++u)
-    s += tp_sync_.sum_squares(grads + (a == Addressing::kArena ? plan_.piece_begin(u) : plan_.shard_offset(u)),
-                              plan_.piece_begin(u), plan_.piece_begin(u) + plan_.piece_size(u));
+    tp_sync_.sum_squares(ctx_, norm2_.at(u),
+                         grads + (a == Addressing::kArena ? plan_.piece_begin(u) : plan_.shard_offset(u)),
+                         plan_.piece_begin(u), plan_.piece_begin(u) + plan_.piece_size(u));
+  // Clipping's one read-back of the step; the units' sums added in unit order.
+  double s = 0;
+  for (double unit_sum : norm2_.read_back()) s += unit_sum;
   dp_.all_reduce(&s, 1);
   return tp_sync_.all_reduce(s);
 }
@@ -59,7 +65,7 @@ void DpEngineBase::all_gather_units(float* arena) {
 // are the checkpointer's host buffers: each piece is one device-to-host copy (host-to-device on
 // import).
 void DpEngineBase::export_state(float* w, float* m, float* v) {
-  const ExecContext& ctx = cpu_context();
+  const ExecContext& ctx = ctx_;
   const Device dev = ctx.device, host = Device::kCPU;
   Addressing wa;
   const float* weights = master_weights(&wa);
@@ -74,7 +80,7 @@ void DpEngineBase::export_state(float* w, float* m, float* v) {
 }
 
 void DpEngineBase::import_state(const float* w, const float* m, const float* v, int64_t optimizer_steps) {
-  const ExecContext& ctx = cpu_context();
+  const ExecContext& ctx = ctx_;
   const Device dev = ctx.device, host = Device::kCPU;
   Addressing wa;
   float* weights = master_weights(&wa);
@@ -95,9 +101,10 @@ void DpEngineBase::import_state(const float* w, const float* m, const float* v, 
   weights_changed();  // a bf16 copy of the weights (bf16 training) is stale now
 }
 
-FullWeightsEngine::FullWeightsEngine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
-                                     Communicator& dp, Communicator& tp, bool shard_optimizer, uint64_t seed)
-    : DpEngineBase(p, o, std::move(layout), dp, tp, shard_optimizer) {
+FullWeightsEngine::FullWeightsEngine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o,
+                                     ParamLayout layout, Communicator& dp, Communicator& tp, bool shard_optimizer,
+                                     uint64_t seed)
+    : DpEngineBase(ctx, p, o, std::move(layout), dp, tp, shard_optimizer) {
   w_ = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kParameters);
   init_full_weights(w_.data<float>(), seed);
 }

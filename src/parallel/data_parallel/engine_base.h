@@ -14,6 +14,7 @@
 #include "parallel/data_parallel/param_engine.h"
 #include "parallel/data_parallel/shard_plan.h"
 #include "parallel/tensor_parallel/tensor_parallel.h"
+#include "tensor/device_scalars.h"
 
 namespace ft {
 
@@ -31,8 +32,8 @@ class DpEngineBase : public ParamEngine {
   void weights_changed() override { ++generation_; }
 
  protected:
-  DpEngineBase(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp, Communicator& tp,
-               bool shard_optimizer);
+  DpEngineBase(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
+               Communicator& dp, Communicator& tp, bool shard_optimizer);
   bool last_micro_batch() const { return micro_ == micro_batches_ - 1; }
   // Waits for every pending reduction, adding the time to wait_s_.
   void wait_pending();
@@ -49,11 +50,13 @@ class DpEngineBase : public ParamEngine {
   // Where the fp32 master weights live: the full arena (ZeRO 0-2) or this rank's pieces (3).
   virtual float* master_weights(Addressing* how) = 0;
 
+  ExecContext ctx_;  // where the engine's ops run (the rank's context)
   ParamLayout layout_;
   Communicator& dp_;
   ShardPlan plan_;
   GradReducer reducer_;
-  TpGradSync tp_sync_;  // sum_partial(unit) before a unit's gradient leaves for the dp group
+  TpGradSync tp_sync_;   // sum_partial(unit) before a unit's gradient leaves for the dp group
+  DeviceScalars norm2_;  // the gradient's sum of squares on the device, per unit (finish_gradients)
   std::unique_ptr<AdamW> opt_;
   Tensor g_;  // gradients: the full arena (ZeRO 0, 1) or this rank's compact shard (ZeRO 2, 3)
   int micro_batches_ = 1, micro_ = 0;
@@ -71,12 +74,12 @@ class FullWeightsEngine : public DpEngineBase {
   const uint16_t* weights_bf16(int u) override {
     return w16_.enabled() ? w16_.unit(u, weights(u), weights_version()) : nullptr;
   }
-  void keep_bf16_weights() override { w16_.enable(layout_); }
+  void keep_bf16_weights() override { w16_.enable(ctx_, layout_); }
   void gather_weights(float* out) override;
 
  protected:
-  FullWeightsEngine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
-                    Communicator& tp, bool shard_optimizer, uint64_t seed);
+  FullWeightsEngine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
+                    Communicator& dp, Communicator& tp, bool shard_optimizer, uint64_t seed);
   float* master_weights(Addressing* how) override {
     *how = Addressing::kArena;
     return w_.data<float>();

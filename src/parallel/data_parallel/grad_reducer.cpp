@@ -12,14 +12,16 @@ class DoneWork final : public Work {
 };
 }  // namespace
 
-GradReducer::GradReducer(Communicator& dp, const ParallelConfig& p, const ParamLayout& layout, const ShardPlan& plan)
-    : dp_(dp),
+GradReducer::GradReducer(const ExecContext& ctx, Communicator& dp, const ParallelConfig& p, const ParamLayout& layout,
+                         const ShardPlan& plan)
+    : ctx_(ctx),
+      dp_(dp),
       wire_(p.grad_compression == GradCompression::kBF16 ? Wire::kBF16 : Wire::kF32),
       layout_(layout),
       plan_(plan),
       warmup_(p.powersgd_warmup_steps) {
   if (p.grad_compression == GradCompression::kPowerSGD)
-    powersgd_ = std::make_unique<PowerSGD>(dp, layout, static_cast<int>(p.powersgd_rank));
+    powersgd_ = std::make_unique<PowerSGD>(ctx, dp, layout, static_cast<int>(p.powersgd_rank));
 }
 
 GradReducer::~GradReducer() = default;
@@ -39,7 +41,7 @@ WorkPtr GradReducer::reduce_scatter(float* piece_out, float* unit_grads, int u) 
   if (PowerSGD* psgd = active_powersgd()) {
     psgd->reduce_unit(unit_grads, u);  // every rank now holds the same approximate sum
     const float* mine = unit_grads + (plan_.piece_begin(u) - layout_.unit_begin(u));
-    const ExecContext& ctx = cpu_context();
+    const ExecContext& ctx = ctx_;
     mem_copy(ctx, piece_out, ctx.device, mine, ctx.device, static_cast<size_t>(plan_.piece_size(u)) * 4);
     return std::make_shared<DoneWork>();
   }

@@ -10,6 +10,7 @@
 #include "parallel/comm/comm.h"
 #include "parallel/data_parallel/shard_plan.h"
 #include "parallel/parallel_config.h"
+#include "tensor/exec_context.h"
 
 namespace ft {
 
@@ -17,7 +18,8 @@ class PowerSGD;
 
 class GradReducer {
  public:
-  GradReducer(Communicator& dp, const ParallelConfig& p, const ParamLayout& layout, const ShardPlan& plan);
+  GradReducer(const ExecContext& ctx, Communicator& dp, const ParallelConfig& p, const ParamLayout& layout,
+              const ShardPlan& plan);
   ~GradReducer();
   // The optimizer step about to be reduced (PowerSGD starts after its warm-up steps).
   void set_step(int64_t step) { step_ = step; }
@@ -29,6 +31,7 @@ class GradReducer {
   WorkPtr reduce_scatter(float* piece_out, float* unit_grads, int unit);
 
  private:
+  ExecContext ctx_;
   Communicator& dp_;
   Wire wire_;
   const ParamLayout& layout_;

@@ -30,6 +30,7 @@
 #include "optim/optim_config.h"
 #include "parallel/comm/comm.h"
 #include "parallel/parallel_config.h"
+#include "tensor/exec_context.h"
 
 namespace ft {
 
@@ -86,8 +87,8 @@ class ParamEngine : public ParamAccess {
 // stage's units and its tensor-parallel shard of them, with every unit padded to the dp size:
 // ParamLayout::llama(model, dp.size(), units, {tp.rank(), tp.size(), sequence_parallel}). tp is
 // the mesh's tp axis (partial gradients of replicated pieces, the gradient norm). Initialises
-// weights from `seed` (dp rank 0 broadcasts).
-std::unique_ptr<ParamEngine> make_param_engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
-                                               Communicator& dp, Communicator& tp, uint64_t seed);
+// weights from `seed` (dp rank 0 broadcasts). Its ops (the optimizer, gradient sums) run on ctx.
+std::unique_ptr<ParamEngine> make_param_engine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o,
+                                               ParamLayout layout, Communicator& dp, Communicator& tp, uint64_t seed);
 
 }  // namespace ft

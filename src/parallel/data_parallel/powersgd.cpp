@@ -8,7 +8,8 @@
 
 namespace ft {
 
-PowerSGD::PowerSGD(Communicator& dp, const ParamLayout& layout, int rank) : dp_(dp), layout_(layout), r_(rank) {
+PowerSGD::PowerSGD(const ExecContext& ctx, Communicator& dp, const ParamLayout& layout, int rank)
+    : ctx_(ctx), dp_(dp), layout_(layout), r_(rank) {
   compressed_.resize(static_cast<size_t>(layout.num_units()));
   uncompressed_.resize(static_cast<size_t>(layout.num_units()));
   for (const ParamSpec& p : layout.specs()) {
@@ -22,7 +23,7 @@ PowerSGD::PowerSGD(Communicator& dp, const ParamLayout& layout, int rank) : dp_(
       std::vector<float> q(static_cast<size_t>(m * r_));
       for (int64_t i = 0; i < m * r_; ++i)
         q[static_cast<size_t>(i)] = static_cast<float>(normal_at(stream, static_cast<uint64_t>(i)));
-      mem_copy(cpu_context(), mat.q.raw(), mat.q.device(), q.data(), Device::kCPU, q.size() * sizeof(float));
+      mem_copy(ctx_, mat.q.raw(), mat.q.device(), q.data(), Device::kCPU, q.size() * sizeof(float));
       compressed_[static_cast<size_t>(p.unit)].push_back(std::move(mat));
     } else {
       uncompressed_[static_cast<size_t>(p.unit)].push_back(&p);
@@ -36,7 +37,7 @@ float* PowerSGD::room(Tensor& t, int64_t n) {
 }
 
 void PowerSGD::reduce_unit(float* unit_grads, int u) {
-  const ExecContext& ctx = cpu_context();
+  const ExecContext& ctx = ctx_;
   const Device dev = ctx.device;
   const int64_t base = layout_.unit_begin(u);
   auto& mats = compressed_[static_cast<size_t>(u)];
@@ -67,8 +68,8 @@ void PowerSGD::reduce_unit(float* unit_grads, int u) {
     int64_t po = 0;
     for (auto& mat : mats) {
       float* M = unit_grads + (mat.spec->offset - base);
-      ops::add_inplace(M, mat.error.data<float>(), mat.n * mat.m);
-      ops::matmul(P + po, M, mat.q.data<float>(), mat.n, r_, mat.m, false, false, 0, Precision::kF32);
+      ops::add_inplace(ctx_, M, mat.error.data<float>(), mat.n * mat.m);
+      ops::matmul(ctx_, P + po, M, mat.q.data<float>(), mat.n, r_, mat.m, false, false, 0, Precision::kF32);
       po += mat.n * r_;
     }
     dp_.all_reduce(P, np);
@@ -76,9 +77,9 @@ void PowerSGD::reduce_unit(float* unit_grads, int u) {
     po = 0;
     int64_t qo = 0;
     for (auto& mat : mats) {
-      ops::gram_schmidt(P + po, mat.n, r_);
+      ops::gram_schmidt(ctx_, P + po, mat.n, r_);
       float* M = unit_grads + (mat.spec->offset - base);
-      ops::matmul(Q + qo, M, P + po, mat.m, r_, mat.n, true, false, 0, Precision::kF32);
+      ops::matmul(ctx_, Q + qo, M, P + po, mat.m, r_, mat.n, true, false, 0, Precision::kF32);
       po += mat.n * r_;
       qo += mat.m * r_;
     }
@@ -87,9 +88,9 @@ void PowerSGD::reduce_unit(float* unit_grads, int u) {
     po = qo = 0;
     for (auto& mat : mats) {
       float* M = unit_grads + (mat.spec->offset - base);
-      ops::matmul(approx, P + po, Q + qo, mat.n, mat.m, r_, false, true, 0, Precision::kF32);
+      ops::matmul(ctx_, approx, P + po, Q + qo, mat.n, mat.m, r_, false, true, 0, Precision::kF32);
       mem_copy(ctx, mat.q.raw(), dev, Q + qo, dev, static_cast<size_t>(mat.m * r_) * 4);
-      ops::powersgd_error_feedback(mat.error.data<float>(), M, approx, R, mat.n * mat.m);
+      ops::powersgd_error_feedback(ctx_, mat.error.data<float>(), M, approx, R, mat.n * mat.m);
       po += mat.n * r_;
       qo += mat.m * r_;
     }

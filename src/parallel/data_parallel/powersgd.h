@@ -15,13 +15,14 @@
 
 #include "model/param_layout.h"
 #include "parallel/comm/comm.h"
+#include "tensor/exec_context.h"
 #include "tensor/tensor.h"
 
 namespace ft {
 
 class PowerSGD {
  public:
-  PowerSGD(Communicator& dp, const ParamLayout& layout, int rank);
+  PowerSGD(const ExecContext& ctx, Communicator& dp, const ParamLayout& layout, int rank);
   // unit_grads points at unit u's first element; on return it holds the (approximate) sum.
   void reduce_unit(float* unit_grads, int u);
 
@@ -31,6 +32,7 @@ class PowerSGD {
     int64_t n, m;
     Tensor q, error;  // (m, r), (n, m)
   };
+  ExecContext ctx_;
   Communicator& dp_;
   const ParamLayout& layout_;
   int r_;

@@ -7,9 +7,9 @@
 
 namespace ft {
 
-UnitGradScatter::UnitGradScatter(const ParamLayout& layout, const ShardPlan& plan, GradReducer& reducer,
-                                 TpGradSync& tp_sync)
-    : layout_(layout), plan_(plan), reducer_(reducer), tp_sync_(tp_sync) {
+UnitGradScatter::UnitGradScatter(const ExecContext& ctx, const ParamLayout& layout, const ShardPlan& plan,
+                                 GradReducer& reducer, TpGradSync& tp_sync)
+    : ctx_(ctx), layout_(layout), plan_(plan), reducer_(reducer), tp_sync_(tp_sync) {
   unit_grads_.resize(static_cast<size_t>(layout_.num_units()));
 }
 
@@ -17,7 +17,7 @@ float* UnitGradScatter::unit_grads(int u) {
   Tensor& t = unit_grads_[static_cast<size_t>(u)];
   if (!t.defined()) {  // first gradient of this unit in this micro-batch
     t = pool_.acquire(layout_.unit_size(u));
-    mem_zero(cpu_context(), t.raw(), t.device(), static_cast<size_t>(layout_.unit_size(u)) * sizeof(float));
+    mem_zero(ctx_, t.raw(), t.device(), static_cast<size_t>(layout_.unit_size(u)) * sizeof(float));
   }
   return t.data<float>();
 }
@@ -40,7 +40,7 @@ double UnitGradScatter::drain(float* shard, size_t keep) {
     double t0 = now_seconds();
     f.work->wait();
     waited += now_seconds() - t0;
-    ops::add_inplace(shard + plan_.shard_offset(f.unit), f.piece.data<float>(), plan_.piece_size(f.unit));
+    ops::add_inplace(ctx_, shard + plan_.shard_offset(f.unit), f.piece.data<float>(), plan_.piece_size(f.unit));
     pool_.release(f.full);
     pool_.release(f.piece);
   }

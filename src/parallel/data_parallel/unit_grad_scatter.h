@@ -23,7 +23,8 @@ namespace ft {
 
 class UnitGradScatter {
  public:
-  UnitGradScatter(const ParamLayout& layout, const ShardPlan& plan, GradReducer& reducer, TpGradSync& tp_sync);
+  UnitGradScatter(const ExecContext& ctx, const ParamLayout& layout, const ShardPlan& plan, GradReducer& reducer,
+                  TpGradSync& tp_sync);
   // Unit u's full gradient buffer for this micro-batch (zeroed on first use).
   float* unit_grads(int u);
   // Unit u's gradient is complete: starts its reduction, whose piece is added into `shard` (the
@@ -39,6 +40,7 @@ class UnitGradScatter {
     int unit;
     Tensor full, piece;
   };
+  ExecContext ctx_;
   const ParamLayout& layout_;
   const ShardPlan& plan_;
   GradReducer& reducer_;

@@ -6,9 +6,9 @@
 
 namespace ft {
 
-Zero0Engine::Zero0Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
-                         Communicator& tp, uint64_t seed)
-    : FullWeightsEngine(p, o, std::move(layout), dp, tp, /*shard_optimizer=*/false, seed) {
+Zero0Engine::Zero0Engine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
+                         Communicator& dp, Communicator& tp, uint64_t seed)
+    : FullWeightsEngine(ctx, p, o, std::move(layout), dp, tp, /*shard_optimizer=*/false, seed) {
   g_ = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kGradients);
   // Buckets in backward order: from the last unit down, closing one when it reaches bucket_mb.
   const int64_t target = static_cast<int64_t>(p.bucket_mb * 1024 * 1024 / 4);
@@ -37,8 +37,10 @@ void Zero0Engine::after_backward(int unit) {
 
 double Zero0Engine::finish_gradients() {
   wait_pending();
-  // Identical on every dp rank; summed over the tp shards.
-  return tp_sync_.all_reduce(tp_sync_.sum_squares(g_.data<float>(), 0, layout_.total()));
+  // Identical on every dp rank; summed over the tp shards after clipping's one read-back.
+  norm2_.zero();
+  tp_sync_.sum_squares(ctx_, norm2_.at(0), g_.data<float>(), 0, layout_.total());
+  return tp_sync_.all_reduce(norm2_.read_back()[0]);
 }
 
 void Zero0Engine::optimizer_step(double lr, float grad_scale) {

@@ -2,11 +2,11 @@
 
 namespace ft {
 
-Zero12Engine::Zero12Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
-                           Communicator& tp, uint64_t seed)
-    : FullWeightsEngine(p, o, std::move(layout), dp, tp, /*shard_optimizer=*/true, seed),
+Zero12Engine::Zero12Engine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
+                           Communicator& dp, Communicator& tp, uint64_t seed)
+    : FullWeightsEngine(ctx, p, o, std::move(layout), dp, tp, /*shard_optimizer=*/true, seed),
       stage_(static_cast<int>(p.zero)),
-      scatter_(layout_, plan_, reducer_, tp_sync_) {
+      scatter_(ctx_, layout_, plan_, reducer_, tp_sync_) {
   g_ = Tensor::zeros({stage_ == 1 ? layout_.total() : plan_.shard_size()}, DType::kF32, MemCategory::kGradients);
 }
 

@@ -3,10 +3,10 @@
 
 namespace ft {
 
-Zero3Engine::Zero3Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp,
-                         Communicator& tp, uint64_t seed)
-    : DpEngineBase(p, o, std::move(layout), dp, tp, /*shard_optimizer=*/true),
-      scatter_(layout_, plan_, reducer_, tp_sync_) {
+Zero3Engine::Zero3Engine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
+                         Communicator& dp, Communicator& tp, uint64_t seed)
+    : DpEngineBase(ctx, p, o, std::move(layout), dp, tp, /*shard_optimizer=*/true),
+      scatter_(ctx_, layout_, plan_, reducer_, tp_sync_) {
   w_ = Tensor::zeros({plan_.shard_size()}, DType::kF32, MemCategory::kParameters);
   g_ = Tensor::zeros({plan_.shard_size()}, DType::kF32, MemCategory::kGradients);
   const size_t U = static_cast<size_t>(layout_.num_units());
@@ -15,7 +15,7 @@ Zero3Engine::Zero3Engine(const ParallelConfig& p, const OptimConfig& o, ParamLay
   {  // rank 0 initialises and broadcasts the full weights once; each rank keeps its pieces
     Tensor full = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kCommunication);
     init_full_weights(full.data<float>(), seed);
-    const ExecContext& ctx = cpu_context();
+    const ExecContext& ctx = ctx_;
     for (int u = 0; u < plan_.num_units(); ++u)
       mem_copy(ctx, w_.data<float>() + plan_.shard_offset(u), w_.device(), full.data<float>() + plan_.piece_begin(u),
                full.device(), static_cast<size_t>(plan_.piece_size(u)) * 4);

@@ -11,8 +11,8 @@ namespace ft {
 
 class Zero0Engine final : public FullWeightsEngine {
  public:
-  Zero0Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp, Communicator& tp,
-              uint64_t seed);
+  Zero0Engine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
+              Communicator& dp, Communicator& tp, uint64_t seed);
   float* grads(int u) override { return g_.data<float>() + layout_.unit_begin(u); }
   void begin_step(int micro_batches) override;
   void after_backward(int unit) override;
@@ -33,8 +33,8 @@ class Zero0Engine final : public FullWeightsEngine {
 // gradient is reduce-scattered from a short-lived buffer and accumulated into the shard).
 class Zero12Engine final : public FullWeightsEngine {
  public:
-  Zero12Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp, Communicator& tp,
-               uint64_t seed);
+  Zero12Engine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
+               Communicator& dp, Communicator& tp, uint64_t seed);
   float* grads(int u) override;
   void after_backward(int unit) override;
   double finish_gradients() override;
@@ -50,8 +50,8 @@ class Zero12Engine final : public FullWeightsEngine {
 // the direction of the pass), freed after its forward and after its backward.
 class Zero3Engine final : public DpEngineBase {
  public:
-  Zero3Engine(const ParallelConfig& p, const OptimConfig& o, ParamLayout layout, Communicator& dp, Communicator& tp,
-              uint64_t seed);
+  Zero3Engine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
+              Communicator& dp, Communicator& tp, uint64_t seed);
   const float* weights(int u) override;
   float* grads(int u) override { return scatter_.unit_grads(u); }
   void before_forward(int u) override;

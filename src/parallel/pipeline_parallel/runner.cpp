@@ -36,19 +36,19 @@ PipelineRunner::PipelineRunner(const PipelinePlan& plan, int stage, Llama& model
 
 PipelineRunner::~PipelineRunner() = default;
 
-double PipelineRunner::train(const int32_t* tokens, float grad_scale) {
-  return run(plan_.train, tokens, grad_scale);
+void PipelineRunner::train(const int32_t* tokens, float grad_scale, double* loss_sums) {
+  run(plan_.train, tokens, grad_scale, loss_sums);
 }
 
-double PipelineRunner::forward_loss(const int32_t* tokens) {
-  return run(plan_.eval, tokens, 0.0f);
+void PipelineRunner::forward_loss(const int32_t* tokens, double* loss_sums) {
+  run(plan_.eval, tokens, 0.0f, loss_sums);
 }
 
 // The loop: each action of this stage's list, in order.
-double PipelineRunner::run(const Schedule& s, const int32_t* tokens, float grad_scale) {
+void PipelineRunner::run(const Schedule& s, const int32_t* tokens, float grad_scale, double* loss_sums) {
   stats_ = PipelineStepStats{};
   stats_.start = now_seconds();
-  double loss = 0;
+  int64_t heads = 0;  // head forwards so far: the slot of the next one
   for (const PipelineAction& a : s.actions[static_cast<size_t>(stage_)]) {
     const Key k{a.mb, a.chunk};
     switch (a.kind) {
@@ -58,9 +58,13 @@ double PipelineRunner::run(const Schedule& s, const int32_t* tokens, float grad_
                                                               s.stage_of(a.chunk - 1), activation_tag(a.chunk - 1));
         break;
       }
-      case PipelineActionKind::kForward:
-        loss += forward(a, tokens, grad_scale, s.training);
+      case PipelineActionKind::kForward: {
+        const bool head = plan_.partition.has_head(a.chunk);
+        FT_CHECK(!head || heads < s.micro_batches, "pipeline: more head forwards than the {} micro-batches",
+                 s.micro_batches);
+        forward(a, tokens, grad_scale, s.training, head ? loss_sums + heads++ : nullptr);
         break;
+      }
       case PipelineActionKind::kSendActivation: {
         Slot& slot = live_.at(k);
         slot.send = pp_.send_async(slot.acts->res.back().data<float>(), msg_bytes_, s.stage_of(a.chunk + 1),
@@ -94,10 +98,10 @@ double PipelineRunner::run(const Schedule& s, const int32_t* tokens, float grad_
            "gradients and {} receives outstanding",
            live_.size(), grads_.size(), recvs_.size());
   stats_.end = now_seconds();
-  return loss;
 }
 
-double PipelineRunner::forward(const PipelineAction& a, const int32_t* tokens, float grad_scale, bool training) {
+void PipelineRunner::forward(const PipelineAction& a, const int32_t* tokens, float grad_scale, bool training,
+                             double* loss_sum) {
   const StagePartition& part = plan_.partition;
   const bool first = part.has_embedding(a.chunk), last = part.has_head(a.chunk);
   if (a.chunk == 0) acquire(a);  // later chunks took their set when the receive was posted
@@ -109,11 +113,10 @@ double PipelineRunner::forward(const PipelineAction& a, const int32_t* tokens, f
   if (first) model_.embed_forward(engine_, x);
   const LayerSpan span = part.span(a.chunk);
   for (int64_t l = span.first; l < span.first + span.count; ++l) model_.block_forward(engine_, x, l);
-  double loss = last ? model_.head_forward(engine_, x, grad_scale, training) : 0.0;
+  if (last) model_.head_forward(engine_, x, grad_scale, training, loss_sum);
   stats_.trace.push_back({a, t0, now_seconds()});
   stats_.busy_s += stats_.trace.back().end - t0;
   if (!training && last) release({a.mb, a.chunk}, false);
-  return loss;
 }
 
 void PipelineRunner::backward(const PipelineAction& a) {

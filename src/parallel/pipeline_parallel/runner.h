@@ -10,7 +10,8 @@
 // holds at most the schedule's in-flight bound of them (1F1B: p − s on stage s).
 //
 //   PipelineRunner runner(plan, mesh.coord().pp, model, engine, mesh.pp(), micro_batch, seq_len, chunk_tokens);
-//   double loss_sum = runner.train(batch.tokens.data(), grad_scale);  // non-zero on the last stage
+//   DeviceScalars losses(ctx, micro_batches);                           // one per forward of the head
+//   runner.train(batch.tokens.data(), grad_scale, losses.at(0));         // added to on the last stage only
 //   runner.last().busy_s;                                             // from the actions' timestamps
 //
 // Idle time (the bubble) is measured against the whole pipeline's pass — from the first stage's
@@ -51,10 +52,12 @@ class PipelineRunner {
 
   // tokens: this rank's batch, (micro_batches · micro_batch, seq_len + 1). Forward, loss and
   // backward of every micro-batch; parameter gradients accumulate grad_scale · d(sum of losses).
-  // Returns the sum of token losses — non-zero only on the last stage.
-  double train(const int32_t* tokens, float grad_scale);
-  // Forwards only (validation); returns the sum of token losses on the last stage.
-  double forward_loss(const int32_t* tokens);
+  // The last stage adds the token losses of its k-th head forward (in the order the schedule
+  // runs them) into loss_sums[k]: device memory (DeviceScalars), a slot per micro-batch; the
+  // other stages add nothing.
+  void train(const int32_t* tokens, float grad_scale, double* loss_sums);
+  // Forwards only (validation), the losses added likewise.
+  void forward_loss(const int32_t* tokens, double* loss_sums);
 
   const PipelineStepStats& last() const { return stats_; }
   int stage() const { return stage_; }
@@ -67,8 +70,9 @@ class PipelineRunner {
     WorkPtr send;  // the activation sent from this set's output
   };
 
-  double run(const Schedule& s, const int32_t* tokens, float grad_scale);
-  double forward(const PipelineAction& a, const int32_t* tokens, float grad_scale, bool training);
+  void run(const Schedule& s, const int32_t* tokens, float grad_scale, double* loss_sums);
+  // Adds the head's losses (last chunk only) into *loss_sum.
+  void forward(const PipelineAction& a, const int32_t* tokens, float grad_scale, bool training, double* loss_sum);
   void backward(const PipelineAction& a);
   Activations& acquire(const PipelineAction& a);
   void release(const Key& k, bool wait_send);

@@ -14,14 +14,14 @@ void TpGroup::combine_xent_rows(float* lse, float* target_logit, int64_t n) {
     stats_ = Tensor::empty({3 * n}, DType::kF64, MemCategory::kCommunication);
   double* mx = stats_.data<double>();
   double* sums = mx + n;  // (2n): exp sums, then target logits
-  ops::xent_combine_max(mx, lse, n);
+  ops::xent_combine_max(ctx_, mx, lse, n);
   tp_.all_reduce(mx, n, ReduceOp::kMax);
-  ops::xent_combine_sums(sums, lse, target_logit, mx, n);
+  ops::xent_combine_sums(ctx_, sums, lse, target_logit, mx, n);
   tp_.all_reduce(sums, 2 * n, ReduceOp::kSum);
-  ops::xent_combine_finish(lse, target_logit, mx, sums, n);
+  ops::xent_combine_finish(ctx_, lse, target_logit, mx, sums, n);
 }
 
-TpGradSync::TpGradSync(const ParamLayout& layout, Communicator& tp) : tp_(tp) {
+TpGradSync::TpGradSync(const ExecContext& ctx, const ParamLayout& layout, Communicator& tp) : ctx_(ctx), tp_(tp) {
   const int U = layout.num_units();
   slots_.resize(static_cast<size_t>(U));
   buffer_size_.assign(static_cast<size_t>(U), 0);
@@ -55,7 +55,7 @@ TpGradSync::TpGradSync(const ParamLayout& layout, Communicator& tp) : tp_(tp) {
 void TpGradSync::sum_partial(float* unit_grads, int unit) {
   const auto u = static_cast<size_t>(unit);
   if (slots_[u].empty()) return;
-  const ExecContext& ctx = cpu_context();
+  const ExecContext& ctx = ctx_;
   const Device dev = ctx.device;
   if (!buffer_.defined() || buffer_.numel() < buffer_size_[u])
     buffer_ = Tensor::empty({buffer_size_[u]}, DType::kF32, MemCategory::kCommunication, dev);
@@ -69,13 +69,12 @@ void TpGradSync::sum_partial(float* unit_grads, int unit) {
     mem_copy(ctx, unit_grads + s.local, dev, buf + s.at, dev, static_cast<size_t>(s.count) * sizeof(float));
 }
 
-double TpGradSync::sum_squares(const float* grads, int64_t begin, int64_t end) const {
-  double s = 0;
+void TpGradSync::sum_squares(const ExecContext& ctx, double* sum, const float* grads, int64_t begin,
+                             int64_t end) const {
   for (auto [b, e] : counted_) {
     int64_t lo = std::max(b, begin), hi = std::min(e, end);
-    if (lo < hi) ops::sum_squares(&s, grads + (lo - begin), hi - lo);
+    if (lo < hi) ops::sum_squares(ctx, sum, grads + (lo - begin), hi - lo);
   }
-  return s;
 }
 
 double TpGradSync::all_reduce(double s) {

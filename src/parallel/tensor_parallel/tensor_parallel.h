@@ -13,7 +13,7 @@
 // local sizes from the shapes it is given.
 //
 //   TpGroup tp(mesh.tp(), cfg.parallel.sequence_parallel);
-//   Llama model(cfg.model, engine.layout(), precision, &tp);
+//   Llama model(ctx, cfg.model, engine.layout(), precision, &tp);
 //   TpGradSync sync(engine.layout(), mesh.tp());
 //   sync.sum_partial(grads_of_unit, u);  double s = sync.sum_squares(g, 0, layout.total());
 #pragma once
@@ -25,13 +25,15 @@
 #include "model/param_layout.h"
 #include "model/tp_comm.h"
 #include "parallel/comm/comm.h"
+#include "tensor/exec_context.h"
 #include "tensor/tensor.h"
 
 namespace ft {
 
 class TpGroup final : public TpComm {
  public:
-  TpGroup(Communicator& tp, bool sequence_parallel) : tp_(tp), sp_(sequence_parallel) {}
+  TpGroup(const ExecContext& ctx, Communicator& tp, bool sequence_parallel)
+      : ctx_(ctx), tp_(tp), sp_(sequence_parallel) {}
   int64_t size() const override { return tp_.size(); }
   int64_t rank() const override { return tp_.rank(); }
   bool sequence_parallel() const override { return sp_; }
@@ -43,6 +45,7 @@ class TpGroup final : public TpComm {
   void combine_xent_rows(float* lse, float* target_logit, int64_t n) override;
 
  private:
+  ExecContext ctx_;
   Communicator& tp_;
   bool sp_;
   Tensor stats_;  // (3 · rows) doubles: row maxima, exp sums, target logits
@@ -50,17 +53,19 @@ class TpGroup final : public TpComm {
 
 class TpGradSync {
  public:
-  TpGradSync(const ParamLayout& layout, Communicator& tp);
+  TpGradSync(const ExecContext& ctx, const ParamLayout& layout, Communicator& tp);
   // Sums the partial gradients of unit u over the tp ranks that hold them, in place.
   // unit_grads points at the unit's first element. Collective over the tp group.
   void sum_partial(float* unit_grads, int unit);
-  // Sum of squares of the gradients in arena range [begin, end) that this rank counts
-  // (replicated pieces only on the first of their holders). grads points at element begin.
-  double sum_squares(const float* grads, int64_t begin, int64_t end) const;
+  // Adds the sum of squares of the gradients in arena range [begin, end) that this rank counts
+  // (replicated pieces only on the first of their holders) into *sum, a double in ctx's device
+  // memory, range by range. grads points at element begin.
+  void sum_squares(const ExecContext& ctx, double* sum, const float* grads, int64_t begin, int64_t end) const;
   // Sums a per-rank partial sum of squares over the tp group (a no-op for one rank).
   double all_reduce(double s);
 
  private:
+  ExecContext ctx_;
   struct Slot {
     int64_t local, count;  // piece: unit-relative offset and elements
     int64_t at;            // where the piece goes in the exchange buffer
