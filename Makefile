@@ -54,8 +54,9 @@ poison:
 	@$(MAKE) --no-print-directory build BUILD=$(POISON_BUILD) CMAKE_FLAGS="-DFT_POISON=ON"
 	cd $(POISON_BUILD) && ctest --output-on-failure -j $(JOBS) -L "unit|dist"
 
-# The side-by-side benchmarks that finish in minutes (bench/README.md has them all): every op
-# against the reference and the GEMM peak, attention against PyTorch, the step's GEMM shapes.
+# The side-by-side benchmarks that finish in minutes (bench/README.md has them all): every op of
+# the harness against the machine's GEMM and bandwidth peaks, attention against PyTorch, the
+# step's GEMM shapes.
 bench: build
 	OMP_NUM_THREADS=1 $(BUILD)/bench/bench_ops --clock cpu
 	$(BUILD)/bench/attention_bench
