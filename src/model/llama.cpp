@@ -33,7 +33,7 @@ void swiglu_backward_into(const ExecContext& ctx, Tensor& dgate_up, const float*
 }  // namespace
 
 Llama::Llama(const ExecContext& ctx, const ModelConfig& cfg, const ParamLayout& layout, Precision precision, TpComm* tp)
-    : ctx_(ctx), cfg_(cfg), precision_(precision), tp_(tp ? tp : &identity_tp_) {
+    : ctx_(ctx), cfg_(cfg), precision_(precision), tp_(tp ? tp : &identity_tp_), identity_tp_(ctx) {
   auto find = [&](const std::string& name) { return layout.has(name) ? &layout.at(name) : nullptr; };
   for (int u = 0; u < num_units(); ++u) local_unit_.push_back(layout.local_unit(u));
   embed_ = find("model.embed_tokens.weight");

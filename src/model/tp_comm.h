@@ -22,6 +22,8 @@ namespace ft {
 
 class TpComm {
  public:
+  // ctx: where the identity's copies run (one rank's gather and scatter).
+  explicit TpComm(const ExecContext& ctx = {}) : ctx_(ctx) {}
   virtual ~TpComm() = default;
   virtual int64_t size() const { return 1; }
   virtual int64_t rank() const { return 0; }
@@ -47,10 +49,10 @@ class TpComm {
   virtual void combine_xent_rows(float* lse, float* target_logit, int64_t n) {}
 
  private:
-  static void copy(float* to, const float* from, int64_t n) {
-    const ExecContext& ctx = cpu_context();
-    mem_copy(ctx, to, ctx.device, from, ctx.device, static_cast<size_t>(n) * sizeof(float));
+  void copy(float* to, const float* from, int64_t n) const {
+    mem_copy(ctx_, to, ctx_.device, from, ctx_.device, static_cast<size_t>(n) * sizeof(float));
   }
+  ExecContext ctx_;
 };
 
 }  // namespace ft
