@@ -277,6 +277,14 @@ class MpiCommunicator final : public Communicator {
       late = {waiting_for};
       how = "the peer this rank waits for";
     }
+    if (late.empty()) {
+      // Every peer left it, yet this rank's part cannot finish: a library collective (MPI's own)
+      // needs its peers' progress after they leave. A peer that stopped there never reaches the
+      // next collective; healthy peers wait in it.
+      for (int i : board_->laggards(o.seq + 1))
+        if (i != rank_) late.push_back(i);
+      how = "left it, never reached the next";
+    }
     std::string who;
     for (int i : late) who += (who.empty() ? "" : ", ") + std::to_string(world_rank_of(i));
     throw CommError(fmt::format("rank {}: {} #{} on group {} (world ranks {}..{}) timed out after {:.0f} s; "
