@@ -1,7 +1,5 @@
 #include "tensor/device_scalars.h"
 
-#include <cstring>
-
 #include "util/error.h"
 
 namespace ft {
@@ -15,13 +13,19 @@ double* DeviceScalars::at(int64_t i) {
 }
 
 void DeviceScalars::zero() {
-  values_.zero_();
+  mem_zero(ctx_, values_.raw(), values_.device(), values_.nbytes());  // on ctx_'s stream
 }
 
 std::vector<double> DeviceScalars::read_back() const {
   std::vector<double> host(static_cast<size_t>(size()));
-  if (!host.empty()) std::memcpy(host.data(), values_.data<double>(), host.size() * sizeof(double));
+  if (!host.empty()) mem_copy(ctx_, host.data(), Device::kCPU, values_.raw(), values_.device(), values_.nbytes());
   return host;
+}
+
+double DeviceScalars::read_back_sum() const {
+  double sum = 0;
+  for (double v : read_back()) sum += v;
+  return sum;
 }
 
 }  // namespace ft

@@ -29,6 +29,8 @@ class DeviceScalars {
   void zero();
   // The scalars on the host, in order: one copy.
   std::vector<double> read_back() const;
+  // The same copy, the scalars added in order from 0 (a step's loss, a norm's per-unit sums).
+  double read_back_sum() const;
 
  private:
   ExecContext ctx_;

@@ -20,7 +20,7 @@ BatchLoss MicroBatchExecutor::train(const Batch& batch, float grad_scale) {
     model_.forward_backward(engine_, acts_, batch.sequence(mb * mb_.size), grad_scale, loss_sums_.at(mb));
   }
   // The batch's loss comes back to the host here, once: the slots added in order.
-  for (double s : loss_sums_.read_back()) loss.sum += s;
+  loss.sum = loss_sums_.read_back_sum();
   return loss;
 }
 

@@ -30,7 +30,7 @@ BatchLoss PipelineExecutor::train(const Batch& batch, float grad_scale) {
   engine_.begin_step(static_cast<int>(mb_.count));
   loss_sums_.zero();
   runner_->train(batch.tokens.data(), grad_scale, loss_sums_.at(0));
-  const BatchLoss loss{.sum = read_back_sum(), .tokens = loss_tokens()};
+  const BatchLoss loss{.sum = loss_sums_.read_back_sum(), .tokens = loss_tokens()};
   const PipelineStepStats& p = runner_->last();
   const int64_t sent = mesh_.pp().stats().bytes_sent[static_cast<size_t>(CollKind::kSendRecv)] - sent0;
   stats_ = {{"pp_send_bytes", static_cast<double>(sent)},
@@ -45,14 +45,8 @@ void PipelineExecutor::evaluate(const Batch& batch, BatchLoss& total) {
   check(batch);
   loss_sums_.zero();
   runner_->forward_loss(batch.tokens.data(), loss_sums_.at(0));
-  total.sum += read_back_sum();  // the batch's forwards summed first, then added
+  total.sum += loss_sums_.read_back_sum();  // the batch's forwards summed first, then added
   total.tokens += loss_tokens();
-}
-
-double PipelineExecutor::read_back_sum() {
-  double sum = 0;
-  for (double s : loss_sums_.read_back()) sum += s;
-  return sum;
 }
 
 void PipelineExecutor::check(const Batch& batch) const {

@@ -55,7 +55,6 @@ class PipelineExecutor final : public StepExecutor {
   ParamEngine& engine_;
   std::unique_ptr<PipelineRunner> runner_;
   DeviceScalars loss_sums_;  // one device slot per head forward (last stage), read back once per batch
-  double read_back_sum();    // the slots added in order
   RankFigures stats_;
 };
 

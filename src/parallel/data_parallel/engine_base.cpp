@@ -41,8 +41,7 @@ double DpEngineBase::sharded_sum_squares(const float* grads, Addressing a) {
                          grads + (a == Addressing::kArena ? plan_.piece_begin(u) : plan_.shard_offset(u)),
                          plan_.piece_begin(u), plan_.piece_begin(u) + plan_.piece_size(u));
   // Clipping's one read-back of the step; the units' sums added in unit order.
-  double s = 0;
-  for (double unit_sum : norm2_.read_back()) s += unit_sum;
+  double s = norm2_.read_back_sum();
   dp_.all_reduce(&s, 1);
   return tp_sync_.all_reduce(s);
 }
