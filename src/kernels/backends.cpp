@@ -3,6 +3,7 @@
 #include <string>
 
 #include "kernels/ops.h"
+#include "tensor/device_runtime.h"
 #include "util/error.h"
 
 namespace ft {
@@ -40,14 +41,12 @@ const OpTable* find_backend(Device device) {
   return d < detail::kBackendSlots ? detail::g_backends[d].load(std::memory_order_acquire) : nullptr;
 }
 
-ExecContext make_exec_context(Device device) {
+ExecContext make_exec_context(Device device, int index) {
   if (!find_backend(device))
     throw Error(fmt::format("device {}: this build has no backend for it (it has: {})", device_name(device),
                             detail::registered()),
                 "train.device = \"cpu\" runs on this machine's CPUs");
-  ExecContext ctx;
-  ctx.device = device;
-  return ctx;
+  return make_device_context(device, index);
 }
 
 }  // namespace ft

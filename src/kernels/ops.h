@@ -108,9 +108,10 @@ inline const OpTable& op_table() {
 void register_backend(Device device, const OpTable* table);
 // The device's table, or null when no backend runs ops there.
 const OpTable* find_backend(Device device);
-// The context for a device: the device alone on the CPU. An ft::Error naming the device when this
-// build has no backend for it.
-ExecContext make_exec_context(Device device);
+// The context of device `index` of a kind (the device alone on the CPU; a stream and handles from
+// the device's runtime, tensor/device_runtime.h). An ft::Error naming the device when this build
+// has no backend for it or the device cannot be used.
+ExecContext make_exec_context(Device device, int index = 0);
 
 namespace detail {
 inline constexpr size_t kBackendSlots = 2;  // Device::kCPU, Device::kCUDA

@@ -8,8 +8,10 @@
 // (device index), the stream every op of the rank is enqueued on, and the library handles the
 // ops use (cuBLASLt, cuDNN); they are opaque pointers here so that no header below the CUDA
 // backend includes CUDA. A context is made once per rank (train/) and passed down; it is not
-// global state.
+// global state. Streams and contexts: tensor/device_runtime.h.
 #pragma once
+
+#include <memory>
 
 #include "tensor/device.h"
 
@@ -22,6 +24,9 @@ struct ExecContext {
   void* blas = nullptr;     // cublasLtHandle_t (CUDA only)
   void* dnn = nullptr;      // cudnnHandle_t (CUDA only)
   void* backend = nullptr;  // the backend's own per-context state (workspaces, caches)
+  // Keeps the stream, handles and state above alive while a copy of the context exists (the
+  // backend's, made by make_device_context; null on the CPU).
+  std::shared_ptr<void> owner;
 
   bool on_host() const { return device == Device::kCPU; }
 };

@@ -207,6 +207,33 @@ void mem_free(Device d, void* p, size_t bytes, MemCategory c) {
   MemoryTracker::global().on_free(d, c, bytes);
 }
 
+void* mem_alloc_host(Device for_device, size_t bytes, MemCategory c) {
+  if (bytes == 0) return nullptr;
+  const DeviceMemory& m = backend(for_device);
+  void* p = m.host_alloc ? m.host_alloc(bytes) : cpu_alloc(bytes);
+  if (!p) {
+    throw Error(fmt::format("out of memory allocating {} of host memory for {} copies to {} ({})",
+                            human_bytes(static_cast<double>(bytes)), mem_category_name(c), device_name(for_device),
+                            MemoryTracker::global().describe_live(Device::kCPU)),
+                "use a smaller batch, or fewer checkpoint staging buffers");
+  }
+  MemoryTracker::global().on_alloc(Device::kCPU, c, bytes);
+  if (kPoison) std::memset(p, kPoisonByte, bytes);
+  return p;
+}
+
+void mem_free_host(Device for_device, void* p, size_t bytes, MemCategory c) {
+  if (!p) return;
+  const DeviceMemory& m = backend(for_device);
+  if (kPoison) cpu_fill(ExecContext{}, p, kPoisonByte, bytes);
+  secure_zero(p, bytes);
+  if (m.host_free)
+    m.host_free(p, bytes);
+  else
+    cpu_free(p, bytes);
+  MemoryTracker::global().on_free(Device::kCPU, c, bytes);
+}
+
 void mem_copy(const ExecContext& ctx, void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes) {
   if (bytes == 0 || dst == src) return;
   copier(ctx, dst_dev, src_dev).copy_2d(ctx, dst, dst_dev, bytes, src, src_dev, bytes, bytes, 1);

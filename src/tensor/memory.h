@@ -87,6 +87,10 @@ struct DeviceMemory {
   void (*copy_2d)(const ExecContext& ctx, void* dst, Device dst_dev, size_t dst_pitch, const void* src, Device src_dev,
                   size_t src_pitch, size_t row_bytes, size_t rows) = nullptr;
   void (*fill)(const ExecContext& ctx, void* dst, uint8_t byte, size_t bytes) = nullptr;
+  // Host memory the device copies to and from asynchronously (pinned, for a GPU); null: plain host
+  // memory.
+  void* (*host_alloc)(size_t bytes) = nullptr;
+  void (*host_free)(void* p, size_t bytes) = nullptr;
 };
 // Makes d allocatable (the CPU is from the start). Called once by a backend at start-up.
 void register_device_memory(Device d, const DeviceMemory& m);
@@ -101,6 +105,10 @@ inline void* mem_alloc(const ExecContext& ctx, size_t bytes, MemCategory c) {
 }
 // Poisons (poison build) and zeroes the memory, then frees it.
 void mem_free(Device d, void* p, size_t bytes, MemCategory c);
+// Host memory for asynchronous copies to and from device `for_device` (pinned for a GPU; plain
+// host memory for the CPU or a backend without pinning). Accounted to the CPU.
+void* mem_alloc_host(Device for_device, size_t bytes, MemCategory c);
+void mem_free_host(Device for_device, void* p, size_t bytes, MemCategory c);
 
 // bytes from src on src_dev to dst on dst_dev (each the host or ctx's device), ordered on ctx's
 // stream. Host to host is a memmove: the two may overlap.

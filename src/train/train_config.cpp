@@ -1,6 +1,7 @@
 #include "train/train_config.h"
 
 #include "kernels/cpu/native_precision.h"
+#include "tensor/device_runtime.h"
 #include "util/config_binder.h"
 #include "util/error.h"
 
@@ -21,8 +22,8 @@ void TrainConfig::bind(ConfigBinder& b) {
              "compute precision of the GEMMs: auto = bf16 where the CPU has AVX512-BF16 or AMX, else fp32; "
              "fp16 uses dynamic loss scaling (master weights and gradients stay fp32)");
   b.add("train.device", &device,
-        "where each rank's ops run: \"cpu\" (the only backend of this build; \"cuda\" is refused until the CUDA "
-        "backend exists)");
+        "where each rank's ops run: \"cpu\", \"cuda\" (one GPU per rank, by local rank; CUDA_VISIBLE_DEVICES "
+        "respected) or \"auto\" (a GPU when this build has the CUDA backend and one is visible, else the CPU)");
   b.add("train.threads", &threads,
         "threads per rank (0 = OMP_NUM_THREADS if set, else the CPUs of the rank's affinity mask and cgroup "
         "quota, shared among the local ranks bound to them)");
@@ -40,18 +41,22 @@ void TrainConfig::bind(ConfigBinder& b) {
         "machine) with what the process may use (cgroup limit, MemAvailable); false = start anyway");
 }
 
+Device TrainConfig::compute_device() const {
+  if (device == "cuda") return Device::kCUDA;
+  if (device == "auto" && device_count(Device::kCUDA) > 0) return Device::kCUDA;
+  return Device::kCPU;
+}
+
 void TrainConfig::validate() const {
   if (steps < 0) throw Error(fmt::format("train.steps = {} must be >= 0", steps));
   if (batch_size <= 0) throw Error(fmt::format("train.batch_size = {} must be positive", batch_size));
   if (seq_len <= 0) throw Error(fmt::format("train.seq_len = {} must be positive", seq_len));
   if (micro_batch_size < 0) throw Error(fmt::format("train.micro_batch_size = {} must be >= 0", micro_batch_size));
-  // The values a backend exists for (kernels/backends.cpp registers them); "cuda" is known but
-  // has no backend in this build.
-  if (device == "cuda")
-    throw Error("train.device = \"cuda\": this build has no CUDA backend yet; its ops run on the CPU only",
-                "set train.device = \"cpu\" (the default), or leave the key out");
-  if (device != "cpu")
-    throw Error(fmt::format("train.device = \"{}\" is not a device this build knows: expected \"cpu\"", device),
+  // Whether "cuda" can run here is the trainer's question (the device runtime, at start-up).
+  if (device != "cpu" && device != "cuda" && device != "auto")
+    throw Error(fmt::format("train.device = \"{}\" is not a device fluxtrain knows: expected \"cpu\", \"cuda\" or "
+                            "\"auto\"",
+                            device),
                 "set train.device = \"cpu\" (the default)");
   if (threads < 0) throw Error(fmt::format("train.threads = {} must be >= 0", threads));
   if (log_interval <= 0) throw Error(fmt::format("train.log_interval = {} must be positive", log_interval));

@@ -23,7 +23,7 @@ struct TrainConfig {
   PrecisionSetting precision_setting = PrecisionSetting::kAuto;  // the key train.precision
   Precision precision = Precision::kF32;                         // what runs: set by resolve_precision() at load
   std::string precision_reason;   // why ("train.precision = \"bf16\"", "auto: the CPU has ...")
-  std::string device = "cpu";     // train.device: where each rank's ops run; "cpu" is the only backend today
+  std::string device = "cpu";     // train.device: where each rank's ops run: "cpu", "cuda" or "auto"
   int threads = 0;                // OpenMP threads per rank; 0 = the CPUs this rank may use (train/threads.h)
   int64_t log_interval = 1;       // progress line every N steps (metrics.jsonl gets every step)
   int64_t eval_interval = 0;      // validation every N steps; 0 = never
@@ -35,8 +35,9 @@ struct TrainConfig {
 
   void bind(ConfigBinder& b);
   void validate() const;
-  // The device train.device names (validate() has accepted it).
-  Device compute_device() const { return device == "cuda" ? Device::kCUDA : Device::kCPU; }
+  // The device train.device names (validate() has accepted it); "auto" is CUDA when the build has
+  // the backend and a GPU is visible (tensor/device_runtime.h), else the CPU.
+  Device compute_device() const;
   // Sets precision (and precision_reason) from precision_setting; "auto" asks the CPU and is
   // then replaced by the precision it chose.
   void resolve_precision();

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tensor/device_runtime.h"
 #include "util/error.h"
 
 namespace ft {
@@ -56,17 +57,21 @@ TEST(Config, WrongTypeAndBadEnum) {
   EXPECT_NE(error_of("", {"train.precision=fp8"}).find("\"bf16\""), std::string::npos);
 }
 
-// train.device: "cpu" (the default) is the only device with a backend in this build; "cuda" says
-// so in one line, any other value names what is accepted.
-TEST(Config, TrainDeviceIsCpuUntilACudaBackendExists) {
+// train.device: "cpu" (the default), "cuda" or "auto"; whether a GPU can be used is the trainer's
+// question (the device runtime), so the config accepts "cuda"; any other value names what is
+// accepted.
+TEST(Config, TrainDeviceNamesCpuCudaOrAuto) {
   EXPECT_EQ(load_config("", {}).train.device, "cpu");
   EXPECT_EQ(load_config("", {"train.device=\"cpu\""}).train.compute_device(), Device::kCPU);
-  std::string e = error_of("", {"train.device=\"cuda\""});
-  EXPECT_NE(e.find("train.device = \"cuda\": this build has no CUDA backend yet"), std::string::npos) << e;
-  EXPECT_NE(e.find("| set train.device = \"cpu\""), std::string::npos) << e;
-  e = error_of("", {"train.device=\"tpu\""});
-  EXPECT_NE(e.find("train.device = \"tpu\" is not a device this build knows: expected \"cpu\""), std::string::npos)
+  EXPECT_EQ(load_config("", {"train.device=\"cuda\""}).train.compute_device(), Device::kCUDA);
+  // No CUDA runtime is registered in this test binary: "auto" is the CPU.
+  ASSERT_EQ(device_count(Device::kCUDA), 0);
+  EXPECT_EQ(load_config("", {"train.device=\"auto\""}).train.compute_device(), Device::kCPU);
+  const std::string e = error_of("", {"train.device=\"tpu\""});
+  EXPECT_NE(e.find("train.device = \"tpu\" is not a device fluxtrain knows: expected \"cpu\", \"cuda\" or \"auto\""),
+            std::string::npos)
       << e;
+  EXPECT_NE(e.find("| set train.device = \"cpu\""), std::string::npos) << e;
 }
 
 // Issue 14: inf / nan parse as numbers but are no setting's value; a directory is no config file.

@@ -1,0 +1,56 @@
+// DeviceRuntime: what a device's backend provides besides its ops and its memory — how many of
+// its devices the process sees, the rank's context on one of them (a stream and library handles),
+// more streams on the same device, ordering between streams, and waiting for one.
+//
+//   ExecContext ctx = make_device_context(Device::kCUDA, local_rank % device_count(Device::kCUDA));
+//   ExecContext side = make_side_context(ctx);   // e.g. checkpoint copies, communication
+//   stream_wait(side, ctx);     // what is queued on side from now on runs after ctx's work so far
+//   synchronize(side);          // the host waits for side's work
+//
+// The CPU's runtime is built in: one device, every context is the host, everything runs in call
+// order, so side contexts are the host too and the waits do nothing. A backend registers its
+// runtime once at start-up beside its OpTable (kernels/ops.h) and its DeviceMemory
+// (tensor/memory.h). A context owns its stream and handles through ExecContext::owner: they live
+// while a copy of the context does.
+#pragma once
+
+#include <string>
+
+#include "tensor/device.h"
+#include "tensor/exec_context.h"
+
+namespace ft {
+
+struct DeviceRuntime {
+  // Devices of this kind the process sees (after CUDA_VISIBLE_DEVICES); 0 when none is usable.
+  int (*device_count)() = nullptr;
+  // Why none is usable, e.g. "cudaGetDeviceCount: no CUDA-capable device is detected"; "" when
+  // one is.
+  std::string (*unavailable_reason)() = nullptr;
+  // The context of device `index` (0 <= index < device_count()): its own stream and handles.
+  ExecContext (*make_context)(int index) = nullptr;
+  // A context on ctx's device with another stream (same library handles allowed).
+  ExecContext (*make_side_context)(const ExecContext& ctx) = nullptr;
+  // Work queued on `waiter` after this call runs after all work queued on `on` before it; the
+  // host does not wait.
+  void (*stream_wait)(const ExecContext& waiter, const ExecContext& on) = nullptr;
+  // The host waits until all work queued on ctx has finished; throws ft::Error on a device fault.
+  void (*synchronize)(const ExecContext& ctx) = nullptr;
+};
+
+// Makes device kind d's runtime known (the CPU's is built in). Called once by a backend.
+void register_device_runtime(Device d, const DeviceRuntime& rt);
+bool device_runtime_registered(Device d);
+
+// 1 for the CPU; a registered backend's count; 0 when this build has no runtime for d.
+int device_count(Device d);
+// Why d cannot be used here ("" when it can): no backend in this build, no driver, no device.
+std::string device_unavailable_reason(Device d);
+// The context of device `index` of kind d; ft::Error naming the device and why when it cannot be
+// made (no backend, index out of range, the backend's own error).
+ExecContext make_device_context(Device d, int index = 0);
+ExecContext make_side_context(const ExecContext& ctx);
+void stream_wait(const ExecContext& waiter, const ExecContext& on);
+void synchronize(const ExecContext& ctx);
+
+}  // namespace ft
