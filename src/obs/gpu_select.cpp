@@ -74,8 +74,8 @@ GpuPick pick_nvml_gpu(int cuda_device, const char* visible, const std::vector<st
     p.nvml_index = order[static_cast<size_t>(cuda_device)];
     return p;
   }
-  p.why = fmt::format("CUDA_VISIBLE_DEVICES='{}' makes {} GPU(s) visible, so CUDA device {} is none of them{}",
-                      visible, order.size(), cuda_device, stopped.empty() ? "" : " (it stops at " + stopped + ")");
+  p.why = fmt::format("CUDA_VISIBLE_DEVICES='{}' makes {} GPU(s) visible, so CUDA device {} is none of them{}", visible,
+                      order.size(), cuda_device, stopped.empty() ? "" : " (it stops at " + stopped + ")");
   return p;
 }
 
