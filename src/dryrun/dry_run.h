@@ -59,6 +59,7 @@ struct AxisTraffic {
   std::string axis;   // "dp", "tp", "pp"
   int64_t group = 1;  // ranks per group of the axis
   double max_rank_bytes = 0, total_bytes = 0;
+  double planner_bytes = 0;      // the planner's bytes for the rank it times (plan::rank_traffic)
   double planner_s = 0;          // the planner's seconds for this axis's communication per step
   double planner_exposed_s = 0;  // the part of it the step waits for (dp: the rest hides behind backward)
 };
