@@ -14,6 +14,7 @@
 #include "parallel/data_parallel/param_engine.h"
 #include "tensor/device_scalars.h"
 #include "train/micro_batches.h"
+#include "train/pinned_batch.h"
 #include "train/step_executor.h"
 
 namespace ft {
@@ -37,6 +38,7 @@ class MicroBatchExecutor final : public StepExecutor {
   int64_t seq_len_;
   Activations acts_;
   DeviceScalars loss_sums_;  // one device slot per micro-batch, read back once per batch
+  PinnedBatch pinned_;       // the batch's tokens on their way to the device
 };
 
 }  // namespace ft

@@ -12,7 +12,13 @@ namespace ft {
 PipelineExecutor::PipelineExecutor(const ExecContext& ctx, PipelinePlan plan, Mesh& mesh, Llama& model,
                                    ParamEngine& engine, const MicroBatching& mb, int64_t seq_len,
                                    int64_t loss_chunk_tokens)
-    : plan_(std::move(plan)), mesh_(mesh), mb_(mb), seq_len_(seq_len), engine_(engine), loss_sums_(ctx, mb.count) {
+    : plan_(std::move(plan)),
+      mesh_(mesh),
+      mb_(mb),
+      seq_len_(seq_len),
+      engine_(engine),
+      loss_sums_(ctx, mb.count),
+      pinned_(ctx) {
   runner_ = std::make_unique<PipelineRunner>(plan_, static_cast<int>(mesh_.coord().pp), model, engine, mesh_.pp(),
                                              mb.size, seq_len, loss_chunk_tokens);
 }
@@ -29,7 +35,7 @@ BatchLoss PipelineExecutor::train(const Batch& batch, float grad_scale) {
   const int64_t sent0 = mesh_.pp().stats().bytes_sent[static_cast<size_t>(CollKind::kSendRecv)];
   engine_.begin_step(static_cast<int>(mb_.count));
   loss_sums_.zero();
-  runner_->train(batch.tokens.data(), grad_scale, loss_sums_.at(0));
+  runner_->train(pinned_.stage(batch), grad_scale, loss_sums_.at(0));
   const BatchLoss loss{.sum = loss_sums_.read_back_sum(), .tokens = loss_tokens()};
   const PipelineStepStats& p = runner_->last();
   const int64_t sent = mesh_.pp().stats().bytes_sent[static_cast<size_t>(CollKind::kSendRecv)] - sent0;
@@ -44,7 +50,7 @@ BatchLoss PipelineExecutor::train(const Batch& batch, float grad_scale) {
 void PipelineExecutor::evaluate(const Batch& batch, BatchLoss& total) {
   check(batch);
   loss_sums_.zero();
-  runner_->forward_loss(batch.tokens.data(), loss_sums_.at(0));
+  runner_->forward_loss(pinned_.stage(batch), loss_sums_.at(0));
   total.sum += loss_sums_.read_back_sum();  // the batch's forwards summed first, then added
   total.tokens += loss_tokens();
 }

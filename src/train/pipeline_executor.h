@@ -20,6 +20,7 @@
 #include "parallel/pipeline_parallel/runner.h"
 #include "tensor/device_scalars.h"
 #include "train/micro_batches.h"
+#include "train/pinned_batch.h"
 #include "train/step_executor.h"
 
 namespace ft {
@@ -55,6 +56,7 @@ class PipelineExecutor final : public StepExecutor {
   ParamEngine& engine_;
   std::unique_ptr<PipelineRunner> runner_;
   DeviceScalars loss_sums_;  // one device slot per head forward (last stage), read back once per batch
+  PinnedBatch pinned_;       // the batch's tokens on their way to the device
   RankFigures stats_;
 };
 

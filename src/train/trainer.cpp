@@ -19,6 +19,7 @@
 #include "obs/telemetry.h"
 #include "optim/grad_clip.h"
 #include "parallel/pipeline_parallel/pipeline_plan.h"
+#include "tensor/device_runtime.h"
 #include "train/micro_batch_executor.h"
 #include "train/micro_batches.h"
 #include "train/pipeline_executor.h"
@@ -35,11 +36,19 @@
 
 namespace ft {
 
+namespace {
+// The rank's context: the CPU, or the GPU of its local rank modulo the GPUs this process sees
+// (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, LOCAL_RANK; CUDA_VISIBLE_DEVICES applies). "cuda"
+// without a usable GPU is an error naming why (make_exec_context).
+ExecContext rank_context(Device d) {
+  if (d == Device::kCPU) return make_exec_context(d);
+  const int n = device_count(d);
+  return make_exec_context(d, n > 0 ? obs::local_rank_from_env() % n : 0);
+}
+}  // namespace
+
 Trainer::Trainer(const Config& cfg, Mesh& mesh)
-    : cfg_(cfg),
-      mesh_(mesh),
-      ctx_(make_exec_context(cfg.train.compute_device())),
-      schedule_(cfg.optim, cfg.train.steps) {
+    : cfg_(cfg), mesh_(mesh), ctx_(rank_context(cfg.train.compute_device())), schedule_(cfg.optim, cfg.train.steps) {
   choose_compute();      // threads; the CPU, precision and GEMM said first
   plan_micro_batches();  // this rank's share of the batch and its micro-batches
   parallelize();         // mesh → tensor parallel → pipeline partition → data parallel → model → executor
@@ -60,6 +69,9 @@ void Trainer::choose_compute() {
   log_info("precision {} ({}); {} thread{} per rank ({})", precision_label(t.precision), t.precision_reason,
            threads.threads, threads.threads == 1 ? "" : "s", threads.source);
   log_info("GEMM {}", cpu::gemm_backend_summary());
+  if (!ctx_.on_host())
+    log_info("device {}:{} (local rank {}, {} visible); ops: {}", device_name(ctx_.device), ctx_.device_index,
+             obs::local_rank_from_env(), device_count(ctx_.device), find_backend(ctx_.device)->backend);
   if (mesh_.world_rank() == 0) {
     for (const auto& n : cfg_.config_notes) log_info("config: {}", n);
     for (const auto& w : cfg_.config_warnings) log_warn("config: {}", w);
@@ -90,9 +102,10 @@ void Trainer::plan_micro_batches() {
 void Trainer::parallelize() {
   const TrainConfig& t = cfg_.train;
   const ParallelConfig& par = cfg_.parallel;
-  // 1. The mesh.
+  // 1. The mesh; on a device, its host transport stages device buffers through host memory.
   FT_CHECK(mesh_.degrees().dp == par.dp && mesh_.degrees().pp == par.pp && mesh_.degrees().tp == par.tp,
            "the mesh ({}) does not have the configured degrees", mesh_.describe());
+  mesh_.stage_through_host(ctx_);
   // 2. Tensor parallelism.
   const bool sp = par.sequence_parallel && par.tp > 1;
   const TpShard shard{.rank = mesh_.coord().tp, .size = par.tp, .sequence_parallel = sp};

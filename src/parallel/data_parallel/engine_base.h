@@ -26,7 +26,8 @@ class DpEngineBase : public ParamEngine {
   int64_t optimizer_steps() const override { return opt_->steps_taken(); }
   double last_wait_s() const override { return wait_s_; }
   std::vector<std::pair<int64_t, int64_t>> state_ranges() const override { return plan_.ranges(); }
-  void export_state(float* weights, float* exp_avg, float* exp_avg_sq) override;
+  const ExecContext& context() const override { return ctx_; }
+  void export_state(const ExecContext& on, float* weights, float* exp_avg, float* exp_avg_sq) override;
   void import_state(const float* weights, const float* exp_avg, const float* exp_avg_sq,
                     int64_t optimizer_steps) override;
   void weights_changed() override { ++generation_; }

@@ -64,7 +64,11 @@ class ParamEngine : public ParamAccess {
   // order, the same under every ZeRO stage, so the dp ranks split the saving — and its fp32
   // master weights and AdamW moments over those ranges, back to back (state_size() floats each).
   virtual std::vector<std::pair<int64_t, int64_t>> state_ranges() const = 0;
-  virtual void export_state(float* weights, float* exp_avg, float* exp_avg_sq) = 0;
+  // The context the engine's ops run on (the rank's).
+  virtual const ExecContext& context() const = 0;
+  // The copies are queued on `on` (the checkpointer's side context, ordered after the step that
+  // produced the state by stream_wait); the caller synchronizes `on` before it reads them.
+  virtual void export_state(const ExecContext& on, float* weights, float* exp_avg, float* exp_avg_sq) = 0;
   // The inverse: collective over the dp group (copies other ranks hold are re-gathered).
   virtual void import_state(const float* weights, const float* exp_avg, const float* exp_avg_sq,
                             int64_t optimizer_steps) = 0;

@@ -9,7 +9,7 @@ namespace ft {
 Zero0Engine::Zero0Engine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
                          Communicator& dp, Communicator& tp, uint64_t seed)
     : FullWeightsEngine(ctx, p, o, std::move(layout), dp, tp, /*shard_optimizer=*/false, seed) {
-  g_ = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kGradients);
+  g_ = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kGradients, ctx.device);
   // Buckets in backward order: from the last unit down, closing one when it reaches bucket_mb.
   const int64_t target = static_cast<int64_t>(p.bucket_mb * 1024 * 1024 / 4);
   bucket_of_unit_.assign(static_cast<size_t>(layout_.num_units()), 0);

@@ -7,7 +7,8 @@ Zero12Engine::Zero12Engine(const ExecContext& ctx, const ParallelConfig& p, cons
     : FullWeightsEngine(ctx, p, o, std::move(layout), dp, tp, /*shard_optimizer=*/true, seed),
       stage_(static_cast<int>(p.zero)),
       scatter_(ctx_, layout_, plan_, reducer_, tp_sync_) {
-  g_ = Tensor::zeros({stage_ == 1 ? layout_.total() : plan_.shard_size()}, DType::kF32, MemCategory::kGradients);
+  g_ = Tensor::zeros({stage_ == 1 ? layout_.total() : plan_.shard_size()}, DType::kF32, MemCategory::kGradients,
+                     ctx.device);
 }
 
 float* Zero12Engine::grads(int u) {

@@ -7,13 +7,14 @@ Zero3Engine::Zero3Engine(const ExecContext& ctx, const ParallelConfig& p, const 
                          Communicator& dp, Communicator& tp, uint64_t seed)
     : DpEngineBase(ctx, p, o, std::move(layout), dp, tp, /*shard_optimizer=*/true),
       scatter_(ctx_, layout_, plan_, reducer_, tp_sync_) {
-  w_ = Tensor::zeros({plan_.shard_size()}, DType::kF32, MemCategory::kParameters);
-  g_ = Tensor::zeros({plan_.shard_size()}, DType::kF32, MemCategory::kGradients);
+  wpool_ = BufferPool(MemCategory::kParameters, ctx.device);
+  w_ = Tensor::zeros({plan_.shard_size()}, DType::kF32, MemCategory::kParameters, ctx.device);
+  g_ = Tensor::zeros({plan_.shard_size()}, DType::kF32, MemCategory::kGradients, ctx.device);
   const size_t U = static_cast<size_t>(layout_.num_units());
   gathered_.resize(U);
   gathering_.resize(U);
   {  // rank 0 initialises and broadcasts the full weights once; each rank keeps its pieces
-    Tensor full = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kCommunication);
+    Tensor full = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kCommunication, ctx.device);
     init_full_weights(full.data<float>(), seed);
     const ExecContext& ctx = ctx_;
     for (int u = 0; u < plan_.num_units(); ++u)
