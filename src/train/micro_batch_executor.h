@@ -27,6 +27,9 @@ class MicroBatchExecutor final : public StepExecutor {
                      int64_t seq_len, int64_t loss_chunk_tokens);
 
   BatchLoss train(const Batch& batch, float grad_scale) override;
+  void train_queued(const Batch& batch, float grad_scale) override;
+  const DeviceScalars& loss_slots() const override { return loss_sums_; }
+  void use_loss_slots(DeviceScalars slots) override;
   void evaluate(const Batch& batch, BatchLoss& total) override;
 
  private:

@@ -31,12 +31,21 @@ int64_t PipelineExecutor::loss_tokens() const {
 }
 
 BatchLoss PipelineExecutor::train(const Batch& batch, float grad_scale) {
+  train_queued(batch, grad_scale);
+  return {.sum = loss_sums_.read_back_sum(), .tokens = loss_tokens()};
+}
+
+void PipelineExecutor::use_loss_slots(DeviceScalars slots) {
+  FT_CHECK(slots.size() == loss_sums_.size(), "{} loss slots for {}", slots.size(), loss_sums_.size());
+  loss_sums_ = std::move(slots);
+}
+
+void PipelineExecutor::train_queued(const Batch& batch, float grad_scale) {
   check(batch);
   const int64_t sent0 = mesh_.pp().stats().bytes_sent[static_cast<size_t>(CollKind::kSendRecv)];
   engine_.begin_step(static_cast<int>(mb_.count));
   loss_sums_.zero();
   runner_->train(pinned_.stage(batch), grad_scale, loss_sums_.at(0));
-  const BatchLoss loss{.sum = loss_sums_.read_back_sum(), .tokens = loss_tokens()};
   const PipelineStepStats& p = runner_->last();
   const int64_t sent = mesh_.pp().stats().bytes_sent[static_cast<size_t>(CollKind::kSendRecv)] - sent0;
   stats_ = {{"pp_send_bytes", static_cast<double>(sent)},
@@ -44,7 +53,6 @@ BatchLoss PipelineExecutor::train(const Batch& batch, float grad_scale) {
             {"pp_busy_s", p.busy_s},
             {"pp_start", p.start},
             {"pp_end", p.end}};
-  return loss;
 }
 
 void PipelineExecutor::evaluate(const Batch& batch, BatchLoss& total) {

@@ -34,6 +34,9 @@ class PipelineExecutor final : public StepExecutor {
   ~PipelineExecutor() override;
 
   BatchLoss train(const Batch& batch, float grad_scale) override;
+  void train_queued(const Batch& batch, float grad_scale) override;
+  const DeviceScalars& loss_slots() const override { return loss_sums_; }
+  void use_loss_slots(DeviceScalars slots) override;
   void evaluate(const Batch& batch, BatchLoss& total) override;
   // pp_send_bytes, pp_in_flight, pp_busy_s, pp_start, pp_end of the last train().
   RankFigures stats() const override { return stats_; }

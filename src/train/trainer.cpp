@@ -130,6 +130,19 @@ void Trainer::parallelize() {
   } else {
     executor_ = std::make_unique<MicroBatchExecutor>(ctx_, *model_, *engine_, batching_, t.seq_len, chunk);
   }
+  // The step's scalars in one allocation, so that they come back in one copy.
+  const int64_t losses = executor_->loss_slots().size(), norms = engine_->norm_slot_count();
+  step_scalars_ = DeviceScalars(ctx_, losses + norms);
+  executor_->use_loss_slots(step_scalars_.slice(0, losses));
+  engine_->use_norm_slots(step_scalars_.slice(losses, norms));
+}
+
+std::pair<double, double> Trainer::read_back_step_scalars() const {
+  const std::vector<double> v = step_scalars_.read_back();
+  const size_t losses = static_cast<size_t>(executor_->loss_slots().size());
+  double loss = 0, norm2 = 0;  // each part added in order from its first slot, as read_back_sum() adds
+  for (size_t i = 0; i < v.size(); ++i) (i < losses ? loss : norm2) += v[i];
+  return {loss, norm2};
 }
 
 void Trainer::set_up_precision() {
@@ -269,9 +282,12 @@ StepStats Trainer::step() {
   const double scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
   const float grad_factor = inject.grad_factor * static_cast<float>(scale);
   const float grad_scale = grad_factor / static_cast<float>(cfg_.train.batch_size * cfg_.train.seq_len);
-  const double loss_sum = executor_->train(batch, grad_scale).sum * inject.loss_factor;
+  executor_->train_queued(batch, grad_scale);                           // the loss sums stay on the device
+  engine_->queue_gradient_norm();                                       // and so do the gradient's sums of squares
+  const auto [local_loss_sum, local_norm2] = read_back_step_scalars();  // the step's one read-back
+  const double loss_sum = local_loss_sum * inject.loss_factor;
   auto [global_loss_sum, grad_norm2, data_hash] =
-      sum_over_ranks(loss_sum, engine_->finish_gradients(), batch_data_hash(batch));
+      sum_over_ranks(loss_sum, engine_->reduce_gradient_norm(local_norm2), batch_data_hash(batch));
   s.data_hash = static_cast<int64_t>(data_hash);
   s.loss = global_loss_sum / tokens_per_step;
   s.grad_norm = std::sqrt(grad_norm2) / scale;

@@ -84,7 +84,9 @@ TEST_F(DevemuTest, OpsRefuseAContextTheRuntimeDidNotMake) {
   EXPECT_DEATH(
       {
         Tensor t = Tensor::zeros({16}, DType::kF32, MemCategory::kOther, Device::kCUDA);
-        ops::scale_inplace(ExecContext{.device = Device::kCUDA}, t.data<float>(), 2.0f, 16);
+        ExecContext hand_made;  // a device, but no stream the runtime made
+        hand_made.device = Device::kCUDA;
+        ops::scale_inplace(hand_made, t.data<float>(), 2.0f, 16);
       },
       "did not make");
 }

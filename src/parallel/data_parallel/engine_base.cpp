@@ -35,16 +35,29 @@ void DpEngineBase::wait_pending() {
   wait_s_ += now_seconds() - t0;
 }
 
-double DpEngineBase::sharded_sum_squares(const float* grads, Addressing a) {
+void DpEngineBase::sharded_sum_squares(const float* grads, Addressing a) {
   norm2_.zero();  // one device slot per unit
   for (int u = 0; u < plan_.num_units(); ++u)
     tp_sync_.sum_squares(ctx_, norm2_.at(u),
                          grads + (a == Addressing::kArena ? plan_.piece_begin(u) : plan_.shard_offset(u)),
                          plan_.piece_begin(u), plan_.piece_begin(u) + plan_.piece_size(u));
-  // Clipping's one read-back of the step; the units' sums added in unit order.
-  double s = norm2_.read_back_sum();
+}
+
+double DpEngineBase::reduce_gradient_norm(double s) {
   dp_.all_reduce(&s, 1);
   return tp_sync_.all_reduce(s);
+}
+
+double DpEngineBase::finish_gradients() {
+  queue_gradient_norm();
+  // Clipping's one read-back when the trainer does not read it with the loss; the units' sums
+  // added in unit order.
+  return reduce_gradient_norm(norm2_.read_back_sum());
+}
+
+void DpEngineBase::use_norm_slots(DeviceScalars slots) {
+  FT_CHECK(slots.size() == norm2_.size(), "{} gradient-norm slots for {}", slots.size(), norm2_.size());
+  norm2_ = std::move(slots);
 }
 
 void DpEngineBase::init_full_weights(float* arena, uint64_t seed) {

@@ -27,10 +27,10 @@ void Zero12Engine::after_backward(int u) {
   wait_s_ += scatter_.reduce(u, g_.data<float>());
 }
 
-double Zero12Engine::finish_gradients() {
+void Zero12Engine::queue_gradient_norm() {
   wait_pending();
   wait_s_ += scatter_.drain(g_.data<float>(), 0);
-  return sharded_sum_squares(g_.data<float>(), grad_addressing());
+  sharded_sum_squares(g_.data<float>(), grad_addressing());
 }
 
 void Zero12Engine::optimizer_step(double lr, float grad_scale) {

@@ -79,11 +79,11 @@ void Zero3Engine::begin_micro_batch(int index) {
   training_ = true;
 }
 
-double Zero3Engine::finish_gradients() {
+void Zero3Engine::queue_gradient_norm() {
   training_ = false;
   wait_s_ += scatter_.drain(g_.data<float>(), 0);
   for (int u = 0; u < layout_.num_units(); ++u) release_weights(u);
-  return sharded_sum_squares(g_.data<float>(), Addressing::kCompact);
+  sharded_sum_squares(g_.data<float>(), Addressing::kCompact);
 }
 
 void Zero3Engine::optimizer_step(double lr, float grad_scale) {
