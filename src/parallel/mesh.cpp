@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "parallel/comm/host_staged_comm.h"
 #include "parallel/comm/mpi_comm.h"
 #include "util/error.h"
 
@@ -75,6 +76,10 @@ Mesh Mesh::create_with(const ParallelConfig& p, int world_rank, const CommFactor
 std::string Mesh::describe() const {
   return fmt::format("rank {} = (pp {}, dp {}, tp {}) of pp{} × dp{} × tp{}", world_rank_, coord_.pp, coord_.dp,
                      coord_.tp, p_.pp, p_.dp, p_.tp);
+}
+
+void Mesh::stage_through_host(const ExecContext& ctx) {
+  for (auto* c : {&world_, &dp_, &tp_, &pp_}) *c = make_host_staged_comm(*c, ctx);
 }
 
 }  // namespace ft

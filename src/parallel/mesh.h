@@ -16,6 +16,7 @@
 
 #include "parallel/comm/comm.h"
 #include "parallel/parallel_config.h"
+#include "tensor/exec_context.h"
 
 namespace ft {
 
@@ -47,7 +48,11 @@ class Mesh {
   Communicator& dp() { return *dp_; }
   Communicator& tp() { return *tp_; }
   Communicator& pp() { return *pp_; }
-  std::string describe() const;  // "rank 3 = (pp 0, dp 1, tp 1) of pp1 × dp2 × tp2"
+  std::string describe() const;
+  // Ranks whose buffers live on ctx's device and whose transport is the host's (MPI): every
+  // axis stages device buffers through host memory (parallel/comm/host_staged_comm.h). Nothing
+  // on the CPU.
+  void stage_through_host(const ExecContext& ctx);  // "rank 3 = (pp 0, dp 1, tp 1) of pp1 × dp2 × tp2"
 
  private:
   ParallelConfig p_;

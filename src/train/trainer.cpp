@@ -21,6 +21,7 @@
 #include "optim/grad_clip.h"
 #include "parallel/pipeline_parallel/pipeline_plan.h"
 #include "plan/gpu_peak.h"
+#include "tensor/device_runtime.h"
 #include "train/micro_batch_executor.h"
 #include "train/micro_batches.h"
 #include "train/pipeline_executor.h"
@@ -37,11 +38,19 @@
 
 namespace ft {
 
+namespace {
+// The rank's context: the CPU, or the GPU of its local rank modulo the GPUs this process sees
+// (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, LOCAL_RANK; CUDA_VISIBLE_DEVICES applies). "cuda"
+// without a usable GPU is an error naming why (make_exec_context).
+ExecContext rank_context(Device d) {
+  if (d == Device::kCPU) return make_exec_context(d);
+  const int n = device_count(d);
+  return make_exec_context(d, n > 0 ? obs::local_rank_from_env() % n : 0);
+}
+}  // namespace
+
 Trainer::Trainer(const Config& cfg, Mesh& mesh)
-    : cfg_(cfg),
-      mesh_(mesh),
-      ctx_(make_exec_context(cfg.train.compute_device())),
-      schedule_(cfg.optim, cfg.train.steps) {
+    : cfg_(cfg), mesh_(mesh), ctx_(rank_context(cfg.train.compute_device())), schedule_(cfg.optim, cfg.train.steps) {
   choose_compute();      // threads; the CPU, precision and GEMM said first
   plan_micro_batches();  // this rank's share of the batch and its micro-batches
   parallelize();         // mesh → tensor parallel → pipeline partition → data parallel → model → executor
@@ -62,6 +71,9 @@ void Trainer::choose_compute() {
   log_info("precision {} ({}); {} thread{} per rank ({})", precision_label(t.precision), t.precision_reason,
            threads.threads, threads.threads == 1 ? "" : "s", threads.source);
   log_info("GEMM {}", cpu::gemm_backend_summary());
+  if (!ctx_.on_host())
+    log_info("device {}:{} (local rank {}, {} visible); ops: {}", device_name(ctx_.device), ctx_.device_index,
+             obs::local_rank_from_env(), device_count(ctx_.device), find_backend(ctx_.device)->backend);
   if (mesh_.world_rank() == 0) {
     for (const auto& n : cfg_.config_notes) log_info("config: {}", n);
     for (const auto& w : cfg_.config_warnings) log_warn("config: {}", w);
@@ -92,9 +104,10 @@ void Trainer::plan_micro_batches() {
 void Trainer::parallelize() {
   const TrainConfig& t = cfg_.train;
   const ParallelConfig& par = cfg_.parallel;
-  // 1. The mesh.
+  // 1. The mesh; on a device, its host transport stages device buffers through host memory.
   FT_CHECK(mesh_.degrees().dp == par.dp && mesh_.degrees().pp == par.pp && mesh_.degrees().tp == par.tp,
            "the mesh ({}) does not have the configured degrees", mesh_.describe());
+  mesh_.stage_through_host(ctx_);
   // 2. Tensor parallelism.
   const bool sp = par.sequence_parallel && par.tp > 1;
   const TpShard shard{.rank = mesh_.coord().tp, .size = par.tp, .sequence_parallel = sp};
@@ -119,6 +132,19 @@ void Trainer::parallelize() {
   } else {
     executor_ = std::make_unique<MicroBatchExecutor>(ctx_, *model_, *engine_, batching_, t.seq_len, chunk);
   }
+  // The step's scalars in one allocation, so that they come back in one copy.
+  const int64_t losses = executor_->loss_slots().size(), norms = engine_->norm_slot_count();
+  step_scalars_ = DeviceScalars(ctx_, losses + norms);
+  executor_->use_loss_slots(step_scalars_.slice(0, losses));
+  engine_->use_norm_slots(step_scalars_.slice(losses, norms));
+}
+
+std::pair<double, double> Trainer::read_back_step_scalars() const {
+  const std::vector<double> v = step_scalars_.read_back();
+  const size_t losses = static_cast<size_t>(executor_->loss_slots().size());
+  double loss = 0, norm2 = 0;  // each part added in order from its first slot, as read_back_sum() adds
+  for (size_t i = 0; i < v.size(); ++i) (i < losses ? loss : norm2) += v[i];
+  return {loss, norm2};
 }
 
 void Trainer::set_up_precision() {
@@ -272,9 +298,12 @@ StepStats Trainer::step() {
   const double scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
   const float grad_factor = inject.grad_factor * static_cast<float>(scale);
   const float grad_scale = grad_factor / static_cast<float>(cfg_.train.batch_size * cfg_.train.seq_len);
-  const double loss_sum = executor_->train(batch, grad_scale).sum * inject.loss_factor;
+  executor_->train_queued(batch, grad_scale);                           // the loss sums stay on the device
+  engine_->queue_gradient_norm();                                       // and so do the gradient's sums of squares
+  const auto [local_loss_sum, local_norm2] = read_back_step_scalars();  // the step's one read-back
+  const double loss_sum = local_loss_sum * inject.loss_factor;
   auto [global_loss_sum, grad_norm2, data_hash] =
-      sum_over_ranks(loss_sum, engine_->finish_gradients(), batch_data_hash(batch));
+      sum_over_ranks(loss_sum, engine_->reduce_gradient_norm(local_norm2), batch_data_hash(batch));
   s.data_hash = static_cast<int64_t>(data_hash);
   s.loss = global_loss_sum / tokens_per_step;
   s.grad_norm = std::sqrt(grad_norm2) / scale;

@@ -99,8 +99,8 @@ class Communicator {
   void send(const void* data, int64_t bytes, int peer, int tag) { send_async(data, bytes, peer, tag)->wait(); }
   void recv(void* data, int64_t bytes, int peer, int tag) { recv_async(data, bytes, peer, tag)->wait(); }
 
-  // Cumulative statistics of this communicator.
-  CommStats stats() const;
+  // Cumulative statistics of this communicator (a wrapper reports its transport's).
+  virtual CommStats stats() const;
 
  protected:
   void record(CollKind k, int64_t bytes, double seconds);
