@@ -146,7 +146,7 @@ def stage0(c):
     if os.path.exists(os.path.join(PACK, "pack.json")):
         info["pack"] = json.load(open(os.path.join(PACK, "pack.json")))
     missing = {}
-    for binary in [os.path.join(PACK, "kernels_cuda_test")]:
+    for binary in [os.path.join(PACK, "kernels_cuda_test"), os.path.join(PACK, "fluxtrain")]:
         if os.path.exists(binary):
             rc, out = c.run(["ldd", binary], 10, "stage0.log")
             missing[os.path.basename(binary)] = [l.split()[0] for l in out.splitlines() if "not found" in l]
@@ -211,10 +211,10 @@ def stage1(c):
         m = re.search(r"Skipped\n(.*)", out)
         summary = f"all {skipped} tests skipped: " + (m.group(1).strip() if m else "see stage1.log")
         return c.record(1, "CUDA ops vs reference", "skip", t, summary, **details)
-    rc2, out2 = c.run([binary, "--gtest_also_run_disabled_tests", "--gtest_filter=CudaOps.DISABLED_SyncCheck*"], 30,
+    rc2, out2 = c.run([binary, "--gtest_also_run_disabled_tests", "--gtest_filter=CudaTest.DISABLED_SyncCheck*"], 30,
                       "stage1.log", env=dict(c.env, FT_CUDA_SYNC_CHECK="1"))
     details["sync_check"] = "ok" if rc2 == 0 else f"failed (exit {rc2})"
-    rc3, out3 = c.run([binary, "--gtest_also_run_disabled_tests", "--gtest_filter=CudaOps.DISABLED_GemmRate"], 60,
+    rc3, out3 = c.run([binary, "--gtest_also_run_disabled_tests", "--gtest_filter=CudaTest.DISABLED_GemmRate"], 60,
                       "stage1.log")
     rates = dict(re.findall(r"gemm rate (\w+) 8192\^3: ([0-9.e+]+) TFLOP/s", out3))
     details["gemm_tflops"] = {k: float(v) for k, v in rates.items()}
