@@ -137,6 +137,13 @@ void one_step(const Config& cfg, const ParamLayout& layout, const ShardPlan& sha
   if (world.size() > 1) world.all_reduce(static_cast<double*>(nullptr), 2, ReduceOp::kMax);
 }
 
+std::string human_seconds(double s) {
+  if (s <= 0) return "0";
+  if (s < 1e-3) return fmt::format("{:.1f} us", s * 1e6);
+  if (s < 1) return fmt::format("{:.2f} ms", s * 1e3);
+  return fmt::format("{:.3f} s", s);
+}
+
 std::vector<int> members(Communicator& c) {
   std::vector<int> out;
   for (int i = 0; i < c.size(); ++i) out.push_back(c.world_rank_of(i));
@@ -204,7 +211,26 @@ DryRun dry_run(const Config& cfg, int64_t world_size, const plan::GpuSpec& devic
     k.world = mesh.world().stats();
     d.ranks.push_back(std::move(k));
   }
+  d.time = plan::estimate_step_time(d.job, d.layout);
   return d;
+}
+
+std::vector<AxisTraffic> axis_traffic(const DryRun& d) {
+  const ParallelConfig& par = d.cfg.parallel;
+  std::vector<AxisTraffic> out = {
+      {"dp", par.dp, 0, 0, d.time.dp_comm, d.time.dp_exposed},
+      {"tp", par.tp, 0, 0, d.time.tp_comm, d.time.tp_comm},  // not overlapped
+      {"pp", par.pp, 0, 0, d.time.pp_comm, d.time.pp_comm},
+  };
+  for (const DryRunRank& r : d.ranks) {
+    const CommStats* s[] = {&r.dp, &r.tp, &r.pp};
+    for (size_t a = 0; a < out.size(); ++a) {
+      const auto b = static_cast<double>(s[a]->total_bytes());
+      out[a].max_rank_bytes = std::max(out[a].max_rank_bytes, b);
+      out[a].total_bytes += b;
+    }
+  }
+  return out;
 }
 
 nlohmann::json dry_run_json(const DryRun& d) {
@@ -226,13 +252,16 @@ nlohmann::json dry_run_json(const DryRun& d) {
          {"comm_bytes_per_step",
           {{"dp", comm_json(r.dp)}, {"tp", comm_json(r.tp)}, {"pp", comm_json(r.pp)}, {"world", comm_json(r.world)}}}});
   }
-  return {{"world_size", d.ranks.size()},
-          {"layout", d.layout.describe()},
-          {"device", d.job.gpu.name},
-          {"micro_batches", d.micro_batches},
-          {"schedule", d.schedule},
-          {"memory_per_rank_max_bytes", peak},
-          {"ranks", ranks}};
+  nlohmann::json axes = nlohmann::json::object();
+  for (const AxisTraffic& a : axis_traffic(d))
+    axes[a.axis] = {{"group_size", a.group},
+                    {"max_rank_bytes", a.max_rank_bytes},
+                    {"total_bytes", a.total_bytes},
+                    {"planner_seconds", a.planner_s},
+                    {"planner_exposed_seconds", a.planner_exposed_s}};
+  return {{"world_size", d.ranks.size()},  {"comm_per_axis_per_step", axes},    {"planner_step_seconds", d.time.total},
+          {"layout", d.layout.describe()}, {"device", d.job.gpu.name},          {"micro_batches", d.micro_batches},
+          {"schedule", d.schedule},        {"memory_per_rank_max_bytes", peak}, {"ranks", ranks}};
 }
 
 std::string format_dry_run(const DryRun& d) {
@@ -285,6 +314,19 @@ std::string format_dry_run(const DryRun& d) {
       "{}\n",
       human_bytes(peak), peak, peak <= d.job.gpu.memory_bytes ? "" : " — does not fit the device", human_bytes(dp),
       human_bytes(tp), human_bytes(pp));
+  out += fmt::format(
+      "\ncommunication per step by mesh axis (NCCL on GPUs): bytes the ranks send, counted with the communicator's "
+      "ring algorithms, beside the planner's time for them on {} (step {})\n",
+      d.job.gpu.name, human_seconds(d.time.total));
+  out += fmt::format("{:<5} {:>6} {:>16} {:>16} {:>14} {:>14} {:>16}\n", "axis", "group", "largest rank", "all ranks",
+                     "planner time", "exposed", "rank rate");
+  for (const AxisTraffic& a : axis_traffic(d)) {
+    if (a.group == 1) continue;
+    const std::string rate = a.planner_s > 0 ? human_bytes(a.max_rank_bytes / a.planner_s) + "/s" : "-";
+    out +=
+        fmt::format("{:<5} {:>6} {:>16} {:>16} {:>14} {:>14} {:>16}\n", a.axis, a.group, human_bytes(a.max_rank_bytes),
+                    human_bytes(a.total_bytes), human_seconds(a.planner_s), human_seconds(a.planner_exposed_s), rate);
+  }
   return out;
 }
 

@@ -15,10 +15,12 @@
 #include "kernels/cpu/native_precision.h"
 #include "kernels/peak.h"
 #include "model/activation_sizes.h"
+#include "obs/gpu_select.h"
 #include "obs/progress.h"
 #include "obs/telemetry.h"
 #include "optim/grad_clip.h"
 #include "parallel/pipeline_parallel/pipeline_plan.h"
+#include "plan/gpu_peak.h"
 #include "train/micro_batch_executor.h"
 #include "train/micro_batches.h"
 #include "train/pipeline_executor.h"
@@ -150,7 +152,8 @@ void Trainer::start_monitoring() {
                      .local_rank = obs::local_rank_from_env(),
                      .dp = static_cast<int>(mesh_.coord().dp),
                      .tp = static_cast<int>(mesh_.coord().tp),
-                     .pp = static_cast<int>(mesh_.coord().pp)};
+                     .pp = static_cast<int>(mesh_.coord().pp),
+                     .cuda_device = ctx_.device == Device::kCUDA ? ctx_.device_index : -1};
   telemetry_ = std::make_unique<obs::Telemetry>(cfg_.metrics, rank, t.run_dir, t.steps);
   if (rank0) progress_ = std::make_unique<obs::ProgressLine>(t.steps, t.log_interval);
   faults_ = std::make_unique<TrainingFaults>(cfg_.fault, t.run_dir, mesh_.world_rank(), mesh_.coord().dp,
@@ -158,12 +161,25 @@ void Trainer::start_monitoring() {
   if (faults_->restarts() > 0) telemetry_->set_restarts(faults_->restarts());
   if (mesh_.world_size() > 1) telemetry_->set_rank_hosts(gather_strings(mesh_.world(), this_host()));
   flops_per_token_ = cfg_.model.train_flops_per_token(t.seq_len);
-  // MFU's denominator: this machine's GEMM peak at this rank's threads and precision, measured
-  // once (by rank 0, while the others wait) and recorded in the peak file (kernels/peak.h).
+  // MFU's denominator, found by rank 0 (the others wait): on a CPU this machine's GEMM peak at
+  // this rank's threads and precision, measured once and recorded in the peak file
+  // (kernels/peak.h); on a GPU its dense peak from the planner's catalog (plan/gpu_peak.h).
   double peak = 0;
-  if (rank0) peak = gemm_peak_gflops(t.precision, omp_get_max_threads()) * 1e9;
+  if (rank0) peak = ctx_.on_host() ? gemm_peak_gflops(t.precision, omp_get_max_threads()) * 1e9 : gpu_peak_flops();
   mesh_.world().broadcast(&peak, sizeof peak, 0);
   peak_flops_ = peak;
+}
+
+double Trainer::gpu_peak_flops() const {
+  std::string why;
+  const std::string name = obs::cuda_device_name(ctx_.device_index, &why);
+  const plan::Precision p = cfg_.train.precision == Precision::kBF16  ? plan::Precision::kBf16
+                            : cfg_.train.precision == Precision::kF16 ? plan::Precision::kFp16
+                                                                      : plan::Precision::kFp32;
+  const plan::MfuPeak peak = plan::gpu_mfu_peak(name, p, /*measured_flops=*/0);
+  if (name.empty()) log_info("GPU name unknown ({})", why);
+  log_info("{}", peak.flops > 0 ? "MFU against " + peak.source : peak.source);
+  return peak.flops;
 }
 
 void Trainer::resume() {
@@ -281,7 +297,7 @@ StepStats Trainer::step() {
   s.step_s = now_seconds() - t0;
   s.cpu_s = process_cpu_seconds() - cpu0;
   s.tokens_per_s = tokens_per_step / s.step_s;
-  s.mfu = peak_flops_ > 0 ? s.tokens_per_s * flops_per_token_ / (peak_flops_ * mesh_.world_size()) : 0;
+  s.mfu = plan::mfu(s.tokens_per_s, flops_per_token_, peak_flops_, mesh_.world_size());
   s.comm_wait_s = engine_->last_wait_s();
   s.compute_s = std::max(0.0, s.step_s - s.data_wait_s - (comm_blocked_seconds() - blocked0));
   s.comm = mesh_.dp().stats() - comm0;

@@ -114,11 +114,12 @@ class Trainer {
   // before it): mesh → tensor parallel → pipeline partition → data parallel (the ZeRO engine) →
   // the model on the engine's layout → the executor. See the definition and docs/architecture.md.
   void parallelize();
-  void set_up_precision();  // bf16: the engine's bf16 weight copy; fp16: the loss scaler
-  void open_data();         // the training loader; the validation loaders when train.eval_interval > 0
-  void start_monitoring();  // run directory, telemetry, progress line, fault handling, MFU's peak
-  void resume();            // the checkpointer and the stop request; ckpt.resume
-  void open_run_files();    // config.json and metrics.jsonl: only once the run is accepted
+  void set_up_precision();        // bf16: the engine's bf16 weight copy; fp16: the loss scaler
+  void open_data();               // the training loader; the validation loaders when train.eval_interval > 0
+  void start_monitoring();        // run directory, telemetry, progress line, fault handling, MFU's peak
+  double gpu_peak_flops() const;  // this rank's GPU's dense peak (0 = MFU unavailable, said once)
+  void resume();                  // the checkpointer and the stop request; ckpt.resume
+  void open_run_files();          // config.json and metrics.jsonl: only once the run is accepted
   void log_layout() const;
 
   // fp16: an overflow (non-finite gradients from a finite loss while the scale can still
