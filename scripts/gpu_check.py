@@ -146,7 +146,7 @@ def stage0(c):
     if os.path.exists(os.path.join(PACK, "pack.json")):
         info["pack"] = json.load(open(os.path.join(PACK, "pack.json")))
     missing = {}
-    for binary in [os.path.join(PACK, "kernels_cuda_test"), os.path.join(PACK, "fluxtrain")]:
+    for binary in [os.path.join(PACK, n) for n in ("kernels_cuda_test", "fluxtrain", "libfluxtrain_cuda.so")]:
         if os.path.exists(binary):
             rc, out = c.run(["ldd", binary], 10, "stage0.log")
             missing[os.path.basename(binary)] = [l.split()[0] for l in out.splitlines() if "not found" in l]

@@ -2,7 +2,8 @@
 # The CUDA backend's checks on a lent GPU machine: one call, at most 8 minutes on an H200.
 #
 # On the development machine, once before the call (builds build-gpu/: host code for x86-64-v3,
-# device code for sm_90; packs kernels_cuda_test, fluxtrain and the shared libraries the GPU machine
+# device code for sm_90; packs kernels_cuda_test, fluxtrain with its CUDA plugin
+# libfluxtrain_cuda.so (loaded from beside the binary) and the shared libraries the GPU machine
 # may lack — oneDNN, MPI, ICU, ... — as .gpu-pack/pack.tar.xz, ignored by git, under the 64 MiB a
 # call may carry; the GPU machine unpacks it on the first run):
 #   scripts/gpu_check.sh --pack
@@ -33,16 +34,17 @@ if [ "${1:-}" = "--pack" ]; then
   mkdir -p "$BUILD"
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFT_ARCH=x86-64-v3 -DFT_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 > "$BUILD/configure.log" 2>&1 || { cat "$BUILD/configure.log" >&2; exit 1; }
-  nice -n 5 cmake --build "$BUILD" --target kernels_cuda_test fluxtrain -j "${JOBS:-2}"
+  nice -n 5 cmake --build "$BUILD" --target kernels_cuda_test fluxtrain fluxtrain_cuda -j "${JOBS:-2}"
   rm -rf "$PACK"
   STAGE=$(mktemp -d)
   trap 'rm -rf "$STAGE"' EXIT
   mkdir -p "$STAGE/lib"
-  cp "$BUILD/tests/cuda/kernels_cuda_test" "$BUILD/fluxtrain" "$STAGE/"
-  strip "$STAGE/kernels_cuda_test" "$STAGE/fluxtrain"
+  cp "$BUILD/tests/cuda/kernels_cuda_test" "$BUILD/fluxtrain" "$BUILD/libfluxtrain_cuda.so" "$STAGE/"
+  # (fluxtrain keeps its exported symbols: strip leaves the dynamic symbol table the plugin binds to.)
+  strip "$STAGE/kernels_cuda_test" "$STAGE/fluxtrain" "$STAGE/libfluxtrain_cuda.so"
   # Shared libraries the GPU machine is not expected to have: all but glibc, the C++ runtime and
   # the CUDA libraries (its CUDA toolkit and PyTorch's wheels bring those; stage 0 checks).
-  for bin in "$STAGE/kernels_cuda_test" "$STAGE/fluxtrain"; do
+  for bin in "$STAGE/kernels_cuda_test" "$STAGE/fluxtrain" "$STAGE/libfluxtrain_cuda.so"; do
     ldd "$bin" | awk '/=>/ {print $3}' | while read -r lib; do
       case "$(basename "$lib")" in
         libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libstdc++.so*|libgcc_s.so*) ;;

@@ -21,6 +21,7 @@
 #include "optim/grad_clip.h"
 #include "parallel/pipeline_parallel/pipeline_plan.h"
 #include "plan/gpu_peak.h"
+#include "tensor/device_runtime.h"
 #include "train/micro_batch_executor.h"
 #include "train/micro_batches.h"
 #include "train/pipeline_executor.h"
@@ -62,6 +63,9 @@ void Trainer::choose_compute() {
   log_info("precision {} ({}); {} thread{} per rank ({})", precision_label(t.precision), t.precision_reason,
            threads.threads, threads.threads == 1 ? "" : "s", threads.source);
   log_info("GEMM {}", cpu::gemm_backend_summary());
+  if (t.device == "auto" && ctx_.on_host())
+    log_info("train.device = \"auto\": no usable GPU ({}); training on the CPU",
+             device_unavailable_reason(Device::kCUDA));
   if (mesh_.world_rank() == 0) {
     for (const auto& n : cfg_.config_notes) log_info("config: {}", n);
     for (const auto& w : cfg_.config_warnings) log_warn("config: {}", w);
