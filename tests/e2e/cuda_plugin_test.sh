@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA backend is a plugin (libfluxtrain_cuda.so next to the binary, cli/backends.h), loaded
-# the first time a command asks for a CUDA device: a command that never asks (--help, plan)
-# maps no CUDA library (the loader's own trace, LD_DEBUG=libs, is what is read); train.device =
+# the first time a command asks for a CUDA device: a command that never asks (--help, plan, a
+# training run on the CPU) maps no CUDA library (the loader's own trace, LD_DEBUG=libs, is what is read); train.device =
 # "cuda" loads it, and every way it cannot be loaded is one error line naming why, with a hint;
 # train.device = "auto" without a GPU trains on the CPU and says so in one info line.
 source "$(dirname "$0")/lib.sh"
@@ -18,13 +18,14 @@ loaded() {
 }
 train_cuda=(train --config "$cfg" --set train.steps=2 --set 'train.device="cuda"')
 
-for cmd in "--help" "plan --help" "train --help"; do
+for cmd in "--help" "plan --help" "train --help" "train --config $cfg --set train.steps=1 --run-dir $WORK/cpu"; do
   # shellcheck disable=SC2086
   libs=$(loaded "$FT" $cmd)
   [ -n "$libs" ] || fail "LD_DEBUG=libs showed nothing for fluxtrain $cmd: the check would pass blindly"
   if grep -Eq "$cuda_libs" <<<"$libs"; then fail "fluxtrain $cmd mapped a CUDA library: $(grep -E "$cuda_libs" <<<"$libs")"; fi
-  echo "ok: fluxtrain $cmd maps no CUDA library ($(wc -l <<<"$libs") shared objects)"
+  echo "ok: fluxtrain ${cmd%% --config*} maps no CUDA library ($(wc -l <<<"$libs") shared objects)"
 done
+[ -s "$WORK/cpu/metrics.jsonl" ] || fail "the CPU training run (train.device = \"cpu\") did not train"
 
 if [ -z "${FT_EXPECT_CUDA_BUILD:-}" ]; then
   expect_error 'device cuda: this fluxtrain was built without CUDA' "$FT" "${train_cuda[@]}" --run-dir "$WORK/r0"
