@@ -41,13 +41,19 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "install-deps: installing ${missing[*]}"
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# Where the CUDA toolkit is installed (nvcc on PATH or in /usr/local/cuda, where CMake finds it),
+# the build compiles the CUDA backend, and its cuDNN attention needs the cuDNN frontend headers:
+# fetched here (a pinned PyPI wheel, checksummed, into .deps/; nothing when already there) so
+# that configuring needs no network. CMake calls the same script when they are missing.
+if command -v nvcc > /dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  "$(dirname "$0")/fetch-cudnn-frontend.sh" > /dev/null
+fi

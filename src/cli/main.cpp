@@ -4,6 +4,7 @@
 #include <exception>
 #include <new>
 
+#include "cli/backends.h"
 #include "cli/command.h"
 #include "util/error.h"
 #include "util/strings.h"
@@ -22,6 +23,7 @@ static void usage() {
 }
 
 int main(int argc, char** argv) {
+  ft::cli::register_backends();
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     usage();
     return argc < 2 ? 2 : 0;

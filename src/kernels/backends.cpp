@@ -42,6 +42,8 @@ const OpTable* find_backend(Device device) {
 }
 
 ExecContext make_exec_context(Device device, int index) {
+  // A backend loaded on first use (the CUDA plugin) that could not be loaded: say why.
+  if (device != Device::kCPU && !load_device(device).error.empty()) return make_device_context(device, index);
   if (!find_backend(device))
     throw Error(fmt::format("device {}: this build has no backend for it (it has: {})", device_name(device),
                             detail::registered()),

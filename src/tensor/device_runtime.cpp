@@ -12,14 +12,24 @@ std::mutex g_mu;
 std::array<DeviceRuntime, kNumDevices> g_runtimes{};
 std::array<bool, kNumDevices> g_registered{};
 
+// Loaders of backends loaded on first use, each run at most once (under its own once_flag: the
+// loader registers the runtime, which takes g_mu).
+struct Loader {
+  DeviceLoadResult (*load)() = nullptr;
+  std::once_flag once;
+  DeviceLoadResult result;
+};
+std::array<Loader, kNumDevices> g_loaders{};
+
 size_t slot(Device d) {
   const auto i = static_cast<size_t>(d);
   FT_CHECK(i < kNumDevices, "device {} has no slot", i);
   return i;
 }
 
-// The registered runtime of a non-CPU device, or null.
+// The registered runtime of a non-CPU device, or null (its loader run first).
 const DeviceRuntime* runtime_of(Device d) {
+  load_device(d);
   std::lock_guard<std::mutex> lock(g_mu);
   return g_registered[slot(d)] ? &g_runtimes[slot(d)] : nullptr;
 }
@@ -35,6 +45,19 @@ void register_device_runtime(Device d, const DeviceRuntime& rt) {
   g_registered[slot(d)] = true;
 }
 
+void register_device_loader(Device d, DeviceLoadResult (*load)()) {
+  FT_CHECK(d != Device::kCPU, "the CPU's backend is built in");
+  g_loaders[slot(d)].load = load;
+}
+
+const DeviceLoadResult& load_device(Device d) {
+  Loader& l = g_loaders[slot(d)];
+  std::call_once(l.once, [&l] {
+    if (l.load) l.result = l.load();
+  });
+  return l.result;
+}
+
 bool device_runtime_registered(Device d) {
   return d == Device::kCPU || runtime_of(d) != nullptr;
 }
@@ -48,6 +71,7 @@ int device_count(Device d) {
 std::string device_unavailable_reason(Device d) {
   if (d == Device::kCPU) return "";
   const DeviceRuntime* rt = runtime_of(d);
+  if (const DeviceLoadResult& loaded = load_device(d); !loaded.error.empty()) return loaded.error;
   if (!rt) return fmt::format("this build of fluxtrain has no {} backend", device_name(d));
   if (rt->device_count() > 0) return "";
   const std::string why = rt->unavailable_reason ? rt->unavailable_reason() : "";
@@ -57,9 +81,13 @@ std::string device_unavailable_reason(Device d) {
 ExecContext make_device_context(Device d, int index) {
   if (d == Device::kCPU) return ExecContext{};
   const std::string why = device_unavailable_reason(d);
-  if (!why.empty())
+  if (!why.empty()) {
+    const DeviceLoadResult& loaded = load_device(d);
     throw Error(fmt::format("device {}: {}", device_name(d), why),
-                "train.device = \"cpu\" runs on this machine's CPUs; \"auto\" picks a GPU when one is visible");
+                !loaded.error.empty() && !loaded.hint.empty()
+                    ? loaded.hint
+                    : "train.device = \"cpu\" runs on this machine's CPUs; \"auto\" picks a GPU when one is visible");
+  }
   const int n = device_count(d);
   if (index < 0 || index >= n)
     throw Error(fmt::format("device {}:{}: out of range, this process sees {} such device{}", device_name(d), index, n,

@@ -42,6 +42,20 @@ struct DeviceRuntime {
 void register_device_runtime(Device d, const DeviceRuntime& rt);
 bool device_runtime_registered(Device d);
 
+// A backend that is not linked in but loaded when first needed (the CUDA plugin, cli/backends.cpp):
+// `load` runs once, the first time anything asks about device kind d (its count, why it cannot be
+// used, a context), and registers the backend's OpTable, DeviceRuntime and DeviceMemory. It
+// returns "" in `error`, or why the backend could not be loaded (one line) with a hint; that is
+// then d's unavailable reason. Nothing is loaded by a process that never asks about d.
+struct DeviceLoadResult {
+  std::string error;
+  std::string hint;
+};
+void register_device_loader(Device d, DeviceLoadResult (*load)());
+// Runs d's loader if it has one and it has not run yet; its result (error "" when there is no
+// loader or it succeeded).
+const DeviceLoadResult& load_device(Device d);
+
 // 1 for the CPU; a registered backend's count; 0 when this build has no runtime for d.
 int device_count(Device d);
 // Why d cannot be used here ("" when it can): no backend in this build, no driver, no device.

@@ -74,6 +74,9 @@ void Trainer::choose_compute() {
   if (!ctx_.on_host())
     log_info("device {}:{} (local rank {}, {} visible); ops: {}", device_name(ctx_.device), ctx_.device_index,
              obs::local_rank_from_env(), device_count(ctx_.device), find_backend(ctx_.device)->backend);
+  if (t.device == "auto" && ctx_.on_host())
+    log_info("train.device = \"auto\": no usable GPU ({}); training on the CPU",
+             device_unavailable_reason(Device::kCUDA));
   if (mesh_.world_rank() == 0) {
     for (const auto& n : cfg_.config_notes) log_info("config: {}", n);
     for (const auto& w : cfg_.config_warnings) log_warn("config: {}", w);

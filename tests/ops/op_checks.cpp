@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/op_staging.h"
+
 namespace ft::test {
 namespace {
 
@@ -45,7 +47,7 @@ std::string check_against_reference(const OpCase& row, const Shape& s, const OpT
                                     uint64_t seed) {
   const Case before = row.make(s, seed);
   Case got = before, want = before;
-  row.run(ops, ctx, got);
+  run_case(row, ops, ctx, got);
   row.run(ref::op_table(), cpu_context(), want);
   return row.compare(before, got, want);
 }
@@ -54,8 +56,8 @@ std::string check_repeatable(const OpCase& row, const Shape& s, const OpTable& o
                              uint64_t seed) {
   const Case before = row.make(s, seed);
   Case first = before, second = before;
-  row.run(ops, ctx, first);
-  row.run(ops, ctx, second);
+  run_case(row, ops, ctx, first);
+  run_case(row, ops, ctx, second);
   std::string errors;
   for (Buffer& b : second.buffers()) {
     if (!b.is_output()) continue;
@@ -75,7 +77,7 @@ std::string check_gradients(const OpCase& row, const Shape& s, const OpTable& op
     for (size_t i = 0; i < b.count; ++i) v.push_back(b.at(i));
   }
   Case got = before;
-  row.run(ops, ctx, got);
+  run_case(row, ops, ctx, got);
   const auto grads64 = row.backward64(before, in);
   std::string errors;
   for (const GradOf& g : row.grads()) {

@@ -1,7 +1,9 @@
 // The checks the op harness runs on a row (op_cases.h), for any backend's OpTable: against the
 // reference, run twice, and (backward rows) against float64 finite differences. Each returns ""
 // when the check passes, else what failed, one line per output. The tests wrap them in GoogleTest
-// (tests/unit/kernels_ops_test.cpp); a backend's own checks may call them directly.
+// (tests/unit/kernels_ops_test.cpp); a backend's own checks may call them directly. On a device
+// the host cannot address (ctx not on the host), the case's buffers are staged through device
+// memory around each run of `ops` (op_staging.h).
 //
 //   std::string e = check_against_reference(op_case(OpId::swiglu_forward), shape, cpu::op_table(), ctx);
 #pragma once

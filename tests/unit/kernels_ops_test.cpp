@@ -10,6 +10,7 @@
 
 #include "ops/op_cases.h"
 #include "ops/op_checks.h"
+#include "ops/op_staging.h"
 #include "util/error.h"
 
 namespace ft::test {
@@ -60,6 +61,26 @@ TEST_P(GradRows, MatchFiniteDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, GradRows, ::testing::ValuesIn(every_shape(true)), param_name);
+
+// The staging a device backend's rows run through (op_staging.h: the case copied into memory of
+// the context's device, pointers mapped, outputs copied back), on the CPU's memory: every row gives
+// the bits of the direct run, so a GPU's check compares the GPU's op, not the staging.
+TEST(OpStaging, AStagedRunIsTheDirectRun) {
+  for (const OpRow& r : op_rows()) {
+    const OpCase& row = r.row();
+    for (const Shape& s : row.test_shapes()) {
+      SCOPED_TRACE(std::string(op_name(r.id)) + ": " + s.str());
+      const Case before = row.make(s, 3);
+      Case direct = before, staged = before;
+      row.run(cpu::op_table(), cpu_context(), direct);
+      run_case_staged(row, cpu::op_table(), cpu_context(), staged);
+      for (Buffer& b : staged.buffers()) {
+        b.tol = Tol::exact();
+        EXPECT_EQ(compare_buffer(b, direct.buffer(b.name)), "") << b.name;
+      }
+    }
+  }
+}
 
 TEST(OpRegistry, EveryOpHasARowWithShapesAndACost) {
   ASSERT_EQ(op_rows().size(), kOpCount);

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The CUDA backend's checks on a lent GPU machine: one call, at most 8 minutes on an H200.
+#
+# On the development machine, once before the call (builds build-gpu/: host code for x86-64-v3,
+# device code for sm_90; packs kernels_cuda_test, fluxtrain with its CUDA plugin
+# libfluxtrain_cuda.so (loaded from beside the binary) and the shared libraries the GPU machine
+# may lack — oneDNN, MPI, ICU, ... — as .gpu-pack/pack.tar.xz, ignored by git, under the 64 MiB a
+# call may carry; the GPU machine unpacks it on the first run):
+#   scripts/gpu_check.sh --pack
+# On the GPU machine (the device tool: run with carry [".gpu-pack"] and timeout_s 540):
+#   scripts/gpu_check.sh [--out DIR]          # DIR: $OUT there, else build/gpu_check
+# The device tool sends the checkout its session started in (the main checkout, also for a helper
+# working in another worktree): pack in that checkout, with the code to check merged into it.
+#
+# Stages (scripts/gpu_check.py runs them; each rewrites DIR/gpu_check.json, a table comes last):
+#   0  environment: driver, GPU, CUDA / cuBLASLt / cuDNN / PyTorch versions, missing libraries
+#   1  kernels_cuda_test: every row of the op harness (tests/ops: every op of op_decls.inc on odd
+#      shapes) through the CUDA OpTable against ft::ref, each run twice and compared bitwise, the
+#      backward rows against finite differences; device memory and streams; cuDNN SDPA bf16/fp16;
+#      FT_CUDA_SYNC_CHECK naming a faulting op; our bf16/fp32 GEMM rate
+#   2  llama-20m, 30 steps on the GPU against tests/cuda/golden/llama-20m.json (fp32, bf16)
+#   3  a 1.1B LLaMA in bf16: fluxtrain tokens/s, MFU, peak memory beside PyTorch eager and
+#      torch.compile (bench/torch_gpu_train.py) on the same GPU in the same run
+# Stages 2 and 3's fluxtrain runs need the trainer on CUDA (train.device = "cuda"); until a build
+# has it they report "not available in this build". Without a GPU every stage skips with the reason
+# (that is the dry run this script gets on the development machine).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = "--pack" ]; then
+  PACK=.gpu-pack
+  BUILD=build-gpu
+  echo "gpu_check: building $BUILD (FT_ARCH=x86-64-v3, sm_90) ..." >&2
+  mkdir -p "$BUILD"
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFT_ARCH=x86-64-v3 -DFT_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 > "$BUILD/configure.log" 2>&1 || { cat "$BUILD/configure.log" >&2; exit 1; }
+  nice -n 5 cmake --build "$BUILD" --target kernels_cuda_test fluxtrain fluxtrain_cuda -j "${JOBS:-2}"
+  rm -rf "$PACK"
+  STAGE=$(mktemp -d)
+  trap 'rm -rf "$STAGE"' EXIT
+  mkdir -p "$STAGE/lib"
+  cp "$BUILD/tests/cuda/kernels_cuda_test" "$BUILD/fluxtrain" "$BUILD/libfluxtrain_cuda.so" "$STAGE/"
+  # (fluxtrain keeps its exported symbols: strip leaves the dynamic symbol table the plugin binds to.)
+  strip "$STAGE/kernels_cuda_test" "$STAGE/fluxtrain" "$STAGE/libfluxtrain_cuda.so"
+  # Shared libraries the GPU machine is not expected to have: all but glibc, the C++ runtime and
+  # the CUDA libraries (its CUDA toolkit and PyTorch's wheels bring those; stage 0 checks).
+  for bin in "$STAGE/kernels_cuda_test" "$STAGE/fluxtrain" "$STAGE/libfluxtrain_cuda.so"; do
+    ldd "$bin" | awk '/=>/ {print $3}' | while read -r lib; do
+      case "$(basename "$lib")" in
+        libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libstdc++.so*|libgcc_s.so*) ;;
+        libcublas*|libcudnn*|libnvrtc*|libcuda.so*|libcudart*) ;;
+        *) cp -Ln "$lib" "$STAGE/lib/" ;;
+      esac
+    done
+  done
+  mkdir -p "$PACK"
+  tar -C "$STAGE" -cJf "$PACK/pack.tar.xz" .
+  /usr/bin/python3 - "$PACK" "$STAGE" "$(git rev-parse HEAD)" "$(git status --porcelain | wc -l)" << 'PY'
+import datetime, json, os, sys
+pack, stage, commit, dirty = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+files = {}
+for root, _, names in os.walk(stage):
+    for n in names:
+        p = os.path.join(root, n)
+        files[os.path.relpath(p, stage)] = os.path.getsize(p)
+total = os.path.getsize(os.path.join(pack, "pack.tar.xz"))
+json.dump({"commit": commit, "uncommitted_changes": dirty, "date": datetime.datetime.now().isoformat(timespec="seconds"),
+           "build": "build-gpu: -DFT_ARCH=x86-64-v3 -DFT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90", "files": files},
+          open(os.path.join(pack, "pack.json"), "w"), indent=1)
+print(f"gpu_check: {pack}/pack.tar.xz: {len(files)} files, {sum(files.values()) / 2**20:.1f} MiB unpacked, "
+      f"{total / 2**20:.1f} MiB to carry")
+if total > 60 * 2**20:
+    sys.exit("error: the pack is over 60 MiB; the device tool carries at most 64 MiB per call")
+PY
+  exit 0
+fi
+
+# The GPU machine: unpack the pack once (the binaries and lib/ beside pack.json).
+if [ -f .gpu-pack/pack.tar.xz ] && [ ! -x .gpu-pack/kernels_cuda_test ]; then
+  tar -C .gpu-pack -xJf .gpu-pack/pack.tar.xz
+fi
+exec python3 scripts/gpu_check.py "$@"

@@ -1,0 +1,16 @@
+// Internal entry of attention.cu for the bf16/fp16 fallback (attention_lowp.cpp), which owns the
+// scratch: the backward with its delta buffer (B, H, T floats) passed in rather than taken from
+// the context's scratch.
+#pragma once
+
+#include <cstdint>
+
+namespace ft::cuda {
+
+class CudaContext;
+
+void attention_backward_with_delta(CudaContext& ctx, float* delta, float* dqkv, const float* dout, const float* qkv,
+                                   const float* out, const float* lse, int64_t B, int64_t T, int64_t H, int64_t Hkv,
+                                   int64_t D);
+
+}  // namespace ft::cuda
