@@ -71,8 +71,12 @@ int device_count(Device d) {
 std::string device_unavailable_reason(Device d) {
   if (d == Device::kCPU) return "";
   const DeviceRuntime* rt = runtime_of(d);
-  if (const DeviceLoadResult& loaded = load_device(d); !loaded.error.empty()) return loaded.error;
-  if (!rt) return fmt::format("this build of fluxtrain has no {} backend", device_name(d));
+  // A registered runtime wins over its loader's error (a test binary registers its own).
+  if (!rt) {
+    const DeviceLoadResult& loaded = load_device(d);
+    return loaded.error.empty() ? fmt::format("this build of fluxtrain has no {} backend", device_name(d))
+                                : loaded.error;
+  }
   if (rt->device_count() > 0) return "";
   const std::string why = rt->unavailable_reason ? rt->unavailable_reason() : "";
   return why.empty() ? fmt::format("no {} device is visible", device_name(d)) : why;
@@ -83,8 +87,9 @@ ExecContext make_device_context(Device d, int index) {
   const std::string why = device_unavailable_reason(d);
   if (!why.empty()) {
     const DeviceLoadResult& loaded = load_device(d);
+    const bool load_failed = !loaded.error.empty() && runtime_of(d) == nullptr;
     throw Error(fmt::format("device {}: {}", device_name(d), why),
-                !loaded.error.empty() && !loaded.hint.empty()
+                load_failed && !loaded.hint.empty()
                     ? loaded.hint
                     : "train.device = \"cpu\" runs on this machine's CPUs; \"auto\" picks a GPU when one is visible");
   }
