@@ -4,12 +4,13 @@ GPU machine's python3 as it is.
 
 The binaries: $FT_KERNELS_CUDA_TEST / $FT_FLUXTRAIN when set, else .gpu-pack/, build-gpu/, build/.
 
-usage: gpu_check.py [--out DIR] [--budget SECONDS] [--stages 0,1,2,3] [--cpu-dry-run [--steps N]]
+usage: gpu_check.py [--out DIR] [--budget SECONDS] [--stages 0,1,2,3,4] [--cpu-dry-run [--steps N]]
 
 --cpu-dry-run exercises the stages on a machine without a GPU, against the CPU build: stage 1 runs
 kernels_cuda_test (whose tests skip), stage 2 trains the golden runs' first N steps on the CPU and
 compares them with the golden losses (tests/cuda/CMakeLists.txt runs this in CI, so the golden file
-stays true to the code), stage 3 runs the PyTorch peer on the CPU at a tiny shape.
+stays true to the code), stage 3 runs the PyTorch peer on the CPU at a tiny shape; stage 4 (stage 2's
+fp32 run with parallel.comm = "nccl", run before stage 3) needs a GPU and skips.
 
 Writes DIR/gpu_check.json after every stage (so a call cut short still returns what ran) and
 the logs of the stages beside it (at most 8 files: what the device tool brings back), then prints
@@ -254,23 +255,36 @@ def worst_rel(got, want):
 
 
 def stage2(c):
+    golden_losses(c, 2, "llama-20m vs golden CPU losses", [], ("fp32", "bf16"))
+
+
+def stage4(c):
+    # Issue 17: the same run with its dp/tp/pp groups on NCCL (dp = 1 on one GPU: a one-rank NCCL
+    # communicator; more ranks than GPUs is refused by NCCL).
+    if c.cpu_dry_run:
+        t = time.monotonic()
+        return c.record(4, "llama-20m over NCCL vs golden", "skip", t,
+                        "parallel.comm = \"nccl\" needs device buffers: no CPU dry run")
+    golden_losses(c, 4, "llama-20m over NCCL vs golden", ["--set", 'parallel.comm="nccl"'], ("fp32",))
+
+
+def golden_losses(c, stage, name, extra, precisions):
     t = time.monotonic()
-    name = "llama-20m vs golden CPU losses"
     if not c.gpu and not c.cpu_dry_run:
-        return c.record(2, name, "skip", t, "no GPU: " + c.no_gpu)
+        return c.record(stage, name, "skip", t, "no GPU: " + c.no_gpu)
     ft = fluxtrain_binary()
     if not ft:
         c.trainer = "no fluxtrain binary"
-        return c.record(2, name, "n/a", t, "not available in this build: no fluxtrain binary")
+        return c.record(stage, name, "n/a", t, "not available in this build: no fluxtrain binary")
     golden = json.load(open(GOLDEN))
     details = {"binary": ft, "golden": os.path.relpath(GOLDEN, ROOT), "tolerance_loss": TOL, "tolerance_grad_norm": TOL_GRAD}
     # The comparison means something only if the golden run learns.
     g32 = golden["runs"]["fp32"]["loss"]
     if g32[0] - min(g32[-5:]) < 0.5:
-        return c.record(2, name, "fail", t, f"the golden fp32 run does not learn ({g32[0]:.3f} -> {g32[-1]:.3f}): "
+        return c.record(stage, name, "fail", t, f"the golden fp32 run does not learn ({g32[0]:.3f} -> {g32[-1]:.3f}): "
                         "regenerate it with scripts/make-golden-losses.sh", **details)
     worst, parts = {}, []
-    for prec in ("fp32", "bf16"):
+    for prec in precisions:
         run_dir = os.path.join("/tmp", f"gpu_check_{prec}_{os.getpid()}")
         shutil.rmtree(run_dir, ignore_errors=True)
         cmd = [ft if a == "FLUXTRAIN" else run_dir if a == "RUN_DIR" else a for a in golden["runs"][prec]["command"]]
@@ -278,11 +292,12 @@ def stage2(c):
             cmd += ["--set", f"train.steps={c.steps}"]
         if not c.cpu_dry_run:
             cmd += ["--set", 'train.device="cuda"']
-        rc, out = c.run(cmd, 600 if c.cpu_dry_run else 60, "stage2.log")
+        cmd += extra
+        rc, out = c.run(cmd, 600 if c.cpu_dry_run else 60, f"stage{stage}.log")
         why = not_in_build(out)
         if why:
             c.trainer = why
-            return c.record(2, name, "n/a", t, "not available in this build: " + why, **details)
+            return c.record(stage, name, "n/a", t, "not available in this build: " + why, **details)
         rows = step_rows(run_dir)
         shutil.rmtree(run_dir, ignore_errors=True)
         want = golden["runs"][prec]
@@ -300,7 +315,7 @@ def stage2(c):
         parts.append(f"{prec}: loss worst rel. diff {wl:.1e} at step {sl} (tol {TOL[prec]:g}), grad norm {wg:.1e} "
                      f"(tol {TOL_GRAD[prec]:g})")
     c.trainer = None if not c.cpu_dry_run else "a CPU dry run"
-    c.record(2, name, "ok" if all(worst.values()) else "fail", t, f"{n} steps; " + "; ".join(parts), **details)
+    c.record(stage, name, "ok" if all(worst.values()) else "fail", t, f"{n} steps; " + "; ".join(parts), **details)
 
 
 def torch_peer(c, mode, limit, gemm):
@@ -392,12 +407,12 @@ def main():
     p.add_argument("--out", default=os.environ.get("OUT") or os.path.join(ROOT, "build", "gpu_check"))
     p.add_argument("--budget", type=float, default=None,
                    help="seconds for all stages (default 470: 8 minutes less margin; 1800 for a CPU dry run)")
-    p.add_argument("--stages", default="0,1,2,3", help="stages to run, e.g. 0,2")
+    p.add_argument("--stages", default="0,1,2,3,4", help="stages to run, e.g. 0,2")
     p.add_argument("--cpu-dry-run", action="store_true", help="exercise the stages on the CPU build (no GPU)")
     p.add_argument("--steps", type=int, default=None, help="stage 2: compare only the first N steps")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    for f in ("stage0.log", "stage1.log", "stage2.log", "stage3.log", "kernels_cuda_test.json"):
+    for f in ("stage0.log", "stage1.log", "stage2.log", "stage3.log", "stage4.log", "kernels_cuda_test.json"):
         if os.path.exists(os.path.join(a.out, f)):
             os.remove(os.path.join(a.out, f))
     c = Check(a.out, a.budget or (1800.0 if a.cpu_dry_run else 470.0))
@@ -405,7 +420,7 @@ def main():
     if a.cpu_dry_run:
         c.doc["cpu_dry_run"] = True
     wanted = {int(x) for x in a.stages.split(",") if x.strip()}
-    for stage in (stage0, stage1, stage2, stage3):
+    for stage in (stage0, stage1, stage2, stage4, stage3):
         if int(stage.__name__[-1]) not in wanted:
             continue
         if c.remaining() < 10:

@@ -19,6 +19,8 @@
 #      backward rows against finite differences; device memory and streams; cuDNN SDPA bf16/fp16;
 #      FT_CUDA_SYNC_CHECK naming a faulting op; our bf16/fp32 GEMM rate
 #   2  llama-20m, 30 steps on the GPU against tests/cuda/golden/llama-20m.json (fp32, bf16)
+#   4  (run before 3) stage 2's fp32 run with parallel.comm = "nccl": a one-rank NCCL communicator
+#      per group (one GPU: more ranks than GPUs is refused by NCCL)
 #   3  a 1.1B LLaMA in bf16: fluxtrain tokens/s, MFU, peak memory beside PyTorch eager and
 #      torch.compile (bench/torch_gpu_train.py) on the same GPU in the same run
 # Stages 2 and 3's fluxtrain runs need the trainer on CUDA (train.device = "cuda"); until a build
