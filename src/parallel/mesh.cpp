@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "parallel/comm/device_comm.h"
 #include "parallel/comm/mpi_comm.h"
 #include "util/error.h"
 
@@ -45,6 +46,7 @@ Mesh Mesh::create_mpi(const ParallelConfig& p, int world_rank, int world_size, c
   int64_t nonce = static_cast<int64_t>(std::chrono::system_clock::now().time_since_epoch().count());
   m.world_->broadcast(&nonce, 8, 0);
   if (!board_dir.empty()) o.board_dir = fmt::format("{}/{:x}", board_dir, nonce);
+  m.board_dir_ = o.board_dir;
   // Ranks sharing the other two coordinates form a group; keys order them along the axis.
   m.tp_ = mpi_split(static_cast<int>(c.pp * p.dp + c.dp), static_cast<int>(c.tp), "tp", o);
   m.dp_ = mpi_split(static_cast<int>(c.pp * p.tp + c.tp), static_cast<int>(c.dp), "dp", o);
@@ -70,6 +72,17 @@ Mesh Mesh::create_with(const ParallelConfig& p, int world_rank, const CommFactor
   m.dp_ = make("dp", dp, static_cast<int>(c.dp));
   m.pp_ = make("pp", pp, static_cast<int>(c.pp));
   return m;
+}
+
+void Mesh::use_comm(const ParallelConfig& p, const ExecContext& ctx) {
+  if (!use_device_comm(p.comm, ctx, world_size())) return;
+  const DeviceCommBackend* b = device_comm_backend();
+  const CommOptions o{p.collective_timeout_s, board_dir_};
+  // The same order on every rank: each is collective over its group.
+  tp_ = b->make(tp_, ctx, o);
+  dp_ = b->make(dp_, ctx, o);
+  pp_ = b->make(pp_, ctx, o);
+  transport_ = b->name;
 }
 
 std::string Mesh::describe() const {

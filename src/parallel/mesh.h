@@ -16,6 +16,7 @@
 
 #include "parallel/comm/comm.h"
 #include "parallel/parallel_config.h"
+#include "tensor/exec_context.h"
 
 namespace ft {
 
@@ -48,11 +49,19 @@ class Mesh {
   Communicator& tp() { return *tp_; }
   Communicator& pp() { return *pp_; }
   std::string describe() const;  // "rank 3 = (pp 0, dp 1, tp 1) of pp1 × dp2 × tp2"
+  // Puts the dp, tp and pp groups on the device transport (NCCL) where p.comm asks for it for a
+  // rank computing on ctx (device_comm.h; host buffers stay on MPI, the world group always does);
+  // throws ft::Error for a combination that cannot work. Collective over the world.
+  void use_comm(const ParallelConfig& p, const ExecContext& ctx);
+  // The transport of the dp/tp/pp groups: "MPI" or the device backend's name ("NCCL").
+  const std::string& transport() const { return transport_; }
 
  private:
   ParallelConfig p_;
   MeshCoord coord_;
   int world_rank_ = 0;
+  std::string board_dir_;  // the job's arrival boards ("" = none)
+  std::string transport_ = "MPI";
   std::shared_ptr<Communicator> world_, dp_, tp_, pp_;
 };
 

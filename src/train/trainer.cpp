@@ -93,6 +93,7 @@ void Trainer::parallelize() {
   // 1. The mesh.
   FT_CHECK(mesh_.degrees().dp == par.dp && mesh_.degrees().pp == par.pp && mesh_.degrees().tp == par.tp,
            "the mesh ({}) does not have the configured degrees", mesh_.describe());
+  mesh_.use_comm(par, ctx_);  // parallel.comm: dp/tp/pp over NCCL for a GPU rank's buffers, or MPI
   // 2. Tensor parallelism.
   const bool sp = par.sequence_parallel && par.tp > 1;
   const TpShard shard{.rank = mesh_.coord().tp, .size = par.tp, .sequence_parallel = sp};
@@ -192,8 +193,9 @@ void Trainer::log_layout() const {
            cfg_.model.preset, cfg_.model.num_params(), static_cast<double>(cfg_.model.num_params()) / 1e6,
            cfg_.model.n_layers, cfg_.model.dim, cfg_.model.n_heads, cfg_.model.n_kv_heads, cfg_.model.ffn_dim,
            cfg_.model.vocab_size);
-  log_info("layout: {} rank(s), dp {} (zero {}), tp {}{}, pp {}; data: {}", mesh_.world_size(), par.dp, par.zero,
-           par.tp, par.sequence_parallel && par.tp > 1 ? " (sequence parallel)" : "", par.pp, train_data_->describe());
+  log_info("layout: {} rank(s), dp {} (zero {}), tp {}{}, pp {} over {}; data: {}", mesh_.world_size(), par.dp,
+           par.zero, par.tp, par.sequence_parallel && par.tp > 1 ? " (sequence parallel)" : "", par.pp,
+           mesh_.transport(), train_data_->describe());
   log_info("batch {} x {} tokens, {} per rank in {} micro-batch(es)", t.batch_size, t.seq_len, batching_.local_batch,
            batching_.count);
   executor_->log_plan();
