@@ -39,7 +39,7 @@ Mesh Mesh::create_mpi(const ParallelConfig& p, int world_rank, int world_size, c
   m.world_rank_ = world_rank;
   m.coord_ = coord_of(p, world_rank);
   const MeshCoord c = m.coord_;
-  CommOptions o{p.collective_timeout_s, ""};
+  CommOptions o{p.collective_timeout_s, "", false};
   m.world_ = mpi_world("world", o);
   // The arrival boards of this job live under a directory named by a nonce of rank 0's, so a
   // later job never reads a stale board.
@@ -77,11 +77,12 @@ Mesh Mesh::create_with(const ParallelConfig& p, int world_rank, const CommFactor
 void Mesh::use_comm(const ParallelConfig& p, const ExecContext& ctx) {
   if (!use_device_comm(p.comm, ctx, world_size())) return;
   const DeviceCommBackend* b = device_comm_backend();
-  const CommOptions o{p.collective_timeout_s, board_dir_};
-  // The same order on every rank: each is collective over its group.
+  const CommOptions o{p.collective_timeout_s, board_dir_, false};
+  // The same order on every rank: each is collective over its group. The pipeline's transfers get
+  // their own channels per link direction and kind (NCCL matches them without tags).
   tp_ = b->make(tp_, ctx, o);
   dp_ = b->make(dp_, ctx, o);
-  pp_ = b->make(pp_, ctx, o);
+  pp_ = b->make(pp_, ctx, CommOptions{o.timeout_s, o.board_dir, true});
   transport_ = b->name;
 }
 

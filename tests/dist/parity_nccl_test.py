@@ -7,7 +7,7 @@ collectives over MPI). It tests our host logic through NcclComm, not NCCL itself
      --set parallel.comm="nccl" added to every run: dp × ZeRO 0–3, tp ± sp, the pipeline schedules
      (gpipe, 1f1b, interleaved), 3D; every loss (and gradient norm, validation loss) within 1e-5
      of one process, and the bytes per step equal to theory, as over MPI.
-  2. Gradient compression at dp 2 with ZeRO 0, 1, 2 (bf16 on the wire; PowerSGD): the losses of
+  2. Gradient compression at dp 2 with ZeRO 0, 1, 2, 3 (bf16 on the wire; PowerSGD): the losses of
      every step over NCCL against the same run over MPI (the fluxtrain binary). PowerSGD's
      all-reduces are fp32: within 1e-5. The bf16 wire is rounded at different points (MPI's ring
      keeps a rank's own share in fp32 until the sum; NCCL reduces bf16 inputs): within 2e-3, and
@@ -28,11 +28,12 @@ from dist_lib import train  # noqa: E402
 
 SIM, FT, CONFIG = sys.argv[1], sys.argv[2], sys.argv[3]
 NCCL = ["--set", 'parallel.comm="nccl"']
-SCRIPTS = ("parity_dp_test.py",)
+SCRIPTS = ("parity_dp_test.py", "parity_tp_test.py", "parity_pp_test.py", "parity_3d_test.py")
 
 
 def run_script(name):
-    env = dict(os.environ, FLUXTRAIN_TEST_EXTRA_ARGS=" ".join(NCCL))
+    # A deadlock of the transfers' order would cost one timeout, not five minutes.
+    env = dict(os.environ, FLUXTRAIN_TEST_EXTRA_ARGS=" ".join(NCCL + ["--set", "parallel.collective_timeout_s=60"]))
     p = subprocess.run([sys.executable, os.path.join(HERE, name), SIM, CONFIG], env=env, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True)
     print(f"==== {name} through NcclComm (exit {p.returncode})")
@@ -49,7 +50,7 @@ def compression(failures):
         print("==== gradient compression at dp 2: NCCL (stand-in) against MPI, every step")
         print(f"{'mode':>9} {'zero':>4} {'worst rel. diff':>16} {'tolerance':>10} {'vs none (nccl)':>15} "
               f"{'bytes/step nccl':>16} {'mpi':>10}")
-        for zero in (0, 1, 2):
+        for zero in (0, 1, 2, 3):
             none = train(SIM, CONFIG, os.path.join(tmp, f"none{zero}"),
                          common + NCCL + ["--set", f"parallel.zero={zero}"], 2)
             for mode, tol in (("bf16", 2e-3), ("powersgd", 1e-5)):

@@ -4,6 +4,8 @@
 #include <nccl.h>
 #include <time.h>
 
+#include <algorithm>
+#include <array>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -49,6 +51,15 @@ int64_t tree_broadcast_bytes(int64_t bytes, int P, int rank, int root) {
   return sent;
 }
 
+// A point-to-point channel of the pp group: a 2-rank NCCL communicator and its own stream for one
+// direction of one link and one kind of transfer (the sender is its rank 0).
+struct Channel {
+  int from = 0, to = 0, kind = 0;  // group ranks; kind = tag & 1
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  ExecContext ctx;  // owns the stream on a GPU
+};
+
 // One axis' NCCL state, shared with the Works it hands out.
 struct Core {
   std::shared_ptr<Communicator> host;
@@ -63,6 +74,7 @@ struct Core {
   int rank = 0, size = 1;
   std::vector<int> world;
   std::unique_ptr<ArrivalBoard> board;
+  std::vector<Channel> channels;  // opts.p2p_channels: to and from the neighbouring ranks
 
   std::mutex mu;
   int64_t seq = 0, finished = 0;  // collectives enqueued / seen finished
@@ -74,17 +86,37 @@ struct Core {
   [[noreturn]] void fail(const std::string& msg) {
     if (comm) ncclCommAbort(comm);
     comm = nullptr;
+    for (Channel& ch : channels) {
+      if (ch.comm) ncclCommAbort(ch.comm);
+      ch.comm = nullptr;
+    }
     failed = msg;
     throw CommError(msg, kHint);
   }
   void check_failed() const {
     if (!failed.empty()) throw CommError(failed, kHint);
   }
-  void nccl_ok(ncclResult_t r, const char* call) {
+  void nccl_ok(ncclResult_t r, const char* call, ncclComm_t on = nullptr) {
     if (r == ncclSuccess || r == ncclInProgress) return;
-    std::string last = comm ? ncclGetLastError(comm) : "";
+    if (!on) on = comm;
+    std::string last = on ? ncclGetLastError(on) : "";
     fail(fmt::format("rank {}: {} on group {} failed: {}{}{}", world[static_cast<size_t>(rank)], call, name,
                      ncclGetErrorString(r), last.empty() ? "" : ": ", last));
+  }
+  cudaStream_t new_stream(ExecContext* owner) {
+    if (compute.on_host()) {
+      cudaStream_t st = nullptr;
+      cuda_ok(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+      return st;
+    }
+    *owner = make_side_context(compute);
+    return static_cast<cudaStream_t>(owner->stream);
+  }
+  // The channel of a transfer, or null (it goes on the group's own communicator and stream).
+  Channel* channel(int from, int to, int tag) {
+    for (Channel& ch : channels)
+      if (ch.from == from && ch.to == to && ch.kind == (tag & 1)) return &ch;
+    return nullptr;
   }
   uint16_t* bf16_scratch(int64_t n) {
     if (n > scratch_n) {
@@ -121,8 +153,8 @@ struct Core {
 class NcclWork final : public Work {
  public:
   // seq > 0: collective #seq of the group; else a transfer with peer (group index) and tag.
-  NcclWork(std::shared_ptr<Core> c, cudaEvent_t ev, CollKind kind, int64_t seq, int peer, int tag)
-      : c_(std::move(c)), ev_(ev), kind_(kind), seq_(seq), peer_(peer), tag_(tag) {}
+  NcclWork(std::shared_ptr<Core> c, cudaEvent_t ev, CollKind kind, int64_t seq, int peer, int tag, Channel* ch)
+      : c_(std::move(c)), ev_(ev), kind_(kind), seq_(seq), peer_(peer), tag_(tag), ch_(ch) {}
   ~NcclWork() override { cudaEventDestroy(ev_); }
 
   void wait() override {
@@ -164,9 +196,10 @@ class NcclWork final : public Work {
     }
     if (e != cudaErrorNotReady) c_->fail(fmt::format("{}: {}", what(), cudaGetErrorString(e)));
     ncclResult_t async = ncclSuccess;
-    if (c_->comm) ncclCommGetAsyncError(c_->comm, &async);
+    ncclComm_t on = ch_ ? ch_->comm : c_->comm;
+    if (on) ncclCommGetAsyncError(on, &async);
     if (async != ncclSuccess && async != ncclInProgress) {
-      std::string last = ncclGetLastError(c_->comm);
+      std::string last = ncclGetLastError(on);
       c_->fail(fmt::format("{}: NCCL reported an asynchronous error: {}{}{}", what(), ncclGetErrorString(async),
                            last.empty() ? "" : ": ", last));
     }
@@ -199,6 +232,7 @@ class NcclWork final : public Work {
   CollKind kind_;
   int64_t seq_;
   int peer_, tag_;  // tag_ < 0: a receive of tag -tag_ - 1
+  Channel* ch_;     // the transfer's channel, or null (lives as long as the Core)
   bool finished_ = false;
 };
 
@@ -231,7 +265,57 @@ class NcclComm final : public Communicator {
     if (c.rank == 0) c.nccl_ok(ncclGetUniqueId(&id), "ncclGetUniqueId");
     c.host->broadcast(&id, sizeof id, 0);
     c.nccl_ok(ncclCommInitRank(&c.comm, c.size, id, c.rank), "ncclCommInitRank");
+    if (opts.p2p_channels && c.size > 1) open_channels();
     host_base_ = c.host->stats();
+  }
+
+  // Channels for every direction of every link between neighbouring group ranks (r, r ± 1 mod P),
+  // one per kind. Each sender makes the ids of its channels; one all-gather over the host group
+  // delivers them; every rank then initialises its channels in one global order (so that the
+  // blocking 2-rank initialisations never wait on each other in a cycle).
+  void open_channels() {
+    Core& c = *c_;
+    const int P = c.size;
+    std::vector<Channel> all;
+    for (int a = 0; a < P; ++a)
+      for (int b : {(a + 1) % P, (a - 1 + P) % P})
+        for (int kind = 0; kind < 2; ++kind) {
+          bool seen = b == a;
+          for (const Channel& x : all) seen = seen || (x.from == a && x.to == b && x.kind == kind);
+          if (seen) continue;
+          Channel ch;
+          ch.from = a;
+          ch.to = b;
+          ch.kind = kind;
+          all.push_back(ch);
+        }
+    std::stable_sort(all.begin(), all.end(), [](const Channel& x, const Channel& y) {
+      auto key = [](const Channel& ch) {
+        return std::array<int, 4>{std::min(ch.from, ch.to), std::max(ch.from, ch.to), ch.from, ch.kind};
+      };
+      return key(x) < key(y);
+    });
+    constexpr int kMaxSent = 4;  // two neighbours, two kinds
+    std::vector<ncclUniqueId> mine(kMaxSent), ids(static_cast<size_t>(kMaxSent * P));
+    auto index_among_senders = [&](const Channel& ch) {
+      int j = 0;
+      for (const Channel& x : all) {
+        if (&x == &ch) return j;
+        if (x.from == ch.from) ++j;
+      }
+      return j;
+    };
+    for (const Channel& ch : all)
+      if (ch.from == c.rank)
+        c.nccl_ok(ncclGetUniqueId(&mine[static_cast<size_t>(index_among_senders(ch))]), "ncclGetUniqueId");
+    c.host->all_gather(ids.data(), mine.data(), kMaxSent * static_cast<int64_t>(sizeof(ncclUniqueId)));
+    for (Channel& ch : all) {
+      if (ch.from != c.rank && ch.to != c.rank) continue;
+      const ncclUniqueId& id = ids[static_cast<size_t>(ch.from * kMaxSent + index_among_senders(ch))];
+      c.nccl_ok(ncclCommInitRank(&ch.comm, 2, id, ch.from == c.rank ? 0 : 1), "ncclCommInitRank (channel)");
+      ch.stream = c.new_stream(&ch.ctx);
+      c.channels.push_back(ch);
+    }
   }
 
   ~NcclComm() override {
@@ -242,6 +326,14 @@ class NcclComm final : public Communicator {
       ncclCommDestroy(c.comm);
       c.comm = nullptr;
     }
+    for (Channel& ch : c.channels) {
+      if (ch.comm) {
+        cudaStreamSynchronize(ch.stream);
+        ncclCommDestroy(ch.comm);
+      }
+      if (c.compute.on_host()) cudaStreamDestroy(ch.stream);
+    }
+    c.channels.clear();
     if (c.failed.empty()) c.failed = fmt::format("the NCCL communicator of group {} was closed", c.name);
     if (c.scratch)
       mem_free(c.compute.device, c.scratch, static_cast<size_t>(c.scratch_n) * 2, MemCategory::kCommunication);
@@ -320,22 +412,37 @@ class NcclComm final : public Communicator {
     });
   }
 
-  // One transfer per NCCL group; NCCL matches them in posting order (the tag is not sent).
+  // One transfer per NCCL group; NCCL matches them in posting order (the tag is not sent): on the
+  // link's channel for the tag's kind when the group has channels, else on the group's stream.
   WorkPtr send_async(const void* data, int64_t bytes, int peer, int tag) override {
     if (!on_device(data, bytes)) return c_->host->send_async(data, bytes, peer, tag);
-    return launch(CollKind::kSendRecv, bytes, peer, tag, [&](Core& c) {
-      c.nccl_ok(ncclGroupStart(), "ncclGroupStart");
-      c.nccl_ok(ncclSend(data, static_cast<size_t>(bytes), ncclUint8, peer, c.comm, c.stream), "ncclSend");
-      c.nccl_ok(ncclGroupEnd(), "ncclGroupEnd");
-    });
+    Channel* ch = c_->channel(c_->rank, peer, tag);
+    return launch(
+        CollKind::kSendRecv, bytes, peer, tag,
+        [&](Core& c) {
+          ncclComm_t comm = ch ? ch->comm : c.comm;
+          c.nccl_ok(ncclGroupStart(), "ncclGroupStart", comm);
+          c.nccl_ok(
+              ncclSend(data, static_cast<size_t>(bytes), ncclUint8, ch ? 1 : peer, comm, ch ? ch->stream : c.stream),
+              "ncclSend", comm);
+          c.nccl_ok(ncclGroupEnd(), "ncclGroupEnd", comm);
+        },
+        ch);
   }
   WorkPtr recv_async(void* data, int64_t bytes, int peer, int tag) override {
     if (!on_device(data, bytes)) return c_->host->recv_async(data, bytes, peer, tag);
-    return launch(CollKind::kSendRecv, -1, peer, -tag - 1, [&](Core& c) {
-      c.nccl_ok(ncclGroupStart(), "ncclGroupStart");
-      c.nccl_ok(ncclRecv(data, static_cast<size_t>(bytes), ncclUint8, peer, c.comm, c.stream), "ncclRecv");
-      c.nccl_ok(ncclGroupEnd(), "ncclGroupEnd");
-    });
+    Channel* ch = c_->channel(peer, c_->rank, tag);
+    return launch(
+        CollKind::kSendRecv, -1, peer, -tag - 1,
+        [&](Core& c) {
+          ncclComm_t comm = ch ? ch->comm : c.comm;
+          c.nccl_ok(ncclGroupStart(), "ncclGroupStart", comm);
+          c.nccl_ok(
+              ncclRecv(data, static_cast<size_t>(bytes), ncclUint8, ch ? 0 : peer, comm, ch ? ch->stream : c.stream),
+              "ncclRecv", comm);
+          c.nccl_ok(ncclGroupEnd(), "ncclGroupEnd", comm);
+        },
+        ch);
   }
 
   void barrier() override { c_->host->barrier(); }
@@ -359,13 +466,14 @@ class NcclComm final : public Communicator {
   // peer >= 0: a transfer (bytes < 0: a receive, which counts no bytes); else a collective, which
   // takes the group's next sequence number and marks this rank arrived once it is enqueued.
   template <class Enqueue>
-  WorkPtr launch(CollKind kind, int64_t bytes, int peer, int tag, Enqueue&& enqueue) {
+  WorkPtr launch(CollKind kind, int64_t bytes, int peer, int tag, Enqueue&& enqueue, Channel* ch = nullptr) {
     Core& c = *c_;
     std::lock_guard<std::mutex> lock(c.mu);
     c.check_failed();
+    cudaStream_t stream = ch ? ch->stream : c.stream;
     if (!c.compute.on_host()) {
       cuda_ok(cudaEventRecord(c.ready, static_cast<cudaStream_t>(c.compute.stream)), "cudaEventRecord");
-      cuda_ok(cudaStreamWaitEvent(c.stream, c.ready, 0), "cudaStreamWaitEvent");
+      cuda_ok(cudaStreamWaitEvent(stream, c.ready, 0), "cudaStreamWaitEvent");
     }
     enqueue(c);
     int64_t seq = 0;
@@ -375,9 +483,9 @@ class NcclComm final : public Communicator {
     }
     cudaEvent_t done = nullptr;
     cuda_ok(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-    cuda_ok(cudaEventRecord(done, c.stream), "cudaEventRecord");
+    cuda_ok(cudaEventRecord(done, stream), "cudaEventRecord");
     if (bytes >= 0) record(kind, bytes, 0);
-    return std::make_shared<NcclWork>(c_, done, kind, seq, peer, tag);
+    return std::make_shared<NcclWork>(c_, done, kind, seq, peer, tag, ch);
   }
 
   std::shared_ptr<Core> c_;

@@ -9,9 +9,12 @@
 // after it: wait() polls that event (and ncclCommGetAsyncError) on the host; stream_wait(ctx)
 // makes ctx's stream wait on it without blocking the host. bf16 wire: fp32 data is converted on
 // the communication stream (ops::to_bf16 / from_bf16 into a scratch buffer) and reduced as
-// ncclBfloat16. Point-to-point: each send or receive is its own ncclGroupStart/End on the same
-// stream; NCCL has no tags, so both ends must post their transfers in the same order (the
-// pipeline schedules do).
+// ncclBfloat16. Point-to-point: each send or receive is its own ncclGroupStart/End. NCCL has no
+// tags and a stream runs in order, so a receive posted early would hold up every later transfer
+// of its stream: with CommOptions::p2p_channels (the pp group) each direction of each link to a
+// neighbouring rank has its own 2-rank NCCL communicator and stream per kind of transfer (even
+// tags: activations; odd: gradients), in which both ends post in the same order (the schedules'
+// order of micro-batches). Other transfers go on the group's own communicator and stream.
 //
 // Host buffers (a double on the stack, a std::vector) are not NCCL's: a call whose buffer
 // cudaPointerGetAttributes does not call device (or managed) memory goes to the host
