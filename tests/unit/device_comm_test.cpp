@@ -1,0 +1,56 @@
+// parallel.comm against the rank's device: which combinations put the mesh axes on the device
+// transport, and the one-line errors of those that cannot work. The process-wide registration is
+// made here by the test (this binary links no NCCL), first absent, then present.
+#include "parallel/comm/device_comm.h"
+
+#include <gtest/gtest.h>
+
+namespace ft {
+namespace {
+
+std::string error_of(CommBackend c, const ExecContext& ctx, int64_t world) {
+  try {
+    use_device_comm(c, ctx, world);
+  } catch (const Error& e) {
+    return std::string(e.what()) + " | hint: " + e.hint();
+  }
+  return "";
+}
+
+std::shared_ptr<Communicator> no_make(std::shared_ptr<Communicator> host, const ExecContext&, const CommOptions&) {
+  return host;
+}
+
+TEST(DeviceComm, ChoiceAgainstDeviceWithoutThenWithABackend) {
+  ExecContext gpu;
+  gpu.device = Device::kCUDA;
+  const ExecContext& cpu = cpu_context();
+  ASSERT_EQ(device_comm_backend(), nullptr);
+  // Without a backend: CPU ranks use MPI; "nccl" says the build has none; a GPU rank with peers
+  // cannot use MPI's host arithmetic.
+  EXPECT_FALSE(use_device_comm(CommBackend::kAuto, cpu, 4));
+  EXPECT_FALSE(use_device_comm(CommBackend::kMpi, cpu, 4));
+  EXPECT_NE(error_of(CommBackend::kNccl, cpu, 4).find("parallel.comm = \"nccl\": this build has no NCCL"),
+            std::string::npos);
+  EXPECT_NE(error_of(CommBackend::kAuto, gpu, 4).find("this build has no NCCL"), std::string::npos);
+  EXPECT_FALSE(use_device_comm(CommBackend::kAuto, gpu, 1));
+  EXPECT_NE(error_of(CommBackend::kMpi, gpu, 2).find("parallel.comm = \"mpi\" cannot move device buffers"),
+            std::string::npos);
+
+  register_device_comm({"NCCL", &no_make, false});
+  EXPECT_TRUE(use_device_comm(CommBackend::kAuto, gpu, 4));
+  EXPECT_TRUE(use_device_comm(CommBackend::kAuto, gpu, 1));
+  EXPECT_TRUE(use_device_comm(CommBackend::kNccl, gpu, 4));
+  EXPECT_FALSE(use_device_comm(CommBackend::kAuto, cpu, 4));
+  const std::string e = error_of(CommBackend::kNccl, cpu, 4);
+  EXPECT_NE(e.find("parallel.comm = \"nccl\" needs train.device = \"cuda\""), std::string::npos) << e;
+  EXPECT_NE(e.find("hint: "), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << "one line: " << e;
+
+  // The test stand-in's "device" is the host: CPU ranks may use it.
+  register_device_comm({"NCCL (stand-in)", &no_make, true});
+  EXPECT_TRUE(use_device_comm(CommBackend::kNccl, cpu, 4));
+}
+
+}  // namespace
+}  // namespace ft
