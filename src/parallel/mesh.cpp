@@ -76,6 +76,7 @@ Mesh Mesh::create_with(const ParallelConfig& p, int world_rank, const CommFactor
 
 void Mesh::use_comm(const ParallelConfig& p, const ExecContext& ctx) {
   if (!use_device_comm(p.comm, ctx, world_size())) return;
+  if (transport_ != "MPI") return;  // a second trainer on this mesh: already on the device transport
   const DeviceCommBackend* b = device_comm_backend();
   const CommOptions o{p.collective_timeout_s, board_dir_, false};
   // The same order on every rank: each is collective over its group. The pipeline's transfers get
