@@ -4,6 +4,9 @@
 #         test hook FT_NCCLSIM_STOP, so the stop falls before an NCCL collective every time: rank
 #         0 waits in it, aborts its communicator (ncclCommAbort) after the collective timeout and
 #         the job ends with an error naming the collective, the group and rank 1 as never arrived;
+#   ASYNC rank 1's 40th NCCL collective fails as a broken link does (the stand-in's
+#         FT_NCCLSIM_ASYNC_ERROR: ncclCommGetAsyncError reports it, the operation never finishes):
+#         rank 1 reports the asynchronous error naming the collective, long before the timeout;
 #   KILL  rank 1 is killed mid-training: the job ends in bounded time.
 # usage: nccl_hang_test.sh FLUXTRAIN_NCCLSIM CONFIG
 set -euo pipefail
@@ -11,9 +14,9 @@ FT=$1; CFG=$2
 WORK=$(mktemp -d); trap 'pkill -KILL -f "$WORK" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 TIMEOUT=5
 
-start_job() {  # name
+start_job() {  # name [collective timeout]
   "$FT" train --config "$CFG" --nproc 2 --set parallel.dp=2 --set 'parallel.comm="nccl"' --set train.steps=100000 \
-    --set train.eval_interval=0 --set parallel.collective_timeout_s=$TIMEOUT --run-dir "$WORK/$1" > "$WORK/$1.log" 2>&1 &
+    --set train.eval_interval=0 --set parallel.collective_timeout_s=${2:-$TIMEOUT} --run-dir "$WORK/$1" > "$WORK/$1.log" 2>&1 &
   JOB=$!
 }
 
@@ -35,6 +38,16 @@ echo "SIGSTOP of rank 1 before its 40th NCCL collective: job ended after ${elaps
 echo "$line"
 echo "$line" | grep -q "over NCCL timed out" || { echo "FAIL: the timeout was not NcclComm's"; cat "$WORK/STOP.log"; exit 1; }
 echo "$line" | grep -q "ranks holding it up: 1 (never arrived)" || { echo "FAIL: rank 1 not named as never arrived"; cat "$WORK/STOP.log"; exit 1; }
+
+# An asynchronous NCCL error, with a collective timeout far beyond the bound checked.
+t0=$(date +%s.%N)
+FT_NCCLSIM_ASYNC_ERROR=1:40 start_job ASYNC 300
+wait_job ASYNC "$t0"
+line=$(grep -m1 "asynchronous error" "$WORK/ASYNC.log" || true)
+echo "asynchronous error on rank 1's 40th NCCL collective: job ended after ${elapsed}s (collective timeout 300s)"
+echo "$line"
+echo "$line" | grep -q "rank 1: all_reduce #40 on group dp over NCCL: NCCL reported an asynchronous error" ||
+  { echo "FAIL: the asynchronous error was not reported"; cat "$WORK/ASYNC.log"; exit 1; }
 
 # KILL mid-training, from outside.
 start_job KILL

@@ -14,8 +14,11 @@
 // member's world rank to that root over MPI_COMM_WORLD, which answers with the member list, and the
 // members create their MPI communicator with MPI_Comm_create_group (collective over them only).
 //
-// Test hook (the stand-in is test code; production code reads no such variable):
-//   FT_NCCLSIM_STOP=R:K   world rank R stops itself (SIGSTOP) on entering its K-th collective
+// Test hooks (the stand-in is test code; production code reads no such variable):
+//   FT_NCCLSIM_STOP=R:K         world rank R stops itself (SIGSTOP) on entering its K-th collective
+//   FT_NCCLSIM_ASYNC_ERROR=R:K  world rank R's K-th collective fails as a broken link does: the
+//                               communicator reports ncclSystemError, the operation never finishes
+//                               (until ncclCommAbort)
 #include <mpi.h>
 #include <nccl.h>
 #include <signal.h>
@@ -59,14 +62,19 @@ int world_rank() {
   return r;
 }
 
-void maybe_stop() {
-  static std::atomic<int64_t> calls{0};
-  static const char* spec = std::getenv("FT_NCCLSIM_STOP");
-  if (!spec) return;
-  const int64_t k = ++calls;
+bool hook_matches(const char* var, int64_t k) {
+  const char* spec = std::getenv(var);
   int r = -1;
   long long at = -1;
-  if (std::sscanf(spec, "%d:%lld", &r, &at) == 2 && r == world_rank() && k == at) ::raise(SIGSTOP);
+  return spec && std::sscanf(spec, "%d:%lld", &r, &at) == 2 && r == world_rank() && k == at;
+}
+
+// Counts this process's collectives; applies the hooks. Returns whether this one is to fail.
+bool enter_collective() {
+  static std::atomic<int64_t> calls{0};
+  const int64_t k = ++calls;
+  if (hook_matches("FT_NCCLSIM_STOP", k)) ::raise(SIGSTOP);
+  return hook_matches("FT_NCCLSIM_ASYNC_ERROR", k);
 }
 
 size_t elem_size(ncclDataType_t t) {
@@ -152,18 +160,29 @@ void reduce_blocks(void* out, const char* all, size_t n, int P, ncclDataType_t t
   }
 }
 
-// Runs body on the stream (the stream stand-in's worker thread) unless the communicator failed.
-ncclResult_t enqueue(ncclComm* c, cudaStream_t s, std::function<ncclResult_t()> body);
+// Runs body on the stream (the stream stand-in's worker thread) unless the communicator failed;
+// `broken`: instead, the communicator reports an error and the operation hangs until aborted.
+ncclResult_t enqueue(ncclComm* c, cudaStream_t s, std::function<ncclResult_t()> body, bool broken = false);
 
 }  // namespace
 
 // cudaLaunchHostFunc is the stand-in's way onto a stream.
 namespace {
 
-ncclResult_t enqueue(ncclComm* c, cudaStream_t s, std::function<ncclResult_t()> body) {
+ncclResult_t enqueue(ncclComm* c, cudaStream_t s, std::function<ncclResult_t()> body, bool broken) {
   if (!c) return ncclInvalidArgument;
-  auto* f = new std::function<void()>([c, body = std::move(body)] {
-    if (usable(c)) body();
+  auto* f = new std::function<void()>([c, body = std::move(body), broken] {
+    if (!usable(c)) return;
+    if (!broken) {
+      body();
+      return;
+    }
+    c->last_error = "link broken (injected by FT_NCCLSIM_ASYNC_ERROR)";
+    c->async = ncclSystemError;
+    while (!c->aborted) {
+      timespec ts{0, 1000000};
+      nanosleep(&ts, nullptr);
+    }
   });
   cudaLaunchHostFunc(
       s,
@@ -311,75 +330,87 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t* r) {
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
                            cudaStream_t s) {
-  maybe_stop();
+  const bool broken = enter_collective();
   if (!c || elem_size(t) == 0 || (op != ncclSum && op != ncclMax) || t_group_depth > 0) return ncclInvalidArgument;
-  return enqueue(c, s, [=] {
-    const size_t bytes = count * elem_size(t);
-    std::vector<char> all(bytes * static_cast<size_t>(c->size));
-    if (c->size == 1) {
-      std::memmove(all.data(), send, bytes);
-    } else {
-      std::vector<MPI_Request> r(1);
-      MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, all.data(), static_cast<int>(bytes), MPI_BYTE, c->mpi,
-                     &r[0]);
-      if (ncclResult_t e = complete(c, r); e != ncclSuccess) return e;
-    }
-    reduce_blocks(recv, all.data(), count, c->size, t, op);
-    return ncclSuccess;
-  });
+  return enqueue(
+      c, s,
+      [=] {
+        const size_t bytes = count * elem_size(t);
+        std::vector<char> all(bytes * static_cast<size_t>(c->size));
+        if (c->size == 1) {
+          std::memmove(all.data(), send, bytes);
+        } else {
+          std::vector<MPI_Request> r(1);
+          MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, all.data(), static_cast<int>(bytes), MPI_BYTE, c->mpi,
+                         &r[0]);
+          if (ncclResult_t e = complete(c, r); e != ncclSuccess) return e;
+        }
+        reduce_blocks(recv, all.data(), count, c->size, t, op);
+        return ncclSuccess;
+      },
+      broken);
 }
 
 ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op,
                                ncclComm_t c, cudaStream_t s) {
-  maybe_stop();
+  const bool broken = enter_collective();
   if (!c || elem_size(t) == 0 || (op != ncclSum && op != ncclMax) || t_group_depth > 0) return ncclInvalidArgument;
-  return enqueue(c, s, [=] {
-    const size_t bytes = count * elem_size(t);
-    std::vector<char> mine(bytes * static_cast<size_t>(c->size));  // every rank's block c->rank
-    if (c->size == 1) {
-      std::memmove(mine.data(), send, bytes);
-    } else {
-      std::vector<MPI_Request> r(1);
-      MPI_Ialltoall(send, static_cast<int>(bytes), MPI_BYTE, mine.data(), static_cast<int>(bytes), MPI_BYTE, c->mpi,
-                    &r[0]);
-      if (ncclResult_t e = complete(c, r); e != ncclSuccess) return e;
-    }
-    reduce_blocks(recv, mine.data(), count, c->size, t, op);
-    return ncclSuccess;
-  });
+  return enqueue(
+      c, s,
+      [=] {
+        const size_t bytes = count * elem_size(t);
+        std::vector<char> mine(bytes * static_cast<size_t>(c->size));  // every rank's block c->rank
+        if (c->size == 1) {
+          std::memmove(mine.data(), send, bytes);
+        } else {
+          std::vector<MPI_Request> r(1);
+          MPI_Ialltoall(send, static_cast<int>(bytes), MPI_BYTE, mine.data(), static_cast<int>(bytes), MPI_BYTE, c->mpi,
+                        &r[0]);
+          if (ncclResult_t e = complete(c, r); e != ncclSuccess) return e;
+        }
+        reduce_blocks(recv, mine.data(), count, c->size, t, op);
+        return ncclSuccess;
+      },
+      broken);
 }
 
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t t, ncclComm_t c, cudaStream_t s) {
-  maybe_stop();
+  const bool broken = enter_collective();
   if (!c || elem_size(t) == 0 || t_group_depth > 0) return ncclInvalidArgument;
-  return enqueue(c, s, [=] {
-    const size_t bytes = count * elem_size(t);
-    std::vector<char> all(bytes * static_cast<size_t>(c->size));  // send may lie inside recv
-    if (c->size == 1) {
-      std::memmove(all.data(), send, bytes);
-    } else {
-      std::vector<MPI_Request> r(1);
-      MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, all.data(), static_cast<int>(bytes), MPI_BYTE, c->mpi,
-                     &r[0]);
-      if (ncclResult_t e = complete(c, r); e != ncclSuccess) return e;
-    }
-    std::memcpy(recv, all.data(), all.size());
-    return ncclSuccess;
-  });
+  return enqueue(
+      c, s,
+      [=] {
+        const size_t bytes = count * elem_size(t);
+        std::vector<char> all(bytes * static_cast<size_t>(c->size));  // send may lie inside recv
+        if (c->size == 1) {
+          std::memmove(all.data(), send, bytes);
+        } else {
+          std::vector<MPI_Request> r(1);
+          MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, all.data(), static_cast<int>(bytes), MPI_BYTE, c->mpi,
+                         &r[0]);
+          if (ncclResult_t e = complete(c, r); e != ncclSuccess) return e;
+        }
+        std::memcpy(recv, all.data(), all.size());
+        return ncclSuccess;
+      },
+      broken);
 }
 
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t t, int root, ncclComm_t c,
                            cudaStream_t s) {
-  maybe_stop();
+  const bool broken = enter_collective();
   if (!c || elem_size(t) == 0 || root < 0 || root >= c->size || t_group_depth > 0) return ncclInvalidArgument;
-  return enqueue(c, s, [=] {
-    const size_t bytes = count * elem_size(t);
-    if (c->rank == root && send != recv) std::memmove(recv, send, bytes);
-    if (c->size == 1) return ncclSuccess;
-    std::vector<MPI_Request> r(1);
-    MPI_Ibcast(recv, static_cast<int>(bytes), MPI_BYTE, root, c->mpi, &r[0]);
-    return complete(c, r);
-  });
+  return enqueue(
+      c, s,
+      [=] {
+        const size_t bytes = count * elem_size(t);
+        if (c->rank == root && send != recv) std::memmove(recv, send, bytes);
+        if (c->size == 1) return ncclSuccess;
+        std::vector<MPI_Request> r(1);
+        MPI_Ibcast(recv, static_cast<int>(bytes), MPI_BYTE, root, c->mpi, &r[0]);
+        return complete(c, r);
+      },
+      broken);
 }
 
 ncclResult_t ncclSend(const void* buf, size_t count, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s) {
