@@ -1,11 +1,19 @@
 # Small helpers so each folder's CMakeLists.txt is a few lines.
 
-# ft_library(NAME [DEPS target...])
-#   A static library from every .cpp in the current folder (tests excluded).
+# ft_library(NAME [DEPS target...] [SOURCES file...] [EXCLUDE file...])
+#   A static library from every .cpp in the current folder (tests excluded), or from SOURCES
+#   only; EXCLUDE leaves files out (a folder split into two libraries).
 function(ft_library name)
-  cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
-  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
+  cmake_parse_arguments(ARG "" "" "DEPS;SOURCES;EXCLUDE" ${ARGN})
+  if(ARG_SOURCES)
+    list(TRANSFORM ARG_SOURCES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/ OUTPUT_VARIABLE srcs)
+  else()
+    file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
+  endif()
   list(FILTER srcs EXCLUDE REGEX "_test\\.cpp$")
+  foreach(x IN LISTS ARG_EXCLUDE)
+    list(REMOVE_ITEM srcs ${CMAKE_CURRENT_SOURCE_DIR}/${x})
+  endforeach()
   add_library(${name} STATIC ${srcs})
   target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(${name} PUBLIC ${ARG_DEPS})

@@ -17,6 +17,7 @@
 #include "data/manifest.h"
 #include "fault/inject.h"
 #include "obs/telemetry.h"
+#include "tensor/device_runtime.h"
 #include "tensor/memory.h"
 #include "util/clock.h"
 #include "util/config_binder.h"
@@ -233,7 +234,8 @@ Checkpointer::Checkpointer(const Config& cfg, Mesh& mesh, ParamEngine& engine, u
   if (telemetry_) telemetry_->set_checkpoint_interval_steps(cfg_.ckpt.interval);
   if (cfg_.ckpt.interval > 0) {
     // Staging is allocated (and its pages touched) now, so a save's stall is only the copy.
-    staging_ = static_cast<float*>(mem_alloc(Device::kCPU, staging_bytes(), MemCategory::kCheckpoint));
+    side_ = make_side_context(engine_.context());
+    staging_ = static_cast<float*>(mem_alloc_host(side_.device, staging_bytes(), MemCategory::kCheckpoint));
     secure_zero(staging_, staging_bytes());
     if (cfg_.ckpt.encrypt) staging_locked_ = lock_staging(staging_, staging_bytes());
     std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit is a write error (EFBIG), not death
@@ -251,7 +253,7 @@ Checkpointer::~Checkpointer() {
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();
   if (staging_locked_) ::munlock(staging_, staging_bytes());
-  if (staging_) mem_free(Device::kCPU, staging_, staging_bytes(), MemCategory::kCheckpoint);
+  if (staging_) mem_free_host(side_.device, staging_, staging_bytes(), MemCategory::kCheckpoint);
 }
 
 void Checkpointer::run_worker() {
@@ -512,6 +514,7 @@ void Checkpointer::start_save(int64_t step, int64_t tokens, const LoaderState& l
   job_->optimizer_steps = engine_.optimizer_steps();
   job_->dir = root_ + "/" + step_dir_name(step);
   in_flight_ = true;
+  stream_wait(side_, engine_.context());  // the copies follow the update that produced the state
   flight_step_ = step;
   flight_start_ = t0;
   last_saved_ = step;
@@ -538,7 +541,8 @@ void Checkpointer::copy_job(SaveJob& j) {
   const double t0 = now_seconds();
   if (cfg_.ckpt.async && copy_delay_ms_ > 0)  // tests: the next update must wait for the copy
     std::this_thread::sleep_for(std::chrono::milliseconds(copy_delay_ms_));
-  engine_.export_state(staging_, staging_ + state_size_, staging_ + 2 * state_size_);
+  engine_.export_state(side_, staging_, staging_ + state_size_, staging_ + 2 * state_size_);
+  synchronize(side_);  // the state is in staging: the writer reads it next
   j.copy_s = now_seconds() - t0;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -554,6 +558,7 @@ void Checkpointer::wait_for_copy() {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return job_->copied.load(); });
   }
+  stream_wait(engine_.context(), side_);  // the update is queued after the copies (done on the host already)
   flight_stall_ += now_seconds() - t0;
 }
 

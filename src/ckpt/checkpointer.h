@@ -127,7 +127,13 @@ class Checkpointer {
   uint32_t chunk_bytes_;
   std::vector<StatePiece> pieces_, owned_;  // this rank's state pieces; the ones it writes
   int64_t state_size_ = 0;
-  float* staging_ = nullptr;     // 3 × state_size_ floats (kCheckpoint), wiped after each write
+  // 3 × state_size_ floats of host memory (kCheckpoint; pinned for a GPU: mem_alloc_host), wiped
+  // after each write.
+  float* staging_ = nullptr;
+  // Where the device-to-staging copies are queued: a side context of the engine's (its own
+  // stream on a GPU), ordered after the step that produced the state (stream_wait); the next
+  // optimizer update waits for it (wait_for_copy).
+  ExecContext side_;
   bool staging_locked_ = false;  // encrypted runs: mlock'ed, out of core dumps
   int64_t restarts_ = 0;
   double loss_scale_ = 0;

@@ -20,6 +20,7 @@
 #include "model/activation_sizes.h"
 #include "model/llama.h"
 #include "model/param_access.h"
+#include "tensor/device_runtime.h"
 #include "tensor/device_scalars.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -58,6 +59,11 @@ int run_generate(int argc, char** argv) {
   app.add_option("--key-file", key_file, "checkpoint key file (default FLUXTRAIN_CKPT_KEY)");
   app.add_flag("--score", score, "print the mean next-token loss of the prompt tokens (nats) instead of generating");
   app.add_option("--logits-out", logits_out, "write the prompt's logits (safetensors) instead of generating");
+  std::string device = "auto";
+  app.add_option("--device", device,
+                 "where the model runs: cpu, cuda (the first visible GPU) or auto (a GPU when this build has the "
+                 "CUDA backend and one is visible, else the CPU)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   FT_PARSE(app, argc, argv);
   if (prompt.empty() == tokens_arg.empty()) throw ft::Error("give either --prompt TEXT or --tokens IDS");
   if (!(temperature >= 0) || !(top_p > 0 && top_p <= 1))
@@ -77,13 +83,18 @@ int run_generate(int argc, char** argv) {
   const ft::CkptKey* kp = key.empty() ? nullptr : &key;
   ft::CheckpointManifest m = ft::CheckpointManifest::load(dir, kp);
   ft::Config cfg = ft::config_from_json(m.config);
-  // Generation runs on this machine's CPUs, whatever device the checkpoint's run trained on.
-  const ft::ExecContext ctx = ft::make_exec_context(ft::Device::kCPU);
+  // --device, whatever device the checkpoint's run trained on (checkpoints have one format).
+  const ft::Device dev = device == "cuda" || (device == "auto" && ft::device_count(ft::Device::kCUDA) > 0)
+                             ? ft::Device::kCUDA
+                             : ft::Device::kCPU;
+  const ft::ExecContext ctx = ft::make_exec_context(dev);
   ft::ParamLayout layout = ft::ParamLayout::llama(cfg.model);
-  ft::FlatParams params(layout);
-  {
+  ft::FlatParams params(layout, dev);
+  {  // read on the host, one copy to the model's device
+    std::vector<float> host(static_cast<size_t>(layout.total()));
     ft::CheckpointReader reader(dir, m, kp);
-    reader.fill(ft::state_pieces(layout, {{0, layout.total()}}), params.weight_arena(), nullptr, nullptr);
+    reader.fill(ft::state_pieces(layout, {{0, layout.total()}}), host.data(), nullptr, nullptr);
+    ft::mem_copy(ctx, params.weight_arena(), dev, host.data(), ft::Device::kCPU, host.size() * sizeof(float));
   }
 
   std::unique_ptr<ft::Tokenizer> tok;
@@ -111,7 +122,7 @@ int run_generate(int argc, char** argv) {
     seq.push_back(score ? ids[static_cast<size_t>(T)] : -1);  // -1: no target for the last position
     ft::Llama model(ctx, cfg.model, layout, ft::Precision::kF32);
     ft::Activations acts;
-    acts.allocate(cfg.model, 1, T, ft::loss_chunk_tokens(cfg.model, 0, T));
+    acts.allocate(cfg.model, 1, T, ft::loss_chunk_tokens(cfg.model, 0, T), {}, {}, ft::Precision::kF32, dev);
     if (score) {
       ft::DeviceScalars sum(ctx, 1);
       model.forward_loss(params, acts, seq.data(), sum.at(0));
@@ -120,7 +131,9 @@ int run_generate(int argc, char** argv) {
       return 0;
     }
     std::vector<float> full(static_cast<size_t>(T * V));
-    model.forward_logits(params, acts, seq.data(), full.data());
+    ft::Tensor on_device = ft::Tensor::empty({T, V}, ft::DType::kF32, ft::MemCategory::kActivations, dev);
+    model.forward_logits(params, acts, seq.data(), on_device.data<float>());
+    ft::mem_copy(ctx, full.data(), ft::Device::kCPU, on_device.raw(), dev, full.size() * sizeof(float));
     ft::Decoder dec(ctx, cfg.model, layout, params.weight_arena(), T);
     std::vector<float> inc;
     for (int64_t t = 0; t < T; ++t) {

@@ -23,6 +23,7 @@
 #include "plan/record.h"
 #include "plan/report.h"
 #include "plan/search.h"
+#include "plan/traffic.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/output_path.h"
@@ -350,6 +351,7 @@ PlanRequest plan_request(const PlanArgs& a, const GpuSpec& device) {
     spec.precision = l.precision;
     spec.zero = l.zero;
     spec.sequence_parallel = l.sequence_parallel;  // the config's, not the planner's default
+    spec.wire = l.wire;
   } else {
     job.model = ft::model_preset(a.model.empty() ? "llama2-7b" : a.model);
     job.seq_len = std::min<int64_t>(2048, job.model.max_seq_len);
@@ -375,6 +377,9 @@ PlanRequest plan_request(const PlanArgs& a, const GpuSpec& device) {
 
   apply_layout_flags(a, spec);
   if (!a.precision.empty()) spec.precision = precision_from_name(a.precision);
+  // This trainer's wires (parallel/wires.h): the config's, else its defaults at the precision asked.
+  if (!r.from_config)
+    spec.wire = wire_bytes_of(ft::trainer_wires(ft::ParallelConfig{}, spec.precision == Precision::kBf16));
   if (a.no_sp) spec.sequence_parallel = false;
   spec.flash_attention = !a.no_flash;
   if (!a.dp && (a.tp || a.pp || a.cp) && r.from_config) spec.dp.reset();  // re-derive dp
@@ -398,6 +403,7 @@ int run_search(const PlanArgs& a, const PlanRequest& r, SearchOptions o) {
   if (r.from_config) {  // the config's layout is what the search varies: only the flags stay fixed
     o.fixed = LayoutSpec{};
     o.fixed.precision = r.spec.precision;
+    o.fixed.wire = r.spec.wire;
     apply_layout_flags(a, o.fixed);
   }
   SearchResult s = search_layouts(r.job, o);

@@ -12,10 +12,12 @@
 #include "fault/exit_codes.h"
 #include "fault/heartbeat.h"
 #include "parallel/dist_runtime.h"
+#include "tensor/memory.h"
 #include "train/run_dir.h"
 #include "train/stop_request.h"
 #include "train/trainer.h"
 #include "util/log.h"
+#include "util/strings.h"
 
 namespace {
 
@@ -103,8 +105,17 @@ int run_train(int argc, char** argv) {
     // Nothing of an earlier run (or another program) in the run directory is overwritten.
     if (dist.mesh().world_rank() == 0) ft::claim_run_dir(cfg, force, ft::RunDirUser::kTrain);
     dist.mesh().world().barrier();
-    ft::Trainer trainer(cfg, dist.mesh());
-    end = trainer.run();
+    try {
+      ft::Trainer trainer(cfg, dist.mesh());
+      end = trainer.run();
+    } catch (const ft::OutOfMemory& e) {  // what the run was expected to need, beside what it held
+      const ft::MemoryNeed need = ft::memory_need(cfg);
+      throw ft::Error(fmt::format("{}; the planner's estimate for this run: {} per rank (weights, gradients and "
+                                  "optimizer state {}, activations {}, checkpoint staging {})",
+                                  e.what(), ft::human_bytes(need.per_rank), ft::human_bytes(need.model_state),
+                                  ft::human_bytes(need.activations), ft::human_bytes(need.staging)),
+                      e.hint() + "; `fluxtrain train --dry-run` prints the run's memory per rank");
+    }
   } catch (const std::bad_alloc&) {
     if (!dist.multi_rank()) throw;
     ft::log_error(

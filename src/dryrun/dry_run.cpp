@@ -8,7 +8,9 @@
 #include "model/param_layout.h"
 #include "parallel/data_parallel/shard_plan.h"
 #include "parallel/pipeline_parallel/pipeline_plan.h"
+#include "parallel/wires.h"
 #include "plan/calibrate.h"
+#include "plan/traffic.h"
 #include "train/micro_batches.h"
 #include "util/error.h"
 #include "util/strings.h"
@@ -48,20 +50,31 @@ void one_step(const Config& cfg, const ParamLayout& layout, const ShardPlan& sha
   const bool sp = par.sequence_parallel && P > 1;
   const Held h = held_units(layout, m);
   Communicator &dp = mesh.dp(), &tp = mesh.tp(), &pp = mesh.pp(), &world = mesh.world();
-  const Wire wire = par.grad_compression == GradCompression::kBF16 ? Wire::kBF16 : Wire::kF32;
+  const TrainerWires w = trainer_wires(par, cfg.train.precision == Precision::kBF16);
+  const Wire wire = w.grads;
   const int U = layout.num_units();
+  // Full recompute runs each block's forward again in backward, its collectives included.
+  const int64_t again = cfg.model.recompute == Recompute::kFull ? 2 : 0;
 
   // Tensor parallelism, per micro-batch: the block's two row-parallel outputs and the gradients
   // of its two column-parallel inputs (all-reduces of the (N, C) stream; with sequence
-  // parallelism all-gathers and reduce-scatters of the (N/tp, C) shards instead), the
-  // vocabulary-parallel embedding and head, the cross-entropy's row statistics.
+  // parallelism reduce-scatters onto the (N/tp, C) shards, and all-gathers of the normed GEMM
+  // inputs — forward, recompute, backward's weight gradients, the head's — and of the
+  // scattered outputs' gradients), the vocabulary-parallel embedding and head, the
+  // cross-entropy's row statistics.
   for (int64_t mb = 0; mb < micro_batches && P > 1; ++mb) {
     const int64_t ends = (h.embed ? 1 : 0) + (h.head ? 1 : 0);
     if (sp) {
-      for (int64_t i = 0; i < 6 * h.blocks + ends; ++i) tp.all_gather(nullptr, nullptr, N / P * C * 4);
-      for (int64_t i = 0; i < 4 * h.blocks + ends; ++i) tp.reduce_scatter(nullptr, nullptr, N / P * C);
+      const int64_t shard = N / P * C;
+      for (int64_t i = 0; i < (4 + again) * h.blocks + (h.head ? 1 : 0); ++i)
+        tp.all_gather(nullptr, nullptr, shard * wire_bytes(w.gemm_inputs));
+      for (int64_t i = 0; i < 2 * h.blocks + (h.embed ? 1 : 0); ++i)
+        tp.all_gather(nullptr, nullptr, shard * wire_bytes(w.activations));
+      for (int64_t i = 0; i < (4 + again) * h.blocks + ends; ++i)
+        tp.reduce_scatter(nullptr, nullptr, shard, w.activations);
     } else {
-      for (int64_t i = 0; i < 4 * h.blocks + ends; ++i) tp.all_reduce(static_cast<float*>(nullptr), N * C);
+      for (int64_t i = 0; i < (4 + again) * h.blocks + ends; ++i)
+        tp.all_reduce(static_cast<float*>(nullptr), N * C, ReduceOp::kSum, w.activations);
     }
     if (h.head) {
       tp.all_reduce(static_cast<double*>(nullptr), N, ReduceOp::kMax);
@@ -84,7 +97,7 @@ void one_step(const Config& cfg, const ParamLayout& layout, const ShardPlan& sha
   // Pipeline: every send of this stage's part of the schedule carries what a tp rank holds of
   // the residual stream of one micro-batch.
   if (schedule) {
-    const int64_t msg = (sp ? N / P : N) * C * 4;
+    const int64_t msg = (sp ? N / P : N) * C * wire_bytes(w.activations);
     for (const PipelineAction& a : schedule->actions[static_cast<size_t>(mesh.coord().pp)])
       if (a.kind == PipelineActionKind::kSendActivation || a.kind == PipelineActionKind::kSendGrad)
         pp.send(nullptr, msg, 0, 0);
@@ -112,15 +125,15 @@ void one_step(const Config& cfg, const ParamLayout& layout, const ShardPlan& sha
              // all-gathered
       for (int64_t s = 0; s < (par.zero == 2 ? micro_batches : 1); ++s)
         for (int u = U - 1; u >= 0; --u) dp.reduce_scatter(nullptr, nullptr, shard.piece_size(u), wire);
-      for (int u = 0; u < U; ++u) dp.all_gather(nullptr, nullptr, shard.piece_size(u) * 4);
+      for (int u = 0; u < U; ++u) dp.all_gather(nullptr, nullptr, shard.piece_size(u) * wire_bytes(w.weights));
       break;
     default:  // ZeRO 3, every micro-batch: gather each unit for forward and again for backward
               // (not the rank's last unit, which forward keeps for backward), reduce-scatter its
               // gradients
       for (int64_t mb = 0; mb < micro_batches; ++mb) {
-        for (int u = 0; u < U; ++u) dp.all_gather(nullptr, nullptr, shard.piece_size(u) * 4);
+        for (int u = 0; u < U; ++u) dp.all_gather(nullptr, nullptr, shard.piece_size(u) * wire_bytes(w.weights));
         for (int u = U - 1; u >= 0; --u) {
-          if (u != U - 1) dp.all_gather(nullptr, nullptr, shard.piece_size(u) * 4);
+          if (u != U - 1) dp.all_gather(nullptr, nullptr, shard.piece_size(u) * wire_bytes(w.weights));
           dp.reduce_scatter(nullptr, nullptr, shard.piece_size(u), wire);
         }
       }
@@ -135,6 +148,13 @@ void one_step(const Config& cfg, const ParamLayout& layout, const ShardPlan& sha
   dp.all_reduce(static_cast<double*>(nullptr), 2);
   if (world.size() > 1) world.broadcast(nullptr, 16, 0);
   if (world.size() > 1) world.all_reduce(static_cast<double*>(nullptr), 2, ReduceOp::kMax);
+}
+
+std::string human_seconds(double s) {
+  if (s <= 0) return "0";
+  if (s < 1e-3) return fmt::format("{:.1f} us", s * 1e6);
+  if (s < 1) return fmt::format("{:.2f} ms", s * 1e3);
+  return fmt::format("{:.3f} s", s);
 }
 
 std::vector<int> members(Communicator& c) {
@@ -204,7 +224,27 @@ DryRun dry_run(const Config& cfg, int64_t world_size, const plan::GpuSpec& devic
     k.world = mesh.world().stats();
     d.ranks.push_back(std::move(k));
   }
+  d.time = plan::estimate_step_time(d.job, d.layout);
   return d;
+}
+
+std::vector<AxisTraffic> axis_traffic(const DryRun& d) {
+  const ParallelConfig& par = d.cfg.parallel;
+  const plan::RankTraffic t = plan::rank_traffic(d.job, d.layout);
+  std::vector<AxisTraffic> out = {
+      {"dp", par.dp, 0, 0, t.dp(), d.time.dp_comm, d.time.dp_exposed},
+      {"tp", par.tp, 0, 0, t.tp, d.time.tp_comm, d.time.tp_comm},  // not overlapped
+      {"pp", par.pp, 0, 0, t.pp, d.time.pp_comm, d.time.pp_comm},
+  };
+  for (const DryRunRank& r : d.ranks) {
+    const CommStats* s[] = {&r.dp, &r.tp, &r.pp};
+    for (size_t a = 0; a < out.size(); ++a) {
+      const auto b = static_cast<double>(s[a]->total_bytes());
+      out[a].max_rank_bytes = std::max(out[a].max_rank_bytes, b);
+      out[a].total_bytes += b;
+    }
+  }
+  return out;
 }
 
 nlohmann::json dry_run_json(const DryRun& d) {
@@ -226,13 +266,14 @@ nlohmann::json dry_run_json(const DryRun& d) {
          {"comm_bytes_per_step",
           {{"dp", comm_json(r.dp)}, {"tp", comm_json(r.tp)}, {"pp", comm_json(r.pp)}, {"world", comm_json(r.world)}}}});
   }
-  return {{"world_size", d.ranks.size()},
-          {"layout", d.layout.describe()},
-          {"device", d.job.gpu.name},
-          {"micro_batches", d.micro_batches},
-          {"schedule", d.schedule},
-          {"memory_per_rank_max_bytes", peak},
-          {"ranks", ranks}};
+  nlohmann::json axes = nlohmann::json::object();
+  for (const AxisTraffic& a : axis_traffic(d))
+    axes[a.axis] = {{"group_size", a.group},          {"max_rank_bytes", a.max_rank_bytes},
+                    {"total_bytes", a.total_bytes},   {"planner_rank_bytes", a.planner_bytes},
+                    {"planner_seconds", a.planner_s}, {"planner_exposed_seconds", a.planner_exposed_s}};
+  return {{"world_size", d.ranks.size()},  {"comm_per_axis_per_step", axes},    {"planner_step_seconds", d.time.total},
+          {"layout", d.layout.describe()}, {"device", d.job.gpu.name},          {"micro_batches", d.micro_batches},
+          {"schedule", d.schedule},        {"memory_per_rank_max_bytes", peak}, {"ranks", ranks}};
 }
 
 std::string format_dry_run(const DryRun& d) {
@@ -285,6 +326,20 @@ std::string format_dry_run(const DryRun& d) {
       "{}\n",
       human_bytes(peak), peak, peak <= d.job.gpu.memory_bytes ? "" : " — does not fit the device", human_bytes(dp),
       human_bytes(tp), human_bytes(pp));
+  out += fmt::format(
+      "\ncommunication per step by mesh axis (NCCL on GPUs): bytes the ranks send, counted with the communicator's "
+      "ring algorithms, beside the planner's bytes for its rank (plan/traffic.h: the last stage) and its time for them "
+      "on {} (step {})\n",
+      d.job.gpu.name, human_seconds(d.time.total));
+  out += fmt::format("{:<5} {:>6} {:>16} {:>16} {:>16} {:>14} {:>14} {:>16}\n", "axis", "group", "largest rank",
+                     "all ranks", "planner's rank", "planner time", "exposed", "rank rate");
+  for (const AxisTraffic& a : axis_traffic(d)) {
+    if (a.group == 1) continue;
+    const std::string rate = a.planner_s > 0 ? human_bytes(a.max_rank_bytes / a.planner_s) + "/s" : "-";
+    out += fmt::format("{:<5} {:>6} {:>16} {:>16} {:>16} {:>14} {:>14} {:>16}\n", a.axis, a.group,
+                       human_bytes(a.max_rank_bytes), human_bytes(a.total_bytes), human_bytes(a.planner_bytes),
+                       human_seconds(a.planner_s), human_seconds(a.planner_exposed_s), rate);
+  }
   return out;
 }
 

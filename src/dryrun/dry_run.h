@@ -9,6 +9,10 @@
 //     each group (dp by ZeRO stage, tp per block, pp per send of the schedule), counted by the
 //     fake communicators with the MPI communicator's ring algorithms.
 //
+// Beside the bytes it puts the planner's time for each axis's communication
+// (plan::estimate_step_time: tp_comm, pp_comm, dp_comm and its exposed part), so a cluster's NCCL
+// traffic per axis and step can be read against what the plan assumed.
+//
 //   DryRun d = dry_run(cfg, 128, plan::find_gpu("a100-80gb"));
 //   fmt::print("{}", format_dry_run(d));   // one line per distinct kind of rank, then the totals
 #pragma once
@@ -24,6 +28,7 @@
 #include "plan/catalog.h"
 #include "plan/job.h"
 #include "plan/memory.h"
+#include "plan/time.h"
 
 namespace ft {
 
@@ -45,7 +50,20 @@ struct DryRun {
   int64_t micro_batches = 1;      // per rank and step
   std::string schedule;           // the pipeline schedule, described ("" without pp)
   std::vector<DryRunRank> ranks;  // every world rank
+  plan::StepTime time;            // the planner's step time of this layout on the device
 };
+
+// One mesh axis's collectives per training step: bytes from the ranks' fake communicators, time
+// from the planner.
+struct AxisTraffic {
+  std::string axis;   // "dp", "tp", "pp"
+  int64_t group = 1;  // ranks per group of the axis
+  double max_rank_bytes = 0, total_bytes = 0;
+  double planner_bytes = 0;      // the planner's bytes for the rank it times (plan::rank_traffic)
+  double planner_s = 0;          // the planner's seconds for this axis's communication per step
+  double planner_exposed_s = 0;  // the part of it the step waits for (dp: the rest hides behind backward)
+};
+std::vector<AxisTraffic> axis_traffic(const DryRun& d);
 
 // Throws ft::Error when world_size is not dp × tp × pp or the layout cannot run.
 DryRun dry_run(const Config& cfg, int64_t world_size, const plan::GpuSpec& device);

@@ -13,10 +13,6 @@ WorkPtr done() {
   return std::make_shared<DoneWork>();
 }
 
-int64_t wire_bytes(Wire w) {
-  return w == Wire::kBF16 ? 2 : 4;
-}
-
 }  // namespace
 
 FakeCommunicator::FakeCommunicator(std::string name, std::vector<int> world_ranks, int index)

@@ -27,12 +27,12 @@ Decoder::Decoder(const ExecContext& ctx, const ModelConfig& cfg, const ParamLayo
             at(p + "post_attention_layernorm.weight"),
             at(p + "mlp.gate_proj.weight"),
             at(p + "mlp.down_proj.weight"),
-            Tensor::zeros({Hkv_, max_pos_, D_}, DType::kF32, MemCategory::kActivations),
-            Tensor::zeros({Hkv_, max_pos_, D_}, DType::kF32, MemCategory::kActivations)};
+            Tensor::zeros({Hkv_, max_pos_, D_}, DType::kF32, MemCategory::kActivations, ctx.device),
+            Tensor::zeros({Hkv_, max_pos_, D_}, DType::kF32, MemCategory::kActivations, ctx.device)};
     layers_.push_back(std::move(l));
   }
-  cos_ = Tensor::empty({max_pos_, D_ / 2}, DType::kF32, MemCategory::kWorkspace);
-  sin_ = Tensor::empty({max_pos_, D_ / 2}, DType::kF32, MemCategory::kWorkspace);
+  cos_ = Tensor::empty({max_pos_, D_ / 2}, DType::kF32, MemCategory::kWorkspace, ctx.device);
+  sin_ = Tensor::empty({max_pos_, D_ / 2}, DType::kF32, MemCategory::kWorkspace, ctx.device);
   ops::rope_tables(ctx_, cos_.data<float>(), sin_.data<float>(), max_pos_, D_, static_cast<float>(cfg.rope_theta));
 }
 
@@ -89,7 +89,9 @@ const std::vector<float>& Decoder::feed(const std::vector<int32_t>& tokens) {
 Decoder::Buffers& Decoder::buffers(int64_t T) {
   if (T <= buffers_.tokens_capacity) return buffers_;
   const int64_t QKV = (H_ + 2 * Hkv_) * D_;
-  auto make = [&](Shape s, DType t = DType::kF32) { return Tensor::empty(std::move(s), t, MemCategory::kActivations); };
+  auto make = [&](Shape s, DType t = DType::kF32) {
+    return Tensor::empty(std::move(s), t, MemCategory::kActivations, ctx_.device);
+  };
   buffers_ = Buffers{make({T}, DType::kI32), make({T, C_}),     make({T, C_}), make({T}),     make({T, QKV}),
                      make({T, H_ * D_}),     make({T, 2 * F_}), make({T, F_}), make({T, V_}), T};
   return buffers_;

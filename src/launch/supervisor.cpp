@@ -16,6 +16,7 @@
 #include "fault/exit_codes.h"
 #include "fault/heartbeat.h"
 #include "launch/ckpt_probe.h"
+#include "launch/gpu_env.h"
 #include "launch/process.h"
 #include "launch/stacks.h"
 #include "obs/goodput.h"
@@ -99,6 +100,9 @@ struct Supervisor::Attempt {
 
 Supervisor::Supervisor(LaunchOptions o) : opt_(std::move(o)) {
   cfg_ = load_config(opt_.config_path, opt_.sets);  // bad config: an error before anything starts
+  // NCCL's interface and InfiniBand settings name devices of the hosts the ranks run on: checked
+  // when that includes this host (this machine, or the batch host of a Slurm allocation).
+  if (opt_.hosts_file.empty()) check_nccl_env(current_environment());
   run_dir_ = cfg_.train.run_dir;
   claim_run_dir(cfg_, opt_.force, RunDirUser::kSupervisor);  // an earlier run there is not overwritten
   hb_dir_ = run_dir_ + "/heartbeat";
@@ -207,7 +211,11 @@ std::unique_ptr<Supervisor::Attempt> Supervisor::start_attempt(int64_t dp, const
     a->recover_from = after->detected_at;
     a->recover_kind = after->kind;
   }
-  std::vector<std::string> names;
+  // GPUs and NCCL (launch/gpu_env.h): CUDA's device order, NCCL's log level, and the cluster's
+  // NCCL_*, CUDA_*, FI_*, UCX_* settings passed on to every rank.
+  const GpuLaunchEnv gpu = gpu_launch_env(current_environment());
+  env.insert(env.end(), gpu.set.begin(), gpu.set.end());
+  std::vector<std::string> names = gpu.forward;
   for (const std::string& kv : env) names.push_back(kv.substr(0, kv.find('=')));
   // mpirun forwards only what -x names: our own variables (the checkpoint key, test knobs) and
   // the thread count. srun forwards everything (--export=ALL).

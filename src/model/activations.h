@@ -33,7 +33,7 @@ namespace ft {
 struct BlockActivations {
   Tensor xn1, rstd1, qkv, att, lse, x_mid, xn2, rstd2, gu, h;
   void allocate(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp = {},
-                Precision precision = Precision::kF32);
+                Precision precision = Precision::kF32, Device dev = Device::kCPU);
 };
 
 // Scratch for backward, shared by all blocks of a micro-batch. full_in/full_out (sequence
@@ -43,7 +43,7 @@ struct BlockActivations {
 struct BackwardScratch {
   Tensor d_res, d_mid, d_xn, dh, dgu, datt, dqkv, full_in, full_out, dy16, a16;
   void allocate(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp = {},
-                Precision precision = Precision::kF32);
+                Precision precision = Precision::kF32, Device dev = Device::kCPU);
 };
 
 struct Activations {
@@ -63,8 +63,9 @@ struct Activations {
   int64_t chunk = 0;
   Precision precision = Precision::kF32;  // what the set was allocated for (the model's)
 
+  // On dev (the model's context's device, Llama::context()).
   void allocate(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk_tokens, LayerSpan span = {},
-                const TpSplit& tp = {}, Precision precision = Precision::kF32);
+                const TpSplit& tp = {}, Precision precision = Precision::kF32, Device dev = Device::kCPU);
   BlockActivations& block(int64_t layer) {
     return blocks.size() == 1 ? blocks[0] : blocks[static_cast<size_t>(layer - first_layer)];
   }

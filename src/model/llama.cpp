@@ -60,8 +60,8 @@ Llama::Llama(const ExecContext& ctx, const ModelConfig& cfg, const ParamLayout& 
   sp_ = tp_->sequence_parallel() && tp_->size() > 1;
   tp_split_ = TpSplit{tp_->size(), sp_};
   int64_t half = D_ / 2;
-  rope_cos_ = Tensor::empty({cfg.max_seq_len, half}, DType::kF32, MemCategory::kWorkspace);
-  rope_sin_ = Tensor::empty({cfg.max_seq_len, half}, DType::kF32, MemCategory::kWorkspace);
+  rope_cos_ = Tensor::empty({cfg.max_seq_len, half}, DType::kF32, MemCategory::kWorkspace, ctx.device);
+  rope_sin_ = Tensor::empty({cfg.max_seq_len, half}, DType::kF32, MemCategory::kWorkspace, ctx.device);
   ops::rope_tables(ctx_, rope_cos_.data<float>(), rope_sin_.data<float>(), cfg.max_seq_len, D_,
                    static_cast<float>(cfg.rope_theta));
 }
@@ -74,7 +74,7 @@ Llama::Operand Llama::operand(const Tensor& t) {
 Llama::Operand Llama::weight(ParamAccess& params, const ParamSpec& p, int64_t n) {
   if (precision_ != Precision::kBF16) return {params.weight(p), nullptr};
   if (const uint16_t* w = params.weight_bf16(p)) return {nullptr, w};
-  if (w16_.numel() < n) w16_ = Tensor::empty({n}, DType::kBF16, MemCategory::kWorkspace);
+  if (w16_.numel() < n) w16_ = Tensor::empty({n}, DType::kBF16, MemCategory::kWorkspace, ctx_.device);
   ops::to_bf16(ctx_, w16_.data<uint16_t>(), params.weight(p), n);
   return {nullptr, w16_.data<uint16_t>()};
 }
@@ -105,7 +105,7 @@ BackwardScratch& Llama::scratch(int64_t B, int64_t T) {
                               B, T, B * T, tp_->size()),
                   "make train.micro_batch_size x train.seq_len a multiple of parallel.tp");
     }
-    scratch_.allocate(cfg_, B, T, tp_split_, precision_);
+    scratch_.allocate(cfg_, B, T, tp_split_, precision_, ctx_.device);
     scratch_tokens_ = B * T;
   }
   return scratch_;

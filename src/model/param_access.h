@@ -45,7 +45,8 @@ class ParamAccess {
 // Every parameter and gradient of the layout in two fp32 arenas on this process.
 class FlatParams : public ParamAccess {
  public:
-  explicit FlatParams(ParamLayout layout);
+  // On dev (weight_arena() is then that device's memory).
+  explicit FlatParams(ParamLayout layout, Device dev = Device::kCPU);
   const ParamLayout& layout() const override { return layout_; }
   const float* weights(int unit) override { return w_.data<float>() + layout_.unit_begin(unit); }
   float* grads(int unit) override { return g_.data<float>() + layout_.unit_begin(unit); }

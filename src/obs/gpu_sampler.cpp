@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdlib>
 
+#include "obs/gpu_select.h"
 #include "obs/metric_names.h"
 #include "obs/registry.h"
 #include "util/log.h"
@@ -66,6 +68,23 @@ GpuSampler::GpuSampler(Registry& registry, GpuSamplerOptions opts) : registry_(r
     return;
   }
   std::vector<int> wanted = opts_.devices;
+  if (opts_.cuda_device >= 0) {
+    std::vector<std::string> uuids;
+    for (unsigned i = 0; i < count; ++i) {
+      NvmlDevice d = nullptr;
+      char uuid[96] = "";
+      if (nvml_->device_get_handle_by_index(i, &d) == kNvmlSuccess && nvml_->device_get_uuid)
+        nvml_->device_get_uuid(d, uuid, sizeof uuid);
+      uuids.emplace_back(uuid);
+    }
+    const GpuPick pick = pick_nvml_gpu(opts_.cuda_device, std::getenv("CUDA_VISIBLE_DEVICES"), uuids);
+    if (pick.nvml_index < 0) {
+      log_info("GPU metrics off: this rank's GPU (CUDA device {}) is not found: {}", opts_.cuda_device, pick.why);
+      nvml_.reset();
+      return;
+    }
+    wanted = {pick.nvml_index};
+  }
   if (wanted.empty())
     for (unsigned i = 0; i < count; ++i) wanted.push_back(static_cast<int>(i));
   registry_.gauge(metric::kGpuTempThreshold).set(opts_.temp_alert_c);
@@ -102,7 +121,11 @@ GpuSampler::GpuSampler(Registry& registry, GpuSamplerOptions opts) : registry_(r
     g->ecc_uncorrected = &registry_.counter(metric::kGpuEcc, {{"gpu", g->label}, {"type", "uncorrected"}});
     gpus_.push_back(std::move(g));
   }
-  log_info("GPU metrics: sampling {} GPU(s) every {} s through {}", gpus_.size(), opts_.interval_s, nvml_->path());
+  std::string which;
+  for (const auto& g : gpus_) which += (which.empty() ? "" : ",") + g->label;
+  log_info("GPU metrics: sampling GPU {} (NVML index{}) every {} s through {}", which.empty() ? "none" : which,
+           opts_.cuda_device >= 0 ? fmt::format(", this rank's CUDA device {}", opts_.cuda_device) : "",
+           opts_.interval_s, nvml_->path());
 }
 
 GpuSampler::~GpuSampler() {

@@ -3,6 +3,7 @@
 // fluxtrain_gpu_temperature_alert{gpu} = 1 while it lasts).
 //
 //   obs::GpuSampler gpus(registry, {.interval_s = 10, .temp_alert_c = 82});   // all GPUs
+//   obs::GpuSampler mine(registry, {.cuda_device = 3});   // the rank's own GPU (gpu_select.h)
 //   gpus.start();            // background thread; the destructor stops it
 //   gpus.sample_once();      // or sample synchronously (tests)
 //
@@ -28,6 +29,9 @@ class Counter;
 struct GpuSamplerOptions {
   std::string library;       // "" = $FLUXTRAIN_NVML_LIB or libnvidia-ml.so.1
   std::vector<int> devices;  // NVML indices to sample; empty = every GPU
+  // >= 0: sample only the GPU that is CUDA device `cuda_device` of this process, found through
+  // CUDA_VISIBLE_DEVICES (indices or UUIDs; obs/gpu_select.h). Overrides `devices`.
+  int cuda_device = -1;
   double interval_s = 10;
   double temp_alert_c = 82;
 };

@@ -157,9 +157,10 @@ Telemetry::Telemetry(const MetricsConfig& cfg, const RankInfo& rank, const std::
   if (cfg.tensorboard && rank.rank == 0) tb_ = std::make_unique<TensorBoardWriter>(run_dir + "/tb");
 
   // GPU health: the rank's own GPU; a CPU rank with local rank 0 watches every GPU of the node.
-  if (cfg.gpu_interval_s > 0 && (rank.gpu >= 0 || rank.local_rank == 0)) {
+  if (cfg.gpu_interval_s > 0 && (rank.gpu >= 0 || rank.cuda_device >= 0 || rank.local_rank == 0)) {
     GpuSamplerOptions o;
     if (rank.gpu >= 0) o.devices = {rank.gpu};
+    o.cuda_device = rank.cuda_device;
     o.interval_s = cfg.gpu_interval_s;
     o.temp_alert_c = cfg.gpu_temp_alert_c;
     gpus_ = std::make_unique<GpuSampler>(r, o);

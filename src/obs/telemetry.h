@@ -2,7 +2,7 @@
 // the /metrics HTTP endpoint, the NVML GPU sampler and (rank 0) the TensorBoard event file.
 //
 //   obs::Telemetry tel(cfg.metrics, {.rank = r, .world_size = n, .local_rank = lr, .dp = d, .tp = t,
-//                                    .pp = p, .gpu = cuda_device_or_minus_1},
+//                                    .pp = p, .cuda_device = ctx.device_index /* -1 on a CPU rank */},
 //                      cfg.train.run_dir, cfg.train.steps);
 //   tel.set_checkpoint_interval_steps(cfg.ckpt.interval);
 //   for (...) {
@@ -41,6 +41,7 @@ struct RankInfo {
   int local_rank = 0;          // index among the ranks of this node (decides the port)
   int dp = 0, tp = 0, pp = 0;  // coordinates in the mesh
   int gpu = -1;                // NVML index of this rank's GPU; -1 = CPU rank (local rank 0 then samples every GPU)
+  int cuda_device = -1;        // or: the CUDA device the rank drives, mapped to NVML through CUDA_VISIBLE_DEVICES
 };
 
 struct StepStats {

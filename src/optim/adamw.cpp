@@ -16,8 +16,8 @@ AdamW::AdamW(const ExecContext& ctx, const OptimConfig& cfg, const ParamLayout& 
     }
     compact += end - begin;
   }
-  m_ = Tensor::zeros({compact}, DType::kF32, MemCategory::kOptimizerState);
-  v_ = Tensor::zeros({compact}, DType::kF32, MemCategory::kOptimizerState);
+  m_ = Tensor::zeros({compact}, DType::kF32, MemCategory::kOptimizerState, ctx.device);
+  v_ = Tensor::zeros({compact}, DType::kF32, MemCategory::kOptimizerState, ctx.device);
 }
 
 void AdamW::step(float* weights, Addressing wa, const float* grads, Addressing ga, double lr, float grad_scale,

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "parallel/comm/device_comm.h"
+#include "parallel/comm/host_staged_comm.h"
 #include "parallel/comm/mpi_comm.h"
 #include "util/error.h"
 
@@ -75,16 +76,23 @@ Mesh Mesh::create_with(const ParallelConfig& p, int world_rank, const CommFactor
 }
 
 void Mesh::use_comm(const ParallelConfig& p, const ExecContext& ctx) {
-  if (!use_device_comm(p.comm, ctx, world_size())) return;
-  if (transport_ != "MPI") return;  // a second trainer on this mesh: already on the device transport
-  const DeviceCommBackend* b = device_comm_backend();
-  const CommOptions o{p.collective_timeout_s, board_dir_, false};
-  // The same order on every rank: each is collective over its group. The pipeline's transfers get
-  // their own channels per link direction and kind (NCCL matches them without tags).
-  tp_ = b->make(tp_, ctx, o);
-  dp_ = b->make(dp_, ctx, o);
-  pp_ = b->make(pp_, ctx, CommOptions{o.timeout_s, o.board_dir, true});
-  transport_ = b->name;
+  if (comm_chosen_) return;  // a second trainer on this mesh: its groups are already chosen
+  comm_chosen_ = true;
+  if (use_device_comm(p.comm, ctx)) {
+    const DeviceCommBackend* b = device_comm_backend();
+    const CommOptions o{p.collective_timeout_s, board_dir_, false};
+    // The same order on every rank: each is collective over its group. The pipeline's transfers get
+    // their own channels per link direction and kind (NCCL matches them without tags).
+    tp_ = b->make(tp_, ctx, o);
+    dp_ = b->make(dp_, ctx, o);
+    pp_ = b->make(pp_, ctx, CommOptions{o.timeout_s, o.board_dir, true});
+    world_ = make_host_staged_comm(world_, ctx);
+    transport_ = b->name;
+    return;
+  }
+  if (ctx.on_host()) return;
+  for (auto* c : {&world_, &dp_, &tp_, &pp_}) *c = make_host_staged_comm(*c, ctx);
+  transport_ = "MPI (device buffers staged through host memory)";
 }
 
 std::string Mesh::describe() const {

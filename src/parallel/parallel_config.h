@@ -9,7 +9,8 @@ namespace ft {
 class ConfigBinder;
 
 // Which transport moves the mesh axes' buffers (parallel.comm): NCCL for device buffers when the
-// rank computes on a GPU (auto), MPI always, or NCCL (device buffers; host buffers stay on MPI).
+// rank computes on a GPU and the build has NCCL, else MPI (auto); MPI always (a GPU rank's device
+// buffers staged through host memory); or NCCL (device buffers; host buffers stay on MPI).
 enum class CommBackend : uint8_t { kAuto = 0, kMpi = 1, kNccl = 2 };
 const char* comm_backend_name(CommBackend c);  // "auto", "mpi", "nccl"
 

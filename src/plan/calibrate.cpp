@@ -8,6 +8,7 @@
 
 #include "plan/fit.h"
 #include "plan/plan.h"
+#include "plan/traffic.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -128,6 +129,7 @@ Layout layout_for_run(const Config& cfg) {
                 : cfg.train.precision == ft::Precision::kF16 ? Precision::kFp16
                                                              : Precision::kFp32;
   l.sequence_parallel = cfg.parallel.sequence_parallel && cfg.parallel.tp > 1;
+  l.wire = wire_bytes_of(trainer_wires(cfg.parallel, cfg.train.precision == ft::Precision::kBF16));
   return l;
 }
 

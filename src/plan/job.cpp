@@ -47,6 +47,7 @@ Layout LayoutSpec::with_defaults(int64_t num_gpus) const {
   l.sequence_parallel = sequence_parallel.value_or(l.tp > 1);
   l.precision = precision;
   l.flash_attention = flash_attention;
+  l.wire = wire;
   return l;
 }
 

@@ -18,6 +18,17 @@
 
 namespace ft::plan {
 
+// Bytes per element each kind of traffic carries on the wire (parallel/wires.h names the kinds).
+// The defaults are this trainer's with its defaults: fp32 everywhere. layout_for_run reads a
+// config's (plan/traffic.h); published runs (records) carry 16-bit activations and weights.
+struct WireBytes {
+  double activations = 4;  // tp all-reduces / reduce-scatters / gradient gathers, pipeline sends
+  double gemm_inputs = 4;  // sequence parallelism's all-gathers of normed GEMM inputs
+  double weights = 4;      // ZeRO weight all-gathers
+  double grads = 4;        // data-parallel gradient reduction
+  bool operator==(const WireBytes&) const = default;
+};
+
 struct Layout {
   int64_t dp = 1, tp = 1, pp = 1;
   int64_t cp = 1;           // context parallel: each sequence split over cp ranks
@@ -28,6 +39,7 @@ struct Layout {
   bool sequence_parallel = false;  // Megatron SP: norms/dropout split over the TP ranks
   Precision precision = Precision::kBf16;
   bool flash_attention = true;
+  WireBytes wire;  // what the collectives carry per element
 
   int64_t world() const { return dp * tp * pp * cp; }
   std::string describe() const;  // "dp=16 tp=8 pp=1 mb=1 zero=1 recompute=selective sp bf16"
@@ -41,6 +53,7 @@ struct LayoutSpec {
   std::optional<bool> sequence_parallel;
   Precision precision = Precision::kBf16;
   bool flash_attention = true;
+  WireBytes wire;
   // Fill every unset field with a plain default (dp from the GPU count, others 1/none).
   Layout with_defaults(int64_t num_gpus) const;
   // dp, tp, pp, micro-batch, ZeRO stage and recompute given (cp, vp default to 1, sp to tp > 1).

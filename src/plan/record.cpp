@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "plan/search.h"
+#include "plan/traffic.h"
 #include "util/error.h"
 
 namespace ft::plan {
@@ -224,6 +225,7 @@ RecordJob job_from_record(const json& r) {
   else
     f.precision = Precision::kBf16;
   if (f.precision == Precision::kBf16 && job.gpu.peak_bf16 <= 0) f.precision = Precision::kFp16;
+  f.wire = published_wires(f.precision);  // other systems' traffic, not this trainer's
   // Model parallelism the record does not state: pipeline and context parallelism are taken as
   // not used; tensor parallelism too when the record says so (dp = num_gpus, "no model
   // parallelism"), else the search picks it like the other open fields.

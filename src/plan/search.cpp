@@ -72,6 +72,7 @@ void search_one(const Job& job, const SearchOptions& o, SearchResult& out, std::
                 l.sequence_parallel = f.sequence_parallel.value_or(tp > 1);
                 l.precision = f.precision;
                 l.flash_attention = f.flash_attention;
+                l.wire = f.wire;
                 try {
                   validate_layout(job, l, o.allow_uneven_stages);
                 } catch (const Error&) {

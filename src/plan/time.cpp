@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "plan/memory.h"
+#include "plan/traffic.h"
 
 namespace ft::plan {
 
@@ -90,12 +91,10 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   const double weights = (layers * layer_mm + V * h) / tp * elem_bytes * 4.0;  // read fwd, bwd; wgrad r/w
   const double t_mem = (elem + weights + score_bytes) * e.memory_traffic / g.hbm_bw;
 
+  // Communication: the bytes the rank sends (plan/traffic.h) over the links' bus bandwidth.
+  const RankTraffic traffic = rank_traffic(job, l);
   double t_tp = 0;
-  if (l.tp > 1) {
-    const double bw = bus_bandwidth(job, l.tp, std::min(l.tp, gpn));
-    const double all_reduces = 4.0 + (full ? 2.0 : 0.0);
-    t_tp = layers * all_reduces * nt * h * elem_bytes * 2.0 * ring_factor(l.tp) / bw;
-  }
+  if (l.tp > 1) t_tp = traffic.tp / mbs / bus_bandwidth(job, l.tp, std::min(l.tp, gpn));  // per micro-batch
   const double t_mb = t_gemm + t_attn + t_mem + t_tp;
   st.gemm = t_gemm * mbs;
   st.attention = t_attn * mbs;
@@ -108,29 +107,21 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
     // Adjacent stages are tp·cp·dp ranks apart: another node once that spans a node.
     const bool cross = l.tp * l.cp * l.dp >= gpn;
     const double bw = cross ? g.network_bw * e.collective : g.nvlink_bw * e.collective;
-    const double bytes = nt * h / (sp ? tp : 1.0) * elem_bytes;
-    st.pp_comm = mbs * static_cast<double>(l.vp) * 2.0 * bytes / bw;
+    st.pp_comm = mbs * static_cast<double>(l.vp) * 2.0 * traffic.pp_message / bw;  // the send and its return
   }
 
   // Data parallelism over dp·cp ranks, spaced tp apart: gpn/tp of them share a node.
   const double params_local = static_cast<double>(rank_params(m, l.tp, l.pp, true, l.pp == 1));
-  const StateBytes sb = state_bytes_per_param(l.precision);
-  // Gradients are reduced in fp32, the default of Megatron (accumulate_allreduce_grads_in_fp32)
-  // and of FSDP mixed precision in torchtitan and llm-foundry (reduce_dtype = float32).
-  const double reduce_bytes = 4.0;
   const int64_t group = l.dp * l.cp;
   if (group > 1) {
     const int64_t k = std::clamp<int64_t>(gpn / std::min(l.tp, gpn), 1, group);
-    const double bw = bus_bandwidth(job, group, k);
-    if (l.zero >= 3) {
-      const double gathers = mbs * 2.0 * params_local * sb.weights * ring_factor(group);  // forward + backward
-      const double scatter = params_local * reduce_bytes * ring_factor(group);
-      st.dp_comm = (gathers + scatter) / bw;
+    st.dp_comm = traffic.dp() / bus_bandwidth(job, group, k);
+    if (l.zero >= 3)  // gathers and reduce-scatters run through every micro-batch
       st.dp_exposed = exposed(st.dp_comm, t_pipe + st.bubble, e.overlap);
-    } else {
-      st.dp_comm = 2.0 * params_local * reduce_bytes * ring_factor(group) / bw;
-      st.dp_exposed = exposed(st.dp_comm, t_mb * 2.0 / 3.0, e.overlap);  // behind the last backward
-    }
+    else if (l.zero == 2)  // reduce-scatters behind every backward, the gathers after the update
+      st.dp_exposed = exposed(st.dp_comm, mbs * t_mb * 2.0 / 3.0, e.overlap);
+    else  // behind the last backward
+      st.dp_exposed = exposed(st.dp_comm, t_mb * 2.0 / 3.0, e.overlap);
   }
   const double opt_params = params_local / (l.zero >= 1 ? static_cast<double>(group) : 1.0);
   st.optimizer = opt_params * 32.0 / g.hbm_bw;  // read p, g, m, v; write p, m, v (fp32) + 16-bit copy

@@ -7,6 +7,14 @@ namespace ft {
 DeviceScalars::DeviceScalars(const ExecContext& ctx, int64_t n)
     : ctx_(ctx), values_(Tensor::zeros({n}, DType::kF64, MemCategory::kWorkspace, ctx.device)) {}
 
+DeviceScalars DeviceScalars::slice(int64_t offset, int64_t n) const {
+  FT_CHECK(offset >= 0 && n >= 0 && offset + n <= size(), "device scalars [{}, {}) of {}", offset, offset + n, size());
+  DeviceScalars part;
+  part.ctx_ = ctx_;
+  part.values_ = values_.slice(offset, offset + n);
+  return part;
+}
+
 double* DeviceScalars::at(int64_t i) {
   FT_CHECK(i >= 0 && i < size(), "device scalar {} of {}", i, size());
   return values_.data<double>() + i;

@@ -23,6 +23,9 @@ class DeviceScalars {
   DeviceScalars(const ExecContext& ctx, int64_t n);
 
   int64_t size() const { return values_.numel(); }
+  // Scalars [offset, offset + n) of these as their own DeviceScalars, sharing the memory: parts
+  // of one step's scalars that different owners fill, read back together by the whole.
+  DeviceScalars slice(int64_t offset, int64_t n) const;
   // The device address of scalar i, for an op to add into.
   double* at(int64_t i);
   // Every scalar back to 0.

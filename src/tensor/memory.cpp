@@ -177,6 +177,12 @@ bool device_memory_registered(Device d) {
   return static_cast<size_t>(d) < kNumDevices && registry().registered[static_cast<size_t>(d)].load();
 }
 
+bool mem_on_device(Device d, const void* p) {
+  if (d == Device::kCPU || !device_memory_registered(d)) return false;
+  const DeviceMemory& m = backend(d);
+  return p != nullptr && m.contains != nullptr && m.contains(p);
+}
+
 bool mem_poison_build() {
   return kPoison;
 }
@@ -186,9 +192,10 @@ void* mem_alloc(Device d, size_t bytes, MemCategory c) {
   const DeviceMemory& m = backend(d);
   void* p = m.alloc(bytes);
   if (!p) {
-    throw Error(fmt::format("out of memory allocating {} for {} on {} ({})", human_bytes(static_cast<double>(bytes)),
-                            mem_category_name(c), device_name(d), MemoryTracker::global().describe_live(d)),
-                "use a smaller model, batch or sequence, or more ranks (ZeRO, tensor parallelism)");
+    throw OutOfMemory(
+        fmt::format("out of memory allocating {} for {} on {} ({})", human_bytes(static_cast<double>(bytes)),
+                    mem_category_name(c), device_name(d), MemoryTracker::global().describe_live(d)),
+        "use a smaller model, batch or sequence, or more ranks (ZeRO, tensor parallelism)");
   }
   MemoryTracker::global().on_alloc(d, c, bytes);
   if (kPoison) m.fill(ExecContext{.device = d}, p, kPoisonByte, bytes);

@@ -30,6 +30,7 @@
 
 #include "tensor/device.h"
 #include "tensor/exec_context.h"
+#include "util/error.h"
 
 namespace ft {
 
@@ -91,14 +92,26 @@ struct DeviceMemory {
   // memory.
   void* (*host_alloc)(size_t bytes) = nullptr;
   void (*host_free)(void* p, size_t bytes) = nullptr;
+  // Whether p points into this device's memory (a host transport stages such buffers through host
+  // memory: parallel/comm/host_staged_comm.h); null: never.
+  bool (*contains)(const void* p) = nullptr;
 };
 // Makes d allocatable (the CPU is from the start). Called once by a backend at start-up.
 void register_device_memory(Device d, const DeviceMemory& m);
 bool device_memory_registered(Device d);
+// Whether p is memory of device d (always false for the CPU: host memory is not "on a device").
+bool mem_on_device(Device d, const void* p);
 
-// 64-byte aligned (a device's own alignment elsewhere); throws ft::Error naming the size, the
-// category and what holds the device's memory when out of memory, or when no backend provides
-// the device's memory. Contents: undefined (0xFF bytes in the poison build).
+// Out of a device's memory: the message names the request, its category and what holds the
+// device's memory (MemoryTracker::describe_live); `fluxtrain train` adds the planner's estimate.
+class OutOfMemory : public Error {
+ public:
+  using Error::Error;
+};
+
+// 64-byte aligned (a device's own alignment elsewhere); throws OutOfMemory naming the size, the
+// category and what holds the device's memory when out of memory, ft::Error when no backend
+// provides the device's memory. Contents: undefined (0xFF bytes in the poison build).
 void* mem_alloc(Device d, size_t bytes, MemCategory c);
 inline void* mem_alloc(const ExecContext& ctx, size_t bytes, MemCategory c) {
   return mem_alloc(ctx.device, bytes, c);

@@ -6,29 +6,39 @@ namespace ft {
 
 MicroBatchExecutor::MicroBatchExecutor(const ExecContext& ctx, Llama& model, ParamEngine& engine,
                                        const MicroBatching& mb, int64_t seq_len, int64_t loss_chunk_tokens)
-    : model_(model), engine_(engine), mb_(mb), seq_len_(seq_len), loss_sums_(ctx, mb.count) {
-  acts_.allocate(model.config(), mb.size, seq_len, loss_chunk_tokens, {}, model.tp_split(), model.precision());
+    : model_(model), engine_(engine), mb_(mb), seq_len_(seq_len), loss_sums_(ctx, mb.count), pinned_(ctx) {
+  acts_.allocate(model.config(), mb.size, seq_len, loss_chunk_tokens, {}, model.tp_split(), model.precision(),
+                 ctx.device);
 }
 
 BatchLoss MicroBatchExecutor::train(const Batch& batch, float grad_scale) {
+  train_queued(batch, grad_scale);
+  // The batch's loss comes back to the host here, once: the slots added in order.
+  return {.sum = loss_sums_.read_back_sum(), .tokens = mb_.count * mb_.size * seq_len_};
+}
+
+void MicroBatchExecutor::use_loss_slots(DeviceScalars slots) {
+  FT_CHECK(slots.size() == loss_sums_.size(), "{} loss slots for {}", slots.size(), loss_sums_.size());
+  loss_sums_ = std::move(slots);
+}
+
+void MicroBatchExecutor::train_queued(const Batch& batch, float grad_scale) {
   check(batch);
   engine_.begin_step(static_cast<int>(mb_.count));
-  BatchLoss loss{.sum = 0, .tokens = mb_.count * mb_.size * seq_len_};
   loss_sums_.zero();
+  const int32_t* seqs = pinned_.stage(batch);
   for (int64_t mb = 0; mb < mb_.count; ++mb) {
     engine_.begin_micro_batch(static_cast<int>(mb));
-    model_.forward_backward(engine_, acts_, batch.sequence(mb * mb_.size), grad_scale, loss_sums_.at(mb));
+    model_.forward_backward(engine_, acts_, seqs + mb * mb_.size * (seq_len_ + 1), grad_scale, loss_sums_.at(mb));
   }
-  // The batch's loss comes back to the host here, once: the slots added in order.
-  loss.sum = loss_sums_.read_back_sum();
-  return loss;
 }
 
 void MicroBatchExecutor::evaluate(const Batch& batch, BatchLoss& total) {
   check(batch);
   loss_sums_.zero();
+  const int32_t* seqs = pinned_.stage(batch);
   for (int64_t mb = 0; mb < mb_.count; ++mb)
-    model_.forward_loss(engine_, acts_, batch.sequence(mb * mb_.size), loss_sums_.at(mb));
+    model_.forward_loss(engine_, acts_, seqs + mb * mb_.size * (seq_len_ + 1), loss_sums_.at(mb));
   for (double s : loss_sums_.read_back()) total.sum += s;  // one read-back per batch
   total.tokens += mb_.count * mb_.size * seq_len_;
 }

@@ -14,6 +14,7 @@
 #include "parallel/data_parallel/param_engine.h"
 #include "tensor/device_scalars.h"
 #include "train/micro_batches.h"
+#include "train/pinned_batch.h"
 #include "train/step_executor.h"
 
 namespace ft {
@@ -26,6 +27,9 @@ class MicroBatchExecutor final : public StepExecutor {
                      int64_t seq_len, int64_t loss_chunk_tokens);
 
   BatchLoss train(const Batch& batch, float grad_scale) override;
+  void train_queued(const Batch& batch, float grad_scale) override;
+  const DeviceScalars& loss_slots() const override { return loss_sums_; }
+  void use_loss_slots(DeviceScalars slots) override;
   void evaluate(const Batch& batch, BatchLoss& total) override;
 
  private:
@@ -37,6 +41,7 @@ class MicroBatchExecutor final : public StepExecutor {
   int64_t seq_len_;
   Activations acts_;
   DeviceScalars loss_sums_;  // one device slot per micro-batch, read back once per batch
+  PinnedBatch pinned_;       // the batch's tokens on their way to the device
 };
 
 }  // namespace ft

@@ -12,7 +12,13 @@ namespace ft {
 PipelineExecutor::PipelineExecutor(const ExecContext& ctx, PipelinePlan plan, Mesh& mesh, Llama& model,
                                    ParamEngine& engine, const MicroBatching& mb, int64_t seq_len,
                                    int64_t loss_chunk_tokens)
-    : plan_(std::move(plan)), mesh_(mesh), mb_(mb), seq_len_(seq_len), engine_(engine), loss_sums_(ctx, mb.count) {
+    : plan_(std::move(plan)),
+      mesh_(mesh),
+      mb_(mb),
+      seq_len_(seq_len),
+      engine_(engine),
+      loss_sums_(ctx, mb.count),
+      pinned_(ctx) {
   runner_ = std::make_unique<PipelineRunner>(plan_, static_cast<int>(mesh_.coord().pp), model, engine, mesh_.pp(),
                                              mb.size, seq_len, loss_chunk_tokens);
 }
@@ -25,12 +31,21 @@ int64_t PipelineExecutor::loss_tokens() const {
 }
 
 BatchLoss PipelineExecutor::train(const Batch& batch, float grad_scale) {
+  train_queued(batch, grad_scale);
+  return {.sum = loss_sums_.read_back_sum(), .tokens = loss_tokens()};
+}
+
+void PipelineExecutor::use_loss_slots(DeviceScalars slots) {
+  FT_CHECK(slots.size() == loss_sums_.size(), "{} loss slots for {}", slots.size(), loss_sums_.size());
+  loss_sums_ = std::move(slots);
+}
+
+void PipelineExecutor::train_queued(const Batch& batch, float grad_scale) {
   check(batch);
   const int64_t sent0 = mesh_.pp().stats().bytes_sent[static_cast<size_t>(CollKind::kSendRecv)];
   engine_.begin_step(static_cast<int>(mb_.count));
   loss_sums_.zero();
-  runner_->train(batch.tokens.data(), grad_scale, loss_sums_.at(0));
-  const BatchLoss loss{.sum = loss_sums_.read_back_sum(), .tokens = loss_tokens()};
+  runner_->train(pinned_.stage(batch), grad_scale, loss_sums_.at(0));
   const PipelineStepStats& p = runner_->last();
   const int64_t sent = mesh_.pp().stats().bytes_sent[static_cast<size_t>(CollKind::kSendRecv)] - sent0;
   stats_ = {{"pp_send_bytes", static_cast<double>(sent)},
@@ -38,13 +53,12 @@ BatchLoss PipelineExecutor::train(const Batch& batch, float grad_scale) {
             {"pp_busy_s", p.busy_s},
             {"pp_start", p.start},
             {"pp_end", p.end}};
-  return loss;
 }
 
 void PipelineExecutor::evaluate(const Batch& batch, BatchLoss& total) {
   check(batch);
   loss_sums_.zero();
-  runner_->forward_loss(batch.tokens.data(), loss_sums_.at(0));
+  runner_->forward_loss(pinned_.stage(batch), loss_sums_.at(0));
   total.sum += loss_sums_.read_back_sum();  // the batch's forwards summed first, then added
   total.tokens += loss_tokens();
 }

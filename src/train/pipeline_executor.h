@@ -20,6 +20,7 @@
 #include "parallel/pipeline_parallel/runner.h"
 #include "tensor/device_scalars.h"
 #include "train/micro_batches.h"
+#include "train/pinned_batch.h"
 #include "train/step_executor.h"
 
 namespace ft {
@@ -33,6 +34,9 @@ class PipelineExecutor final : public StepExecutor {
   ~PipelineExecutor() override;
 
   BatchLoss train(const Batch& batch, float grad_scale) override;
+  void train_queued(const Batch& batch, float grad_scale) override;
+  const DeviceScalars& loss_slots() const override { return loss_sums_; }
+  void use_loss_slots(DeviceScalars slots) override;
   void evaluate(const Batch& batch, BatchLoss& total) override;
   // pp_send_bytes, pp_in_flight, pp_busy_s, pp_start, pp_end of the last train().
   RankFigures stats() const override { return stats_; }
@@ -55,6 +59,7 @@ class PipelineExecutor final : public StepExecutor {
   ParamEngine& engine_;
   std::unique_ptr<PipelineRunner> runner_;
   DeviceScalars loss_sums_;  // one device slot per head forward (last stage), read back once per batch
+  PinnedBatch pinned_;       // the batch's tokens on their way to the device
   RankFigures stats_;
 };
 

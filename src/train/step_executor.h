@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "data/loader.h"
+#include "tensor/device_scalars.h"
 
 namespace ft {
 
@@ -42,6 +43,12 @@ class StepExecutor {
   // loss and backward of every micro-batch. Parameter gradients accumulate (+=) grad_scale ·
   // d(sum of token losses); the trainer finishes them (ParamEngine::finish_gradients).
   virtual BatchLoss train(const Batch& batch, float grad_scale) = 0;
+  // train() without the read-back: the batch's loss sums stay in the device slots (loss_slots(),
+  // added in order they are the loss) for the trainer to read back with the step's other scalars;
+  // use_loss_slots() hands the executor other slots of loss_slot_count() (a slice of those).
+  virtual void train_queued(const Batch& batch, float grad_scale) = 0;
+  virtual const DeviceScalars& loss_slots() const = 0;
+  virtual void use_loss_slots(DeviceScalars slots) = 0;
   // Forwards only (validation): adds the batch's losses to `total`, micro-batch by micro-batch
   // (a validation sums its batches in one running sum). Neither gradients nor weights change.
   virtual void evaluate(const Batch& batch, BatchLoss& total) = 0;

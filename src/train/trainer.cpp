@@ -15,10 +15,13 @@
 #include "kernels/cpu/native_precision.h"
 #include "kernels/peak.h"
 #include "model/activation_sizes.h"
+#include "obs/gpu_select.h"
 #include "obs/progress.h"
 #include "obs/telemetry.h"
 #include "optim/grad_clip.h"
 #include "parallel/pipeline_parallel/pipeline_plan.h"
+#include "plan/gpu_peak.h"
+#include "tensor/device_runtime.h"
 #include "train/micro_batch_executor.h"
 #include "train/micro_batches.h"
 #include "train/pipeline_executor.h"
@@ -35,11 +38,19 @@
 
 namespace ft {
 
+namespace {
+// The rank's context: the CPU, or the GPU of its local rank modulo the GPUs this process sees
+// (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, LOCAL_RANK; CUDA_VISIBLE_DEVICES applies). "cuda"
+// without a usable GPU is an error naming why (make_exec_context).
+ExecContext rank_context(Device d) {
+  if (d == Device::kCPU) return make_exec_context(d);
+  const int n = device_count(d);
+  return make_exec_context(d, n > 0 ? obs::local_rank_from_env() % n : 0);
+}
+}  // namespace
+
 Trainer::Trainer(const Config& cfg, Mesh& mesh)
-    : cfg_(cfg),
-      mesh_(mesh),
-      ctx_(make_exec_context(cfg.train.compute_device())),
-      schedule_(cfg.optim, cfg.train.steps) {
+    : cfg_(cfg), mesh_(mesh), ctx_(rank_context(cfg.train.compute_device())), schedule_(cfg.optim, cfg.train.steps) {
   choose_compute();      // threads; the CPU, precision and GEMM said first
   plan_micro_batches();  // this rank's share of the batch and its micro-batches
   parallelize();         // mesh → tensor parallel → pipeline partition → data parallel → model → executor
@@ -60,6 +71,9 @@ void Trainer::choose_compute() {
   log_info("precision {} ({}); {} thread{} per rank ({})", precision_label(t.precision), t.precision_reason,
            threads.threads, threads.threads == 1 ? "" : "s", threads.source);
   log_info("GEMM {}", cpu::gemm_backend_summary());
+  if (!ctx_.on_host())
+    log_info("device {}:{} (local rank {}, {} visible); ops: {}", device_name(ctx_.device), ctx_.device_index,
+             obs::local_rank_from_env(), device_count(ctx_.device), find_backend(ctx_.device)->backend);
   if (mesh_.world_rank() == 0) {
     for (const auto& n : cfg_.config_notes) log_info("config: {}", n);
     for (const auto& w : cfg_.config_warnings) log_warn("config: {}", w);
@@ -90,10 +104,10 @@ void Trainer::plan_micro_batches() {
 void Trainer::parallelize() {
   const TrainConfig& t = cfg_.train;
   const ParallelConfig& par = cfg_.parallel;
-  // 1. The mesh.
+  // 1. The mesh and its transport (parallel.comm: NCCL, or MPI staging a device's buffers).
   FT_CHECK(mesh_.degrees().dp == par.dp && mesh_.degrees().pp == par.pp && mesh_.degrees().tp == par.tp,
            "the mesh ({}) does not have the configured degrees", mesh_.describe());
-  mesh_.use_comm(par, ctx_);  // parallel.comm: dp/tp/pp over NCCL for a GPU rank's buffers, or MPI
+  mesh_.use_comm(par, ctx_);  // parallel.comm: NCCL for a GPU rank's buffers, or MPI (staged on a GPU)
   // 2. Tensor parallelism.
   const bool sp = par.sequence_parallel && par.tp > 1;
   const TpShard shard{.rank = mesh_.coord().tp, .size = par.tp, .sequence_parallel = sp};
@@ -118,6 +132,19 @@ void Trainer::parallelize() {
   } else {
     executor_ = std::make_unique<MicroBatchExecutor>(ctx_, *model_, *engine_, batching_, t.seq_len, chunk);
   }
+  // The step's scalars in one allocation, so that they come back in one copy.
+  const int64_t losses = executor_->loss_slots().size(), norms = engine_->norm_slot_count();
+  step_scalars_ = DeviceScalars(ctx_, losses + norms);
+  executor_->use_loss_slots(step_scalars_.slice(0, losses));
+  engine_->use_norm_slots(step_scalars_.slice(losses, norms));
+}
+
+std::pair<double, double> Trainer::read_back_step_scalars() const {
+  const std::vector<double> v = step_scalars_.read_back();
+  const size_t losses = static_cast<size_t>(executor_->loss_slots().size());
+  double loss = 0, norm2 = 0;  // each part added in order from its first slot, as read_back_sum() adds
+  for (size_t i = 0; i < v.size(); ++i) (i < losses ? loss : norm2) += v[i];
+  return {loss, norm2};
 }
 
 void Trainer::set_up_precision() {
@@ -151,7 +178,8 @@ void Trainer::start_monitoring() {
                      .local_rank = obs::local_rank_from_env(),
                      .dp = static_cast<int>(mesh_.coord().dp),
                      .tp = static_cast<int>(mesh_.coord().tp),
-                     .pp = static_cast<int>(mesh_.coord().pp)};
+                     .pp = static_cast<int>(mesh_.coord().pp),
+                     .cuda_device = ctx_.device == Device::kCUDA ? ctx_.device_index : -1};
   telemetry_ = std::make_unique<obs::Telemetry>(cfg_.metrics, rank, t.run_dir, t.steps);
   if (rank0) progress_ = std::make_unique<obs::ProgressLine>(t.steps, t.log_interval);
   faults_ = std::make_unique<TrainingFaults>(cfg_.fault, t.run_dir, mesh_.world_rank(), mesh_.coord().dp,
@@ -159,12 +187,25 @@ void Trainer::start_monitoring() {
   if (faults_->restarts() > 0) telemetry_->set_restarts(faults_->restarts());
   if (mesh_.world_size() > 1) telemetry_->set_rank_hosts(gather_strings(mesh_.world(), this_host()));
   flops_per_token_ = cfg_.model.train_flops_per_token(t.seq_len);
-  // MFU's denominator: this machine's GEMM peak at this rank's threads and precision, measured
-  // once (by rank 0, while the others wait) and recorded in the peak file (kernels/peak.h).
+  // MFU's denominator, found by rank 0 (the others wait): on a CPU this machine's GEMM peak at
+  // this rank's threads and precision, measured once and recorded in the peak file
+  // (kernels/peak.h); on a GPU its dense peak from the planner's catalog (plan/gpu_peak.h).
   double peak = 0;
-  if (rank0) peak = gemm_peak_gflops(t.precision, omp_get_max_threads()) * 1e9;
+  if (rank0) peak = ctx_.on_host() ? gemm_peak_gflops(t.precision, omp_get_max_threads()) * 1e9 : gpu_peak_flops();
   mesh_.world().broadcast(&peak, sizeof peak, 0);
   peak_flops_ = peak;
+}
+
+double Trainer::gpu_peak_flops() const {
+  std::string why;
+  const std::string name = obs::cuda_device_name(ctx_.device_index, &why);
+  const plan::Precision p = cfg_.train.precision == Precision::kBF16  ? plan::Precision::kBf16
+                            : cfg_.train.precision == Precision::kF16 ? plan::Precision::kFp16
+                                                                      : plan::Precision::kFp32;
+  const plan::MfuPeak peak = plan::gpu_mfu_peak(name, p, /*measured_flops=*/0);
+  if (name.empty()) log_info("GPU name unknown ({})", why);
+  log_info("{}", peak.flops > 0 ? "MFU against " + peak.source : peak.source);
+  return peak.flops;
 }
 
 void Trainer::resume() {
@@ -258,9 +299,12 @@ StepStats Trainer::step() {
   const double scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
   const float grad_factor = inject.grad_factor * static_cast<float>(scale);
   const float grad_scale = grad_factor / static_cast<float>(cfg_.train.batch_size * cfg_.train.seq_len);
-  const double loss_sum = executor_->train(batch, grad_scale).sum * inject.loss_factor;
+  executor_->train_queued(batch, grad_scale);                           // the loss sums stay on the device
+  engine_->queue_gradient_norm();                                       // and so do the gradient's sums of squares
+  const auto [local_loss_sum, local_norm2] = read_back_step_scalars();  // the step's one read-back
+  const double loss_sum = local_loss_sum * inject.loss_factor;
   auto [global_loss_sum, grad_norm2, data_hash] =
-      sum_over_ranks(loss_sum, engine_->finish_gradients(), batch_data_hash(batch));
+      sum_over_ranks(loss_sum, engine_->reduce_gradient_norm(local_norm2), batch_data_hash(batch));
   s.data_hash = static_cast<int64_t>(data_hash);
   s.loss = global_loss_sum / tokens_per_step;
   s.grad_norm = std::sqrt(grad_norm2) / scale;
@@ -283,7 +327,7 @@ StepStats Trainer::step() {
   s.step_s = now_seconds() - t0;
   s.cpu_s = process_cpu_seconds() - cpu0;
   s.tokens_per_s = tokens_per_step / s.step_s;
-  s.mfu = peak_flops_ > 0 ? s.tokens_per_s * flops_per_token_ / (peak_flops_ * mesh_.world_size()) : 0;
+  s.mfu = plan::mfu(s.tokens_per_s, flops_per_token_, peak_flops_, mesh_.world_size());
   s.comm_wait_s = engine_->last_wait_s();
   s.compute_s = std::max(0.0, s.step_s - s.data_wait_s - (comm_blocked_seconds() - blocked0));
   s.comm = mesh_.dp().stats() - comm0;

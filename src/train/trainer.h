@@ -28,6 +28,7 @@
 #include "parallel/data_parallel/param_engine.h"
 #include "parallel/mesh.h"
 #include "parallel/tensor_parallel/tensor_parallel.h"
+#include "tensor/device_scalars.h"
 #include "tensor/exec_context.h"
 #include "train/metrics_log.h"
 #include "train/micro_batches.h"
@@ -114,11 +115,12 @@ class Trainer {
   // before it): mesh → tensor parallel → pipeline partition → data parallel (the ZeRO engine) →
   // the model on the engine's layout → the executor. See the definition and docs/architecture.md.
   void parallelize();
-  void set_up_precision();  // bf16: the engine's bf16 weight copy; fp16: the loss scaler
-  void open_data();         // the training loader; the validation loaders when train.eval_interval > 0
-  void start_monitoring();  // run directory, telemetry, progress line, fault handling, MFU's peak
-  void resume();            // the checkpointer and the stop request; ckpt.resume
-  void open_run_files();    // config.json and metrics.jsonl: only once the run is accepted
+  void set_up_precision();        // bf16: the engine's bf16 weight copy; fp16: the loss scaler
+  void open_data();               // the training loader; the validation loaders when train.eval_interval > 0
+  void start_monitoring();        // run directory, telemetry, progress line, fault handling, MFU's peak
+  double gpu_peak_flops() const;  // this rank's GPU's dense peak (0 = MFU unavailable, said once)
+  void resume();                  // the checkpointer and the stop request; ckpt.resume
+  void open_run_files();          // config.json and metrics.jsonl: only once the run is accepted
   void log_layout() const;
 
   // fp16: an overflow (non-finite gradients from a finite loss while the scale can still
@@ -133,6 +135,9 @@ class Trainer {
   // engine) over the pipeline stages, and the batch's data hash (StepStats::data_hash: this
   // rank's sequences, counted by the first stage) over the dp ranks.
   std::array<double, 3> sum_over_ranks(double loss_sum, double grad_norm2, double data_hash);
+  // The step's scalars back on the host in one copy: this rank's loss sum (the executor's slots
+  // added in order) and its gradient's sum of squares (the engine's slots added in order).
+  std::pair<double, double> read_back_step_scalars() const;
   // The step's row of metrics.jsonl (and its figures to telemetry); collective over the world
   // in multi-rank runs (per_rank).
   nlohmann::json metrics_row(const StepStats& s);
@@ -153,6 +158,8 @@ class Trainer {
   std::unique_ptr<LossScaler> loss_scaler_;  // fp16 only
   std::unique_ptr<Llama> model_;
   std::unique_ptr<StepExecutor> executor_;  // forward and backward: the micro-batch loop or the pipeline
+  // The step's scalars on the device: the executor's loss slots, then the engine's norm slots.
+  DeviceScalars step_scalars_;
   LrSchedule schedule_;
   std::unique_ptr<DataLoader> train_data_, val_data_;
   std::vector<ValidationSource> val_sources_;  // per-source validation (mixture sources, languages)

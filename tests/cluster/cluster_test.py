@@ -516,6 +516,7 @@ MinJobAge=600
 ReturnToService=2
 InactiveLimit=0
 KillWait=5
+GresTypes=gpu
 {nodes}
 PartitionName=train Nodes={names} PriorityTier=10 PriorityJobFactor=100 Default=YES MaxTime=INFINITE State=UP
 PartitionName=validate Nodes={names} PriorityTier=1 PriorityJobFactor=1 MaxTime=INFINITE State=UP
@@ -546,8 +547,14 @@ def scenario_slurm(c):
     with open(conf, "w") as f:
         f.write(SLURM_CONF.format(
             ctl=c.hosts[0], ctl_addr=c.addr[0], d=d, names=",".join(c.hosts[i] for i in nodes),
-            nodes="\n".join(f"NodeName={c.hosts[i]} NodeAddr={c.addr[i]} CPUs=2 RealMemory=2000 State=UNKNOWN"
+            nodes="\n".join(f"NodeName={c.hosts[i]} NodeAddr={c.addr[i]} CPUs=2 RealMemory=2000 Gres=gpu:1 State=UNKNOWN"
                             for i in nodes)))
+    # One "GPU" per node, a plain file (these hosts have none): enough for Slurm to grant
+    # train.sbatch's --gpus-per-node; nothing runs on it.
+    with open(os.path.join(d, "gres.conf"), "w") as f:
+        for i in nodes:
+            open(os.path.join(d, f"gpu-{c.hosts[i]}"), "w").close()
+            f.write(f"NodeName={c.hosts[i]} Name=gpu File={d}/gpu-{c.hosts[i]}\n")
     env = dict(os.environ, SLURM_CONF=conf, FLUXTRAIN=FT, OMP_NUM_THREADS="1")
 
     def on(i, argv, check=True, timeout=30):
@@ -602,7 +609,7 @@ def scenario_slurm(c):
     val = on(0, ["sbatch", "--parsable", "-p", "validate", "-n", "1", "-o", f"{d}/validate.out",
                  f"{sbatch_dir}/validate.sbatch", CONFIG, run, "--set", "train.eval_batches=2", "--set",
                  "train.batch_size=8"])
-    train = on(0, ["sbatch", "--parsable", "-N", "2", "-n", "2", "--ntasks-per-node=1", "--exclusive", "-o", f"{d}/train.out",
+    train = on(0, ["sbatch", "--parsable", "-N", "2", "-n", "2", "--ntasks-per-node=1", "--gpus-per-node=1", "--exclusive", "-o", f"{d}/train.out",
                    f"{sbatch_dir}/train.sbatch", CONFIG, "--run-dir", run, "--set", "parallel.dp=2", "--set",
                    "train.steps=60", "--set", "train.batch_size=8", "--set", "ckpt.interval=20", "--set",
                    "train.threads=1", "--set", "metrics.port=0", "--set", "train.eval_interval=0"])

@@ -13,6 +13,8 @@
  *   sm_mhz.0 1410              SM clock in MHz (default 1500)
  *   throttle.0 0x48            throttle-reason bit mask (default 0)
  *   ecc_corrected.0 3          volatile ECC counts (default 0); ecc_uncorrected.0
+ *   name.0 NVIDIA H100 80GB HBM3   product name, the rest of the line (default "Fake GPU 0")
+ *   uuid.0 GPU-5e1f...         UUID (default GPU-fake-0000)
  *   fail.nvmlDeviceGetPowerUsage 1    that call returns NVML_ERROR_UNKNOWN on every GPU
  * fake_nvml_calls("nvmlDeviceGetPowerUsage") counts the calls made (tests check no retries). */
 #include <stdio.h>
@@ -64,6 +66,27 @@ static int lookup(const char* key, double* out) {
   fclose(f);
   return found;
 }
+/* The rest of the line after `key.dev` (trimmed) into buf; 1 when present. */
+static int lookup_text(const char* key, int dev, char* buf, unsigned len) {
+  const char* path = getenv("FAKE_NVML_STATE");
+  char k[128], line[256];
+  int found = 0;
+  snprintf(k, sizeof k, "%s.%d", key, dev);
+  FILE* f = path ? fopen(path, "r") : NULL;
+  if (!f) return 0;
+  while (fgets(line, sizeof line, f)) {
+    size_t n = strlen(k);
+    if (strncmp(line, k, n) == 0 && (line[n] == ' ' || line[n] == '\t')) {
+      char* v = line + n;
+      while (*v == ' ' || *v == '\t') ++v;
+      v[strcspn(v, "\r\n")] = 0;
+      snprintf(buf, len, "%s", v);
+      found = 1;
+    }
+  }
+  fclose(f);
+  return found;
+}
 static double value(const char* key, int dev, double dflt) {
   char k[128];
   double v;
@@ -106,12 +129,12 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned int i, void** dev) {
 }
 int nvmlDeviceGetName(void* d, char* buf, unsigned int len) {
   ENTER("nvmlDeviceGetName");
-  snprintf(buf, len, "Fake GPU %d", DEV(d));
+  if (!lookup_text("name", DEV(d), buf, len)) snprintf(buf, len, "Fake GPU %d", DEV(d));
   return OK;
 }
 int nvmlDeviceGetUUID(void* d, char* buf, unsigned int len) {
   ENTER("nvmlDeviceGetUUID");
-  snprintf(buf, len, "GPU-fake-%04d", DEV(d));
+  if (!lookup_text("uuid", DEV(d), buf, len)) snprintf(buf, len, "GPU-fake-%04d", DEV(d));
   return OK;
 }
 int nvmlDeviceGetTemperature(void* d, int sensor, unsigned int* t) {

@@ -96,7 +96,7 @@ def per_rank_metrics(run_dir):
     return last
 
 
-def against_real(name, items, world, zero=0):
+def against_real(name, items, world, zero=0, fp32_weights=True):
     run_dir = os.path.join(WORK, name)
     shutil.rmtree(run_dir, ignore_errors=True)
     base = ["train.steps=2", "train.eval_interval=0", "train.threads=1", "metrics.port=0", "train.batch_size=8",
@@ -118,7 +118,8 @@ def against_real(name, items, world, zero=0):
               f"{r['arena_elements'] * 4:>12} / {real_arena:<12.0f}")
         check(sends == real_pp, f"{name} rank {i}: pipeline bytes per step as counted by the real run")
         check(c["tp"]["total"] == real_tp, f"{name} rank {i}: tensor-parallel bytes per step as counted by the real run")
-        if zero < 3:  # ZeRO 3 keeps a shard and gathered units instead of the arena
+        # ZeRO 3 keeps a shard and gathered units instead of the arena; bf16 adds the weights' bf16 copies
+        if zero < 3 and fp32_weights:
             check(r["arena_elements"] * 4 == real_arena, f"{name} rank {i}: the parameter arena the trainer allocated")
     # Data-parallel bytes: rank 0's, by collective (the real run logs rank 0's dp group).
     c0 = d["ranks"][0]["comm_bytes_per_step"]["dp"]
@@ -140,6 +141,12 @@ against_real("tp2xpp2-sp", ["parallel.tp=2", "parallel.pp=2", "parallel.sequence
 against_real("dp2xpp2-zero3", ["parallel.dp=2", "parallel.pp=2", "parallel.zero=3"], 4, zero=3)
 against_real("dp4-zero0", ["parallel.dp=4"], 4)
 against_real("tp4-kv-replicated-zero2", ["parallel.tp=4", "parallel.zero=2"], 4, zero=2)
+# bf16 compute: sequence parallelism gathers the normed GEMM inputs in bf16, the rest of tp in
+# fp32; full recompute repeats the forward's collectives in backward. bf16 gradients under ZeRO 3.
+against_real("tp2-sp-bf16-recompute",
+             ["parallel.tp=2", "parallel.sequence_parallel=true", 'train.precision="bf16"', 'model.recompute="full"'], 2,
+             fp32_weights=False)
+against_real("dp2-zero3-bf16-grads", ["parallel.dp=2", "parallel.zero=3", 'parallel.grad_compression="bf16"'], 2, zero=3)
 
 p = subprocess.run([FT, "train", "--config", CFG, "--dry-run", "--world-size", "100"] +
                    sets(SEVEN_B + ["parallel.dp=16", "parallel.tp=8"]), capture_output=True, text=True)

@@ -136,6 +136,20 @@ for role, t in (("launcher", launcher), ("worker", worker)):
     check(tgp > grace, f"{role}: terminationGracePeriodSeconds {tgp} > fault.preempt_grace_s {grace}")
 stop = container(worker).get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
 check(any("-TERM" in c and "fluxtrain" in c for c in stop), "a worker's preStop sends SIGTERM to its ranks")
+# GPUs and NCCL: the ranks run on the GPUs (train.device), the launcher holds none, and NCCL's
+# settings are on the launcher, whose mpirun passes them on; a worker's own env would not reach
+# ranks started through its sshd.
+check(cfg["train"].get("device") in ("cuda", "auto"), f"train.device = {cfg['train'].get('device')!r} runs on the GPUs")
+lres = container(launcher).get("resources", {})
+check("nvidia.com/gpu" not in {**lres.get("limits", {}), **lres.get("requests", {})}, "the launcher holds no GPU")
+lenv = {e["name"]: e.get("value") for e in container(launcher).get("env", [])}
+wenv = {e["name"] for e in container(worker).get("env", [])}
+check(lenv.get("NCCL_SOCKET_IFNAME") and lenv.get("NCCL_DEBUG") and lenv.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID",
+      f"the launcher sets NCCL_SOCKET_IFNAME, NCCL_DEBUG and CUDA_DEVICE_ORDER for the ranks: {lenv}")
+check(lenv.get("NCCL_IB_DISABLE") == "1" or lenv.get("NCCL_IB_HCA"), "InfiniBand is named (NCCL_IB_HCA) or off")
+check(not any(n.startswith(("NCCL_", "CUDA_")) for n in wenv), "no NCCL/CUDA setting only on the workers (sshd drops it)")
+caps = pod_spec(worker)["containers"][0].get("securityContext", {}).get("capabilities", {}).get("add", [])
+check("IPC_LOCK" in caps, "workers may lock memory (NCCL's InfiniBand registration)")
 ann = worker["template"]["metadata"].get("annotations", {})
 check(ann.get("prometheus.io/scrape") == "true", "workers are annotated for Prometheus scraping")
 check(ann.get("prometheus.io/port") == str(metrics_port), f"scrape port = metrics.port {metrics_port}")

@@ -80,10 +80,15 @@ SlurmdParameters=config_overrides
 InactiveLimit=0
 KillWait=5
 SchedulerParameters=sched_interval=2
-NodeName=$H NodeHostname=$H NodeAddr=127.0.0.1 CPUs=2 RealMemory=2000 State=UNKNOWN
+GresTypes=gpu
+NodeName=$H NodeHostname=$H NodeAddr=127.0.0.1 CPUs=2 RealMemory=2000 Gres=gpu:2 State=UNKNOWN
 PartitionName=train Nodes=$H PriorityTier=10 PriorityJobFactor=100 Default=YES MaxTime=INFINITE State=UP
 PartitionName=validate Nodes=$H PriorityTier=1 PriorityJobFactor=1 MaxTime=INFINITE State=UP
 EOF
+# Two GPUs by count only (this machine has none): enough for Slurm to grant train.sbatch's
+# --gpus-per-node, which the test checks; nothing here runs on a GPU.
+touch "$D/gpu0" "$D/gpu1"
+echo "NodeName=$H Name=gpu File=$D/gpu[0-1]" > "$D/gres.conf"
 slurmctld -f "$SLURM_CONF" || skip "slurmctld does not start: $(tail -3 "$D/log/slurmctld.log" 2>/dev/null)"
 sleep 1
 slurmd -f "$SLURM_CONF" || skip "slurmd does not start: $(tail -3 "$D/log/slurmd.log" 2>/dev/null)"
@@ -91,7 +96,7 @@ for _ in $(seq 60); do
   sinfo -h -o "%t" 2>/dev/null | grep -qx idle && break
   sleep 0.5
 done
-sinfo -h -o "%t" | grep -qx idle || skip "slurmd never registered as idle: $(tail -3 "$D/log/slurmd.log")"
+sinfo -h -o "%t" | grep -qx idle || skip "slurmd never registered as idle: $(tail -3 "$D/log/slurmd.log"; tail -3 "$D/log/slurmctld.log")"
 echo "slurm is up: $(sinfo -h -o '%P %a %D %t' | tr '\n' ';')"
 
 RUN=$D/run/tiny
@@ -102,7 +107,7 @@ for _ in $(seq 60); do [ "$(squeue -h -j "$BLOCK" -o %T)" = RUNNING ] && break; 
 [ "$(squeue -h -j "$BLOCK" -o %T)" = RUNNING ] || fail "the blocker job does not run: $(squeue -h -j "$BLOCK" -o '%T %r')"
 VAL=$(sbatch --parsable -n 1 -o "$D/validate.out" "$ROOT/deploy/slurm/validate.sbatch" "$ROOT/configs/tiny.toml" "$RUN" \
       --set train.eval_batches=2 --set train.batch_size=8)
-TRAIN=$(sbatch --parsable -n 2 -o "$D/train.out" "$ROOT/deploy/slurm/train.sbatch" "$ROOT/configs/tiny.toml" \
+TRAIN=$(sbatch --parsable -n 2 --ntasks-per-node=2 --gpus-per-node=2 -o "$D/train.out" "$ROOT/deploy/slurm/train.sbatch" "$ROOT/configs/tiny.toml" \
         --run-dir "$RUN" --set parallel.dp=2 --set train.steps=200 --set train.batch_size=8 --set ckpt.interval=20 \
         --set train.threads=1 --set metrics.port=0 --set train.eval_interval=0)
 sleep 1
@@ -111,6 +116,11 @@ prio() { squeue -h -j "$1" -o %Q; }
 PT=$(prio "$TRAIN"); PV=$(prio "$VAL")
 [ "$PT" -gt "$PV" ] || fail "training priority $PT is not above validation's $PV"
 echo "priorities: training $PT > validation $PV"
+# train.sbatch asks for GPUs per node (one per rank); Slurm granted them.
+grep -q -- "^#SBATCH --gpus-per-node=" "$ROOT/deploy/slurm/train.sbatch" || fail "train.sbatch requests no GPUs"
+scontrol show job "$TRAIN" | grep -q "TresPerNode=gres:gpu:2" ||
+  fail "the training job holds no GPUs: $(scontrol show job "$TRAIN" | grep -o 'Tres[A-Za-z]*=[^ ]*' | tr '\n' ' ')"
+echo "training job GPUs: $(scontrol show job "$TRAIN" | grep -o 'TresPerNode=[^ ]*')"
 scancel "$BLOCK"
 
 # A rank of the training job dies (SIGKILL) mid-run: the supervisor must restart the ranks inside
@@ -180,7 +190,7 @@ EOF
 grep -q -- "--signal=B:TERM@" "$ROOT/deploy/slurm/train.sbatch" && grep -q -- "--requeue" "$ROOT/deploy/slurm/train.sbatch" ||
   fail "train.sbatch asks for no signal before the time limit, or no requeue"
 RUN2=$D/run/stopped
-STOP=$(sbatch --parsable -n 2 -o "$D/stop.out" "$ROOT/deploy/slurm/train.sbatch" "$ROOT/configs/tiny.toml" \
+STOP=$(sbatch --parsable -n 2 --ntasks-per-node=2 --gpus-per-node=2 -o "$D/stop.out" "$ROOT/deploy/slurm/train.sbatch" "$ROOT/configs/tiny.toml" \
        --run-dir "$RUN2" --set parallel.dp=2 --set train.steps=1500 --set train.batch_size=8 --set ckpt.interval=500 \
        --set train.threads=1 --set metrics.port=0 --set train.eval_interval=0)
 for _ in $(seq 600); do [ "$(state "$STOP")" = RUNNING ] && break; sleep 0.5; done

@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
   app.add_option("--tp", rank.tp);
   app.add_option("--pp", rank.pp);
   app.add_option("--gpu", rank.gpu, "NVML index of this rank's GPU (-1 = none)");
+  app.add_option("--cuda-device", rank.cuda_device,
+                 "the CUDA device this rank drives (its local rank), found through CUDA_VISIBLE_DEVICES");
   app.add_option("--port", cfg.port, "metrics.port (the rank serves port + local rank)");
   app.add_option("--gpu-interval", cfg.gpu_interval_s);
   app.add_option("--run-dir", run_dir);

@@ -3,7 +3,9 @@
 Prometheus's HTTP query API for the series and checks their values and rank labels.
 
 Two ranks are started (each serves metrics.port + its local rank), with the fake NVML library
-standing in for the driver so GPU series exist, each rank watching its own GPU. Prometheus
+standing in for the driver so GPU series exist, each rank watching its own GPU: the CUDA device of
+its local rank, found through CUDA_VISIBLE_DEVICES given as GPU UUIDs in the reverse of NVML's
+order (rank 0 drives NVML GPU 1, the hot one). The stand-in tests our sampler, not NVML. Prometheus
 also loads deploy/prometheus/alerts.yml, and every Grafana dashboard query is run against it.
 Finally one rank is killed and Prometheus must see its target go down.
 
@@ -159,10 +161,11 @@ def main():
         nvml_state = os.path.join(tmp, "gpus.txt")
         with open(nvml_state, "w") as f:
             f.write("devices 2\ntemp.0 65\ntemp.1 91\npower_w.1 640\n")
-        env = dict(os.environ, FLUXTRAIN_NVML_LIB=a.fake_nvml, FAKE_NVML_STATE=nvml_state)
+        env = dict(os.environ, FLUXTRAIN_NVML_LIB=a.fake_nvml, FAKE_NVML_STATE=nvml_state,
+                   CUDA_VISIBLE_DEVICES="GPU-fake-0001,GPU-fake-0000")
         for r in range(2):
             cmd = [a.server, "--rank", str(r), "--world", "2", "--local-rank", str(r), "--dp", str(r),
-                   "--gpu", str(r), "--gpu-interval", "0.5", "--port", str(port), "--step-ms", "50",
+                   "--cuda-device", str(r), "--gpu-interval", "0.5", "--port", str(port), "--step-ms", "50",
                    "--seconds", str(DEADLINE_S + 30), "--run-dir", os.path.join(tmp, "integ")]
             procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                                           stderr=open(os.path.join(tmp, f"rank{r}.log"), "w")))
@@ -238,15 +241,18 @@ scrape_configs:
         mem = values('fluxtrain_process_resident_memory_bytes')
         check(all(v > 1e6 for v in mem.values()), f"resident memory: {mem}")
 
-        # GPU series: each rank reports the GPU it drives, labelled with its rank.
+        # GPU series: each rank reports the GPU it drives (CUDA device = local rank, through
+        # CUDA_VISIBLE_DEVICES's UUIDs: rank 0 → NVML GPU 1), labelled with its rank.
         temps = wait_for("GPU temperatures", lambda: (lambda r: r if len(r) == 2 else None)(
             query(base, "fluxtrain_gpu_temperature_celsius")), deadline)
         t = {(s["metric"]["rank"], s["metric"]["gpu"]): float(s["value"][1]) for s in temps}
-        check(t == {("0", "0"): 65.0, ("1", "1"): 91.0}, f"GPU temperature by (rank, gpu): {t}")
+        check(t == {("0", "1"): 91.0, ("1", "0"): 65.0}, f"GPU temperature by (rank, gpu): {t}")
         alert = values("fluxtrain_gpu_temperature_alert")
-        check(alert == {"0": 0.0, "1": 1.0}, f"in-process temperature alarm: {alert}")
+        check(alert == {"0": 1.0, "1": 0.0}, f"in-process temperature alarm: {alert}")
         power = values("fluxtrain_gpu_power_watts")
-        check(power.get("1") == 640.0, f"GPU power in watts: {power}")
+        check(power.get("0") == 640.0, f"GPU power in watts: {power}")
+        info = {s["metric"]["rank"]: s["metric"]["uuid"] for s in query(base, "fluxtrain_gpu_info")}
+        check(info == {"0": "GPU-fake-0001", "1": "GPU-fake-0000"}, f"each rank's GPU by UUID: {info}")
 
         # The alert rules load and evaluate on the real server; the hot GPU is pending (for: 1m).
         groups = get(base, "/api/v1/rules")["data"]["groups"]
@@ -258,8 +264,9 @@ scrape_configs:
         hot = wait_for("FluxtrainGpuTooHot pending", lambda: [
             x for x in get(base, "/api/v1/alerts")["data"]["alerts"] if x["labels"]["alertname"] == "FluxtrainGpuTooHot"],
             deadline)
-        check(hot[0]["labels"].get("rank") == "1" and hot[0]["state"] in ("pending", "firing"),
-              f"FluxtrainGpuTooHot for rank 1: {hot[0]['state']}")
+        check(len(hot) == 1 and hot[0]["labels"].get("rank") == "0" and hot[0]["labels"].get("gpu") == "1"
+              and hot[0]["state"] in ("pending", "firing"),
+              f"FluxtrainGpuTooHot for rank 0's GPU 1 only: {[(x['labels'].get('rank'), x['state']) for x in hot]}")
 
         # Every Grafana dashboard query runs on the server without error.
         dash = json.load(open(os.path.join(a.deploy, "grafana", "fluxtrain-dashboard.json")))

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "obs/gpu_sampler.h"
+#include "obs/gpu_select.h"
 #include "obs/metric_names.h"
 #include "obs/registry.h"
 
@@ -184,6 +185,87 @@ TEST_F(GpuSamplerTest, BackgroundThreadSamples) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   s.stop();
   EXPECT_EQ(value_of(reg.expose(), "fluxtrain_gpu_temperature_celsius{gpu=\"0\"}"), 77);
+}
+
+// CUDA_VISIBLE_DEVICES → NVML index, as CUDA reads the variable.
+TEST(PickNvmlGpu, IndicesUuidsAndWhatCudaIgnores) {
+  const std::vector<std::string> uuids = {"GPU-aaaa1111-0000", "GPU-bbbb2222-0000", "GPU-bbbb3333-0000",
+                                          "GPU-cccc4444-0000"};
+  EXPECT_EQ(pick_nvml_gpu(2, nullptr, uuids).nvml_index, 2);  // unset: all GPUs, in order
+  EXPECT_EQ(pick_nvml_gpu(4, nullptr, uuids).nvml_index, -1);
+  EXPECT_EQ(pick_nvml_gpu(0, "3,1", uuids).nvml_index, 3);
+  EXPECT_EQ(pick_nvml_gpu(1, "3, 1", uuids).nvml_index, 1);
+  EXPECT_EQ(pick_nvml_gpu(0, "GPU-cccc4444-0000,0", uuids).nvml_index, 3);  // a full UUID
+  EXPECT_EQ(pick_nvml_gpu(1, "GPU-cccc,GPU-bbbb3", uuids).nvml_index, 2);   // unique prefixes
+  EXPECT_EQ(pick_nvml_gpu(0, "aaaa1111", uuids).nvml_index, 0);             // without "GPU-"
+  GpuPick ambiguous = pick_nvml_gpu(0, "GPU-bbbb", uuids);
+  EXPECT_EQ(ambiguous.nvml_index, -1);
+  EXPECT_NE(ambiguous.why.find("2 GPUs have UUIDs starting GPU-bbbb: not unique"), std::string::npos) << ambiguous.why;
+  // CUDA stops at the first entry that names no GPU: "1,7,2" shows GPU 1 only.
+  EXPECT_EQ(pick_nvml_gpu(0, "1,7,2", uuids).nvml_index, 1);
+  GpuPick past = pick_nvml_gpu(1, "1,7,2", uuids);
+  EXPECT_EQ(past.nvml_index, -1);
+  EXPECT_EQ(past.why,
+            "CUDA_VISIBLE_DEVICES='1,7,2' makes 1 GPU(s) visible, so CUDA device 1 is none of them (it stops at index "
+            "7 is past the 4 GPU(s) NVML sees)");
+  GpuPick none = pick_nvml_gpu(0, "", uuids);  // "" hides every GPU
+  EXPECT_EQ(none.nvml_index, -1);
+  EXPECT_NE(none.why.find("makes 0 GPU(s) visible"), std::string::npos) << none.why;
+  EXPECT_NE(pick_nvml_gpu(0, "MIG-1234", uuids).why.find("MIG instance"), std::string::npos);
+  EXPECT_EQ(pick_nvml_gpu(-1, nullptr, uuids).nvml_index, -1);
+}
+
+// The sampler watches the rank's own GPU: CUDA device 1 under CUDA_VISIBLE_DEVICES given as UUIDs
+// in another order than NVML's is NVML GPU 0, whose temperature sets the alarm.
+TEST_F(GpuSamplerTest, RanksOwnGpuThroughCudaVisibleDevices) {
+  write_state(
+      "devices 3\ntemp.0 88\ntemp.1 50\ntemp.2 51\nuuid.0 GPU-5e1f0aa0-1\nuuid.1 GPU-77c2bb11-2\n"
+      "uuid.2 GPU-91d3cc22-3\n");
+  ::setenv("CUDA_VISIBLE_DEVICES", "GPU-91d3cc22-3,GPU-5e1f", 1);
+  GpuSamplerOptions o = opts();
+  o.cuda_device = 1;
+  Registry reg;
+  GpuSampler s(reg, o);
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  ASSERT_EQ(s.num_gpus(), 1u);
+  s.sample_once();
+  std::string t = reg.expose();
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_temperature_celsius{gpu=\"0\"}"), 88) << t;
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_temperature_alert{gpu=\"0\"}"), 1) << t;
+  EXPECT_EQ(t.find("gpu=\"2\""), std::string::npos) << t;  // CUDA device 0 is another rank's
+  EXPECT_NE(t.find("uuid=\"GPU-5e1f0aa0-1\""), std::string::npos) << t;
+}
+
+TEST_F(GpuSamplerTest, RanksGpuNotVisibleIsOneInfoLineAndNoSeries) {
+  ::setenv("CUDA_VISIBLE_DEVICES", "1", 1);
+  GpuSamplerOptions o = opts();
+  o.cuda_device = 1;  // two ranks on a node where the rank sees one GPU
+  Registry reg;
+  testing::internal::CaptureStderr();
+  GpuSampler s(reg, o);
+  s.sample_once();
+  std::string err = testing::internal::GetCapturedStderr();
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  EXPECT_FALSE(s.available());
+  EXPECT_EQ(reg.expose().find("fluxtrain_gpu"), std::string::npos);
+  EXPECT_NE(err.find("GPU metrics off: this rank's GPU (CUDA device 1) is not found: CUDA_VISIBLE_DEVICES='1' makes 1 "
+                     "GPU(s) visible"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+}
+
+TEST_F(GpuSamplerTest, CudaDeviceNameThroughNvml) {
+  write_state("devices 2\nname.1 NVIDIA H100 80GB HBM3\n");
+  ::setenv("CUDA_VISIBLE_DEVICES", "1,0", 1);
+  std::string why;
+  EXPECT_EQ(cuda_device_name(0, &why, FT_FAKE_NVML_LIB), "NVIDIA H100 80GB HBM3") << why;
+  EXPECT_EQ(cuda_device_name(1, &why, FT_FAKE_NVML_LIB), "Fake GPU 0") << why;
+  EXPECT_EQ(cuda_device_name(2, &why, FT_FAKE_NVML_LIB), "");
+  EXPECT_NE(why.find("CUDA device 2 is none of them"), std::string::npos) << why;
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  EXPECT_EQ(cuda_device_name(0, &why, "/nonexistent/libnvidia-ml.so.1"), "");
+  EXPECT_NE(why.find("no NVIDIA driver"), std::string::npos) << why;
 }
 
 }  // namespace

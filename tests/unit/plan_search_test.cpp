@@ -45,8 +45,8 @@ TEST(PlanSearch, Llama7bOn128A100IsSensible) {
     EXPECT_LE(r.layout.tp, 8) << "tensor parallelism stays inside a node";
     EXPECT_TRUE(r.memory.fits());
     EXPECT_EQ(j.global_batch % (r.layout.dp * r.layout.micro_batch), 0);
-    if (i > 0) {
-      EXPECT_GE(r.time.total * (1 + 1e-9), s.best[i - 1].time.total);
+    if (i > 0) {  // better() takes times within 0.1% as equal and puts the lower ZeRO stage first
+      EXPECT_GE(r.time.total * (1 + 1e-3), s.best[i - 1].time.total);
     }
   }
   // A 7B model needs no pipeline on 80 GB GPUs, and reaches a realistic MFU.

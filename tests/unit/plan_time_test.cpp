@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "plan/plan.h"
+#include "plan/traffic.h"
 
 namespace ft::plan {
 namespace {
@@ -42,22 +43,31 @@ TEST(PlanTime, PipelineBubble) {
   }
 }
 
-// Tensor parallelism: 4 all-reduces of b·s·h 16-bit values per layer (6 with full recompute),
-// each taking 2(t-1)/t · S / busbw on NVLink (nccl-tests PERFORMANCE.md).
+// Tensor parallelism: 4 all-reduces of the b·s·h activations per layer (6 with full recompute) and
+// one each at the vocabulary-parallel embedding and head, each taking 2(t-1)/t · S / busbw on
+// NVLink (nccl-tests PERFORMANCE.md), plus the cross-entropy's row statistics (3 doubles a token)
+// and the gradient norm (a double). S is 4 bytes an element on this trainer's wire (fp32, the
+// default of Layout::wire) and 2 on a published run's (16-bit activations).
 TEST(PlanTime, TensorParallelAllReduces) {
   ModelConfig m = model_preset("llama2-7b");
   Job j = job_for(m, 8, 2048, 8);
-  Layout l;
-  l.tp = 8;
-  l.dp = 1;
-  l.micro_batch = 1;
-  StepTime t = estimate_step_time(j, l);
-  const double bytes = 2048.0 * 4096 * 2;
-  const double busbw = j.gpu.nvlink_bw * j.gpu.eff.collective;
-  const double per_allreduce = 2.0 * 7 / 8 * bytes / busbw;
-  EXPECT_NEAR(t.tp_comm, 8 * 32 * 4 * per_allreduce, 1e-9);  // 8 micro-batches x 32 layers x 4
-  l.recompute = ActRecompute::kFull;
-  EXPECT_NEAR(estimate_step_time(j, l).tp_comm, 8 * 32 * 6 * per_allreduce, 1e-9);
+  for (const WireBytes& wire : {WireBytes{}, published_wires(Precision::kBf16)}) {
+    Layout l;
+    l.tp = 8;
+    l.dp = 1;
+    l.micro_batch = 1;
+    l.wire = wire;
+    StepTime t = estimate_step_time(j, l);
+    const double bytes = 2048.0 * 4096 * wire.activations;
+    const double busbw = j.gpu.nvlink_bw * j.gpu.eff.collective;
+    const double ring = 2.0 * 7 / 8 / busbw;
+    const double per_allreduce = ring * bytes;
+    const double xent = ring * 3 * 2048 * 8, norm = ring * 8;
+    // 8 micro-batches x (32 layers x 4 + 2)
+    EXPECT_NEAR(t.tp_comm, 8 * ((32 * 4 + 2) * per_allreduce + xent) + norm, 1e-9) << wire.activations;
+    l.recompute = ActRecompute::kFull;
+    EXPECT_NEAR(estimate_step_time(j, l).tp_comm, 8 * ((32 * 6 + 2) * per_allreduce + xent) + norm, 1e-9);
+  }
 }
 
 // Megatron eq. 3 counts 96·B·s·l·h²·(1 + s/6h + V/16lh) FLOPs per iteration with full

@@ -33,6 +33,9 @@ enum class ReduceOp : uint8_t { kSum = 0, kMax = 1 };
 
 // What travels on the wire for float data: fp32, or bf16 (half the bytes; reduced in fp32).
 enum class Wire : uint8_t { kF32 = 0, kBF16 = 1 };
+inline int64_t wire_bytes(Wire w) {
+  return w == Wire::kBF16 ? 2 : 4;
+}
 
 enum class CollKind : uint8_t { kAllReduce = 0, kReduceScatter, kAllGather, kBroadcast, kSendRecv, kBarrier, kCount };
 constexpr size_t kNumCollKinds = static_cast<size_t>(CollKind::kCount);
@@ -105,7 +108,7 @@ class Communicator {
   void send(const void* data, int64_t bytes, int peer, int tag) { send_async(data, bytes, peer, tag)->wait(); }
   void recv(void* data, int64_t bytes, int peer, int tag) { recv_async(data, bytes, peer, tag)->wait(); }
 
-  // Cumulative statistics of this communicator.
+  // Cumulative statistics of this communicator (a wrapper reports its transport's).
   virtual CommStats stats() const;
 
  protected:

@@ -33,9 +33,12 @@ void register_device_comm(const DeviceCommBackend& b);
 // The registered backend, or null.
 const DeviceCommBackend* device_comm_backend();
 
-// Whether parallel.comm puts the mesh axes of a rank computing on ctx on the device transport;
-// throws ft::Error (one line and a hint) for a combination that cannot work: "nccl" in a build
-// without NCCL or on a CPU rank, "mpi" on a GPU rank with peers (MPI's collectives add on the host).
-bool use_device_comm(CommBackend choice, const ExecContext& ctx, int64_t world_size);
+// Whether parallel.comm puts the mesh axes of a rank computing on ctx on the device transport:
+//   "nccl"  yes; throws ft::Error (one line and a hint) in a build without NCCL, or on a CPU rank
+//           (but for the test stand-in, whose device memory is the host's);
+//   "auto"  on a GPU rank when the build has NCCL; otherwise MPI;
+//   "mpi"   never: on a GPU rank, MPI moves device buffers staged through host memory
+//           (host_staged_comm.h) — correct, not fast.
+bool use_device_comm(CommBackend choice, const ExecContext& ctx);
 
 }  // namespace ft

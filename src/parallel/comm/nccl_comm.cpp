@@ -450,10 +450,13 @@ class NcclComm final : public Communicator {
  private:
   static ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::kMax ? ncclMax : ncclSum; }
 
-  // Whether NCCL should move this buffer: device (or managed) memory. Host buffers, and empty ones,
-  // go to the host communicator.
-  static bool on_device(const void* p, int64_t n) {
+  // Whether NCCL should move this buffer. On a device rank: device memory, as the backend's
+  // DeviceMemory::contains says (the test HostStagedComm makes too). On the stand-in's CPU rank
+  // (tests only): what its cudaPointerGetAttributes calls device memory (all but the stack). Host
+  // buffers, and empty ones, go to the host communicator.
+  bool on_device(const void* p, int64_t n) const {
     if (n <= 0 || p == nullptr) return false;
+    if (!c_->compute.on_host()) return mem_on_device(c_->compute.device, p);
     cudaPointerAttributes a{};
     if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
       cudaGetLastError();  // clear it: an unknown pointer is host memory

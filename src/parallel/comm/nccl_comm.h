@@ -16,9 +16,9 @@
 // tags: activations; odd: gradients), in which both ends post in the same order (the schedules'
 // order of micro-batches). Other transfers go on the group's own communicator and stream.
 //
-// Host buffers (a double on the stack, a std::vector) are not NCCL's: a call whose buffer
-// cudaPointerGetAttributes does not call device (or managed) memory goes to the host
-// communicator instead.
+// Host buffers (a double on the stack, a std::vector) are not NCCL's: a call whose buffer is not
+// the rank's device memory (mem_on_device: the backend's DeviceMemory::contains) goes to the host
+// communicator instead. (The stand-in's CPU rank asks its cudaPointerGetAttributes.)
 //
 // Hangs and deaths: wait() bounds every collective by parallel.collective_timeout_s; past it, or
 // when NCCL reports an asynchronous error, the communicator is aborted (ncclCommAbort) and a

@@ -9,7 +9,7 @@ namespace ft {
 void Bf16Weights::enable(const ExecContext& ctx, const ParamLayout& layout) {
   ctx_ = ctx;
   layout_ = &layout;
-  arena_ = Tensor::zeros({layout.total()}, DType::kBF16, MemCategory::kParameters);
+  arena_ = Tensor::zeros({layout.total()}, DType::kBF16, MemCategory::kParameters, ctx.device);
   version_.assign(static_cast<size_t>(layout.num_units()), -1);
 }
 

@@ -12,7 +12,7 @@ Tensor BufferPool::acquire(int64_t n) {
     free_.erase(free_.begin() + static_cast<int64_t>(best));
     return t;
   }
-  return Tensor::empty({n}, DType::kF32, cat_);
+  return Tensor::empty({n}, DType::kF32, cat_, dev_);
 }
 
 void BufferPool::release(Tensor t) {

@@ -12,13 +12,14 @@ namespace ft {
 
 class BufferPool {
  public:
-  explicit BufferPool(MemCategory cat) : cat_(cat) {}
+  explicit BufferPool(MemCategory cat, Device dev = Device::kCPU) : cat_(cat), dev_(dev) {}
   // A buffer of at least n floats (contents undefined: NaN in the poison build).
   Tensor acquire(int64_t n);
   void release(Tensor t);
 
  private:
   MemCategory cat_;
+  Device dev_;
   std::vector<Tensor> free_;
 };
 

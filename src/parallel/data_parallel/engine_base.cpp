@@ -1,6 +1,7 @@
 #include "parallel/data_parallel/engine_base.h"
 
 #include "kernels/ops.h"
+#include "tensor/device_runtime.h"
 #include "util/clock.h"
 
 namespace ft {
@@ -34,21 +35,45 @@ void DpEngineBase::wait_pending() {
   wait_s_ += now_seconds() - t0;
 }
 
-double DpEngineBase::sharded_sum_squares(const float* grads, Addressing a) {
+void DpEngineBase::sharded_sum_squares(const float* grads, Addressing a) {
   norm2_.zero();  // one device slot per unit
   for (int u = 0; u < plan_.num_units(); ++u)
     tp_sync_.sum_squares(ctx_, norm2_.at(u),
                          grads + (a == Addressing::kArena ? plan_.piece_begin(u) : plan_.shard_offset(u)),
                          plan_.piece_begin(u), plan_.piece_begin(u) + plan_.piece_size(u));
-  // Clipping's one read-back of the step; the units' sums added in unit order.
-  double s = norm2_.read_back_sum();
+}
+
+double DpEngineBase::reduce_gradient_norm(double s) {
   dp_.all_reduce(&s, 1);
   return tp_sync_.all_reduce(s);
 }
 
+double DpEngineBase::finish_gradients() {
+  queue_gradient_norm();
+  // Clipping's one read-back when the trainer does not read it with the loss; the units' sums
+  // added in unit order.
+  return reduce_gradient_norm(norm2_.read_back_sum());
+}
+
+void DpEngineBase::use_norm_slots(DeviceScalars slots) {
+  FT_CHECK(slots.size() == norm2_.size(), "{} gradient-norm slots for {}", slots.size(), norm2_.size());
+  norm2_ = std::move(slots);
+}
+
 void DpEngineBase::init_full_weights(float* arena, uint64_t seed) {
-  if (dp_.rank() == 0) layout_.init(arena, seed);
-  dp_.broadcast(arena, layout_.total() * 4, 0);
+  const size_t bytes = static_cast<size_t>(layout_.total()) * 4;
+  if (dp_.rank() == 0) {
+    if (ctx_.on_host()) {
+      layout_.init(arena, seed);
+    } else {  // drawn on the host (the initialiser is host code), then one copy to the device
+      float* host = static_cast<float*>(mem_alloc_host(ctx_.device, bytes, MemCategory::kWorkspace));
+      layout_.init(host, seed);
+      mem_copy(ctx_, arena, ctx_.device, host, Device::kCPU, bytes);
+      synchronize(ctx_);
+      mem_free_host(ctx_.device, host, bytes, MemCategory::kWorkspace);
+    }
+  }
+  dp_.broadcast(arena, static_cast<int64_t>(bytes), 0);
 }
 
 void DpEngineBase::all_gather_units(float* arena) {
@@ -63,8 +88,7 @@ void DpEngineBase::all_gather_units(float* arena) {
 // are indexed like the arena; weights likewise unless ZeRO 3 keeps only the pieces. w, m and v
 // are the checkpointer's host buffers: each piece is one device-to-host copy (host-to-device on
 // import).
-void DpEngineBase::export_state(float* w, float* m, float* v) {
-  const ExecContext& ctx = ctx_;
+void DpEngineBase::export_state(const ExecContext& ctx, float* w, float* m, float* v) {
   const Device dev = ctx.device, host = Device::kCPU;
   Addressing wa;
   const float* weights = master_weights(&wa);
@@ -104,7 +128,7 @@ FullWeightsEngine::FullWeightsEngine(const ExecContext& ctx, const ParallelConfi
                                      ParamLayout layout, Communicator& dp, Communicator& tp, bool shard_optimizer,
                                      uint64_t seed)
     : DpEngineBase(ctx, p, o, std::move(layout), dp, tp, shard_optimizer) {
-  w_ = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kParameters);
+  w_ = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kParameters, ctx.device);
   init_full_weights(w_.data<float>(), seed);
 }
 

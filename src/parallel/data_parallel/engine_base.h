@@ -23,10 +23,15 @@ class DpEngineBase : public ParamEngine {
   const ParamLayout& layout() const override { return layout_; }
   void begin_step(int micro_batches) override;
   void begin_micro_batch(int index) override { micro_ = index; }
+  double finish_gradients() final;
+  double reduce_gradient_norm(double local_sum) override;
+  int64_t norm_slot_count() const override { return norm2_.size(); }
+  void use_norm_slots(DeviceScalars slots) override;
   int64_t optimizer_steps() const override { return opt_->steps_taken(); }
   double last_wait_s() const override { return wait_s_; }
   std::vector<std::pair<int64_t, int64_t>> state_ranges() const override { return plan_.ranges(); }
-  void export_state(float* weights, float* exp_avg, float* exp_avg_sq) override;
+  const ExecContext& context() const override { return ctx_; }
+  void export_state(const ExecContext& on, float* weights, float* exp_avg, float* exp_avg_sq) override;
   void import_state(const float* weights, const float* exp_avg, const float* exp_avg_sq,
                     int64_t optimizer_steps) override;
   void weights_changed() override { ++generation_; }
@@ -37,9 +42,9 @@ class DpEngineBase : public ParamEngine {
   bool last_micro_batch() const { return micro_ == micro_batches_ - 1; }
   // Waits for every pending reduction, adding the time to wait_s_.
   void wait_pending();
-  // Sum of squares of this rank's gradient pieces, summed over the dp and tp groups (pieces
-  // several tp ranks hold counted once).
-  double sharded_sum_squares(const float* grads, Addressing a);
+  // Sum of squares of this rank's gradient pieces into norm2_, one slot per unit (pieces several
+  // tp ranks hold counted once); reduce_gradient_norm sums them over the dp and tp groups.
+  void sharded_sum_squares(const float* grads, Addressing a);
   // Initial weights: rank 0 initialises the full arena and broadcasts it.
   void init_full_weights(float* arena, uint64_t seed);
   // All-gathers every unit of the full arena from each rank's piece, in place.

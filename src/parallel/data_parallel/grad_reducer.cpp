@@ -1,6 +1,7 @@
 #include "parallel/data_parallel/grad_reducer.h"
 
 #include "parallel/data_parallel/powersgd.h"
+#include "parallel/wires.h"
 #include "tensor/memory.h"
 
 namespace ft {
@@ -16,7 +17,7 @@ GradReducer::GradReducer(const ExecContext& ctx, Communicator& dp, const Paralle
                          const ShardPlan& plan)
     : ctx_(ctx),
       dp_(dp),
-      wire_(p.grad_compression == GradCompression::kBF16 ? Wire::kBF16 : Wire::kF32),
+      wire_(trainer_wires(p, false).grads),
       layout_(layout),
       plan_(plan),
       warmup_(p.powersgd_warmup_steps) {

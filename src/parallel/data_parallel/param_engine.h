@@ -17,6 +17,8 @@
 //   engine.begin_step(n_micro);  for mb: engine.begin_micro_batch(mb); model.forward_backward(engine, ...);
 //   double norm2 = engine.finish_gradients();      // global sum of squares over the dp and tp groups
 //   engine.optimizer_step(lr, clip_scale);
+// (finish_gradients in two halves around the step's one read-back: queue_gradient_norm, then
+// reduce_gradient_norm; see below.)
 #pragma once
 
 #include <cstdint>
@@ -30,6 +32,7 @@
 #include "optim/optim_config.h"
 #include "parallel/comm/comm.h"
 #include "parallel/parallel_config.h"
+#include "tensor/device_scalars.h"
 #include "tensor/exec_context.h"
 
 namespace ft {
@@ -42,8 +45,18 @@ class ParamEngine : public ParamAccess {
  public:
   virtual void begin_step(int micro_batches) = 0;
   virtual void begin_micro_batch(int index) = 0;
-  // Waits for every gradient reduction; returns the global sum of squared gradients.
+  // Waits for every gradient reduction; returns the global sum of squared gradients. The same in
+  // two halves, so that the trainer reads the norm back with the step's loss in one copy:
+  //   engine.queue_gradient_norm();                         // waits, sums into norm_slots()
+  //   double local = <norm_slots() read back, summed in order>;
+  //   double norm2 = engine.reduce_gradient_norm(local);    // over the dp and tp groups
   virtual double finish_gradients() = 0;
+  virtual void queue_gradient_norm() = 0;
+  virtual double reduce_gradient_norm(double local_sum) = 0;
+  // The device slots queue_gradient_norm() sums into (one per unit); use_norm_slots() hands the
+  // engine others of that size (a slice of the trainer's step scalars).
+  virtual int64_t norm_slot_count() const = 0;
+  virtual void use_norm_slots(DeviceScalars slots) = 0;
   virtual void optimizer_step(double lr, float grad_scale) = 0;
   virtual int64_t optimizer_steps() const = 0;
 
@@ -64,7 +77,11 @@ class ParamEngine : public ParamAccess {
   // order, the same under every ZeRO stage, so the dp ranks split the saving — and its fp32
   // master weights and AdamW moments over those ranges, back to back (state_size() floats each).
   virtual std::vector<std::pair<int64_t, int64_t>> state_ranges() const = 0;
-  virtual void export_state(float* weights, float* exp_avg, float* exp_avg_sq) = 0;
+  // The context the engine's ops run on (the rank's).
+  virtual const ExecContext& context() const = 0;
+  // The copies are queued on `on` (the checkpointer's side context, ordered after the step that
+  // produced the state by stream_wait); the caller synchronizes `on` before it reads them.
+  virtual void export_state(const ExecContext& on, float* weights, float* exp_avg, float* exp_avg_sq) = 0;
   // The inverse: collective over the dp group (copies other ranks hold are re-gathered).
   virtual void import_state(const float* weights, const float* exp_avg, const float* exp_avg_sq,
                             int64_t optimizer_steps) = 0;

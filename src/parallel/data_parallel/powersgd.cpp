@@ -17,8 +17,8 @@ PowerSGD::PowerSGD(const ExecContext& ctx, Communicator& dp, const ParamLayout& 
     int64_t n = matrix ? p.shape[0] : 0, m = matrix ? p.shape[1] : 0;
     // Worth compressing when the factors are much smaller than the matrix.
     if (matrix && (n + m) * r_ * 2 < n * m) {
-      Matrix mat{&p, n, m, Tensor::empty({m, r_}, DType::kF32, MemCategory::kCommunication),
-                 Tensor::zeros({n, m}, DType::kF32, MemCategory::kCommunication)};
+      Matrix mat{&p, n, m, Tensor::empty({m, r_}, DType::kF32, MemCategory::kCommunication, ctx.device),
+                 Tensor::zeros({n, m}, DType::kF32, MemCategory::kCommunication, ctx.device)};
       uint64_t stream = hash_string("powersgd:" + p.name);  // same Q on every rank, drawn on the host
       std::vector<float> q(static_cast<size_t>(m * r_));
       for (int64_t i = 0; i < m * r_; ++i)
@@ -32,7 +32,7 @@ PowerSGD::PowerSGD(const ExecContext& ctx, Communicator& dp, const ParamLayout& 
 }
 
 float* PowerSGD::room(Tensor& t, int64_t n) {
-  if (!t.defined() || t.numel() < n) t = Tensor::empty({n}, DType::kF32, MemCategory::kCommunication);
+  if (!t.defined() || t.numel() < n) t = Tensor::empty({n}, DType::kF32, MemCategory::kCommunication, ctx_.device);
   return t.data<float>();
 }
 

@@ -10,6 +10,7 @@ namespace ft {
 UnitGradScatter::UnitGradScatter(const ExecContext& ctx, const ParamLayout& layout, const ShardPlan& plan,
                                  GradReducer& reducer, TpGradSync& tp_sync)
     : ctx_(ctx), layout_(layout), plan_(plan), reducer_(reducer), tp_sync_(tp_sync) {
+  pool_ = BufferPool(MemCategory::kGradients, ctx.device);
   unit_grads_.resize(static_cast<size_t>(layout_.num_units()));
 }
 

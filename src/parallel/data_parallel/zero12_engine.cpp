@@ -7,7 +7,8 @@ Zero12Engine::Zero12Engine(const ExecContext& ctx, const ParallelConfig& p, cons
     : FullWeightsEngine(ctx, p, o, std::move(layout), dp, tp, /*shard_optimizer=*/true, seed),
       stage_(static_cast<int>(p.zero)),
       scatter_(ctx_, layout_, plan_, reducer_, tp_sync_) {
-  g_ = Tensor::zeros({stage_ == 1 ? layout_.total() : plan_.shard_size()}, DType::kF32, MemCategory::kGradients);
+  g_ = Tensor::zeros({stage_ == 1 ? layout_.total() : plan_.shard_size()}, DType::kF32, MemCategory::kGradients,
+                     ctx.device);
 }
 
 float* Zero12Engine::grads(int u) {
@@ -26,10 +27,10 @@ void Zero12Engine::after_backward(int u) {
   wait_s_ += scatter_.reduce(u, g_.data<float>());
 }
 
-double Zero12Engine::finish_gradients() {
+void Zero12Engine::queue_gradient_norm() {
   wait_pending();
   wait_s_ += scatter_.drain(g_.data<float>(), 0);
-  return sharded_sum_squares(g_.data<float>(), grad_addressing());
+  sharded_sum_squares(g_.data<float>(), grad_addressing());
 }
 
 void Zero12Engine::optimizer_step(double lr, float grad_scale) {

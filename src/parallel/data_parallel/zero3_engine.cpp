@@ -7,13 +7,14 @@ Zero3Engine::Zero3Engine(const ExecContext& ctx, const ParallelConfig& p, const 
                          Communicator& dp, Communicator& tp, uint64_t seed)
     : DpEngineBase(ctx, p, o, std::move(layout), dp, tp, /*shard_optimizer=*/true),
       scatter_(ctx_, layout_, plan_, reducer_, tp_sync_) {
-  w_ = Tensor::zeros({plan_.shard_size()}, DType::kF32, MemCategory::kParameters);
-  g_ = Tensor::zeros({plan_.shard_size()}, DType::kF32, MemCategory::kGradients);
+  wpool_ = BufferPool(MemCategory::kParameters, ctx.device);
+  w_ = Tensor::zeros({plan_.shard_size()}, DType::kF32, MemCategory::kParameters, ctx.device);
+  g_ = Tensor::zeros({plan_.shard_size()}, DType::kF32, MemCategory::kGradients, ctx.device);
   const size_t U = static_cast<size_t>(layout_.num_units());
   gathered_.resize(U);
   gathering_.resize(U);
   {  // rank 0 initialises and broadcasts the full weights once; each rank keeps its pieces
-    Tensor full = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kCommunication);
+    Tensor full = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kCommunication, ctx.device);
     init_full_weights(full.data<float>(), seed);
     const ExecContext& ctx = ctx_;
     for (int u = 0; u < plan_.num_units(); ++u)
@@ -78,11 +79,11 @@ void Zero3Engine::begin_micro_batch(int index) {
   training_ = true;
 }
 
-double Zero3Engine::finish_gradients() {
+void Zero3Engine::queue_gradient_norm() {
   training_ = false;
   wait_s_ += scatter_.drain(g_.data<float>(), 0);
   for (int u = 0; u < layout_.num_units(); ++u) release_weights(u);
-  return sharded_sum_squares(g_.data<float>(), Addressing::kCompact);
+  sharded_sum_squares(g_.data<float>(), Addressing::kCompact);
 }
 
 void Zero3Engine::optimizer_step(double lr, float grad_scale) {

@@ -16,7 +16,8 @@ class Zero0Engine final : public FullWeightsEngine {
   float* grads(int u) override { return g_.data<float>() + layout_.unit_begin(u); }
   void begin_step(int micro_batches) override;
   void after_backward(int unit) override;
-  double finish_gradients() override;
+  void queue_gradient_norm() override;
+  double reduce_gradient_norm(double local_sum) override;
   void optimizer_step(double lr, float grad_scale) override;
 
  private:
@@ -37,7 +38,7 @@ class Zero12Engine final : public FullWeightsEngine {
                Communicator& dp, Communicator& tp, uint64_t seed);
   float* grads(int u) override;
   void after_backward(int unit) override;
-  double finish_gradients() override;
+  void queue_gradient_norm() override;
   void optimizer_step(double lr, float grad_scale) override;
 
  private:
@@ -59,7 +60,7 @@ class Zero3Engine final : public DpEngineBase {
   void before_backward(int u) override;
   void after_backward(int u) override;
   void begin_micro_batch(int index) override;
-  double finish_gradients() override;
+  void queue_gradient_norm() override;
   void optimizer_step(double lr, float grad_scale) override;
   void gather_weights(float* out) override;
 

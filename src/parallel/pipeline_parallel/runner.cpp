@@ -159,7 +159,7 @@ Activations& PipelineRunner::acquire(const PipelineAction& a) {
   if (pool.empty()) {
     slot.acts = std::make_unique<Activations>();
     slot.acts->allocate(model_.config(), B_, T_, chunk_tokens_, plan_.partition.span(a.chunk), model_.tp_split(),
-                        model_.precision());
+                        model_.precision(), model_.context().device);
     FT_CHECK(slot.acts->res.front().nbytes() == static_cast<size_t>(msg_bytes_),
              "pipeline messages of {} bytes for a residual stream of {} bytes", msg_bytes_,
              slot.acts->res.front().nbytes());
@@ -193,7 +193,7 @@ Tensor PipelineRunner::acquire_grad() {
     free_grads_.pop_back();
     return g;
   }
-  return Tensor::empty({rows_, model_.config().dim}, DType::kF32, MemCategory::kCommunication);
+  return Tensor::empty({rows_, model_.config().dim}, DType::kF32, MemCategory::kCommunication, model_.context().device);
 }
 
 void PipelineRunner::wait_recv(const PipelineAction& a) {

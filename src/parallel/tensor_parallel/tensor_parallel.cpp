@@ -11,7 +11,7 @@ namespace ft {
 // target logit (non-zero on the one rank that holds the target).
 void TpGroup::combine_xent_rows(float* lse, float* target_logit, int64_t n) {
   if (!stats_.defined() || stats_.numel() < 3 * n)
-    stats_ = Tensor::empty({3 * n}, DType::kF64, MemCategory::kCommunication);
+    stats_ = Tensor::empty({3 * n}, DType::kF64, MemCategory::kCommunication, ctx_.device);
   double* mx = stats_.data<double>();
   double* sums = mx + n;  // (2n): exp sums, then target logits
   ops::xent_combine_max(ctx_, mx, lse, n);

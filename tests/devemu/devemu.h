@@ -1,0 +1,26 @@
+// devemu: a host-emulated GPU registered as Device::kCUDA, for testing fluxtrain's device path on
+// machines without one (`fluxtrain-devemu`, a test binary: the CLI plus this registration; never
+// linked into `fluxtrain`). It registers the three things a real backend registers:
+//   - an OpTable whose ops run the CPU kernels (so losses are bit-identical to the CPU binary's),
+//     each checking that every pointer it is given lies in device memory and that its context is
+//     one the runtime made;
+//   - a DeviceMemory over a GuardedArena (arena.h): PROT_NONE except while an emulated op, copy or
+//     fill runs, so host code that touches device memory directly dies with SIGSEGV; its size is
+//     FT_DEVEMU_BYTES (default 2 GiB), so out-of-memory can be tested;
+//   - a DeviceRuntime: FT_DEVEMU_DEVICES devices (default 1), contexts with distinct stream tokens;
+//     everything runs in call order, so stream_wait and synchronize have nothing to wait for.
+// FT_DEVEMU_STATS=FILE writes, at exit, a JSON object counting the host<->device copies (calls and
+// bytes each way), ops, fills and the contexts each device was used from: the tests read it to
+// show that the host only feeds token batches and reads back scalars.
+//
+// This emulates a GPU to test fluxtrain's host logic (where data lives, what the host touches,
+// what crosses the bus); it does not test CUDA, its kernels, its streams or its timing.
+#pragma once
+
+namespace ft::devemu {
+
+// Registers the emulated GPU for Device::kCUDA (idempotent). fluxtrain-devemu calls it from a
+// static initializer; tests may call it directly.
+void register_emulated_gpu();
+
+}  // namespace ft::devemu
