@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "parallel/comm/device_comm.h"
 #include "parallel/comm/host_staged_comm.h"
 #include "parallel/comm/mpi_comm.h"
 #include "util/error.h"
@@ -39,13 +40,14 @@ Mesh Mesh::create_mpi(const ParallelConfig& p, int world_rank, int world_size, c
   m.world_rank_ = world_rank;
   m.coord_ = coord_of(p, world_rank);
   const MeshCoord c = m.coord_;
-  CommOptions o{p.collective_timeout_s, ""};
+  CommOptions o{p.collective_timeout_s, "", false};
   m.world_ = mpi_world("world", o);
   // The arrival boards of this job live under a directory named by a nonce of rank 0's, so a
   // later job never reads a stale board.
   int64_t nonce = static_cast<int64_t>(std::chrono::system_clock::now().time_since_epoch().count());
   m.world_->broadcast(&nonce, 8, 0);
   if (!board_dir.empty()) o.board_dir = fmt::format("{}/{:x}", board_dir, nonce);
+  m.board_dir_ = o.board_dir;
   // Ranks sharing the other two coordinates form a group; keys order them along the axis.
   m.tp_ = mpi_split(static_cast<int>(c.pp * p.dp + c.dp), static_cast<int>(c.tp), "tp", o);
   m.dp_ = mpi_split(static_cast<int>(c.pp * p.tp + c.tp), static_cast<int>(c.dp), "dp", o);
@@ -73,13 +75,29 @@ Mesh Mesh::create_with(const ParallelConfig& p, int world_rank, const CommFactor
   return m;
 }
 
+void Mesh::use_comm(const ParallelConfig& p, const ExecContext& ctx) {
+  if (comm_chosen_) return;  // a second trainer on this mesh: its groups are already chosen
+  comm_chosen_ = true;
+  if (use_device_comm(p.comm, ctx)) {
+    const DeviceCommBackend* b = device_comm_backend();
+    const CommOptions o{p.collective_timeout_s, board_dir_, false};
+    // The same order on every rank: each is collective over its group. The pipeline's transfers get
+    // their own channels per link direction and kind (NCCL matches them without tags).
+    tp_ = b->make(tp_, ctx, o);
+    dp_ = b->make(dp_, ctx, o);
+    pp_ = b->make(pp_, ctx, CommOptions{o.timeout_s, o.board_dir, true});
+    world_ = make_host_staged_comm(world_, ctx);
+    transport_ = b->name;
+    return;
+  }
+  if (ctx.on_host()) return;
+  for (auto* c : {&world_, &dp_, &tp_, &pp_}) *c = make_host_staged_comm(*c, ctx);
+  transport_ = "MPI (device buffers staged through host memory)";
+}
+
 std::string Mesh::describe() const {
   return fmt::format("rank {} = (pp {}, dp {}, tp {}) of pp{} × dp{} × tp{}", world_rank_, coord_.pp, coord_.dp,
                      coord_.tp, p_.pp, p_.dp, p_.tp);
-}
-
-void Mesh::stage_through_host(const ExecContext& ctx) {
-  for (auto* c : {&world_, &dp_, &tp_, &pp_}) *c = make_host_staged_comm(*c, ctx);
 }
 
 }  // namespace ft

@@ -48,16 +48,28 @@ class Mesh {
   Communicator& dp() { return *dp_; }
   Communicator& tp() { return *tp_; }
   Communicator& pp() { return *pp_; }
-  std::string describe() const;
-  // Ranks whose buffers live on ctx's device and whose transport is the host's (MPI): every
-  // axis stages device buffers through host memory (parallel/comm/host_staged_comm.h). Nothing
-  // on the CPU.
-  void stage_through_host(const ExecContext& ctx);  // "rank 3 = (pp 0, dp 1, tp 1) of pp1 × dp2 × tp2"
+  std::string describe() const;  // "rank 3 = (pp 0, dp 1, tp 1) of pp1 × dp2 × tp2"
+  // The transport of the groups, once per mesh, as p.comm asks for a rank computing on ctx
+  // (device_comm.h decides; throws ft::Error for a combination that cannot work). Collective over
+  // the world:
+  //   device transport (NCCL): the dp, tp and pp groups move device buffers over it, host buffers
+  //     over MPI; the world group stays on MPI, staging device buffers through host memory;
+  //   MPI on a device rank: every group stages device buffers through host memory
+  //     (parallel/comm/host_staged_comm.h);
+  //   MPI on the CPU: nothing changes.
+  // A second trainer on the same mesh keeps what the first chose.
+  void use_comm(const ParallelConfig& p, const ExecContext& ctx);
+  // The transport of the dp/tp/pp groups: "MPI", "MPI (device buffers staged through host memory)"
+  // or the device backend's name ("NCCL").
+  const std::string& transport() const { return transport_; }
 
  private:
   ParallelConfig p_;
   MeshCoord coord_;
   int world_rank_ = 0;
+  std::string board_dir_;  // the job's arrival boards ("" = none)
+  std::string transport_ = "MPI";
+  bool comm_chosen_ = false;
   std::shared_ptr<Communicator> world_, dp_, tp_, pp_;
 };
 

@@ -13,6 +13,10 @@ void ParallelConfig::bind(ConfigBinder& b) {
         "with tp > 1, keep norms and residuals on sequence shards (all-gather/reduce-scatter instead of all-reduce)");
   b.add("parallel.collective_timeout_s", &collective_timeout_s,
         "seconds a rank waits for its peers before stopping with an error naming them");
+  b.add_enum("parallel.comm", &comm,
+             {{"auto", CommBackend::kAuto}, {"mpi", CommBackend::kMpi}, {"nccl", CommBackend::kNccl}},
+             "transport of the dp/tp/pp groups: auto (NCCL when train.device is a GPU, else MPI), mpi, nccl (device "
+             "buffers over NCCL, host scalars over MPI)");
   b.add("parallel.zero", &zero, "ZeRO stage over the data-parallel group (0, 1, 2, 3)");
   b.add("parallel.bucket_mb", &bucket_mb, "gradient all-reduce bucket size in MiB (ZeRO 0)");
   b.add_enum(
@@ -30,6 +34,18 @@ void ParallelConfig::bind(ConfigBinder& b) {
               {"interleaved", PipelineSchedule::kInterleaved}},
              "pipeline schedule");
   b.add("parallel.virtual_stages", &virtual_stages, "model chunks per pipeline stage (interleaved schedule)");
+}
+
+const char* comm_backend_name(CommBackend c) {
+  switch (c) {
+    case CommBackend::kAuto:
+      return "auto";
+    case CommBackend::kMpi:
+      return "mpi";
+    case CommBackend::kNccl:
+      return "nccl";
+  }
+  return "?";
 }
 
 const char* pipeline_schedule_name(PipelineSchedule s) {

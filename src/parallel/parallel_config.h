@@ -8,6 +8,12 @@ namespace ft {
 
 class ConfigBinder;
 
+// Which transport moves the mesh axes' buffers (parallel.comm): NCCL for device buffers when the
+// rank computes on a GPU and the build has NCCL, else MPI (auto); MPI always (a GPU rank's device
+// buffers staged through host memory); or NCCL (device buffers; host buffers stay on MPI).
+enum class CommBackend : uint8_t { kAuto = 0, kMpi = 1, kNccl = 2 };
+const char* comm_backend_name(CommBackend c);  // "auto", "mpi", "nccl"
+
 enum class GradCompression : uint8_t { kNone = 0, kBF16 = 1, kPowerSGD = 2 };
 
 // Pipeline schedules (parallel/pipeline_parallel/schedule.h): all forwards then all backwards; one forward
@@ -21,8 +27,9 @@ struct ParallelConfig {
   int64_t pp = 1;                     // pipeline stages (outermost axis)
   bool sequence_parallel = false;     // tp > 1: norms and residuals on N/tp-token shards
   double collective_timeout_s = 300;  // bound on every wait for a peer
-  int64_t zero = 0;                   // ZeRO stage over the data-parallel group: 0, 1, 2, 3
-  double bucket_mb = 25;              // gradient all-reduce bucket size (ZeRO 0)
+  CommBackend comm = CommBackend::kAuto;
+  int64_t zero = 0;       // ZeRO stage over the data-parallel group: 0, 1, 2, 3
+  double bucket_mb = 25;  // gradient all-reduce bucket size (ZeRO 0)
   GradCompression grad_compression = GradCompression::kNone;
   int64_t powersgd_rank = 4;           // rank of PowerSGD's low-rank factors
   int64_t powersgd_warmup_steps = 10;  // uncompressed steps before PowerSGD starts

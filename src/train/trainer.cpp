@@ -107,10 +107,10 @@ void Trainer::plan_micro_batches() {
 void Trainer::parallelize() {
   const TrainConfig& t = cfg_.train;
   const ParallelConfig& par = cfg_.parallel;
-  // 1. The mesh; on a device, its host transport stages device buffers through host memory.
+  // 1. The mesh and its transport (parallel.comm: NCCL, or MPI staging a device's buffers).
   FT_CHECK(mesh_.degrees().dp == par.dp && mesh_.degrees().pp == par.pp && mesh_.degrees().tp == par.tp,
            "the mesh ({}) does not have the configured degrees", mesh_.describe());
-  mesh_.stage_through_host(ctx_);
+  mesh_.use_comm(par, ctx_);  // parallel.comm: NCCL for a GPU rank's buffers, or MPI (staged on a GPU)
   // 2. Tensor parallelism.
   const bool sp = par.sequence_parallel && par.tp > 1;
   const TpShard shard{.rank = mesh_.coord().tp, .size = par.tp, .sequence_parallel = sp};
@@ -237,8 +237,9 @@ void Trainer::log_layout() const {
            cfg_.model.preset, cfg_.model.num_params(), static_cast<double>(cfg_.model.num_params()) / 1e6,
            cfg_.model.n_layers, cfg_.model.dim, cfg_.model.n_heads, cfg_.model.n_kv_heads, cfg_.model.ffn_dim,
            cfg_.model.vocab_size);
-  log_info("layout: {} rank(s), dp {} (zero {}), tp {}{}, pp {}; data: {}", mesh_.world_size(), par.dp, par.zero,
-           par.tp, par.sequence_parallel && par.tp > 1 ? " (sequence parallel)" : "", par.pp, train_data_->describe());
+  log_info("layout: {} rank(s), dp {} (zero {}), tp {}{}, pp {} over {}; data: {}", mesh_.world_size(), par.dp,
+           par.zero, par.tp, par.sequence_parallel && par.tp > 1 ? " (sequence parallel)" : "", par.pp,
+           mesh_.transport(), train_data_->describe());
   log_info("batch {} x {} tokens, {} per rank in {} micro-batch(es)", t.batch_size, t.seq_len, batching_.local_batch,
            batching_.count);
   executor_->log_plan();

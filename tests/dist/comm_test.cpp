@@ -1,4 +1,7 @@
-// The communicator's collectives against exact expectations, on real MPI ranks.
+// The communicator's collectives against exact expectations, on real MPI ranks. Built twice: over
+// MpiComm (comm_test) and, with FT_COMM_TEST_NCCL, over NcclComm on the host stand-in of CUDA and
+// NCCL (nccl_comm_test, tests/ncclsim): heap buffers are "device" memory there and go over NCCL,
+// stack scalars over MPI.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -6,14 +9,26 @@
 #include <vector>
 
 #include "parallel/comm/mpi_comm.h"
+#ifdef FT_COMM_TEST_NCCL
+#include "parallel/comm/nccl_comm.h"
+#endif
 #include "parallel/mesh.h"
 #include "tensor/dtype.h"
 
 namespace ft {
 namespace {
 
+std::shared_ptr<Communicator> make_world() {
+  std::shared_ptr<Communicator> mpi = mpi_world("test", CommOptions{60, "", false});
+#ifdef FT_COMM_TEST_NCCL
+  return make_nccl_comm(mpi, cpu_context(), CommOptions{60, "", false});
+#else
+  return mpi;
+#endif
+}
+
 struct World {
-  std::unique_ptr<Communicator> c = mpi_world("test", CommOptions{60, ""});
+  std::shared_ptr<Communicator> c = make_world();
   int r = c->rank(), P = c->size();
 };
 
@@ -92,12 +107,45 @@ TEST(Comm, SendRecvRing) {
   World w;
   int right = (w.r + 1) % w.P, left = (w.r - 1 + w.P) % w.P;
   std::vector<float> out(100, static_cast<float>(w.r)), in(100, -1.0f);
-  auto rx = w.c->recv_async(in.data(), 400, left, 7);
-  auto tx = w.c->send_async(out.data(), 400, right, 7);
+  WorkPtr rx, tx;
+#ifdef FT_COMM_TEST_NCCL
+  // NCCL matches transfers in posting order, without tags: even ranks send first, odd ranks
+  // receive first (both first receiving would deadlock on NCCL, and does on the stand-in).
+  if (w.r % 2 == 0) tx = w.c->send_async(out.data(), 400, right, 7);
+#endif
+  rx = w.c->recv_async(in.data(), 400, left, 7);
+  if (!tx) tx = w.c->send_async(out.data(), 400, right, 7);
   tx->wait();
   rx->wait();
   EXPECT_EQ(in[99], static_cast<float>(left));
 }
+
+#ifdef FT_COMM_TEST_NCCL
+// The pipeline's pattern over per-link channels: every rank first receives from both neighbours,
+// then sends to both, activations (even tags) and gradients (odd) interleaved. On one NCCL stream
+// this deadlocks; with a channel per link direction and kind it completes.
+TEST(Comm, TransfersOverChannelsNeverWaitBehindTheOtherDirection) {
+  auto c = make_nccl_comm(mpi_world("pp", CommOptions{60, "", true}), cpu_context(), CommOptions{60, "", true});
+  const int r = c->rank(), P = c->size(), right = (r + 1) % P, left = (r - 1 + P) % P;
+  std::vector<std::vector<float>> in(4, std::vector<float>(64, -1.0f)), out(4, std::vector<float>(64));
+  for (int k = 0; k < 4; ++k)
+    for (auto& v : out[k]) v = static_cast<float>(100 * r + k);
+  std::vector<WorkPtr> works;
+  for (int k = 0; k < 2; ++k) {  // two rounds: an activation from the left, a gradient from the right
+    works.push_back(c->recv_async(in[2 * k].data(), 256, left, 2 * k));
+    works.push_back(c->recv_async(in[2 * k + 1].data(), 256, right, 2 * k + 1));
+  }
+  for (int k = 0; k < 2; ++k) {
+    works.push_back(c->send_async(out[2 * k + 1].data(), 256, left, 2 * k + 1));
+    works.push_back(c->send_async(out[2 * k].data(), 256, right, 2 * k));
+  }
+  for (auto& w : works) w->wait();
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_EQ(in[2 * k][5], static_cast<float>(100 * left + 2 * k));
+    EXPECT_EQ(in[2 * k + 1][5], static_cast<float>(100 * right + 2 * k + 1));
+  }
+}
+#endif
 
 TEST(Comm, BytesOnTheWireMatchTheRingAlgorithm) {
   World w;

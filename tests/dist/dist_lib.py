@@ -6,14 +6,19 @@ its metrics.jsonl.
 """
 import json
 import os
+import shlex
 import subprocess
 import sys
+
+# Arguments added to every run, e.g. '--set parallel.comm="nccl"' when parity_nccl_test.py runs a
+# parity script through NcclComm.
+EXTRA_ARGS = shlex.split(os.environ.get("FLUXTRAIN_TEST_EXTRA_ARGS", ""))
 
 
 def train(ft, config, run_dir, args, nproc=1):
     """Trains into run_dir and returns the rows of its metrics.jsonl; exits naming the run (with
     the tail of its log) when fluxtrain fails."""
-    cmd = [ft, "train", "--config", config, "--run-dir", run_dir] + list(args)
+    cmd = [ft, "train", "--config", config, "--run-dir", run_dir] + list(args) + EXTRA_ARGS
     if nproc > 1:
         cmd += ["--nproc", str(nproc)]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

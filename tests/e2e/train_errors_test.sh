@@ -20,6 +20,9 @@ expect_error "loss is NaN at step 1, and the 9 step(s) after it were skipped too
 # in one line; anything else names what is accepted.
 expect_error 'device cuda: ' $FT train --config $cfg --run-dir $WORK/run-cuda --set train.steps=2 --set train.device=\"cuda\"
 expect_error 'train.device = "tpu" is not a device fluxtrain knows: expected "cpu", "cuda" or "auto"' $FT train --config $cfg $run --set train.device=\"tpu\"
+# parallel.comm: "nccl" on a CPU rank (or in a build without NCCL) says why in one line.
+expect_error 'parallel.comm = "nccl"' $FT train --config $cfg --run-dir $WORK/run-nccl --set train.steps=2 --set parallel.comm=\"nccl\"
+expect_error 'parallel.comm' $FT train --config $cfg $run --set parallel.comm=\"gloo\"
 printf '[model\ndim = 3\n' > $WORK/bad.toml
 expect_error "$WORK/bad.toml:1" $FT train --config $WORK/bad.toml
 echo "all bad-input cases gave clear errors"

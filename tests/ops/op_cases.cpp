@@ -39,6 +39,7 @@ constexpr OpRow kOpRows[] = {
     {OpId::sum_squares, &rows::sum_squares},
     {OpId::sum_in_order, &rows::sum_in_order},
     {OpId::to_bf16, &rows::to_bf16},
+    {OpId::from_bf16, &rows::from_bf16},
     {OpId::gram_schmidt, &rows::gram_schmidt},
     {OpId::powersgd_error_feedback, &rows::powersgd_error_feedback},
     {OpId::adamw_step, &rows::adamw_step},

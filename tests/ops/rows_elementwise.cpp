@@ -101,6 +101,25 @@ class ToBf16 final : public OpCase {
   Cost cost(const Shape& s) const override { return {(kF32Bytes + kBf16Bytes) * s["n"], 0}; }
 };
 
+// Every bf16 value back to fp32 exactly (the inputs are rounded to bf16 by in_bf16), in the vector
+// body and the tail alike.
+class FromBf16 final : public OpCase {
+ public:
+  std::vector<Shape> test_shapes() const override { return sizes(); }
+  Shape bench_shape() const override { return {{"n", 16 << 20}}; }  // a 16 M-float bf16 gradient bucket
+  Case make(const Shape& s, uint64_t seed) const override {
+    const int64_t n = s["n"];
+    Case c(s);
+    c.in_bf16("x", random_floats(n, seed + 66));
+    c.out_f32("y", n, Tol::exact());
+    return c;
+  }
+  void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
+    ops.from_bf16(ctx, c.f32("y"), c.bf16("x"), c["n"]);
+  }
+  Cost cost(const Shape& s) const override { return {(kF32Bytes + kBf16Bytes) * s["n"], 0}; }
+};
+
 }  // namespace
 
 const OpCase& add_inplace() {
@@ -121,6 +140,10 @@ const OpCase& sum_in_order() {
 }
 const OpCase& to_bf16() {
   static const ToBf16 row;
+  return row;
+}
+const OpCase& from_bf16() {
+  static const FromBf16 row;
   return row;
 }
 

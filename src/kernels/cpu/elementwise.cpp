@@ -70,4 +70,13 @@ void to_bf16(const ExecContext&, uint16_t* y, const float* x, int64_t n) {
   }
 }
 
+// y(n) = fp32(x(n))
+void from_bf16(const ExecContext&, float* y, const uint16_t* x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; i += kLanes) {
+    int w = width(n - i);
+    store(y + i, load_bf16(x + i, w), w);
+  }
+}
+
 }  // namespace ft::cpu

@@ -114,6 +114,8 @@ void sum_squares(CudaContext& ctx, double* sum, const float* x, int64_t n);
 // CPU op does, so the bits are the CPU's (n is a chunk of token losses).
 void sum_in_order(CudaContext& ctx, double* sum, const float* x, int64_t n);
 void to_bf16(CudaContext& ctx, uint16_t* y, const float* x, int64_t n);
+// y(n) = the fp32 value of the bf16 x(n) (exact).
+void from_bf16(CudaContext& ctx, float* y, const uint16_t* x, int64_t n);
 
 // PowerSGD (powersgd.cu): Gram–Schmidt by one block (dot products and norms as fixed-order block
 // reductions in double), the error feedback elementwise.

@@ -102,6 +102,10 @@ void widen_bf16(CudaContext& ctx, float* y, const uint16_t* x, int64_t n) {
   launch_elementwise(ctx, "widen_bf16", n, bf16_to_f32_kernel, y, x);
 }
 
+void from_bf16(CudaContext& ctx, float* y, const uint16_t* x, int64_t n) {
+  launch_elementwise(ctx, "from_bf16", n, bf16_to_f32_kernel, y, x);
+}
+
 void widen_f16(CudaContext& ctx, float* y, const uint16_t* x, int64_t n) {
   launch_elementwise(ctx, "widen_f16", n, f16_to_f32_kernel, y, x);
 }

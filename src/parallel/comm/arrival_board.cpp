@@ -1,6 +1,7 @@
 #include "parallel/comm/arrival_board.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -58,6 +59,38 @@ std::vector<int> ArrivalBoard::stuck_inside(int64_t seq) const {
   for (int i = 0; i < size_; ++i)
     if (i != index_ && slots_[2 * i] >= seq && slots_[2 * i + 1] < seq) out.push_back(i);
   return out;
+}
+
+std::string ArrivalBoard::holding_up(int64_t seq, int waiting_for, const std::vector<int>& world_ranks) const {
+  std::vector<int> late = laggards(seq);
+  const char* how = "never arrived";
+  if (late.empty()) {
+    late = stuck_inside(seq);
+    how = "entered it, never finished";
+  }
+  if (late.empty() && waiting_for >= 0) {
+    late = {waiting_for};
+    how = "the peer this rank waits for";
+  }
+  if (late.empty()) {
+    for (int i : laggards(seq + 1))
+      if (i != index_) late.push_back(i);
+    how = "left it, never reached the next";
+  }
+  if (late.empty()) return "unknown";
+  std::string who;
+  for (int i : late) who += (who.empty() ? "" : ", ") + std::to_string(world_ranks[static_cast<size_t>(i)]);
+  return fmt::format("{} ({})", who, how);
+}
+
+CommError collective_timeout_error(int world_rank, CollKind kind, int64_t seq, const std::string& group,
+                                   const std::vector<int>& world_ranks, const std::string& transport, double timeout_s,
+                                   const std::string& holding_up) {
+  return CommError(fmt::format("rank {}: {} #{} on group {} (world ranks {}..{}){} timed out after {:.0f} s; "
+                               "ranks holding it up: {}",
+                               world_rank, coll_kind_name(kind), seq, group, world_ranks.front(), world_ranks.back(),
+                               transport, timeout_s, holding_up),
+                   "a rank died or hangs; see its log. The bound is parallel.collective_timeout_s");
 }
 
 }  // namespace ft

@@ -8,11 +8,14 @@
 //   board.finish(seq);                       // leaving it
 //   board.laggards(seq)                      // group indices that have not entered #seq
 //   board.stuck_inside(seq)                  // other indices that entered #seq and never left it
+//   board.holding_up(seq, -1, world_ranks)   // "1 (never arrived)": for a timeout's message
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "parallel/comm/comm.h"
 
 namespace ft {
 
@@ -30,10 +33,22 @@ class ArrivalBoard {
   std::vector<int> laggards(int64_t seq) const;
   std::vector<int> stuck_inside(int64_t seq) const;
   int64_t seq_of(int index) const;
+  // Who holds collective #seq up, as world ranks with how: the ranks that never entered it; else
+  // those that entered it and never left; else `waiting_for` (the group index this rank's own
+  // transfer waits for, -1 for none); else the peers that left it but never reached #seq + 1 (a
+  // library collective needs its peers' progress after they leave). "unknown" when none.
+  std::string holding_up(int64_t seq, int waiting_for, const std::vector<int>& world_ranks) const;
 
  private:
   volatile int64_t* slots_ = nullptr;
   int size_ = 0, index_ = 0;
 };
+
+// A collective's timeout, in the one format every transport uses ("transport" is "" for MPI, or
+// e.g. " over NCCL"): "rank 0: all_reduce #12 on group dp (world ranks 0..1) timed out after 5 s;
+// ranks holding it up: 1 (never arrived)", with the hint naming parallel.collective_timeout_s.
+CommError collective_timeout_error(int world_rank, CollKind kind, int64_t seq, const std::string& group,
+                                   const std::vector<int>& world_ranks, const std::string& transport, double timeout_s,
+                                   const std::string& holding_up);
 
 }  // namespace ft

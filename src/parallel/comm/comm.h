@@ -1,6 +1,7 @@
 // Communicator: the only way fluxtrain's parallelisms talk to the network. A communicator is a
 // group of ranks (one mesh axis: "dp", "tp", "pp", or "world"). MPI implements it for CPU ranks
-// (parallel/comm/mpi_comm.h); NCCL will implement it for GPUs, bootstrapped through MPI.
+// (parallel/comm/mpi_comm.h); NCCL for device buffers (parallel/comm/nccl_comm.h), bootstrapped
+// through MPI, with host buffers still on MPI (parallel/comm/device_comm.h chooses).
 //
 // Every collective has a non-blocking form returning a Work handle; the blocking form is the
 // non-blocking one followed by wait(). Collectives of one communicator run in submission order
@@ -23,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/exec_context.h"
 #include "util/error.h"
 
 namespace ft {
@@ -62,6 +64,13 @@ class Work {
   // Blocks until done; throws CommError on failure or timeout.
   virtual void wait() = 0;
   virtual bool done() = 0;
+  // Work queued on ctx's stream after this call runs after the operation, without blocking the
+  // host where the transport can order streams (NCCL on a GPU); elsewhere (MPI, a host context)
+  // the same as wait().
+  virtual void stream_wait(const ExecContext& ctx) {
+    (void)ctx;
+    wait();
+  }
 };
 using WorkPtr = std::shared_ptr<Work>;
 

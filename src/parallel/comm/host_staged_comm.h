@@ -5,10 +5,12 @@
 // step's scalars, strings) pass straight through. A group of one rank never stages: its
 // collectives are device-to-device copies or nothing.
 //
-//   mesh.stage_through_host(ctx);   // every axis: HostStagedComm over the MPI communicator
+//   mesh.use_comm(cfg.parallel, ctx);   // parallel.comm = "mpi" (or "auto" without NCCL) on a
+//                                       // device rank: HostStagedComm over every MPI group
 //
-// With NCCL (device buffers on the wire) this wrapper is not used; it is how the emulated GPU's
-// tests (tests/devemu) run every parallel layout, and a fallback that is correct, not fast.
+// With NCCL (device buffers on the wire) only the world group, which stays on MPI, is wrapped.
+// It is how the emulated GPU's tests (tests/devemu) run every parallel layout over MPI, and a
+// fallback that is correct, not fast.
 #pragma once
 
 #include <memory>

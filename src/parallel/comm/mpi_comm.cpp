@@ -266,33 +266,11 @@ class MpiCommunicator final : public Communicator {
 
   [[noreturn]] void timeout(const Op& o, int waiting_for) {
     // Who holds it up: ranks that never entered it; else ranks that entered it and never left
-    // (stopped inside); else the peer this rank's transfer waits for.
-    std::vector<int> late = board_->laggards(o.seq);
-    const char* how = "never arrived";
-    if (late.empty()) {
-      late = board_->stuck_inside(o.seq);
-      how = "entered it, never finished";
-    }
-    if (late.empty() && waiting_for >= 0) {
-      late = {waiting_for};
-      how = "the peer this rank waits for";
-    }
-    if (late.empty()) {
-      // Every peer left it, yet this rank's part cannot finish: a library collective (MPI's own)
-      // needs its peers' progress after they leave. A peer that stopped there never reaches the
-      // next collective; healthy peers wait in it.
-      for (int i : board_->laggards(o.seq + 1))
-        if (i != rank_) late.push_back(i);
-      how = "left it, never reached the next";
-    }
-    std::string who;
-    for (int i : late) who += (who.empty() ? "" : ", ") + std::to_string(world_rank_of(i));
-    throw CommError(fmt::format("rank {}: {} #{} on group {} (world ranks {}..{}) timed out after {:.0f} s; "
-                                "ranks holding it up: {}",
-                                world_rank_of(rank_), coll_kind_name(o.kind), o.seq, name_, world_ranks_.front(),
-                                world_ranks_.back(), opts_.timeout_s,
-                                who.empty() ? std::string("unknown") : fmt::format("{} ({})", who, how)),
-                    "a rank died or hangs; see its log. The bound is parallel.collective_timeout_s");
+    // (stopped inside); else the peer this rank's transfer waits for; else, when every peer left
+    // it yet this rank's part cannot finish (a library collective, MPI's own, needs its peers'
+    // progress after they leave), the peers that never reached the next collective.
+    throw collective_timeout_error(world_rank_of(rank_), o.kind, o.seq, name_, world_ranks_, "", opts_.timeout_s,
+                                   board_->holding_up(o.seq, waiting_for, world_ranks_));
   }
 
   [[noreturn]] void timeout_p2p(const char* what, int peer, int tag) {

@@ -18,6 +18,10 @@ namespace ft {
 struct CommOptions {
   double timeout_s = 300;  // bound on every wait; a hung or dead peer becomes a CommError
   std::string board_dir;   // ArrivalBoard directory ("" = off); shared by the ranks of a node
+  // A transport without tags (NCCL): give each direction of each link to the neighbouring ranks
+  // of the group its own channels, one for even tags (the pipeline's activations) and one for odd
+  // (its gradients), so that transfers of one kind never wait behind the other's (the pp group).
+  bool p2p_channels = false;
 };
 
 class MpiRuntime {

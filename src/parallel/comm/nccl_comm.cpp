@@ -1,0 +1,505 @@
+#include "parallel/comm/nccl_comm.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <time.h>
+
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "parallel/comm/arrival_board.h"
+#include "tensor/device_runtime.h"
+#include "tensor/memory.h"
+#include "util/clock.h"
+
+namespace ft {
+namespace {
+
+constexpr const char* kHint =
+    "a rank died or hangs, or NCCL failed; see every rank's log. The bound is "
+    "parallel.collective_timeout_s";
+
+void cuda_ok(cudaError_t e, const char* call) {
+  if (e != cudaSuccess) throw CommError(fmt::format("{} failed: {}", call, cudaGetErrorString(e)), kHint);
+}
+
+// Bytes this rank sends in the ring algorithms, counted exactly as MpiComm's ring sends them (its
+// chunk boundaries), so that the accounting of a layout is the same over either transport. NCCL's
+// ring sends the same amounts; its tree and NVLS algorithms differ.
+int64_t ring_all_reduce_bytes(int64_t n, int64_t elem, int P, int rank) {
+  if (P == 1 || n == 0) return 0;
+  auto begin = [&](int c) { return n * c / P; };
+  auto len = [&](int c) { return begin(c + 1) - begin(c); };
+  int64_t b = 0;
+  for (int s = 0; s < P - 1; ++s) b += len(((rank - s - 1) % P + P) % P) + len(((rank - s) % P + P) % P);
+  return b * elem;
+}
+
+// Bytes rank sends in a binomial-tree broadcast from root (MpiComm's tree).
+int64_t tree_broadcast_bytes(int64_t bytes, int P, int rank, int root) {
+  const int me = (rank - root + P) % P;
+  int mask = 1;
+  while (mask < P && !(me & mask)) mask <<= 1;
+  int64_t sent = 0;
+  for (mask >>= 1; mask > 0; mask >>= 1)
+    if (me + mask < P) sent += bytes;
+  return sent;
+}
+
+// A point-to-point channel of the pp group: a 2-rank NCCL communicator and its own stream for one
+// direction of one link and one kind of transfer (the sender is its rank 0).
+struct Channel {
+  int from = 0, to = 0, kind = 0;  // group ranks; kind = tag & 1
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  ExecContext ctx;  // owns the stream on a GPU
+};
+
+// One axis' NCCL state, shared with the Works it hands out.
+struct Core {
+  std::shared_ptr<Communicator> host;
+  ExecContext compute;   // the rank's compute context
+  ExecContext comm_ctx;  // ops on the communication stream (a side context; the CPU's for the stand-in)
+  cudaStream_t stream = nullptr;
+  bool own_stream = false;
+  cudaEvent_t ready = nullptr;  // recorded on the compute stream before each collective
+  ncclComm_t comm = nullptr;
+  std::string name;
+  CommOptions opts;
+  int rank = 0, size = 1;
+  std::vector<int> world;
+  std::unique_ptr<ArrivalBoard> board;
+  std::vector<Channel> channels;  // opts.p2p_channels: to and from the neighbouring ranks
+
+  std::mutex mu;
+  int64_t seq = 0, finished = 0;  // collectives enqueued / seen finished
+  std::string failed;             // the first failure: every later call fails with it
+  uint16_t* scratch = nullptr;    // bf16 wire buffer on the device, used on the stream in order
+  int64_t scratch_n = 0;
+
+  // Aborts the communicator (its kernels and pending operations end), remembers why, throws.
+  [[noreturn]] void fail(const std::string& msg) {
+    if (comm) ncclCommAbort(comm);
+    comm = nullptr;
+    for (Channel& ch : channels) {
+      if (ch.comm) ncclCommAbort(ch.comm);
+      ch.comm = nullptr;
+    }
+    failed = msg;
+    throw CommError(msg, kHint);
+  }
+  void check_failed() const {
+    if (!failed.empty()) throw CommError(failed, kHint);
+  }
+  void nccl_ok(ncclResult_t r, const char* call, ncclComm_t on = nullptr) {
+    if (r == ncclSuccess || r == ncclInProgress) return;
+    if (!on) on = comm;
+    std::string last = on ? ncclGetLastError(on) : "";
+    fail(fmt::format("rank {}: {} on group {} failed: {}{}{}", world[static_cast<size_t>(rank)], call, name,
+                     ncclGetErrorString(r), last.empty() ? "" : ": ", last));
+  }
+  cudaStream_t new_stream(ExecContext* owner) {
+    if (compute.on_host()) {
+      cudaStream_t st = nullptr;
+      cuda_ok(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+      return st;
+    }
+    *owner = make_side_context(compute);
+    return static_cast<cudaStream_t>(owner->stream);
+  }
+  // The channel of a transfer, or null (it goes on the group's own communicator and stream).
+  Channel* channel(int from, int to, int tag) {
+    for (Channel& ch : channels)
+      if (ch.from == from && ch.to == to && ch.kind == (tag & 1)) return &ch;
+    return nullptr;
+  }
+  uint16_t* bf16_scratch(int64_t n) {
+    if (n > scratch_n) {
+      // Operations queued before still use the old buffer: let them finish first (rare: it grows
+      // to the largest bucket within the first step).
+      cuda_ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      if (scratch) mem_free(compute.device, scratch, static_cast<size_t>(scratch_n) * 2, MemCategory::kCommunication);
+      scratch =
+          static_cast<uint16_t*>(mem_alloc(compute.device, static_cast<size_t>(n) * 2, MemCategory::kCommunication));
+      scratch_n = n;
+    }
+    return scratch;
+  }
+  // f on the communication stream: enqueued there on a GPU; for the stand-in's host context, run by
+  // the stream as a host function, in order with the collectives around it.
+  void on_stream(std::function<void(const ExecContext&)> f) {
+    if (!comm_ctx.on_host()) {
+      f(comm_ctx);
+      return;
+    }
+    auto* fn = new std::function<void()>([f = std::move(f)] { f(cpu_context()); });
+    cuda_ok(cudaLaunchHostFunc(
+                stream,
+                [](void* p) {
+                  auto* g = static_cast<std::function<void()>*>(p);
+                  (*g)();
+                  delete g;
+                },
+                fn),
+            "cudaLaunchHostFunc");
+  }
+};
+
+class NcclWork final : public Work {
+ public:
+  // seq > 0: collective #seq of the group; else a transfer with peer (group index) and tag.
+  NcclWork(std::shared_ptr<Core> c, cudaEvent_t ev, CollKind kind, int64_t seq, int peer, int tag, Channel* ch)
+      : c_(std::move(c)), ev_(ev), kind_(kind), seq_(seq), peer_(peer), tag_(tag), ch_(ch) {}
+  ~NcclWork() override { cudaEventDestroy(ev_); }
+
+  void wait() override {
+    if (finished_) return;
+    const double t0 = now_seconds(), deadline = t0 + c_->opts.timeout_s;
+    int spins = 0;
+    while (!poll()) {
+      if (now_seconds() > deadline) {
+        add_comm_blocked_seconds(now_seconds() - t0);
+        timeout();
+      }
+      if (++spins > 64) {
+        timespec ts{0, 20000};
+        nanosleep(&ts, nullptr);
+      }
+    }
+    add_comm_blocked_seconds(now_seconds() - t0);
+  }
+  bool done() override { return finished_ || poll(); }
+  void stream_wait(const ExecContext& ctx) override {
+    if (ctx.on_host()) return wait();
+    std::lock_guard<std::mutex> lock(c_->mu);
+    c_->check_failed();
+    cuda_ok(cudaStreamWaitEvent(static_cast<cudaStream_t>(ctx.stream), ev_, 0), "cudaStreamWaitEvent");
+  }
+
+ private:
+  bool poll() {
+    std::lock_guard<std::mutex> lock(c_->mu);
+    c_->check_failed();
+    const cudaError_t e = cudaEventQuery(ev_);
+    if (e == cudaSuccess) {
+      finished_ = true;
+      if (seq_ > c_->finished) {
+        c_->finished = seq_;
+        c_->board->finish(seq_);
+      }
+      return true;
+    }
+    if (e != cudaErrorNotReady) c_->fail(fmt::format("{}: {}", what(), cudaGetErrorString(e)));
+    ncclResult_t async = ncclSuccess;
+    ncclComm_t on = ch_ ? ch_->comm : c_->comm;
+    if (on) ncclCommGetAsyncError(on, &async);
+    if (async != ncclSuccess && async != ncclInProgress) {
+      std::string last = ncclGetLastError(on);
+      c_->fail(fmt::format("{}: NCCL reported an asynchronous error: {}{}{}", what(), ncclGetErrorString(async),
+                           last.empty() ? "" : ": ", last));
+    }
+    return false;
+  }
+
+  std::string what() const {
+    const int me = c_->world[static_cast<size_t>(c_->rank)];
+    if (seq_ > 0)
+      return fmt::format("rank {}: {} #{} on group {} over NCCL", me, coll_kind_name(kind_), seq_, c_->name);
+    return fmt::format("rank {}: {} world rank {} (tag {}) on group {} over NCCL", me,
+                       tag_ < 0 ? "receive from" : "send to", c_->world[static_cast<size_t>(peer_)],
+                       tag_ < 0 ? -tag_ - 1 : tag_, c_->name);
+  }
+
+  [[noreturn]] void timeout() {
+    std::lock_guard<std::mutex> lock(c_->mu);
+    c_->check_failed();
+    if (seq_ > 0) {
+      CommError e =
+          collective_timeout_error(c_->world[static_cast<size_t>(c_->rank)], kind_, seq_, c_->name, c_->world,
+                                   " over NCCL", c_->opts.timeout_s, c_->board->holding_up(seq_, -1, c_->world));
+      c_->fail(e.what());
+    }
+    c_->fail(fmt::format("{} timed out after {:.0f} s", what(), c_->opts.timeout_s));
+  }
+
+  std::shared_ptr<Core> c_;
+  cudaEvent_t ev_;
+  CollKind kind_;
+  int64_t seq_;
+  int peer_, tag_;  // tag_ < 0: a receive of tag -tag_ - 1
+  Channel* ch_;     // the transfer's channel, or null (lives as long as the Core)
+  bool finished_ = false;
+};
+
+class NcclComm final : public Communicator {
+ public:
+  NcclComm(std::shared_ptr<Communicator> host, const ExecContext& compute, const CommOptions& opts)
+      : c_(std::make_shared<Core>()) {
+    Core& c = *c_;
+    c.host = std::move(host);
+    c.compute = compute;
+    c.opts = opts;
+    c.name = c.host->name();
+    c.rank = c.host->rank();
+    c.size = c.host->size();
+    for (int i = 0; i < c.size; ++i) c.world.push_back(c.host->world_rank_of(i));
+    c.board =
+        std::make_unique<ArrivalBoard>(opts.board_dir, fmt::format("nccl-{}-{}", c.name, c.world[0]), c.size, c.rank);
+    if (compute.on_host()) {
+      c.comm_ctx = cpu_context();
+      cuda_ok(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+      c.own_stream = true;
+    } else {
+      cuda_ok(cudaSetDevice(compute.device_index), "cudaSetDevice");
+      c.comm_ctx = make_side_context(compute);
+      c.stream = static_cast<cudaStream_t>(c.comm_ctx.stream);
+    }
+    cuda_ok(cudaEventCreateWithFlags(&c.ready, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    // The unique id travels over the axis' host communicator.
+    ncclUniqueId id{};
+    if (c.rank == 0) c.nccl_ok(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    c.host->broadcast(&id, sizeof id, 0);
+    c.nccl_ok(ncclCommInitRank(&c.comm, c.size, id, c.rank), "ncclCommInitRank");
+    if (opts.p2p_channels && c.size > 1) open_channels();
+    host_base_ = c.host->stats();
+  }
+
+  // Channels for every direction of every link between neighbouring group ranks (r, r ± 1 mod P),
+  // one per kind. Each sender makes the ids of its channels; one all-gather over the host group
+  // delivers them; every rank then initialises its channels in one global order (so that the
+  // blocking 2-rank initialisations never wait on each other in a cycle).
+  void open_channels() {
+    Core& c = *c_;
+    const int P = c.size;
+    std::vector<Channel> all;
+    for (int a = 0; a < P; ++a)
+      for (int b : {(a + 1) % P, (a - 1 + P) % P})
+        for (int kind = 0; kind < 2; ++kind) {
+          bool seen = b == a;
+          for (const Channel& x : all) seen = seen || (x.from == a && x.to == b && x.kind == kind);
+          if (seen) continue;
+          Channel ch;
+          ch.from = a;
+          ch.to = b;
+          ch.kind = kind;
+          all.push_back(ch);
+        }
+    std::stable_sort(all.begin(), all.end(), [](const Channel& x, const Channel& y) {
+      auto key = [](const Channel& ch) {
+        return std::array<int, 4>{std::min(ch.from, ch.to), std::max(ch.from, ch.to), ch.from, ch.kind};
+      };
+      return key(x) < key(y);
+    });
+    constexpr int kMaxSent = 4;  // two neighbours, two kinds
+    std::vector<ncclUniqueId> mine(kMaxSent), ids(static_cast<size_t>(kMaxSent * P));
+    auto index_among_senders = [&](const Channel& ch) {
+      int j = 0;
+      for (const Channel& x : all) {
+        if (&x == &ch) return j;
+        if (x.from == ch.from) ++j;
+      }
+      return j;
+    };
+    for (const Channel& ch : all)
+      if (ch.from == c.rank)
+        c.nccl_ok(ncclGetUniqueId(&mine[static_cast<size_t>(index_among_senders(ch))]), "ncclGetUniqueId");
+    c.host->all_gather(ids.data(), mine.data(), kMaxSent * static_cast<int64_t>(sizeof(ncclUniqueId)));
+    for (Channel& ch : all) {
+      if (ch.from != c.rank && ch.to != c.rank) continue;
+      const ncclUniqueId& id = ids[static_cast<size_t>(ch.from * kMaxSent + index_among_senders(ch))];
+      c.nccl_ok(ncclCommInitRank(&ch.comm, 2, id, ch.from == c.rank ? 0 : 1), "ncclCommInitRank (channel)");
+      ch.stream = c.new_stream(&ch.ctx);
+      c.channels.push_back(ch);
+    }
+  }
+
+  ~NcclComm() override {
+    Core& c = *c_;
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (c.comm) {
+      cudaStreamSynchronize(c.stream);
+      ncclCommDestroy(c.comm);
+      c.comm = nullptr;
+    }
+    for (Channel& ch : c.channels) {
+      if (ch.comm) {
+        cudaStreamSynchronize(ch.stream);
+        ncclCommDestroy(ch.comm);
+      }
+      if (c.compute.on_host()) cudaStreamDestroy(ch.stream);
+    }
+    c.channels.clear();
+    if (c.failed.empty()) c.failed = fmt::format("the NCCL communicator of group {} was closed", c.name);
+    if (c.scratch)
+      mem_free(c.compute.device, c.scratch, static_cast<size_t>(c.scratch_n) * 2, MemCategory::kCommunication);
+    c.scratch = nullptr;
+    cudaEventDestroy(c.ready);
+    if (c.own_stream) cudaStreamDestroy(c.stream);
+  }
+
+  int rank() const override { return c_->rank; }
+  int size() const override { return c_->size; }
+  const std::string& name() const override { return c_->name; }
+  int world_rank_of(int i) const override { return c_->world[static_cast<size_t>(i)]; }
+
+  // What this group moved: its NCCL operations and the host buffers it passed to MPI.
+  CommStats stats() const override {
+    CommStats s = Communicator::stats();
+    s += c_->host->stats() - host_base_;
+    return s;
+  }
+
+  WorkPtr all_reduce_async(float* data, int64_t n, ReduceOp op, Wire wire) override {
+    if (!on_device(data, n)) return c_->host->all_reduce_async(data, n, op, wire);
+    if (op == ReduceOp::kMax) wire = Wire::kF32;
+    const int64_t elem = wire == Wire::kBF16 ? 2 : 4;
+    return launch(CollKind::kAllReduce, ring_all_reduce_bytes(n, elem, c_->size, c_->rank), -1, 0, [&](Core& c) {
+      if (wire == Wire::kF32) {
+        c.nccl_ok(ncclAllReduce(data, data, static_cast<size_t>(n), ncclFloat32, nccl_op(op), c.comm, c.stream),
+                  "ncclAllReduce");
+        return;
+      }
+      uint16_t* w = c.bf16_scratch(n);
+      c.on_stream([=](const ExecContext& x) { ops::to_bf16(x, w, data, n); });
+      c.nccl_ok(ncclAllReduce(w, w, static_cast<size_t>(n), ncclBfloat16, ncclSum, c.comm, c.stream), "ncclAllReduce");
+      c.on_stream([=](const ExecContext& x) { ops::from_bf16(x, data, w, n); });
+    });
+  }
+
+  WorkPtr all_reduce_async(double* data, int64_t n, ReduceOp op) override {
+    if (!on_device(data, n)) return c_->host->all_reduce_async(data, n, op);
+    return launch(CollKind::kAllReduce, 2 * (c_->size - 1) * n * 8 / c_->size, -1, 0, [&](Core& c) {
+      c.nccl_ok(ncclAllReduce(data, data, static_cast<size_t>(n), ncclFloat64, nccl_op(op), c.comm, c.stream),
+                "ncclAllReduce");
+    });
+  }
+
+  WorkPtr reduce_scatter_async(float* out, const float* in, int64_t n, Wire wire) override {
+    if (!on_device(in, n)) return c_->host->reduce_scatter_async(out, in, n, wire);
+    const int64_t elem = wire == Wire::kBF16 ? 2 : 4;
+    return launch(CollKind::kReduceScatter, (c_->size - 1) * n * elem, -1, 0, [&](Core& c) {
+      if (wire == Wire::kF32) {
+        c.nccl_ok(ncclReduceScatter(in, out, static_cast<size_t>(n), ncclFloat32, ncclSum, c.comm, c.stream),
+                  "ncclReduceScatter");
+        return;
+      }
+      const int64_t total = n * c.size;
+      uint16_t* w = c.bf16_scratch(total + n);
+      c.on_stream([=](const ExecContext& x) { ops::to_bf16(x, w, in, total); });
+      c.nccl_ok(ncclReduceScatter(w, w + total, static_cast<size_t>(n), ncclBfloat16, ncclSum, c.comm, c.stream),
+                "ncclReduceScatter");
+      c.on_stream([=](const ExecContext& x) { ops::from_bf16(x, out, w + total, n); });
+    });
+  }
+
+  WorkPtr all_gather_async(void* out, const void* in, int64_t bytes) override {
+    if (!on_device(out, bytes)) return c_->host->all_gather_async(out, in, bytes);
+    return launch(CollKind::kAllGather, (c_->size - 1) * bytes, -1, 0, [&](Core& c) {
+      c.nccl_ok(ncclAllGather(in, out, static_cast<size_t>(bytes), ncclUint8, c.comm, c.stream), "ncclAllGather");
+    });
+  }
+
+  WorkPtr broadcast_async(void* data, int64_t bytes, int root) override {
+    if (!on_device(data, bytes)) return c_->host->broadcast_async(data, bytes, root);
+    return launch(CollKind::kBroadcast, tree_broadcast_bytes(bytes, c_->size, c_->rank, root), -1, 0, [&](Core& c) {
+      c.nccl_ok(ncclBroadcast(data, data, static_cast<size_t>(bytes), ncclUint8, root, c.comm, c.stream),
+                "ncclBroadcast");
+    });
+  }
+
+  // One transfer per NCCL group; NCCL matches them in posting order (the tag is not sent): on the
+  // link's channel for the tag's kind when the group has channels, else on the group's stream.
+  WorkPtr send_async(const void* data, int64_t bytes, int peer, int tag) override {
+    if (!on_device(data, bytes)) return c_->host->send_async(data, bytes, peer, tag);
+    Channel* ch = c_->channel(c_->rank, peer, tag);
+    return launch(
+        CollKind::kSendRecv, bytes, peer, tag,
+        [&](Core& c) {
+          ncclComm_t comm = ch ? ch->comm : c.comm;
+          c.nccl_ok(ncclGroupStart(), "ncclGroupStart", comm);
+          c.nccl_ok(
+              ncclSend(data, static_cast<size_t>(bytes), ncclUint8, ch ? 1 : peer, comm, ch ? ch->stream : c.stream),
+              "ncclSend", comm);
+          c.nccl_ok(ncclGroupEnd(), "ncclGroupEnd", comm);
+        },
+        ch);
+  }
+  WorkPtr recv_async(void* data, int64_t bytes, int peer, int tag) override {
+    if (!on_device(data, bytes)) return c_->host->recv_async(data, bytes, peer, tag);
+    Channel* ch = c_->channel(peer, c_->rank, tag);
+    return launch(
+        CollKind::kSendRecv, -1, peer, -tag - 1,
+        [&](Core& c) {
+          ncclComm_t comm = ch ? ch->comm : c.comm;
+          c.nccl_ok(ncclGroupStart(), "ncclGroupStart", comm);
+          c.nccl_ok(
+              ncclRecv(data, static_cast<size_t>(bytes), ncclUint8, ch ? 0 : peer, comm, ch ? ch->stream : c.stream),
+              "ncclRecv", comm);
+          c.nccl_ok(ncclGroupEnd(), "ncclGroupEnd", comm);
+        },
+        ch);
+  }
+
+  void barrier() override { c_->host->barrier(); }
+
+ private:
+  static ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::kMax ? ncclMax : ncclSum; }
+
+  // Whether NCCL should move this buffer. On a device rank: device memory, as the backend's
+  // DeviceMemory::contains says (the test HostStagedComm makes too). On the stand-in's CPU rank
+  // (tests only): what its cudaPointerGetAttributes calls device memory (all but the stack). Host
+  // buffers, and empty ones, go to the host communicator.
+  bool on_device(const void* p, int64_t n) const {
+    if (n <= 0 || p == nullptr) return false;
+    if (!c_->compute.on_host()) return mem_on_device(c_->compute.device, p);
+    cudaPointerAttributes a{};
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+      cudaGetLastError();  // clear it: an unknown pointer is host memory
+      return false;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+  }
+
+  // Enqueues one operation on the communication stream after the compute stream's work so far.
+  // peer >= 0: a transfer (bytes < 0: a receive, which counts no bytes); else a collective, which
+  // takes the group's next sequence number and marks this rank arrived once it is enqueued.
+  template <class Enqueue>
+  WorkPtr launch(CollKind kind, int64_t bytes, int peer, int tag, Enqueue&& enqueue, Channel* ch = nullptr) {
+    Core& c = *c_;
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.check_failed();
+    cudaStream_t stream = ch ? ch->stream : c.stream;
+    if (!c.compute.on_host()) {
+      cuda_ok(cudaEventRecord(c.ready, static_cast<cudaStream_t>(c.compute.stream)), "cudaEventRecord");
+      cuda_ok(cudaStreamWaitEvent(stream, c.ready, 0), "cudaStreamWaitEvent");
+    }
+    enqueue(c);
+    int64_t seq = 0;
+    if (peer < 0) {
+      seq = ++c.seq;
+      c.board->arrive(seq);
+    }
+    cudaEvent_t done = nullptr;
+    cuda_ok(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    cuda_ok(cudaEventRecord(done, stream), "cudaEventRecord");
+    if (bytes >= 0) record(kind, bytes, 0);
+    return std::make_shared<NcclWork>(c_, done, kind, seq, peer, tag, ch);
+  }
+
+  std::shared_ptr<Core> c_;
+  CommStats host_base_;  // the host communicator's statistics before this one took it over
+};
+
+}  // namespace
+
+std::shared_ptr<Communicator> make_nccl_comm(std::shared_ptr<Communicator> host, const ExecContext& compute,
+                                             const CommOptions& opts) {
+  return std::make_shared<NcclComm>(std::move(host), compute, opts);
+}
+
+}  // namespace ft

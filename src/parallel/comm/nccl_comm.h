@@ -1,0 +1,45 @@
+// NcclComm: the Communicator of one mesh axis for device buffers, over NCCL.
+//
+// Bootstrap: group rank 0 makes the ncclUniqueId and broadcasts it over the axis' host
+// communicator (MPI), then every member calls ncclCommInitRank: one NCCL communicator per axis.
+//
+// Ordering: each NcclComm has its own communication stream. A collective is enqueued there after
+// an event recorded on the compute stream (ExecContext::stream), so it reads what the compute
+// stream wrote before the call and the host never waits to launch it. Its Work records an event
+// after it: wait() polls that event (and ncclCommGetAsyncError) on the host; stream_wait(ctx)
+// makes ctx's stream wait on it without blocking the host. bf16 wire: fp32 data is converted on
+// the communication stream (ops::to_bf16 / from_bf16 into a scratch buffer) and reduced as
+// ncclBfloat16. Point-to-point: each send or receive is its own ncclGroupStart/End. NCCL has no
+// tags and a stream runs in order, so a receive posted early would hold up every later transfer
+// of its stream: with CommOptions::p2p_channels (the pp group) each direction of each link to a
+// neighbouring rank has its own 2-rank NCCL communicator and stream per kind of transfer (even
+// tags: activations; odd: gradients), in which both ends post in the same order (the schedules'
+// order of micro-batches). Other transfers go on the group's own communicator and stream.
+//
+// Host buffers (a double on the stack, a std::vector) are not NCCL's: a call whose buffer is not
+// the rank's device memory (mem_on_device: the backend's DeviceMemory::contains) goes to the host
+// communicator instead. (The stand-in's CPU rank asks its cudaPointerGetAttributes.)
+//
+// Hangs and deaths: wait() bounds every collective by parallel.collective_timeout_s; past it, or
+// when NCCL reports an asynchronous error, the communicator is aborted (ncclCommAbort) and a
+// CommError names the collective, the group and the ranks that never arrived (the arrival board:
+// a rank arrives at a collective when it has enqueued it), in MPI's format plus " over NCCL".
+// Every later call of this communicator fails with the same error.
+//
+// A CPU compute context is accepted only by the test stand-in (tests/ncclsim: "device" memory is
+// the host there); the bf16 conversions then run as host functions on the communication stream.
+#pragma once
+
+#include <memory>
+
+#include "parallel/comm/comm.h"
+#include "parallel/comm/mpi_comm.h"
+#include "tensor/exec_context.h"
+
+namespace ft {
+
+// Collective over host's group. Throws CommError when NCCL or CUDA refuses (naming the call).
+std::shared_ptr<Communicator> make_nccl_comm(std::shared_ptr<Communicator> host, const ExecContext& compute,
+                                             const CommOptions& opts);
+
+}  // namespace ft
