@@ -416,38 +416,36 @@ class NcclComm final : public Communicator {
   // link's channel for the tag's kind when the group has channels, else on the group's stream.
   WorkPtr send_async(const void* data, int64_t bytes, int peer, int tag) override {
     if (!on_device(data, bytes)) return c_->host->send_async(data, bytes, peer, tag);
-    Channel* ch = c_->channel(c_->rank, peer, tag);
-    return launch(
-        CollKind::kSendRecv, bytes, peer, tag,
-        [&](Core& c) {
-          ncclComm_t comm = ch ? ch->comm : c.comm;
-          c.nccl_ok(ncclGroupStart(), "ncclGroupStart", comm);
-          c.nccl_ok(
-              ncclSend(data, static_cast<size_t>(bytes), ncclUint8, ch ? 1 : peer, comm, ch ? ch->stream : c.stream),
-              "ncclSend", comm);
-          c.nccl_ok(ncclGroupEnd(), "ncclGroupEnd", comm);
-        },
-        ch);
+    return transfer(/*send=*/true, const_cast<void*>(data), bytes, peer, tag);
   }
   WorkPtr recv_async(void* data, int64_t bytes, int peer, int tag) override {
     if (!on_device(data, bytes)) return c_->host->recv_async(data, bytes, peer, tag);
-    Channel* ch = c_->channel(peer, c_->rank, tag);
-    return launch(
-        CollKind::kSendRecv, -1, peer, -tag - 1,
-        [&](Core& c) {
-          ncclComm_t comm = ch ? ch->comm : c.comm;
-          c.nccl_ok(ncclGroupStart(), "ncclGroupStart", comm);
-          c.nccl_ok(
-              ncclRecv(data, static_cast<size_t>(bytes), ncclUint8, ch ? 0 : peer, comm, ch ? ch->stream : c.stream),
-              "ncclRecv", comm);
-          c.nccl_ok(ncclGroupEnd(), "ncclGroupEnd", comm);
-        },
-        ch);
+    return transfer(/*send=*/false, data, bytes, peer, tag);
   }
 
   void barrier() override { c_->host->barrier(); }
 
  private:
+  // One send (or receive) in its own NCCL group, on the link's channel for the tag's kind (the
+  // channel's 2-rank communicator: the peer is rank 1 for a send, 0 for a receive) or the group's.
+  WorkPtr transfer(bool send, void* data, int64_t bytes, int peer, int tag) {
+    Channel* ch = send ? c_->channel(c_->rank, peer, tag) : c_->channel(peer, c_->rank, tag);
+    return launch(
+        CollKind::kSendRecv, send ? bytes : -1, peer, send ? tag : -tag - 1,
+        [&](Core& c) {
+          ncclComm_t comm = ch ? ch->comm : c.comm;
+          cudaStream_t stream = ch ? ch->stream : c.stream;
+          const auto n = static_cast<size_t>(bytes);
+          c.nccl_ok(ncclGroupStart(), "ncclGroupStart", comm);
+          if (send)
+            c.nccl_ok(ncclSend(data, n, ncclUint8, ch ? 1 : peer, comm, stream), "ncclSend", comm);
+          else
+            c.nccl_ok(ncclRecv(data, n, ncclUint8, ch ? 0 : peer, comm, stream), "ncclRecv", comm);
+          c.nccl_ok(ncclGroupEnd(), "ncclGroupEnd", comm);
+        },
+        ch);
+  }
+
   static ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::kMax ? ncclMax : ncclSum; }
 
   // Whether NCCL should move this buffer. On a device rank: device memory, as the backend's
