@@ -235,6 +235,23 @@ ncclResult_t p2p(bool send, const void* buf, size_t count, ncclDataType_t t, int
   return post_p2p({op});
 }
 
+// blocks (size × bytes) = one block of `bytes` from every rank, in rank order: each rank's send
+// (an all-gather), or with to_all rank k's k-th block of send (an all-to-all: send holds a block
+// per rank). Nonblocking MPI, so ncclCommAbort can end the wait.
+ncclResult_t exchange_blocks(ncclComm_t c, const void* send, char* blocks, size_t bytes, bool to_all) {
+  if (c->size == 1) {
+    std::memmove(blocks, send, bytes);
+    return ncclSuccess;
+  }
+  std::vector<MPI_Request> r(1);
+  const int n = static_cast<int>(bytes);
+  if (to_all)
+    MPI_Ialltoall(send, n, MPI_BYTE, blocks, n, MPI_BYTE, c->mpi, &r[0]);
+  else
+    MPI_Iallgather(send, n, MPI_BYTE, blocks, n, MPI_BYTE, c->mpi, &r[0]);
+  return complete(c, r);
+}
+
 }  // namespace
 
 extern "C" {
@@ -337,14 +354,7 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
       [=] {
         const size_t bytes = count * elem_size(t);
         std::vector<char> all(bytes * static_cast<size_t>(c->size));
-        if (c->size == 1) {
-          std::memmove(all.data(), send, bytes);
-        } else {
-          std::vector<MPI_Request> r(1);
-          MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, all.data(), static_cast<int>(bytes), MPI_BYTE, c->mpi,
-                         &r[0]);
-          if (ncclResult_t e = complete(c, r); e != ncclSuccess) return e;
-        }
+        if (ncclResult_t e = exchange_blocks(c, send, all.data(), bytes, /*to_all=*/false); e != ncclSuccess) return e;
         reduce_blocks(recv, all.data(), count, c->size, t, op);
         return ncclSuccess;
       },
@@ -360,14 +370,7 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclD
       [=] {
         const size_t bytes = count * elem_size(t);
         std::vector<char> mine(bytes * static_cast<size_t>(c->size));  // every rank's block c->rank
-        if (c->size == 1) {
-          std::memmove(mine.data(), send, bytes);
-        } else {
-          std::vector<MPI_Request> r(1);
-          MPI_Ialltoall(send, static_cast<int>(bytes), MPI_BYTE, mine.data(), static_cast<int>(bytes), MPI_BYTE, c->mpi,
-                        &r[0]);
-          if (ncclResult_t e = complete(c, r); e != ncclSuccess) return e;
-        }
+        if (ncclResult_t e = exchange_blocks(c, send, mine.data(), bytes, /*to_all=*/true); e != ncclSuccess) return e;
         reduce_blocks(recv, mine.data(), count, c->size, t, op);
         return ncclSuccess;
       },
@@ -382,14 +385,7 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataT
       [=] {
         const size_t bytes = count * elem_size(t);
         std::vector<char> all(bytes * static_cast<size_t>(c->size));  // send may lie inside recv
-        if (c->size == 1) {
-          std::memmove(all.data(), send, bytes);
-        } else {
-          std::vector<MPI_Request> r(1);
-          MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, all.data(), static_cast<int>(bytes), MPI_BYTE, c->mpi,
-                         &r[0]);
-          if (ncclResult_t e = complete(c, r); e != ncclSuccess) return e;
-        }
+        if (ncclResult_t e = exchange_blocks(c, send, all.data(), bytes, /*to_all=*/false); e != ncclSuccess) return e;
         std::memcpy(recv, all.data(), all.size());
         return ncclSuccess;
       },
