@@ -22,7 +22,7 @@ namespace {
 struct Stats {
   std::atomic<int64_t> h2d_calls{0}, h2d_bytes{0}, d2h_calls{0}, d2h_bytes{0}, d2d_calls{0}, d2d_bytes{0};
   std::atomic<int64_t> side_d2h_bytes{0}, max_d2h_bytes{0}, ops{0}, fills{0}, contexts{0}, side_contexts{0};
-  std::atomic<int64_t> stream_waits{0}, synchronizes{0};
+  std::atomic<int64_t> stream_waits{0}, synchronizes{0}, queued_ops{0};
 };
 Stats g_stats;
 
@@ -34,13 +34,14 @@ void write_stats() {
   FILE* f = std::fopen(file.c_str(), "w");
   if (!f) return;
   const Stats& s = g_stats;
-  std::fprintf(f,
-               "{\"h2d_calls\": %ld, \"h2d_bytes\": %ld, \"d2h_calls\": %ld, \"d2h_bytes\": %ld, \"d2d_calls\": %ld, "
-               "\"d2d_bytes\": %ld, \"side_d2h_bytes\": %ld, \"max_d2h_bytes\": %ld, \"ops\": %ld, \"fills\": %ld, "
-               "\"contexts\": %ld, \"side_contexts\": %ld, \"stream_waits\": %ld, \"synchronizes\": %ld}\n",
-               s.h2d_calls.load(), s.h2d_bytes.load(), s.d2h_calls.load(), s.d2h_bytes.load(), s.d2d_calls.load(),
-               s.d2d_bytes.load(), s.side_d2h_bytes.load(), s.max_d2h_bytes.load(), s.ops.load(), s.fills.load(),
-               s.contexts.load(), s.side_contexts.load(), s.stream_waits.load(), s.synchronizes.load());
+  std::fprintf(
+      f,
+      "{\"h2d_calls\": %ld, \"h2d_bytes\": %ld, \"d2h_calls\": %ld, \"d2h_bytes\": %ld, \"d2d_calls\": %ld, "
+      "\"d2d_bytes\": %ld, \"side_d2h_bytes\": %ld, \"max_d2h_bytes\": %ld, \"ops\": %ld, \"fills\": %ld, "
+      "\"contexts\": %ld, \"side_contexts\": %ld, \"stream_waits\": %ld, \"synchronizes\": %ld, \"queued_ops\": %ld}\n",
+      s.h2d_calls.load(), s.h2d_bytes.load(), s.d2h_calls.load(), s.d2h_bytes.load(), s.d2d_calls.load(),
+      s.d2d_bytes.load(), s.side_d2h_bytes.load(), s.max_d2h_bytes.load(), s.ops.load(), s.fills.load(),
+      s.contexts.load(), s.side_contexts.load(), s.stream_waits.load(), s.synchronizes.load(), s.queued_ops.load());
   std::fclose(f);
 }
 
@@ -52,10 +53,15 @@ void write_stats() {
 
 // ---- the runtime: devices and streams ----------------------------------------------------------
 
+StreamHooks g_hooks;
+
 // A stream token: what ExecContext::stream points at for the emulated GPU.
 struct Stream {
   int device = 0;
   bool side = false;
+  ~Stream() {
+    if (g_hooks.released) g_hooks.released(this);
+  }
 };
 
 int devices() {
@@ -120,13 +126,21 @@ void check_args(OpId op, const A&... a) {
   (check_arg(op, i++, a), ...);
 }
 
-#define FT_OP(name, params, args)                           \
-  void name(const ExecContext& ctx, FT_OP_UNPAREN params) { \
-    stream_of(ctx, "op " #name);                            \
-    check_args(OpId::name, FT_OP_UNPAREN args);             \
-    GuardedArena::Access open;                              \
-    g_stats.ops++;                                          \
-    cpu::name(cpu_context(), FT_OP_UNPAREN args);           \
+// An op runs now, or is queued on the stream a hook maps its context to (by value: every op
+// argument is a pointer or a scalar).
+#define FT_OP(name, params, args)                                                     \
+  void name(const ExecContext& ctx, FT_OP_UNPAREN params) {                           \
+    stream_of(ctx, "op " #name);                                                      \
+    check_args(OpId::name, FT_OP_UNPAREN args);                                       \
+    auto run = [=] {                                                                  \
+      GuardedArena::Access open;                                                      \
+      g_stats.ops++;                                                                  \
+      cpu::name(cpu_context(), FT_OP_UNPAREN args);                                   \
+    };                                                                                \
+    if (g_hooks.queue && g_hooks.queue(ctx.stream, [ctx, run] { (void)ctx, run(); })) \
+      g_stats.queued_ops++;                                                           \
+    else                                                                              \
+      run();                                                                          \
   }
 #include "kernels/op_decls.inc"
 #undef FT_OP
@@ -171,6 +185,7 @@ void dev_copy_2d(const ExecContext& ctx, void* dst, Device dst_dev, size_t dst_p
   check_side(dst, dst_dev, dst_pitch * (rows - 1) + row_bytes, "the copy's destination");
   check_side(src, src_dev, src_pitch * (rows - 1) + row_bytes, "the copy's source");
   const auto bytes = static_cast<int64_t>(row_bytes * rows);
+  if (g_hooks.drain && ctx.stream) g_hooks.drain(ctx.stream);
   if (src_dev == Device::kCPU) {
     g_stats.h2d_calls++, g_stats.h2d_bytes += bytes;
   } else if (dst_dev == Device::kCPU) {
@@ -196,6 +211,7 @@ void dev_copy_2d(const ExecContext& ctx, void* dst, Device dst_dev, size_t dst_p
 void dev_fill(const ExecContext& ctx, void* dst, uint8_t byte, size_t bytes) {
   if (ctx.device != Device::kCUDA) die("a fill of cuda memory from a host context");
   check_side(dst, Device::kCUDA, bytes, "the fill's destination");
+  if (g_hooks.drain && ctx.stream) g_hooks.drain(ctx.stream);
   g_stats.fills++;
   GuardedArena::Access open;
   std::memset(dst, byte, bytes);
@@ -214,6 +230,10 @@ void host_free(void* p, size_t) {
 }
 
 }  // namespace
+
+void set_stream_hooks(const StreamHooks& hooks) {
+  g_hooks = hooks;
+}
 
 void register_emulated_gpu() {
   static std::once_flag once;

@@ -6,7 +6,9 @@
 //
 //   streams     one worker thread each, running its queue in order; the null stream (0, legacy,
 //               per-thread) is the calling thread: the CPU kernels of a host context have finished
-//               by the time a call is made, so work "on" it runs at once
+//               by the time a call is made, so work "on" it runs at once. So is a foreign stream
+//               (a token the stand-in did not make: the host-emulated GPU's) until NCCL work is
+//               enqueued on it, which makes it a worker (standin.h)
 //   events      a generation counter: record enqueues "complete generation g"; query and
 //               cudaStreamWaitEvent look at the generation recorded when they were called
 //   memory      "device" memory is host memory: cudaPointerGetAttributes calls every pointer device
@@ -21,6 +23,10 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "standin.h"
 
 namespace {
 
@@ -83,6 +89,7 @@ struct CUstream_st {
         busy = true;
       }
       f();
+      f = nullptr;  // what it holds is released before a sync() returns
       {
         std::lock_guard<std::mutex> lock(mu);
         busy = false;
@@ -98,12 +105,38 @@ struct CUevent_st {
 
 namespace {
 
-void run_on(cudaStream_t s, std::function<void()> f) {
-  if (is_host_stream(s))
-    f();
-  else
-    s->push(std::move(f));
+// The worker streams: those cudaStreamCreate made, and foreign tokens adopted (standin.h). Never
+// destroyed: streams may be released at exit.
+struct Streams {
+  std::mutex mu;
+  std::unordered_set<CUstream_st*> own;
+  std::unordered_map<const void*, CUstream_st*> adopted;
+};
+Streams& streams() {
+  static auto* s = new Streams;
+  return *s;
 }
+
+// The worker behind s, or null: the null stream, or a foreign stream whose work is done by the
+// time a call returns.
+CUstream_st* worker_of(const void* s) {
+  if (is_host_stream(static_cast<cudaStream_t>(const_cast<void*>(s)))) return nullptr;
+  Streams& all = streams();
+  std::lock_guard<std::mutex> lock(all.mu);
+  auto* own = static_cast<CUstream_st*>(const_cast<void*>(s));
+  if (all.own.count(own)) return own;
+  auto it = all.adopted.find(s);
+  return it == all.adopted.end() ? nullptr : it->second;
+}
+
+void run_on(cudaStream_t s, std::function<void()> f) {
+  if (CUstream_st* w = worker_of(s))
+    w->push(std::move(f));
+  else
+    f();
+}
+
+void (*g_access)(const std::function<void()>&) = nullptr;
 
 // The stack of the calling thread (cached): host memory NcclComm must give to MPI.
 bool on_my_stack(const void* p) {
@@ -124,6 +157,61 @@ bool on_my_stack(const void* p) {
 }
 
 }  // namespace
+
+namespace ncclsim {
+
+bool queue_on_worker(const void* token, std::function<void()> f) {
+  CUstream_st* w = worker_of(token);
+  if (w) w->push(std::move(f));
+  return w != nullptr;
+}
+
+void drain(const void* token) {
+  if (CUstream_st* w = worker_of(token)) w->sync();
+}
+
+void adopt_stream(const void* token) {
+  if (is_host_stream(static_cast<cudaStream_t>(const_cast<void*>(token)))) return;
+  Streams& all = streams();
+  std::lock_guard<std::mutex> lock(all.mu);
+  if (all.own.count(static_cast<CUstream_st*>(const_cast<void*>(token))) || all.adopted.count(token)) return;
+  all.adopted[token] = new CUstream_st;
+}
+
+void forget_stream(const void* token) {
+  CUstream_st* w = nullptr;
+  {
+    Streams& all = streams();
+    std::lock_guard<std::mutex> lock(all.mu);
+    auto it = all.adopted.find(token);
+    if (it == all.adopted.end()) return;
+    w = it->second;
+    all.adopted.erase(it);
+  }
+  if (w->worker.get_id() == std::this_thread::get_id()) {
+    // Dropped by its own worker (the last work item held the token's owner): it cannot join itself.
+    {
+      std::lock_guard<std::mutex> lock(w->mu);
+      w->stop = true;
+    }
+    w->worker.detach();  // the thread ends after this item; the object is left
+    return;
+  }
+  delete w;  // runs what is queued, then stops its thread
+}
+
+void set_memory_access(void (*access)(const std::function<void()>& f)) {
+  g_access = access;
+}
+
+void touch_memory(const std::function<void()>& f) {
+  if (g_access)
+    g_access(f);
+  else
+    f();
+}
+
+}  // namespace ncclsim
 
 extern "C" {
 
@@ -161,6 +249,8 @@ cudaError_t cudaGetDevice(int* device) {
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int) {
   *s = new CUstream_st;
+  std::lock_guard<std::mutex> lock(streams().mu);
+  streams().own.insert(*s);
   return cudaSuccess;
 }
 
@@ -169,13 +259,16 @@ cudaError_t cudaStreamCreate(cudaStream_t* s) {
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
-  if (is_host_stream(s)) return ret(cudaErrorInvalidResourceHandle);
+  {
+    std::lock_guard<std::mutex> lock(streams().mu);
+    if (!streams().own.erase(s)) return ret(cudaErrorInvalidResourceHandle);
+  }
   delete s;  // runs what is queued, then stops its thread
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-  if (!is_host_stream(s)) s->sync();
+  if (CUstream_st* w = worker_of(s)) w->sync();
   return cudaSuccess;
 }
 
@@ -242,10 +335,10 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
     std::unique_lock<std::mutex> lock(st->mu);
     st->cv.wait(lock, [&] { return st->completed >= g; });
   };
-  if (is_host_stream(s)) {
-    wait();  // the host is the null stream
+  if (CUstream_st* w = worker_of(s)) {
+    w->push(wait);
   } else {
-    s->push(wait);
+    wait();  // the host is the null stream (and a foreign stream's)
   }
   return cudaSuccess;
 }

@@ -5,7 +5,9 @@
 // ranks' contributions in rank order (bf16 and fp16 in fp32, rounded once), so every rank holds
 // the same bits. Point-to-point transfers are synchronous sends (a send completes only once its
 // receive is posted, NCCL's worst case), matched in posting order: a schedule that posts them in a
-// different order on the two ends deadlocks here as it would on NCCL.
+// different order on the two ends deadlocks here as it would on NCCL. The user's buffers are read
+// and written only inside ncclsim::touch_memory, copied to and from the host buffers MPI moves
+// (standin.h: the host-emulated GPU's arena is open only there).
 //
 // It tests our host logic; it is not evidence that NCCL works, and it has none of NCCL's
 // algorithms, protocols or performance.
@@ -33,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "standin.h"
 #include "tensor/dtype.h"
 
 struct ncclComm {
@@ -171,6 +174,7 @@ namespace {
 
 ncclResult_t enqueue(ncclComm* c, cudaStream_t s, std::function<ncclResult_t()> body, bool broken) {
   if (!c) return ncclInvalidArgument;
+  ncclsim::adopt_stream(s);  // a foreign stream carrying NCCL work is a communication stream
   auto* f = new std::function<void()>([c, body = std::move(body), broken] {
     if (!usable(c)) return;
     if (!broken) {
@@ -211,17 +215,28 @@ ncclResult_t post_p2p(std::vector<P2p> ops) {
   if (ops.empty()) return ncclSuccess;
   ncclComm* c = ops.front().comm;
   return enqueue(c, ops.front().stream, [c, ops] {
+    std::vector<std::vector<char>> host(ops.size());  // what MPI moves
+    ncclsim::touch_memory([&] {
+      for (size_t i = 0; i < ops.size(); ++i)
+        if (ops[i].send) host[i].assign(static_cast<char*>(ops[i].buf), static_cast<char*>(ops[i].buf) + ops[i].bytes);
+    });
     std::vector<MPI_Request> reqs(ops.size());
     for (size_t i = 0; i < ops.size(); ++i) {
       const P2p& o = ops[i];
-      int rc = o.send ? MPI_Issend(o.buf, static_cast<int>(o.bytes), MPI_BYTE, o.peer, 0, c->mpi, &reqs[i])
-                      : MPI_Irecv(o.buf, static_cast<int>(o.bytes), MPI_BYTE, o.peer, 0, c->mpi, &reqs[i]);
+      host[i].resize(o.bytes);
+      int rc = o.send ? MPI_Issend(host[i].data(), static_cast<int>(o.bytes), MPI_BYTE, o.peer, 0, c->mpi, &reqs[i])
+                      : MPI_Irecv(host[i].data(), static_cast<int>(o.bytes), MPI_BYTE, o.peer, 0, c->mpi, &reqs[i]);
       if (rc != MPI_SUCCESS) {
         c->async = ncclSystemError;
         return ncclSystemError;
       }
     }
-    return complete(c, reqs);
+    if (ncclResult_t e = complete(c, reqs); e != ncclSuccess) return e;
+    ncclsim::touch_memory([&] {
+      for (size_t i = 0; i < ops.size(); ++i)
+        if (!ops[i].send && ops[i].bytes > 0) std::memcpy(ops[i].buf, host[i].data(), ops[i].bytes);
+    });
+    return ncclSuccess;
   });
 }
 
@@ -235,20 +250,24 @@ ncclResult_t p2p(bool send, const void* buf, size_t count, ncclDataType_t t, int
   return post_p2p({op});
 }
 
-// blocks (size × bytes) = one block of `bytes` from every rank, in rank order: each rank's send
-// (an all-gather), or with to_all rank k's k-th block of send (an all-to-all: send holds a block
-// per rank). Nonblocking MPI, so ncclCommAbort can end the wait.
+// blocks (size × bytes, host memory) = one block of `bytes` from every rank, in rank order: each
+// rank's send (an all-gather), or with to_all rank k's k-th block of send (an all-to-all: send
+// holds a block per rank). send is the user's buffer: copied to the host first (touch_memory).
+// Nonblocking MPI, so ncclCommAbort can end the wait.
 ncclResult_t exchange_blocks(ncclComm_t c, const void* send, char* blocks, size_t bytes, bool to_all) {
+  std::vector<char> mine(to_all ? bytes * static_cast<size_t>(c->size) : bytes);
+  if (bytes == 0) return ncclSuccess;
+  ncclsim::touch_memory([&] { std::memcpy(mine.data(), send, mine.size()); });
   if (c->size == 1) {
-    std::memmove(blocks, send, bytes);
+    std::memcpy(blocks, mine.data(), bytes);
     return ncclSuccess;
   }
   std::vector<MPI_Request> r(1);
   const int n = static_cast<int>(bytes);
   if (to_all)
-    MPI_Ialltoall(send, n, MPI_BYTE, blocks, n, MPI_BYTE, c->mpi, &r[0]);
+    MPI_Ialltoall(mine.data(), n, MPI_BYTE, blocks, n, MPI_BYTE, c->mpi, &r[0]);
   else
-    MPI_Iallgather(send, n, MPI_BYTE, blocks, n, MPI_BYTE, c->mpi, &r[0]);
+    MPI_Iallgather(mine.data(), n, MPI_BYTE, blocks, n, MPI_BYTE, c->mpi, &r[0]);
   return complete(c, r);
 }
 
@@ -355,7 +374,7 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
         const size_t bytes = count * elem_size(t);
         std::vector<char> all(bytes * static_cast<size_t>(c->size));
         if (ncclResult_t e = exchange_blocks(c, send, all.data(), bytes, /*to_all=*/false); e != ncclSuccess) return e;
-        reduce_blocks(recv, all.data(), count, c->size, t, op);
+        ncclsim::touch_memory([&] { reduce_blocks(recv, all.data(), count, c->size, t, op); });
         return ncclSuccess;
       },
       broken);
@@ -371,7 +390,7 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclD
         const size_t bytes = count * elem_size(t);
         std::vector<char> mine(bytes * static_cast<size_t>(c->size));  // every rank's block c->rank
         if (ncclResult_t e = exchange_blocks(c, send, mine.data(), bytes, /*to_all=*/true); e != ncclSuccess) return e;
-        reduce_blocks(recv, mine.data(), count, c->size, t, op);
+        ncclsim::touch_memory([&] { reduce_blocks(recv, mine.data(), count, c->size, t, op); });
         return ncclSuccess;
       },
       broken);
@@ -386,7 +405,7 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataT
         const size_t bytes = count * elem_size(t);
         std::vector<char> all(bytes * static_cast<size_t>(c->size));  // send may lie inside recv
         if (ncclResult_t e = exchange_blocks(c, send, all.data(), bytes, /*to_all=*/false); e != ncclSuccess) return e;
-        std::memcpy(recv, all.data(), all.size());
+        if (!all.empty()) ncclsim::touch_memory([&] { std::memcpy(recv, all.data(), all.size()); });
         return ncclSuccess;
       },
       broken);
@@ -400,11 +419,16 @@ ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataT
       c, s,
       [=] {
         const size_t bytes = count * elem_size(t);
-        if (c->rank == root && send != recv) std::memmove(recv, send, bytes);
-        if (c->size == 1) return ncclSuccess;
-        std::vector<MPI_Request> r(1);
-        MPI_Ibcast(recv, static_cast<int>(bytes), MPI_BYTE, root, c->mpi, &r[0]);
-        return complete(c, r);
+        if (bytes == 0) return ncclSuccess;
+        std::vector<char> host(bytes);
+        if (c->rank == root) ncclsim::touch_memory([&] { std::memcpy(host.data(), send, bytes); });
+        if (c->size > 1) {
+          std::vector<MPI_Request> r(1);
+          MPI_Ibcast(host.data(), static_cast<int>(bytes), MPI_BYTE, root, c->mpi, &r[0]);
+          if (ncclResult_t e = complete(c, r); e != ncclSuccess) return e;
+        }
+        ncclsim::touch_memory([&] { std::memcpy(recv, host.data(), bytes); });
+        return ncclSuccess;
       },
       broken);
 }
