@@ -5,8 +5,6 @@
 // a communication stream runs after the work queued there before it, a copy waits for it, and a
 // released context's stream is no worker any more. One rank (a group of one): no MPI.
 #include <gtest/gtest.h>
-
-#include <cuda_runtime_api.h>
 #include <time.h>
 
 #include <csignal>
