@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -157,16 +158,35 @@ constinit const OpTable kTable = make_table();
 
 // ---- memory --------------------------------------------------------------------------------------
 
+// The live blocks: where each starts -> (bytes, the allocation clock when it was made).
+struct Live {
+  std::mutex mu;
+  uint64_t clock = 0;
+  std::map<uintptr_t, std::pair<size_t, uint64_t>> blocks;
+};
+Live& live() {
+  static auto* l = new Live;  // never destroyed: frees may run at exit
+  return *l;
+}
+
 void* dev_alloc(size_t bytes) {
   void* p = GuardedArena::instance().alloc(bytes);
   if (p) {  // like cudaMalloc: the contents are not zeros (NaN as fp32, bf16 and fp16)
     GuardedArena::Access open;
     std::memset(p, 0xFF, bytes);
   }
+  if (p) {
+    std::lock_guard<std::mutex> lock(live().mu);
+    live().blocks[reinterpret_cast<uintptr_t>(p)] = {bytes, ++live().clock};
+  }
   return p;
 }
 
 void dev_free(void* p, size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(live().mu);
+    live().blocks.erase(reinterpret_cast<uintptr_t>(p));
+  }
   GuardedArena::instance().free(p, bytes);
 }
 
@@ -233,6 +253,20 @@ void host_free(void* p, size_t) {
 
 void set_stream_hooks(const StreamHooks& hooks) {
   g_hooks = hooks;
+}
+
+uint64_t allocation_clock() {
+  std::lock_guard<std::mutex> lock(live().mu);
+  return live().clock;
+}
+
+uint64_t allocated_at(const void* p) {
+  const auto x = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(live().mu);
+  auto it = live().blocks.upper_bound(x);
+  if (it == live().blocks.begin()) return 0;
+  --it;
+  return x < it->first + it->second.first ? it->second.second : 0;
 }
 
 void register_emulated_gpu() {

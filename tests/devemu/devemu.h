@@ -18,6 +18,7 @@
 // what crosses the bus); it does not test CUDA, its kernels, its streams or its timing.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 
 namespace ft::devemu {
@@ -41,5 +42,13 @@ struct StreamHooks {
 };
 // Installs the hooks (once, before the first context is made).
 void set_stream_hooks(const StreamHooks& hooks);
+
+// The allocator as a GPU's stream-ordered one (cudaMallocAsync on the device's first stream, the
+// rank's compute stream) sees it: a block is usable on another stream only once that stream was
+// ordered after the compute stream at a point after the allocation. allocation_clock() counts the
+// allocations so far; allocated_at(p) is the count at which the live block holding p was made (0:
+// p is in no live block). The NCCL stand-in checks its buffers against them (tests/ncclemu).
+uint64_t allocation_clock();
+uint64_t allocated_at(const void* p);
 
 }  // namespace ft::devemu

@@ -6,7 +6,10 @@
 //     context first waits for the worker;
 //   - the stand-in's workers touch emulated device memory only inside the arena's Access scope
 //     (they stage through host buffers and never hold it while waiting for a peer);
-//   - a released context's stream stops being a worker (its address may name a new context).
+//   - a released context's stream stops being a worker (its address may name a new context);
+//   - the emulated allocator is stream-ordered as a GPU's (cudaMallocAsync on the compute stream):
+//     the stand-in dies when NCCL work on a communication stream uses memory allocated after the
+//     point that stream last waited for the compute stream.
 // Everything else of the emulator is unchanged: host code that touches device memory still dies.
 #include "arena.h"
 #include "devemu.h"
@@ -21,6 +24,7 @@ const bool registered = [] {
     ft::devemu::GuardedArena::Access open;
     f();
   });
+  ncclsim::set_allocation_clock(&ft::devemu::allocation_clock, &ft::devemu::allocated_at);
   ft::devemu::register_emulated_gpu();
   return true;
 }();

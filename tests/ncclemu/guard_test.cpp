@@ -4,6 +4,7 @@
 // still dies), the stand-in's workers touch device memory only through the hook, an op issued on
 // a communication stream runs after the work queued there before it, a copy waits for it, and a
 // released context's stream is no worker any more. One rank (a group of one): no MPI.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 #include <time.h>
 
@@ -126,6 +127,29 @@ TEST_F(NcclEmuTest, OpsAndCopiesOnAWorkerStreamRunInOrder) {
   std::vector<float> got(16);
   mem_copy(side, got.data(), Device::kCPU, d, Device::kCUDA, 64);  // waits for both
   EXPECT_EQ(got, std::vector<float>(16, 6.0f));
+}
+
+// Stream-ordered allocation: memory allocated on the compute stream is usable on a communication
+// stream once that stream waited for the compute stream after the allocation (NcclComm's bf16
+// scratch, grown after its `ready` event was recorded, died here before the fix).
+TEST_F(NcclEmuTest, MemoryAllocatedAfterTheStreamsLastWaitIsRefused) {
+  const ExecContext side = make_side_context(ctx_);
+  cudaEvent_t ready = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), cudaSuccess);
+  auto* stream = static_cast<cudaStream_t>(side.stream);
+  ASSERT_EQ(cudaEventRecord(ready, static_cast<cudaStream_t>(ctx_.stream)), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(stream, ready, 0), cudaSuccess);
+  ncclsim::adopt_stream(side.stream);
+  void* before = mem_alloc(Device::kCUDA, 256, MemCategory::kOther);  // after the wait
+  EXPECT_DEATH(ncclsim::check_ordered(side.stream, before, "ncclAllReduce"),
+               "ncclAllReduce on a communication stream uses device memory .* allocated .* after the stream last "
+               "waited for the compute stream");
+  ASSERT_EQ(cudaEventRecord(ready, static_cast<cudaStream_t>(ctx_.stream)), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(stream, ready, 0), cudaSuccess);
+  ncclsim::check_ordered(side.stream, before, "ncclAllReduce");  // ordered now: returns
+  cudaStreamSynchronize(stream);
+  cudaEventDestroy(ready);
+  mem_free(Device::kCUDA, before, 256, MemCategory::kOther);
 }
 
 TEST_F(NcclEmuTest, AReleasedContextsStreamIsNoWorker) {

@@ -16,8 +16,11 @@
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -34,6 +37,7 @@ struct EventState {
   std::mutex mu;
   std::condition_variable cv;
   uint64_t recorded = 0, completed = 0;
+  uint64_t clock = 0;  // the allocation clock the last record's stream was ordered after (standin.h)
 };
 
 thread_local cudaError_t t_last = cudaSuccess;
@@ -55,6 +59,7 @@ struct CUstream_st {
   std::condition_variable cv;
   std::deque<std::function<void()>> queue;
   bool busy = false, stop = false;
+  std::atomic<uint64_t> ordered{0};  // the allocation clock its queue is ordered after (standin.h)
   std::thread worker;
 
   CUstream_st() : worker([this] { loop(); }) {}
@@ -111,6 +116,7 @@ struct Streams {
   std::mutex mu;
   std::unordered_set<CUstream_st*> own;
   std::unordered_map<const void*, CUstream_st*> adopted;
+  std::unordered_map<const void*, uint64_t> foreign_ordered;  // waits of foreign streams not yet adopted
 };
 Streams& streams() {
   static auto* s = new Streams;
@@ -137,6 +143,27 @@ void run_on(cudaStream_t s, std::function<void()> f) {
 }
 
 void (*g_access)(const std::function<void()>&) = nullptr;
+uint64_t (*g_clock)() = nullptr;
+uint64_t (*g_allocated_at)(const void*) = nullptr;
+
+// What a stream is ordered after, as an event recorded on it now carries it.
+uint64_t clock_of(cudaStream_t s) {
+  if (CUstream_st* w = worker_of(s)) return w->ordered;
+  return g_clock ? g_clock() : 0;  // the host and a foreign stream: after everything so far
+}
+
+void order_after(cudaStream_t s, uint64_t clock) {
+  if (CUstream_st* w = worker_of(s)) {
+    uint64_t o = w->ordered;
+    while (clock > o && !w->ordered.compare_exchange_weak(o, clock)) {
+    }
+    return;
+  }
+  if (is_host_stream(s)) return;
+  std::lock_guard<std::mutex> lock(streams().mu);
+  uint64_t& o = streams().foreign_ordered[s];
+  if (clock > o) o = clock;
+}
 
 // The stack of the calling thread (cached): host memory NcclComm must give to MPI.
 bool on_my_stack(const void* p) {
@@ -175,7 +202,13 @@ void adopt_stream(const void* token) {
   Streams& all = streams();
   std::lock_guard<std::mutex> lock(all.mu);
   if (all.own.count(static_cast<CUstream_st*>(const_cast<void*>(token))) || all.adopted.count(token)) return;
-  all.adopted[token] = new CUstream_st;
+  auto* w = new CUstream_st;
+  auto it = all.foreign_ordered.find(token);  // the waits it made while it was synchronous
+  if (it != all.foreign_ordered.end()) {
+    w->ordered = it->second;
+    all.foreign_ordered.erase(it);
+  }
+  all.adopted[token] = w;
 }
 
 void forget_stream(const void* token) {
@@ -183,6 +216,7 @@ void forget_stream(const void* token) {
   {
     Streams& all = streams();
     std::lock_guard<std::mutex> lock(all.mu);
+    all.foreign_ordered.erase(token);
     auto it = all.adopted.find(token);
     if (it == all.adopted.end()) return;
     w = it->second;
@@ -202,6 +236,26 @@ void forget_stream(const void* token) {
 
 void set_memory_access(void (*access)(const std::function<void()>& f)) {
   g_access = access;
+}
+
+void set_allocation_clock(uint64_t (*clock)(), uint64_t (*allocated_at)(const void*)) {
+  g_clock = clock;
+  g_allocated_at = allocated_at;
+}
+
+void check_ordered(const void* stream, const void* p, const char* call) {
+  if (!g_allocated_at || !p) return;
+  CUstream_st* w = worker_of(stream);
+  if (!w) return;
+  const uint64_t made = g_allocated_at(p), ordered = w->ordered;
+  if (made <= ordered) return;
+  std::fprintf(stderr,
+               "ncclsim: %s on a communication stream uses device memory %p allocated (allocation %llu) after the "
+               "stream last waited for the compute stream (allocation %llu): a stream-ordered allocator "
+               "(cudaMallocAsync on the compute stream) may still be using that memory for what was freed there\n",
+               call, p, static_cast<unsigned long long>(made), static_cast<unsigned long long>(ordered));
+  std::fflush(stderr);
+  std::abort();
 }
 
 void touch_memory(const std::function<void()>& f) {
@@ -295,9 +349,11 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   if (!e) return ret(cudaErrorInvalidResourceHandle);
   std::shared_ptr<EventState> st = e->state;
   uint64_t g;
+  const uint64_t clock = clock_of(s);
   {
     std::lock_guard<std::mutex> lock(st->mu);
     g = ++st->recorded;
+    st->clock = clock;
   }
   run_on(s, [st, g] {
     {
@@ -326,11 +382,13 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
   if (!e) return ret(cudaErrorInvalidResourceHandle);
   std::shared_ptr<EventState> st = e->state;
-  uint64_t g;
+  uint64_t g, clock;
   {
     std::lock_guard<std::mutex> lock(st->mu);
     g = st->recorded;
+    clock = st->clock;
   }
+  order_after(s, clock);
   auto wait = [st, g] {
     std::unique_lock<std::mutex> lock(st->mu);
     st->cv.wait(lock, [&] { return st->completed >= g; });

@@ -18,6 +18,7 @@
 // emulator's hook opens its arena around f.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 
 namespace ncclsim {
@@ -33,5 +34,15 @@ void adopt_stream(const void* token);
 // How the stand-in touches user buffers: access(f) must run f (default: it just does).
 void set_memory_access(void (*access)(const std::function<void()>& f));
 void touch_memory(const std::function<void()>& f);
+
+// Stream-ordered allocation (cudaMallocAsync on the compute stream): clock() counts the device's
+// allocations, allocated_at(p) is the count at which p's block was made (0: none). An event
+// recorded on the host or a foreign stream carries clock() (that stream is ordered after every
+// allocation so far), one recorded on a worker what the worker is ordered after; a stream that
+// waits for it is ordered after that too. check_ordered(stream, p, call) — the NCCL stand-in's,
+// for each buffer it enqueues on a worker — dies naming the call when p was allocated after the
+// point its stream is ordered after. Without the hooks (fluxtrain-ncclsim) nothing is checked.
+void set_allocation_clock(uint64_t (*clock)(), uint64_t (*allocated_at)(const void*));
+void check_ordered(const void* stream, const void* p, const char* call);
 
 }  // namespace ncclsim
