@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,7 +23,7 @@ namespace {
 struct Stats {
   std::atomic<int64_t> h2d_calls{0}, h2d_bytes{0}, d2h_calls{0}, d2h_bytes{0}, d2d_calls{0}, d2d_bytes{0};
   std::atomic<int64_t> side_d2h_bytes{0}, max_d2h_bytes{0}, ops{0}, fills{0}, contexts{0}, side_contexts{0};
-  std::atomic<int64_t> stream_waits{0}, synchronizes{0};
+  std::atomic<int64_t> stream_waits{0}, synchronizes{0}, queued_ops{0};
 };
 Stats g_stats;
 
@@ -34,13 +35,14 @@ void write_stats() {
   FILE* f = std::fopen(file.c_str(), "w");
   if (!f) return;
   const Stats& s = g_stats;
-  std::fprintf(f,
-               "{\"h2d_calls\": %ld, \"h2d_bytes\": %ld, \"d2h_calls\": %ld, \"d2h_bytes\": %ld, \"d2d_calls\": %ld, "
-               "\"d2d_bytes\": %ld, \"side_d2h_bytes\": %ld, \"max_d2h_bytes\": %ld, \"ops\": %ld, \"fills\": %ld, "
-               "\"contexts\": %ld, \"side_contexts\": %ld, \"stream_waits\": %ld, \"synchronizes\": %ld}\n",
-               s.h2d_calls.load(), s.h2d_bytes.load(), s.d2h_calls.load(), s.d2h_bytes.load(), s.d2d_calls.load(),
-               s.d2d_bytes.load(), s.side_d2h_bytes.load(), s.max_d2h_bytes.load(), s.ops.load(), s.fills.load(),
-               s.contexts.load(), s.side_contexts.load(), s.stream_waits.load(), s.synchronizes.load());
+  std::fprintf(
+      f,
+      "{\"h2d_calls\": %ld, \"h2d_bytes\": %ld, \"d2h_calls\": %ld, \"d2h_bytes\": %ld, \"d2d_calls\": %ld, "
+      "\"d2d_bytes\": %ld, \"side_d2h_bytes\": %ld, \"max_d2h_bytes\": %ld, \"ops\": %ld, \"fills\": %ld, "
+      "\"contexts\": %ld, \"side_contexts\": %ld, \"stream_waits\": %ld, \"synchronizes\": %ld, \"queued_ops\": %ld}\n",
+      s.h2d_calls.load(), s.h2d_bytes.load(), s.d2h_calls.load(), s.d2h_bytes.load(), s.d2d_calls.load(),
+      s.d2d_bytes.load(), s.side_d2h_bytes.load(), s.max_d2h_bytes.load(), s.ops.load(), s.fills.load(),
+      s.contexts.load(), s.side_contexts.load(), s.stream_waits.load(), s.synchronizes.load(), s.queued_ops.load());
   std::fclose(f);
 }
 
@@ -52,10 +54,15 @@ void write_stats() {
 
 // ---- the runtime: devices and streams ----------------------------------------------------------
 
+StreamHooks g_hooks;
+
 // A stream token: what ExecContext::stream points at for the emulated GPU.
 struct Stream {
   int device = 0;
   bool side = false;
+  ~Stream() {
+    if (g_hooks.released) g_hooks.released(this);
+  }
 };
 
 int devices() {
@@ -120,13 +127,21 @@ void check_args(OpId op, const A&... a) {
   (check_arg(op, i++, a), ...);
 }
 
-#define FT_OP(name, params, args)                           \
-  void name(const ExecContext& ctx, FT_OP_UNPAREN params) { \
-    stream_of(ctx, "op " #name);                            \
-    check_args(OpId::name, FT_OP_UNPAREN args);             \
-    GuardedArena::Access open;                              \
-    g_stats.ops++;                                          \
-    cpu::name(cpu_context(), FT_OP_UNPAREN args);           \
+// An op runs now, or is queued on the stream a hook maps its context to (by value: every op
+// argument is a pointer or a scalar).
+#define FT_OP(name, params, args)                                                     \
+  void name(const ExecContext& ctx, FT_OP_UNPAREN params) {                           \
+    stream_of(ctx, "op " #name);                                                      \
+    check_args(OpId::name, FT_OP_UNPAREN args);                                       \
+    auto run = [=] {                                                                  \
+      GuardedArena::Access open;                                                      \
+      g_stats.ops++;                                                                  \
+      cpu::name(cpu_context(), FT_OP_UNPAREN args);                                   \
+    };                                                                                \
+    if (g_hooks.queue && g_hooks.queue(ctx.stream, [ctx, run] { (void)ctx, run(); })) \
+      g_stats.queued_ops++;                                                           \
+    else                                                                              \
+      run();                                                                          \
   }
 #include "kernels/op_decls.inc"
 #undef FT_OP
@@ -143,16 +158,35 @@ constinit const OpTable kTable = make_table();
 
 // ---- memory --------------------------------------------------------------------------------------
 
+// The live blocks: where each starts -> (bytes, the allocation clock when it was made).
+struct Live {
+  std::mutex mu;
+  uint64_t clock = 0;
+  std::map<uintptr_t, std::pair<size_t, uint64_t>> blocks;
+};
+Live& live() {
+  static auto* l = new Live;  // never destroyed: frees may run at exit
+  return *l;
+}
+
 void* dev_alloc(size_t bytes) {
   void* p = GuardedArena::instance().alloc(bytes);
   if (p) {  // like cudaMalloc: the contents are not zeros (NaN as fp32, bf16 and fp16)
     GuardedArena::Access open;
     std::memset(p, 0xFF, bytes);
   }
+  if (p) {
+    std::lock_guard<std::mutex> lock(live().mu);
+    live().blocks[reinterpret_cast<uintptr_t>(p)] = {bytes, ++live().clock};
+  }
   return p;
 }
 
 void dev_free(void* p, size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(live().mu);
+    live().blocks.erase(reinterpret_cast<uintptr_t>(p));
+  }
   GuardedArena::instance().free(p, bytes);
 }
 
@@ -171,6 +205,7 @@ void dev_copy_2d(const ExecContext& ctx, void* dst, Device dst_dev, size_t dst_p
   check_side(dst, dst_dev, dst_pitch * (rows - 1) + row_bytes, "the copy's destination");
   check_side(src, src_dev, src_pitch * (rows - 1) + row_bytes, "the copy's source");
   const auto bytes = static_cast<int64_t>(row_bytes * rows);
+  if (g_hooks.drain && ctx.stream) g_hooks.drain(ctx.stream);
   if (src_dev == Device::kCPU) {
     g_stats.h2d_calls++, g_stats.h2d_bytes += bytes;
   } else if (dst_dev == Device::kCPU) {
@@ -196,6 +231,7 @@ void dev_copy_2d(const ExecContext& ctx, void* dst, Device dst_dev, size_t dst_p
 void dev_fill(const ExecContext& ctx, void* dst, uint8_t byte, size_t bytes) {
   if (ctx.device != Device::kCUDA) die("a fill of cuda memory from a host context");
   check_side(dst, Device::kCUDA, bytes, "the fill's destination");
+  if (g_hooks.drain && ctx.stream) g_hooks.drain(ctx.stream);
   g_stats.fills++;
   GuardedArena::Access open;
   std::memset(dst, byte, bytes);
@@ -214,6 +250,24 @@ void host_free(void* p, size_t) {
 }
 
 }  // namespace
+
+void set_stream_hooks(const StreamHooks& hooks) {
+  g_hooks = hooks;
+}
+
+uint64_t allocation_clock() {
+  std::lock_guard<std::mutex> lock(live().mu);
+  return live().clock;
+}
+
+uint64_t allocated_at(const void* p) {
+  const auto x = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(live().mu);
+  auto it = live().blocks.upper_bound(x);
+  if (it == live().blocks.begin()) return 0;
+  --it;
+  return x < it->first + it->second.first ? it->second.second : 0;
+}
 
 void register_emulated_gpu() {
   static std::once_flag once;

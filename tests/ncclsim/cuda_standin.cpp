@@ -6,7 +6,9 @@
 //
 //   streams     one worker thread each, running its queue in order; the null stream (0, legacy,
 //               per-thread) is the calling thread: the CPU kernels of a host context have finished
-//               by the time a call is made, so work "on" it runs at once
+//               by the time a call is made, so work "on" it runs at once. So is a foreign stream
+//               (a token the stand-in did not make: the host-emulated GPU's) until NCCL work is
+//               enqueued on it, which makes it a worker (standin.h)
 //   events      a generation counter: record enqueues "complete generation g"; query and
 //               cudaStreamWaitEvent look at the generation recorded when they were called
 //   memory      "device" memory is host memory: cudaPointerGetAttributes calls every pointer device
@@ -14,13 +16,20 @@
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "standin.h"
 
 namespace {
 
@@ -28,6 +37,7 @@ struct EventState {
   std::mutex mu;
   std::condition_variable cv;
   uint64_t recorded = 0, completed = 0;
+  uint64_t clock = 0;  // the allocation clock the last record's stream was ordered after (standin.h)
 };
 
 thread_local cudaError_t t_last = cudaSuccess;
@@ -49,6 +59,7 @@ struct CUstream_st {
   std::condition_variable cv;
   std::deque<std::function<void()>> queue;
   bool busy = false, stop = false;
+  std::atomic<uint64_t> ordered{0};  // the allocation clock its queue is ordered after (standin.h)
   std::thread worker;
 
   CUstream_st() : worker([this] { loop(); }) {}
@@ -83,6 +94,7 @@ struct CUstream_st {
         busy = true;
       }
       f();
+      f = nullptr;  // what it holds is released before a sync() returns
       {
         std::lock_guard<std::mutex> lock(mu);
         busy = false;
@@ -98,11 +110,59 @@ struct CUevent_st {
 
 namespace {
 
+// The worker streams: those cudaStreamCreate made, and foreign tokens adopted (standin.h). Never
+// destroyed: streams may be released at exit.
+struct Streams {
+  std::mutex mu;
+  std::unordered_set<CUstream_st*> own;
+  std::unordered_map<const void*, CUstream_st*> adopted;
+  std::unordered_map<const void*, uint64_t> foreign_ordered;  // waits of foreign streams not yet adopted
+};
+Streams& streams() {
+  static auto* s = new Streams;
+  return *s;
+}
+
+// The worker behind s, or null: the null stream, or a foreign stream whose work is done by the
+// time a call returns.
+CUstream_st* worker_of(const void* s) {
+  if (is_host_stream(static_cast<cudaStream_t>(const_cast<void*>(s)))) return nullptr;
+  Streams& all = streams();
+  std::lock_guard<std::mutex> lock(all.mu);
+  auto* own = static_cast<CUstream_st*>(const_cast<void*>(s));
+  if (all.own.count(own)) return own;
+  auto it = all.adopted.find(s);
+  return it == all.adopted.end() ? nullptr : it->second;
+}
+
 void run_on(cudaStream_t s, std::function<void()> f) {
-  if (is_host_stream(s))
-    f();
+  if (CUstream_st* w = worker_of(s))
+    w->push(std::move(f));
   else
-    s->push(std::move(f));
+    f();
+}
+
+void (*g_access)(const std::function<void()>&) = nullptr;
+uint64_t (*g_clock)() = nullptr;
+uint64_t (*g_allocated_at)(const void*) = nullptr;
+
+// What a stream is ordered after, as an event recorded on it now carries it.
+uint64_t clock_of(cudaStream_t s) {
+  if (CUstream_st* w = worker_of(s)) return w->ordered;
+  return g_clock ? g_clock() : 0;  // the host and a foreign stream: after everything so far
+}
+
+void order_after(cudaStream_t s, uint64_t clock) {
+  if (CUstream_st* w = worker_of(s)) {
+    uint64_t o = w->ordered;
+    while (clock > o && !w->ordered.compare_exchange_weak(o, clock)) {
+    }
+    return;
+  }
+  if (is_host_stream(s)) return;
+  std::lock_guard<std::mutex> lock(streams().mu);
+  uint64_t& o = streams().foreign_ordered[s];
+  if (clock > o) o = clock;
 }
 
 // The stack of the calling thread (cached): host memory NcclComm must give to MPI.
@@ -124,6 +184,88 @@ bool on_my_stack(const void* p) {
 }
 
 }  // namespace
+
+namespace ncclsim {
+
+bool queue_on_worker(const void* token, std::function<void()> f) {
+  CUstream_st* w = worker_of(token);
+  if (w) w->push(std::move(f));
+  return w != nullptr;
+}
+
+void drain(const void* token) {
+  if (CUstream_st* w = worker_of(token)) w->sync();
+}
+
+void adopt_stream(const void* token) {
+  if (is_host_stream(static_cast<cudaStream_t>(const_cast<void*>(token)))) return;
+  Streams& all = streams();
+  std::lock_guard<std::mutex> lock(all.mu);
+  if (all.own.count(static_cast<CUstream_st*>(const_cast<void*>(token))) || all.adopted.count(token)) return;
+  auto* w = new CUstream_st;
+  auto it = all.foreign_ordered.find(token);  // the waits it made while it was synchronous
+  if (it != all.foreign_ordered.end()) {
+    w->ordered = it->second;
+    all.foreign_ordered.erase(it);
+  }
+  all.adopted[token] = w;
+}
+
+void forget_stream(const void* token) {
+  CUstream_st* w = nullptr;
+  {
+    Streams& all = streams();
+    std::lock_guard<std::mutex> lock(all.mu);
+    all.foreign_ordered.erase(token);
+    auto it = all.adopted.find(token);
+    if (it == all.adopted.end()) return;
+    w = it->second;
+    all.adopted.erase(it);
+  }
+  if (w->worker.get_id() == std::this_thread::get_id()) {
+    // Dropped by its own worker (the last work item held the token's owner): it cannot join itself.
+    {
+      std::lock_guard<std::mutex> lock(w->mu);
+      w->stop = true;
+    }
+    w->worker.detach();  // the thread ends after this item; the object is left
+    return;
+  }
+  delete w;  // runs what is queued, then stops its thread
+}
+
+void set_memory_access(void (*access)(const std::function<void()>& f)) {
+  g_access = access;
+}
+
+void set_allocation_clock(uint64_t (*clock)(), uint64_t (*allocated_at)(const void*)) {
+  g_clock = clock;
+  g_allocated_at = allocated_at;
+}
+
+void check_ordered(const void* stream, const void* p, const char* call) {
+  if (!g_allocated_at || !p) return;
+  CUstream_st* w = worker_of(stream);
+  if (!w) return;
+  const uint64_t made = g_allocated_at(p), ordered = w->ordered;
+  if (made <= ordered) return;
+  std::fprintf(stderr,
+               "ncclsim: %s on a communication stream uses device memory %p allocated (allocation %llu) after the "
+               "stream last waited for the compute stream (allocation %llu): a stream-ordered allocator "
+               "(cudaMallocAsync on the compute stream) may still be using that memory for what was freed there\n",
+               call, p, static_cast<unsigned long long>(made), static_cast<unsigned long long>(ordered));
+  std::fflush(stderr);
+  std::abort();
+}
+
+void touch_memory(const std::function<void()>& f) {
+  if (g_access)
+    g_access(f);
+  else
+    f();
+}
+
+}  // namespace ncclsim
 
 extern "C" {
 
@@ -161,6 +303,8 @@ cudaError_t cudaGetDevice(int* device) {
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int) {
   *s = new CUstream_st;
+  std::lock_guard<std::mutex> lock(streams().mu);
+  streams().own.insert(*s);
   return cudaSuccess;
 }
 
@@ -169,13 +313,16 @@ cudaError_t cudaStreamCreate(cudaStream_t* s) {
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
-  if (is_host_stream(s)) return ret(cudaErrorInvalidResourceHandle);
+  {
+    std::lock_guard<std::mutex> lock(streams().mu);
+    if (!streams().own.erase(s)) return ret(cudaErrorInvalidResourceHandle);
+  }
   delete s;  // runs what is queued, then stops its thread
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-  if (!is_host_stream(s)) s->sync();
+  if (CUstream_st* w = worker_of(s)) w->sync();
   return cudaSuccess;
 }
 
@@ -202,9 +349,11 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   if (!e) return ret(cudaErrorInvalidResourceHandle);
   std::shared_ptr<EventState> st = e->state;
   uint64_t g;
+  const uint64_t clock = clock_of(s);
   {
     std::lock_guard<std::mutex> lock(st->mu);
     g = ++st->recorded;
+    st->clock = clock;
   }
   run_on(s, [st, g] {
     {
@@ -233,19 +382,21 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
   if (!e) return ret(cudaErrorInvalidResourceHandle);
   std::shared_ptr<EventState> st = e->state;
-  uint64_t g;
+  uint64_t g, clock;
   {
     std::lock_guard<std::mutex> lock(st->mu);
     g = st->recorded;
+    clock = st->clock;
   }
+  order_after(s, clock);
   auto wait = [st, g] {
     std::unique_lock<std::mutex> lock(st->mu);
     st->cv.wait(lock, [&] { return st->completed >= g; });
   };
-  if (is_host_stream(s)) {
-    wait();  // the host is the null stream
+  if (CUstream_st* w = worker_of(s)) {
+    w->push(wait);
   } else {
-    s->push(wait);
+    wait();  // the host is the null stream (and a foreign stream's)
   }
   return cudaSuccess;
 }

@@ -5,7 +5,9 @@
 // ranks' contributions in rank order (bf16 and fp16 in fp32, rounded once), so every rank holds
 // the same bits. Point-to-point transfers are synchronous sends (a send completes only once its
 // receive is posted, NCCL's worst case), matched in posting order: a schedule that posts them in a
-// different order on the two ends deadlocks here as it would on NCCL.
+// different order on the two ends deadlocks here as it would on NCCL. The user's buffers are read
+// and written only inside ncclsim::touch_memory, copied to and from the host buffers MPI moves
+// (standin.h: the host-emulated GPU's arena is open only there).
 //
 // It tests our host logic; it is not evidence that NCCL works, and it has none of NCCL's
 // algorithms, protocols or performance.
@@ -30,9 +32,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
+#include "standin.h"
 #include "tensor/dtype.h"
 
 struct ncclComm {
@@ -169,8 +173,16 @@ ncclResult_t enqueue(ncclComm* c, cudaStream_t s, std::function<ncclResult_t()> 
 // cudaLaunchHostFunc is the stand-in's way onto a stream.
 namespace {
 
+// The buffers of an operation about to be enqueued on s, which thereby becomes a worker stream:
+// each must be usable there (standin.h: stream-ordered allocation; checked beside the emulated GPU).
+void check_buffers(cudaStream_t s, const char* call, std::initializer_list<const void*> bufs) {
+  ncclsim::adopt_stream(s);
+  for (const void* p : bufs) ncclsim::check_ordered(s, p, call);
+}
+
 ncclResult_t enqueue(ncclComm* c, cudaStream_t s, std::function<ncclResult_t()> body, bool broken) {
   if (!c) return ncclInvalidArgument;
+  ncclsim::adopt_stream(s);  // a foreign stream carrying NCCL work is a communication stream
   auto* f = new std::function<void()>([c, body = std::move(body), broken] {
     if (!usable(c)) return;
     if (!broken) {
@@ -210,18 +222,30 @@ thread_local std::vector<P2p> t_group;
 ncclResult_t post_p2p(std::vector<P2p> ops) {
   if (ops.empty()) return ncclSuccess;
   ncclComm* c = ops.front().comm;
+  for (const P2p& o : ops) check_buffers(o.stream, o.send ? "ncclSend" : "ncclRecv", {o.buf});
   return enqueue(c, ops.front().stream, [c, ops] {
+    std::vector<std::vector<char>> host(ops.size());  // what MPI moves
+    ncclsim::touch_memory([&] {
+      for (size_t i = 0; i < ops.size(); ++i)
+        if (ops[i].send) host[i].assign(static_cast<char*>(ops[i].buf), static_cast<char*>(ops[i].buf) + ops[i].bytes);
+    });
     std::vector<MPI_Request> reqs(ops.size());
     for (size_t i = 0; i < ops.size(); ++i) {
       const P2p& o = ops[i];
-      int rc = o.send ? MPI_Issend(o.buf, static_cast<int>(o.bytes), MPI_BYTE, o.peer, 0, c->mpi, &reqs[i])
-                      : MPI_Irecv(o.buf, static_cast<int>(o.bytes), MPI_BYTE, o.peer, 0, c->mpi, &reqs[i]);
+      host[i].resize(o.bytes);
+      int rc = o.send ? MPI_Issend(host[i].data(), static_cast<int>(o.bytes), MPI_BYTE, o.peer, 0, c->mpi, &reqs[i])
+                      : MPI_Irecv(host[i].data(), static_cast<int>(o.bytes), MPI_BYTE, o.peer, 0, c->mpi, &reqs[i]);
       if (rc != MPI_SUCCESS) {
         c->async = ncclSystemError;
         return ncclSystemError;
       }
     }
-    return complete(c, reqs);
+    if (ncclResult_t e = complete(c, reqs); e != ncclSuccess) return e;
+    ncclsim::touch_memory([&] {
+      for (size_t i = 0; i < ops.size(); ++i)
+        if (!ops[i].send && ops[i].bytes > 0) std::memcpy(ops[i].buf, host[i].data(), ops[i].bytes);
+    });
+    return ncclSuccess;
   });
 }
 
@@ -235,20 +259,24 @@ ncclResult_t p2p(bool send, const void* buf, size_t count, ncclDataType_t t, int
   return post_p2p({op});
 }
 
-// blocks (size × bytes) = one block of `bytes` from every rank, in rank order: each rank's send
-// (an all-gather), or with to_all rank k's k-th block of send (an all-to-all: send holds a block
-// per rank). Nonblocking MPI, so ncclCommAbort can end the wait.
+// blocks (size × bytes, host memory) = one block of `bytes` from every rank, in rank order: each
+// rank's send (an all-gather), or with to_all rank k's k-th block of send (an all-to-all: send
+// holds a block per rank). send is the user's buffer: copied to the host first (touch_memory).
+// Nonblocking MPI, so ncclCommAbort can end the wait.
 ncclResult_t exchange_blocks(ncclComm_t c, const void* send, char* blocks, size_t bytes, bool to_all) {
+  std::vector<char> mine(to_all ? bytes * static_cast<size_t>(c->size) : bytes);
+  if (bytes == 0) return ncclSuccess;
+  ncclsim::touch_memory([&] { std::memcpy(mine.data(), send, mine.size()); });
   if (c->size == 1) {
-    std::memmove(blocks, send, bytes);
+    std::memcpy(blocks, mine.data(), bytes);
     return ncclSuccess;
   }
   std::vector<MPI_Request> r(1);
   const int n = static_cast<int>(bytes);
   if (to_all)
-    MPI_Ialltoall(send, n, MPI_BYTE, blocks, n, MPI_BYTE, c->mpi, &r[0]);
+    MPI_Ialltoall(mine.data(), n, MPI_BYTE, blocks, n, MPI_BYTE, c->mpi, &r[0]);
   else
-    MPI_Iallgather(send, n, MPI_BYTE, blocks, n, MPI_BYTE, c->mpi, &r[0]);
+    MPI_Iallgather(mine.data(), n, MPI_BYTE, blocks, n, MPI_BYTE, c->mpi, &r[0]);
   return complete(c, r);
 }
 
@@ -349,13 +377,14 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
                            cudaStream_t s) {
   const bool broken = enter_collective();
   if (!c || elem_size(t) == 0 || (op != ncclSum && op != ncclMax) || t_group_depth > 0) return ncclInvalidArgument;
+  check_buffers(s, "ncclAllReduce", {send, recv});
   return enqueue(
       c, s,
       [=] {
         const size_t bytes = count * elem_size(t);
         std::vector<char> all(bytes * static_cast<size_t>(c->size));
         if (ncclResult_t e = exchange_blocks(c, send, all.data(), bytes, /*to_all=*/false); e != ncclSuccess) return e;
-        reduce_blocks(recv, all.data(), count, c->size, t, op);
+        ncclsim::touch_memory([&] { reduce_blocks(recv, all.data(), count, c->size, t, op); });
         return ncclSuccess;
       },
       broken);
@@ -365,13 +394,14 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclD
                                ncclComm_t c, cudaStream_t s) {
   const bool broken = enter_collective();
   if (!c || elem_size(t) == 0 || (op != ncclSum && op != ncclMax) || t_group_depth > 0) return ncclInvalidArgument;
+  check_buffers(s, "ncclReduceScatter", {send, recv});
   return enqueue(
       c, s,
       [=] {
         const size_t bytes = count * elem_size(t);
         std::vector<char> mine(bytes * static_cast<size_t>(c->size));  // every rank's block c->rank
         if (ncclResult_t e = exchange_blocks(c, send, mine.data(), bytes, /*to_all=*/true); e != ncclSuccess) return e;
-        reduce_blocks(recv, mine.data(), count, c->size, t, op);
+        ncclsim::touch_memory([&] { reduce_blocks(recv, mine.data(), count, c->size, t, op); });
         return ncclSuccess;
       },
       broken);
@@ -380,13 +410,14 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclD
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t t, ncclComm_t c, cudaStream_t s) {
   const bool broken = enter_collective();
   if (!c || elem_size(t) == 0 || t_group_depth > 0) return ncclInvalidArgument;
+  check_buffers(s, "ncclAllGather", {send, recv});
   return enqueue(
       c, s,
       [=] {
         const size_t bytes = count * elem_size(t);
         std::vector<char> all(bytes * static_cast<size_t>(c->size));  // send may lie inside recv
         if (ncclResult_t e = exchange_blocks(c, send, all.data(), bytes, /*to_all=*/false); e != ncclSuccess) return e;
-        std::memcpy(recv, all.data(), all.size());
+        if (!all.empty()) ncclsim::touch_memory([&] { std::memcpy(recv, all.data(), all.size()); });
         return ncclSuccess;
       },
       broken);
@@ -396,15 +427,21 @@ ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataT
                            cudaStream_t s) {
   const bool broken = enter_collective();
   if (!c || elem_size(t) == 0 || root < 0 || root >= c->size || t_group_depth > 0) return ncclInvalidArgument;
+  check_buffers(s, "ncclBroadcast", {send, recv});
   return enqueue(
       c, s,
       [=] {
         const size_t bytes = count * elem_size(t);
-        if (c->rank == root && send != recv) std::memmove(recv, send, bytes);
-        if (c->size == 1) return ncclSuccess;
-        std::vector<MPI_Request> r(1);
-        MPI_Ibcast(recv, static_cast<int>(bytes), MPI_BYTE, root, c->mpi, &r[0]);
-        return complete(c, r);
+        if (bytes == 0) return ncclSuccess;
+        std::vector<char> host(bytes);
+        if (c->rank == root) ncclsim::touch_memory([&] { std::memcpy(host.data(), send, bytes); });
+        if (c->size > 1) {
+          std::vector<MPI_Request> r(1);
+          MPI_Ibcast(host.data(), static_cast<int>(bytes), MPI_BYTE, root, c->mpi, &r[0]);
+          if (ncclResult_t e = complete(c, r); e != ncclSuccess) return e;
+        }
+        ncclsim::touch_memory([&] { std::memcpy(recv, host.data(), bytes); });
+        return ncclSuccess;
       },
       broken);
 }

@@ -127,6 +127,13 @@ struct Core {
       scratch =
           static_cast<uint16_t*>(mem_alloc(compute.device, static_cast<size_t>(n) * 2, MemCategory::kCommunication));
       scratch_n = n;
+      // The device's allocator is stream-ordered on the compute stream (cudaMallocAsync): the block
+      // may be memory that stream freed and uses until it reaches the free. The `ready` event was
+      // recorded before this allocation, so order the communication stream after it again.
+      if (!compute.on_host()) {
+        cuda_ok(cudaEventRecord(ready, static_cast<cudaStream_t>(compute.stream)), "cudaEventRecord");
+        cuda_ok(cudaStreamWaitEvent(stream, ready, 0), "cudaStreamWaitEvent");
+      }
     }
     return scratch;
   }

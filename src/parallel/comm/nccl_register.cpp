@@ -1,7 +1,8 @@
 // Registers NcclComm as parallel.comm's device transport (device_comm.h) when its image is loaded:
 // the CUDA plugin libfluxtrain_cuda.so (with the CUDA runtime and NCCL; its static initialisers
-// run when fluxtrain loads it) or the stand-in test binary fluxtrain-ncclsim, with
-// FT_NCCL_STANDIN=1, where "device" buffers are host memory.
+// run when fluxtrain loads it) or the stand-in test binaries, with FT_NCCL_STANDIN=1:
+// fluxtrain-ncclsim, where "device" buffers are host memory, and fluxtrain-devemu-nccl, where they
+// are the host-emulated GPU's (tests/ncclemu).
 #include "parallel/comm/device_comm.h"
 #include "parallel/comm/nccl_comm.h"
 

@@ -1,0 +1,165 @@
+"""The parity layouts through NcclComm on emulated device buffers: fluxtrain-devemu-nccl (the CLI,
+the host-emulated GPU of tests/devemu and NcclComm over the host stand-in of CUDA and NCCL of
+tests/ncclsim) with train.device = "cuda" and parallel.comm = "nccl", so that every dp/tp/pp
+collective of a device buffer takes NcclComm's device branches: the event recorded on the compute
+stream and waited on by the communication stream, communication streams from make_side_context,
+the bf16 conversions as device ops on that side context (queued on its stand-in stream), device
+memory recognised by mem_on_device, the bf16 scratch buffer in device memory — under the
+emulator's guard (host code that touches device memory dies).
+
+Every case trains configs/tiny.toml for STEPS steps and checks, against the CPU binary over MPI
+(fluxtrain, parallel.comm = "mpi", host buffers):
+  - losses, gradient norms and validation losses: bit-identical (the same kernels; at two ranks a
+    sum in rank order and MPI's ring add the same two numbers), except for the bf16 wire (NCCL
+    reduces bf16 inputs, MPI's ring keeps a rank's own share in fp32): every value bit-identical to the same run of fluxtrain-ncclsim (NcclComm over the stand-in on host
+    buffers: only where the buffers live differs), the losses within 2e-3 of MPI's (at
+    parity_nccl_test's learning rate);
+  - the bytes the groups moved in the last step (comm_*, tp_*, pp_*_bytes): equal to MPI's;
+  - what crossed the emulated bus (FT_DEVEMU_STATS, every rank): only the step's scalars come back
+    (one device-to-host copy a step plus one per validation batch, none over 1 KiB), as in the
+    one-process emulated run — NCCL adds no host round trip (staged MPI adds two per collective);
+    the communication streams are side contexts, and ops ran on them (queued behind the
+    collectives) exactly when the wire is bf16.
+Then a hang: world rank 1 stops (SIGSTOP, the stand-in's FT_NCCLSIM_STOP) on entering an NCCL
+collective; rank 0's collective times out through NcclComm, naming the collective, the group and
+rank 1 as never arrived.
+
+It tests our host logic on (emulated) device pointers; it is no evidence that CUDA or NCCL behave
+as the stand-ins do.
+
+usage: layouts_test.py [CASE...]   (env: FT_BIN, FT_DEVEMU_BIN, FT_DEVEMU_NCCL_BIN, FT_NCCLSIM_BIN,
+                                    FT_CONFIG, as ctest sets them)
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "devemu"))
+from common import CONFIG, CPU, MPIRUN, WORK, fail, losses, rows, run, stats  # noqa: E402
+
+EMU_NCCL = os.environ["FT_DEVEMU_NCCL_BIN"]
+NCCLSIM = os.environ["FT_NCCLSIM_BIN"]
+STEPS = 20
+VAL_BATCHES = 2  # tiny.toml validates 2 batches at step 20
+NCCL = ['parallel.comm="nccl"', "parallel.collective_timeout_s=60"]
+MPI = ['parallel.comm="mpi"']
+PP = ["parallel.pp=2", "parallel.micro_batches=4"]
+BF16 = ['parallel.grad_compression="bf16"', "optim.lr=3e-3"]  # parity_nccl_test's rate (no chaotic drift)
+# name: (ranks, settings, bf16 wire)
+CASES = [
+    ("dp2z0", 2, ["parallel.dp=2", "parallel.zero=0"], False),
+    ("dp2z1", 2, ["parallel.dp=2", "parallel.zero=1"], False),
+    ("dp2z2", 2, ["parallel.dp=2", "parallel.zero=2"], False),
+    ("dp2z3", 2, ["parallel.dp=2", "parallel.zero=3"], False),
+    ("dp2z0-bf16", 2, ["parallel.dp=2", "parallel.zero=0"] + BF16, True),
+    ("dp2z3-bf16", 2, ["parallel.dp=2", "parallel.zero=3"] + BF16, True),
+    ("dp2z1-powersgd", 2, ["parallel.dp=2", "parallel.zero=1", 'parallel.grad_compression="powersgd"',
+                           "parallel.powersgd_warmup_steps=2"], False),
+    ("tp2", 2, ["parallel.tp=2"], False),
+    ("tp2sp", 2, ["parallel.tp=2", "parallel.sequence_parallel=true"], False),
+    ("pp2-gpipe", 2, PP + ['parallel.pp_schedule="gpipe"'], False),
+    ("pp2-1f1b", 2, PP + ['parallel.pp_schedule="1f1b"'], False),
+    ("pp2-interleaved", 2, PP + ['parallel.pp_schedule="interleaved"', "parallel.virtual_stages=2"], False),
+    ("dp2tp2pp2z1", 8, ["parallel.dp=2", "parallel.tp=2", "parallel.pp=2", "parallel.zero=1",
+                        "parallel.micro_batches=2"], False),
+]
+
+
+def comm_bytes(run_dir):
+    """The last step's communication byte counters: comm_*_bytes (rank 0's groups), tp_*_bytes and
+    pp_*_bytes (sums over the ranks), and per_rank's tp/pp lists (every rank's)."""
+    last = [r for r in rows(run_dir) if "loss" in r][-1]
+
+    def moved(k):
+        return k.split("_")[0] in ("comm", "tp", "pp", "dp") and k.endswith("_bytes")
+    out = {k: v for k, v in last.items() if moved(k)}
+    out.update({"per_rank." + k: v for k, v in last.get("per_rank", {}).items() if moved(k)})
+    return out
+
+
+def worst_loss_rel(a, b):
+    return max(abs(x[1] - y[1]) / abs(y[1]) for x, y in zip(a, b))
+
+
+def check_case(name, np, sets, bf16):
+    t0 = time.time()
+    emu_dir, cpu_dir = f"{WORK}/{name}_emu", f"{WORK}/{name}_cpu"
+    stats_path = f"{WORK}/{name}.stats"
+    run(EMU_NCCL, emu_dir, np=np, device="cuda", sets=sets + NCCL, steps=STEPS, env={"FT_DEVEMU_STATS": stats_path})
+    run(CPU, cpu_dir, np=np, sets=sets + MPI, steps=STEPS)
+    emu, cpu = losses(emu_dir), losses(cpu_dir)
+    if len(emu) != STEPS or len(cpu) != STEPS:
+        fail(f"{name}: {len(emu)} / {len(cpu)} logged steps, expected {STEPS}")
+    if not bf16:
+        for x, y in zip(cpu, emu):
+            if x != y:
+                fail(f"{name}: step {x[0]} differs: cpu over MPI {x} vs emulated cuda over NCCL {y}")
+        how = "bit-identical to MPI"
+    else:
+        sim_dir = f"{WORK}/{name}_sim"
+        run(NCCLSIM, sim_dir, np=np, sets=sets + NCCL, steps=STEPS)
+        sim = losses(sim_dir)
+        for x, y in zip(sim, emu):
+            if x != y:
+                fail(f"{name}: step {x[0]} differs: ncclsim on host buffers {x} vs emulated cuda {y}")
+        w = worst_loss_rel(emu, cpu)
+        if w > 2e-3:
+            fail(f"{name}: losses with the bf16 wire over NCCL {w:.2e} from MPI's (tolerance 2e-3)")
+        how = f"bit-identical to ncclsim, losses {w:.1e} from MPI"
+    eb, cb = comm_bytes(emu_dir), comm_bytes(cpu_dir)
+    if eb != cb:
+        fail(f"{name}: bytes of the last step over NCCL {eb}, over MPI {cb}")
+    per_rank = stats(stats_path)
+    if len(per_rank) != np:
+        fail(f"{name}: counters of {len(per_rank)} ranks, expected {np}")
+    for r, s in enumerate(per_rank):
+        if s["ops"] == 0 or s["side_contexts"] == 0:
+            fail(f"{name}: rank {r} ran no op or made no communication stream: {s}")
+        # The bf16 conversions are device ops on the communication context, queued on its stream
+        # behind the collectives before them; nothing else runs there.
+        if (s["queued_ops"] > 0) != bf16:
+            fail(f"{name}: rank {r} queued {s['queued_ops']} ops on a communication stream (bf16 wire: {bf16})")
+        if s["max_d2h_bytes"] > 1024 or s["d2h_calls"] != STEPS + VAL_BATCHES:
+            fail(f"{name}: rank {r} copied {s['d2h_calls']} buffers to the host (largest {s['max_d2h_bytes']} bytes); "
+                 f"expected only the step's scalars ({STEPS} steps, {VAL_BATCHES} validation batches)")
+    bus = " ".join(f"{s['h2d_calls']}/{s['d2h_calls']}" for s in per_rank)
+    if bf16:
+        bus += f"; ops on the communication stream {per_rank[0]['queued_ops']} of {per_rank[0]['ops']}"
+    dp = sum(v for k, v in eb.items() if k.startswith("comm_"))
+    tp, pp = eb.get("tp_all_reduce_bytes", 0), eb.get("pp_bytes", 0)
+    print(f"ok {name}: {STEPS} steps {how} (last loss {emu[-1][1]!r}); bytes/step dp {dp} tp {tp} pp {pp} as MPI; "
+          f"host->device/device->host copies per rank {bus}; {time.time() - t0:.0f}s")
+
+
+def check_hang():
+    """Rank 1 stops before its 40th NCCL collective: rank 0 times out through NcclComm."""
+    t0 = time.time()
+    run_dir = f"{WORK}/hang"
+    cmd = MPIRUN + ["-x", "FT_NCCLSIM_STOP", "-np", "2", EMU_NCCL, "train", "--config", CONFIG, "--run-dir", run_dir,
+                    "--set", 'train.device="cuda"', "--set", "parallel.dp=2", "--set", "train.steps=1000",
+                    "--set", "train.eval_interval=0", "--set", 'parallel.comm="nccl"',
+                    "--set", "parallel.collective_timeout_s=5"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", FT_NCCLSIM_STOP="1:40")
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        fail(f"hang: the job still ran after 120 s:\n{out[-3000:]}")
+    line = next((l for l in out.splitlines() if "timed out" in l), "")
+    if p.returncode == 0 or "over NCCL timed out" not in line or "ranks holding it up: 1 (never arrived)" not in line:
+        fail(f"hang: expected NcclComm's timeout naming rank 1 (exit {p.returncode}):\n{out[-3000:]}")
+    print(f"ok hang: job ended after {time.time() - t0:.0f}s (collective timeout 5 s): {line.strip()}")
+
+
+only = sys.argv[1:]
+for name, np, sets, bf16 in CASES:
+    if not only or name in only:
+        check_case(name, np, sets, bf16)
+if not only or "hang" in only:
+    check_hang()
+print("ok")
