@@ -8,12 +8,16 @@
 //               per-thread) is the calling thread: the CPU kernels of a host context have finished
 //               by the time a call is made, so work "on" it runs at once
 //   events      a generation counter: record enqueues "complete generation g"; query and
-//               cudaStreamWaitEvent look at the generation recorded when they were called
+//               cudaStreamWaitEvent look at the generation recorded when they were called. An
+//               event made without cudaEventDisableTiming is stamped with the host clock when its
+//               stream runs the record: cudaEventElapsedTime is the time between two stamps (the
+//               time the stream's worker spent between them)
 //   memory      "device" memory is host memory: cudaPointerGetAttributes calls every pointer device
 //               memory except the calling thread's stack (host scalars, as on a GPU machine)
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -28,7 +32,13 @@ struct EventState {
   std::mutex mu;
   std::condition_variable cv;
   uint64_t recorded = 0, completed = 0;
+  bool timing = true;  // made without cudaEventDisableTiming
+  double stamp = 0;    // host clock (seconds) when the latest completed record ran
 };
+
+double host_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 thread_local cudaError_t t_last = cudaSuccess;
 thread_local int t_device = 0;
@@ -184,8 +194,9 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* user) {
   return cudaSuccess;
 }
 
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) {
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
   *e = new CUevent_st;
+  (*e)->state->timing = (flags & cudaEventDisableTiming) == 0;
   return cudaSuccess;
 }
 
@@ -209,7 +220,10 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   run_on(s, [st, g] {
     {
       std::lock_guard<std::mutex> lock(st->mu);
-      if (g > st->completed) st->completed = g;
+      if (g > st->completed) {
+        st->completed = g;
+        st->stamp = host_seconds();
+      }
     }
     st->cv.notify_all();
   });
@@ -227,6 +241,22 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   std::unique_lock<std::mutex> lock(e->state->mu);
   const uint64_t g = e->state->recorded;
   e->state->cv.wait(lock, [&] { return e->state->completed >= g; });
+  return cudaSuccess;
+}
+
+// Milliseconds between the two records' stamps; both must have completed (else cudaErrorNotReady)
+// and both be timing events (else, as CUDA says, an invalid handle).
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (!ms || !start || !end) return ret(cudaErrorInvalidValue);
+  double t[2];
+  int k = 0;
+  for (cudaEvent_t e : {start, end}) {
+    std::lock_guard<std::mutex> lock(e->state->mu);
+    if (!e->state->timing || e->state->recorded == 0) return ret(cudaErrorInvalidResourceHandle);
+    if (e->state->completed < e->state->recorded) return ret(cudaErrorNotReady);
+    t[k++] = e->state->stamp;
+  }
+  *ms = static_cast<float>((t[1] - t[0]) * 1e3);
   return cudaSuccess;
 }
 

@@ -60,6 +60,26 @@ struct Channel {
   ExecContext ctx;  // owns the stream on a GPU
 };
 
+// One operation on a communication stream, from its launch until it is seen finished: the timing
+// events around it on its stream (start: after the stream's wait for the compute stream; done: the
+// Work's event) and what names it in an error.
+struct Op {
+  cudaEvent_t start = nullptr, done = nullptr;
+  CollKind kind = CollKind::kAllReduce;
+  int64_t seq = 0;         // > 0: collective #seq of the group; else a transfer:
+  int peer = -1, tag = 0;  // with group rank `peer`; tag < 0: a receive of tag -tag - 1
+  Channel* ch = nullptr;   // the transfer's channel, or null (lives as long as the Core)
+  bool timed = true;       // its time counts in CommStats (a receive counts neither bytes nor time)
+  bool finished = false;
+  Op() = default;
+  Op(const Op&) = delete;
+  Op& operator=(const Op&) = delete;
+  ~Op() {
+    if (start) cudaEventDestroy(start);
+    if (done) cudaEventDestroy(done);
+  }
+};
+
 // One axis' NCCL state, shared with the Works it hands out.
 struct Core {
   std::shared_ptr<Communicator> host;
@@ -81,6 +101,42 @@ struct Core {
   std::string failed;             // the first failure: every later call fails with it
   uint16_t* scratch = nullptr;    // bf16 wire buffer on the device, used on the stream in order
   int64_t scratch_n = 0;
+  std::vector<std::shared_ptr<Op>> outstanding;  // launched, not yet seen finished
+  std::array<double, kNumCollKinds> seconds{};   // stream time of the finished operations, per kind
+
+  // cudaSuccess once op has finished (cudaErrorNotReady while it runs, or its event's error). The
+  // first time it is seen finished, its stream time (start to done event) is counted and its
+  // collective marked left on the arrival board. Under mu.
+  cudaError_t query(Op& op) {
+    if (op.finished) return cudaSuccess;
+    const cudaError_t e = cudaEventQuery(op.done);
+    if (e != cudaSuccess) return e;
+    op.finished = true;
+    float ms = 0;
+    if (op.timed) {
+      if (cudaEventElapsedTime(&ms, op.start, op.done) == cudaSuccess)
+        seconds[static_cast<size_t>(op.kind)] += ms / 1e3;
+      else
+        cudaGetLastError();  // not this thread's next launch's error
+    }
+    if (op.seq > finished) {
+      finished = op.seq;
+      board->finish(op.seq);
+    }
+    return cudaSuccess;
+  }
+  // Counts the finished operations (whether or not anyone waited for them) and forgets them.
+  void harvest() {
+    std::erase_if(outstanding, [&](const std::shared_ptr<Op>& op) { return query(*op) == cudaSuccess; });
+  }
+  // "rank 0: all_reduce #3 on group dp over NCCL", "rank 0: send to world rank 1 (tag 2) on group pp over NCCL"
+  std::string describe(const Op& op) const {
+    const int me = world[static_cast<size_t>(rank)];
+    if (op.seq > 0) return fmt::format("rank {}: {} #{} on group {} over NCCL", me, coll_kind_name(op.kind), op.seq, name);
+    return fmt::format("rank {}: {} world rank {} (tag {}) on group {} over NCCL", me,
+                       op.tag < 0 ? "receive from" : "send to", world[static_cast<size_t>(op.peer)],
+                       op.tag < 0 ? -op.tag - 1 : op.tag, name);
+  }
 
   // Aborts the communicator (its kernels and pending operations end), remembers why, throws.
   [[noreturn]] void fail(const std::string& msg) {
@@ -152,13 +208,10 @@ struct Core {
 
 class NcclWork final : public Work {
  public:
-  // seq > 0: collective #seq of the group; else a transfer with peer (group index) and tag.
-  NcclWork(std::shared_ptr<Core> c, cudaEvent_t ev, CollKind kind, int64_t seq, int peer, int tag, Channel* ch)
-      : c_(std::move(c)), ev_(ev), kind_(kind), seq_(seq), peer_(peer), tag_(tag), ch_(ch) {}
-  ~NcclWork() override { cudaEventDestroy(ev_); }
+  NcclWork(std::shared_ptr<Core> c, std::shared_ptr<Op> op) : c_(std::move(c)), op_(std::move(op)) {}
 
   void wait() override {
-    if (finished_) return;
+    if (op_->finished) return;
     const double t0 = now_seconds(), deadline = t0 + c_->opts.timeout_s;
     int spins = 0;
     while (!poll()) {
@@ -173,67 +226,46 @@ class NcclWork final : public Work {
     }
     add_comm_blocked_seconds(now_seconds() - t0);
   }
-  bool done() override { return finished_ || poll(); }
+  bool done() override { return op_->finished || poll(); }
   void stream_wait(const ExecContext& ctx) override {
     if (ctx.on_host()) return wait();
     std::lock_guard<std::mutex> lock(c_->mu);
     c_->check_failed();
-    cuda_ok(cudaStreamWaitEvent(static_cast<cudaStream_t>(ctx.stream), ev_, 0), "cudaStreamWaitEvent");
+    cuda_ok(cudaStreamWaitEvent(static_cast<cudaStream_t>(ctx.stream), op_->done, 0), "cudaStreamWaitEvent");
   }
 
  private:
   bool poll() {
     std::lock_guard<std::mutex> lock(c_->mu);
     c_->check_failed();
-    const cudaError_t e = cudaEventQuery(ev_);
-    if (e == cudaSuccess) {
-      finished_ = true;
-      if (seq_ > c_->finished) {
-        c_->finished = seq_;
-        c_->board->finish(seq_);
-      }
-      return true;
-    }
-    if (e != cudaErrorNotReady) c_->fail(fmt::format("{}: {}", what(), cudaGetErrorString(e)));
+    const cudaError_t e = c_->query(*op_);
+    if (e == cudaSuccess) return true;
+    if (e != cudaErrorNotReady) c_->fail(fmt::format("{}: {}", c_->describe(*op_), cudaGetErrorString(e)));
     ncclResult_t async = ncclSuccess;
-    ncclComm_t on = ch_ ? ch_->comm : c_->comm;
+    ncclComm_t on = op_->ch ? op_->ch->comm : c_->comm;
     if (on) ncclCommGetAsyncError(on, &async);
     if (async != ncclSuccess && async != ncclInProgress) {
       std::string last = ncclGetLastError(on);
-      c_->fail(fmt::format("{}: NCCL reported an asynchronous error: {}{}{}", what(), ncclGetErrorString(async),
-                           last.empty() ? "" : ": ", last));
+      c_->fail(fmt::format("{}: NCCL reported an asynchronous error: {}{}{}", c_->describe(*op_),
+                           ncclGetErrorString(async), last.empty() ? "" : ": ", last));
     }
     return false;
-  }
-
-  std::string what() const {
-    const int me = c_->world[static_cast<size_t>(c_->rank)];
-    if (seq_ > 0)
-      return fmt::format("rank {}: {} #{} on group {} over NCCL", me, coll_kind_name(kind_), seq_, c_->name);
-    return fmt::format("rank {}: {} world rank {} (tag {}) on group {} over NCCL", me,
-                       tag_ < 0 ? "receive from" : "send to", c_->world[static_cast<size_t>(peer_)],
-                       tag_ < 0 ? -tag_ - 1 : tag_, c_->name);
   }
 
   [[noreturn]] void timeout() {
     std::lock_guard<std::mutex> lock(c_->mu);
     c_->check_failed();
-    if (seq_ > 0) {
-      CommError e =
-          collective_timeout_error(c_->world[static_cast<size_t>(c_->rank)], kind_, seq_, c_->name, c_->world,
-                                   " over NCCL", c_->opts.timeout_s, c_->board->holding_up(seq_, -1, c_->world));
+    if (op_->seq > 0) {
+      CommError e = collective_timeout_error(c_->world[static_cast<size_t>(c_->rank)], op_->kind, op_->seq, c_->name,
+                                             c_->world, " over NCCL", c_->opts.timeout_s,
+                                             c_->board->holding_up(op_->seq, -1, c_->world));
       c_->fail(e.what());
     }
-    c_->fail(fmt::format("{} timed out after {:.0f} s", what(), c_->opts.timeout_s));
+    c_->fail(fmt::format("{} timed out after {:.0f} s", c_->describe(*op_), c_->opts.timeout_s));
   }
 
   std::shared_ptr<Core> c_;
-  cudaEvent_t ev_;
-  CollKind kind_;
-  int64_t seq_;
-  int peer_, tag_;  // tag_ < 0: a receive of tag -tag_ - 1
-  Channel* ch_;     // the transfer's channel, or null (lives as long as the Core)
-  bool finished_ = false;
+  std::shared_ptr<Op> op_;
 };
 
 class NcclComm final : public Communicator {
@@ -333,6 +365,8 @@ class NcclComm final : public Communicator {
       }
       if (c.compute.on_host()) cudaStreamDestroy(ch.stream);
     }
+    c.harvest();  // Works still held name their operations; the rest go now
+    c.outstanding.clear();
     c.channels.clear();
     if (c.failed.empty()) c.failed = fmt::format("the NCCL communicator of group {} was closed", c.name);
     if (c.scratch)
@@ -348,8 +382,15 @@ class NcclComm final : public Communicator {
   int world_rank_of(int i) const override { return c_->world[static_cast<size_t>(i)]; }
 
   // What this group moved: its NCCL operations and the host buffers it passed to MPI.
+  // Seconds: the stream time of the operations seen finished so far (finished ones are looked for
+  // here too, so that those only ever stream-waited or never waited for count).
   CommStats stats() const override {
     CommStats s = Communicator::stats();
+    {
+      std::lock_guard<std::mutex> lock(c_->mu);
+      c_->harvest();
+      for (size_t k = 0; k < kNumCollKinds; ++k) s.seconds[k] += c_->seconds[k];
+    }
     s += c_->host->stats() - host_base_;
     return s;
   }
@@ -472,21 +513,28 @@ class NcclComm final : public Communicator {
     std::lock_guard<std::mutex> lock(c.mu);
     c.check_failed();
     cudaStream_t stream = ch ? ch->stream : c.stream;
+    auto op = std::make_shared<Op>();
+    op->kind = kind;
+    op->peer = peer;
+    op->tag = tag;
+    op->ch = ch;
+    op->timed = bytes >= 0;
+    cuda_ok(cudaEventCreate(&op->start), "cudaEventCreate");
+    cuda_ok(cudaEventCreate(&op->done), "cudaEventCreate");
     if (!c.compute.on_host()) {
       cuda_ok(cudaEventRecord(c.ready, static_cast<cudaStream_t>(c.compute.stream)), "cudaEventRecord");
       cuda_ok(cudaStreamWaitEvent(stream, c.ready, 0), "cudaStreamWaitEvent");
     }
+    cuda_ok(cudaEventRecord(op->start, stream), "cudaEventRecord");
     enqueue(c);
-    int64_t seq = 0;
     if (peer < 0) {
-      seq = ++c.seq;
-      c.board->arrive(seq);
+      op->seq = ++c.seq;
+      c.board->arrive(op->seq);
     }
-    cudaEvent_t done = nullptr;
-    cuda_ok(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-    cuda_ok(cudaEventRecord(done, stream), "cudaEventRecord");
-    if (bytes >= 0) record(kind, bytes, 0);
-    return std::make_shared<NcclWork>(c_, done, kind, seq, peer, tag, ch);
+    cuda_ok(cudaEventRecord(op->done, stream), "cudaEventRecord");
+    if (bytes >= 0) record(kind, bytes, 0);  // its time once it has finished (Core::query)
+    c.outstanding.push_back(op);
+    return std::make_shared<NcclWork>(c_, std::move(op));
   }
 
   std::shared_ptr<Core> c_;
