@@ -418,8 +418,8 @@ class NcclComm final : public Communicator {
 
   // Channels for every direction of every link between neighbouring group ranks (r, r ± 1 mod P),
   // one per kind. Each sender makes the ids of its channels; one all-gather over the host group
-  // delivers them; every rank then initialises its channels in one global order (so that the
-  // blocking 2-rank initialisations never wait on each other in a cycle).
+  // delivers them; every rank then initialises its channels in one global order, each ready before
+  // the next (so that the 2-rank initialisations never wait on each other in a cycle).
   void open_channels() {
     Core& c = *c_;
     const int P = c.size;
