@@ -1,7 +1,7 @@
 // fluxtrain train — trains a model from one TOML file, on one process or under mpirun.
-#include <CLI/CLI.hpp>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <cstdio>

@@ -274,7 +274,8 @@ ncclResult_t bootstrap(ncclComm* c, IdData d) {
     (*members)[0] = me;
     reqs.resize(static_cast<size_t>(nranks - 1));
     for (int k = 1; k < nranks; ++k)
-      MPI_Irecv(msgs->data() + 2 * k, 2, MPI_INT, MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, &reqs[static_cast<size_t>(k - 1)]);
+      MPI_Irecv(msgs->data() + 2 * k, 2, MPI_INT, MPI_ANY_SOURCE, tag, MPI_COMM_WORLD,
+                &reqs[static_cast<size_t>(k - 1)]);
     r = complete(c, reqs);
     if (r == ncclSuccess) {
       for (int k = 1; k < nranks; ++k) (*members)[static_cast<size_t>((*msgs)[2 * k])] = (*msgs)[2 * k + 1];

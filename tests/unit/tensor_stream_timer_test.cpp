@@ -1,14 +1,13 @@
 // StreamTimer: the host clock on the CPU; a runtime's timing marks on a device (here a runtime
 // registered by the test, whose "stream" is a clock the test advances and whose marks are reached
 // only when the test says so: what a CUDA stream does asynchronously).
-#include "tensor/stream_timer.h"
-
 #include <gtest/gtest.h>
 #include <time.h>
 
 #include <vector>
 
 #include "tensor/device_runtime.h"
+#include "tensor/stream_timer.h"
 
 namespace ft {
 namespace {
@@ -31,8 +30,8 @@ TEST(StreamTimer, OnTheCpuSumsTheHostClockOverEachInterval) {
 // The test's device: a mark is the stream clock's value when it was recorded, reached once the
 // test has "run" the stream up to it.
 struct FakeStream {
-  static inline double clock = 0;     // the stream's time at the work queued now
-  static inline int reached = 0;      // marks recorded before this count have been reached
+  static inline double clock = 0;  // the stream's time at the work queued now
+  static inline int reached = 0;   // marks recorded before this count have been reached
   static inline int recorded = 0, made = 0, freed = 0;
 };
 struct Mark {
@@ -72,14 +71,14 @@ TEST(StreamTimer, OnADeviceSumsTheIntervalsTheStreamHasReachedAndReusesItsMarks)
     StreamTimer t(gpu);
     FakeStream::clock = 1.0;
     t.begin();
-    FakeStream::clock = 1.5;   // it stalls 0.5 s (a stream wait)
+    FakeStream::clock = 1.5;  // it stalls 0.5 s (a stream wait)
     t.end();
-    FakeStream::clock = 4.0;   // compute
+    FakeStream::clock = 4.0;  // compute
     t.begin();
     FakeStream::clock = 4.25;
     t.end();
     EXPECT_EQ(t.seconds(), 0) << "the stream has reached no mark yet: the host did not wait";
-    FakeStream::reached = 2;   // the first interval has run
+    FakeStream::reached = 2;  // the first interval has run
     EXPECT_DOUBLE_EQ(t.seconds(), 0.5);
     synchronize(gpu);
     EXPECT_DOUBLE_EQ(t.seconds(), 0.75);

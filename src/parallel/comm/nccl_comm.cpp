@@ -74,7 +74,7 @@ struct Op {
   Channel* ch = nullptr;   // the transfer's channel, or null (lives as long as the Core)
   bool timed = true;       // its time counts in CommStats (a receive counts neither bytes nor time)
   bool finished = false;
-  double started_at = 0;   // host clock when the watchdog first saw the stream start it (0: not yet)
+  double started_at = 0;  // host clock when the watchdog first saw the stream start it (0: not yet)
   Op() = default;
   Op(const Op&) = delete;
   Op& operator=(const Op&) = delete;
@@ -138,7 +138,8 @@ struct Core {
   // "rank 0: all_reduce #3 on group dp over NCCL", "rank 0: send to world rank 1 (tag 2) on group pp over NCCL"
   std::string describe(const Op& op) const {
     const int me = world[static_cast<size_t>(rank)];
-    if (op.seq > 0) return fmt::format("rank {}: {} #{} on group {} over NCCL", me, coll_kind_name(op.kind), op.seq, name);
+    if (op.seq > 0)
+      return fmt::format("rank {}: {} #{} on group {} over NCCL", me, coll_kind_name(op.kind), op.seq, name);
     return fmt::format("rank {}: {} world rank {} (tag {}) on group {} over NCCL", me,
                        op.tag < 0 ? "receive from" : "send to", world[static_cast<size_t>(op.peer)],
                        op.tag < 0 ? -op.tag - 1 : op.tag, name);
@@ -232,11 +233,11 @@ struct Core {
     while (res == ncclInProgress && made) {
       if (now_seconds() > deadline) {
         ncclCommAbort(made);
-        throw CommError(fmt::format("rank {}: ncclCommInitRankConfig {} over NCCL timed out after {:.0f} s; ranks "
-                                    "holding it up: {}",
-                                    me, what, opts.timeout_s,
-                                    board ? board->holding_up(1, -1, world) : fmt::format("{}", peer)),
-                        kHint);
+        throw CommError(
+            fmt::format("rank {}: ncclCommInitRankConfig {} over NCCL timed out after {:.0f} s; ranks "
+                        "holding it up: {}",
+                        me, what, opts.timeout_s, board ? board->holding_up(1, -1, world) : fmt::format("{}", peer)),
+            kHint);
       }
       timespec ts{0, 1000000};
       nanosleep(&ts, nullptr);
