@@ -1,6 +1,10 @@
 // fluxtrain train — trains a model from one TOML file, on one process or under mpirun.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -11,6 +15,7 @@
 #include "dryrun/memory_check.h"
 #include "fault/exit_codes.h"
 #include "fault/heartbeat.h"
+#include "parallel/comm/comm.h"
 #include "parallel/dist_runtime.h"
 #include "tensor/memory.h"
 #include "train/run_dir.h"
@@ -32,6 +37,36 @@ int local_rank() {
 int local_size() {
   return std::max(1, env_int("OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", 1));
 }
+
+// Ends the job after a communication failure (a peer died or hangs, or the transport failed): the
+// error's line and hint in this rank's log, the supervisor told, every rank stopped with the exit
+// code it restarts on. Reached from the training thread (a CommError) or from a communicator's
+// watchdog thread (an operation nobody waits for on the host failed), whichever comes first; a
+// second caller waits for the end the first brings.
+[[noreturn]] void end_job_on_comm_failure(ft::DistRuntime& dist, double report_wait_s, const ft::CommError& e) {
+  static std::atomic<bool> ending{false};
+  if (ending.exchange(true))
+    for (;;) ::pause();
+  ft::log_error("{}{}{}", e.what(), e.hint().empty() ? "" : "\nhint: ", e.hint());
+  if (!dist.multi_rank()) {  // from a watchdog thread: no exit() while the training thread runs
+    std::fflush(nullptr);
+    std::_Exit(ft::kExitCommFailure);
+  }
+  // Under the supervisor: report it and give the supervisor time to read every rank's stack.
+  ft::report_failure_to_supervisor(dist.mesh().world_rank(), e.what(), report_wait_s);
+  dist.abort(ft::kExitCommFailure);
+}
+
+// The handler of failures found off the training thread, for as long as the run's communicators live.
+struct CommFailureHandlerScope {
+  CommFailureHandlerScope(ft::DistRuntime& dist, double report_wait_s) {
+    ft::set_comm_failure_handler(
+        [&dist, report_wait_s](const ft::CommError& e) { end_job_on_comm_failure(dist, report_wait_s, e); });
+  }
+  ~CommFailureHandlerScope() { ft::set_comm_failure_handler(nullptr); }
+  CommFailureHandlerScope(const CommFailureHandlerScope&) = delete;
+  CommFailureHandlerScope& operator=(const CommFailureHandlerScope&) = delete;
+};
 
 int run_train(int argc, char** argv) {
   CLI::App app{"Train a model: fluxtrain train --config FILE [--set key=value ...] [--nproc N]"};
@@ -100,6 +135,7 @@ int run_train(int argc, char** argv) {
   }
 
   ft::DistRuntime dist(cfg.parallel, cfg.train.run_dir);
+  CommFailureHandlerScope on_comm_failure(dist, cfg.fault.report_wait_s);
   ft::RunEnd end = ft::RunEnd::kFinished;
   try {
     // Nothing of an earlier run (or another program) in the run directory is overwritten.
@@ -121,15 +157,14 @@ int run_train(int argc, char** argv) {
     ft::log_error(
         "out of memory (an allocation failed)\nhint: `fluxtrain train --dry-run --gpu cpu` shows a run's memory");
     dist.abort(ft::kExitError);
+  } catch (const ft::CommError& e) {
+    // A communication failure (a peer died or hangs) is worth a restart; other errors are not.
+    end_job_on_comm_failure(dist, cfg.fault.report_wait_s, e);
   } catch (const ft::Error& e) {
     if (!dist.multi_rank()) throw;
     // One rank's error must not leave the others waiting: report and stop the whole job.
     ft::log_error("{}{}{}", e.what(), e.hint().empty() ? "" : "\nhint: ", e.hint());
-    // A communication failure (a peer died or hangs) is worth a restart; other errors are not.
-    const bool comm = dynamic_cast<const ft::CommError*>(&e) != nullptr;
-    // Under the supervisor: report it and give the supervisor time to read every rank's stack.
-    if (comm) ft::report_failure_to_supervisor(dist.mesh().world_rank(), e.what(), cfg.fault.report_wait_s);
-    dist.abort(comm ? ft::kExitCommFailure : ft::kExitError);
+    dist.abort(ft::kExitError);
   }
   switch (end) {
     case ft::RunEnd::kStopped:

@@ -129,4 +129,10 @@ void synchronize(const ExecContext& ctx) {
   rt->synchronize(ctx);
 }
 
+const DeviceRuntime* stream_mark_runtime(const ExecContext& ctx) {
+  if (ctx.on_host()) return nullptr;
+  const DeviceRuntime* rt = runtime_of(ctx.device);
+  return rt && rt->record_mark && rt->mark_seconds && rt->free_mark ? rt : nullptr;
+}
+
 }  // namespace ft

@@ -36,6 +36,14 @@ struct DeviceRuntime {
   void (*stream_wait)(const ExecContext& waiter, const ExecContext& on) = nullptr;
   // The host waits until all work queued on ctx has finished; throws ft::Error on a device fault.
   void (*synchronize)(const ExecContext& ctx) = nullptr;
+  // Timing marks on a stream (tensor/stream_timer.h): record_mark records one on ctx's stream —
+  // into `mark` when it is one this runtime made before, else a new one — and returns it;
+  // mark_seconds is the time between two marks of one stream once the stream has reached both
+  // (-1 before); free_mark releases one. A runtime whose streams run in call order (the CPU's, the
+  // test emulator's) leaves them null: the host clock is then the stream's.
+  void* (*record_mark)(const ExecContext& ctx, void* mark) = nullptr;
+  double (*mark_seconds)(void* from, void* to) = nullptr;
+  void (*free_mark)(void* mark) = nullptr;
 };
 
 // Makes device kind d's runtime known (the CPU's is built in). Called once by a backend.
@@ -66,5 +74,7 @@ ExecContext make_device_context(Device d, int index = 0);
 ExecContext make_side_context(const ExecContext& ctx);
 void stream_wait(const ExecContext& waiter, const ExecContext& on);
 void synchronize(const ExecContext& ctx);
+// ctx's runtime when it times streams with marks, else null (the host clock times them).
+const DeviceRuntime* stream_mark_runtime(const ExecContext& ctx);
 
 }  // namespace ft

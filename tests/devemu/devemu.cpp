@@ -284,7 +284,12 @@ void register_emulated_gpu() {
                                                          .make_context = make_context,
                                                          .make_side_context = make_side,
                                                          .stream_wait = stream_wait,
-                                                         .synchronize = synchronize});
+                                                         .synchronize = synchronize,
+                                                         // work runs in call order: the host clock
+                                                         // times its streams (StreamTimer)
+                                                         .record_mark = nullptr,
+                                                         .mark_seconds = nullptr,
+                                                         .free_mark = nullptr});
     register_backend(Device::kCUDA, &kTable);
     std::atexit(write_stats);
   });

@@ -14,6 +14,7 @@
 #endif
 #include "parallel/mesh.h"
 #include "tensor/dtype.h"
+#include "util/clock.h"
 
 namespace ft {
 namespace {
@@ -161,6 +162,32 @@ TEST(Comm, BytesOnTheWireMatchTheRingAlgorithm) {
   // when P does not divide n, so a rank's count is within 2 (P - 1) elements of the mean.
   double theory = 2.0 * (w.P - 1) * n * 4 / w.P + 2.0 * (w.P - 1) * n * 2 / w.P;
   EXPECT_NEAR(static_cast<double>(d.bytes_sent[ar]), theory, 2.0 * (w.P - 1) * 6);
+}
+
+// Every kind's time is counted where it ran (MPI: on the communication thread; NCCL: between the
+// timing events around it on its stream), for operations waited on the host, only stream-waited,
+// or never waited for (it ran before one that was). One thread or stream runs them in order, so
+// their sum cannot exceed the wall time around them.
+TEST(Comm, SecondsAreCountedPerKindHoweverTheOperationIsWaitedFor) {
+  World w;
+  const int64_t n = 1 << 18;
+  std::vector<float> a(static_cast<size_t>(n * w.P), 1.0f), b(static_cast<size_t>(n * w.P));
+  const CommStats before = w.c->stats();
+  const double t0 = now_seconds();
+  w.c->all_reduce(a.data(), n);
+  w.c->reduce_scatter_async(b.data(), a.data(), n)->stream_wait(cpu_context());
+  w.c->all_gather_async(b.data(), a.data(), n * 4);  // its Work dropped at once
+  w.c->broadcast(a.data(), n * 4, 0);
+  const double wall = now_seconds() - t0;
+  const CommStats d = w.c->stats() - before;
+  double sum = 0;
+  for (CollKind k : {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather, CollKind::kBroadcast}) {
+    const auto i = static_cast<size_t>(k);
+    EXPECT_EQ(d.calls[i], 1) << coll_kind_name(k);
+    EXPECT_GT(d.seconds[i], 0) << coll_kind_name(k);
+    sum += d.seconds[i];
+  }
+  EXPECT_LE(sum, wall);
 }
 
 TEST(Comm, AsyncOperationsCompleteInOrderWhileTheCallerWorks) {

@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# Hangs and deaths through NcclComm (fluxtrain-ncclsim, parallel.comm = "nccl"; dp 2):
-#   STOP  world rank 1 stops itself (SIGSTOP) on entering its 40th NCCL collective — the stand-in's
-#         test hook FT_NCCLSIM_STOP, so the stop falls before an NCCL collective every time: rank
-#         0 waits in it, aborts its communicator (ncclCommAbort) after the collective timeout and
-#         the job ends with an error naming the collective, the group and rank 1 as never arrived;
-#   ASYNC rank 1's 40th NCCL collective fails as a broken link does (the stand-in's
-#         FT_NCCLSIM_ASYNC_ERROR: ncclCommGetAsyncError reports it, the operation never finishes):
-#         rank 1 reports the asynchronous error naming the collective, long before the timeout;
-#   KILL  rank 1 is killed mid-training: the job ends in bounded time.
+# Hangs and deaths through NcclComm (fluxtrain-ncclsim, parallel.comm = "nccl"; dp 2). Every case
+# but KILL must end the job with exit code 3 (a communication failure: the supervisor restarts).
+#   INIT   world rank 1 stops itself (SIGSTOP) on entering its 2nd NCCL initialisation (the dp
+#          group's; the 1st is its size-1 tp group's) — the stand-in's hook FT_NCCLSIM_STOP_INIT:
+#          rank 0's nonblocking ncclCommInitRankConfig is polled until the collective timeout, then
+#          aborted, naming the group and rank 1 as never arrived;
+#   HOST   rank 1 stops before its 1st NCCL collective (FT_NCCLSIM_STOP), the initial weights'
+#          broadcast, which rank 0 waits for on the host (Work::wait);
+#   STOP   rank 1 stops before its 40th collective, a gradient bucket's all-reduce, which rank 0's
+#          engine only stream-waits: on the stand-in's CPU rank the training thread then blocks
+#          inside the runtime (as a GPU's compute stream would stall), and only NcclComm's watchdog
+#          can end it — it aborts the communicator after the collective timeout and the job ends with
+#          an error naming the collective, the group and rank 1 as never arrived;
+#   ASYNC  rank 1's 40th NCCL collective fails as a broken link does (the stand-in's
+#          FT_NCCLSIM_ASYNC_ERROR: ncclCommGetAsyncError reports it, the operation never finishes):
+#          rank 1 reports the asynchronous error naming the collective, long before the timeout;
+#   KILL   rank 1 is killed mid-training: the job ends in bounded time.
 # usage: nccl_hang_test.sh FLUXTRAIN_NCCLSIM CONFIG
 set -euo pipefail
 FT=$1; CFG=$2
@@ -20,34 +28,46 @@ start_job() {  # name [collective timeout]
   JOB=$!
 }
 
-wait_job() {  # name t0
+wait_job() {  # name t0; sets elapsed and JOB_RC (the job's exit code)
   local rc=0
   timeout 120 tail --pid=$JOB -f /dev/null || rc=$?
-  wait $JOB || true
+  JOB_RC=0
+  wait $JOB || JOB_RC=$?
   elapsed=$(echo "$(date +%s.%N) - $2" | bc)
   [ $rc -eq 0 ] || { echo "FAIL: $1: the job still runs after 120 s"; cat "$WORK/$1.log"; exit 1; }
   (( $(echo "$elapsed < $TIMEOUT + 40" | bc) )) || { echo "FAIL: $1 took ${elapsed}s"; exit 1; }
 }
 
-# STOP before a collective, through the stand-in's hook.
+expect_line() {  # name pattern: the job's exit code is 3 and its log has a line matching pattern
+  line=$(grep -m1 -E "$2" "$WORK/$1.log" || true)
+  echo "$line"
+  [ -n "$line" ] || { echo "FAIL: $1: no line matching '$2'"; cat "$WORK/$1.log"; exit 1; }
+  [ "$JOB_RC" -eq 3 ] || { echo "FAIL: $1: exit code $JOB_RC, expected 3"; cat "$WORK/$1.log"; exit 1; }
+}
+
+# INIT: a rank that never reaches the dp group's NCCL initialisation.
 t0=$(date +%s.%N)
-FT_NCCLSIM_STOP=1:40 start_job STOP
-wait_job STOP "$t0"
-line=$(grep -m1 "timed out" "$WORK/STOP.log" || true)
-echo "SIGSTOP of rank 1 before its 40th NCCL collective: job ended after ${elapsed}s (collective timeout ${TIMEOUT}s)"
-echo "$line"
-echo "$line" | grep -q "over NCCL timed out" || { echo "FAIL: the timeout was not NcclComm's"; cat "$WORK/STOP.log"; exit 1; }
-echo "$line" | grep -q "ranks holding it up: 1 (never arrived)" || { echo "FAIL: rank 1 not named as never arrived"; cat "$WORK/STOP.log"; exit 1; }
+FT_NCCLSIM_STOP_INIT=1:2 start_job INIT
+wait_job INIT "$t0"
+echo "SIGSTOP of rank 1 before the dp group's NCCL initialisation: job ended after ${elapsed}s (exit code $JOB_RC)"
+expect_line INIT "rank 0: ncclCommInitRankConfig on group dp \(world ranks 0..1\) over NCCL timed out after ${TIMEOUT} s; ranks holding it up: 1 \(never arrived\)"
+
+# HOST and STOP before a collective, through the stand-in's hook.
+for c in HOST:1:broadcast STOP:40:all_reduce; do
+  IFS=: read -r name k kind <<< "$c"
+  t0=$(date +%s.%N)
+  FT_NCCLSIM_STOP=1:$k start_job "$name"
+  wait_job "$name" "$t0"
+  echo "$name: SIGSTOP of rank 1 before its NCCL collective #$k: job ended after ${elapsed}s (collective timeout ${TIMEOUT}s, exit code $JOB_RC)"
+  expect_line "$name" "rank 0: $kind #$k on group dp \(world ranks 0..1\) over NCCL timed out after ${TIMEOUT} s; ranks holding it up: 1 \(never arrived\)"
+done
 
 # An asynchronous NCCL error, with a collective timeout far beyond the bound checked.
 t0=$(date +%s.%N)
 FT_NCCLSIM_ASYNC_ERROR=1:40 start_job ASYNC 300
 wait_job ASYNC "$t0"
-line=$(grep -m1 "asynchronous error" "$WORK/ASYNC.log" || true)
-echo "asynchronous error on rank 1's 40th NCCL collective: job ended after ${elapsed}s (collective timeout 300s)"
-echo "$line"
-echo "$line" | grep -q "rank 1: all_reduce #40 on group dp over NCCL: NCCL reported an asynchronous error" ||
-  { echo "FAIL: the asynchronous error was not reported"; cat "$WORK/ASYNC.log"; exit 1; }
+echo "asynchronous error on rank 1's 40th NCCL collective: job ended after ${elapsed}s (collective timeout 300s, exit code $JOB_RC)"
+expect_line ASYNC "rank 1: all_reduce #40 on group dp over NCCL: NCCL reported an asynchronous error"
 
 # KILL mid-training, from outside.
 start_job KILL
@@ -64,4 +84,4 @@ t0=$(date +%s.%N)
 kill -KILL "$pid"
 wait_job KILL "$t0"
 echo "SIGKILL of rank 1: job ended after ${elapsed}s"
-echo "hang and death through NcclComm both stopped the job in bounded time"
+echo "hangs (initialisation, host-waited, stream-waited), an asynchronous error and a death through NcclComm all stopped the job in bounded time"

@@ -10,13 +10,17 @@
 //               (a token the stand-in did not make: the host-emulated GPU's) until NCCL work is
 //               enqueued on it, which makes it a worker (standin.h)
 //   events      a generation counter: record enqueues "complete generation g"; query and
-//               cudaStreamWaitEvent look at the generation recorded when they were called
+//               cudaStreamWaitEvent look at the generation recorded when they were called. An
+//               event made without cudaEventDisableTiming is stamped with the host clock when its
+//               stream runs the record: cudaEventElapsedTime is the time between two stamps (the
+//               time the stream's worker spent between them)
 //   memory      "device" memory is host memory: cudaPointerGetAttributes calls every pointer device
 //               memory except the calling thread's stack (host scalars, as on a GPU machine)
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
@@ -38,7 +42,13 @@ struct EventState {
   std::condition_variable cv;
   uint64_t recorded = 0, completed = 0;
   uint64_t clock = 0;  // the allocation clock the last record's stream was ordered after (standin.h)
+  bool timing = true;  // made without cudaEventDisableTiming
+  double stamp = 0;    // host clock (seconds) when the latest completed record ran
 };
+
+double host_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 thread_local cudaError_t t_last = cudaSuccess;
 thread_local int t_device = 0;
@@ -331,8 +341,9 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* user) {
   return cudaSuccess;
 }
 
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) {
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
   *e = new CUevent_st;
+  (*e)->state->timing = (flags & cudaEventDisableTiming) == 0;
   return cudaSuccess;
 }
 
@@ -358,7 +369,10 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   run_on(s, [st, g] {
     {
       std::lock_guard<std::mutex> lock(st->mu);
-      if (g > st->completed) st->completed = g;
+      if (g > st->completed) {
+        st->completed = g;
+        st->stamp = host_seconds();
+      }
     }
     st->cv.notify_all();
   });
@@ -376,6 +390,22 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   std::unique_lock<std::mutex> lock(e->state->mu);
   const uint64_t g = e->state->recorded;
   e->state->cv.wait(lock, [&] { return e->state->completed >= g; });
+  return cudaSuccess;
+}
+
+// Milliseconds between the two records' stamps; both must have completed (else cudaErrorNotReady)
+// and both be timing events (else, as CUDA says, an invalid handle).
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (!ms || !start || !end) return ret(cudaErrorInvalidValue);
+  double t[2];
+  int k = 0;
+  for (cudaEvent_t e : {start, end}) {
+    std::lock_guard<std::mutex> lock(e->state->mu);
+    if (!e->state->timing || e->state->recorded == 0) return ret(cudaErrorInvalidResourceHandle);
+    if (e->state->completed < e->state->recorded) return ret(cudaErrorNotReady);
+    t[k++] = e->state->stamp;
+  }
+  *ms = static_cast<float>((t[1] - t[0]) * 1e3);
   return cudaSuccess;
 }
 

@@ -12,12 +12,16 @@
 // It tests our host logic; it is not evidence that NCCL works, and it has none of NCCL's
 // algorithms, protocols or performance.
 //
-// Bootstrap: the unique id names its maker's world rank and a counter; ncclCommInitRank sends each
-// member's world rank to that root over MPI_COMM_WORLD, which answers with the member list, and the
-// members create their MPI communicator with MPI_Comm_create_group (collective over them only).
+// Bootstrap: the unique id names its maker's world rank and a counter; ncclCommInitRank(Config)
+// sends each member's world rank to that root over MPI_COMM_WORLD, which answers with the member
+// list, and the members create their MPI communicator with MPI_Comm_create_group (collective over
+// them only). With ncclConfig_t::blocking = 0 a thread does it while ncclCommGetAsyncError reports
+// ncclInProgress; its waits end on ncclCommAbort (a member that never arrives).
 //
 // Test hooks (the stand-in is test code; production code reads no such variable):
 //   FT_NCCLSIM_STOP=R:K         world rank R stops itself (SIGSTOP) on entering its K-th collective
+//   FT_NCCLSIM_STOP_INIT=R:K    world rank R stops itself on entering its K-th communicator
+//                               initialisation (ncclCommInitRank or ncclCommInitRankConfig)
 //   FT_NCCLSIM_ASYNC_ERROR=R:K  world rank R's K-th collective fails as a broken link does: the
 //                               communicator reports ncclSystemError, the operation never finishes
 //                               (until ncclCommAbort)
@@ -34,6 +38,7 @@
 #include <functional>
 #include <initializer_list>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "standin.h"
@@ -280,6 +285,58 @@ ncclResult_t exchange_blocks(ncclComm_t c, const void* send, char* blocks, size_
   return complete(c, r);
 }
 
+// c's MPI communicator: each member sends its world rank to the id's maker (d.root), which answers
+// with the member list; then the members create it, collective over them only. The waits are
+// nonblocking MPI polled against c's abort flag; on an abort their buffers are left to MPI (the
+// process is about to end).
+ncclResult_t bootstrap(ncclComm* c, IdData d) {
+  const int nranks = c->size;
+  if (nranks == 1) return ncclSuccess;
+  const int tag = 20000 + static_cast<int>(d.counter % 5000);
+  const int me = world_rank();
+  auto* members = new std::vector<int>(static_cast<size_t>(nranks), -1);
+  auto* msgs = new std::vector<int>(static_cast<size_t>(2 * nranks), -1);  // (group rank, world rank)
+  std::vector<MPI_Request> reqs;
+  ncclResult_t r = ncclSuccess;
+  if (c->rank == 0) {
+    (*members)[0] = me;
+    reqs.resize(static_cast<size_t>(nranks - 1));
+    for (int k = 1; k < nranks; ++k)
+      MPI_Irecv(msgs->data() + 2 * k, 2, MPI_INT, MPI_ANY_SOURCE, tag, MPI_COMM_WORLD,
+                &reqs[static_cast<size_t>(k - 1)]);
+    r = complete(c, reqs);
+    if (r == ncclSuccess) {
+      for (int k = 1; k < nranks; ++k) (*members)[static_cast<size_t>((*msgs)[2 * k])] = (*msgs)[2 * k + 1];
+      for (int k = 1; k < nranks; ++k)
+        MPI_Isend(members->data(), nranks, MPI_INT, (*members)[static_cast<size_t>(k)], tag, MPI_COMM_WORLD,
+                  &reqs[static_cast<size_t>(k - 1)]);
+      r = complete(c, reqs);
+    }
+  } else {
+    (*msgs)[0] = c->rank;
+    (*msgs)[1] = me;
+    reqs.resize(2);
+    MPI_Isend(msgs->data(), 2, MPI_INT, d.root, tag, MPI_COMM_WORLD, &reqs[0]);
+    MPI_Irecv(members->data(), nranks, MPI_INT, d.root, tag, MPI_COMM_WORLD, &reqs[1]);
+    r = complete(c, reqs);
+  }
+  if (r != ncclSuccess) {
+    c->last_error = c->aborted ? "initialisation aborted (host stand-in)" : "bootstrap failed (host stand-in)";
+    return r;
+  }
+  MPI_Group world, group;
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  MPI_Group_incl(world, nranks, members->data(), &group);
+  const int rc = MPI_Comm_create_group(MPI_COMM_WORLD, group, tag, &c->mpi);
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  delete members;
+  delete msgs;
+  if (rc != MPI_SUCCESS) return ncclSystemError;
+  MPI_Comm_set_errhandler(c->mpi, MPI_ERRORS_RETURN);
+  return ncclSuccess;
+}
+
 }  // namespace
 
 extern "C" {
@@ -313,44 +370,31 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   return ncclSuccess;
 }
 
-ncclResult_t ncclCommInitRank(ncclComm_t* out, int nranks, ncclUniqueId id, int rank) {
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* out, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config) {
+  static std::atomic<int64_t> inits{0};
+  if (hook_matches("FT_NCCLSIM_STOP_INIT", ++inits)) ::raise(SIGSTOP);
   IdData d;
   std::memcpy(&d, id.internal, sizeof d);
-  if (d.magic != kMagic || nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
+  if (!out || d.magic != kMagic || nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
   auto* c = new ncclComm;
   c->rank = rank;
   c->size = nranks;
-  if (nranks > 1) {
-    const int tag = 20000 + static_cast<int>(d.counter % 5000);
-    const int me = world_rank();
-    std::vector<int> members(static_cast<size_t>(nranks), -1);
-    if (rank == 0) {
-      members[0] = me;
-      for (int k = 1; k < nranks; ++k) {
-        int msg[2];
-        MPI_Recv(msg, 2, MPI_INT, MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        members[static_cast<size_t>(msg[0])] = msg[1];
-      }
-      for (int k = 1; k < nranks; ++k) MPI_Send(members.data(), nranks, MPI_INT, members[k], tag, MPI_COMM_WORLD);
-    } else {
-      int msg[2] = {rank, me};
-      MPI_Send(msg, 2, MPI_INT, d.root, tag, MPI_COMM_WORLD);
-      MPI_Recv(members.data(), nranks, MPI_INT, d.root, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    }
-    MPI_Group world, group;
-    MPI_Comm_group(MPI_COMM_WORLD, &world);
-    MPI_Group_incl(world, nranks, members.data(), &group);
-    const int rc = MPI_Comm_create_group(MPI_COMM_WORLD, group, tag, &c->mpi);
-    MPI_Group_free(&group);
-    MPI_Group_free(&world);
-    if (rc != MPI_SUCCESS) {
+  if (!config || config->blocking != 0) {  // NCCL's default: blocking
+    if (ncclResult_t r = bootstrap(c, d); r != ncclSuccess) {
       delete c;
-      return ncclSystemError;
+      return r;
     }
-    MPI_Comm_set_errhandler(c->mpi, MPI_ERRORS_RETURN);
+    *out = c;
+    return ncclSuccess;
   }
+  c->async = ncclInProgress;
   *out = c;
-  return ncclSuccess;
+  std::thread([c, d] { c->async = bootstrap(c, d); }).detach();  // c outlives it: abort never frees
+  return ncclInProgress;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t* out, int nranks, ncclUniqueId id, int rank) {
+  return ncclCommInitRankConfig(out, nranks, id, rank, nullptr);
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t c) {

@@ -100,6 +100,28 @@ void sync(const ExecContext& ctx) {
   context_of(ctx, "synchronize").synchronize();
 }
 
+// Stream timer marks: timing events (tensor/stream_timer.h).
+void* record_mark(const ExecContext& ctx, void* mark) {
+  CudaContext& c = context_of(ctx, "stream timer");
+  auto ev = static_cast<cudaEvent_t>(mark);
+  if (!ev) FT_CUDA_CHECK(cudaEventCreate(&ev), "stream timer", {"device", c.device()});
+  FT_CUDA_CHECK(cudaEventRecord(ev, c.stream()), "stream timer", {"device", c.device()});
+  return ev;
+}
+
+double mark_seconds(void* from, void* to) {
+  float ms = 0;
+  if (cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(from), static_cast<cudaEvent_t>(to)) != cudaSuccess) {
+    cudaGetLastError();  // not reached yet: not the next launch's error
+    return -1;
+  }
+  return ms / 1e3;
+}
+
+void free_mark(void* mark) {
+  if (mark) cudaEventDestroy(static_cast<cudaEvent_t>(mark));
+}
+
 // ---- memory --------------------------------------------------------------------------------
 
 // The memory stream of the device that holds p (the process's device for a null p).
@@ -190,6 +212,9 @@ void register_cuda_backend() {
     rt.make_side_context = make_side;
     rt.stream_wait = wait;
     rt.synchronize = sync;
+    rt.record_mark = record_mark;
+    rt.mark_seconds = mark_seconds;
+    rt.free_mark = free_mark;
     register_device_runtime(Device::kCUDA, rt);
     DeviceMemory m;
     m.alloc = alloc;

@@ -26,7 +26,23 @@ const char* coll_kind_name(CollKind k) {
 
 namespace {
 thread_local double t_blocked_s = 0;
+std::mutex g_failure_mu;
+CommFailureHandler g_failure_handler;
 }  // namespace
+
+void set_comm_failure_handler(CommFailureHandler handler) {
+  std::lock_guard<std::mutex> lock(g_failure_mu);
+  g_failure_handler = std::move(handler);
+}
+
+void report_comm_failure(const CommError& e) {
+  CommFailureHandler h;
+  {
+    std::lock_guard<std::mutex> lock(g_failure_mu);
+    h = g_failure_handler;
+  }
+  if (h) h(e);
+}
 
 double comm_blocked_seconds() {
   return t_blocked_s;

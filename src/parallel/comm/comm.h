@@ -19,6 +19,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -124,6 +125,15 @@ class Communicator {
 // time, which straggler detection compares across ranks. Transports add to it in their wait().
 double comm_blocked_seconds();
 void add_comm_blocked_seconds(double seconds);
+
+// A communication failure found off the caller's thread: a device transport's watchdog saw an
+// operation that nobody waits for on the host (only stream-waited, or not at all) time out or fail,
+// and aborted its communicator. The handler — the train command's — ends the job as a CommError
+// thrown on the training thread would (even while that thread is blocked in a device synchronize);
+// with none set, the failure surfaces at the communicator's next call. Null clears it.
+using CommFailureHandler = std::function<void(const CommError&)>;
+void set_comm_failure_handler(CommFailureHandler handler);
+void report_comm_failure(const CommError& e);
 
 // The size-1 group: every collective is a copy or nothing.
 std::unique_ptr<Communicator> make_self_communicator(const std::string& name, int world_rank);

@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -60,6 +63,27 @@ struct Channel {
   ExecContext ctx;  // owns the stream on a GPU
 };
 
+// One operation on a communication stream, from its launch until it is seen finished: the timing
+// events around it on its stream (start: after the stream's wait for the compute stream; done: the
+// Work's event) and what names it in an error.
+struct Op {
+  cudaEvent_t start = nullptr, done = nullptr;
+  CollKind kind = CollKind::kAllReduce;
+  int64_t seq = 0;         // > 0: collective #seq of the group; else a transfer:
+  int peer = -1, tag = 0;  // with group rank `peer`; tag < 0: a receive of tag -tag - 1
+  Channel* ch = nullptr;   // the transfer's channel, or null (lives as long as the Core)
+  bool timed = true;       // its time counts in CommStats (a receive counts neither bytes nor time)
+  bool finished = false;
+  double started_at = 0;  // host clock when the watchdog first saw the stream start it (0: not yet)
+  Op() = default;
+  Op(const Op&) = delete;
+  Op& operator=(const Op&) = delete;
+  ~Op() {
+    if (start) cudaEventDestroy(start);
+    if (done) cudaEventDestroy(done);
+  }
+};
+
 // One axis' NCCL state, shared with the Works it hands out.
 struct Core {
   std::shared_ptr<Communicator> host;
@@ -81,27 +105,153 @@ struct Core {
   std::string failed;             // the first failure: every later call fails with it
   uint16_t* scratch = nullptr;    // bf16 wire buffer on the device, used on the stream in order
   int64_t scratch_n = 0;
+  std::vector<std::shared_ptr<Op>> outstanding;  // launched, not yet seen finished
+  std::array<double, kNumCollKinds> seconds{};   // stream time of the finished operations, per kind
+  std::condition_variable wake;                  // the watchdog: an operation launched, or stop
+  bool stop = false;
 
-  // Aborts the communicator (its kernels and pending operations end), remembers why, throws.
-  [[noreturn]] void fail(const std::string& msg) {
+  // cudaSuccess once op has finished (cudaErrorNotReady while it runs, or its event's error). The
+  // first time it is seen finished, its stream time (start to done event) is counted and its
+  // collective marked left on the arrival board. Under mu.
+  cudaError_t query(Op& op) {
+    if (op.finished) return cudaSuccess;
+    const cudaError_t e = cudaEventQuery(op.done);
+    if (e != cudaSuccess) return e;
+    op.finished = true;
+    float ms = 0;
+    if (op.timed) {
+      if (cudaEventElapsedTime(&ms, op.start, op.done) == cudaSuccess)
+        seconds[static_cast<size_t>(op.kind)] += ms / 1e3;
+      else
+        cudaGetLastError();  // not this thread's next launch's error
+    }
+    if (op.seq > finished) {
+      finished = op.seq;
+      board->finish(op.seq);
+    }
+    return cudaSuccess;
+  }
+  // Counts the finished operations (whether or not anyone waited for them) and forgets them.
+  void harvest() {
+    std::erase_if(outstanding, [&](const std::shared_ptr<Op>& op) { return query(*op) == cudaSuccess; });
+  }
+  // "rank 0: all_reduce #3 on group dp over NCCL", "rank 0: send to world rank 1 (tag 2) on group pp over NCCL"
+  std::string describe(const Op& op) const {
+    const int me = world[static_cast<size_t>(rank)];
+    if (op.seq > 0)
+      return fmt::format("rank {}: {} #{} on group {} over NCCL", me, coll_kind_name(op.kind), op.seq, name);
+    return fmt::format("rank {}: {} world rank {} (tag {}) on group {} over NCCL", me,
+                       op.tag < 0 ? "receive from" : "send to", world[static_cast<size_t>(op.peer)],
+                       op.tag < 0 ? -op.tag - 1 : op.tag, name);
+  }
+  // The asynchronous error NCCL reports on op's communicator, as op's failure; "" when none.
+  std::string async_error(const Op& op) {
+    ncclComm_t on = op.ch ? op.ch->comm : comm;
+    ncclResult_t async = ncclSuccess;
+    if (on) ncclCommGetAsyncError(on, &async);
+    if (async == ncclSuccess || async == ncclInProgress) return "";
+    const std::string last = ncclGetLastError(on);
+    return fmt::format("{}: NCCL reported an asynchronous error: {}{}{}", describe(op), ncclGetErrorString(async),
+                       last.empty() ? "" : ": ", last);
+  }
+  // The message of op's timeout, in MPI's format plus " over NCCL" (ranks holding it up: the board).
+  std::string timeout_message(const Op& op) {
+    if (op.seq > 0)
+      return collective_timeout_error(world[static_cast<size_t>(rank)], op.kind, op.seq, name, world, " over NCCL",
+                                      opts.timeout_s, board->holding_up(op.seq, -1, world))
+          .what();
+    return fmt::format("{} timed out after {:.0f} s", describe(op), opts.timeout_s);
+  }
+  // The watchdog's look at every outstanding operation (under mu): counts the finished ones and
+  // returns the first failure — an event's error, an asynchronous NCCL error, or an operation its
+  // stream started more than parallel.collective_timeout_s ago (an operation behind it on the
+  // stream, not started yet, waits for that one's bound) — or "".
+  std::string check(double now) {
+    for (const std::shared_ptr<Op>& op : outstanding) {
+      const cudaError_t e = query(*op);
+      if (e == cudaSuccess) continue;
+      if (e != cudaErrorNotReady) return fmt::format("{}: {}", describe(*op), cudaGetErrorString(e));
+      if (std::string why = async_error(*op); !why.empty()) return why;
+      if (op->started_at == 0 && cudaEventQuery(op->start) == cudaSuccess) op->started_at = now;
+      if (op->started_at > 0 && now - op->started_at > opts.timeout_s) return timeout_message(*op);
+    }
+    harvest();
+    return "";
+  }
+
+  // Aborts the communicators (their kernels and pending operations end, so a stream or host
+  // waiting on one wakes) and remembers why: every later call fails with it. Under mu.
+  void abort_with(const std::string& msg) {
     if (comm) ncclCommAbort(comm);
     comm = nullptr;
     for (Channel& ch : channels) {
       if (ch.comm) ncclCommAbort(ch.comm);
       ch.comm = nullptr;
     }
-    failed = msg;
-    throw CommError(msg, kHint);
+    if (failed.empty()) failed = msg;
+  }
+  [[noreturn]] void fail(const std::string& msg) {
+    abort_with(msg);
+    throw CommError(failed, kHint);
   }
   void check_failed() const {
     if (!failed.empty()) throw CommError(failed, kHint);
   }
+  // Fails unless NCCL accepted the call. The communicators are nonblocking (ncclConfig_t::blocking
+  // = 0, so that no NCCL call can hang the host): a call may return ncclInProgress before NCCL has
+  // enqueued its work, so this waits until the communicator's state says it has, bounded by the
+  // collective timeout, before anything else goes on the stream.
   void nccl_ok(ncclResult_t r, const char* call, ncclComm_t on = nullptr) {
-    if (r == ncclSuccess || r == ncclInProgress) return;
     if (!on) on = comm;
+    const double deadline = now_seconds() + opts.timeout_s;
+    while (r == ncclInProgress && on) {
+      if (now_seconds() > deadline)
+        fail(fmt::format("rank {}: {} on group {} over NCCL was not enqueued within {:.0f} s",
+                         world[static_cast<size_t>(rank)], call, name, opts.timeout_s));
+      timespec ts{0, 20000};
+      nanosleep(&ts, nullptr);
+      ncclCommGetAsyncError(on, &r);
+    }
+    if (r == ncclSuccess || r == ncclInProgress) return;
     std::string last = on ? ncclGetLastError(on) : "";
     fail(fmt::format("rank {}: {} on group {} failed: {}{}{}", world[static_cast<size_t>(rank)], call, name,
                      ncclGetErrorString(r), last.empty() ? "" : ": ", last));
+  }
+  // A new NCCL communicator over n ranks, this one rank r in it, initialised without blocking the
+  // host (NCCL does it in the background) and polled until ready, bounded by the collective
+  // timeout: a rank that never arrives (dead, hung, or stopped before its initialisation) becomes a
+  // CommError naming `what` and who held it up — from `board` (a rank arrives once it has started
+  // its initialisation), or `peer` (a world rank) without one — after the communicator is aborted.
+  ncclComm_t init_comm(int n, const ncclUniqueId& id, int r, const std::string& what, ArrivalBoard* board, int peer) {
+    const int me = world[static_cast<size_t>(rank)];
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t made = nullptr;
+    ncclResult_t res = ncclCommInitRankConfig(&made, n, id, r, &config);
+    if (board) board->arrive(1);
+    const double deadline = now_seconds() + opts.timeout_s;
+    while (res == ncclInProgress && made) {
+      if (now_seconds() > deadline) {
+        ncclCommAbort(made);
+        throw CommError(
+            fmt::format("rank {}: ncclCommInitRankConfig {} over NCCL timed out after {:.0f} s; ranks "
+                        "holding it up: {}",
+                        me, what, opts.timeout_s, board ? board->holding_up(1, -1, world) : fmt::format("{}", peer)),
+            kHint);
+      }
+      timespec ts{0, 1000000};
+      nanosleep(&ts, nullptr);
+      ncclCommGetAsyncError(made, &res);
+    }
+    if (res != ncclSuccess) {
+      const std::string last = made ? ncclGetLastError(made) : "";
+      if (made) ncclCommAbort(made);
+      throw CommError(fmt::format("rank {}: ncclCommInitRankConfig {} over NCCL failed: {}{}{}", me, what,
+                                  ncclGetErrorString(res), last.empty() ? "" : ": ", last),
+                      kHint);
+    }
+    if (board) board->finish(1);
+    return made;
   }
   cudaStream_t new_stream(ExecContext* owner) {
     if (compute.on_host()) {
@@ -157,21 +307,24 @@ struct Core {
   }
 };
 
+// A pending operation. The watchdog (NcclComm) bounds it whoever waits; wait() polls it on the host.
 class NcclWork final : public Work {
  public:
-  // seq > 0: collective #seq of the group; else a transfer with peer (group index) and tag.
-  NcclWork(std::shared_ptr<Core> c, cudaEvent_t ev, CollKind kind, int64_t seq, int peer, int tag, Channel* ch)
-      : c_(std::move(c)), ev_(ev), kind_(kind), seq_(seq), peer_(peer), tag_(tag), ch_(ch) {}
-  ~NcclWork() override { cudaEventDestroy(ev_); }
+  NcclWork(std::shared_ptr<Core> c, std::shared_ptr<Op> op) : c_(std::move(c)), op_(std::move(op)) {}
 
   void wait() override {
-    if (finished_) return;
-    const double t0 = now_seconds(), deadline = t0 + c_->opts.timeout_s;
+    if (op_->finished) return;
+    const double t0 = now_seconds();
+    // The watchdog fails the operation parallel.collective_timeout_s after its stream started it;
+    // this bound only covers one the stream never starts.
+    const double deadline = t0 + 2 * c_->opts.timeout_s + 10;
     int spins = 0;
     while (!poll()) {
       if (now_seconds() > deadline) {
         add_comm_blocked_seconds(now_seconds() - t0);
-        timeout();
+        std::lock_guard<std::mutex> lock(c_->mu);
+        c_->check_failed();
+        c_->fail(c_->timeout_message(*op_));
       }
       if (++spins > 64) {
         timespec ts{0, 20000};
@@ -180,68 +333,59 @@ class NcclWork final : public Work {
     }
     add_comm_blocked_seconds(now_seconds() - t0);
   }
-  bool done() override { return finished_ || poll(); }
+  bool done() override { return op_->finished || poll(); }
   void stream_wait(const ExecContext& ctx) override {
-    if (ctx.on_host()) return wait();
+    if (ctx.on_host()) {
+      // Only the stand-in takes a CPU compute context (tests/ncclsim); its null stream is the
+      // calling thread, so the host blocks in the runtime here as a GPU's compute stream would
+      // stall: bounded by the watchdog alone, whose abort ends the operation.
+      const double t0 = now_seconds();
+      cuda_ok(cudaStreamWaitEvent(nullptr, op_->done, 0), "cudaStreamWaitEvent");
+      add_comm_blocked_seconds(now_seconds() - t0);
+      poll();  // throws the failure when it was aborted
+      return;
+    }
     std::lock_guard<std::mutex> lock(c_->mu);
     c_->check_failed();
-    cuda_ok(cudaStreamWaitEvent(static_cast<cudaStream_t>(ctx.stream), ev_, 0), "cudaStreamWaitEvent");
+    cuda_ok(cudaStreamWaitEvent(static_cast<cudaStream_t>(ctx.stream), op_->done, 0), "cudaStreamWaitEvent");
   }
 
  private:
   bool poll() {
     std::lock_guard<std::mutex> lock(c_->mu);
     c_->check_failed();
-    const cudaError_t e = cudaEventQuery(ev_);
-    if (e == cudaSuccess) {
-      finished_ = true;
-      if (seq_ > c_->finished) {
-        c_->finished = seq_;
-        c_->board->finish(seq_);
-      }
-      return true;
-    }
-    if (e != cudaErrorNotReady) c_->fail(fmt::format("{}: {}", what(), cudaGetErrorString(e)));
-    ncclResult_t async = ncclSuccess;
-    ncclComm_t on = ch_ ? ch_->comm : c_->comm;
-    if (on) ncclCommGetAsyncError(on, &async);
-    if (async != ncclSuccess && async != ncclInProgress) {
-      std::string last = ncclGetLastError(on);
-      c_->fail(fmt::format("{}: NCCL reported an asynchronous error: {}{}{}", what(), ncclGetErrorString(async),
-                           last.empty() ? "" : ": ", last));
-    }
+    const cudaError_t e = c_->query(*op_);
+    if (e == cudaSuccess) return true;
+    if (e != cudaErrorNotReady) c_->fail(fmt::format("{}: {}", c_->describe(*op_), cudaGetErrorString(e)));
+    if (std::string why = c_->async_error(*op_); !why.empty()) c_->fail(why);
     return false;
   }
 
-  std::string what() const {
-    const int me = c_->world[static_cast<size_t>(c_->rank)];
-    if (seq_ > 0)
-      return fmt::format("rank {}: {} #{} on group {} over NCCL", me, coll_kind_name(kind_), seq_, c_->name);
-    return fmt::format("rank {}: {} world rank {} (tag {}) on group {} over NCCL", me,
-                       tag_ < 0 ? "receive from" : "send to", c_->world[static_cast<size_t>(peer_)],
-                       tag_ < 0 ? -tag_ - 1 : tag_, c_->name);
-  }
-
-  [[noreturn]] void timeout() {
-    std::lock_guard<std::mutex> lock(c_->mu);
-    c_->check_failed();
-    if (seq_ > 0) {
-      CommError e =
-          collective_timeout_error(c_->world[static_cast<size_t>(c_->rank)], kind_, seq_, c_->name, c_->world,
-                                   " over NCCL", c_->opts.timeout_s, c_->board->holding_up(seq_, -1, c_->world));
-      c_->fail(e.what());
-    }
-    c_->fail(fmt::format("{} timed out after {:.0f} s", what(), c_->opts.timeout_s));
-  }
-
   std::shared_ptr<Core> c_;
-  cudaEvent_t ev_;
-  CollKind kind_;
-  int64_t seq_;
-  int peer_, tag_;  // tag_ < 0: a receive of tag -tag_ - 1
-  Channel* ch_;     // the transfer's channel, or null (lives as long as the Core)
-  bool finished_ = false;
+  std::shared_ptr<Op> op_;
 };
+
+// The watchdog of one NcclComm: every few milliseconds while operations are outstanding, it counts
+// the finished ones and checks the others (Core::check); on a failure it aborts the communicators
+// (the stream or host waiting on one wakes) and reports it (report_comm_failure: the train command
+// ends the job with the failure's line and the exit code the supervisor restarts on).
+void watch(const std::shared_ptr<Core>& c) {
+  std::unique_lock<std::mutex> lock(c->mu);
+  while (!c->stop) {
+    if (c->outstanding.empty() || !c->failed.empty()) {
+      c->wake.wait(lock);
+      continue;
+    }
+    c->wake.wait_for(lock, std::chrono::milliseconds(5));
+    if (c->stop || !c->failed.empty()) continue;
+    const std::string why = c->check(now_seconds());
+    if (why.empty()) continue;
+    c->abort_with(why);
+    lock.unlock();
+    report_comm_failure(CommError(why, kHint));
+    lock.lock();
+  }
+}
 
 class NcclComm final : public Communicator {
  public:
@@ -271,15 +415,19 @@ class NcclComm final : public Communicator {
     ncclUniqueId id{};
     if (c.rank == 0) c.nccl_ok(ncclGetUniqueId(&id), "ncclGetUniqueId");
     c.host->broadcast(&id, sizeof id, 0);
-    c.nccl_ok(ncclCommInitRank(&c.comm, c.size, id, c.rank), "ncclCommInitRank");
+    ArrivalBoard init_board(opts.board_dir, fmt::format("nccl-init-{}-{}", c.name, c.world[0]), c.size, c.rank);
+    c.comm = c.init_comm(c.size, id, c.rank,
+                         fmt::format("on group {} (world ranks {}..{})", c.name, c.world.front(), c.world.back()),
+                         &init_board, -1);
     if (opts.p2p_channels && c.size > 1) open_channels();
     host_base_ = c.host->stats();
+    watchdog_ = std::thread([c = c_] { watch(c); });
   }
 
   // Channels for every direction of every link between neighbouring group ranks (r, r ± 1 mod P),
   // one per kind. Each sender makes the ids of its channels; one all-gather over the host group
-  // delivers them; every rank then initialises its channels in one global order (so that the
-  // blocking 2-rank initialisations never wait on each other in a cycle).
+  // delivers them; every rank then initialises its channels in one global order, each ready before
+  // the next (so that the 2-rank initialisations never wait on each other in a cycle).
   void open_channels() {
     Core& c = *c_;
     const int P = c.size;
@@ -319,7 +467,11 @@ class NcclComm final : public Communicator {
     for (Channel& ch : all) {
       if (ch.from != c.rank && ch.to != c.rank) continue;
       const ncclUniqueId& id = ids[static_cast<size_t>(ch.from * kMaxSent + index_among_senders(ch))];
-      c.nccl_ok(ncclCommInitRank(&ch.comm, 2, id, ch.from == c.rank ? 0 : 1), "ncclCommInitRank (channel)");
+      const bool sender = ch.from == c.rank;
+      const int peer = c.world[static_cast<size_t>(sender ? ch.to : ch.from)];
+      ch.comm = c.init_comm(2, id, sender ? 0 : 1,
+                            fmt::format("of group {}'s channel {} world rank {}", c.name, sender ? "to" : "from", peer),
+                            nullptr, peer);
       ch.stream = c.new_stream(&ch.ctx);
       c.channels.push_back(ch);
     }
@@ -327,6 +479,12 @@ class NcclComm final : public Communicator {
 
   ~NcclComm() override {
     Core& c = *c_;
+    {
+      std::lock_guard<std::mutex> lock(c.mu);
+      c.stop = true;
+    }
+    c.wake.notify_all();
+    watchdog_.join();
     std::lock_guard<std::mutex> lock(c.mu);
     if (c.comm) {
       cudaStreamSynchronize(c.stream);
@@ -340,6 +498,8 @@ class NcclComm final : public Communicator {
       }
       if (c.compute.on_host()) cudaStreamDestroy(ch.stream);
     }
+    c.harvest();  // Works still held name their operations; the rest go now
+    c.outstanding.clear();
     c.channels.clear();
     if (c.failed.empty()) c.failed = fmt::format("the NCCL communicator of group {} was closed", c.name);
     if (c.scratch)
@@ -355,8 +515,15 @@ class NcclComm final : public Communicator {
   int world_rank_of(int i) const override { return c_->world[static_cast<size_t>(i)]; }
 
   // What this group moved: its NCCL operations and the host buffers it passed to MPI.
+  // Seconds: the stream time of the operations seen finished so far (finished ones are looked for
+  // here too, so that those only ever stream-waited or never waited for count).
   CommStats stats() const override {
     CommStats s = Communicator::stats();
+    {
+      std::lock_guard<std::mutex> lock(c_->mu);
+      c_->harvest();
+      for (size_t k = 0; k < kNumCollKinds; ++k) s.seconds[k] += c_->seconds[k];
+    }
     s += c_->host->stats() - host_base_;
     return s;
   }
@@ -479,25 +646,34 @@ class NcclComm final : public Communicator {
     std::lock_guard<std::mutex> lock(c.mu);
     c.check_failed();
     cudaStream_t stream = ch ? ch->stream : c.stream;
+    auto op = std::make_shared<Op>();
+    op->kind = kind;
+    op->peer = peer;
+    op->tag = tag;
+    op->ch = ch;
+    op->timed = bytes >= 0;
+    cuda_ok(cudaEventCreate(&op->start), "cudaEventCreate");
+    cuda_ok(cudaEventCreate(&op->done), "cudaEventCreate");
     if (!c.compute.on_host()) {
       cuda_ok(cudaEventRecord(c.ready, static_cast<cudaStream_t>(c.compute.stream)), "cudaEventRecord");
       cuda_ok(cudaStreamWaitEvent(stream, c.ready, 0), "cudaStreamWaitEvent");
     }
+    cuda_ok(cudaEventRecord(op->start, stream), "cudaEventRecord");
     enqueue(c);
-    int64_t seq = 0;
     if (peer < 0) {
-      seq = ++c.seq;
-      c.board->arrive(seq);
+      op->seq = ++c.seq;
+      c.board->arrive(op->seq);
     }
-    cudaEvent_t done = nullptr;
-    cuda_ok(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-    cuda_ok(cudaEventRecord(done, stream), "cudaEventRecord");
-    if (bytes >= 0) record(kind, bytes, 0);
-    return std::make_shared<NcclWork>(c_, done, kind, seq, peer, tag, ch);
+    cuda_ok(cudaEventRecord(op->done, stream), "cudaEventRecord");
+    if (bytes >= 0) record(kind, bytes, 0);  // its time once it has finished (Core::query)
+    c.outstanding.push_back(op);
+    c.wake.notify_all();  // the watchdog
+    return std::make_shared<NcclWork>(c_, std::move(op));
   }
 
   std::shared_ptr<Core> c_;
   CommStats host_base_;  // the host communicator's statistics before this one took it over
+  std::thread watchdog_;
 };
 
 }  // namespace

@@ -2,7 +2,6 @@
 
 #include "kernels/ops.h"
 #include "tensor/device_runtime.h"
-#include "util/clock.h"
 
 namespace ft {
 
@@ -14,7 +13,8 @@ DpEngineBase::DpEngineBase(const ExecContext& ctx, const ParallelConfig& p, cons
       plan_(layout_, dp.rank(), dp.size()),
       reducer_(ctx, dp, p, layout_, plan_),
       tp_sync_(ctx, layout_, tp),
-      norm2_(ctx, std::max(plan_.num_units(), 1)) {
+      norm2_(ctx, std::max(plan_.num_units(), 1)),
+      stall_(ctx) {
   shard_optimizer_ = shard_optimizer;
   AdamW::Ranges all = {{0, layout_.total()}};
   opt_ = std::make_unique<AdamW>(ctx_, o, layout_, shard_optimizer ? plan_.ranges() : all);
@@ -23,16 +23,22 @@ DpEngineBase::DpEngineBase(const ExecContext& ctx, const ParallelConfig& p, cons
 void DpEngineBase::begin_step(int micro_batches) {
   micro_batches_ = micro_batches;
   micro_ = 0;
-  wait_s_ = 0;
+  stall_.restart();
   reducer_.set_step(opt_->steps_taken());
   g_.zero_();
 }
 
 void DpEngineBase::wait_pending() {
-  double t0 = now_seconds();
-  for (auto& w : pending_) w->wait();
+  stall_.begin();
+  for (auto& w : pending_) w->stream_wait(ctx_);
+  stall_.end();
   pending_.clear();
-  wait_s_ += now_seconds() - t0;
+}
+
+void DpEngineBase::stream_wait_timed(Work& w) {
+  stall_.begin();
+  w.stream_wait(ctx_);
+  stall_.end();
 }
 
 void DpEngineBase::sharded_sum_squares(const float* grads, Addressing a) {
@@ -81,7 +87,7 @@ void DpEngineBase::all_gather_units(float* arena) {
   for (int u = 0; u < plan_.num_units(); ++u)
     works.push_back(
         dp_.all_gather_async(arena + layout_.unit_begin(u), arena + plan_.piece_begin(u), plan_.piece_size(u) * 4));
-  for (auto& w : works) w->wait();
+  for (auto& w : works) w->stream_wait(ctx_);  // the weights' next readers are on the stream
 }
 
 // Checkpoint state: piece r of every unit, whatever the stage. Moments over the full arena (ZeRO 0)

@@ -15,6 +15,7 @@
 #include "parallel/data_parallel/shard_plan.h"
 #include "parallel/tensor_parallel/tensor_parallel.h"
 #include "tensor/device_scalars.h"
+#include "tensor/stream_timer.h"
 
 namespace ft {
 
@@ -28,7 +29,7 @@ class DpEngineBase : public ParamEngine {
   int64_t norm_slot_count() const override { return norm2_.size(); }
   void use_norm_slots(DeviceScalars slots) override;
   int64_t optimizer_steps() const override { return opt_->steps_taken(); }
-  double last_wait_s() const override { return wait_s_; }
+  double last_wait_s() const override { return stall_.seconds(); }
   std::vector<std::pair<int64_t, int64_t>> state_ranges() const override { return plan_.ranges(); }
   const ExecContext& context() const override { return ctx_; }
   void export_state(const ExecContext& on, float* weights, float* exp_avg, float* exp_avg_sq) override;
@@ -40,8 +41,11 @@ class DpEngineBase : public ParamEngine {
   DpEngineBase(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
                Communicator& dp, Communicator& tp, bool shard_optimizer);
   bool last_micro_batch() const { return micro_ == micro_batches_ - 1; }
-  // Waits for every pending reduction, adding the time to wait_s_.
+  // The compute stream waits for every pending reduction (the host does not, on a GPU); the stall
+  // is timed on the stream (stall_).
   void wait_pending();
+  // The compute stream waits for w, the stall timed (comm_wait_s).
+  void stream_wait_timed(Work& w);
   // Sum of squares of this rank's gradient pieces into norm2_, one slot per unit (pieces several
   // tp ranks hold counted once); reduce_gradient_norm sums them over the dp and tp groups.
   void sharded_sum_squares(const float* grads, Addressing a);
@@ -66,7 +70,9 @@ class DpEngineBase : public ParamEngine {
   Tensor g_;  // gradients: the full arena (ZeRO 0, 1) or this rank's compact shard (ZeRO 2, 3)
   int micro_batches_ = 1, micro_ = 0;
   std::vector<WorkPtr> pending_;
-  double wait_s_ = 0;
+  // How long the compute stream stalled on communication this step (last_wait_s): timed on the
+  // stream, so the host need not wait; on the CPU, the host clock around the waits.
+  StreamTimer stall_;
   bool shard_optimizer_ = false;  // AdamW moments over this rank's pieces (else the full arena)
   int64_t generation_ = 0;
 };

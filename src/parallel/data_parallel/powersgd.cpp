@@ -72,7 +72,7 @@ void PowerSGD::reduce_unit(float* unit_grads, int u) {
       ops::matmul(ctx_, P + po, M, mat.q.data<float>(), mat.n, r_, mat.m, false, false, 0, Precision::kF32);
       po += mat.n * r_;
     }
-    dp_.all_reduce(P, np);
+    dp_.all_reduce_async(P, np)->stream_wait(ctx_);
     // Q = Mᵀ P̂
     po = 0;
     int64_t qo = 0;
@@ -83,7 +83,7 @@ void PowerSGD::reduce_unit(float* unit_grads, int u) {
       po += mat.n * r_;
       qo += mat.m * r_;
     }
-    dp_.all_reduce(Q, nq);
+    dp_.all_reduce_async(Q, nq)->stream_wait(ctx_);
     // M̂ = P̂ Qᵀ;  error = M − M̂ / R;  gradient ← M̂
     po = qo = 0;
     for (auto& mat : mats) {
@@ -96,7 +96,7 @@ void PowerSGD::reduce_unit(float* unit_grads, int u) {
     }
   }
 
-  plain->wait();
+  plain->stream_wait(ctx_);
   off = 0;
   for (const ParamSpec* p : uncompressed_[static_cast<size_t>(u)]) {
     mem_copy(ctx, unit_grads + (p->offset - base), dev, packed + off, dev, static_cast<size_t>(p->numel()) * 4);

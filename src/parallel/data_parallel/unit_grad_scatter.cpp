@@ -3,13 +3,12 @@
 #include <utility>
 
 #include "kernels/ops.h"
-#include "util/clock.h"
 
 namespace ft {
 
 UnitGradScatter::UnitGradScatter(const ExecContext& ctx, const ParamLayout& layout, const ShardPlan& plan,
-                                 GradReducer& reducer, TpGradSync& tp_sync)
-    : ctx_(ctx), layout_(layout), plan_(plan), reducer_(reducer), tp_sync_(tp_sync) {
+                                 GradReducer& reducer, TpGradSync& tp_sync, StreamTimer& stall)
+    : ctx_(ctx), layout_(layout), plan_(plan), reducer_(reducer), tp_sync_(tp_sync), stall_(stall) {
   pool_ = BufferPool(MemCategory::kGradients, ctx.device);
   unit_grads_.resize(static_cast<size_t>(layout_.num_units()));
 }
@@ -23,29 +22,27 @@ float* UnitGradScatter::unit_grads(int u) {
   return t.data<float>();
 }
 
-double UnitGradScatter::reduce(int u, float* shard) {
+void UnitGradScatter::reduce(int u, float* shard) {
   Tensor full = std::move(unit_grads_[static_cast<size_t>(u)]);
   unit_grads_[static_cast<size_t>(u)] = Tensor();
   tp_sync_.sum_partial(full.data<float>(), u);
   Tensor piece = pool_.acquire(plan_.piece_size(u));
   WorkPtr w = reducer_.reduce_scatter(piece.data<float>(), full.data<float>(), u);
   in_flight_.push_back({w, u, full, piece});
-  return drain(shard, 1);  // one reduction in flight while the next unit's backward runs
+  drain(shard, 1);  // one reduction in flight while the next unit's backward runs
 }
 
-double UnitGradScatter::drain(float* shard, size_t keep) {
-  double waited = 0;
+void UnitGradScatter::drain(float* shard, size_t keep) {
   while (in_flight_.size() > keep) {
     InFlight f = std::move(in_flight_.front());
     in_flight_.pop_front();
-    double t0 = now_seconds();
-    f.work->wait();
-    waited += now_seconds() - t0;
+    stall_.begin();
+    f.work->stream_wait(ctx_);  // what follows on the stream (the add, the buffers' reuse) runs after it
+    stall_.end();
     ops::add_inplace(ctx_, shard + plan_.shard_offset(f.unit), f.piece.data<float>(), plan_.piece_size(f.unit));
     pool_.release(f.full);
     pool_.release(f.piece);
   }
-  return waited;
 }
 
 }  // namespace ft

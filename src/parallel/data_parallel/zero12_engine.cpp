@@ -6,7 +6,7 @@ Zero12Engine::Zero12Engine(const ExecContext& ctx, const ParallelConfig& p, cons
                            Communicator& dp, Communicator& tp, uint64_t seed)
     : FullWeightsEngine(ctx, p, o, std::move(layout), dp, tp, /*shard_optimizer=*/true, seed),
       stage_(static_cast<int>(p.zero)),
-      scatter_(ctx_, layout_, plan_, reducer_, tp_sync_) {
+      scatter_(ctx_, layout_, plan_, reducer_, tp_sync_, stall_) {
   g_ = Tensor::zeros({stage_ == 1 ? layout_.total() : plan_.shard_size()}, DType::kF32, MemCategory::kGradients,
                      ctx.device);
 }
@@ -24,12 +24,12 @@ void Zero12Engine::after_backward(int u) {
     pending_.push_back(reducer_.reduce_scatter(g_.data<float>() + plan_.piece_begin(u), unit, u));
     return;
   }
-  wait_s_ += scatter_.reduce(u, g_.data<float>());
+  scatter_.reduce(u, g_.data<float>());
 }
 
 void Zero12Engine::queue_gradient_norm() {
   wait_pending();
-  wait_s_ += scatter_.drain(g_.data<float>(), 0);
+  scatter_.drain(g_.data<float>(), 0);
   sharded_sum_squares(g_.data<float>(), grad_addressing());
 }
 

@@ -1,12 +1,11 @@
 #include "parallel/data_parallel/zero_engines.h"
-#include "util/clock.h"
 
 namespace ft {
 
 Zero3Engine::Zero3Engine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
                          Communicator& dp, Communicator& tp, uint64_t seed)
     : DpEngineBase(ctx, p, o, std::move(layout), dp, tp, /*shard_optimizer=*/true),
-      scatter_(ctx_, layout_, plan_, reducer_, tp_sync_) {
+      scatter_(ctx_, layout_, plan_, reducer_, tp_sync_, stall_) {
   wpool_ = BufferPool(MemCategory::kParameters, ctx.device);
   w_ = Tensor::zeros({plan_.shard_size()}, DType::kF32, MemCategory::kParameters, ctx.device);
   g_ = Tensor::zeros({plan_.shard_size()}, DType::kF32, MemCategory::kGradients, ctx.device);
@@ -34,11 +33,9 @@ void Zero3Engine::start_gather(int u) {
 const float* Zero3Engine::weights(int u) {
   size_t i = static_cast<size_t>(u);
   start_gather(u);
-  if (gathering_[i]) {
-    double t0 = now_seconds();
-    gathering_[i]->wait();
+  if (gathering_[i]) {  // the unit's ops, next on the compute stream, run after its gather
+    stream_wait_timed(*gathering_[i]);
     gathering_[i].reset();
-    wait_s_ += now_seconds() - t0;
   }
   return gathered_[i].data<float>();
 }
@@ -46,7 +43,7 @@ const float* Zero3Engine::weights(int u) {
 void Zero3Engine::release_weights(int u) {
   size_t i = static_cast<size_t>(u);
   if (!gathered_[i].defined()) return;
-  if (gathering_[i]) gathering_[i]->wait();  // never reuse a buffer a gather still writes
+  if (gathering_[i]) gathering_[i]->stream_wait(ctx_);  // never reuse a buffer a gather still writes
   gathering_[i].reset();
   wpool_.release(std::move(gathered_[i]));
   gathered_[i] = Tensor();
@@ -71,7 +68,7 @@ void Zero3Engine::before_backward(int u) {
 
 void Zero3Engine::after_backward(int u) {
   release_weights(u);
-  wait_s_ += scatter_.reduce(u, g_.data<float>());
+  scatter_.reduce(u, g_.data<float>());
 }
 
 void Zero3Engine::begin_micro_batch(int index) {
@@ -81,7 +78,7 @@ void Zero3Engine::begin_micro_batch(int index) {
 
 void Zero3Engine::queue_gradient_norm() {
   training_ = false;
-  wait_s_ += scatter_.drain(g_.data<float>(), 0);
+  scatter_.drain(g_.data<float>(), 0);
   for (int u = 0; u < layout_.num_units(); ++u) release_weights(u);
   sharded_sum_squares(g_.data<float>(), Addressing::kCompact);
 }
