@@ -17,10 +17,6 @@ double bus_bandwidth(const Job& job, int64_t n, int64_t k) {
   return std::min(g.nvlink_bw, static_cast<double>(k) * g.network_bw) * g.eff.collective;
 }
 
-double ring_factor(int64_t n) {
-  return static_cast<double>(n - 1) / static_cast<double>(n);
-}
-
 // Communication that does not hide behind `window` seconds of compute: what exceeds the window,
 // plus the share of the overlapped part that overlap < 1 leaves exposed.
 double exposed(double comm, double window, double overlap) {

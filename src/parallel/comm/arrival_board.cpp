@@ -26,7 +26,8 @@ ArrivalBoard::ArrivalBoard(const std::string& dir, const std::string& group, int
   ::close(fd);
   if (p == MAP_FAILED) return;
   slots_ = static_cast<volatile int64_t*>(p);
-  slots_[2 * index_] = slots_[2 * index_ + 1] = 0;
+  slots_[2 * index_] = 0;
+  slots_[2 * index_ + 1] = 0;
 }
 
 ArrivalBoard::~ArrivalBoard() {

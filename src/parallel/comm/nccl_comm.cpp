@@ -345,8 +345,12 @@ class NcclWork final : public Work {
       poll();  // throws the failure when it was aborted
       return;
     }
-    std::lock_guard<std::mutex> lock(c_->mu);
-    c_->check_failed();
+    {
+      std::lock_guard<std::mutex> lock(c_->mu);
+      c_->check_failed();
+    }
+    // Not under the lock: where a stream wait blocks the host (the emulated GPU's synchronous
+    // streams in tests/ncclemu), the watchdog must still be able to take it and abort.
     cuda_ok(cudaStreamWaitEvent(static_cast<cudaStream_t>(ctx.stream), op_->done, 0), "cudaStreamWaitEvent");
   }
 
