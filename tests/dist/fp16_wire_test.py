@@ -1,6 +1,6 @@
 """The fp16 gradient wire (parallel.grad_compression = "fp16") with fp16 training, at dp = 2.
 
-  1. Parity: ZeRO 0, 1, 2 with the fp16 wire against the same layout uncompressed and against one
+  1. Parity: ZeRO 0, 1, 2, 3 with the fp16 wire against the same layout uncompressed and against one
      process, every step's loss within 1e-3 relative (the bf16 wire's tolerance against
      uncompressed training, parity_nccl_test.py); the bf16 wire's distance at ZeRO 0 is printed
      beside it.
@@ -28,9 +28,9 @@ COMMON = ["--set", f"train.steps={STEPS}", "--set", "train.eval_interval=0", "--
           "--set", "train.seq_len=32", "--set", "optim.lr=3e-3", "--set", 'train.precision="fp16"']
 FP16 = ["--set", 'parallel.grad_compression="fp16"']
 NCCL = ["--set", 'parallel.comm="nccl"']
-# A loss scale at which tiny's gradients fit fp16 on each rank but their sum over 2 ranks does not
-# (found by tests: 2^20 overflows the sums of the head's gradient; 2^16 does not).
-BIG_SCALE = ["--set", "optim.loss_scale_init=1048576"]
+# A loss scale at which tiny's first-step gradients are finite on each rank (the fp32-wire run does
+# not skip step 1; at 2^22 it does) but their sums do not fit fp16 (at 2^20 they do).
+BIG_SCALE = ["--set", "optim.loss_scale_init=2097152"]
 
 
 def worst_rel(a, b):
@@ -53,7 +53,7 @@ def main():
         single = run("single", [], 1)
         print(f"{'zero':>4} {'fp16 vs none':>13} {'fp16 vs 1 rank':>15} {'bf16 vs none':>13} {'grad bytes fp16/none':>21}")
         mpi16 = {}
-        for zero in (0, 1, 2):
+        for zero in (0, 1, 2, 3):
             z = ["--set", "parallel.dp=2", "--set", f"parallel.zero={zero}"]
             none = run(f"none{zero}", z)
             mpi16[zero] = fp16 = run(f"fp16_{zero}", z + FP16)
@@ -120,8 +120,11 @@ def main():
             big_nccl = run("big_nccl", z0 + BIG_SCALE + FP16 + NCCL, ft=SIM)
             print("  fp16 wire over NCCL: " +
                   " ".join(f"{r['loss_scale']:.0f}{'*' if r.get('skipped') else ''}" for r in big_nccl[:8]))
-            if [r.get("skipped", False) for r in big_nccl] != [r.get("skipped", False) for r in big_fp16]:
-                failures.append("over NCCL the fp16 wire's overflows skip other steps than over MPI")
+            # Later overflows depend on rounding that differs between the transports; step 1 does not.
+            if not (big_nccl[0].get("skipped") and big_nccl[0].get("guard") == "fp16_overflow"):
+                failures.append(f"over NCCL the fp16 wire's step 1 was not skipped as an overflow: {big_nccl[0]}")
+            if big_nccl[-1].get("skipped"):
+                failures.append("over NCCL the fp16-wire run did not recover")
     if failures:
         print("FAILED:\n  " + "\n  ".join(failures))
         sys.exit(1)
