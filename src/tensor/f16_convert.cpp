@@ -1,5 +1,6 @@
 #include "tensor/f16_convert.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <cstring>
@@ -50,13 +51,20 @@ __attribute__((target("avx512f"))) void to_f32_avx512(float* dst, const uint16_t
   to_f32_scalar(dst + i, src + i, n - i);
 }
 
+// CPUID.1:ECX.F16C (clang's __builtin_cpu_supports knows no "f16c"); AVX's check above covers the
+// OS saving the ymm registers.
+bool has_f16c_flag() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+}
+
 bool has(F16Path p) {
   __builtin_cpu_init();
   switch (p) {
     case F16Path::kScalar:
       return true;
     case F16Path::kF16C:
-      return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx") && has_f16c_flag();
     case F16Path::kAvx512:
       return __builtin_cpu_supports("avx512f");
   }
