@@ -28,6 +28,23 @@ void Config::bind(ConfigBinder& b) {
   ckpt.bind(b);
 }
 
+namespace {
+
+// fp16 on the gradient wire only where the gradients are loss-scaled (train.precision = "fp16"):
+// the scale lifts them into fp16's range and the scaler backs off and skips a step whose sum
+// overflowed. Unscaled (fp32, bf16 training: elements of 1e-5 and far below, the loss being a mean
+// over the batch's tokens) they would lose their bits and flush below 6e-8, with no scale to
+// adjust; bf16 sends the same bytes with fp32's range (docs/operations.md, "Gradient compression").
+void check_grad_wire(const Config& c) {
+  if (c.parallel.grad_compression != GradCompression::kFP16 || c.train.precision == Precision::kF16) return;
+  throw Error(fmt::format("parallel.grad_compression = \"fp16\" needs train.precision = \"fp16\" (loss-scaled "
+                          "gradients); it is \"{}\"",
+                          precision_label(c.train.precision)),
+              "use parallel.grad_compression = \"bf16\" (the same bytes, fp32's range), or train.precision = \"fp16\"");
+}
+
+}  // namespace
+
 void Config::validate() const {
   model.validate();
   train.validate();
@@ -50,6 +67,7 @@ void Config::validate() const {
         "make train.micro_batch_size x train.seq_len a multiple of parallel.tp");
   }
   if (parallel.pp > 1) PipelinePlan::make(model, train.seq_len, parallel, mb.count);
+  check_grad_wire(*this);
 }
 
 nlohmann::json Config::to_json() {

@@ -21,8 +21,12 @@ void ParallelConfig::bind(ConfigBinder& b) {
   b.add("parallel.bucket_mb", &bucket_mb, "gradient all-reduce bucket size in MiB (ZeRO 0)");
   b.add_enum(
       "parallel.grad_compression", &grad_compression,
-      {{"none", GradCompression::kNone}, {"bf16", GradCompression::kBF16}, {"powersgd", GradCompression::kPowerSGD}},
-      "gradient compression on the data-parallel wire");
+      {{"none", GradCompression::kNone},
+       {"bf16", GradCompression::kBF16},
+       {"fp16", GradCompression::kFP16},
+       {"powersgd", GradCompression::kPowerSGD}},
+      "gradient compression on the data-parallel wire: none (fp32), bf16, fp16 (needs train.precision = \"fp16\": "
+      "the loss-scaled gradients fit its range; an overflow skips the step) or powersgd");
   b.add("parallel.powersgd_rank", &powersgd_rank, "rank of PowerSGD's low-rank approximation");
   b.add("parallel.powersgd_warmup_steps", &powersgd_warmup_steps,
         "optimizer steps with uncompressed gradients before PowerSGD starts");

@@ -14,7 +14,10 @@ class ConfigBinder;
 enum class CommBackend : uint8_t { kAuto = 0, kMpi = 1, kNccl = 2 };
 const char* comm_backend_name(CommBackend c);  // "auto", "mpi", "nccl"
 
-enum class GradCompression : uint8_t { kNone = 0, kBF16 = 1, kPowerSGD = 2 };
+// What the data-parallel gradient reduction sends: fp32, bf16 or fp16 values (fp16: only for
+// loss-scaled gradients, train.precision = "fp16"; Config::validate refuses it otherwise), or
+// PowerSGD's low-rank factors.
+enum class GradCompression : uint8_t { kNone = 0, kBF16 = 1, kPowerSGD = 2, kFP16 = 3 };
 
 // Pipeline schedules (parallel/pipeline_parallel/schedule.h): all forwards then all backwards; one forward
 // one backward; 1F1B over parallel.virtual_stages model chunks per stage (Megatron's interleaving).

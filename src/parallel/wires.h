@@ -20,8 +20,8 @@ struct TrainerWires {
   Wire gemm_inputs = Wire::kF32;
   // ZeRO's all-gathers of weights (the fp32 master weights: ZeRO 1/2 after the update, ZeRO 3 per unit).
   Wire weights = Wire::kF32;
-  // Data-parallel gradient reduction (all-reduce or reduce-scatter): bf16 with
-  // parallel.grad_compression = "bf16" (PowerSGD's factors are fp32).
+  // Data-parallel gradient reduction (all-reduce or reduce-scatter): bf16 or fp16 with
+  // parallel.grad_compression = "bf16" or "fp16" (PowerSGD's factors are fp32).
   Wire grads = Wire::kF32;
 };
 

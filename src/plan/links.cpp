@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/param_layout.h"
+#include "parallel/wires.h"
 #include "plan/calibrate.h"
 #include "plan/time.h"
 #include "util/error.h"
@@ -40,7 +41,10 @@ PowerSgdUnit powersgd_unit(const ParamLayout& layout, int u, int64_t r) {
 }
 
 const char* compression_name(GradCompression c) {
-  return c == GradCompression::kBF16 ? "bf16" : c == GradCompression::kPowerSGD ? "powersgd" : "none";
+  return c == GradCompression::kBF16       ? "bf16"
+         : c == GradCompression::kFP16     ? "fp16"
+         : c == GradCompression::kPowerSGD ? "powersgd"
+                                           : "none";
 }
 
 }  // namespace
@@ -126,7 +130,7 @@ LinkStep predict_step_over_links(const Config& cfg, const GpuSpec& device, const
     out.exposed = out.comm;
     for (auto& b : out.buckets) b.start = b.end = b.ready;
   } else {
-    const double wire = par.grad_compression == GradCompression::kBF16 ? 2.0 : 4.0;
+    const double wire = static_cast<double>(wire_bytes(trainer_wires(par, false).grads));
     double free_at = 0;
     for (auto& b : out.buckets) {
       b.start = std::max(b.ready, free_at);

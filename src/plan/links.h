@@ -47,7 +47,7 @@ struct LinkStep {
   double exposed = 0;                               // the part of it the step waits for
   double control = 0;                               // small per-step collectives (loss, norm, guards, per-rank metrics)
   double step = 0;                                  // compute + exposed + control
-  std::string compression;                          // none, bf16, powersgd
+  std::string compression;                          // none, bf16, fp16, powersgd
   bool overlap = true;                              // more than one bucket: communication starts during backward
 };
 

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "tensor/f16_convert.h"
 #include "util/error.h"
 
 namespace ft {
@@ -124,28 +125,6 @@ void bf16_to_f32_n(float* dst, const uint16_t* src, size_t n) {
   for (; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
 }
 
-void f32_to_f16_n(uint16_t* dst, const float* src, size_t n) {
-  size_t i = 0;
-#if defined(__AVX512F__)
-  for (; i + 16 <= n; i += 16) {
-    __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), h);
-  }
-#endif
-  for (; i < n; ++i) dst[i] = f32_to_f16(src[i]);
-}
-
-void f16_to_f32_n(float* dst, const uint16_t* src, size_t n) {
-  size_t i = 0;
-#if defined(__AVX512F__)
-  for (; i + 16 <= n; i += 16) {
-    __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
-    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(h));
-  }
-#endif
-  for (; i < n; ++i) dst[i] = f16_to_f32(src[i]);
-}
-
 }  // namespace
 
 void convert(void* dst, DType dt, const void* src, DType st, size_t n) {
@@ -159,8 +138,8 @@ void convert(void* dst, DType dt, const void* src, DType st, size_t n) {
   auto* s32 = static_cast<const float*>(src);
   if (st == DType::kF32 && dt == DType::kBF16) return f32_to_bf16_n(d16, s32, n);
   if (st == DType::kBF16 && dt == DType::kF32) return bf16_to_f32_n(d32, s16, n);
-  if (st == DType::kF32 && dt == DType::kF16) return f32_to_f16_n(d16, s32, n);
-  if (st == DType::kF16 && dt == DType::kF32) return f16_to_f32_n(d32, s16, n);
+  if (st == DType::kF32 && dt == DType::kF16) return f32_to_f16_array(d16, s32, n);  // F16C / AVX-512 at run time
+  if (st == DType::kF16 && dt == DType::kF32) return f16_to_f32_array(d32, s16, n);
   if (st == DType::kBF16 && dt == DType::kF16) {
     for (size_t i = 0; i < n; ++i) d16[i] = f32_to_f16(bf16_to_f32(s16[i]));
     return;

@@ -3,6 +3,7 @@
 // ops do what the CPU's do, and running out of its memory is an error naming the request.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstring>
 #include <vector>
@@ -113,6 +114,27 @@ TEST_F(DevemuTest, CopiesAndOpsMatchTheCpu) {
   EXPECT_EQ(0, std::memcmp(back.data(), y.data(), n * 4));
   EXPECT_EQ(s, cs);
   EXPECT_GT(MemoryTracker::global().total_live(Device::kCUDA), 0);
+}
+
+// The fp16 wire's conversions (op_decls.inc's to_fp16 / from_fp16, which the emulator serves from
+// the list like every op): device buffers in and out, the CPU's bits, a sum past 65504 still inf.
+TEST_F(DevemuTest, Fp16ConversionsRunOnDeviceBuffers) {
+  const int64_t n = 1000;
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = 70.0f * static_cast<float>(i) * (i % 2 ? -1.0f : 1.0f);
+  Tensor dx = Tensor::empty({n}, DType::kF32, MemCategory::kOther, Device::kCUDA);
+  Tensor dh = Tensor::empty({n}, DType::kF16, MemCategory::kOther, Device::kCUDA);
+  mem_copy(ctx_, dx.raw(), Device::kCUDA, x.data(), Device::kCPU, n * 4);
+  ops::to_fp16(ctx_, dh.data<uint16_t>(), dx.data<float>(), n);
+  ops::from_fp16(ctx_, dx.data<float>(), dh.data<uint16_t>(), n);
+  std::vector<float> back(n);
+  mem_copy(ctx_, back.data(), Device::kCPU, dx.raw(), Device::kCUDA, n * 4);
+  std::vector<uint16_t> h(n);
+  cpu::to_fp16(cpu_context(), h.data(), x.data(), n);
+  cpu::from_fp16(cpu_context(), x.data(), h.data(), n);
+  EXPECT_EQ(0, std::memcmp(back.data(), x.data(), n * 4));
+  EXPECT_EQ(back[999], -INFINITY);  // -69930 is past fp16's range
+  EXPECT_EQ(back[2], 140.0f);
 }
 
 TEST_F(DevemuTest, OutOfDeviceMemoryNamesTheRequestAndWhatHoldsTheMemory) {

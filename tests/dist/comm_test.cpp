@@ -4,6 +4,7 @@
 // stack scalars over MPI.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <vector>
@@ -77,6 +78,82 @@ TEST(Comm, Bf16WireIsCloseAndIdenticalOnEveryRank) {
   w.c->all_gather(all.data(), x.data(), n * 4);
   for (int q = 0; q < w.P; ++q)
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(all[q * n + i], x[i]) << "rank " << q << " differs at " << i;
+}
+
+// fp16 keeps 3 more mantissa bits than bf16: the same sums, several times closer, and identical on
+// every rank. Bound: each of the ≤ P roundings of a partial sum (|partial| ≤ P) is off by at most
+// P · 2^-11.
+TEST(Comm, Fp16WireIsCloserThanBf16AndIdenticalOnEveryRank) {
+  World w;
+  const int64_t n = 4099;
+  std::vector<float> x(n), exact(n, 0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::sin(0.37f * static_cast<float>(i) + static_cast<float>(w.r));
+    for (int q = 0; q < w.P; ++q) exact[i] += std::sin(0.37f * static_cast<float>(i) + static_cast<float>(q));
+  }
+  std::vector<float> h = x, b = x;
+  w.c->all_reduce(h.data(), n, ReduceOp::kSum, Wire::kF16);
+  w.c->all_reduce(b.data(), n, ReduceOp::kSum, Wire::kBF16);
+  double worst16 = 0, worst_bf16 = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_NEAR(h[i], exact[i], w.P * w.P * std::ldexp(1.0, -11)) << i;
+    worst16 = std::max(worst16, static_cast<double>(std::fabs(h[i] - exact[i])));
+    worst_bf16 = std::max(worst_bf16, static_cast<double>(std::fabs(b[i] - exact[i])));
+  }
+  EXPECT_LT(worst16, worst_bf16 / 4) << "fp16's 10 mantissa bits against bf16's 7";
+  std::vector<float> all(static_cast<size_t>(n * w.P));
+  w.c->all_gather(all.data(), h.data(), n * 4);
+  for (int q = 0; q < w.P; ++q)
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(all[q * n + i], h[i]) << "rank " << q << " differs at " << i;
+}
+
+// Integers below 2048 are exact in fp16: the fp16 wire's all-reduce and reduce-scatter sum them
+// exactly, whatever the ring's order.
+TEST(Comm, Fp16WireSumsSmallIntegersExactly) {
+  World w;
+  const int64_t n = 1001;
+  const float s = static_cast<float>(w.P * (w.P + 1) / 2);
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = value(w.r, i);
+  w.c->all_reduce(x.data(), n, ReduceOp::kSum, Wire::kF16);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(x[i], s * static_cast<float>((i % 97) - 40)) << i;
+  std::vector<float> in(static_cast<size_t>(n * w.P)), out(n);
+  for (int64_t i = 0; i < n * w.P; ++i) in[i] = value(w.r, i);
+  w.c->reduce_scatter(out.data(), in.data(), n, Wire::kF16);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], s * static_cast<float>(((w.r * n + i) % 97) - 40)) << i;
+}
+
+// Out of fp16's range: a sum past 65504 is ±inf on every rank, for the all-reduce (ZeRO 0) and the
+// reduce-scatter (ZeRO 1-3) alike, on MPI as on NCCL — so the loss scaler sees it and skips the
+// step. A sum below half the smallest subnormal (2^-25) is 0 everywhere.
+TEST(Comm, Fp16WireOverflowIsInfAndUnderflowZeroOnEveryRank) {
+  World w;
+  const int64_t n = 64;
+  auto fill = [&](float* v) {
+    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(i);  // small, in range
+    v[0] = 40000.0f;                                               // × P ≥ 2: past 65504
+    v[1] = -40000.0f;
+    v[2] = 1e-9f;                               // × P ≤ 8e-9 < 2^-25
+    v[3] = 60000.0f / static_cast<float>(w.P);  // sums to 60000: in range
+  };
+  std::vector<float> x(n);
+  fill(x.data());
+  w.c->all_reduce(x.data(), n, ReduceOp::kSum, Wire::kF16);
+  EXPECT_EQ(x[0], INFINITY);
+  EXPECT_EQ(x[1], -INFINITY);
+  EXPECT_EQ(x[2], 0.0f);
+  EXPECT_TRUE(std::isfinite(x[3])) << x[3];
+  EXPECT_NEAR(x[3], 60000.0f, 60000.0f * w.P * std::ldexp(1.0, -11));
+  for (int64_t i = 4; i < n; ++i) ASSERT_EQ(x[i], static_cast<float>(i * w.P)) << i;
+
+  std::vector<float> in(static_cast<size_t>(n * w.P)), out(n);
+  for (int q = 0; q < w.P; ++q) fill(in.data() + q * n);
+  w.c->reduce_scatter(out.data(), in.data(), n, Wire::kF16);
+  EXPECT_EQ(out[0], INFINITY);
+  EXPECT_EQ(out[1], -INFINITY);
+  EXPECT_EQ(out[2], 0.0f);
+  EXPECT_TRUE(std::isfinite(out[3])) << out[3];
+  for (int64_t i = 4; i < n; ++i) ASSERT_EQ(out[i], static_cast<float>(i * w.P)) << i;
 }
 
 TEST(Comm, ReduceScatterAndAllGather) {
@@ -155,13 +232,26 @@ TEST(Comm, BytesOnTheWireMatchTheRingAlgorithm) {
   CommStats before = w.c->stats();
   w.c->all_reduce(x.data(), n);
   w.c->all_reduce(x.data(), n, ReduceOp::kSum, Wire::kBF16);
+  w.c->all_reduce(x.data(), n, ReduceOp::kSum, Wire::kF16);
   CommStats d = w.c->stats() - before;
   int64_t ar = static_cast<int64_t>(CollKind::kAllReduce);
-  EXPECT_EQ(d.calls[ar], 2);
-  // fp32: 2 (P - 1) / P · 4n bytes; bf16: half of it. Chunks differ by at most one element
+  EXPECT_EQ(d.calls[ar], 3);
+  // fp32: 2 (P - 1) / P · 4n bytes; bf16 and fp16: half of it. Chunks differ by at most one element
   // when P does not divide n, so a rank's count is within 2 (P - 1) elements of the mean.
-  double theory = 2.0 * (w.P - 1) * n * 4 / w.P + 2.0 * (w.P - 1) * n * 2 / w.P;
-  EXPECT_NEAR(static_cast<double>(d.bytes_sent[ar]), theory, 2.0 * (w.P - 1) * 6);
+  double theory = 2.0 * (w.P - 1) * n * 4 / w.P + 2 * (2.0 * (w.P - 1) * n * 2 / w.P);
+  EXPECT_NEAR(static_cast<double>(d.bytes_sent[ar]), theory, 2.0 * (w.P - 1) * 8);
+
+  // A reduce-scatter sends (P - 1) blocks: 4 bytes an element in fp32, 2 in fp16.
+  std::vector<float> in(static_cast<size_t>(n * w.P), 1.0f), out(n);
+  const int64_t rs = static_cast<int64_t>(CollKind::kReduceScatter);
+  before = w.c->stats();
+  w.c->reduce_scatter(out.data(), in.data(), n);
+  const int64_t f32_bytes = (w.c->stats() - before).bytes_sent[rs];
+  before = w.c->stats();
+  w.c->reduce_scatter(out.data(), in.data(), n, Wire::kF16);
+  const int64_t f16_bytes = (w.c->stats() - before).bytes_sent[rs];
+  EXPECT_EQ(f32_bytes, (w.P - 1) * n * 4);
+  EXPECT_EQ(f16_bytes, f32_bytes / 2);
 }
 
 // Every kind's time is counted where it ran (MPI: on the communication thread; NCCL: between the

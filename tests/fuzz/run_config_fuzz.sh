@@ -18,7 +18,8 @@ command -v "$CXX" >/dev/null || { echo "run_config_fuzz: $CXX not found (scripts
 srcs=("$root"/src/config/config.cpp "$root"/src/util/config_binder.cpp "$root"/src/util/error.cpp
       "$root"/src/util/strings.cpp "$root"/src/util/fs.cpp "$root"/src/util/log.cpp
       "$root"/src/model/model_config.cpp "$root"/src/model/param_layout.cpp "$root"/src/tensor/tensor.cpp
-      "$root"/src/tensor/memory.cpp "$root"/src/tensor/dtype.cpp "$root"/src/tensor/device_runtime.cpp
+      "$root"/src/tensor/memory.cpp "$root"/src/tensor/dtype.cpp "$root"/src/tensor/f16_convert.cpp
+      "$root"/src/tensor/device_runtime.cpp
       "$root"/src/train/train_config.cpp "$root"/src/optim/optim_config.cpp "$root"/src/train/micro_batches.cpp
       "$root"/src/data/data_config.cpp
       "$root"/src/parallel/parallel_config.cpp "$root"/src/parallel/pipeline_parallel/pipeline_plan.cpp

@@ -68,6 +68,8 @@ double Buffer::at(size_t i) const {
       return as<int32_t>()[i];
     case Elem::kF64:
       return as<double>()[i];
+    case Elem::kF16:
+      return f16_to_f32(as<uint16_t>()[i]);
   }
   return 0;
 }
@@ -75,11 +77,15 @@ double Buffer::at(size_t i) const {
 namespace {
 
 size_t elem_size(Elem e) {
-  return e == Elem::kF64 ? 8 : e == Elem::kBF16 ? 2 : 4;
+  return e == Elem::kF64 ? 8 : e == Elem::kBF16 || e == Elem::kF16 ? 2 : 4;
 }
 
 const char* elem_name(Elem e) {
-  return e == Elem::kF64 ? "f64" : e == Elem::kBF16 ? "bf16" : e == Elem::kI32 ? "i32" : "f32";
+  return e == Elem::kF64    ? "f64"
+         : e == Elem::kBF16 ? "bf16"
+         : e == Elem::kF16  ? "f16"
+         : e == Elem::kI32  ? "i32"
+                            : "f32";
 }
 
 }  // namespace
@@ -120,6 +126,12 @@ uint16_t* Case::in_bf16(const std::string& name, const std::vector<float>& value
   return b.as<uint16_t>();
 }
 
+uint16_t* Case::in_f16(const std::string& name, const std::vector<float>& values) {
+  Buffer& b = add(name, Elem::kF16, Role::kIn, values.size(), {});
+  for (size_t i = 0; i < values.size(); ++i) b.as<uint16_t>()[i] = f32_to_f16(values[i]);
+  return b.as<uint16_t>();
+}
+
 double* Case::in_f64(const std::string& name, const std::vector<double>& values) {
   Buffer& b = add(name, Elem::kF64, Role::kIn, values.size(), {});
   std::copy(values.begin(), values.end(), b.as<double>());
@@ -147,6 +159,12 @@ float* Case::out_f32(const std::string& name, int64_t n, Tol tol) {
 uint16_t* Case::out_bf16(const std::string& name, int64_t n, Tol tol) {
   Buffer& b = add(name, Elem::kBF16, Role::kOut, static_cast<size_t>(n), tol);
   std::fill_n(b.as<uint16_t>(), n, uint16_t{0x7fc1});  // a NaN
+  return b.as<uint16_t>();
+}
+
+uint16_t* Case::out_f16(const std::string& name, int64_t n, Tol tol) {
+  Buffer& b = add(name, Elem::kF16, Role::kOut, static_cast<size_t>(n), tol);
+  std::fill_n(b.as<uint16_t>(), n, uint16_t{0x7e01});  // a NaN
   return b.as<uint16_t>();
 }
 

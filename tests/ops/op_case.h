@@ -50,8 +50,8 @@ struct Tol {
   std::string str() const;
 };
 
-enum class Elem : uint8_t { kF32, kBF16, kI32, kF64 };  // bf16: uint16_t bit patterns
-enum class Role : uint8_t { kIn, kOut, kInOut };        // kOut: written; kInOut: read, then written or accumulated
+enum class Elem : uint8_t { kF32, kBF16, kI32, kF64, kF16 };  // bf16, f16: uint16_t bit patterns
+enum class Role : uint8_t { kIn, kOut, kInOut };  // kOut: written; kInOut: read, then written or accumulated
 
 struct Buffer {
   std::string name;
@@ -68,7 +68,7 @@ struct Buffer {
   const T* as() const {
     return reinterpret_cast<const T*>(data.data());
   }
-  double at(size_t i) const;  // element i as a double (bf16 widened)
+  double at(size_t i) const;  // element i as a double (bf16, f16 widened)
   bool is_output() const { return role != Role::kIn; }
 };
 
@@ -85,10 +85,12 @@ class Case {
   float* in_f32(const std::string& name, const std::vector<float>& values);
   int32_t* in_i32(const std::string& name, const std::vector<int32_t>& values);
   uint16_t* in_bf16(const std::string& name, const std::vector<float>& values);  // rounded
+  uint16_t* in_f16(const std::string& name, const std::vector<float>& values);   // rounded (f32_to_f16)
   double* in_f64(const std::string& name, const std::vector<double>& values);
   float* out_f32(const std::string& name, int64_t n, Tol tol);
   uint16_t* out_bf16(const std::string& name, int64_t n, Tol tol);
-  int32_t* out_i32(const std::string& name, int64_t n, Tol tol);  // starts INT32_MIN
+  uint16_t* out_f16(const std::string& name, int64_t n, Tol tol);  // starts a NaN pattern
+  int32_t* out_i32(const std::string& name, int64_t n, Tol tol);   // starts INT32_MIN
   double* out_f64(const std::string& name, int64_t n, Tol tol);
   // Inputs the op also writes: accumulated gradients, in-place ops, optimizer state.
   float* inout_f32(const std::string& name, int64_t n, uint64_t seed, Tol tol, float lo = -1.0f, float hi = 1.0f);
@@ -98,6 +100,7 @@ class Case {
   float* f32(std::string_view name) { return buffer(name, Elem::kF32).as<float>(); }
   const float* f32(std::string_view name) const { return buffer(name, Elem::kF32).as<float>(); }
   uint16_t* bf16(std::string_view name) { return buffer(name, Elem::kBF16).as<uint16_t>(); }
+  uint16_t* f16(std::string_view name) { return buffer(name, Elem::kF16).as<uint16_t>(); }
   const int32_t* i32(std::string_view name) const { return buffer(name, Elem::kI32).as<int32_t>(); }
   int32_t* i32(std::string_view name) { return buffer(name, Elem::kI32).as<int32_t>(); }
   double* f64(std::string_view name) { return buffer(name, Elem::kF64).as<double>(); }

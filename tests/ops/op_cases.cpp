@@ -40,6 +40,8 @@ constexpr OpRow kOpRows[] = {
     {OpId::sum_in_order, &rows::sum_in_order},
     {OpId::to_bf16, &rows::to_bf16},
     {OpId::from_bf16, &rows::from_bf16},
+    {OpId::to_fp16, &rows::to_fp16},
+    {OpId::from_fp16, &rows::from_fp16},
     {OpId::gram_schmidt, &rows::gram_schmidt},
     {OpId::powersgd_error_feedback, &rows::powersgd_error_feedback},
     {OpId::adamw_step, &rows::adamw_step},

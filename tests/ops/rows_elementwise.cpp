@@ -1,7 +1,9 @@
-// Rows: add_inplace, scale_inplace, sum_squares, sum_in_order, to_bf16. Sizes below and above the vector width,
-// the threading cut and sum_squares' 16384-element blocks.
+// Rows: add_inplace, scale_inplace, sum_squares, sum_in_order, to/from bf16 and fp16. Sizes below and above the vector
+// width, the threading cut and sum_squares' 16384-element blocks.
 #include <bit>
+#include <cmath>
 #include <limits>
+#include <string>
 
 #include "ops/op_cases.h"
 #include "ops/rows_util.h"
@@ -120,6 +122,75 @@ class FromBf16 final : public OpCase {
   Cost cost(const Shape& s) const override { return {(kF32Bytes + kBf16Bytes) * s["n"], 0}; }
 };
 
+// fp16's edges, in the vector body and the tail alike: halfway values between neighbouring halves
+// (ties to even: alternately up and down), the overflow boundary (65504 stays, 65519.99 rounds
+// down, 65520 and above become inf), subnormal halves and what rounds to 0, and a NaN. The values
+// themselves are checked against numpy's float16 by tests/unit/f16_numpy_test.py.
+class ToFp16 final : public OpCase {
+ public:
+  std::vector<Shape> test_shapes() const override { return sizes(); }
+  Shape bench_shape() const override { return {{"n", 16 << 20}}; }  // a 16 M-float gradient bucket
+  Case make(const Shape& s, uint64_t seed) const override {
+    const int64_t n = s["n"];
+    std::vector<float> x = random_floats(n, seed + 67, -70000.0f, 70000.0f);
+    const float edges[] = {1.0f + 1.0f / 2048,
+                           1.0f + 3.0f / 2048,
+                           65504.0f,
+                           65519.99f,
+                           65520.0f,
+                           -65520.0f,
+                           3e-8f,
+                           2.98023224e-8f,
+                           -1e-7f,
+                           6.1e-5f,
+                           std::numeric_limits<float>::quiet_NaN(),
+                           1e-3f,
+                           -0.0f};
+    for (int64_t i = 0; i < n; i += 3) x[static_cast<size_t>(i)] = edges[(i / 3) % std::size(edges)];
+    Case c(s);
+    c.in_f32("x", x);
+    c.out_f16("y", n, Tol::exact());
+    return c;
+  }
+  void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
+    ops.to_fp16(ctx, c.f16("y"), c.f32("x"), c["n"]);
+  }
+  Cost cost(const Shape& s) const override { return {(kF32Bytes + kF16Bytes) * s["n"], 0}; }
+};
+
+// Every fp16 value back to fp32 exactly: random ones, and at the two largest sizes every one of the
+// 65536 patterns (subnormals, infinities, NaNs). A NaN must stay a NaN, its payload bits may differ
+// (F16C quiets a signalling NaN, the scalar code keeps it).
+class FromFp16 final : public OpCase {
+ public:
+  std::vector<Shape> test_shapes() const override { return sizes(); }
+  Shape bench_shape() const override { return {{"n", 16 << 20}}; }
+  Case make(const Shape& s, uint64_t seed) const override {
+    const int64_t n = s["n"];
+    Case c(s);
+    uint16_t* x = c.in_f16("x", random_floats(n, seed + 68, -60000.0f, 60000.0f));
+    if (n >= 1000)
+      for (int64_t i = 0; i < n; ++i) x[i] = static_cast<uint16_t>(i * 40503);  // odd: every pattern per 65536
+    c.out_f32("y", n, Tol::exact());
+    return c;
+  }
+  void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
+    ops.from_fp16(ctx, c.f32("y"), c.f16("x"), c["n"]);
+  }
+  std::string compare(const Case&, const Case& got, const Case& want) const override {
+    const Buffer &g = got.buffer("y"), &w = want.buffer("y");
+    for (size_t i = 0; i < g.count; ++i) {
+      const float a = g.as<float>()[i], b = w.as<float>()[i];
+      if (std::isnan(a) && std::isnan(b)) continue;
+      if (std::bit_cast<uint32_t>(a) != std::bit_cast<uint32_t>(b))
+        return "y[" + std::to_string(i) + "]: got " + std::to_string(a) + ", want " + std::to_string(b) +
+               " (fp16 bits " + std::to_string(got.buffer("x").as<uint16_t>()[i]) + ")";
+    }
+    return "";
+  }
+  Cost cost(const Shape& s) const override { return {(kF32Bytes + kF16Bytes) * s["n"], 0}; }
+};
+
 }  // namespace
 
 const OpCase& add_inplace() {
@@ -144,6 +215,15 @@ const OpCase& to_bf16() {
 }
 const OpCase& from_bf16() {
   static const FromBf16 row;
+  return row;
+}
+
+const OpCase& to_fp16() {
+  static const ToFp16 row;
+  return row;
+}
+const OpCase& from_fp16() {
+  static const FromFp16 row;
   return row;
 }
 

@@ -11,7 +11,7 @@
 
 namespace ft::test {
 
-inline constexpr double kF32Bytes = 4, kBf16Bytes = 2;
+inline constexpr double kF32Bytes = 4, kBf16Bytes = 2, kF16Bytes = 2;
 
 // Uniform in [lo, hi) (the same values Case::in_f32 makes from the seed).
 inline std::vector<float> random_floats(int64_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {

@@ -74,6 +74,24 @@ TEST(Config, TrainDeviceNamesCpuCudaOrAuto) {
   EXPECT_NE(e.find("| set train.device = \"cpu\""), std::string::npos) << e;
 }
 
+// The fp16 gradient wire needs loss-scaled gradients: with fp16 training it loads, with fp32 or
+// bf16 training it is refused in one line naming both keys, the hint offering bf16.
+TEST(Config, Fp16GradientWireOnlyWithFp16Training) {
+  const std::string wire = "parallel.grad_compression=\"fp16\"";
+  Config c = load_config("", {wire, "train.precision=\"fp16\"", "parallel.dp=2"});
+  EXPECT_EQ(c.parallel.grad_compression, GradCompression::kFP16);
+  for (const char* p : {"fp32", "bf16"}) {
+    const std::string e = error_of("", {wire, std::string("train.precision=\"") + p + "\""});
+    EXPECT_NE(e.find(std::string("parallel.grad_compression = \"fp16\" needs train.precision = \"fp16\" (loss-scaled "
+                                 "gradients); it is \"") +
+                     p + "\""),
+              std::string::npos)
+        << e;
+    EXPECT_NE(e.find("| use parallel.grad_compression = \"bf16\""), std::string::npos) << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+}
+
 // Issue 14: inf / nan parse as numbers but are no setting's value; a directory is no config file.
 TEST(Config, NonFiniteFloatsAndDirectoriesRefused) {
   for (const char* v : {"inf", "-inf", "nan", "+inf"}) {

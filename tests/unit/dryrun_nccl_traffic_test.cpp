@@ -122,6 +122,31 @@ TEST(DryRunNcclTraffic, PlannerBytesEqualTheCountedOnesPerWire) {
   }
 }
 
+// fp16 on the gradient wire (fp16 training): the dry run's counted gradient bytes and the
+// planner's are half of fp32's, for the all-reduce (ZeRO 0, one bucket: of the whole model,
+// 4 × 43136 + 16384 + 64 + 16384 = 205376 elements, each rank sends 2 (P − 1) / P of them, all) and
+// the reduce-scatters (ZeRO 2: (P − 1) / P, 102688 per rank); everything else of dp (the doubles;
+// ZeRO 2's weight gathers) unchanged.
+TEST(DryRunNcclTraffic, Fp16GradientsSendHalfTheBytes) {
+  for (const int zero : {0, 2}) {
+    double bytes[2] = {0, 0};
+    for (const bool fp16 : {false, true}) {
+      std::vector<std::string> sets = {"parallel.dp=2", "parallel.zero=" + std::to_string(zero),
+                                       "parallel.bucket_mb=1000", "train.precision=\"fp16\""};
+      if (fp16) sets.push_back("parallel.grad_compression=\"fp16\"");
+      Config cfg = load_config(std::string(FT_SOURCE_DIR) + "/configs/tiny.toml", sets);
+      DryRun d = dry_run(cfg, 2, plan::find_gpu("a100-80gb"));
+      EXPECT_EQ(d.layout.wire.grads, fp16 ? 2 : 4);
+      const plan::RankTraffic t = plan::rank_traffic(d.job, d.layout);
+      EXPECT_EQ(t.dp_grads, 205376.0 * (fp16 ? 2 : 4) * (zero == 0 ? 1 : 0.5)) << zero << fp16;
+      const std::vector<AxisTraffic> axes = axis_traffic(d);
+      EXPECT_EQ(axes[0].max_rank_bytes, axes[0].planner_bytes) << zero << fp16;
+      bytes[fp16] = axes[0].max_rank_bytes;
+    }
+    EXPECT_EQ(bytes[0] - bytes[1], 205376.0 * 2 * (zero == 0 ? 1 : 0.5)) << "zero " << zero;
+  }
+}
+
 // Full recompute runs each block's forward again in backward, its two reduces with it.
 TEST(DryRunNcclTraffic, RecomputeRepeatsTheForwardsCollectives) {
   Config cfg =

@@ -55,6 +55,14 @@ TEST(PlanLinks, BucketsOverlapBackwardBf16HalvesPowerSgdIsSmall) {
   EXPECT_DOUBLE_EQ(psgd.exposed, psgd.comm);  // synchronous
   EXPECT_LT(psgd.step, bf16.step);
   EXPECT_LT(bf16.step, on.step);
+  // fp16 (with fp16 training; a GPU with fp16 peak flops): the same 2 bytes an element as bf16,
+  // the same communication time.
+  const GpuSpec a100 = find_gpu("a100-80gb");
+  LinkStep bf16_gpu = predict_step_over_links(cfg_for({"parallel.grad_compression=\"bf16\""}), a100, l, 2.0);
+  LinkStep fp16 = predict_step_over_links(cfg_for({"parallel.grad_compression=\"fp16\"", "train.precision=\"fp16\""}),
+                                          a100, l, 2.0);
+  EXPECT_EQ(fp16.compression, "fp16");
+  EXPECT_DOUBLE_EQ(fp16.comm, bf16_gpu.comm);
 }
 
 TEST(PlanLinks, LayoutsItDoesNotCoverAreRefused) {

@@ -1,9 +1,11 @@
-// Elementwise helpers over flat arrays: residual adds, gradient scaling, squared norms.
+// Elementwise helpers over flat arrays: residual adds, gradient scaling, squared norms, conversions.
 // Parallel over fixed-size blocks; small arrays stay on the calling thread.
+#include <algorithm>
 #include <vector>
 
 #include "kernels/cpu/simd.h"
 #include "kernels/ops.h"
+#include "tensor/f16_convert.h"
 
 namespace ft::cpu {
 
@@ -77,6 +79,19 @@ void from_bf16(const ExecContext&, float* y, const uint16_t* x, int64_t n) {
     int w = width(n - i);
     store(y + i, load_bf16(x + i, w), w);
   }
+}
+
+// y(n) = fp16(x(n)), blocks of kBlock on the threads; within a block AVX-512, F16C or scalar, as
+// the CPU has (tensor/f16_convert.h: the same bits on every path).
+void to_fp16(const ExecContext&, uint16_t* y, const float* x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; i += kBlock) f32_to_f16_array(y + i, x + i, static_cast<size_t>(std::min(kBlock, n - i)));
+}
+
+// y(n) = fp32(x(n))
+void from_fp16(const ExecContext&, float* y, const uint16_t* x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; i += kBlock) f16_to_f32_array(y + i, x + i, static_cast<size_t>(std::min(kBlock, n - i)));
 }
 
 }  // namespace ft::cpu

@@ -116,6 +116,10 @@ void sum_in_order(CudaContext& ctx, double* sum, const float* x, int64_t n);
 void to_bf16(CudaContext& ctx, uint16_t* y, const float* x, int64_t n);
 // y(n) = the fp32 value of the bf16 x(n) (exact).
 void from_bf16(CudaContext& ctx, float* y, const uint16_t* x, int64_t n);
+// y(n) = fp16(x(n)), round to nearest even, overflow to ±inf (math::to_f16); y(n) = fp32 of the
+// fp16 x(n), exact: NcclComm's fp16 wire.
+void to_fp16(CudaContext& ctx, uint16_t* y, const float* x, int64_t n);
+void from_fp16(CudaContext& ctx, float* y, const uint16_t* x, int64_t n);
 
 // PowerSGD (powersgd.cu): Gram–Schmidt by one block (dot products and norms as fixed-order block
 // reductions in double), the error feedback elementwise.

@@ -110,6 +110,14 @@ void widen_f16(CudaContext& ctx, float* y, const uint16_t* x, int64_t n) {
   launch_elementwise(ctx, "widen_f16", n, f16_to_f32_kernel, y, x);
 }
 
+void to_fp16(CudaContext& ctx, uint16_t* y, const float* x, int64_t n) {
+  launch_elementwise(ctx, "to_fp16", n, to_f16_kernel, y, x);
+}
+
+void from_fp16(CudaContext& ctx, float* y, const uint16_t* x, int64_t n) {
+  launch_elementwise(ctx, "from_fp16", n, f16_to_f32_kernel, y, x);
+}
+
 void sum_squares(CudaContext& ctx, double* sum, const float* x, int64_t n) {
   require(n >= 0, "sum_squares", "negative size", {{"n", n}});
   if (n == 0) return;

@@ -191,6 +191,14 @@ void from_bf16(const ExecContext&, float* y, const uint16_t* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = bf16_to_f32(x[i]);
 }
 
+void to_fp16(const ExecContext&, uint16_t* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f32_to_f16(x[i]);
+}
+
+void from_fp16(const ExecContext&, float* y, const uint16_t* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f16_to_f32(x[i]);
+}
+
 void adamw_step(const ExecContext&, float* param, float* m, float* v, uint16_t* param_bf16, const float* grad,
                 int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
                 float grad_scale) {

@@ -297,7 +297,8 @@ class MpiCommunicator final : public Communicator {
     return v.data();
   }
 
-  // Sends floats as fp32 or bf16; the receiver gets fp32 back in `into` (accumulated or copied).
+  // Sends floats as fp32, bf16 or fp16; the receiver gets fp32 back in `into` (accumulated in fp32,
+  // or copied).
   void exchange_floats(Op& o, const float* send, int64_t ns, float* into, int64_t nr, Wire wire, bool accumulate) {
     if (wire == Wire::kF32) {
       float* tmp = accumulate ? scratch(static_cast<size_t>(nr), 0) : into;
@@ -306,16 +307,28 @@ class MpiCommunicator final : public Communicator {
         for (int64_t i = 0; i < nr; ++i) into[i] += tmp[i];
       return;
     }
+    const DType t = wire_dtype(wire);
     auto* s16 = reinterpret_cast<uint16_t*>(scratch(static_cast<size_t>(ns + 1) / 2, 1));
     auto* r16 = reinterpret_cast<uint16_t*>(scratch(static_cast<size_t>(nr + 1) / 2, 2));
-    convert(s16, DType::kBF16, send, DType::kF32, static_cast<size_t>(ns));
+    convert(s16, t, send, DType::kF32, static_cast<size_t>(ns));
     ring_exchange(o, s16, ns * 2, r16, nr * 2);
     if (accumulate) {
-      for (int64_t i = 0; i < nr; ++i) into[i] += bf16_to_f32(r16[i]);
+      float* tmp = scratch(static_cast<size_t>(nr), 0);
+      convert(tmp, DType::kF32, r16, t, static_cast<size_t>(nr));
+      for (int64_t i = 0; i < nr; ++i) into[i] += tmp[i];
     } else {
-      convert(into, DType::kF32, r16, DType::kBF16, static_cast<size_t>(nr));
+      convert(into, DType::kF32, r16, t, static_cast<size_t>(nr));
     }
   }
+
+  // x(n) = fp32(wire(x(n))): what the 16-bit wire would deliver of it.
+  void round_to_wire(float* x, int64_t n, Wire wire) {
+    auto* h = reinterpret_cast<uint16_t*>(scratch(static_cast<size_t>(n + 1) / 2, 1));
+    convert(h, wire_dtype(wire), x, DType::kF32, static_cast<size_t>(n));
+    convert(x, DType::kF32, h, wire_dtype(wire), static_cast<size_t>(n));
+  }
+
+  static DType wire_dtype(Wire w) { return w == Wire::kF16 ? DType::kF16 : DType::kBF16; }
 
   // Reduce-scatter phase: afterwards rank r holds the full sum of chunk r of data.
   void ring_reduce_phase(Op& o, float* data, int64_t n, ReduceOp op, Wire wire) {
@@ -337,9 +350,9 @@ class MpiCommunicator final : public Communicator {
     if (size_ == 1 || n == 0) return;
     if (op == ReduceOp::kMax) wire = Wire::kF32;
     ring_reduce_phase(o, data, n, op, wire);
-    if (wire == Wire::kBF16) {  // every replica must hold identical values: round the owned chunk too
+    if (wire != Wire::kF32) {  // every replica must hold identical values: round the owned chunk too
       int64_t b = chunk_begin(n, rank_), e = chunk_begin(n, rank_ + 1);
-      for (int64_t i = b; i < e; ++i) data[i] = bf16_to_f32(f32_to_bf16(data[i]));
+      round_to_wire(data + b, e - b, wire);  // an fp16 sum past 65504 is ±inf here as on the others
     }
     for (int s = 0; s < size_ - 1; ++s) {
       int sc = ((rank_ - s) % size_ + size_) % size_, rc = ((rank_ - s - 1) % size_ + size_) % size_;
@@ -358,6 +371,9 @@ class MpiCommunicator final : public Communicator {
       exchange_floats(o, acc.data() + sc * n, n, acc.data() + rc * n, n, wire, true);
     }
     std::memcpy(out, acc.data() + static_cast<int64_t>(rank_) * n, static_cast<size_t>(n) * 4);
+    // fp16: the result is an fp16 value, as NCCL's (ncclFloat16) is, so a sum past 65504 is inf on
+    // either transport and the loss scaler sees it. (bf16 keeps the fp32 sum: no range to lose.)
+    if (wire == Wire::kF16 && size_ > 1) round_to_wire(out, n, wire);
   }
 
   void ring_all_gather(Op& o, void* out, const void* in, int64_t bytes) {

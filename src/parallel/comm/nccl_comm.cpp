@@ -103,7 +103,7 @@ struct Core {
   std::mutex mu;
   int64_t seq = 0, finished = 0;  // collectives enqueued / seen finished
   std::string failed;             // the first failure: every later call fails with it
-  uint16_t* scratch = nullptr;    // bf16 wire buffer on the device, used on the stream in order
+  uint16_t* scratch = nullptr;    // bf16/fp16 wire buffer on the device, used on the stream in order
   int64_t scratch_n = 0;
   std::vector<std::shared_ptr<Op>> outstanding;  // launched, not yet seen finished
   std::array<double, kNumCollKinds> seconds{};   // stream time of the finished operations, per kind
@@ -535,7 +535,7 @@ class NcclComm final : public Communicator {
   WorkPtr all_reduce_async(float* data, int64_t n, ReduceOp op, Wire wire) override {
     if (!on_device(data, n)) return c_->host->all_reduce_async(data, n, op, wire);
     if (op == ReduceOp::kMax) wire = Wire::kF32;
-    const int64_t elem = wire == Wire::kBF16 ? 2 : 4;
+    const int64_t elem = wire_bytes(wire);
     return launch(CollKind::kAllReduce, ring_all_reduce_bytes(n, elem, c_->size, c_->rank), -1, 0, [&](Core& c) {
       if (wire == Wire::kF32) {
         c.nccl_ok(ncclAllReduce(data, data, static_cast<size_t>(n), ncclFloat32, nccl_op(op), c.comm, c.stream),
@@ -543,9 +543,10 @@ class NcclComm final : public Communicator {
         return;
       }
       uint16_t* w = c.bf16_scratch(n);
-      c.on_stream([=](const ExecContext& x) { ops::to_bf16(x, w, data, n); });
-      c.nccl_ok(ncclAllReduce(w, w, static_cast<size_t>(n), ncclBfloat16, ncclSum, c.comm, c.stream), "ncclAllReduce");
-      c.on_stream([=](const ExecContext& x) { ops::from_bf16(x, data, w, n); });
+      c.on_stream([=](const ExecContext& x) { to_wire(x, wire, w, data, n); });
+      c.nccl_ok(ncclAllReduce(w, w, static_cast<size_t>(n), nccl_wire_type(wire), ncclSum, c.comm, c.stream),
+                "ncclAllReduce");
+      c.on_stream([=](const ExecContext& x) { from_wire(x, wire, data, w, n); });
     });
   }
 
@@ -559,7 +560,7 @@ class NcclComm final : public Communicator {
 
   WorkPtr reduce_scatter_async(float* out, const float* in, int64_t n, Wire wire) override {
     if (!on_device(in, n)) return c_->host->reduce_scatter_async(out, in, n, wire);
-    const int64_t elem = wire == Wire::kBF16 ? 2 : 4;
+    const int64_t elem = wire_bytes(wire);
     return launch(CollKind::kReduceScatter, (c_->size - 1) * n * elem, -1, 0, [&](Core& c) {
       if (wire == Wire::kF32) {
         c.nccl_ok(ncclReduceScatter(in, out, static_cast<size_t>(n), ncclFloat32, ncclSum, c.comm, c.stream),
@@ -568,10 +569,11 @@ class NcclComm final : public Communicator {
       }
       const int64_t total = n * c.size;
       uint16_t* w = c.bf16_scratch(total + n);
-      c.on_stream([=](const ExecContext& x) { ops::to_bf16(x, w, in, total); });
-      c.nccl_ok(ncclReduceScatter(w, w + total, static_cast<size_t>(n), ncclBfloat16, ncclSum, c.comm, c.stream),
-                "ncclReduceScatter");
-      c.on_stream([=](const ExecContext& x) { ops::from_bf16(x, out, w + total, n); });
+      c.on_stream([=](const ExecContext& x) { to_wire(x, wire, w, in, total); });
+      c.nccl_ok(
+          ncclReduceScatter(w, w + total, static_cast<size_t>(n), nccl_wire_type(wire), ncclSum, c.comm, c.stream),
+          "ncclReduceScatter");
+      c.on_stream([=](const ExecContext& x) { from_wire(x, wire, out, w + total, n); });
     });
   }
 
@@ -625,6 +627,14 @@ class NcclComm final : public Communicator {
   }
 
   static ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::kMax ? ncclMax : ncclSum; }
+  // The 16-bit wires: NCCL's type, and the conversions into and out of the scratch (on the stream).
+  static ncclDataType_t nccl_wire_type(Wire w) { return w == Wire::kF16 ? ncclFloat16 : ncclBfloat16; }
+  static void to_wire(const ExecContext& x, Wire w, uint16_t* y, const float* v, int64_t n) {
+    w == Wire::kF16 ? ops::to_fp16(x, y, v, n) : ops::to_bf16(x, y, v, n);
+  }
+  static void from_wire(const ExecContext& x, Wire w, float* y, const uint16_t* v, int64_t n) {
+    w == Wire::kF16 ? ops::from_fp16(x, y, v, n) : ops::from_bf16(x, y, v, n);
+  }
 
   // Whether NCCL should move this buffer. On a device rank: device memory, as the backend's
   // DeviceMemory::contains says (the test HostStagedComm makes too). On the stand-in's CPU rank

@@ -12,11 +12,11 @@
 // on the communication stream; its Work is the second: wait() polls it (and ncclCommGetAsyncError)
 // on the host; stream_wait(ctx) makes ctx's stream wait on it without blocking the host. Once it is
 // seen finished (a wait, the watchdog, stats()) the time between its events counts in CommStats.
-// bf16 wire: fp32 data is converted on
-// the communication stream (ops::to_bf16 / from_bf16 into a scratch buffer) and reduced as
-// ncclBfloat16. Point-to-point: each send or receive is its own ncclGroupStart/End. NCCL has no
-// tags and a stream runs in order, so a receive posted early would hold up every later transfer
-// of its stream: with CommOptions::p2p_channels (the pp group) each direction of each link to a
+// bf16 / fp16 wire: fp32 data is converted on the communication stream (ops::to_bf16 / from_bf16,
+// to_fp16 / from_fp16 into a scratch buffer) and reduced as ncclBfloat16 / ncclFloat16.
+// Point-to-point: each send or receive is its own ncclGroupStart/End. NCCL has no tags and a
+// stream runs in order, so a receive posted early would hold up every later transfer of its
+// stream: with CommOptions::p2p_channels (the pp group) each direction of each link to a
 // neighbouring rank has its own 2-rank NCCL communicator and stream per kind of transfer (even
 // tags: activations; odd: gradients), in which both ends post in the same order (the schedules'
 // order of micro-batches). Other transfers go on the group's own communicator and stream.
