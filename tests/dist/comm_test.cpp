@@ -64,14 +64,20 @@ TEST(Comm, AllReduceMaxAndDouble) {
   EXPECT_DOUBLE_EQ(d[1], w.P);
 }
 
-TEST(Comm, Bf16WireIsCloseAndIdenticalOnEveryRank) {
-  World w;
-  const int64_t n = 4099;
-  std::vector<float> x(n), exact(n, 0.0f);
+// Rank r's x[i] = sin(0.37 i + r), and the sum of every rank's, in fp32: a 16-bit wire's input.
+std::pair<std::vector<float>, std::vector<float>> sines_and_their_sum(const World& w, int64_t n) {
+  std::vector<float> x(static_cast<size_t>(n)), exact(static_cast<size_t>(n), 0.0f);
   for (int64_t i = 0; i < n; ++i) {
     x[i] = std::sin(0.37f * static_cast<float>(i) + static_cast<float>(w.r));
     for (int q = 0; q < w.P; ++q) exact[i] += std::sin(0.37f * static_cast<float>(i) + static_cast<float>(q));
   }
+  return {x, exact};
+}
+
+TEST(Comm, Bf16WireIsCloseAndIdenticalOnEveryRank) {
+  World w;
+  const int64_t n = 4099;
+  auto [x, exact] = sines_and_their_sum(w, n);
   w.c->all_reduce(x.data(), n, ReduceOp::kSum, Wire::kBF16);
   for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(x[i], exact[i], 0.02 * w.P) << i;
   std::vector<float> all(static_cast<size_t>(n * w.P));
@@ -86,11 +92,7 @@ TEST(Comm, Bf16WireIsCloseAndIdenticalOnEveryRank) {
 TEST(Comm, Fp16WireIsCloserThanBf16AndIdenticalOnEveryRank) {
   World w;
   const int64_t n = 4099;
-  std::vector<float> x(n), exact(n, 0.0f);
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::sin(0.37f * static_cast<float>(i) + static_cast<float>(w.r));
-    for (int q = 0; q < w.P; ++q) exact[i] += std::sin(0.37f * static_cast<float>(i) + static_cast<float>(q));
-  }
+  auto [x, exact] = sines_and_their_sum(w, n);
   std::vector<float> h = x, b = x;
   w.c->all_reduce(h.data(), n, ReduceOp::kSum, Wire::kF16);
   w.c->all_reduce(b.data(), n, ReduceOp::kSum, Wire::kBF16);
