@@ -68,6 +68,7 @@ struct StepStats {
   double cpu_s = 0;        // CPU seconds the process used during the step (all its threads)
   double comm_wait_s = 0;  // time the step waited for gradient communication
   double compute_s = 0;    // wall time minus data wait minus every wait on a communicator
+  int64_t comm_host_waits = 0;  // the host's waits on communication (comm_host_waits(), comm.h)
   CommStats comm;          // this rank's data-parallel traffic during the step
   CommStats comm_pp;       // this rank's pipeline traffic (activations and their gradients)
   CommStats comm_tp;       // this rank's tensor-parallel traffic
