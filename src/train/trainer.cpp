@@ -288,6 +288,7 @@ double batch_data_hash(const Batch& b) {
 
 StepStats Trainer::step() {
   const double t0 = now_seconds(), cpu0 = process_cpu_seconds(), blocked0 = comm_blocked_seconds();
+  const int64_t host_waits0 = comm_host_waits();
   const CommStats comm0 = mesh_.dp().stats(), pp0 = mesh_.pp().stats(), tp0 = mesh_.tp().stats();
   const double tokens_per_step = static_cast<double>(cfg_.train.batch_size * cfg_.train.seq_len);
   StepStats s;
@@ -333,6 +334,7 @@ StepStats Trainer::step() {
   s.mfu = plan::mfu(s.tokens_per_s, flops_per_token_, peak_flops_, mesh_.world_size());
   s.comm_wait_s = engine_->last_wait_s();
   s.compute_s = std::max(0.0, s.step_s - s.data_wait_s - (comm_blocked_seconds() - blocked0));
+  s.comm_host_waits = comm_host_waits() - host_waits0;
   s.comm = mesh_.dp().stats() - comm0;
   s.comm_pp = mesh_.pp().stats() - pp0;
   s.comm_tp = mesh_.tp().stats() - tp0;
@@ -389,6 +391,7 @@ nlohmann::json Trainer::metrics_row(const StepStats& s) {
                       {"data_hash", s.data_hash},
                       {"cpu_s", s.cpu_s},
                       {"compute_s", s.compute_s},
+                      {"comm_host_waits", s.comm_host_waits},
                       {"data_read_bytes", train_data_->bytes_read()}};
   telemetry_->on_step({.step = s.step,
                        .loss = s.loss,
@@ -477,6 +480,7 @@ void Trainer::add_rank_metrics(const StepStats& s, nlohmann::json& j) {
   RankFigures values = {{"mem_parameters_bytes", mem.peak(MemCategory::kParameters)},
                         {"mem_activations_bytes", mem.peak(MemCategory::kActivations)},
                         {"compute_s", s.compute_s},
+                        {"comm_host_waits", static_cast<double>(s.comm_host_waits)},
                         {"data_read_bytes", static_cast<double>(train_data_->bytes_read())}};
   if (streamed_) values.push_back({"data_fetched_bytes", static_cast<double>(fetched_reported_)});
   values.insert(values.end(), s.executor.begin(), s.executor.end());  // a pipeline stage's times and traffic

@@ -64,6 +64,8 @@ struct StepStats {
   // one's tokens, whatever the layout — equal between runs exactly when they read the same
   // batches (a resumed run continues the data order without a repeat or a gap).
   int64_t data_hash = 0;
+  // The training thread's host waits on communication during the step (comm_host_waits(), comm.h).
+  int64_t comm_host_waits = 0;
   double step_s = 0, tokens_per_s = 0, mfu = 0, data_wait_s = 0;
   double cpu_s = 0;        // CPU seconds the process used during the step (all its threads)
   double comm_wait_s = 0;  // time the step waited for gradient communication

@@ -19,10 +19,23 @@ Every case trains configs/tiny.toml for STEPS steps and checks, against the CPU 
     (one device-to-host copy a step plus one per validation batch, none over 1 KiB), as in the
     one-process emulated run — NCCL adds no host round trip (staged MPI adds two per collective);
     the communication streams are side contexts, and ops ran on them (queued behind the
-    collectives) exactly when the wire is bf16.
-Then a hang: world rank 1 stops (SIGSTOP, the stand-in's FT_NCCLSIM_STOP) on entering an NCCL
-collective; rank 0's collective times out through NcclComm, naming the collective, the group and
-rank 1 as never arrived.
+    collectives) exactly when the wire is bf16;
+  - with tensor or pipeline parallelism, the host's waits on communication (metrics.jsonl
+    per_rank.comm_host_waits, every rank, every step): only the step's host scalars over MPI (at
+    most HOST_SCALAR_WAITS) — the per-layer tp collectives and the pipeline's transfers are joined
+    on the compute stream, never waited on the host (before they were: tp2 24 a step, tp2 + sp 55,
+    pp2 8-11, interleaved 20-23, dp2 x tp2 x pp2 27-30).
+Then hangs of an operation rank 0 only joins on its (emulated) compute stream (Work::stream_wait:
+the emulator's stream wait blocks the host, so only NcclComm's watchdog can end it), each ending
+the job with NcclComm's timeout line and exit code 3 (the supervisor restarts): world rank 1 stops
+(SIGSTOP) on entering
+  hang     its 40th NCCL collective at dp2, a gradient bucket's all-reduce (FT_NCCLSIM_STOP):
+           the line names the collective, group dp and rank 1 as never arrived;
+  hang-tp  its 40th NCCL collective at tp2, a forward/backward all-reduce of tensor parallelism:
+           the same line on group tp;
+  hang-pp  its 20th send or receive at pp2 (1F1B; the stand-in's FT_NCCLSIM_STOP_P2P): rank 0's
+           transfer with it (an activation sent, or a gradient received) times out, named with
+           its peer, tag and group pp.
 
 It tests our host logic on (emulated) device pointers; it is no evidence that CUDA or NCCL behave
 as the stand-ins do.
@@ -31,6 +44,7 @@ usage: layouts_test.py [CASE...]   (env: FT_BIN, FT_DEVEMU_BIN, FT_DEVEMU_NCCL_B
                                     FT_CONFIG, as ctest sets them)
 """
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -65,6 +79,16 @@ CASES = [
     ("dp2tp2pp2z1", 8, ["parallel.dp=2", "parallel.tp=2", "parallel.pp=2", "parallel.zero=1",
                         "parallel.micro_batches=2"], False),
 ]
+
+
+# The step's host scalars over MPI: the loss and gradient-norm sums (dp, tp, pp) and the per-rank
+# figures' gather (dp2 makes 3, tp2 4, dp2 x tp2 x pp2 5).
+HOST_SCALAR_WAITS = 5
+
+
+def host_waits(run_dir):
+    """Every step's per-rank comm_host_waits."""
+    return [r["per_rank"]["comm_host_waits"] for r in rows(run_dir) if "loss" in r and "per_rank" in r]
 
 
 def comm_bytes(run_dir):
@@ -124,24 +148,45 @@ def check_case(name, np, sets, bf16):
         if s["max_d2h_bytes"] > 1024 or s["d2h_calls"] != STEPS + VAL_BATCHES:
             fail(f"{name}: rank {r} copied {s['d2h_calls']} buffers to the host (largest {s['max_d2h_bytes']} bytes); "
                  f"expected only the step's scalars ({STEPS} steps, {VAL_BATCHES} validation batches)")
+    waits = host_waits(emu_dir)
+    if len(waits) != STEPS:
+        fail(f"{name}: comm_host_waits of {len(waits)} steps, expected {STEPS}")
+    if any(s in " ".join(sets) for s in ("parallel.tp=", "parallel.pp=")) and max(map(max, waits)) > HOST_SCALAR_WAITS:
+        fail(f"{name}: the host waited on communication {waits} times a step (ranks, per step); expected at most "
+             f"{HOST_SCALAR_WAITS} (the step's host scalars): a tp collective or pipeline transfer blocked the host")
     bus = " ".join(f"{s['h2d_calls']}/{s['d2h_calls']}" for s in per_rank)
     if bf16:
         bus += f"; ops on the communication stream {per_rank[0]['queued_ops']} of {per_rank[0]['ops']}"
     dp = sum(v for k, v in eb.items() if k.startswith("comm_"))
     tp, pp = eb.get("tp_all_reduce_bytes", 0), eb.get("pp_bytes", 0)
     print(f"ok {name}: {STEPS} steps {how} (last loss {emu[-1][1]!r}); bytes/step dp {dp} tp {tp} pp {pp} as MPI; "
-          f"host->device/device->host copies per rank {bus}; {time.time() - t0:.0f}s")
+          f"host->device/device->host copies per rank {bus}; host waits per step {max(map(max, waits))}; "
+          f"{time.time() - t0:.0f}s")
 
 
-def check_hang():
-    """Rank 1 stops before its 40th NCCL collective: rank 0 times out through NcclComm."""
+ANY = r"#\d+ on group {g} \(world ranks 0\.\.1\) over NCCL timed out after 5 s; ranks holding it up: 1 \(never arrived\)"
+# name: (settings, stand-in hook, the line rank 0 must end the job with)
+HANGS = [
+    ("hang", ["parallel.dp=2"], "FT_NCCLSIM_STOP=1:40", r"rank 0: all_reduce " + ANY.format(g="dp")),
+    ("hang-tp", ["parallel.tp=2"], "FT_NCCLSIM_STOP=1:40", r"rank 0: \w+ " + ANY.format(g="tp")),
+    ("hang-pp", PP + ['parallel.pp_schedule="1f1b"'], "FT_NCCLSIM_STOP_P2P=1:20",
+     r"rank 0: (send to|receive from) world rank 1 \(tag \d+\) on group pp over NCCL timed out after 5 s"),
+]
+
+
+def check_hang(name, sets, hook, pattern):
+    """Rank 1 stops on entering an NCCL operation that rank 0 only joins on its stream: rank 0's
+    watchdog times it out; the job ends with exit code 3 and the line."""
     t0 = time.time()
-    run_dir = f"{WORK}/hang"
-    cmd = MPIRUN + ["-x", "FT_NCCLSIM_STOP", "-np", "2", EMU_NCCL, "train", "--config", CONFIG, "--run-dir", run_dir,
-                    "--set", 'train.device="cuda"', "--set", "parallel.dp=2", "--set", "train.steps=1000",
+    run_dir = f"{WORK}/{name}"
+    var, spec = hook.split("=")
+    cmd = MPIRUN + ["-x", var, "-np", "2", EMU_NCCL, "train", "--config", CONFIG, "--run-dir", run_dir,
+                    "--set", 'train.device="cuda"', "--set", "train.steps=1000",
                     "--set", "train.eval_interval=0", "--set", 'parallel.comm="nccl"',
                     "--set", "parallel.collective_timeout_s=5"]
-    env = dict(os.environ, OMP_NUM_THREADS="1", FT_NCCLSIM_STOP="1:40")
+    for s in sets:
+        cmd += ["--set", s]
+    env = dict(os.environ, OMP_NUM_THREADS="1", **{var: spec})
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          start_new_session=True)
     try:
@@ -149,17 +194,18 @@ def check_hang():
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
         out, _ = p.communicate()
-        fail(f"hang: the job still ran after 120 s:\n{out[-3000:]}")
-    line = next((l for l in out.splitlines() if "timed out" in l), "")
-    if p.returncode == 0 or "over NCCL timed out" not in line or "ranks holding it up: 1 (never arrived)" not in line:
-        fail(f"hang: expected NcclComm's timeout naming rank 1 (exit {p.returncode}):\n{out[-3000:]}")
-    print(f"ok hang: job ended after {time.time() - t0:.0f}s (collective timeout 5 s): {line.strip()}")
+        fail(f"{name}: the job still ran after 120 s:\n{out[-3000:]}")
+    line = next((l for l in out.splitlines() if re.search(pattern, l)), "")
+    if p.returncode != 3 or not line:
+        fail(f"{name}: expected exit code 3 and a line matching '{pattern}' (exit {p.returncode}):\n{out[-3000:]}")
+    print(f"ok {name}: job ended after {time.time() - t0:.0f}s (collective timeout 5 s, exit code 3): {line.strip()}")
 
 
 only = sys.argv[1:]
 for name, np, sets, bf16 in CASES:
     if not only or name in only:
         check_case(name, np, sets, bf16)
-if not only or "hang" in only:
-    check_hang()
+for name, sets, hook, pattern in HANGS:
+    if not only or name in only:
+        check_hang(name, sets, hook, pattern)
 print("ok")

@@ -20,6 +20,7 @@
 //
 // Test hooks (the stand-in is test code; production code reads no such variable):
 //   FT_NCCLSIM_STOP=R:K         world rank R stops itself (SIGSTOP) on entering its K-th collective
+//   FT_NCCLSIM_STOP_P2P=R:K     world rank R stops itself on entering its K-th send or receive
 //   FT_NCCLSIM_STOP_INIT=R:K    world rank R stops itself on entering its K-th communicator
 //                               initialisation (ncclCommInitRank or ncclCommInitRankConfig)
 //   FT_NCCLSIM_ASYNC_ERROR=R:K  world rank R's K-th collective fails as a broken link does: the
@@ -84,6 +85,12 @@ bool enter_collective() {
   const int64_t k = ++calls;
   if (hook_matches("FT_NCCLSIM_STOP", k)) ::raise(SIGSTOP);
   return hook_matches("FT_NCCLSIM_ASYNC_ERROR", k);
+}
+
+// Counts this process's sends and receives; applies the stop hook.
+void enter_transfer() {
+  static std::atomic<int64_t> calls{0};
+  if (hook_matches("FT_NCCLSIM_STOP_P2P", ++calls)) ::raise(SIGSTOP);
 }
 
 size_t elem_size(ncclDataType_t t) {
@@ -255,6 +262,7 @@ ncclResult_t post_p2p(std::vector<P2p> ops) {
 }
 
 ncclResult_t p2p(bool send, const void* buf, size_t count, ncclDataType_t t, int peer, ncclComm* c, cudaStream_t s) {
+  enter_transfer();
   if (!c || peer < 0 || peer >= c->size || elem_size(t) == 0) return ncclInvalidArgument;
   P2p op{send, const_cast<void*>(buf), count * elem_size(t), peer, c, s};
   if (t_group_depth > 0) {

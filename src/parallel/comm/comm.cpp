@@ -26,6 +26,7 @@ const char* coll_kind_name(CollKind k) {
 
 namespace {
 thread_local double t_blocked_s = 0;
+thread_local int64_t t_host_waits = 0;
 std::mutex g_failure_mu;
 CommFailureHandler g_failure_handler;
 }  // namespace
@@ -47,8 +48,12 @@ void report_comm_failure(const CommError& e) {
 double comm_blocked_seconds() {
   return t_blocked_s;
 }
+int64_t comm_host_waits() {
+  return t_host_waits;
+}
 void add_comm_blocked_seconds(double seconds) {
   t_blocked_s += seconds;
+  ++t_host_waits;
 }
 
 CommStats& CommStats::operator+=(const CommStats& o) {

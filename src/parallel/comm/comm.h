@@ -123,10 +123,15 @@ class Communicator {
   CommStats stats_;
 };
 
-// Seconds the calling thread has spent blocked in Work::wait() of any communicator. The step loop
-// takes the difference over a step: wall time minus data wait minus this is the rank's compute
-// time, which straggler detection compares across ranks. Transports add to it in their wait().
+// The calling thread's host waits on communication — Work::wait() of any transport, and a
+// stream_wait that blocks the host (the NCCL stand-in's CPU rank) — in seconds and in number (each
+// wait counts once, also one whose operation had already finished). The step loop takes both
+// differences over a step: wall time minus data wait minus the seconds is the rank's compute time,
+// which straggler detection compares across ranks; the number is metrics.jsonl's comm_host_waits,
+// on a GPU rank the points where the host cannot run ahead of the device. A transport calls
+// add_comm_blocked_seconds once per such wait.
 double comm_blocked_seconds();
+int64_t comm_host_waits();
 void add_comm_blocked_seconds(double seconds);
 
 // A communication failure found off the caller's thread: a device transport's watchdog saw an

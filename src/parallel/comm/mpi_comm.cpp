@@ -53,13 +53,11 @@ class TaskWork final : public Work {
   explicit TaskWork(double timeout_s) : timeout_s_(timeout_s) {}
   void wait() override {
     std::unique_lock<std::mutex> lock(mu_);
-    if (!done_) {
-      const double t0 = now_seconds();
-      // The task bounds its own MPI waits; this bound only guards against a stuck thread.
-      bool finished = cv_.wait_for(lock, std::chrono::duration<double>(2 * timeout_s_ + 10), [&] { return done_; });
-      add_comm_blocked_seconds(now_seconds() - t0);
-      if (!finished) throw CommError("communication thread did not finish an operation in time");
-    }
+    const double t0 = now_seconds();
+    // The task bounds its own MPI waits; this bound only guards against a stuck thread.
+    bool finished = cv_.wait_for(lock, std::chrono::duration<double>(2 * timeout_s_ + 10), [&] { return done_; });
+    add_comm_blocked_seconds(now_seconds() - t0);
+    if (!finished) throw CommError("communication thread did not finish an operation in time");
     if (!error_.empty()) throw CommError(error_, hint_);
   }
   bool done() override {

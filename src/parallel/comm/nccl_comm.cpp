@@ -313,7 +313,7 @@ class NcclWork final : public Work {
   NcclWork(std::shared_ptr<Core> c, std::shared_ptr<Op> op) : c_(std::move(c)), op_(std::move(op)) {}
 
   void wait() override {
-    if (op_->finished) return;
+    if (op_->finished) return add_comm_blocked_seconds(0);
     const double t0 = now_seconds();
     // The watchdog fails the operation parallel.collective_timeout_s after its stream started it;
     // this bound only covers one the stream never starts.

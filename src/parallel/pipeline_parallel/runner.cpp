@@ -151,7 +151,7 @@ Activations& PipelineRunner::acquire(const PipelineAction& a) {
   // completes rather than allocating another: the receiver needs nothing later from us to post it.
   for (auto it = retiring_.begin(); pool.empty() && it != retiring_.end(); ++it) {
     if (it->pool != slot.pool) continue;
-    it->send->wait();
+    after_on_stream(*it->send);
     pool.push_back(std::move(it->acts));
     retiring_.erase(it);
     break;
@@ -179,8 +179,8 @@ void PipelineRunner::release(const Key& k, bool wait_send) {
   auto it = live_.find(k);
   Slot slot = std::move(it->second);
   live_.erase(it);
-  if (slot.send && wait_send) slot.send->wait();
-  if (slot.send && !slot.send->done()) {
+  if (slot.send && wait_send) after_on_stream(*slot.send);
+  if (slot.send && !wait_send && !slot.send->done()) {
     retiring_.push_back(std::move(slot));
     return;
   }
@@ -201,14 +201,18 @@ void PipelineRunner::wait_recv(const PipelineAction& a) {
       a.kind == PipelineActionKind::kForward ? PipelineActionKind::kRecvActivation : PipelineActionKind::kRecvGrad;
   auto it = recvs_.find({int(op), a.mb, a.chunk});
   if (it == recvs_.end()) return;  // the first chunk's forward and the last chunk's backward receive nothing
-  it->second->wait();
+  after_on_stream(*it->second);
   recvs_.erase(it);
 }
 
-void PipelineRunner::reap(bool wait) {
+void PipelineRunner::after_on_stream(Work& w) {
+  w.stream_wait(model_.context());
+}
+
+void PipelineRunner::reap(bool all) {
   for (size_t i = 0; i < grad_sends_.size();) {
-    if (wait) grad_sends_[i].first->wait();
-    if (!grad_sends_[i].first->done()) {
+    if (all) after_on_stream(*grad_sends_[i].first);
+    if (!all && !grad_sends_[i].first->done()) {
       ++i;
       continue;
     }
@@ -216,8 +220,8 @@ void PipelineRunner::reap(bool wait) {
     grad_sends_.erase(grad_sends_.begin() + static_cast<std::ptrdiff_t>(i));
   }
   for (size_t i = 0; i < retiring_.size();) {
-    if (wait) retiring_[i].send->wait();
-    if (!retiring_[i].send->done()) {
+    if (all) after_on_stream(*retiring_[i].send);
+    if (!all && !retiring_[i].send->done()) {
       ++i;
       continue;
     }

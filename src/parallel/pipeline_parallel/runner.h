@@ -1,8 +1,13 @@
 // PipelineRunner: executes this stage's action list (schedule.h) for one step — one short loop
 // over the table. Activations travel to the next stage and their gradients back point to point
 // over the pipeline group (mesh.pp(): group rank = stage; one group per (dp, tp) index), as
-// non-blocking sends and receives: a receive is posted where the table says and waited on by the
-// computation that needs it; sends complete in the background. Under tensor parallelism each tp
+// non-blocking sends and receives: a receive is posted where the table says and joined on the
+// compute stream (Work::stream_wait) by the computation that needs it; sends complete in the
+// background, and a buffer a send reads goes back to its pool only once the host has seen the send
+// done or the compute stream has been made to wait for it — every later writer of the buffer is
+// then ordered after the send: the compute stream's ops, and the transfers NcclComm posts behind
+// an event recorded on the compute stream. Over NCCL on a GPU the host never waits for a transfer;
+// over MPI, or on the CPU, stream_wait is wait(). Under tensor parallelism each tp
 // rank sends what it holds of the residual stream to the same tp rank of the next stage: the whole
 // (B·T, dim) (every tp rank holds it), or its (B·T/tp, dim) token shard with sequence parallelism.
 // Each (micro-batch, chunk) in flight holds one Activations set for the chunk's layers, taken from
@@ -75,10 +80,16 @@ class PipelineRunner {
   void forward(const PipelineAction& a, const int32_t* tokens, float grad_scale, bool training, double* loss_sum);
   void backward(const PipelineAction& a);
   Activations& acquire(const PipelineAction& a);
+  // Returns k's set to its pool; wait_send: once its send is joined on the stream (after_on_stream),
+  // else once the send is seen done (until then it retires).
   void release(const Key& k, bool wait_send);
   Tensor acquire_grad();
   void wait_recv(const PipelineAction& a);
-  void reap(bool wait);  // returns finished send buffers to the pools
+  // What the compute stream runs next (and every transfer posted after it) follows w: a receive's
+  // data is there, a send's buffer may be written again. On a GPU over NCCL the host runs on.
+  void after_on_stream(Work& w);
+  // Returns send buffers to the pools: those seen done; all: every one, joined on the stream.
+  void reap(bool all);
 
   const PipelinePlan& plan_;
   int stage_;

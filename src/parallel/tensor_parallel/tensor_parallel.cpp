@@ -15,9 +15,9 @@ void TpGroup::combine_xent_rows(float* lse, float* target_logit, int64_t n) {
   double* mx = stats_.data<double>();
   double* sums = mx + n;  // (2n): exp sums, then target logits
   ops::xent_combine_max(ctx_, mx, lse, n);
-  tp_.all_reduce(mx, n, ReduceOp::kMax);
+  on_stream(tp_.all_reduce_async(mx, n, ReduceOp::kMax));
   ops::xent_combine_sums(ctx_, sums, lse, target_logit, mx, n);
-  tp_.all_reduce(sums, 2 * n, ReduceOp::kSum);
+  on_stream(tp_.all_reduce_async(sums, 2 * n, ReduceOp::kSum));
   ops::xent_combine_finish(ctx_, lse, target_logit, mx, sums, n);
 }
 
@@ -64,7 +64,7 @@ void TpGradSync::sum_partial(float* unit_grads, int unit) {
   mem_zero(ctx, buf, dev, static_cast<size_t>(buffer_size_[u]) * sizeof(float));
   for (const Slot& s : slots_[u])
     mem_copy(ctx, buf + s.at, dev, unit_grads + s.local, dev, static_cast<size_t>(s.count) * sizeof(float));
-  tp_.all_reduce(buf, buffer_size_[u]);
+  tp_.all_reduce_async(buf, buffer_size_[u])->stream_wait(ctx);  // the copies back follow it on the stream
   for (const Slot& s : slots_[u])
     mem_copy(ctx, unit_grads + s.local, dev, buf + s.at, dev, static_cast<size_t>(s.count) * sizeof(float));
 }

@@ -5,6 +5,10 @@
 //            sequence-parallel gather/scatter pairs all-gathers and reduce-scatters, and the
 //            vocab-parallel cross-entropy combines per-row statistics (max, sum of exp, target
 //            logit), so no rank ever holds the full logits.
+// Every collective here moves buffers of the rank's context whose next reader is that context's
+// stream, so it is joined there (Work::stream_wait): over NCCL on a GPU the compute stream waits
+// for it and the host runs on; over MPI, or on the CPU, that is wait(). Host scalars (the
+// gradient norm's tp sum) stay blocking.
 //   TpGradSync: what the ParamEngine (parallel/data_parallel) does about parameters several tp
 //            ranks hold: sums their partial gradients over the holders (replicated kv heads;
 //            norm weights under sequence parallelism) and counts each replicated piece once in
@@ -38,10 +42,14 @@ class TpGroup final : public TpComm {
   int64_t rank() const override { return tp_.rank(); }
   bool sequence_parallel() const override { return sp_; }
 
-  void copy_backward(float* dx, int64_t n) override { tp_.all_reduce(dx, n); }
-  void reduce_forward(float* y, int64_t n) override { tp_.all_reduce(y, n); }
-  void gather_forward(float* full, const float* shard, int64_t n) override { tp_.all_gather(full, shard, n * 4); }
-  void gather_backward(float* dshard, const float* dfull, int64_t n) override { tp_.reduce_scatter(dshard, dfull, n); }
+  void copy_backward(float* dx, int64_t n) override { on_stream(tp_.all_reduce_async(dx, n)); }
+  void reduce_forward(float* y, int64_t n) override { on_stream(tp_.all_reduce_async(y, n)); }
+  void gather_forward(float* full, const float* shard, int64_t n) override {
+    on_stream(tp_.all_gather_async(full, shard, n * 4));
+  }
+  void gather_backward(float* dshard, const float* dfull, int64_t n) override {
+    on_stream(tp_.reduce_scatter_async(dshard, dfull, n));
+  }
   void combine_xent_rows(float* lse, float* target_logit, int64_t n) override;
 
  private:
@@ -49,13 +57,16 @@ class TpGroup final : public TpComm {
   Communicator& tp_;
   bool sp_;
   Tensor stats_;  // (3 · rows) doubles: row maxima, exp sums, target logits
+  // What ctx's stream runs next follows the collective (the host waits only where it must).
+  void on_stream(const WorkPtr& w) const { w->stream_wait(ctx_); }
 };
 
 class TpGradSync {
  public:
   TpGradSync(const ExecContext& ctx, const ParamLayout& layout, Communicator& tp);
   // Sums the partial gradients of unit u over the tp ranks that hold them, in place.
-  // unit_grads points at the unit's first element. Collective over the tp group.
+  // unit_grads points at the unit's first element. Collective over the tp group, joined on ctx's
+  // stream (what the stream runs next sees the sums; the host does not wait on a GPU).
   void sum_partial(float* unit_grads, int unit);
   // Adds the sum of squares of the gradients in arena range [begin, end) that this rank counts
   // (replicated pieces only on the first of their holders) into *sum, a double in ctx's device
