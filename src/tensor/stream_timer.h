@@ -16,6 +16,8 @@
 
 namespace ft {
 
+struct DeviceRuntime;
+
 class StreamTimer {
  public:
   explicit StreamTimer(const ExecContext& ctx);
@@ -36,10 +38,10 @@ class StreamTimer {
  private:
   void* mark();
   ExecContext ctx_;
-  bool device_marks_ = false;  // the runtime's marks; else host clock readings
-  std::vector<double> host_;   // begin, end, begin, ... (host clock)
-  std::vector<void*> marks_;   // begin, end, ... (the runtime's marks, kept for reuse)
-  size_t used_ = 0;            // marks_ recorded since restart()
+  const DeviceRuntime* rt_;   // the runtime whose marks time the stream; null: host clock readings
+  std::vector<double> host_;  // begin, end, begin, ... (host clock)
+  std::vector<void*> marks_;  // begin, end, ... (rt_'s marks, kept for reuse)
+  size_t used_ = 0;           // marks_ recorded since restart()
 };
 
 }  // namespace ft
