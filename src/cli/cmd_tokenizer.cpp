@@ -31,6 +31,11 @@ int run_tokenizer(int argc, char** argv) {
   train->add_option("--out", out, "model file to write")->required();
   train->add_option("--vocab-size", to.vocab_size, "vocabulary size")->capture_default_str();
   train->add_option("--seed", to.seed, "sampling seed")->capture_default_str();
+  train
+      ->add_option("--threads", to.threads,
+                   "SentencePiece's training threads: part of the result (prepare always uses the default)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
   bool force = false;
   train->add_flag("--force", force, "replace an existing tokenizer model at --out (nothing else)");
   auto* enc = app.add_subcommand("encode", "stdin text → token ids (one line of ids per input line)");

@@ -83,21 +83,24 @@ std::string DatasetManifest::to_json_text() const {
     langs[lang] = {
         {"documents", st.documents}, {"bytes", st.bytes}, {"characters", st.characters}, {"tokens", st.tokens}};
   }
-  json j = {
-      {"format", kManifestFormat},
-      {"version", version},
-      {"tokenizer",
-       {{"file", tokenizer_file}, {"xxh3", hex64(tokenizer_hash)}, {"vocab_size", vocab_size}, {"eos_id", eos_id}}},
-      {"token_bytes", token_bytes},
-      {"splits", {{"train", split_json(train)}, {"validation", split_json(validation)}}},
-      {"stats",
-       {{"languages", langs},
-        {"duplicates_dropped", duplicates},
-        {"near_duplicates_dropped", near_duplicates},
-        {"near_duplicate_threshold", near_dup_threshold},
-        {"invalid_utf8_replaced", invalid_utf8},
-        {"empty_dropped", empty}}},
-      {"sources", sources}};
+  json j = {{"format", kManifestFormat},
+            {"version", version},
+            {"tokenizer",
+             {{"file", tokenizer_file},
+              {"xxh3", hex64(tokenizer_hash)},
+              {"vocab_size", vocab_size},
+              {"eos_id", eos_id},
+              {"train_threads", tokenizer_threads}}},
+            {"token_bytes", token_bytes},
+            {"splits", {{"train", split_json(train)}, {"validation", split_json(validation)}}},
+            {"stats",
+             {{"languages", langs},
+              {"duplicates_dropped", duplicates},
+              {"near_duplicates_dropped", near_duplicates},
+              {"near_duplicate_threshold", near_dup_threshold},
+              {"invalid_utf8_replaced", invalid_utf8},
+              {"empty_dropped", empty}}},
+            {"sources", sources}};
   return j.dump(2) + "\n";
 }
 
@@ -131,6 +134,11 @@ DatasetManifest DatasetManifest::parse(const std::string& text, const std::strin
     r.fail("tokenizer.eos_id", "must be a token id below vocab_size");
   }
   m.eos_id = eos.get<int32_t>();
+  if (tok.contains("train_threads")) {  // absent in datasets prepared before it was recorded
+    const uint64_t threads = r.u64(tok, "train_threads", "tokenizer");
+    if (threads > 4096) r.fail("tokenizer.train_threads", "is out of range");
+    m.tokenizer_threads = static_cast<int>(threads);
+  }
   uint64_t tb = r.u64(root, "token_bytes", "");
   if (tb != 2 && tb != 4) r.fail("token_bytes", "must be 2 or 4");
   if (tb == 2 && m.vocab_size > 65536) r.fail("token_bytes", "is 2 but vocab_size does not fit uint16");

@@ -36,6 +36,7 @@ struct DatasetManifest {
   int version = kManifestVersion;
   std::string tokenizer_file = "tokenizer.model";
   uint64_t tokenizer_hash = 0;  // XXH3-64 of the model file
+  int tokenizer_threads = 0;    // SentencePiece training threads (kTokenizerTrainThreads); 0 = given
   int64_t vocab_size = 0;
   int32_t eos_id = -1;
   int token_bytes = 2;

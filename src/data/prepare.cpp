@@ -695,6 +695,7 @@ PrepareReport prepare_rank0(const PrepareOptions& opt, Sync& sync) {
   Tokenizer tok = Tokenizer::from_bytes(model, opt.tokenizer.empty() ? "trained tokenizer" : opt.tokenizer);
   write_file_atomic(staging + "/" + m.tokenizer_file, model);
   m.tokenizer_hash = tok.hash();
+  if (rep.trained_tokenizer) m.tokenizer_threads = TokenizerTrainOptions{}.threads;
   m.vocab_size = tok.vocab_size();
   m.eos_id = tok.eos_id();
   m.token_bytes = m.vocab_size <= 65536 ? 2 : 4;
@@ -813,8 +814,9 @@ std::string format_report(const PrepareReport& r) {
   s += fmt::format(
       "prepare: tokenizer {} ({} pieces, xxh3 {}) in {:.1f}s; extract {:.1f}s, encode {:.1f}s ({:.2f} "
       "MB/s, {} rank(s)), shards {:.1f}s\n",
-      r.trained_tokenizer ? "trained (SentencePiece BPE, byte fallback)" : "given", m.vocab_size,
-      hex64(m.tokenizer_hash), r.seconds_tokenizer, r.seconds_extract, r.seconds_encode,
+      r.trained_tokenizer ? fmt::format("trained (SentencePiece BPE, byte fallback, {} threads)", m.tokenizer_threads)
+                          : std::string("given"),
+      m.vocab_size, hex64(m.tokenizer_hash), r.seconds_tokenizer, r.seconds_extract, r.seconds_encode,
       r.seconds_encode > 0 ? mb / r.seconds_encode : 0.0, r.world, r.seconds_shard);
   s += fmt::format("prepare: wrote {} ({} + {} shards, {}-bit tokens) in {:.1f}s\n", r.out_dir, m.train.shards.size(),
                    m.validation.shards.size(), m.token_bytes * 8, r.seconds_total);

@@ -43,7 +43,8 @@ std::string train_tokenizer(const TokenizerTrainOptions& opt, const LineSource& 
   }
   sentencepiece::logging::SetMinLogLevel(1);  // keep SentencePiece's INFO lines off stderr
   sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned>(opt.seed));
-  int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
+  if (opt.threads < 1) throw Error(fmt::format("tokenizer training threads = {} must be >= 1", opt.threads));
+  const int threads = opt.threads;
   std::unordered_map<std::string, std::string> kw = {
       {"model_type", "bpe"},
       {"vocab_size", std::to_string(opt.vocab_size)},

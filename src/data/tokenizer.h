@@ -23,12 +23,17 @@ class SentencePieceProcessor;
 
 namespace ft {
 
+// SentencePiece's trainer gives the same model for the same text only at the same thread count,
+// so the count is fixed, never taken from the machine or the rank layout: the same corpus gives
+// the same tokenizer (and dataset) on any machine. The manifest records it (tokenizer.threads).
+inline constexpr int kTokenizerTrainThreads = 8;
+
 struct TokenizerTrainOptions {
   int64_t vocab_size = 8192;
   int64_t max_sentences = 2000000;  // lines sampled for training (bounded memory)
   double character_coverage = 0.9995;
   uint64_t seed = 1234;
-  int threads = 0;  // 0 = OpenMP's default
+  int threads = kTokenizerTrainThreads;  // SentencePiece's own threads (part of the result)
 };
 
 // Reads training lines from `next` (returns false at the end) and returns the serialized model.
