@@ -11,7 +11,8 @@ namespace ft {
 
 class ConfigBinder;
 
-// train.precision as written: "auto" picks from the CPU at start (kernels/cpu/native_precision.h).
+// train.precision as written: "auto" is decided by the trainer at start: bf16 on a GPU, and on a CPU
+// by the measured GEMM peaks (kernels/cpu/native_precision.h).
 enum class PrecisionSetting : uint8_t { kAuto, kFp32, kBf16, kFp16 };
 
 struct TrainConfig {
@@ -21,7 +22,7 @@ struct TrainConfig {
   int64_t seq_len = 64;
   uint64_t seed = 1234;
   PrecisionSetting precision_setting = PrecisionSetting::kAuto;  // the key train.precision
-  Precision precision = Precision::kF32;                         // what runs: set by resolve_precision() at load
+  Precision precision = Precision::kF32;                         // what runs (for "auto": settled at start)
   std::string precision_reason;   // why ("train.precision = \"bf16\"", "auto: the CPU has ...")
   std::string device = "cpu";     // train.device: where each rank's ops run: "cpu", "cuda" or "auto"
   int threads = 0;                // OpenMP threads per rank; 0 = the CPUs this rank may use (train/threads.h)
@@ -38,9 +39,13 @@ struct TrainConfig {
   // The device train.device names (validate() has accepted it); "auto" is CUDA when the build has
   // the backend and a GPU is visible (tensor/device_runtime.h), else the CPU.
   Device compute_device() const;
-  // Sets precision (and precision_reason) from precision_setting; "auto" asks the CPU and is
-  // then replaced by the precision it chose.
+  // Sets precision (and precision_reason) from precision_setting; "auto" stays "auto" with a
+  // guess from the CPU's flags until the trainer settles it.
   void resolve_precision();
+  bool precision_is_auto() const { return precision_setting == PrecisionSetting::kAuto; }
+  // "auto" decided (by the trainer, from the device and measured peaks): precision and reason set,
+  // and the setting replaced by the precision chosen.
+  void settle_auto_precision(Precision chosen, const std::string& reason);
   // What the data loaders take from these settings (data/loader.h).
   BatchSpec batch_spec() const { return {batch_size, seq_len, seed, run_dir}; }
 };

@@ -67,6 +67,7 @@ void Trainer::choose_compute() {
   const TrainConfig& t = cfg_.train;
   const ThreadChoice threads = choose_threads(t.threads, mesh_.world());
   omp_set_num_threads(threads.threads);
+  if (t.precision_is_auto()) settle_auto_precision();
   log_info("CPU {}: {}; oneDNN uses {}", cpu_info().model, cpu_info().describe(), cpu::onednn_isa_name());
   log_info("precision {} ({}); {} thread{} per rank ({})", precision_label(t.precision), t.precision_reason,
            threads.threads, threads.threads == 1 ? "" : "s", threads.source);
@@ -81,6 +82,22 @@ void Trainer::choose_compute() {
     for (const auto& n : cfg_.config_notes) log_info("config: {}", n);
     for (const auto& w : cfg_.config_warnings) log_warn("config: {}", w);
   }
+}
+
+// train.precision = "auto", decided once the device and the threads are known: bf16 on a GPU (the
+// CUDA backend is built for sm_80 and newer: bf16 tensor cores), on a CPU by rank 0's measured
+// GEMM peaks (kernels/cpu/native_precision.h); every rank runs what rank 0 chose.
+void Trainer::settle_auto_precision() {
+  cpu::PrecisionChoice c;
+  if (!ctx_.on_host())
+    c = {Precision::kBF16, fmt::format("auto: a {} device (bf16 tensor cores)", device_name(ctx_.device))};
+  else if (mesh_.world_rank() == 0)
+    c = cpu::auto_precision(omp_get_max_threads());
+  int chosen = static_cast<int>(c.precision);
+  mesh_.world().broadcast(&chosen, sizeof chosen, 0);
+  c.precision = static_cast<Precision>(chosen);
+  if (mesh_.world_rank() != 0 && ctx_.on_host()) c.reason = "auto: as world rank 0 measured";
+  cfg_.train.settle_auto_precision(c.precision, c.reason);
 }
 
 void Trainer::plan_micro_batches() {
@@ -194,9 +211,17 @@ void Trainer::start_monitoring() {
   // this rank's threads and precision, measured once and recorded in the peak file
   // (kernels/peak.h); on a GPU its dense peak from the planner's catalog (plan/gpu_peak.h).
   double peak = 0;
-  if (rank0) peak = ctx_.on_host() ? gemm_peak_gflops(t.precision, omp_get_max_threads()) * 1e9 : gpu_peak_flops();
+  if (rank0) peak = ctx_.on_host() ? cpu_peak_flops() : gpu_peak_flops();
   mesh_.world().broadcast(&peak, sizeof peak, 0);
   peak_flops_ = peak;
+}
+
+// The fastest precision's GEMM peak on this CPU, whatever precision runs: an MFU then means the
+// same on every CPU, and a slow precision is not flattered by its own low peak.
+double Trainer::cpu_peak_flops() const {
+  const cpu::FastestPeak f = cpu::fastest_gemm_peak(omp_get_max_threads());
+  log_info("MFU against {}", f.describe);
+  return f.gflops * 1e9;
 }
 
 double Trainer::gpu_peak_flops() const {

@@ -111,8 +111,9 @@ class Trainer {
 
  private:
   // The constructor's steps, in order.
-  void choose_compute();      // threads; says what this rank computes on
-  void plan_micro_batches();  // the micro-batches of this rank's share of the batch; the sequence length
+  void choose_compute();         // threads; says what this rank computes on
+  void settle_auto_precision();  // train.precision = "auto": by the device and the measured peaks
+  void plan_micro_batches();     // the micro-batches of this rank's share of the batch; the sequence length
   // Parallelism applied to the single-device model, in this order (each step reads the ones
   // before it): mesh → tensor parallel → pipeline partition → data parallel (the ZeRO engine) →
   // the model on the engine's layout → the executor. See the definition and docs/architecture.md.
@@ -120,6 +121,7 @@ class Trainer {
   void set_up_precision();        // bf16: the engine's bf16 weight copy; fp16: the loss scaler
   void open_data();               // the training loader; the validation loaders when train.eval_interval > 0
   void start_monitoring();        // run directory, telemetry, progress line, fault handling, MFU's peak
+  double cpu_peak_flops() const;  // the fastest precision's GEMM peak here (said once)
   double gpu_peak_flops() const;  // this rank's GPU's dense peak (0 = MFU unavailable, said once)
   void resume();                  // the checkpointer and the stop request; ckpt.resume
   void open_run_files();          // config.json and metrics.jsonl: only once the run is accepted

@@ -55,4 +55,21 @@ if [ -n "$cg" ]; then
 else
   echo "skipped: the cgroup quota case (needs 2+ CPUs and a writable cpu cgroup controller)"
 fi
+
+# train.precision = "auto" is decided at start, by measurement, and says why: bf16 only where the
+# CPU runs it natively and its recorded GEMM peak beats fp32's (the figures are in the line); the
+# run records what it chose, and MFU is against the fastest precision's peak.
+out=$($FT train --config "$cfg" --run-dir "$WORK/auto" --set train.steps=1 --set 'train.precision="auto"' 2>&1) ||
+  fail "auto precision run failed: $out"
+line=$(grep -o 'precision [a-z0-9]* (auto: .*); ' <<<"$out") || fail "no 'precision ... (auto: ...)' line: $out"
+chosen=$(sed 's/^precision \([a-z0-9]*\) .*/\1/' <<<"$line")
+if grep -q "native bf16 GEMM\|neither AVX512-BF16 nor AMX\|limited to" <<<"$line"; then
+  [ "$chosen" = fp32 ] || fail "auto chose $chosen without a native bf16 GEMM: $line"
+else
+  grep -q "bf16 GEMM [0-9]* GFLOP/s vs fp32 [0-9]* GFLOP/s at [0-9]* threads\? (peak file)" <<<"$line" ||
+    fail "auto with native bf16 does not give the measured peaks: $line"
+fi
+grep -q "\"precision\": *\"$chosen\"" "$WORK/auto/config.json" || fail "config.json does not record $chosen"
+grep -q "MFU against this CPU's fastest GEMM" <<<"$out" || fail "no MFU peak line: $out"
+echo "ok: auto -> $line"
 echo "every thread count followed the CPUs the rank was given"

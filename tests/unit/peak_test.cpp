@@ -5,13 +5,16 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/native_precision.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -169,6 +172,46 @@ TEST_F(PeakFile, RecordedPeakIsReturnedWithoutMeasuring) {
   ScopedEnv env("FLUXTRAIN_PEAK_FILE", path_);
   record_peak(path_, record(cpu_model_name(), cpu::onednn_isa_name(), 1, Precision::kF32, 12345.0));
   EXPECT_DOUBLE_EQ(gemm_peak_gflops(Precision::kF32, 1), 12345.0);  // a real measurement is far lower
+}
+
+// "auto" is decided by measurement: bf16 only where it is native and at least kBf16Margin faster
+// (AVX512-BF16 without AMX measured 81 GFLOP/s in bf16 vs 151 in fp32 on one thread).
+TEST(AutoPrecision, Bf16OnlyWhereNativeAndMeasurablyFaster) {
+  using cpu::choose_auto_precision;
+  const cpu::PrecisionChoice slow = choose_auto_precision("avx512_bf16", 81, 151, 1);
+  EXPECT_EQ(slow.precision, Precision::kF32);
+  EXPECT_NE(slow.reason.find("bf16 GEMM 81 GFLOP/s vs fp32 151 GFLOP/s at 1 thread"), std::string::npos) << slow.reason;
+  EXPECT_NE(slow.reason.find("not measurably faster"), std::string::npos) << slow.reason;
+  EXPECT_EQ(choose_auto_precision("avx512_bf16", 160, 151, 2).precision, Precision::kF32);  // within the margin
+  const cpu::PrecisionChoice fast = choose_auto_precision("amx_bf16", 1800, 300, 2);
+  EXPECT_EQ(fast.precision, Precision::kBF16);
+  EXPECT_NE(fast.reason.find("amx_bf16 bf16 GEMM 1800 GFLOP/s vs fp32 300 GFLOP/s at 2 threads"), std::string::npos)
+      << fast.reason;
+  EXPECT_EQ(choose_auto_precision("", 1e6, 1, 1).precision, Precision::kF32);  // emulated: never bf16
+}
+
+// On this machine: "auto" follows the recorded peaks (read from the peak file, not re-measured),
+// and MFU's denominator is the fastest precision's peak, whatever runs.
+TEST_F(PeakFile, AutoAndMfuFollowTheRecordedPeaks) {
+  ScopedEnv env("FLUXTRAIN_PEAK_FILE", path_);
+  const int threads = 5;  // a thread count no other test resolves
+  const std::string cpu = cpu_model_name(), isa = cpu::onednn_isa_name();
+  for (const auto& [bf16, f32] : {std::pair{900.0, 300.0}, std::pair{100.0, 300.0}}) {
+    record_peak(path_, record(cpu, isa, threads, Precision::kF32, f32));
+    record_peak(path_, record(cpu, isa, threads, Precision::kBF16, bf16));
+    const cpu::PrecisionChoice c = cpu::auto_precision(threads);
+    const cpu::FastestPeak f = cpu::fastest_gemm_peak(threads);
+    if (cpu::onednn_has_native_bf16()) {
+      EXPECT_EQ(c.precision, bf16 > f32 ? Precision::kBF16 : Precision::kF32) << c.reason;
+      EXPECT_DOUBLE_EQ(f.gflops, std::max(bf16, f32));
+      EXPECT_EQ(f.precision, bf16 > f32 ? Precision::kBF16 : Precision::kF32) << f.describe;
+    } else {  // emulated bf16 is never chosen, never the denominator
+      EXPECT_EQ(c.precision, Precision::kF32) << c.reason;
+      EXPECT_DOUBLE_EQ(f.gflops, f32);
+      EXPECT_NE(f.describe.find("bf16 is emulated here"), std::string::npos) << f.describe;
+    }
+    EXPECT_NE(f.describe.find("at 5 threads"), std::string::npos) << f.describe;
+  }
 }
 
 // Every precision has a peak on every CPU: bf16 native or emulated, fp16 emulated.

@@ -1,7 +1,8 @@
 // Which GEMM precisions this CPU runs natively, as oneDNN sees it (its effective ISA respects
-// ONEDNN_MAX_CPU_ISA), and the precision `train.precision = "auto"` picks from that.
+// ONEDNN_MAX_CPU_ISA), the precision `train.precision = "auto"` picks (by the measured GEMM
+// peaks), and the peak MFU is reported against.
 //
-//   PrecisionChoice c = ft::cpu::auto_precision();
+//   PrecisionChoice c = ft::cpu::auto_precision(omp_get_max_threads());
 //   log_info("precision {} ({})", precision_label(c.precision), c.reason);
 #pragma once
 
@@ -19,10 +20,32 @@ bool onednn_has_native_bf16();
 
 struct PrecisionChoice {
   Precision precision = Precision::kF32;
-  std::string reason;  // "the CPU has avx512_bf16 (oneDNN avx512_core_bf16)"
+  std::string reason;  // "auto: bf16 GEMM 1820 GFLOP/s vs fp32 310 GFLOP/s at 2 threads (peak file)"
 };
 
-// bf16 where the CPU has AVX512-BF16 or AMX and oneDNN may use them, fp32 elsewhere.
-PrecisionChoice auto_precision();
+// The guess made without measuring, when the config is read (the dry run and the planner use
+// it): bf16 where the CPU has AVX512-BF16 or AMX and oneDNN may use them, fp32 elsewhere.
+PrecisionChoice native_precision_guess();
+
+// train.precision = "auto" on this CPU at `threads`, decided by measurement: bf16 only where the
+// CPU runs it natively and its GEMM peak (kernels/peak.h: recorded in the peak file, measured
+// once per machine) beats fp32's by at least kBf16Margin. AVX512-BF16 without AMX can be slower
+// than fp32 (Emerald Rapids without AMX: 81 vs 151 GFLOP/s on one thread).
+PrecisionChoice auto_precision(int threads);
+inline constexpr double kBf16Margin = 1.10;
+
+// The decision from the measured peaks. native_flags: "amx_bf16", "avx512_bf16", or "" (no native
+// bf16: fp32 without a measurement; bf16_gflops is then ignored).
+PrecisionChoice choose_auto_precision(const std::string& native_flags, double bf16_gflops, double f32_gflops,
+                                      int threads);
+
+// MFU's denominator on this CPU: the fastest precision's GEMM peak at `threads` (fp32, or bf16
+// where it runs natively), so that an MFU means the same on every CPU.
+struct FastestPeak {
+  Precision precision = Precision::kF32;
+  double gflops = 0;
+  std::string describe;  // "fp32 GEMM peak, 151 GFLOP/s at 1 thread (bf16: 81)"
+};
+FastestPeak fastest_gemm_peak(int threads);
 
 }  // namespace ft::cpu
