@@ -14,7 +14,7 @@
 
 namespace {
 
-double cpu_now() {
+[[maybe_unused]] double cpu_now() {  // unused where -march lacks AVX512-BF16
   timespec t;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);

@@ -47,7 +47,7 @@ struct LoaderState {
   int64_t epoch = 0;
   // data.mixture only: JSON of the weights in force and the sample each set took effect from
   // ([{"from_sample": 0, "weights": {"ru": 0.5, "en": 0.5}}, ...]); "" otherwise.
-  std::string mixture;
+  std::string mixture{};
 };
 
 class DataLoader {

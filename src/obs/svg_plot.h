@@ -17,13 +17,13 @@ namespace ft::obs {
 struct PlotSeries {
   std::string name;
   std::string color;
-  std::vector<std::pair<double, double>> points;  // (x, y), x ascending
-  bool markers = false;                           // dots at each point (sparse series)
+  std::vector<std::pair<double, double>> points{};  // (x, y), x ascending
+  bool markers = false;                             // dots at each point (sparse series)
 };
 
 struct Plot {
   std::string title, x_label, y_label;
-  std::vector<PlotSeries> series;
+  std::vector<PlotSeries> series{};
   int width = 560, height = 300;
 };
 

@@ -26,7 +26,7 @@ struct ExecContext {
   void* backend = nullptr;  // the backend's own per-context state (workspaces, caches)
   // Keeps the stream, handles and state above alive while a copy of the context exists (the
   // backend's, made by make_device_context; null on the CPU).
-  std::shared_ptr<void> owner;
+  std::shared_ptr<void> owner{};
 
   bool on_host() const { return device == Device::kCPU; }
 };

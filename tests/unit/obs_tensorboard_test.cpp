@@ -48,7 +48,9 @@ TEST(TensorBoard, RecordsAreFramedAndChecksummed) {
     ASSERT_LE(off + 12 + len + 4, bytes.size());
     std::memcpy(&dc, bytes.data() + off + 12 + len, 4);
     EXPECT_EQ(dc, masked_crc32c(bytes.data() + off + 12, len));
-    if (n == 1) EXPECT_NE(bytes.substr(off + 12, len).find("train/loss"), std::string::npos);
+    if (n == 1) {
+      EXPECT_NE(bytes.substr(off + 12, len).find("train/loss"), std::string::npos);
+    }
     off += 12 + len + 4;
     ++n;
   }

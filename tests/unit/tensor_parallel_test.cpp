@@ -170,7 +170,9 @@ TEST(TensorParallelActivations, SizeFunctionsMatchTheAllocator) {
       const int64_t kept = MemoryTracker::global().live(MemCategory::kActivations) - before;
       EXPECT_EQ(kept, kept_activation_bytes(m, B, T, chunk, false, {}, tp))
           << "tp " << tp.size << " sp " << tp.sequence_parallel;
-      if (prev_kept > 0) EXPECT_LT(kept, prev_kept) << "tp " << tp.size << " sp " << tp.sequence_parallel;
+      if (prev_kept > 0) {
+        EXPECT_LT(kept, prev_kept) << "tp " << tp.size << " sp " << tp.sequence_parallel;
+      }
       prev_kept = kept;
       BackwardScratch s;
       s.allocate(m, B, T, tp);

@@ -23,7 +23,7 @@ namespace ft {
 struct SimCosts {
   double forward = 1, backward = 1;  // time units per computation of one (micro-batch, chunk)
   // Optional, per chunk (overriding the two above): e.g. each chunk's forward and backward FLOPs.
-  std::vector<double> chunk_forward, chunk_backward;
+  std::vector<double> chunk_forward{}, chunk_backward{};
 };
 
 struct ScheduleReport {
