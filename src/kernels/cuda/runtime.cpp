@@ -153,8 +153,11 @@ void* alloc(size_t bytes) {
 }
 
 void free_memory(void* p, size_t bytes) {
-  // mem_free has zeroed it (fill) on the same stream.
-  if (p) cudaFreeAsync(p, memory_stream_of(p));
+  // mem_free has zeroed it (fill) on the same stream. Never throws past mem_free, which notes the
+  // failure of the fill; this one is noted here (a destructor's path).
+  if (!p) return;
+  if (const cudaError_t e = cudaFreeAsync(p, memory_stream_of(p)); e != cudaSuccess)
+    note_free_error(e, "cudaFreeAsync");
 }
 
 cudaStream_t stream_of(const ExecContext& ctx, const void* device_ptr) {
@@ -187,7 +190,8 @@ void* host_alloc(size_t bytes) {
 }
 
 void host_free(void* p, size_t) {
-  if (p) cudaFreeHost(p);
+  if (!p) return;
+  if (const cudaError_t e = cudaFreeHost(p); e != cudaSuccess) note_free_error(e, "cudaFreeHost");
 }
 
 // Device (or managed) memory by the driver's own account; pinned host memory is not.
