@@ -51,6 +51,7 @@ struct ncclComm {
   std::atomic<bool> aborted{false};
   std::atomic<int> async{ncclSuccess};
   std::string last_error;
+  bool finalized = false;  // ncclCommFinalize was called
 };
 
 namespace {
@@ -366,6 +367,12 @@ const char* ncclGetErrorString(ncclResult_t r) {
   }
 }
 
+ncclResult_t ncclGetVersion(int* version) {
+  if (!version) return ncclInvalidArgument;
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
 const char* ncclGetLastError(ncclComm_t c) {
   return c ? c->last_error.c_str() : "";
 }
@@ -403,6 +410,13 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* out, int nranks, ncclUniqueId id
 
 ncclResult_t ncclCommInitRank(ncclComm_t* out, int nranks, ncclUniqueId id, int rank) {
   return ncclCommInitRankConfig(out, nranks, id, rank, nullptr);
+}
+
+// A nonblocking communicator answers ncclInProgress; done once ncclCommGetAsyncError says so.
+ncclResult_t ncclCommFinalize(ncclComm_t c) {
+  if (!c) return ncclInvalidArgument;
+  c->finalized = true;
+  return ncclInProgress;
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t c) {
