@@ -34,6 +34,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -419,8 +420,13 @@ ncclResult_t ncclCommFinalize(ncclComm_t c) {
   return ncclInProgress;
 }
 
+// Dies unless finalised first: NcclComm finalises every communicator it destroys.
 ncclResult_t ncclCommDestroy(ncclComm_t c) {
   if (!c) return ncclInvalidArgument;
+  if (!c->finalized) {
+    std::fprintf(stderr, "nccl stand-in: ncclCommDestroy of a communicator not finalised (ncclCommFinalize)\n");
+    std::abort();
+  }
   if (c->mpi != MPI_COMM_NULL) MPI_Comm_free(&c->mpi);
   delete c;
   return ncclSuccess;

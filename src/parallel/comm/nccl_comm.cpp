@@ -30,7 +30,18 @@ constexpr const char* kHint =
     "parallel.collective_timeout_s";
 
 void cuda_ok(cudaError_t e, const char* call) {
-  if (e != cudaSuccess) throw CommError(fmt::format("{} failed: {}", call, cudaGetErrorString(e)), kHint);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // reported here: not the next launch's error
+    throw CommError(fmt::format("{} failed: {}", call, cudaGetErrorString(e)), kHint);
+  }
+}
+
+// cudaEventQuery. The runtime also leaves cudaErrorNotReady as the thread's last error, which the
+// next launch check (kernels/cuda/check.h) would report as that kernel's failure: cleared here.
+cudaError_t event_query(cudaEvent_t e) {
+  const cudaError_t r = cudaEventQuery(e);
+  if (r == cudaErrorNotReady) cudaGetLastError();
+  return r;
 }
 
 // The NCCL functions (nccl_api.h), loaded when the first NcclComm is made: every call below runs on
@@ -124,7 +135,7 @@ struct Core {
   // collective marked left on the arrival board. Under mu.
   cudaError_t query(Op& op) {
     if (op.finished) return cudaSuccess;
-    const cudaError_t e = cudaEventQuery(op.done);
+    const cudaError_t e = event_query(op.done);
     if (e != cudaSuccess) return e;
     op.finished = true;
     float ms = 0;
@@ -181,13 +192,33 @@ struct Core {
       if (e == cudaSuccess) continue;
       if (e != cudaErrorNotReady) return fmt::format("{}: {}", describe(*op), cudaGetErrorString(e));
       if (std::string why = async_error(*op); !why.empty()) return why;
-      if (op->started_at == 0 && cudaEventQuery(op->start) == cudaSuccess) op->started_at = now;
+      if (op->started_at == 0 && event_query(op->start) == cudaSuccess) op->started_at = now;
       if (op->started_at > 0 && now - op->started_at > opts.timeout_s) return timeout_message(*op);
     }
     harvest();
     return "";
   }
 
+  // Ends a communicator no longer used (a destructor's: never throws). Nonblocking communicators
+  // are finalised first — ncclCommFinalize flushes what was issued on it and may answer
+  // ncclInProgress — polled until done, bounded by the collective timeout; then destroyed. One that
+  // fails or does not finish in time is aborted instead. Under mu.
+  void close(ncclComm_t& on, cudaStream_t stream) noexcept {
+    if (!on) return;
+    if (cudaStreamSynchronize(stream) != cudaSuccess) cudaGetLastError();
+    ncclResult_t r = nccl().CommFinalize(on);
+    const double deadline = now_seconds() + opts.timeout_s;
+    while (r == ncclInProgress && now_seconds() < deadline) {
+      timespec ts{0, 1000000};
+      nanosleep(&ts, nullptr);
+      if (nccl().CommGetAsyncError(on, &r) != ncclSuccess) r = ncclInternalError;
+    }
+    if (r == ncclSuccess)
+      nccl().CommDestroy(on);
+    else
+      nccl().CommAbort(on);
+    on = nullptr;
+  }
   // Aborts the communicators (their kernels and pending operations end, so a stream or host
   // waiting on one wakes) and remembers why: every later call fails with it. Under mu.
   void abort_with(const std::string& msg) {
@@ -500,16 +531,9 @@ class NcclComm final : public Communicator {
     c.wake.notify_all();
     watchdog_.join();
     std::lock_guard<std::mutex> lock(c.mu);
-    if (c.comm) {
-      cudaStreamSynchronize(c.stream);
-      nccl().CommDestroy(c.comm);
-      c.comm = nullptr;
-    }
+    c.close(c.comm, c.stream);
     for (Channel& ch : c.channels) {
-      if (ch.comm) {
-        cudaStreamSynchronize(ch.stream);
-        nccl().CommDestroy(ch.comm);
-      }
+      c.close(ch.comm, ch.stream);
       if (c.compute.on_host()) cudaStreamDestroy(ch.stream);
     }
     c.harvest();  // Works still held name their operations; the rest go now
