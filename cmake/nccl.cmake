@@ -1,9 +1,11 @@
 # NCCL and the CUDA runtime, for NcclComm (src/parallel/comm/nccl_comm.cpp).
 #
 # FT_NCCL: AUTO (default) builds NcclComm when the CUDA toolkit's runtime and NCCL (headers and
-# libraries) are found, OFF never, ON requires them. When built, the real `fluxtrain` links
-# libcudart and libnccl, and the test binary `fluxtrain-ncclsim` links the same NcclComm against
-# the host stand-in of both (tests/ncclsim) instead. A machine without the toolkit builds and tests
+# libraries) are found, OFF never, ON requires them. When built, the CUDA plugin carries NcclComm
+# with the CUDA runtime and opens libnccl when a communicator is first made (nccl_api.h; the
+# library found here, FT_NCCL_LIBRARY, is only nccl_load_test's), and the test binary
+# `fluxtrain-ncclsim` links the same NcclComm against the host stand-in of both (tests/ncclsim)
+# instead. A machine without the toolkit builds and tests
 # everything else. Sets FT_HAVE_NCCL and FT_NCCL_INCLUDE_DIRS.
 # (The CUDA backend detects the toolkit too — FT_CUDA — and this file follows it once both are on
 # main.)

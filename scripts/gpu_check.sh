@@ -4,16 +4,19 @@
 # On the development machine, once before the call (builds build-gpu/: host code for x86-64-v3,
 # device code for sm_90; packs kernels_cuda_test, fluxtrain with its CUDA plugin
 # libfluxtrain_cuda.so (loaded from beside the binary) and the shared libraries the GPU machine
-# may lack — oneDNN, MPI, ICU, ... — as .gpu-pack/pack.tar.xz, ignored by git, under the 64 MiB a
-# call may carry; the GPU machine unpacks it on the first run):
+# may lack — oneDNN, MPI, ICU, ... ; not glibc, the C++ runtime, CUDA, cuBLAS, cuDNN or NCCL — as
+# .gpu-pack/pack.tar.xz, ignored by git, under the 64 MiB a call may carry; the GPU machine unpacks
+# it on the first run):
 #   scripts/gpu_check.sh --pack
+#   scripts/gpu_check.sh --pack-from BUILD DIR   # the same from an existing build, into DIR (CI)
 # On the GPU machine (the device tool: run with carry [".gpu-pack"] and timeout_s 540):
 #   scripts/gpu_check.sh [--out DIR]          # DIR: $OUT there, else build/gpu_check
 # The device tool sends the checkout its session started in (the main checkout, also for a helper
 # working in another worktree): pack in that checkout, with the code to check merged into it.
 #
 # Stages (scripts/gpu_check.py runs them; each rewrites DIR/gpu_check.json, a table comes last):
-#   0  environment: driver, GPU, CUDA / cuBLASLt / cuDNN / PyTorch versions, missing libraries
+#   0  environment: driver, GPU, CUDA / cuBLASLt / cuDNN / PyTorch versions, missing libraries, and
+#      the path each library the plugin opens resolves to (linked, and NCCL's opened on demand)
 #   1  kernels_cuda_test: every row of the op harness (tests/ops: every op of op_decls.inc on odd
 #      shapes) through the CUDA OpTable against ft::ref, each run twice and compared bitwise, the
 #      backward rows against finite differences; device memory and streams; cuDNN SDPA bf16/fp16;
@@ -29,37 +32,41 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ "${1:-}" = "--pack" ]; then
-  PACK=.gpu-pack
-  BUILD=build-gpu
-  echo "gpu_check: building $BUILD (FT_ARCH=x86-64-v3, sm_90) ..." >&2
-  mkdir -p "$BUILD"
-  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFT_ARCH=x86-64-v3 -DFT_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90 > "$BUILD/configure.log" 2>&1 || { cat "$BUILD/configure.log" >&2; exit 1; }
-  nice -n 5 cmake --build "$BUILD" --target kernels_cuda_test fluxtrain fluxtrain_cuda -j "${JOBS:-2}"
-  rm -rf "$PACK"
-  STAGE=$(mktemp -d)
-  trap 'rm -rf "$STAGE"' EXIT
-  mkdir -p "$STAGE/lib"
-  cp "$BUILD/tests/cuda/kernels_cuda_test" "$BUILD/fluxtrain" "$BUILD/libfluxtrain_cuda.so" "$STAGE/"
+# pack BUILD PACK DESCRIPTION: kernels_cuda_test, fluxtrain and its plugin from BUILD, stripped, and
+# in PACK/lib the shared libraries they link that the GPU machine is not expected to have, as
+# PACK/pack.tar.xz and PACK/pack.json. Left out: glibc and its family (the GPU machine's own, which
+# may be newer, must be used: a pack's libresolv or libm ahead of it breaks the system's tools), the
+# C++ runtime, and the CUDA libraries — cuBLAS, cuDNN, NVRTC, the driver, and NCCL, which the plugin
+# opens only when a communicator is made (the toolkit and PyTorch's wheels bring them; stage 0 says
+# where each is found). lib/ is put on the path of fluxtrain and kernels_cuda_test only, never of
+# Python (gpu_check.py).
+pack() {
+  local build=$1 pack=$2 what=$3 stage bin lib
+  for bin in "$build/tests/cuda/kernels_cuda_test" "$build/fluxtrain" "$build/libfluxtrain_cuda.so"; do
+    [ -f "$bin" ] || { echo "error: $bin is missing; hint: build it first (cmake --build $build)" >&2; return 1; }
+  done
+  rm -rf "$pack"
+  stage=$(mktemp -d)
+  mkdir -p "$stage/lib"
+  cp "$build/tests/cuda/kernels_cuda_test" "$build/fluxtrain" "$build/libfluxtrain_cuda.so" "$stage/"
   # (fluxtrain keeps its exported symbols: strip leaves the dynamic symbol table the plugin binds to.)
-  strip "$STAGE/kernels_cuda_test" "$STAGE/fluxtrain" "$STAGE/libfluxtrain_cuda.so"
-  # Shared libraries the GPU machine is not expected to have: all but glibc, the C++ runtime and
-  # the CUDA libraries (its CUDA toolkit and PyTorch's wheels bring those; stage 0 checks).
-  for bin in "$STAGE/kernels_cuda_test" "$STAGE/fluxtrain" "$STAGE/libfluxtrain_cuda.so"; do
-    ldd "$bin" | awk '/=>/ {print $3}' | while read -r lib; do
+  strip "$stage/kernels_cuda_test" "$stage/fluxtrain" "$stage/libfluxtrain_cuda.so"
+  for bin in "$stage/kernels_cuda_test" "$stage/fluxtrain" "$stage/libfluxtrain_cuda.so"; do
+    ldd "$bin" | awk '/=>/ && $3 ~ /^\// {print $3}' | while read -r lib; do
       case "$(basename "$lib")" in
-        libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libstdc++.so*|libgcc_s.so*) ;;
-        libcublas*|libcudnn*|libnvrtc*|libcuda.so*|libcudart*) ;;
-        *) cp -Ln "$lib" "$STAGE/lib/" ;;
+        libc.so*|libm.so*|libmvec.so*|libdl.so*|librt.so*|libpthread.so*|libresolv.so*|libnss_*|libnsl.so*) ;;
+        libutil.so*|libanl.so*|ld-linux*|libstdc++.so*|libgcc_s.so*) ;;
+        libcublas*|libcudnn*|libnvrtc*|libcuda.so*|libcudart*|libnccl*) ;;
+        *) cp -Ln "$lib" "$stage/lib/" ;;
       esac
     done
   done
-  mkdir -p "$PACK"
-  tar -C "$STAGE" -cJf "$PACK/pack.tar.xz" .
-  /usr/bin/python3 - "$PACK" "$STAGE" "$(git rev-parse HEAD)" "$(git status --porcelain | wc -l)" << 'PY'
+  mkdir -p "$pack"
+  tar -C "$stage" -cJf "$pack/pack.tar.xz" .
+  local rc=0
+  /usr/bin/python3 - "$pack" "$stage" "$(git rev-parse HEAD)" "$(git status --porcelain | wc -l)" "$what" << 'PY' || rc=$?
 import datetime, json, os, sys
-pack, stage, commit, dirty = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+pack, stage, commit, dirty, what = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 files = {}
 for root, _, names in os.walk(stage):
     for n in names:
@@ -67,14 +74,33 @@ for root, _, names in os.walk(stage):
         files[os.path.relpath(p, stage)] = os.path.getsize(p)
 total = os.path.getsize(os.path.join(pack, "pack.tar.xz"))
 json.dump({"commit": commit, "uncommitted_changes": dirty, "date": datetime.datetime.now().isoformat(timespec="seconds"),
-           "build": "build-gpu: -DFT_ARCH=x86-64-v3 -DFT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90", "files": files},
+           "build": what, "files": files, "carried_bytes": total},
           open(os.path.join(pack, "pack.json"), "w"), indent=1)
 print(f"gpu_check: {pack}/pack.tar.xz: {len(files)} files, {sum(files.values()) / 2**20:.1f} MiB unpacked, "
       f"{total / 2**20:.1f} MiB to carry")
 if total > 60 * 2**20:
-    sys.exit("error: the pack is over 60 MiB; the device tool carries at most 64 MiB per call")
+    sys.exit("error: the pack is over 60 MiB; hint: the device tool carries at most 64 MiB per call: see which "
+             f"files of {pack}/pack.json are large")
 PY
-  exit 0
+  rm -rf "$stage"
+  return $rc
+}
+
+if [ "${1:-}" = "--pack" ]; then
+  BUILD=build-gpu
+  echo "gpu_check: building $BUILD (FT_ARCH=x86-64-v3, sm_90) ..." >&2
+  mkdir -p "$BUILD"
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFT_ARCH=x86-64-v3 -DFT_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 > "$BUILD/configure.log" 2>&1 || { cat "$BUILD/configure.log" >&2; exit 1; }
+  nice -n 5 cmake --build "$BUILD" --target kernels_cuda_test fluxtrain fluxtrain_cuda -j "${JOBS:-2}"
+  pack "$BUILD" .gpu-pack "build-gpu: -DFT_ARCH=x86-64-v3 -DFT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90"
+  exit $?
+fi
+# --pack-from BUILD DIR: the same pack of an existing build, into DIR (tests/cuda: gpu_pack_test).
+if [ "${1:-}" = "--pack-from" ]; then
+  [ $# -eq 3 ] || { echo "error: usage: gpu_check.sh --pack-from BUILD_DIR PACK_DIR" >&2; exit 2; }
+  pack "$2" "$3" "$2 (an existing build)"
+  exit $?
 fi
 
 # The GPU machine: unpack the pack once (the binaries and lib/ beside pack.json).

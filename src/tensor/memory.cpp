@@ -4,11 +4,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "util/error.h"
+#include "util/log.h"
 #include "util/strings.h"
 
 namespace ft {
@@ -202,15 +204,51 @@ void* mem_alloc(Device d, size_t bytes, MemCategory c) {
   return p;
 }
 
-void mem_free(Device d, void* p, size_t bytes, MemCategory c) {
+namespace {
+std::mutex g_free_mu;
+std::string g_first_free_failure;
+int64_t g_free_failures = 0;
+}  // namespace
+
+void mem_note_free_failure(Device d, const char* what) noexcept {
+  try {
+    std::string first;
+    {
+      std::lock_guard<std::mutex> lock(g_free_mu);
+      if (g_free_failures++ > 0) return;
+      g_first_free_failure = fmt::format("freeing {} memory: {}", device_name(d), what);
+      first = g_first_free_failure;
+    }
+    log_warn("{} (later failures to free device memory are not reported)", first);
+  } catch (...) {  // out of memory formatting the message: nothing more to do
+  }
+}
+
+std::string mem_first_free_failure() {
+  std::lock_guard<std::mutex> lock(g_free_mu);
+  return g_first_free_failure;
+}
+
+int64_t mem_free_failures() {
+  std::lock_guard<std::mutex> lock(g_free_mu);
+  return g_free_failures;
+}
+
+void mem_free(Device d, void* p, size_t bytes, MemCategory c) noexcept {
   if (!p) return;
-  const DeviceMemory& m = backend(d);
-  if (kPoison) m.fill(ExecContext{.device = d}, p, kPoisonByte, bytes);
-  if (d == Device::kCPU)
-    secure_zero(p, bytes);
-  else
-    m.fill(ExecContext{.device = d}, p, 0, bytes);
-  m.free(p, bytes);
+  try {
+    const DeviceMemory& m = backend(d);
+    if (kPoison) m.fill(ExecContext{.device = d}, p, kPoisonByte, bytes);
+    if (d == Device::kCPU)
+      secure_zero(p, bytes);
+    else
+      m.fill(ExecContext{.device = d}, p, 0, bytes);
+    m.free(p, bytes);
+  } catch (const std::exception& e) {
+    mem_note_free_failure(d, e.what());
+  } catch (...) {
+    mem_note_free_failure(d, "an unknown exception");
+  }
   MemoryTracker::global().on_free(d, c, bytes);
 }
 

@@ -116,8 +116,16 @@ void* mem_alloc(Device d, size_t bytes, MemCategory c);
 inline void* mem_alloc(const ExecContext& ctx, size_t bytes, MemCategory c) {
   return mem_alloc(ctx.device, bytes, c);
 }
-// Poisons (poison build) and zeroes the memory, then frees it.
-void mem_free(Device d, void* p, size_t bytes, MemCategory c);
+// Poisons (poison build) and zeroes the memory, then frees it. Never throws (it runs in
+// destructors, also while an error unwinds the stack): a device that fails to zero or free (a GPU
+// after a sticky fault) is reported once (mem_note_free_failure); the tracker counts it freed.
+void mem_free(Device d, void* p, size_t bytes, MemCategory c) noexcept;
+// A failure while freeing device memory: the first is logged once as a warning (the op that
+// faulted is reported by its own error), later ones are only counted. Never throws.
+void mem_note_free_failure(Device d, const char* what) noexcept;
+// The first failure noted ("" when none) and how many were noted (tests).
+std::string mem_first_free_failure();
+int64_t mem_free_failures();
 // Host memory for asynchronous copies to and from device `for_device` (pinned for a GPU; plain
 // host memory for the CPU or a backend without pinning). Accounted to the CPU.
 void* mem_alloc_host(Device for_device, size_t bytes, MemCategory c);

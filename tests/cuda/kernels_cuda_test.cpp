@@ -6,8 +6,8 @@
 // (tests/ops/op_staging.h), outputs starting as NaN so an element an op forgets fails. Then what
 // the harness does not cover: the DeviceMemory (copies, strided copies, fills, the tracker, out
 // of memory), the DeviceRuntime (side streams ordered by stream_wait), the bf16/fp16 attention
-// through cuDNN SDPA, errors naming the op, and (disabled, run by scripts/gpu_check.sh) the GEMM
-// rate and FT_CUDA_SYNC_CHECK naming a faulting op.
+// through cuDNN SDPA, errors naming the op, FT_CUDA_SYNC_CHECK naming a faulting op (a death test:
+// its own process), and (disabled, run by scripts/gpu_check.sh) the GEMM rate.
 //
 // Without a usable GPU every test is skipped with the reason (CTest reports them skipped). On a GPU
 // machine scripts/gpu_check.sh runs this binary (stage 1).
@@ -372,21 +372,33 @@ TEST_F(CudaTest, DISABLED_GemmRate) {
   cudaEventDestroy(stop);
 }
 
-// Run alone (scripts/gpu_check.sh): it leaves the CUDA context unusable (an illegal address is
-// sticky). With FT_CUDA_SYNC_CHECK the op that faults is the one named.
-TEST_F(CudaTest, DISABLED_SyncCheckNamesTheFaultingOp) {
-  ctx().set_sync_check(true);
-  auto* bogus = reinterpret_cast<float*>(uintptr_t{0x10});
-  Dev<float> x(1 << 20);
-  try {
-    ops::add_inplace(ectx(), bogus, x, 1 << 20);
-    FAIL() << "a kernel writing to address 0x10 did not fault";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    std::cout << "error: " << what << "\nhint: " << e.hint() << "\n";
-    EXPECT_NE(what.find("add_inplace (n=1048576)"), std::string::npos) << what;
-    EXPECT_NE(what.find("FT_CUDA_SYNC_CHECK"), std::string::npos) << what;
-  }
+// FT_CUDA_SYNC_CHECK names the op that faults, and the device memory freed after the fault (a
+// sticky error: every later call fails) is freed without an exception (a throw from the Dev's
+// destructor would end in std::terminate) and noted once. A death test: the fault leaves the CUDA
+// context unusable, so it runs in a child process of its own (re-executed, "threadsafe": no fork
+// after CUDA is initialised) and the rest of this binary is unaffected.
+TEST_F(CudaTest, SyncCheckNamesTheFaultingOpAndFreesWithoutThrowing) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ctx().set_sync_check(true);
+        auto* bogus = reinterpret_cast<float*>(uintptr_t{0x10});
+        std::string what;
+        {
+          Dev<float> x(1 << 20);
+          try {
+            ops::add_inplace(ectx(), bogus, x, 1 << 20);
+          } catch (const Error& e) {
+            what = e.what();
+          }
+        }  // x freed on a faulted device
+        std::cerr << "error: " << what << "\nfree failures noted: " << mem_free_failures()
+                  << "\nfirst: " << mem_first_free_failure() << "\n";
+        const bool named = what.find("add_inplace (n=1048576)") != std::string::npos &&
+                           what.find("FT_CUDA_SYNC_CHECK") != std::string::npos;
+        std::_Exit(named && mem_free_failures() >= 1 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "add_inplace \\(n=1048576\\)");
 }
 
 }  // namespace

@@ -382,7 +382,8 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 cudaError_t cudaEventQuery(cudaEvent_t e) {
   if (!e) return ret(cudaErrorInvalidResourceHandle);
   std::lock_guard<std::mutex> lock(e->state->mu);
-  return e->state->completed >= e->state->recorded ? cudaSuccess : cudaErrorNotReady;
+  // Not ready is also left as the thread's last error (the CUDA runtime may: callers clear it).
+  return e->state->completed >= e->state->recorded ? cudaSuccess : ret(cudaErrorNotReady);
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {

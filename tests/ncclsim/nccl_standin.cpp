@@ -34,6 +34,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -51,6 +52,7 @@ struct ncclComm {
   std::atomic<bool> aborted{false};
   std::atomic<int> async{ncclSuccess};
   std::string last_error;
+  bool finalized = false;  // ncclCommFinalize was called
 };
 
 namespace {
@@ -366,6 +368,12 @@ const char* ncclGetErrorString(ncclResult_t r) {
   }
 }
 
+ncclResult_t ncclGetVersion(int* version) {
+  if (!version) return ncclInvalidArgument;
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
 const char* ncclGetLastError(ncclComm_t c) {
   return c ? c->last_error.c_str() : "";
 }
@@ -405,8 +413,20 @@ ncclResult_t ncclCommInitRank(ncclComm_t* out, int nranks, ncclUniqueId id, int 
   return ncclCommInitRankConfig(out, nranks, id, rank, nullptr);
 }
 
+// A nonblocking communicator answers ncclInProgress; done once ncclCommGetAsyncError says so.
+ncclResult_t ncclCommFinalize(ncclComm_t c) {
+  if (!c) return ncclInvalidArgument;
+  c->finalized = true;
+  return ncclInProgress;
+}
+
+// Dies unless finalised first: NcclComm finalises every communicator it destroys.
 ncclResult_t ncclCommDestroy(ncclComm_t c) {
   if (!c) return ncclInvalidArgument;
+  if (!c->finalized) {
+    std::fprintf(stderr, "nccl stand-in: ncclCommDestroy of a communicator not finalised (ncclCommFinalize)\n");
+    std::abort();
+  }
   if (c->mpi != MPI_COMM_NULL) MPI_Comm_free(&c->mpi);
   delete c;
   return ncclSuccess;

@@ -5,6 +5,7 @@
 // initialisation of a communicator one rank never reaches ends likewise, naming that rank. The last
 // rank plays the one that never arrives. Each test leaves its aborted communicator behind (pending
 // MPI requests and all), as a failed job would: run this binary alone.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <stdlib.h>
@@ -40,6 +41,32 @@ std::string shared_board_dir() {
   if (world_rank() == 0 && !mkdtemp(path)) path[0] = 0;
   MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
   return path;
+}
+
+// Polling an operation still running (Work::done: cudaEventQuery answers cudaErrorNotReady, which
+// the stand-in, as the CUDA runtime may, also leaves as the thread's last error) leaves no error for
+// the thread's next launch check to report as its own; the communicator is finalised before it is
+// destroyed (the stand-in's ncclCommDestroy dies otherwise). Rank 0 polls before the others join.
+TEST(NcclWatchdog, APollOfARunningOperationLeavesNoLastError) {
+  const int me = world_rank(), P = world_size();
+  const CommOptions opts{kTimeout, shared_board_dir(), false};
+  {
+    std::shared_ptr<Communicator> c = make_nccl_comm(mpi_world("poll", opts), cpu_context(), opts);
+    std::vector<float> x(1000, 1.0f);
+    if (me == 0) {
+      WorkPtr w = c->all_reduce_async(x.data(), 1000);
+      EXPECT_FALSE(w->done());  // the others have not joined it yet
+      EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+      MPI_Barrier(MPI_COMM_WORLD);
+      w->wait();
+    } else {
+      MPI_Barrier(MPI_COMM_WORLD);
+      c->all_reduce_async(x.data(), 1000)->wait();
+    }
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    EXPECT_EQ(x[0], static_cast<float>(P));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 // What the failure handler was given.

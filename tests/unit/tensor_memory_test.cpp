@@ -122,8 +122,11 @@ struct StandIn {
   }
 };
 
+bool g_stand_in = false;  // a test here registered Device::kCUDA's memory
+
 TEST(Memory, ARegisteredDeviceIsAllocatedCopiedAndAccountedThroughItsBackend) {
   if (device_memory_registered(Device::kCUDA)) GTEST_SKIP() << "this build has CUDA memory";
+  g_stand_in = true;
   register_device_memory(Device::kCUDA, {StandIn::alloc, StandIn::free, StandIn::copy_2d, StandIn::fill});
   ASSERT_TRUE(device_memory_registered(Device::kCUDA));
   auto& t = MemoryTracker::global();
@@ -158,6 +161,40 @@ TEST(Memory, ARegisteredDeviceIsAllocatedCopiedAndAccountedThroughItsBackend) {
   // A device copy ordered on another device's context is a bug of ours, not a user error.
   int x = 0, y = 1;
   EXPECT_ANY_THROW(mem_copy(cpu_context(), &x, Device::kCUDA, &y, Device::kCPU, 4));
+}
+
+// A device that faults (a GPU after an illegal address: every later call fails) while its memory is
+// freed: mem_free never throws — also while an exception unwinds the stack, where a throw would end
+// in std::terminate — counts the memory freed, and notes the failures (the first logged once).
+struct Faulty {
+  static inline bool faulted = false;
+  static void fill(const ExecContext& ctx, void* dst, uint8_t byte, size_t bytes) {
+    if (faulted)
+      throw Error("CUDA op memory fill (bytes=24): cudaMemsetAsync failed: an illegal memory access was encountered");
+    StandIn::fill(ctx, dst, byte, bytes);
+  }
+};
+
+TEST(Memory, FreeingOnAFaultedDeviceNeverThrowsAndIsNoted) {
+  if (device_memory_registered(Device::kCUDA) && !g_stand_in) GTEST_SKIP() << "this build has CUDA memory";
+  g_stand_in = true;
+  register_device_memory(Device::kCUDA, {StandIn::alloc, StandIn::free, StandIn::copy_2d, Faulty::fill});
+  auto& t = MemoryTracker::global();
+  const int64_t failures = mem_free_failures();
+  try {
+    Tensor a = Tensor::empty({6}, DType::kF32, MemCategory::kActivations, Device::kCUDA);
+    Tensor b = Tensor::empty({6}, DType::kF32, MemCategory::kActivations, Device::kCUDA);
+    Faulty::faulted = true;
+    throw Error("CUDA op add_inplace (n=6): the op that faulted");  // a and b are freed while it unwinds
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "CUDA op add_inplace (n=6): the op that faulted");
+  }
+  Faulty::faulted = false;
+  EXPECT_EQ(t.total_live(Device::kCUDA), 0);
+  EXPECT_EQ(mem_free_failures(), failures + 2);
+  EXPECT_NE(mem_first_free_failure().find("freeing cuda memory: CUDA op memory fill (bytes=24)"), std::string::npos)
+      << mem_first_free_failure();
+  register_device_memory(Device::kCUDA, {StandIn::alloc, StandIn::free, StandIn::copy_2d, StandIn::fill});
 }
 
 }  // namespace

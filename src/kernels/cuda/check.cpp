@@ -11,6 +11,7 @@
 
 #include "kernels/attention_checks.h"
 #include "kernels/cuda/context.h"
+#include "tensor/memory.h"
 #include "util/error.h"
 
 #if FT_HAVE_CUDNN
@@ -80,9 +81,22 @@ void throw_if_failed(cudaError_t e, const char* what, const char* file, int line
 
 void throw_call_error(Library lib, int status, const char* call, const char* file, int line, const char* op,
                       Dims dims) {
+  // This error is reported here: the next launch check must not report it again as its own (a
+  // sticky error stays anyway).
+  if (lib == Library::kRuntime) cudaGetLastError();
   throw Error(fmt::format("CUDA op {}: {} failed at {}:{}: {}", describe(op, dims), call, short_path(file), line,
                           library_message(lib, status)),
               hint_for(lib, status));
+}
+
+void note_free_error(int status, const char* call) noexcept {
+  cudaGetLastError();
+  try {
+    mem_note_free_failure(Device::kCUDA,
+                          fmt::format("{} failed: {}", call, library_message(Library::kRuntime, status)).c_str());
+  } catch (...) {  // formatting ran out of memory
+    mem_note_free_failure(Device::kCUDA, call);
+  }
 }
 
 void check_launch(const CudaContext& ctx, const char* file, int line, const char* op, Dims dims) {

@@ -34,6 +34,10 @@ enum class Library : uint8_t { kRuntime, kCublas, kCudnn };
 [[noreturn]] void throw_call_error(Library lib, int status, const char* call, const char* file, int line,
                                    const char* op, Dims dims);
 
+// A CUDA runtime call that failed while freeing device memory (a destructor's path: never throws):
+// cleared from the thread's last error and noted once (tensor/memory.h, mem_note_free_failure).
+void note_free_error(int status, const char* call) noexcept;
+
 // After a launch: cudaGetLastError, and with FT_CUDA_SYNC_CHECK=1 a stream synchronisation.
 void check_launch(const CudaContext& ctx, const char* file, int line, const char* op, Dims dims);
 

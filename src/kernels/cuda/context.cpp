@@ -74,9 +74,11 @@ void* pool_alloc(int device, size_t bytes, cudaStream_t stream) {
 void pool_free(void* p, size_t bytes, cudaStream_t stream) noexcept {
   if (!p) return;
   // Zeroed first (weights and checkpoint staging may be secret), then back to the pool, both in
-  // stream order. Errors cannot be thrown from here: a failed device reports at its next op.
-  cudaMemsetAsync(p, 0, bytes, stream);
-  cudaFreeAsync(p, stream);
+  // stream order. Errors cannot be thrown from here (destructors call it): the first is noted once
+  // (note_free_error); memory that could not be zeroed is not returned to the pool.
+  const cudaError_t e = cudaMemsetAsync(p, 0, bytes, stream);
+  if (e != cudaSuccess) return note_free_error(e, "cudaMemsetAsync (zeroing freed memory)");
+  if (const cudaError_t f = cudaFreeAsync(p, stream); f != cudaSuccess) note_free_error(f, "cudaFreeAsync");
 }
 
 // ---- LtHandle ------------------------------------------------------------------------------
@@ -111,8 +113,9 @@ CudaContext::~CudaContext() {
 }
 
 void CudaContext::release() noexcept {
-  // Errors are ignored here: a destructor cannot throw, and a failed device reports at its ops.
-  if (stream_) cudaStreamSynchronize(stream_);
+  // Errors are ignored here: a destructor cannot throw, and a failed device reports at its ops
+  // (each is cleared from the thread's last error, so that no later launch check reports it).
+  if (stream_ && cudaStreamSynchronize(stream_) != cudaSuccess) cudaGetLastError();
   gemm_cache_.reset();
   sdpa_.reset();
   if (scratch_) {
@@ -123,9 +126,9 @@ void CudaContext::release() noexcept {
     pool_free(cublaslt_workspace_, kCublasWorkspaceBytes, stream_);
     MemoryTracker::global().on_free(Device::kCUDA, MemCategory::kWorkspace, kCublasWorkspaceBytes);
   }
-  if (stream_) cudaStreamSynchronize(stream_);
-  if (host_scalar_) cudaFreeHost(host_scalar_);
-  if (stream_) cudaStreamDestroy(stream_);
+  if (stream_ && cudaStreamSynchronize(stream_) != cudaSuccess) cudaGetLastError();
+  if (host_scalar_ && cudaFreeHost(host_scalar_) != cudaSuccess) cudaGetLastError();
+  if (stream_ && cudaStreamDestroy(stream_) != cudaSuccess) cudaGetLastError();
   lt_.reset();
   scratch_ = nullptr;
   scratch_bytes_ = 0;

@@ -22,15 +22,15 @@ namespace {
 
 // ---- contexts ------------------------------------------------------------------------------
 
-ExecContext to_exec_context(std::shared_ptr<CudaContext> c, bool with_dnn) {
+ExecContext to_exec_context(std::shared_ptr<CudaContext> c) {
   ExecContext e;
   e.device = Device::kCUDA;
   e.device_index = c->device();
   e.stream = c->stream();
   e.blas = c->cublaslt();
-  // The main context's cuDNN handle is made now (bound to its stream); a side context makes its
-  // own on first use (a cuDNN handle belongs to one stream).
-  e.dnn = with_dnn && have_cudnn_sdpa() ? c->cudnn_handle() : nullptr;
+  // No cuDNN handle here: a context makes its own on its first SDPA call (CudaContext::sdpa), so a
+  // context that never runs cuDNN attention (side contexts, fp32 runs) never creates one.
+  e.dnn = nullptr;
   e.backend = c.get();
   e.owner = std::move(c);
   return e;
@@ -76,12 +76,12 @@ ExecContext make_context(int index) {
     }
   }
   if (!c) c = std::make_shared<CudaContext>(index);
-  return to_exec_context(std::move(c), true);
+  return to_exec_context(std::move(c));
 }
 
 ExecContext make_side(const ExecContext& ctx) {
   CudaContext& c = context_of(ctx, "make_side_context");
-  return to_exec_context(std::make_shared<CudaContext>(c.device(), c.lt_handle()), false);
+  return to_exec_context(std::make_shared<CudaContext>(c.device(), c.lt_handle()));
 }
 
 void wait(const ExecContext& waiter, const ExecContext& on) {
@@ -153,8 +153,11 @@ void* alloc(size_t bytes) {
 }
 
 void free_memory(void* p, size_t bytes) {
-  // mem_free has zeroed it (fill) on the same stream.
-  if (p) cudaFreeAsync(p, memory_stream_of(p));
+  // mem_free has zeroed it (fill) on the same stream. Never throws past mem_free, which notes the
+  // failure of the fill; this one is noted here (a destructor's path).
+  if (!p) return;
+  if (const cudaError_t e = cudaFreeAsync(p, memory_stream_of(p)); e != cudaSuccess)
+    note_free_error(e, "cudaFreeAsync");
 }
 
 cudaStream_t stream_of(const ExecContext& ctx, const void* device_ptr) {
@@ -187,7 +190,8 @@ void* host_alloc(size_t bytes) {
 }
 
 void host_free(void* p, size_t) {
-  if (p) cudaFreeHost(p);
+  if (!p) return;
+  if (const cudaError_t e = cudaFreeHost(p); e != cudaSuccess) note_free_error(e, "cudaFreeHost");
 }
 
 // Device (or managed) memory by the driver's own account; pinned host memory is not.

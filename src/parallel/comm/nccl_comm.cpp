@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -16,6 +17,7 @@
 
 #include "kernels/ops.h"
 #include "parallel/comm/arrival_board.h"
+#include "parallel/comm/nccl_api.h"
 #include "tensor/device_runtime.h"
 #include "tensor/memory.h"
 #include "util/clock.h"
@@ -28,7 +30,25 @@ constexpr const char* kHint =
     "parallel.collective_timeout_s";
 
 void cuda_ok(cudaError_t e, const char* call) {
-  if (e != cudaSuccess) throw CommError(fmt::format("{} failed: {}", call, cudaGetErrorString(e)), kHint);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // reported here: not the next launch's error
+    throw CommError(fmt::format("{} failed: {}", call, cudaGetErrorString(e)), kHint);
+  }
+}
+
+// cudaEventQuery. The runtime also leaves cudaErrorNotReady as the thread's last error, which the
+// next launch check (kernels/cuda/check.h) would report as that kernel's failure: cleared here.
+cudaError_t event_query(cudaEvent_t e) {
+  const cudaError_t r = cudaEventQuery(e);
+  if (r == cudaErrorNotReady) cudaGetLastError();
+  return r;
+}
+
+// The NCCL functions (nccl_api.h), loaded when the first NcclComm is made: every call below runs on
+// a communicator, so after that.
+std::atomic<const NcclApi*> g_nccl{nullptr};
+const NcclApi& nccl() {
+  return *g_nccl.load(std::memory_order_acquire);
 }
 
 // Bytes this rank sends in the ring algorithms, counted exactly as MpiComm's ring sends them (its
@@ -115,7 +135,7 @@ struct Core {
   // collective marked left on the arrival board. Under mu.
   cudaError_t query(Op& op) {
     if (op.finished) return cudaSuccess;
-    const cudaError_t e = cudaEventQuery(op.done);
+    const cudaError_t e = event_query(op.done);
     if (e != cudaSuccess) return e;
     op.finished = true;
     float ms = 0;
@@ -148,10 +168,10 @@ struct Core {
   std::string async_error(const Op& op) {
     ncclComm_t on = op.ch ? op.ch->comm : comm;
     ncclResult_t async = ncclSuccess;
-    if (on) ncclCommGetAsyncError(on, &async);
+    if (on) nccl().CommGetAsyncError(on, &async);
     if (async == ncclSuccess || async == ncclInProgress) return "";
-    const std::string last = ncclGetLastError(on);
-    return fmt::format("{}: NCCL reported an asynchronous error: {}{}{}", describe(op), ncclGetErrorString(async),
+    const std::string last = nccl().GetLastError(on);
+    return fmt::format("{}: NCCL reported an asynchronous error: {}{}{}", describe(op), nccl().GetErrorString(async),
                        last.empty() ? "" : ": ", last);
   }
   // The message of op's timeout, in MPI's format plus " over NCCL" (ranks holding it up: the board).
@@ -172,20 +192,40 @@ struct Core {
       if (e == cudaSuccess) continue;
       if (e != cudaErrorNotReady) return fmt::format("{}: {}", describe(*op), cudaGetErrorString(e));
       if (std::string why = async_error(*op); !why.empty()) return why;
-      if (op->started_at == 0 && cudaEventQuery(op->start) == cudaSuccess) op->started_at = now;
+      if (op->started_at == 0 && event_query(op->start) == cudaSuccess) op->started_at = now;
       if (op->started_at > 0 && now - op->started_at > opts.timeout_s) return timeout_message(*op);
     }
     harvest();
     return "";
   }
 
+  // Ends a communicator no longer used (a destructor's: never throws). Nonblocking communicators
+  // are finalised first — ncclCommFinalize flushes what was issued on it and may answer
+  // ncclInProgress — polled until done, bounded by the collective timeout; then destroyed. One that
+  // fails or does not finish in time is aborted instead. Under mu.
+  void close(ncclComm_t& on, cudaStream_t stream) noexcept {
+    if (!on) return;
+    if (cudaStreamSynchronize(stream) != cudaSuccess) cudaGetLastError();
+    ncclResult_t r = nccl().CommFinalize(on);
+    const double deadline = now_seconds() + opts.timeout_s;
+    while (r == ncclInProgress && now_seconds() < deadline) {
+      timespec ts{0, 1000000};
+      nanosleep(&ts, nullptr);
+      if (nccl().CommGetAsyncError(on, &r) != ncclSuccess) r = ncclInternalError;
+    }
+    if (r == ncclSuccess)
+      nccl().CommDestroy(on);
+    else
+      nccl().CommAbort(on);
+    on = nullptr;
+  }
   // Aborts the communicators (their kernels and pending operations end, so a stream or host
   // waiting on one wakes) and remembers why: every later call fails with it. Under mu.
   void abort_with(const std::string& msg) {
-    if (comm) ncclCommAbort(comm);
+    if (comm) nccl().CommAbort(comm);
     comm = nullptr;
     for (Channel& ch : channels) {
-      if (ch.comm) ncclCommAbort(ch.comm);
+      if (ch.comm) nccl().CommAbort(ch.comm);
       ch.comm = nullptr;
     }
     if (failed.empty()) failed = msg;
@@ -210,12 +250,12 @@ struct Core {
                          world[static_cast<size_t>(rank)], call, name, opts.timeout_s));
       timespec ts{0, 20000};
       nanosleep(&ts, nullptr);
-      ncclCommGetAsyncError(on, &r);
+      nccl().CommGetAsyncError(on, &r);
     }
     if (r == ncclSuccess || r == ncclInProgress) return;
-    std::string last = on ? ncclGetLastError(on) : "";
+    std::string last = on ? nccl().GetLastError(on) : "";
     fail(fmt::format("rank {}: {} on group {} failed: {}{}{}", world[static_cast<size_t>(rank)], call, name,
-                     ncclGetErrorString(r), last.empty() ? "" : ": ", last));
+                     nccl().GetErrorString(r), last.empty() ? "" : ": ", last));
   }
   // A new NCCL communicator over n ranks, this one rank r in it, initialised without blocking the
   // host (NCCL does it in the background) and polled until ready, bounded by the collective
@@ -227,12 +267,12 @@ struct Core {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclComm_t made = nullptr;
-    ncclResult_t res = ncclCommInitRankConfig(&made, n, id, r, &config);
+    ncclResult_t res = nccl().CommInitRankConfig(&made, n, id, r, &config);
     if (board) board->arrive(1);
     const double deadline = now_seconds() + opts.timeout_s;
     while (res == ncclInProgress && made) {
       if (now_seconds() > deadline) {
-        ncclCommAbort(made);
+        nccl().CommAbort(made);
         throw CommError(
             fmt::format("rank {}: ncclCommInitRankConfig {} over NCCL timed out after {:.0f} s; ranks "
                         "holding it up: {}",
@@ -241,13 +281,13 @@ struct Core {
       }
       timespec ts{0, 1000000};
       nanosleep(&ts, nullptr);
-      ncclCommGetAsyncError(made, &res);
+      nccl().CommGetAsyncError(made, &res);
     }
     if (res != ncclSuccess) {
-      const std::string last = made ? ncclGetLastError(made) : "";
-      if (made) ncclCommAbort(made);
+      const std::string last = made ? nccl().GetLastError(made) : "";
+      if (made) nccl().CommAbort(made);
       throw CommError(fmt::format("rank {}: ncclCommInitRankConfig {} over NCCL failed: {}{}{}", me, what,
-                                  ncclGetErrorString(res), last.empty() ? "" : ": ", last),
+                                  nccl().GetErrorString(res), last.empty() ? "" : ": ", last),
                       kHint);
     }
     if (board) board->finish(1);
@@ -395,6 +435,7 @@ class NcclComm final : public Communicator {
  public:
   NcclComm(std::shared_ptr<Communicator> host, const ExecContext& compute, const CommOptions& opts)
       : c_(std::make_shared<Core>()) {
+    g_nccl.store(&nccl_api(), std::memory_order_release);  // CommError when NCCL cannot be loaded
     Core& c = *c_;
     c.host = std::move(host);
     c.compute = compute;
@@ -417,7 +458,7 @@ class NcclComm final : public Communicator {
     cuda_ok(cudaEventCreateWithFlags(&c.ready, cudaEventDisableTiming), "cudaEventCreateWithFlags");
     // The unique id travels over the axis' host communicator.
     ncclUniqueId id{};
-    if (c.rank == 0) c.nccl_ok(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    if (c.rank == 0) c.nccl_ok(nccl().GetUniqueId(&id), "ncclGetUniqueId");
     c.host->broadcast(&id, sizeof id, 0);
     ArrivalBoard init_board(opts.board_dir, fmt::format("nccl-init-{}-{}", c.name, c.world[0]), c.size, c.rank);
     c.comm = c.init_comm(c.size, id, c.rank,
@@ -466,7 +507,7 @@ class NcclComm final : public Communicator {
     };
     for (const Channel& ch : all)
       if (ch.from == c.rank)
-        c.nccl_ok(ncclGetUniqueId(&mine[static_cast<size_t>(index_among_senders(ch))]), "ncclGetUniqueId");
+        c.nccl_ok(nccl().GetUniqueId(&mine[static_cast<size_t>(index_among_senders(ch))]), "ncclGetUniqueId");
     c.host->all_gather(ids.data(), mine.data(), kMaxSent * static_cast<int64_t>(sizeof(ncclUniqueId)));
     for (Channel& ch : all) {
       if (ch.from != c.rank && ch.to != c.rank) continue;
@@ -490,16 +531,9 @@ class NcclComm final : public Communicator {
     c.wake.notify_all();
     watchdog_.join();
     std::lock_guard<std::mutex> lock(c.mu);
-    if (c.comm) {
-      cudaStreamSynchronize(c.stream);
-      ncclCommDestroy(c.comm);
-      c.comm = nullptr;
-    }
+    c.close(c.comm, c.stream);
     for (Channel& ch : c.channels) {
-      if (ch.comm) {
-        cudaStreamSynchronize(ch.stream);
-        ncclCommDestroy(ch.comm);
-      }
+      c.close(ch.comm, ch.stream);
       if (c.compute.on_host()) cudaStreamDestroy(ch.stream);
     }
     c.harvest();  // Works still held name their operations; the rest go now
@@ -538,13 +572,13 @@ class NcclComm final : public Communicator {
     const int64_t elem = wire_bytes(wire);
     return launch(CollKind::kAllReduce, ring_all_reduce_bytes(n, elem, c_->size, c_->rank), -1, 0, [&](Core& c) {
       if (wire == Wire::kF32) {
-        c.nccl_ok(ncclAllReduce(data, data, static_cast<size_t>(n), ncclFloat32, nccl_op(op), c.comm, c.stream),
+        c.nccl_ok(nccl().AllReduce(data, data, static_cast<size_t>(n), ncclFloat32, nccl_op(op), c.comm, c.stream),
                   "ncclAllReduce");
         return;
       }
       uint16_t* w = c.bf16_scratch(n);
       c.on_stream([=](const ExecContext& x) { to_wire(x, wire, w, data, n); });
-      c.nccl_ok(ncclAllReduce(w, w, static_cast<size_t>(n), nccl_wire_type(wire), ncclSum, c.comm, c.stream),
+      c.nccl_ok(nccl().AllReduce(w, w, static_cast<size_t>(n), nccl_wire_type(wire), ncclSum, c.comm, c.stream),
                 "ncclAllReduce");
       c.on_stream([=](const ExecContext& x) { from_wire(x, wire, data, w, n); });
     });
@@ -553,7 +587,7 @@ class NcclComm final : public Communicator {
   WorkPtr all_reduce_async(double* data, int64_t n, ReduceOp op) override {
     if (!on_device(data, n)) return c_->host->all_reduce_async(data, n, op);
     return launch(CollKind::kAllReduce, 2 * (c_->size - 1) * n * 8 / c_->size, -1, 0, [&](Core& c) {
-      c.nccl_ok(ncclAllReduce(data, data, static_cast<size_t>(n), ncclFloat64, nccl_op(op), c.comm, c.stream),
+      c.nccl_ok(nccl().AllReduce(data, data, static_cast<size_t>(n), ncclFloat64, nccl_op(op), c.comm, c.stream),
                 "ncclAllReduce");
     });
   }
@@ -563,7 +597,7 @@ class NcclComm final : public Communicator {
     const int64_t elem = wire_bytes(wire);
     return launch(CollKind::kReduceScatter, (c_->size - 1) * n * elem, -1, 0, [&](Core& c) {
       if (wire == Wire::kF32) {
-        c.nccl_ok(ncclReduceScatter(in, out, static_cast<size_t>(n), ncclFloat32, ncclSum, c.comm, c.stream),
+        c.nccl_ok(nccl().ReduceScatter(in, out, static_cast<size_t>(n), ncclFloat32, ncclSum, c.comm, c.stream),
                   "ncclReduceScatter");
         return;
       }
@@ -571,7 +605,7 @@ class NcclComm final : public Communicator {
       uint16_t* w = c.bf16_scratch(total + n);
       c.on_stream([=](const ExecContext& x) { to_wire(x, wire, w, in, total); });
       c.nccl_ok(
-          ncclReduceScatter(w, w + total, static_cast<size_t>(n), nccl_wire_type(wire), ncclSum, c.comm, c.stream),
+          nccl().ReduceScatter(w, w + total, static_cast<size_t>(n), nccl_wire_type(wire), ncclSum, c.comm, c.stream),
           "ncclReduceScatter");
       c.on_stream([=](const ExecContext& x) { from_wire(x, wire, out, w + total, n); });
     });
@@ -580,14 +614,14 @@ class NcclComm final : public Communicator {
   WorkPtr all_gather_async(void* out, const void* in, int64_t bytes) override {
     if (!on_device(out, bytes)) return c_->host->all_gather_async(out, in, bytes);
     return launch(CollKind::kAllGather, (c_->size - 1) * bytes, -1, 0, [&](Core& c) {
-      c.nccl_ok(ncclAllGather(in, out, static_cast<size_t>(bytes), ncclUint8, c.comm, c.stream), "ncclAllGather");
+      c.nccl_ok(nccl().AllGather(in, out, static_cast<size_t>(bytes), ncclUint8, c.comm, c.stream), "ncclAllGather");
     });
   }
 
   WorkPtr broadcast_async(void* data, int64_t bytes, int root) override {
     if (!on_device(data, bytes)) return c_->host->broadcast_async(data, bytes, root);
     return launch(CollKind::kBroadcast, tree_broadcast_bytes(bytes, c_->size, c_->rank, root), -1, 0, [&](Core& c) {
-      c.nccl_ok(ncclBroadcast(data, data, static_cast<size_t>(bytes), ncclUint8, root, c.comm, c.stream),
+      c.nccl_ok(nccl().Broadcast(data, data, static_cast<size_t>(bytes), ncclUint8, root, c.comm, c.stream),
                 "ncclBroadcast");
     });
   }
@@ -616,12 +650,12 @@ class NcclComm final : public Communicator {
           ncclComm_t comm = ch ? ch->comm : c.comm;
           cudaStream_t stream = ch ? ch->stream : c.stream;
           const auto n = static_cast<size_t>(bytes);
-          c.nccl_ok(ncclGroupStart(), "ncclGroupStart", comm);
+          c.nccl_ok(nccl().GroupStart(), "ncclGroupStart", comm);
           if (send)
-            c.nccl_ok(ncclSend(data, n, ncclUint8, ch ? 1 : peer, comm, stream), "ncclSend", comm);
+            c.nccl_ok(nccl().Send(data, n, ncclUint8, ch ? 1 : peer, comm, stream), "ncclSend", comm);
           else
-            c.nccl_ok(ncclRecv(data, n, ncclUint8, ch ? 0 : peer, comm, stream), "ncclRecv", comm);
-          c.nccl_ok(ncclGroupEnd(), "ncclGroupEnd", comm);
+            c.nccl_ok(nccl().Recv(data, n, ncclUint8, ch ? 0 : peer, comm, stream), "ncclRecv", comm);
+          c.nccl_ok(nccl().GroupEnd(), "ncclGroupEnd", comm);
         },
         ch);
   }

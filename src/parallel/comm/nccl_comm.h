@@ -1,5 +1,9 @@
 // NcclComm: the Communicator of one mesh axis for device buffers, over NCCL.
 //
+// NCCL: through the table of nccl_api.h, loaded when the first NcclComm is made (CommError naming
+// libnccl.so.2 when it cannot be). Closing: each communicator is finalised (ncclCommFinalize,
+// polled, bounded by the collective timeout) before it is destroyed; one that fails is aborted.
+//
 // Bootstrap: group rank 0 makes the ncclUniqueId and broadcasts it over the axis' host
 // communicator (MPI), then every member calls ncclCommInitRankConfig: one NCCL communicator per
 // axis, nonblocking (blocking = 0: no NCCL call can hang the host). The initialisation is polled
