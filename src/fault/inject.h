@@ -1,8 +1,9 @@
 // FaultInjector: the one seam through which tests reach into production code. Corruption of
 // chosen steps, read from FLUXTRAIN_FAULT_INJECT, so the fault-injection tests can make real runs
-// produce a NaN or a loss spike; and slowdowns of checkpoint writing (FaultInjector::delays()),
-// so they can kill a rank in the middle of a save. (Kills and hangs are not simulated: the tests
-// send real signals.) No other production code reads a test hook from the environment.
+// produce a NaN or a loss spike; and slowdowns of checkpoint writing and of every training step
+// (FaultInjector::delays()), so they can kill a rank in the middle of a save, or signal a run that
+// cannot have finished whatever the machine's speed. (Kills and hangs are not simulated: the
+// tests send real signals.) No other production code reads a test hook from the environment.
 //
 //   FLUXTRAIN_FAULT_INJECT="nan@5"           the step-5 batch yields a NaN loss and NaN gradients
 //   FLUXTRAIN_FAULT_INJECT="gradnan@7:1"     world rank 1's gradients of the step-7 batch are NaN
@@ -28,9 +29,12 @@ namespace ft {
 // Test-only slowdowns, 0 = none:
 //   FLUXTRAIN_CKPT_TEST_DELAY_MS       each chunk a rank file writes waits this long
 //   FLUXTRAIN_CKPT_TEST_COPY_DELAY_MS  an async save's copy to staging waits this long
+//   FLUXTRAIN_STEP_TEST_DELAY_MS       each training step ends with a wait this long: a lower bound
+//                                      on a run's duration that holds on any machine
 struct InjectedDelays {
   int ckpt_write_ms = 0;
   int ckpt_copy_ms = 0;
+  int step_ms = 0;
 };
 
 struct InjectedFault {
@@ -45,7 +49,7 @@ class FaultInjector {
   // Throws ft::Error naming the bad item of `spec`.
   explicit FaultInjector(const std::string& spec);
   static FaultInjector from_env();  // FLUXTRAIN_FAULT_INJECT; empty = none
-  static InjectedDelays delays();   // the FLUXTRAIN_CKPT_TEST_*_MS slowdowns
+  static InjectedDelays delays();   // the FLUXTRAIN_*_TEST_*DELAY_MS slowdowns
 
   // The corruption of the batch of original step `batch_step` (1-based) on world rank `rank`.
   InjectedFault at(int64_t batch_step, int rank) const;

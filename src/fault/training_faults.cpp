@@ -2,10 +2,12 @@
 
 #include <fmt/ranges.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <thread>
 #include <vector>
 
 #include "obs/metric_names.h"
@@ -22,6 +24,7 @@ TrainingFaults::TrainingFaults(const FaultConfig& cfg, const std::string& run_di
       guard_(cfg),
       injector_(FaultInjector::from_env()),
       heartbeat_(Heartbeat::from_env(world_rank)),
+      step_delay_ms_(FaultInjector::delays().step_ms),
       world_rank_(world_rank),
       dp_rank_(dp_rank),
       local_batch_(local_batch),
@@ -128,6 +131,7 @@ void TrainingFaults::add_to_metrics(const GuardVerdict& v, nlohmann::json& j) {
 
 void TrainingFaults::beat(const std::string& phase, int64_t step) {
   if (heartbeat_) heartbeat_->beat(phase, step);
+  if (step_delay_ms_ > 0 && phase == "train") std::this_thread::sleep_for(std::chrono::milliseconds(step_delay_ms_));
 }
 
 void TrainingFaults::set_start_step(int64_t s) {

@@ -54,6 +54,8 @@ class TrainingFaults {
   // The supervisor's restart count (FLUXTRAIN_RESTARTS), 0 when not restarted.
   int64_t restarts() const { return restarts_; }
 
+  // The heartbeat of `phase` at `step`; after a training step also the test-only step slowdown
+  // (FLUXTRAIN_STEP_TEST_DELAY_MS).
   void beat(const std::string& phase, int64_t step);
   void set_start_step(int64_t s);
 
@@ -62,6 +64,7 @@ class TrainingFaults {
   StepGuard guard_;
   FaultInjector injector_;
   std::unique_ptr<Heartbeat> heartbeat_;
+  int step_delay_ms_ = 0;  // FaultInjector::delays().step_ms (tests)
   std::FILE* samples_ = nullptr;
   int world_rank_;
   int64_t dp_rank_, local_batch_;

@@ -317,46 +317,61 @@ case_damaged_checkpoints() {
 }
 
 # ---- 9: signals and the time budget ----------------------------------------------------------------
-# wait_step RUN_DIR N: until metrics.jsonl has step N (or 60 s).
+# wait_step RUN_DIR N: until metrics.jsonl has step N (300 s: only a bound on a run that hangs).
 wait_step() {
-  for _ in $(seq 600); do
+  local deadline=$((SECONDS + 300))
+  while [ $SECONDS -lt $deadline ]; do
     [ "$({ wc -l <"$1/metrics.jsonl"; } 2>/dev/null || echo 0)" -ge "$2" ] && return 0
     sleep 0.1
   done
   fail "step $2 never came in $1"
 }
+# The signalled runs below are given far more steps than any machine trains in the test's time, so
+# a signal always lands mid-run however fast the machine is (300 tiny steps take about a second
+# on a fast one): `--set train.steps=$endless` after "${sig_run[@]}" (the last --set wins).
+endless=1000000
 losses() { python3 -c 'import json,sys; [print(json.loads(l)["step"], repr(json.loads(l)["loss"])) for l in open(sys.argv[1])]' "$1" | sort -n -k1,1 -u; }
 sig_run=(--config "$cfg" "${quick[@]}" --set train.steps=300 --set ckpt.interval=100)
 
 case_sigterm_resumes_exactly() {
-  "$FT" train "${sig_run[@]}" --run-dir "$WORK/run" >log1 2>&1 &
+  # The signalled run has $endless steps; the learning-rate schedule is pinned (optim.decay_steps)
+  # in all three runs, so it does not follow train.steps and the resumed run (to the stop step +
+  # 100, at least 300) has the losses of an uninterrupted run of as many steps.
+  local pin=(--set optim.decay_steps=295)
+  "$FT" train "${sig_run[@]}" "${pin[@]}" --set train.steps=$endless --run-dir "$WORK/run" >log1 2>&1 &
   local pid=$!
   wait_step run 20
   kill -TERM $pid
   local rc=0
   wait $pid || rc=$?
   [ $rc -eq 4 ] || fail "SIGTERM: exit $rc, expected 4: $(tail -n 5 log1)"
-  local line step
+  local line step total
   line=$(grep -o 'stopped (SIGTERM) after step [0-9]*: its checkpoint is committed.*' log1) || fail "no stop line: $(tail -n 5 log1)"
   step=$(sed 's/.*after step \([0-9]*\):.*/\1/' <<<"$line")
   [ -f "run/checkpoints/$(printf 'step_%08d' "$step")/manifest.json" ] || fail "no committed checkpoint of step $step"
   echo "  ok: exit 4: $line"
-  "$FT" train "${sig_run[@]}" --run-dir "$WORK/run" --resume auto >log2 2>&1 || fail "resume failed: $(tail -n 5 log2)"
-  "$FT" train "${sig_run[@]}" --run-dir "$WORK/ref" >log3 2>&1 || fail "the reference run failed"
+  total=$((step + 100 > 300 ? step + 100 : 300))
+  "$FT" train "${sig_run[@]}" "${pin[@]}" --set train.steps=$total --run-dir "$WORK/run" --resume auto >log2 2>&1 ||
+    fail "resume failed: $(tail -n 5 log2)"
+  "$FT" train "${sig_run[@]}" "${pin[@]}" --set train.steps=$total --run-dir "$WORK/ref" >log3 2>&1 || fail "the reference run failed"
+  [ "$(losses run/metrics.jsonl | wc -l)" -eq "$total" ] || fail "the resumed run did not reach step $total"
   diff <(losses run/metrics.jsonl) <(losses ref/metrics.jsonl) >/dev/null ||
     fail "the resumed losses differ from the uninterrupted run's"
-  echo "  ok: resumed from step $step; all 300 losses bit-identical to the uninterrupted run"
+  echo "  ok: resumed from step $step; all $total losses bit-identical to the uninterrupted run"
 }
 
 case_signal_during_compute() {
   # A signal may arrive while a oneDNN JIT GEMM runs with its stack pointer in the heap (oneDNN
   # #4845): delivered there asynchronously, its frame corrupted the heap (abort or segfault about
   # one run in six). The signals are taken by one thread with sigwait: every run must exit 4.
+  # The random moment is counted from the first step (before it the process may still be loading
+  # its libraries on a slow machine), in a run that cannot end first.
   local i rc codes=""
   for i in 1 2 3 4 5 6 7 8; do
     rm -rf run
-    "$FT" train "${sig_run[@]}" --run-dir "$WORK/run" --set train.threads=2 >log 2>&1 &
+    "$FT" train "${sig_run[@]}" --run-dir "$WORK/run" --set train.threads=2 --set train.steps=$endless >log 2>&1 &
     local pid=$!
+    wait_step run 1
     sleep "0.$((RANDOM % 9 + 1))"
     kill -TERM $pid
     rc=0
@@ -368,22 +383,33 @@ case_signal_during_compute() {
 }
 
 case_second_sigint() {
-  # Checkpoint writes are slowed down (1 s per chunk) so the stop is still saving when Ctrl-C comes again.
-  FLUXTRAIN_CKPT_TEST_DELAY_MS=1000 "$FT" train "${sig_run[@]}" --run-dir "$WORK/run" --set ckpt.chunk_mb=1 >log 2>&1 &
+  # Checkpoint writes are slowed down (10 s per chunk) so the stop is still saving when Ctrl-C
+  # comes again, and an exit that waited for even one chunk would take far longer than the 5 s
+  # allowed (an exit at once takes milliseconds, on any machine). The second SIGINT is sent once
+  # the first was taken (its message): two pending SIGINTs would merge into one.
+  FLUXTRAIN_CKPT_TEST_DELAY_MS=10000 "$FT" train "${sig_run[@]}" --run-dir "$WORK/run" --set ckpt.chunk_mb=1 \
+    --set train.steps=$endless >log 2>&1 &
   local pid=$! rc=0
   wait_step run 5
-  kill -INT $pid && sleep 0.3 && kill -INT $pid
+  kill -INT $pid
+  local deadline=$((SECONDS + 60))
+  until grep -q "SIGINT received" log; do
+    [ $SECONDS -lt $deadline ] || fail "the first SIGINT was not taken: $(tail -n 5 log)"
+    sleep 0.05
+  done
+  sleep 0.3
+  kill -INT $pid
   local t0=$SECONDS
   wait $pid || rc=$?
   [ $rc -eq 130 ] || fail "two SIGINTs: exit $rc, expected 130: $(tail -n 5 log)"
-  [ $((SECONDS - t0)) -le 2 ] || fail "the second SIGINT did not exit at once"
+  [ $((SECONDS - t0)) -le 5 ] || fail "the second SIGINT did not exit at once"
   grep -q "second SIGINT: exiting at once" log || fail "no message: $(tail -n 3 log)"
   echo "  ok: exit 130: $(grep -o 'fluxtrain: second SIGINT.*' log)"
 }
 
 case_preempt_grace() {
   FLUXTRAIN_CKPT_TEST_DELAY_MS=3000 "$FT" train "${sig_run[@]}" --run-dir "$WORK/run" --set ckpt.chunk_mb=1 \
-    --set fault.preempt_grace_s=1 >log 2>&1 &
+    --set fault.preempt_grace_s=1 --set train.steps=$endless >log 2>&1 &
   local pid=$! rc=0
   wait_step run 5
   kill -TERM $pid
@@ -395,21 +421,36 @@ case_preempt_grace() {
 }
 
 case_time_budget() {
-  local rc=0
-  "$FT" train "${sig_run[@]}" --run-dir "$WORK/run" --set train.stop_after_minutes=0.02 >log 2>&1 || rc=$?
-  [ $rc -eq 4 ] || fail "train.stop_after_minutes: exit $rc, expected 4: $(tail -n 5 log)"
-  grep -q "stopped (train.stop_after_minutes = 0.02) after step [0-9]*: its checkpoint is committed" log ||
-    fail "no stop line: $(tail -n 3 log)"
-  echo "  ok: exit 4: $(grep -o 'stopped (train.stop_after_minutes.*' log)"
-  "$FT" train "${sig_run[@]}" --run-dir "$WORK/run" --resume auto >log2 2>&1 || fail "resume failed: $(tail -n 5 log2)"
+  # Independent of the machine's speed: the budget is twice what the uninterrupted run took here
+  # (so start-up fits in it on any machine), and the budgeted run waits after every step
+  # (FLUXTRAIN_STEP_TEST_DELAY_MS) so that its 300 steps take at least three budgets: it cannot
+  # finish inside the budget, however fast the machine.
+  local t0 t1 budget_s delay_ms minutes rc=0
+  t0=$(date +%s%N)
   "$FT" train "${sig_run[@]}" --run-dir "$WORK/ref" >log3 2>&1 || fail "the reference run failed"
+  t1=$(date +%s%N)
+  read -r budget_s delay_ms minutes < <(python3 -c 'import sys, math
+w = (int(sys.argv[2]) - int(sys.argv[1])) / 1e9
+b = max(2 * w, 1.0)
+print(f"{b:.3f}", math.ceil(3 * b * 1000 / 300), repr(b / 60))' "$t0" "$t1")
+  FLUXTRAIN_STEP_TEST_DELAY_MS=$delay_ms "$FT" train "${sig_run[@]}" --run-dir "$WORK/run" \
+    --set train.stop_after_minutes="$minutes" >log 2>&1 || rc=$?
+  [ $rc -eq 4 ] || fail "train.stop_after_minutes ($budget_s s, steps >= $delay_ms ms): exit $rc, expected 4: $(tail -n 5 log)"
+  local line step
+  line=$(grep -o "stopped (train.stop_after_minutes = [0-9.e-]*) after step [0-9]*: its checkpoint is committed" log) ||
+    fail "no stop line: $(tail -n 3 log)"
+  step=$(sed 's/.*after step \([0-9]*\):.*/\1/' <<<"$line")
+  [ "$step" -ge 1 ] && [ "$step" -lt 300 ] || fail "the budget stopped the run after step $step, expected 1..299"
+  [ -f "run/checkpoints/$(printf 'step_%08d' "$step")/manifest.json" ] || fail "no committed checkpoint of step $step"
+  echo "  ok: exit 4 (budget $budget_s s, steps >= $delay_ms ms): $line"
+  "$FT" train "${sig_run[@]}" --run-dir "$WORK/run" --resume auto >log2 2>&1 || fail "resume failed: $(tail -n 5 log2)"
   diff <(losses run/metrics.jsonl) <(losses ref/metrics.jsonl) >/dev/null || fail "the resumed losses differ"
-  echo "  ok: resumed; all 300 losses bit-identical to the uninterrupted run"
+  echo "  ok: resumed from step $step; all 300 losses bit-identical to the uninterrupted run"
 }
 
 case_nproc_sigterm() {
   # --nproc: the signal goes to the parent, which asks mpirun to forward SIGUSR1 to every rank.
-  "$FT" train "${sig_run[@]}" --run-dir "$WORK/run" --nproc 2 --set parallel.dp=2 --set train.steps=3000 >log 2>&1 &
+  "$FT" train "${sig_run[@]}" --run-dir "$WORK/run" --nproc 2 --set parallel.dp=2 --set train.steps=$endless >log 2>&1 &
   local pid=$! rc=0
   wait_step run 20
   kill -TERM $pid
