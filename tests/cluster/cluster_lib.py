@@ -36,7 +36,7 @@ def prepare_dataset(ft, work, shards=8):
                 g.writelines(lines[k:k + 40])
     p = subprocess.run([ft, "prepare", "--input", src, "--out", out, "--shards", str(shards), "--vocab-size", "512",
                         "--val-fraction", "0.05"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=120)
+                       timeout=300)
     if p.returncode != 0:
         fail("prepare failed:\n" + p.stdout[-3000:])
     return out

@@ -14,8 +14,9 @@ cluster (tests/cluster/netns_cluster.py) and removes it, also when it fails.
               bit-identical to an uninterrupted run, every sample once; stop step and time printed
   preempt_elastic     the same drain, then `--resume auto` on the other three hosts at dp 3: losses
               within 1e-4 of an uninterrupted dp 3 run, every sample once
-  straggler           host 2 limited to 2% of a CPU mid-run: its rank named (log, metrics.jsonl,
-              Prometheus) within a few steps with its cost, nobody else; goodput exported
+  straggler           host 2 limited mid-run to the CPU share (measured) that makes its steps ~6x slower:
+              its rank named (log, metrics.jsonl, Prometheus) within a few steps with its cost,
+              nobody else; goodput exported
   slurm               slurmctld on host 0, a slurmd on hosts 1 and 2: a 2-node sbatch of training under
               the supervisor (srun, one rank a node) outranks a validation job submitted earlier
   parity      4 hosts: dp4, dp2 x tp2, dp2 x pp2, tp2 x pp2 (sequence parallel) with 4 ranks, and
@@ -174,9 +175,32 @@ FAULT = ["parallel.dp=4", f"train.steps={FAULT_STEPS}", "train.threads=1", "trai
          "fault.startup_timeout_s=60", "fault.stop_grace_s=3", "fault.max_restarts=2", "fault.host_max_failures=1"]
 
 
+# For the runs a scenario hurts once it has seen step 12 (a host lost, a rank stopped, a drain): 60
+# tiny steps may end a fraction of a second later on a fast machine, and the fault must still find
+# the job running. Each checkpoint (every 5 steps) holds the next update 250 ms (the checkpoint
+# module's test knob, which the supervisor passes to every rank): at least 2.5 s from step 12 to
+# the end on any machine, with the same losses.
+HOLD = {"FLUXTRAIN_CKPT_TEST_COPY_DELAY_MS": "250"}
+
+
+def warm_peak():
+    """The first run with the peak file measures this machine's GEMM peak on rank 0 (kernels/peak.h:
+    a few GEMMs, seconds on a slow CPU) while the other ranks wait in a collective — past the 3 s
+    collective timeout of FAULT on a slow or loaded machine. One single-process step at one thread
+    records it first, as tests/fault/fault_injection_test.py does."""
+    import subprocess
+    p = subprocess.run([FT, "train", "--config", CONFIG, "--run-dir", os.path.join(WORK, "peak"), "--set",
+                        "train.steps=1", "--set", "train.threads=1", "--set", "train.eval_interval=0", "--set",
+                        "metrics.port=0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+    if p.returncode != 0:
+        fail(f"the single-process step failed:\n{p.stdout[-3000:]}")
+
+
 def local_reference(name, dp):
     """An uninterrupted run on this machine (mpirun, no cluster): what the faulted runs must match."""
     import subprocess
+    warm_peak()
     run_dir = os.path.join(WORK, name)
     args = [FT, "train", "--config", CONFIG, "--run-dir", run_dir, "--nproc", str(dp)]
     for s in FAULT + [f"parallel.dp={dp}"]:
@@ -189,8 +213,9 @@ def local_reference(name, dp):
 
 
 def check_no_leftovers(c, hosts):
-    """Nothing of the job outlives it: only sshd runs on the hosts afterwards."""
-    deadline = time.time() + 15
+    """Nothing of the job outlives it: only sshd runs on the hosts afterwards (60 s for the job's
+    processes to go: a leftover stays, a slow machine's tear-down only takes longer)."""
+    deadline = time.time() + 60
     while True:
         left = [(c.hosts[i], pid, cmd) for i in hosts for pid, cmd in c.processes(i) if "sshd" not in cmd]
         if not left:
@@ -237,7 +262,7 @@ def scenario_host_lost_elastic(c):
     from fault_lib import check_samples
     ref = local_reference("reference_dp3", 3)
     run_dir = os.path.join(WORK, "elastic")
-    run = Launch(c, FT, CONFIG, run_dir, FAULT + ["fault.elastic=true"])
+    run = Launch(c, FT, CONFIG, run_dir, FAULT + ["fault.elastic=true"], env=HOLD)
     hurt = lose_host(c, run)
     rc = run.wait(300)
     out = run.output()
@@ -264,12 +289,12 @@ def scenario_host_lost_wait(c):
     from fault_lib import check_losses_identical, check_samples
     ref = local_reference("reference_dp4", 4)
     run_dir = os.path.join(WORK, "wait")
-    run = Launch(c, FT, CONFIG, run_dir, FAULT + ["fault.elastic=false", "fault.host_wait_s=120"])
+    run = Launch(c, FT, CONFIG, run_dir, FAULT + ["fault.elastic=false", "fault.host_wait_s=120"], env=HOLD)
     hurt = lose_host(c, run)
     lost = c.hosts[2]
     t0 = time.time()
-    while "waiting up to" not in run.output():
-        if time.time() - t0 > 60 or run.p.poll() is not None:
+    while "waiting up to" not in run.output():  # after the timeouts, the reports and the stacks: 300 s bounds a hang
+        if time.time() - t0 > 300 or run.p.poll() is not None:
             fail("the supervisor did not start waiting for the lost host:\n" + run.output()[-5000:])
         time.sleep(0.2)
     time.sleep(8)
@@ -299,7 +324,7 @@ def scenario_hang_stacks(c):
     from fault_lib import check_losses_identical, check_samples
     ref = local_reference("reference_dp4", 4)
     run_dir = os.path.join(WORK, "hang")
-    run = Launch(c, FT, CONFIG, run_dir, FAULT)
+    run = Launch(c, FT, CONFIG, run_dir, FAULT, env=HOLD)
     hb = run.wait_for_step(12, 4)
     victim = [r for r in hb.values() if r["host"] == c.hosts[2]][0]
     hurt = time.time()
@@ -336,7 +361,7 @@ def drain_host(c, run_dir, drained=2):
     finish the step, agree on it, checkpoint it and exit 4; the supervisor takes that as a stop on
     purpose (no restart) and exits 4. Returns the stop step."""
     from fault_lib import events
-    run = Launch(c, FT, CONFIG, run_dir, FAULT)
+    run = Launch(c, FT, CONFIG, run_dir, FAULT, env=HOLD)
     hb = run.wait_for_step(12, 4)
     victims = [r for r in hb.values() if r["host"] == c.hosts[drained]]
     if not victims:
@@ -412,12 +437,20 @@ def scenario_preempt_elastic(c):
     check_no_leftovers(c, range(c.n))
 
 
+def cpu_seconds(pid):
+    """User + system CPU time of process pid, all its threads, in seconds (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()  # fields 3.. of proc(5): utime is 14, stime 15
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def scenario_straggler(c):
-    """Host 2 gets 2% of a CPU at step 15 (cgroup quota): its rank is named a straggler within a
-    few steps — in the log, in metrics.jsonl and as fluxtrain_straggler_slowdown on rank 0's /metrics —
-    with what it costs the job; nobody else is named; goodput is exported and reported."""
+    """Host 2 gets a CPU quota at step 15 (cgroup) that makes its rank's steps about 6x slower: its
+    rank is named a straggler within a few steps — in the log, in metrics.jsonl and as
+    fluxtrain_straggler_slowdown on rank 0's /metrics — with what it costs the job; nobody else is
+    named; goodput is exported and reported."""
     from cluster_lib import events
-    steps, limited_at = 60, 15
+    steps, limited_at, slower = 40, 15, 6
     run_dir = os.path.join(WORK, "straggler")
     # Steps of ~0.1 s of compute, so the shared machine's noise stays well below the factor 2 that
     # makes a rank slow; 4 slow steps of 5 name it.
@@ -425,11 +458,25 @@ def scenario_straggler(c):
             "train.seq_len=256", "metrics.enabled=true", "metrics.port=9450", "metrics.straggler_factor=2",
             "metrics.straggler_min_steps=4", "fault.startup_timeout_s=60", "fault.heartbeat_timeout_s=60"]
     run = Launch(c, FT, CONFIG, run_dir, sets)
+    # The quota is measured, not fixed: the CPU time the rank on host 2 takes per step and the
+    # wall time of a step over steps 10..15, on this machine and under its load, give the share of
+    # a CPU under which its steps take `slower` times as long — on a slow machine as on a fast one
+    # (a fixed 2% of a CPU made each step 50x the rank's CPU time per step: 50 s a step where a
+    # step takes a second of CPU). Its own waits in collectives count as its CPU time (MPI polls), which only makes
+    # the quota larger and the slowdown, against the others' compute, still above `slower` / 2.
+    hb = run.wait_for_step(limited_at - 5, 4, timeout=180)
+    victim = [r for r in hb.values() if r["host"] == c.hosts[2]][0]
+    slow_rank, pid = victim["rank"], victim["pid"]
+    cpu0, wall0, step0 = cpu_seconds(pid), time.time(), run.heartbeats()[slow_rank]["step"]
     hb = run.wait_for_step(limited_at, 4, timeout=180)
-    slow_rank = [r["rank"] for r in hb.values() if r["host"] == c.hosts[2]][0]
+    cpu1, wall1, step1 = cpu_seconds(pid), time.time(), hb[slow_rank]["step"]
+    n = max(step1 - step0, 1)
+    cpu_step, wall_step = (cpu1 - cpu0) / n, (wall1 - wall0) / n
+    quota = min(1.0, max(0.01, cpu_step / (slower * wall_step)))
     at_step = max(r["step"] for r in hb.values())
-    c.cpu_limit(2, 0.02)
-    print(f"host {c.hosts[2]} (rank {slow_rank}) limited to 0.02 CPU after step {at_step}", flush=True)
+    c.cpu_limit(2, quota)
+    print(f"host {c.hosts[2]} (rank {slow_rank}) limited to {quota:.3f} CPU after step {at_step} (it took "
+          f"{cpu_step * 1e3:.0f} ms of CPU in steps of {wall_step * 1e3:.0f} ms)", flush=True)
     # While it lasts, rank 0's endpoint (on host 0) carries the straggler's slowdown.
     scrape = ("import urllib.request,sys\n"
               "t=urllib.request.urlopen('http://127.0.0.1:9450/metrics',timeout=5).read().decode()\n"

@@ -21,6 +21,13 @@ BASE = [
     "fault.stop_grace_s=3", "fault.max_restarts=2",
 ]
 
+# For the runs a test hurts once it has seen a step (wait_for_step, then a signal): a 40-step tiny
+# run ends a fraction of a second after step 17 on a fast machine, and the signal must still find
+# it running. Each checkpoint (every 5 steps) then holds the next update 250 ms (the checkpoint
+# module's test knob, FLUXTRAIN_CKPT_TEST_COPY_DELAY_MS): at least a second from step 17 to the
+# end on any machine, however fast, with the same losses. A slow machine only gets slower.
+HOLD = {"FLUXTRAIN_CKPT_TEST_COPY_DELAY_MS": "250"}
+
 
 class Launch(LaunchedRun):
     """A `fluxtrain launch` of the tiny config (BASE, then `sets`) in the background."""

@@ -107,7 +107,11 @@ for _ in $(seq 60); do [ "$(squeue -h -j "$BLOCK" -o %T)" = RUNNING ] && break; 
 [ "$(squeue -h -j "$BLOCK" -o %T)" = RUNNING ] || fail "the blocker job does not run: $(squeue -h -j "$BLOCK" -o '%T %r')"
 VAL=$(sbatch --parsable -n 1 -o "$D/validate.out" "$ROOT/deploy/slurm/validate.sbatch" "$ROOT/configs/tiny.toml" "$RUN" \
       --set train.eval_batches=2 --set train.batch_size=8)
-TRAIN=$(sbatch --parsable -n 2 --ntasks-per-node=2 --gpus-per-node=2 -o "$D/train.out" "$ROOT/deploy/slurm/train.sbatch" "$ROOT/configs/tiny.toml" \
+# The rank is killed once step 50 is seen; 200 tiny steps end a fraction of a second later on a
+# fast machine, so each checkpoint (every 20 steps) holds the next update 250 ms (the checkpoint
+# module's test knob, passed on to the ranks): at least 2 s from step 50 to the end, same losses.
+TRAIN=$(FLUXTRAIN_CKPT_TEST_COPY_DELAY_MS=250 \
+        sbatch --parsable -n 2 --ntasks-per-node=2 --gpus-per-node=2 -o "$D/train.out" "$ROOT/deploy/slurm/train.sbatch" "$ROOT/configs/tiny.toml" \
         --run-dir "$RUN" --set parallel.dp=2 --set train.steps=200 --set train.batch_size=8 --set ckpt.interval=20 \
         --set train.threads=1 --set metrics.port=0 --set train.eval_interval=0)
 sleep 1
