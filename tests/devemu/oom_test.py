@@ -44,7 +44,7 @@ print(f"ok metrics.jsonl: {cuda}")
 with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
-cmd = [EMU, "train", "--config", CONFIG, "--run-dir", f"{WORK}/scraped", "--set", "train.steps=100000", "--set",
+cmd = [EMU, "train", "--config", CONFIG, "--run-dir", f"{WORK}/scraped", "--set", "train.steps=10000000", "--set",
        'train.device="cuda"', "--set", "metrics.enabled=true", "--set", f"metrics.port={port}", "--set",
        'metrics.bind_address="127.0.0.1"']
 proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ,
