@@ -11,24 +11,31 @@
 #   scripts/gpu_check.sh --pack-from BUILD DIR   # the same from an existing build, into DIR (CI)
 # On the GPU machine (the device tool: run with carry [".gpu-pack"] and timeout_s 540):
 #   scripts/gpu_check.sh [--out DIR]          # DIR: $OUT there, else build/gpu_check
+#   scripts/gpu_check.sh --stages 3           # one stage alone (each finds the GPU and libraries itself)
 # The device tool sends the checkout its session started in (the main checkout, also for a helper
 # working in another worktree): pack in that checkout, with the code to check merged into it.
 #
-# Stages (scripts/gpu_check.py runs them; each rewrites DIR/gpu_check.json, a table comes last):
-#   0  environment: driver, GPU, CUDA / cuBLASLt / cuDNN / PyTorch versions, missing libraries, and
-#      the path each library the plugin opens resolves to (linked, and NCCL's opened on demand)
-#   1  kernels_cuda_test: every row of the op harness (tests/ops: every op of op_decls.inc on odd
-#      shapes) through the CUDA OpTable against ft::ref, each run twice and compared bitwise, the
-#      backward rows against finite differences; device memory and streams; cuDNN SDPA bf16/fp16;
-#      FT_CUDA_SYNC_CHECK naming a faulting op; our bf16/fp32 GEMM rate
-#   2  llama-20m, 30 steps on the GPU against tests/cuda/golden/llama-20m.json (fp32, bf16)
-#   4  (run before 3) stage 2's fp32 run with parallel.comm = "nccl": a one-rank NCCL communicator
-#      per group (one GPU: more ranks than GPUs is refused by NCCL)
-#   3  a 1.1B LLaMA in bf16: fluxtrain tokens/s, MFU, peak memory beside PyTorch eager and
-#      torch.compile (bench/torch_gpu_train.py) on the same GPU in the same run
-# Stages 2 and 3's fluxtrain runs need the trainer on CUDA (train.device = "cuda"); until a build
-# has it they report "not available in this build". Without a GPU every stage skips with the reason
-# (that is the dry run this script gets on the development machine).
+# Stages (scripts/gpu_check.py runs them in the order 0 1 2 4 3; each rewrites DIR/gpu_check.json, a
+# table comes last). Each has a cap on an H200 and each call inside it a limit of its own; the caps
+# add up to 440 s of the 470 s budget, so a 15-minute lease (less a machine start of up to 4) still
+# has room to re-run the largest stage alone (--stages N):
+#   0  30 s  environment: driver, GPU, CUDA / cuBLASLt / cuDNN / PyTorch versions, missing libraries,
+#      and the path each library the plugin opens resolves to (linked, and NCCL's opened on demand)
+#   1  120 s kernels_cuda_test (75 s): every row of the op harness (tests/ops: every op of
+#      op_decls.inc on odd shapes) through the CUDA OpTable against ft::ref, each run twice and
+#      compared bitwise, the backward rows against finite differences; device memory and streams;
+#      FT_CUDA_SYNC_CHECK naming a faulting op. Then in calls of their own: cuDNN SDPA bf16/fp16
+#      (25 s; head dims 64 and 128 must run on cuDNN, a refusal of another is a warning) and our
+#      bf16/fp32 GEMM rate (20 s)
+#   2  80 s  llama-20m, 30 steps on the GPU against tests/cuda/golden/llama-20m.json (fp32, bf16: 40 s each)
+#   4  40 s  stage 2's fp32 run with parallel.comm = "nccl": a one-rank NCCL communicator per group
+#      (one GPU: more ranks than GPUs is refused by NCCL)
+#   3  170 s a 1.1B LLaMA in bf16: fluxtrain tokens/s, MFU, peak memory (60 s; the run is also the
+#      probe of the trainer: a build that refuses train.device = "cuda" reports n/a) beside PyTorch
+#      eager (35 s) and torch.compile (75 s) (bench/torch_gpu_train.py) on the same GPU
+# Without a GPU every stage skips with the reason. --cpu-dry-run [--steps N] exercises every stage
+# against the CPU build here (no caps): stage 1's tests skip, stage 2 compares the golden runs' first
+# N steps, stage 3 asks the trainer for "cuda" (refused) then trains the tiny shape on the CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -7,6 +7,7 @@
 #include "plan/calibrate.h"
 #include "plan/catalog.h"
 #include "plan/memory.h"
+#include "tensor/device_runtime.h"
 #include "train/micro_batches.h"
 #include "util/error.h"
 #include "util/memory_limit.h"
@@ -21,18 +22,22 @@ struct Alternative {
   std::string where;
 };
 
-std::optional<double> need_or_none(const Config& c, int local_ranks) {
+// Bytes of local_ranks ranks: all of each rank's footprint, or on a GPU its device part only.
+std::optional<double> need_or_none(const Config& c, int local_ranks, bool device) {
   try {
     c.validate();
-    return memory_need(c).per_rank * local_ranks;
+    const MemoryNeed need = memory_need(c);
+    return (device ? need.device() : need.per_rank) * local_ranks;
   } catch (const Error&) {
     return std::nullopt;  // the variant is no valid run (a micro-batch that does not divide, ...)
   }
 }
 
 // The cheapest change that fits in `limit`: on this machine a smaller micro-batch, then full
-// recompute, then a higher ZeRO stage; else ZeRO-3 with one rank on each of more machines.
-std::optional<Alternative> what_fits(const Config& cfg, int local_ranks, double limit) {
+// recompute, then a higher ZeRO stage; else ZeRO-3 with one rank on each of more machines (GPUs
+// when `device`: then only the device footprint counts).
+std::optional<Alternative> what_fits(const Config& cfg, int local_ranks, double limit, bool device = false) {
+  const char* here = device ? "on this GPU" : "on this machine";
   const MicroBatching mb = split_batch(cfg.train, cfg.parallel);
   for (bool recompute : {false, true}) {
     if (recompute && cfg.model.recompute == Recompute::kFull) continue;
@@ -42,10 +47,10 @@ std::optional<Alternative> what_fits(const Config& cfg, int local_ranks, double 
       if (recompute) c.model.recompute = Recompute::kFull;
       c.train.micro_batch_size = m;
       c.parallel.micro_batches = 0;
-      if (auto need = need_or_none(c, local_ranks); need && *need <= limit) {
+      if (auto need = need_or_none(c, local_ranks, device); need && *need <= limit) {
         std::string sets = recompute ? "--set model.recompute=\"full\"" : "";
         if (m != mb.size) sets += fmt::format("{}--set train.micro_batch_size={}", sets.empty() ? "" : " ", m);
-        return Alternative{sets, *need, "on this machine"};
+        return Alternative{sets, *need, here};
       }
     }
   }
@@ -53,8 +58,8 @@ std::optional<Alternative> what_fits(const Config& cfg, int local_ranks, double 
   for (int64_t zero = cfg.parallel.zero + 1; zero <= 3 && cfg.parallel.dp > 1; ++zero) {
     Config c = cfg;
     c.parallel.zero = zero;
-    if (auto need = need_or_none(c, local_ranks); need && *need <= limit)
-      return Alternative{fmt::format("--set parallel.zero={}", zero), *need, "on this machine"};
+    if (auto need = need_or_none(c, local_ranks, device); need && *need <= limit)
+      return Alternative{fmt::format("--set parallel.zero={}", zero), *need, here};
   }
   // One rank per machine, the state sharded over them (the activations of one micro-batch each).
   for (int64_t dp = 2; dp <= 1024; dp *= 2) {
@@ -66,11 +71,12 @@ std::optional<Alternative> what_fits(const Config& cfg, int local_ranks, double 
       c.train.micro_batch_size = 1;
       c.parallel.micro_batches = 0;
       if (recompute) c.model.recompute = Recompute::kFull;
-      if (auto need = need_or_none(c, 1); need && *need <= limit) {
-        return Alternative{
-            fmt::format("--set parallel.dp={} --set parallel.zero=3 --set train.micro_batch_size=1{}", c.parallel.dp,
-                        recompute ? " --set model.recompute=\"full\"" : ""),
-            *need, fmt::format("per rank, one rank on each of {} machines like this one", c.parallel.world_size())};
+      if (auto need = need_or_none(c, 1, device); need && *need <= limit) {
+        return Alternative{fmt::format("--set parallel.dp={} --set parallel.zero=3 --set train.micro_batch_size=1{}",
+                                       c.parallel.dp, recompute ? " --set model.recompute=\"full\"" : ""),
+                           *need,
+                           fmt::format("per rank, one rank on each of {} {} like this one", c.parallel.world_size(),
+                                       device ? "GPUs" : "machines")};
       }
     }
   }
@@ -99,27 +105,76 @@ MemoryNeed memory_need(const Config& cfg) {
   return out;
 }
 
-void check_memory_fits(const Config& cfg, int local_ranks) {
-  if (!cfg.train.memory_check) return;
+namespace {
+
+std::string gib(double b) {
+  return human_bytes(b);
+}
+
+// A CUDA run: each visible GPU's free memory (DeviceRuntime::memory_info) against the device
+// footprint of the ranks that will share it (rank r trains on GPU r % count).
+void check_device_memory_fits(const Config& cfg, int ranks) {
+  const int count = device_count(Device::kCUDA);
+  if (count <= 0) return;  // the trainer refuses the device with the driver's reason
+  const MemoryNeed need = memory_need(cfg);
+  for (int d = 0; d < std::min(count, ranks); ++d) {
+    const std::optional<DeviceMemoryInfo> info = device_memory_info(Device::kCUDA, d);
+    if (!info) continue;  // the driver cannot say: nothing to compare with
+    const int sharing = (ranks - d + count - 1) / count;
+    const double total = need.device() * sharing;
+    if (total <= static_cast<double>(info->free)) continue;
+    const std::optional<Alternative> alt = what_fits(cfg, sharing, static_cast<double>(info->free), true);
+    throw Error(
+        fmt::format("cuda:{} ({}): the run needs {} per rank{} (model state {}, activations {}), {} free of {}; {}", d,
+                    info->name, gib(need.device()),
+                    sharing > 1 ? fmt::format(" x {} ranks on this GPU = {}", sharing, gib(total)) : std::string(),
+                    gib(need.model_state), gib(need.activations), gib(static_cast<double>(info->free)),
+                    gib(static_cast<double>(info->total)),
+                    alt ? fmt::format("it would fit with {} ({} {})", alt->sets, gib(alt->total), alt->where)
+                        : std::string("no micro-batch, recompute or ZeRO-3 layout makes it fit")),
+        "`fluxtrain train --dry-run` shows the accounting; free the GPU (nvidia-smi lists what holds it), or set "
+        "train.memory_check = false to start anyway (the run may fail with out of device memory)");
+  }
+}
+
+// Host RAM: all of each rank's footprint on the CPU; on a GPU run only its host side, the pinned
+// checkpoint staging buffers.
+void check_host_memory_fits(const Config& cfg, int ranks, bool gpu_run) {
   const MemoryLimit limit = available_memory();
   if (limit.bytes <= 0) return;  // nothing known to compare with
   const MemoryNeed need = memory_need(cfg);
-  const double total = need.per_rank * std::max(local_ranks, 1);
+  const double per_rank = gpu_run ? need.staging : need.per_rank;
+  const double total = per_rank * ranks;
   if (total <= limit.bytes) return;
-  const auto gib = [](double b) { return human_bytes(b); };
-  const std::string ranks =
-      local_ranks > 1 ? fmt::format(" x {} ranks on this machine = {}", local_ranks, gib(total)) : std::string();
-  const std::optional<Alternative> alt = what_fits(cfg, std::max(local_ranks, 1), limit.bytes);
+  const std::string times =
+      ranks > 1 ? fmt::format(" x {} ranks on this machine = {}", ranks, gib(total)) : std::string();
+  if (gpu_run)
+    throw Error(fmt::format("{} needs about {} of pinned host memory per rank{} (checkpoint staging), more than the {} "
+                            "this process may use ({})",
+                            cfg.model.preset, gib(per_rank), times, gib(limit.bytes), limit.source),
+                "raise the limit, checkpoint less state per rank (a higher parallel.zero), or set "
+                "train.memory_check = false to start anyway");
+  const std::optional<Alternative> alt = what_fits(cfg, ranks, limit.bytes);
   throw Error(
       fmt::format("{} needs about {} per rank{} (model state {}, activations {}{}), more than the {} this process may "
                   "use ({}); {}",
-                  cfg.model.preset, gib(need.per_rank), ranks, gib(need.model_state), gib(need.activations),
+                  cfg.model.preset, gib(need.per_rank), times, gib(need.model_state), gib(need.activations),
                   need.staging > 0 ? fmt::format(", checkpoint staging {}", gib(need.staging)) : "", gib(limit.bytes),
                   limit.source,
                   alt ? fmt::format("it would fit with {} ({} {})", alt->sets, gib(alt->total), alt->where)
                       : std::string("no micro-batch, recompute or ZeRO-3 layout makes it fit")),
       "`fluxtrain train --dry-run --gpu cpu` shows the accounting; raise the limit, or set train.memory_check = false "
       "to start anyway (the OOM killer may end the run)");
+}
+
+}  // namespace
+
+void check_memory_fits(const Config& cfg, int local_ranks) {
+  if (!cfg.train.memory_check) return;
+  const int ranks = std::max(local_ranks, 1);
+  const bool gpu_run = cfg.train.compute_device() == Device::kCUDA;
+  if (gpu_run) check_device_memory_fits(cfg, ranks);
+  check_host_memory_fits(cfg, ranks, gpu_run);
 }
 
 }  // namespace ft

@@ -5,6 +5,12 @@
 // (util/memory_limit.h: the cgroup limit, MemAvailable). Too big: one error naming the estimate,
 // the limit and the micro-batch / recompute / layout change that would fit.
 //
+// A CUDA run (train.device "cuda", or "auto" on a GPU): the device footprint (the same accounting
+// less the staging) of the ranks that share a GPU against that GPU's free memory
+// (DeviceRuntime::memory_info: cudaMemGetInfo), in one line naming the device ("cuda:0 (NVIDIA
+// H200): the run needs X per rank, Y free of Z"); host RAM then against the pinned checkpoint
+// staging buffers only.
+//
 //   check_memory_fits(cfg, /*local_ranks=*/nproc);   // ft::Error; a no-op with train.memory_check = false
 #pragma once
 
@@ -17,6 +23,8 @@ namespace ft {
 struct MemoryNeed {
   double per_rank = 0;                                   // the largest rank's bytes
   double model_state = 0, activations = 0, staging = 0;  // its parts: weights + grads + AdamW, kept, checkpoint
+  // On a GPU run: what lives on the device (the rest, the checkpoint staging, is pinned host memory).
+  double device() const { return per_rank - staging; }
 };
 
 MemoryNeed memory_need(const Config& cfg);

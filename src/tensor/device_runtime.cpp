@@ -101,6 +101,14 @@ ExecContext make_device_context(Device d, int index) {
   return runtime_of(d)->make_context(index);
 }
 
+std::optional<DeviceMemoryInfo> device_memory_info(Device d, int index) {
+  if (d == Device::kCPU || device_count(d) <= index) return std::nullopt;
+  const DeviceRuntime* rt = runtime_of(d);
+  DeviceMemoryInfo info;
+  if (!rt || !rt->memory_info || !rt->memory_info(index, &info)) return std::nullopt;
+  return info;
+}
+
 ExecContext make_side_context(const ExecContext& ctx) {
   if (ctx.on_host()) return ctx;
   const DeviceRuntime* rt = runtime_of(ctx.device);

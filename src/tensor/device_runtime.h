@@ -14,12 +14,20 @@
 // while a copy of the context does.
 #pragma once
 
+#include <cstddef>
+#include <optional>
 #include <string>
 
 #include "tensor/device.h"
 #include "tensor/exec_context.h"
 
 namespace ft {
+
+// A device's memory as its driver reports it now (DeviceRuntime::memory_info).
+struct DeviceMemoryInfo {
+  size_t free = 0, total = 0;  // bytes
+  std::string name;            // e.g. "NVIDIA H200"
+};
 
 struct DeviceRuntime {
   // Devices of this kind the process sees (after CUDA_VISIBLE_DEVICES); 0 when none is usable.
@@ -44,6 +52,9 @@ struct DeviceRuntime {
   void* (*record_mark)(const ExecContext& ctx, void* mark) = nullptr;
   double (*mark_seconds)(void* from, void* to) = nullptr;
   void (*free_mark)(void* mark) = nullptr;
+  // Free and total memory of device `index` and its name (cudaMemGetInfo); false when the driver
+  // cannot say. Null: unknown (the start-up memory check, dryrun/memory_check.h, then skips it).
+  bool (*memory_info)(int index, DeviceMemoryInfo* out) = nullptr;
 };
 
 // Makes device kind d's runtime known (the CPU's is built in). Called once by a backend.
@@ -74,6 +85,9 @@ ExecContext make_device_context(Device d, int index = 0);
 ExecContext make_side_context(const ExecContext& ctx);
 void stream_wait(const ExecContext& waiter, const ExecContext& on);
 void synchronize(const ExecContext& ctx);
+// Device `index` of kind d's memory and name; nullopt for the CPU, a kind without a runtime or one
+// that cannot say (DeviceRuntime::memory_info).
+std::optional<DeviceMemoryInfo> device_memory_info(Device d, int index);
 // ctx's runtime when it times streams with marks, else null (the host clock times them).
 const DeviceRuntime* stream_mark_runtime(const ExecContext& ctx);
 

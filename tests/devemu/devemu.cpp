@@ -1,5 +1,6 @@
 #include "devemu.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -251,6 +252,18 @@ void host_free(void* p, size_t) {
 
 }  // namespace
 
+// The emulated GPU's memory: FT_DEVEMU_BYTES less the live blocks (every device shares the arena).
+bool memory_info(int, DeviceMemoryInfo* out) {
+  size_t live_bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(live().mu);
+    for (const auto& [start, block] : live().blocks) live_bytes += block.first;
+  }
+  const size_t total = GuardedArena::instance().capacity();
+  *out = DeviceMemoryInfo{total - std::min(total, live_bytes), total, "host-emulated GPU"};
+  return true;
+}
+
 void set_stream_hooks(const StreamHooks& hooks) {
   g_hooks = hooks;
 }
@@ -289,7 +302,8 @@ void register_emulated_gpu() {
                                                          // times its streams (StreamTimer)
                                                          .record_mark = nullptr,
                                                          .mark_seconds = nullptr,
-                                                         .free_mark = nullptr});
+                                                         .free_mark = nullptr,
+                                                         .memory_info = memory_info});
     register_backend(Device::kCUDA, &kTable);
     std::atexit(write_stats);
   });

@@ -15,7 +15,22 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(__file__))
 from common import CONFIG, EMU, WORK, fail, run, rows  # noqa: E402
 
-p = run(EMU, f"{WORK}/oom", device="cuda", steps=2, env={"FT_DEVEMU_BYTES": "3M"}, expect_ok=False)
+# The start-up memory check: tiny's device footprint (about 7 MiB) against the emulated GPU's 3 MiB
+# free, one line naming the device, before any step; the host's RAM is not what it compares.
+p = run(EMU, f"{WORK}/refused", device="cuda", steps=2, env={"FT_DEVEMU_BYTES": "3M"}, expect_ok=False)
+out = p.stdout + p.stderr
+errors = [l for l in out.splitlines() if l.startswith("error:")]
+want = r"^error: cuda:0 \(host-emulated GPU\): the run needs [\d.]+ \w+ per rank \(.*\), 3\.0+ MiB free of 3\.0+ MiB"
+trained = os.path.exists(f"{WORK}/refused/metrics.jsonl") and rows(f"{WORK}/refused")
+if p.returncode <= 0 or len(errors) != 1 or not re.search(want, errors[0]) or trained:
+    fail(f"start-up check: exit {p.returncode}, error lines {errors}:\n{out[-2000:]}")
+if not any(l.startswith("hint:") for l in out.splitlines()):
+    fail(f"start-up check: no hint: {out[-1000:]}")
+print(f"ok start-up check: {errors[0]}")
+
+# Past the check (train.memory_check = false): the allocation that fails names itself.
+p = run(EMU, f"{WORK}/oom", device="cuda", steps=2, sets=["train.memory_check=false"], env={"FT_DEVEMU_BYTES": "3M"},
+        expect_ok=False)
 out = p.stdout + p.stderr
 errors = [l for l in out.splitlines() if l.startswith("error:")]
 hints = [l for l in out.splitlines() if l.startswith("hint:")]

@@ -65,6 +65,33 @@ std::shared_ptr<CudaContext>& first_context_locked(int device) {
   return *f.ctx;
 }
 
+// cudaMemGetInfo on device `index`, for the start-up memory check. It needs the device's primary
+// context; when this process has made no context yet (the check runs before training, also in
+// --nproc's parent, which trains nothing), that context is released again so that it holds no
+// device memory while the ranks train.
+bool memory_info(int index, DeviceMemoryInfo* out) {
+  cudaDeviceProp prop{};
+  int previous = 0;
+  if (cudaGetDeviceProperties(&prop, index) != cudaSuccess || cudaGetDevice(&previous) != cudaSuccess ||
+      cudaSetDevice(index) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  size_t free_bytes = 0, total_bytes = 0;
+  const bool ok = cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess;
+  bool unused = false;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    unused = g_process_device < 0;
+  }
+  if (unused) cudaDeviceReset();  // this process's primary context on `index`: nothing else uses it yet
+  cudaSetDevice(previous);
+  cudaGetLastError();
+  if (!ok) return false;
+  *out = DeviceMemoryInfo{free_bytes, total_bytes, prop.name};
+  return true;
+}
+
 ExecContext make_context(int index) {
   std::shared_ptr<CudaContext> c;
   {
@@ -219,6 +246,7 @@ void register_cuda_backend() {
     rt.record_mark = record_mark;
     rt.mark_seconds = mark_seconds;
     rt.free_mark = free_mark;
+    rt.memory_info = memory_info;
     register_device_runtime(Device::kCUDA, rt);
     DeviceMemory m;
     m.alloc = alloc;
