@@ -381,4 +381,33 @@ double gemm_peak_gflops(Precision precision, int threads, const PeakOptions& opt
   return r.gflops;
 }
 
+namespace cpu {
+
+PrecisionChoice auto_precision(int threads) {
+  std::string why;
+  const std::string flags = native_bf16_flags(&why);
+  if (flags.empty()) return {Precision::kF32, "auto: " + why};
+  return choose_auto_precision(flags, gemm_peak_gflops(Precision::kBF16, threads),
+                               gemm_peak_gflops(Precision::kF32, threads), threads);
+}
+
+FastestPeak fastest_gemm_peak(int threads) {
+  std::string why;
+  const bool native_bf16 = !native_bf16_flags(&why).empty();
+  FastestPeak f{Precision::kF32, gemm_peak_gflops(Precision::kF32, threads), ""};
+  const double bf16 = native_bf16 ? gemm_peak_gflops(Precision::kBF16, threads) : 0;
+  if (bf16 > f.gflops) f = {Precision::kBF16, bf16, ""};
+  f.describe = fmt::format("this CPU's fastest GEMM, {} at {:.0f} GFLOP/s {}", precision_label(f.precision), f.gflops,
+                           at_threads(threads));
+  if (native_bf16)
+    f.describe += fmt::format(" ({} {:.0f})",
+                              precision_label(f.precision == Precision::kF32 ? Precision::kBF16 : Precision::kF32),
+                              f.precision == Precision::kF32 ? bf16 : gemm_peak_gflops(Precision::kF32, threads));
+  else
+    f.describe += " (bf16 is emulated here)";
+  return f;
+}
+
+}  // namespace cpu
+
 }  // namespace ft

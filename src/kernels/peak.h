@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/native_precision.h"
 #include "kernels/ops.h"
 
 namespace ft {
@@ -91,6 +92,22 @@ std::vector<GemmShape> llama_gemm_shapes(int64_t dim, int64_t n_heads, int64_t n
 // FLOP-weighted GFLOP/s of one fp32 library over the shapes (total FLOPs / total best time).
 double measure_shapes_gflops(cpu::GemmLibrary lib, const std::vector<GemmShape>& shapes, int threads,
                              const PeakOptions& options = {});
+
+namespace cpu {
+// train.precision = "auto" on this CPU at `threads`, decided by measurement: bf16 only where the
+// CPU runs it natively and its GEMM peak (recorded in the peak file, measured once per machine)
+// beats fp32's by kBf16Margin (choose_auto_precision, kernels/cpu/native_precision.h).
+PrecisionChoice auto_precision(int threads);
+
+// MFU's denominator on this CPU: the fastest precision's GEMM peak at `threads` (fp32, or bf16
+// where it runs natively), so that an MFU means the same on every CPU.
+struct FastestPeak {
+  Precision precision = Precision::kF32;
+  double gflops = 0;
+  std::string describe;  // "this CPU's fastest GEMM, fp32 at 151 GFLOP/s at 1 thread (bf16 81)"
+};
+FastestPeak fastest_gemm_peak(int threads);
+}  // namespace cpu
 
 std::string peak_file_path();
 std::string cpu_model_name();             // "model name" of /proc/cpuinfo, or "unknown cpu"

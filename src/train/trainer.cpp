@@ -86,7 +86,7 @@ void Trainer::choose_compute() {
 
 // train.precision = "auto", decided once the device and the threads are known: bf16 on a GPU (the
 // CUDA backend is built for sm_80 and newer: bf16 tensor cores), on a CPU by rank 0's measured
-// GEMM peaks (kernels/cpu/native_precision.h); every rank runs what rank 0 chose.
+// GEMM peaks (cpu::auto_precision, kernels/peak.h); every rank runs what rank 0 chose.
 void Trainer::settle_auto_precision() {
   cpu::PrecisionChoice c;
   if (!ctx_.on_host())

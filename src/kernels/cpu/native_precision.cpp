@@ -4,7 +4,6 @@
 
 #include <dnnl.hpp>
 
-#include "kernels/peak.h"
 #include "util/cpu_info.h"
 
 namespace ft::cpu {
@@ -39,8 +38,6 @@ bool onednn_has_native_bf16() {
   return isa == cpu_isa::avx512_core_bf16 || isa == cpu_isa::avx512_core_amx;
 }
 
-namespace {
-// "amx_bf16" / "avx512_bf16" when oneDNN may use native bf16 here, else "" (reason in *why).
 std::string native_bf16_flags(std::string* why) {
   const CpuInfo& c = cpu_info();
   const std::string flags = c.amx_bf16 ? "amx_bf16" : c.avx512_bf16 ? "avx512_bf16" : "";
@@ -58,7 +55,6 @@ std::string native_bf16_flags(std::string* why) {
 std::string at_threads(int threads) {
   return fmt::format("at {} thread{}", threads, threads == 1 ? "" : "s");
 }
-}  // namespace
 
 PrecisionChoice native_precision_guess() {
   std::string why;
@@ -75,31 +71,6 @@ PrecisionChoice choose_auto_precision(const std::string& native_flags, double bf
   if (bf16_gflops >= kBf16Margin * f32_gflops) return {Precision::kBF16, "auto: bf16 is faster here: " + figures};
   return {Precision::kF32, fmt::format("auto: bf16 is not measurably faster here (needs {:.0f}% over fp32): {}",
                                        (kBf16Margin - 1) * 100, figures)};
-}
-
-PrecisionChoice auto_precision(int threads) {
-  std::string why;
-  const std::string flags = native_bf16_flags(&why);
-  if (flags.empty()) return {Precision::kF32, "auto: " + why};
-  return choose_auto_precision(flags, gemm_peak_gflops(Precision::kBF16, threads),
-                               gemm_peak_gflops(Precision::kF32, threads), threads);
-}
-
-FastestPeak fastest_gemm_peak(int threads) {
-  std::string why;
-  const bool native_bf16 = !native_bf16_flags(&why).empty();
-  FastestPeak f{Precision::kF32, gemm_peak_gflops(Precision::kF32, threads), ""};
-  const double bf16 = native_bf16 ? gemm_peak_gflops(Precision::kBF16, threads) : 0;
-  if (bf16 > f.gflops) f = {Precision::kBF16, bf16, ""};
-  f.describe = fmt::format("this CPU's fastest GEMM, {} at {:.0f} GFLOP/s {}", precision_label(f.precision), f.gflops,
-                           at_threads(threads));
-  if (native_bf16)
-    f.describe += fmt::format(" ({} {:.0f})",
-                              precision_label(f.precision == Precision::kF32 ? Precision::kBF16 : Precision::kF32),
-                              f.precision == Precision::kF32 ? bf16 : gemm_peak_gflops(Precision::kF32, threads));
-  else
-    f.describe += " (bf16 is emulated here)";
-  return f;
 }
 
 }  // namespace ft::cpu

@@ -2,7 +2,7 @@
 // ONEDNN_MAX_CPU_ISA), the precision `train.precision = "auto"` picks (by the measured GEMM
 // peaks), and the peak MFU is reported against.
 //
-//   PrecisionChoice c = ft::cpu::auto_precision(omp_get_max_threads());
+//   PrecisionChoice c = ft::cpu::auto_precision(omp_get_max_threads());   // kernels/peak.h
 //   log_info("precision {} ({})", precision_label(c.precision), c.reason);
 #pragma once
 
@@ -27,25 +27,19 @@ struct PrecisionChoice {
 // it): bf16 where the CPU has AVX512-BF16 or AMX and oneDNN may use them, fp32 elsewhere.
 PrecisionChoice native_precision_guess();
 
-// train.precision = "auto" on this CPU at `threads`, decided by measurement: bf16 only where the
-// CPU runs it natively and its GEMM peak (kernels/peak.h: recorded in the peak file, measured
-// once per machine) beats fp32's by at least kBf16Margin. AVX512-BF16 without AMX can be slower
-// than fp32 (Emerald Rapids without AMX: 81 vs 151 GFLOP/s on one thread).
-PrecisionChoice auto_precision(int threads);
+// "amx_bf16" / "avx512_bf16" when oneDNN may use native bf16 here, else "" (the reason in *why).
+std::string native_bf16_flags(std::string* why);
+// "at 1 thread", "at 2 threads".
+std::string at_threads(int threads);
+
+// bf16 must beat fp32's GEMM peak by this factor for "auto" to choose it (cpu::auto_precision in
+// kernels/peak.h measures; AVX512-BF16 without AMX can be slower than fp32: Emerald Rapids
+// without AMX, 81 vs 151 GFLOP/s on one thread).
 inline constexpr double kBf16Margin = 1.10;
 
 // The decision from the measured peaks. native_flags: "amx_bf16", "avx512_bf16", or "" (no native
 // bf16: fp32 without a measurement; bf16_gflops is then ignored).
 PrecisionChoice choose_auto_precision(const std::string& native_flags, double bf16_gflops, double f32_gflops,
                                       int threads);
-
-// MFU's denominator on this CPU: the fastest precision's GEMM peak at `threads` (fp32, or bf16
-// where it runs natively), so that an MFU means the same on every CPU.
-struct FastestPeak {
-  Precision precision = Precision::kF32;
-  double gflops = 0;
-  std::string describe;  // "fp32 GEMM peak, 151 GFLOP/s at 1 thread (bf16: 81)"
-};
-FastestPeak fastest_gemm_peak(int threads);
 
 }  // namespace ft::cpu
