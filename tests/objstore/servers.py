@@ -36,7 +36,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_port(port, proc, log, timeout=60):
+def wait_port(port, proc, log, timeout=300):
+    # Ended by the port answering (or the server dying): the bound only catches a hang, and a Python
+    # server (moto) starting on a slow or loaded machine takes many times its usual seconds.
     deadline = time.time() + timeout
     while True:
         try:

@@ -46,7 +46,7 @@ class S3Test(unittest.TestCase):
         cls.server = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(cls.port)],
             stdout=cls.log, stderr=subprocess.STDOUT, env=env)
-        deadline = time.time() + 60
+        deadline = time.time() + 300  # ended by the port answering: only a hang reaches it (a slow machine may not)
         while True:
             try:
                 socket.create_connection(("127.0.0.1", cls.port), timeout=1).close()
