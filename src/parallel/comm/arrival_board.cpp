@@ -62,6 +62,14 @@ std::vector<int> ArrivalBoard::stuck_inside(int64_t seq) const {
   return out;
 }
 
+std::vector<int> ArrivalBoard::ahead_inside(int64_t seq) const {
+  std::vector<int> out;
+  if (!slots_) return out;
+  for (int i = 0; i < size_; ++i)
+    if (i != index_ && slots_[2 * i] > seq && slots_[2 * i + 1] < slots_[2 * i]) out.push_back(i);
+  return out;
+}
+
 std::string ArrivalBoard::holding_up(int64_t seq, int waiting_for, const std::vector<int>& world_ranks) const {
   std::vector<int> late = laggards(seq);
   const char* how = "never arrived";
@@ -77,6 +85,10 @@ std::string ArrivalBoard::holding_up(int64_t seq, int waiting_for, const std::ve
     for (int i : laggards(seq + 1))
       if (i != index_) late.push_back(i);
     how = "left it, never reached the next";
+  }
+  if (late.empty()) {  // they left it and are inside a later one (where a stopped peer stays)
+    late = ahead_inside(seq);
+    how = "left it, inside a later one";
   }
   if (late.empty()) return "unknown";
   std::string who;

@@ -32,11 +32,15 @@ class ArrivalBoard {
   void finish(int64_t seq);
   std::vector<int> laggards(int64_t seq) const;
   std::vector<int> stuck_inside(int64_t seq) const;
+  // Peers past #seq that are inside their latest collective (entered, not finished).
+  std::vector<int> ahead_inside(int64_t seq) const;
   int64_t seq_of(int index) const;
   // Who holds collective #seq up, as world ranks with how: the ranks that never entered it; else
   // those that entered it and never left; else `waiting_for` (the group index this rank's own
   // transfer waits for, -1 for none); else the peers that left it but never reached #seq + 1 (a
-  // library collective needs its peers' progress after they leave). "unknown" when none.
+  // library collective needs its peers' progress after they leave); else the peers that left it
+  // and are inside a later one (a peer stopped there: on a slow machine MPI's part of #seq can
+  // still need it after it has reached #seq + 1). "unknown" when none.
   std::string holding_up(int64_t seq, int waiting_for, const std::vector<int>& world_ranks) const;
 
  private:
