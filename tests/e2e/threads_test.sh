@@ -29,8 +29,12 @@ if [ "$cpus" -ge 2 ]; then
   # Two ranks, each bound to its own core: one thread each, from its own mask.
   expect_threads "1 thread per rank (1 usable CPU shared by 1 rank on this host: affinity 1 CPU" \
     $MPI -np 2 --bind-to core $FT train --set parallel.dp=2
-  # Two unbound ranks share the machine's CPUs.
-  expect_threads "per rank ($cpus usable CPUs shared by 2 ranks on this host" \
+  # Two unbound ranks share the CPUs one unbound process may use (the machine's, or fewer where
+  # the test itself runs under a cgroup quota, e.g. scripts/cpu-capped.sh).
+  usable=$($FT train --config "$cfg" --run-dir "$WORK/usable" --set train.steps=1 2>&1 |
+    grep -o '([0-9]* usable CPUs\? shared by 1 rank' | grep -o '[0-9]* usable CPUs\?') ||
+    fail "no 'usable CPUs' in a single process's start-up line"
+  expect_threads "per rank ($usable shared by 2 ranks on this host" \
     $MPI -np 2 --bind-to none $FT train --set parallel.dp=2
   # Two ranks bound to the same one core share it.
   expect_threads "1 thread per rank (1 usable CPU shared by 2 ranks on this host: affinity 1 CPU (0)" \
