@@ -490,6 +490,16 @@ void Trainer::add_validation(int64_t step, const Evaluation& e, nlohmann::json& 
 
 void Trainer::log_step(const StepStats& s, const nlohmann::json& row) {
   metrics_->write(row);
+  // A step cannot run its GEMMs faster than the machine's peak: over 100% the recorded peak is
+  // wrong (measured on a busy machine), said once with how to fix it.
+  if (progress_ && ctx_.on_host() && s.mfu > 1.0 && !peak_doubted_) {
+    peak_doubted_ = true;
+    log_warn(
+        "MFU {:.0f}% at step {}: the recorded GEMM peak ({:.3g} GFLOP/s) is below what this run reaches, so it was "
+        "likely measured while the machine was busy (peak file {}); re-measure it on an idle machine with "
+        "`fluxtrain bench-peak`",
+        s.mfu * 100, s.step, peak_flops_ / 1e9, peak_file_path());
+  }
   if (progress_)
     progress_->update({.step = s.step,
                        .loss = s.loss,

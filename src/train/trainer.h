@@ -177,6 +177,7 @@ class Trainer {
   bool streamed_ = false;          // data.path is an s3:// or gs:// URL
   uint64_t fetched_reported_ = 0;  // shard bytes already counted on /metrics
   double flops_per_token_ = 0, peak_flops_ = 0;
+  bool peak_doubted_ = false;  // MFU over 100% was said once (a peak measured on a busy machine)
   double start_time_ = 0;
 };
 
