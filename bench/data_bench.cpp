@@ -21,11 +21,11 @@
 #include <vector>
 
 #include "data/checksum.h"
-#include "data/corpus.h"
-#include "data/dataset_loader.h"
-#include "data/manifest.h"
+#include "data/dataset_manifest.h"
+#include "data/loader/dataset_loader.h"
+#include "data/prepare/corpus.h"
+#include "data/prepare/text_normalize.h"
 #include "data/shard.h"
-#include "data/text_normalize.h"
 #include "data/tokenizer.h"
 #include "util/fs.h"
 

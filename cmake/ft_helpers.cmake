@@ -1,14 +1,18 @@
 # Small helpers so each folder's CMakeLists.txt is a few lines.
 
-# ft_library(NAME [DEPS target...] [SOURCES file...] [EXCLUDE file...])
-#   A static library from every .cpp in the current folder (tests excluded), or from SOURCES
-#   only; EXCLUDE leaves files out (a folder split into two libraries).
+# ft_library(NAME [DEPS target...] [SOURCES file...] [EXCLUDE file...] [SUBDIRS folder...])
+#   A static library from every .cpp in the current folder and its SUBDIRS (tests excluded), or
+#   from SOURCES only; EXCLUDE leaves files out (a folder split into two libraries).
 function(ft_library name)
-  cmake_parse_arguments(ARG "" "" "DEPS;SOURCES;EXCLUDE" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "DEPS;SOURCES;EXCLUDE;SUBDIRS" ${ARGN})
   if(ARG_SOURCES)
     list(TRANSFORM ARG_SOURCES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/ OUTPUT_VARIABLE srcs)
   else()
     file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
+    foreach(sub IN LISTS ARG_SUBDIRS)
+      file(GLOB sub_srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${sub}/*.cpp)
+      list(APPEND srcs ${sub_srcs})
+    endforeach()
   endif()
   list(FILTER srcs EXCLUDE REGEX "_test\\.cpp$")
   foreach(x IN LISTS ARG_EXCLUDE)

@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "ckpt/state_io.h"
-#include "data/manifest.h"
+#include "data/dataset_manifest.h"
 #include "fault/inject.h"
 #include "obs/telemetry.h"
 #include "tensor/device_runtime.h"

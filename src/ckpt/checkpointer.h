@@ -28,11 +28,11 @@
 #include <thread>
 #include <vector>
 
+#include "ckpt/ckpt_manifest.h"
 #include "ckpt/crypto.h"
-#include "ckpt/manifest.h"
 #include "ckpt/pieces.h"
 #include "config/config.h"
-#include "data/loader.h"
+#include "data/loader/loader.h"
 #include "parallel/data_parallel/param_engine.h"
 #include "parallel/mesh.h"
 

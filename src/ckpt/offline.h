@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "ckpt/ckpt_manifest.h"
 #include "ckpt/crypto.h"
-#include "ckpt/manifest.h"
 #include "ckpt/pieces.h"
 #include "config/config.h"
 

@@ -1,7 +1,7 @@
 // A rank file (step_<N>/rank-<r>.ftckpt): one rank's checkpoint state — a 64-byte header and a
 // payload cut into fixed-size chunks, each encrypted with AES-256-GCM (followed by its 16-byte
 // tag) when the checkpoint is encrypted, stored as is otherwise. What the payload holds is said
-// by the manifest (ckpt/manifest.h); the format is in docs/formats.md ("Checkpoint").
+// by the manifest (ckpt/ckpt_manifest.h); the format is in docs/formats.md ("Checkpoint").
 //
 //   RankFileWriter w(dir + "/rank-00000.ftckpt", step, rank, payload_bytes, chunk_bytes, &key);
 //   w.write(bytes, n); ...            // exactly payload_bytes in total, in order
@@ -16,8 +16,8 @@
 #include <memory>
 #include <string>
 
+#include "ckpt/ckpt_manifest.h"
 #include "ckpt/crypto.h"
-#include "ckpt/manifest.h"
 #include "util/fs.h"
 
 namespace ft {

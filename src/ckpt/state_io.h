@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "ckpt/manifest.h"
+#include "ckpt/ckpt_manifest.h"
 #include "ckpt/pieces.h"
 #include "ckpt/rank_file.h"
 

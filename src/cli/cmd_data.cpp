@@ -8,11 +8,11 @@
 
 #include "cli/command.h"
 #include "config/config.h"
-#include "data/manifest.h"
-#include "data/mixture.h"
-#include "data/object_store.h"
-#include "data/shard_cache.h"
-#include "data/verify.h"
+#include "data/dataset_manifest.h"
+#include "data/loader/mixture.h"
+#include "data/loader/shard_cache.h"
+#include "data/objstore/object_store.h"
+#include "data/prepare/verify.h"
 #include "util/error.h"
 #include "util/strings.h"
 

@@ -8,7 +8,7 @@
 #include "cli/command.h"
 #include "config/config.h"
 #include "model/activation_sizes.h"
-#include "parallel/dist_runtime.h"
+#include "parallel/ranks.h"
 #include "train/trainer.h"
 #include "util/output_path.h"
 #include "util/safetensors.h"
@@ -39,14 +39,14 @@ int run_debug_state(int argc, char** argv) {
                                             .replaces_own = true});
 
   ft::Config cfg = ft::load_config(config_path, sets);
-  ft::DistRuntime dist(cfg.parallel, cfg.train.run_dir);
-  ft::Trainer trainer(cfg, dist.mesh());
+  ft::Ranks ranks(cfg.parallel, cfg.train.run_dir);
+  ft::Trainer trainer(cfg, ranks.mesh());
   auto batches = ft::make_loader(cfg.data, cfg.train.batch_spec(), cfg.model.vocab_size, 0, 1, ft::Split::kTrain);
   const auto& layout = trainer.params().layout();
   const int64_t B = cfg.train.batch_size, T = cfg.train.seq_len, V = cfg.model.vocab_size;
 
   ft::SafetensorsWriter w;
-  const bool rank0 = dist.mesh().world_rank() == 0;
+  const bool rank0 = ranks.mesh().world_rank() == 0;
   std::vector<float> weights(static_cast<size_t>(layout.total()));
   trainer.params().gather_weights(weights.data());
   add_params(w, "init.", layout, weights.data(), rank0);
@@ -63,7 +63,7 @@ int run_debug_state(int argc, char** argv) {
       w.add("logits", "F32", {B * T, V}, logits.data(), logits.size() * 4);
     }
     ft::StepStats st = trainer.step();
-    if (s == 1 && dist.mesh().world_size() == 1) add_params(w, "grad.", layout, trainer.params().grads(0), rank0);
+    if (s == 1 && ranks.mesh().world_size() == 1) add_params(w, "grad.", layout, trainer.params().grads(0), rank0);
     losses.push_back(static_cast<float>(st.loss));
     lrs.push_back(static_cast<float>(st.lr));
     norms.push_back(static_cast<float>(st.grad_norm));

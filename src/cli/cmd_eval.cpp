@@ -16,11 +16,11 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/checkpointer.h"
-#include "ckpt/manifest.h"
+#include "ckpt/ckpt_manifest.h"
 #include "cli/command.h"
 #include "config/config.h"
 #include "launch/ckpt_probe.h"
-#include "parallel/dist_runtime.h"
+#include "parallel/ranks.h"
 #include "train/trainer.h"
 #include "util/config_binder.h"
 #include "util/error.h"
@@ -73,10 +73,10 @@ int run_eval(int argc, char** argv) {
   cfg.fault.record_samples = false;
   cfg.validate();
 
-  ft::DistRuntime dist(cfg.parallel, out_dir);
-  ft::Trainer trainer(cfg, dist.mesh());
+  ft::Ranks ranks(cfg.parallel, out_dir);
+  ft::Trainer trainer(cfg, ranks.mesh());
   const double val = trainer.evaluate();
-  if (dist.mesh().world_rank() != 0) return 0;
+  if (ranks.mesh().world_rank() != 0) return 0;
   nlohmann::json r = {{"checkpoint", fs::absolute(dir).string()},
                       {"step", trainer.steps_done()},
                       {"val_loss", val},

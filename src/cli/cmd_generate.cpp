@@ -15,7 +15,7 @@
 #include "ckpt/state_io.h"
 #include "cli/command.h"
 #include "data/tokenizer.h"
-#include "gen/decoder.h"
+#include "generate/decoder.h"
 #include "launch/ckpt_probe.h"
 #include "model/activation_sizes.h"
 #include "model/llama.h"

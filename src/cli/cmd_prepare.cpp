@@ -1,16 +1,16 @@
 // fluxtrain prepare — text (files, directories, globs, s3:// and gs:// prefixes; default: the
 // built-in Debian man-page corpus) → a tokenized, sharded dataset directory for data.path.
 // Under mpirun (or --nproc N) the ranks share the encoding and shard writing; the dataset is the
-// same, byte for byte, for any number of ranks (data/prepare.h).
+// same, byte for byte, for any number of ranks (data/prepare/prepare.h).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
 #include "cli/command.h"
-#include "data/prepare.h"
+#include "data/prepare/prepare.h"
 #include "parallel/comm/mpi_comm.h"
-#include "parallel/dist_runtime.h"
+#include "parallel/ranks.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -68,10 +68,10 @@ int run_prepare(int argc, char** argv) {
   p.dp = size ? std::max(1, std::atoi(size)) : 1;
   p.collective_timeout_s = 86400;
   const std::string comm_dir = o.out_dir + ".prepare-comm";
-  ft::DistRuntime dist(p, comm_dir);
-  ft::Communicator& world = dist.mesh().world();
-  o.rank = dist.mesh().world_rank();
-  o.world = dist.mesh().world_size();
+  ft::Ranks ranks(p, comm_dir);
+  ft::Communicator& world = ranks.mesh().world();
+  o.rank = ranks.mesh().world_rank();
+  o.world = ranks.mesh().world_size();
   o.sync = [&](std::vector<int64_t>& v) {
     double status = static_cast<double>(v[0]);
     world.all_reduce(&status, 1, ft::ReduceOp::kMax);
@@ -92,7 +92,7 @@ int run_prepare(int argc, char** argv) {
       ft::log_error("{}{}{}", e.what(), e.hint().empty() ? "" : "\nhint: ", e.hint());
     std::error_code ec;
     if (o.rank == 0) std::filesystem::remove_all(comm_dir, ec);
-    dist.abort(2);
+    ranks.abort(2);
   }
   return 0;
 }

@@ -10,8 +10,8 @@
 
 #include "cli/command.h"
 #include "data/checksum.h"
-#include "data/corpus.h"
-#include "data/text_normalize.h"
+#include "data/prepare/corpus.h"
+#include "data/prepare/text_normalize.h"
 #include "data/tokenizer.h"
 #include "util/error.h"
 #include "util/fs.h"

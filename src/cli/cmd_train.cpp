@@ -16,7 +16,7 @@
 #include "fault/exit_codes.h"
 #include "fault/heartbeat.h"
 #include "parallel/comm/comm.h"
-#include "parallel/dist_runtime.h"
+#include "parallel/ranks.h"
 #include "tensor/memory.h"
 #include "train/run_dir.h"
 #include "train/stop_request.h"
@@ -43,25 +43,25 @@ int local_size() {
 // code it restarts on. Reached from the training thread (a CommError) or from a communicator's
 // watchdog thread (an operation nobody waits for on the host failed), whichever comes first; a
 // second caller waits for the end the first brings.
-[[noreturn]] void end_job_on_comm_failure(ft::DistRuntime& dist, double report_wait_s, const ft::CommError& e) {
+[[noreturn]] void end_job_on_comm_failure(ft::Ranks& ranks, double report_wait_s, const ft::CommError& e) {
   static std::atomic<bool> ending{false};
   if (ending.exchange(true))
     for (;;) ::pause();
   ft::log_error("{}{}{}", e.what(), e.hint().empty() ? "" : "\nhint: ", e.hint());
-  if (!dist.multi_rank()) {  // from a watchdog thread: no exit() while the training thread runs
+  if (!ranks.multi_rank()) {  // from a watchdog thread: no exit() while the training thread runs
     std::fflush(nullptr);
     std::_Exit(ft::kExitCommFailure);
   }
   // Under the supervisor: report it and give the supervisor time to read every rank's stack.
-  ft::report_failure_to_supervisor(dist.mesh().world_rank(), e.what(), report_wait_s);
-  dist.abort(ft::kExitCommFailure);
+  ft::report_failure_to_supervisor(ranks.mesh().world_rank(), e.what(), report_wait_s);
+  ranks.abort(ft::kExitCommFailure);
 }
 
 // The handler of failures found off the training thread, for as long as the run's communicators live.
 struct CommFailureHandlerScope {
-  CommFailureHandlerScope(ft::DistRuntime& dist, double report_wait_s) {
+  CommFailureHandlerScope(ft::Ranks& ranks, double report_wait_s) {
     ft::set_comm_failure_handler(
-        [&dist, report_wait_s](const ft::CommError& e) { end_job_on_comm_failure(dist, report_wait_s, e); });
+        [&ranks, report_wait_s](const ft::CommError& e) { end_job_on_comm_failure(ranks, report_wait_s, e); });
   }
   ~CommFailureHandlerScope() { ft::set_comm_failure_handler(nullptr); }
   CommFailureHandlerScope(const CommFailureHandlerScope&) = delete;
@@ -134,15 +134,15 @@ int run_train(int argc, char** argv) {
     return ft::exec_under_mpirun(nproc, args);
   }
 
-  ft::DistRuntime dist(cfg.parallel, cfg.train.run_dir);
-  CommFailureHandlerScope on_comm_failure(dist, cfg.fault.report_wait_s);
+  ft::Ranks ranks(cfg.parallel, cfg.train.run_dir);
+  CommFailureHandlerScope on_comm_failure(ranks, cfg.fault.report_wait_s);
   ft::RunEnd end = ft::RunEnd::kFinished;
   try {
     // Nothing of an earlier run (or another program) in the run directory is overwritten.
-    if (dist.mesh().world_rank() == 0) ft::claim_run_dir(cfg, force, ft::RunDirUser::kTrain);
-    dist.mesh().world().barrier();
+    if (ranks.mesh().world_rank() == 0) ft::claim_run_dir(cfg, force, ft::RunDirUser::kTrain);
+    ranks.mesh().world().barrier();
     try {
-      ft::Trainer trainer(cfg, dist.mesh());
+      ft::Trainer trainer(cfg, ranks.mesh());
       end = trainer.run();
     } catch (const ft::OutOfMemory& e) {  // what the run was expected to need, beside what it held
       const ft::MemoryNeed need = ft::memory_need(cfg);
@@ -153,18 +153,18 @@ int run_train(int argc, char** argv) {
                       e.hint() + "; `fluxtrain train --dry-run` prints the run's memory per rank");
     }
   } catch (const std::bad_alloc&) {
-    if (!dist.multi_rank()) throw;
+    if (!ranks.multi_rank()) throw;
     ft::log_error(
         "out of memory (an allocation failed)\nhint: `fluxtrain train --dry-run --gpu cpu` shows a run's memory");
-    dist.abort(ft::kExitError);
+    ranks.abort(ft::kExitError);
   } catch (const ft::CommError& e) {
     // A communication failure (a peer died or hangs) is worth a restart; other errors are not.
-    end_job_on_comm_failure(dist, cfg.fault.report_wait_s, e);
+    end_job_on_comm_failure(ranks, cfg.fault.report_wait_s, e);
   } catch (const ft::Error& e) {
-    if (!dist.multi_rank()) throw;
+    if (!ranks.multi_rank()) throw;
     // One rank's error must not leave the others waiting: report and stop the whole job.
     ft::log_error("{}{}{}", e.what(), e.hint().empty() ? "" : "\nhint: ", e.hint());
-    dist.abort(ft::kExitError);
+    ranks.abort(ft::kExitError);
   }
   switch (end) {
     case ft::RunEnd::kStopped:

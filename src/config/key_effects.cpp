@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "data/manifest.h"
+#include "data/dataset_manifest.h"
 #include "util/error.h"
 #include "util/strings.h"
 

@@ -21,7 +21,7 @@ struct DataConfig {
   double val_fraction = 0.05;       // tail of a token file held out for validation
   int64_t prefetch = 4;             // batches a dataset loader prepares ahead on its own thread
   bool verify = true;               // checksum every dataset shard a rank opens
-  // A weighted mixture of prepared datasets or of data.path's languages (data/mixture.h), e.g.
+  // A weighted mixture of prepared datasets or of data.path's languages (data/loader/mixture.h), e.g.
   // "ru=0.5, en=0.5" or "data/web=0.3, data/manpages#ru=0.7"; "" = data.path alone.
   std::string mixture;
   // Training from object storage (path = "s3://…" / "gs://…"):

@@ -3,8 +3,8 @@
 #include <filesystem>
 
 #include "ckpt/checkpointer.h"
+#include "ckpt/ckpt_manifest.h"
 #include "ckpt/crypto.h"
-#include "ckpt/manifest.h"
 #include "ckpt/state_io.h"
 #include "util/error.h"
 #include "util/log.h"

@@ -12,8 +12,8 @@
 #include <optional>
 #include <string>
 
+#include "model/layout_sizes.h"
 #include "model/model_config.h"
-#include "model/sizes.h"
 #include "plan/catalog.h"
 
 namespace ft::plan {

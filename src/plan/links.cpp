@@ -18,7 +18,7 @@ namespace {
 // gradient norm, the loss and data hash over dp, the guards' verdict, the per-rank metrics.
 constexpr int kControlCollectives = 4;
 
-// PowerSGD's split of a unit (parallel/data_parallel/powersgd.cpp): matrices whose rank-r factors are
+// PowerSGD's split of a unit (parallel/data_parallel/powersgd_compression.cpp): matrices whose rank-r factors are
 // much smaller than the matrix travel as P (n × r) and Q (m × r); the rest in one packed vector.
 struct PowerSgdUnit {
   double packed = 0, p = 0, q = 0;  // fp32 elements

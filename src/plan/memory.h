@@ -2,7 +2,7 @@
 // (Korthikanti et al. 2022 with sequence parallelism and recompute, times the micro-batches
 // the pipeline schedule keeps in flight), logits, communication buffers, the runtime's share
 // and a fragmentation margin. On the "cpu" device the numbers are the trainer's own
-// allocations (model/sizes.h), category by category.
+// allocations (model/layout_sizes.h), category by category.
 //
 //   MemoryBreakdown m = estimate_memory(job, layout);
 //   if (!m.fits()) ...;   m.total();  m.items() -> {("parameters", bytes), ...}

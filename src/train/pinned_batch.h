@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "data/loader.h"
+#include "data/loader/loader.h"
 #include "tensor/exec_context.h"
 
 namespace ft {

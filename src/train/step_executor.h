@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "data/loader.h"
+#include "data/loader/loader.h"
 #include "tensor/device_scalars.h"
 
 namespace ft {

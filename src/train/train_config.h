@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "data/loader.h"
+#include "data/loader/loader.h"
 #include "kernels/ops.h"
 
 namespace ft {
@@ -46,7 +46,7 @@ struct TrainConfig {
   // "auto" decided (by the trainer, from the device and measured peaks): precision and reason set,
   // and the setting replaced by the precision chosen.
   void settle_auto_precision(Precision chosen, const std::string& reason);
-  // What the data loaders take from these settings (data/loader.h).
+  // What the data loaders take from these settings (data/loader/loader.h).
   BatchSpec batch_spec() const { return {batch_size, seq_len, seed, run_dir}; }
 };
 

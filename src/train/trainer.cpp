@@ -7,7 +7,7 @@
 #include <optional>
 
 #include "ckpt/checkpointer.h"
-#include "data/object_store.h"
+#include "data/objstore/object_store.h"
 #include "fault/exit_codes.h"
 #include "fault/heartbeat.h"
 #include "fault/training_faults.h"

@@ -18,7 +18,7 @@
 #include <utility>
 
 #include "config/config.h"
-#include "data/loader.h"
+#include "data/loader/loader.h"
 #include "fault/step_guard.h"
 #include "model/activations.h"
 #include "model/llama.h"
@@ -91,7 +91,7 @@ class Trainer {
   StepStats step();
   // Validation: the overall mean token loss over train.eval_batches validation batches (a
   // mixture's: the weighted mean of its sources'), bits per character, and each source's
-  // (data.mixture sources, or the dataset's languages; data/loader.h make_validation_sources).
+  // (data.mixture sources, or the dataset's languages; data/loader/loader.h make_validation_sources).
   struct Evaluation {
     double loss = NAN, bpc = NAN;
     struct Source {

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "ckpt/manifest.h"
+#include "ckpt/ckpt_manifest.h"
 #include "ckpt/pieces.h"
 #include "data/checksum.h"
 #include "util/error.h"

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include "data/manifest.h"
+#include "data/dataset_manifest.h"
 #include "util/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

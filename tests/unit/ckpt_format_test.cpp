@@ -9,8 +9,8 @@
 #include <map>
 #include <random>
 
+#include "ckpt/ckpt_manifest.h"
 #include "ckpt/crypto.h"
-#include "ckpt/manifest.h"
 #include "ckpt/offline.h"
 #include "ckpt/state_io.h"
 #include "config/config.h"

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "data/batch_prefetcher.h"
+#include "data/loader/batch_prefetcher.h"
 #include "util/error.h"
 
 namespace ft {

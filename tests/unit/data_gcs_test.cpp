@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "data/crc32c.h"
-#include "data/gcs.h"
+#include "data/objstore/gcs.h"
 #include "util/error.h"
 
 namespace ft {

@@ -9,7 +9,7 @@
 #include <map>
 #include <set>
 
-#include "data/dataset_loader.h"
+#include "data/loader/dataset_loader.h"
 #include "data_test_util.h"
 #include "util/error.h"
 

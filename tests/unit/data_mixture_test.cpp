@@ -1,4 +1,4 @@
-// Weighted mixtures (data/mixture.h): every window of batch_size × 100 consecutive samples holds
+// Weighted mixtures (data/loader/mixture.h): every window of batch_size × 100 consecutive samples holds
 // exactly each source's quota (sliding windows, not only aligned ones), the order is a pure
 // function of (seed, sample), no sequence repeats within a pass over its lane, rank slices
 // concatenate to the global batch at any dp and resume under another dp continues the order,
@@ -9,9 +9,9 @@
 #include <map>
 #include <set>
 
-#include "data/mixture.h"
-#include "data/mixture_loader.h"
-#include "data/sequence_plan.h"
+#include "data/loader/mixture.h"
+#include "data/loader/mixture_loader.h"
+#include "data/loader/sequence_plan.h"
 #include "data_test_util.h"
 #include "util/error.h"
 

@@ -1,4 +1,4 @@
-// Near-duplicate removal (data/near_dedup.h, MinHash-LSH) on planted near-duplicates — copies
+// Near-duplicate removal (data/prepare/near_dedup.h, MinHash-LSH) on planted near-duplicates — copies
 // with a few words changed, a version line added or a paragraph dropped, in English and Russian
 // — which are all found, and on distinct documents (also ones sharing a third of their text),
 // which are all kept; then through `prepare`, which counts the removals per language.
@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "data/near_dedup.h"
-#include "data/prepare.h"
+#include "data/prepare/near_dedup.h"
+#include "data/prepare/prepare.h"
 #include "data_test_util.h"
 
 namespace ft {

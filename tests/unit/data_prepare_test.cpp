@@ -9,12 +9,12 @@
 #include <map>
 #include <set>
 
-#include "data/corpus.h"
-#include "data/prepare.h"
+#include "data/prepare/corpus.h"
+#include "data/prepare/prepare.h"
+#include "data/prepare/text_normalize.h"
+#include "data/prepare/verify.h"
 #include "data/shard.h"
-#include "data/text_normalize.h"
 #include "data/tokenizer.h"
-#include "data/verify.h"
 #include "data_test_util.h"
 #include "util/error.h"
 

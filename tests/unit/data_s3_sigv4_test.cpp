@@ -4,7 +4,7 @@
 // S3-compatible server with signature checking on (tests/s3/test_s3.py).
 #include <gtest/gtest.h>
 
-#include "data/s3.h"
+#include "data/objstore/s3.h"
 #include "util/error.h"
 
 namespace ft {

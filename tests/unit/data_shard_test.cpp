@@ -8,7 +8,7 @@
 #include <random>
 
 #include "data/checksum.h"
-#include "data/manifest.h"
+#include "data/dataset_manifest.h"
 #include "data/shard.h"
 #include "data_test_util.h"
 #include "util/error.h"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "data/checksum.h"
-#include "data/manifest.h"
+#include "data/dataset_manifest.h"
 #include "data/shard.h"
 #include "util/fs.h"
 

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <random>
 
-#include "data/text_normalize.h"
+#include "data/prepare/text_normalize.h"
 #include "data_test_util.h"
 
 namespace ft {

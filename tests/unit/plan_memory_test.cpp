@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "model/activation_sizes.h"
+#include "model/layout_sizes.h"
 #include "model/param_layout.h"
-#include "model/sizes.h"
 #include "plan/memory.h"
 
 namespace ft::plan {

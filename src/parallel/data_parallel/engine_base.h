@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "optim/adamw.h"
+#include "optim/adamw_optimizer.h"
 #include "parallel/data_parallel/bf16_weights.h"
 #include "parallel/data_parallel/grad_reducer.h"
 #include "parallel/data_parallel/param_engine.h"

@@ -1,6 +1,6 @@
 #include "parallel/data_parallel/grad_reducer.h"
 
-#include "parallel/data_parallel/powersgd.h"
+#include "parallel/data_parallel/powersgd_compression.h"
 #include "parallel/wires.h"
 #include "tensor/memory.h"
 

@@ -1,6 +1,6 @@
 // GradReducer: sums gradients over the data-parallel group with the configured compression —
 // fp32 or bf16 on the wire, or PowerSGD (low-rank factors with error feedback; parallel/
-// data_parallel/powersgd.h). Whole ranges are all-reduced (ZeRO 0); single units are
+// data_parallel/powersgd_compression.h). Whole ranges are all-reduced (ZeRO 0); single units are
 // reduce-scattered so each rank receives only its piece (ZeRO 1, 2, 3).
 #pragma once
 

@@ -1,0 +1,253 @@
+#include "data/objstore/object_store.h"
+
+#include <openssl/evp.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "data/crc32c.h"
+#include "data/objstore/gcs.h"
+#include "data/objstore/s3.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/log.h"
+
+namespace ft {
+namespace fs = std::filesystem;
+namespace {
+
+std::string md5_file_hex(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EVP_MD_CTX* md = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(md, EVP_md5(), nullptr);
+  std::vector<char> buf(1 << 20);
+  while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
+    EVP_DigestUpdate(md, buf.data(), static_cast<size_t>(in.gcount()));
+  }
+  unsigned char d[EVP_MAX_MD_SIZE];
+  unsigned int dl = 0;
+  EVP_DigestFinal_ex(md, d, &dl);
+  EVP_MD_CTX_free(md);
+  static const char* hx = "0123456789abcdef";
+  std::string s;
+  for (unsigned i = 0; i < dl; ++i) {
+    s.push_back(hx[d[i] >> 4]);
+    s.push_back(hx[d[i] & 15]);
+  }
+  return s;
+}
+
+void fsync_file(const std::string& path) {
+  if (std::FILE* f = std::fopen(path.c_str(), "rb+")) {
+    ::fsync(fileno(f));
+    std::fclose(f);
+  }
+}
+
+}  // namespace
+
+bool ObjectUrl::is_object_url(const std::string& s) {
+  return s.rfind("s3://", 0) == 0 || s.rfind("gs://", 0) == 0;
+}
+
+ObjectUrl ObjectUrl::parse(const std::string& url) {
+  if (!is_object_url(url))
+    throw Error(fmt::format("{}: not an s3:// or gs:// URL", url), "write s3://bucket/prefix or gs://bucket/prefix");
+  ObjectUrl u;
+  u.scheme = url.substr(0, 2);
+  std::string rest = url.substr(5);
+  size_t slash = rest.find('/');
+  u.bucket = rest.substr(0, slash);
+  u.prefix = slash == std::string::npos ? "" : rest.substr(slash + 1);
+  // S3's rule; GCS also allows '_' (and up to 222 characters in dotted names).
+  const char* allowed =
+      u.scheme == "gs" ? "abcdefghijklmnopqrstuvwxyz0123456789.-_" : "abcdefghijklmnopqrstuvwxyz0123456789.-";
+  size_t max_len = u.scheme == "gs" ? 222 : 63;
+  if (u.bucket.empty() || u.bucket.size() > max_len || u.bucket.find_first_not_of(allowed) != std::string::npos) {
+    throw Error(fmt::format("{}: \"{}\" is not a valid bucket name", url, u.bucket),
+                u.scheme == "gs" ? "bucket names are lowercase letters, digits, '.', '-' and '_'"
+                                 : "bucket names are 1-63 lowercase letters, digits, '.' and '-'");
+  }
+  return u;
+}
+
+bool retryable_status(long status) {
+  return status < 0 || status == 429 || status >= 500;
+}
+
+HttpResponse ObjectStore::with_retries(const std::string& what, const std::function<HttpResponse()>& attempt) const {
+  double delay = opt_.backoff_s;
+  for (int i = 0;; ++i) {
+    HttpResponse r = attempt();
+    if ((r.status >= 200 && r.status < 300) || !retryable_status(r.status) || i >= opt_.retries) return r;
+    log_warn("{}: {} — retrying in {:.1f}s", what, r.status < 0 ? r.body : std::to_string(r.status), delay);
+    std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+    delay *= 2;
+  }
+}
+
+std::string ObjectStore::get(const std::string& bucket, const std::string& key) {
+  StoreObject o = stat(bucket, key);
+  std::string body;
+  std::string what = url_of(bucket, key);
+  HttpResponse r = with_retries(what, [&] {
+    body.clear();
+    return get_once(bucket, o, 0, [&](const char* p, size_t n) { body.append(p, n); });
+  });
+  if (r.status < 200 || r.status >= 300) fail(what, r);
+  if (body.size() != o.size) {
+    throw Error(fmt::format("{}: read {} bytes, the store says {}", what, body.size(), o.size), "retry");
+  }
+  if (o.crc32c && crc32c(body.data(), body.size()) != *o.crc32c) {
+    throw Error(fmt::format("{}: CRC32C of the content does not match the store's", what), "retry");
+  }
+  return body;
+}
+
+uint64_t ObjectStore::download(const std::string& bucket, const StoreObject& obj, const std::string& path) {
+  const std::string what = url_of(bucket, obj.key);
+  const std::string part = path + ".part";
+  std::error_code ec;
+  if (auto parent = fs::path(path).parent_path(); !parent.empty()) fs::create_directories(parent, ec);
+  uint64_t have = fs::exists(part, ec) ? fs::file_size(part, ec) : 0;
+  if (have > obj.size) {
+    fs::remove(part, ec);
+    have = 0;
+  }
+  uint64_t fetched = 0;
+  double delay = opt_.backoff_s;
+  for (int attempt = 0; have < obj.size || (obj.size == 0 && !fs::exists(part, ec)); ++attempt) {
+    std::FILE* f = std::fopen(part.c_str(), have ? "ab" : "wb");
+    if (!f)
+      throw Error(fmt::format("cannot write {}: {}", part, std::strerror(errno)),
+                  "check the directory's permissions and free space");
+    if (obj.size == 0) {
+      std::fclose(f);
+      break;
+    }
+    uint64_t got = 0;
+    HttpResponse r;
+    try {
+      r = get_once(bucket, obj, have, [&](const char* p, size_t n) {
+        if (std::fwrite(p, 1, n, f) != n) throw Error(fmt::format("writing {} failed", part), "is the disk full?");
+        got += n;
+        if (on_progress) on_progress(have + got);
+      });
+    } catch (...) {
+      std::fclose(f);
+      throw;
+    }
+    std::fclose(f);
+    if (r.status == 412) {
+      throw Error(fmt::format("{}: the object changed while downloading (it is no longer the version listed)", what),
+                  "run again: the new version is fetched from the start");
+    }
+    if (r.status == 200 && have > 0) {
+      // The server ignored the Range: the file now holds the old prefix and then the whole object.
+      std::ifstream in(part, std::ios::binary);
+      in.seekg(static_cast<std::streamoff>(have));
+      std::string body((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      in.close();
+      write_file_atomic(part, body);
+      have = 0;
+    }
+    if (r.status == 200 || r.status == 206) {
+      have += got;
+      fetched += got;
+      if (have >= obj.size) break;
+      // A body that ended early without an error (a proxy closing cleanly): continue from here.
+    } else if (r.status > 0) {
+      fs::resize_file(part, have, ec);  // nothing usable was written on an error status
+    } else {
+      have = fs::file_size(part, ec);  // keep what arrived before the connection broke
+      fetched += got;
+    }
+    if (r.status > 0 && r.status != 200 && r.status != 206 && !retryable_status(r.status)) fail(what, r);
+    if (attempt >= opt_.retries) {
+      if (r.status == 200 || r.status == 206)
+        throw Error(fmt::format("{}: the transfer keeps ending early at byte {} of {}", what, have, obj.size),
+                    "check the network");
+      fail(what, r);
+    }
+    log_warn("{}: {} — resuming from byte {} of {} in {:.1f}s", what,
+             r.status < 0     ? r.body
+             : r.status < 300 ? std::string("short body")
+                              : std::to_string(r.status),
+             have, obj.size, delay);
+    std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+    delay *= 2;
+  }
+  uint64_t size = fs::exists(part, ec) ? fs::file_size(part, ec) : 0;
+  if (size != obj.size) {
+    fs::remove(part, ec);
+    throw Error(fmt::format("{}: downloaded {} bytes, the listing says {}", what, size, obj.size), "run again");
+  }
+  if (obj.crc32c) {
+    uint32_t got = crc32c_file(part);
+    if (got != *obj.crc32c) {
+      fs::remove(part, ec);
+      throw Error(fmt::format("{}: content CRC32C {} does not match the store's {}", what, crc32c_to_base64(got),
+                              crc32c_to_base64(*obj.crc32c)),
+                  "the transfer was corrupted; run again");
+    }
+  }
+  if (!obj.md5.empty()) {
+    std::string got = md5_file_hex(part);
+    if (got != obj.md5) {
+      fs::remove(part, ec);
+      throw Error(fmt::format("{}: content MD5 {} does not match the {} {}", what, got,
+                              scheme_ == "s3" ? "ETag" : "store's md5Hash", obj.md5),
+                  "the transfer was corrupted; run again");
+    }
+  }
+  fsync_file(part);
+  fs::rename(part, path, ec);
+  if (ec) throw Error(fmt::format("rename {} -> {}: {}", part, path, ec.message()));
+  return fetched;
+}
+
+std::unique_ptr<ObjectStore> open_object_store(const std::string& scheme, const ObjectStoreOptions& opt) {
+  if (scheme == "s3") return std::make_unique<S3Client>(opt);
+  if (scheme == "gs") return std::make_unique<GcsClient>(opt);
+  throw Error(fmt::format("unknown object store \"{}://\"", scheme), "use s3:// or gs://");
+}
+
+PullReport object_pull(const std::string& url, const std::string& dir, const ObjectStoreOptions& opt) {
+  ObjectUrl u = ObjectUrl::parse(url);
+  std::unique_ptr<ObjectStore> store = open_object_store(u.scheme, opt);
+  std::vector<StoreObject> objs = store->list(u.bucket, u.prefix);
+  PullReport rep;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  for (const StoreObject& o : objs) {
+    if (!o.key.empty() && o.key.back() == '/') continue;  // "folder" marker
+    std::string rel = o.key.substr(std::min(u.prefix.size(), o.key.size()));
+    while (!rel.empty() && rel[0] == '/') rel.erase(0, 1);
+    if (rel.empty()) rel = fs::path(o.key).filename().string();
+    fs::path relp(rel);
+    for (auto& piece : relp) {
+      if (piece == ".." || piece == ".") {
+        throw Error(fmt::format("{}: the key escapes the target directory", store->url_of(u.bucket, o.key)),
+                    "refusing to write outside the pull directory");
+      }
+    }
+    fs::path dest = fs::path(dir) / relp;
+    if (fs::exists(dest, ec) && fs::file_size(dest, ec) == o.size) {
+      ++rep.skipped;
+      continue;
+    }
+    std::string part = dest.string() + ".part";
+    uint64_t before = fs::exists(part, ec) ? fs::file_size(part, ec) : 0;
+    if (before > 0 && before <= o.size) rep.resumed_bytes += before;
+    rep.bytes += store->download(u.bucket, o, dest.string());
+    ++rep.objects;
+  }
+  return rep;
+}
+
+}  // namespace ft
