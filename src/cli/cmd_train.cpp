@@ -15,6 +15,7 @@
 #include "dryrun/memory_check.h"
 #include "fault/exit_codes.h"
 #include "fault/heartbeat.h"
+#include "fault/inject.h"
 #include "parallel/comm/comm.h"
 #include "parallel/dist_runtime.h"
 #include "tensor/memory.h"
@@ -104,9 +105,9 @@ int run_train(int argc, char** argv) {
   // Memory is checked before the run, not by the OOM killer: every rank on this machine, once (by
   // --nproc's parent, or by each machine's first rank — before MPI_Init, so before any allocates).
   if (nproc > 0)
-    ft::check_memory_fits(cfg, nproc);
+    ft::check_memory_fits(cfg, nproc, ft::FaultInjector::memory_limit());
   else if (ft::local_rank_from_env() == 0)
-    ft::check_memory_fits(cfg, ft::local_size_from_env());
+    ft::check_memory_fits(cfg, ft::local_size_from_env(), ft::FaultInjector::memory_limit());
 
   if (nproc > 0) {
     std::vector<std::string> args = {"/proc/self/exe"};
