@@ -131,7 +131,8 @@ Supervisor::Supervisor(LaunchOptions o) : opt_(std::move(o)) {
   }
   if (hosts_.empty()) hosts_ = {Host{this_host(), world, true}};
   // Every rank on this machine: their memory is checked here, before anything starts.
-  if (launcher_ == Launcher::kMpirunLocal && hosts_.size() == 1) check_memory_fits(cfg_, world, FaultInjector::memory_limit());
+  if (launcher_ == Launcher::kMpirunLocal && hosts_.size() == 1)
+    check_memory_fits(cfg_, world, FaultInjector::memory_limit());
   int slots = 0;
   for (const Host& h : hosts_) slots += h.slots;
   if (launcher_ == Launcher::kMpirunHosts && slots < world) {

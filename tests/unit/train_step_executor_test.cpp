@@ -33,9 +33,9 @@ Batch random_batch(const ModelConfig& m, uint32_t seed) {
 struct OneProcess {
   Config cfg = tiny();
   Mesh mesh = Mesh::single();
-  std::unique_ptr<ParamEngine> engine = make_param_engine(
-      cpu_context(), cfg.parallel, cfg.optim, ParamLayout::llama(cfg.model), mesh.dp(), mesh.tp(), mesh.pp(),
-      cfg.train.seed);
+  std::unique_ptr<ParamEngine> engine =
+      make_param_engine(cpu_context(), cfg.parallel, cfg.optim, ParamLayout::llama(cfg.model), mesh.dp(), mesh.tp(),
+                        mesh.pp(), cfg.train.seed);
   Llama model{cpu_context(), cfg.model, engine->layout(), Precision::kF32};
 
   MicroBatchExecutor executor(int64_t micro_batches) {
@@ -118,7 +118,7 @@ TEST(MicroBatchExecutor, EvaluationTouchesNeitherGradientsNorWeights) {
   BatchLoss first;
   exec.evaluate(a, first);
   EXPECT_DOUBLE_EQ(first.sum, trained);  // the same forward, without the backward
-  BatchLoss both;                            // a running sum over batches
+  BatchLoss both;                        // a running sum over batches
   exec.evaluate(a, both);
   exec.evaluate(b, both);
   BatchLoss second;

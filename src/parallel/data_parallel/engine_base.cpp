@@ -135,8 +135,8 @@ void DpEngineBase::import_state(const float* w, const float* m, const float* v, 
 }
 
 FullWeightsEngine::FullWeightsEngine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o,
-                                     ParamLayout layout, Communicator& dp, Communicator& tp, Communicator& pp, bool shard_optimizer,
-                                     uint64_t seed)
+                                     ParamLayout layout, Communicator& dp, Communicator& tp, Communicator& pp,
+                                     bool shard_optimizer, uint64_t seed)
     : DpEngineBase(ctx, p, o, std::move(layout), dp, tp, pp, shard_optimizer) {
   w_ = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kParameters, ctx.device);
   init_full_weights(w_.data<float>(), seed);

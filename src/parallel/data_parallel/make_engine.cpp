@@ -3,7 +3,8 @@
 namespace ft {
 
 std::unique_ptr<ParamEngine> make_param_engine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o,
-                                               ParamLayout layout, Communicator& dp, Communicator& tp, Communicator& pp, uint64_t seed) {
+                                               ParamLayout layout, Communicator& dp, Communicator& tp, Communicator& pp,
+                                               uint64_t seed) {
   switch (p.zero) {
     case 0:
       return std::make_unique<Zero0Engine>(ctx, p, o, std::move(layout), dp, tp, pp, seed);

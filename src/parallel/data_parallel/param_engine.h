@@ -112,6 +112,7 @@ class ParamEngine : public ParamAccess {
 // axis (the gradient norm over the stages, which hold disjoint parameters). Initialises
 // weights from `seed` (dp rank 0 broadcasts). Its ops (the optimizer, gradient sums) run on ctx.
 std::unique_ptr<ParamEngine> make_param_engine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o,
-                                               ParamLayout layout, Communicator& dp, Communicator& tp, Communicator& pp, uint64_t seed);
+                                               ParamLayout layout, Communicator& dp, Communicator& tp, Communicator& pp,
+                                               uint64_t seed);
 
 }  // namespace ft
