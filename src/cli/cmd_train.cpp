@@ -15,28 +15,18 @@
 #include "dryrun/memory_check.h"
 #include "fault/exit_codes.h"
 #include "fault/heartbeat.h"
+#include "fault/inject.h"
 #include "parallel/comm/comm.h"
 #include "parallel/ranks.h"
 #include "tensor/memory.h"
 #include "train/run_dir.h"
 #include "train/stop_request.h"
 #include "train/trainer.h"
+#include "util/local_rank.h"
 #include "util/log.h"
 #include "util/strings.h"
 
 namespace {
-
-int env_int(const char* a, const char* b, int fallback) {
-  for (const char* name : {a, b})
-    if (const char* v = std::getenv(name)) return std::atoi(v);
-  return fallback;
-}
-int local_rank() {
-  return env_int("OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", 0);
-}
-int local_size() {
-  return std::max(1, env_int("OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", 1));
-}
 
 // Ends the job after a communication failure (a peer died or hangs, or the transport failed): the
 // error's line and hint in this rank's log, the supervisor told, every rank stopped with the exit
@@ -115,9 +105,9 @@ int run_train(int argc, char** argv) {
   // Memory is checked before the run, not by the OOM killer: every rank on this machine, once (by
   // --nproc's parent, or by each machine's first rank — before MPI_Init, so before any allocates).
   if (nproc > 0)
-    ft::check_memory_fits(cfg, nproc);
-  else if (local_rank() == 0)
-    ft::check_memory_fits(cfg, local_size());
+    ft::check_memory_fits(cfg, nproc, ft::FaultInjector::memory_limit());
+  else if (ft::local_rank_from_env() == 0)
+    ft::check_memory_fits(cfg, ft::local_size_from_env(), ft::FaultInjector::memory_limit());
 
   if (nproc > 0) {
     std::vector<std::string> args = {"/proc/self/exe"};

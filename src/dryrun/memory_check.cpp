@@ -139,8 +139,8 @@ void check_device_memory_fits(const Config& cfg, int ranks) {
 
 // Host RAM: all of each rank's footprint on the CPU; on a GPU run only its host side, the pinned
 // checkpoint staging buffers.
-void check_host_memory_fits(const Config& cfg, int ranks, bool gpu_run) {
-  const MemoryLimit limit = available_memory();
+void check_host_memory_fits(const Config& cfg, int ranks, bool gpu_run, const std::optional<MemoryLimit>& host_limit) {
+  const MemoryLimit limit = host_limit ? *host_limit : available_memory();
   if (limit.bytes <= 0) return;  // nothing known to compare with
   const MemoryNeed need = memory_need(cfg);
   const double per_rank = gpu_run ? need.staging : need.per_rank;
@@ -169,12 +169,12 @@ void check_host_memory_fits(const Config& cfg, int ranks, bool gpu_run) {
 
 }  // namespace
 
-void check_memory_fits(const Config& cfg, int local_ranks) {
+void check_memory_fits(const Config& cfg, int local_ranks, const std::optional<MemoryLimit>& host_limit) {
   if (!cfg.train.memory_check) return;
   const int ranks = std::max(local_ranks, 1);
   const bool gpu_run = cfg.train.compute_device() == Device::kCUDA;
   if (gpu_run) check_device_memory_fits(cfg, ranks);
-  check_host_memory_fits(cfg, ranks, gpu_run);
+  check_host_memory_fits(cfg, ranks, gpu_run, host_limit);
 }
 
 }  // namespace ft

@@ -11,12 +11,15 @@
 // H200): the run needs X per rank, Y free of Z"); host RAM then against the pinned checkpoint
 // staging buffers only.
 //
-//   check_memory_fits(cfg, /*local_ranks=*/nproc);   // ft::Error; a no-op with train.memory_check = false
+//   check_memory_fits(cfg, /*local_ranks=*/nproc, FaultInjector::memory_limit());  // ft::Error; a no-op
+//                                                      // with train.memory_check = false
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "config/config.h"
+#include "util/memory_limit.h"
 
 namespace ft {
 
@@ -29,6 +32,8 @@ struct MemoryNeed {
 
 MemoryNeed memory_need(const Config& cfg);
 
-void check_memory_fits(const Config& cfg, int local_ranks);
+// host_limit: the memory this process may use, when the caller knows better (a test's stand-in:
+// FaultInjector::memory_limit()); nullopt: available_memory().
+void check_memory_fits(const Config& cfg, int local_ranks, const std::optional<MemoryLimit>& host_limit);
 
 }  // namespace ft

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "util/error.h"
+#include "util/log.h"
 #include "util/strings.h"
 
 namespace ft {
@@ -74,6 +75,14 @@ InjectedDelays FaultInjector::delays() {
   if (const char* v = std::getenv("FLUXTRAIN_CKPT_TEST_COPY_DELAY_MS")) d.ckpt_copy_ms = std::atoi(v);
   if (const char* v = std::getenv("FLUXTRAIN_STEP_TEST_DELAY_MS")) d.step_ms = std::atoi(v);
   return d;
+}
+
+std::optional<MemoryLimit> FaultInjector::memory_limit() {
+  const char* t = std::getenv("FLUXTRAIN_TEST_MEMORY_LIMIT");
+  if (!t) return std::nullopt;
+  log_warn("memory: the limit is FLUXTRAIN_TEST_MEMORY_LIMIT = {} bytes (tests only)", t);
+  return MemoryLimit{.bytes = std::strtod(t, nullptr),
+                     .source = "FLUXTRAIN_TEST_MEMORY_LIMIT, a test's stand-in for a cgroup limit"};
 }
 
 InjectedFault FaultInjector::at(int64_t batch_step, int rank) const {

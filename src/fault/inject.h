@@ -2,8 +2,10 @@
 // chosen steps, read from FLUXTRAIN_FAULT_INJECT, so the fault-injection tests can make real runs
 // produce a NaN or a loss spike; and slowdowns of checkpoint writing and of every training step
 // (FaultInjector::delays()), so they can kill a rank in the middle of a save, or signal a run that
-// cannot have finished whatever the machine's speed. (Kills and hangs are not simulated: the
-// tests send real signals.) No other production code reads a test hook from the environment.
+// cannot have finished whatever the machine's speed; and a stand-in for the memory limit
+// (FaultInjector::memory_limit()), so the memory check can refuse a run where no cgroup can be
+// made. (Kills and hangs are not simulated: the tests send real signals.) No other production code
+// reads a test hook from the environment: code below fault/ (util/, ...) gets the value passed in.
 //
 //   FLUXTRAIN_FAULT_INJECT="nan@5"           the step-5 batch yields a NaN loss and NaN gradients
 //   FLUXTRAIN_FAULT_INJECT="gradnan@7:1"     world rank 1's gradients of the step-7 batch are NaN
@@ -21,8 +23,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "util/memory_limit.h"
 
 namespace ft {
 
@@ -50,6 +55,9 @@ class FaultInjector {
   explicit FaultInjector(const std::string& spec);
   static FaultInjector from_env();  // FLUXTRAIN_FAULT_INJECT; empty = none
   static InjectedDelays delays();   // the FLUXTRAIN_*_TEST_*DELAY_MS slowdowns
+  // FLUXTRAIN_TEST_MEMORY_LIMIT=BYTES: the memory this process may use as a test says (in place of
+  // available_memory(); a warning says so); nullopt when unset.
+  static std::optional<MemoryLimit> memory_limit();
 
   // The corruption of the batch of original step `batch_step` (1-based) on world rank `rank`.
   InjectedFault at(int64_t batch_step, int rank) const;

@@ -15,6 +15,7 @@
 #include "dryrun/memory_check.h"
 #include "fault/exit_codes.h"
 #include "fault/heartbeat.h"
+#include "fault/inject.h"
 #include "launch/ckpt_probe.h"
 #include "launch/gpu_env.h"
 #include "launch/process.h"
@@ -130,7 +131,8 @@ Supervisor::Supervisor(LaunchOptions o) : opt_(std::move(o)) {
   }
   if (hosts_.empty()) hosts_ = {Host{this_host(), world, true}};
   // Every rank on this machine: their memory is checked here, before anything starts.
-  if (launcher_ == Launcher::kMpirunLocal && hosts_.size() == 1) check_memory_fits(cfg_, world);
+  if (launcher_ == Launcher::kMpirunLocal && hosts_.size() == 1)
+    check_memory_fits(cfg_, world, FaultInjector::memory_limit());
   int slots = 0;
   for (const Host& h : hosts_) slots += h.slots;
   if (launcher_ == Launcher::kMpirunHosts && slots < world) {

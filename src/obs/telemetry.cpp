@@ -1,7 +1,6 @@
 #include "obs/telemetry.h"
 
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <vector>
 
@@ -47,18 +46,6 @@ const char* comm_op_name(CommOp op) {
       break;
   }
   return "other";
-}
-
-int local_rank_from_env() {
-  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK", "MPI_LOCALRANKID"}) {
-    const char* v = std::getenv(var);
-    if (v && *v) {
-      char* end = nullptr;
-      long r = std::strtol(v, &end, 10);
-      if (*end == '\0' && r >= 0 && r < 65536) return static_cast<int>(r);
-    }
-  }
-  return 0;
 }
 
 // Handles resolved once at construction: the hot path never looks a series up.

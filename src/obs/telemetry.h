@@ -64,10 +64,6 @@ enum class CommOp : uint8_t { kAllReduce, kReduceScatter, kAllGather, kBroadcast
 inline constexpr size_t kNumCommOps = static_cast<size_t>(CommOp::kCount);
 const char* comm_op_name(CommOp op);  // "all_reduce", ...
 
-// This process's index among the ranks of its node, from the launcher's environment
-// (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, LOCAL_RANK, MPI_LOCALRANKID); 0 when absent.
-int local_rank_from_env();
-
 class Telemetry {
  public:
   // Throws ft::Error when the metrics port cannot be bound (naming it).

@@ -11,12 +11,6 @@ MicroBatchExecutor::MicroBatchExecutor(const ExecContext& ctx, Llama& model, Par
                  ctx.device);
 }
 
-BatchLoss MicroBatchExecutor::train(const Batch& batch, float grad_scale) {
-  train_queued(batch, grad_scale);
-  // The batch's loss comes back to the host here, once: the slots added in order.
-  return {.sum = loss_sums_.read_back_sum(), .tokens = mb_.count * mb_.size * seq_len_};
-}
-
 void MicroBatchExecutor::use_loss_slots(DeviceScalars slots) {
   FT_CHECK(slots.size() == loss_sums_.size(), "{} loss slots for {}", slots.size(), loss_sums_.size());
   loss_sums_ = std::move(slots);

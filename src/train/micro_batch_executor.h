@@ -4,7 +4,7 @@
 // nothing more: the engine's hooks and the model's TpComm do their communication.
 //
 //   MicroBatchExecutor exec(ctx, model, engine, split_batch(cfg.train, cfg.parallel), seq_len, chunk_tokens);
-//   BatchLoss l = exec.train(batch, 1.0f / (batch_size * seq_len));
+//   exec.train_queued(batch, 1.0f / (batch_size * seq_len));  // the loss: exec.loss_slots(), added in order
 #pragma once
 
 #include <cstdint>
@@ -26,7 +26,6 @@ class MicroBatchExecutor final : public StepExecutor {
   MicroBatchExecutor(const ExecContext& ctx, Llama& model, ParamEngine& engine, const MicroBatching& mb,
                      int64_t seq_len, int64_t loss_chunk_tokens);
 
-  BatchLoss train(const Batch& batch, float grad_scale) override;
   void train_queued(const Batch& batch, float grad_scale) override;
   const DeviceScalars& loss_slots() const override { return loss_sums_; }
   void use_loss_slots(DeviceScalars slots) override;

@@ -30,11 +30,6 @@ int64_t PipelineExecutor::loss_tokens() const {
   return last ? mb_.count * mb_.size * seq_len_ : 0;
 }
 
-BatchLoss PipelineExecutor::train(const Batch& batch, float grad_scale) {
-  train_queued(batch, grad_scale);
-  return {.sum = loss_sums_.read_back_sum(), .tokens = loss_tokens()};
-}
-
 void PipelineExecutor::use_loss_slots(DeviceScalars slots) {
   FT_CHECK(slots.size() == loss_sums_.size(), "{} loss slots for {}", slots.size(), loss_sums_.size());
   loss_sums_ = std::move(slots);

@@ -1,5 +1,5 @@
 // PipelineExecutor: this rank's pipeline stage runs the plan's action table (PipelineRunner) —
-// the training schedule for train(), the forward-only one for evaluate() — and reports what the
+// the training schedule for train_queued(), the forward-only one for evaluate() — and reports what the
 // runner measured: per rank its pass's start and end, busy time, activation sets in flight and
 // bytes sent; over the world the measured bubble against the schedule's simulated one.
 //
@@ -7,7 +7,7 @@
 //   ParamLayout layout = ParamLayout::llama(cfg.model, dp, plan.partition.stage_units(stage), shard);
 //   ... the engine and the model over that layout ...
 //   PipelineExecutor exec(std::move(plan), mesh, model, engine, mb, seq_len, chunk_tokens);
-//   BatchLoss l = exec.train(batch, grad_scale);  // l.sum is non-zero on the last stage only
+//   exec.train_queued(batch, grad_scale);  // its loss_slots() are non-zero on the last stage only
 #pragma once
 
 #include <cstdint>
@@ -33,12 +33,11 @@ class PipelineExecutor final : public StepExecutor {
                    const MicroBatching& mb, int64_t seq_len, int64_t loss_chunk_tokens);
   ~PipelineExecutor() override;
 
-  BatchLoss train(const Batch& batch, float grad_scale) override;
   void train_queued(const Batch& batch, float grad_scale) override;
   const DeviceScalars& loss_slots() const override { return loss_sums_; }
   void use_loss_slots(DeviceScalars slots) override;
   void evaluate(const Batch& batch, BatchLoss& total) override;
-  // pp_send_bytes, pp_in_flight, pp_busy_s, pp_start, pp_end of the last train().
+  // pp_send_bytes, pp_in_flight, pp_busy_s, pp_start, pp_end of the last train_queued().
   RankFigures stats() const override { return stats_; }
   // pp_bubble (measured), pp_bubble_theory, pp_bubble_theory_flops, pp_bytes; per rank pp_idle_s
   // (pp_start and pp_end are dropped: only their differences mean something).

@@ -3,15 +3,16 @@
 // trainer's step reads the same for every layout:
 //
 //   std::unique_ptr<StepExecutor> exec = std::make_unique<MicroBatchExecutor>(model, engine, mb, seq_len, chunk);
-//   BatchLoss l = exec->train(batch, grad_scale);  // forward + backward of every micro-batch
-//   double norm2 = engine.finish_gradients();      // the gradients it accumulated, reduced
+//   exec->train_queued(batch, grad_scale);         // forward + backward of every micro-batch
+//   double loss_sum = exec->loss_slots().read_back_sum();  // the trainer reads it with the norm
 //   BatchLoss v;  exec->evaluate(val_batch, v);    // forwards only: no gradient is touched
-//   gather_per_rank(world, exec->stats());         // what it measured of the last train()
+//   gather_per_rank(world, exec->stats());         // what it measured of the last train_queued()
 //
-// train() opens the engine's step (begin_step) and each micro-batch (begin_micro_batch), so the
-// ZeRO engines' per-unit hooks see the same sequence under every executor; the trainer then
-// finishes the gradients and updates. Both calls are collective over the groups the model and the
-// engine use (tensor parallelism, ZeRO-3's weight gathers over dp, the pipeline's stages).
+// train_queued() opens the engine's step (begin_step) and each micro-batch (begin_micro_batch), so
+// the ZeRO engines' per-unit hooks see the same sequence under every executor; the trainer then
+// finishes the gradients (ParamEngine::queue_gradient_norm, reduce_gradient_norm) and updates.
+// Both calls are collective over the groups the model and the engine use (tensor parallelism,
+// ZeRO-3's weight gathers over dp, the pipeline's stages).
 #pragma once
 
 #include <cstdint>
@@ -41,11 +42,10 @@ class StepExecutor {
 
   // This rank's batch (its slice of the global batch, (local_batch, seq_len + 1) tokens): forward,
   // loss and backward of every micro-batch. Parameter gradients accumulate (+=) grad_scale ·
-  // d(sum of token losses); the trainer finishes them (ParamEngine::finish_gradients).
-  virtual BatchLoss train(const Batch& batch, float grad_scale) = 0;
-  // train() without the read-back: the batch's loss sums stay in the device slots (loss_slots(),
-  // added in order they are the loss) for the trainer to read back with the step's other scalars;
-  // use_loss_slots() hands the executor other slots of loss_slot_count() (a slice of those).
+  // d(sum of token losses); the trainer finishes them (ParamEngine::queue_gradient_norm). Nothing
+  // is read back: the batch's loss sums stay in the device slots (loss_slots(), added in order
+  // they are the loss) for the trainer to read back with the step's other scalars;
+  // use_loss_slots() hands the executor other slots of that size (a slice of those).
   virtual void train_queued(const Batch& batch, float grad_scale) = 0;
   virtual const DeviceScalars& loss_slots() const = 0;
   virtual void use_loss_slots(DeviceScalars slots) = 0;
@@ -53,7 +53,7 @@ class StepExecutor {
   // (a validation sums its batches in one running sum). Neither gradients nor weights change.
   virtual void evaluate(const Batch& batch, BatchLoss& total) = 0;
 
-  // Its stats of the last train(), this rank's (metrics.jsonl gathers them into "per_rank"); the
+  // Its stats of the last train_queued(), this rank's (metrics.jsonl gathers them into "per_rank"); the
   // pipeline's timings, busy time, activation sets and bytes sent; nothing for the plain loop.
   virtual RankFigures stats() const { return {}; }
   // From every rank's stats (per_rank: name -> one value per world rank), what they say of the

@@ -33,6 +33,7 @@
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/hash.h"
+#include "util/local_rank.h"
 #include "util/log.h"
 #include "util/strings.h"
 
@@ -45,7 +46,7 @@ namespace {
 ExecContext rank_context(Device d) {
   if (d == Device::kCPU) return make_exec_context(d);
   const int n = device_count(d);
-  return make_exec_context(d, n > 0 ? obs::local_rank_from_env() % n : 0);
+  return make_exec_context(d, n > 0 ? local_rank_from_env() % n : 0);
 }
 }  // namespace
 
@@ -74,7 +75,7 @@ void Trainer::choose_compute() {
   log_info("GEMM {}", cpu::gemm_backend_summary());
   if (!ctx_.on_host())
     log_info("device {}:{} (local rank {}, {} visible); ops: {}", device_name(ctx_.device), ctx_.device_index,
-             obs::local_rank_from_env(), device_count(ctx_.device), find_backend(ctx_.device)->backend);
+             local_rank_from_env(), device_count(ctx_.device), find_backend(ctx_.device)->backend);
   if (t.device == "auto" && ctx_.on_host())
     log_info("train.device = \"auto\": no usable GPU ({}); training on the CPU",
              device_unavailable_reason(Device::kCUDA));
@@ -141,7 +142,7 @@ void Trainer::parallelize() {
   }
   // 4. Data parallelism.
   engine_ = make_param_engine(ctx_, par, cfg_.optim, ParamLayout::llama(cfg_.model, par.dp, units, shard), mesh_.dp(),
-                              mesh_.tp(), t.seed);
+                              mesh_.tp(), mesh_.pp(), t.seed);
   // 5. The model.
   model_ = std::make_unique<Llama>(ctx_, cfg_.model, engine_->layout(), t.precision, par.tp > 1 ? tp_.get() : nullptr);
   // 6. The executor.
@@ -195,7 +196,7 @@ void Trainer::start_monitoring() {
   if (rank0) std::filesystem::create_directories(t.run_dir);
   obs::RankInfo rank{.rank = mesh_.world_rank(),
                      .world_size = mesh_.world_size(),
-                     .local_rank = obs::local_rank_from_env(),
+                     .local_rank = local_rank_from_env(),
                      .dp = static_cast<int>(mesh_.coord().dp),
                      .tp = static_cast<int>(mesh_.coord().tp),
                      .pp = static_cast<int>(mesh_.coord().pp),
@@ -272,13 +273,13 @@ void Trainer::log_layout() const {
 
 Trainer::~Trainer() = default;
 
-std::array<double, 3> Trainer::sum_over_ranks(double loss_sum, double grad_norm2, double data_hash) {
-  // Stages hold disjoint parameters; only the last has a loss; every stage read the same batch.
-  std::array<double, 3> sums = {loss_sum, grad_norm2, mesh_.coord().pp == 0 ? data_hash : 0.0};
-  mesh_.pp().all_reduce(sums.data(), 3);
-  double dp_sums[2] = {sums[0], sums[2]};
-  mesh_.dp().all_reduce(dp_sums, 2);
-  return {dp_sums[0], sums[1], dp_sums[1]};
+std::array<double, 3> Trainer::sum_over_ranks(double loss_sum, double local_norm2, double data_hash) {
+  // Only the last stage has a loss; every stage read the same batch: both are summed over the
+  // stages in the engine's all-reduce of the gradient norm over them, then over dp.
+  double sums[2] = {loss_sum, mesh_.coord().pp == 0 ? data_hash : 0.0};
+  const double grad_norm2 = engine_->reduce_gradient_norm(local_norm2, sums);
+  mesh_.dp().all_reduce(sums, 2);
+  return {sums[0], grad_norm2, sums[1]};
 }
 
 GuardVerdict Trainer::judge_step(const StepStats& s, double local_loss_sum) {
@@ -332,8 +333,7 @@ StepStats Trainer::step() {
   engine_->queue_gradient_norm();                                       // and so do the gradient's sums of squares
   const auto [local_loss_sum, local_norm2] = read_back_step_scalars();  // the step's one read-back
   const double loss_sum = local_loss_sum * inject.loss_factor;
-  auto [global_loss_sum, grad_norm2, data_hash] =
-      sum_over_ranks(loss_sum, engine_->reduce_gradient_norm(local_norm2), batch_data_hash(batch));
+  auto [global_loss_sum, grad_norm2, data_hash] = sum_over_ranks(loss_sum, local_norm2, batch_data_hash(batch));
   s.data_hash = static_cast<int64_t>(data_hash);
   s.loss = global_loss_sum / tokens_per_step;
   s.grad_norm = std::sqrt(grad_norm2) / scale;

@@ -135,10 +135,10 @@ class Trainer {
   // After repeated loss spikes: back to the newest valid checkpoint, keeping the data position
   // (the window since the checkpoint is skipped). False when there is no checkpoint.
   bool roll_back();
-  // The loss summed over every rank, the squared gradient norm (already summed over dp by the
-  // engine) over the pipeline stages, and the batch's data hash (StepStats::data_hash: this
-  // rank's sequences, counted by the first stage) over the dp ranks.
-  std::array<double, 3> sum_over_ranks(double loss_sum, double grad_norm2, double data_hash);
+  // From this rank's figures: the loss summed over every rank, the squared gradient norm (the
+  // engine reduces it: ParamEngine::reduce_gradient_norm) and the batch's data hash
+  // (StepStats::data_hash: this rank's sequences, counted by the first stage) over the dp ranks.
+  std::array<double, 3> sum_over_ranks(double loss_sum, double local_norm2, double data_hash);
   // The step's scalars back on the host in one copy: this rank's loss sum (the executor's slots
   // added in order) and its gradient's sum of squares (the engine's slots added in order).
   std::pair<double, double> read_back_step_scalars() const;

@@ -5,7 +5,6 @@
 #include <sstream>
 #include <vector>
 
-#include "util/log.h"
 #include "util/strings.h"
 
 namespace ft {
@@ -89,12 +88,6 @@ double cgroup_memory_limit(std::string* file) {
 
 MemoryLimit available_memory() {
   MemoryLimit out;
-  if (const char* t = std::getenv("FLUXTRAIN_TEST_MEMORY_LIMIT")) {
-    out.bytes = std::strtod(t, nullptr);
-    out.source = "FLUXTRAIN_TEST_MEMORY_LIMIT, a test's stand-in for a cgroup limit";
-    log_warn("memory: the limit is FLUXTRAIN_TEST_MEMORY_LIMIT = {} bytes (tests only)", t);
-    return out;
-  }
   std::string file;
   if (const double cg = cgroup_memory_limit(&file); cg > 0) {
     out.bytes = cg;

@@ -5,8 +5,8 @@
 //   MemoryLimit m = available_memory();
 //   if (need > m.bytes) throw Error(fmt::format("... {} ({})", human_bytes(m.bytes), m.source));
 //
-// FLUXTRAIN_TEST_MEMORY_LIMIT=BYTES replaces the answer (tests on machines where they cannot
-// create a cgroup; a warning says so).
+// Tests on machines where they cannot create a cgroup stand a limit in for the answer through the
+// fault injector (FaultInjector::memory_limit(), fault/inject.h), passed in by the caller.
 #pragma once
 
 #include <string>

@@ -76,9 +76,9 @@ TEST_F(DevemuTest, OpsRefuseHostPointers) {
   EXPECT_DEATH(
       {
         std::vector<float> host(16, 1.0f);
-        ops::scale_inplace(ctx_, host.data(), 2.0f, 16);
+        ops::add_inplace(ctx_, host.data(), host.data(), 16);
       },
-      "op scale_inplace: argument 0 is not device memory");
+      "op add_inplace: argument 0 is not device memory");
 }
 
 TEST_F(DevemuTest, OpsRefuseAContextTheRuntimeDidNotMake) {
@@ -87,7 +87,7 @@ TEST_F(DevemuTest, OpsRefuseAContextTheRuntimeDidNotMake) {
         Tensor t = Tensor::zeros({16}, DType::kF32, MemCategory::kOther, Device::kCUDA);
         ExecContext hand_made;  // a device, but no stream the runtime made
         hand_made.device = Device::kCUDA;
-        ops::scale_inplace(hand_made, t.data<float>(), 2.0f, 16);
+        ops::add_inplace(hand_made, t.data<float>(), t.data<float>(), 16);
       },
       "did not make");
 }

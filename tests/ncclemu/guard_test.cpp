@@ -123,7 +123,7 @@ TEST_F(NcclEmuTest, OpsAndCopiesOnAWorkerStreamRunInOrder) {
     });
   };
   ASSERT_TRUE(ncclsim::queue_on_worker(side.stream, slow_write));
-  ops::scale_inplace(side, d, 2.0f, 16);  // queued behind the write
+  ops::add_inplace(side, d, d, 16);  // d *= 2, queued behind the write
   std::vector<float> got(16);
   mem_copy(side, got.data(), Device::kCPU, d, Device::kCUDA, 64);  // waits for both
   EXPECT_EQ(got, std::vector<float>(16, 6.0f));

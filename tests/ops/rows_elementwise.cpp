@@ -1,4 +1,4 @@
-// Rows: add_inplace, scale_inplace, sum_squares, sum_in_order, to/from bf16 and fp16. Sizes below and above the vector
+// Rows: add_inplace, sum_squares, sum_in_order, to/from bf16 and fp16. Sizes below and above the vector
 // width, the threading cut and sum_squares' 16384-element blocks.
 #include <bit>
 #include <cmath>
@@ -29,21 +29,6 @@ class AddInplace final : public OpCase {
     ops.add_inplace(ctx, c.f32("y"), c.f32("x"), c["n"]);
   }
   Cost cost(const Shape& s) const override { return {3 * kF32Bytes * s["n"], 1.0 * s["n"]}; }
-};
-
-class ScaleInplace final : public OpCase {
- public:
-  std::vector<Shape> test_shapes() const override { return sizes(); }
-  Shape bench_shape() const override { return {{"n", 16 << 20}}; }  // gradients of 16 M parameters
-  Case make(const Shape& s, uint64_t seed) const override {
-    Case c(s);
-    c.inout_f32("y", s["n"], seed + 63, Tol::exact());
-    return c;
-  }
-  void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
-    ops.scale_inplace(ctx, c.f32("y"), -0.75f, c["n"]);
-  }
-  Cost cost(const Shape& s) const override { return {2 * kF32Bytes * s["n"], 1.0 * s["n"]}; }
 };
 
 // Accumulates onto a sum already there (a norm over several ranges).
@@ -195,10 +180,6 @@ class FromFp16 final : public OpCase {
 
 const OpCase& add_inplace() {
   static const AddInplace row;
-  return row;
-}
-const OpCase& scale_inplace() {
-  static const ScaleInplace row;
   return row;
 }
 const OpCase& sum_squares() {

@@ -125,27 +125,28 @@ TEST(OpRegistry, BackendTablesHoldEveryOp) {
 
 // ops:: runs the table registered for the context's device: here a stand-in "cuda" backend, the CPU
 // ops with one op replaced by a counter.
-int g_scale_calls = 0;
-void counting_scale(const ExecContext& ctx, float* y, float a, int64_t n) {
+int g_add_calls = 0;
+void counting_add(const ExecContext& ctx, float* y, const float* x, int64_t n) {
   EXPECT_EQ(ctx.device, Device::kCUDA);
-  ++g_scale_calls;
-  cpu::scale_inplace(cpu_context(), y, a, n);
+  ++g_add_calls;
+  cpu::add_inplace(cpu_context(), y, x, n);
 }
 
 TEST(OpDispatch, RunsTheTableOfTheContextsDevice) {
   OpTable stand_in = cpu::op_table();
   stand_in.backend = "stand-in";
-  stand_in.scale_inplace = &counting_scale;
+  stand_in.add_inplace = &counting_add;
   ASSERT_EQ(find_backend(Device::kCUDA), nullptr);
   register_backend(Device::kCUDA, &stand_in);
   ExecContext gpu;
   gpu.device = Device::kCUDA;
   std::vector<float> y = {1.0f, 2.0f, 3.0f};
-  ops::scale_inplace(gpu, y.data(), 2.0f, 3);
-  ops::scale_inplace(cpu_context(), y.data(), 0.5f, 3);  // the CPU's own table: not counted
+  const std::vector<float> x = {0.5f, 0.25f, 0.125f};
+  ops::add_inplace(gpu, y.data(), x.data(), 3);
+  ops::add_inplace(cpu_context(), y.data(), x.data(), 3);  // the CPU's own table: not counted
   register_backend(Device::kCUDA, nullptr);
-  EXPECT_EQ(g_scale_calls, 1);
-  EXPECT_EQ(y, (std::vector<float>{1.0f, 2.0f, 3.0f}));
+  EXPECT_EQ(g_add_calls, 1);
+  EXPECT_EQ(y, (std::vector<float>{2.0f, 2.5f, 3.25f}));
   EXPECT_EQ(find_backend(Device::kCUDA), nullptr);
   EXPECT_EQ(find_backend(Device::kCPU), &cpu::op_table());
 }

@@ -1,5 +1,6 @@
-// The GPU/NCCL environment `fluxtrain launch` gives the ranks, and the check of NCCL's interface
-// and InfiniBand settings against the host's devices (fake /sys/class trees in a temp dir).
+// The GPU/NCCL environment `fluxtrain launch` gives the ranks, the check of NCCL's interface and
+// InfiniBand settings against the host's devices (fake /sys/class trees in a temp dir), and a
+// rank's local rank and size as the launchers set them (util/local_rank.h).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -7,6 +8,7 @@
 
 #include "launch/gpu_env.h"
 #include "util/error.h"
+#include "util/local_rank.h"
 
 namespace ft {
 namespace {
@@ -72,6 +74,33 @@ TEST_F(NcclEnvCheck, BadSettingsNameVariableValueAndWhatTheHostHas) {
   EXPECT_NE(hca.find("NCCL_IB_HCA=mlx5 matches no InfiniBand device of this host (it has: none)"), std::string::npos)
       << hca;
   EXPECT_NE(hca.find("NCCL_IB_DISABLE=1"), std::string::npos) << hca;
+}
+
+TEST(LocalRank, FromTheLaunchersEnvironment) {
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK", "MPI_LOCALRANKID"}) ::unsetenv(v);
+  EXPECT_EQ(local_rank_from_env(), 0);
+  ::setenv("SLURM_LOCALID", "3", 1);
+  EXPECT_EQ(local_rank_from_env(), 3);
+  ::setenv("OMPI_COMM_WORLD_LOCAL_RANK", "5", 1);
+  EXPECT_EQ(local_rank_from_env(), 5);
+  ::setenv("OMPI_COMM_WORLD_LOCAL_RANK", "x", 1);  // not a number: the next launcher's
+  EXPECT_EQ(local_rank_from_env(), 3);
+  ::unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  ::unsetenv("SLURM_LOCALID");
+}
+
+TEST(LocalRank, SizeFromTheLaunchersEnvironment) {
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", "LOCAL_WORLD_SIZE", "MPI_LOCALNRANKS"})
+    ::unsetenv(v);
+  EXPECT_EQ(local_size_from_env(), 1);
+  ::setenv("SLURM_NTASKS_PER_NODE", "4", 1);
+  EXPECT_EQ(local_size_from_env(), 4);
+  ::setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "0", 1);  // not a size: the next launcher's
+  EXPECT_EQ(local_size_from_env(), 4);
+  ::setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "8", 1);
+  EXPECT_EQ(local_size_from_env(), 8);
+  ::unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  ::unsetenv("SLURM_NTASKS_PER_NODE");
 }
 
 }  // namespace

@@ -194,22 +194,6 @@ TEST(CommOp, MirrorsTheCommunicatorsKinds) {
     EXPECT_STREQ(comm_op_name(static_cast<CommOp>(k)), coll_kind_name(static_cast<CollKind>(k)));
 }
 
-TEST(LocalRank, FromTheLaunchersEnvironment) {
-  ::unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
-  ::unsetenv("SLURM_LOCALID");
-  ::unsetenv("LOCAL_RANK");
-  ::unsetenv("MPI_LOCALRANKID");
-  EXPECT_EQ(local_rank_from_env(), 0);
-  ::setenv("SLURM_LOCALID", "3", 1);
-  EXPECT_EQ(local_rank_from_env(), 3);
-  ::setenv("OMPI_COMM_WORLD_LOCAL_RANK", "5", 1);
-  EXPECT_EQ(local_rank_from_env(), 5);
-  ::setenv("OMPI_COMM_WORLD_LOCAL_RANK", "x", 1);
-  EXPECT_EQ(local_rank_from_env(), 3);
-  ::unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
-  ::unsetenv("SLURM_LOCALID");
-}
-
 TEST(MetricNames, DocumentedInFormatsMd) {
   std::string doc = read_file(std::string(FT_SOURCE_DIR) + "/docs/formats.md");
   auto at = doc.find("## Metrics");

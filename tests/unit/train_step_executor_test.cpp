@@ -33,14 +33,31 @@ Batch random_batch(const ModelConfig& m, uint32_t seed) {
 struct OneProcess {
   Config cfg = tiny();
   Mesh mesh = Mesh::single();
-  std::unique_ptr<ParamEngine> engine = make_param_engine(
-      cpu_context(), cfg.parallel, cfg.optim, ParamLayout::llama(cfg.model), mesh.dp(), mesh.tp(), cfg.train.seed);
+  std::unique_ptr<ParamEngine> engine =
+      make_param_engine(cpu_context(), cfg.parallel, cfg.optim, ParamLayout::llama(cfg.model), mesh.dp(), mesh.tp(),
+                        mesh.pp(), cfg.train.seed);
   Llama model{cpu_context(), cfg.model, engine->layout(), Precision::kF32};
 
   MicroBatchExecutor executor(int64_t micro_batches) {
     const MicroBatching mb{.local_batch = kBatch, .size = kBatch / micro_batches, .count = micro_batches};
     return MicroBatchExecutor(cpu_context(), model, *engine, mb, kSeq,
                               loss_chunk_tokens(cfg.model, 0, mb.size * kSeq, Precision::kF32));
+  }
+  // The engine's gradient-norm slots, read here as the trainer reads its step scalars.
+  DeviceScalars norms = [this] {
+    DeviceScalars n(cpu_context(), engine->norm_slot_count());
+    engine->use_norm_slots(n.slice(0, n.size()));
+    return n;
+  }();
+
+  // The trainer's step up to the update (Trainer::step): the batch through the executor, the
+  // gradients finished and their norm reduced, the loss summed with it over the ranks.
+  double train(StepExecutor& exec, const Batch& b, float grad_scale) {
+    exec.train_queued(b, grad_scale);
+    engine->queue_gradient_norm();
+    double loss = exec.loss_slots().read_back_sum();
+    EXPECT_GT(engine->reduce_gradient_norm(norms.read_back_sum(), {&loss, 1}), 0);
+    return loss;
   }
   std::vector<float> grads() {
     std::vector<float> g;
@@ -69,19 +86,17 @@ TEST(MicroBatchExecutor, LossIsTheSumOfItsMicroBatchesAndGradientsAccumulate) {
   for (double v : sums.read_back()) by_hand += v;
 
   MicroBatchExecutor four = s.executor(4);
-  const BatchLoss l4 = four.train(b, scale);
-  EXPECT_EQ(l4.tokens, kBatch * kSeq);
-  EXPECT_DOUBLE_EQ(l4.sum, by_hand);
-  s.engine->finish_gradients();
+  const double l4 = s.train(four, b, scale);
+  EXPECT_EQ(four.loss_slots().size(), 4);  // one per micro-batch
+  EXPECT_DOUBLE_EQ(l4, by_hand);
   const std::vector<float> g4 = s.grads();
 
   // One micro-batch of the whole batch: the same loss and gradients up to rounding. A second
-  // train() starts from zero gradients (the engine's begin_step), it does not add to the first.
+  // train_queued() starts from zero gradients (the engine's begin_step), it does not add to the first.
   MicroBatchExecutor whole = s.executor(1);
-  const BatchLoss l1 = whole.train(b, scale);
-  EXPECT_EQ(l1.tokens, kBatch * kSeq);
-  EXPECT_NEAR(l1.sum, l4.sum, 1e-5 * l4.sum);
-  s.engine->finish_gradients();
+  const double l1 = s.train(whole, b, scale);
+  EXPECT_EQ(whole.loss_slots().size(), 1);
+  EXPECT_NEAR(l1, l4, 1e-5 * l4);
   const std::vector<float> g1 = s.grads();
   ASSERT_EQ(g1.size(), g4.size());
   double norm = 0, diff = 0;
@@ -97,14 +112,13 @@ TEST(MicroBatchExecutor, EvaluationTouchesNeitherGradientsNorWeights) {
   OneProcess s;
   MicroBatchExecutor exec = s.executor(2);
   const Batch a = random_batch(s.cfg.model, 1), b = random_batch(s.cfg.model, 2);
-  const BatchLoss trained = exec.train(a, 1.0f / static_cast<float>(kBatch * kSeq));
-  s.engine->finish_gradients();
+  const double trained = s.train(exec, a, 1.0f / static_cast<float>(kBatch * kSeq));
   const std::vector<float> grads = s.grads(), weights = s.weights();
 
   BatchLoss first;
   exec.evaluate(a, first);
-  EXPECT_DOUBLE_EQ(first.sum, trained.sum);  // the same forward, without the backward
-  BatchLoss both;                            // a running sum over batches
+  EXPECT_DOUBLE_EQ(first.sum, trained);  // the same forward, without the backward
+  BatchLoss both;                        // a running sum over batches
   exec.evaluate(a, both);
   exec.evaluate(b, both);
   BatchLoss second;

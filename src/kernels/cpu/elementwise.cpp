@@ -26,16 +26,6 @@ void add_inplace(const ExecContext&, float* y, const float* x, int64_t n) {
   }
 }
 
-// y(n) *= a
-void scale_inplace(const ExecContext&, float* y, float a, int64_t n) {
-  const F32x16 av = set1(a);
-#pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; i += kLanes) {
-    int w = width(n - i);
-    store(y + i, load(y + i, w) * av, w);
-  }
-}
-
 // *sum += Σ x(n)², in double. Blocks of kBlock are summed in block order, so the result does not
 // depend on the thread count.
 void sum_squares(const ExecContext&, double* sum, const float* x, int64_t n) {

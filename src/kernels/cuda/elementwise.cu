@@ -17,10 +17,6 @@ __global__ void add_kernel(float* y, const float* x, int64_t n) {
   FT_GRID_STRIDE(i, n) y[i] += x[i];
 }
 
-__global__ void scale_kernel(float* y, float a, int64_t n) {
-  FT_GRID_STRIDE(i, n) y[i] *= a;
-}
-
 __global__ void to_bf16_kernel(uint16_t* y, const float* x, int64_t n) {
   FT_GRID_STRIDE(i, n) y[i] = math::to_bf16(x[i]);
 }
@@ -84,10 +80,6 @@ void launch_elementwise(CudaContext& ctx, const char* op, int64_t n, Kernel kern
 
 void add_inplace(CudaContext& ctx, float* y, const float* x, int64_t n) {
   launch_elementwise(ctx, "add_inplace", n, add_kernel, y, x);
-}
-
-void scale_inplace(CudaContext& ctx, float* y, float a, int64_t n) {
-  launch_elementwise(ctx, "scale_inplace", n, scale_kernel, y, a);
 }
 
 void to_bf16(CudaContext& ctx, uint16_t* y, const float* x, int64_t n) {

@@ -172,9 +172,6 @@ void xent_loss_from_rows(const ExecContext&, float* loss, const float* lse, cons
 void add_inplace(const ExecContext&, float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
-void scale_inplace(const ExecContext&, float* y, float a, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] *= a;
-}
 void sum_squares(const ExecContext&, double* sum, const float* x, int64_t n) {
   double s = 0;
   for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];

@@ -1,15 +1,18 @@
 #include "parallel/data_parallel/engine_base.h"
 
+#include <algorithm>
+
 #include "kernels/ops.h"
 #include "tensor/device_runtime.h"
 
 namespace ft {
 
 DpEngineBase::DpEngineBase(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
-                           Communicator& dp, Communicator& tp, bool shard_optimizer)
+                           Communicator& dp, Communicator& tp, Communicator& pp, bool shard_optimizer)
     : ctx_(ctx),
       layout_(std::move(layout)),
       dp_(dp),
+      pp_(pp),
       plan_(layout_, dp.rank(), dp.size()),
       reducer_(ctx, dp, p, layout_, plan_),
       tp_sync_(ctx, layout_, tp),
@@ -49,16 +52,17 @@ void DpEngineBase::sharded_sum_squares(const float* grads, Addressing a) {
                          plan_.piece_begin(u), plan_.piece_begin(u) + plan_.piece_size(u));
 }
 
-double DpEngineBase::reduce_gradient_norm(double s) {
-  dp_.all_reduce(&s, 1);
-  return tp_sync_.all_reduce(s);
-}
-
-double DpEngineBase::finish_gradients() {
-  queue_gradient_norm();
-  // Clipping's one read-back when the trainer does not read it with the loss; the units' sums
-  // added in unit order.
-  return reduce_gradient_norm(norm2_.read_back_sum());
+double DpEngineBase::reduce_gradient_norm(double s, std::span<double> over_stages) {
+  if (norm_sharded_over_dp()) dp_.all_reduce(&s, 1);
+  s = tp_sync_.all_reduce(s);
+  // The stages hold disjoint parameters: their sums add up. Every rank makes this call, one stage
+  // or many, so that every rank runs the same collectives.
+  std::vector<double> sums(1 + over_stages.size());
+  sums[0] = s;
+  std::copy(over_stages.begin(), over_stages.end(), sums.begin() + 1);
+  pp_.all_reduce(sums.data(), static_cast<int64_t>(sums.size()));
+  std::copy(sums.begin() + 1, sums.end(), over_stages.begin());
+  return sums[0];
 }
 
 void DpEngineBase::use_norm_slots(DeviceScalars slots) {
@@ -131,9 +135,9 @@ void DpEngineBase::import_state(const float* w, const float* m, const float* v, 
 }
 
 FullWeightsEngine::FullWeightsEngine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o,
-                                     ParamLayout layout, Communicator& dp, Communicator& tp, bool shard_optimizer,
-                                     uint64_t seed)
-    : DpEngineBase(ctx, p, o, std::move(layout), dp, tp, shard_optimizer) {
+                                     ParamLayout layout, Communicator& dp, Communicator& tp, Communicator& pp,
+                                     bool shard_optimizer, uint64_t seed)
+    : DpEngineBase(ctx, p, o, std::move(layout), dp, tp, pp, shard_optimizer) {
   w_ = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kParameters, ctx.device);
   init_full_weights(w_.data<float>(), seed);
 }

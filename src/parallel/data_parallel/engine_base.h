@@ -24,8 +24,7 @@ class DpEngineBase : public ParamEngine {
   const ParamLayout& layout() const override { return layout_; }
   void begin_step(int micro_batches) override;
   void begin_micro_batch(int index) override { micro_ = index; }
-  double finish_gradients() final;
-  double reduce_gradient_norm(double local_sum) override;
+  double reduce_gradient_norm(double local_sum, std::span<double> over_stages) final;
   int64_t norm_slot_count() const override { return norm2_.size(); }
   void use_norm_slots(DeviceScalars slots) override;
   int64_t optimizer_steps() const override { return opt_->steps_taken(); }
@@ -39,7 +38,7 @@ class DpEngineBase : public ParamEngine {
 
  protected:
   DpEngineBase(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
-               Communicator& dp, Communicator& tp, bool shard_optimizer);
+               Communicator& dp, Communicator& tp, Communicator& pp, bool shard_optimizer);
   bool last_micro_batch() const { return micro_ == micro_batches_ - 1; }
   // The compute stream waits for every pending reduction (the host does not, on a GPU); the stall
   // is timed on the stream (stall_).
@@ -47,8 +46,11 @@ class DpEngineBase : public ParamEngine {
   // The compute stream waits for w, the stall timed (comm_wait_s).
   void stream_wait_timed(Work& w);
   // Sum of squares of this rank's gradient pieces into norm2_, one slot per unit (pieces several
-  // tp ranks hold counted once); reduce_gradient_norm sums them over the dp and tp groups.
+  // tp ranks hold counted once); reduce_gradient_norm sums them over the dp, tp and pp groups.
   void sharded_sum_squares(const float* grads, Addressing a);
+  // Whether this rank's sum of squares covers only its dp piece of the gradient (ZeRO 1-3: summed
+  // over the dp group) or the whole, identical on every dp rank (ZeRO 0: not summed over dp).
+  virtual bool norm_sharded_over_dp() const { return true; }
   // Initial weights: rank 0 initialises the full arena and broadcasts it.
   void init_full_weights(float* arena, uint64_t seed);
   // All-gathers every unit of the full arena from each rank's piece, in place.
@@ -62,10 +64,11 @@ class DpEngineBase : public ParamEngine {
   ExecContext ctx_;  // where the engine's ops run (the rank's context)
   ParamLayout layout_;
   Communicator& dp_;
+  Communicator& pp_;  // the pipeline's stages: the gradient norm's last sum
   ShardPlan plan_;
   GradReducer reducer_;
   TpGradSync tp_sync_;   // sum_partial(unit) before a unit's gradient leaves for the dp group
-  DeviceScalars norm2_;  // the gradient's sum of squares on the device, per unit (finish_gradients)
+  DeviceScalars norm2_;  // the gradient's sum of squares on the device, per unit (queue_gradient_norm)
   std::unique_ptr<AdamW> opt_;
   Tensor g_;  // gradients: the full arena (ZeRO 0, 1) or this rank's compact shard (ZeRO 2, 3)
   int micro_batches_ = 1, micro_ = 0;
@@ -90,7 +93,7 @@ class FullWeightsEngine : public DpEngineBase {
 
  protected:
   FullWeightsEngine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
-                    Communicator& dp, Communicator& tp, bool shard_optimizer, uint64_t seed);
+                    Communicator& dp, Communicator& tp, Communicator& pp, bool shard_optimizer, uint64_t seed);
   float* master_weights(Addressing* how) override {
     *how = Addressing::kArena;
     return w_.data<float>();

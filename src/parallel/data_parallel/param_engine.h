@@ -15,15 +15,16 @@
 //
 // The trainer drives one step as:
 //   engine.begin_step(n_micro);  for mb: engine.begin_micro_batch(mb); model.forward_backward(engine, ...);
-//   double norm2 = engine.finish_gradients();      // global sum of squares over the dp and tp groups
+//   engine.queue_gradient_norm();                  // waits for the reductions, sums into norm slots
+//   double local = <the norm slots read back, with the step's loss, in one copy>;
+//   double norm2 = engine.reduce_gradient_norm(local);  // global: over the dp, tp and pp groups
 //   engine.optimizer_step(lr, clip_scale);
-// (finish_gradients in two halves around the step's one read-back: queue_gradient_norm, then
-// reduce_gradient_norm; see below.)
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -45,14 +46,17 @@ class ParamEngine : public ParamAccess {
  public:
   virtual void begin_step(int micro_batches) = 0;
   virtual void begin_micro_batch(int index) = 0;
-  // Waits for every gradient reduction; returns the global sum of squared gradients. The same in
-  // two halves, so that the trainer reads the norm back with the step's loss in one copy:
-  //   engine.queue_gradient_norm();                         // waits, sums into norm_slots()
-  //   double local = <norm_slots() read back, summed in order>;
-  //   double norm2 = engine.reduce_gradient_norm(local);    // over the dp and tp groups
-  virtual double finish_gradients() = 0;
+  // The gradient norm, in two halves around the step's one read-back (the trainer reads the norm
+  // back with the step's loss in one copy). queue_gradient_norm waits for every gradient reduction
+  // and sums this rank's squares into the norm slots (replicated pieces counted once), nothing
+  // read back; reduce_gradient_norm takes those slots' sum (read back, added in order) and returns
+  // the global sum of squared gradients: over the dp group (where the gradient is sharded), then
+  // the tp group, then the pipeline's stages — the one place the norm is reduced. `over_stages`:
+  // the caller's figures that are summed over the pipeline's stages too (the step's loss, which
+  // the last stage alone has) ride in that same all-reduce, in place: one collective per group
+  // for the step's host scalars.
   virtual void queue_gradient_norm() = 0;
-  virtual double reduce_gradient_norm(double local_sum) = 0;
+  virtual double reduce_gradient_norm(double local_sum, std::span<double> over_stages = {}) = 0;
   // The device slots queue_gradient_norm() sums into (one per unit); use_norm_slots() hands the
   // engine others of that size (a slice of the trainer's step scalars).
   virtual int64_t norm_slot_count() const = 0;
@@ -62,7 +66,8 @@ class ParamEngine : public ParamAccess {
 
   // Copies the full fp32 weights into `out` (layout().total() floats) — checkpoints, tests.
   virtual void gather_weights(float* out) = 0;
-  // Seconds the trainer waited for gradient communication in the last finish_gradients().
+  // Seconds the compute stream stalled on gradient communication in the last step (up to
+  // queue_gradient_norm).
   virtual double last_wait_s() const = 0;
 
   // bf16 training: keep a bf16 copy of the weights for the GEMMs (weights_bf16), rounded once per
@@ -103,9 +108,11 @@ class ParamEngine : public ParamAccess {
 // Builds the engine for parallel.zero over `layout` — this rank's part of the model: its pipeline
 // stage's units and its tensor-parallel shard of them, with every unit padded to the dp size:
 // ParamLayout::llama(model, dp.size(), units, {tp.rank(), tp.size(), sequence_parallel}). tp is
-// the mesh's tp axis (partial gradients of replicated pieces, the gradient norm). Initialises
+// the mesh's tp axis (partial gradients of replicated pieces, the gradient norm), pp its pipeline
+// axis (the gradient norm over the stages, which hold disjoint parameters). Initialises
 // weights from `seed` (dp rank 0 broadcasts). Its ops (the optimizer, gradient sums) run on ctx.
 std::unique_ptr<ParamEngine> make_param_engine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o,
-                                               ParamLayout layout, Communicator& dp, Communicator& tp, uint64_t seed);
+                                               ParamLayout layout, Communicator& dp, Communicator& tp, Communicator& pp,
+                                               uint64_t seed);
 
 }  // namespace ft

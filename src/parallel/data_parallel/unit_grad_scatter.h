@@ -8,7 +8,7 @@
 //   UnitGradScatter scatter(ctx, layout, plan, reducer, tp_sync, stall);
 //   float* g = scatter.unit_grads(u);              // backward of unit u accumulates here
 //   scatter.reduce(u, shard);                      // after_backward(u)
-//   scatter.drain(shard, 0);                       // finish_gradients(): every piece added
+//   scatter.drain(shard, 0);                       // queue_gradient_norm(): every piece added
 #pragma once
 
 #include <deque>

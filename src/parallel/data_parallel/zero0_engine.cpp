@@ -7,8 +7,8 @@
 namespace ft {
 
 Zero0Engine::Zero0Engine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
-                         Communicator& dp, Communicator& tp, uint64_t seed)
-    : FullWeightsEngine(ctx, p, o, std::move(layout), dp, tp, /*shard_optimizer=*/false, seed) {
+                         Communicator& dp, Communicator& tp, Communicator& pp, uint64_t seed)
+    : FullWeightsEngine(ctx, p, o, std::move(layout), dp, tp, pp, /*shard_optimizer=*/false, seed) {
   g_ = Tensor::zeros({layout_.total()}, DType::kF32, MemCategory::kGradients, ctx.device);
   // Buckets in backward order: from the last unit down, closing one when it reaches bucket_mb.
   const int64_t target = static_cast<int64_t>(p.bucket_mb * 1024 * 1024 / 4);
@@ -39,10 +39,6 @@ void Zero0Engine::queue_gradient_norm() {
   wait_pending();
   norm2_.zero();  // one slot holds it all (the others stay 0: the in-order sum is the slot's bits)
   tp_sync_.sum_squares(ctx_, norm2_.at(0), g_.data<float>(), 0, layout_.total());
-}
-
-double Zero0Engine::reduce_gradient_norm(double s) {
-  return tp_sync_.all_reduce(s);  // identical on every dp rank; summed over the tp shards
 }
 
 void Zero0Engine::optimizer_step(double lr, float grad_scale) {

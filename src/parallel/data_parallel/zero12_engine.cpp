@@ -3,8 +3,8 @@
 namespace ft {
 
 Zero12Engine::Zero12Engine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
-                           Communicator& dp, Communicator& tp, uint64_t seed)
-    : FullWeightsEngine(ctx, p, o, std::move(layout), dp, tp, /*shard_optimizer=*/true, seed),
+                           Communicator& dp, Communicator& tp, Communicator& pp, uint64_t seed)
+    : FullWeightsEngine(ctx, p, o, std::move(layout), dp, tp, pp, /*shard_optimizer=*/true, seed),
       stage_(static_cast<int>(p.zero)),
       scatter_(ctx_, layout_, plan_, reducer_, tp_sync_, stall_) {
   g_ = Tensor::zeros({stage_ == 1 ? layout_.total() : plan_.shard_size()}, DType::kF32, MemCategory::kGradients,

@@ -3,8 +3,8 @@
 namespace ft {
 
 Zero3Engine::Zero3Engine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
-                         Communicator& dp, Communicator& tp, uint64_t seed)
-    : DpEngineBase(ctx, p, o, std::move(layout), dp, tp, /*shard_optimizer=*/true),
+                         Communicator& dp, Communicator& tp, Communicator& pp, uint64_t seed)
+    : DpEngineBase(ctx, p, o, std::move(layout), dp, tp, pp, /*shard_optimizer=*/true),
       scatter_(ctx_, layout_, plan_, reducer_, tp_sync_, stall_) {
   wpool_ = BufferPool(MemCategory::kParameters, ctx.device);
   w_ = Tensor::zeros({plan_.shard_size()}, DType::kF32, MemCategory::kParameters, ctx.device);

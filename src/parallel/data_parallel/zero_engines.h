@@ -12,15 +12,15 @@ namespace ft {
 class Zero0Engine final : public FullWeightsEngine {
  public:
   Zero0Engine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
-              Communicator& dp, Communicator& tp, uint64_t seed);
+              Communicator& dp, Communicator& tp, Communicator& pp, uint64_t seed);
   float* grads(int u) override { return g_.data<float>() + layout_.unit_begin(u); }
   void begin_step(int micro_batches) override;
   void after_backward(int unit) override;
   void queue_gradient_norm() override;
-  double reduce_gradient_norm(double local_sum) override;
   void optimizer_step(double lr, float grad_scale) override;
 
  private:
+  bool norm_sharded_over_dp() const override { return false; }  // every dp rank holds the whole gradient
   struct Bucket {
     int64_t begin, end;  // arena range (whole units)
     int units, remaining;
@@ -35,7 +35,7 @@ class Zero0Engine final : public FullWeightsEngine {
 class Zero12Engine final : public FullWeightsEngine {
  public:
   Zero12Engine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
-               Communicator& dp, Communicator& tp, uint64_t seed);
+               Communicator& dp, Communicator& tp, Communicator& pp, uint64_t seed);
   float* grads(int u) override;
   void after_backward(int unit) override;
   void queue_gradient_norm() override;
@@ -52,7 +52,7 @@ class Zero12Engine final : public FullWeightsEngine {
 class Zero3Engine final : public DpEngineBase {
  public:
   Zero3Engine(const ExecContext& ctx, const ParallelConfig& p, const OptimConfig& o, ParamLayout layout,
-              Communicator& dp, Communicator& tp, uint64_t seed);
+              Communicator& dp, Communicator& tp, Communicator& pp, uint64_t seed);
   const float* weights(int u) override;
   float* grads(int u) override { return scatter_.unit_grads(u); }
   void before_forward(int u) override;
