@@ -57,12 +57,15 @@ double DpEngineBase::reduce_gradient_norm(double s, std::span<double> over_stage
   s = tp_sync_.all_reduce(s);
   // The stages hold disjoint parameters: their sums add up. Every rank makes this call, one stage
   // or many, so that every rank runs the same collectives.
-  std::vector<double> sums(1 + over_stages.size());
-  sums[0] = s;
-  std::copy(over_stages.begin(), over_stages.end(), sums.begin() + 1);
+  // The norm at index 1 (param_engine.h): {over_stages[0], norm, over_stages[1], ...}.
+  const size_t at = over_stages.empty() ? 0 : 1;
+  std::vector<double> sums(over_stages.begin(), over_stages.end());
+  sums.insert(sums.begin() + static_cast<std::ptrdiff_t>(at), s);
   pp_.all_reduce(sums.data(), static_cast<int64_t>(sums.size()));
-  std::copy(sums.begin() + 1, sums.end(), over_stages.begin());
-  return sums[0];
+  const double norm = sums[at];
+  sums.erase(sums.begin() + static_cast<std::ptrdiff_t>(at));
+  std::copy(sums.begin(), sums.end(), over_stages.begin());
+  return norm;
 }
 
 void DpEngineBase::use_norm_slots(DeviceScalars slots) {

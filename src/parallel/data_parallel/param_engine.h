@@ -54,7 +54,9 @@ class ParamEngine : public ParamAccess {
   // the tp group, then the pipeline's stages — the one place the norm is reduced. `over_stages`:
   // the caller's figures that are summed over the pipeline's stages too (the step's loss, which
   // the last stage alone has) ride in that same all-reduce, in place: one collective per group
-  // for the step's host scalars.
+  // for the step's host scalars. The norm rides second, after over_stages[0]: the element order
+  // decides who adds first on a ring of more than two stages, and this is the order of every
+  // published parity figure.
   virtual void queue_gradient_norm() = 0;
   virtual double reduce_gradient_norm(double local_sum, std::span<double> over_stages = {}) = 0;
   // The device slots queue_gradient_norm() sums into (one per unit); use_norm_slots() hands the
