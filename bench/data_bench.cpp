@@ -20,13 +20,13 @@
 #include <string>
 #include <vector>
 
-#include "data/checksum.h"
 #include "data/corpus.h"
 #include "data/dataset_loader.h"
 #include "data/manifest.h"
 #include "data/shard.h"
 #include "data/text_normalize.h"
 #include "data/tokenizer.h"
+#include "util/checksum.h"
 #include "util/fs.h"
 
 namespace fs = std::filesystem;

@@ -17,9 +17,9 @@
 
 #include "ckpt/checkpointer.h"
 #include "ckpt/manifest.h"
+#include "ckpt/probe.h"
 #include "cli/command.h"
 #include "config/config.h"
-#include "launch/ckpt_probe.h"
 #include "parallel/dist_runtime.h"
 #include "train/trainer.h"
 #include "util/config_binder.h"

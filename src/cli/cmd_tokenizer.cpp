@@ -9,10 +9,10 @@
 #include <sstream>
 
 #include "cli/command.h"
-#include "data/checksum.h"
 #include "data/corpus.h"
 #include "data/text_normalize.h"
 #include "data/tokenizer.h"
+#include "util/checksum.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
