@@ -139,7 +139,7 @@ Supervisor::Supervisor(LaunchOptions o) : opt_(std::move(o)) {
   }
   bad_.assign(hosts_.size(), false);
   host_failures_.assign(hosts_.size(), 0);
-  if (!cfg_.ckpt.interval > 0 && cfg_.fault.max_restarts > 0)
+  if (cfg_.ckpt.interval <= 0 && cfg_.fault.max_restarts > 0)
     log_warn(
         "supervisor: checkpoints are off, so a failure cannot be recovered from (set "
         "ckpt.interval)");
