@@ -43,7 +43,7 @@ from netns_cluster import Cluster, skip_reason  # noqa: E402
 
 FT = os.environ.get("FLUXTRAIN", os.path.join(ROOT, "build", "fluxtrain"))
 CONFIG = os.path.join(ROOT, "configs", "llama-20m.toml")
-PAYLOAD = 1448 / 1514  # TCP payload per Ethernet frame, as plan/links.h counts it
+PAYLOAD = 1448 / 1514  # TCP payload per Ethernet frame, as plan/research/links.h counts it
 CONFIGS = [  # name, compression, overlap
     ("none, overlap off", "none", False),
     ("none, overlap on", "none", True),

@@ -20,13 +20,12 @@
 #include <string>
 #include <vector>
 
-#include "data/checksum.h"
 #include "data/dataset_manifest.h"
 #include "data/loader/dataset_loader.h"
 #include "data/prepare/corpus.h"
-#include "data/prepare/text_normalize.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
+#include "util/checksum.h"
 #include "util/fs.h"
 
 namespace fs = std::filesystem;

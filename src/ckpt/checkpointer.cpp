@@ -61,9 +61,10 @@ bool lock_staging(void* p, size_t n) {
   return true;
 }
 
-void check_compatible(const CheckpointManifest& m, const Config& cfg, uint64_t tokenizer_hash, const std::string& dir) {
+void check_compatible(const CheckpointManifest& m, const CheckpointRun& run, uint64_t tokenizer_hash,
+                      const std::string& dir) {
   const json& mc = m.config.contains("model") ? m.config["model"] : json::object();
-  const ModelConfig& c = cfg.model;
+  const ModelConfig& c = run.model;
   const std::vector<std::pair<const char*, json>> mine = {{"dim", c.dim},
                                                           {"n_layers", c.n_layers},
                                                           {"n_heads", c.n_heads},
@@ -82,8 +83,8 @@ void check_compatible(const CheckpointManifest& m, const Config& cfg, uint64_t t
   }
   if (m.has_loader) {
     const json& tc = m.config.contains("train") ? m.config["train"] : json::object();
-    for (const auto& [k, v] : std::vector<std::pair<const char*, int64_t>>{{"batch_size", cfg.train.batch_size},
-                                                                           {"seq_len", cfg.train.seq_len}}) {
+    for (const auto& [k, v] :
+         std::vector<std::pair<const char*, int64_t>>{{"batch_size", run.batch_size}, {"seq_len", run.seq_len}}) {
       if (tc.contains(k) && tc[k] != json(v))
         throw Refusal(fmt::format("{}: the checkpoint was trained with train.{} = {}, this run's config says {}: the "
                                   "data order would not continue",
@@ -128,43 +129,6 @@ double process_age_seconds() {
   return uptime - std::stod(field) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-Config config_from_json(const json& j) {
-  Config cfg;
-  std::string preset = "tiny";
-  if (j.contains("model") && j["model"].contains("preset") && j["model"]["preset"].is_string())
-    preset = j["model"]["preset"].get<std::string>();
-  try {
-    cfg.model = model_preset(preset);
-  } catch (const Error&) {
-  }
-  ConfigBinder b;
-  cfg.bind(b);
-  if (!j.is_object()) return cfg;
-  for (auto& [section, keys] : j.items()) {
-    if (!keys.is_object()) continue;
-    for (auto& [k, v] : keys.items()) {
-      std::string key = section + "." + k;
-      if (!b.has(key)) {
-        log_warn("checkpoint config: key {} is unknown to this build; ignored", key);
-        continue;
-      }
-      ConfigValue cv;
-      if (v.is_boolean())
-        cv = v.get<bool>();
-      else if (v.is_number_integer())
-        cv = v.get<int64_t>();
-      else if (v.is_number())
-        cv = v.get<double>();
-      else if (v.is_string())
-        cv = v.get<std::string>();
-      else
-        continue;
-      b.set(key, cv, "checkpoint config");
-    }
-  }
-  return cfg;
-}
-
 std::vector<std::string> list_step_dirs(const std::string& root) {
   std::vector<std::pair<int64_t, std::string>> found;
   std::error_code ec;
@@ -196,23 +160,22 @@ std::string resolve_checkpoint(const std::string& path) {
               "directory");
 }
 
-Checkpointer::Checkpointer(const Config& cfg, Mesh& mesh, ParamEngine& engine, uint64_t tokenizer_hash,
-                           obs::Telemetry* telemetry)
-    : cfg_(cfg),
+Checkpointer::Checkpointer(const CkptConfig& ckpt, CheckpointRun run, Mesh& mesh, ParamEngine& engine,
+                           uint64_t tokenizer_hash, obs::Telemetry* telemetry)
+    : ckpt_(ckpt),
+      run_(std::move(run)),
       mesh_(mesh),
       engine_(engine),
       telemetry_(telemetry),
       tokenizer_hash_(tokenizer_hash),
-      root_(cfg.ckpt.root(cfg.train.run_dir)),
-      chunk_bytes_(static_cast<uint32_t>(cfg.ckpt.chunk_mb << 20)) {
-  Config copy = cfg;
-  config_json_ = copy.to_json();
+      root_(ckpt_.root(run_.run_dir)),
+      chunk_bytes_(static_cast<uint32_t>(ckpt_.chunk_mb << 20)) {
   // The key: needed to encrypt; otherwise loaded when given, to read encrypted checkpoints.
-  if (cfg_.ckpt.encrypt) {
-    key_ = CkptKey::load(cfg_.ckpt.key_file);
-  } else if (!cfg_.ckpt.key_file.empty() || has_key_env()) {
+  if (ckpt_.encrypt) {
+    key_ = CkptKey::load(ckpt_.key_file);
+  } else if (!ckpt_.key_file.empty() || has_key_env()) {
     try {
-      key_ = CkptKey::load(cfg_.ckpt.key_file);
+      key_ = CkptKey::load(ckpt_.key_file);
     } catch (const Error& e) {
       log_warn("checkpoint key not usable ({}); encrypted checkpoints cannot be read", e.what());
     }
@@ -231,13 +194,13 @@ Checkpointer::Checkpointer(const Config& cfg, Mesh& mesh, ParamEngine& engine, u
   for (const StatePiece& p : pieces_)
     if (!lower.count(p.key())) owned_.push_back(p);
   copy_delay_ms_ = FaultInjector::delays().ckpt_copy_ms;
-  if (telemetry_) telemetry_->set_checkpoint_interval_steps(cfg_.ckpt.interval);
-  if (cfg_.ckpt.interval > 0) {
+  if (telemetry_) telemetry_->set_checkpoint_interval_steps(ckpt_.interval);
+  if (ckpt_.interval > 0) {
     // Staging is allocated (and its pages touched) now, so a save's stall is only the copy.
     side_ = make_side_context(engine_.context());
     staging_ = static_cast<float*>(mem_alloc_host(side_.device, staging_bytes(), MemCategory::kCheckpoint));
     secure_zero(staging_, staging_bytes());
-    if (cfg_.ckpt.encrypt) staging_locked_ = lock_staging(staging_, staging_bytes());
+    if (ckpt_.encrypt) staging_locked_ = lock_staging(staging_, staging_bytes());
     std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit is a write error (EFBIG), not death
     worker_ = std::thread([this] { run_worker(); });
     engine_.set_before_update([this] { wait_for_copy(); });
@@ -310,8 +273,8 @@ void Checkpointer::record(const json& row) {
   if (mesh_.world_rank() != 0) return;
   std::lock_guard<std::mutex> lock(record_mu_);  // the training thread and the worker both record
   std::error_code ec;
-  fs::create_directories(cfg_.train.run_dir, ec);
-  std::ofstream out(cfg_.train.run_dir + "/checkpoints.jsonl", std::ios::app);
+  fs::create_directories(run_.run_dir, ec);
+  std::ofstream out(run_.run_dir + "/checkpoints.jsonl", std::ios::app);
   out << row.dump() << "\n";
 }
 
@@ -319,7 +282,7 @@ void Checkpointer::record(const json& row) {
 
 Checkpointer::Resumed Checkpointer::resume() {
   Resumed out;
-  const std::string& spec = cfg_.ckpt.resume;
+  const std::string& spec = ckpt_.resume;
   const bool rank0 = mesh_.world_rank() == 0;
   if (!spec.empty()) {
     const double t0 = now_seconds();
@@ -365,7 +328,7 @@ Checkpointer::Resumed Checkpointer::resume() {
                                     m.key_id, key_.id()),
                         "set FLUXTRAIN_CKPT_KEY or ckpt.key_file to the key it was written with");
         if (m.encrypted) m = CheckpointManifest::load(cand, &key_);
-        check_compatible(m, cfg_, tokenizer_hash_, cand);
+        check_compatible(m, run_, tokenizer_hash_, cand);
         CheckpointReader reader(cand, m, key_.empty() ? nullptr : &key_);
         std::fill_n(buf, 3 * state_size_, 0.0f);
         reader.fill(pieces_, w, m1, m2);
@@ -408,7 +371,7 @@ Checkpointer::Resumed Checkpointer::resume() {
           "resume: loaded {} (step {}, saved under world {} = dp {} x tp {} x pp {}, zero {}; now "
           "{}) in {:.2f} s",
           cand, m.step, m.world, m.dp, m.tp, m.pp, m.zero, mesh_.describe(), now_seconds() - t0);
-      if (cfg_.parallel.grad_compression == GradCompression::kPowerSGD)
+      if (run_.powersgd)
         log_warn(
             "resume: PowerSGD's error feedback and factors are not in checkpoints; losses after "
             "resuming are not "
@@ -419,7 +382,7 @@ Checkpointer::Resumed Checkpointer::resume() {
     if (exact && !out.resumed) throw Error(fmt::format("{}: could not resume from it", spec));
     report_resume_ = out.resumed;
   }
-  if (cfg_.ckpt.interval > 0) {
+  if (ckpt_.interval > 0) {
     if (rank0) prepare_root(out.step);
     mesh_.world().barrier();
   }
@@ -429,9 +392,9 @@ Checkpointer::Resumed Checkpointer::resume() {
 }
 
 void Checkpointer::keep_encryption(const CheckpointManifest& m, const std::string& dir) {
-  if (!m.encrypted || cfg_.ckpt.encrypt) return;
+  if (!m.encrypted || ckpt_.encrypt) return;
   const bool rank0 = mesh_.world_rank() == 0;
-  if (cfg_.ckpt.allow_plaintext) {  // the explicit choice, said loudly
+  if (ckpt_.allow_plaintext) {  // the explicit choice, said loudly
     if (rank0)
       log_warn(
           "checkpoint: {} is encrypted; ckpt.allow_plaintext = true: the checkpoints this run writes are NOT "
@@ -439,10 +402,10 @@ void Checkpointer::keep_encryption(const CheckpointManifest& m, const std::strin
           dir);
     return;
   }
-  cfg_.ckpt.encrypt = true;
-  config_json_["ckpt"]["encrypt"] = true;
+  ckpt_.encrypt = true;
+  run_.config["ckpt"]["encrypt"] = true;
   if (staging_ && !staging_locked_) staging_locked_ = lock_staging(staging_, staging_bytes());
-  if (rank0 && cfg_.ckpt.interval > 0)
+  if (rank0 && ckpt_.interval > 0)
     log_info(
         "checkpoint: {} is encrypted, so this run's checkpoints stay encrypted (key id {}); to write plaintext "
         "ones, set ckpt.allow_plaintext = true",
@@ -473,15 +436,15 @@ void Checkpointer::after_step(int64_t step, int64_t tokens, const LoaderState& l
     log_info("resume: {:.2f} s from process start to the end of the first resumed step (step {})", age, step);
     record({{"event", "resume"}, {"step", step}, {"seconds_from_start", age}});
   }
-  if (cfg_.ckpt.interval <= 0) return;
+  if (ckpt_.interval <= 0) return;
   drain_events();
   if (in_flight_) poll(false);
-  const bool due = step % cfg_.ckpt.interval == 0 || step == cfg_.train.steps;
+  const bool due = step % ckpt_.interval == 0 || step == run_.steps;
   if (due && step != last_saved_) start_save(step, tokens, loader);
 }
 
 void Checkpointer::finish() {
-  if (cfg_.ckpt.interval <= 0) return;
+  if (ckpt_.interval <= 0) return;
   poll(true);
   wait_idle();
   drain_events();
@@ -496,7 +459,7 @@ void Checkpointer::finish() {
 }
 
 void Checkpointer::save_now(int64_t step, int64_t tokens, const LoaderState& loader) {
-  if (cfg_.ckpt.interval <= 0) return;
+  if (ckpt_.interval <= 0) return;
   drain_events();
   if (step != last_saved_) start_save(step, tokens, loader);
   finish();
@@ -518,7 +481,7 @@ void Checkpointer::start_save(int64_t step, int64_t tokens, const LoaderState& l
   flight_step_ = step;
   flight_start_ = t0;
   last_saved_ = step;
-  if (cfg_.ckpt.async) {
+  if (ckpt_.async) {
     // The background thread copies the state into staging while the next step's forward and
     // backward run (they only read it); the next optimizer step waits for the copy
     // (wait_for_copy, the engine's before-update hook), then it writes.
@@ -539,7 +502,7 @@ void Checkpointer::start_save(int64_t step, int64_t tokens, const LoaderState& l
 
 void Checkpointer::copy_job(SaveJob& j) {
   const double t0 = now_seconds();
-  if (cfg_.ckpt.async && copy_delay_ms_ > 0)  // tests: the next update must wait for the copy
+  if (ckpt_.async && copy_delay_ms_ > 0)  // tests: the next update must wait for the copy
     std::this_thread::sleep_for(std::chrono::milliseconds(copy_delay_ms_));
   engine_.export_state(side_, staging_, staging_ + state_size_, staging_ + 2 * state_size_);
   synchronize(side_);  // the state is in staging: the writer reads it next
@@ -567,7 +530,7 @@ void Checkpointer::write_job(SaveJob& j) {
   try {
     fs::create_directories(j.dir);
     j.file = write_rank_file(j.dir, j.step, mesh_.world_rank(), owned_, staging_, staging_ + state_size_,
-                             staging_ + 2 * state_size_, chunk_bytes_, cfg_.ckpt.encrypt ? &key_ : nullptr, &j.records);
+                             staging_ + 2 * state_size_, chunk_bytes_, ckpt_.encrypt ? &key_ : nullptr, &j.records);
     j.ok = true;
   } catch (const std::exception& e) {
     j.ok = false;
@@ -629,10 +592,10 @@ bool Checkpointer::poll(bool block) {
     m->loss_scale_clean_steps = j.loss_scale_clean_steps;
     m->tokenizer_hash = tokenizer_hash_;
     m->world = mesh_.world_size();
-    m->dp = mesh_.degrees().dp, m->tp = mesh_.degrees().tp, m->pp = mesh_.degrees().pp, m->zero = cfg_.parallel.zero;
+    m->dp = mesh_.degrees().dp, m->tp = mesh_.degrees().tp, m->pp = mesh_.degrees().pp, m->zero = run_.zero;
     m->created = utc_timestamp();
-    m->config = config_json_;
-    m->encrypted = cfg_.ckpt.encrypt;
+    m->config = run_.config;
+    m->encrypted = ckpt_.encrypt;
     if (m->encrypted) m->key_id = key_.id();
     m->chunk_bytes = chunk_bytes_;
     SaveTimes t;  // the slowest rank's
@@ -675,7 +638,7 @@ void Checkpointer::commit_job(std::shared_ptr<CheckpointManifest> m, int64_t ste
     std::error_code ec;
     const bool committed = fs::exists(d + "/" + kCkptManifestFile);
     const int64_t s = parse_step_dir_name(fs::path(d).filename().string());
-    if (committed && ++kept <= cfg_.ckpt.keep) continue;
+    if (committed && ++kept <= ckpt_.keep) continue;
     if (!committed && s >= step) continue;
     fs::remove_all(d, ec);
   }
@@ -684,7 +647,7 @@ void Checkpointer::commit_job(std::shared_ptr<CheckpointManifest> m, int64_t ste
   for (const FileRecord& f : m->files) bytes += f.file_bytes;
   // What a synchronous save costs the training thread: copying and writing (async: measured by
   // the background thread; sync: the stall itself, which includes the manifest).
-  const double sync_s = cfg_.ckpt.async ? t.copy_s + t.write_s : t.stall_s;
+  const double sync_s = ckpt_.async ? t.copy_s + t.write_s : t.stall_s;
   const double ratio = t.stall_s / std::max(sync_s, 1e-9);
   log_info(
       "checkpoint step {} committed: {:.1f} MB in {} file(s){}, written in {:.3f} s ({:.0f} MB/s); "
@@ -692,9 +655,9 @@ void Checkpointer::commit_job(std::shared_ptr<CheckpointManifest> m, int64_t ste
       "stalled {:.1f} ms{}",
       step, static_cast<double>(bytes) / 1e6, m->files.size(), m->encrypted ? " (encrypted)" : "", t.write_s,
       static_cast<double>(bytes) / 1e6 / std::max(t.write_s, 1e-9), t.stall_s * 1e3,
-      cfg_.ckpt.async ? fmt::format(" against {:.1f} ms for a synchronous save (copy {:.1f} ms + write): {:.1f}%",
-                                    sync_s * 1e3, t.copy_s * 1e3, 100.0 * ratio)
-                      : std::string(" (synchronous save: ckpt.async = false)"));
+      ckpt_.async ? fmt::format(" against {:.1f} ms for a synchronous save (copy {:.1f} ms + write): {:.1f}%",
+                                sync_s * 1e3, t.copy_s * 1e3, 100.0 * ratio)
+                  : std::string(" (synchronous save: ckpt.async = false)"));
   std::lock_guard<std::mutex> lock(mu_);
   events_.push_back({step, total, true});
   committed_local_ = std::max(committed_local_, step);
@@ -704,7 +667,7 @@ void Checkpointer::commit_job(std::shared_ptr<CheckpointManifest> m, int64_t ste
           {"bytes", bytes},
           {"files", m->files.size()},
           {"encrypted", m->encrypted},
-          {"async", cfg_.ckpt.async},
+          {"async", ckpt_.async},
           {"stall_s", t.stall_s},
           {"copy_s", t.copy_s},
           {"write_s", t.write_s},

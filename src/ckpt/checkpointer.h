@@ -8,7 +8,7 @@
 // full, ...) is logged, counted and discarded on every rank; training goes on and earlier
 // checkpoints stay intact.
 //
-//   Checkpointer ckpt(cfg, mesh, engine, loader.tokenizer_hash(), &telemetry);
+//   Checkpointer ckpt(cfg.ckpt, checkpoint_run(cfg), mesh, engine, loader.tokenizer_hash(), &telemetry);
 //   Checkpointer::Resumed r = ckpt.resume();                  // collective; per ckpt.resume
 //   if (r.resumed) { step = r.step; tokens = r.tokens; if (r.has_loader) loader.restore(r.loader);
 //   } for (...) { step(); ckpt.after_step(step, tokens, loader.state()); } ckpt.finish(); // waits
@@ -28,11 +28,11 @@
 #include <thread>
 #include <vector>
 
-#include "ckpt/ckpt_manifest.h"
+#include "ckpt/ckpt_config.h"
 #include "ckpt/crypto.h"
 #include "ckpt/pieces.h"
-#include "config/config.h"
 #include "data/loader/loader.h"
+#include "model/model_config.h"
 #include "parallel/data_parallel/param_engine.h"
 #include "parallel/mesh.h"
 
@@ -42,9 +42,24 @@ namespace obs {
 class Telemetry;
 }
 
+// What the checkpointer knows of the run beyond its own settings (ckpt.*): the trainer fills it
+// from its Config (Trainer: checkpoint_run), so this library reads no aggregate Config.
+struct CheckpointRun {
+  std::string run_dir;    // train.run_dir: checkpoints.jsonl, and the default checkpoint root
+  int64_t steps = 0;      // train.steps: the last step is always saved
+  int64_t zero = 0;       // parallel.zero, recorded in the manifest
+  bool powersgd = false;  // parallel.grad_compression = "powersgd": its error feedback is state
+  // A resume refuses a checkpoint of another model, or (with the loader's position) another
+  // train.batch_size or train.seq_len: the data order would not continue.
+  ModelConfig model;
+  int64_t batch_size = 0, seq_len = 0;
+  nlohmann::json config;  // the run's whole configuration (Config::to_json), kept in the manifest
+};
+
 class Checkpointer {
  public:
-  Checkpointer(const Config& cfg, Mesh& mesh, ParamEngine& engine, uint64_t tokenizer_hash, obs::Telemetry* telemetry);
+  Checkpointer(const CkptConfig& ckpt, CheckpointRun run, Mesh& mesh, ParamEngine& engine, uint64_t tokenizer_hash,
+               obs::Telemetry* telemetry);
   ~Checkpointer();
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
@@ -79,7 +94,7 @@ class Checkpointer {
   // none) — whether the run's last state is on disk.
   int64_t committed() const { return committed_; }
   // Whether this run's checkpoints are encrypted (ckpt.encrypt, or resumed from encrypted ones).
-  bool encrypting() const { return cfg_.ckpt.encrypt; }
+  bool encrypting() const { return ckpt_.encrypt; }
   int64_t failures() const { return failures_; }
   const std::string& root() const { return root_; }
 
@@ -116,8 +131,8 @@ class Checkpointer {
     double seconds;
     bool ok;
   };
-  Config cfg_;
-  nlohmann::json config_json_;
+  CkptConfig ckpt_;
+  CheckpointRun run_;
   Mesh& mesh_;
   ParamEngine& engine_;
   obs::Telemetry* telemetry_;
@@ -163,10 +178,6 @@ class Checkpointer {
 
 // Seconds since this process started (from /proc/self/stat).
 double process_age_seconds();
-
-// The config a checkpoint was saved with (its manifest's "config"), as a Config; keys this build
-// does not know are ignored with a warning.
-Config config_from_json(const nlohmann::json& j);
 
 // Resolves a user's checkpoint path: a step_<N> directory, a checkpoint root holding them, or a
 // run directory holding checkpoints/ — the newest committed step in the latter two. Throws naming

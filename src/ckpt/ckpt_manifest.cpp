@@ -5,8 +5,8 @@
 
 #include "ckpt/crypto.h"
 #include "ckpt/pieces.h"
-#include "data/checksum.h"
 #include "tensor/memory.h"
+#include "util/checksum.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json_reader.h"

@@ -8,9 +8,9 @@
 #include "ckpt/state_io.h"
 #include "parallel/data_parallel/shard_plan.h"
 #include "parallel/mesh.h"
+#include "parallel/micro_batches.h"
 #include "parallel/pipeline_parallel/pipeline_plan.h"
 #include "tensor/memory.h"
-#include "train/micro_batches.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -24,7 +24,7 @@ ParamLayout rank_layout(const Config& cfg, int rank) {
   const MeshCoord c = Mesh::coord_of(p, rank);
   std::vector<int> units;
   if (p.pp > 1) {
-    const MicroBatching mb = split_batch(cfg.train, p);
+    const MicroBatching mb = split_batch(cfg.train.batch_size, cfg.train.micro_batch_size, p);
     PipelinePlan plan = PipelinePlan::make(cfg.model, cfg.train.seq_len, p, mb.count);
     units = plan.partition.stage_units(static_cast<int>(c.pp));
   }

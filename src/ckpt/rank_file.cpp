@@ -11,9 +11,9 @@
 #include <filesystem>
 #include <thread>
 
-#include "data/checksum.h"
 #include "fault/inject.h"
 #include "tensor/memory.h"
+#include "util/checksum.h"
 #include "util/error.h"
 
 namespace ft {

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "data/checksum.h"
 #include "tensor/memory.h"
+#include "util/checksum.h"
 #include "util/error.h"
 #include "util/log.h"
 

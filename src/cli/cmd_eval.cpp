@@ -17,9 +17,9 @@
 
 #include "ckpt/checkpointer.h"
 #include "ckpt/ckpt_manifest.h"
+#include "ckpt/probe.h"
 #include "cli/command.h"
 #include "config/config.h"
-#include "launch/ckpt_probe.h"
 #include "parallel/ranks.h"
 #include "train/trainer.h"
 #include "util/config_binder.h"

@@ -12,11 +12,12 @@
 #include <sstream>
 
 #include "ckpt/checkpointer.h"
+#include "ckpt/probe.h"
 #include "ckpt/state_io.h"
 #include "cli/command.h"
+#include "config/config.h"
 #include "data/tokenizer.h"
 #include "generate/decoder.h"
-#include "launch/ckpt_probe.h"
 #include "model/activation_sizes.h"
 #include "model/llama.h"
 #include "model/param_access.h"

@@ -9,10 +9,10 @@
 #include <sstream>
 
 #include "cli/command.h"
-#include "data/checksum.h"
 #include "data/prepare/corpus.h"
 #include "data/prepare/text_normalize.h"
 #include "data/tokenizer.h"
+#include "util/checksum.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"

@@ -9,11 +9,12 @@
 
 #include "config/key_effects.h"
 #include "model/param_layout.h"
+#include "parallel/micro_batches.h"
 #include "parallel/pipeline_parallel/pipeline_plan.h"
-#include "train/micro_batches.h"
 #include "util/config_binder.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/log.h"
 
 namespace ft {
 
@@ -58,7 +59,7 @@ void Config::validate() const {
   // tensor-parallel ranks, the batch into micro-batches (and, with sequence parallelism, their
   // tokens over the tp ranks), the layers into pipeline stages.
   ParamLayout::check_tp(model, parallel.tp);
-  MicroBatching mb = split_batch(train, parallel);
+  MicroBatching mb = split_batch(train.batch_size, train.micro_batch_size, parallel);
   if (parallel.sequence_parallel && parallel.tp > 1 && mb.size * train.seq_len % parallel.tp != 0) {
     throw Error(
         fmt::format("parallel.sequence_parallel splits the {} x {} tokens of a micro-batch "
@@ -192,6 +193,43 @@ std::string describe_config_keys() {
     out += fmt::format("{:<28} = {:<14} # {}\n", k, config_value_to_string(b.get(k)), b.doc(k));
   }
   return out;
+}
+
+Config config_from_json(const nlohmann::json& j) {
+  Config cfg;
+  std::string preset = "tiny";
+  if (j.contains("model") && j["model"].contains("preset") && j["model"]["preset"].is_string())
+    preset = j["model"]["preset"].get<std::string>();
+  try {
+    cfg.model = model_preset(preset);
+  } catch (const Error&) {
+  }
+  ConfigBinder b;
+  cfg.bind(b);
+  if (!j.is_object()) return cfg;
+  for (auto& [section, keys] : j.items()) {
+    if (!keys.is_object()) continue;
+    for (auto& [k, v] : keys.items()) {
+      std::string key = section + "." + k;
+      if (!b.has(key)) {
+        log_warn("checkpoint config: key {} is unknown to this build; ignored", key);
+        continue;
+      }
+      ConfigValue cv;
+      if (v.is_boolean())
+        cv = v.get<bool>();
+      else if (v.is_number_integer())
+        cv = v.get<int64_t>();
+      else if (v.is_number())
+        cv = v.get<double>();
+      else if (v.is_string())
+        cv = v.get<std::string>();
+      else
+        continue;
+      b.set(key, cv, "checkpoint config");
+    }
+  }
+  return cfg;
 }
 
 }  // namespace ft

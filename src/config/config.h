@@ -52,4 +52,8 @@ Config load_config_text(const std::string& toml_text, const std::string& name,
 // Every key with its type-free current default and documentation, one per line.
 std::string describe_config_keys();
 
+// The config a checkpoint was saved with (its manifest's "config"), as a Config; keys this build
+// does not know are ignored with a warning.
+Config config_from_json(const nlohmann::json& j);
+
 }  // namespace ft

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "data/checksum.h"
+#include "util/checksum.h"
 
 namespace ft {
 

@@ -6,7 +6,7 @@
 
 #include <unordered_map>
 
-#include "data/checksum.h"
+#include "util/checksum.h"
 #include "util/error.h"
 #include "util/fs.h"
 

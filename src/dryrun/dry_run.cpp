@@ -4,14 +4,14 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "config/plan_job.h"
 #include "dryrun/fake_comm.h"
 #include "model/param_layout.h"
 #include "parallel/data_parallel/shard_plan.h"
+#include "parallel/micro_batches.h"
 #include "parallel/pipeline_parallel/pipeline_plan.h"
 #include "parallel/wires.h"
-#include "plan/calibrate.h"
 #include "plan/traffic.h"
-#include "train/micro_batches.h"
 #include "util/error.h"
 #include "util/strings.h"
 
@@ -190,7 +190,7 @@ DryRun dry_run(const Config& cfg, int64_t world_size, const plan::GpuSpec& devic
   d.job = plan::job_for_run(cfg, device);
   d.layout = plan::layout_for_run(cfg);
   plan::validate_layout(d.job, d.layout);
-  const MicroBatching mb = split_batch(cfg.train, par);
+  const MicroBatching mb = split_batch(cfg.train.batch_size, cfg.train.micro_batch_size, par);
   d.micro_batches = mb.count;
   std::optional<PipelinePlan> pipeline;
   if (par.pp > 1) {

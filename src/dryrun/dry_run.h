@@ -27,7 +27,7 @@
 #include "parallel/mesh.h"
 #include "plan/catalog.h"
 #include "plan/job.h"
-#include "plan/memory.h"
+#include "plan/memory_estimate.h"
 #include "plan/time.h"
 
 namespace ft {

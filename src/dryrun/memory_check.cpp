@@ -4,11 +4,11 @@
 #include <optional>
 #include <vector>
 
-#include "plan/calibrate.h"
+#include "config/plan_job.h"
+#include "parallel/micro_batches.h"
 #include "plan/catalog.h"
-#include "plan/memory.h"
+#include "plan/memory_estimate.h"
 #include "tensor/device_runtime.h"
-#include "train/micro_batches.h"
 #include "util/error.h"
 #include "util/memory_limit.h"
 #include "util/strings.h"
@@ -38,7 +38,7 @@ std::optional<double> need_or_none(const Config& c, int local_ranks, bool device
 // when `device`: then only the device footprint counts).
 std::optional<Alternative> what_fits(const Config& cfg, int local_ranks, double limit, bool device = false) {
   const char* here = device ? "on this GPU" : "on this machine";
-  const MicroBatching mb = split_batch(cfg.train, cfg.parallel);
+  const MicroBatching mb = split_batch(cfg.train.batch_size, cfg.train.micro_batch_size, cfg.parallel);
   for (bool recompute : {false, true}) {
     if (recompute && cfg.model.recompute == Recompute::kFull) continue;
     for (int64_t m = mb.size; m >= 1; --m) {

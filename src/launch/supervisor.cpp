@@ -12,11 +12,10 @@
 #include <regex>
 #include <set>
 
+#include "ckpt/probe.h"
 #include "dryrun/memory_check.h"
 #include "fault/exit_codes.h"
 #include "fault/heartbeat.h"
-#include "fault/inject.h"
-#include "launch/ckpt_probe.h"
 #include "launch/gpu_env.h"
 #include "launch/process.h"
 #include "launch/stacks.h"
@@ -141,7 +140,7 @@ Supervisor::Supervisor(LaunchOptions o) : opt_(std::move(o)) {
   }
   bad_.assign(hosts_.size(), false);
   host_failures_.assign(hosts_.size(), 0);
-  if (!checkpoints_enabled(cfg_) && cfg_.fault.max_restarts > 0)
+  if (cfg_.ckpt.interval <= 0 && cfg_.fault.max_restarts > 0)
     log_warn(
         "supervisor: checkpoints are off, so a failure cannot be recovered from (set "
         "ckpt.interval)");
@@ -863,9 +862,9 @@ int Supervisor::run() {
     event(ev);
     if (f->kind == "no_checkpoint") {
       event({{"event", "gave_up"}, {"reason", "no_checkpoint"}});
-      throw Error(
-          fmt::format("supervisor: no valid checkpoint to restart from under {}: {}", checkpoint_root(cfg_), f->detail),
-          "the checkpoints are corrupt; see the attempt's log for each one's error");
+      throw Error(fmt::format("supervisor: no valid checkpoint to restart from under {}: {}",
+                              cfg_.ckpt.root(cfg_.train.run_dir), f->detail),
+                  "the checkpoints are corrupt; see the attempt's log for each one's error");
     }
     if (!f->restartable) {
       throw Error(fmt::format("supervisor: the job stopped with an error that a restart would repeat (exit {}): {}",
@@ -884,7 +883,7 @@ int Supervisor::run() {
       log_warn("supervisor: stopped by signal while waiting for a host; not restarting");
       return 128 + g_interrupt;
     }
-    CheckpointProbe probe = probe_checkpoints(cfg_);
+    CheckpointProbe probe = probe_checkpoints(cfg_.ckpt, cfg_.train.run_dir);
     for (const std::string& why : probe.skipped) {
       log_warn("supervisor: not restarting from {}", why);
       event({{"event", "checkpoint_skipped"}, {"reason", why}});
@@ -893,13 +892,13 @@ int Supervisor::run() {
       event({{"event", "gave_up"}, {"reason", "no_checkpoint"}});
       throw Error(
           fmt::format("supervisor: no valid checkpoint to restart from under {}{} (last failure: {}{}: {})",
-                      checkpoint_root(cfg_),
+                      cfg_.ckpt.root(cfg_.train.run_dir),
                       probe.skipped.empty() ? "" : fmt::format("; {} invalid one(s) skipped", probe.skipped.size()),
                       f->kind, who, f->detail),
-          checkpoints_enabled(cfg_) ? "the failure came before the first checkpoint was committed, or every "
-                                      "checkpoint is corrupt (see the warnings above)"
-                                    : "set ckpt.interval so that checkpoints are written and failures can be "
-                                      "recovered from");
+          cfg_.ckpt.interval > 0 ? "the failure came before the first checkpoint was committed, or every "
+                                   "checkpoint is corrupt (see the warnings above)"
+                                 : "set ckpt.interval so that checkpoints are written and failures can be "
+                                   "recovered from");
     }
     const ProbedCheckpoint* ckpt = &*probe.newest;
     productive_before_ = 0;  // the steps up to the checkpoint count; those after it are lost

@@ -6,7 +6,7 @@
 //   wire_bytes(w.activations);   // 4: tensor-parallel activations travel in fp32
 #pragma once
 
-#include "parallel/comm/comm.h"
+#include "parallel/comm/wire.h"
 #include "parallel/parallel_config.h"
 
 namespace ft {

@@ -27,7 +27,7 @@ std::string lower(std::string s) {
 }
 
 // Achievable fractions per family, fitted once on the published runs of
-// tests/data/published-runs-dev.json with `fluxtrain plan --fit-records` (docs/planner.md).
+// configs/planner/published-runs-dev.json with `fluxtrain plan --fit-records` (docs/planner.md).
 // Families without published runs borrow the closest generation's values.
 Efficiency family_efficiency(const std::string& family) {
   Efficiency e;

@@ -8,7 +8,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "plan/job.h"
-#include "plan/memory.h"
+#include "plan/memory_estimate.h"
 #include "plan/time.h"
 
 namespace ft::plan {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "plan/memory.h"
+#include "plan/memory_estimate.h"
 #include "plan/traffic.h"
 
 namespace ft::plan {

@@ -1,6 +1,6 @@
 #include "plan/traffic.h"
 
-#include "plan/memory.h"
+#include "plan/memory_estimate.h"
 
 namespace ft::plan {
 

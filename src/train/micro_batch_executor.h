@@ -3,7 +3,7 @@
 // Activations set, the gradients accumulating in the engine. Data and tensor parallelism need
 // nothing more: the engine's hooks and the model's TpComm do their communication.
 //
-//   MicroBatchExecutor exec(ctx, model, engine, split_batch(cfg.train, cfg.parallel), seq_len, chunk_tokens);
+//   MicroBatchExecutor exec(ctx, model, engine, batching, seq_len, chunk_tokens);
 //   exec.train_queued(batch, 1.0f / (batch_size * seq_len));  // the loss: exec.loss_slots(), added in order
 #pragma once
 
@@ -12,8 +12,8 @@
 #include "model/activations.h"
 #include "model/llama.h"
 #include "parallel/data_parallel/param_engine.h"
+#include "parallel/micro_batches.h"
 #include "tensor/device_scalars.h"
-#include "train/micro_batches.h"
 #include "train/pinned_batch.h"
 #include "train/step_executor.h"
 

@@ -16,10 +16,10 @@
 #include "model/llama.h"
 #include "parallel/data_parallel/param_engine.h"
 #include "parallel/mesh.h"
+#include "parallel/micro_batches.h"
 #include "parallel/pipeline_parallel/pipeline_plan.h"
 #include "parallel/pipeline_parallel/runner.h"
 #include "tensor/device_scalars.h"
-#include "train/micro_batches.h"
 #include "train/pinned_batch.h"
 #include "train/step_executor.h"
 

@@ -19,11 +19,11 @@
 #include "obs/progress.h"
 #include "obs/telemetry.h"
 #include "optim/grad_clip.h"
+#include "parallel/micro_batches.h"
 #include "parallel/pipeline_parallel/pipeline_plan.h"
 #include "plan/gpu_peak.h"
 #include "tensor/device_runtime.h"
 #include "train/micro_batch_executor.h"
-#include "train/micro_batches.h"
 #include "train/pipeline_executor.h"
 #include "train/rank_metrics.h"
 #include "train/stop_request.h"
@@ -103,7 +103,7 @@ void Trainer::settle_auto_precision() {
 
 void Trainer::plan_micro_batches() {
   const TrainConfig& t = cfg_.train;
-  batching_ = split_batch(t, cfg_.parallel);
+  batching_ = split_batch(t.batch_size, t.micro_batch_size, cfg_.parallel);
   if (t.seq_len > cfg_.model.max_seq_len) {
     throw Error(fmt::format("train.seq_len = {} exceeds model.max_seq_len = {}", t.seq_len, cfg_.model.max_seq_len),
                 "raise model.max_seq_len or shorten the sequences");
@@ -237,8 +237,26 @@ double Trainer::gpu_peak_flops() const {
   return peak.flops;
 }
 
+namespace {
+
+// What the checkpointer needs of the run beyond ckpt.* (ckpt/checkpointer.h).
+CheckpointRun checkpoint_run(const Config& cfg) {
+  Config copy = cfg;
+  return {.run_dir = cfg.train.run_dir,
+          .steps = cfg.train.steps,
+          .zero = cfg.parallel.zero,
+          .powersgd = cfg.parallel.grad_compression == GradCompression::kPowerSGD,
+          .model = cfg.model,
+          .batch_size = cfg.train.batch_size,
+          .seq_len = cfg.train.seq_len,
+          .config = copy.to_json()};
+}
+
+}  // namespace
+
 void Trainer::resume() {
-  ckpt_ = std::make_unique<Checkpointer>(cfg_, mesh_, *engine_, train_data_->tokenizer_hash(), telemetry_.get());
+  ckpt_ = std::make_unique<Checkpointer>(cfg_.ckpt, checkpoint_run(cfg_), mesh_, *engine_,
+                                         train_data_->tokenizer_hash(), telemetry_.get());
   stop_ = std::make_unique<StopRequest>(cfg_.train.stop_after_minutes);
   if (auto r = ckpt_->resume(); r.resumed) {  // ckpt.resume: weights, moments, step, data position
     step_ = r.step, tokens_ = r.tokens;
@@ -541,7 +559,7 @@ bool Trainer::roll_back() {
   ckpt_->finish();  // the save in flight is committed (or discarded) on every rank first
   Config c = cfg_;
   c.ckpt.resume = "auto", c.ckpt.interval = 0;  // load the newest valid checkpoint, save nothing
-  Checkpointer loader(c, mesh_, *engine_, train_data_->tokenizer_hash(), nullptr);
+  Checkpointer loader(c.ckpt, checkpoint_run(c), mesh_, *engine_, train_data_->tokenizer_hash(), nullptr);
   Checkpointer::Resumed r = loader.resume();
   if (!r.resumed) {
     if (mesh_.world_rank() == 0)

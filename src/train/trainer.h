@@ -27,11 +27,11 @@
 #include "parallel/comm/comm.h"
 #include "parallel/data_parallel/param_engine.h"
 #include "parallel/mesh.h"
+#include "parallel/micro_batches.h"
 #include "parallel/tensor_parallel/tensor_parallel.h"
 #include "tensor/device_scalars.h"
 #include "tensor/exec_context.h"
 #include "train/metrics_log.h"
-#include "train/micro_batches.h"
 #include "train/step_executor.h"
 
 namespace ft {

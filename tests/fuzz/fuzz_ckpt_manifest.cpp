@@ -8,7 +8,7 @@
 
 #include "ckpt/ckpt_manifest.h"
 #include "ckpt/pieces.h"
-#include "data/checksum.h"
+#include "util/checksum.h"
 #include "util/error.h"
 
 static void check(const std::string& text) {

@@ -13,7 +13,7 @@ mkdir -p "$work"
 CXX="${FT_FUZZ_CXX:-clang++}"
 command -v "$CXX" >/dev/null || { echo "run_ckpt_fuzz: $CXX not found (scripts/install-deps.sh installs clang)" >&2; exit 1; }
 srcs=("$root/src/ckpt/ckpt_manifest.cpp" "$root/src/ckpt/pieces.cpp" "$root/src/ckpt/crypto.cpp"
-      "$root/src/util/safetensors.cpp" "$root/src/data/checksum.cpp" "$root/src/tensor/tensor.cpp"
+      "$root/src/util/safetensors.cpp" "$root/src/util/checksum.cpp" "$root/src/tensor/tensor.cpp"
       "$root/src/tensor/memory.cpp" "$root/src/tensor/dtype.cpp" "$root/src/tensor/f16_convert.cpp"
       "$root/src/util/error.cpp" "$root/src/util/fs.cpp"
       "$root/src/util/log.cpp" "$root/src/util/strings.cpp")

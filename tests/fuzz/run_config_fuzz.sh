@@ -20,13 +20,13 @@ srcs=("$root"/src/config/config.cpp "$root"/src/util/config_binder.cpp "$root"/s
       "$root"/src/model/model_config.cpp "$root"/src/model/param_layout.cpp "$root"/src/tensor/tensor.cpp
       "$root"/src/tensor/memory.cpp "$root"/src/tensor/dtype.cpp "$root"/src/tensor/f16_convert.cpp
       "$root"/src/tensor/device_runtime.cpp
-      "$root"/src/train/train_config.cpp "$root"/src/optim/optim_config.cpp "$root"/src/train/micro_batches.cpp
+      "$root"/src/train/train_config.cpp "$root"/src/optim/optim_config.cpp "$root"/src/parallel/micro_batches.cpp
       "$root"/src/data/data_config.cpp
       "$root"/src/parallel/parallel_config.cpp "$root"/src/parallel/pipeline_parallel/pipeline_plan.cpp
       "$root"/src/parallel/pipeline_parallel/partition.cpp "$root"/src/parallel/pipeline_parallel/schedule.cpp
       "$root"/src/parallel/pipeline_parallel/schedule_sim.cpp "$root"/src/obs/metrics_config.cpp
       "$root"/src/fault/fault_config.cpp "$root"/src/ckpt/ckpt_config.cpp
-      "$root"/src/config/key_effects.cpp "$root"/src/data/dataset_manifest.cpp "$root"/src/data/checksum.cpp
+      "$root"/src/config/key_effects.cpp "$root"/src/data/dataset_manifest.cpp "$root"/src/util/checksum.cpp
       "$root"/src/kernels/cpu/native_precision.cpp "$root"/src/util/cpu_info.cpp)
 # toml++ header-only, so that its parser is instrumented (and fuzzed) with the rest; its internal
 # assertions off, as in the release library Debian ships (3.x asserts on input such as "[*a]",

@@ -16,7 +16,7 @@ if ! command -v "$CXX" >/dev/null; then
   echo "run_fuzz: $CXX not found (scripts/install-deps.sh installs clang)" >&2
   exit 1
 fi
-srcs=("$root/src/data/shard.cpp" "$root/src/data/checksum.cpp" "$root/src/data/dataset_manifest.cpp"
+srcs=("$root/src/data/shard.cpp" "$root/src/util/checksum.cpp" "$root/src/data/dataset_manifest.cpp"
       "$root/src/util/error.cpp" "$root/src/util/fs.cpp")
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -I"$root/src" $(pkg-config --cflags fmt))

@@ -14,7 +14,7 @@
 #include "ckpt/offline.h"
 #include "ckpt/state_io.h"
 #include "config/config.h"
-#include "data/checksum.h"
+#include "util/checksum.h"
 #include "util/error.h"
 #include "util/fs.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "data/crc32c.h"
+#include "data/objstore/crc32c.h"
 #include "data/objstore/gcs.h"
 #include "util/error.h"
 

@@ -7,10 +7,10 @@
 #include <fstream>
 #include <random>
 
-#include "data/checksum.h"
 #include "data/dataset_manifest.h"
 #include "data/shard.h"
 #include "data_test_util.h"
+#include "util/checksum.h"
 #include "util/error.h"
 
 namespace ft {

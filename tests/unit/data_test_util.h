@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "data/checksum.h"
 #include "data/dataset_manifest.h"
 #include "data/shard.h"
+#include "util/checksum.h"
 #include "util/fs.h"
 
 namespace ft::testing {

@@ -11,9 +11,9 @@
 #include "config/config.h"
 #include "model/activation_sizes.h"
 #include "model/llama.h"
+#include "parallel/micro_batches.h"
 #include "parallel/pipeline_parallel/pipeline_plan.h"
 #include "tensor/device_scalars.h"
-#include "train/micro_batches.h"
 #include "util/error.h"
 
 namespace ft {
@@ -126,29 +126,29 @@ TEST(MicroBatches, OneRuleForCountAndSize) {
   ParallelConfig p;
   t.batch_size = 16;
   p.dp = 2;
-  MicroBatching mb = split_batch(t, p);  // defaults: the whole per-rank batch at once
+  MicroBatching mb = split_batch(t.batch_size, t.micro_batch_size, p);  // defaults: the whole per-rank batch at once
   EXPECT_EQ(mb.local_batch, 8);
   EXPECT_EQ(mb.count, 1);
   t.micro_batch_size = 2;
-  EXPECT_EQ(split_batch(t, p).count, 4);
+  EXPECT_EQ(split_batch(t.batch_size, t.micro_batch_size, p).count, 4);
   p.micro_batches = 4;  // agrees with size 2
-  EXPECT_EQ(split_batch(t, p).size, 2);
+  EXPECT_EQ(split_batch(t.batch_size, t.micro_batch_size, p).size, 2);
   t.micro_batch_size = 0;
   p.micro_batches = 8;
-  EXPECT_EQ(split_batch(t, p).size, 1);
+  EXPECT_EQ(split_batch(t.batch_size, t.micro_batch_size, p).size, 1);
   p.micro_batches = 3;
-  std::string e = error_of([&] { split_batch(t, p); });
+  std::string e = error_of([&] { split_batch(t.batch_size, t.micro_batch_size, p); });
   EXPECT_NE(e.find("parallel.micro_batches = 3 does not divide the per-rank batch of 8 sequences "
                    "(train.batch_size 16 / parallel.dp 2)"),
             std::string::npos)
       << e;
   p.micro_batches = 4;
   t.micro_batch_size = 1;
-  e = error_of([&] { split_batch(t, p); });
+  e = error_of([&] { split_batch(t.batch_size, t.micro_batch_size, p); });
   EXPECT_NE(e.find("disagrees"), std::string::npos) << e;
   p.micro_batches = 0;
   t.micro_batch_size = 3;
-  e = error_of([&] { split_batch(t, p); });
+  e = error_of([&] { split_batch(t.batch_size, t.micro_batch_size, p); });
   EXPECT_NE(e.find("train.micro_batch_size = 3 does not divide"), std::string::npos) << e;
 }
 

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "plan/check.h"
+#include "plan/research/claims.h"
 #include "util/error.h"
 #include "util/fs.h"
 

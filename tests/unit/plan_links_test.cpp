@@ -1,10 +1,10 @@
-// The data-parallel link model (plan/links.h) against arithmetic done here from its definition:
+// The data-parallel link model (plan/research/links.h) against arithmetic done here from its definition:
 // ring all-reduce time, buckets as the ZeRO-0 engine forms them, overlap, compression.
 #include <gtest/gtest.h>
 
 #include "config/config.h"
 #include "model/param_layout.h"
-#include "plan/links.h"
+#include "plan/research/links.h"
 #include "util/error.h"
 
 namespace ft::plan {

@@ -6,7 +6,7 @@
 #include "model/activation_sizes.h"
 #include "model/layout_sizes.h"
 #include "model/param_layout.h"
-#include "plan/memory.h"
+#include "plan/memory_estimate.h"
 
 namespace ft::plan {
 namespace {

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "plan/record.h"
+#include "plan/research/record.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -15,7 +15,7 @@ namespace ft::plan {
 namespace {
 
 nlohmann::json runs() {
-  return nlohmann::json::parse(read_file(std::string(FT_SOURCE_DIR) + "/tests/data/published-runs-dev.json"));
+  return nlohmann::json::parse(read_file(std::string(FT_SOURCE_DIR) + "/configs/planner/published-runs-dev.json"));
 }
 
 nlohmann::json find(const std::string& id) {

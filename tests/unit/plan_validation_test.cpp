@@ -1,4 +1,4 @@
-// Validation against published runs: for every record of tests/data/published-runs-dev.json
+// Validation against published runs: for every record of configs/planner/published-runs-dev.json
 // with enough information, `fluxtrain plan --from-record FILE --json` predicts the figure the
 // record publishes (tokens/s per GPU, TFLOP/s per GPU in the record's convention, or MFU).
 // The table is printed; the median |error| must be <= 15% and the 90th percentile <= 35%.
@@ -15,14 +15,14 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "plan/fit.h"
+#include "plan/research/fit.h"
 #include "util/fs.h"
 #include "util/hash.h"
 
 namespace ft::plan {
 namespace {
 
-const std::string kRuns = std::string(FT_SOURCE_DIR) + "/tests/data/published-runs-dev.json";
+const std::string kRuns = std::string(FT_SOURCE_DIR) + "/configs/planner/published-runs-dev.json";
 
 struct CliResult {
   int status = -1;

@@ -8,7 +8,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
-#include "data/crc32c.h"
+#include "data/objstore/crc32c.h"
 #include "util/error.h"
 #include "util/fs.h"
 

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <thread>
 
-#include "data/crc32c.h"
+#include "data/objstore/crc32c.h"
 #include "data/objstore/gcs.h"
 #include "data/objstore/s3.h"
 #include "util/error.h"

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "data/checksum.h"
+#include "util/checksum.h"
 #include "util/error.h"
 #include "util/hash.h"
 

@@ -25,21 +25,13 @@
 #include <string>
 #include <vector>
 
+#include "parallel/comm/wire.h"
 #include "tensor/exec_context.h"
 #include "util/error.h"
 
 namespace ft {
 
 enum class ReduceOp : uint8_t { kSum = 0, kMax = 1 };
-
-// What travels on the wire for float data: fp32, or bf16 or IEEE fp16 (half the bytes; each hop
-// sums in fp32, what it sends is rounded to nearest even). fp16 keeps 3 more mantissa bits than
-// bf16 but overflows past 65504 (a sum that does becomes ±inf on every rank) and flushes below
-// ~6e-8: it is for loss-scaled gradients (parallel.grad_compression = "fp16").
-enum class Wire : uint8_t { kF32 = 0, kBF16 = 1, kF16 = 2 };
-inline int64_t wire_bytes(Wire w) {
-  return w == Wire::kF32 ? 4 : 2;
-}
 
 enum class CollKind : uint8_t { kAllReduce = 0, kReduceScatter, kAllGather, kBroadcast, kSendRecv, kBarrier, kCount };
 constexpr size_t kNumCollKinds = static_cast<size_t>(CollKind::kCount);

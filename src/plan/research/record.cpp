@@ -1,4 +1,4 @@
-#include "plan/record.h"
+#include "plan/research/record.h"
 
 #include <algorithm>
 #include <cctype>
@@ -171,7 +171,7 @@ double network_bw_from_text(const std::string& text, int64_t gpus_per_node) {
 
 RecordJob job_from_record(const json& r) {
   if (!r.is_object())
-    throw Error("a published-run record must be a JSON object", "see tests/data/published-runs-dev.json");
+    throw Error("a published-run record must be a JSON object", "see configs/planner/published-runs-dev.json");
   RecordJob out;
   out.id = str(r, "id");
   const std::string who = out.id.empty() ? "record" : "record " + out.id;

@@ -1,7 +1,7 @@
 // Claim checker: given figures someone claims for a training run (tokens/s, step time, MFU,
 // TFLOP/s, days, GPU-hours, cost, on N GPUs of a type), say which are impossible (above the
 // GPUs' peak FLOP/s, a model that fits in no layout) and which contradict each other, showing
-// the arithmetic. Claims use the published-run schema (tests/data/published-runs-dev.json),
+// the arithmetic. Claims use the published-run schema (configs/planner/published-runs-dev.json),
 // plus optional "epochs", "dataset_tokens" and "price_per_gpu_hour".
 //
 //   CheckResult c =

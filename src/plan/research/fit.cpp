@@ -1,11 +1,11 @@
-#include "plan/fit.h"
+#include "plan/research/fit.h"
 
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "plan/record.h"
+#include "plan/research/record.h"
 #include "util/error.h"
 
 namespace ft::plan {

@@ -35,10 +35,6 @@ struct RunMeasurement {
 RunMeasurement read_run(const std::string& run_dir, const std::string& config_path,
                         const std::vector<std::string>& overrides);
 
-// The planner's job and layout for a run on `device` (parallel.*, train.*, model.recompute).
-Job job_for_run(const Config& cfg, const GpuSpec& device);
-Layout layout_for_run(const Config& cfg);
-
 struct RunCalibration {
   std::string dir;
   double measured_step_s = 0, predicted_before_s = 0, predicted_after_s = 0;

@@ -2,7 +2,7 @@
 // committed (has its manifest) and whose every piece verifies (the same check as
 // `fluxtrain ckpt verify`), skipping — and saying why — incomplete or corrupt ones.
 //
-//   CheckpointProbe p = probe_checkpoints(cfg);
+//   CheckpointProbe p = probe_checkpoints(cfg.ckpt, cfg.train.run_dir);
 //   if (!p.newest) ...no valid checkpoint; p.skipped says what was wrong with each candidate
 //   fluxtrain train --set ckpt.resume="<p.newest->dir>"
 #pragma once
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
+#include "ckpt/ckpt_config.h"
 
 namespace ft {
 
@@ -26,15 +26,12 @@ struct CheckpointProbe {
   std::vector<std::string> skipped;        // "<dir>: why", newer candidates that are not valid
 };
 
-CheckpointProbe probe_checkpoints(const Config& cfg);
+// The checkpoints of ckpt.dir (default RUN_DIR/checkpoints), read with ckpt.key_file's key.
+CheckpointProbe probe_checkpoints(const CkptConfig& ckpt, const std::string& run_dir);
 // A user's checkpoint path for a reader (eval, generate): PATH itself when it is a step
 // directory with a manifest, else the newest checkpoint that verifies under PATH or
 // PATH/checkpoints — a damaged newest one is skipped with a warning naming it (`who` prefixes
 // it; key_file: for encrypted ones, "" = FLUXTRAIN_CKPT_KEY). Throws naming PATH when none verifies.
 std::string newest_valid_checkpoint(const std::string& path, const std::string& who, const std::string& key_file = "");
-// Where checkpoints of this config go (for messages).
-std::string checkpoint_root(const Config& cfg);
-// Whether the config writes checkpoints at all.
-bool checkpoints_enabled(const Config& cfg);
 
 }  // namespace ft

@@ -1,4 +1,4 @@
-#include "data/checksum.h"
+#include "util/checksum.h"
 
 // Inlined so XXH3 is compiled for this machine's vector width (-march); GCC 12 warns
 // spuriously inside its AVX-512 intrinsics.

@@ -1,13 +1,13 @@
-#include "plan/links.h"
+#include "plan/research/links.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "config/plan_job.h"
 #include "model/param_layout.h"
 #include "parallel/wires.h"
-#include "plan/calibrate.h"
 #include "plan/time.h"
 #include "util/error.h"
 

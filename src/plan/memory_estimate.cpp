@@ -1,4 +1,4 @@
-#include "plan/memory.h"
+#include "plan/memory_estimate.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "data/crc32c.h"
+#include "data/objstore/crc32c.h"
 
 #include <array>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "plan/calibrate.h"
+#include "plan/research/calibrate.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,8 +6,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "plan/fit.h"
+#include "config/plan_job.h"
 #include "plan/plan.h"
+#include "plan/research/fit.h"
 #include "plan/traffic.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -101,36 +102,6 @@ RunMeasurement read_run(const std::string& run_dir, const std::string& config_pa
   if (mfu.size() > skip)
     m.mfu = median(std::vector<double>(mfu.begin() + static_cast<std::ptrdiff_t>(skip), mfu.end()));
   return m;
-}
-
-Job job_for_run(const Config& cfg, const GpuSpec& device) {
-  Job job;
-  job.model = cfg.model;
-  job.seq_len = cfg.train.seq_len;
-  job.global_batch = cfg.train.batch_size;
-  job.gpu = device;
-  job.gpus = cfg.parallel.world_size();
-  job.gpus_per_node = device.gpus_per_node;
-  job.nodes = (job.gpus + job.gpus_per_node - 1) / job.gpus_per_node;
-  job.loss_chunk_tokens = cfg.train.loss_chunk_tokens;
-  return job;
-}
-
-Layout layout_for_run(const Config& cfg) {
-  Layout l;
-  l.dp = cfg.parallel.dp;
-  l.tp = cfg.parallel.tp;
-  l.pp = cfg.parallel.pp;
-  l.zero = static_cast<int>(cfg.parallel.zero);
-  const int64_t per_replica = std::max<int64_t>(1, cfg.train.batch_size / cfg.parallel.dp);
-  l.micro_batch = cfg.train.micro_batch_size > 0 ? cfg.train.micro_batch_size : per_replica;
-  l.recompute = cfg.model.recompute == Recompute::kFull ? ActRecompute::kFull : ActRecompute::kNone;
-  l.precision = cfg.train.precision == ft::Precision::kBF16  ? Precision::kBf16
-                : cfg.train.precision == ft::Precision::kF16 ? Precision::kFp16
-                                                             : Precision::kFp32;
-  l.sequence_parallel = cfg.parallel.sequence_parallel && cfg.parallel.tp > 1;
-  l.wire = wire_bytes_of(trainer_wires(cfg.parallel, cfg.train.precision == ft::Precision::kBF16));
-  return l;
 }
 
 Calibration calibrate(const std::vector<RunMeasurement>& runs, const GpuSpec& device) {

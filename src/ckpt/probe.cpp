@@ -1,4 +1,4 @@
-#include "launch/ckpt_probe.h"
+#include "ckpt/probe.h"
 
 #include <filesystem>
 
@@ -11,25 +11,18 @@
 
 namespace ft {
 
-std::string checkpoint_root(const Config& cfg) {
-  return cfg.ckpt.root(cfg.train.run_dir);
-}
-bool checkpoints_enabled(const Config& cfg) {
-  return cfg.ckpt.interval > 0;
-}
-
-CheckpointProbe probe_checkpoints(const Config& cfg) {
+CheckpointProbe probe_checkpoints(const CkptConfig& ckpt, const std::string& run_dir) {
   CheckpointProbe out;
   CkptKey key;
   std::string key_error;
-  if (cfg.ckpt.encrypt || !cfg.ckpt.key_file.empty() || has_key_env()) {
+  if (ckpt.encrypt || !ckpt.key_file.empty() || has_key_env()) {
     try {
-      key = CkptKey::load(cfg.ckpt.key_file);
+      key = CkptKey::load(ckpt.key_file);
     } catch (const Error& e) {
       key_error = e.what();
     }
   }
-  for (const std::string& dir : list_step_dirs(checkpoint_root(cfg))) {  // newest first
+  for (const std::string& dir : list_step_dirs(ckpt.root(run_dir))) {  // newest first
     if (!std::filesystem::exists(dir + "/" + kCkptManifestFile)) {
       out.skipped.push_back(dir + ": no manifest (the save was interrupted)");
       continue;
@@ -53,10 +46,10 @@ CheckpointProbe probe_checkpoints(const Config& cfg) {
 
 std::string newest_valid_checkpoint(const std::string& path, const std::string& who, const std::string& key_file) {
   if (std::filesystem::exists(path + "/" + kCkptManifestFile)) return path;
-  Config probe;
-  probe.ckpt.key_file = key_file;
-  probe.ckpt.dir = std::filesystem::is_directory(path + "/checkpoints") ? path + "/checkpoints" : path;
-  CheckpointProbe p = probe_checkpoints(probe);
+  CkptConfig probe;
+  probe.key_file = key_file;
+  probe.dir = std::filesystem::is_directory(path + "/checkpoints") ? path + "/checkpoints" : path;
+  CheckpointProbe p = probe_checkpoints(probe, "");
   for (const std::string& why : p.skipped) log_warn("{}: skipping {}", who, why);
   if (!p.newest) {
     throw Error(fmt::format("{}: no valid checkpoint{}", path,

@@ -1,7 +1,7 @@
 // The planner against published runs: the validation table (predicted vs published per record)
 // and the one-off fit of the per-family efficiencies that produced the catalog's values.
 //
-//   nlohmann::json runs = nlohmann::json::parse(read_file("tests/data/published-runs-dev.json"));
+//   nlohmann::json runs = nlohmann::json::parse(read_file("configs/planner/published-runs-dev.json"));
 //   Validation v = validate_records(runs);            // v.rows, v.median_abs_error,
 //   v.p90_abs_error std::fputs(format_validation(v).c_str(), stdout); FitResult f =
 //   fit_records(runs, 200);             // what `fluxtrain plan --fit-records` runs

@@ -5,14 +5,17 @@
 //   micro-batch). Setting both is allowed when they agree. Each must divide the per-rank batch.
 // A pipeline runs these micro-batches through its stages; data parallelism accumulates them.
 //
-//   MicroBatching mb = split_batch(cfg.train, cfg.parallel);   // throws ft::Error naming the keys
+// It lives beside ParallelConfig (in ft_parallel_config, which links only ft_util) so that the
+// config loader, the checkpoint tools, the dry run and the trainer all read the one rule.
+//
+//   MicroBatching mb = split_batch(cfg.train.batch_size, cfg.train.micro_batch_size, cfg.parallel);
+//   // throws ft::Error naming the keys
 //   for (int64_t i = 0; i < mb.count; ++i) model.forward_backward(..., batch.sequence(i * mb.size), ...);
 #pragma once
 
 #include <cstdint>
 
 #include "parallel/parallel_config.h"
-#include "train/train_config.h"
 
 namespace ft {
 
@@ -22,6 +25,8 @@ struct MicroBatching {
   int64_t count = 0;        // micro-batches per step
 };
 
-MicroBatching split_batch(const TrainConfig& t, const ParallelConfig& p);
+// batch_size: train.batch_size (sequences per step over all ranks); micro_batch_size:
+// train.micro_batch_size (0: unset).
+MicroBatching split_batch(int64_t batch_size, int64_t micro_batch_size, const ParallelConfig& p);
 
 }  // namespace ft

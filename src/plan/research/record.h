@@ -1,4 +1,4 @@
-// Published training runs (the JSON schema of tests/data/published-runs-dev.json) as planner
+// Published training runs (the JSON schema of configs/planner/published-runs-dev.json) as planner
 // jobs, and the planner's prediction for one, in the record's own conventions.
 //
 //   nlohmann::json rec = nlohmann::json::parse(read_file("run.json"));

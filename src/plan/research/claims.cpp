@@ -1,10 +1,10 @@
-#include "plan/check.h"
+#include "plan/research/claims.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "plan/record.h"
+#include "plan/research/record.h"
 #include "plan/search.h"
 #include "util/error.h"
 
