@@ -23,12 +23,13 @@
 #include "data/dataset_manifest.h"
 #include "data/loader/dataset_loader.h"
 #include "data/prepare/corpus.h"
+#include "data/prepare/text_normalize.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "util/checksum.h"
 #include "util/fs.h"
 
-namespace fs = std::filesystem;
+    namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 static double secs(Clock::time_point t) {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "ckpt/ckpt_config.h"
+#include "ckpt/ckpt_manifest.h"
 #include "ckpt/crypto.h"
 #include "ckpt/pieces.h"
 #include "data/loader/loader.h"

@@ -16,6 +16,7 @@
 #include "dryrun/memory_check.h"
 #include "fault/exit_codes.h"
 #include "fault/heartbeat.h"
+#include "fault/inject.h"
 #include "launch/gpu_env.h"
 #include "launch/process.h"
 #include "launch/stacks.h"
