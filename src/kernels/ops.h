@@ -3,7 +3,7 @@
 //   OpId, kOpCount, op_name()  one id per op (the op harness has one row per id);
 //   ft::ref::  scalar reference implementations, written for clarity, never optimised
 //              (kernels/ref/); their templates also run in float64 for gradient checks;
-//   ft::cpu::  the fast CPU implementations (kernels/cpu/): AVX-512, OpenMP, oneDNN;
+//   ft::cpu::  the fast CPU implementations (backends/cpu/): AVX-512, OpenMP, oneDNN;
 //   OpTable    a backend's ops as function pointers, one member per op, filled by the backend
 //              from the same list (ref::op_table(), cpu::op_table()): a missing op fails to link;
 //   ft::ops::  what model code calls: ops::name(ctx, ...) runs on ctx.device through the
@@ -94,7 +94,7 @@ namespace cpu {
 #define FT_OP(name, params, args) void name(const ExecContext& ctx, FT_OP_UNPAREN params);
 #include "kernels/op_decls.inc"
 #undef FT_OP
-// Every op above (kernels/cpu/op_table.cpp): the CPU device's backend.
+// Every op above (backends/cpu/op_table.cpp): the CPU device's backend.
 extern const OpTable kOpTable;
 inline const OpTable& op_table() {
   return kOpTable;

@@ -61,7 +61,7 @@ struct DeviceRuntime {
 void register_device_runtime(Device d, const DeviceRuntime& rt);
 bool device_runtime_registered(Device d);
 
-// A backend that is not linked in but loaded when first needed (the CUDA plugin, cli/backends.cpp):
+// A backend that is not linked in but loaded when first needed (the CUDA plugin, cli/device_plugins.cpp):
 // `load` runs once, the first time anything asks about device kind d (its count, why it cannot be
 // used, a context), and registers the backend's OpTable, DeviceRuntime and DeviceMemory. It
 // returns "" in `error`, or why the backend could not be loaded (one line) with a hint; that is

@@ -1,6 +1,6 @@
 #include "train/train_config.h"
 
-#include "kernels/cpu/native_precision.h"
+#include "backends/cpu/native_precision.h"
 #include "tensor/device_runtime.h"
 #include "util/config_binder.h"
 #include "util/error.h"

@@ -6,14 +6,14 @@
 #include <filesystem>
 #include <optional>
 
+#include "backends/cpu/gemm.h"
+#include "backends/cpu/native_precision.h"
+#include "backends/cpu/peak.h"
 #include "ckpt/checkpointer.h"
 #include "data/object_store.h"
 #include "fault/exit_codes.h"
 #include "fault/heartbeat.h"
 #include "fault/training_faults.h"
-#include "kernels/cpu/gemm.h"
-#include "kernels/cpu/native_precision.h"
-#include "kernels/peak.h"
 #include "model/activation_sizes.h"
 #include "obs/gpu_select.h"
 #include "obs/progress.h"
@@ -86,7 +86,7 @@ void Trainer::choose_compute() {
 
 // train.precision = "auto", decided once the device and the threads are known: bf16 on a GPU (the
 // CUDA backend is built for sm_80 and newer: bf16 tensor cores), on a CPU by rank 0's measured
-// GEMM peaks (cpu::auto_precision, kernels/peak.h); every rank runs what rank 0 chose.
+// GEMM peaks (cpu::auto_precision, backends/cpu/peak.h); every rank runs what rank 0 chose.
 void Trainer::settle_auto_precision() {
   cpu::PrecisionChoice c;
   if (!ctx_.on_host())
@@ -209,7 +209,7 @@ void Trainer::start_monitoring() {
   flops_per_token_ = cfg_.model.train_flops_per_token(t.seq_len);
   // MFU's denominator, found by rank 0 (the others wait): on a CPU this machine's GEMM peak at
   // this rank's threads and precision, measured once and recorded in the peak file
-  // (kernels/peak.h); on a GPU its dense peak from the planner's catalog (plan/gpu_peak.h).
+  // (backends/cpu/peak.h); on a GPU its dense peak from the planner's catalog (plan/gpu_peak.h).
   double peak = 0;
   if (rank0) peak = ctx_.on_host() ? cpu_peak_flops() : gpu_peak_flops();
   mesh_.world().broadcast(&peak, sizeof peak, 0);

@@ -7,9 +7,9 @@
 
 #include <string>
 
-#include "kernels/cuda/context.h"
-#include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/runtime.h"
+#include "backends/cuda/context.h"
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/runtime.h"
 #include "kernels/ops.h"
 #include "tensor/device_runtime.h"
 #include "tensor/memory.h"

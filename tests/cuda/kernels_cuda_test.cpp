@@ -22,9 +22,9 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/cuda/context.h"
-#include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/runtime.h"
+#include "backends/cuda/context.h"
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/runtime.h"
 #include "kernels/ops.h"
 #include "ops/op_cases.h"
 #include "ops/op_checks.h"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CUDA backend is a plugin (libfluxtrain_cuda.so next to the binary, cli/backends.h), loaded
+# The CUDA backend is a plugin (libfluxtrain_cuda.so next to the binary, cli/device_plugins.h), loaded
 # the first time a command asks for a CUDA device: a command that never asks (--help, plan, a
 # training run on the CPU) maps no CUDA library (the loader's own trace, LD_DEBUG=libs, is what is read); train.device =
 # "cuda" loads it, and every way it cannot be loaded is one error line naming why, with a hint;

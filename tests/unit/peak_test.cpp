@@ -1,5 +1,5 @@
 // GEMM peak: the peak file (path resolution, records, bad files) and a small measurement.
-#include "kernels/peak.h"
+#include "backends/cpu/peak.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -13,8 +13,8 @@
 #include <string>
 #include <utility>
 
-#include "kernels/cpu/gemm.h"
-#include "kernels/cpu/native_precision.h"
+#include "backends/cpu/gemm.h"
+#include "backends/cpu/native_precision.h"
 #include "util/error.h"
 #include "util/fs.h"
 
