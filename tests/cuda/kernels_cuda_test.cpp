@@ -227,7 +227,8 @@ TEST_F(CudaTest, SideStreamWaitsForTheMainStream) {
   Dev<float> x(std::vector<float>(n, 1.0f));
   ExecContext side = make_side_context(ectx());
   EXPECT_NE(side.stream, ectx().stream);
-  EXPECT_EQ(side.blas, ectx().blas);  // the cuBLASLt handle is shared
+  EXPECT_EQ(static_cast<cuda::CudaContext*>(side.backend)->cublaslt(),
+            static_cast<cuda::CudaContext*>(ectx().backend)->cublaslt());  // the cuBLASLt handle is shared
   for (int i = 0; i < 20; ++i) ops::scale_inplace(ectx(), x, 1.5f, static_cast<int64_t>(n));  // queued, not waited
   stream_wait(side, ectx());
   std::vector<float> back(n);

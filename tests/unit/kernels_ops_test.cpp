@@ -137,17 +137,17 @@ TEST(OpDispatch, RunsTheTableOfTheContextsDevice) {
   stand_in.backend = "stand-in";
   stand_in.scale_inplace = &counting_scale;
   ASSERT_EQ(find_backend(Device::kCUDA), nullptr);
-  register_backend(Device::kCUDA, &stand_in);
+  register_backend(Backend{.device = Device::kCUDA, .ops = &stand_in});
   ExecContext gpu;
   gpu.device = Device::kCUDA;
   std::vector<float> y = {1.0f, 2.0f, 3.0f};
   ops::scale_inplace(gpu, y.data(), 2.0f, 3);
   ops::scale_inplace(cpu_context(), y.data(), 0.5f, 3);  // the CPU's own table: not counted
-  register_backend(Device::kCUDA, nullptr);
+  unregister_backend(Device::kCUDA);
   EXPECT_EQ(g_scale_calls, 1);
   EXPECT_EQ(y, (std::vector<float>{1.0f, 2.0f, 3.0f}));
   EXPECT_EQ(find_backend(Device::kCUDA), nullptr);
-  EXPECT_EQ(find_backend(Device::kCPU), &cpu::op_table());
+  EXPECT_EQ(backend_of(cpu_context()).ops, &cpu::op_table());
 }
 
 TEST(OpDispatch, ADeviceWithoutABackendIsAnErrorNamingDeviceAndOp) {

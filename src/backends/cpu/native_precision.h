@@ -18,11 +18,7 @@ std::string onednn_isa_name();
 // True when oneDNN may use AVX512-BF16 or AMX here (native bf16 dot products).
 bool onednn_has_native_bf16();
 
-struct PrecisionChoice {
-  Precision precision = Precision::kF32;
-  std::string reason;  // "auto: bf16 GEMM 1820 GFLOP/s vs fp32 310 GFLOP/s at 2 threads (peak file)"
-};
-
+// PrecisionChoice: tensor/precision.h (one type for every backend's "auto").
 // The guess made without measuring, when the config is read (the dry run and the planner use
 // it): bf16 where the CPU has AVX512-BF16 or AMX and oneDNN may use them, fp32 elsewhere.
 PrecisionChoice native_precision_guess();

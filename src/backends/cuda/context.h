@@ -7,7 +7,7 @@
 // DeviceRuntime (backends/cuda/runtime.cpp), whose `backend` points at the CudaContext and whose
 // `owner` keeps it alive; the ops of the OpTable find it there (context_of).
 //
-//   ExecContext ctx = make_device_context(Device::kCUDA, 0);   // stream, blas, dnn, backend
+//   ExecContext ctx = make_exec_context(Device::kCUDA, 0);   // stream, backend (this CudaContext)
 //   ops::rmsnorm_forward(ctx, out, rstd, x, w, N, C, 1e-5f);  // queued on the context's stream
 //   synchronize(ctx);
 //

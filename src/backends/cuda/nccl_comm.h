@@ -54,4 +54,8 @@ namespace ft {
 std::shared_ptr<Communicator> make_nccl_comm(std::shared_ptr<Communicator> host, const ExecContext& compute,
                                              const CommOptions& opts);
 
+struct DeviceCommBackend;
+// NcclComm as a backend's communicator transport (nccl_register.cpp).
+const DeviceCommBackend& nccl_transport();
+
 }  // namespace ft

@@ -1,4 +1,4 @@
-// The CUDA DeviceRuntime and DeviceMemory, and their registration (runtime.h).
+// The CUDA Backend: its DeviceRuntime and DeviceMemory, "auto", and its registration (runtime.h).
 #include "backends/cuda/runtime.h"
 
 #include <fmt/format.h>
@@ -12,6 +12,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_ops.h"
 #include "kernels/ops.h"
+#include "tensor/backend.h"
 #include "tensor/device_runtime.h"
 #include "tensor/memory.h"
 #include "util/error.h"
@@ -27,10 +28,8 @@ ExecContext to_exec_context(std::shared_ptr<CudaContext> c) {
   e.device = Device::kCUDA;
   e.device_index = c->device();
   e.stream = c->stream();
-  e.blas = c->cublaslt();
-  // No cuDNN handle here: a context makes its own on its first SDPA call (CudaContext::sdpa), so a
-  // context that never runs cuDNN attention (side contexts, fp32 runs) never creates one.
-  e.dnn = nullptr;
+  // The cuBLASLt handle and, made on its first SDPA call, the cuDNN one (CudaContext::sdpa: a
+  // context that never runs cuDNN attention never creates one) are the CudaContext's.
   e.backend = c.get();
   e.owner = std::move(c);
   return e;
@@ -231,12 +230,25 @@ bool contains(const void* p) {
   return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
 
+// "auto" on this GPU: read from the device (its compute capability).
+PrecisionChoice auto_precision(const ExecContext& ctx, int) {
+  int major = 0, minor = 0;
+  FT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx.device_index),
+                "compute capability", {"device", ctx.device_index});
+  FT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, ctx.device_index),
+                "compute capability", {"device", ctx.device_index});
+  return gpu_auto_precision("cuda", major, minor);
+}
+
 }  // namespace
 
-void register_cuda_backend() {
+void register_cuda_backend(const DeviceCommBackend* comm) {
   static std::once_flag once;
-  std::call_once(once, [] {
-    DeviceRuntime rt;
+  std::call_once(once, [comm] {
+    Backend b;
+    b.device = Device::kCUDA;
+    b.ops = &op_table();
+    DeviceRuntime& rt = b.runtime;
     rt.device_count = [] { return device_count(); };
     rt.unavailable_reason = [] { return no_device_reason(); };
     rt.make_context = make_context;
@@ -247,8 +259,7 @@ void register_cuda_backend() {
     rt.mark_seconds = mark_seconds;
     rt.free_mark = free_mark;
     rt.memory_info = memory_info;
-    register_device_runtime(Device::kCUDA, rt);
-    DeviceMemory m;
+    DeviceMemory& m = b.memory;
     m.alloc = alloc;
     m.free = free_memory;
     m.copy_2d = copy_2d;
@@ -256,8 +267,9 @@ void register_cuda_backend() {
     m.host_alloc = host_alloc;
     m.host_free = host_free;
     m.contains = contains;
-    register_device_memory(Device::kCUDA, m);
-    register_backend(Device::kCUDA, &op_table());
+    b.comm = comm;
+    b.auto_precision = auto_precision;  // peak_flops: none, the planner's catalog by the GPU's name
+    register_backend(b);
   });
 }
 

@@ -26,9 +26,14 @@
 //   - host_alloc/host_free: cudaMallocHost / cudaFreeHost (pinned).
 #pragma once
 
+namespace ft {
+struct DeviceCommBackend;
+}
+
 namespace ft::cuda {
 
-// Registers the backend, its runtime and its memory for Device::kCUDA (idempotent).
-void register_cuda_backend();
+// Registers the backend (its ops, runtime and memory, and `comm` as its communicators' transport:
+// NcclComm in the plugin of a build with NCCL) for Device::kCUDA (idempotent).
+void register_cuda_backend(const DeviceCommBackend* comm = nullptr);
 
 }  // namespace ft::cuda
