@@ -31,8 +31,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "tensor/backend.h"
 #include "tensor/exec_context.h"
+#include "tensor/op_tables.h"
 #include "tensor/precision.h"
 
 namespace ft {
@@ -110,6 +110,8 @@ inline const OpTable& backend_for(const ExecContext& ctx, OpId op) {
     return detail::op_table_slow(ctx.device, op);
   return *t;
 }
+
+struct Backend;  // tensor/backend.h
 
 // The CPU's Backend (backends/cpu/cpu_backend.cpp): registered by the first op or context.
 const Backend& cpu_backend();

@@ -23,6 +23,7 @@
 #include "tensor/device_runtime.h"
 #include "tensor/exec_context.h"
 #include "tensor/memory.h"
+#include "tensor/op_tables.h"
 #include "tensor/precision.h"
 
 namespace ft {
@@ -99,11 +100,5 @@ using FtBackendPluginEntry = const char* (*)(const char* build_id, size_t op_cou
 }
 // The build id of this binary (configure-time, build_id.h).
 const char* build_id();
-
-namespace detail {
-// Op dispatch's view of the registry (kernels/ops.h, backend_for): each device's OpTable, one
-// load on every op's path. Written only by register_backend.
-extern std::atomic<const OpTable*> g_op_tables[kNumDevices];
-}  // namespace detail
 
 }  // namespace ft

@@ -11,6 +11,7 @@
 #include "ops/op_cases.h"
 #include "ops/op_checks.h"
 #include "ops/op_staging.h"
+#include "tensor/backend.h"
 #include "util/error.h"
 
 namespace ft::test {
