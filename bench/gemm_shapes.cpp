@@ -1,6 +1,6 @@
 // GEMM on the shapes of a llama-125m training step (4 × 512 tokens, C 768, F 2048; the tied LM
 // head on a 256-token chunk of the 32000 vocabulary): forward y = x Wᵀ, dx = dy W, dW += dyᵀ x for
-// every linear layer (kernels/peak.h, llama_gemm_shapes). Compares the fp32 libraries ops::matmul
+// every linear layer (backends/cpu/peak.h, llama_gemm_shapes). Compares the fp32 libraries ops::matmul
 // can run (oneDNN dnnl_sgemm, OpenBLAS, BLIS; a missing one is a column of dashes), oneDNN's fp32
 // matmul primitive, and bf16 as ops::matmul_bf16 runs it here (native, or emulated through the
 // fp32 GEMM) and through oneDNN's own bf16 primitive where it has one; prints per shape, then the
@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/gemm.h"
+#include "backends/cpu/gemm.h"
+#include "backends/cpu/peak.h"
 #include "kernels/ops.h"
-#include "kernels/peak.h"
 #include "tensor/dtype.h"
 
 namespace {

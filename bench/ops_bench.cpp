@@ -1,7 +1,7 @@
 // The op bench: every row of the op harness (tests/ops, one per op of kernels/op_decls.inc) on its
 // llama-125m micro-batch shape (4 × 512 tokens, C 768, F 2048, 12 heads of 64, vocabulary 32000
 // in chunks of 256 tokens, 16 M parameters for the optimizer ops), through the CPU backend,
-// against this machine's peaks measured in the same run: the GEMM peak of kernels/peak.h (fp32,
+// against this machine's peaks measured in the same run: the GEMM peak of backends/cpu/peak.h (fp32,
 // and bf16 for the bf16 GEMM) and a bandwidth peak (the best of a read, a copy, an in-place scale
 // and a STREAM triad over arrays of 256 MiB). Per op: the
 // time, the bytes and FLOPs it must move at least once per second, which roof binds, and last the
@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/peak.h"
+#include "backends/cpu/peak.h"
 #include "ops/op_cases.h"
 
 namespace {
@@ -140,7 +140,8 @@ int main(int argc, char** argv) {
   popt.cpu_clock = g_cpu_clock;
   for (Precision p : {Precision::kF32, Precision::kBF16}) peak[p] = measure_gemm_peak(p, threads, popt).gflops * 1e9;
   std::printf(
-      "peaks: bandwidth %.1f GB/s (the best stream), GEMM %.1f GFLOP/s fp32, %.1f GFLOP/s bf16 (kernels/peak.h)\n\n",
+      "peaks: bandwidth %.1f GB/s (the best stream), GEMM %.1f GFLOP/s fp32, %.1f GFLOP/s bf16 "
+      "(backends/cpu/peak.h)\n\n",
       bandwidth * 1e-9, peak[Precision::kF32] * 1e-9, peak[Precision::kBF16] * 1e-9);
 
   int shape_width = 5;

@@ -1,4 +1,4 @@
-# NCCL and the CUDA runtime, for NcclComm (src/parallel/comm/nccl_comm.cpp).
+# NCCL and the CUDA runtime, for NcclComm (src/backends/cuda/nccl_comm.cpp).
 #
 # FT_NCCL: AUTO (default) builds NcclComm when the CUDA toolkit's runtime and NCCL (headers and
 # libraries) are found, OFF never, ON requires them. When built, the CUDA plugin carries NcclComm

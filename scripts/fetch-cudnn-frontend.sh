@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fetches the cuDNN frontend C++ headers (used by src/kernels/cuda/attention_sdpa.cpp) from the
+# Fetches the cuDNN frontend C++ headers (used by src/backends/cuda/attention_sdpa.cpp) from the
 # PyPI wheel nvidia-cudnn-frontend at a pinned version and checksum, into
 # .deps/cudnn-frontend-<version>/ (ignored by git). Called by CMake at configure time when the
 # CUDA toolkit and cuDNN are found; idempotent (does nothing when the headers are there).

@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/gemm.h"
+#include "backends/cpu/peak.h"
 #include "cli/command.h"
-#include "kernels/cpu/gemm.h"
-#include "kernels/peak.h"
 #include "model/model_config.h"
 #include "util/cpu_info.h"
 #include "util/error.h"

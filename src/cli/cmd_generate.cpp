@@ -85,9 +85,7 @@ int run_generate(int argc, char** argv) {
   ft::CheckpointManifest m = ft::CheckpointManifest::load(dir, kp);
   ft::Config cfg = ft::config_from_json(m.config);
   // --device, whatever device the checkpoint's run trained on (checkpoints have one format).
-  const ft::Device dev = device == "cuda" || (device == "auto" && ft::device_count(ft::Device::kCUDA) > 0)
-                             ? ft::Device::kCUDA
-                             : ft::Device::kCPU;
+  const ft::Device dev = ft::resolve_device(device, "--device");
   const ft::ExecContext ctx = ft::make_exec_context(dev);
   ft::ParamLayout layout = ft::ParamLayout::llama(cfg.model);
   ft::FlatParams params(layout, dev);

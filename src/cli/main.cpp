@@ -4,8 +4,8 @@
 #include <exception>
 #include <new>
 
-#include "cli/backends.h"
 #include "cli/command.h"
+#include "cli/device_plugins.h"
 #include "util/error.h"
 #include "util/strings.h"
 

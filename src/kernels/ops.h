@@ -3,11 +3,11 @@
 //   OpId, kOpCount, op_name()  one id per op (the op harness has one row per id);
 //   ft::ref::  scalar reference implementations, written for clarity, never optimised
 //              (kernels/ref/); their templates also run in float64 for gradient checks;
-//   ft::cpu::  the fast CPU implementations (kernels/cpu/): AVX-512, OpenMP, oneDNN;
+//   ft::cpu::  the fast CPU implementations (backends/cpu/): AVX-512, OpenMP, oneDNN;
 //   OpTable    a backend's ops as function pointers, one member per op, filled by the backend
 //              from the same list (ref::op_table(), cpu::op_table()): a missing op fails to link;
 //   ft::ops::  what model code calls: ops::name(ctx, ...) runs on ctx.device through the
-//              OpTable registered for it (register_backend; the CPU's always is).
+//              OpTable of its Backend (tensor/backend.h; the CPU's always is).
 // Every op takes the ExecContext it runs on first (tensor/exec_context.h); a device with no
 // backend is an ft::Error naming the device and the op.
 //
@@ -32,19 +32,10 @@
 #include <cstdint>
 
 #include "tensor/exec_context.h"
+#include "tensor/op_tables.h"
+#include "tensor/precision.h"
 
 namespace ft {
-
-enum class Precision : uint8_t {
-  kF32 = 0,   // fp32 everywhere
-  kBF16 = 1,  // GEMM inputs rounded to bf16 (AMX / AVX512-BF16), fp32 accumulation and output
-  kF16 = 2,   // GEMM inputs rounded to fp16, fp32 accumulation and output (loss scaling needed)
-};
-
-// "fp32", "bf16", "fp16": the spelling of train.precision.
-constexpr const char* precision_label(Precision p) {
-  return p == Precision::kBF16 ? "bf16" : p == Precision::kF16 ? "fp16" : "fp32";
-}
 
 // Removes the parentheses around an entry's parameter or argument list.
 #define FT_OP_UNPAREN(...) __VA_ARGS__
@@ -94,7 +85,7 @@ namespace cpu {
 #define FT_OP(name, params, args) void name(const ExecContext& ctx, FT_OP_UNPAREN params);
 #include "kernels/op_decls.inc"
 #undef FT_OP
-// Every op above (kernels/cpu/op_table.cpp): the CPU device's backend.
+// Every op above (backends/cpu/op_table.cpp): the CPU device's backend.
 extern const OpTable kOpTable;
 inline const OpTable& op_table() {
   return kOpTable;
@@ -102,30 +93,30 @@ inline const OpTable& op_table() {
 }  // namespace cpu
 
 // ---- Backends by device -------------------------------------------------------------------
-// The OpTable ops:: dispatches to for each device: the CPU's is there from the start; a CUDA
-// backend registers its own when it starts (register_backend(Device::kCUDA, &cuda::op_table()));
-// null removes a device's backend (tests).
-void register_backend(Device device, const OpTable* table);
-// The device's table, or null when no backend runs ops there.
-const OpTable* find_backend(Device device);
-// The context of device `index` of a kind (the device alone on the CPU; a stream and handles from
-// the device's runtime, tensor/device_runtime.h). An ft::Error naming the device when this build
-// has no backend for it or the device cannot be used.
-ExecContext make_exec_context(Device device, int index = 0);
-
+// The OpTable ops:: dispatches to for each device is its Backend's (tensor/backend.h): the CPU's
+// is built in (registered on first use, by op_dispatch.cpp); another device's comes with its
+// backend's registration.
 namespace detail {
-inline constexpr size_t kBackendSlots = 2;  // Device::kCPU, Device::kCUDA
-extern std::atomic<const OpTable*> g_backends[kBackendSlots];
-[[noreturn]] void no_backend(Device device, OpId op);
+// d's table when the backend of ctx.device has none yet: the CPU's (registered now), else an
+// ft::Error naming the device and the op.
+const OpTable& op_table_slow(Device device, OpId op);
 }  // namespace detail
 
 // ctx.device's table; an ft::Error naming the device and the op when no backend runs ops there.
 inline const OpTable& backend_for(const ExecContext& ctx, OpId op) {
   const auto d = static_cast<size_t>(ctx.device);
-  const OpTable* t = d < detail::kBackendSlots ? detail::g_backends[d].load(std::memory_order_acquire) : nullptr;
-  if (t == nullptr) detail::no_backend(ctx.device, op);
+  const OpTable* t = d < kNumDevices ? detail::g_op_tables[d].load(std::memory_order_acquire) : nullptr;
+  if (t == nullptr) [[unlikely]]
+    return detail::op_table_slow(ctx.device, op);
   return *t;
 }
+
+struct Backend;  // tensor/backend.h
+
+// The CPU's Backend (backends/cpu/cpu_backend.cpp): registered by the first op or context.
+const Backend& cpu_backend();
+// ctx's backend (the CPU's registered first when it is the CPU); ft::Error when none.
+const Backend& backend_of(const ExecContext& ctx);
 
 // What the model calls: ops::rmsnorm_forward(ctx, out, rstd, x, w, N, C, eps) runs the op on
 // ctx.device, through that device's table (one indirect call).

@@ -1,62 +1,18 @@
 #include "tensor/device_runtime.h"
 
-#include <array>
-#include <mutex>
-
+#include "tensor/backend.h"
 #include "util/error.h"
 
 namespace ft {
 namespace {
 
-std::mutex g_mu;
-std::array<DeviceRuntime, kNumDevices> g_runtimes{};
-std::array<bool, kNumDevices> g_registered{};
-
-// Loaders of backends loaded on first use, each run at most once (under its own once_flag: the
-// loader registers the runtime, which takes g_mu).
-struct Loader {
-  DeviceLoadResult (*load)() = nullptr;
-  std::once_flag once;
-  DeviceLoadResult result;
-};
-std::array<Loader, kNumDevices> g_loaders{};
-
-size_t slot(Device d) {
-  const auto i = static_cast<size_t>(d);
-  FT_CHECK(i < kNumDevices, "device {} has no slot", i);
-  return i;
-}
-
-// The registered runtime of a non-CPU device, or null (its loader run first).
+// The runtime of a non-CPU device's backend (its plugin loaded first), or null.
 const DeviceRuntime* runtime_of(Device d) {
-  load_device(d);
-  std::lock_guard<std::mutex> lock(g_mu);
-  return g_registered[slot(d)] ? &g_runtimes[slot(d)] : nullptr;
+  const Backend* b = find_backend(d);
+  return b && b->runtime.device_count ? &b->runtime : nullptr;
 }
 
 }  // namespace
-
-void register_device_runtime(Device d, const DeviceRuntime& rt) {
-  FT_CHECK(d != Device::kCPU, "the CPU's runtime is built in");
-  FT_CHECK(rt.device_count && rt.make_context && rt.synchronize, "register_device_runtime({}): incomplete runtime",
-           device_name(d));
-  std::lock_guard<std::mutex> lock(g_mu);
-  g_runtimes[slot(d)] = rt;
-  g_registered[slot(d)] = true;
-}
-
-void register_device_loader(Device d, DeviceLoadResult (*load)()) {
-  FT_CHECK(d != Device::kCPU, "the CPU's backend is built in");
-  g_loaders[slot(d)].load = load;
-}
-
-const DeviceLoadResult& load_device(Device d) {
-  Loader& l = g_loaders[slot(d)];
-  std::call_once(l.once, [&l] {
-    if (l.load) l.result = l.load();
-  });
-  return l.result;
-}
 
 bool device_runtime_registered(Device d) {
   return d == Device::kCPU || runtime_of(d) != nullptr;
@@ -82,8 +38,14 @@ std::string device_unavailable_reason(Device d) {
   return why.empty() ? fmt::format("no {} device is visible", device_name(d)) : why;
 }
 
-ExecContext make_device_context(Device d, int index) {
+ExecContext make_exec_context(Device d, int index) {
   if (d == Device::kCPU) return ExecContext{};
+  // A backend loaded on first use that could not be loaded says why below; one without ops (or
+  // none at all) says which devices this process has.
+  if (const Backend* b = find_backend(d); load_device(d).error.empty() && (b == nullptr || b->ops == nullptr))
+    throw Error(fmt::format("device {}: this build has no backend for it (it has: {})", device_name(d),
+                            registered_backend_names()),
+                "train.device = \"cpu\" runs on this machine's CPUs");
   const std::string why = device_unavailable_reason(d);
   if (!why.empty()) {
     const DeviceLoadResult& loaded = load_device(d);
@@ -141,6 +103,27 @@ const DeviceRuntime* stream_mark_runtime(const ExecContext& ctx) {
   if (ctx.on_host()) return nullptr;
   const DeviceRuntime* rt = runtime_of(ctx.device);
   return rt && rt->record_mark && rt->mark_seconds && rt->free_mark ? rt : nullptr;
+}
+
+}  // namespace ft
+
+namespace ft {
+
+void check_device_name(const std::string& name, const char* what) {
+  if (name == "auto") return;
+  for (size_t i = 0; i < kNumDevices; ++i)
+    if (name == device_name(static_cast<Device>(i))) return;
+  throw Error(
+      fmt::format("{} = \"{}\" is not a device fluxtrain knows: expected \"cpu\", \"cuda\" or \"auto\"", what, name),
+      "set train.device = \"cpu\" (the default)");
+}
+
+Device resolve_device(const std::string& name, const char* what) {
+  check_device_name(name, what);
+  if (name == "auto") return device_count(Device::kCUDA) > 0 ? Device::kCUDA : Device::kCPU;
+  for (size_t i = 0; i < kNumDevices; ++i)
+    if (name == device_name(static_cast<Device>(i))) return static_cast<Device>(i);
+  return Device::kCPU;  // not reached: checked above
 }
 
 }  // namespace ft

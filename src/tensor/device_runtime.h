@@ -2,16 +2,15 @@
 // its devices the process sees, the rank's context on one of them (a stream and library handles),
 // more streams on the same device, ordering between streams, and waiting for one.
 //
-//   ExecContext ctx = make_device_context(Device::kCUDA, local_rank % device_count(Device::kCUDA));
+//   ExecContext ctx = make_exec_context(Device::kCUDA, local_rank % device_count(Device::kCUDA));
 //   ExecContext side = make_side_context(ctx);   // e.g. checkpoint copies, communication
 //   stream_wait(side, ctx);     // what is queued on side from now on runs after ctx's work so far
 //   synchronize(side);          // the host waits for side's work
 //
 // The CPU's runtime is built in: one device, every context is the host, everything runs in call
-// order, so side contexts are the host too and the waits do nothing. A backend registers its
-// runtime once at start-up beside its OpTable (kernels/ops.h) and its DeviceMemory
-// (tensor/memory.h). A context owns its stream and handles through ExecContext::owner: they live
-// while a copy of the context does.
+// order, so side contexts are the host too and the waits do nothing. A device's runtime is part of
+// its Backend (tensor/backend.h), registered once beside its ops and its memory. A context owns its stream and handles
+// through ExecContext::owner: they live while a copy of the context does.
 #pragma once
 
 #include <cstddef>
@@ -57,31 +56,24 @@ struct DeviceRuntime {
   bool (*memory_info)(int index, DeviceMemoryInfo* out) = nullptr;
 };
 
-// Makes device kind d's runtime known (the CPU's is built in). Called once by a backend.
-void register_device_runtime(Device d, const DeviceRuntime& rt);
+// Whether d has a runtime: the CPU always; another kind when its backend (tensor/backend.h) is
+// registered, its plugin loaded first.
 bool device_runtime_registered(Device d);
-
-// A backend that is not linked in but loaded when first needed (the CUDA plugin, cli/backends.cpp):
-// `load` runs once, the first time anything asks about device kind d (its count, why it cannot be
-// used, a context), and registers the backend's OpTable, DeviceRuntime and DeviceMemory. It
-// returns "" in `error`, or why the backend could not be loaded (one line) with a hint; that is
-// then d's unavailable reason. Nothing is loaded by a process that never asks about d.
-struct DeviceLoadResult {
-  std::string error;
-  std::string hint;
-};
-void register_device_loader(Device d, DeviceLoadResult (*load)());
-// Runs d's loader if it has one and it has not run yet; its result (error "" when there is no
-// loader or it succeeded).
-const DeviceLoadResult& load_device(Device d);
 
 // 1 for the CPU; a registered backend's count; 0 when this build has no runtime for d.
 int device_count(Device d);
 // Why d cannot be used here ("" when it can): no backend in this build, no driver, no device.
 std::string device_unavailable_reason(Device d);
-// The context of device `index` of kind d; ft::Error naming the device and why when it cannot be
-// made (no backend, index out of range, the backend's own error).
-ExecContext make_device_context(Device d, int index = 0);
+// The context of device `index` of kind d (the device alone on the CPU; a stream and the backend's
+// per-context state elsewhere): the one way to make a context. ft::Error naming the device and why
+// when it cannot be made (no backend in this build, its plugin failed to load, index out of range,
+// the backend's own error).
+ExecContext make_exec_context(Device d, int index = 0);
+// train.device / --device: "cpu", "cuda" or "auto" (a GPU when this build has the CUDA backend and
+// one is visible, else the CPU). ft::Error naming `what` (the key) for any other name.
+Device resolve_device(const std::string& name, const char* what = "train.device");
+// The same check without resolving "auto" (loads nothing): the config's validation.
+void check_device_name(const std::string& name, const char* what = "train.device");
 ExecContext make_side_context(const ExecContext& ctx);
 void stream_wait(const ExecContext& waiter, const ExecContext& on);
 void synchronize(const ExecContext& ctx);

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "tensor/backend.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/strings.h"
@@ -127,28 +128,26 @@ void cpu_fill(const ExecContext&, void* dst, uint8_t byte, size_t bytes) {
   __asm__ __volatile__("" : : "r"(dst) : "memory");
 }
 
-struct Registry {
-  std::array<DeviceMemory, kNumDevices> memory{};
-  std::array<std::atomic<bool>, kNumDevices> registered{};
-  Registry() {
-    memory[static_cast<size_t>(Device::kCPU)] = {cpu_alloc, cpu_free, cpu_copy_2d, cpu_fill};
-    registered[static_cast<size_t>(Device::kCPU)] = true;
-  }
-};
-Registry& registry() {
-  static Registry r;
-  return r;
+constexpr DeviceMemory kCpuMemory{cpu_alloc, cpu_free, cpu_copy_2d, cpu_fill};
+
+// d's memory: the host's for the CPU, else its registered backend's (tensor/backend.h), or null.
+// Loads no plugin: a device's backend is there once a context of it was made.
+const DeviceMemory* memory_of(Device d) {
+  if (d == Device::kCPU) return &kCpuMemory;
+  const Backend* b = registered_backend(d);
+  return b && b->memory.alloc ? &b->memory : nullptr;
 }
 
 // The backend of device d; an ft::Error when none provides it.
 const DeviceMemory& backend(Device d) {
   const auto i = static_cast<size_t>(d);
   FT_CHECK(i < kNumDevices, "device {}", i);
-  if (!registry().registered[i].load()) {
+  const DeviceMemory* m = memory_of(d);
+  if (m == nullptr) {
     throw Error(fmt::format("no memory on device '{}': this build has no {} backend", device_name(d), device_name(d)),
                 "train.device = \"cpu\" is the only device this build runs on");
   }
-  return registry().memory[i];
+  return *m;
 }
 
 // The backend that moves bytes between dst_dev and src_dev: the host's when both are the host,
@@ -169,14 +168,8 @@ constexpr bool kPoison = false;
 
 }  // namespace
 
-void register_device_memory(Device d, const DeviceMemory& m) {
-  FT_CHECK(m.alloc && m.free && m.copy_2d && m.fill, "device {} registers incomplete memory", device_name(d));
-  registry().memory[static_cast<size_t>(d)] = m;
-  registry().registered[static_cast<size_t>(d)] = true;
-}
-
 bool device_memory_registered(Device d) {
-  return static_cast<size_t>(d) < kNumDevices && registry().registered[static_cast<size_t>(d)].load();
+  return static_cast<size_t>(d) < kNumDevices && memory_of(d) != nullptr;
 }
 
 bool mem_on_device(Device d, const void* p) {

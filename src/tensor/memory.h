@@ -96,8 +96,8 @@ struct DeviceMemory {
   // memory: parallel/comm/host_staged_comm.h); null: never.
   bool (*contains)(const void* p) = nullptr;
 };
-// Makes d allocatable (the CPU is from the start). Called once by a backend at start-up.
-void register_device_memory(Device d, const DeviceMemory& m);
+// Whether d is allocatable: the CPU always; another device when its Backend (tensor/backend.h),
+// which carries its DeviceMemory, is registered.
 bool device_memory_registered(Device d);
 // Whether p is memory of device d (always false for the CPU: host memory is not "on a device").
 bool mem_on_device(Device d, const void* p);

@@ -1,6 +1,6 @@
 #include "train/train_config.h"
 
-#include "kernels/cpu/native_precision.h"
+#include "backends/cpu/native_precision.h"
 #include "tensor/device_runtime.h"
 #include "util/config_binder.h"
 #include "util/error.h"
@@ -43,9 +43,7 @@ void TrainConfig::bind(ConfigBinder& b) {
 }
 
 Device TrainConfig::compute_device() const {
-  if (device == "cuda") return Device::kCUDA;
-  if (device == "auto" && device_count(Device::kCUDA) > 0) return Device::kCUDA;
-  return Device::kCPU;
+  return resolve_device(device);
 }
 
 void TrainConfig::validate() const {
@@ -54,11 +52,7 @@ void TrainConfig::validate() const {
   if (seq_len <= 0) throw Error(fmt::format("train.seq_len = {} must be positive", seq_len));
   if (micro_batch_size < 0) throw Error(fmt::format("train.micro_batch_size = {} must be >= 0", micro_batch_size));
   // Whether "cuda" can run here is the trainer's question (the device runtime, at start-up).
-  if (device != "cpu" && device != "cuda" && device != "auto")
-    throw Error(fmt::format("train.device = \"{}\" is not a device fluxtrain knows: expected \"cpu\", \"cuda\" or "
-                            "\"auto\"",
-                            device),
-                "set train.device = \"cpu\" (the default)");
+  check_device_name(device, "train.device");
   if (threads < 0) throw Error(fmt::format("train.threads = {} must be >= 0", threads));
   if (log_interval <= 0) throw Error(fmt::format("train.log_interval = {} must be positive", log_interval));
   if (eval_interval < 0) throw Error(fmt::format("train.eval_interval = {} must be >= 0", eval_interval));
@@ -72,7 +66,7 @@ void TrainConfig::resolve_precision() {
     case PrecisionSetting::kAuto: {
       // A guess from the CPU's flags for the dry run and the planner; the trainer settles it
       // (settle_auto_precision) once the device and the threads are known.
-      cpu::PrecisionChoice c = cpu::native_precision_guess();
+      PrecisionChoice c = cpu::native_precision_guess();
       precision = c.precision;
       precision_reason = c.reason;
       return;

@@ -12,7 +12,7 @@ namespace ft {
 class ConfigBinder;
 
 // train.precision as written: "auto" is decided by the trainer at start: bf16 on a GPU, and on a CPU
-// by the measured GEMM peaks (kernels/cpu/native_precision.h).
+// by the measured GEMM peaks (backends/cpu/native_precision.h).
 enum class PrecisionSetting : uint8_t { kAuto, kFp32, kBf16, kFp16 };
 
 struct TrainConfig {

@@ -11,9 +11,7 @@
 #include "fault/exit_codes.h"
 #include "fault/heartbeat.h"
 #include "fault/training_faults.h"
-#include "kernels/cpu/gemm.h"
-#include "kernels/cpu/native_precision.h"
-#include "kernels/peak.h"
+#include "kernels/ops.h"
 #include "model/activation_sizes.h"
 #include "obs/gpu_select.h"
 #include "obs/progress.h"
@@ -22,6 +20,7 @@
 #include "parallel/micro_batches.h"
 #include "parallel/pipeline_parallel/pipeline_plan.h"
 #include "plan/gpu_peak.h"
+#include "tensor/backend.h"
 #include "tensor/device_runtime.h"
 #include "train/micro_batch_executor.h"
 #include "train/pipeline_executor.h"
@@ -29,7 +28,6 @@
 #include "train/stop_request.h"
 #include "train/threads.h"
 #include "util/clock.h"
-#include "util/cpu_info.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/hash.h"
@@ -69,13 +67,15 @@ void Trainer::choose_compute() {
   const ThreadChoice threads = choose_threads(t.threads, mesh_.world());
   omp_set_num_threads(threads.threads);
   if (t.precision_is_auto()) settle_auto_precision();
-  log_info("CPU {}: {}; oneDNN uses {}", cpu_info().model, cpu_info().describe(), cpu::onednn_isa_name());
+  // The host's backend (the CPU's) says what it is; then, for a device, which one and its ops.
+  const std::vector<std::string> host = split(cpu_backend().describe(cpu_context()), '\n');
+  log_info("{}", host.at(0));
   log_info("precision {} ({}); {} thread{} per rank ({})", precision_label(t.precision), t.precision_reason,
            threads.threads, threads.threads == 1 ? "" : "s", threads.source);
-  log_info("GEMM {}", cpu::gemm_backend_summary());
+  for (size_t i = 1; i < host.size(); ++i) log_info("{}", host[i]);
   if (!ctx_.on_host())
     log_info("device {}:{} (local rank {}, {} visible); ops: {}", device_name(ctx_.device), ctx_.device_index,
-             local_rank_from_env(), device_count(ctx_.device), find_backend(ctx_.device)->backend);
+             local_rank_from_env(), device_count(ctx_.device), backend_of(ctx_).ops->backend);
   if (t.device == "auto" && ctx_.on_host())
     log_info("train.device = \"auto\": no usable GPU ({}); training on the CPU",
              device_unavailable_reason(Device::kCUDA));
@@ -85,15 +85,13 @@ void Trainer::choose_compute() {
   }
 }
 
-// train.precision = "auto", decided once the device and the threads are known: bf16 on a GPU (the
-// CUDA backend is built for sm_80 and newer: bf16 tensor cores), on a CPU by rank 0's measured
-// GEMM peaks (cpu::auto_precision, kernels/peak.h); every rank runs what rank 0 chose.
+// train.precision = "auto", decided once the device and the threads are known, by the device's
+// backend: on a GPU by its compute capability (bf16 from 8.0), on a CPU by rank 0's measured GEMM
+// peaks (measured once per machine: the other ranks take rank 0's); every rank runs what rank 0
+// chose.
 void Trainer::settle_auto_precision() {
-  cpu::PrecisionChoice c;
-  if (!ctx_.on_host())
-    c = {Precision::kBF16, fmt::format("auto: a {} device (bf16 tensor cores)", device_name(ctx_.device))};
-  else if (mesh_.world_rank() == 0)
-    c = cpu::auto_precision(omp_get_max_threads());
+  PrecisionChoice c;
+  if (!ctx_.on_host() || mesh_.world_rank() == 0) c = backend_of(ctx_).auto_precision(ctx_, omp_get_max_threads());
   int chosen = static_cast<int>(c.precision);
   mesh_.world().broadcast(&chosen, sizeof chosen, 0);
   c.precision = static_cast<Precision>(chosen);
@@ -200,7 +198,7 @@ void Trainer::start_monitoring() {
                      .dp = static_cast<int>(mesh_.coord().dp),
                      .tp = static_cast<int>(mesh_.coord().tp),
                      .pp = static_cast<int>(mesh_.coord().pp),
-                     .cuda_device = ctx_.device == Device::kCUDA ? ctx_.device_index : -1};
+                     .cuda_device = ctx_.on_host() ? -1 : ctx_.device_index};
   telemetry_ = std::make_unique<obs::Telemetry>(cfg_.metrics, rank, t.run_dir, t.steps);
   if (rank0) progress_ = std::make_unique<obs::ProgressLine>(t.steps, t.log_interval);
   faults_ = std::make_unique<TrainingFaults>(cfg_.fault, t.run_dir, mesh_.world_rank(), mesh_.coord().dp,
@@ -208,21 +206,21 @@ void Trainer::start_monitoring() {
   if (faults_->restarts() > 0) telemetry_->set_restarts(faults_->restarts());
   if (mesh_.world_size() > 1) telemetry_->set_rank_hosts(gather_strings(mesh_.world(), this_host()));
   flops_per_token_ = cfg_.model.train_flops_per_token(t.seq_len);
-  // MFU's denominator, found by rank 0 (the others wait): on a CPU this machine's GEMM peak at
-  // this rank's threads and precision, measured once and recorded in the peak file
-  // (kernels/peak.h); on a GPU its dense peak from the planner's catalog (plan/gpu_peak.h).
+  // MFU's denominator, found by rank 0 (the others wait): the backend's own peak (on a CPU this
+  // machine's fastest GEMM peak at this rank's threads, measured once and recorded in the peak
+  // file); for a backend without one (a GPU) its dense peak from the planner's catalog
+  // (plan/gpu_peak.h).
   double peak = 0;
-  if (rank0) peak = ctx_.on_host() ? cpu_peak_flops() : gpu_peak_flops();
+  if (rank0) peak = backend_of(ctx_).peak_flops ? backend_peak_flops() : gpu_peak_flops();
   mesh_.world().broadcast(&peak, sizeof peak, 0);
   peak_flops_ = peak;
 }
 
-// The fastest precision's GEMM peak on this CPU, whatever precision runs: an MFU then means the
-// same on every CPU, and a slow precision is not flattered by its own low peak.
-double Trainer::cpu_peak_flops() const {
-  const cpu::FastestPeak f = cpu::fastest_gemm_peak(omp_get_max_threads());
-  log_info("MFU against {}", f.describe);
-  return f.gflops * 1e9;
+double Trainer::backend_peak_flops() {
+  const PeakFlops p = backend_of(ctx_).peak_flops(ctx_, cfg_.train.precision, omp_get_max_threads());
+  log_info("{}", p.source);
+  peak_recorded_in_ = p.recorded_in;
+  return p.flops;
 }
 
 double Trainer::gpu_peak_flops() const {
@@ -510,13 +508,13 @@ void Trainer::log_step(const StepStats& s, const nlohmann::json& row) {
   metrics_->write(row);
   // A step cannot run its GEMMs faster than the machine's peak: over 100% the recorded peak is
   // wrong (measured on a busy machine), said once with how to fix it.
-  if (progress_ && ctx_.on_host() && s.mfu > 1.0 && !peak_doubted_) {
+  if (progress_ && !peak_recorded_in_.empty() && s.mfu > 1.0 && !peak_doubted_) {
     peak_doubted_ = true;
     log_warn(
         "MFU {:.0f}% at step {}: the recorded GEMM peak ({:.3g} GFLOP/s) is below what this run reaches, so it was "
         "likely measured while the machine was busy (peak file {}); re-measure it on an idle machine with "
         "`fluxtrain bench-peak`",
-        s.mfu * 100, s.step, peak_flops_ / 1e9, peak_file_path());
+        s.mfu * 100, s.step, peak_flops_ / 1e9, peak_recorded_in_);
   }
   if (progress_)
     progress_->update({.step = s.step,

@@ -121,7 +121,7 @@ class Trainer {
   void set_up_precision();        // bf16: the engine's bf16 weight copy; fp16: the loss scaler
   void open_data();               // the training loader; the validation loaders when train.eval_interval > 0
   void start_monitoring();        // run directory, telemetry, progress line, fault handling, MFU's peak
-  double cpu_peak_flops() const;  // the fastest precision's GEMM peak here (said once)
+  double backend_peak_flops();    // the device backend's own peak (the CPU: its fastest GEMM; said once)
   double gpu_peak_flops() const;  // this rank's GPU's dense peak (0 = MFU unavailable, said once)
   void resume();                  // the checkpointer and the stop request; ckpt.resume
   void open_run_files();          // config.json and metrics.jsonl: only once the run is accepted
@@ -177,7 +177,8 @@ class Trainer {
   bool streamed_ = false;          // data.path is an s3:// or gs:// URL
   uint64_t fetched_reported_ = 0;  // shard bytes already counted on /metrics
   double flops_per_token_ = 0, peak_flops_ = 0;
-  bool peak_doubted_ = false;  // MFU over 100% was said once (a peak measured on a busy machine)
+  bool peak_doubted_ = false;     // MFU over 100% was said once (a peak measured on a busy machine)
+  std::string peak_recorded_in_;  // where the backend recorded its measured peak (PeakFlops::recorded_in)
   double start_time_ = 0;
 };
 

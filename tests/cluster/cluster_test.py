@@ -38,7 +38,7 @@ from netns_cluster import Cluster, skip_reason
 
 FT, CONFIG, WORK, SCENARIO = sys.argv[1:5]
 WORK = os.path.join(os.path.abspath(WORK), SCENARIO)
-# MFU's GEMM peak (kernels/peak.h) measured into a file of these tests, not the user's cache
+# MFU's GEMM peak (backends/cpu/peak.h) measured into a file of these tests, not the user's cache
 # (which another fluxtrain build may have written in a format this one refuses); the supervisor
 # forwards FLUXTRAIN_* to every rank.
 os.environ["FLUXTRAIN_PEAK_FILE"] = os.path.join(os.path.dirname(WORK), "peak.json")
@@ -184,7 +184,7 @@ HOLD = {"FLUXTRAIN_CKPT_TEST_COPY_DELAY_MS": "250"}
 
 
 def warm_peak():
-    """The first run with the peak file measures this machine's GEMM peak on rank 0 (kernels/peak.h:
+    """The first run with the peak file measures this machine's GEMM peak on rank 0 (backends/cpu/peak.h:
     a few GEMMs, seconds on a slow CPU) while the other ranks wait in a collective — past the 3 s
     collective timeout of FAULT on a slow or loaded machine. One single-process step at one thread
     records it first, as tests/fault/fault_injection_test.py does."""

@@ -7,10 +7,11 @@
 
 #include <string>
 
-#include "kernels/cuda/context.h"
-#include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/runtime.h"
+#include "backends/cuda/context.h"
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/runtime.h"
 #include "kernels/ops.h"
+#include "tensor/backend.h"
 #include "tensor/device_runtime.h"
 #include "tensor/memory.h"
 #include "util/error.h"
@@ -35,7 +36,9 @@ TEST(CudaBackend, EveryOpOfTheListHasACudaEntry) {
 TEST(CudaBackend, RegistrationMakesTheDeviceKnown) {
   cuda::register_cuda_backend();
   cuda::register_cuda_backend();  // idempotent
-  EXPECT_EQ(find_backend(Device::kCUDA), &cuda::op_table());
+  ASSERT_NE(find_backend(Device::kCUDA), nullptr);
+  EXPECT_EQ(find_backend(Device::kCUDA)->ops, &cuda::op_table());
+  EXPECT_NE(find_backend(Device::kCUDA)->auto_precision, nullptr);
   EXPECT_TRUE(device_runtime_registered(Device::kCUDA));
   EXPECT_TRUE(device_memory_registered(Device::kCUDA));
   EXPECT_EQ(device_count(Device::kCUDA), cuda::device_count());

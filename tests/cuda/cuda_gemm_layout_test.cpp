@@ -1,4 +1,4 @@
-// The GEMM mapping and descriptors of the CUDA backend (kernels/cuda/gemm_plan.h), and its
+// The GEMM mapping and descriptors of the CUDA backend (backends/cuda/gemm_plan.h), and its
 // checked-call errors, on any machine with the toolkit (no GPU needed: cuBLASLt creates
 // descriptors without a driver).
 //   - map_row_major: the column-major problem it describes, run through a plain column-major
@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/check.h"
-#include "kernels/cuda/context.h"
-#include "kernels/cuda/gemm_plan.h"
+#include "backends/cuda/context.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/gemm_plan.h"
 #include "kernels/ops.h"
 #include "util/error.h"
 

@@ -1,4 +1,4 @@
-// Launch geometry of the CUDA kernels (kernels/cuda/launch.h), without a GPU: for the sizes every
+// Launch geometry of the CUDA kernels (backends/cuda/launch.h), without a GPU: for the sizes every
 // model preset up to llama2-70b gives each op (at several batch sizes), every launch is within
 // the hardware's limits (grid.x <= 2^31 - 1, grid.y/z <= 65535, 1024 threads, shared memory),
 // the grid-stride loops reach every element with int64 indices past 2^31, and the small shapes'
@@ -12,7 +12,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/cuda/launch.h"
+#include "backends/cuda/launch.h"
 #include "model/model_config.h"
 
 namespace ft::cuda {

@@ -1,4 +1,4 @@
-// The CUDA kernels' per-element and per-row math (kernels/cuda/op_math.h), run on the CPU against
+// The CUDA kernels' per-element and per-row math (backends/cuda/op_math.h), run on the CPU against
 // the reference ops (ft::ref) and tensor/dtype.h's conversions. Where the host build of a function
 // performs the reference's operations in the reference's order the results must be bit-identical;
 // the row computations (sums in another order) within rounding.
@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cuda/op_math.h"
+#include "backends/cuda/op_math.h"
 #include "kernels/ops.h"
 #include "tensor/dtype.h"
 

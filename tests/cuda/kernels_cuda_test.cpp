@@ -22,9 +22,9 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/cuda/context.h"
-#include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/runtime.h"
+#include "backends/cuda/context.h"
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/runtime.h"
 #include "kernels/ops.h"
 #include "ops/op_cases.h"
 #include "ops/op_checks.h"
@@ -227,7 +227,8 @@ TEST_F(CudaTest, SideStreamWaitsForTheMainStream) {
   Dev<float> x(std::vector<float>(n, 1.0f));
   ExecContext side = make_side_context(ectx());
   EXPECT_NE(side.stream, ectx().stream);
-  EXPECT_EQ(side.blas, ectx().blas);  // the cuBLASLt handle is shared
+  EXPECT_EQ(static_cast<cuda::CudaContext*>(side.backend)->cublaslt(),
+            static_cast<cuda::CudaContext*>(ectx().backend)->cublaslt());  // the cuBLASLt handle is shared
   for (int i = 0; i < 20; ++i) ops::add_inplace(ectx(), x, x, static_cast<int64_t>(n));  // x *= 2: queued, not waited
   stream_wait(side, ectx());
   std::vector<float> back(n);

@@ -13,6 +13,7 @@
 
 #include "arena.h"
 #include "kernels/ops.h"
+#include "tensor/backend.h"
 #include "tensor/device_runtime.h"
 #include "tensor/memory.h"
 
@@ -282,29 +283,43 @@ uint64_t allocated_at(const void* p) {
   return x < it->first + it->second.first ? it->second.second : 0;
 }
 
+// "auto" as the CUDA backend decides it, from the emulated device's compute capability:
+// FT_DEVEMU_CC ("9.0" unless set; "7.5" emulates a GPU without bf16 tensor cores).
+static PrecisionChoice auto_precision(const ExecContext&, int) {
+  const char* cc = std::getenv("FT_DEVEMU_CC");
+  int major = 9, minor = 0;
+  if (cc != nullptr && std::sscanf(cc, "%d.%d", &major, &minor) != 2)
+    die(std::string("FT_DEVEMU_CC=") + cc + ": expected MAJOR.MINOR, e.g. 9.0");
+  return gpu_auto_precision(device_name(Device::kCUDA), major, minor);
+}
+
 void register_emulated_gpu() {
   static std::once_flag once;
   std::call_once(once, [] {
-    register_device_memory(Device::kCUDA, DeviceMemory{.alloc = dev_alloc,
-                                                       .free = dev_free,
-                                                       .copy_2d = dev_copy_2d,
-                                                       .fill = dev_fill,
-                                                       .host_alloc = host_alloc,
-                                                       .host_free = host_free,
-                                                       .contains = dev_contains});
-    register_device_runtime(Device::kCUDA, DeviceRuntime{.device_count = devices,
-                                                         .unavailable_reason = unavailable_reason,
-                                                         .make_context = make_context,
-                                                         .make_side_context = make_side,
-                                                         .stream_wait = stream_wait,
-                                                         .synchronize = synchronize,
-                                                         // work runs in call order: the host clock
-                                                         // times its streams (StreamTimer)
-                                                         .record_mark = nullptr,
-                                                         .mark_seconds = nullptr,
-                                                         .free_mark = nullptr,
-                                                         .memory_info = memory_info});
-    register_backend(Device::kCUDA, &kTable);
+    register_backend(Backend{.device = Device::kCUDA,
+                             .ops = &kTable,
+                             .runtime = {.device_count = devices,
+                                         .unavailable_reason = unavailable_reason,
+                                         .make_context = make_context,
+                                         .make_side_context = make_side,
+                                         .stream_wait = stream_wait,
+                                         .synchronize = synchronize,
+                                         // work runs in call order: the host clock times its
+                                         // streams (StreamTimer)
+                                         .record_mark = nullptr,
+                                         .mark_seconds = nullptr,
+                                         .free_mark = nullptr,
+                                         .memory_info = memory_info},
+                             .memory = {.alloc = dev_alloc,
+                                        .free = dev_free,
+                                        .copy_2d = dev_copy_2d,
+                                        .fill = dev_fill,
+                                        .host_alloc = host_alloc,
+                                        .host_free = host_free,
+                                        .contains = dev_contains},
+                             .describe = nullptr,
+                             .peak_flops = nullptr,
+                             .auto_precision = auto_precision});
     std::atexit(write_stats);
   });
 }

@@ -1,6 +1,6 @@
 // devemu: a host-emulated GPU registered as Device::kCUDA, for testing fluxtrain's device path on
 // machines without one (`fluxtrain-devemu`, a test binary: the CLI plus this registration; never
-// linked into `fluxtrain`). It registers the three things a real backend registers:
+// linked into `fluxtrain`). It registers a Backend (tensor/backend.h) as a real backend does:
 //   - an OpTable whose ops run the CPU kernels (so losses are bit-identical to the CPU binary's),
 //     each checking that every pointer it is given lies in device memory and that its context is
 //     one the runtime made;
@@ -8,7 +8,9 @@
 //     fill runs, so host code that touches device memory directly dies with SIGSEGV; its size is
 //     FT_DEVEMU_BYTES (default 2 GiB), so out-of-memory can be tested;
 //   - a DeviceRuntime: FT_DEVEMU_DEVICES devices (default 1), contexts with distinct stream tokens;
-//     everything runs in call order, so stream_wait and synchronize have nothing to wait for.
+//     everything runs in call order, so stream_wait and synchronize have nothing to wait for;
+//   - "auto" precision by the CUDA rule on compute capability FT_DEVEMU_CC (default 9.0: bf16;
+//     "7.5": fp32), as the CUDA backend reads it from the device.
 // FT_DEVEMU_STATS=FILE writes, at exit, a JSON object counting the host<->device copies (calls and
 // bytes each way), ops (and those a hook queued on another stream), fills and the contexts each
 // device was used from: the tests read it to show that the host only feeds token batches and reads

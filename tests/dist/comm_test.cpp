@@ -11,7 +11,7 @@
 
 #include "parallel/comm/mpi_comm.h"
 #ifdef FT_COMM_TEST_NCCL
-#include "parallel/comm/nccl_comm.h"
+#include "backends/cuda/nccl_comm.h"
 #endif
 #include "parallel/mesh.h"
 #include "tensor/dtype.h"

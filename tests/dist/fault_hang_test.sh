@@ -6,7 +6,7 @@ FT=$1; CFG=$2
 WORK=$(mktemp -d); trap 'pkill -KILL -f "$WORK" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 TIMEOUT=5
 # Every wait for a peer, the healthy ones too, is bounded by the 5 s collective timeout. A run's
-# first one waits while rank 0 measures this machine's GEMM peak (kernels/peak.h: a few GEMMs,
+# first one waits while rank 0 measures this machine's GEMM peak (backends/cpu/peak.h: a few GEMMs,
 # seconds on a slow CPU, once per machine and thread count): one single-process step at the
 # ranks' thread count records it first, as tests/fault/fault_injection_test.py's warm_peak does.
 "$FT" train --config "$CFG" --set train.steps=1 --set train.threads=1 --set train.eval_interval=0 \

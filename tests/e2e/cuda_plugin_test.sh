@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CUDA backend is a plugin (libfluxtrain_cuda.so next to the binary, cli/backends.h), loaded
+# The CUDA backend is a plugin (libfluxtrain_cuda.so next to the binary, cli/device_plugins.h), loaded
 # the first time a command asks for a CUDA device: a command that never asks (--help, plan, a
 # training run on the CPU) maps no CUDA library (the loader's own trace, LD_DEBUG=libs, is what is read); train.device =
 # "cuda" loads it, and every way it cannot be loaded is one error line naming why, with a hint;
@@ -73,7 +73,19 @@ if command -v cc > /dev/null 2>&1; then
   one_error "device cuda: loading $WORK/plugin.so: libft_gone.so: cannot open shared object file" \
     env FT_CUDA_PLUGIN="$WORK/plugin.so" "$FT" "${train_cuda[@]}" --run-dir "$WORK/r6"
 fi
-for r in r3 r4 r5 r6; do [ ! -e "$WORK/$r/metrics.jsonl" ] || fail "$r: a run that never started wrote metrics"; done
+# A plugin of another build (the same file with another build id, tensor/backend.h) is refused.
+plugin=$(dirname "$FT")/libfluxtrain_cuda.so
+id=$(grep -oE '"[^"]+"' "$(dirname "$FT")/generated/build_id.h" | tr -d '"')
+/usr/bin/python3 - "$plugin" "$WORK/other.so" "$id" <<'PY'
+import sys
+src, dst, build_id = sys.argv[1], sys.argv[2], sys.argv[3].encode()
+data = open(src, "rb").read()
+assert build_id in data, "the plugin does not carry the build id"
+open(dst, "wb").write(data.replace(build_id, build_id[:-4] + (b"ffff" if build_id[-4:] != b"ffff" else b"0000")))
+PY
+one_error "device cuda: $WORK/other.so: it was built by another build of fluxtrain (build id" \
+  env FT_CUDA_PLUGIN="$WORK/other.so" "$FT" "${train_cuda[@]}" --run-dir "$WORK/r7"
+for r in r3 r4 r5 r6 r7; do [ ! -e "$WORK/$r/metrics.jsonl" ] || fail "$r: a run that never started wrote metrics"; done
 
 # train.device = "auto": tries the plugin; without a GPU trains on the CPU, saying so once.
 if [ $have_gpu = 0 ]; then

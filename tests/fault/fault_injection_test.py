@@ -86,7 +86,7 @@ def failures(run_dir):
 
 
 def warm_peak():
-    # The first run on a machine measures its GEMM peak (kernels/peak.h, about a second, longer
+    # The first run on a machine measures its GEMM peak (backends/cpu/peak.h, about a second, longer
     # under load) while the other ranks wait in a collective — longer than the tests' 3 s
     # collective timeout may allow. One single-process step records it for the ranks' settings.
     shutil.rmtree(os.path.join(WORK, "peak"), ignore_errors=True)

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "arena.h"
+#include "backends/cuda/nccl_comm.h"
 #include "kernels/ops.h"
-#include "parallel/comm/nccl_comm.h"
 #include "standin.h"
 #include "tensor/device_runtime.h"
 #include "tensor/dtype.h"

@@ -1,6 +1,6 @@
 // nccl_api() for the test binaries: the table points at the host stand-in's NCCL functions
-// (nccl_standin.cpp) instead of a library opened with dlopen (src/parallel/comm/nccl_load.cpp).
-#include "parallel/comm/nccl_api.h"
+// (nccl_standin.cpp) instead of a library opened with dlopen (src/backends/cuda/nccl_load.cpp).
+#include "backends/cuda/nccl_api.h"
 
 namespace ft {
 

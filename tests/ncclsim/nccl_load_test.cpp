@@ -1,4 +1,4 @@
-// The CUDA plugin's NCCL loader (src/parallel/comm/nccl_load.cpp): libnccl opened with dlopen and
+// The CUDA plugin's NCCL loader (src/backends/cuda/nccl_load.cpp): libnccl opened with dlopen and
 // every function NcclComm calls resolved (the toolkit's real library: loading it and making a
 // unique id need no GPU), and the one-line error with its hint when the library is absent.
 #include <gtest/gtest.h>
@@ -6,8 +6,8 @@
 
 #include <string>
 
+#include "backends/cuda/nccl_api.h"
 #include "parallel/comm/comm.h"
-#include "parallel/comm/nccl_api.h"
 
 namespace ft {
 namespace {

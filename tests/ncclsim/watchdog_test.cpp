@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/nccl_comm.h"
 #include "parallel/comm/mpi_comm.h"
-#include "parallel/comm/nccl_comm.h"
 #include "util/clock.h"
 
 namespace ft {

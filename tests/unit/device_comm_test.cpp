@@ -1,9 +1,13 @@
 // parallel.comm against the rank's device: which combinations put the mesh axes on the device
-// transport, and the one-line errors of those that cannot work. The process-wide registration is
-// made here by the test (this binary links no NCCL), first absent, then present.
+// transport, and the one-line errors of those that cannot work. The transport is a backend's
+// (tensor/backend.h, Backend::comm), registered here by the test (this binary links no NCCL), first
+// absent, then present.
 #include "parallel/comm/device_comm.h"
 
 #include <gtest/gtest.h>
+
+#include "kernels/ops.h"
+#include "tensor/backend.h"
 
 namespace ft {
 namespace {
@@ -37,7 +41,8 @@ TEST(DeviceComm, ChoiceAgainstDeviceWithoutThenWithABackend) {
   EXPECT_FALSE(use_device_comm(CommBackend::kAuto, gpu));
   EXPECT_FALSE(use_device_comm(CommBackend::kMpi, gpu));
 
-  register_device_comm({"NCCL", &no_make, false});
+  const DeviceCommBackend nccl{"NCCL", &no_make, false};
+  register_backend(Backend{.device = Device::kCUDA, .comm = &nccl});
   // With NCCL: "auto" puts a GPU rank on it, "mpi" keeps MPI (staged), CPU ranks stay on MPI.
   EXPECT_TRUE(use_device_comm(CommBackend::kAuto, gpu));
   EXPECT_TRUE(use_device_comm(CommBackend::kNccl, gpu));
@@ -48,9 +53,15 @@ TEST(DeviceComm, ChoiceAgainstDeviceWithoutThenWithABackend) {
   EXPECT_NE(e.find("hint: "), std::string::npos) << e;
   EXPECT_EQ(e.find('\n'), std::string::npos) << "one line: " << e;
 
-  // The test stand-in's "device" is the host: CPU ranks may use it.
-  register_device_comm({"NCCL (stand-in)", &no_make, true});
+  // The test stand-in's "device" is the host: attached to the CPU's backend, CPU ranks may use it.
+  unregister_backend(Device::kCUDA);
+  const DeviceCommBackend stand_in{"NCCL (stand-in)", &no_make, true};
+  Backend host = cpu_backend();
+  host.comm = &stand_in;
+  register_backend(host);
+  EXPECT_EQ(device_comm_backend(), &stand_in);
   EXPECT_TRUE(use_device_comm(CommBackend::kNccl, cpu));
+  register_backend(cpu_backend());
 }
 
 }  // namespace

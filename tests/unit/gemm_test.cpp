@@ -2,7 +2,7 @@
 // odd shapes): the fp32 primitive and each fp32 library, bf16 operands against the fp32-operand
 // entry point, the empty reduction, the primitive cache, calls from several threads, the linear
 // gradients from transposes.
-#include "kernels/cpu/gemm.h"
+#include "backends/cpu/gemm.h"
 
 #include <gtest/gtest.h>
 

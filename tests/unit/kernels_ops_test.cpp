@@ -11,6 +11,7 @@
 #include "ops/op_cases.h"
 #include "ops/op_checks.h"
 #include "ops/op_staging.h"
+#include "tensor/backend.h"
 #include "util/error.h"
 
 namespace ft::test {
@@ -137,18 +138,18 @@ TEST(OpDispatch, RunsTheTableOfTheContextsDevice) {
   stand_in.backend = "stand-in";
   stand_in.add_inplace = &counting_add;
   ASSERT_EQ(find_backend(Device::kCUDA), nullptr);
-  register_backend(Device::kCUDA, &stand_in);
+  register_backend(Backend{.device = Device::kCUDA, .ops = &stand_in});
   ExecContext gpu;
   gpu.device = Device::kCUDA;
   std::vector<float> y = {1.0f, 2.0f, 3.0f};
   const std::vector<float> x = {0.5f, 0.25f, 0.125f};
   ops::add_inplace(gpu, y.data(), x.data(), 3);
   ops::add_inplace(cpu_context(), y.data(), x.data(), 3);  // the CPU's own table: not counted
-  register_backend(Device::kCUDA, nullptr);
+  unregister_backend(Device::kCUDA);
   EXPECT_EQ(g_add_calls, 1);
   EXPECT_EQ(y, (std::vector<float>{2.0f, 2.5f, 3.25f}));
   EXPECT_EQ(find_backend(Device::kCUDA), nullptr);
-  EXPECT_EQ(find_backend(Device::kCPU), &cpu::op_table());
+  EXPECT_EQ(backend_of(cpu_context()).ops, &cpu::op_table());
 }
 
 TEST(OpDispatch, ADeviceWithoutABackendIsAnErrorNamingDeviceAndOp) {

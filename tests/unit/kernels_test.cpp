@@ -12,8 +12,8 @@
 #include <random>
 #include <vector>
 
+#include "backends/cpu/simd.h"
 #include "fd_check.h"
-#include "kernels/cpu/simd.h"
 #include "kernels/ops.h"
 #include "tensor/dtype.h"
 

@@ -1,5 +1,5 @@
 // GEMM peak: the peak file (path resolution, records, bad files) and a small measurement.
-#include "kernels/peak.h"
+#include "backends/cpu/peak.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -13,8 +13,8 @@
 #include <string>
 #include <utility>
 
-#include "kernels/cpu/gemm.h"
-#include "kernels/cpu/native_precision.h"
+#include "backends/cpu/gemm.h"
+#include "backends/cpu/native_precision.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -178,12 +178,12 @@ TEST_F(PeakFile, RecordedPeakIsReturnedWithoutMeasuring) {
 // (AVX512-BF16 without AMX measured 81 GFLOP/s in bf16 vs 151 in fp32 on one thread).
 TEST(AutoPrecision, Bf16OnlyWhereNativeAndMeasurablyFaster) {
   using cpu::choose_auto_precision;
-  const cpu::PrecisionChoice slow = choose_auto_precision("avx512_bf16", 81, 151, 1);
+  const PrecisionChoice slow = choose_auto_precision("avx512_bf16", 81, 151, 1);
   EXPECT_EQ(slow.precision, Precision::kF32);
   EXPECT_NE(slow.reason.find("bf16 GEMM 81 GFLOP/s vs fp32 151 GFLOP/s at 1 thread"), std::string::npos) << slow.reason;
   EXPECT_NE(slow.reason.find("not measurably faster"), std::string::npos) << slow.reason;
   EXPECT_EQ(choose_auto_precision("avx512_bf16", 160, 151, 2).precision, Precision::kF32);  // within the margin
-  const cpu::PrecisionChoice fast = choose_auto_precision("amx_bf16", 1800, 300, 2);
+  const PrecisionChoice fast = choose_auto_precision("amx_bf16", 1800, 300, 2);
   EXPECT_EQ(fast.precision, Precision::kBF16);
   EXPECT_NE(fast.reason.find("amx_bf16 bf16 GEMM 1800 GFLOP/s vs fp32 300 GFLOP/s at 2 threads"), std::string::npos)
       << fast.reason;
@@ -199,7 +199,7 @@ TEST_F(PeakFile, AutoAndMfuFollowTheRecordedPeaks) {
   for (const auto& [bf16, f32] : {std::pair{900.0, 300.0}, std::pair{100.0, 300.0}}) {
     record_peak(path_, record(cpu, isa, threads, Precision::kF32, f32));
     record_peak(path_, record(cpu, isa, threads, Precision::kBF16, bf16));
-    const cpu::PrecisionChoice c = cpu::auto_precision(threads);
+    const PrecisionChoice c = cpu::auto_precision(threads);
     const cpu::FastestPeak f = cpu::fastest_gemm_peak(threads);
     if (cpu::onednn_has_native_bf16()) {
       EXPECT_EQ(c.precision, bf16 > f32 ? Precision::kBF16 : Precision::kF32) << c.reason;

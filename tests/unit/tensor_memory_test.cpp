@@ -9,6 +9,7 @@
 #include <numeric>
 #include <vector>
 
+#include "tensor/backend.h"
 #include "tensor/memory.h"
 #include "tensor/tensor.h"
 #include "util/error.h"
@@ -124,10 +125,18 @@ struct StandIn {
 
 bool g_stand_in = false;  // a test here registered Device::kCUDA's memory
 
+// Device::kCUDA's backend with its memory replaced by m (the rest as registered, if any).
+void register_memory(const DeviceMemory& m) {
+  const Backend* now = registered_backend(Device::kCUDA);
+  Backend b = now ? *now : Backend{.device = Device::kCUDA};
+  b.memory = m;
+  register_backend(b);
+}
+
 TEST(Memory, ARegisteredDeviceIsAllocatedCopiedAndAccountedThroughItsBackend) {
   if (device_memory_registered(Device::kCUDA)) GTEST_SKIP() << "this build has CUDA memory";
   g_stand_in = true;
-  register_device_memory(Device::kCUDA, {StandIn::alloc, StandIn::free, StandIn::copy_2d, StandIn::fill});
+  register_memory({StandIn::alloc, StandIn::free, StandIn::copy_2d, StandIn::fill});
   ASSERT_TRUE(device_memory_registered(Device::kCUDA));
   auto& t = MemoryTracker::global();
   const int64_t cpu_before = t.total_live();
@@ -178,7 +187,7 @@ struct Faulty {
 TEST(Memory, FreeingOnAFaultedDeviceNeverThrowsAndIsNoted) {
   if (device_memory_registered(Device::kCUDA) && !g_stand_in) GTEST_SKIP() << "this build has CUDA memory";
   g_stand_in = true;
-  register_device_memory(Device::kCUDA, {StandIn::alloc, StandIn::free, StandIn::copy_2d, Faulty::fill});
+  register_memory({StandIn::alloc, StandIn::free, StandIn::copy_2d, Faulty::fill});
   auto& t = MemoryTracker::global();
   const int64_t failures = mem_free_failures();
   try {
@@ -194,7 +203,7 @@ TEST(Memory, FreeingOnAFaultedDeviceNeverThrowsAndIsNoted) {
   EXPECT_EQ(mem_free_failures(), failures + 2);
   EXPECT_NE(mem_first_free_failure().find("freeing cuda memory: CUDA op memory fill (bytes=24)"), std::string::npos)
       << mem_first_free_failure();
-  register_device_memory(Device::kCUDA, {StandIn::alloc, StandIn::free, StandIn::copy_2d, StandIn::fill});
+  register_memory({StandIn::alloc, StandIn::free, StandIn::copy_2d, StandIn::fill});
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "tensor/backend.h"
 #include "tensor/device_runtime.h"
 #include "tensor/stream_timer.h"
 
@@ -65,8 +66,8 @@ TEST(StreamTimer, OnADeviceSumsTheIntervalsTheStreamHasReachedAndReusesItsMarks)
   rt.record_mark = record;
   rt.mark_seconds = seconds_between;
   rt.free_mark = free_mark;
-  register_device_runtime(Device::kCUDA, rt);
-  const ExecContext gpu = make_device_context(Device::kCUDA);
+  register_backend(Backend{.device = Device::kCUDA, .runtime = rt});
+  const ExecContext gpu = rt.make_context(0);  // what make_exec_context returns for a backend with ops
   {
     StreamTimer t(gpu);
     FakeStream::clock = 1.0;

@@ -1,6 +1,6 @@
 // Communicator: the only way fluxtrain's parallelisms talk to the network. A communicator is a
 // group of ranks (one mesh axis: "dp", "tp", "pp", or "world"). MPI implements it for CPU ranks
-// (parallel/comm/mpi_comm.h); NCCL for device buffers (parallel/comm/nccl_comm.h), bootstrapped
+// (parallel/comm/mpi_comm.h); NCCL for device buffers (backends/cuda/nccl_comm.h), bootstrapped
 // through MPI, with host buffers still on MPI (parallel/comm/device_comm.h chooses).
 //
 // Every collective has a non-blocking form returning a Work handle; the blocking form is the

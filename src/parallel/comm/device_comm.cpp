@@ -1,21 +1,15 @@
 #include "parallel/comm/device_comm.h"
 
-#include <atomic>
-
+#include "tensor/backend.h"
 #include "util/error.h"
 
 namespace ft {
 
-namespace {
-std::atomic<const DeviceCommBackend*> g_backend{nullptr};
-}  // namespace
-
-void register_device_comm(const DeviceCommBackend& b) {
-  g_backend.store(new DeviceCommBackend(b));  // once per process; never freed
-}
-
 const DeviceCommBackend* device_comm_backend() {
-  return g_backend.load();
+  // A device's own first (the CUDA backend's NCCL), then the host's (a test stand-in).
+  for (size_t i = kNumDevices; i-- > 0;)
+    if (const Backend* b = registered_backend(static_cast<Device>(i)); b && b->comm) return b->comm;
+  return nullptr;
 }
 
 bool use_device_comm(CommBackend choice, const ExecContext& ctx) {

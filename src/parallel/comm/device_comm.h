@@ -1,10 +1,11 @@
-// Device communicators: the transport of device buffers (NCCL), registered by the binary that links
-// one, and chosen per run by parallel.comm. ft_parallel itself links no CUDA: the real fluxtrain
-// registers NCCL when the CUDA toolkit was found, the test binary fluxtrain-ncclsim registers the
-// same NcclComm over the host stand-in of CUDA and NCCL (tests/ncclsim), and a build without the
-// toolkit registers nothing ("nccl" is then an error naming why).
+// Device communicators: the transport of device buffers (NCCL), part of a device's Backend
+// (tensor/backend.h, Backend::comm), and chosen per run by parallel.comm. ft_parallel itself links
+// no CUDA: the CUDA plugin's backend carries NcclComm when the build has NCCL
+// (backends/cuda/nccl_register.cpp), the test binary fluxtrain-ncclsim attaches the same NcclComm
+// over the host stand-in of CUDA and NCCL (tests/ncclsim) to the CPU's backend, and a build
+// without the toolkit has none ("nccl" is then an error naming why).
 //
-//   register_device_comm({"NCCL", &make_nccl_comm, false});       // once, at start-up
+//   register_backend(Backend{..., .comm = &nccl_transport()});   // the backend's registration
 //   mesh.use_comm(cfg.parallel, ctx);   // dp/tp/pp over NCCL where parallel.comm says so
 #pragma once
 
@@ -29,8 +30,7 @@ struct DeviceCommBackend {
   bool host_memory_is_device = false;
 };
 
-void register_device_comm(const DeviceCommBackend& b);
-// The registered backend, or null.
+// The transport of a registered backend (a device's before the host's), or null.
 const DeviceCommBackend* device_comm_backend();
 
 // Whether parallel.comm puts the mesh axes of a rank computing on ctx on the device transport:

@@ -1,0 +1,104 @@
+// RMSNorm, one block per row (launch.h row_launch). Sums of squares and the backward's dot product
+// in double, as the reference (a diverging run's activations overflow x² in fp32). dweight is
+// summed without atomics: partial sums per chunk of rows, then the chunks in order per column.
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/launch.h"
+#include "backends/cuda/op_math.h"
+#include "backends/cuda/reduce.cuh"
+#include "backends/cuda/store.cuh"
+
+namespace ft::cuda {
+
+namespace {
+
+template <typename Out>
+__global__ void rmsnorm_forward_kernel(Out* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C,
+                                       float eps) {
+  __shared__ double red[kRowThreads / kWarp];
+  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+    const float* xr = x + n * C;
+    double ss = 0;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) ss += static_cast<double>(xr[c]) * xr[c];
+    ss = block_sum(ss, red);
+    const float r = math::rms_rstd(ss, C, eps);
+    if (threadIdx.x == 0) rstd[n] = r;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) store(out + n * C + c, math::rms_out(xr[c], r, w[c]));
+  }
+}
+
+__global__ void rmsnorm_dx_kernel(float* dx, const float* dout, const float* x, const float* w, const float* rstd,
+                                  int64_t N, int64_t C) {
+  __shared__ double red[kRowThreads / kWarp];
+  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+    const float* xr = x + n * C;
+    const float* dy = dout + n * C;
+    double dot = 0;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) dot += static_cast<double>(dy[c]) * w[c] * xr[c];
+    dot = block_sum(dot, red);
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+      dx[n * C + c] = math::rms_dx(dy[c], xr[c], w[c], rstd[n], dot, C);
+  }
+}
+
+// partial(chunk, c) = Σ over the chunk's rows of dy x r.
+__global__ void rmsnorm_dweight_partial_kernel(double* partial, const float* dout, const float* x, const float* rstd,
+                                               int64_t N, int64_t C, int64_t chunk_rows) {
+  const int64_t c = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  const int64_t n0 = blockIdx.x * chunk_rows, n1 = min64(N, n0 + chunk_rows);
+  double acc = 0;
+  for (int64_t n = n0; n < n1; ++n) acc += math::rms_dweight_term(dout[n * C + c], x[n * C + c], rstd[n]);
+  partial[blockIdx.x * C + c] = acc;
+}
+
+// dweight(c) += Σ_chunks partial(chunk, c), chunks in order.
+__global__ void rmsnorm_dweight_final_kernel(float* dweight, const double* partial, int64_t chunks, int64_t C) {
+  for (int64_t c = first_index(blockIdx.x, blockDim.x, threadIdx.x); c < C; c += grid_stride(gridDim.x, blockDim.x)) {
+    double acc = 0;
+    for (int64_t k = 0; k < chunks; ++k) acc += partial[k * C + c];
+    dweight[c] += static_cast<float>(acc);
+  }
+}
+
+template <typename Out>
+void forward(CudaContext& ctx, Out* out, float* rstd, const float* x, const float* w, int64_t N, int64_t C, float eps) {
+  require(N >= 0 && C > 0, "rmsnorm_forward", "bad sizes (need N >= 0, C > 0)", {{"N", N}, {"C", C}});
+  if (N == 0) return;
+  const LaunchShape l = row_launch(N);
+  rmsnorm_forward_kernel<<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(out, rstd, x, w, N, C, eps);
+  FT_CUDA_CHECK_LAUNCH(ctx, "rmsnorm_forward", {"N", N}, {"C", C});
+}
+
+}  // namespace
+
+void rmsnorm_forward(CudaContext& ctx, float* out, float* rstd, const float* x, const float* weight, int64_t N,
+                     int64_t C, float eps) {
+  forward(ctx, out, rstd, x, weight, N, C, eps);
+}
+
+void rmsnorm_forward_bf16(CudaContext& ctx, uint16_t* out, float* rstd, const float* x, const float* weight, int64_t N,
+                          int64_t C, float eps) {
+  forward(ctx, out, rstd, x, weight, N, C, eps);
+}
+
+void rmsnorm_backward(CudaContext& ctx, float* dx, float* dweight, const float* dout, const float* x,
+                      const float* weight, const float* rstd, int64_t N, int64_t C) {
+  const char* op = "rmsnorm_backward";
+  require(N >= 0 && C > 0, op, "bad sizes (need N >= 0, C > 0)", {{"N", N}, {"C", C}});
+  if (N == 0) return;
+  const LaunchShape l = row_launch(N);
+  rmsnorm_dx_kernel<<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(dx, dout, x, weight, rstd, N, C);
+  FT_CUDA_CHECK_LAUNCH(ctx, op, {"N", N}, {"C", C});
+  const int64_t chunks = rms_chunks(N);
+  auto* partial = static_cast<double*>(ctx.scratch(static_cast<size_t>(chunks * C) * sizeof(double), op));
+  const LaunchShape lp = rms_dweight_launch(N, C);
+  rmsnorm_dweight_partial_kernel<<<to_dim3(lp.grid), to_dim3(lp.block), 0, ctx.stream()>>>(partial, dout, x, rstd, N, C,
+                                                                                           rms_chunk_rows(N));
+  FT_CUDA_CHECK_LAUNCH(ctx, op, {"N", N}, {"C", C});
+  const LaunchShape lf = elementwise_launch(C);
+  rmsnorm_dweight_final_kernel<<<to_dim3(lf.grid), to_dim3(lf.block), 0, ctx.stream()>>>(dweight, partial, chunks, C);
+  FT_CUDA_CHECK_LAUNCH(ctx, op, {"N", N}, {"C", C});
+}
+
+}  // namespace ft::cuda
