@@ -35,11 +35,11 @@ while IFS= read -r hit; do
     echo "src/$hit"
     bad=1
   fi
-done < <(grep -rnE "$pattern" model parallel optim gen train --include='*.cpp' --include='*.h' --include='*.inc')
+done < <(grep -rnE "$pattern" model parallel optim generate train --include='*.cpp' --include='*.h' --include='*.inc')
 
 if (( bad )); then
   echo "error: raw copies or fills of model data outside kernels/ and tensor/ (above)" >&2
   echo "hint: use mem_copy / mem_copy_2d / mem_zero (tensor/memory.h) or an op (kernels/ops.h); host-only data (configs, strings) goes on the allow-list in $0 with its reason" >&2
   exit 1
 fi
-echo "no raw copies or fills of model data in src/{model,parallel,optim,gen,train}"
+echo "no raw copies or fills of model data in src/{model,parallel,optim,generate,train}"

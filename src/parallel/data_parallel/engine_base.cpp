@@ -62,10 +62,8 @@ double DpEngineBase::reduce_gradient_norm(double s, std::span<double> over_stage
   std::vector<double> sums(over_stages.begin(), over_stages.end());
   sums.insert(sums.begin() + static_cast<std::ptrdiff_t>(at), s);
   pp_.all_reduce(sums.data(), static_cast<int64_t>(sums.size()));
-  const double norm = sums[at];
-  sums.erase(sums.begin() + static_cast<std::ptrdiff_t>(at));
-  std::copy(sums.begin(), sums.end(), over_stages.begin());
-  return norm;
+  for (size_t i = 0; i < over_stages.size(); ++i) over_stages[i] = sums[i < at ? i : i + 1];
+  return sums[at];
 }
 
 void DpEngineBase::use_norm_slots(DeviceScalars slots) {
