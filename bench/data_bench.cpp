@@ -29,7 +29,7 @@
 #include "util/checksum.h"
 #include "util/fs.h"
 
-    namespace fs = std::filesystem;
+namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 static double secs(Clock::time_point t) {
