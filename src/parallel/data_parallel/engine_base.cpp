@@ -1,6 +1,6 @@
 #include "parallel/data_parallel/engine_base.h"
 
-#include <algorithm>
+#include <array>
 
 #include "kernels/ops.h"
 #include "tensor/device_runtime.h"
@@ -57,11 +57,16 @@ double DpEngineBase::reduce_gradient_norm(double s, std::span<double> over_stage
   s = tp_sync_.all_reduce(s);
   // The stages hold disjoint parameters: their sums add up. Every rank makes this call, one stage
   // or many, so that every rank runs the same collectives.
-  // The norm at index 1 (param_engine.h): {over_stages[0], norm, over_stages[1], ...}.
+  // The norm at index 1 (param_engine.h): {over_stages[0], norm, over_stages[1], ...}. Host
+  // scalars on the stack, as every host scalar a collective sums: a communicator of device buffers
+  // tells them from device memory by where they live (NcclComm's host path; the test stand-in of
+  // CUDA calls everything but the stack device memory).
   const size_t at = over_stages.empty() ? 0 : 1;
-  std::vector<double> sums(over_stages.begin(), over_stages.end());
-  sums.insert(sums.begin() + static_cast<std::ptrdiff_t>(at), s);
-  pp_.all_reduce(sums.data(), static_cast<int64_t>(sums.size()));
+  std::array<double, kMaxStageSums + 1> sums{};
+  FT_CHECK(over_stages.size() <= kMaxStageSums, "{} values to sum over the stages (at most {})", over_stages.size(),
+           kMaxStageSums);
+  for (size_t i = 0, j = 0; i <= over_stages.size(); ++i) sums[i] = i == at ? s : over_stages[j++];
+  pp_.all_reduce(sums.data(), static_cast<int64_t>(over_stages.size() + 1));
   for (size_t i = 0; i < over_stages.size(); ++i) over_stages[i] = sums[i < at ? i : i + 1];
   return sums[at];
 }

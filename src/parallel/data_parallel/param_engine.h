@@ -58,6 +58,7 @@ class ParamEngine : public ParamAccess {
   // decides who adds first on a ring of more than two stages, and this is the order of every
   // published parity figure.
   virtual void queue_gradient_norm() = 0;
+  static constexpr size_t kMaxStageSums = 7;  // over_stages' length at most
   virtual double reduce_gradient_norm(double local_sum, std::span<double> over_stages = {}) = 0;
   // The device slots queue_gradient_norm() sums into (one per unit); use_norm_slots() hands the
   // engine others of that size (a slice of the trainer's step scalars).
