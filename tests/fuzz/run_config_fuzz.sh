@@ -19,7 +19,7 @@ srcs=("$root"/src/config/config.cpp "$root"/src/util/config_binder.cpp "$root"/s
       "$root"/src/util/strings.cpp "$root"/src/util/fs.cpp "$root"/src/util/log.cpp
       "$root"/src/model/model_config.cpp "$root"/src/model/param_layout.cpp "$root"/src/tensor/tensor.cpp
       "$root"/src/tensor/memory.cpp "$root"/src/tensor/dtype.cpp "$root"/src/tensor/f16_convert.cpp
-      "$root"/src/tensor/device_runtime.cpp
+      "$root"/src/tensor/device_runtime.cpp "$root"/src/tensor/backend.cpp
       "$root"/src/train/train_config.cpp "$root"/src/optim/optim_config.cpp "$root"/src/parallel/micro_batches.cpp
       "$root"/src/data/data_config.cpp
       "$root"/src/parallel/parallel_config.cpp "$root"/src/parallel/pipeline_parallel/pipeline_plan.cpp
@@ -50,9 +50,9 @@ open(p, "w").write(s[:j] + "default: return false;" + s[j + len("default: TOML_U
 EOF
 fi
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-       -DTOML_HEADER_ONLY=1 '-DTOML_ASSERT(expr)=static_assert(true)' -I"$toml_inc" -I"$root/src"
+       -DTOML_HEADER_ONLY=1 '-DTOML_ASSERT(expr)=static_assert(true)' -I"$toml_inc" -I"$root/src" -I"$build/generated"
        $(pkg-config --cflags fmt))
-libs=($(pkg-config --libs fmt) -ldnnl -lxxhash)
+libs=($(pkg-config --libs fmt) -ldnnl -lxxhash -ldl)
 objs=()
 for src in "${srcs[@]}"; do
   [ -f "$src" ] || continue
