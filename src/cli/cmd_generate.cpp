@@ -63,9 +63,9 @@ int run_generate(int argc, char** argv) {
   std::string device = "auto";
   app.add_option("--device", device,
                  "where the model runs: cpu, cuda (the first visible GPU) or auto (a GPU when this build has the "
-                 "CUDA backend and one is visible, else the CPU)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+                 "CUDA backend and one is visible, else the CPU)");
   FT_PARSE(app, argc, argv);
+  ft::check_device_name(device, "--device");  // the device names train.device takes (tensor/device_runtime.h)
   if (prompt.empty() == tokens_arg.empty()) throw ft::Error("give either --prompt TEXT or --tokens IDS");
   if (!(temperature >= 0) || !(top_p > 0 && top_p <= 1))
     throw ft::Error(fmt::format("--temperature {} must be >= 0 and --top-p {} in (0, 1]", temperature, top_p));

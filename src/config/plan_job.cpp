@@ -28,9 +28,9 @@ Layout layout_for_run(const Config& cfg) {
   const int64_t per_replica = std::max<int64_t>(1, cfg.train.batch_size / cfg.parallel.dp);
   l.micro_batch = cfg.train.micro_batch_size > 0 ? cfg.train.micro_batch_size : per_replica;
   l.recompute = cfg.model.recompute == Recompute::kFull ? ActRecompute::kFull : ActRecompute::kNone;
-  l.precision = cfg.train.precision == ft::Precision::kBF16  ? Precision::kBf16
-                : cfg.train.precision == ft::Precision::kF16 ? Precision::kFp16
-                                                             : Precision::kFp32;
+  l.precision = cfg.train.precision == ft::Precision::kBF16  ? Precision::kBF16
+                : cfg.train.precision == ft::Precision::kF16 ? Precision::kF16
+                                                             : Precision::kF32;
   l.sequence_parallel = cfg.parallel.sequence_parallel && cfg.parallel.tp > 1;
   l.wire = wire_bytes_of(trainer_wires(cfg.parallel, cfg.train.precision == ft::Precision::kBF16));
   return l;

@@ -74,38 +74,24 @@ GpuSpec make(std::string name, std::string family, std::string description, doub
 
 }  // namespace
 
-const char* precision_name(Precision p) {
-  switch (p) {
-    case Precision::kFp32:
-      return "fp32";
-    case Precision::kBf16:
-      return "bf16";
-    case Precision::kFp16:
-      return "fp16";
-    case Precision::kFp8:
-      return "fp8";
-  }
-  return "?";
-}
-
 Precision precision_from_name(const std::string& name) {
   std::string n = lower(name);
-  if (n == "fp32" || n == "f32") return Precision::kFp32;
-  if (n == "bf16") return Precision::kBf16;
-  if (n == "fp16" || n == "f16") return Precision::kFp16;
-  if (n == "fp8") return Precision::kFp8;
+  if (n == "fp32" || n == "f32") return Precision::kF32;
+  if (n == "bf16") return Precision::kBF16;
+  if (n == "fp16" || n == "f16") return Precision::kF16;
+  if (n == "fp8") return Precision::kF8;
   throw Error(fmt::format("unknown precision '{}'", name), "use one of fp32, bf16, fp16, fp8");
 }
 
 double GpuSpec::peak_or_zero(Precision p) const {
   switch (p) {
-    case Precision::kFp32:
+    case Precision::kF32:
       return peak_fp32;
-    case Precision::kBf16:
+    case Precision::kBF16:
       return peak_bf16;
-    case Precision::kFp16:
+    case Precision::kF16:
       return peak_fp16;
-    case Precision::kFp8:
+    case Precision::kF8:
       return peak_fp8;
   }
   return 0;
@@ -114,9 +100,9 @@ double GpuSpec::peak_or_zero(Precision p) const {
 double GpuSpec::peak(Precision p) const {
   if (const double v = peak_or_zero(p); v > 0) return v;
   std::string have;
-  for (Precision q : {Precision::kFp32, Precision::kBf16, Precision::kFp16, Precision::kFp8})
-    if (peak_or_zero(q) > 0) have += (have.empty() ? "" : ", ") + std::string(precision_name(q));
-  throw Error(fmt::format("GPU '{}' has no {} tensor cores", name, precision_name(p)),
+  for (Precision q : {Precision::kF32, Precision::kBF16, Precision::kF16, Precision::kF8})
+    if (peak_or_zero(q) > 0) have += (have.empty() ? "" : ", ") + std::string(precision_label(q));
+  throw Error(fmt::format("GPU '{}' has no {} tensor cores", name, precision_label(p)),
               fmt::format("choose a precision it supports: {}", have));
 }
 

@@ -4,18 +4,19 @@
 //
 //   ft::plan::GpuSpec g = ft::plan::find_gpu("a100-80gb");  // ft::Error listing known names
 //   ft::plan::apply_gpu_overrides(g, "cluster.toml");       // [gpu] and [gpu.efficiency] keys
-//   double flops = g.peak(ft::plan::Precision::kBf16);
+//   double flops = g.peak(ft::Precision::kBF16);
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "tensor/precision.h"
+
 namespace ft::plan {
 
-enum class Precision : uint8_t { kFp32 = 0, kBf16 = 1, kFp16 = 2, kFp8 = 3 };
-const char* precision_name(Precision p);                 // "fp32", "bf16", "fp16", "fp8"
-Precision precision_from_name(const std::string& name);  // throws ft::Error
+// Precision is ft::Precision (tensor/precision.h), fp8 included; its name is precision_label.
+Precision precision_from_name(const std::string& name);  // "fp32", "bf16", "fp16", "fp8"; throws ft::Error
 
 // The achievable fractions that turn peak numbers into time. See docs/planner.md for how each
 // enters the step time and how the catalog values were fitted.

@@ -23,17 +23,17 @@ MfuPeak gpu_mfu_peak(const std::string& device_name, Precision precision, double
     if (const double f = g.peak_or_zero(precision); f > 0) {
       p.flops = f;
       p.source = fmt::format("{} = {}: {:.1f} TFLOP/s dense {} (the planner's catalog)", device_name, entry, f / 1e12,
-                             precision_name(precision));
+                             precision_label(precision));
       return p;
     }
   }
-  const std::string why = entry.empty()
-                              ? fmt::format("'{}' is not in the planner's catalog", device_name)
-                              : fmt::format("{} has no dense {} peak in the catalog", entry, precision_name(precision));
+  const std::string why =
+      entry.empty() ? fmt::format("'{}' is not in the planner's catalog", device_name)
+                    : fmt::format("{} has no dense {} peak in the catalog", entry, precision_label(precision));
   if (measured_flops > 0) {
     p.flops = measured_flops;
     p.source = fmt::format("{}: the measured GEMM peak, {:.1f} TFLOP/s {}", why, measured_flops / 1e12,
-                           precision_name(precision));
+                           precision_label(precision));
     return p;
   }
   p.source = fmt::format("MFU unavailable: {} and no GEMM peak was measured on it (metrics record mfu 0)",

@@ -1,7 +1,7 @@
 // MFU's denominator on a GPU: the dense peak of the rank's GPU at the run's precision, from the
 // planner's catalog (catalog.h), found by the product name NVML or CUDA reports for the device.
 //
-//   MfuPeak p = gpu_mfu_peak("NVIDIA H100 80GB HBM3", Precision::kBf16, /*measured_flops=*/0);
+//   MfuPeak p = gpu_mfu_peak("NVIDIA H100 80GB HBM3", Precision::kBF16, /*measured_flops=*/0);
 //   p.flops;    // 989.4e12
 //   p.source;   // "NVIDIA H100 80GB HBM3 = h100-sxm: 989.4 TFLOP/s dense bf16 (the planner's catalog)"
 //   double u = mfu(tokens_per_s, flops_per_token, p.flops, world_size);

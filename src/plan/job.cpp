@@ -28,7 +28,7 @@ std::string Layout::describe() const {
   if (vp > 1) s += fmt::format(" vp={}", vp);
   s += fmt::format(" mb={} zero={} recompute={}", micro_batch, zero, act_recompute_name(recompute));
   if (sequence_parallel && tp > 1) s += " sp";
-  s += fmt::format(" {}", precision_name(precision));
+  s += fmt::format(" {}", precision_label(precision));
   if (!flash_attention) s += " no-flash";
   return s;
 }

@@ -37,7 +37,7 @@ struct Layout {
   int zero = 0;             // 0 none, 1 optimizer states, 2 + gradients, 3 + parameters
   ActRecompute recompute = ActRecompute::kNone;
   bool sequence_parallel = false;  // Megatron SP: norms/dropout split over the TP ranks
-  Precision precision = Precision::kBf16;
+  Precision precision = Precision::kBF16;
   bool flash_attention = true;
   WireBytes wire;  // what the collectives carry per element
 
@@ -51,7 +51,7 @@ struct LayoutSpec {
   std::optional<int> zero;
   std::optional<ActRecompute> recompute;
   std::optional<bool> sequence_parallel;
-  Precision precision = Precision::kBf16;
+  Precision precision = Precision::kBF16;
   bool flash_attention = true;
   WireBytes wire;
   // Fill every unset field with a plain default (dp from the GPU count, others 1/none).

@@ -23,7 +23,7 @@ std::vector<std::pair<std::string, double>> MemoryBreakdown::items() const {
 }
 
 StateBytes state_bytes_per_param(Precision p) {
-  if (p == Precision::kFp32) return {4, 4, 8};
+  if (p == Precision::kF32) return {4, 4, 8};
   return {2, 2, 12};
 }
 
@@ -107,7 +107,7 @@ MemoryBreakdown gpu_stage_memory(const Job& job, const Layout& l, int64_t stage)
   const bool first = stage == 0, last = stage == l.pp - 1;
   const ModelConfig& m = job.model;
   const StateBytes sb = state_bytes_per_param(l.precision);
-  const double act_scale = l.precision == Precision::kFp32 ? 2.0 : 1.0;  // 4-byte activations
+  const double act_scale = l.precision == Precision::kF32 ? 2.0 : 1.0;  // 4-byte activations
   const double params = static_cast<double>(rank_params(m, l.tp, l.pp, first, last));
   const double shards = static_cast<double>(l.dp * l.cp);
   MemoryBreakdown out;

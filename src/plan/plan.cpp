@@ -69,7 +69,7 @@ nlohmann::json to_json(const PlanResult& r) {
         {"zero", l.zero},
         {"recompute", act_recompute_name(l.recompute)},
         {"sequence_parallel", l.sequence_parallel && l.tp > 1},
-        {"precision", precision_name(l.precision)},
+        {"precision", precision_label(l.precision)},
         {"flash_attention", l.flash_attention},
         {"wire_bytes",
          {{"activations", l.wire.activations},

@@ -39,11 +39,11 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   const GpuSpec& g = job.gpu;
   const Efficiency& e = g.eff;
   const int64_t gpn = std::max<int64_t>(1, std::min(job.gpus_per_node, job.num_gpus()));
-  const bool fp8 = l.precision == Precision::kFp8;
-  const bool fp32 = l.precision == Precision::kFp32;
+  const bool fp8 = l.precision == Precision::kF8;
+  const bool fp32 = l.precision == Precision::kF32;
   const double elem_bytes = fp32 ? 4.0 : 2.0;
   const double p_lin = g.peak(l.precision);
-  const double p16 = fp32 ? g.peak(Precision::kFp32) : (g.peak_bf16 > 0 ? g.peak_bf16 : g.peak_fp16);
+  const double p16 = fp32 ? g.peak(Precision::kF32) : (g.peak_bf16 > 0 ? g.peak_bf16 : g.peak_fp16);
   const double eff_lin = fp8 ? e.gemm_fp8 : e.gemm;
 
   const double tp = static_cast<double>(l.tp);

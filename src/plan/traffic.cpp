@@ -12,7 +12,7 @@ WireBytes wire_bytes_of(const TrainerWires& w) {
 }
 
 WireBytes published_wires(Precision p) {
-  const double act = p == Precision::kFp32 ? 4.0 : 2.0;
+  const double act = p == Precision::kF32 ? 4.0 : 2.0;
   return {.activations = act, .gemm_inputs = act, .weights = state_bytes_per_param(p).weights, .grads = 4.0};
 }
 

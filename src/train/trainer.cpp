@@ -226,10 +226,7 @@ double Trainer::backend_peak_flops() {
 double Trainer::gpu_peak_flops() const {
   std::string why;
   const std::string name = obs::cuda_device_name(ctx_.device_index, &why);
-  const plan::Precision p = cfg_.train.precision == Precision::kBF16  ? plan::Precision::kBf16
-                            : cfg_.train.precision == Precision::kF16 ? plan::Precision::kFp16
-                                                                      : plan::Precision::kFp32;
-  const plan::MfuPeak peak = plan::gpu_mfu_peak(name, p, /*measured_flops=*/0);
+  const plan::MfuPeak peak = plan::gpu_mfu_peak(name, cfg_.train.precision, /*measured_flops=*/0);
   if (name.empty()) log_info("GPU name unknown ({})", why);
   log_info("{}", peak.flops > 0 ? "MFU against " + peak.source : peak.source);
   return peak.flops;

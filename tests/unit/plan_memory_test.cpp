@@ -27,7 +27,7 @@ Job job_for(const ModelConfig& m, int64_t gpus, int64_t seq, int64_t batch, cons
 // baseline 120 GB, P_os 31.4 GB, P_os+g 16.6 GB, P_os+g+p 1.9 GB per device.
 TEST(PlanMemory, ZeroPaperModelStates) {
   const double psi = 7.5e9, nd = 64;
-  const StateBytes b = state_bytes_per_param(Precision::kBf16);
+  const StateBytes b = state_bytes_per_param(Precision::kBF16);
   EXPECT_DOUBLE_EQ(b.weights + b.gradients + b.optimizer, 16.0);
   const double expected[4] = {120.0, 31.4, 16.6, 1.9};
   for (int z = 0; z < 4; ++z) {
@@ -129,7 +129,7 @@ TEST(PlanMemory, CpuDeviceSumsTheTrainersBuffers) {
   Job j = job_for(m, 1, 32, 8, "cpu");
   Layout l;
   l.micro_batch = 8;
-  l.precision = Precision::kFp32;
+  l.precision = Precision::kF32;
   const double arena = static_cast<double>(ParamLayout::llama(m, 1).total());
   EXPECT_EQ(arena, m.num_params());
   MemoryBreakdown mb = estimate_memory(j, l);

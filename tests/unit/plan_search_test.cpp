@@ -150,7 +150,7 @@ TEST(PlanSearch, ModelThatFitsNoLayoutNamesTheNearestSetup) {
 }
 
 TEST(PlanSearch, GpuWithoutThePrecision) {
-  std::string e = error_of([] { find_gpu("a100-80gb").peak(Precision::kFp8); });
+  std::string e = error_of([] { find_gpu("a100-80gb").peak(Precision::kF8); });
   EXPECT_NE(e.find("has no fp8 tensor cores"), std::string::npos) << e;
   EXPECT_NE(e.find("bf16"), std::string::npos) << e;
 }

@@ -51,7 +51,7 @@ TEST(PlanTime, PipelineBubble) {
 TEST(PlanTime, TensorParallelAllReduces) {
   ModelConfig m = model_preset("llama2-7b");
   Job j = job_for(m, 8, 2048, 8);
-  for (const WireBytes& wire : {WireBytes{}, published_wires(Precision::kBf16)}) {
+  for (const WireBytes& wire : {WireBytes{}, published_wires(Precision::kBF16)}) {
     Layout l;
     l.tp = 8;
     l.dp = 1;

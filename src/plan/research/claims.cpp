@@ -80,11 +80,11 @@ CheckResult check_claims(const json& c) {
                                     si(flops_per_token, "FLOP")));
   }
   GpuSpec gpu = rj ? rj->job.gpu : find_gpu(gpu_name);
-  const Precision prec = rj ? rj->fixed.precision : Precision::kBf16;
+  const Precision prec = rj ? rj->fixed.precision : Precision::kBF16;
   const double catalog_peak = gpu.peak(prec);
   const double peak = num(c, "peak_tflops_assumed").value_or(catalog_peak / 1e12) * 1e12;
   out.facts.push_back(fmt::format("hardware: {:.0f} x {}, dense {} peak {} per GPU, {:.0f} GiB each", n, gpu.name,
-                                  precision_name(prec), si(peak, "FLOP/s"), gpu.memory_bytes / 1073741824.0));
+                                  precision_label(prec), si(peak, "FLOP/s"), gpu.memory_bytes / 1073741824.0));
   const double job_peak_tokens = n * peak / flops_per_token;
   out.facts.push_back(fmt::format("at 100% MFU the job could process at most {:.0f} x {} / {} = {} tokens/s", n,
                                   si(peak, "FLOP/s"), si(flops_per_token, "FLOP"), count(job_peak_tokens)));

@@ -217,14 +217,14 @@ RecordJob job_from_record(const json& r) {
   LayoutSpec& f = out.fixed;
   const std::string prec = lower(str(r, "precision"));
   if (contains(prec, "fp8") || contains(prec, "float8"))
-    f.precision = Precision::kFp8;
+    f.precision = Precision::kF8;
   else if (contains(prec, "fp16") && !contains(prec, "bf16"))
-    f.precision = Precision::kFp16;
+    f.precision = Precision::kF16;
   else if (prec == "fp32" || prec == "float32")
-    f.precision = Precision::kFp32;
+    f.precision = Precision::kF32;
   else
-    f.precision = Precision::kBf16;
-  if (f.precision == Precision::kBf16 && job.gpu.peak_bf16 <= 0) f.precision = Precision::kFp16;
+    f.precision = Precision::kBF16;
+  if (f.precision == Precision::kBF16 && job.gpu.peak_bf16 <= 0) f.precision = Precision::kF16;
   f.wire = published_wires(f.precision);  // other systems' traffic, not this trainer's
   // Model parallelism the record does not state: pipeline and context parallelism are taken as
   // not used; tensor parallelism too when the record says so (dp = num_gpus, "no model
