@@ -1,4 +1,4 @@
-# The CUDA backend's build switch (see docs/architecture.md, "CUDA backend").
+# The CUDA backend's build switch (see docs/kernels.md, "CUDA backend").
 #
 #   -DFT_CUDA=AUTO   (default) build it when a CUDA compiler (nvcc) is found
 #   -DFT_CUDA=ON     require it (configure fails without the toolkit)

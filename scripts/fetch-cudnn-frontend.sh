@@ -7,7 +7,7 @@
 #   scripts/fetch-cudnn-frontend.sh            # prints the include directory
 #
 # Licence: the frontend is Apache-2.0 AND MIT (its NOTICE and LICENSE files are kept beside the
-# headers); see docs/architecture.md, "CUDA backend".
+# headers); see docs/kernels.md, "CUDA backend".
 set -euo pipefail
 
 VERSION=1.32.0

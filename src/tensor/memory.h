@@ -4,7 +4,7 @@
 // Each allocation names a device and a category; MemoryTracker keeps live and peak bytes per
 // device and category, and in total per device: metrics, the planner's calibration and the
 // memory tests read the CPU's. Freed memory is zeroed before it is returned (checkpoint staging
-// buffers and weights may be secret; see docs/architecture.md, "Encryption").
+// buffers and weights may be secret; see docs/formats.md, "Rank file").
 //
 //   void* p = ft::mem_alloc(Device::kCPU, bytes, MemCategory::kActivations);
 //   ft::mem_copy(ctx, p, Device::kCPU, src, Device::kCPU, bytes);     // ordered on ctx's stream

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Model data is moved by the memory layer (mem_copy, mem_fill, Tensor::copy_from) and computed by
 # ops, never by raw copies and fills: on a GPU those pointers are device memory, and a host
-# memcpy of them is a crash (docs/architecture.md, "Memory"). This test fails when code in the
+# memcpy of them is a crash (docs/kernels.md, "Memory"). This test fails when code in the
 # model-data folders calls memcpy, memmove, memset, std::fill, std::copy, fill_n or copy_n,
 # except on the host-only data allowed below.
 #
