@@ -380,7 +380,7 @@ PlanRequest plan_request(const PlanArgs& a, const GpuSpec& device) {
   if (!a.precision.empty()) spec.precision = precision_from_name(a.precision);
   // This trainer's wires (parallel/wires.h): the config's, else its defaults at the precision asked.
   if (!r.from_config)
-    spec.wire = wire_bytes_of(ft::trainer_wires(ft::ParallelConfig{}, spec.precision == Precision::kBF16));
+    spec.wire = wire_bytes_of(ft::trainer_wires(ft::ParallelConfig{}, spec.precision == ft::Precision::kBF16));
   if (a.no_sp) spec.sequence_parallel = false;
   spec.flash_attention = !a.no_flash;
   if (!a.dp && (a.tp || a.pp || a.cp) && r.from_config) spec.dp.reset();  // re-derive dp
