@@ -117,6 +117,16 @@ std::string registered_backend_names() {
   return s;
 }
 
+ThreadChoice backend_threads(const Backend& b, const HostCpus& host) {
+  return b.threads ? b.threads(host) : host_share(host);
+}
+
+PrecisionChoice guess_auto_precision() {
+  const Backend* host = registered_backend(Device::kCPU);
+  if (host != nullptr && host->guess_precision != nullptr) return host->guess_precision();
+  return {Precision::kF32, "auto: fp32 (this program has no CPU backend to ask)"};
+}
+
 const Backend* find_backend(Device d) {
   load_device(d);
   return registered_backend(d);

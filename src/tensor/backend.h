@@ -1,11 +1,13 @@
 // Backend: everything one device kind brings, registered once — its ops (kernels/ops.h's OpTable),
 // its runtime (contexts, streams: tensor/device_runtime.h), its memory (tensor/memory.h), a
-// description, its peak FLOP/s for MFU, what train.precision = "auto" means on it and its
-// communicator transport (parallel/comm/device_comm.h). Memory and
+// description, its peak FLOP/s for MFU, what train.precision = "auto" means on it, how many host
+// threads a rank of it runs (tensor/host_threads.h) and its communicator transport
+// (parallel/comm/device_comm.h). Memory and
 // runtime calls here in tensor/ and op dispatch in kernels/ read the same entry.
 //
 //   const Backend* b = find_backend(Device::kCUDA);          // loads its plugin on first use
 //   PrecisionChoice c = b->auto_precision(ctx, threads);       // "auto", once the device is known
+//   ThreadChoice t = backend_threads(*b, host_cpus);           // its rule for the host's threads
 //
 // The CPU's backend is built in (backends/cpu, registered by kernels/op_dispatch.cpp; its runtime
 // and memory are the host's). A device kind elsewhere is one folder (src/backends/<kind>) whose
@@ -22,6 +24,7 @@
 #include "tensor/device.h"
 #include "tensor/device_runtime.h"
 #include "tensor/exec_context.h"
+#include "tensor/host_threads.h"
 #include "tensor/memory.h"
 #include "tensor/op_tables.h"
 #include "tensor/precision.h"
@@ -55,7 +58,19 @@ struct Backend {
   PeakFlops (*peak_flops)(const ExecContext& ctx, Precision p, int threads) = nullptr;
   // train.precision = "auto" on ctx's device at `threads` host threads.
   PrecisionChoice (*auto_precision)(const ExecContext& ctx, int threads) = nullptr;
+  // "auto" before any device exists, without measuring: the config's guess, which the dry run and
+  // the planner use (the host's backend is asked: guess_auto_precision below). Null: fp32.
+  PrecisionChoice (*guess_precision)() = nullptr;
+  // The host threads a rank computing on this device runs with; null: host_share (every thread
+  // computes, as on the CPU).
+  ThreadChoice (*threads)(const HostCpus& host) = nullptr;
 };
+
+// b's thread rule applied to what the host offers (host_share when b has none).
+ThreadChoice backend_threads(const Backend& b, const HostCpus& host);
+// train.precision = "auto" as the host's backend guesses it before the device is known (the
+// config's value until the trainer settles it); fp32 in a program without the CPU's backend.
+PrecisionChoice guess_auto_precision();
 
 // Makes b the backend of b.device (copied; replaces an earlier one: test stand-ins). Thread-safe;
 // registered once at start-up (a static initialiser, a plugin's entry point, a test).

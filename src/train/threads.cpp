@@ -1,6 +1,5 @@
 #include "train/threads.h"
 
-#include <fmt/format.h>
 #include <unistd.h>
 
 #include <array>
@@ -10,6 +9,7 @@
 #include <vector>
 
 #include "parallel/comm/comm.h"
+#include "tensor/backend.h"
 #include "util/cpu_budget.h"
 
 namespace ft {
@@ -54,7 +54,7 @@ int omp_num_threads_from_env() {
   return static_cast<int>(n);
 }
 
-ThreadChoice choose_threads(int configured, Communicator& world) {
+ThreadChoice choose_threads(int configured, Communicator& world, const Backend& backend) {
   // Every rank takes part in the gather, whichever rule decides its own count.
   const CpuBudget budget = read_cpu_budget();
   const RankCpus mine = this_rank(budget);
@@ -64,12 +64,12 @@ ThreadChoice choose_threads(int configured, Communicator& world) {
   for (const RankCpus& r : all) sharing += overlap(mine, r) ? 1 : 0;
   sharing = std::max(1, sharing);
 
-  if (configured > 0) return {configured, fmt::format("train.threads = {}", configured)};
-  if (int n = omp_num_threads_from_env(); n > 0) return {n, fmt::format("OMP_NUM_THREADS={}", n)};
-  const int usable = budget.usable();
-  const int threads = std::max(1, usable / sharing);
-  return {threads, fmt::format("{} usable CPU{} shared by {} rank{} on this host: {}", usable, usable == 1 ? "" : "s",
-                               sharing, sharing == 1 ? "" : "s", budget.describe())};
+  const HostCpus host{.configured = configured,
+                      .from_env = omp_num_threads_from_env(),
+                      .usable = budget.usable(),
+                      .sharing = sharing,
+                      .budget = budget.describe()};
+  return backend_threads(backend, host);
 }
 
 }  // namespace ft

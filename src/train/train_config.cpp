@@ -1,6 +1,6 @@
 #include "train/train_config.h"
 
-#include "backends/cpu/native_precision.h"
+#include "tensor/backend.h"
 #include "tensor/device_runtime.h"
 #include "util/config_binder.h"
 #include "util/error.h"
@@ -64,9 +64,9 @@ void TrainConfig::validate() const {
 void TrainConfig::resolve_precision() {
   switch (precision_setting) {
     case PrecisionSetting::kAuto: {
-      // A guess from the CPU's flags for the dry run and the planner; the trainer settles it
-      // (settle_auto_precision) once the device and the threads are known.
-      PrecisionChoice c = cpu::native_precision_guess();
+      // The host backend's guess (the CPU's flags) for the dry run and the planner; the trainer
+      // settles it (settle_auto_precision) once the device and the threads are known.
+      PrecisionChoice c = guess_auto_precision();
       precision = c.precision;
       precision_reason = c.reason;
       return;

@@ -11,8 +11,9 @@ namespace ft {
 
 class ConfigBinder;
 
-// train.precision as written: "auto" is decided by the trainer at start: bf16 on a GPU, and on a CPU
-// by the measured GEMM peaks (backends/cpu/native_precision.h).
+// train.precision as written: "auto" is decided by the trainer at start by the device's backend
+// (Backend::auto_precision: bf16 on a GPU, on a CPU by the measured GEMM peaks); until then it
+// holds the host backend's guess (guess_auto_precision, tensor/backend.h).
 enum class PrecisionSetting : uint8_t { kAuto, kFp32, kBf16, kFp16 };
 
 struct TrainConfig {
@@ -25,7 +26,7 @@ struct TrainConfig {
   Precision precision = Precision::kF32;                         // what runs (for "auto": settled at start)
   std::string precision_reason;   // why ("train.precision = \"bf16\"", "auto: the CPU has ...")
   std::string device = "cpu";     // train.device: where each rank's ops run: "cpu", "cuda" or "auto"
-  int threads = 0;                // OpenMP threads per rank; 0 = the CPUs this rank may use (train/threads.h)
+  int threads = 0;                // OpenMP threads per rank; 0 = the device backend's rule (train/threads.h)
   int64_t log_interval = 1;       // progress line every N steps (metrics.jsonl gets every step)
   int64_t eval_interval = 0;      // validation every N steps; 0 = never
   int64_t eval_batches = 4;       // batches per validation

@@ -64,7 +64,7 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh)
 // What this rank computes on, decided once and said first: the CPU, the precision, threads.
 void Trainer::choose_compute() {
   const TrainConfig& t = cfg_.train;
-  const ThreadChoice threads = choose_threads(t.threads, mesh_.world());
+  const ThreadChoice threads = choose_threads(t.threads, mesh_.world(), backend_of(ctx_));
   omp_set_num_threads(threads.threads);
   if (t.precision_is_auto()) settle_auto_precision();
   // The host's backend (the CPU's) says what it is; then, for a device, which one and its ops.

@@ -1,6 +1,7 @@
 // The CPU's Backend (tensor/backend.h): its ops (op_table.cpp), what it logs, MFU's peak (the
-// measured GEMM peak, peak.h) and "auto" (the measured peaks, native_precision.h). Its runtime
-// and memory are the host's, built into tensor/.
+// measured GEMM peak, peak.h), "auto" (the measured peaks, native_precision.h; before measuring,
+// the CPU's flags) and its threads (every usable CPU computes: host_share). Its runtime and memory
+// are the host's, built into tensor/.
 #include <fmt/format.h>
 
 #include "backends/cpu/gemm.h"
@@ -38,7 +39,9 @@ const Backend& cpu_backend() {
                          .memory = {},
                          .describe = describe,
                          .peak_flops = peak_flops,
-                         .auto_precision = auto_precision};
+                         .auto_precision = auto_precision,
+                         .guess_precision = cpu::native_precision_guess,
+                         .threads = host_share};
   return b;
 }
 

@@ -269,6 +269,7 @@ void register_cuda_backend(const DeviceCommBackend* comm) {
     m.contains = contains;
     b.comm = comm;
     b.auto_precision = auto_precision;  // peak_flops: none, the planner's catalog by the GPU's name
+    b.threads = gpu_host_threads;       // guess_precision: none, the host's guess stands until the device is known
     register_backend(b);
   });
 }
