@@ -1,0 +1,59 @@
+// The CUDA backend's loader of its cuDNN sub-plugin (src/backends/cuda/cudnn_load.cpp) against this
+// build's libfluxtrain_cudnn.so: opened with dlopen (with cuDNN, which it links), its entry point
+// resolved, this build's id accepted and its table complete — none of which needs a GPU — and the
+// one-line reasons when it cannot be used: a wrong path (the loader's error, naming the file), a
+// library without the entry point, another build's id.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <string>
+
+#include "backends/cuda/cudnn_load.h"
+#include "tensor/backend.h"
+
+namespace ft::cuda {
+namespace {
+
+TEST(CudnnLoad, OpensTheSubPluginOfThisBuild) {
+  const CudnnPlugin p = load_cudnn_plugin(FT_CUDNN_PLUGIN_FILE, build_id());
+  ASSERT_TRUE(p.ok()) << p.error;
+  EXPECT_EQ(p.library, FT_CUDNN_PLUGIN_FILE);
+  EXPECT_GE(p.api.cudnn_version(), 90000u);  // cuDNN 9 (SDPA through the frontend's graph API)
+  for (const void* f : {(const void*)p.api.create, (const void*)p.api.destroy, (const void*)p.api.prepare,
+                        (const void*)p.api.execute})
+    EXPECT_NE(f, nullptr);
+}
+
+TEST(CudnnLoad, AWrongPathIsOneLineNamingItAndTheLoadersError) {
+  const CudnnPlugin p = load_cudnn_plugin("/nonexistent/libfluxtrain_cudnn.so", build_id());
+  EXPECT_FALSE(p.ok());
+  EXPECT_EQ(p.error.find("cannot load the cuDNN plugin /nonexistent/libfluxtrain_cudnn.so: "), 0u) << p.error;
+  EXPECT_NE(p.error.find("No such file"), std::string::npos) << p.error;  // dlerror's words
+  EXPECT_EQ(p.error.find('\n'), std::string::npos) << p.error;
+  EXPECT_EQ(p.api.create, nullptr);
+}
+
+TEST(CudnnLoad, ALibraryWithoutTheEntryIsRefused) {
+  const CudnnPlugin p = load_cudnn_plugin("libm.so.6", build_id());
+  EXPECT_NE(p.error.find("libm.so.6 has no entry point fluxtrain_cudnn_plugin"), std::string::npos) << p.error;
+}
+
+TEST(CudnnLoad, AnotherBuildsIdIsRefused) {
+  const CudnnPlugin p = load_cudnn_plugin(FT_CUDNN_PLUGIN_FILE, "0.0.0-another-build");
+  EXPECT_NE(p.error.find("it was built by another build of fluxtrain"), std::string::npos) << p.error;
+  EXPECT_EQ(p.api.prepare, nullptr);
+}
+
+TEST(CudnnLoad, ThePathHonoursFtCudnnPlugin) {
+  setenv("FT_CUDNN_PLUGIN", "/elsewhere/libfluxtrain_cudnn.so", 1);
+  EXPECT_EQ(cudnn_plugin_path(), "/elsewhere/libfluxtrain_cudnn.so");
+  unsetenv("FT_CUDNN_PLUGIN");
+  // Without it: beside the object holding the loader (here this test binary).
+  const std::string path = cudnn_plugin_path();
+  EXPECT_EQ(path.front(), '/') << path;
+  EXPECT_NE(path.find("tests/cuda/libfluxtrain_cudnn.so"), std::string::npos) << path;
+}
+
+}  // namespace
+}  // namespace ft::cuda
