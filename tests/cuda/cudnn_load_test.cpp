@@ -2,18 +2,38 @@
 // build's libfluxtrain_cudnn.so: opened with dlopen (with cuDNN, which it links), its entry point
 // resolved, this build's id accepted and its table complete — none of which needs a GPU — and the
 // one-line reasons when it cannot be used: a wrong path (the loader's error, naming the file), a
-// library without the entry point, another build's id.
+// library without the entry point, another build's id; the process's loader saying why once. And
+// one CUDA runtime in the process.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <link.h>
 #include <stdlib.h>
 
+#include <iostream>
 #include <string>
 
+#include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/cudnn_load.h"
 #include "tensor/backend.h"
 
 namespace ft::cuda {
 namespace {
+
+// The loaded objects whose file name contains `part`.
+int loaded_objects(const char* part) {
+  struct Count {
+    const char* part;
+    int n;
+  } count{part, 0};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto* c = static_cast<Count*>(data);
+        if (info->dlpi_name && std::string(info->dlpi_name).find(c->part) != std::string::npos) ++c->n;
+        return 0;
+      },
+      &count);
+  return count.n;
+}
 
 TEST(CudnnLoad, OpensTheSubPluginOfThisBuild) {
   const CudnnPlugin p = load_cudnn_plugin(FT_CUDNN_PLUGIN_FILE, build_id());
@@ -23,6 +43,8 @@ TEST(CudnnLoad, OpensTheSubPluginOfThisBuild) {
   for (const void* f : {(const void*)p.api.create, (const void*)p.api.destroy, (const void*)p.api.prepare,
                         (const void*)p.api.execute})
     EXPECT_NE(f, nullptr);
+  // One CUDA runtime: the sub-plugin bound to the shared one this binary (as the plugin) links.
+  EXPECT_EQ(loaded_objects("libcudart.so"), 1);
 }
 
 TEST(CudnnLoad, AWrongPathIsOneLineNamingItAndTheLoadersError) {
@@ -53,6 +75,26 @@ TEST(CudnnLoad, ThePathHonoursFtCudnnPlugin) {
   const std::string path = cudnn_plugin_path();
   EXPECT_EQ(path.front(), '/') << path;
   EXPECT_NE(path.find("tests/cuda/libfluxtrain_cudnn.so"), std::string::npos) << path;
+}
+
+// What the bf16/fp16 attention ops ask before they fall back (no GPU needed to ask): the process's
+// sub-plugin cannot be opened, the reason names the file and the loader's error, and it is said
+// once, in one log line, however often it is asked. (The only test here that loads the process's.)
+TEST(CudnnLoad, TheProcessSaysWhyOnceWhenItCannotLoadIt) {
+  setenv("FT_CUDNN_PLUGIN", "/nonexistent/libfluxtrain_cudnn.so", 1);
+  testing::internal::CaptureStderr();
+  EXPECT_FALSE(have_cudnn_sdpa());
+  EXPECT_FALSE(have_cudnn_sdpa());
+  const std::string log = testing::internal::GetCapturedStderr();
+  unsetenv("FT_CUDNN_PLUGIN");
+  const std::string why = cudnn_sdpa_missing_reason();
+  EXPECT_EQ(why.find("cannot load the cuDNN plugin /nonexistent/libfluxtrain_cudnn.so: "), 0u) << why;
+  size_t lines = 0;
+  for (char c : log) lines += c == '\n';
+  EXPECT_EQ(lines, 1u) << log;
+  EXPECT_NE(log.find("fp32 kernels"), std::string::npos) << log;
+  EXPECT_NE(log.find(why), std::string::npos) << log;
+  std::cout << "said: " << log;
 }
 
 }  // namespace
