@@ -4,6 +4,8 @@
 // one-line reasons when it cannot be used: a wrong path (the loader's error, naming the file), a
 // library without the entry point, another build's id; the process's loader saying why once. And
 // one CUDA runtime in the process.
+#include "backends/cuda/cudnn_load.h"
+
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <link.h>
@@ -13,7 +15,6 @@
 #include <string>
 
 #include "backends/cuda/cuda_ops.h"
-#include "backends/cuda/cudnn_load.h"
 #include "tensor/backend.h"
 
 namespace ft::cuda {
@@ -40,8 +41,8 @@ TEST(CudnnLoad, OpensTheSubPluginOfThisBuild) {
   ASSERT_TRUE(p.ok()) << p.error;
   EXPECT_EQ(p.library, FT_CUDNN_PLUGIN_FILE);
   EXPECT_GE(p.api.cudnn_version(), 90000u);  // cuDNN 9 (SDPA through the frontend's graph API)
-  for (const void* f : {(const void*)p.api.create, (const void*)p.api.destroy, (const void*)p.api.prepare,
-                        (const void*)p.api.execute})
+  for (const void* f :
+       {(const void*)p.api.create, (const void*)p.api.destroy, (const void*)p.api.prepare, (const void*)p.api.execute})
     EXPECT_NE(f, nullptr);
   // One CUDA runtime: the sub-plugin bound to the shared one this binary (as the plugin) links.
   EXPECT_EQ(loaded_objects("libcudart.so"), 1);

@@ -93,9 +93,10 @@ const CudnnPlugin& cudnn_plugin() {
       log_debug("cuDNN SDPA: {} (cuDNN {})", plugin.library, plugin.api.cudnn_version());
       return;
     }
-    log_warn("bf16/fp16 attention runs on the fp32 kernels (no cuDNN SDPA): {}; hint: put cuDNN 9 (libcudnn.so.9) "
-             "where the loader finds it (LD_LIBRARY_PATH), or set FT_CUDNN_PLUGIN to this build's {}",
-             plugin.error, kFile);
+    log_warn(
+        "bf16/fp16 attention runs on the fp32 kernels (no cuDNN SDPA): {}; hint: put cuDNN 9 (libcudnn.so.9) "
+        "where the loader finds it (LD_LIBRARY_PATH), or set FT_CUDNN_PLUGIN to this build's {}",
+        plugin.error, kFile);
 #else
     plugin.error =
         "this build has no cuDNN SDPA (cuDNN or the cuDNN frontend headers were not found when it was configured)";

@@ -25,8 +25,18 @@ extern "C" {
 // The operands of one SDPA call, by position in FtSdpaCall::operands (device pointers; those a
 // direction does not use are null): Q, K, V and O strided views as attention_sdpa.cpp describes,
 // Stats the fp32 log-sum-exp (B, H, T).
-enum FtSdpaOperand { kFtSdpaQ, kFtSdpaK, kFtSdpaV, kFtSdpaO, kFtSdpaStats, kFtSdpaDO, kFtSdpaDQ, kFtSdpaDK, kFtSdpaDV,
-                     kFtSdpaOperands };
+enum FtSdpaOperand {
+  kFtSdpaQ,
+  kFtSdpaK,
+  kFtSdpaV,
+  kFtSdpaO,
+  kFtSdpaStats,
+  kFtSdpaDO,
+  kFtSdpaDQ,
+  kFtSdpaDK,
+  kFtSdpaDV,
+  kFtSdpaOperands
+};
 
 // One SDPA graph: causal GQA attention on qkv (B, T, (H + 2 Hkv) D) packed rows.
 struct FtSdpaShape {

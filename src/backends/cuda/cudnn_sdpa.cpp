@@ -20,10 +20,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
-#include <iterator>
 #include <tuple>
 #include <unordered_map>
 
@@ -146,7 +146,6 @@ Built build(cudnnHandle_t handle, const Shape& s) {
   }
 }
 
-
 // One line into the caller's buffer (cut to fit).
 int fail(char* error, size_t error_bytes, const std::string& why) {
   if (error && error_bytes > 0) {
@@ -230,7 +229,8 @@ int api_execute(void* p, const FtSdpaShape* shape, void* const* operands, void* 
                                          kFtSdpaDO, kFtSdpaDQ, kFtSdpaDK, kFtSdpaDV};
     const size_t n = shape->backward ? std::size(backward) : std::size(forward);
     for (size_t i = 0; i < n; ++i)
-      pack.emplace(shape->backward ? backward[i] : forward[i], operands[shape->backward ? backward_at[i] : forward_at[i]]);
+      pack.emplace(shape->backward ? backward[i] : forward[i],
+                   operands[shape->backward ? backward_at[i] : forward_at[i]]);
     auto status = b.graph->execute(state->handle, pack, workspace);
     if (status.is_bad()) return fail(error, error_bytes, "cuDNN execute failed: " + status.get_message());
     return 0;
