@@ -23,13 +23,17 @@ function(ft_library name)
   target_link_libraries(${name} PUBLIC ${ARG_DEPS})
 endfunction()
 
-# ft_test(NAME SOURCES... [DEPS target...] [LABELS label...])
-#   A GoogleTest executable registered with CTest.
+# ft_test(NAME SOURCES... [DEPS target...] [LABELS label...] [ENVIRONMENT VAR=value...])
+#   A GoogleTest executable registered with CTest (ENVIRONMENT: set for each of its tests).
 function(ft_test name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS;ENVIRONMENT" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60)
+  if(ARG_ENVIRONMENT)
+    gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES ENVIRONMENT "${ARG_ENVIRONMENT}")
+  else()
+    gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60)
+  endif()
   # The labels are set by a script CTest runs after the discovered tests' list (which names them
   # in ${name}_TESTS): passed through gtest_discover_tests, a list of labels loses all but its first.
   set(script ${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake)

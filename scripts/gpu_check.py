@@ -61,6 +61,9 @@ PEAK_BF16 = 989.4e12  # plan/catalog.cpp: H100 / H200 dense bf16
 CUDA_LIBS = ["libcublasLt.so.13", "libcudnn.so.9", "libnvrtc.so.13", "libnccl.so.2"]
 # Opened by the plugin on demand (dlopen), so not in its ldd list: NCCL when a communicator is made.
 ON_DEMAND_LIBS = ["libnccl.so.2"]
+# The cuDNN sub-plugin (cuDNN SDPA), opened by the plugin on the first SDPA call: beside the plugin
+# (and beside kernels_cuda_test in the pack), or $FT_CUDNN_PLUGIN. It links cuDNN and NVRTC.
+CUDNN_PLUGIN = "libfluxtrain_cudnn.so"
 
 
 class Check:
@@ -147,22 +150,38 @@ def resolve_library(name, ld_path):
     return "not found"
 
 
+def cudnn_plugin_path(c, plugin):
+    """The cuDNN sub-plugin fluxtrain's CUDA plugin opens: $FT_CUDNN_PLUGIN, else beside the plugin."""
+    return c.ft_env.get("FT_CUDNN_PLUGIN") or os.path.join(os.path.dirname(plugin), CUDNN_PLUGIN)
+
+
 def plugin_libraries(c):
     """The path of every library the CUDA plugin opens under fluxtrain's environment: those it links
-    (ldd) and those it opens on demand (ON_DEMAND_LIBS). Resolved without loading them here."""
+    (ldd), those it opens on demand (ON_DEMAND_LIBS), and the cuDNN sub-plugin with what it links.
+    Resolved without loading them here."""
     ft = fluxtrain_binary()
     plugin = os.path.join(os.path.dirname(ft), "libfluxtrain_cuda.so") if ft else ""
     if not os.path.exists(plugin):
         return {"libfluxtrain_cuda.so": "not found (no plugin beside fluxtrain)"}
     found = {}
-    rc, out = c.run(["ldd", plugin], LIMITS["ldd"], "stage0.log", env=c.ft_env)
-    for line in out.splitlines():
-        parts = line.split()
-        if "=>" in parts and parts[0].startswith("lib"):
-            where = parts[parts.index("=>") + 1]
-            found[parts[0]] = "not found" if where == "not" else os.path.realpath(where)
+
+    def linked(binary, note):
+        rc, out = c.run(["ldd", binary], LIMITS["ldd"], "stage0.log", env=c.ft_env)
+        for line in out.splitlines():
+            parts = line.split()
+            if "=>" in parts and parts[0].startswith("lib") and parts[0] not in found:
+                where = parts[parts.index("=>") + 1]
+                found[parts[0]] = ("not found" if where == "not" else os.path.realpath(where)) + note
+
+    linked(plugin, "")
     for lib in ON_DEMAND_LIBS:
         found[lib] = resolve_library(lib, c.ft_env.get("LD_LIBRARY_PATH", "")) + " (opened on demand)"
+    sub = cudnn_plugin_path(c, plugin)
+    if os.path.exists(sub):
+        found[CUDNN_PLUGIN] = os.path.realpath(sub) + " (opened on the first SDPA call)"
+        linked(sub, f" (through {CUDNN_PLUGIN})")
+    else:
+        found[CUDNN_PLUGIN] = f"not found ({sub}): bf16 attention would run on the fp32 kernels"
     return found
 
 
@@ -191,6 +210,12 @@ def find_environment(c, log="stage0.log"):
     ld = ":".join(dict.fromkeys(ld_dirs + [d for d in c.env.get("LD_LIBRARY_PATH", "").split(":") if d]))
     c.ft_env["LD_LIBRARY_PATH"] = ld
     info["LD_LIBRARY_PATH"] = ld  # fluxtrain's and kernels_cuda_test's only
+    # kernels_cuda_test of a build tree (not the pack) has the cuDNN sub-plugin two levels up.
+    kb = kernels_binary()
+    if kb and "FT_CUDNN_PLUGIN" not in c.ft_env and not os.path.exists(os.path.join(os.path.dirname(kb), CUDNN_PLUGIN)):
+        top = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(kb))), CUDNN_PLUGIN)
+        if os.path.exists(top):
+            c.ft_env["FT_CUDNN_PLUGIN"] = info["FT_CUDNN_PLUGIN"] = top
     c.found_env = True
     return info
 
@@ -225,7 +250,8 @@ def stage0(c):
     if os.path.exists(os.path.join(PACK, "pack.json")):
         info["pack"] = json.load(open(os.path.join(PACK, "pack.json")))
     missing = {}
-    for binary in [os.path.join(PACK, n) for n in ("kernels_cuda_test", "fluxtrain", "libfluxtrain_cuda.so")]:
+    for binary in [os.path.join(PACK, n) for n in ("kernels_cuda_test", "fluxtrain", "libfluxtrain_cuda.so",
+                                                   CUDNN_PLUGIN)]:
         if os.path.exists(binary):
             rc, out = c.run(["ldd", binary], LIMITS["ldd"], "stage0.log", env=c.ft_env)
             missing[os.path.basename(binary)] = [l.split()[0] for l in out.splitlines() if "not found" in l]

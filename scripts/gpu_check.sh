@@ -3,8 +3,10 @@
 #
 # On the development machine, once before the call (builds build-gpu/: host code for x86-64-v3,
 # device code for sm_90; packs kernels_cuda_test, fluxtrain with its CUDA plugin
-# libfluxtrain_cuda.so (loaded from beside the binary) and the shared libraries the GPU machine
-# may lack — oneDNN, MPI, ICU, ... ; not glibc, the C++ runtime, CUDA, cuBLAS, cuDNN or NCCL — as
+# libfluxtrain_cuda.so (loaded from beside the binary) and the plugin's cuDNN sub-plugin
+# libfluxtrain_cudnn.so (loaded from beside the plugin on the first SDPA call), and the shared
+# libraries the GPU machine may lack — the CUDA runtime, oneDNN, MPI, ICU, ... ; not glibc, the C++
+# runtime, the driver, cuBLAS, cuDNN, NVRTC or NCCL — as
 # .gpu-pack/pack.tar.xz, ignored by git, under the 64 MiB a call may carry; the GPU machine unpacks
 # it on the first run):
 #   scripts/gpu_check.sh --pack
@@ -39,31 +41,40 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# pack BUILD PACK DESCRIPTION: kernels_cuda_test, fluxtrain and its plugin from BUILD, stripped, and
-# in PACK/lib the shared libraries they link that the GPU machine is not expected to have, as
-# PACK/pack.tar.xz and PACK/pack.json. Left out: glibc and its family (the GPU machine's own, which
-# may be newer, must be used: a pack's libresolv or libm ahead of it breaks the system's tools), the
-# C++ runtime, and the CUDA libraries — cuBLAS, cuDNN, NVRTC, the driver, and NCCL, which the plugin
+# pack BUILD PACK DESCRIPTION: kernels_cuda_test, fluxtrain, its plugin and the plugin's cuDNN
+# sub-plugin (where the build has cuDNN SDPA) from BUILD, stripped, all in one directory (the
+# sub-plugin is found beside the object that opens it), and in PACK/lib the shared libraries they
+# link that the GPU machine is not expected to have, as PACK/pack.tar.xz and PACK/pack.json. Left
+# out: glibc and its family (the GPU machine's own, which may be newer, must be used: a pack's
+# libresolv or libm ahead of it breaks the system's tools), the C++ runtime, and the CUDA libraries
+# — cuBLAS, cuDNN, NVRTC (which only the sub-plugin links), the driver, and NCCL, which the plugin
 # opens only when a communicator is made (the toolkit and PyTorch's wheels bring them; stage 0 says
-# where each is found). lib/ is put on the path of fluxtrain and kernels_cuda_test only, never of
-# Python (gpu_check.py).
+# where each is found). The CUDA runtime libcudart.so.13 is carried (0.7 MB): the backend and the
+# sub-plugin share it (src/backends/cuda/CMakeLists.txt), and it must be the toolkit's they were
+# built with. lib/ is put on the path of fluxtrain and kernels_cuda_test only, never of Python
+# (gpu_check.py).
 pack() {
-  local build=$1 pack=$2 what=$3 stage bin lib
+  local build=$1 pack=$2 what=$3 stage bin lib bins
   for bin in "$build/tests/cuda/kernels_cuda_test" "$build/fluxtrain" "$build/libfluxtrain_cuda.so"; do
     [ -f "$bin" ] || { echo "error: $bin is missing; hint: build it first (cmake --build $build)" >&2; return 1; }
   done
   rm -rf "$pack"
   stage=$(mktemp -d)
   mkdir -p "$stage/lib"
+  bins="kernels_cuda_test fluxtrain libfluxtrain_cuda.so"
   cp "$build/tests/cuda/kernels_cuda_test" "$build/fluxtrain" "$build/libfluxtrain_cuda.so" "$stage/"
+  if [ -f "$build/libfluxtrain_cudnn.so" ]; then
+    cp "$build/libfluxtrain_cudnn.so" "$stage/"
+    bins="$bins libfluxtrain_cudnn.so"
+  fi
   # (fluxtrain keeps its exported symbols: strip leaves the dynamic symbol table the plugin binds to.)
-  strip "$stage/kernels_cuda_test" "$stage/fluxtrain" "$stage/libfluxtrain_cuda.so"
-  for bin in "$stage/kernels_cuda_test" "$stage/fluxtrain" "$stage/libfluxtrain_cuda.so"; do
-    ldd "$bin" | awk '/=>/ && $3 ~ /^\// {print $3}' | while read -r lib; do
+  for bin in $bins; do strip "$stage/$bin"; done
+  for bin in $bins; do
+    ldd "$stage/$bin" | awk '/=>/ && $3 ~ /^\// {print $3}' | while read -r lib; do
       case "$(basename "$lib")" in
         libc.so*|libm.so*|libmvec.so*|libdl.so*|librt.so*|libpthread.so*|libresolv.so*|libnss_*|libnsl.so*) ;;
         libutil.so*|libanl.so*|ld-linux*|libstdc++.so*|libgcc_s.so*) ;;
-        libcublas*|libcudnn*|libnvrtc*|libcuda.so*|libcudart*|libnccl*) ;;
+        libcublas*|libcudnn*|libnvrtc*|libcuda.so*|libnccl*) ;;
         *) cp -Ln "$lib" "$stage/lib/" ;;
       esac
     done

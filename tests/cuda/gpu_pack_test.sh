@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The pack scripts/gpu_check.sh carries to a GPU machine, made from this build (--pack-from): under
 # 60 MiB; none of the libraries the GPU machine must bring itself (glibc and its family, the C++
-# runtime, CUDA, cuBLAS, cuDNN, NVRTC, NCCL); a plugin that does not link NCCL; and the packed
+# runtime, the driver, cuBLAS, cuDNN, NVRTC, NCCL), but the CUDA runtime the plugin and its cuDNN
+# sub-plugin share; a plugin that links neither NCCL nor cuDNN (nor NVRTC) — the build's, by ldd,
+# and the packed one — and the cuDNN sub-plugin beside it (where the build has one), linking cuDNN
+# and the same CUDA runtime; and the packed
 # fluxtrain runs from the pack alone — an environment whose LD_LIBRARY_PATH is only the pack's lib/:
 # --help, 3 steps of configs/tiny.toml on the CPU, and train.device = "cuda" ending with the same
 # last line (the driver's reason: no GPU here) and exit code as this build's fluxtrain.
@@ -18,9 +21,28 @@ tar -C "$pack" -xJf "$pack/pack.tar.xz"
 bytes=$(stat -c %s "$pack/pack.tar.xz")
 [ "$bytes" -lt $((60 * 1024 * 1024)) ] || fail "the pack is $bytes bytes (limit 60 MiB)"
 echo "pack: $((bytes / 1024)) KiB to carry; lib/: $(ls "$pack/lib" | tr '\n' ' ')"
-excluded='^(libc|libm|libmvec|libdl|librt|libpthread|libresolv|libnss_[a-z]+|libnsl|libutil|libanl|ld-linux.*|libstdc\+\+|libgcc_s|libcublas(Lt)?|libcudnn.*|libnvrtc.*|libcuda|libcudart|libnccl)\.so'
+excluded='^(libc|libm|libmvec|libdl|librt|libpthread|libresolv|libnss_[a-z]+|libnsl|libutil|libanl|ld-linux.*|libstdc\+\+|libgcc_s|libcublas(Lt)?|libcudnn.*|libnvrtc.*|libcuda|libnccl)\.so'
 if bad=$(ls "$pack/lib" | grep -E "$excluded"); then fail "the pack carries $bad"; fi
-if readelf -d "$pack/libfluxtrain_cuda.so" | grep -q 'NEEDED.*libnccl'; then fail "the plugin links libnccl"; fi
+# The plugin loads without NCCL and cuDNN: neither it nor anything it links needs them (ldd: the
+# whole tree of the build's plugin; readelf: the packed one's own list).
+if bad=$(ldd "$build/libfluxtrain_cuda.so" | grep -oE 'lib(nccl|cudnn|nvrtc)[^ ]*'); then
+  fail "ldd $build/libfluxtrain_cuda.so lists $(echo $bad)"
+fi
+if bad=$(readelf -d "$pack/libfluxtrain_cuda.so" | grep -oE 'NEEDED.*lib(nccl|cudnn|nvrtc)[^]]*'); then
+  fail "the packed plugin links $bad"
+fi
+# One CUDA runtime: the plugin's, shared (carried), and the sub-plugin's the same.
+cudart=$(readelf -d "$pack/libfluxtrain_cuda.so" | grep -oE 'libcudart\.so\.[0-9]+' || true)
+[ -n "$cudart" ] || fail "the plugin does not link the shared CUDA runtime (libcudart.so.N)"
+[ -f "$pack/lib/$cudart" ] || fail "the pack does not carry $cudart"
+if [ -f "$build/libfluxtrain_cudnn.so" ]; then
+  [ -f "$pack/libfluxtrain_cudnn.so" ] || fail "the pack does not carry libfluxtrain_cudnn.so beside the plugin"
+  needed=$(readelf -d "$pack/libfluxtrain_cudnn.so" | grep NEEDED)
+  echo "$needed" | grep -q 'libcudnn\.so' || fail "the cuDNN sub-plugin does not link cuDNN"
+  echo "$needed" | grep -q "\[$cudart\]" || fail "the cuDNN sub-plugin does not link the plugin's $cudart"
+  if echo "$needed" | grep -q 'libfluxtrain_cuda'; then fail "the cuDNN sub-plugin links the plugin"; fi
+  echo "cuDNN sub-plugin: libfluxtrain_cudnn.so, links cuDNN and $cudart"
+fi
 
 run_packed() { env -i PATH=/usr/bin:/bin HOME="$out" LD_LIBRARY_PATH="$pack/lib" "$pack/fluxtrain" "$@"; }
 run_packed --help > "$out/help.txt" 2>&1 || fail "packed fluxtrain --help: $(tail -1 "$out/help.txt")"

@@ -260,7 +260,11 @@ TEST_F(CudaTest, SumsStayOnTheDeviceUntilOneReadBack) {
 constexpr double kLowpOutBf16 = 1.5e-2, kLowpOutF16 = 3e-3, kLowpLse = 1e-4, kLowpGradBf16 = 3e-2, kLowpGradF16 = 6e-3;
 
 TEST_F(CudaTest, AttentionLowPrecisionMatchesReference) {
-  std::cout << "cuDNN SDPA in this build: " << (have_cudnn_sdpa() ? "yes" : cudnn_sdpa_missing_reason()) << "\n";
+  std::cout << "cuDNN SDPA: " << (have_cudnn_sdpa() ? "yes" : cudnn_sdpa_missing_reason()) << "\n";
+#if FT_HAVE_CUDNN
+  // A build with cuDNN SDPA checks it: its sub-plugin (libfluxtrain_cudnn.so) must load here.
+  EXPECT_TRUE(have_cudnn_sdpa()) << cudnn_sdpa_missing_reason();
+#endif
   for (LowPrecision type : {LowPrecision::kBF16, LowPrecision::kF16}) {
     const bool bf16 = type == LowPrecision::kBF16;
     for (const AttnShape& s : {AttnShape{2, 67, 4, 2, 16}, AttnShape{1, 130, 3, 3, 64}, AttnShape{1, 100, 4, 1, 128},

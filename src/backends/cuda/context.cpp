@@ -142,10 +142,6 @@ SdpaState& CudaContext::sdpa() {
   return *sdpa_;
 }
 
-void* CudaContext::cudnn_handle() {
-  return sdpa().handle();
-}
-
 namespace {
 void* grow(int device, size_t bytes, cudaStream_t stream, const char* op) {
   void* p = pool_alloc(device, bytes, stream);

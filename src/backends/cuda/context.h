@@ -28,7 +28,7 @@
 namespace ft::cuda {
 
 class GemmCache;  // backends/cuda/gemm.cpp
-class SdpaState;  // backends/cuda/attention_sdpa.cpp
+class SdpaState;  // backends/cuda/sdpa_state.h
 
 // Devices the CUDA runtime sees after CUDA_VISIBLE_DEVICES (0 when there is no driver or no GPU).
 int device_count();
@@ -64,9 +64,8 @@ class CudaContext {
   // The 32 MiB cuBLASLt workspace, allocated on the first GEMM.
   void* cublaslt_workspace();
   GemmCache& gemm_cache() { return *gemm_cache_; }
-  SdpaState& sdpa();  // the cuDNN handle and graph cache, created on first use
-  // The cuDNN handle (created on first use; null in a build without cuDNN).
-  void* cudnn_handle();
+  // The cuDNN state (handle and graph cache, through the cuDNN sub-plugin), created on first use.
+  SdpaState& sdpa();
 
   // Device memory for one op's temporaries, at least `bytes`, 256-byte aligned. Valid until the
   // next scratch() call; grows (stream-ordered free and allocation from the device's pool, counted

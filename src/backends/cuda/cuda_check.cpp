@@ -14,10 +14,6 @@
 #include "tensor/memory.h"
 #include "util/error.h"
 
-#if FT_HAVE_CUDNN
-#include <cudnn.h>
-#endif
-
 namespace ft::cuda {
 
 namespace {
@@ -49,12 +45,6 @@ std::string library_message(Library lib, int status) {
     case Library::kCublas:
       return fmt::format("{} (cublasStatus_t {})", cublasLtGetStatusString(static_cast<cublasStatus_t>(status)),
                          status);
-    case Library::kCudnn:
-#if FT_HAVE_CUDNN
-      return fmt::format("{} (cudnnStatus_t {})", cudnnGetErrorString(static_cast<cudnnStatus_t>(status)), status);
-#else
-      return fmt::format("cudnnStatus_t {}", status);
-#endif
   }
   return fmt::format("status {}", status);
 }

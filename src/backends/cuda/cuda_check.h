@@ -1,4 +1,4 @@
-// Checked calls for the CUDA backend. Every CUDA runtime, cuBLASLt and cuDNN call and every
+// Checked calls for the CUDA backend. Every CUDA runtime and cuBLASLt call and every
 // kernel launch goes through one of these; a failure throws ft::Error naming the op, its sizes,
 // the call and file:line, with a hint.
 //
@@ -28,7 +28,8 @@ struct Dim {
 };
 using Dims = std::initializer_list<Dim>;
 
-enum class Library : uint8_t { kRuntime, kCublas, kCudnn };
+// (cuDNN is called by its sub-plugin only, which reports its errors as text: attention_sdpa.cpp.)
+enum class Library : uint8_t { kRuntime, kCublas };
 
 // Throws ft::Error: "<op> (N=.., C=..): <call> failed at <file>:<line>: <library message>".
 [[noreturn]] void throw_call_error(Library lib, int status, const char* call, const char* file, int line,
@@ -41,7 +42,7 @@ void note_free_error(int status, const char* call) noexcept;
 // After a launch: cudaGetLastError, and with FT_CUDA_SYNC_CHECK=1 a stream synchronisation.
 void check_launch(const CudaContext& ctx, const char* file, int line, const char* op, Dims dims);
 
-// After a library call that queues work (cuBLASLt, cuDNN): the synchronisation of
+// After a library call that queues work (cuBLASLt, cuDNN SDPA): the synchronisation of
 // FT_CUDA_SYNC_CHECK=1 only.
 void check_queued(const CudaContext& ctx, const char* file, int line, const char* op, Dims dims);
 
@@ -65,10 +66,9 @@ bool sync_check_from_env();
       ::ft::cuda::throw_call_error(lib, static_cast<int>(ft_status_), #call, __FILE__, __LINE__, op, {__VA_ARGS__}); \
   } while (0)
 
-// cudaError_t, cublasStatus_t and cudnnStatus_t all use 0 for success.
+// cudaError_t and cublasStatus_t both use 0 for success.
 #define FT_CUDA_CHECK(call, op, ...) FT_CUDA_CALL_CHECK_(::ft::cuda::Library::kRuntime, call, op, __VA_ARGS__)
 #define FT_CUBLAS_CHECK(call, op, ...) FT_CUDA_CALL_CHECK_(::ft::cuda::Library::kCublas, call, op, __VA_ARGS__)
-#define FT_CUDNN_CHECK(call, op, ...) FT_CUDA_CALL_CHECK_(::ft::cuda::Library::kCudnn, call, op, __VA_ARGS__)
 
 #define FT_CUDA_CHECK_LAUNCH(ctx, op, ...) ::ft::cuda::check_launch((ctx), __FILE__, __LINE__, op, {__VA_ARGS__})
 #define FT_CUDA_CHECK_QUEUED(ctx, op, ...) ::ft::cuda::check_queued((ctx), __FILE__, __LINE__, op, {__VA_ARGS__})

@@ -71,12 +71,14 @@ void to_f16(CudaContext& ctx, uint16_t* y, const float* x, int64_t n);
 void widen_bf16(CudaContext& ctx, float* y, const uint16_t* x, int64_t n);
 void widen_f16(CudaContext& ctx, float* y, const uint16_t* x, int64_t n);
 
-// Causal GQA attention on bf16 or fp16 tensors through cuDNN's SDPA (attention_sdpa.cpp):
+// Causal GQA attention on bf16 or fp16 tensors through cuDNN's SDPA (attention_sdpa.cpp, calling
+// the cuDNN sub-plugin libfluxtrain_cudnn.so, loaded on the first call: cudnn_load.h):
 // qkv (B, T, (H + 2 Hkv) D) read in place (Q, K and V are strided views of it: no copies),
 // out (B, T, H D) in the same type, lse (B, H, T) fp32 natural-log as attention_forward's; the
 // backward writes dqkv (B, T, (H + 2 Hkv) D) in the same type, with cuDNN's deterministic
-// algorithm. Where cuDNN refuses the shape (or the build has no cuDNN), both fall back to the fp32
-// kernels above through fp32 copies in the scratch; the return value says which ran.
+// algorithm. Where cuDNN refuses the shape (or the build has no cuDNN, or the sub-plugin cannot be
+// loaded: said once in the log), both fall back to the fp32 kernels above through fp32 copies in
+// the scratch; the return value says which ran.
 enum class LowPrecision : uint8_t { kBF16, kF16 };
 enum class AttentionPath : uint8_t { kCudnn, kFp32Fallback };
 AttentionPath attention_forward_lowp(CudaContext& ctx, uint16_t* out, float* lse, const uint16_t* qkv, int64_t B,
@@ -84,7 +86,8 @@ AttentionPath attention_forward_lowp(CudaContext& ctx, uint16_t* out, float* lse
 AttentionPath attention_backward_lowp(CudaContext& ctx, uint16_t* dqkv, const uint16_t* dout, const uint16_t* qkv,
                                       const uint16_t* out, const float* lse, int64_t B, int64_t T, int64_t H,
                                       int64_t Hkv, int64_t D, LowPrecision type);
-// Whether this build has cuDNN SDPA, and why not when it has not.
+// Whether cuDNN SDPA can be used (the build has it and its sub-plugin loads: the first call loads
+// it), and why not when it cannot.
 bool have_cudnn_sdpa();
 const char* cudnn_sdpa_missing_reason();
 // Why cuDNN refused the last shape that fell back to the fp32 kernels ("" when none did).

@@ -16,7 +16,8 @@ BackendPlugin plugin() {
       "build it where the CUDA toolkit is installed (nvcc on PATH; cmake -DFT_CUDA=ON), or set train.device = \"cpu\"";
 #endif
   p.open_hint =
-      "the CUDA libraries it links (cuBLASLt, cuDNN, NVRTC) must be where the loader finds them: `ldd {}` names the "
+      "the CUDA libraries it links (the CUDA runtime, cuBLASLt) must be where the loader finds them: `ldd {}` names "
+      "the "
       "missing one (LD_LIBRARY_PATH, or install the CUDA toolkit / cuDNN)";
   return p;
 }

@@ -1,7 +1,9 @@
-// The cuDNN state a CudaContext owns for SDPA: the cuDNN handle (bound to the context's stream) and
-// the frontend graphs built so far, one per shape and direction. Defined by attention_sdpa.cpp
-// (or, in a build without cuDNN, attention_sdpa_stub.cpp); created on first use by
-// CudaContext::sdpa().
+// The cuDNN state a CudaContext owns for SDPA: the cuDNN sub-plugin's state (a cuDNN handle bound to
+// the context's stream, and the frontend graphs built so far, one per shape and direction: kept by
+// libfluxtrain_cudnn.so, cudnn_plugin_api.h) and the last refusal. Defined by attention_sdpa.cpp;
+// created on first use by CudaContext::sdpa(), which loads the sub-plugin (cudnn_load.h).
+//
+//   if (ctx.sdpa().loaded()) ...   // else the fp32 fallback: cudnn_plugin().error says why
 #pragma once
 
 #include <memory>
@@ -17,8 +19,8 @@ class SdpaState {
   SdpaState(const SdpaState&) = delete;
   SdpaState& operator=(const SdpaState&) = delete;
 
-  // The cuDNN handle (bound to the context's stream); null in a build without cuDNN.
-  void* handle() const;
+  // Whether cuDNN SDPA can be asked: the sub-plugin loaded and made this context's handle.
+  bool loaded() const;
 
   struct Impl;
   Impl& impl() { return *impl_; }
