@@ -2,10 +2,12 @@
 
 #include "backends/trace/trace_backend.h"
 #include "dryrun/fake_comm.h"
+#include "kernels/ops.h"
 #include "model/activation_sizes.h"
 #include "model/llama.h"
 #include "parallel/data_parallel/param_engine.h"
 #include "parallel/micro_batches.h"
+#include "tensor/backend.h"
 #include "tensor/device_runtime.h"
 #include "tensor/device_scalars.h"
 #include "tensor/memory.h"
@@ -14,19 +16,24 @@
 
 namespace ft {
 
-plan::OpTrace trace_training_step(const Config& cfg) {
-  const TrainConfig& t = cfg.train;
+plan::OpTrace trace_training_step(const Config& config) {
+  Config cfg = config;
   const ParallelConfig& par = cfg.parallel;
   if (par.dp != 1 || par.tp != 1 || par.pp != 1)
     throw Error(fmt::format("the step trace is of one GPU; this config's layout is dp {} x tp {} x pp {}", par.dp,
                             par.tp, par.pp),
                 "--set parallel.dp=1 --set parallel.tp=1 --set parallel.pp=1");
+  trace::register_recording_gpu();
+  const ExecContext ctx = make_exec_context(Device::kCUDA, 0);
+  if (cfg.train.precision_is_auto()) {  // as the trainer settles it on this GPU (compute capability 9.0: bf16)
+    const PrecisionChoice c = backend_of(ctx).auto_precision(ctx, 1);
+    cfg.train.settle_auto_precision(c.precision, c.reason);
+  }
+  const TrainConfig& t = cfg.train;
   if (t.precision != Precision::kF32 && t.precision != Precision::kBF16)
     throw Error(
         fmt::format("the step trace prices fp32 and bf16 steps; train.precision is {}", precision_label(t.precision)),
         "--set train.precision=\"bf16\"");
-  trace::register_recording_gpu();
-  const ExecContext ctx = make_exec_context(Device::kCUDA, 0);
 
   // What Trainer::parallelize builds for one rank (train/trainer.cpp), in its order.
   Mesh mesh = fake_mesh(par, 0);

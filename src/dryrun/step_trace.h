@@ -9,8 +9,9 @@
 //   plan::OpTrace t = trace_training_step(load_config("configs/llama-20m.toml", sets));
 //   plan::StepPrice p = plan::price_step(t, plan::h200_roofline());    // plan/roofline.h
 //
-// What it does not trace: the data loader, checkpoints, validation, the training guards (host
-// work), and layouts of more than one rank (parallel.dp, tp and pp must be 1: ft::Error otherwise).
+// train.device is not read (the step is the GPU's); train.precision = "auto" is settled as the
+// trainer settles it on this GPU (bf16). What it does not trace: the data loader, checkpoints, validation, the training
+// guards (host work), and layouts of more than one rank (parallel.dp, tp and pp must be 1: ft::Error otherwise).
 #pragma once
 
 #include "config/config.h"
