@@ -113,9 +113,9 @@ TEST(Roofline, StepPriceByOpAndMfu) {
   EXPECT_EQ(p.kernels, 3);
 }
 
-// The command on the tiny model: a few hundred ops, well under a second.
+// The command on the tiny model: a few hundred ops, well under a second (bounded at 60 s).
 TEST(Roofline, StepTraceCommand) {
-  const std::string cmd = std::string(FT_FLUXTRAIN_BIN) + " plan --step-trace " + FT_SOURCE_DIR +
+  const std::string cmd = "timeout 60 " + std::string(FT_FLUXTRAIN_BIN) + " plan --step-trace " + FT_SOURCE_DIR +
                           "/configs/tiny.toml --set train.precision=\\\"bf16\\\" --json 2>&1";
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(cmd.c_str(), "r"), ::pclose);
   ASSERT_TRUE(pipe);
@@ -133,7 +133,7 @@ TEST(Roofline, StepTraceCommand) {
   for (const auto& g : j["by_op"]) gemm |= g["name"] == "matmul_bf16" && g["calls"] == 51;
   EXPECT_TRUE(gemm) << j["by_op"].dump();
   // More than one rank is refused with one line.
-  const std::string bad = std::string(FT_FLUXTRAIN_BIN) + " plan --step-trace " + FT_SOURCE_DIR +
+  const std::string bad = "timeout 60 " + std::string(FT_FLUXTRAIN_BIN) + " plan --step-trace " + FT_SOURCE_DIR +
                           "/configs/tiny.toml --set parallel.dp=2 2>&1";
   std::unique_ptr<FILE, int (*)(FILE*)> p2(::popen(bad.c_str(), "r"), ::pclose);
   std::string err;
