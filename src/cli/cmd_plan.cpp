@@ -8,6 +8,7 @@
 //   fluxtrain plan --from-record run.json --json
 //   fluxtrain plan --calibrate runs/t1 [--out cpu.toml]
 //   fluxtrain plan --config cfg.toml --gpu cpu --link-gbits 1 --link-latency-us 50 --compute-s 1.7
+//   fluxtrain plan --step-trace configs/llama-20m.toml --set train.precision="bf16" [--json]
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -17,12 +18,14 @@
 #include "cli/command.h"
 #include "config/config.h"
 #include "config/plan_job.h"
+#include "dryrun/step_trace.h"
 #include "plan/report.h"
 #include "plan/research/calibrate.h"
 #include "plan/research/claims.h"
 #include "plan/research/fit.h"
 #include "plan/research/links.h"
 #include "plan/research/record.h"
+#include "plan/roofline.h"
 #include "plan/search.h"
 #include "plan/traffic.h"
 #include "util/error.h"
@@ -90,7 +93,7 @@ ft::ActRecompute parse_recompute(const std::string& s) {
 // What `fluxtrain plan` was asked on its command line.
 struct PlanArgs {
   std::string config, model, gpu, gpu_file, tokens_text, check_file, record_file, calibrate_dir, fit_file,
-      validate_file, rank = "time", recompute, precision, out_file;
+      validate_file, rank = "time", recompute, precision, out_file, step_trace;
   std::vector<std::string> sets, extra_runs;
   int64_t nodes = 0, gpus_per_node = 0, gpus = 0, seq_len = 0, global_batch = 0;
   std::optional<int64_t> dp, tp, pp, cp, vp, micro_batch;
@@ -146,6 +149,9 @@ void add_plan_options(CLI::App& app, PlanArgs& a) {
   app.add_option("--link-latency-us", a.link_latency_us, "with --link-gbits: one-way latency of a message (us)");
   app.add_option("--compute-s", a.compute_s,
                  "with --link-gbits: the step's compute time measured on one host (metrics.jsonl compute_s)");
+  app.add_option("--step-trace", a.step_trace,
+                 "trace one real training step of this config (with --set) on a recording GPU and price it on the "
+                 "H200's roofline: time by op, non-GEMM share, predicted MFU");
   app.add_flag("--json", a.json_out, "print JSON");
   app.add_flag("--list-gpus", a.list, "print the GPU catalog");
 }
@@ -441,6 +447,37 @@ int run_estimate(const PlanArgs& a, const PlanRequest& r, const SearchOptions& o
   return 0;
 }
 
+// --step-trace FILE: one real step's ops, recorded on the recording GPU, priced on the H200.
+int run_step_trace(const PlanArgs& a) {
+  if (!a.gpu.empty() && find_gpu(a.gpu).name != "h200")
+    throw ft::Error(fmt::format("--step-trace with --gpu {}: only the H200 has a roofline", a.gpu),
+                    "leave out --gpu (or use --gpu h200)");
+  const ft::Config cfg = ft::load_config(a.step_trace, a.sets);
+  const OpTrace t = ft::trace_training_step(cfg);
+  const StepPrice p = price_step(t, h200_roofline());
+  if (a.json_out) {
+    json j = to_json(p);
+    j["config"] = a.step_trace;
+    j["model"] = cfg.model.preset;
+    j["parameters"] = cfg.model.num_params();
+    j["batch"] = cfg.train.batch_size;
+    j["seq_len"] = cfg.train.seq_len;
+    j["precision"] = ft::precision_label(cfg.train.precision);
+    j["op_calls"] = t.ops.size();
+    print_json(j);
+    return 0;
+  }
+  std::printf(
+      "step trace: %s (%.2fB parameters, dim %lld, %lld layers), batch %lld x %lld tokens, %s, one GPU\n"
+      "%zu op calls of the second training step recorded on the recording GPU (%s); priced on the H200 roofline "
+      "(docs/kernels.md, \"Reading a step trace\")\n\n%s",
+      cfg.model.preset.c_str(), static_cast<double>(cfg.model.num_params()) / 1e9,
+      static_cast<long long>(cfg.model.dim), static_cast<long long>(cfg.model.n_layers),
+      static_cast<long long>(cfg.train.batch_size), static_cast<long long>(cfg.train.seq_len),
+      ft::precision_label(cfg.train.precision), t.ops.size(), t.device.c_str(), format_step_price(p).c_str());
+  return 0;
+}
+
 int run_plan(int argc, char** argv) {
   CLI::App app{
       "Plan a training run: memory and time per GPU, throughput, wall-clock, GPU-hours and cost;\n"
@@ -454,6 +491,7 @@ int run_plan(int argc, char** argv) {
   if (!a.record_file.empty()) return run_from_record(a);
   if (!a.validate_file.empty()) return run_validate(a);
   if (!a.fit_file.empty()) return run_fit_records(a);
+  if (!a.step_trace.empty()) return run_step_trace(a);
   const GpuSpec device = target_gpu(a);
   if (!a.calibrate_dir.empty()) return run_calibrate(a, device);
   if (a.link_gbits != 0 || a.compute_s != 0) return run_links(a, device);

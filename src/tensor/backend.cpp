@@ -139,6 +139,11 @@ void register_backend_plugin(Device d, const BackendPlugin& plugin) {
   p.registered = true;
 }
 
+void register_backend_instead_of_plugin(const Backend& b) {
+  std::call_once(g_plugins[slot(b.device)].once, [] {});  // the plugin (if any) is never loaded now
+  register_backend(b);
+}
+
 const DeviceLoadResult& load_device(Device d) {
   Plugin& p = g_plugins[slot(d)];
   std::call_once(p.once, [&p] {

@@ -83,6 +83,11 @@ const Backend* registered_backend(Device d);
 std::string registered_backend_names();
 // Removes d's backend (tests).
 void unregister_backend(Device d);
+// Registers b for b.device in place of that device's plugin: the plugin is marked as tried (never
+// loaded afterwards), so no later find_backend() replaces b. For a backend a command asks for by
+// name instead of the device's own (the recording GPU of `fluxtrain plan --step-trace`,
+// backends/trace/trace_backend.h).
+void register_backend_instead_of_plugin(const Backend& b);
 
 // How a binary loads a device kind's plugin, the first time anything asks about that device: the
 // file next to the binary (or $env_var), one entry point (fluxtrain_backend_plugin) which checks

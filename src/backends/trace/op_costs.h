@@ -1,0 +1,32 @@
+// What each op of the list (kernels/op_decls.inc) costs on a GPU, as the CUDA backend runs it
+// (src/backends/cuda): the bytes its kernels move through device memory, the FLOPs they execute
+// and how many kernels it launches — one function per op, with the op's own parameters, so a new
+// op without its cost fails to link the recording backend (backends/trace/trace_backend.cpp).
+//
+//   plan::OpRecord r = trace::cost::matmul_bf16(C, A, B, M, N, K, false, true, 0.0f);
+//   r.flops == 2.0 * M * N * K;  r.kind == plan::OpKind::kGemm;
+//
+// Conventions (stated once, used by every function):
+//   - bytes count each operand once, as a kernel that streams it from device memory (HBM) would:
+//     fp32 4, bf16/fp16 2, int32 4, double 8 bytes an element; a tile re-read from L2 is not
+//     counted again; in-place updates count a read and a write;
+//   - FLOPs are those the kernel executes: 2 per multiply-add; causal attention computes half of
+//     its (T, T) scores, so a T×T×D product of one head counts T²·D FLOPs, not 2·T²·D;
+//   - helper kernels inside an op (the fp32 → bf16 rounding of matmul's operands) are
+//     side_bytes / side_kernels of the op's record: memory-bound work beside the main kernel;
+//   - elementwise FLOPs are rough (a few per element) and never decide an elementwise op's price:
+//     its bytes do.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/ops.h"
+#include "plan/op_trace.h"
+
+namespace ft::trace::cost {
+
+#define FT_OP(name, params, args) plan::OpRecord name(FT_OP_UNPAREN params);
+#include "kernels/op_decls.inc"
+#undef FT_OP
+
+}  // namespace ft::trace::cost

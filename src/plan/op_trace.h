@@ -1,0 +1,78 @@
+// OpTrace: what one training step asked of a GPU, op by op — every op call with its shapes, the
+// bytes it moves, the FLOPs it executes and how many kernels it launches, plus every memory fill
+// and copy. A recording backend (backends/trace) writes it while the real step runs on it
+// (dryrun/step_trace.h); the roofline (plan/roofline.h) prices it. Plain data, header only: the
+// planner reads it without linking the trainer.
+//
+//   plan::OpTrace t = trace_training_step(cfg);        // dryrun/step_trace.h
+//   for (const plan::OpRecord& r : t.ops) r.op, r.shape, r.flops, r.bytes();
+//   plan::StepPrice p = plan::price_step(t, plan::h200_roofline());
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tensor/precision.h"
+
+namespace ft::plan {
+
+// How an op is priced (plan/roofline.cpp).
+enum class OpKind : uint8_t {
+  kGemm,         // cuBLASLt: GemmShape
+  kFlashFp32,    // the fp32 CUDA-core flash attention kernels (backends/cuda/attention.cu)
+  kSdpa,         // cuDNN SDPA (bf16/fp16 attention): AttentionShape
+  kElementwise,  // everything else on the device: max(bytes / HBM, FLOPs / fp32 peak)
+  kSerial,       // one thread adding `serial` elements in order (sum_in_order)
+  kFill,         // cudaMemsetAsync
+  kCopyD2D,      // device to device
+  kCopyH2D,      // host to device (over PCIe)
+  kCopyD2H,      // device to host (over PCIe)
+};
+
+// C(M, N) = op(A)(M, K) · op(B)(K, N) + beta · C, as kernels/op_decls.inc's matmul.
+struct GemmShape {
+  int64_t M = 0, N = 0, K = 0;
+  bool trans_a = false, trans_b = false;
+  float beta = 0;
+  Precision precision = Precision::kF32;  // what the tensor cores (or CUDA cores: kF32) multiply in
+};
+
+// Causal grouped-query attention of B sequences of T tokens, H query heads, Hkv key/value heads
+// of dimension D.
+struct AttentionShape {
+  int64_t B = 0, T = 0, H = 0, Hkv = 0, D = 0;
+  bool backward = false;
+};
+
+struct OpRecord {
+  std::string op;     // the op's name (kernels/op_decls.inc), or "memset", "memcpy_d2d", ...
+  std::string shape;  // "M=16384 N=2560 K=2048 tA=0 tB=1 beta=0 bf16", "n=33554432", ...
+  OpKind kind = OpKind::kElementwise;
+  double bytes_read = 0, bytes_written = 0;  // device memory (host memory for the host's side of a copy: not counted)
+  double flops = 0;                          // executed (causal attention: the half it computes)
+  int kernels = 1;                           // launches (priced a launch cost each)
+  // Helper kernels of the op beside its main one (matmul's fp32 -> bf16 rounding of its operands):
+  // their bytes, priced at the HBM rate, and their launches.
+  double side_bytes = 0;
+  int side_kernels = 0;
+  int64_t serial = 0;          // kSerial: elements added in order by one thread
+  GemmShape gemm{};            // kGemm
+  AttentionShape attention{};  // kFlashFp32, kSdpa
+
+  double bytes() const { return bytes_read + bytes_written; }
+};
+
+struct OpTrace {
+  std::vector<OpRecord> ops;               // in call order
+  std::string device;                      // what the recording backend called the GPU ("NVIDIA H200")
+  int64_t tokens = 0;                      // tokens of the traced step (batch × seq_len)
+  Precision precision = Precision::kBF16;  // train.precision of the step (MFU's peak is that precision's)
+  // The step's model FLOPs (MFU's numerator): ModelConfig::train_flops_per_token × tokens —
+  // 6 × matmul parameters + 12 × layers × dim × seq_len per token (attention without the causal
+  // saving: the PaLM convention the trainer and the planner use).
+  double model_flops = 0;
+  double peak_device_bytes = 0;  // the most device memory live at once during the traced step
+};
+
+}  // namespace ft::plan

@@ -1,0 +1,146 @@
+// The op trace of one real training step (dryrun/step_trace.h) on the recording GPU: its GEMMs
+// are the ones the model's config implies (count, shapes, transposes, order), their FLOPs add up
+// to 6 × matmul parameters × tokens, attention and the host read-back are where they belong.
+#include <gtest/gtest.h>
+
+#include <tuple>
+#include <vector>
+
+#include "config/config.h"
+#include "dryrun/step_trace.h"
+#include "plan/roofline.h"
+#include "util/error.h"
+
+namespace ft {
+namespace {
+
+// (M, N, K, trans_a, trans_b, beta) of one GEMM call.
+using Gemm = std::tuple<int64_t, int64_t, int64_t, bool, bool, float>;
+
+Config tiny(const std::string& precision) {
+  return load_config(std::string(FT_SOURCE_DIR) + "/configs/tiny.toml", {"train.precision=\"" + precision + "\""});
+}
+
+std::vector<Gemm> traced_gemms(const plan::OpTrace& t, const char* op) {
+  std::vector<Gemm> out;
+  for (const plan::OpRecord& r : t.ops) {
+    if (r.kind != plan::OpKind::kGemm) continue;
+    EXPECT_EQ(r.op, op);
+    out.emplace_back(r.gemm.M, r.gemm.N, r.gemm.K, r.gemm.trans_a, r.gemm.trans_b, r.gemm.beta);
+  }
+  return out;
+}
+
+// What model/llama.cpp computes, derived from the config alone: per block 4 forward GEMMs (qkv,
+// wo, gate_up, down: x · Wᵀ) and 8 backward (each layer's dX = dY · W and dW += dYᵀ · X, from the
+// last block down), the head's 3 per loss chunk (logits, dX, dW).
+std::vector<Gemm> expected_gemms(const Config& cfg, int64_t chunk) {
+  const ModelConfig& m = cfg.model;
+  const int64_t N = cfg.train.batch_size * cfg.train.seq_len, C = m.dim, D = m.dim / m.n_heads;
+  const int64_t HD = m.n_heads * D, QKV = (m.n_heads + 2 * m.n_kv_heads) * D, F = m.ffn_dim, V = m.vocab_size;
+  std::vector<Gemm> g;
+  for (int64_t l = 0; l < m.n_layers; ++l) {
+    g.emplace_back(N, QKV, C, false, true, 0.0f);
+    g.emplace_back(N, C, HD, false, true, 0.0f);
+    g.emplace_back(N, 2 * F, C, false, true, 0.0f);
+    g.emplace_back(N, C, F, false, true, 0.0f);
+  }
+  for (int64_t n0 = 0; n0 < N; n0 += chunk) {
+    const int64_t n = std::min(chunk, N - n0);
+    g.emplace_back(n, V, C, false, true, 0.0f);
+    g.emplace_back(n, C, V, false, false, 0.0f);
+    g.emplace_back(V, C, n, true, false, 1.0f);
+  }
+  for (int64_t l = 0; l < m.n_layers; ++l) {
+    g.emplace_back(N, F, C, false, false, 0.0f);
+    g.emplace_back(C, F, N, true, false, 1.0f);
+    g.emplace_back(N, C, 2 * F, false, false, 0.0f);
+    g.emplace_back(2 * F, C, N, true, false, 1.0f);
+    g.emplace_back(N, HD, C, false, false, 0.0f);
+    g.emplace_back(C, HD, N, true, false, 1.0f);
+    g.emplace_back(N, C, QKV, false, false, 0.0f);
+    g.emplace_back(QKV, C, N, true, false, 1.0f);
+  }
+  return g;
+}
+
+int64_t calls(const plan::OpTrace& t, const std::string& op) {
+  int64_t n = 0;
+  for (const plan::OpRecord& r : t.ops) n += r.op == op;
+  return n;
+}
+
+TEST(StepTrace, Bf16GemmsAreTheModelsShapes) {
+  const Config cfg = tiny("bf16");
+  const plan::OpTrace t = trace_training_step(cfg);
+  // configs/tiny.toml: 8 × 32 = 256 tokens, one micro-batch, one loss chunk (bf16: 32M / 256 logits
+  // per chunk, capped at the 256 tokens).
+  ASSERT_EQ(t.tokens, 256);
+  const std::vector<Gemm> want = expected_gemms(cfg, 256);
+  EXPECT_EQ(want.size(), 12u * 4 + 3);  // 4 blocks × (4 forward + 8 backward) + the head's 3
+  EXPECT_EQ(traced_gemms(t, "matmul_bf16"), want);
+}
+
+TEST(StepTrace, GemmFlopsAreSixTimesMatmulParametersPerToken) {
+  for (const char* precision : {"bf16", "fp32"}) {
+    const Config cfg = tiny(precision);
+    const plan::OpTrace t = trace_training_step(cfg);
+    double gemm = 0;
+    for (const plan::OpRecord& r : t.ops)
+      if (r.kind == plan::OpKind::kGemm) gemm += r.flops;
+    // Forward 2, backward 4 FLOPs per matmul parameter and token; attention's T² terms are in the
+    // attention ops, not in the GEMMs.
+    const double six_n = 6.0 * static_cast<double>(cfg.model.matmul_params()) * static_cast<double>(t.tokens);
+    EXPECT_DOUBLE_EQ(gemm, six_n) << precision;
+    // The model FLOPs of MFU: 6N plus attention's 12 · layers · dim · seq_len per token.
+    EXPECT_DOUBLE_EQ(t.model_flops, six_n + 12.0 * static_cast<double>(cfg.model.n_layers * cfg.model.dim) *
+                                                static_cast<double>(cfg.train.seq_len) * static_cast<double>(t.tokens))
+        << precision;
+  }
+}
+
+TEST(StepTrace, Fp32StepRunsFp32Gemms) {
+  const Config cfg = tiny("fp32");
+  const plan::OpTrace t = trace_training_step(cfg);
+  EXPECT_EQ(traced_gemms(t, "matmul"), expected_gemms(cfg, 256));
+  for (const plan::OpRecord& r : t.ops)
+    if (r.kind == plan::OpKind::kGemm) {
+      EXPECT_EQ(r.gemm.precision, Precision::kF32);
+    }
+}
+
+TEST(StepTrace, AttentionReadBackAndUpdate) {
+  const Config cfg = tiny("bf16");
+  const plan::OpTrace t = trace_training_step(cfg);
+  const ModelConfig& m = cfg.model;
+  // Today's bf16 step runs the fp32 flash kernels, once per block each way.
+  EXPECT_EQ(calls(t, "attention_forward"), m.n_layers);
+  EXPECT_EQ(calls(t, "attention_backward"), m.n_layers);
+  const int64_t B = cfg.train.batch_size, T = cfg.train.seq_len, D = m.dim / m.n_heads;
+  for (const plan::OpRecord& r : t.ops) {
+    if (r.op == "attention_forward") {
+      EXPECT_DOUBLE_EQ(r.flops, 2.0 * B * m.n_heads * T * T * D);
+    }
+    if (r.op == "attention_backward") {
+      EXPECT_DOUBLE_EQ(r.flops, 7.0 * B * m.n_heads * T * T * D);
+    }
+  }
+  // The host reads the step's scalars back once and sends the tokens and targets once.
+  EXPECT_EQ(calls(t, "memcpy_d2h"), 1);
+  EXPECT_EQ(calls(t, "memcpy_h2d"), 2);
+  EXPECT_GE(calls(t, "adamw_step"), 1);
+  EXPECT_GT(t.peak_device_bytes, 0);
+  // Priced, the step has a time and an MFU below 100%.
+  const plan::StepPrice p = plan::price_step(t, plan::h200_roofline());
+  EXPECT_GT(p.seconds, 0);
+  EXPECT_GT(p.mfu, 0);
+  EXPECT_LT(p.mfu, 1);
+}
+
+TEST(StepTrace, RefusesLayoutsOfMoreThanOneRank) {
+  const Config cfg = load_config(std::string(FT_SOURCE_DIR) + "/configs/tiny.toml", {"parallel.dp=2"});
+  EXPECT_THROW(trace_training_step(cfg), Error);
+}
+
+}  // namespace
+}  // namespace ft
