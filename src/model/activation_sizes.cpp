@@ -39,8 +39,8 @@ NamedShapes backward_scratch_shapes(const ModelConfig& m, int64_t B, int64_t T, 
     s.push_back({"full_out", {l.N, l.C}});  // partial output of a row-parallel matmul
   }
   if (precision == Precision::kBF16) {
-    s.push_back({"dy16", {l.N, std::max(l.C, l.qkv())}});  // d(out), d(x_mid), dqkv rounded once
-    s.push_back({"a16", {l.N, l.H * l.D}});                // att rounded for o_proj
+    s.push_back({"dy16", {l.N, std::max(l.C, l.qkv())}});  // d(out), d(x_mid) rounded once; bf16 dqkv
+    s.push_back({"a16", {l.N, l.H * l.D}});                // d(att) rounded for the bf16 attention
   }
   return s;
 }
@@ -70,7 +70,7 @@ int64_t loss_chunk_tokens(const ModelConfig& m, int64_t configured, int64_t toke
 
 DType activation_dtype(const std::string& name, Precision precision) {
   if (precision != Precision::kBF16) return DType::kF32;
-  for (const char* n : {"xn1", "xn2", "h", "xf", "dgu", "dy16", "a16", "dlogits16"})
+  for (const char* n : {"xn1", "qkv", "att", "xn2", "h", "xf", "dgu", "dy16", "a16", "dlogits16"})
     if (name == n) return DType::kBF16;
   return DType::kF32;
 }

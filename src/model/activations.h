@@ -6,8 +6,8 @@
 // Per block, N = B·T tokens:                       kept for backward by
 //   xn1   (N, C)   input_layernorm output           qkv matmul (dW)
 //   rstd1 (N)                                       input_layernorm backward
-//   qkv   (N, (H + 2Hkv)·D) after RoPE             attention backward
-//   att   (N, H·D) attention output                o_proj (dW), attention backward
+//   qkv   (N, (H + 2Hkv)·D) after RoPE             attention backward   (bf16 compute: bf16)
+//   att   (N, H·D) attention output                o_proj (dW), attention backward   (bf16 too)
 //   lse   (B, H, T)                                 attention backward
 //   x_mid (N, C)   residual after attention         post_attention_layernorm backward
 //   xn2   (N, C), rstd2 (N)                         gate/up matmul, norm backward
@@ -39,7 +39,8 @@ struct BlockActivations {
 // Scratch for backward, shared by all blocks of a micro-batch. full_in/full_out (sequence
 // parallelism only) hold the (N, C) all-gathered input of a column-parallel matmul and the
 // partial output of a row-parallel one, in forward and backward. dy16 and a16 (bf16 compute
-// only) hold a gradient or the attention output rounded once for the GEMMs that read it.
+// only) hold a gradient rounded once for the GEMMs (or the bf16 attention) that read it; in bf16
+// compute dqkv also takes the QKV GEMM's fp32 output in forward, before RoPE rounds it.
 struct BackwardScratch {
   Tensor d_res, d_mid, d_xn, dh, dgu, datt, dqkv, full_in, full_out, dy16, a16;
   void allocate(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp = {},

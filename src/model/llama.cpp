@@ -207,13 +207,11 @@ void Llama::block_forward_into(ParamAccess& params, Activations& acts, int64_t l
 
   // Attention: x_mid = x + Wo · attention(rope(Wqkv · norm(x)))
   rmsnorm_into(ctx_, a.xn1, a.rstd1.data<float>(), x, params.weight(*s.attn_norm), Ns, C, eps);
-  matmul(a.qkv.data<float>(), gather_tokens(operand(a.xn1), acts), weight(params, *s.wqkv, QKV * C), N, QKV, C, false,
-         true, 0);
-  ops::rope_forward(ctx_, a.qkv.data<float>(), rope_cos_.data<float>(), rope_sin_.data<float>(), B, T, H_, Hkv_, D_, 0);
-  ops::attention_forward(ctx_, a.att.data<float>(), a.lse.data<float>(), a.qkv.data<float>(), B, T, H_, Hkv_, D_);
-  const float* att = a.att.data<float>();
-  const Operand att_in = precision_ == Precision::kBF16 ? rounded(att, N * HD, scratch(B, T).a16) : Operand{att};
-  matmul(partial_out(x_mid, acts), att_in, weight(params, *s.wo, C * HD), N, C, HD, false, true, 0);
+  // bf16: the GEMM's fp32 output is RoPE's input only (the scratch); bf16 q, k, v are kept.
+  float* qkv = a.qkv.dtype() == DType::kBF16 ? scratch(B, T).dqkv.data<float>() : a.qkv.data<float>();
+  matmul(qkv, gather_tokens(operand(a.xn1), acts), weight(params, *s.wqkv, QKV * C), N, QKV, C, false, true, 0);
+  attention_forward_into(a, qkv, B, T);
+  matmul(partial_out(x_mid, acts), operand(a.att), weight(params, *s.wo, C * HD), N, C, HD, false, true, 0);
   reduce_tokens(x_mid, acts);
   ops::add_inplace(ctx_, x_mid, x, Ns * C);
 
@@ -225,6 +223,18 @@ void Llama::block_forward_into(ParamAccess& params, Activations& acts, int64_t l
   matmul(partial_out(out, acts), operand(a.h), weight(params, *s.w2, C * F_), N, C, F_, false, true, 0);
   reduce_tokens(out, acts);
   ops::add_inplace(ctx_, out, x_mid, Ns * C);
+}
+
+void Llama::attention_forward_into(BlockActivations& a, float* qkv, int64_t B, int64_t T) const {
+  const float *cos = rope_cos_.data<float>(), *sin = rope_sin_.data<float>();
+  if (a.qkv.dtype() == DType::kBF16) {
+    ops::rope_forward_bf16(ctx_, a.qkv.data<uint16_t>(), qkv, cos, sin, B, T, H_, Hkv_, D_, 0);
+    ops::attention_forward_bf16(ctx_, a.att.data<uint16_t>(), a.lse.data<float>(), a.qkv.data<uint16_t>(), B, T, H_,
+                                Hkv_, D_);
+    return;
+  }
+  ops::rope_forward(ctx_, qkv, cos, sin, B, T, H_, Hkv_, D_, 0);
+  ops::attention_forward(ctx_, a.att.data<float>(), a.lse.data<float>(), qkv, B, T, H_, Hkv_, D_);
 }
 
 void Llama::head_forward(ParamAccess& params, Activations& acts, float grad_scale, bool backward, double* loss_sum) {
@@ -317,12 +327,8 @@ void Llama::block_backward(ParamAccess& params, Activations& acts, int64_t layer
   // Attention: d_res = d(x) = d_mid + norm1ᵀ(Wqkvᵀ · ropeᵀ(attentionᵀ(Woᵀ · d_mid)))
   const Operand d_mid_full = rounded(gather_grad(d_mid, acts), N * C, g.dy16);  // (N, C)
   matmul(g.datt.data<float>(), d_mid_full, weight(params, *s.wo, C * HD), N, HD, C, false, false, 0);
-  matmul(params.grad(*s.wo), d_mid_full, rounded(a.att.data<float>(), N * HD, g.a16), C, HD, N, true, false, 1);
-  ops::attention_backward(ctx_, g.dqkv.data<float>(), g.datt.data<float>(), a.qkv.data<float>(), a.att.data<float>(),
-                          a.lse.data<float>(), B, T, H_, Hkv_, D_);
-  ops::rope_backward(ctx_, g.dqkv.data<float>(), rope_cos_.data<float>(), rope_sin_.data<float>(), B, T, H_, Hkv_, D_,
-                     0);
-  const Operand dqkv = rounded(g.dqkv.data<float>(), N * QKV, g.dy16);
+  matmul(params.grad(*s.wo), d_mid_full, operand(a.att), C, HD, N, true, false, 1);
+  const Operand dqkv = attention_backward_into(a, g, B, T);
   matmul(partial_out(d_xn, acts), dqkv, weight(params, *s.wqkv, QKV * C), N, C, QKV, false, false, 0);
   matmul(params.grad(*s.wqkv), dqkv, gather_tokens(operand(a.xn1), acts), QKV, C, N, true, false, 1);
   reduce_input_grad(d_xn, acts);
@@ -330,6 +336,24 @@ void Llama::block_backward(ParamAccess& params, Activations& acts, int64_t layer
                         a.rstd1.data<float>(), Ns, C);
   ops::add_inplace(ctx_, d_res, d_mid, Ns * C);
   params.after_backward(u);
+}
+
+Llama::Operand Llama::attention_backward_into(BlockActivations& a, BackwardScratch& g, int64_t B, int64_t T) const {
+  const float *cos = rope_cos_.data<float>(), *sin = rope_sin_.data<float>();
+  if (a.qkv.dtype() == DType::kBF16) {
+    // d(att) rounded into a16; d(qkv) into dy16, whose d(x_mid) the Wo GEMMs have read already.
+    uint16_t *datt = g.a16.data<uint16_t>(), *dqkv = g.dy16.data<uint16_t>();
+    ops::to_bf16(ctx_, datt, g.datt.data<float>(), B * T * H_ * D_);
+    ops::attention_backward_bf16(ctx_, dqkv, datt, a.qkv.data<uint16_t>(), a.att.data<uint16_t>(), a.lse.data<float>(),
+                                 B, T, H_, Hkv_, D_);
+    ops::rope_backward_bf16(ctx_, dqkv, dqkv, cos, sin, B, T, H_, Hkv_, D_, 0);
+    return {nullptr, dqkv};
+  }
+  float* dqkv = g.dqkv.data<float>();
+  ops::attention_backward(ctx_, dqkv, g.datt.data<float>(), a.qkv.data<float>(), a.att.data<float>(),
+                          a.lse.data<float>(), B, T, H_, Hkv_, D_);
+  ops::rope_backward(ctx_, dqkv, cos, sin, B, T, H_, Hkv_, D_, 0);
+  return {dqkv, nullptr};
 }
 
 void Llama::embed_backward(ParamAccess& params, Activations& acts, const float* d_res) {

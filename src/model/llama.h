@@ -16,8 +16,9 @@
 // Precision::kBF16: every GEMM reads bf16 operands (AMX) and accumulates in fp32. The weights
 // come from the ParamAccess's bf16 copy (weights_bf16(), rounded once per update) or are rounded
 // here; the activations a GEMM reads are written in bf16 by the kernel that makes them (norms,
-// SwiGLU, cross-entropy backward) or rounded once for the two GEMMs that read them (gradients,
-// attention output). Allocate the Activations with the model's precision.
+// SwiGLU, cross-entropy backward, attention) or rounded once for the two GEMMs that read them
+// (gradients). Attention itself runs on bf16 q, k, v (RoPE writes them; cuDNN's fused attention
+// on a GPU), as autocast's SDPA does. Allocate the Activations with the model's precision.
 //
 // A pipeline stage builds its Llama on a layout holding a subset of the units
 // (ParamLayout::llama(cfg, align, units)) and calls only the units it holds, over Activations
@@ -107,6 +108,14 @@ class Llama {
   // C (M, N) = op(A) op(B) + beta C, both operands fp32 or both bf16.
   void matmul(float* C, Operand A, Operand B, int64_t M, int64_t N, int64_t K, bool ta, bool tb, float beta) const;
   void check_precision(const Activations& acts) const;
+  // Attention of block activations a from qkv (N, (H + 2 Hkv) D), the QKV GEMM's fp32 output: RoPE
+  // and attention writing a.qkv, a.lse and a.att. With bf16 activations (bf16 compute) RoPE writes
+  // bf16 q, k, v into a.qkv and the bf16 attention (cuDNN SDPA on a GPU) a bf16 a.att, the Wo
+  // GEMM's operand as it is; in fp32 qkv is a.qkv itself, rotated in place.
+  void attention_forward_into(BlockActivations& a, float* qkv, int64_t B, int64_t T) const;
+  // Its backward from g.datt (fp32, the Wo GEMM's input gradient): d(qkv) as the QKV GEMMs'
+  // operand — bf16 in g.dy16, or fp32 in g.dqkv.
+  Operand attention_backward_into(BlockActivations& a, BackwardScratch& g, int64_t B, int64_t T) const;
   // Tokens of the residual stream on this rank: N, or N / tp with sequence parallelism.
   int64_t local_tokens(const Activations& acts) const { return acts.B * acts.T / (sp_ ? tp_->size() : 1); }
   // The (N, C) input of a column-parallel matmul from this rank's (local_tokens, C) rows: the

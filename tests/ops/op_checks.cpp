@@ -72,7 +72,8 @@ std::string check_gradients(const OpCase& row, const Shape& s, const OpTable& op
   const Case before = row.make(s, seed);
   Inputs64 in;
   for (const Buffer& b : before.buffers()) {
-    if (b.elem != Elem::kF32 || b.role == Role::kOut) continue;
+    // fp32 and bf16 inputs (widened): what the loss is a function of.
+    if ((b.elem != Elem::kF32 && b.elem != Elem::kBF16) || b.role == Role::kOut) continue;
     std::vector<double>& v = in[b.name];
     for (size_t i = 0; i < b.count; ++i) v.push_back(b.at(i));
   }

@@ -1,11 +1,13 @@
-// Rows: attention_forward, attention_backward (causal, grouped-query), kv_cache_write,
-// attention_decode. Shapes: T = 1, T below, at and above the 64-wide blocks, GQA and MHA,
+// Rows: attention_forward, attention_backward (causal, grouped-query), their bf16 forms (bf16
+// q, k, v, out and gradients: judged relative to the values' size at bf16's resolution),
+// kv_cache_write, attention_decode. Shapes: T = 1, T below, at and above the 64-wide blocks, GQA and MHA,
 // D = 16/64/128 and D = 24 (not a multiple of the 16-float vectors). Errors are judged relative
 // to the size of the values (max |got − want| / max |want|). The thread-count schedules, the
 // decode-equals-forward identities and the scratch bound are tests/unit/attention_test.cpp.
 #include "kernels/ref/ref_impl.h"
 #include "ops/op_cases.h"
 #include "ops/rows_util.h"
+#include "tensor/dtype.h"
 
 namespace ft::test::rows {
 namespace {
@@ -114,6 +116,84 @@ class AttentionBackward final : public OpCase {
   Tol grad_tol() const override { return Tol::rel_max(5e-6); }
 };
 
+// Rounded to bf16 and widened back (exact): what a bf16 buffer of these values holds.
+std::vector<float> bf16_values(std::vector<float> v) {
+  for (float& x : v) x = bf16_to_f32(f32_to_bf16(x));
+  return v;
+}
+// One bf16 step of the largest value, plus the fp32 kernels' own error.
+Tol bf16_rel() {
+  return Tol::rel_max(1e-2);
+}
+
+class AttentionForwardBf16 final : public OpCase {
+ public:
+  std::vector<Shape> test_shapes() const override { return attention_shapes(); }
+  Shape bench_shape() const override { return attention_bench(); }
+  Case make(const Shape& s, uint64_t seed) const override {
+    Case c(s);
+    c.in_bf16("qkv", random_floats(qkv_size(s), seed + 61 + s["T"], -3.4f, 3.4f));
+    c.out_bf16("out", out_size(s), bf16_rel());
+    c.out_f32("lse", lse_size(s), Tol::rel_max(2e-6));
+    return c;
+  }
+  void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
+    ops.attention_forward_bf16(ctx, c.bf16("out"), c.f32("lse"), c.bf16("qkv"), c["B"], c["T"], c["H"], c["Hkv"],
+                               c["D"]);
+  }
+  Cost cost(const Shape& s) const override {
+    return {kBf16Bytes * (qkv_size(s) + out_size(s)) + kF32Bytes * lse_size(s), causal_flops(s)};
+  }
+};
+
+class AttentionBackwardBf16 final : public OpCase {
+ public:
+  std::vector<Shape> test_shapes() const override { return attention_shapes(); }
+  Shape bench_shape() const override { return attention_bench(); }
+  Case make(const Shape& s, uint64_t seed) const override {
+    Case c(s);
+    const std::vector<float> qkv = bf16_values(random_floats(qkv_size(s), seed + 62 + s["T"], -3.4f, 3.4f));
+    c.in_bf16("qkv", qkv);
+    c.in_bf16("dout", random_floats(out_size(s), seed + 63 + s["T"], -1.7f, 1.7f));
+    // The forward's out (rounded to bf16, as the bf16 forward writes it) and lse, from the reference.
+    std::vector<float> out(static_cast<size_t>(out_size(s))), lse(static_cast<size_t>(lse_size(s)));
+    ref::attention_forward(cpu_context(), out.data(), lse.data(), qkv.data(), s["B"], s["T"], s["H"], s["Hkv"], s["D"]);
+    c.in_bf16("out", out);
+    c.in_f32("lse", lse);
+    c.out_bf16("dqkv", qkv_size(s), bf16_rel());
+    return c;
+  }
+  void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
+    ops.attention_backward_bf16(ctx, c.bf16("dqkv"), c.bf16("dout"), c.bf16("qkv"), c.bf16("out"), c.f32("lse"), c["B"],
+                                c["T"], c["H"], c["Hkv"], c["D"]);
+  }
+  Cost cost(const Shape& s) const override {
+    return {kBf16Bytes * (2 * qkv_size(s) + 2 * out_size(s)) + kF32Bytes * lse_size(s), 2.5 * causal_flops(s)};
+  }
+
+  std::vector<GradOf> grads() const override { return {{"dqkv", "qkv", false}}; }
+  std::vector<Shape> grad_shapes() const override { return {attn(1, 6, 4, 2, 16), attn(2, 3, 2, 2, 16)}; }
+  double loss64(const Case& c, const Inputs64& in) const override {
+    const Shape& s = c.shape();
+    std::vector<double> out(static_cast<size_t>(out_size(s))), lse(static_cast<size_t>(lse_size(s)));
+    ref_impl::attention_forward(out.data(), lse.data(), in64(in, "qkv").data(), s["B"], s["T"], s["H"], s["Hkv"],
+                                s["D"]);
+    return dot64(in64(in, "dout"), out);
+  }
+  std::map<std::string, std::vector<double>> backward64(const Case& c, const Inputs64& in) const override {
+    const Shape& s = c.shape();
+    const std::vector<double>& qkv = in64(in, "qkv");
+    std::vector<double> out(static_cast<size_t>(out_size(s))), lse(static_cast<size_t>(lse_size(s)));
+    ref_impl::attention_forward(out.data(), lse.data(), qkv.data(), s["B"], s["T"], s["H"], s["Hkv"], s["D"]);
+    std::vector<double> d(static_cast<size_t>(qkv_size(s)));
+    ref_impl::attention_backward(d.data(), in64(in, "dout").data(), qkv.data(), out.data(), lse.data(), s["B"], s["T"],
+                                 s["H"], s["Hkv"], s["D"]);
+    return {{"dqkv", d}};
+  }
+  // bf16 out (in delta) and dqkv: about a bf16 step of the largest gradient.
+  Tol grad_tol() const override { return bf16_rel(); }
+};
+
 Shape cache(int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D, int64_t pos0, int64_t max_T) {
   return attn(B, T, H, Hkv, D).with("pos0", pos0).with("max_T", max_T);
 }
@@ -183,6 +263,14 @@ const OpCase& attention_forward() {
 }
 const OpCase& attention_backward() {
   static const AttentionBackward row;
+  return row;
+}
+const OpCase& attention_forward_bf16() {
+  static const AttentionForwardBf16 row;
+  return row;
+}
+const OpCase& attention_backward_bf16() {
+  static const AttentionBackwardBf16 row;
   return row;
 }
 const OpCase& kv_cache_write() {

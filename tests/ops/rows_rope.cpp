@@ -1,4 +1,6 @@
-// Rows: rope_forward, rope_backward (in place on the query and key heads), rope_tables.
+// Rows: rope_forward, rope_backward (in place on the query and key heads), rope_tables, and the
+// bf16 forms rope_forward_bf16 (fp32 in, bf16 out) and rope_backward_bf16 (bf16 in and out), held
+// to one bf16 step of the reference's rounded result.
 #include "kernels/ref/ref_impl.h"
 #include "ops/op_cases.h"
 #include "ops/rows_util.h"
@@ -37,6 +39,15 @@ void add_tables(Case& c) {
 Cost rope_cost(const Shape& s) {
   const double qk = s["B"] * s["T"] * (s["H"] + s["Hkv"]) * s["D"];
   return {2 * kF32Bytes * qk + kF32Bytes * s["T"] * s["D"], 3 * qk};
+}
+
+// The tables in double, as the float64 gradient checks need them.
+std::vector<double> tables64(const Case& c, bool cos) {
+  const int64_t max_pos = c["pos0"] + c["T"] + 3, half = c["D"] / 2;
+  std::vector<double> t(static_cast<size_t>(max_pos * half)), other(t.size());
+  ref_impl::rope_tables(cos ? t.data() : other.data(), cos ? other.data() : t.data(), max_pos, c["D"],
+                        static_cast<double>(kTheta));
+  return t;
 }
 
 class RopeForward final : public OpCase {
@@ -90,15 +101,6 @@ class RopeBackward final : public OpCase {
     ref_impl::rope_apply(d.data(), cos.data(), sin.data(), c["B"], c["T"], c["H"], c["Hkv"], c["D"], c["pos0"], -1.0);
     return {{"dqkv", d}};
   }
-
- private:
-  static std::vector<double> tables64(const Case& c, bool cos) {
-    const int64_t max_pos = c["pos0"] + c["T"] + 3, half = c["D"] / 2;
-    std::vector<double> t(static_cast<size_t>(max_pos * half)), other(t.size());
-    ref_impl::rope_tables(cos ? t.data() : other.data(), cos ? other.data() : t.data(), max_pos, c["D"],
-                          static_cast<double>(kTheta));
-    return t;
-  }
 };
 
 class RopeTables final : public OpCase {
@@ -122,8 +124,78 @@ class RopeTables final : public OpCase {
   Cost cost(const Shape& s) const override { return {kF32Bytes * s["max_pos"] * s["D"], 0}; }
 };
 
+// The bf16 attention's q, k, v: every head read (fp32) and written (bf16).
+class RopeForwardBf16 final : public OpCase {
+ public:
+  std::vector<Shape> test_shapes() const override { return rope_shapes(); }
+  Shape bench_shape() const override { return rope_bench(); }
+  Case make(const Shape& s, uint64_t seed) const override {
+    Case c(s);
+    add_tables(c);
+    c.in_f32("qkv", qkv_size(s), seed + 34);
+    c.out_bf16("qkv16", qkv_size(s), Tol::bf16());
+    return c;
+  }
+  void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
+    ops.rope_forward_bf16(ctx, c.bf16("qkv16"), c.f32("qkv"), c.f32("cos"), c.f32("sin"), c["B"], c["T"], c["H"],
+                          c["Hkv"], c["D"], c["pos0"]);
+  }
+  Cost cost(const Shape& s) const override {
+    return {(kF32Bytes + kBf16Bytes) * qkv_size(s) + kF32Bytes * s["T"] * s["D"], 3.0 * qkv_size(s)};
+  }
+};
+
+// Out of place here (the model runs it in place: rows compare what an output buffer receives).
+class RopeBackwardBf16 final : public OpCase {
+ public:
+  std::vector<Shape> test_shapes() const override { return rope_shapes(); }
+  Shape bench_shape() const override { return rope_bench(); }
+  Case make(const Shape& s, uint64_t seed) const override {
+    Case c(s);
+    add_tables(c);
+    c.in_f32("qkv", qkv_size(s), seed + 36);  // the forward's input (gradient check)
+    c.in_bf16("dqkv", random_floats(qkv_size(s), seed + 35));
+    c.out_bf16("dqkv16", qkv_size(s), Tol::bf16());
+    return c;
+  }
+  void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
+    ops.rope_backward_bf16(ctx, c.bf16("dqkv16"), c.bf16("dqkv"), c.f32("cos"), c.f32("sin"), c["B"], c["T"], c["H"],
+                           c["Hkv"], c["D"], c["pos0"]);
+  }
+  Cost cost(const Shape& s) const override {
+    return {2 * kBf16Bytes * qkv_size(s) + kF32Bytes * s["T"] * s["D"], 3.0 * qkv_size(s)};
+  }
+
+  std::vector<GradOf> grads() const override { return {{"dqkv16", "qkv", false}}; }
+  std::vector<Shape> grad_shapes() const override {
+    return {{{"B", 2}, {"T", 3}, {"H", 2}, {"Hkv", 1}, {"D", 6}, {"pos0", 2}}};
+  }
+  double loss64(const Case& c, const Inputs64& in) const override {
+    std::vector<double> out = in64(in, "qkv");
+    const std::vector<double> cos = tables64(c, true), sin = tables64(c, false);
+    ref_impl::rope_apply(out.data(), cos.data(), sin.data(), c["B"], c["T"], c["H"], c["Hkv"], c["D"], c["pos0"], 1.0);
+    return dot64(in64(in, "dqkv"), out);
+  }
+  std::map<std::string, std::vector<double>> backward64(const Case& c, const Inputs64& in) const override {
+    std::vector<double> d = in64(in, "dqkv");
+    const std::vector<double> cos = tables64(c, true), sin = tables64(c, false);
+    ref_impl::rope_apply(d.data(), cos.data(), sin.data(), c["B"], c["T"], c["H"], c["Hkv"], c["D"], c["pos0"], -1.0);
+    return {{"dqkv16", d}};
+  }
+  // One bf16 step of each value.
+  Tol grad_tol() const override { return Tol::close(8e-3, 1e-6); }
+};
+
 }  // namespace
 
+const OpCase& rope_forward_bf16() {
+  static const RopeForwardBf16 row;
+  return row;
+}
+const OpCase& rope_backward_bf16() {
+  static const RopeBackwardBf16 row;
+  return row;
+}
 const OpCase& rope_forward() {
   static const RopeForward row;
   return row;

@@ -456,4 +456,31 @@ void attention_backward(const ExecContext&, float* dqkv, const float* dout, cons
     backward_two_pass(dqkv, dout, qkv, lse, delta.slice(0), g);
 }
 
+// The bf16 forms: the fp32 kernels above on widened copies (one workspace allocation), the results
+// rounded. The widening is exact, so this is the fp32 attention of the bf16 values.
+void attention_forward_bf16(const ExecContext& ctx, uint16_t* out, float* lse, const uint16_t* qkv, int64_t B,
+                            int64_t T, int64_t H, int64_t Hkv, int64_t D) {
+  check_attention_sizes("attention_forward_bf16", B, T, H, Hkv, D);
+  const int64_t n_qkv = B * T * (H + 2 * Hkv) * D, n_out = B * T * H * D;
+  ThreadScratch wide(n_qkv + n_out, 1);
+  float *x = wide.slice(0), *o = x + n_qkv;
+  from_bf16(ctx, x, qkv, n_qkv);
+  attention_forward(ctx, o, lse, x, B, T, H, Hkv, D);
+  to_bf16(ctx, out, o, n_out);
+}
+
+void attention_backward_bf16(const ExecContext& ctx, uint16_t* dqkv, const uint16_t* dout, const uint16_t* qkv,
+                             const uint16_t* out, const float* lse, int64_t B, int64_t T, int64_t H, int64_t Hkv,
+                             int64_t D) {
+  check_attention_sizes("attention_backward_bf16", B, T, H, Hkv, D);
+  const int64_t n_qkv = B * T * (H + 2 * Hkv) * D, n_out = B * T * H * D;
+  ThreadScratch wide(2 * n_qkv + 2 * n_out, 1);
+  float *x = wide.slice(0), *dx = x + n_qkv, *o = dx + n_qkv, *d = o + n_out;
+  from_bf16(ctx, x, qkv, n_qkv);
+  from_bf16(ctx, o, out, n_out);
+  from_bf16(ctx, d, dout, n_out);
+  attention_backward(ctx, dx, d, x, o, lse, B, T, H, Hkv, D);
+  to_bf16(ctx, dqkv, dx, n_qkv);
+}
+
 }  // namespace ft::cpu

@@ -27,6 +27,15 @@ std::vector<float> round_f16(const float* x, int64_t n) {
 void store_bf16(uint16_t* out, const std::vector<float>& x) {
   for (size_t i = 0; i < x.size(); ++i) out[i] = f32_to_bf16(x[i]);
 }
+// bf16 data widened (exact): the bf16 ops' inputs.
+std::vector<float> widen_bf16(const uint16_t* x, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(x[i]);
+  return out;
+}
+int64_t qkv_elems(int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D) {
+  return B * T * (H + 2 * Hkv) * D;
+}
 }  // namespace
 
 void matmul(const ExecContext&, float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, bool trans_a,
@@ -80,6 +89,18 @@ void rope_backward(const ExecContext&, float* dqkv, const float* cos, const floa
                    int64_t Hkv, int64_t D, int64_t pos0) {
   ref_impl::rope_apply(dqkv, cos, sin, B, T, H, Hkv, D, pos0, -1.0f);
 }
+void rope_forward_bf16(const ExecContext&, uint16_t* qkv16, const float* qkv, const float* cos, const float* sin,
+                       int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D, int64_t pos0) {
+  std::vector<float> x(qkv, qkv + qkv_elems(B, T, H, Hkv, D));
+  ref_impl::rope_apply(x.data(), cos, sin, B, T, H, Hkv, D, pos0, 1.0f);
+  store_bf16(qkv16, x);
+}
+void rope_backward_bf16(const ExecContext&, uint16_t* dqkv16, const uint16_t* dqkv, const float* cos, const float* sin,
+                        int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D, int64_t pos0) {
+  std::vector<float> x = widen_bf16(dqkv, qkv_elems(B, T, H, Hkv, D));
+  ref_impl::rope_apply(x.data(), cos, sin, B, T, H, Hkv, D, pos0, -1.0f);
+  store_bf16(dqkv16, x);
+}
 void rope_tables(const ExecContext&, float* cos, float* sin, int64_t max_pos, int64_t D, float theta) {
   ref_impl::rope_tables(cos, sin, max_pos, D, theta);
 }
@@ -90,6 +111,22 @@ void attention_forward(const ExecContext&, float* out, float* lse, const float* 
 void attention_backward(const ExecContext&, float* dqkv, const float* dout, const float* qkv, const float* out,
                         const float* lse, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D) {
   ref_impl::attention_backward(dqkv, dout, qkv, out, lse, B, T, H, Hkv, D);
+}
+void attention_forward_bf16(const ExecContext&, uint16_t* out, float* lse, const uint16_t* qkv, int64_t B, int64_t T,
+                            int64_t H, int64_t Hkv, int64_t D) {
+  const std::vector<float> x = widen_bf16(qkv, qkv_elems(B, T, H, Hkv, D));
+  std::vector<float> o(static_cast<size_t>(B * T * H * D));
+  ref_impl::attention_forward(o.data(), lse, x.data(), B, T, H, Hkv, D);
+  store_bf16(out, o);
+}
+void attention_backward_bf16(const ExecContext&, uint16_t* dqkv, const uint16_t* dout, const uint16_t* qkv,
+                             const uint16_t* out, const float* lse, int64_t B, int64_t T, int64_t H, int64_t Hkv,
+                             int64_t D) {
+  const int64_t n_qkv = qkv_elems(B, T, H, Hkv, D), n_out = B * T * H * D;
+  const std::vector<float> x = widen_bf16(qkv, n_qkv), o = widen_bf16(out, n_out), d = widen_bf16(dout, n_out);
+  std::vector<float> dx(static_cast<size_t>(n_qkv));
+  ref_impl::attention_backward(dx.data(), d.data(), x.data(), o.data(), lse, B, T, H, Hkv, D);
+  store_bf16(dqkv, dx);
 }
 void kv_cache_write(const ExecContext&, float* k_cache, float* v_cache, const float* qkv, int64_t B, int64_t T,
                     int64_t H, int64_t Hkv, int64_t D, int64_t pos0, int64_t max_T) {
