@@ -44,6 +44,35 @@ void check_grad_wire(const Config& c) {
               "use parallel.grad_compression = \"bf16\" (the same bytes, fp32's range), or train.precision = \"fp16\"");
 }
 
+// Sizes the memory accounting and the step's buffers count in 64 bits: refused before they
+// overflow (a negative estimate would pass the memory check and crash later). Far above what
+// any machine holds, so the memory check still gives its own, more useful, verdict below them.
+void check_sizes(const Config& c, const MicroBatching& mb) {
+  constexpr int64_t kMaxMicroBatches = int64_t{1} << 20;
+  if (mb.count > kMaxMicroBatches) {
+    throw Error(fmt::format("train.batch_size = {} in micro-batches of {} is {} micro-batches per rank: at most {}",
+                            c.train.batch_size, mb.size, mb.count, kMaxMicroBatches),
+                "raise train.micro_batch_size (0 = the whole per-rank batch) or lower train.batch_size");
+  }
+  const ModelConfig& m = c.model;
+  const double L = static_cast<double>(m.n_layers), C = static_cast<double>(m.dim), F = static_cast<double>(m.ffn_dim),
+               V = static_cast<double>(m.vocab_size),
+               Q = (static_cast<double>(m.n_heads) + 2 * static_cast<double>(m.n_kv_heads)) * C,
+               tokens = static_cast<double>(mb.size) * static_cast<double>(c.train.seq_len);
+  const double params = L * (C * Q + C * C + 3 * C * F + 2 * C) + 2 * V * C;
+  const double bytes =
+      16 * params + 4 * tokens * (L * (8 * C + 4 * F + Q) + V) + 4 * static_cast<double>(m.max_seq_len) * C;
+  constexpr double kMaxBytes = 0x1p60;  // 1 EiB
+  if (!(bytes < kMaxBytes)) {
+    throw Error(
+        fmt::format("the model ({} layers, model.dim {}, model.ffn_dim {}, model.vocab_size {}) and micro-batch "
+                    "({} x {} tokens) need about {:.2g} bytes per rank: more than the 2^60 (1 EiB) fluxtrain "
+                    "can count",
+                    m.n_layers, m.dim, m.ffn_dim, m.vocab_size, mb.size, c.train.seq_len, bytes),
+        "use a smaller model or micro-batch; `fluxtrain train --dry-run` prints the memory of a run");
+  }
+}
+
 }  // namespace
 
 void Config::validate() const {
@@ -60,6 +89,7 @@ void Config::validate() const {
   // tokens over the tp ranks), the layers into pipeline stages.
   ParamLayout::check_tp(model, parallel.tp);
   MicroBatching mb = split_batch(train.batch_size, train.micro_batch_size, parallel);
+  check_sizes(*this, mb);
   if (parallel.sequence_parallel && parallel.tp > 1 && mb.size * train.seq_len % parallel.tp != 0) {
     throw Error(
         fmt::format("parallel.sequence_parallel splits the {} x {} tokens of a micro-batch "

@@ -1,5 +1,8 @@
 #include "model/model_config.h"
 
+#include <cstdint>
+#include <limits>
+
 #include "util/config_binder.h"
 #include "util/error.h"
 #include "util/strings.h"
@@ -25,7 +28,8 @@ void ModelConfig::bind(ConfigBinder& b) {
 
 void ModelConfig::validate() const {
   auto positive = [](const char* key, int64_t v) {
-    if (v <= 0) throw Error(fmt::format("{} = {} must be positive", key, v));
+    if (v <= 0)
+      throw Error(fmt::format("{} = {} must be positive", key, v), fmt::format("set {} to an integer >= 1", key));
   };
   positive("model.dim", dim);
   positive("model.n_layers", n_layers);
@@ -34,6 +38,14 @@ void ModelConfig::validate() const {
   positive("model.vocab_size", vocab_size);
   positive("model.ffn_dim", ffn_dim);
   positive("model.max_seq_len", max_seq_len);
+  // One token can only be predicted among two or more (the synthetic data's progressions divide
+  // by vocab_size - 1); token ids are int32 everywhere (shards, batches, the embedding lookup).
+  if (vocab_size < 2 || vocab_size > std::numeric_limits<int32_t>::max()) {
+    throw Error(fmt::format("model.vocab_size = {} is not valid: expected an integer from 2 to {} (token ids are "
+                            "32-bit)",
+                            vocab_size, std::numeric_limits<int32_t>::max()),
+                "a dataset sets it from its tokenizer; otherwise e.g. --set model.vocab_size=256");
+  }
   if (dim % n_heads != 0) {
     throw Error(fmt::format("model.dim = {} is not divisible by model.n_heads = {}", dim, n_heads),
                 fmt::format("pick n_heads dividing {} (e.g. {}) or a dim that is a multiple of {}", dim,

@@ -508,6 +508,34 @@ case_out_of_memory_words() {
     bash -c "ulimit -v 300000; exec '$FT' schedule --pp 64 --micro-batches 100000000"
 }
 
+# ---- issue 30, round two ----------------------------------------------------------------------------
+# 10: values the config accepted crashed the run (SIGFPE, SIGSEGV) or ran away; each is now one
+# error line before any work: no run directory, no GEMM peak recorded.
+case_round2_overflows() {
+  export FLUXTRAIN_PEAK_FILE=$WORK/peak.json
+  expect_exit 2 "model.vocab_size = 1 is not valid: expected an integer from 2 to 2147483647" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set model.vocab_size=1
+  expect_exit 2 "train.threads = 100000 is not valid: expected an integer from 0 to 4096" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.threads=100000
+  expect_exit 2 "train.batch_size = 9223372036854775807 sequences of train.seq_len = 32 tokens is more than" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.batch_size=9223372036854775807 \
+    --set train.micro_batch_size=1
+  expect_exit 2 "train.batch_size = 16777216 in micro-batches of 1 is 16777216 micro-batches per rank: at most 1048576" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.batch_size=16777216 \
+    --set train.micro_batch_size=1
+  expect_exit 2 "model.ffn_dim 4611686018427387904, model.vocab_size 256) and micro-batch (8 x 32 tokens) need about" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set model.ffn_dim=4611686018427387904
+  [ ! -e run ] && [ ! -e peak.json ] || fail "a refused start left a run directory or a peak file"
+  # More threads than this process's CPUs measure contention: used by the run, never recorded.
+  local cpus over
+  cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+  over=$((cpus + 1))
+  train_tiny "$WORK/over" --set train.steps=1 --set train.threads=$over
+  ! grep -q "\"threads\": *$over\b" peak.json 2>/dev/null || fail "a $over-thread peak was recorded on $cpus CPUs"
+  grep -q "the GEMM peak on $over threads is not recorded" over.log || fail "no word on the peak: $(tail -n 3 over.log)"
+  echo "  ok: $(grep -o 'the GEMM peak on.*' over.log | head -1)"
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then

@@ -57,6 +57,19 @@ TEST(Config, WrongTypeAndBadEnum) {
   EXPECT_NE(error_of("", {"train.precision=fp8"}).find("\"bf16\""), std::string::npos);
 }
 
+// Issue 30 point 10: values that crashed or overflowed a run are refused at load.
+TEST(Config, SizesThatWouldOverflowAreRefused) {
+  EXPECT_NE(error_of("", {"model.vocab_size=1"}).find("expected an integer from 2 to 2147483647"), std::string::npos);
+  EXPECT_NE(error_of("", {"train.threads=4097"}).find("expected an integer from 0 to 4096"), std::string::npos);
+  EXPECT_EQ(load_config("", {"train.threads=4096"}).train.threads, 4096);
+  EXPECT_NE(error_of("", {"train.batch_size=9223372036854775807", "train.micro_batch_size=1"}).find("tokens per step"),
+            std::string::npos);
+  EXPECT_NE(error_of("", {"train.batch_size=2097152", "train.micro_batch_size=1"}).find("micro-batches per rank"),
+            std::string::npos);
+  EXPECT_NE(error_of("", {"model.ffn_dim=4611686018427387904"}).find("more than the 2^60"), std::string::npos);
+  EXPECT_NE(error_of("", {"model.dim=0"}).find("| set model.dim to an integer >= 1"), std::string::npos);
+}
+
 // train.device: "cpu" (the default), "cuda" or "auto"; whether a GPU can be used is the trainer's
 // question (the device runtime), so the config accepts "cuda"; any other value names what is
 // accepted.
