@@ -536,6 +536,16 @@ case_round2_overflows() {
   echo "  ok: $(grep -o 'the GEMM peak on.*' over.log | head -1)"
 }
 
+# 11: a generation that would pass model.max_seq_len is refused before generating.
+case_round2_generate_limit() {
+  train_tiny "$WORK/run" --set train.steps=1 --set ckpt.interval=1
+  expect_exit 2 "--max-tokens 9223372036854775807: the prompt's 3 tokens and 9223372036854775807 new ones would pass the checkpoint's model.max_seq_len = 4096" \
+    "$FT" generate --ckpt run --tokens "1 2 3" --max-tokens 9223372036854775807
+  expect_exit 2 "--max-tokens 4095: the prompt's 3 tokens and 4095 new ones would pass" \
+    "$FT" generate --ckpt run --tokens "1 2 3" --max-tokens 4095
+  "$FT" generate --ckpt run --tokens "1 2 3" --max-tokens 8 >/dev/null 2>&1 || fail "a short generation failed"
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
