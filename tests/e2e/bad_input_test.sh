@@ -546,6 +546,20 @@ case_round2_generate_limit() {
   "$FT" generate --ckpt run --tokens "1 2 3" --max-tokens 8 >/dev/null 2>&1 || fail "a short generation failed"
 }
 
+# 12: the planner's totals: no negative duration for a huge token count; inf and nan are no price.
+case_round2_plan_values() {
+  local out
+  out=$("$FT" plan --model tiny --gpu a100-80gb --tokens 1e30 2>&1) || fail "plan --tokens 1e30 failed: $out"
+  grep -q "^training .* years (" <<<"$out" && ! grep -q -- '-[0-9]*m-' <<<"$out" ||
+    fail "the duration of 1e30 tokens: $(grep training <<<"$out")"
+  echo "  ok: $(grep -o 'steps, [^(]*(' <<<"$out")"
+  expect_exit 2 "--tokens inf: expected a count" "$FT" plan --model tiny --gpu a100-80gb --tokens inf
+  expect_exit 2 "--price inf is not valid: expected a finite number of USD per GPU-hour >= 0" \
+    "$FT" plan --model tiny --gpu a100-80gb --tokens 1e9 --price inf
+  expect_exit 2 "--price nan is not valid: expected a finite number of USD per GPU-hour >= 0" \
+    "$FT" plan --model tiny --gpu a100-80gb --tokens 1e9 --price nan
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
