@@ -40,7 +40,8 @@ int run_prepare(int argc, char** argv) {
                  "drop documents whose 5-word shingles overlap an earlier document's by at least this Jaccard "
                  "similarity (MinHash-LSH); 0 = keep near-duplicates")
       ->capture_default_str();
-  app.add_option("--nproc", nproc, "start N ranks on this machine with mpirun (they share encoding and shards)");
+  app.add_option("--nproc", nproc, "start N ranks on this machine with mpirun (they share encoding and shards)")
+      ->check(ft::cli::at_least(1));
   FT_PARSE(app, argc, argv);
 
   if (nproc > 0) {

@@ -560,6 +560,13 @@ case_round2_plan_values() {
     "$FT" plan --model tiny --gpu a100-80gb --tokens 1e9 --price nan
 }
 
+# 20: prepare --nproc takes the rule of train, launch and plan.
+case_round2_prepare_nproc() {
+  expect_exit 2 "--nproc: 0 is not valid: expected an integer >= 1" "$FT" prepare --input "$text" --out ds "${prep[@]}" --nproc 0
+  expect_exit 2 "--nproc: -3 is not valid: expected an integer >= 1" "$FT" prepare --input "$text" --out ds "${prep[@]}" --nproc -3
+  [ ! -e ds ] || fail "a refused prepare wrote ds"
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
