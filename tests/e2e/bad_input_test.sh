@@ -567,6 +567,17 @@ case_round2_prepare_nproc() {
   [ ! -e ds ] || fail "a refused prepare wrote ds"
 }
 
+# 24: ckpt verify exits 1 for a damaged manifest, as for a damaged piece (docs/formats.md).
+case_round2_verify_manifest() {
+  train_tiny "$WORK/run" --set train.steps=1 --set ckpt.interval=1
+  local m=run/checkpoints/step_00000001/manifest.json
+  sed -i 's/"step": 1/"step": 2/' $m
+  expect_exit 1 "manifest.json: the manifest's checksum does not match its contents" "$FT" ckpt verify run
+  echo garbage >$m
+  expect_exit 1 "manifest.json: not JSON" "$FT" ckpt verify run/checkpoints/step_00000001
+  expect_exit 2 "no checkpoint found" "$FT" ckpt verify "$WORK/nothing"
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
