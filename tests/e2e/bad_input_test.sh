@@ -578,6 +578,25 @@ case_round2_verify_manifest() {
   expect_exit 2 "no checkpoint found" "$FT" ckpt verify "$WORK/nothing"
 }
 
+# 25: --set reads integers as TOML does (0x, 0o, 0b, underscores); a float that is a whole number
+# (1e3) is that integer for an integer key, in the file and in --set alike; 1.5 is not.
+case_round2_set_integers() {
+  local v want
+  for v in 0x10:16 0o20:16 0b10000:16 1e3:1000 1_000:1000 16.0:16; do
+    want=${v#*:}
+    "$FT" config --config "$cfg" --set train.steps="${v%%:*}" 2>&1 | grep -q "\"steps\": $want," ||
+      fail "--set train.steps=${v%%:*} is not $want: $("$FT" config --config "$cfg" --set train.steps="${v%%:*}" 2>&1 | tail -n 2)"
+    printf '[train]\nsteps = %s\n' "${v%%:*}" >c.toml
+    "$FT" config --config c.toml 2>&1 | grep -q "\"steps\": $want," || fail "steps = ${v%%:*} in a TOML file is not $want"
+  done
+  echo "  ok: 0x10, 0o20, 0b10000, 16.0 -> 16; 1e3, 1_000 -> 1000 (--set and TOML)"
+  expect_exit 2 "--set: train.steps = 1.5 is not valid: expected an integer (a float counts only when it is a whole number below 2^53)" \
+    "$FT" config --config "$cfg" --set train.steps=1.5
+  expect_exit 2 "train.steps = 1e+30 is not valid: expected an integer" "$FT" config --config "$cfg" --set train.steps=1e30
+  "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=0x2 >log 2>&1 || fail "0x2 steps: $(tail -n 3 log)"
+  [ "$(wc -l <run/metrics.jsonl)" -ge 2 ] || fail "train.steps=0x2 did not train 2 steps"
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then

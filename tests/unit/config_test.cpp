@@ -57,6 +57,21 @@ TEST(Config, WrongTypeAndBadEnum) {
   EXPECT_NE(error_of("", {"train.precision=fp8"}).find("\"bf16\""), std::string::npos);
 }
 
+// Issue 30 point 25: --set reads integers as TOML does (0x, 0o, 0b, underscores), and an integer
+// key takes a float that is a whole number below 2^53 (1e3), from --set and the file alike.
+TEST(Config, IntegersAsTomlWritesThem) {
+  for (auto [text, want] :
+       {std::pair{"0x10", 16}, {"0o20", 16}, {"0b10000", 16}, {"1_000", 1000}, {"1e3", 1000}, {"16.0", 16}}) {
+    EXPECT_EQ(load_config("", {std::string("train.steps=") + text}).train.steps, want) << text;
+    EXPECT_EQ(load_config(write_tmp(std::string("[train]\nsteps = ") + text + "\n"), {}).train.steps, want) << text;
+  }
+  EXPECT_NE(error_of("", {"train.steps=1.5"}).find("train.steps = 1.5 is not valid: expected an integer"),
+            std::string::npos);
+  EXPECT_NE(error_of("", {"train.steps=1e30"}).find("is not valid: expected an integer"), std::string::npos);
+  EXPECT_NE(error_of("", {"train.threads=0x100000000"}).find("in range"), std::string::npos);
+  EXPECT_NE(error_of("", {"train.steps=0xZZ"}).find("expected an integer"), std::string::npos);
+}
+
 // Issue 30 point 10: values that crashed or overflowed a run are refused at load.
 TEST(Config, SizesThatWouldOverflowAreRefused) {
   EXPECT_NE(error_of("", {"model.vocab_size=1"}).find("expected an integer from 2 to 2147483647"), std::string::npos);
