@@ -9,6 +9,7 @@
 
 #include "cli/command.h"
 #include "data/prepare/prepare.h"
+#include "data/url_scheme.h"
 #include "parallel/comm/mpi_comm.h"
 #include "parallel/ranks.h"
 #include "util/error.h"
@@ -43,6 +44,8 @@ int run_prepare(int argc, char** argv) {
   app.add_option("--nproc", nproc, "start N ranks on this machine with mpirun (they share encoding and shards)")
       ->check(ft::cli::at_least(1));
   FT_PARSE(app, argc, argv);
+  for (const std::string& in : o.inputs) ft::check_url_scheme(in, "--input");
+  ft::check_url_scheme(o.out_dir, "--out");
 
   if (nproc > 0) {
     std::vector<std::string> args = {std::filesystem::canonical("/proc/self/exe").string()};

@@ -169,6 +169,7 @@ Config apply_config(const KeyValues& file_kv, const std::string& path, const std
   std::set<std::string> set_keys;
   for (const KeyValues* kv : std::initializer_list<const KeyValues*>{&file_kv, &set_kv})
     for (auto& [k, v] : *kv) set_keys.insert(k);
+  cfg.data.check_locations();  // before the key effects read data.path's manifest
   apply_key_effects(cfg, set_keys);
   cfg.validate();
   return cfg;

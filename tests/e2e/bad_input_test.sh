@@ -597,6 +597,21 @@ case_round2_set_integers() {
   [ "$(wc -l <run/metrics.jsonl)" -ge 2 ] || fail "train.steps=0x2 did not train 2 steps"
 }
 
+# 16: URLs other than s3:// and gs:// were read as local paths ("prepare --out ftp://host/x").
+case_round2_url_schemes() {
+  expect_exit 2 "data.path ftp://host/x: the URL scheme ftp:// is not supported (only s3:// and gs:// are)" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set data.source=\"dataset\" --set data.path=\"ftp://host/x\"
+  expect_exit 2 "data.path GS://b/x: URL schemes are lower case: gs://" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set data.source=\"dataset\" --set data.path=\"GS://b/x\"
+  expect_exit 2 "data.mixture source http://b/x: the URL scheme http:// is not supported" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set data.source=\"dataset\" \
+    --set data.mixture=\"http://b/x#en=0.5,ds#ru=0.5\"
+  expect_exit 2 "--input ftp://host/x: the URL scheme ftp:// is not supported" "$FT" prepare --input ftp://host/x --out ds "${prep[@]}"
+  expect_exit 2 "--out hdfs://nn/x: the URL scheme hdfs:// is not supported" "$FT" prepare --input "$text" --out hdfs://nn/x "${prep[@]}"
+  expect_exit 2 "DIR http://b/x: the URL scheme http:// is not supported" "$FT" data verify http://b/x
+  [ ! -e run ] && [ ! -e ds ] && [ ! -e hdfs: ] || fail "a refused command wrote its output"
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
