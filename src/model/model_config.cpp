@@ -59,6 +59,9 @@ void ModelConfig::validate() const {
     throw Error(fmt::format("head dim = model.dim / model.n_heads = {} / {} = {} is odd", dim, n_heads, head_dim()),
                 "RoPE rotates pairs of dimensions; the head dim must be even");
   }
+  if (!(init_std > 0))
+    throw Error(fmt::format("model.init_std = {} is not valid: expected a number > 0", init_std),
+                "the standard deviation of the initial weights, e.g. 0.02");
   if (!(norm_eps > 0)) throw Error(fmt::format("model.norm_eps = {} must be > 0", norm_eps));
   if (!(rope_theta > 0)) throw Error(fmt::format("model.rope_theta = {} must be > 0", rope_theta));
 }

@@ -68,6 +68,13 @@ void TrainConfig::validate() const {
                 "0 = the CPUs this process may use (its affinity mask and cgroup quota)");
   }
   if (log_interval <= 0) throw Error(fmt::format("train.log_interval = {} must be positive", log_interval));
+  // 0 batches would average nothing: a validation loss of nan (and `eval` failing without a word).
+  if (eval_batches < 1)
+    throw Error(fmt::format("train.eval_batches = {} is not valid: expected an integer >= 1", eval_batches),
+                "batches per validation; train.eval_interval = 0 turns validation off");
+  if (loss_chunk_tokens < 0)
+    throw Error(fmt::format("train.loss_chunk_tokens = {} is not valid: expected an integer >= 0", loss_chunk_tokens),
+                "0 = auto (~32 MiB of fp32 logits per chunk)");
   if (eval_interval < 0) throw Error(fmt::format("train.eval_interval = {} must be >= 0", eval_interval));
   if (run_dir.empty()) throw Error("train.run_dir is empty", "set --run-dir DIR");
   if (!(stop_after_minutes >= 0))

@@ -612,6 +612,21 @@ case_round2_url_schemes() {
   [ ! -e run ] && [ ! -e ds ] && [ ! -e hdfs: ] || fail "a refused command wrote its output"
 }
 
+# 19: nonsense values that ran in silence (dedup off, a validation loss of nan, ...).
+case_round2_nonsense_values() {
+  expect_exit 2 "--near-dup-threshold nan must be in [0, 1]" \
+    "$FT" prepare --input "$text" --out ds "${prep[@]}" --near-dup-threshold nan
+  expect_exit 2 "train.eval_batches = 0 is not valid: expected an integer >= 1" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.eval_batches=0
+  expect_exit 2 "model.init_std = -1 is not valid: expected a number > 0" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set model.init_std=-1
+  expect_exit 2 "train.loss_chunk_tokens = -1 is not valid: expected an integer >= 0" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.loss_chunk_tokens=-1
+  [ ! -e run ] && [ ! -e ds ] || fail "a refused command wrote its output"
+  train_tiny "$WORK/r1" --set train.steps=1 --set ckpt.interval=1
+  expect_exit 2 "train.eval_batches = 0 is not valid" "$FT" eval --ckpt r1 --set train.eval_batches=0
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
