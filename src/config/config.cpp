@@ -2,10 +2,14 @@
 
 #include <toml++/toml.h>
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string_view>
+#include <vector>
 
 #include "config/key_effects.h"
 #include "model/param_layout.h"
@@ -111,17 +115,33 @@ namespace {
 
 using KeyValues = std::vector<std::pair<std::string, ConfigValue>>;
 
-void flatten(const toml::table& t, const std::string& prefix, const std::string& file, KeyValues& out) {
+// The text of a value as the file writes it (toml++ keeps only its position): one line.
+std::string source_text(const toml::node& node, const std::vector<std::string_view>& lines) {
+  const auto& src = node.source();
+  if (src.begin.line == 0 || src.begin.line != src.end.line || src.begin.line > lines.size()) return "";
+  const std::string_view line = lines[src.begin.line - 1];
+  const size_t b = src.begin.column - 1, e = src.end.column - 1;
+  return b < e && e <= line.size() ? std::string(line.substr(b, e - b)) : "";
+}
+
+void flatten(const toml::table& t, const std::string& prefix, const std::string& file,
+             const std::vector<std::string_view>& lines, KeyValues& out) {
   for (auto&& [k, node] : t) {
     std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
     if (auto* sub = node.as_table()) {
-      flatten(*sub, key, file, out);
+      flatten(*sub, key, file, lines, out);
     } else if (auto v = node.value<bool>(); node.is_boolean()) {
       out.emplace_back(key, *v);
     } else if (node.is_integer()) {
       out.emplace_back(key, *node.value<int64_t>());
     } else if (node.is_floating_point()) {
-      out.emplace_back(key, *node.value<double>());
+      const double d = *node.value<double>();
+      if (std::abs(d) < std::numeric_limits<double>::min()) {
+        if (const std::string raw = source_text(node, lines); float_underflows(raw))
+          throw Error(fmt::format("{}: {} = {} is too small for a double: it would read as {}", file, key, raw, d),
+                      "write 0 if zero is meant");
+      }
+      out.emplace_back(key, d);
     } else if (node.is_string()) {
       out.emplace_back(key, *node.value<std::string>());
     } else {
@@ -144,7 +164,11 @@ Config apply_config(const KeyValues& file_kv, const std::string& path, const std
     if (eq == std::string::npos || eq == 0) {
       throw Error(fmt::format("--set {}: expected KEY=VALUE", o), "for example --set train.steps=100");
     }
-    set_kv.emplace_back(o.substr(0, eq), parse_config_value(o.substr(eq + 1)));
+    try {
+      set_kv.emplace_back(o.substr(0, eq), parse_config_value(o.substr(eq + 1)));
+    } catch (const Error& e) {
+      throw Error(fmt::format("--set: {} = {}", o.substr(0, eq), e.what()), e.hint());
+    }
   }
 
   // The preset decides the model's starting shape, whatever order keys come in.
@@ -184,7 +208,14 @@ KeyValues parse_toml(const std::string& text, const std::string& path) {
     throw Error(fmt::format("{}:{}:{}: invalid TOML: {}", path, src.begin.line, src.begin.column, e.description()));
   }
   KeyValues kv;
-  flatten(t, "", path, kv);
+  std::vector<std::string_view> lines;
+  for (size_t begin = 0; begin <= text.size();) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    lines.push_back(std::string_view(text).substr(begin, end - begin));
+    begin = end + 1;
+  }
+  flatten(t, "", path, lines, kv);
   return kv;
 }
 

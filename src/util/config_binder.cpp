@@ -48,6 +48,16 @@ std::optional<int64_t> prefixed_integer(const std::string& t) {
 
 }  // namespace
 
+bool float_underflows(const std::string& raw) {
+  std::string t(trim(raw));
+  std::erase(t, '_');
+  if (t.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  const double d = std::strtod(t.c_str(), &end);
+  return end == t.c_str() + t.size() && errno == ERANGE && std::abs(d) < std::numeric_limits<double>::min();
+}
+
 ConfigValue parse_config_value(const std::string& raw) {
   std::string text(trim(raw));
   if (text == "true") return true;
@@ -62,8 +72,15 @@ ConfigValue parse_config_value(const std::string& raw) {
     errno = 0;
     long long i = std::strtoll(t.c_str(), &end, 10);
     if (!t.empty() && end == t.c_str() + t.size() && errno == 0) return int64_t{i};
+    errno = 0;
     double d = std::strtod(t.c_str(), &end);
-    if (!t.empty() && end == t.c_str() + t.size()) return d;
+    if (!t.empty() && end == t.c_str() + t.size()) {
+      if (float_underflows(text)) {
+        throw Error(fmt::format("{} is too small for a double: it would read as {}", text, d),
+                    "write 0 if zero is meant");
+      }
+      return d;
+    }
   }
   return text;
 }

@@ -622,6 +622,10 @@ case_round2_nonsense_values() {
     "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set model.init_std=-1
   expect_exit 2 "train.loss_chunk_tokens = -1 is not valid: expected an integer >= 0" \
     "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.loss_chunk_tokens=-1
+  expect_exit 2 "--set: optim.lr = 1e-400 is too small for a double: it would read as 0" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set optim.lr=1e-400
+  printf '[optim]\nlr = 1e-400\n' >lr.toml
+  expect_exit 2 "lr.toml: optim.lr = 1e-400 is too small for a double" "$FT" train --config lr.toml --run-dir "$WORK/run"
   [ ! -e run ] && [ ! -e ds ] || fail "a refused command wrote its output"
   train_tiny "$WORK/r1" --set train.steps=1 --set ckpt.interval=1
   expect_exit 2 "train.eval_batches = 0 is not valid" "$FT" eval --ckpt r1 --set train.eval_batches=0

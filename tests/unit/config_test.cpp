@@ -70,6 +70,11 @@ TEST(Config, IntegersAsTomlWritesThem) {
   EXPECT_NE(error_of("", {"train.steps=1e30"}).find("is not valid: expected an integer"), std::string::npos);
   EXPECT_NE(error_of("", {"train.threads=0x100000000"}).find("in range"), std::string::npos);
   EXPECT_NE(error_of("", {"train.steps=0xZZ"}).find("expected an integer"), std::string::npos);
+  // A float too small for a double is not silently 0 (point 19); 0 written as such is.
+  EXPECT_NE(error_of("", {"optim.lr=1e-400"}).find("optim.lr = 1e-400 is too small for a double"), std::string::npos);
+  EXPECT_NE(error_of(write_tmp("[optim]\nlr = 1e-400\n"), {}).find("optim.lr = 1e-400 is too small"),
+            std::string::npos);
+  EXPECT_EQ(load_config(write_tmp("[optim]\nlr = 0.0\n"), {"optim.weight_decay=0e0"}).optim.lr, 0.0);
 }
 
 // Issue 30 point 10: values that crashed or overflowed a run are refused at load.
