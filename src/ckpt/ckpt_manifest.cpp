@@ -257,6 +257,10 @@ CheckpointManifest CheckpointManifest::parse(const std::string& text, const std:
   return m;
 }
 
+bool CheckpointManifest::is_damage(const Error& e) {
+  return e.hint() == kHint;
+}
+
 CheckpointManifest CheckpointManifest::load(const std::string& dir, const CkptKey* key) {
   std::string path = dir + "/" + kCkptManifestFile;
   FILE* f = std::fopen(path.c_str(), "rb");

@@ -18,6 +18,7 @@
 #include "data/loader/loader.h"
 #include "tensor/tensor.h"
 #include "util/clock.h"  // utc_timestamp
+#include "util/error.h"
 
 namespace ft {
 
@@ -84,6 +85,10 @@ struct CheckpointManifest {
   // manifest is only authenticated when `key` is given (inspect works without it).
   static CheckpointManifest parse(const std::string& text, const std::string& name, const CkptKey* key);
   static CheckpointManifest load(const std::string& dir, const CkptKey* key);
+  // Whether an error of parse() or load() says the manifest is damaged (not JSON, a field
+  // missing or wrong, its checksum or HMAC not matching) rather than that the input was wrong
+  // (no manifest, a newer format version, another key): `ckpt verify` exits 1 for the first.
+  static bool is_damage(const Error& e);
 };
 
 // "step_00000100": the directory name of a step (zero-padded to 8 digits), and back (-1: not one).

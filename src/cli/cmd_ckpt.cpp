@@ -96,12 +96,20 @@ int inspect(const std::string& path, const std::string& key_file, bool as_json) 
 int verify(const std::string& path, const std::string& key_file) {
   std::string dir = ft::resolve_checkpoint(path);
   CkptKey key = key_if_any(key_file);
-  ft::CheckpointManifest m =
-      ft::CheckpointManifest::parse(ft::read_file(dir + "/manifest.json"), dir + "/manifest.json", nullptr);
-  if (m.encrypted && key.empty())
-    throw ft::Error(fmt::format("{}: the checkpoint is encrypted; verifying needs its key", dir),
-                    "set FLUXTRAIN_CKPT_KEY or pass --key-file");
-  m = ft::CheckpointManifest::load(dir, ptr(key));  // authenticates the manifest
+  ft::CheckpointManifest m;
+  try {
+    m = ft::CheckpointManifest::parse(ft::read_file(dir + "/manifest.json"), dir + "/manifest.json", nullptr);
+    if (m.encrypted && key.empty())
+      throw ft::Error(fmt::format("{}: the checkpoint is encrypted; verifying needs its key", dir),
+                      "set FLUXTRAIN_CKPT_KEY or pass --key-file");
+    m = ft::CheckpointManifest::load(dir, ptr(key));  // authenticates the manifest
+  } catch (const ft::Error& e) {
+    // A damaged manifest is what verify looks for, as a damaged piece is: exit 1 (docs/formats.md,
+    // "Exit codes"); a wrong input (no checkpoint, another key, a newer format) stays exit 2.
+    if (!ft::CheckpointManifest::is_damage(e)) throw;
+    fmt::print(stderr, "error: {}\nverify: the manifest of {} is damaged\nhint: {}\n", e.what(), dir, e.hint());
+    return 1;
+  }
   ft::CheckpointReader reader(dir, m, ptr(key));
   std::vector<std::string> problems = reader.verify();
   int64_t pieces = 0;

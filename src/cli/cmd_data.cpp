@@ -13,6 +13,7 @@
 #include "data/loader/shard_cache.h"
 #include "data/objstore/object_store.h"
 #include "data/prepare/verify.h"
+#include "data/url_scheme.h"
 #include "util/error.h"
 #include "util/strings.h"
 
@@ -100,6 +101,7 @@ int run_data(int argc, char** argv) {
   FT_PARSE(app, argc, argv);
 
   if (*insp) return inspect(config, sets);
+  ft::check_url_scheme(dir, "DIR");
   if (*verify) {
     ft::VerifyReport r = ft::verify_dataset(dir);
     for (const std::string& p : r.problems) std::fprintf(stderr, "BAD %s\n", p.c_str());

@@ -60,6 +60,7 @@ int run_eval(int argc, char** argv) {
         throw ft::Error(fmt::format("--set {}: expected KEY=VALUE", s), "for example --set train.eval_batches=4");
       b.set(s.substr(0, eq), ft::parse_config_value(s.substr(eq + 1)), "--set");
     }
+    cfg.train.validate();  // --set train.eval_batches=0 and the like, said before any work
   }
   if (out_dir.empty()) out_dir = fs::path(dir).parent_path().parent_path().string() + "/validation";
   // One process (or the ranks mpirun started): the layout is this job's, not the trainer's.

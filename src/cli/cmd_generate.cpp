@@ -111,6 +111,13 @@ int run_generate(int argc, char** argv) {
   }
   std::vector<int32_t> ids = tok ? tok->encode(prompt) : parse_ids(tokens_arg);
   if (ids.empty()) throw ft::Error("the prompt has no tokens");
+  // Positions past model.max_seq_len have no RoPE table: refused before any work, not after the
+  // text was generated.
+  const int64_t max_len = cfg.model.max_seq_len, prompt_len = static_cast<int64_t>(ids.size());
+  if (prompt_len > max_len)
+    throw ft::Error(
+        fmt::format("the prompt has {} tokens, more than the checkpoint's model.max_seq_len = {}", prompt_len, max_len),
+        "shorten the prompt");
 
   if (score || !logits_out.empty()) {
     // The training forward (the code path the trainer runs) over the whole prompt, and the
@@ -147,7 +154,14 @@ int run_generate(int argc, char** argv) {
     return 0;
   }
 
-  ft::Decoder dec(ctx, cfg.model, layout, params.weight_arena(), static_cast<int64_t>(ids.size()) + max_tokens);
+  // The last new token is sampled, never fed: it needs no position of its own.
+  const int64_t most = max_len - prompt_len + 1;
+  if (max_tokens > most)
+    throw ft::Error(fmt::format("--max-tokens {}: the prompt's {} tokens and {} new ones would pass the checkpoint's "
+                                "model.max_seq_len = {}",
+                                max_tokens, prompt_len, max_tokens, max_len),
+                    fmt::format("ask for at most {} new tokens (--max-tokens {}), or shorten the prompt", most, most));
+  ft::Decoder dec(ctx, cfg.model, layout, params.weight_arena(), prompt_len + max_tokens);
   ft::SampleOptions opt{temperature, top_p, seed};
   std::vector<float> logits = dec.feed(ids);
   std::vector<int32_t> out;

@@ -65,10 +65,11 @@ double parse_count(const std::string& text, const char* flag) {
   try {
     size_t used = 0;
     double v = std::stod(t, &used);
-    if (used == t.size() && v >= 0) return v * mult;
+    if (used == t.size() && v >= 0 && std::isfinite(v * mult)) return v * mult;
   } catch (...) {
   }
-  throw ft::Error(fmt::format("{} {}: expected a count such as 2e12, 300B or 4.2T", flag, text));
+  throw ft::Error(fmt::format("{} {}: expected a count such as 2e12, 300B or 4.2T", flag, text),
+                  "a finite number >= 0, with an optional K, M, B (or G) or T suffix");
 }
 
 json read_json_file(const std::string& path) {

@@ -9,6 +9,7 @@
 
 #include "cli/command.h"
 #include "data/prepare/prepare.h"
+#include "data/url_scheme.h"
 #include "parallel/comm/mpi_comm.h"
 #include "parallel/ranks.h"
 #include "util/error.h"
@@ -40,8 +41,11 @@ int run_prepare(int argc, char** argv) {
                  "drop documents whose 5-word shingles overlap an earlier document's by at least this Jaccard "
                  "similarity (MinHash-LSH); 0 = keep near-duplicates")
       ->capture_default_str();
-  app.add_option("--nproc", nproc, "start N ranks on this machine with mpirun (they share encoding and shards)");
+  app.add_option("--nproc", nproc, "start N ranks on this machine with mpirun (they share encoding and shards)")
+      ->check(ft::cli::at_least(1));
   FT_PARSE(app, argc, argv);
+  for (const std::string& in : o.inputs) ft::check_url_scheme(in, "--input");
+  ft::check_url_scheme(o.out_dir, "--out");
 
   if (nproc > 0) {
     std::vector<std::string> args = {std::filesystem::canonical("/proc/self/exe").string()};

@@ -2,10 +2,14 @@
 
 #include <toml++/toml.h>
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string_view>
+#include <vector>
 
 #include "config/key_effects.h"
 #include "model/param_layout.h"
@@ -44,6 +48,35 @@ void check_grad_wire(const Config& c) {
               "use parallel.grad_compression = \"bf16\" (the same bytes, fp32's range), or train.precision = \"fp16\"");
 }
 
+// Sizes the memory accounting and the step's buffers count in 64 bits: refused before they
+// overflow (a negative estimate would pass the memory check and crash later). Far above what
+// any machine holds, so the memory check still gives its own, more useful, verdict below them.
+void check_sizes(const Config& c, const MicroBatching& mb) {
+  constexpr int64_t kMaxMicroBatches = int64_t{1} << 20;
+  if (mb.count > kMaxMicroBatches) {
+    throw Error(fmt::format("train.batch_size = {} in micro-batches of {} is {} micro-batches per rank: at most {}",
+                            c.train.batch_size, mb.size, mb.count, kMaxMicroBatches),
+                "raise train.micro_batch_size (0 = the whole per-rank batch) or lower train.batch_size");
+  }
+  const ModelConfig& m = c.model;
+  const double L = static_cast<double>(m.n_layers), C = static_cast<double>(m.dim), F = static_cast<double>(m.ffn_dim),
+               V = static_cast<double>(m.vocab_size),
+               Q = (static_cast<double>(m.n_heads) + 2 * static_cast<double>(m.n_kv_heads)) * C,
+               tokens = static_cast<double>(mb.size) * static_cast<double>(c.train.seq_len);
+  const double params = L * (C * Q + C * C + 3 * C * F + 2 * C) + 2 * V * C;
+  const double bytes =
+      16 * params + 4 * tokens * (L * (8 * C + 4 * F + Q) + V) + 4 * static_cast<double>(m.max_seq_len) * C;
+  constexpr double kMaxBytes = 0x1p60;  // 1 EiB
+  if (!(bytes < kMaxBytes)) {
+    throw Error(
+        fmt::format("the model ({} layers, model.dim {}, model.ffn_dim {}, model.vocab_size {}) and micro-batch "
+                    "({} x {} tokens) need about {:.2g} bytes per rank: more than the 2^60 (1 EiB) fluxtrain "
+                    "can count",
+                    m.n_layers, m.dim, m.ffn_dim, m.vocab_size, mb.size, c.train.seq_len, bytes),
+        "use a smaller model or micro-batch; `fluxtrain train --dry-run` prints the memory of a run");
+  }
+}
+
 }  // namespace
 
 void Config::validate() const {
@@ -60,6 +93,7 @@ void Config::validate() const {
   // tokens over the tp ranks), the layers into pipeline stages.
   ParamLayout::check_tp(model, parallel.tp);
   MicroBatching mb = split_batch(train.batch_size, train.micro_batch_size, parallel);
+  check_sizes(*this, mb);
   if (parallel.sequence_parallel && parallel.tp > 1 && mb.size * train.seq_len % parallel.tp != 0) {
     throw Error(
         fmt::format("parallel.sequence_parallel splits the {} x {} tokens of a micro-batch "
@@ -81,17 +115,33 @@ namespace {
 
 using KeyValues = std::vector<std::pair<std::string, ConfigValue>>;
 
-void flatten(const toml::table& t, const std::string& prefix, const std::string& file, KeyValues& out) {
+// The text of a value as the file writes it (toml++ keeps only its position): one line.
+std::string source_text(const toml::node& node, const std::vector<std::string_view>& lines) {
+  const auto& src = node.source();
+  if (src.begin.line == 0 || src.begin.line != src.end.line || src.begin.line > lines.size()) return "";
+  const std::string_view line = lines[src.begin.line - 1];
+  const size_t b = src.begin.column - 1, e = src.end.column - 1;
+  return b < e && e <= line.size() ? std::string(line.substr(b, e - b)) : "";
+}
+
+void flatten(const toml::table& t, const std::string& prefix, const std::string& file,
+             const std::vector<std::string_view>& lines, KeyValues& out) {
   for (auto&& [k, node] : t) {
     std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
     if (auto* sub = node.as_table()) {
-      flatten(*sub, key, file, out);
+      flatten(*sub, key, file, lines, out);
     } else if (auto v = node.value<bool>(); node.is_boolean()) {
       out.emplace_back(key, *v);
     } else if (node.is_integer()) {
       out.emplace_back(key, *node.value<int64_t>());
     } else if (node.is_floating_point()) {
-      out.emplace_back(key, *node.value<double>());
+      const double d = *node.value<double>();
+      if (std::abs(d) < std::numeric_limits<double>::min()) {
+        if (const std::string raw = source_text(node, lines); float_underflows(raw))
+          throw Error(fmt::format("{}: {} = {} is too small for a double: it would read as {}", file, key, raw, d),
+                      "write 0 if zero is meant");
+      }
+      out.emplace_back(key, d);
     } else if (node.is_string()) {
       out.emplace_back(key, *node.value<std::string>());
     } else {
@@ -114,7 +164,11 @@ Config apply_config(const KeyValues& file_kv, const std::string& path, const std
     if (eq == std::string::npos || eq == 0) {
       throw Error(fmt::format("--set {}: expected KEY=VALUE", o), "for example --set train.steps=100");
     }
-    set_kv.emplace_back(o.substr(0, eq), parse_config_value(o.substr(eq + 1)));
+    try {
+      set_kv.emplace_back(o.substr(0, eq), parse_config_value(o.substr(eq + 1)));
+    } catch (const Error& e) {
+      throw Error(fmt::format("--set: {} = {}", o.substr(0, eq), e.what()), e.hint());
+    }
   }
 
   // The preset decides the model's starting shape, whatever order keys come in.
@@ -139,6 +193,7 @@ Config apply_config(const KeyValues& file_kv, const std::string& path, const std
   std::set<std::string> set_keys;
   for (const KeyValues* kv : std::initializer_list<const KeyValues*>{&file_kv, &set_kv})
     for (auto& [k, v] : *kv) set_keys.insert(k);
+  cfg.data.check_locations();  // before the key effects read data.path's manifest
   apply_key_effects(cfg, set_keys);
   cfg.validate();
   return cfg;
@@ -153,7 +208,14 @@ KeyValues parse_toml(const std::string& text, const std::string& path) {
     throw Error(fmt::format("{}:{}:{}: invalid TOML: {}", path, src.begin.line, src.begin.column, e.description()));
   }
   KeyValues kv;
-  flatten(t, "", path, kv);
+  std::vector<std::string_view> lines;
+  for (size_t begin = 0; begin <= text.size();) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    lines.push_back(std::string_view(text).substr(begin, end - begin));
+    begin = end + 1;
+  }
+  flatten(t, "", path, lines, kv);
   return kv;
 }
 

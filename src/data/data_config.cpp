@@ -1,5 +1,8 @@
 #include "data/data_config.h"
 
+#include <algorithm>
+
+#include "data/url_scheme.h"
 #include "util/config_binder.h"
 #include "util/error.h"
 
@@ -30,6 +33,20 @@ void DataConfig::bind(ConfigBinder& b) {
   b.add("data.cache_bytes", &cache_bytes, "bytes of shards each rank keeps cached per split when streaming");
 }
 
+void DataConfig::check_locations() const {
+  check_url_scheme(path, "data.path");
+  // Each entry of a mixture: "DIR_OR_URL[#LANG]=W" (or "LANG=W": no scheme to check).
+  for (size_t begin = 0; begin <= mixture.size();) {
+    size_t end = mixture.find(',', begin);
+    if (end == std::string::npos) end = mixture.size();
+    std::string entry = mixture.substr(begin, end - begin);
+    entry = entry.substr(0, std::min(entry.find('='), entry.find('#')));
+    const size_t first = entry.find_first_not_of(" \t");
+    if (first != std::string::npos) check_url_scheme(entry.substr(first), "data.mixture source");
+    begin = end + 1;
+  }
+}
+
 void DataConfig::validate() const {
   if (source == DataSource::kTokenFile && path.empty())
     throw Error("data.source = \"tokens\" needs data.path", "set data.path = \"FILE\" or --set data.path=FILE");
@@ -38,6 +55,7 @@ void DataConfig::validate() const {
   if (source == DataSource::kDataset && path.empty() && mixture.empty())
     throw Error("data.source = \"dataset\" needs data.path",
                 "set data.path = \"DIR\" (made by `fluxtrain prepare --out DIR`)");
+  check_locations();
   if (cache_bytes < (int64_t{1} << 20))
     throw Error(fmt::format("data.cache_bytes = {} must be at least 1 MiB", cache_bytes),
                 "e.g. data.cache_bytes = 4294967296 (4 GiB)");

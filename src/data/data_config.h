@@ -30,6 +30,9 @@ struct DataConfig {
   int64_t cache_bytes = int64_t{4} << 30;  // per rank and split
 
   void bind(ConfigBinder& b);
+  // data.path and each data.mixture source: a local path, s3:// or gs:// (data/url_scheme.h);
+  // called before anything reads them.
+  void check_locations() const;
   void validate() const;
 };
 

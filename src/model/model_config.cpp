@@ -1,5 +1,8 @@
 #include "model/model_config.h"
 
+#include <cstdint>
+#include <limits>
+
 #include "util/config_binder.h"
 #include "util/error.h"
 #include "util/strings.h"
@@ -25,7 +28,8 @@ void ModelConfig::bind(ConfigBinder& b) {
 
 void ModelConfig::validate() const {
   auto positive = [](const char* key, int64_t v) {
-    if (v <= 0) throw Error(fmt::format("{} = {} must be positive", key, v));
+    if (v <= 0)
+      throw Error(fmt::format("{} = {} must be positive", key, v), fmt::format("set {} to an integer >= 1", key));
   };
   positive("model.dim", dim);
   positive("model.n_layers", n_layers);
@@ -34,6 +38,14 @@ void ModelConfig::validate() const {
   positive("model.vocab_size", vocab_size);
   positive("model.ffn_dim", ffn_dim);
   positive("model.max_seq_len", max_seq_len);
+  // One token can only be predicted among two or more (the synthetic data's progressions divide
+  // by vocab_size - 1); token ids are int32 everywhere (shards, batches, the embedding lookup).
+  if (vocab_size < 2 || vocab_size > std::numeric_limits<int32_t>::max()) {
+    throw Error(fmt::format("model.vocab_size = {} is not valid: expected an integer from 2 to {} (token ids are "
+                            "32-bit)",
+                            vocab_size, std::numeric_limits<int32_t>::max()),
+                "a dataset sets it from its tokenizer; otherwise e.g. --set model.vocab_size=256");
+  }
   if (dim % n_heads != 0) {
     throw Error(fmt::format("model.dim = {} is not divisible by model.n_heads = {}", dim, n_heads),
                 fmt::format("pick n_heads dividing {} (e.g. {}) or a dim that is a multiple of {}", dim,
@@ -47,6 +59,9 @@ void ModelConfig::validate() const {
     throw Error(fmt::format("head dim = model.dim / model.n_heads = {} / {} = {} is odd", dim, n_heads, head_dim()),
                 "RoPE rotates pairs of dimensions; the head dim must be even");
   }
+  if (!(init_std > 0))
+    throw Error(fmt::format("model.init_std = {} is not valid: expected a number > 0", init_std),
+                "the standard deviation of the initial weights, e.g. 0.02");
   if (!(norm_eps > 0)) throw Error(fmt::format("model.norm_eps = {} must be > 0", norm_eps));
   if (!(rope_theta > 0)) throw Error(fmt::format("model.rope_theta = {} must be > 0", rope_theta));
 }

@@ -69,8 +69,11 @@ void validate_job(const Job& job) {
   positive("global batch", static_cast<double>(job.global_batch), "pass --global-batch N (sequences per step)");
   positive("GPUs", static_cast<double>(job.num_gpus()), "pass --nodes N and --gpus-per-node N");
   if (job.tokens < 0) throw Error(fmt::format("tokens = {} must not be negative", job.tokens));
-  if (job.price_per_gpu_hour < 0)
-    throw Error(fmt::format("price per GPU-hour = {} must not be negative", job.price_per_gpu_hour));
+  // nan would read as "no price" and inf as "$inf": neither is a price.
+  if (!(job.price_per_gpu_hour >= 0) || !std::isfinite(job.price_per_gpu_hour))
+    throw Error(fmt::format("--price {} is not valid: expected a finite number of USD per GPU-hour >= 0",
+                            job.price_per_gpu_hour),
+                "for example --price 2.0 (0 or no --price: GPU-hours without a cost)");
 }
 
 void validate_layout(const Job& job, const Layout& l, bool allow_uneven_stages) {

@@ -50,11 +50,31 @@ void TrainConfig::validate() const {
   if (steps < 0) throw Error(fmt::format("train.steps = {} must be >= 0", steps));
   if (batch_size <= 0) throw Error(fmt::format("train.batch_size = {} must be positive", batch_size));
   if (seq_len <= 0) throw Error(fmt::format("train.seq_len = {} must be positive", seq_len));
+  // Tokens of a step: beyond 2^40 (a million times the largest published batches) the sizes
+  // derived from them would overflow 64-bit counts.
+  if (batch_size > kMaxStepTokens / seq_len) {
+    throw Error(fmt::format("train.batch_size = {} sequences of train.seq_len = {} tokens is more than {} tokens per "
+                            "step",
+                            batch_size, seq_len, kMaxStepTokens),
+                "use a smaller train.batch_size (or train.seq_len)");
+  }
   if (micro_batch_size < 0) throw Error(fmt::format("train.micro_batch_size = {} must be >= 0", micro_batch_size));
   // Whether "cuda" can run here is the trainer's question (the device runtime, at start-up).
   check_device_name(device, "train.device");
-  if (threads < 0) throw Error(fmt::format("train.threads = {} must be >= 0", threads));
+  // The same ceiling as OMP_NUM_THREADS (train/threads.cpp): far beyond any machine's CPUs, and
+  // a thread count above this host's CPUs is never measured into the GEMM peak file (peak.cpp).
+  if (threads < 0 || threads > kMaxThreads) {
+    throw Error(fmt::format("train.threads = {} is not valid: expected an integer from 0 to {}", threads, kMaxThreads),
+                "0 = the CPUs this process may use (its affinity mask and cgroup quota)");
+  }
   if (log_interval <= 0) throw Error(fmt::format("train.log_interval = {} must be positive", log_interval));
+  // 0 batches would average nothing: a validation loss of nan (and `eval` failing without a word).
+  if (eval_batches < 1)
+    throw Error(fmt::format("train.eval_batches = {} is not valid: expected an integer >= 1", eval_batches),
+                "batches per validation; train.eval_interval = 0 turns validation off");
+  if (loss_chunk_tokens < 0)
+    throw Error(fmt::format("train.loss_chunk_tokens = {} is not valid: expected an integer >= 0", loss_chunk_tokens),
+                "0 = auto (~32 MiB of fp32 logits per chunk)");
   if (eval_interval < 0) throw Error(fmt::format("train.eval_interval = {} must be >= 0", eval_interval));
   if (run_dir.empty()) throw Error("train.run_dir is empty", "set --run-dir DIR");
   if (!(stop_after_minutes >= 0))

@@ -24,8 +24,10 @@ struct TrainConfig {
   uint64_t seed = 1234;
   PrecisionSetting precision_setting = PrecisionSetting::kAuto;  // the key train.precision
   Precision precision = Precision::kF32;                         // what runs (for "auto": settled at start)
-  std::string precision_reason;   // why ("train.precision = \"bf16\"", "auto: the CPU has ...")
-  std::string device = "cpu";     // train.device: where each rank's ops run: "cpu", "cuda" or "auto"
+  std::string precision_reason;             // why ("train.precision = \"bf16\"", "auto: the CPU has ...")
+  std::string device = "cpu";               // train.device: where each rank's ops run: "cpu", "cuda" or "auto"
+  static constexpr int kMaxThreads = 4096;  // train.threads, as OMP_NUM_THREADS
+  static constexpr int64_t kMaxStepTokens = int64_t{1} << 40;  // train.batch_size x train.seq_len
   int threads = 0;                // OpenMP threads per rank; 0 = the device backend's rule (train/threads.h)
   int64_t log_interval = 1;       // progress line every N steps (metrics.jsonl gets every step)
   int64_t eval_interval = 0;      // validation every N steps; 0 = never

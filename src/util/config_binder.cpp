@@ -2,9 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "util/error.h"
 #include "util/strings.h"
@@ -25,6 +29,35 @@ std::string config_value_to_string(const ConfigValue& v) {
       v);
 }
 
+namespace {
+
+// TOML's prefixed integers: 0x (hex), 0o (octal), 0b (binary), unsigned, underscores already
+// removed. nullopt when the text is not one (or does not fit in int64: then it is read as a float).
+std::optional<int64_t> prefixed_integer(const std::string& t) {
+  if (t.size() < 3 || t[0] != '0') return std::nullopt;
+  const int base = t[1] == 'x' ? 16 : t[1] == 'o' ? 8 : t[1] == 'b' ? 2 : 0;
+  if (base == 0) return std::nullopt;
+  const char* digits = t.c_str() + 2;
+  if (!std::isxdigit(static_cast<unsigned char>(*digits))) return std::nullopt;  // no sign, no space
+  char* end = nullptr;
+  errno = 0;
+  long long i = std::strtoll(digits, &end, base);
+  if (end != t.c_str() + t.size() || errno != 0) return std::nullopt;
+  return int64_t{i};
+}
+
+}  // namespace
+
+bool float_underflows(const std::string& raw) {
+  std::string t(trim(raw));
+  std::erase(t, '_');
+  if (t.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  const double d = std::strtod(t.c_str(), &end);
+  return end == t.c_str() + t.size() && errno == ERANGE && std::abs(d) < std::numeric_limits<double>::min();
+}
+
 ConfigValue parse_config_value(const std::string& raw) {
   std::string text(trim(raw));
   if (text == "true") return true;
@@ -34,12 +67,20 @@ ConfigValue parse_config_value(const std::string& raw) {
   {
     std::string t = text;
     std::erase(t, '_');
+    if (auto i = prefixed_integer(t)) return *i;
     char* end = nullptr;
     errno = 0;
     long long i = std::strtoll(t.c_str(), &end, 10);
     if (!t.empty() && end == t.c_str() + t.size() && errno == 0) return int64_t{i};
+    errno = 0;
     double d = std::strtod(t.c_str(), &end);
-    if (!t.empty() && end == t.c_str() + t.size()) return d;
+    if (!t.empty() && end == t.c_str() + t.size()) {
+      if (float_underflows(text)) {
+        throw Error(fmt::format("{} is too small for a double: it would read as {}", text, d),
+                    "write 0 if zero is meant");
+      }
+      return d;
+    }
   }
   return text;
 }
@@ -74,7 +115,15 @@ void ConfigBinder::add_number(const std::string& key, T* p, const std::string& d
         return;
       }
     } else {
-      if (auto* i = std::get_if<int64_t>(&v)) {
+      // A float that is a whole number (1e3, 16.0; TOML and --set alike) is that integer; only
+      // below 2^53, where every integer is a float, so that the value is the one written.
+      ConfigValue whole = v;
+      if (auto* d = std::get_if<double>(&v)) {
+        if (!(std::abs(*d) < 0x1p53 && std::trunc(*d) == *d))
+          bad_value(key, v, fmt::format("{} (a float counts only when it is a whole number below 2^53)", type), origin);
+        whole = static_cast<int64_t>(*d);
+      }
+      if (auto* i = std::get_if<int64_t>(&whole)) {
         if (*i < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
             (*i > 0 && static_cast<uint64_t>(*i) > static_cast<uint64_t>(std::numeric_limits<T>::max())))
           bad_value(key, v, fmt::format("{} in range", type), origin);

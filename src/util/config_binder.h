@@ -29,6 +29,10 @@ std::string config_value_to_string(const ConfigValue& v);
 // true → bool, "x" or x → string.
 ConfigValue parse_config_value(const std::string& text);
 
+// Whether a float literal is too small for a double: strtod reads "1e-400" as 0 (or a subnormal),
+// a value nobody wrote. parse_config_value refuses one; the TOML reader checks the file's.
+bool float_underflows(const std::string& raw);
+
 class ConfigBinder {
  public:
   void add(const std::string& key, int* p, const std::string& doc);

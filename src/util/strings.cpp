@@ -71,6 +71,9 @@ std::string human_bytes(double bytes) {
 std::string human_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
   if (seconds < 60) return fmt::format("{:.1f}s", seconds);
+  // Beyond a thousand years days and hours say nothing (and past 2^63 s they overflow).
+  constexpr double kYear = 365.25 * 86400;
+  if (seconds >= 1000 * kYear) return fmt::format("{:.3g} years", seconds / kYear);
   auto s = static_cast<long long>(seconds);
   if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
   if (s < 86400) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);

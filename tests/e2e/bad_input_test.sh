@@ -508,6 +508,129 @@ case_out_of_memory_words() {
     bash -c "ulimit -v 300000; exec '$FT' schedule --pp 64 --micro-batches 100000000"
 }
 
+# ---- issue 30, round two ----------------------------------------------------------------------------
+# 10: values the config accepted crashed the run (SIGFPE, SIGSEGV) or ran away; each is now one
+# error line before any work: no run directory, no GEMM peak recorded.
+case_round2_overflows() {
+  export FLUXTRAIN_PEAK_FILE=$WORK/peak.json
+  expect_exit 2 "model.vocab_size = 1 is not valid: expected an integer from 2 to 2147483647" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set model.vocab_size=1
+  expect_exit 2 "train.threads = 100000 is not valid: expected an integer from 0 to 4096" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.threads=100000
+  expect_exit 2 "train.batch_size = 9223372036854775807 sequences of train.seq_len = 32 tokens is more than" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.batch_size=9223372036854775807 \
+    --set train.micro_batch_size=1
+  expect_exit 2 "train.batch_size = 16777216 in micro-batches of 1 is 16777216 micro-batches per rank: at most 1048576" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.batch_size=16777216 \
+    --set train.micro_batch_size=1
+  expect_exit 2 "model.ffn_dim 4611686018427387904, model.vocab_size 256) and micro-batch (8 x 32 tokens) need about" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set model.ffn_dim=4611686018427387904
+  [ ! -e run ] && [ ! -e peak.json ] || fail "a refused start left a run directory or a peak file"
+  # More threads than this process's CPUs measure contention: used by the run, never recorded.
+  local cpus over
+  cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+  over=$((cpus + 1))
+  train_tiny "$WORK/over" --set train.steps=1 --set train.threads=$over
+  ! grep -q "\"threads\": *$over\b" peak.json 2>/dev/null || fail "a $over-thread peak was recorded on $cpus CPUs"
+  grep -q "the GEMM peak on $over threads is not recorded" over.log || fail "no word on the peak: $(tail -n 3 over.log)"
+  echo "  ok: $(grep -o 'the GEMM peak on.*' over.log | head -1)"
+}
+
+# 11: a generation that would pass model.max_seq_len is refused before generating.
+case_round2_generate_limit() {
+  train_tiny "$WORK/run" --set train.steps=1 --set ckpt.interval=1
+  expect_exit 2 "--max-tokens 9223372036854775807: the prompt's 3 tokens and 9223372036854775807 new ones would pass the checkpoint's model.max_seq_len = 4096" \
+    "$FT" generate --ckpt run --tokens "1 2 3" --max-tokens 9223372036854775807
+  expect_exit 2 "--max-tokens 4095: the prompt's 3 tokens and 4095 new ones would pass" \
+    "$FT" generate --ckpt run --tokens "1 2 3" --max-tokens 4095
+  "$FT" generate --ckpt run --tokens "1 2 3" --max-tokens 8 >/dev/null 2>&1 || fail "a short generation failed"
+}
+
+# 12: the planner's totals: no negative duration for a huge token count; inf and nan are no price.
+case_round2_plan_values() {
+  local out
+  out=$("$FT" plan --model tiny --gpu a100-80gb --tokens 1e30 2>&1) || fail "plan --tokens 1e30 failed: $out"
+  grep -q "^training .* years (" <<<"$out" && ! grep -q -- '-[0-9]*m-' <<<"$out" ||
+    fail "the duration of 1e30 tokens: $(grep training <<<"$out")"
+  echo "  ok: $(grep -o 'steps, [^(]*(' <<<"$out")"
+  expect_exit 2 "--tokens inf: expected a count" "$FT" plan --model tiny --gpu a100-80gb --tokens inf
+  expect_exit 2 "--price inf is not valid: expected a finite number of USD per GPU-hour >= 0" \
+    "$FT" plan --model tiny --gpu a100-80gb --tokens 1e9 --price inf
+  expect_exit 2 "--price nan is not valid: expected a finite number of USD per GPU-hour >= 0" \
+    "$FT" plan --model tiny --gpu a100-80gb --tokens 1e9 --price nan
+}
+
+# 20: prepare --nproc takes the rule of train, launch and plan.
+case_round2_prepare_nproc() {
+  expect_exit 2 "--nproc: 0 is not valid: expected an integer >= 1" "$FT" prepare --input "$text" --out ds "${prep[@]}" --nproc 0
+  expect_exit 2 "--nproc: -3 is not valid: expected an integer >= 1" "$FT" prepare --input "$text" --out ds "${prep[@]}" --nproc -3
+  [ ! -e ds ] || fail "a refused prepare wrote ds"
+}
+
+# 24: ckpt verify exits 1 for a damaged manifest, as for a damaged piece (docs/formats.md).
+case_round2_verify_manifest() {
+  train_tiny "$WORK/run" --set train.steps=1 --set ckpt.interval=1
+  local m=run/checkpoints/step_00000001/manifest.json
+  sed -i 's/"step": 1/"step": 2/' $m
+  expect_exit 1 "manifest.json: the manifest's checksum does not match its contents" "$FT" ckpt verify run
+  echo garbage >$m
+  expect_exit 1 "manifest.json: not JSON" "$FT" ckpt verify run/checkpoints/step_00000001
+  expect_exit 2 "no checkpoint found" "$FT" ckpt verify "$WORK/nothing"
+}
+
+# 25: --set reads integers as TOML does (0x, 0o, 0b, underscores); a float that is a whole number
+# (1e3) is that integer for an integer key, in the file and in --set alike; 1.5 is not.
+case_round2_set_integers() {
+  local v want
+  for v in 0x10:16 0o20:16 0b10000:16 1e3:1000 1_000:1000 16.0:16; do
+    want=${v#*:}
+    "$FT" config --config "$cfg" --set train.steps="${v%%:*}" 2>&1 | grep -q "\"steps\": $want," ||
+      fail "--set train.steps=${v%%:*} is not $want: $("$FT" config --config "$cfg" --set train.steps="${v%%:*}" 2>&1 | tail -n 2)"
+    printf '[train]\nsteps = %s\n' "${v%%:*}" >c.toml
+    "$FT" config --config c.toml 2>&1 | grep -q "\"steps\": $want," || fail "steps = ${v%%:*} in a TOML file is not $want"
+  done
+  echo "  ok: 0x10, 0o20, 0b10000, 16.0 -> 16; 1e3, 1_000 -> 1000 (--set and TOML)"
+  expect_exit 2 "--set: train.steps = 1.5 is not valid: expected an integer (a float counts only when it is a whole number below 2^53)" \
+    "$FT" config --config "$cfg" --set train.steps=1.5
+  expect_exit 2 "train.steps = 1e+30 is not valid: expected an integer" "$FT" config --config "$cfg" --set train.steps=1e30
+  "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=0x2 >log 2>&1 || fail "0x2 steps: $(tail -n 3 log)"
+  [ "$(wc -l <run/metrics.jsonl)" -ge 2 ] || fail "train.steps=0x2 did not train 2 steps"
+}
+
+# 16: URLs other than s3:// and gs:// were read as local paths ("prepare --out ftp://host/x").
+case_round2_url_schemes() {
+  expect_exit 2 "data.path ftp://host/x: the URL scheme ftp:// is not supported (only s3:// and gs:// are)" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set data.source=\"dataset\" --set data.path=\"ftp://host/x\"
+  expect_exit 2 "data.path GS://b/x: URL schemes are lower case: gs://" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set data.source=\"dataset\" --set data.path=\"GS://b/x\"
+  expect_exit 2 "data.mixture source http://b/x: the URL scheme http:// is not supported" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set data.source=\"dataset\" \
+    --set data.mixture=\"http://b/x#en=0.5,ds#ru=0.5\"
+  expect_exit 2 "--input ftp://host/x: the URL scheme ftp:// is not supported" "$FT" prepare --input ftp://host/x --out ds "${prep[@]}"
+  expect_exit 2 "--out hdfs://nn/x: the URL scheme hdfs:// is not supported" "$FT" prepare --input "$text" --out hdfs://nn/x "${prep[@]}"
+  expect_exit 2 "DIR http://b/x: the URL scheme http:// is not supported" "$FT" data verify http://b/x
+  [ ! -e run ] && [ ! -e ds ] && [ ! -e hdfs: ] || fail "a refused command wrote its output"
+}
+
+# 19: nonsense values that ran in silence (dedup off, a validation loss of nan, ...).
+case_round2_nonsense_values() {
+  expect_exit 2 "--near-dup-threshold nan must be in [0, 1]" \
+    "$FT" prepare --input "$text" --out ds "${prep[@]}" --near-dup-threshold nan
+  expect_exit 2 "train.eval_batches = 0 is not valid: expected an integer >= 1" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.eval_batches=0
+  expect_exit 2 "model.init_std = -1 is not valid: expected a number > 0" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set model.init_std=-1
+  expect_exit 2 "train.loss_chunk_tokens = -1 is not valid: expected an integer >= 0" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.loss_chunk_tokens=-1
+  expect_exit 2 "--set: optim.lr = 1e-400 is too small for a double: it would read as 0" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set optim.lr=1e-400
+  printf '[optim]\nlr = 1e-400\n' >lr.toml
+  expect_exit 2 "lr.toml: optim.lr = 1e-400 is too small for a double" "$FT" train --config lr.toml --run-dir "$WORK/run"
+  [ ! -e run ] && [ ! -e ds ] || fail "a refused command wrote its output"
+  train_tiny "$WORK/r1" --set train.steps=1 --set ckpt.interval=1
+  expect_exit 2 "train.eval_batches = 0 is not valid" "$FT" eval --ckpt r1 --set train.eval_batches=0
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then

@@ -57,6 +57,39 @@ TEST(Config, WrongTypeAndBadEnum) {
   EXPECT_NE(error_of("", {"train.precision=fp8"}).find("\"bf16\""), std::string::npos);
 }
 
+// Issue 30 point 25: --set reads integers as TOML does (0x, 0o, 0b, underscores), and an integer
+// key takes a float that is a whole number below 2^53 (1e3), from --set and the file alike.
+TEST(Config, IntegersAsTomlWritesThem) {
+  for (auto [text, want] :
+       {std::pair{"0x10", 16}, {"0o20", 16}, {"0b10000", 16}, {"1_000", 1000}, {"1e3", 1000}, {"16.0", 16}}) {
+    EXPECT_EQ(load_config("", {std::string("train.steps=") + text}).train.steps, want) << text;
+    EXPECT_EQ(load_config(write_tmp(std::string("[train]\nsteps = ") + text + "\n"), {}).train.steps, want) << text;
+  }
+  EXPECT_NE(error_of("", {"train.steps=1.5"}).find("train.steps = 1.5 is not valid: expected an integer"),
+            std::string::npos);
+  EXPECT_NE(error_of("", {"train.steps=1e30"}).find("is not valid: expected an integer"), std::string::npos);
+  EXPECT_NE(error_of("", {"train.threads=0x100000000"}).find("in range"), std::string::npos);
+  EXPECT_NE(error_of("", {"train.steps=0xZZ"}).find("expected an integer"), std::string::npos);
+  // A float too small for a double is not silently 0 (point 19); 0 written as such is.
+  EXPECT_NE(error_of("", {"optim.lr=1e-400"}).find("optim.lr = 1e-400 is too small for a double"), std::string::npos);
+  EXPECT_NE(error_of(write_tmp("[optim]\nlr = 1e-400\n"), {}).find("optim.lr = 1e-400 is too small"),
+            std::string::npos);
+  EXPECT_EQ(load_config(write_tmp("[optim]\nlr = 0.0\n"), {"optim.weight_decay=0e0"}).optim.lr, 0.0);
+}
+
+// Issue 30 point 10: values that crashed or overflowed a run are refused at load.
+TEST(Config, SizesThatWouldOverflowAreRefused) {
+  EXPECT_NE(error_of("", {"model.vocab_size=1"}).find("expected an integer from 2 to 2147483647"), std::string::npos);
+  EXPECT_NE(error_of("", {"train.threads=4097"}).find("expected an integer from 0 to 4096"), std::string::npos);
+  EXPECT_EQ(load_config("", {"train.threads=4096"}).train.threads, 4096);
+  EXPECT_NE(error_of("", {"train.batch_size=9223372036854775807", "train.micro_batch_size=1"}).find("tokens per step"),
+            std::string::npos);
+  EXPECT_NE(error_of("", {"train.batch_size=2097152", "train.micro_batch_size=1"}).find("micro-batches per rank"),
+            std::string::npos);
+  EXPECT_NE(error_of("", {"model.ffn_dim=4611686018427387904"}).find("more than the 2^60"), std::string::npos);
+  EXPECT_NE(error_of("", {"model.dim=0"}).find("| set model.dim to an integer >= 1"), std::string::npos);
+}
+
 // train.device: "cpu" (the default), "cuda" or "auto"; whether a GPU can be used is the trainer's
 // question (the device runtime), so the config accepts "cuda"; any other value names what is
 // accepted.

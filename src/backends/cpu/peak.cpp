@@ -18,6 +18,7 @@
 #include "backends/cpu/gemm.h"
 #include "tensor/dtype.h"
 #include "util/clock.h"
+#include "util/cpu_budget.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -373,6 +374,13 @@ double gemm_peak_gflops(Precision precision, int threads, const PeakOptions& opt
   log_info("measuring the {} GEMM peak on {} thread(s), {} (once per machine; recorded in {})",
            precision_name(precision), threads, isa, path);
   PeakRecord r = measure_gemm_peak(precision, threads, options);
+  // More threads than the CPUs this process may use measure contention, not the machine: such a
+  // figure serves this run only, and never enters the file that later runs trust.
+  if (const int usable = read_cpu_budget().usable(); threads > usable) {
+    log_warn("the GEMM peak on {} threads is not recorded: more threads than the {} CPU(s) this process may use",
+             threads, usable);
+    return r.gflops;
+  }
   try {
     record_peak(path, r);
   } catch (const Error& e) {

@@ -483,7 +483,7 @@ class DocumentSorter {
     for (int sp = 0; sp < 2; ++sp)
       for (int l = 0; l < 3; ++l)
         acc[sp].spill[l] = std::make_unique<SpillWriter>(spill_path(staging, split_names[sp], l, "text"));
-    if (opt.near_dup_threshold < 0 || opt.near_dup_threshold > 1) {
+    if (!(opt.near_dup_threshold >= 0 && opt.near_dup_threshold <= 1)) {  // nan too: not "dedup off"
       throw Error(fmt::format("--near-dup-threshold {} must be in [0, 1]", opt.near_dup_threshold),
                   "0 keeps near-duplicates; 0.8 drops documents whose 5-word shingles overlap an earlier one's by 80%");
     }
