@@ -32,7 +32,8 @@ TEST(HostThreads, TheCpuRuleTakesTheUsersCountThenTheEnvironmentThenItsShare) {
 TEST(HostThreads, AGpuRankKeepsAFewUnlessTheUserSaysOtherwise) {
   const ThreadChoice g = gpu_host_threads(offered(64, 2));
   EXPECT_EQ(g.threads, kGpuHostThreads);
-  EXPECT_NE(g.source.find("64 usable CPUs shared by 2 ranks"), std::string::npos) << "names the share it capped: " << g.source;
+  EXPECT_NE(g.source.find("64 usable CPUs shared by 2 ranks"), std::string::npos)
+      << "names the share it capped: " << g.source;
   EXPECT_NE(g.source.find("at most 4"), std::string::npos) << g.source;
   EXPECT_EQ(gpu_host_threads(offered(2, 1)).threads, 2);  // fewer than the cap: the share
   HostCpus user = offered(64, 2);

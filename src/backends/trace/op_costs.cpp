@@ -125,6 +125,19 @@ OpRecord rope_backward(float*, const float*, const float*, int64_t B, int64_t T,
   const double n = d(B * T * (H + Hkv) * D);
   return rec("rope_backward", attn_shape(B, T, H, Hkv, D), kF32 * (n + d(T * D)), kF32 * n, 3 * n);
 }
+// The bf16 forms (rope.cu's rope_bf16_kernel, and rope_values_kernel copying the value heads when
+// out is not in): the pairs read (fp32 or bf16) and written in bf16, the tables' rows read.
+OpRecord rope_forward_bf16(uint16_t*, const float*, const float*, const float*, int64_t B, int64_t T, int64_t H,
+                           int64_t Hkv, int64_t D, int64_t) {
+  const double n = d(B * T * (H + Hkv) * D), v = d(B * T * Hkv * D);
+  return rec("rope_forward_bf16", attn_shape(B, T, H, Hkv, D), kF32 * (n + v + d(T * D)), kB16 * (n + v), 3 * n, 2);
+}
+OpRecord rope_backward_bf16(uint16_t* out, const uint16_t* in, const float*, const float*, int64_t B, int64_t T,
+                            int64_t H, int64_t Hkv, int64_t D, int64_t) {
+  const double n = d(B * T * (H + Hkv) * D), v = out == in ? 0 : d(B * T * Hkv * D);
+  return rec("rope_backward_bf16", attn_shape(B, T, H, Hkv, D), kB16 * (n + v) + kF32 * d(T * D), kB16 * (n + v), 3 * n,
+             v > 0 ? 2 : 1);
+}
 OpRecord rope_tables(float*, float*, int64_t max_pos, int64_t D, float) {
   return rec("rope_tables", fmt::format("max_pos={} D={}", max_pos, D), 0, kF32 * d(max_pos * D), 4 * d(max_pos * D));
 }
@@ -148,6 +161,25 @@ OpRecord attention_backward(float*, const float*, const float*, const float*, co
   const double qkv = d(B * T * (H + 2 * Hkv) * D), o = d(B * T * H * D);
   OpRecord r = rec("attention_backward", attn_shape(B, T, H, Hkv, D), kF32 * (qkv + 3 * o + d(B * H * T)),
                    kF32 * (qkv + d(B * H * T)), 7 * causal_product(B, T, H, D), 3, OpKind::kFlashFp32);
+  r.attention = plan::AttentionShape{.B = B, .T = T, .H = H, .Hkv = Hkv, .D = D, .backward = true};
+  return r;
+}
+
+// The bf16 attention (attention_bf16.cpp): cuDNN SDPA, one fused kernel each way; priced at
+// cuDNN's rate for the shape (plan/roofline). FLOPs as FlashAttention counts them: forward 2
+// causal products (q kᵀ, P v), backward 2.5 times that (S and dP recomputed once, dV, dQ, dK).
+OpRecord attention_forward_bf16(uint16_t*, float*, const uint16_t*, int64_t B, int64_t T, int64_t H, int64_t Hkv,
+                                int64_t D) {
+  OpRecord r = rec("attention_forward_bf16", attn_shape(B, T, H, Hkv, D), kB16 * d(B * T * (H + 2 * Hkv) * D),
+                   kB16 * d(B * T * H * D) + kF32 * d(B * H * T), 2 * causal_product(B, T, H, D), 1, OpKind::kSdpa);
+  r.attention = plan::AttentionShape{.B = B, .T = T, .H = H, .Hkv = Hkv, .D = D, .backward = false};
+  return r;
+}
+OpRecord attention_backward_bf16(uint16_t*, const uint16_t*, const uint16_t*, const uint16_t*, const float*, int64_t B,
+                                 int64_t T, int64_t H, int64_t Hkv, int64_t D) {
+  const double qkv = d(B * T * (H + 2 * Hkv) * D), o = d(B * T * H * D);
+  OpRecord r = rec("attention_backward_bf16", attn_shape(B, T, H, Hkv, D), kB16 * (qkv + 2 * o) + kF32 * d(B * H * T),
+                   kB16 * qkv, 5 * causal_product(B, T, H, D), 1, OpKind::kSdpa);
   r.attention = plan::AttentionShape{.B = B, .T = T, .H = H, .Hkv = Hkv, .D = D, .backward = true};
   return r;
 }
