@@ -15,7 +15,7 @@ command -v "$CXX" >/dev/null || { echo "run_ckpt_fuzz: $CXX not found (scripts/i
 srcs=("$root/src/ckpt/ckpt_manifest.cpp" "$root/src/ckpt/pieces.cpp" "$root/src/ckpt/crypto.cpp"
       "$root/src/util/safetensors.cpp" "$root/src/util/checksum.cpp" "$root/src/tensor/tensor.cpp"
       "$root/src/tensor/memory.cpp" "$root/src/tensor/dtype.cpp" "$root/src/tensor/f16_convert.cpp"
-      "$root/src/tensor/backend.cpp"
+      "$root/src/tensor/backend.cpp" "$root/src/tensor/host_threads.cpp"
       "$root/src/util/error.cpp" "$root/src/util/fs.cpp"
       "$root/src/util/log.cpp" "$root/src/util/strings.cpp")
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined

@@ -41,6 +41,24 @@ double causal_flops(const Shape& s) {
   return 2.0 * s["B"] * s["H"] * s["T"] * s["T"] * s["D"];
 }
 
+// The backward rows' gradient check: loss = Σ dout ∘ attention(qkv) in double, and its gradient.
+double attention_loss64(const Case& c, const Inputs64& in) {
+  const Shape& s = c.shape();
+  std::vector<double> out(static_cast<size_t>(out_size(s))), lse(static_cast<size_t>(lse_size(s)));
+  ref_impl::attention_forward(out.data(), lse.data(), in64(in, "qkv").data(), s["B"], s["T"], s["H"], s["Hkv"], s["D"]);
+  return dot64(in64(in, "dout"), out);
+}
+std::vector<double> attention_grad64(const Case& c, const Inputs64& in) {
+  const Shape& s = c.shape();
+  const std::vector<double>& qkv = in64(in, "qkv");
+  std::vector<double> out(static_cast<size_t>(out_size(s))), lse(static_cast<size_t>(lse_size(s)));
+  ref_impl::attention_forward(out.data(), lse.data(), qkv.data(), s["B"], s["T"], s["H"], s["Hkv"], s["D"]);
+  std::vector<double> d(static_cast<size_t>(qkv_size(s)));
+  ref_impl::attention_backward(d.data(), in64(in, "dout").data(), qkv.data(), out.data(), lse.data(), s["B"], s["T"],
+                               s["H"], s["Hkv"], s["D"]);
+  return d;
+}
+
 class AttentionForward final : public OpCase {
  public:
   std::vector<Shape> test_shapes() const override {
@@ -95,22 +113,9 @@ class AttentionBackward final : public OpCase {
 
   std::vector<GradOf> grads() const override { return {{"dqkv", "qkv", false}}; }
   std::vector<Shape> grad_shapes() const override { return {attn(1, 6, 4, 2, 16), attn(2, 3, 2, 2, 16)}; }
-  double loss64(const Case& c, const Inputs64& in) const override {
-    const Shape& s = c.shape();
-    std::vector<double> out(static_cast<size_t>(out_size(s))), lse(static_cast<size_t>(lse_size(s)));
-    ref_impl::attention_forward(out.data(), lse.data(), in64(in, "qkv").data(), s["B"], s["T"], s["H"], s["Hkv"],
-                                s["D"]);
-    return dot64(in64(in, "dout"), out);
-  }
+  double loss64(const Case& c, const Inputs64& in) const override { return attention_loss64(c, in); }
   std::map<std::string, std::vector<double>> backward64(const Case& c, const Inputs64& in) const override {
-    const Shape& s = c.shape();
-    const std::vector<double>& qkv = in64(in, "qkv");
-    std::vector<double> out(static_cast<size_t>(out_size(s))), lse(static_cast<size_t>(lse_size(s)));
-    ref_impl::attention_forward(out.data(), lse.data(), qkv.data(), s["B"], s["T"], s["H"], s["Hkv"], s["D"]);
-    std::vector<double> d(static_cast<size_t>(qkv_size(s)));
-    ref_impl::attention_backward(d.data(), in64(in, "dout").data(), qkv.data(), out.data(), lse.data(), s["B"], s["T"],
-                                 s["H"], s["Hkv"], s["D"]);
-    return {{"dqkv", d}};
+    return {{"dqkv", attention_grad64(c, in)}};
   }
   // Relative to the largest gradient, as the attention kernels' errors are.
   Tol grad_tol() const override { return Tol::rel_max(5e-6); }
@@ -173,22 +178,9 @@ class AttentionBackwardBf16 final : public OpCase {
 
   std::vector<GradOf> grads() const override { return {{"dqkv", "qkv", false}}; }
   std::vector<Shape> grad_shapes() const override { return {attn(1, 6, 4, 2, 16), attn(2, 3, 2, 2, 16)}; }
-  double loss64(const Case& c, const Inputs64& in) const override {
-    const Shape& s = c.shape();
-    std::vector<double> out(static_cast<size_t>(out_size(s))), lse(static_cast<size_t>(lse_size(s)));
-    ref_impl::attention_forward(out.data(), lse.data(), in64(in, "qkv").data(), s["B"], s["T"], s["H"], s["Hkv"],
-                                s["D"]);
-    return dot64(in64(in, "dout"), out);
-  }
+  double loss64(const Case& c, const Inputs64& in) const override { return attention_loss64(c, in); }
   std::map<std::string, std::vector<double>> backward64(const Case& c, const Inputs64& in) const override {
-    const Shape& s = c.shape();
-    const std::vector<double>& qkv = in64(in, "qkv");
-    std::vector<double> out(static_cast<size_t>(out_size(s))), lse(static_cast<size_t>(lse_size(s)));
-    ref_impl::attention_forward(out.data(), lse.data(), qkv.data(), s["B"], s["T"], s["H"], s["Hkv"], s["D"]);
-    std::vector<double> d(static_cast<size_t>(qkv_size(s)));
-    ref_impl::attention_backward(d.data(), in64(in, "dout").data(), qkv.data(), out.data(), lse.data(), s["B"], s["T"],
-                                 s["H"], s["Hkv"], s["D"]);
-    return {{"dqkv", d}};
+    return {{"dqkv", attention_grad64(c, in)}};
   }
   // bf16 out (in delta) and dqkv: about a bf16 step of the largest gradient.
   Tol grad_tol() const override { return bf16_rel(); }

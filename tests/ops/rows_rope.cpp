@@ -50,6 +50,24 @@ std::vector<double> tables64(const Case& c, bool cos) {
   return t;
 }
 
+// The backward rows' gradient check: loss = Σ w ∘ rope(qkv) in double, w = "dqkv" (the gradient
+// the backward starts from), and its gradient, the inverse rotation of w.
+std::vector<Shape> rope_grad_shapes() {
+  return {{{"B", 2}, {"T", 3}, {"H", 2}, {"Hkv", 1}, {"D", 6}, {"pos0", 2}}};
+}
+double rope_loss64(const Case& c, const Inputs64& in) {
+  std::vector<double> out = in64(in, "qkv");
+  const std::vector<double> cos = tables64(c, true), sin = tables64(c, false);
+  ref_impl::rope_apply(out.data(), cos.data(), sin.data(), c["B"], c["T"], c["H"], c["Hkv"], c["D"], c["pos0"], 1.0);
+  return dot64(in64(in, "dqkv"), out);
+}
+std::vector<double> rope_grad64(const Case& c, const Inputs64& in) {
+  std::vector<double> d = in64(in, "dqkv");
+  const std::vector<double> cos = tables64(c, true), sin = tables64(c, false);
+  ref_impl::rope_apply(d.data(), cos.data(), sin.data(), c["B"], c["T"], c["H"], c["Hkv"], c["D"], c["pos0"], -1.0);
+  return d;
+}
+
 class RopeForward final : public OpCase {
  public:
   std::vector<Shape> test_shapes() const override { return rope_shapes(); }
@@ -86,20 +104,10 @@ class RopeBackward final : public OpCase {
   Cost cost(const Shape& s) const override { return rope_cost(s); }
 
   std::vector<GradOf> grads() const override { return {{"dqkv", "qkv", false}}; }
-  std::vector<Shape> grad_shapes() const override {
-    return {{{"B", 2}, {"T", 3}, {"H", 2}, {"Hkv", 1}, {"D", 6}, {"pos0", 2}}};
-  }
-  double loss64(const Case& c, const Inputs64& in) const override {
-    std::vector<double> out = in64(in, "qkv");
-    const std::vector<double> cos = tables64(c, true), sin = tables64(c, false);
-    ref_impl::rope_apply(out.data(), cos.data(), sin.data(), c["B"], c["T"], c["H"], c["Hkv"], c["D"], c["pos0"], 1.0);
-    return dot64(in64(in, "dqkv"), out);  // the gradient the backward starts from
-  }
+  std::vector<Shape> grad_shapes() const override { return rope_grad_shapes(); }
+  double loss64(const Case& c, const Inputs64& in) const override { return rope_loss64(c, in); }
   std::map<std::string, std::vector<double>> backward64(const Case& c, const Inputs64& in) const override {
-    std::vector<double> d = in64(in, "dqkv");
-    const std::vector<double> cos = tables64(c, true), sin = tables64(c, false);
-    ref_impl::rope_apply(d.data(), cos.data(), sin.data(), c["B"], c["T"], c["H"], c["Hkv"], c["D"], c["pos0"], -1.0);
-    return {{"dqkv", d}};
+    return {{"dqkv", rope_grad64(c, in)}};
   }
 };
 
@@ -167,20 +175,10 @@ class RopeBackwardBf16 final : public OpCase {
   }
 
   std::vector<GradOf> grads() const override { return {{"dqkv16", "qkv", false}}; }
-  std::vector<Shape> grad_shapes() const override {
-    return {{{"B", 2}, {"T", 3}, {"H", 2}, {"Hkv", 1}, {"D", 6}, {"pos0", 2}}};
-  }
-  double loss64(const Case& c, const Inputs64& in) const override {
-    std::vector<double> out = in64(in, "qkv");
-    const std::vector<double> cos = tables64(c, true), sin = tables64(c, false);
-    ref_impl::rope_apply(out.data(), cos.data(), sin.data(), c["B"], c["T"], c["H"], c["Hkv"], c["D"], c["pos0"], 1.0);
-    return dot64(in64(in, "dqkv"), out);
-  }
+  std::vector<Shape> grad_shapes() const override { return rope_grad_shapes(); }
+  double loss64(const Case& c, const Inputs64& in) const override { return rope_loss64(c, in); }
   std::map<std::string, std::vector<double>> backward64(const Case& c, const Inputs64& in) const override {
-    std::vector<double> d = in64(in, "dqkv");
-    const std::vector<double> cos = tables64(c, true), sin = tables64(c, false);
-    ref_impl::rope_apply(d.data(), cos.data(), sin.data(), c["B"], c["T"], c["H"], c["Hkv"], c["D"], c["pos0"], -1.0);
-    return {{"dqkv16", d}};
+    return {{"dqkv16", rope_grad64(c, in)}};
   }
   // One bf16 step of each value.
   Tol grad_tol() const override { return Tol::close(8e-3, 1e-6); }

@@ -110,21 +110,29 @@ TEST(StepTrace, Fp32StepRunsFp32Gemms) {
 }
 
 TEST(StepTrace, AttentionReadBackAndUpdate) {
-  const Config cfg = tiny("bf16");
-  const plan::OpTrace t = trace_training_step(cfg);
-  const ModelConfig& m = cfg.model;
-  // Today's bf16 step runs the fp32 flash kernels, once per block each way.
-  EXPECT_EQ(calls(t, "attention_forward"), m.n_layers);
-  EXPECT_EQ(calls(t, "attention_backward"), m.n_layers);
-  const int64_t B = cfg.train.batch_size, T = cfg.train.seq_len, D = m.dim / m.n_heads;
-  for (const plan::OpRecord& r : t.ops) {
-    if (r.op == "attention_forward") {
-      EXPECT_DOUBLE_EQ(r.flops, 2.0 * B * m.n_heads * T * T * D);
-    }
-    if (r.op == "attention_backward") {
-      EXPECT_DOUBLE_EQ(r.flops, 7.0 * B * m.n_heads * T * T * D);
+  const ModelConfig m = tiny("fp32").model;
+  // fp32 runs the flash kernels, bf16 the bf16 attention (cuDNN SDPA), once per block each way;
+  // the forward 2 causal products, the backward 7 (the flash kernels recompute twice) or 5.
+  for (const auto& [precision, fwd, bwd, bwd_products] :
+       {std::tuple{"fp32", "attention_forward", "attention_backward", 7.0},
+        std::tuple{"bf16", "attention_forward_bf16", "attention_backward_bf16", 5.0}}) {
+    const Config cfg = tiny(precision);
+    const plan::OpTrace t = trace_training_step(cfg);
+    EXPECT_EQ(calls(t, fwd), m.n_layers) << precision;
+    EXPECT_EQ(calls(t, bwd), m.n_layers) << precision;
+    const int64_t B = cfg.train.batch_size, T = cfg.train.seq_len, D = m.dim / m.n_heads;
+    for (const plan::OpRecord& r : t.ops) {
+      if (r.op == fwd) {
+        EXPECT_DOUBLE_EQ(r.flops, 2.0 * B * m.n_heads * T * T * D);
+      }
+      if (r.op == bwd) {
+        EXPECT_DOUBLE_EQ(r.flops, bwd_products * B * m.n_heads * T * T * D);
+      }
     }
   }
+  const Config cfg = tiny("bf16");
+  const plan::OpTrace t = trace_training_step(cfg);
+  EXPECT_EQ(calls(t, "attention_forward"), 0) << "bf16 training never takes the fp32 attention";
   // The host reads the step's scalars back once and sends the tokens and targets once.
   EXPECT_EQ(calls(t, "memcpy_d2h"), 1);
   EXPECT_EQ(calls(t, "memcpy_h2d"), 2);
