@@ -32,16 +32,15 @@ NamedShapes block_activation_shapes(const ModelConfig& m, int64_t B, int64_t T, 
 NamedShapes backward_scratch_shapes(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp,
                                     Precision precision) {
   const Local l(m, B, T, tp);
-  NamedShapes s = {{"d_res", {l.Ns, l.C}},  {"d_mid", {l.Ns, l.C}},     {"d_xn", {l.Ns, l.C}},   {"dh", {l.N, l.F}},
-                   {"dgu", {l.N, 2 * l.F}}, {"datt", {l.N, l.H * l.D}}, {"dqkv", {l.N, l.qkv()}}};
+  NamedShapes s = {{"d_res", {l.Ns, l.C}}, {"d_mid", {l.Ns, l.C}},  {"d_xn", {l.Ns, l.C}},
+                   {"dh", {l.N, l.F}},     {"dgu", {l.N, 2 * l.F}}, {"datt", {l.N, l.H * l.D}}};
+  if (precision != Precision::kBF16) s.push_back({"dqkv", {l.N, l.qkv()}});
   if (tp.sequence_parallel && tp.size > 1) {
     s.push_back({"full_in", {l.N, l.C}});   // all-gathered input of a column-parallel matmul
     s.push_back({"full_out", {l.N, l.C}});  // partial output of a row-parallel matmul
   }
-  if (precision == Precision::kBF16) {
-    s.push_back({"dy16", {l.N, std::max(l.C, l.qkv())}});  // d(out), d(x_mid) rounded once; bf16 dqkv
-    s.push_back({"a16", {l.N, l.H * l.D}});                // d(att) rounded for the bf16 attention
-  }
+  // bf16: d(out), d(x_mid) rounded once for their two GEMMs, then the bf16 attention's d(qkv)
+  if (precision == Precision::kBF16) s.push_back({"dy16", {l.N, std::max(l.C, l.qkv())}});
   return s;
 }
 
@@ -70,7 +69,7 @@ int64_t loss_chunk_tokens(const ModelConfig& m, int64_t configured, int64_t toke
 
 DType activation_dtype(const std::string& name, Precision precision) {
   if (precision != Precision::kBF16) return DType::kF32;
-  for (const char* n : {"xn1", "qkv", "att", "xn2", "h", "xf", "dgu", "dy16", "a16", "dlogits16"})
+  for (const char* n : {"xn1", "qkv", "att", "xn2", "gu", "h", "xf", "dh", "dgu", "datt", "dy16", "dlogits16"})
     if (name == n) return DType::kBF16;
   return DType::kF32;
 }

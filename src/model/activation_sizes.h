@@ -14,8 +14,10 @@
 //
 // With bf16 compute (Precision::kBF16) the tensors that only ever feed a GEMM are bf16: the norm
 // outputs xn1, xn2, xf and the SwiGLU output h (kept), the SwiGLU gradient dgu, and the
-// bf16-only scratch: dy16 (an fp32 gradient rounded once for the two GEMMs that read it), a16
-// (the attention output rounded for o_proj) and dlogits16 (one chunk's logits gradient).
+// bf16-only scratch: dy16 (an fp32 gradient rounded once for the two GEMMs that read it) and
+// dlogits16 (one chunk's logits gradient); so are the GEMM outputs whose consumer rounds anyway,
+// rounded in the GEMM's epilogue: qkv (RoPE), gu (SwiGLU), dh (SwiGLU's backward) and datt (the
+// bf16 attention's backward). The fp32 dqkv scratch is then not needed.
 #pragma once
 
 #include <cstdint>
@@ -52,7 +54,7 @@ struct TpSplit {
 NamedShapes block_activation_shapes(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp = {});
 // Backward scratch shared by all blocks of a micro-batch (with sequence parallelism also the two
 // (N, C) buffers around the tensor-parallel matmuls, used by forward too; with bf16 compute dy16
-// and a16).
+// instead of dqkv).
 NamedShapes backward_scratch_shapes(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp = {},
                                     Precision precision = Precision::kF32);
 // Residual stream ("res<i>": the input of layer i, and the span's output), then — when the span

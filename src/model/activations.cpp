@@ -28,10 +28,9 @@ void BlockActivations::allocate(const ModelConfig& m, int64_t B, int64_t T, cons
 void BackwardScratch::allocate(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp, Precision precision,
                                Device dev) {
   *this = BackwardScratch();
-  const std::pair<const char*, Tensor*> members[] = {{"d_res", &d_res}, {"d_mid", &d_mid},     {"d_xn", &d_xn},
-                                                     {"dh", &dh},       {"dgu", &dgu},         {"datt", &datt},
-                                                     {"dqkv", &dqkv},   {"full_in", &full_in}, {"full_out", &full_out},
-                                                     {"dy16", &dy16},   {"a16", &a16}};
+  const std::pair<const char*, Tensor*> members[] = {
+      {"d_res", &d_res}, {"d_mid", &d_mid},     {"d_xn", &d_xn},         {"dh", &dh},    {"dgu", &dgu}, {"datt", &datt},
+      {"dqkv", &dqkv},   {"full_in", &full_in}, {"full_out", &full_out}, {"dy16", &dy16}};
   for (auto& [name, shape] : backward_scratch_shapes(m, B, T, tp, precision))
     for (auto& [n, member] : members)
       if (name == n) *member = make(name, shape, precision, dev);

@@ -11,14 +11,15 @@
 //   lse   (B, H, T)                                 attention backward
 //   x_mid (N, C)   residual after attention         post_attention_layernorm backward
 //   xn2   (N, C), rstd2 (N)                         gate/up matmul, norm backward
-//   gu    (N, 2F)  gate and up projections          SwiGLU backward
+//   gu    (N, 2F)  gate and up projections          SwiGLU backward   (bf16 compute: bf16)
 //   h     (N, F)   SwiGLU output                    down_proj (dW)
 // The sizes are computed by model/activation_sizes.h, which the planner shares. A pipeline chunk
 // allocates a set for its own layers only (LayerSpan); layers keep their global numbers. Under
 // tensor parallelism a rank holds its share of heads/ffn/vocabulary, and with sequence
 // parallelism xn*, rstd*, x_mid and the residual stream hold only its Ns = N/tp tokens (TpSplit).
-// With bf16 compute xn1, xn2, h (and xf, dgu) are bf16: they only feed GEMMs
-// (activation_dtype()); allocate with the model's precision.
+// With bf16 compute xn1, xn2, h (and xf, dgu) are bf16: they only feed GEMMs; qkv, gu (and the
+// scratch's dh, datt) are the GEMMs' bf16-rounded outputs (activation_dtype()); allocate with the
+// model's precision.
 #pragma once
 
 #include <cstdint>
@@ -38,11 +39,11 @@ struct BlockActivations {
 
 // Scratch for backward, shared by all blocks of a micro-batch. full_in/full_out (sequence
 // parallelism only) hold the (N, C) all-gathered input of a column-parallel matmul and the
-// partial output of a row-parallel one, in forward and backward. dy16 and a16 (bf16 compute
-// only) hold a gradient rounded once for the GEMMs (or the bf16 attention) that read it; in bf16
-// compute dqkv also takes the QKV GEMM's fp32 output in forward, before RoPE rounds it.
+// partial output of a row-parallel one, in forward and backward. dy16 (bf16 compute only) holds
+// a gradient rounded once for the two GEMMs that read it, then the bf16 attention's d(qkv); dh and
+// datt are then bf16 (rounded by their GEMMs) and dqkv is not allocated.
 struct BackwardScratch {
-  Tensor d_res, d_mid, d_xn, dh, dgu, datt, dqkv, full_in, full_out, dy16, a16;
+  Tensor d_res, d_mid, d_xn, dh, dgu, datt, dqkv, full_in, full_out, dy16;
   void allocate(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp = {},
                 Precision precision = Precision::kF32, Device dev = Device::kCPU);
 };

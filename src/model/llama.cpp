@@ -15,19 +15,20 @@ void rmsnorm_into(const ExecContext& ctx, Tensor& out, float* rstd, const float*
     ops::rmsnorm_forward(ctx, out.data<float>(), rstd, x, weight, N, C, eps);
 }
 
-void swiglu_into(const ExecContext& ctx, Tensor& out, const float* gate_up, int64_t N, int64_t F) {
+// SwiGLU on tensors of one type: fp32, or bf16 (bf16 compute: the GEMMs write and read them).
+void swiglu_into(const ExecContext& ctx, Tensor& out, const Tensor& gate_up, int64_t N, int64_t F) {
   if (out.dtype() == DType::kBF16)
-    ops::swiglu_forward_bf16(ctx, out.data<uint16_t>(), gate_up, N, F);
+    ops::swiglu_forward_bf16(ctx, out.data<uint16_t>(), gate_up.data<uint16_t>(), N, F);
   else
-    ops::swiglu_forward(ctx, out.data<float>(), gate_up, N, F);
+    ops::swiglu_forward(ctx, out.data<float>(), gate_up.data<float>(), N, F);
 }
 
-void swiglu_backward_into(const ExecContext& ctx, Tensor& dgate_up, const float* dout, const float* gate_up, int64_t N,
-                          int64_t F) {
+void swiglu_backward_into(const ExecContext& ctx, Tensor& dgate_up, const Tensor& dout, const Tensor& gate_up,
+                          int64_t N, int64_t F) {
   if (dgate_up.dtype() == DType::kBF16)
-    ops::swiglu_backward_bf16(ctx, dgate_up.data<uint16_t>(), dout, gate_up, N, F);
+    ops::swiglu_backward_bf16(ctx, dgate_up.data<uint16_t>(), dout.data<uint16_t>(), gate_up.data<uint16_t>(), N, F);
   else
-    ops::swiglu_backward(ctx, dgate_up.data<float>(), dout, gate_up, N, F);
+    ops::swiglu_backward(ctx, dgate_up.data<float>(), dout.data<float>(), gate_up.data<float>(), N, F);
 }
 
 }  // namespace
@@ -90,6 +91,21 @@ void Llama::matmul(float* C, Operand A, Operand B, int64_t M, int64_t N, int64_t
   if (A.bf16 && B.bf16) return ops::matmul_bf16(ctx_, C, A.bf16, B.bf16, M, N, K, ta, tb, beta);
   FT_CHECK(A.f32 && B.f32, "matmul M={} N={} K={} mixes an fp32 and a bf16 operand", M, N, K);
   ops::matmul(ctx_, C, A.f32, B.f32, M, N, K, ta, tb, beta, precision_);
+}
+
+void Llama::matmul_to(Tensor& out, Operand A, Operand B, int64_t M, int64_t N, int64_t K, bool ta, bool tb) const {
+  if (out.dtype() != DType::kBF16) return matmul(out.data<float>(), A, B, M, N, K, ta, tb, 0);
+  FT_CHECK(A.bf16 && B.bf16, "matmul M={} N={} K={} into bf16 needs bf16 operands", M, N, K);
+  ops::matmul_bf16_rounded(ctx_, out.data<uint16_t>(), A.bf16, B.bf16, M, N, K, ta, tb);
+}
+
+void Llama::project_residual(float* out, const float* residual, Operand A, Operand W, int64_t K, Activations& acts) {
+  const int64_t N = acts.B * acts.T, C = cfg_.dim;
+  if (A.bf16 && W.bf16 && tp_->size() == 1)
+    return ops::matmul_bf16_add(ctx_, out, residual, A.bf16, W.bf16, N, C, K, false, true);
+  matmul(partial_out(out, acts), A, W, N, C, K, false, true, 0);
+  reduce_tokens(out, acts);
+  ops::add_inplace(ctx_, out, residual, local_tokens(acts) * C);
 }
 
 void Llama::check_precision(const Activations& acts) const {
@@ -207,32 +223,27 @@ void Llama::block_forward_into(ParamAccess& params, Activations& acts, int64_t l
 
   // Attention: x_mid = x + Wo · attention(rope(Wqkv · norm(x)))
   rmsnorm_into(ctx_, a.xn1, a.rstd1.data<float>(), x, params.weight(*s.attn_norm), Ns, C, eps);
-  // bf16: the GEMM's fp32 output is RoPE's input only (the scratch); bf16 q, k, v are kept.
-  float* qkv = a.qkv.dtype() == DType::kBF16 ? scratch(B, T).dqkv.data<float>() : a.qkv.data<float>();
-  matmul(qkv, gather_tokens(operand(a.xn1), acts), weight(params, *s.wqkv, QKV * C), N, QKV, C, false, true, 0);
-  attention_forward_into(a, qkv, B, T);
-  matmul(partial_out(x_mid, acts), operand(a.att), weight(params, *s.wo, C * HD), N, C, HD, false, true, 0);
-  reduce_tokens(x_mid, acts);
-  ops::add_inplace(ctx_, x_mid, x, Ns * C);
+  matmul_to(a.qkv, gather_tokens(operand(a.xn1), acts), weight(params, *s.wqkv, QKV * C), N, QKV, C, false, true);
+  attention_forward_into(a, B, T);
+  project_residual(x_mid, x, operand(a.att), weight(params, *s.wo, C * HD), HD, acts);
 
   // MLP: out = x_mid + W2 · swiglu(W13 · norm(x_mid))
   rmsnorm_into(ctx_, a.xn2, a.rstd2.data<float>(), x_mid, params.weight(*s.mlp_norm), Ns, C, eps);
-  matmul(a.gu.data<float>(), gather_tokens(operand(a.xn2), acts), weight(params, *s.w13, 2 * F_ * C), N, 2 * F_, C,
-         false, true, 0);
-  swiglu_into(ctx_, a.h, a.gu.data<float>(), N, F_);
-  matmul(partial_out(out, acts), operand(a.h), weight(params, *s.w2, C * F_), N, C, F_, false, true, 0);
-  reduce_tokens(out, acts);
-  ops::add_inplace(ctx_, out, x_mid, Ns * C);
+  matmul_to(a.gu, gather_tokens(operand(a.xn2), acts), weight(params, *s.w13, 2 * F_ * C), N, 2 * F_, C, false, true);
+  swiglu_into(ctx_, a.h, a.gu, N, F_);
+  project_residual(out, x_mid, operand(a.h), weight(params, *s.w2, C * F_), F_, acts);
 }
 
-void Llama::attention_forward_into(BlockActivations& a, float* qkv, int64_t B, int64_t T) const {
+void Llama::attention_forward_into(BlockActivations& a, int64_t B, int64_t T) const {
   const float *cos = rope_cos_.data<float>(), *sin = rope_sin_.data<float>();
   if (a.qkv.dtype() == DType::kBF16) {
-    ops::rope_forward_bf16(ctx_, a.qkv.data<uint16_t>(), qkv, cos, sin, B, T, H_, Hkv_, D_, 0);
+    uint16_t* qkv = a.qkv.data<uint16_t>();
+    ops::rope_forward_bf16(ctx_, qkv, qkv, cos, sin, B, T, H_, Hkv_, D_, 0);
     ops::attention_forward_bf16(ctx_, a.att.data<uint16_t>(), a.lse.data<float>(), a.qkv.data<uint16_t>(), B, T, H_,
                                 Hkv_, D_);
     return;
   }
+  float* qkv = a.qkv.data<float>();
   ops::rope_forward(ctx_, qkv, cos, sin, B, T, H_, Hkv_, D_, 0);
   ops::attention_forward(ctx_, a.att.data<float>(), a.lse.data<float>(), qkv, B, T, H_, Hkv_, D_);
 }
@@ -294,7 +305,7 @@ void Llama::head_backward(ParamAccess& params, Activations& acts, float* d_res) 
     tp_->gather_backward(dxf, acts.dxf.data<float>(), local_tokens(acts) * C);
   else
     tp_->copy_backward(dxf, acts.B * acts.T * C);
-  ops::rmsnorm_backward(ctx_, d_res, params.grad(*final_norm_), dxf, acts.res.back().data<float>(),
+  ops::rmsnorm_backward(ctx_, d_res, params.grad(*final_norm_), dxf, nullptr, acts.res.back().data<float>(),
                         params.weight(*final_norm_), acts.rstdf.data<float>(), local_tokens(acts), C);
   params.after_backward(head_unit);
 }
@@ -313,39 +324,36 @@ void Llama::block_backward(ParamAccess& params, Activations& acts, int64_t layer
   float* d_xn = g.d_xn.data<float>();    // (Ns, C)
 
   // MLP: d_res holds d(out). d_mid = d(x_mid) = d_res + norm2ᵀ(W13ᵀ · swigluᵀ(W2ᵀ · d_res))
-  const Operand d_out = rounded(gather_grad(d_res, acts), N * C, g.dy16);                       // (N, C)
-  matmul(g.dh.data<float>(), d_out, weight(params, *s.w2, C * F_), N, F_, C, false, false, 0);  // (N,F) = d·W2
-  matmul(params.grad(*s.w2), d_out, operand(a.h), C, F_, N, true, false, 1);                    // (C,F) += dᵀ·h
-  swiglu_backward_into(ctx_, g.dgu, g.dh.data<float>(), a.gu.data<float>(), N, F_);
+  const Operand d_out = rounded(gather_grad(d_res, acts), N * C, g.dy16);         // (N, C)
+  matmul_to(g.dh, d_out, weight(params, *s.w2, C * F_), N, F_, C, false, false);  // (N,F) = d·W2
+  matmul(params.grad(*s.w2), d_out, operand(a.h), C, F_, N, true, false, 1);      // (C,F) += dᵀ·h
+  swiglu_backward_into(ctx_, g.dgu, g.dh, a.gu, N, F_);
   matmul(partial_out(d_xn, acts), operand(g.dgu), weight(params, *s.w13, 2 * F_ * C), N, C, 2 * F_, false, false, 0);
   matmul(params.grad(*s.w13), operand(g.dgu), gather_tokens(operand(a.xn2), acts), 2 * F_, C, N, true, false, 1);
   reduce_input_grad(d_xn, acts);
-  ops::rmsnorm_backward(ctx_, d_mid, params.grad(*s.mlp_norm), d_xn, a.x_mid.data<float>(), params.weight(*s.mlp_norm),
-                        a.rstd2.data<float>(), Ns, C);
-  ops::add_inplace(ctx_, d_mid, d_res, Ns * C);
+  ops::rmsnorm_backward(ctx_, d_mid, params.grad(*s.mlp_norm), d_xn, d_res, a.x_mid.data<float>(),
+                        params.weight(*s.mlp_norm), a.rstd2.data<float>(), Ns, C);
 
   // Attention: d_res = d(x) = d_mid + norm1ᵀ(Wqkvᵀ · ropeᵀ(attentionᵀ(Woᵀ · d_mid)))
   const Operand d_mid_full = rounded(gather_grad(d_mid, acts), N * C, g.dy16);  // (N, C)
-  matmul(g.datt.data<float>(), d_mid_full, weight(params, *s.wo, C * HD), N, HD, C, false, false, 0);
+  matmul_to(g.datt, d_mid_full, weight(params, *s.wo, C * HD), N, HD, C, false, false);
   matmul(params.grad(*s.wo), d_mid_full, operand(a.att), C, HD, N, true, false, 1);
   const Operand dqkv = attention_backward_into(a, g, B, T);
   matmul(partial_out(d_xn, acts), dqkv, weight(params, *s.wqkv, QKV * C), N, C, QKV, false, false, 0);
   matmul(params.grad(*s.wqkv), dqkv, gather_tokens(operand(a.xn1), acts), QKV, C, N, true, false, 1);
   reduce_input_grad(d_xn, acts);
-  ops::rmsnorm_backward(ctx_, d_res, params.grad(*s.attn_norm), d_xn, x, params.weight(*s.attn_norm),
+  ops::rmsnorm_backward(ctx_, d_res, params.grad(*s.attn_norm), d_xn, d_mid, x, params.weight(*s.attn_norm),
                         a.rstd1.data<float>(), Ns, C);
-  ops::add_inplace(ctx_, d_res, d_mid, Ns * C);
   params.after_backward(u);
 }
 
 Llama::Operand Llama::attention_backward_into(BlockActivations& a, BackwardScratch& g, int64_t B, int64_t T) const {
   const float *cos = rope_cos_.data<float>(), *sin = rope_sin_.data<float>();
   if (a.qkv.dtype() == DType::kBF16) {
-    // d(att) rounded into a16; d(qkv) into dy16, whose d(x_mid) the Wo GEMMs have read already.
-    uint16_t *datt = g.a16.data<uint16_t>(), *dqkv = g.dy16.data<uint16_t>();
-    ops::to_bf16(ctx_, datt, g.datt.data<float>(), B * T * H_ * D_);
-    ops::attention_backward_bf16(ctx_, dqkv, datt, a.qkv.data<uint16_t>(), a.att.data<uint16_t>(), a.lse.data<float>(),
-                                 B, T, H_, Hkv_, D_);
+    // d(qkv) into dy16, whose d(x_mid) the Wo GEMMs have read already.
+    uint16_t* dqkv = g.dy16.data<uint16_t>();
+    ops::attention_backward_bf16(ctx_, dqkv, g.datt.data<uint16_t>(), a.qkv.data<uint16_t>(), a.att.data<uint16_t>(),
+                                 a.lse.data<float>(), B, T, H_, Hkv_, D_);
     ops::rope_backward_bf16(ctx_, dqkv, dqkv, cos, sin, B, T, H_, Hkv_, D_, 0);
     return {nullptr, dqkv};
   }

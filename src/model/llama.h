@@ -107,14 +107,21 @@ class Llama {
   Operand rounded(const float* x, int64_t n, Tensor& scratch16) const;
   // C (M, N) = op(A) op(B) + beta C, both operands fp32 or both bf16.
   void matmul(float* C, Operand A, Operand B, int64_t M, int64_t N, int64_t K, bool ta, bool tb, float beta) const;
+  // out (M, N) = op(A) op(B) in out's type: fp32, or bf16 rounded by the GEMM's epilogue (bf16
+  // compute, for a consumer that rounds anyway: RoPE, SwiGLU, the bf16 attention's backward).
+  void matmul_to(Tensor& out, Operand A, Operand W, int64_t M, int64_t N, int64_t K, bool ta, bool tb) const;
+  // out (Ns, C) = residual + A · Wᵀ for a row-parallel projection (Wo, W2; A: (N, K)). bf16 on one
+  // tensor-parallel rank: the add is the GEMM's epilogue (matmul_bf16_add); otherwise the GEMM's
+  // partial sums, their reduction over the tensor-parallel ranks, then the add.
+  void project_residual(float* out, const float* residual, Operand A, Operand W, int64_t K, Activations& acts);
   void check_precision(const Activations& acts) const;
-  // Attention of block activations a from qkv (N, (H + 2 Hkv) D), the QKV GEMM's fp32 output: RoPE
-  // and attention writing a.qkv, a.lse and a.att. With bf16 activations (bf16 compute) RoPE writes
-  // bf16 q, k, v into a.qkv and the bf16 attention (cuDNN SDPA on a GPU) a bf16 a.att, the Wo
-  // GEMM's operand as it is; in fp32 qkv is a.qkv itself, rotated in place.
-  void attention_forward_into(BlockActivations& a, float* qkv, int64_t B, int64_t T) const;
-  // Its backward from g.datt (fp32, the Wo GEMM's input gradient): d(qkv) as the QKV GEMMs'
-  // operand — bf16 in g.dy16, or fp32 in g.dqkv.
+  // Attention of block activations a from a.qkv (N, (H + 2 Hkv) D), the QKV GEMM's output: RoPE in
+  // place, then attention writing a.lse and a.att. With bf16 activations (bf16 compute) q, k, v
+  // are bf16 (rounded by the GEMM, rotated in fp32) and the bf16 attention (cuDNN SDPA on a GPU)
+  // writes a bf16 a.att, the Wo GEMM's operand as it is.
+  void attention_forward_into(BlockActivations& a, int64_t B, int64_t T) const;
+  // Its backward from g.datt (the Wo GEMM's input gradient: fp32, or bf16 rounded by that GEMM):
+  // d(qkv) as the QKV GEMMs' operand — bf16 in g.dy16, or fp32 in g.dqkv.
   Operand attention_backward_into(BlockActivations& a, BackwardScratch& g, int64_t B, int64_t T) const;
   // Tokens of the residual stream on this rank: N, or N / tp with sequence parallelism.
   int64_t local_tokens(const Activations& acts) const { return acts.B * acts.T / (sp_ ? tp_->size() : 1); }

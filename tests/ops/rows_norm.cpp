@@ -1,4 +1,4 @@
-// Rows: rmsnorm_forward, rmsnorm_forward_bf16, rmsnorm_backward.
+// Rows: rmsnorm_forward, rmsnorm_forward_bf16, rmsnorm_backward (with and without the residual).
 #include "kernels/ref/ref_impl.h"
 #include "ops/op_cases.h"
 #include "ops/rows_util.h"
@@ -52,17 +52,24 @@ class RmsNormForward final : public OpCase {
   bool bf16_;
 };
 
-// dx (written) and dweight (accumulated) of Σ dout ∘ rmsnorm(x, weight).
+// dx (written) and dweight (accumulated) of Σ dout ∘ rmsnorm(x, weight) (+ Σ dres ∘ x when the
+// shape's res = 1: the residual stream's gradient added in the same pass).
 class RmsNormBackward final : public OpCase {
  public:
-  std::vector<Shape> test_shapes() const override { return norm_shapes(); }
-  Shape bench_shape() const override { return norm_bench(); }
+  std::vector<Shape> test_shapes() const override {
+    std::vector<Shape> out;
+    for (const Shape& s : norm_shapes())
+      for (int64_t res : {0, 1}) out.push_back(s.with("res", res));
+    return out;
+  }
+  Shape bench_shape() const override { return norm_bench().with("res", 1); }
   Case make(const Shape& s, uint64_t seed) const override {
     const int64_t N = s["N"], C = s["C"];
     Case c(s);
     const float* x = c.in_f32("x", N * C, seed + 21, -2.0f, 2.0f);
     const float* w = c.in_f32("weight", C, seed + 22, 0.5f, 1.5f);
     const float* dout = c.in_f32("dout", N * C, seed + 23);
+    c.in_f32("dres", N * C, seed + 25);
     std::vector<float> out(static_cast<size_t>(N * C)), rstd(static_cast<size_t>(N));
     ref::rmsnorm_forward(cpu_context(), out.data(), rstd.data(), x, w, N, C, kEps);
     c.in_f32("rstd", rstd);
@@ -74,22 +81,24 @@ class RmsNormBackward final : public OpCase {
     return c;
   }
   void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
-    ops.rmsnorm_backward(ctx, c.f32("dx"), c.f32("dweight"), c.f32("dout"), c.f32("x"), c.f32("weight"), c.f32("rstd"),
-                         c["N"], c["C"]);
+    ops.rmsnorm_backward(ctx, c.f32("dx"), c.f32("dweight"), c.f32("dout"), c["res"] ? c.f32("dres") : nullptr,
+                         c.f32("x"), c.f32("weight"), c.f32("rstd"), c["N"], c["C"]);
   }
   Cost cost(const Shape& s) const override {
     const double NC = s["N"] * s["C"];
-    return {3 * kF32Bytes * NC + kF32Bytes * (2 * s["C"] + s["N"]), 8 * NC};
+    return {(3 + s["res"]) * kF32Bytes * NC + kF32Bytes * (2 * s["C"] + s["N"]), 8 * NC};
   }
 
   std::vector<GradOf> grads() const override { return {{"dx", "x", false}, {"dweight", "weight", true}}; }
-  std::vector<Shape> grad_shapes() const override { return {{{"N", 3}, {"C", 19}}}; }
+  std::vector<Shape> grad_shapes() const override {
+    return {{{"N", 3}, {"C", 19}, {"res", 0}}, {{"N", 3}, {"C", 19}, {"res", 1}}};
+  }
   double loss64(const Case& c, const Inputs64& in) const override {
     const int64_t N = c["N"], C = c["C"];
     std::vector<double> out(static_cast<size_t>(N * C)), rstd(static_cast<size_t>(N));
     ref_impl::rmsnorm_forward(out.data(), rstd.data(), in64(in, "x").data(), in64(in, "weight").data(), N, C,
                               static_cast<double>(kEps));
-    return dot64(in64(in, "dout"), out);
+    return dot64(in64(in, "dout"), out) + (c["res"] ? dot64(in64(in, "dres"), in64(in, "x")) : 0.0);
   }
   std::map<std::string, std::vector<double>> backward64(const Case& c, const Inputs64& in) const override {
     const int64_t N = c["N"], C = c["C"];
@@ -98,6 +107,8 @@ class RmsNormBackward final : public OpCase {
     ref_impl::rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, static_cast<double>(kEps));
     std::vector<double> dx(static_cast<size_t>(N * C)), dw(static_cast<size_t>(C), 0.0);
     ref_impl::rmsnorm_backward(dx.data(), dw.data(), in64(in, "dout").data(), x.data(), w.data(), rstd.data(), N, C);
+    if (c["res"])
+      for (size_t i = 0; i < dx.size(); ++i) dx[i] += in64(in, "dres")[i];
     return {{"dx", dx}, {"dweight", dw}};
   }
 };

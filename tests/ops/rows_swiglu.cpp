@@ -1,6 +1,7 @@
 // Rows: swiglu_forward, swiglu_forward_bf16, swiglu_backward, swiglu_backward_bf16. Gates in
-// [-6, 6): both tails of the sigmoid. The bf16 forms are held to one bf16 step of the reference;
-// that they are exactly the fp32 op rounded is tests/unit/kernels_test.cpp.
+// [-6, 6): both tails of the sigmoid. The bf16 forms read and write bf16 and are held to one bf16
+// step of the reference; that they are exactly the fp32 op on the widened inputs, rounded, is
+// tests/unit/kernels_test.cpp.
 #include "kernels/ref/ref_impl.h"
 #include "ops/op_cases.h"
 #include "ops/rows_util.h"
@@ -23,22 +24,24 @@ class SwiGluForward final : public OpCase {
   Shape bench_shape() const override { return swiglu_bench(); }
   Case make(const Shape& s, uint64_t seed) const override {
     Case c(s);
-    c.in_f32("gate_up", s["N"] * 2 * s["F"], seed + 41, -6.0f, 6.0f);
-    if (bf16_)
+    if (bf16_) {
+      c.in_bf16("gate_up", random_floats(s["N"] * 2 * s["F"], seed + 41, -6.0f, 6.0f));
       c.out_bf16("out", s["N"] * s["F"], Tol::bf16());
-    else
+    } else {
+      c.in_f32("gate_up", s["N"] * 2 * s["F"], seed + 41, -6.0f, 6.0f);
       c.out_f32("out", s["N"] * s["F"], Tol::close(1e-6, 1e-7));
+    }
     return c;
   }
   void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
     if (bf16_)
-      ops.swiglu_forward_bf16(ctx, c.bf16("out"), c.f32("gate_up"), c["N"], c["F"]);
+      ops.swiglu_forward_bf16(ctx, c.bf16("out"), c.bf16("gate_up"), c["N"], c["F"]);
     else
       ops.swiglu_forward(ctx, c.f32("out"), c.f32("gate_up"), c["N"], c["F"]);
   }
   Cost cost(const Shape& s) const override {
     const double NF = s["N"] * s["F"];
-    return {NF * (2 * kF32Bytes + (bf16_ ? kBf16Bytes : kF32Bytes)), 5 * NF};
+    return {NF * 3 * (bf16_ ? kBf16Bytes : kF32Bytes), 5 * NF};
   }
 
  private:
@@ -53,23 +56,26 @@ class SwiGluBackward final : public OpCase {
   Shape bench_shape() const override { return swiglu_bench(); }
   Case make(const Shape& s, uint64_t seed) const override {
     Case c(s);
-    c.in_f32("gate_up", s["N"] * 2 * s["F"], seed + 41, -6.0f, 6.0f);
-    c.in_f32("dout", s["N"] * s["F"], seed + 42);
-    if (bf16_)
+    if (bf16_) {
+      c.in_bf16("gate_up", random_floats(s["N"] * 2 * s["F"], seed + 41, -6.0f, 6.0f));
+      c.in_bf16("dout", random_floats(s["N"] * s["F"], seed + 42));
       c.out_bf16("dgate_up", s["N"] * 2 * s["F"], Tol::bf16());
-    else
+    } else {
+      c.in_f32("gate_up", s["N"] * 2 * s["F"], seed + 41, -6.0f, 6.0f);
+      c.in_f32("dout", s["N"] * s["F"], seed + 42);
       c.out_f32("dgate_up", s["N"] * 2 * s["F"], Tol::close(2e-6, 1e-7));
+    }
     return c;
   }
   void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
     if (bf16_)
-      ops.swiglu_backward_bf16(ctx, c.bf16("dgate_up"), c.f32("dout"), c.f32("gate_up"), c["N"], c["F"]);
+      ops.swiglu_backward_bf16(ctx, c.bf16("dgate_up"), c.bf16("dout"), c.bf16("gate_up"), c["N"], c["F"]);
     else
       ops.swiglu_backward(ctx, c.f32("dgate_up"), c.f32("dout"), c.f32("gate_up"), c["N"], c["F"]);
   }
   Cost cost(const Shape& s) const override {
     const double NF = s["N"] * s["F"];
-    return {NF * (3 * kF32Bytes + 2 * (bf16_ ? kBf16Bytes : kF32Bytes)), 12 * NF};
+    return {NF * 5 * (bf16_ ? kBf16Bytes : kF32Bytes), 12 * NF};
   }
 
   std::vector<GradOf> grads() const override { return {{"dgate_up", "gate_up", false}}; }

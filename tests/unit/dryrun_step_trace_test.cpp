@@ -14,52 +14,55 @@
 namespace ft {
 namespace {
 
-// (M, N, K, trans_a, trans_b, beta) of one GEMM call.
-using Gemm = std::tuple<int64_t, int64_t, int64_t, bool, bool, float>;
+// (op, M, N, K, trans_a, trans_b, beta) of one GEMM call.
+using Gemm = std::tuple<std::string, int64_t, int64_t, int64_t, bool, bool, float>;
 
 Config tiny(const std::string& precision) {
   return load_config(std::string(FT_SOURCE_DIR) + "/configs/tiny.toml", {"train.precision=\"" + precision + "\""});
 }
 
-std::vector<Gemm> traced_gemms(const plan::OpTrace& t, const char* op) {
+std::vector<Gemm> traced_gemms(const plan::OpTrace& t) {
   std::vector<Gemm> out;
-  for (const plan::OpRecord& r : t.ops) {
-    if (r.kind != plan::OpKind::kGemm) continue;
-    EXPECT_EQ(r.op, op);
-    out.emplace_back(r.gemm.M, r.gemm.N, r.gemm.K, r.gemm.trans_a, r.gemm.trans_b, r.gemm.beta);
-  }
+  for (const plan::OpRecord& r : t.ops)
+    if (r.kind == plan::OpKind::kGemm)
+      out.emplace_back(r.op, r.gemm.M, r.gemm.N, r.gemm.K, r.gemm.trans_a, r.gemm.trans_b, r.gemm.beta);
   return out;
 }
 
 // What model/llama.cpp computes, derived from the config alone: per block 4 forward GEMMs (qkv,
 // wo, gate_up, down: x · Wᵀ) and 8 backward (each layer's dX = dY · W and dW += dYᵀ · X, from the
-// last block down), the head's 3 per loss chunk (logits, dX, dW).
-std::vector<Gemm> expected_gemms(const Config& cfg, int64_t chunk) {
+// last block down), the head's 3 per loss chunk (logits, dX, dW). bf16 (one rank): the GEMMs whose
+// consumer rounds write bf16 (qkv, gate_up, and backward d(h), d(att)); wo and down add the
+// residual in their epilogue (beta 1); fp32: every GEMM is "matmul".
+std::vector<Gemm> expected_gemms(const Config& cfg, int64_t chunk, bool bf16) {
   const ModelConfig& m = cfg.model;
   const int64_t N = cfg.train.batch_size * cfg.train.seq_len, C = m.dim, D = m.dim / m.n_heads;
   const int64_t HD = m.n_heads * D, QKV = (m.n_heads + 2 * m.n_kv_heads) * D, F = m.ffn_dim, V = m.vocab_size;
+  const std::string plain = bf16 ? "matmul_bf16" : "matmul", rounded = bf16 ? "matmul_bf16_rounded" : "matmul",
+                    residual = bf16 ? "matmul_bf16_add" : "matmul";
+  const float res_beta = bf16 ? 1.0f : 0.0f;
   std::vector<Gemm> g;
   for (int64_t l = 0; l < m.n_layers; ++l) {
-    g.emplace_back(N, QKV, C, false, true, 0.0f);
-    g.emplace_back(N, C, HD, false, true, 0.0f);
-    g.emplace_back(N, 2 * F, C, false, true, 0.0f);
-    g.emplace_back(N, C, F, false, true, 0.0f);
+    g.emplace_back(rounded, N, QKV, C, false, true, 0.0f);
+    g.emplace_back(residual, N, C, HD, false, true, res_beta);
+    g.emplace_back(rounded, N, 2 * F, C, false, true, 0.0f);
+    g.emplace_back(residual, N, C, F, false, true, res_beta);
   }
   for (int64_t n0 = 0; n0 < N; n0 += chunk) {
     const int64_t n = std::min(chunk, N - n0);
-    g.emplace_back(n, V, C, false, true, 0.0f);
-    g.emplace_back(n, C, V, false, false, 0.0f);
-    g.emplace_back(V, C, n, true, false, 1.0f);
+    g.emplace_back(plain, n, V, C, false, true, 0.0f);
+    g.emplace_back(plain, n, C, V, false, false, 0.0f);
+    g.emplace_back(plain, V, C, n, true, false, 1.0f);
   }
   for (int64_t l = 0; l < m.n_layers; ++l) {
-    g.emplace_back(N, F, C, false, false, 0.0f);
-    g.emplace_back(C, F, N, true, false, 1.0f);
-    g.emplace_back(N, C, 2 * F, false, false, 0.0f);
-    g.emplace_back(2 * F, C, N, true, false, 1.0f);
-    g.emplace_back(N, HD, C, false, false, 0.0f);
-    g.emplace_back(C, HD, N, true, false, 1.0f);
-    g.emplace_back(N, C, QKV, false, false, 0.0f);
-    g.emplace_back(QKV, C, N, true, false, 1.0f);
+    g.emplace_back(rounded, N, F, C, false, false, 0.0f);
+    g.emplace_back(plain, C, F, N, true, false, 1.0f);
+    g.emplace_back(plain, N, C, 2 * F, false, false, 0.0f);
+    g.emplace_back(plain, 2 * F, C, N, true, false, 1.0f);
+    g.emplace_back(rounded, N, HD, C, false, false, 0.0f);
+    g.emplace_back(plain, C, HD, N, true, false, 1.0f);
+    g.emplace_back(plain, N, C, QKV, false, false, 0.0f);
+    g.emplace_back(plain, QKV, C, N, true, false, 1.0f);
   }
   return g;
 }
@@ -76,9 +79,9 @@ TEST(StepTrace, Bf16GemmsAreTheModelsShapes) {
   // configs/tiny.toml: 8 × 32 = 256 tokens, one micro-batch, one loss chunk (bf16: 32M / 256 logits
   // per chunk, capped at the 256 tokens).
   ASSERT_EQ(t.tokens, 256);
-  const std::vector<Gemm> want = expected_gemms(cfg, 256);
+  const std::vector<Gemm> want = expected_gemms(cfg, 256, true);
   EXPECT_EQ(want.size(), 12u * 4 + 3);  // 4 blocks × (4 forward + 8 backward) + the head's 3
-  EXPECT_EQ(traced_gemms(t, "matmul_bf16"), want);
+  EXPECT_EQ(traced_gemms(t), want);
 }
 
 TEST(StepTrace, GemmFlopsAreSixTimesMatmulParametersPerToken) {
@@ -102,7 +105,7 @@ TEST(StepTrace, GemmFlopsAreSixTimesMatmulParametersPerToken) {
 TEST(StepTrace, Fp32StepRunsFp32Gemms) {
   const Config cfg = tiny("fp32");
   const plan::OpTrace t = trace_training_step(cfg);
-  EXPECT_EQ(traced_gemms(t, "matmul"), expected_gemms(cfg, 256));
+  EXPECT_EQ(traced_gemms(t), expected_gemms(cfg, 256, false));
   for (const plan::OpRecord& r : t.ops)
     if (r.kind == plan::OpKind::kGemm) {
       EXPECT_EQ(r.gemm.precision, Precision::kF32);
@@ -133,6 +136,10 @@ TEST(StepTrace, AttentionReadBackAndUpdate) {
   const Config cfg = tiny("bf16");
   const plan::OpTrace t = trace_training_step(cfg);
   EXPECT_EQ(calls(t, "attention_forward"), 0) << "bf16 training never takes the fp32 attention";
+  // The residual adds are in the GEMMs' epilogues (forward) and the norms' backward; the only
+  // roundings left are the two residual-stream gradients per block (d(out), d(x_mid)).
+  EXPECT_EQ(calls(t, "add_inplace"), 0);
+  EXPECT_EQ(calls(t, "to_bf16"), 2 * cfg.model.n_layers);
   // The host reads the step's scalars back once and sends the tokens and targets once.
   EXPECT_EQ(calls(t, "memcpy_d2h"), 1);
   EXPECT_EQ(calls(t, "memcpy_h2d"), 2);

@@ -98,6 +98,33 @@ TEST(Gemm, Bf16OperandsMatchReference) {
   }
 }
 
+// The epilogue forms on the CPU are the GEMM and the separate pass the model ran before, bit for bit:
+// matmul_bf16_add = matmul_bf16 then add_inplace (in place: beta = 1), matmul_bf16_rounded =
+// matmul_bf16 then to_bf16.
+TEST(Gemm, EpilogueFormsAreTheGemmThenItsPass) {
+  const int64_t M = 33, N = 70, K = 129;
+  auto Af = random_floats(M * K, 8), Bf = random_floats(N * K, 9), R = random_floats(M * N, 10);
+  std::vector<uint16_t> A(Af.size()), B(Bf.size());
+  convert(A.data(), DType::kBF16, Af.data(), DType::kF32, A.size());
+  convert(B.data(), DType::kBF16, Bf.data(), DType::kF32, B.size());
+  std::vector<float> want(M * N), got(M * N);
+  cpu::matmul_bf16(ctx, want.data(), A.data(), B.data(), M, N, K, false, true, 0.0f);
+  cpu::add_inplace(ctx, want.data(), R.data(), M * N);
+  cpu::matmul_bf16_add(ctx, got.data(), R.data(), A.data(), B.data(), M, N, K, false, true);
+  EXPECT_EQ(got, want);
+  auto inplace = R, beta1 = R;
+  cpu::matmul_bf16_add(ctx, inplace.data(), inplace.data(), A.data(), B.data(), M, N, K, false, true);
+  cpu::matmul_bf16(ctx, beta1.data(), A.data(), B.data(), M, N, K, false, true, 1.0f);
+  EXPECT_EQ(inplace, beta1);
+
+  std::vector<float> c(M * N);
+  std::vector<uint16_t> want16(M * N), got16(M * N);
+  cpu::matmul_bf16(ctx, c.data(), A.data(), B.data(), M, N, K, false, true, 0.0f);
+  cpu::to_bf16(ctx, want16.data(), c.data(), M * N);
+  cpu::matmul_bf16_rounded(ctx, got16.data(), A.data(), B.data(), M, N, K, false, true);
+  EXPECT_EQ(got16, want16);
+}
+
 TEST(Gemm, EmptyReductionIsBetaTimesC) {
   std::vector<float> C = {1.0f, 2.0f, 3.0f}, A(1), B(1);
   cpu::matmul(ctx, C.data(), A.data(), B.data(), 1, 3, 0, false, false, 1.0f, Precision::kF32);

@@ -230,10 +230,34 @@ TEST(RmsNorm, HugeActivationsNormaliseLikeTheReference) {
   EXPECT_TRUE(all_close(rstd, rstd_ref, 2e-6, 0));
   EXPECT_TRUE(all_close(out, out_ref, 2e-6, 1e-6));
   std::vector<float> dx(N * C), dx_ref(N * C), dw(C, 0.0f), dw_ref(C, 0.0f);
-  cpu::rmsnorm_backward(ctx, dx.data(), dw.data(), dout.data(), x.data(), w.data(), rstd_ref.data(), N, C);
-  ref::rmsnorm_backward(ctx, dx_ref.data(), dw_ref.data(), dout.data(), x.data(), w.data(), rstd_ref.data(), N, C);
+  cpu::rmsnorm_backward(ctx, dx.data(), dw.data(), dout.data(), nullptr, x.data(), w.data(), rstd_ref.data(), N, C);
+  ref::rmsnorm_backward(ctx, dx_ref.data(), dw_ref.data(), dout.data(), nullptr, x.data(), w.data(), rstd_ref.data(), N,
+                        C);
   EXPECT_TRUE(all_close(dx, dx_ref, 1e-5, 1e-6 * max_abs(dx_ref)));
   EXPECT_TRUE(all_close(dw, dw_ref, 1e-5, 1e-6 * max_abs(dw_ref)));
+}
+
+// The residual stream's gradient added in the backward's pass is the separate add the model ran
+// before, bit for bit — out of place and in place (dx = dresidual).
+TEST(RmsNorm, TheResidualAddedInThePassIsTheSeparateAdd) {
+  const int64_t N = 37, C = 70;
+  auto x = random_floats(N * C, 31, -2.0f, 2.0f), w = random_floats(C, 32, 0.5f, 1.5f);
+  auto dout = random_floats(N * C, 33), dres = random_floats(N * C, 34);
+  std::vector<float> out(N * C), rstd(N), want(N * C), got(N * C), dw(C, 0.0f), dw2(C, 0.0f), dw3(C, 0.0f);
+  cpu::rmsnorm_forward(ctx, out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
+  cpu::rmsnorm_backward(ctx, want.data(), dw.data(), dout.data(), nullptr, x.data(), w.data(), rstd.data(), N, C);
+  cpu::add_inplace(ctx, want.data(), dres.data(), N * C);
+  cpu::rmsnorm_backward(ctx, got.data(), dw2.data(), dout.data(), dres.data(), x.data(), w.data(), rstd.data(), N, C);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(dw2, dw);
+  auto inplace = dres;
+  cpu::rmsnorm_backward(ctx, inplace.data(), dw3.data(), dout.data(), inplace.data(), x.data(), w.data(), rstd.data(),
+                        N, C);
+  EXPECT_EQ(inplace, want);
+  std::vector<float> ref_dx(N * C), ref_dw(C, 0.0f);
+  ref::rmsnorm_backward(ctx, ref_dx.data(), ref_dw.data(), dout.data(), dres.data(), x.data(), w.data(), rstd.data(), N,
+                        C);
+  EXPECT_TRUE(all_close(got, ref_dx, 1e-5, 1e-6 * max_abs(ref_dx)));
 }
 
 // ---- SwiGLU -------------------------------------------------------------------------------
@@ -308,11 +332,19 @@ TEST(Bf16Outputs, AreTheFp32OpsRounded) {
   auto gu = random_floats(N * 2 * F, 41, -6.0f, 6.0f), dout = random_floats(N * F, 42);
   std::vector<float> h(N * F), dgu(N * 2 * F);
   std::vector<uint16_t> h16(N * F), dgu16(N * 2 * F);
-  cpu::swiglu_forward(ctx, h.data(), gu.data(), N, F);
-  cpu::swiglu_forward_bf16(ctx, h16.data(), gu.data(), N, F);
+  // bf16 SwiGLU reads bf16: the fp32 op on the widened inputs, rounded.
+  const auto widened = [](const std::vector<uint16_t>& b) {
+    std::vector<float> f(b.size());
+    for (size_t i = 0; i < b.size(); ++i) f[i] = bf16_to_f32(b[i]);
+    return f;
+  };
+  const auto gu16 = rounded(gu), dout16 = rounded(dout);
+  const auto guw = widened(gu16), doutw = widened(dout16);
+  cpu::swiglu_forward(ctx, h.data(), guw.data(), N, F);
+  cpu::swiglu_forward_bf16(ctx, h16.data(), gu16.data(), N, F);
   EXPECT_EQ(h16, rounded(h));
-  cpu::swiglu_backward(ctx, dgu.data(), dout.data(), gu.data(), N, F);
-  cpu::swiglu_backward_bf16(ctx, dgu16.data(), dout.data(), gu.data(), N, F);
+  cpu::swiglu_backward(ctx, dgu.data(), doutw.data(), guw.data(), N, F);
+  cpu::swiglu_backward_bf16(ctx, dgu16.data(), dout16.data(), gu16.data(), N, F);
   EXPECT_EQ(dgu16, rounded(dgu));
 
   auto logits = random_floats(N * V, 51, -8.0f, 8.0f);

@@ -159,10 +159,11 @@ class Scratch {
 };
 
 // What one calling thread needs: its stream, oneDNN's scratchpad, bf16 copies of A and B (native
-// path), fp32 copies of widened or rounded operands (emulated paths).
+// path), fp32 copies of widened or rounded operands (emulated paths), the fp32 C of a GEMM whose
+// output is rounded to bf16.
 struct ThreadState {
   dnnl::stream stream{cpu_engine()};
-  Scratch pad, a16, b16, a32, b32;
+  Scratch pad, a16, b16, a32, b32, c32;
 };
 
 ThreadState& thread_state() {
@@ -388,6 +389,23 @@ void matmul_bf16(const ExecContext&, float* C, const uint16_t* A, const uint16_t
   if (bf16_path() == Bf16Path::kNative) return matmul_bf16_onednn(C, A, B, M, N, K, trans_a, trans_b, beta);
   warn_bf16_emulated_once();
   matmul_bf16_widened(C, A, B, M, N, K, trans_a, trans_b, beta);
+}
+
+// D = op(A)·op(B) + R: the GEMM into D, then R added to the GEMM's fp32 result — bit for bit a
+// separate add_inplace (a sum post-op may add C before the last block of K).
+void matmul_bf16_add(const ExecContext& ctx, float* D, const float* R, const uint16_t* A, const uint16_t* B, int64_t M,
+                     int64_t N, int64_t K, bool trans_a, bool trans_b) {
+  if (D == R) return matmul_bf16(ctx, D, A, B, M, N, K, trans_a, trans_b, 1.0f);
+  matmul_bf16(ctx, D, A, B, M, N, K, trans_a, trans_b, 0.0f);
+  add_inplace(ctx, D, R, M * N);
+}
+
+// C = bf16(op(A)·op(B)): the fp32 GEMM into this thread's buffer, then one rounding pass.
+void matmul_bf16_rounded(const ExecContext& ctx, uint16_t* C, const uint16_t* A, const uint16_t* B, int64_t M,
+                         int64_t N, int64_t K, bool trans_a, bool trans_b) {
+  auto* c = static_cast<float*>(thread_state().c32.get(static_cast<size_t>(M * N) * sizeof(float)));
+  matmul_bf16(ctx, c, A, B, M, N, K, trans_a, trans_b, 0.0f);
+  to_bf16(ctx, C, c, M * N);
 }
 
 void matmul_bf16_onednn(float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K, bool trans_a,

@@ -46,12 +46,13 @@ void rmsnorm_forward_bf16(const ExecContext&, uint16_t* out, float* rstd, const 
   rmsnorm_forward_impl(out, rstd, x, weight, N, C, eps);
 }
 
-// dx(N, C) = r (dy ∘ w − x · m),  m = r²/C · Σ_c dy w x     (written)
-// dweight(C) += Σ_n dy ∘ (x · r)                            (accumulated)
+// dx(N, C) = r (dy ∘ w − x · m) + dres,  m = r²/C · Σ_c dy w x     (written; dres optional)
+// dweight(C) += Σ_n dy ∘ (x · r)                                     (accumulated)
 // Each thread sums dweight over its contiguous block of rows into its own partial; the partials
-// are added in thread order afterwards (deterministic for a given thread count).
-void rmsnorm_backward(const ExecContext&, float* dx, float* dweight, const float* dout, const float* x,
-                      const float* weight, const float* rstd, int64_t N, int64_t C) {
+// are added in thread order afterwards (deterministic for a given thread count). The residual is
+// added to the rounded fp32 gradient, as a separate add_inplace would add it.
+void rmsnorm_backward(const ExecContext&, float* dx, float* dweight, const float* dout, const float* dresidual,
+                      const float* x, const float* weight, const float* rstd, int64_t N, int64_t C) {
   int max_threads = (N * C > 8192) ? omp_get_max_threads() : 1;
   ThreadScratch partial(C, max_threads);  // (threads, C) dweight partials
   int used = 1;
@@ -69,10 +70,12 @@ void rmsnorm_backward(const ExecContext&, float* dx, float* dweight, const float
       double m = r * r * dot3_f64(dy, weight, xr, C) / static_cast<double>(C);
       F32x16 rv = set1(static_cast<float>(r)), mv = set1(static_cast<float>(m));
       float* dxr = dx + n * C;
+      const float* dres = dresidual ? dresidual + n * C : nullptr;
       for (int64_t c = 0; c < C; c += kLanes) {
         int w = width(C - c);
         F32x16 g = load(dy + c, w), xv = load(xr + c, w);
-        store(dxr + c, rv * fnmadd(xv, mv, g * load(weight + c, w)), w);
+        F32x16 d = rv * fnmadd(xv, mv, g * load(weight + c, w));
+        store(dxr + c, dres ? d + load(dres + c, w) : d, w);
         store(dw + c, fmadd(g, xv * rv, load(dw + c, w)), w);
       }
     }

@@ -12,13 +12,6 @@ namespace ft::cpu {
 using namespace simd;
 
 namespace {
-// Widens w lanes of fp32 or bf16 data.
-F32x16 load_any(const float* p, int w) {
-  return load(p, w);
-}
-F32x16 load_any(const uint16_t* p, int w) {
-  return load_bf16(p, w);
-}
 
 // out (B, T, (H + 2 Hkv) D) = in with the first H + Hkv heads of every token rotated by
 // sign · angle, in fp32; the value heads copied (when out is not in). In and Out are float or
@@ -66,7 +59,7 @@ void rope_backward(const ExecContext&, float* dqkv, const float* cos, const floa
   rope_rotate(dqkv, dqkv, cos, sin, B, T, H, Hkv, D, pos0, -1.0f);
 }
 
-void rope_forward_bf16(const ExecContext&, uint16_t* qkv16, const float* qkv, const float* cos, const float* sin,
+void rope_forward_bf16(const ExecContext&, uint16_t* qkv16, const uint16_t* qkv, const float* cos, const float* sin,
                        int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D, int64_t pos0) {
   rope_rotate(qkv16, qkv, cos, sin, B, T, H, Hkv, D, pos0, 1.0f);
 }

@@ -574,5 +574,12 @@ inline F32x16 exp(F32x16 x) {
 inline void store(uint16_t* p, F32x16 x, int w = kLanes) {
   store_bf16(p, x, w);
 }
+// load_any() widens fp32 or bf16 data, for kernels templated on their input type too.
+inline F32x16 load_any(const float* p, int w = kLanes) {
+  return load(p, w);
+}
+inline F32x16 load_any(const uint16_t* p, int w = kLanes) {
+  return load_bf16(p, w);
+}
 
 }  // namespace ft::cpu::simd

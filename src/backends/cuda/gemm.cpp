@@ -1,4 +1,5 @@
-// matmul and matmul_bf16 through cuBLASLt (see gemm_plan.h for the row-major mapping).
+// matmul, matmul_bf16 and its two epilogue forms (matmul_bf16_add: D = A·B + R with C = R ≠ D;
+// matmul_bf16_rounded: a bf16 D) through cuBLASLt (see gemm_plan.h for the row-major mapping).
 //
 // fp32: CUBLAS_COMPUTE_32F with fp32 operands, which cuBLASLt never runs in TF32 (that takes
 // CUBLAS_COMPUTE_32F_FAST_TF32), so fp32 means fp32 as on the CPU. kBF16 / kF16: the fp32
@@ -8,6 +9,8 @@
 // into C (weight gradients). Plans (descriptors + the heuristic's algorithm) are cached per shape,
 // type and pointer alignment.
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "backends/cuda/context.h"
 #include "backends/cuda/cuda_check.h"
@@ -45,31 +48,53 @@ size_t align_up(size_t x, size_t a) {
   return (x + a - 1) / a * a;
 }
 
-void run_gemm(CudaContext& ctx, const char* op, float* C, const void* A, const void* B, int64_t M, int64_t N, int64_t K,
-              bool trans_a, bool trans_b, float beta, GemmType type) {
+// Where a GEMM writes: D = op(A)·op(B) + beta · C, C and D of type `out` (C == D but for the
+// residual epilogue of matmul_bf16_add).
+struct GemmOut {
+  void* D;
+  const void* C;
+  float beta;
+  GemmType out = GemmType::kF32;
+};
+
+size_t type_bytes(GemmType t) {
+  return t == GemmType::kF32 ? 4 : 2;
+}
+
+void run_gemm(CudaContext& ctx, const char* op, GemmOut o, const void* A, const void* B, int64_t M, int64_t N,
+              int64_t K, bool trans_a, bool trans_b, GemmType type) {
   require(M >= 0 && N >= 0 && K >= 0, op, "negative size", {{"M", M}, {"N", N}, {"K", K}});
-  require(beta == 0.0f || beta == 1.0f, op, "beta must be 0 or 1", {{"M", M}, {"N", N}, {"K", K}});
+  require(o.beta == 0.0f || o.beta == 1.0f, op, "beta must be 0 or 1", {{"M", M}, {"N", N}, {"K", K}});
   if (M == 0 || N == 0) return;
-  if (K == 0) {  // C = beta C
-    if (beta == 0.0f)
-      FT_CUDA_CHECK(cudaMemsetAsync(C, 0, static_cast<size_t>(M * N) * sizeof(float), ctx.stream()), op, {"M", M},
+  const size_t out_bytes = static_cast<size_t>(M * N) * type_bytes(o.out);
+  if (K == 0) {  // D = beta C
+    if (o.beta == 0.0f)
+      FT_CUDA_CHECK(cudaMemsetAsync(o.D, 0, out_bytes, ctx.stream()), op, {"M", M}, {"N", N}, {"K", K});
+    else if (o.C != o.D)
+      FT_CUDA_CHECK(cudaMemcpyAsync(o.D, o.C, out_bytes, cudaMemcpyDeviceToDevice, ctx.stream()), op, {"M", M},
                     {"N", N}, {"K", K});
     return;
   }
-  const GemmCache::Plan& plan = ctx.gemm_cache().get(ctx, M, N, K, trans_a, trans_b, type, pointer_alignment(A),
-                                                     pointer_alignment(B), pointer_alignment(C));
+  const GemmCache::Plan& plan =
+      ctx.gemm_cache().get(ctx, M, N, K, trans_a, trans_b, type, pointer_alignment(A), pointer_alignment(B),
+                           std::min(pointer_alignment(o.C), pointer_alignment(o.D)), o.out);
   const float alpha = 1.0f;
   // cuBLASLt's A is our B and its B our A (gemm_plan.h).
-  FT_CUBLAS_CHECK(cublasLtMatmul(ctx.cublaslt(), plan.desc.op, &alpha, B, plan.desc.a, A, plan.desc.b, &beta, C,
-                                 plan.desc.c, C, plan.desc.c, &plan.algo, ctx.cublaslt_workspace(),
+  FT_CUBLAS_CHECK(cublasLtMatmul(ctx.cublaslt(), plan.desc.op, &alpha, B, plan.desc.a, A, plan.desc.b, &o.beta, o.C,
+                                 plan.desc.c, o.D, plan.desc.c, &plan.algo, ctx.cublaslt_workspace(),
                                  CudaContext::kCublasWorkspaceBytes, ctx.stream()),
                   op, {"M", M}, {"N", N}, {"K", K}, {"trans_a", trans_a}, {"trans_b", trans_b});
   FT_CUDA_CHECK_QUEUED(ctx, op, {"M", M}, {"N", N}, {"K", K}, {"trans_a", trans_a}, {"trans_b", trans_b});
 }
 
+void run_gemm(CudaContext& ctx, const char* op, float* C, const void* A, const void* B, int64_t M, int64_t N, int64_t K,
+              bool trans_a, bool trans_b, float beta, GemmType type) {
+  run_gemm(ctx, op, GemmOut{C, C, beta}, A, B, M, N, K, trans_a, trans_b, type);
+}
+
 }  // namespace
 
-GemmDescriptors::GemmDescriptors(const GemmMapping& g, GemmType type) {
+GemmDescriptors::GemmDescriptors(const GemmMapping& g, GemmType type, GemmType out) {
   const char* op = "matmul";
   try {
     FT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&this->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), op, {"m", g.m});
@@ -82,7 +107,7 @@ GemmDescriptors::GemmDescriptors(const GemmMapping& g, GemmType type) {
     FT_CUBLAS_CHECK(
         cublasLtMatrixLayoutCreate(&b, t, static_cast<uint64_t>(g.b_rows), static_cast<uint64_t>(g.b_cols), g.ldb), op,
         {"rows", g.b_rows}, {"cols", g.b_cols});
-    FT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c, CUDA_R_32F, static_cast<uint64_t>(g.c_rows),
+    FT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c, cuda_type(out), static_cast<uint64_t>(g.c_rows),
                                                static_cast<uint64_t>(g.c_cols), g.ldc),
                     op, {"rows", g.c_rows}, {"cols", g.c_cols});
   } catch (...) {
@@ -105,12 +130,12 @@ void GemmDescriptors::destroy() noexcept {
 }
 
 const GemmCache::Plan& GemmCache::get(CudaContext& ctx, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b,
-                                      GemmType type, int align_a, int align_b, int align_c) {
-  const Key key{M, N, K, trans_a, trans_b, type, align_a, align_b, align_c};
+                                      GemmType type, int align_a, int align_b, int align_c, GemmType out) {
+  const Key key{M, N, K, trans_a, trans_b, type, align_a, align_b, align_c, out};
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
 
-  auto plan = std::make_unique<Plan>(map_row_major(M, N, K, trans_a, trans_b), type);
+  auto plan = std::make_unique<Plan>(map_row_major(M, N, K, trans_a, trans_b), type, out);
   cublasLtMatmulPreference_t pref = nullptr;
   FT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref), "matmul", {"M", M}, {"N", N}, {"K", K});
   cublasLtMatmulHeuristicResult_t result{};
@@ -162,6 +187,17 @@ void matmul(CudaContext& ctx, float* C, const float* A, const float* B, int64_t 
 void matmul_bf16(CudaContext& ctx, float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K,
                  bool trans_a, bool trans_b, float beta) {
   run_gemm(ctx, "matmul_bf16", C, A, B, M, N, K, trans_a, trans_b, beta, GemmType::kBF16);
+}
+
+void matmul_bf16_add(CudaContext& ctx, float* D, const float* R, const uint16_t* A, const uint16_t* B, int64_t M,
+                     int64_t N, int64_t K, bool trans_a, bool trans_b) {
+  run_gemm(ctx, "matmul_bf16_add", GemmOut{D, R, 1.0f}, A, B, M, N, K, trans_a, trans_b, GemmType::kBF16);
+}
+
+void matmul_bf16_rounded(CudaContext& ctx, uint16_t* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N,
+                         int64_t K, bool trans_a, bool trans_b) {
+  run_gemm(ctx, "matmul_bf16_rounded", GemmOut{C, C, 0.0f, GemmType::kBF16}, A, B, M, N, K, trans_a, trans_b,
+           GemmType::kBF16);
 }
 
 }  // namespace ft::cuda

@@ -49,15 +49,16 @@ constexpr GemmMapping map_row_major(int64_t M, int64_t N, int64_t K, bool trans_
   return g;
 }
 
-// Operand type; C and D are fp32, accumulation CUBLAS_COMPUTE_32F (never TF32) with fp32 scalars.
+// Operand type (and output type: C and D are fp32, or bf16 for matmul_bf16_rounded); accumulation
+// CUBLAS_COMPUTE_32F (never TF32) with fp32 scalars.
 enum class GemmType : uint8_t { kF32, kBF16, kF16 };
 
-// The matmul descriptor and the three layouts of one mapped problem. Creation needs no device.
-// Throws ft::Error if cuBLASLt refuses.
+// The matmul descriptor and the three layouts of one mapped problem (C and D share a layout).
+// Creation needs no device. Throws ft::Error if cuBLASLt refuses.
 struct GemmDescriptors {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  GemmDescriptors(const GemmMapping& g, GemmType type);
+  GemmDescriptors(const GemmMapping& g, GemmType type, GemmType out = GemmType::kF32);
   ~GemmDescriptors();
   GemmDescriptors(const GemmDescriptors&) = delete;
   GemmDescriptors& operator=(const GemmDescriptors&) = delete;
@@ -80,14 +81,15 @@ class GemmCache {
   struct Plan {
     GemmDescriptors desc;
     cublasLtMatmulAlgo_t algo;
-    Plan(const GemmMapping& g, GemmType t) : desc(g, t), algo{} {}
+    Plan(const GemmMapping& g, GemmType t, GemmType out) : desc(g, t, out), algo{} {}
   };
+  // align_c: the smaller of C's and D's alignments.
   const Plan& get(CudaContext& ctx, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b, GemmType type,
-                  int align_a, int align_b, int align_c);
+                  int align_a, int align_b, int align_c, GemmType out = GemmType::kF32);
   size_t size() const { return plans_.size(); }
 
  private:
-  using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, GemmType, int, int, int>;
+  using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, GemmType, int, int, int, GemmType>;
   std::map<Key, std::unique_ptr<Plan>> plans_;
 };
 

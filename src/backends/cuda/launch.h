@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "backends/cuda/hd.h"
 
@@ -72,6 +73,32 @@ constexpr LaunchShape elementwise_launch(int64_t n) {
   return {{max64(1, min64(ceil_div(n, kElementwiseThreads), kMaxStrideBlocks))}, {kElementwiseThreads}, 0};
 }
 
+// ---- rows of 16-byte vectors: (x) the row's vectors, a 32-bit in-row index; (y) the rows,
+// grid-stride past kMaxGridYZ. The host picks the vector width (vector_width). --------------
+
+inline constexpr int64_t kMaxRowElems = int64_t{1} << 30;  // in-row indices (and 2 × a row) fit int32
+
+constexpr LaunchShape row_vector_launch(int64_t rows, int64_t vectors_per_row) {
+  return {{max64(1, ceil_div(vectors_per_row, kElementwiseThreads)), max64(1, min64(rows, kMaxGridYZ))},
+          {kElementwiseThreads},
+          0};
+}
+
+// Whether every pointer (nullptr counts as aligned) is 16-byte aligned.
+template <typename... Ptr>
+inline bool aligned16(const Ptr*... ptrs) {
+  for (uintptr_t p : {reinterpret_cast<uintptr_t>(ptrs)...})
+    if (p % 16 != 0) return false;
+  return true;
+}
+
+// Elements per access: `wide` (16 bytes of the type) when the row length is a multiple of it and
+// every pointer is 16-byte aligned; else 1.
+template <typename... Ptr>
+inline int vector_width(int wide, int64_t row_elems, const Ptr*... ptrs) {
+  return row_elems % wide == 0 && aligned16(ptrs...) ? wide : 1;
+}
+
 // ---- rows: one block per row, grid-stride over rows, threads stride over the row ----------
 
 inline constexpr int64_t kRowThreads = 256;  // a power of two: block reductions are trees
@@ -91,8 +118,8 @@ constexpr LaunchShape sum_squares_launch() {
 // ---- RMSNorm dweight: partial sums over chunks of rows (x) for blocks of columns (y), then
 // the chunks added in order per column. At most kRmsChunks chunks bound the scratch. ----------
 
-inline constexpr int64_t kRmsChunks = 256;
-inline constexpr int64_t kRmsMinChunkRows = 32;
+inline constexpr int64_t kRmsChunks = 1024;  // a block per chunk in the one-pass backward: ~8 per SM
+inline constexpr int64_t kRmsMinChunkRows = 16;
 
 constexpr int64_t rms_chunk_rows(int64_t N) {
   return max64(kRmsMinChunkRows, ceil_div(N, kRmsChunks));
@@ -104,6 +131,14 @@ constexpr LaunchShape rms_dweight_launch(int64_t N, int64_t C) {
   return {{rms_chunks(N), ceil_div(C, kRowThreads)}, {kRowThreads}, 0};
 }
 // scratch: rms_chunks(N) · C doubles
+// The one-pass backward (dx and the chunk's dweight partial, x and dout read once): a block per
+// chunk, the partial of its C columns in shared memory — while that fits the default 48 KiB.
+constexpr bool rms_one_pass(int64_t C) {
+  return C * 8 <= kDefaultSmemBytes;
+}
+constexpr LaunchShape rms_backward_launch(int64_t N, int64_t C) {
+  return {{rms_chunks(N)}, {kRowThreads}, C * 8};
+}
 
 // ---- embedding backward: one block per sorted token position (grid-stride) ----------------
 

@@ -1,6 +1,8 @@
-// RMSNorm, one block per row (launch.h row_launch). Sums of squares and the backward's dot product
-// in double, as the reference (a diverging run's activations overflow x² in fp32). dweight is
-// summed without atomics: partial sums per chunk of rows, then the chunks in order per column.
+// RMSNorm. Forward: one block per row (launch.h row_launch). Backward: one block per chunk of rows
+// writing dx (plus the residual stream's gradient) and the chunk's dweight partial in one pass,
+// 16-byte loads where the rows allow; then the chunks added in order per column (no atomics).
+// Sums of squares and the backward's dot product in double, as the reference (a diverging run's
+// activations overflow x² in fp32).
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/launch.h"
@@ -27,8 +29,8 @@ __global__ void rmsnorm_forward_kernel(Out* out, float* rstd, const float* x, co
   }
 }
 
-__global__ void rmsnorm_dx_kernel(float* dx, const float* dout, const float* x, const float* w, const float* rstd,
-                                  int64_t N, int64_t C) {
+__global__ void rmsnorm_dx_kernel(float* dx, const float* dout, const float* dres, const float* x, const float* w,
+                                  const float* rstd, int64_t N, int64_t C) {
   __shared__ double red[kRowThreads / kWarp];
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     const float* xr = x + n * C;
@@ -36,9 +38,60 @@ __global__ void rmsnorm_dx_kernel(float* dx, const float* dout, const float* x, 
     double dot = 0;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) dot += static_cast<double>(dy[c]) * w[c] * xr[c];
     dot = block_sum(dot, red);
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-      dx[n * C + c] = math::rms_dx(dy[c], xr[c], w[c], rstd[n], dot, C);
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+      const float d = math::rms_dx(dy[c], xr[c], w[c], rstd[n], dot, C);
+      dx[n * C + c] = dres ? d + dres[n * C + c] : d;
+    }
   }
+}
+
+// The one-pass backward: block b takes the rows of chunk b (rms_chunk_rows), writes their dx (plus
+// the residual's gradient) and its dweight partial, partial(b, c) = Σ over its rows of dy x r —
+// the rows in order, as rmsnorm_dweight_partial_kernel sums them. Thread t owns the V-wide column
+// groups t·V + k·V·blockDim: its share of the row's dot product, and those columns of the partial,
+// accumulated in shared memory (no other thread touches them). A row is read from memory once;
+// its second pass hits the cache.
+template <int V>
+__global__ void rmsnorm_backward_kernel(float* dx, double* partial, const float* dout, const float* dres,
+                                        const float* x, const float* w, const float* rstd, int64_t N, int32_t C,
+                                        int64_t chunk_rows) {
+  extern __shared__ double part[];  // (C)
+  __shared__ double red[kRowThreads / kWarp];
+  const int32_t step = static_cast<int32_t>(blockDim.x) * V;
+  for (int32_t c = static_cast<int32_t>(threadIdx.x) * V; c < C; c += step)
+    for (int i = 0; i < V; ++i) part[c + i] = 0;
+  const int64_t n0 = blockIdx.x * chunk_rows, n1 = min64(N, n0 + chunk_rows);
+  for (int64_t n = n0; n < n1; ++n) {
+    const float *xr = x + n * C, *dy = dout + n * C;
+    double dot = 0;
+    for (int32_t c = static_cast<int32_t>(threadIdx.x) * V; c < C; c += step) {
+      float g[V], xv[V], wv[V];
+      load_vec<V>(dy + c, g);
+      load_vec<V>(xr + c, xv);
+      load_vec<V>(w + c, wv);
+      for (int i = 0; i < V; ++i) dot += static_cast<double>(g[i]) * wv[i] * xv[i];
+    }
+    dot = block_sum(dot, red);
+    const float r = rstd[n];
+    for (int32_t c = static_cast<int32_t>(threadIdx.x) * V; c < C; c += step) {
+      float g[V], xv[V], wv[V], d[V];
+      load_vec<V>(dy + c, g);
+      load_vec<V>(xr + c, xv);
+      load_vec<V>(w + c, wv);
+      for (int i = 0; i < V; ++i) {
+        d[i] = math::rms_dx(g[i], xv[i], wv[i], r, dot, C);
+        part[c + i] += math::rms_dweight_term(g[i], xv[i], r);
+      }
+      if (dres) {
+        float rr[V];
+        load_vec<V>(dres + n * C + c, rr);
+        for (int i = 0; i < V; ++i) d[i] += rr[i];
+      }
+      store_vec<V>(dx + n * C + c, d);
+    }
+  }
+  for (int32_t c = static_cast<int32_t>(threadIdx.x) * V; c < C; c += step)
+    for (int i = 0; i < V; ++i) partial[blockIdx.x * C + c + i] = part[c + i];
 }
 
 // partial(chunk, c) = Σ over the chunk's rows of dy x r.
@@ -82,20 +135,33 @@ void rmsnorm_forward_bf16(CudaContext& ctx, uint16_t* out, float* rstd, const fl
   forward(ctx, out, rstd, x, weight, N, C, eps);
 }
 
-void rmsnorm_backward(CudaContext& ctx, float* dx, float* dweight, const float* dout, const float* x,
-                      const float* weight, const float* rstd, int64_t N, int64_t C) {
+void rmsnorm_backward(CudaContext& ctx, float* dx, float* dweight, const float* dout, const float* dresidual,
+                      const float* x, const float* weight, const float* rstd, int64_t N, int64_t C) {
   const char* op = "rmsnorm_backward";
   require(N >= 0 && C > 0, op, "bad sizes (need N >= 0, C > 0)", {{"N", N}, {"C", C}});
   if (N == 0) return;
-  const LaunchShape l = row_launch(N);
-  rmsnorm_dx_kernel<<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(dx, dout, x, weight, rstd, N, C);
-  FT_CUDA_CHECK_LAUNCH(ctx, op, {"N", N}, {"C", C});
   const int64_t chunks = rms_chunks(N);
   auto* partial = static_cast<double*>(ctx.scratch(static_cast<size_t>(chunks * C) * sizeof(double), op));
-  const LaunchShape lp = rms_dweight_launch(N, C);
-  rmsnorm_dweight_partial_kernel<<<to_dim3(lp.grid), to_dim3(lp.block), 0, ctx.stream()>>>(partial, dout, x, rstd, N, C,
-                                                                                           rms_chunk_rows(N));
-  FT_CUDA_CHECK_LAUNCH(ctx, op, {"N", N}, {"C", C});
+  if (rms_one_pass(C)) {
+    const LaunchShape l = rms_backward_launch(N, C);
+    const auto C32 = static_cast<int32_t>(C);
+    if (vector_width(4, C, dx, dout, x, weight, dresidual) == 4)
+      rmsnorm_backward_kernel<4><<<to_dim3(l.grid), to_dim3(l.block), l.smem, ctx.stream()>>>(
+          dx, partial, dout, dresidual, x, weight, rstd, N, C32, rms_chunk_rows(N));
+    else
+      rmsnorm_backward_kernel<1><<<to_dim3(l.grid), to_dim3(l.block), l.smem, ctx.stream()>>>(
+          dx, partial, dout, dresidual, x, weight, rstd, N, C32, rms_chunk_rows(N));
+    FT_CUDA_CHECK_LAUNCH(ctx, op, {"N", N}, {"C", C});
+  } else {  // rows too wide for the partial in shared memory: dx, then the partials
+    const LaunchShape l = row_launch(N);
+    rmsnorm_dx_kernel<<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(dx, dout, dresidual, x, weight, rstd, N,
+                                                                              C);
+    FT_CUDA_CHECK_LAUNCH(ctx, op, {"N", N}, {"C", C});
+    const LaunchShape lp = rms_dweight_launch(N, C);
+    rmsnorm_dweight_partial_kernel<<<to_dim3(lp.grid), to_dim3(lp.block), 0, ctx.stream()>>>(partial, dout, x, rstd, N,
+                                                                                             C, rms_chunk_rows(N));
+    FT_CUDA_CHECK_LAUNCH(ctx, op, {"N", N}, {"C", C});
+  }
   const LaunchShape lf = elementwise_launch(C);
   rmsnorm_dweight_final_kernel<<<to_dim3(lf.grid), to_dim3(lf.block), 0, ctx.stream()>>>(dweight, partial, chunks, C);
   FT_CUDA_CHECK_LAUNCH(ctx, op, {"N", N}, {"C", C});

@@ -27,29 +27,28 @@ __global__ void rope_kernel(float* qkv, const float* cos, const float* sin, int6
   }
 }
 
-FT_HD inline float widen(float x) {
-  return x;
-}
 FT_HD inline float widen(uint16_t x) {
   return math::from_bf16(x);
 }
 
-// The bf16 forms: one thread per rotated pair, as above, reading the pair from `in` (fp32 or bf16),
-// rotating in fp32 and writing both elements rounded to bf16 — so out may be in. Value heads are
-// copied (rounded) by rope_values_kernel when out is not in.
+// The bf16 forms: a 2-D grid, (x) the rotated pairs of one token (head · D/2 + pair, 32-bit), (y)
+// the tokens; each thread reads its pair from `in` (bf16), rotates in fp32 and writes both
+// elements rounded to bf16 — so out may be in. Value heads are copied by rope_values_kernel when
+// out is not in.
 template <typename In>
-__global__ void rope_bf16_kernel(uint16_t* out, const In* in, const float* cos, const float* sin, int64_t B, int64_t T,
-                                 int64_t H, int64_t Hkv, int64_t D, int64_t pos0, float sign) {
-  const int64_t half = D / 2, heads = H + Hkv, row = (H + 2 * Hkv) * D;
-  const int64_t n = rope_pairs(B, T, H, Hkv, D);
-  for (int64_t i = first_index(blockIdx.x, blockDim.x, threadIdx.x); i < n; i += grid_stride(gridDim.x, blockDim.x)) {
-    const int64_t pair = i % half, head = (i / half) % heads, bt = i / (half * heads), t = bt % T;
-    const int64_t at = bt * row + head * D + pair;
-    float a = widen(in[at]), b = widen(in[at + half]);
-    const int64_t tab = (pos0 + t) * half + pair;
+__global__ void rope_bf16_kernel(uint16_t* out, const In* in, const float* cos, const float* sin, int64_t BT, int64_t T,
+                                 int32_t heads, int32_t half, int32_t row, int64_t pos0, float sign) {
+  const int32_t i = static_cast<int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= heads * half) return;
+  const int32_t head = i / half, pair = i - head * half, at = head * 2 * half + pair;
+  for (int64_t bt = blockIdx.y; bt < BT; bt += gridDim.y) {
+    const In* x = in + bt * row;
+    uint16_t* y = out + bt * row;
+    float a = widen(x[at]), b = widen(x[at + half]);
+    const int64_t tab = (pos0 + bt % T) * half + pair;
     math::rope_rotate(&a, &b, cos[tab], sin[tab], sign);
-    out[at] = math::to_bf16(a);
-    out[at + half] = math::to_bf16(b);
+    y[at] = math::to_bf16(a);
+    y[at + half] = math::to_bf16(b);
   }
 }
 
@@ -67,10 +66,13 @@ void apply_bf16(CudaContext& ctx, const char* op, uint16_t* out, const In* in, c
                 int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D, int64_t pos0, float sign) {
   require(B >= 0 && T >= 0 && H >= 0 && Hkv >= 0 && D >= 2 && D % 2 == 0 && pos0 >= 0, op, "bad sizes",
           {{"B", B}, {"T", T}, {"H", H}, {"Hkv", Hkv}, {"D", D}, {"pos0", pos0}}, "D must be even and >= 2");
+  require((H + 2 * Hkv) * D <= kMaxRowElems, op, "a token's q, k and v exceed 2^30 elements", {{"H", H}, {"D", D}});
   if (const int64_t n = rope_pairs(B, T, H, Hkv, D); n > 0) {
-    const LaunchShape l = elementwise_launch(n);
-    rope_bf16_kernel<<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(out, in, cos, sin, B, T, H, Hkv, D, pos0,
-                                                                             sign);
+    const int64_t half = D / 2;
+    const LaunchShape l = row_vector_launch(B * T, (H + Hkv) * half);
+    rope_bf16_kernel<<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(
+        out, in, cos, sin, B * T, T, static_cast<int32_t>(H + Hkv), static_cast<int32_t>(half),
+        static_cast<int32_t>((H + 2 * Hkv) * D), pos0, sign);
     FT_CUDA_CHECK_LAUNCH(ctx, op, {"B", B}, {"T", T}, {"H", H}, {"Hkv", Hkv}, {"D", D}, {"pos0", pos0});
   }
   const int64_t values = B * T * Hkv * D;
@@ -103,7 +105,7 @@ void rope_backward(CudaContext& ctx, float* dqkv, const float* cos, const float*
   apply(ctx, "rope_backward", dqkv, cos, sin, B, T, H, Hkv, D, pos0, -1.0f);
 }
 
-void rope_forward_bf16(CudaContext& ctx, uint16_t* qkv16, const float* qkv, const float* cos, const float* sin,
+void rope_forward_bf16(CudaContext& ctx, uint16_t* qkv16, const uint16_t* qkv, const float* cos, const float* sin,
                        int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D, int64_t pos0) {
   apply_bf16(ctx, "rope_forward_bf16", qkv16, qkv, cos, sin, B, T, H, Hkv, D, pos0, 1.0f);
 }

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 
+#include "backends/cuda/launch.h"
+
 namespace ft::trace::cost {
 namespace {
 
@@ -32,13 +34,16 @@ OpRecord rec(const char* op, std::string shape, double read, double written, dou
   return r;
 }
 
-// A cuBLASLt GEMM (gemm.cpp): A and B read once at `in` bytes an element, C written in fp32 (and
-// read first when beta = 1 accumulates into it).
-OpRecord gemm(const char* op, int64_t M, int64_t N, int64_t K, bool ta, bool tb, float beta, Precision p, double in) {
-  OpRecord r =
-      rec(op, fmt::format("M={} N={} K={} tA={:d} tB={:d} beta={:g} {}", M, N, K, ta, tb, beta, precision_label(p)),
-          in * d(M * K + K * N) + (beta != 0 ? kF32 * d(M * N) : 0), kF32 * d(M * N), 2.0 * d(M) * d(N) * d(K), 1,
-          OpKind::kGemm);
+// A cuBLASLt GEMM (gemm.cpp): A and B read once at `in` bytes an element, D written at `out` bytes
+// (fp32, or bf16 when the epilogue rounds), C read first when beta = 1 (accumulating into D, or
+// the residual added in the epilogue).
+OpRecord gemm(const char* op, int64_t M, int64_t N, int64_t K, bool ta, bool tb, float beta, Precision p, double in,
+              double out = kF32) {
+  OpRecord r = rec(op,
+                   fmt::format("M={} N={} K={} tA={:d} tB={:d} beta={:g} {}{}", M, N, K, ta, tb, beta,
+                               precision_label(p), out == kB16 ? " out bf16" : ""),
+                   in * d(M * K + K * N) + (beta != 0 ? out * d(M * N) : 0), out * d(M * N), 2.0 * d(M) * d(N) * d(K),
+                   1, OpKind::kGemm);
   r.gemm = plan::GemmShape{.M = M, .N = N, .K = K, .trans_a = ta, .trans_b = tb, .beta = beta, .precision = p};
   return r;
 }
@@ -78,6 +83,15 @@ OpRecord matmul_bf16(float*, const uint16_t*, const uint16_t*, int64_t M, int64_
                      bool trans_b, float beta) {
   return gemm("matmul_bf16", M, N, K, trans_a, trans_b, beta, Precision::kBF16, kB16);
 }
+// The residual R read by the epilogue (C = R, beta = 1), D written.
+OpRecord matmul_bf16_add(float*, const float*, const uint16_t*, const uint16_t*, int64_t M, int64_t N, int64_t K,
+                         bool trans_a, bool trans_b) {
+  return gemm("matmul_bf16_add", M, N, K, trans_a, trans_b, 1.0f, Precision::kBF16, kB16);
+}
+OpRecord matmul_bf16_rounded(uint16_t*, const uint16_t*, const uint16_t*, int64_t M, int64_t N, int64_t K, bool trans_a,
+                             bool trans_b) {
+  return gemm("matmul_bf16_rounded", M, N, K, trans_a, trans_b, 0.0f, Precision::kBF16, kB16, kB16);
+}
 
 // ---- Embedding (embedding.cu) ----------------------------------------------------------------
 
@@ -104,12 +118,17 @@ OpRecord rmsnorm_forward(float*, float*, const float*, const float*, int64_t N, 
 OpRecord rmsnorm_forward_bf16(uint16_t*, float*, const float*, const float*, int64_t N, int64_t C, float) {
   return rec("rmsnorm_forward_bf16", nc_shape(N, C), kF32 * d(N * C + C), kB16 * d(N * C) + kF32 * d(N), 4 * d(N * C));
 }
-// Three kernels: dx (reads dout and x), the dweight partial sums over row chunks (reads dout and
-// x again) and their final sum (small).
-OpRecord rmsnorm_backward(float*, float*, const float*, const float*, const float*, const float*, int64_t N,
-                          int64_t C) {
-  return rec("rmsnorm_backward", nc_shape(N, C), kF32 * d(4 * N * C + C + 2 * N), kF32 * d(N * C + C), 10 * d(N * C),
-             3);
+// One pass (C ≤ 6144, rms_one_pass): a block per chunk of rows reads dout, x (and the residual's
+// gradient) once, writes dx and its chunk's dweight partial (8 bytes a column); then the partials
+// summed per column. Wider rows: dx, then the partials reading dout and x again.
+OpRecord rmsnorm_backward(float*, float*, const float*, const float* dresidual, const float*, const float*,
+                          const float*, int64_t N, int64_t C) {
+  const double chunks = d(cuda::rms_chunks(N));
+  const bool one_pass = cuda::rms_one_pass(C);
+  const double rows = d(N * C) * (one_pass ? 2 : 4) + (dresidual ? d(N * C) : 0);
+  return rec("rmsnorm_backward", nc_shape(N, C) + (dresidual ? " +residual" : ""),
+             kF32 * (rows + d(C) + d(N)) + kF64 * chunks * d(C), kF32 * d(N * C + C) + kF64 * chunks * d(C),
+             10 * d(N * C), one_pass ? 2 : 3);
 }
 
 // ---- RoPE (rope.cu) --------------------------------------------------------------------------
@@ -126,11 +145,12 @@ OpRecord rope_backward(float*, const float*, const float*, int64_t B, int64_t T,
   return rec("rope_backward", attn_shape(B, T, H, Hkv, D), kF32 * (n + d(T * D)), kF32 * n, 3 * n);
 }
 // The bf16 forms (rope.cu's rope_bf16_kernel, and rope_values_kernel copying the value heads when
-// out is not in): the pairs read (fp32 or bf16) and written in bf16, the tables' rows read.
-OpRecord rope_forward_bf16(uint16_t*, const float*, const float*, const float*, int64_t B, int64_t T, int64_t H,
-                           int64_t Hkv, int64_t D, int64_t) {
-  const double n = d(B * T * (H + Hkv) * D), v = d(B * T * Hkv * D);
-  return rec("rope_forward_bf16", attn_shape(B, T, H, Hkv, D), kF32 * (n + v + d(T * D)), kB16 * (n + v), 3 * n, 2);
+// out is not in): the pairs read and written in bf16, the tables' rows read.
+OpRecord rope_forward_bf16(uint16_t* out, const uint16_t* in, const float*, const float*, int64_t B, int64_t T,
+                           int64_t H, int64_t Hkv, int64_t D, int64_t) {
+  const double n = d(B * T * (H + Hkv) * D), v = out == in ? 0 : d(B * T * Hkv * D);
+  return rec("rope_forward_bf16", attn_shape(B, T, H, Hkv, D), kB16 * (n + v) + kF32 * d(T * D), kB16 * (n + v), 3 * n,
+             v > 0 ? 2 : 1);
 }
 OpRecord rope_backward_bf16(uint16_t* out, const uint16_t* in, const float*, const float*, int64_t B, int64_t T,
                             int64_t H, int64_t Hkv, int64_t D, int64_t) {
@@ -205,15 +225,15 @@ OpRecord attention_decode(float*, const float*, const float*, const float*, int6
 OpRecord swiglu_forward(float*, const float*, int64_t N, int64_t F) {
   return rec("swiglu_forward", fmt::format("N={} F={}", N, F), kF32 * d(2 * N * F), kF32 * d(N * F), 6 * d(N * F));
 }
-OpRecord swiglu_forward_bf16(uint16_t*, const float*, int64_t N, int64_t F) {
-  return rec("swiglu_forward_bf16", fmt::format("N={} F={}", N, F), kF32 * d(2 * N * F), kB16 * d(N * F), 6 * d(N * F));
+OpRecord swiglu_forward_bf16(uint16_t*, const uint16_t*, int64_t N, int64_t F) {
+  return rec("swiglu_forward_bf16", fmt::format("N={} F={}", N, F), kB16 * d(2 * N * F), kB16 * d(N * F), 6 * d(N * F));
 }
 OpRecord swiglu_backward(float*, const float*, const float*, int64_t N, int64_t F) {
   return rec("swiglu_backward", fmt::format("N={} F={}", N, F), kF32 * d(3 * N * F), kF32 * d(2 * N * F),
              10 * d(N * F));
 }
-OpRecord swiglu_backward_bf16(uint16_t*, const float*, const float*, int64_t N, int64_t F) {
-  return rec("swiglu_backward_bf16", fmt::format("N={} F={}", N, F), kF32 * d(3 * N * F), kB16 * d(2 * N * F),
+OpRecord swiglu_backward_bf16(uint16_t*, const uint16_t*, const uint16_t*, int64_t N, int64_t F) {
+  return rec("swiglu_backward_bf16", fmt::format("N={} F={}", N, F), kB16 * d(3 * N * F), kB16 * d(2 * N * F),
              10 * d(N * F));
 }
 

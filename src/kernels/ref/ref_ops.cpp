@@ -59,6 +59,20 @@ void matmul_bf16(const ExecContext&, float* C, const uint16_t* A, const uint16_t
   ref_impl::matmul(C, a.data(), b.data(), M, N, K, trans_a, trans_b, beta);
 }
 
+void matmul_bf16_add(const ExecContext& ctx, float* D, const float* R, const uint16_t* A, const uint16_t* B, int64_t M,
+                     int64_t N, int64_t K, bool trans_a, bool trans_b) {
+  std::vector<float> r(R, R + M * N);
+  matmul_bf16(ctx, D, A, B, M, N, K, trans_a, trans_b, 0.0f);
+  for (int64_t i = 0; i < M * N; ++i) D[i] += r[static_cast<size_t>(i)];
+}
+
+void matmul_bf16_rounded(const ExecContext& ctx, uint16_t* C, const uint16_t* A, const uint16_t* B, int64_t M,
+                         int64_t N, int64_t K, bool trans_a, bool trans_b) {
+  std::vector<float> c(static_cast<size_t>(M * N));
+  matmul_bf16(ctx, c.data(), A, B, M, N, K, trans_a, trans_b, 0.0f);
+  store_bf16(C, c);
+}
+
 void embedding_forward(const ExecContext&, float* out, const int32_t* tokens, const float* table, int64_t N, int64_t C,
                        int64_t v0, int64_t V) {
   ref_impl::embedding_forward(out, tokens, table, N, C, v0, V);
@@ -77,9 +91,11 @@ void rmsnorm_forward_bf16(const ExecContext&, uint16_t* out, float* rstd, const 
   ref_impl::rmsnorm_forward(y.data(), rstd, x, weight, N, C, eps);
   store_bf16(out, y);
 }
-void rmsnorm_backward(const ExecContext&, float* dx, float* dweight, const float* dout, const float* x,
-                      const float* weight, const float* rstd, int64_t N, int64_t C) {
-  ref_impl::rmsnorm_backward(dx, dweight, dout, x, weight, rstd, N, C);
+void rmsnorm_backward(const ExecContext&, float* dx, float* dweight, const float* dout, const float* dresidual,
+                      const float* x, const float* weight, const float* rstd, int64_t N, int64_t C) {
+  std::vector<float> d(static_cast<size_t>(N * C));
+  ref_impl::rmsnorm_backward(d.data(), dweight, dout, x, weight, rstd, N, C);
+  for (int64_t i = 0; i < N * C; ++i) dx[i] = dresidual ? d[static_cast<size_t>(i)] + dresidual[i] : d[i];
 }
 void rope_forward(const ExecContext&, float* qkv, const float* cos, const float* sin, int64_t B, int64_t T, int64_t H,
                   int64_t Hkv, int64_t D, int64_t pos0) {
@@ -89,9 +105,9 @@ void rope_backward(const ExecContext&, float* dqkv, const float* cos, const floa
                    int64_t Hkv, int64_t D, int64_t pos0) {
   ref_impl::rope_apply(dqkv, cos, sin, B, T, H, Hkv, D, pos0, -1.0f);
 }
-void rope_forward_bf16(const ExecContext&, uint16_t* qkv16, const float* qkv, const float* cos, const float* sin,
+void rope_forward_bf16(const ExecContext&, uint16_t* qkv16, const uint16_t* qkv, const float* cos, const float* sin,
                        int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t D, int64_t pos0) {
-  std::vector<float> x(qkv, qkv + qkv_elems(B, T, H, Hkv, D));
+  std::vector<float> x = widen_bf16(qkv, qkv_elems(B, T, H, Hkv, D));
   ref_impl::rope_apply(x.data(), cos, sin, B, T, H, Hkv, D, pos0, 1.0f);
   store_bf16(qkv16, x);
 }
@@ -145,15 +161,15 @@ void swiglu_backward(const ExecContext&, float* dgate_up, const float* dout, con
                      int64_t F) {
   ref_impl::swiglu_backward(dgate_up, dout, gate_up, N, F);
 }
-void swiglu_forward_bf16(const ExecContext&, uint16_t* out, const float* gate_up, int64_t N, int64_t F) {
+void swiglu_forward_bf16(const ExecContext&, uint16_t* out, const uint16_t* gate_up, int64_t N, int64_t F) {
   std::vector<float> y(static_cast<size_t>(N * F));
-  ref_impl::swiglu_forward(y.data(), gate_up, N, F);
+  ref_impl::swiglu_forward(y.data(), widen_bf16(gate_up, N * 2 * F).data(), N, F);
   store_bf16(out, y);
 }
-void swiglu_backward_bf16(const ExecContext&, uint16_t* dgate_up, const float* dout, const float* gate_up, int64_t N,
-                          int64_t F) {
+void swiglu_backward_bf16(const ExecContext&, uint16_t* dgate_up, const uint16_t* dout, const uint16_t* gate_up,
+                          int64_t N, int64_t F) {
   std::vector<float> d(static_cast<size_t>(N * 2 * F));
-  ref_impl::swiglu_backward(d.data(), dout, gate_up, N, F);
+  ref_impl::swiglu_backward(d.data(), widen_bf16(dout, N * F).data(), widen_bf16(gate_up, N * 2 * F).data(), N, F);
   store_bf16(dgate_up, d);
 }
 void xent_forward(const ExecContext&, float* loss, float* lse, const float* logits, const int32_t* targets, int64_t N,
