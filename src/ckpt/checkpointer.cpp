@@ -25,6 +25,7 @@
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/strings.h"
+#include "util/unused_path.h"
 
 namespace fs = std::filesystem;
 
@@ -420,7 +421,7 @@ void Checkpointer::prepare_root(int64_t resumed_step) {
       log_warn("checkpoint: removing {}: incomplete (no manifest; a save was interrupted)", d);
       fs::remove_all(d, ec);
     } else if (step > resumed_step) {
-      std::string aside = fmt::format("{}.replaced-{}", d, static_cast<int64_t>(unix_now()));
+      std::string aside = unused_path(fmt::format("{}.replaced-{}", d, static_cast<int64_t>(unix_now())));
       log_warn("checkpoint: {} is newer than the step this run starts from ({}); moved to {}", d, resumed_step, aside);
       fs::rename(d, aside, ec);
     }

@@ -10,6 +10,7 @@
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/unused_path.h"
 
 namespace fs = std::filesystem;
 
@@ -87,7 +88,6 @@ std::vector<std::string> claim_run_dir(const Config& cfg, bool force, RunDirUser
   if (found.empty() && !outside) return {};
   std::vector<std::string> shown = found;
   if (outside) shown.push_back(root);
-  const std::string aside = fmt::format("{}/replaced-{}", dir, stamp());
   if (!force) {
     throw Error(fmt::format("run directory {} already holds a run ({}): a fresh start would overwrite it", dir,
                             fmt::join(shown, ", ")),
@@ -95,14 +95,16 @@ std::vector<std::string> claim_run_dir(const Config& cfg, bool force, RunDirUser
                             "{}/replaced-<time>/), or choose another --run-dir",
                             dir));
   }
-  fs::create_directories(aside);
+  // The aside's name is claimed by creating it: a second --force in the same second gets
+  // replaced-<time>-2/, never the first one's directory.
+  const std::string aside = found.empty() ? "" : create_unused_dir(fmt::format("{}/replaced-{}", dir, stamp()));
   std::vector<std::string> moved;
   for (const std::string& n : found) {
     fs::rename(dir + "/" + n, aside + "/" + n);
     moved.push_back(dir + "/" + n);
   }
   if (outside) {
-    const std::string to = fmt::format("{}.replaced-{}", root, stamp());
+    const std::string to = unused_path(fmt::format("{}.replaced-{}", root, stamp()));
     fs::rename(root, to);
     moved.push_back(root);
     log_warn("--force: the earlier run's checkpoints {} are now {}", root, to);

@@ -631,6 +631,36 @@ case_round2_nonsense_values() {
   expect_exit 2 "train.eval_batches = 0 is not valid" "$FT" eval --ckpt r1 --set train.eval_batches=0
 }
 
+# 4: what --force (or a resume from an older checkpoint) moves aside goes under a name nothing holds:
+# two moves in the same second (simulated by taking the next seconds' names first) never overwrite
+# each other's files, and never fail half-way on a non-empty directory.
+case_round2_force_twice() {
+  train_tiny "$WORK/run" --set train.steps=2 --set ckpt.interval=1 --set ckpt.dir=\"$WORK/ck\"
+  local now t s
+  now=$(date -u +%s)
+  for t in $(seq "$now" $((now + 20))); do
+    s=$(date -u -d "@$t" +%Y%m%dT%H%M%SZ)
+    mkdir -p "run/replaced-$s" "ck.replaced-$s/step_00000001"
+    echo "earlier $t" >"run/replaced-$s/config.json"
+  done
+  train_tiny "$WORK/run" --set train.steps=2 --set ckpt.interval=1 --set ckpt.dir=\"$WORK/ck\" --force
+  for t in $(seq "$now" $((now + 20))); do
+    s=$(date -u -d "@$t" +%Y%m%dT%H%M%SZ)
+    grep -qx "earlier $t" "run/replaced-$s/config.json" || fail "--force overwrote run/replaced-$s/config.json"
+  done
+  ls -d run/replaced-*-2 >/dev/null 2>&1 && ls -d ck.replaced-*-2 >/dev/null 2>&1 ||
+    fail "no run/replaced-<time>-2 or ck.replaced-<time>-2: $(ls -d run/replaced-* ck.replaced-* | tail -n 3)"
+  grep -q '"steps": 2' run/replaced-*-2/config.json || fail "the earlier run's config.json is not in replaced-<time>-2"
+  echo "  ok: $(grep -o 'now in .*' run.log | head -1)"
+  # A resume from step 1 moves the newer step 2 aside, beside the names already taken.
+  now=$(date -u +%s)
+  for t in $(seq "$now" $((now + 20))); do mkdir -p "ck/step_00000002.replaced-$t/x"; done
+  "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=2 --set ckpt.interval=1 \
+    --set ckpt.dir=\"$WORK/ck\" --resume "$WORK/ck/step_00000001" >resume.log 2>&1 || fail "resume: $(tail -n 3 resume.log)"
+  ls -d ck/step_00000002.replaced-*-2 >/dev/null 2>&1 || fail "step 2 was not moved aside: $(grep moved resume.log)"
+  echo "  ok: $(grep -o 'moved to .*' resume.log | head -1)"
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
