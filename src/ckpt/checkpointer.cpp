@@ -1,5 +1,6 @@
 #include "ckpt/checkpointer.h"
 
+#include <fmt/ranges.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -314,6 +315,7 @@ Checkpointer::Resumed Checkpointer::resume() {
     if (cands.empty()) log_info("resume: no checkpoint under {}; starting from step 0", root_);
     float* buf = static_cast<float*>(mem_alloc(Device::kCPU, staging_bytes(), MemCategory::kCheckpoint));
     float *w = buf, *m1 = buf + state_size_, *m2 = buf + 2 * state_size_;
+    std::vector<std::string> failed;  // why each checkpoint (with a manifest) was skipped
     for (const std::string& cand : cands) {
       int status = 0;  // 0 ok, 1 skip (incomplete, corrupt), 2 refused
       std::string err, hint;
@@ -338,8 +340,10 @@ Checkpointer::Resumed Checkpointer::resume() {
       } catch (const Error& e) {
         status = 1, err = e.what(), hint = e.hint();
       }
-      double flags[2] = {status == 1 ? 1.0 : 0.0, status == 2 ? 1.0 : 0.0};
-      mesh_.world().all_reduce(flags, 2);
+      // [2]: a manifest is there, so this is a checkpoint that failed, not an interrupted save.
+      double flags[3] = {status == 1 ? 1.0 : 0.0, status == 2 ? 1.0 : 0.0,
+                         fs::exists(cand + "/" + kCkptManifestFile) ? 1.0 : 0.0};
+      mesh_.world().all_reduce(flags, 3);
       if (flags[1] > 0) {
         mem_free(Device::kCPU, buf, staging_bytes(), MemCategory::kCheckpoint);
         if (status == 2) throw Error(err, hint);
@@ -352,8 +356,9 @@ Checkpointer::Resumed Checkpointer::resume() {
               status ? err : fmt::format("{}: another rank could not read this checkpoint (see its error)", cand),
               hint.empty() ? "resume from another checkpoint (--resume auto picks the newest valid one)" : hint);
         }
-        log_warn("resume: skipping checkpoint {}: {}", cand,
-                 status ? err : std::string("another rank could not read it (see its warning)"));
+        const std::string why = status ? err : std::string("another rank could not read it (see its warning)");
+        log_warn("resume: skipping checkpoint {}: {}", cand, why);
+        if (flags[2] > 0) failed.push_back(why);
         continue;
       }
       engine_.import_state(w, m1, m2, m.optimizer_steps);
@@ -381,6 +386,16 @@ Checkpointer::Resumed Checkpointer::resume() {
     }
     mem_free(Device::kCPU, buf, staging_bytes(), MemCategory::kCheckpoint);
     if (exact && !out.resumed) throw Error(fmt::format("{}: could not resume from it", spec));
+    // Checkpoints were there and none could be read: training from step 0 would silently discard
+    // them (and, at the first save, write over their steps). Starting over is the user's choice.
+    if (!out.resumed && !failed.empty()) {
+      throw Error(
+          fmt::format("--resume {}: every checkpoint under {} failed verification ({})", spec,
+                      cands.empty() ? root_ : fs::path(cands.front()).parent_path().string(), fmt::join(failed, "; ")),
+          fmt::format("`fluxtrain ckpt verify` names the damage; restore a checkpoint, or start over with --force "
+                      "instead of --resume (the run's files are moved to {}/replaced-<time>/)",
+                      run_.run_dir));
+    }
     report_resume_ = out.resumed;
   }
   if (ckpt_.interval > 0) {

@@ -661,6 +661,24 @@ case_round2_force_twice() {
   echo "  ok: $(grep -o 'moved to .*' resume.log | head -1)"
 }
 
+# 9: --resume auto when every checkpoint fails verification trained from step 0 and exited 0; it is
+# refused, naming them and why, and --force (instead of --resume) starts over. An interrupted save
+# alone (no manifest) is no checkpoint: that still starts at step 0.
+case_round2_resume_all_invalid() {
+  train_tiny "$WORK/run" --set train.steps=2 --set ckpt.interval=1
+  echo garbage >run/checkpoints/step_00000002/manifest.json
+  sed -i 's/"step": 1/"step": 3/' run/checkpoints/step_00000001/manifest.json
+  expect_exit 2 "--resume auto: every checkpoint under $WORK/run/checkpoints failed verification ($WORK/run/checkpoints/step_00000002/manifest.json: not JSON" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=2 --set ckpt.interval=1 --resume auto
+  "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=2 --set ckpt.interval=1 \
+    --resume auto >refused.log 2>&1
+  grep -q "hint: .*start over with --force instead of --resume" refused.log || fail "the hint does not say how to start over"
+  train_tiny "$WORK/run" --set train.steps=2 --set ckpt.interval=1 --force
+  [ -f run/checkpoints/step_00000002/manifest.json ] || fail "--force did not start over"
+  mkdir -p "$WORK/r2/checkpoints/step_00000005"
+  train_tiny "$WORK/r2" --set train.steps=1 --resume auto
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
