@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "util/dir_check.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -63,6 +64,11 @@ std::vector<std::string> claim_run_dir(const Config& cfg, bool force, RunDirUser
                             dir),
                 "choose another --run-dir");
   }
+  // Checkpoints are written from the first save on: a root that cannot hold them is said now, not
+  // at every save after the training.
+  if (cfg.ckpt.interval > 0)
+    check_dir_writable(cfg.ckpt.root(dir), cfg.ckpt.dir.empty() ? "checkpoint directory" : "ckpt.dir",
+                       cfg.ckpt.dir.empty() ? "choose another --run-dir" : "choose another ckpt.dir");
   const bool resume = !cfg.ckpt.resume.empty();
   if (resume && force) {
     throw Error("--force starts the run over, --resume continues it: give one of them",

@@ -679,6 +679,23 @@ case_round2_resume_all_invalid() {
   train_tiny "$WORK/r2" --set train.steps=1 --resume auto
 }
 
+# 15: a ckpt.dir that cannot hold checkpoints (a file, under a file) was found only at the first
+# save, after the training, every save failing: it is refused before step 1.
+case_round2_ckpt_dir_file() {
+  echo "keep me" >afile
+  expect_exit 2 "ckpt.dir $WORK/afile: it is a file, not a directory" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=1 --set ckpt.interval=1 \
+    --set ckpt.dir=\"$WORK/afile\"
+  expect_exit 2 "ckpt.dir $WORK/afile/ck: $WORK/afile is a file, not a directory" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=1 --set ckpt.interval=1 \
+    --set ckpt.dir=\"$WORK/afile/ck\"
+  mkdir -p r2 && echo x >r2/checkpoints
+  expect_exit 2 "checkpoint directory $WORK/r2/checkpoints: it is a file" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/r2" "${quick[@]}" --set train.steps=1 --set ckpt.interval=1
+  [ ! -e run ] && grep -q "keep me" afile || fail "a refused start wrote its run directory or the file"
+  train_tiny "$WORK/r3" --set train.steps=1 --set ckpt.interval=0 --set ckpt.dir=\"$WORK/afile\"
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
