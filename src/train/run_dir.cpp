@@ -64,6 +64,7 @@ std::vector<std::string> claim_run_dir(const Config& cfg, bool force, RunDirUser
                             dir),
                 "choose another --run-dir");
   }
+  check_dir_writable(dir, "run directory", "choose another --run-dir");
   // Checkpoints are written from the first save on: a root that cannot hold them is said now, not
   // at every save after the training.
   if (cfg.ckpt.interval > 0)

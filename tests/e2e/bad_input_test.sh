@@ -696,6 +696,29 @@ case_round2_ckpt_dir_file() {
   train_tiny "$WORK/r3" --set train.steps=1 --set ckpt.interval=0 --set ckpt.dir=\"$WORK/afile\"
 }
 
+# 14: raw library errors with exit 1 (which the supervisor would restart): each is one line naming
+# the path and the cause, exit 2, before any work.
+case_round2_raw_errors() {
+  echo "keep me" >afile
+  expect_exit 2 "run directory $WORK/afile/run: $WORK/afile is a file, not a directory" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/afile/run" "${quick[@]}" --set train.steps=1
+  expect_exit 2 "run directory /proc/fluxtrain_run: cannot create /proc/fluxtrain_run" \
+    "$FT" train --config "$cfg" --run-dir /proc/fluxtrain_run "${quick[@]}" --set train.steps=1
+  expect_exit 2 "run directory $WORK/afile/run: $WORK/afile is a file" \
+    "$FT" launch --config "$cfg" --run-dir "$WORK/afile/run" "${quick[@]}" --set train.steps=1
+  ln -s loop1 loop2 && ln -s loop2 loop1
+  expect_exit 2 "loop1: cannot read the dataset: loop1/manifest.json: Too many levels of symbolic links" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=1 \
+    --set data.source=\"dataset\" --set data.path=\"loop1\"
+  mkdir keydir
+  expect_exit 2 "ckpt.key_file = keydir: is a directory, not a key file" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=1 --set ckpt.interval=1 \
+    --set ckpt.encrypt=true --set ckpt.key_file=\"keydir\"
+  train_tiny "$WORK/r1" --set train.steps=1 --set ckpt.interval=1
+  expect_exit 2 "--out-dir afile: it is a file, not a directory" "$FT" eval --ckpt r1 --out-dir afile
+  grep -q "keep me" afile && [ ! -e r1/validation ] || fail "a refused command wrote"
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
