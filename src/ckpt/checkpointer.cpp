@@ -316,6 +316,7 @@ Checkpointer::Resumed Checkpointer::resume() {
     float* buf = static_cast<float*>(mem_alloc(Device::kCPU, staging_bytes(), MemCategory::kCheckpoint));
     float *w = buf, *m1 = buf + state_size_, *m2 = buf + 2 * state_size_;
     std::vector<std::string> failed;  // why each checkpoint (with a manifest) was skipped
+    bool read_encrypted = false;
     for (const std::string& cand : cands) {
       int status = 0;  // 0 ok, 1 skip (incomplete, corrupt), 2 refused
       std::string err, hint;
@@ -363,6 +364,7 @@ Checkpointer::Resumed Checkpointer::resume() {
       }
       engine_.import_state(w, m1, m2, m.optimizer_steps);
       keep_encryption(m, cand);
+      read_encrypted = m.encrypted;
       out.resumed = true;
       out.dir = cand;
       out.step = m.step;
@@ -397,6 +399,11 @@ Checkpointer::Resumed Checkpointer::resume() {
                       run_.run_dir));
     }
     report_resume_ = out.resumed;
+    // The key was given for a resume, but nothing it would read or write is encrypted.
+    if (rank0 && !ckpt_.key_file.empty() && !ckpt_.encrypt && !read_encrypted)
+      log_warn("config: ckpt.key_file has no effect: ckpt.encrypt = false and {}",
+               out.resumed ? fmt::format("the checkpoint resumed from, {}, is not encrypted", out.dir)
+                           : std::string("there was no checkpoint to resume from"));
   }
   if (ckpt_.interval > 0) {
     if (rank0) prepare_root(out.step);

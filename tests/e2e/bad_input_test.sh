@@ -719,6 +719,31 @@ case_round2_raw_errors() {
   grep -q "keep me" afile && [ ! -e r1/validation ] || fail "a refused command wrote"
 }
 
+# 19 (the rest): keys that do nothing under the other settings are warned about, not ignored in
+# silence: the object-store keys with a local dataset, ckpt.key_file with nothing encrypted,
+# train.eval_interval beyond train.steps.
+case_round2_no_effect_warnings() {
+  "$FT" prepare --input "$text" --out ds "${prep[@]}" >/dev/null 2>&1 || fail "prepare failed"
+  train_tiny "$WORK/r1" --set train.steps=1 --set data.source=\"dataset\" --set data.path=\"ds\" \
+    --set data.endpoint=\"http://127.0.0.1:9\" --set data.cache_dir=\"$WORK/cache\" --set data.cache_bytes=100000000
+  local key
+  for key in data.endpoint data.cache_dir data.cache_bytes; do
+    grep -q "warning: config: $key has no effect: data.path and data.mixture are local" r1.log ||
+      fail "no warning for $key with a local dataset: $(grep warning r1.log)"
+  done
+  echo "  ok: $(grep -o 'data.endpoint has no effect.*' r1.log)"
+  train_tiny "$WORK/r2" --set train.steps=2 --set train.eval_interval=5
+  grep -q "warning: config: train.eval_interval has no effect: train.eval_interval = 5 is beyond train.steps = 2" r2.log ||
+    fail "no warning for train.eval_interval beyond train.steps: $(grep warning r2.log)"
+  echo "  ok: $(grep -o 'train.eval_interval has no effect.*' r2.log)"
+  openssl rand -hex 32 >key.hex
+  train_tiny "$WORK/r3" --set train.steps=1 --set ckpt.interval=1
+  train_tiny "$WORK/r3" --set train.steps=2 --set ckpt.interval=1 --set ckpt.key_file=\"key.hex\" --resume auto
+  grep -q "warning: config: ckpt.key_file has no effect: ckpt.encrypt = false and the checkpoint resumed from" r3.log ||
+    fail "no warning for ckpt.key_file with plaintext checkpoints: $(grep warning r3.log)"
+  echo "  ok: $(grep -o 'ckpt.key_file has no effect.*' r3.log)"
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
