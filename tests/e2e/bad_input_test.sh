@@ -744,6 +744,26 @@ case_round2_no_effect_warnings() {
   echo "  ok: $(grep -o 'ckpt.key_file has no effect.*' r3.log)"
 }
 
+# 7: a stop before the first step said "its checkpoint is committed" and exited 4 with no checkpoint;
+# it exits 5 (stopped without a checkpoint of the last step). A signal in a test-only pause before
+# step 1 (the wait for it is bounded), and a time budget already spent at step 1.
+case_round2_stop_before_step1() {
+  FLUXTRAIN_START_TEST_DELAY_MS=3000 "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" \
+    --set train.steps=2 --set ckpt.interval=1 >run.log 2>&1 &
+  local pid=$! i rc=0
+  for i in $(seq 200); do grep -q "before the first step (FLUXTRAIN_START_TEST_DELAY_MS)" run.log && break; sleep 0.05; done
+  kill -TERM $pid 2>/dev/null
+  wait $pid || rc=$?
+  [ $rc -eq 5 ] || fail "a SIGTERM before step 1: exit $rc, not 5: $(tail -n 2 run.log)"
+  grep -q "error: stopped (SIGTERM) before the first step: nothing was trained and no checkpoint was written" run.log &&
+    ! grep -q "its checkpoint is committed" run.log || fail "the stop before step 1 was misreported: $(tail -n 2 run.log)"
+  echo "  ok: $(grep -o 'stopped (SIGTERM).*' run.log)"
+  rc=0
+  "$FT" train --config "$cfg" --run-dir "$WORK/r2" "${quick[@]}" --set train.steps=2 --set ckpt.interval=1 \
+    --set train.stop_after_minutes=1e-9 >r2.log 2>&1 || rc=$?
+  [ $rc -eq 5 ] && grep -q "before the first step" r2.log || fail "a spent time budget at step 1: exit $rc: $(tail -n 2 r2.log)"
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
