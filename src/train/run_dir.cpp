@@ -3,10 +3,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "train/run_lock.h"
 #include "util/dir_check.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -75,6 +77,9 @@ std::vector<std::string> claim_run_dir(const Config& cfg, bool force, RunDirUser
     throw Error("--force starts the run over, --resume continues it: give one of them",
                 "--resume auto continues from the newest checkpoint; --force moves the old run aside");
   }
+  // One run at a time: taken before anything is moved aside (--force must not move a running run's files).
+  const std::string holder = lock_run_dir(dir);
+  if (user == RunDirUser::kSupervisor) ::setenv(kRunLockHolderEnv, holder.c_str(), 1);  // its ranks share it
   if (resume) return {};
   std::vector<std::string> found;
   std::vector<std::string> names = kTrainerFiles;

@@ -764,6 +764,38 @@ case_round2_stop_before_step1() {
   [ $rc -eq 5 ] && grep -q "before the first step" r2.log || fail "a spent time budget at step 1: exit $rc: $(tail -n 2 r2.log)"
 }
 
+# 3: two runs in one run directory at once interleaved their files: the second start (train,
+# --force, --resume, launch) is refused naming the holder's host and pid, and moves nothing; the lock
+# of a process that died holding it is recognised as stale.
+wait_for_line() {  # wait_for_line FILE TEXT: at most 10 s
+  local i
+  for i in $(seq 200); do grep -q -- "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done
+  fail "no '$2' in $1 within 10 s: $(tail -n 2 "$1")"
+}
+case_round2_run_dir_lock() {
+  FLUXTRAIN_STEP_TEST_DELAY_MS=3000 "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" \
+    --set train.steps=2 >first.log 2>&1 &
+  local pid=$! rc=0
+  wait_for_line first.log "step 1/2"
+  local want="run directory $WORK/run is in use by another run (host $(hostname), pid $pid"
+  expect_exit 2 "$want" "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=2 --force
+  expect_exit 2 "$want" "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=2 --resume auto
+  expect_exit 2 "$want" "$FT" launch --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=2 --force
+  wait $pid || rc=$?
+  [ $rc -eq 0 ] && [ "$(wc -l <run/metrics.jsonl)" -eq 2 ] && ! ls -d run/replaced-* >/dev/null 2>&1 ||
+    fail "the first run was disturbed (exit $rc): $(tail -n 2 first.log)"
+  # A process killed while holding the lock leaves its line behind; the next start takes it over.
+  FLUXTRAIN_STEP_TEST_DELAY_MS=3000 "$FT" train --config "$cfg" --run-dir "$WORK/r2" "${quick[@]}" \
+    --set train.steps=2 >r2-first.log 2>&1 &
+  pid=$!
+  wait_for_line r2-first.log "step 1/2"
+  kill -KILL $pid && wait $pid 2>/dev/null
+  train_tiny "$WORK/r2" --set train.steps=2 --force
+  grep -q "the lock of an earlier run (host and pid $(hostname) $pid) is stale" r2.log ||
+    fail "the stale lock was not recognised: $(grep -i lock r2.log)"
+  echo "  ok: $(grep -o 'the lock of an earlier run.*' r2.log)"
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
