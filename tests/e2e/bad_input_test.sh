@@ -796,6 +796,19 @@ case_round2_run_dir_lock() {
   echo "  ok: $(grep -o 'the lock of an earlier run.*' r2.log)"
 }
 
+# 26: dropping data.mixture at a resume changed the data order without a word (adding one warns).
+case_round2_mixture_dropped() {
+  # Two languages (the mixture's sources): a few English and Russian man pages.
+  "$FT" prepare --input '/usr/share/man/man1/a*.gz' --input '/usr/share/man/ru/man1/[a-f]*.gz' --out ds \
+    --vocab-size 512 --shards 1 --val-fraction 0 >prep.log 2>&1 || fail "prepare failed: $(tail -n 2 prep.log)"
+  local data=(--set data.source=\"dataset\" --set data.path=\"ds\" --set model.vocab_size=512 --set ckpt.interval=1)
+  train_tiny "$WORK/run" "${data[@]}" --set train.steps=1 --set data.mixture=\"ru=0.5,en=0.5\"
+  train_tiny "$WORK/run" "${data[@]}" --set train.steps=2 --resume auto
+  grep -q "warning: data.mixture: the checkpoint was written under a mixture (en=0.5, ru=0.5), this run has none: from sample 8 on" run.log ||
+    fail "no warning for the dropped mixture: $(grep -i 'warn' run.log | tail -n 3)"
+  echo "  ok: $(grep -o 'data.mixture: the checkpoint was written.*' run.log)"
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
