@@ -809,6 +809,16 @@ case_round2_mixture_dropped() {
   echo "  ok: $(grep -o 'data.mixture: the checkpoint was written.*' run.log)"
 }
 
+# 23: a hosts file of this machine with fewer slots than ranks ran oversubscribed in silence.
+case_round2_hosts_slots() {
+  echo "localhost slots=1" >hosts
+  "$FT" launch --config "$cfg" --run-dir "$WORK/run" --hosts hosts "${quick[@]}" --set parallel.dp=2 \
+    --set train.steps=1 >run.log 2>&1 || fail "launch failed: $(tail -n 3 run.log)"
+  grep -q "warning: hosts file hosts: 1 slot(s) for 2 ranks: this machine runs them oversubscribed" run.log ||
+    fail "no warning for 2 ranks on 1 slot: $(grep -i warn run.log | head -n 3)"
+  echo "  ok: $(grep -o 'hosts file hosts: .*' run.log)"
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
