@@ -1,5 +1,6 @@
 #include "ckpt/checkpointer.h"
 
+#include <fmt/ranges.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/strings.h"
+#include "util/unused_path.h"
 
 namespace fs = std::filesystem;
 
@@ -313,6 +315,8 @@ Checkpointer::Resumed Checkpointer::resume() {
     if (cands.empty()) log_info("resume: no checkpoint under {}; starting from step 0", root_);
     float* buf = static_cast<float*>(mem_alloc(Device::kCPU, staging_bytes(), MemCategory::kCheckpoint));
     float *w = buf, *m1 = buf + state_size_, *m2 = buf + 2 * state_size_;
+    std::vector<std::string> failed;  // why each checkpoint (with a manifest) was skipped
+    bool read_encrypted = false;
     for (const std::string& cand : cands) {
       int status = 0;  // 0 ok, 1 skip (incomplete, corrupt), 2 refused
       std::string err, hint;
@@ -337,8 +341,10 @@ Checkpointer::Resumed Checkpointer::resume() {
       } catch (const Error& e) {
         status = 1, err = e.what(), hint = e.hint();
       }
-      double flags[2] = {status == 1 ? 1.0 : 0.0, status == 2 ? 1.0 : 0.0};
-      mesh_.world().all_reduce(flags, 2);
+      // [2]: a manifest is there, so this is a checkpoint that failed, not an interrupted save.
+      double flags[3] = {status == 1 ? 1.0 : 0.0, status == 2 ? 1.0 : 0.0,
+                         fs::exists(cand + "/" + kCkptManifestFile) ? 1.0 : 0.0};
+      mesh_.world().all_reduce(flags, 3);
       if (flags[1] > 0) {
         mem_free(Device::kCPU, buf, staging_bytes(), MemCategory::kCheckpoint);
         if (status == 2) throw Error(err, hint);
@@ -351,12 +357,14 @@ Checkpointer::Resumed Checkpointer::resume() {
               status ? err : fmt::format("{}: another rank could not read this checkpoint (see its error)", cand),
               hint.empty() ? "resume from another checkpoint (--resume auto picks the newest valid one)" : hint);
         }
-        log_warn("resume: skipping checkpoint {}: {}", cand,
-                 status ? err : std::string("another rank could not read it (see its warning)"));
+        const std::string why = status ? err : std::string("another rank could not read it (see its warning)");
+        log_warn("resume: skipping checkpoint {}: {}", cand, why);
+        if (flags[2] > 0) failed.push_back(why);
         continue;
       }
       engine_.import_state(w, m1, m2, m.optimizer_steps);
       keep_encryption(m, cand);
+      read_encrypted = m.encrypted;
       out.resumed = true;
       out.dir = cand;
       out.step = m.step;
@@ -380,7 +388,22 @@ Checkpointer::Resumed Checkpointer::resume() {
     }
     mem_free(Device::kCPU, buf, staging_bytes(), MemCategory::kCheckpoint);
     if (exact && !out.resumed) throw Error(fmt::format("{}: could not resume from it", spec));
+    // Checkpoints were there and none could be read: training from step 0 would silently discard
+    // them (and, at the first save, write over their steps). Starting over is the user's choice.
+    if (!out.resumed && !failed.empty()) {
+      throw Error(
+          fmt::format("--resume {}: every checkpoint under {} failed verification ({})", spec,
+                      cands.empty() ? root_ : fs::path(cands.front()).parent_path().string(), fmt::join(failed, "; ")),
+          fmt::format("`fluxtrain ckpt verify` names the damage; restore a checkpoint, or start over with --force "
+                      "instead of --resume (the run's files are moved to {}/replaced-<time>/)",
+                      run_.run_dir));
+    }
     report_resume_ = out.resumed;
+    // The key was given for a resume, but nothing it would read or write is encrypted.
+    if (rank0 && !ckpt_.key_file.empty() && !ckpt_.encrypt && !read_encrypted)
+      log_warn("config: ckpt.key_file has no effect: ckpt.encrypt = false and {}",
+               out.resumed ? fmt::format("the checkpoint resumed from, {}, is not encrypted", out.dir)
+                           : std::string("there was no checkpoint to resume from"));
   }
   if (ckpt_.interval > 0) {
     if (rank0) prepare_root(out.step);
@@ -420,7 +443,7 @@ void Checkpointer::prepare_root(int64_t resumed_step) {
       log_warn("checkpoint: removing {}: incomplete (no manifest; a save was interrupted)", d);
       fs::remove_all(d, ec);
     } else if (step > resumed_step) {
-      std::string aside = fmt::format("{}.replaced-{}", d, static_cast<int64_t>(unix_now()));
+      std::string aside = unused_path(fmt::format("{}.replaced-{}", d, static_cast<int64_t>(unix_now())));
       log_warn("checkpoint: {} is newer than the step this run starts from ({}); moved to {}", d, resumed_step, aside);
       fs::rename(d, aside, ec);
     }

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -85,6 +86,10 @@ CkptKey CkptKey::from_hex(const std::string& text, const std::string& source) {
 
 CkptKey CkptKey::load(const std::string& key_file) {
   if (!key_file.empty()) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(key_file, ec))  // it would open, then fail at the first read
+      throw Error(fmt::format("ckpt.key_file = {}: is a directory, not a key file", key_file),
+                  "point ckpt.key_file at a file holding 64 hex digits, or set FLUXTRAIN_CKPT_KEY");
     std::ifstream in(key_file, std::ios::binary);
     if (!in) {
       throw Error(fmt::format("ckpt.key_file = {}: cannot open: {}", key_file, std::strerror(errno)),

@@ -23,6 +23,7 @@
 #include "parallel/ranks.h"
 #include "train/trainer.h"
 #include "util/config_binder.h"
+#include "util/dir_check.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -74,6 +75,8 @@ int run_eval(int argc, char** argv) {
   cfg.fault.record_samples = false;
   cfg.validate();
 
+  // Said before the evaluation, not as a raw library error after it.
+  ft::check_dir_writable(out_dir, "--out-dir", "give a directory for the results (default: <run dir>/validation)");
   ft::Ranks ranks(cfg.parallel, out_dir);
   ft::Trainer trainer(cfg, ranks.mesh());
   const double val = trainer.evaluate();

@@ -61,6 +61,13 @@ void data_effects(Config& cfg, Effects& e) {
   e.gated("data.val_fraction", tokens, src + ", not \"tokens\" (a dataset has its own validation split)");
   e.gated("data.prefetch", dataset, src + ", not \"dataset\"");
   e.gated("data.verify", dataset, src + ", not \"dataset\"");
+  // The object-store keys only matter when something is streamed from s3:// or gs://.
+  const bool streamed = dataset && (remote(d.path) || d.mixture.find("s3://") != std::string::npos ||
+                                    d.mixture.find("gs://") != std::string::npos);
+  const std::string local = dataset
+                                ? "data.path and data.mixture are local (only s3:// and gs:// datasets are streamed)"
+                                : src + ", not \"dataset\" (nothing is streamed)";
+  for (const char* key : {"data.endpoint", "data.cache_dir", "data.cache_bytes"}) e.gated(key, streamed, local);
   // The model's vocabulary follows the dataset's tokenizer unless the user chose one.
   if (dataset && !e.is_set("model.vocab_size") && !remote(d.path)) {
     DatasetManifest m = DatasetManifest::load(d.path);
@@ -107,6 +114,10 @@ void ckpt_effects(Config& cfg, Effects& e) {
 void train_effects(Config& cfg, Effects& e) {
   const TrainConfig& t = cfg.train;
   e.gated("train.eval_batches", t.eval_interval > 0, "train.eval_interval = 0 (no validation)");
+  // Validation also runs after the last step, so an interval beyond it only turns that one on.
+  e.gated("train.eval_interval", t.eval_interval <= t.steps,
+          fmt::format("train.eval_interval = {} is beyond train.steps = {} (validation runs only after the last step)",
+                      t.eval_interval, t.steps));
   const std::string not_fp16 = fmt::format("train.precision is \"{}\", not \"fp16\"", precision_label(t.precision));
   e.gated("optim.loss_scale_init", t.precision == Precision::kF16, not_fp16);
   e.gated("optim.loss_scale_window", t.precision == Precision::kF16, not_fp16);

@@ -177,7 +177,13 @@ DatasetManifest DatasetManifest::parse(const std::string& text, const std::strin
 
 DatasetManifest DatasetManifest::load(const std::string& dir) {
   std::string path = (std::filesystem::path(dir) / kManifestFile).string();
-  if (!std::filesystem::exists(path)) {
+  std::error_code ec;
+  const bool found = std::filesystem::exists(path, ec);
+  if (ec) {  // a symbolic-link loop, no permission on a parent, ...: not "no manifest"
+    throw Error(fmt::format("{}: cannot read the dataset: {}: {}", dir, path, ec.message()),
+                "fix the path (a symbolic link pointing to itself?) or point data.path at a prepared dataset");
+  }
+  if (!found) {
     throw Error(
         fmt::format("{}: no {} — not a fluxtrain dataset (or its preparation did not finish)", dir, kManifestFile),
         fmt::format("prepare one with `fluxtrain prepare --out {}`", dir));

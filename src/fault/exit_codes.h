@@ -11,7 +11,8 @@
 //      checkpointing the last step: `--resume auto` continues exactly; the supervisor does not
 //      restart (it was stopped on purpose)
 //   5  stopped on request, but the last step is not checkpointed (checkpoints off, the save
-//      failed, or fault.preempt_grace_s ran out): a resume starts from an older checkpoint
+//      failed, fault.preempt_grace_s ran out, or the stop came before the first step): a resume
+//      starts from an older checkpoint (or step 0)
 //  130 a second SIGINT: exited at once
 // Anything else (a rank killed by a signal, mpirun's own codes) also counts as a failure to
 // restart from, within fault.max_restarts.

@@ -36,10 +36,13 @@ namespace ft {
 //   FLUXTRAIN_CKPT_TEST_COPY_DELAY_MS  an async save's copy to staging waits this long
 //   FLUXTRAIN_STEP_TEST_DELAY_MS       each training step ends with a wait this long: a lower bound
 //                                      on a run's duration that holds on any machine
+//   FLUXTRAIN_START_TEST_DELAY_MS      a run waits this long before its first step (after it says
+//                                      so): a window to signal it in before step 1
 struct InjectedDelays {
   int ckpt_write_ms = 0;
   int ckpt_copy_ms = 0;
   int step_ms = 0;
+  int start_ms = 0;
 };
 
 struct InjectedFault {

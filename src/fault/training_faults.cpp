@@ -132,6 +132,14 @@ void TrainingFaults::add_to_metrics(const GuardVerdict& v, nlohmann::json& j) {
 void TrainingFaults::beat(const std::string& phase, int64_t step) {
   if (heartbeat_) heartbeat_->beat(phase, step);
   if (step_delay_ms_ > 0 && phase == "train") std::this_thread::sleep_for(std::chrono::milliseconds(step_delay_ms_));
+  if (phase == "ready") {
+    const int start_ms = FaultInjector::delays().start_ms;
+    if (start_ms > 0) {
+      if (world_rank_ == 0)
+        log_info("test: waiting {} ms before the first step (FLUXTRAIN_START_TEST_DELAY_MS)", start_ms);
+      std::this_thread::sleep_for(std::chrono::milliseconds(start_ms));
+    }
+  }
 }
 
 void TrainingFaults::set_start_step(int64_t s) {

@@ -139,6 +139,13 @@ Supervisor::Supervisor(LaunchOptions o) : opt_(std::move(o)) {
     throw Error(fmt::format("hosts file {}: {} slot(s) for {} ranks", opt_.hosts_file, slots, world),
                 "add slots=N to the hosts or more hosts");
   }
+  // Hosts that are all this machine run under mpirun --oversubscribe: they start, but more ranks
+  // than the file's slots share its CPUs, which the user should hear about.
+  if (launcher_ == Launcher::kMpirunLocal && !opt_.hosts_file.empty() && slots < world)
+    log_warn(
+        "hosts file {}: {} slot(s) for {} ranks: this machine runs them oversubscribed (add slots=N to the "
+        "hosts)",
+        opt_.hosts_file, slots, world);
   bad_.assign(hosts_.size(), false);
   host_failures_.assign(hosts_.size(), 0);
   if (cfg_.ckpt.interval <= 0 && cfg_.fault.max_restarts > 0)

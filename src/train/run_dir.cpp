@@ -3,13 +3,17 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "train/run_lock.h"
+#include "util/dir_check.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/unused_path.h"
 
 namespace fs = std::filesystem;
 
@@ -62,11 +66,20 @@ std::vector<std::string> claim_run_dir(const Config& cfg, bool force, RunDirUser
                             dir),
                 "choose another --run-dir");
   }
+  check_dir_writable(dir, "run directory", "choose another --run-dir");
+  // Checkpoints are written from the first save on: a root that cannot hold them is said now, not
+  // at every save after the training.
+  if (cfg.ckpt.interval > 0)
+    check_dir_writable(cfg.ckpt.root(dir), cfg.ckpt.dir.empty() ? "checkpoint directory" : "ckpt.dir",
+                       cfg.ckpt.dir.empty() ? "choose another --run-dir" : "choose another ckpt.dir");
   const bool resume = !cfg.ckpt.resume.empty();
   if (resume && force) {
     throw Error("--force starts the run over, --resume continues it: give one of them",
                 "--resume auto continues from the newest checkpoint; --force moves the old run aside");
   }
+  // One run at a time: taken before anything is moved aside (--force must not move a running run's files).
+  const std::string holder = lock_run_dir(dir);
+  if (user == RunDirUser::kSupervisor) ::setenv(kRunLockHolderEnv, holder.c_str(), 1);  // its ranks share it
   if (resume) return {};
   std::vector<std::string> found;
   std::vector<std::string> names = kTrainerFiles;
@@ -87,7 +100,6 @@ std::vector<std::string> claim_run_dir(const Config& cfg, bool force, RunDirUser
   if (found.empty() && !outside) return {};
   std::vector<std::string> shown = found;
   if (outside) shown.push_back(root);
-  const std::string aside = fmt::format("{}/replaced-{}", dir, stamp());
   if (!force) {
     throw Error(fmt::format("run directory {} already holds a run ({}): a fresh start would overwrite it", dir,
                             fmt::join(shown, ", ")),
@@ -95,14 +107,16 @@ std::vector<std::string> claim_run_dir(const Config& cfg, bool force, RunDirUser
                             "{}/replaced-<time>/), or choose another --run-dir",
                             dir));
   }
-  fs::create_directories(aside);
+  // The aside's name is claimed by creating it: a second --force in the same second gets
+  // replaced-<time>-2/, never the first one's directory.
+  const std::string aside = found.empty() ? "" : create_unused_dir(fmt::format("{}/replaced-{}", dir, stamp()));
   std::vector<std::string> moved;
   for (const std::string& n : found) {
     fs::rename(dir + "/" + n, aside + "/" + n);
     moved.push_back(dir + "/" + n);
   }
   if (outside) {
-    const std::string to = fmt::format("{}.replaced-{}", root, stamp());
+    const std::string to = unused_path(fmt::format("{}.replaced-{}", root, stamp()));
     fs::rename(root, to);
     moved.push_back(root);
     log_warn("--force: the earlier run's checkpoints {} are now {}", root, to);

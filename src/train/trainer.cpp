@@ -615,14 +615,23 @@ RunEnd Trainer::end_run(const std::optional<std::string>& stop, int64_t nonfinit
   const bool rank0 = mesh_.world_rank() == 0;
   const bool checkpoints = cfg_.ckpt.interval > 0;
   const int64_t on_disk = ckpt_->committed();
-  // Step 0 needs no checkpoint: the initial state is a function of the seed.
-  const bool saved = step_ == 0 || (checkpoints && on_disk == step_);
+  // Step 0 needs no checkpoint at the end of a run: the initial state is a function of the seed.
+  // A stop there has none all the same: exit 5, never "its checkpoint is committed" (exit 4).
+  const bool saved = checkpoints && on_disk == step_;
   const std::string newest = on_disk >= 0 ? fmt::format("the newest checkpoint on disk is step {}", on_disk)
                                           : std::string("no checkpoint of this run is on disk");
   if (progress_) progress_->finish();
   StopRequest::done();  // whatever ended the run, the watchdog of fault.preempt_grace_s stands down
   if (stop) {
     faults_->beat("stopped", step_);
+    if (step_ == 0) {
+      if (rank0)
+        log_error(
+            "stopped ({}) before the first step: nothing was trained and no checkpoint was written; a new "
+            "start begins at step 0 (exit code {})",
+            *stop, kExitStoppedUnsaved);
+      return RunEnd::kStoppedUnsaved;
+    }
     if (saved) {
       if (rank0)
         log_info(
@@ -645,7 +654,7 @@ RunEnd Trainer::end_run(const std::optional<std::string>& stop, int64_t nonfinit
         "lower optim.lr, keep optim.grad_clip on, or check the data (fault.nan_policy = \"stop\" stops at "
         "the first non-finite loss)");
   }
-  if (checkpoints && !saved) {
+  if (checkpoints && !saved && step_ > 0) {
     throw Error(fmt::format("the final checkpoint, step {}, was not written (its error is above); {}", step_, newest),
                 fmt::format("fix the cause (space under {}?) and run again with --resume auto", ckpt_->root()));
   }

@@ -631,6 +631,194 @@ case_round2_nonsense_values() {
   expect_exit 2 "train.eval_batches = 0 is not valid" "$FT" eval --ckpt r1 --set train.eval_batches=0
 }
 
+# 4: what --force (or a resume from an older checkpoint) moves aside goes under a name nothing holds:
+# two moves in the same second (simulated by taking the next seconds' names first) never overwrite
+# each other's files, and never fail half-way on a non-empty directory.
+case_round2_force_twice() {
+  train_tiny "$WORK/run" --set train.steps=2 --set ckpt.interval=1 --set ckpt.dir=\"$WORK/ck\"
+  local now t s
+  now=$(date -u +%s)
+  for t in $(seq "$now" $((now + 20))); do
+    s=$(date -u -d "@$t" +%Y%m%dT%H%M%SZ)
+    mkdir -p "run/replaced-$s" "ck.replaced-$s/step_00000001"
+    echo "earlier $t" >"run/replaced-$s/config.json"
+  done
+  train_tiny "$WORK/run" --set train.steps=2 --set ckpt.interval=1 --set ckpt.dir=\"$WORK/ck\" --force
+  for t in $(seq "$now" $((now + 20))); do
+    s=$(date -u -d "@$t" +%Y%m%dT%H%M%SZ)
+    grep -qx "earlier $t" "run/replaced-$s/config.json" || fail "--force overwrote run/replaced-$s/config.json"
+  done
+  ls -d run/replaced-*-2 >/dev/null 2>&1 && ls -d ck.replaced-*-2 >/dev/null 2>&1 ||
+    fail "no run/replaced-<time>-2 or ck.replaced-<time>-2: $(ls -d run/replaced-* ck.replaced-* | tail -n 3)"
+  grep -q '"steps": 2' run/replaced-*-2/config.json || fail "the earlier run's config.json is not in replaced-<time>-2"
+  echo "  ok: $(grep -o 'now in .*' run.log | head -1)"
+  # A resume from step 1 moves the newer step 2 aside, beside the names already taken.
+  now=$(date -u +%s)
+  for t in $(seq "$now" $((now + 20))); do mkdir -p "ck/step_00000002.replaced-$t/x"; done
+  "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=2 --set ckpt.interval=1 \
+    --set ckpt.dir=\"$WORK/ck\" --resume "$WORK/ck/step_00000001" >resume.log 2>&1 || fail "resume: $(tail -n 3 resume.log)"
+  ls -d ck/step_00000002.replaced-*-2 >/dev/null 2>&1 || fail "step 2 was not moved aside: $(grep moved resume.log)"
+  echo "  ok: $(grep -o 'moved to .*' resume.log | head -1)"
+}
+
+# 9: --resume auto when every checkpoint fails verification trained from step 0 and exited 0; it is
+# refused, naming them and why, and --force (instead of --resume) starts over. An interrupted save
+# alone (no manifest) is no checkpoint: that still starts at step 0.
+case_round2_resume_all_invalid() {
+  train_tiny "$WORK/run" --set train.steps=2 --set ckpt.interval=1
+  echo garbage >run/checkpoints/step_00000002/manifest.json
+  sed -i 's/"step": 1/"step": 3/' run/checkpoints/step_00000001/manifest.json
+  expect_exit 2 "--resume auto: every checkpoint under $WORK/run/checkpoints failed verification ($WORK/run/checkpoints/step_00000002/manifest.json: not JSON" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=2 --set ckpt.interval=1 --resume auto
+  "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=2 --set ckpt.interval=1 \
+    --resume auto >refused.log 2>&1
+  grep -q "hint: .*start over with --force instead of --resume" refused.log || fail "the hint does not say how to start over"
+  train_tiny "$WORK/run" --set train.steps=2 --set ckpt.interval=1 --force
+  [ -f run/checkpoints/step_00000002/manifest.json ] || fail "--force did not start over"
+  mkdir -p "$WORK/r2/checkpoints/step_00000005"
+  train_tiny "$WORK/r2" --set train.steps=1 --resume auto
+}
+
+# 15: a ckpt.dir that cannot hold checkpoints (a file, under a file) was found only at the first
+# save, after the training, every save failing: it is refused before step 1.
+case_round2_ckpt_dir_file() {
+  echo "keep me" >afile
+  expect_exit 2 "ckpt.dir $WORK/afile: it is a file, not a directory" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=1 --set ckpt.interval=1 \
+    --set ckpt.dir=\"$WORK/afile\"
+  expect_exit 2 "ckpt.dir $WORK/afile/ck: $WORK/afile is a file, not a directory" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=1 --set ckpt.interval=1 \
+    --set ckpt.dir=\"$WORK/afile/ck\"
+  mkdir -p r2 && echo x >r2/checkpoints
+  expect_exit 2 "checkpoint directory $WORK/r2/checkpoints: it is a file" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/r2" "${quick[@]}" --set train.steps=1 --set ckpt.interval=1
+  [ ! -e run ] && grep -q "keep me" afile || fail "a refused start wrote its run directory or the file"
+  train_tiny "$WORK/r3" --set train.steps=1 --set ckpt.interval=0 --set ckpt.dir=\"$WORK/afile\"
+}
+
+# 14: raw library errors with exit 1 (which the supervisor would restart): each is one line naming
+# the path and the cause, exit 2, before any work.
+case_round2_raw_errors() {
+  echo "keep me" >afile
+  expect_exit 2 "run directory $WORK/afile/run: $WORK/afile is a file, not a directory" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/afile/run" "${quick[@]}" --set train.steps=1
+  expect_exit 2 "run directory /proc/fluxtrain_run: cannot create /proc/fluxtrain_run" \
+    "$FT" train --config "$cfg" --run-dir /proc/fluxtrain_run "${quick[@]}" --set train.steps=1
+  expect_exit 2 "run directory $WORK/afile/run: $WORK/afile is a file" \
+    "$FT" launch --config "$cfg" --run-dir "$WORK/afile/run" "${quick[@]}" --set train.steps=1
+  ln -s loop1 loop2 && ln -s loop2 loop1
+  expect_exit 2 "loop1: cannot read the dataset: loop1/manifest.json: Too many levels of symbolic links" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=1 \
+    --set data.source=\"dataset\" --set data.path=\"loop1\"
+  mkdir keydir
+  expect_exit 2 "ckpt.key_file = keydir: is a directory, not a key file" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=1 --set ckpt.interval=1 \
+    --set ckpt.encrypt=true --set ckpt.key_file=\"keydir\"
+  train_tiny "$WORK/r1" --set train.steps=1 --set ckpt.interval=1
+  expect_exit 2 "--out-dir afile: it is a file, not a directory" "$FT" eval --ckpt r1 --out-dir afile
+  grep -q "keep me" afile && [ ! -e r1/validation ] || fail "a refused command wrote"
+}
+
+# 19 (the rest): keys that do nothing under the other settings are warned about, not ignored in
+# silence: the object-store keys with a local dataset, ckpt.key_file with nothing encrypted,
+# train.eval_interval beyond train.steps.
+case_round2_no_effect_warnings() {
+  "$FT" prepare --input "$text" --out ds "${prep[@]}" >/dev/null 2>&1 || fail "prepare failed"
+  train_tiny "$WORK/r1" --set train.steps=1 --set data.source=\"dataset\" --set data.path=\"ds\" \
+    --set data.endpoint=\"http://127.0.0.1:9\" --set data.cache_dir=\"$WORK/cache\" --set data.cache_bytes=100000000
+  local key
+  for key in data.endpoint data.cache_dir data.cache_bytes; do
+    grep -q "warning: config: $key has no effect: data.path and data.mixture are local" r1.log ||
+      fail "no warning for $key with a local dataset: $(grep warning r1.log)"
+  done
+  echo "  ok: $(grep -o 'data.endpoint has no effect.*' r1.log)"
+  train_tiny "$WORK/r2" --set train.steps=2 --set train.eval_interval=5
+  grep -q "warning: config: train.eval_interval has no effect: train.eval_interval = 5 is beyond train.steps = 2" r2.log ||
+    fail "no warning for train.eval_interval beyond train.steps: $(grep warning r2.log)"
+  echo "  ok: $(grep -o 'train.eval_interval has no effect.*' r2.log)"
+  openssl rand -hex 32 >key.hex
+  train_tiny "$WORK/r3" --set train.steps=1 --set ckpt.interval=1
+  train_tiny "$WORK/r3" --set train.steps=2 --set ckpt.interval=1 --set ckpt.key_file=\"key.hex\" --resume auto
+  grep -q "warning: config: ckpt.key_file has no effect: ckpt.encrypt = false and the checkpoint resumed from" r3.log ||
+    fail "no warning for ckpt.key_file with plaintext checkpoints: $(grep warning r3.log)"
+  echo "  ok: $(grep -o 'ckpt.key_file has no effect.*' r3.log)"
+}
+
+# 7: a stop before the first step said "its checkpoint is committed" and exited 4 with no checkpoint;
+# it exits 5 (stopped without a checkpoint of the last step). A signal in a test-only pause before
+# step 1 (the wait for it is bounded), and a time budget already spent at step 1.
+case_round2_stop_before_step1() {
+  FLUXTRAIN_START_TEST_DELAY_MS=3000 "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" \
+    --set train.steps=2 --set ckpt.interval=1 >run.log 2>&1 &
+  local pid=$! i rc=0
+  for i in $(seq 200); do grep -q "before the first step (FLUXTRAIN_START_TEST_DELAY_MS)" run.log && break; sleep 0.05; done
+  kill -TERM $pid 2>/dev/null
+  wait $pid || rc=$?
+  [ $rc -eq 5 ] || fail "a SIGTERM before step 1: exit $rc, not 5: $(tail -n 2 run.log)"
+  grep -q "error: stopped (SIGTERM) before the first step: nothing was trained and no checkpoint was written" run.log &&
+    ! grep -q "its checkpoint is committed" run.log || fail "the stop before step 1 was misreported: $(tail -n 2 run.log)"
+  echo "  ok: $(grep -o 'stopped (SIGTERM).*' run.log)"
+  rc=0
+  "$FT" train --config "$cfg" --run-dir "$WORK/r2" "${quick[@]}" --set train.steps=2 --set ckpt.interval=1 \
+    --set train.stop_after_minutes=1e-9 >r2.log 2>&1 || rc=$?
+  [ $rc -eq 5 ] && grep -q "before the first step" r2.log || fail "a spent time budget at step 1: exit $rc: $(tail -n 2 r2.log)"
+}
+
+# 3: two runs in one run directory at once interleaved their files: the second start (train,
+# --force, --resume, launch) is refused naming the holder's host and pid, and moves nothing; the lock
+# of a process that died holding it is recognised as stale.
+wait_for_line() {  # wait_for_line FILE TEXT: at most 10 s
+  local i
+  for i in $(seq 200); do grep -q -- "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done
+  fail "no '$2' in $1 within 10 s: $(tail -n 2 "$1")"
+}
+case_round2_run_dir_lock() {
+  FLUXTRAIN_STEP_TEST_DELAY_MS=3000 "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" \
+    --set train.steps=2 >first.log 2>&1 &
+  local pid=$! rc=0
+  wait_for_line first.log "step 1/2"
+  local want="run directory $WORK/run is in use by another run (host $(hostname), pid $pid"
+  expect_exit 2 "$want" "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=2 --force
+  expect_exit 2 "$want" "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=2 --resume auto
+  expect_exit 2 "$want" "$FT" launch --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set train.steps=2 --force
+  wait $pid || rc=$?
+  [ $rc -eq 0 ] && [ "$(wc -l <run/metrics.jsonl)" -eq 2 ] && ! ls -d run/replaced-* >/dev/null 2>&1 ||
+    fail "the first run was disturbed (exit $rc): $(tail -n 2 first.log)"
+  # A process killed while holding the lock leaves its line behind; the next start takes it over.
+  FLUXTRAIN_STEP_TEST_DELAY_MS=3000 "$FT" train --config "$cfg" --run-dir "$WORK/r2" "${quick[@]}" \
+    --set train.steps=2 >r2-first.log 2>&1 &
+  pid=$!
+  wait_for_line r2-first.log "step 1/2"
+  kill -KILL $pid && wait $pid 2>/dev/null
+  train_tiny "$WORK/r2" --set train.steps=2 --force
+  grep -q "the lock of an earlier run (host and pid $(hostname) $pid) is stale" r2.log ||
+    fail "the stale lock was not recognised: $(grep -i lock r2.log)"
+  echo "  ok: $(grep -o 'the lock of an earlier run.*' r2.log)"
+}
+
+# 26: dropping data.mixture at a resume changed the data order without a word (adding one warns).
+case_round2_mixture_dropped() {
+  # Two languages (the mixture's sources): a few English and Russian man pages.
+  "$FT" prepare --input '/usr/share/man/man1/a*.gz' --input '/usr/share/man/ru/man1/[a-f]*.gz' --out ds \
+    --vocab-size 512 --shards 1 --val-fraction 0 >prep.log 2>&1 || fail "prepare failed: $(tail -n 2 prep.log)"
+  local data=(--set data.source=\"dataset\" --set data.path=\"ds\" --set model.vocab_size=512 --set ckpt.interval=1)
+  train_tiny "$WORK/run" "${data[@]}" --set train.steps=1 --set data.mixture=\"ru=0.5,en=0.5\"
+  train_tiny "$WORK/run" "${data[@]}" --set train.steps=2 --resume auto
+  grep -q "warning: data.mixture: the checkpoint was written under a mixture (en=0.5, ru=0.5), this run has none: from sample 8 on" run.log ||
+    fail "no warning for the dropped mixture: $(grep -i 'warn' run.log | tail -n 3)"
+  echo "  ok: $(grep -o 'data.mixture: the checkpoint was written.*' run.log)"
+}
+
+# 23: a hosts file of this machine with fewer slots than ranks ran oversubscribed in silence.
+case_round2_hosts_slots() {
+  echo "localhost slots=1" >hosts
+  "$FT" launch --config "$cfg" --run-dir "$WORK/run" --hosts hosts "${quick[@]}" --set parallel.dp=2 \
+    --set train.steps=1 >run.log 2>&1 || fail "launch failed: $(tail -n 3 run.log)"
+  grep -q "warning: hosts file hosts: 1 slot(s) for 2 ranks: this machine runs them oversubscribed" run.log ||
+    fail "no warning for 2 ranks on 1 slot: $(grep -i warn run.log | head -n 3)"
+  echo "  ok: $(grep -o 'hosts file hosts: .*' run.log)"
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <set>
 
+#include "data/loader/mixture.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/strings.h"
@@ -185,6 +186,20 @@ void DatasetLoader::restore(const LoaderState& s) {
     throw Error(fmt::format("loader state: sample index {} is not a multiple of the global batch {}", s.next_sample,
                             opt_.global_batch),
                 "resume with the train.batch_size the checkpoint was written with");
+  }
+  // The checkpoint was written under data.mixture and this run has none: the order changes here
+  // (as adding a mixture at a resume is said, in MixtureLoader::restore).
+  if (!s.mixture.empty() && s.next_sample > 0) {
+    std::string was;
+    for (const MixtureSegment& seg : mixture_history_from_json(s.mixture))
+      if (seg.from_sample <= s.next_sample) {
+        was.clear();
+        for (auto& [n, w] : seg.weights) was += fmt::format("{}{}={}", was.empty() ? "" : ", ", n, w);
+      }
+    log_warn(
+        "data.mixture: the checkpoint was written under a mixture ({}), this run has none: from sample {} on, "
+        "the data order is data.path's own, not the mixture's",
+        was, s.next_sample);
   }
   prefetcher_.stop();
   state_.next_sample = s.next_sample;
