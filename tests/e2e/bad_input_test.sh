@@ -631,6 +631,35 @@ case_round2_nonsense_values() {
   expect_exit 2 "train.eval_batches = 0 is not valid" "$FT" eval --ckpt r1 --set train.eval_batches=0
 }
 
+# serve_s3 BUCKET PREFIX=DIR...: a real S3-compatible server (moto, signatures checked) holding the
+# directories under s3://BUCKET/PREFIX/; exports the AWS_* credentials and S3_ENDPOINT. It stops when
+# the case's subshell exits.
+serve_s3() {
+  local py=$ROOT/.venv/bin/python
+  [ -x "$py" ] || fail "no $py: run scripts/make-venv.sh (moto serves S3 for this case)"
+  "$py" "$ROOT/tests/objstore/serve_s3.py" "$WORK/s3.env" "$@" >"$WORK/s3.log" 2>&1 &
+  s3_pid=$!
+  trap 'kill $s3_pid 2>/dev/null; wait $s3_pid 2>/dev/null' EXIT
+  while [ ! -e "$WORK/s3.env" ]; do
+    kill -0 $s3_pid 2>/dev/null || fail "the S3 server did not start: $(tail -n 5 "$WORK/s3.log")"
+    sleep 0.2
+  done
+  source "$WORK/s3.env"
+}
+
+# 2: data pull s3://b/ds1 matched the prefix as a string and fetched ds1_flip/ as got/_flip/.
+case_round2_pull_prefix() {
+  "$FT" prepare --input "$text" --out ds1 "${prep[@]}" >/dev/null 2>&1 || fail "prepare ds1 failed"
+  mkdir flip && echo "other dataset" >flip/notes.txt
+  serve_s3 corpus ds1=ds1 ds1_flip=flip
+  local out
+  out=$("$FT" data pull s3://corpus/ds1 got --s3-endpoint "$S3_ENDPOINT" 2>&1) || fail "pull failed: $out"
+  grep -q ": 4 objects fetched" <<<"$out" && [ ! -e got/_flip ] && [ ! -e got/notes.txt ] ||
+    fail "s3://corpus/ds1 also fetched ds1_flip/: $out; $(ls got)"
+  "$FT" data verify got >/dev/null 2>&1 || fail "the pulled dataset does not verify"
+  echo "  ok: $(grep -o 'pull: .*fetched' <<<"$out")"
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
