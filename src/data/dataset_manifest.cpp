@@ -196,6 +196,15 @@ void DatasetManifest::check_tokenizer(const std::string& dir) const {
   }
 }
 
+bool is_dataset_dir(const std::string& dir) {
+  try {
+    DatasetManifest::parse(read_file(dir + "/" + kManifestFile), dir);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 void check_tokenizer_hash(uint64_t recorded, uint64_t dataset, const std::string& checkpoint) {
   if (recorded == 0 || recorded == dataset) return;
   throw Error(fmt::format("{}: tokenizer mismatch: the checkpoint was trained with tokenizer {}, the dataset uses {}",

@@ -58,6 +58,10 @@ struct DatasetManifest {
   void check_tokenizer(const std::string& dir) const;
 };
 
+// A directory holding a dataset this build can read: what --force may replace (prepare --out,
+// data pull DIR).
+bool is_dataset_dir(const std::string& dir);
+
 // Refuses to go on when a checkpoint's recorded tokenizer differs from the dataset's
 // (recorded == 0: the checkpoint predates tokenizers or used synthetic data; accepted).
 void check_tokenizer_hash(uint64_t recorded, uint64_t dataset, const std::string& checkpoint);

@@ -647,6 +647,28 @@ serve_s3() {
   source "$WORK/s3.env"
 }
 
+# 1: data pull wrote into any existing directory (another dataset, a folder of configs). It takes
+# prepare's output rules; a second pull of the same URL still resumes.
+case_round2_pull_output() {
+  "$FT" prepare --input "$text" --out ds1 "${prep[@]}" >/dev/null 2>&1 || fail "prepare ds1 failed"
+  serve_s3 corpus ds1=ds1
+  cp -r ds1 mine && echo "keep me" >mine/notes.md
+  mkdir configs && echo "keep = 1" >configs/a.toml
+  expect_exit 2 "DIR mine already holds a dataset" "$FT" data pull s3://corpus/ds1 mine --s3-endpoint "$S3_ENDPOINT"
+  expect_exit 2 "DIR configs already exists and is not a dataset" \
+    "$FT" data pull s3://corpus/ds1 configs --s3-endpoint "$S3_ENDPOINT"
+  expect_exit 2 "DIR configs already exists and is not a dataset: --force only replaces a dataset" \
+    "$FT" data pull s3://corpus/ds1 configs --s3-endpoint "$S3_ENDPOINT" --force
+  grep -q "keep me" mine/notes.md && [ "$(ls configs)" = a.toml ] || fail "a refused pull touched mine/ or configs/"
+  "$FT" data pull s3://corpus/ds1 got --s3-endpoint "$S3_ENDPOINT" >/dev/null 2>&1 || fail "pull into a new DIR failed"
+  local out
+  out=$("$FT" data pull s3://corpus/ds1/ got --s3-endpoint "$S3_ENDPOINT" 2>&1) || fail "a second pull failed: $out"
+  grep -q "0 objects fetched.* 4 already present" <<<"$out" || fail "a second pull did not resume: $out"
+  "$FT" data pull s3://corpus/ds1 mine --s3-endpoint "$S3_ENDPOINT" --force >/dev/null 2>&1 || fail "pull --force failed"
+  [ ! -e mine/notes.md ] && "$FT" data verify mine >/dev/null 2>&1 || fail "pull --force did not replace the dataset"
+  echo "  ok: a second pull resumes; --force replaces a dataset"
+}
+
 # 2: data pull s3://b/ds1 matched the prefix as a string and fetched ds1_flip/ as got/_flip/.
 case_round2_pull_prefix() {
   "$FT" prepare --input "$text" --out ds1 "${prep[@]}" >/dev/null 2>&1 || fail "prepare ds1 failed"

@@ -134,16 +134,6 @@ struct ExtractedDoc {
   MinHash sig;  // when near-duplicates are removed
 };
 
-// A directory holding a dataset this build can read: what --force may replace.
-bool is_dataset_dir(const std::string& dir) {
-  try {
-    DatasetManifest::parse(read_file(dir + "/" + kManifestFile), dir);
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
-}
-
 void remove_stale_staging(const fs::path& out) {
   fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
   std::string stem = out.filename().string() + ".tmp-";
