@@ -682,6 +682,23 @@ case_round2_pull_prefix() {
   echo "  ok: $(grep -o 'pull: .*fetched' <<<"$out")"
 }
 
+# 17: a mixture source named as the docs write it (DIR#LANG, no "./", spaces after commas) was read as
+# a language and refused.
+case_round2_mixture_dir() {
+  mkdir in
+  local i j
+  for i in 1 2 3; do
+    for j in $(seq 20); do echo "The quick brown fox $i jumps over the lazy dog number $j and runs away."; done >in/en$i.txt
+    for j in $(seq 20); do echo "Съешь же ещё этих мягких французских булок $i, да выпей чаю номер $j."; done >in/ru$i.txt
+  done
+  "$FT" prepare --input in --out ds_man --vocab-size 400 --shards 2 --val-fraction 0 >/dev/null 2>&1 || fail "prepare failed"
+  train_tiny "$WORK/run" --set train.steps=1 --set train.batch_size=2 --set train.micro_batch_size=2 \
+    --set data.source=\"dataset\" --set data.path=\"ds_man\" --set 'data.mixture="ds_man#en=0.5, ds_man#ru=0.5"'
+  echo "  ok: data.mixture = \"ds_man#en=0.5, ds_man#ru=0.5\" trains"
+  expect_exit 2 "ds_man: the train split has no shards of language \"de\"" "$FT" train --config "$cfg" --run-dir "$WORK/r2" \
+    "${quick[@]}" --set data.source=\"dataset\" --set data.path=\"ds_man\" --set 'data.mixture="ds_man#de=1"'
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
