@@ -56,6 +56,19 @@ void data_effects(Config& cfg, Effects& e) {
     }
   }
   const bool tokens = d.source == DataSource::kTokenFile, dataset = d.source == DataSource::kDataset;
+  // A directory cannot be mapped as a token file (mmap says only "No such device").
+  if (tokens && std::filesystem::is_directory(d.path)) {
+    if (is_dataset_dir(d.path)) {
+      throw Error(fmt::format("data.path = \"{}\" is a directory holding a dataset, but data.source = \"tokens\" "
+                              "reads a flat token file",
+                              d.path),
+                  "set data.source = \"dataset\" (or leave data.source out: a directory implies it)");
+    }
+    throw Error(
+        fmt::format("data.path = \"{}\" is a directory, but data.source = \"tokens\" reads a flat token file", d.path),
+        "point data.path at a file of uint16/uint32 token ids, or at a dataset made by `fluxtrain prepare` "
+        "with data.source = \"dataset\"");
+  }
   const std::string src = fmt::format("data.source is \"{}\"", source_name(d.source));
   e.gated("data.token_dtype", tokens, src + ", not \"tokens\"");
   e.gated("data.val_fraction", tokens, src + ", not \"tokens\" (a dataset has its own validation split)");

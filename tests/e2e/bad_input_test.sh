@@ -699,6 +699,20 @@ case_round2_mixture_dir() {
     "${quick[@]}" --set data.source=\"dataset\" --set data.path=\"ds_man\" --set 'data.mixture="ds_man#de=1"'
 }
 
+# 28: data.source = "tokens" on a directory said "mmap failed: No such device".
+case_round2_tokens_on_dir() {
+  "$FT" prepare --input "$text" --out ds1 "${prep[@]}" >/dev/null 2>&1 || fail "prepare ds1 failed"
+  mkdir empty
+  expect_exit 2 'data.path = "ds1" is a directory holding a dataset, but data.source = "tokens" reads a flat token file' \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set data.source=\"tokens\" --set data.path=\"ds1\"
+  expect_exit 2 'data.path = "empty" is a directory, but data.source = "tokens" reads a flat token file' \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set data.source=\"tokens\" --set data.path=\"empty\"
+  local out
+  out=$("$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set data.source=\"tokens\" --set data.path=\"ds1\" 2>&1)
+  grep -q 'hint: set data.source = "dataset"' <<<"$out" || fail "no hint to data.source = \"dataset\": $out"
+  [ ! -e run ] || fail "a refused start left a run directory"
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
