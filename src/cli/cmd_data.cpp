@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 
 // Left in DIR by `data pull`: the URL it pulls from, so that a second pull of the same URL resumes
 // (present files skipped, .part files continued) instead of being refused as an existing output.
-constexpr const char* kPullMarker = ".fluxtrain-pull";
+constexpr const char* kPullMarker = ft::kPullMarkerFile;
 
 // Where `data pull URL DIR` may write: the output rules of `prepare --out` (util/output_path.h). A new
 // or empty DIR, or one an earlier pull of the same URL began; with --force a dataset, which is
@@ -45,6 +45,7 @@ void claim_pull_dir(const std::string& url, const std::string& dir, bool force) 
     rule.is_ours = [](const std::string& d) { return ft::is_dataset_dir(d); };
     const bool replacing = ft::check_output_path(dir, rule);
     if (replacing) {
+      ft::check_replaceable_dataset(dir, "DIR");
       for (const auto& e : fs::directory_iterator(dir)) fs::remove_all(e.path());
     }
   }

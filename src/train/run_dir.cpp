@@ -7,9 +7,12 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "data/loader/mixture.h"
+#include "data/objstore/object_store.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/output_path.h"
 
 namespace fs = std::filesystem;
 
@@ -38,6 +41,29 @@ bool has_checkpoints(const std::string& root) {
   return false;
 }
 
+// A run directory or ckpt.dir inside a dataset the run reads would be deleted by the next
+// `prepare --force` of that dataset (and mixes a run into the data): refused before anything is written.
+void check_not_in_dataset(const Config& cfg) {
+  const DataConfig& d = cfg.data;
+  if (d.source != DataSource::kDataset) return;
+  std::vector<std::string> datasets;
+  if (!d.path.empty()) datasets.push_back(d.path);
+  if (!d.mixture.empty())
+    for (const MixtureSource& s : parse_mixture(d.mixture, d.path)) datasets.push_back(s.path);
+  std::error_code ec;
+  for (const std::string& ds : datasets) {
+    if (ObjectUrl::is_object_url(ds) || !fs::is_directory(ds, ec)) continue;
+    auto refuse = [&](const std::string& what, const std::string& inner, const std::string& flag) {
+      throw Error(fmt::format("{} {} is inside the dataset {} the run reads: a `prepare --force` of the dataset "
+                              "would delete it",
+                              what, inner, ds),
+                  fmt::format("choose a {} outside {}", flag, ds));
+    };
+    if (path_within(cfg.train.run_dir, ds)) refuse("run directory", cfg.train.run_dir, "--run-dir");
+    if (!cfg.ckpt.dir.empty() && path_within(cfg.ckpt.dir, ds)) refuse("ckpt.dir", cfg.ckpt.dir, "ckpt.dir");
+  }
+}
+
 }  // namespace
 
 bool is_run_config(const std::string& path) {
@@ -62,6 +88,7 @@ std::vector<std::string> claim_run_dir(const Config& cfg, bool force, RunDirUser
                             dir),
                 "choose another --run-dir");
   }
+  check_not_in_dataset(cfg);
   const bool resume = !cfg.ckpt.resume.empty();
   if (resume && force) {
     throw Error("--force starts the run over, --resume continues it: give one of them",

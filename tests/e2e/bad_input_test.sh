@@ -664,8 +664,12 @@ case_round2_pull_output() {
   local out
   out=$("$FT" data pull s3://corpus/ds1/ got --s3-endpoint "$S3_ENDPOINT" 2>&1) || fail "a second pull failed: $out"
   grep -q "0 objects fetched.* 4 already present" <<<"$out" || fail "a second pull did not resume: $out"
+  expect_exit 2 "DIR mine holds an entry that is not the dataset's (notes.md): --force only replaces a dataset" \
+    "$FT" data pull s3://corpus/ds1 mine --s3-endpoint "$S3_ENDPOINT" --force
+  grep -q "keep me" mine/notes.md || fail "pull --force deleted a file beside the dataset"
+  rm mine/notes.md && touch mine/train-00000.ftshard
   "$FT" data pull s3://corpus/ds1 mine --s3-endpoint "$S3_ENDPOINT" --force >/dev/null 2>&1 || fail "pull --force failed"
-  [ ! -e mine/notes.md ] && "$FT" data verify mine >/dev/null 2>&1 || fail "pull --force did not replace the dataset"
+  "$FT" data verify mine >/dev/null 2>&1 || fail "pull --force did not replace the dataset"
   echo "  ok: a second pull resumes; --force replaces a dataset"
 }
 
@@ -711,6 +715,25 @@ case_round2_tokens_on_dir() {
   out=$("$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set data.source=\"tokens\" --set data.path=\"ds1\" 2>&1)
   grep -q 'hint: set data.source = "dataset"' <<<"$out" || fail "no hint to data.source = \"dataset\": $out"
   [ ! -e run ] || fail "a refused start left a run directory"
+}
+
+# 5: a run directory or ckpt.dir inside the dataset it reads was accepted, and a later prepare --force
+# of the dataset deleted the run. Both sides refuse now.
+case_round2_run_in_dataset() {
+  "$FT" prepare --input "$text" --out ds "${prep[@]}" >/dev/null 2>&1 || fail "prepare ds failed"
+  local data=(--set data.source=\"dataset\" --set data.path=\"ds\" --set train.batch_size=2 --set train.micro_batch_size=2)
+  expect_exit 2 "run directory ds/run is inside the dataset ds the run reads: a \`prepare --force\` of the dataset would delete it" \
+    "$FT" train --config "$cfg" --run-dir ds/run "${quick[@]}" "${data[@]}" --set train.steps=1
+  expect_exit 2 "ckpt.dir ./ds/ckpts is inside the dataset ds the run reads" \
+    "$FT" train --config "$cfg" --run-dir run "${quick[@]}" "${data[@]}" --set train.steps=1 --set ckpt.dir=\"./ds/ckpts\"
+  [ ! -e ds/run ] && [ ! -e ds/ckpts ] && [ ! -e run ] || fail "a refused start wrote its directory"
+  # A run someone put there anyway (an older build accepted it) is not deleted by prepare --force.
+  mkdir -p ds/run && echo '{"step": 1}' >ds/run/metrics.jsonl && echo "note" >ds/notes.md
+  expect_exit 2 "--out ds holds 2 entries that are not the dataset's (notes.md, run/): --force only replaces a dataset" \
+    "$FT" prepare --input "$text" --out ds "${prep[@]}" --force
+  [ -f ds/run/metrics.jsonl ] && [ -f ds/notes.md ] || fail "prepare --force deleted the run inside the dataset"
+  rm -r ds/run ds/notes.md
+  "$FT" prepare --input "$text" --out ds "${prep[@]}" --force >/dev/null 2>&1 || fail "prepare --force over a bare dataset failed"
 }
 
 # ---- the runner ------------------------------------------------------------------------------------

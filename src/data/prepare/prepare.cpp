@@ -378,12 +378,13 @@ void check_options(const PrepareOptions& opt) {
 // cannot be renamed over) and removing what interrupted runs left.
 std::string create_staging(const fs::path& out, const std::vector<std::string>& inputs, bool force) {
   std::error_code ec;
-  check_output_path(out.string(), OutputRule{.flag = "--out",
-                                             .kind = "dataset",
-                                             .inputs = inputs,
-                                             .force = force,
-                                             .is_ours = is_dataset_dir,
-                                             .renamed_into_place = true});
+  const bool replacing = check_output_path(out.string(), OutputRule{.flag = "--out",
+                                                                    .kind = "dataset",
+                                                                    .inputs = inputs,
+                                                                    .force = force,
+                                                                    .is_ours = is_dataset_dir,
+                                                                    .renamed_into_place = true});
+  if (replacing) check_replaceable_dataset(out.string(), "--out");
   if (out.has_parent_path()) fs::create_directories(out.parent_path(), ec);
   remove_stale_staging(out);
   std::string staging = fmt::format("{}.tmp-{}", out.string(), ::getpid());
