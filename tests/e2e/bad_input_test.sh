@@ -736,6 +736,33 @@ case_round2_run_in_dataset() {
   "$FT" prepare --input "$text" --out ds "${prep[@]}" --force >/dev/null 2>&1 || fail "prepare --force over a bare dataset failed"
 }
 
+# 22: prepare counted files it skipped ("2 other files skipped") without naming them, and passed over
+# an unreadable sub-directory without a word.
+case_round2_skipped_named() {
+  mkdir -p in/secret && cp "$text" in/ && echo x >in/README && echo y >in/LICENSE && echo z >in/secret/a.txt
+  local out
+  out=$("$FT" prepare --input in --out ds "${prep[@]}" 2>&1) || fail "prepare failed: $out"
+  grep -q "2 other files skipped: in/LICENSE, in/README)" <<<"$out" || fail "skipped files not named: $(grep skipped <<<"$out")"
+  echo "  ok: $(grep -o '2 other files skipped.*' <<<"$out")"
+  for i in 1 2 3 4; do echo "$i" >in/extra$i; done
+  out=$("$FT" prepare --input in --out ds2 "${prep[@]}" 2>&1) || fail "prepare failed: $out"
+  grep -q "6 other files skipped: in/LICENSE, in/README, in/extra1 and 3 more)" <<<"$out" ||
+    fail "not the first three and a count: $(grep skipped <<<"$out")"
+  # An unreadable sub-directory (root reads any: the walk then runs as nobody).
+  chmod 000 in/secret
+  local as=()
+  if [ "$(id -u)" = 0 ]; then
+    command -v setpriv >/dev/null || { echo "  (no setpriv: the unreadable sub-directory is not checked as root)"; return 0; }
+    as=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+    chmod 755 "$WORK/.." && chmod 777 "$WORK"
+  fi
+  out=$("${as[@]}" "$FT" prepare --input in --out ds3 "${prep[@]}" 2>&1) || fail "prepare failed: $out"
+  grep -q "warning: input in: cannot read the sub-directory in/secret (Permission denied): skipped" <<<"$out" ||
+    fail "the unreadable sub-directory is not named: $out"
+  echo "  ok: $(grep -o 'warning: input in: cannot read.*' <<<"$out")"
+  chmod 755 in/secret
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then

@@ -426,6 +426,7 @@ ExpandResult gather_input_files(const std::vector<std::string>& inputs, const Pr
   ExpandResult files = expand_inputs(local);
   rep.input_files = files.files.size();
   rep.skipped_files = files.skipped;
+  rep.skipped_summary = files.skipped_summary();
   for (auto& f : files.files) rep.input_bytes += f.bytes;
   if (files.files.empty()) {
     throw Error("no input files with text to read (.txt, .md, .jsonl or manual pages)", "check the --input paths");
@@ -772,10 +773,11 @@ PrepareReport prepare_dataset(const PrepareOptions& opt) {
 std::string format_report(const PrepareReport& r) {
   const DatasetManifest& m = r.manifest;
   std::string s;
-  s += fmt::format("prepare: read {} files ({} on disk; {} other files skipped{}{})\n", r.input_files,
-                   human_bytes(static_cast<double>(r.input_bytes)), r.skipped_files,
-                   r.failed_files ? fmt::format(", {} unrenderable pages skipped", r.failed_files) : "",
-                   r.binary_files ? fmt::format(", {} binary files skipped (named above)", r.binary_files) : "");
+  s += fmt::format(
+      "prepare: read {} files ({} on disk; {}{}{})\n", r.input_files, human_bytes(static_cast<double>(r.input_bytes)),
+      r.skipped_summary.empty() ? fmt::format("{} other files skipped", r.skipped_files) : r.skipped_summary,
+      r.failed_files ? fmt::format(", {} unrenderable pages skipped", r.failed_files) : "",
+      r.binary_files ? fmt::format(", {} binary files skipped (named above)", r.binary_files) : "");
   s += fmt::format(
       "prepare: {} documents: {} kept, {} exact duplicates dropped, {} empty dropped, {} invalid UTF-8 "
       "sequences replaced\n",
