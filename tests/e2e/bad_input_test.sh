@@ -763,6 +763,24 @@ case_round2_skipped_named() {
   chmod 755 in/secret
 }
 
+# 21: text whose every line passes SentencePiece's 16,384-byte sentence limit failed with an internal
+# trainer error and a hint about --vocab-size; such lines are now cut into pieces to train on.
+case_round2_long_lines() {
+  mkdir long
+  local f w
+  for f in 1 2 3; do
+    for w in $(seq 3000); do printf "word%s alpha%s " $((w * f % 97)) $((w % 13)); done >long/l$f.txt
+    printf 'Длинная строка без переводов %.0s' $(seq 200) >>long/l$f.txt
+  done
+  local out
+  out=$("$FT" prepare --input long --out ds --vocab-size 400 --shards 1 --val-fraction 0 2>&1) || fail "prepare failed: $out"
+  grep -q "tokenizer: 3 lines longer than 16384 bytes (SentencePiece's sentence limit) were cut into pieces" <<<"$out" ||
+    fail "no word on the long lines: $(tail -n 3 <<<"$out")"
+  echo "  ok: $(grep -o 'tokenizer: 3 lines.*' <<<"$out")"
+  "$FT" data verify ds >/dev/null 2>&1 || fail "the dataset does not verify"
+  "$FT" tokenizer train --input long --vocab-size 400 --out tok.model >/dev/null 2>&1 || fail "tokenizer train failed"
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
