@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "data/dataset_manifest.h"
+#include "data/loader/shard_cache.h"
 #include "util/error.h"
 #include "util/strings.h"
 
@@ -75,8 +76,11 @@ void data_effects(Config& cfg, Effects& e) {
   e.gated("data.prefetch", dataset, src + ", not \"dataset\"");
   e.gated("data.verify", dataset, src + ", not \"dataset\"");
   // The model's vocabulary follows the dataset's tokenizer unless the user chose one.
-  if (dataset && !e.is_set("model.vocab_size") && !remote(d.path)) {
-    DatasetManifest m = DatasetManifest::load(d.path);
+  // A dataset in a bucket alike: its manifest is fetched (data.endpoint), as the loader would.
+  if (dataset && !e.is_set("model.vocab_size")) {
+    ObjectStoreOptions store;
+    store.s3_endpoint = store.gcs_endpoint = d.endpoint;
+    DatasetManifest m = load_dataset_manifest(d.path, store);
     if (m.vocab_size > 0 && m.vocab_size != cfg.model.vocab_size) {
       e.note(fmt::format("model.vocab_size = {} (the tokenizer of {}; the preset had {})", m.vocab_size, d.path,
                          cfg.model.vocab_size));

@@ -781,6 +781,19 @@ case_round2_long_lines() {
   "$FT" tokenizer train --input long --vocab-size 400 --out tok.model >/dev/null 2>&1 || fail "tokenizer train failed"
 }
 
+# 18: a dataset streamed from s3:// left model.vocab_size at the preset's; on disk it follows the tokenizer.
+case_round2_s3_vocab() {
+  "$FT" prepare --input "$text" --out ds1 "${prep[@]}" >/dev/null 2>&1 || fail "prepare ds1 failed"
+  serve_s3 corpus ds1=ds1
+  train_tiny "$WORK/run" --set train.steps=1 --set train.batch_size=2 --set train.micro_batch_size=2 \
+    --set data.source=\"dataset\" --set data.path=\"s3://corpus/ds1\" --set data.endpoint=\"$S3_ENDPOINT\" \
+    --set data.cache_dir=\"$WORK/cache\"
+  grep -q "model.vocab_size = 400 (the tokenizer of s3://corpus/ds1; the preset had 256)" run.log ||
+    fail "model.vocab_size did not follow the tokenizer: $(grep -i vocab run.log | head -n 3)"
+  grep -q '"vocab_size": 400' run/config.json || fail "config.json does not record vocab_size 400"
+  echo "  ok: $(grep -o 'model.vocab_size = 400 (the tokenizer of s3://corpus/ds1[^)]*)' run.log)"
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
