@@ -15,9 +15,43 @@
 #include "data/prepare/verify.h"
 #include "data/url_scheme.h"
 #include "util/error.h"
+#include "util/fs.h"
+#include "util/output_path.h"
 #include "util/strings.h"
 
 namespace {
+
+namespace fs = std::filesystem;
+
+// Left in DIR by `data pull`: the URL it pulls from, so that a second pull of the same URL resumes
+// (present files skipped, .part files continued) instead of being refused as an existing output.
+constexpr const char* kPullMarker = ft::kPullMarkerFile;
+
+// Where `data pull URL DIR` may write: the output rules of `prepare --out` (util/output_path.h). A new
+// or empty DIR, or one an earlier pull of the same URL began; with --force a dataset, which is
+// emptied first (its manifest, tokenizer and shards would otherwise mix with the pulled ones).
+// Never a directory of other files.
+void claim_pull_dir(const std::string& url, const std::string& dir, bool force) {
+  const ft::ObjectUrl u = ft::ObjectUrl::parse(url);
+  const std::string source = u.scheme + "://" + u.bucket + "/" + u.dir_prefix();  // s3://b/p and s3://b/p/ alike
+  const std::string marker = (fs::path(dir) / kPullMarker).string();
+  std::error_code ec;
+  const bool same_pull = fs::is_regular_file(marker, ec) && ft::trim(ft::read_file(marker)) == source;
+  if (!same_pull) {
+    ft::OutputRule rule;
+    rule.flag = "DIR";
+    rule.kind = "dataset";
+    rule.force = force;
+    rule.is_ours = [](const std::string& d) { return ft::is_dataset_dir(d); };
+    const bool replacing = ft::check_output_path(dir, rule);
+    if (replacing) {
+      ft::check_replaceable_dataset(dir, "DIR");
+      for (const auto& e : fs::directory_iterator(dir)) fs::remove_all(e.path());
+    }
+  }
+  fs::create_directories(dir, ec);
+  ft::write_file_atomic(marker, source + "\n");
+}
 
 // `data inspect`: what the configured run will read — per source its weight, share of every
 // batch_size x 100 samples, sequences, and over train.steps the tokens it contributes and the
@@ -93,6 +127,8 @@ int run_data(int argc, char** argv) {
   pull->add_option("--retries", store.retries, "extra attempts per request after network errors or HTTP 5xx")
       ->capture_default_str();
   pull->add_option("--list-page-size", store.list_page_size, "objects per listing page (default: the server's, 1000)");
+  bool force = false;
+  pull->add_flag("--force", force, "replace a dataset already in DIR (never a directory of other files)");
   std::string config;
   std::vector<std::string> sets;
   auto* insp = app.add_subcommand("inspect", "what a config's run reads: tokens and epochs per data source");
@@ -112,6 +148,7 @@ int run_data(int argc, char** argv) {
                 r.problems.empty() ? "OK" : fmt::format("{} problems", r.problems.size()).c_str());
     return r.problems.empty() ? 0 : 1;
   }
+  claim_pull_dir(url, dir, force);
   ft::PullReport r = ft::object_pull(url, dir, store);
   std::printf(
       "pull: %s -> %s: %llu objects fetched (%s, %s resumed from partial files), %llu already present\n", url.c_str(),

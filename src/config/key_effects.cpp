@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "data/dataset_manifest.h"
+#include "data/loader/shard_cache.h"
 #include "util/error.h"
 #include "util/strings.h"
 
@@ -56,6 +57,19 @@ void data_effects(Config& cfg, Effects& e) {
     }
   }
   const bool tokens = d.source == DataSource::kTokenFile, dataset = d.source == DataSource::kDataset;
+  // A directory cannot be mapped as a token file (mmap says only "No such device").
+  if (tokens && std::filesystem::is_directory(d.path)) {
+    if (is_dataset_dir(d.path)) {
+      throw Error(fmt::format("data.path = \"{}\" is a directory holding a dataset, but data.source = \"tokens\" "
+                              "reads a flat token file",
+                              d.path),
+                  "set data.source = \"dataset\" (or leave data.source out: a directory implies it)");
+    }
+    throw Error(
+        fmt::format("data.path = \"{}\" is a directory, but data.source = \"tokens\" reads a flat token file", d.path),
+        "point data.path at a file of uint16/uint32 token ids, or at a dataset made by `fluxtrain prepare` "
+        "with data.source = \"dataset\"");
+  }
   const std::string src = fmt::format("data.source is \"{}\"", source_name(d.source));
   e.gated("data.token_dtype", tokens, src + ", not \"tokens\"");
   e.gated("data.val_fraction", tokens, src + ", not \"tokens\" (a dataset has its own validation split)");
@@ -69,8 +83,11 @@ void data_effects(Config& cfg, Effects& e) {
                                 : src + ", not \"dataset\" (nothing is streamed)";
   for (const char* key : {"data.endpoint", "data.cache_dir", "data.cache_bytes"}) e.gated(key, streamed, local);
   // The model's vocabulary follows the dataset's tokenizer unless the user chose one.
-  if (dataset && !e.is_set("model.vocab_size") && !remote(d.path)) {
-    DatasetManifest m = DatasetManifest::load(d.path);
+  // A dataset in a bucket alike: its manifest is fetched (data.endpoint), as the loader would.
+  if (dataset && !e.is_set("model.vocab_size")) {
+    ObjectStoreOptions store;
+    store.s3_endpoint = store.gcs_endpoint = d.endpoint;
+    DatasetManifest m = load_dataset_manifest(d.path, store);
     if (m.vocab_size > 0 && m.vocab_size != cfg.model.vocab_size) {
       e.note(fmt::format("model.vocab_size = {} (the tokenizer of {}; the preset had {})", m.vocab_size, d.path,
                          cfg.model.vocab_size));

@@ -1,11 +1,14 @@
 #include "data/dataset_manifest.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json_reader.h"
+#include "util/strings.h"
 
 namespace ft {
 namespace {
@@ -200,6 +203,41 @@ void DatasetManifest::check_tokenizer(const std::string& dir) const {
                             hex64(h), hex64(tokenizer_hash)),
                 "the tokenizer was replaced after preparation; re-run `fluxtrain prepare` with this tokenizer");
   }
+}
+
+bool is_dataset_dir(const std::string& dir) {
+  try {
+    DatasetManifest::parse(read_file(dir + "/" + kManifestFile), dir);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+std::vector<std::string> dataset_foreign_entries(const std::string& dir) {
+  const DatasetManifest m = DatasetManifest::parse(read_file(dir + "/" + kManifestFile), dir);
+  std::set<std::string> own = {kManifestFile, kPullMarkerFile, m.tokenizer_file};
+  for (const SplitInfo* s : {&m.train, &m.validation})
+    for (const ShardInfo& sh : s->shards) own.insert(sh.file);
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!own.count(name)) out.push_back(e.is_directory(ec) ? name + "/" : name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void check_replaceable_dataset(const std::string& dir, const std::string& flag) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return;
+  const std::vector<std::string> other = dataset_foreign_entries(dir);
+  if (other.empty()) return;
+  throw Error(fmt::format("{} {} holds {} not the dataset's ({}): --force only replaces a dataset", flag, dir,
+                          other.size() == 1 ? "an entry that is" : fmt::format("{} entries that are", other.size()),
+                          name_some(other, 3)),
+              fmt::format("move them out of {} first, or choose another {}", dir, flag));
 }
 
 void check_tokenizer_hash(uint64_t recorded, uint64_t dataset, const std::string& checkpoint) {

@@ -58,6 +58,21 @@ struct DatasetManifest {
   void check_tokenizer(const std::string& dir) const;
 };
 
+// A directory holding a dataset this build can read: what --force may replace (prepare --out,
+// data pull DIR).
+bool is_dataset_dir(const std::string& dir);
+
+// Left by `fluxtrain data pull` in its DIR: the URL pulled (a second pull of it resumes).
+constexpr const char* kPullMarkerFile = ".fluxtrain-pull";
+
+// What a dataset directory holds besides the dataset (its manifest, tokenizer, shards and a pull
+// marker): a run directory, notes, ... — what replacing the dataset would delete. Names relative to dir.
+std::vector<std::string> dataset_foreign_entries(const std::string& dir);
+
+// --force replaces a dataset, not what else lives in its directory (a run a user put there): throws
+// naming those entries. `flag` is how the user named dir ("--out", "DIR").
+void check_replaceable_dataset(const std::string& dir, const std::string& flag);
+
 // Refuses to go on when a checkpoint's recorded tokenizer differs from the dataset's
 // (recorded == 0: the checkpoint predates tokenizers or used synthetic data; accepted).
 void check_tokenizer_hash(uint64_t recorded, uint64_t dataset, const std::string& checkpoint);

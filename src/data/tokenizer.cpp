@@ -9,6 +9,7 @@
 #include "util/checksum.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/log.h"
 
 namespace sentencepiece {
 void SetRandomGeneratorSeed(unsigned int seed);  // exported by libsentencepiece, not in its headers
@@ -20,18 +21,46 @@ void SetMinLogLevel(int v);
 namespace ft {
 namespace {
 
+// SentencePiece skips every sentence longer than max_sentence_length bytes, and fails with an
+// internal error when that leaves none: text written without line breaks (one paragraph, a minified
+// file) would not train at all. Longer lines are cut into pieces of at most that many bytes, at the
+// last space of the piece's second half, else at a UTF-8 character boundary.
+constexpr size_t kMaxSentenceBytes = 16384;
+
+size_t cut_point(const std::string& s, size_t from) {
+  const size_t limit = from + kMaxSentenceBytes;
+  const size_t space = s.rfind(' ', limit - 1);
+  if (space != std::string::npos && space >= from + kMaxSentenceBytes / 2) return space + 1;
+  size_t cut = limit;
+  while (cut > from + 1 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // inside a character
+  return cut;
+}
+
 class LineIterator : public sentencepiece::SentenceIterator {
  public:
   explicit LineIterator(const LineSource& next) : next_(next) { Next(); }
   bool done() const override { return done_; }
-  void Next() override { done_ = !next_(&value_); }
+  void Next() override {
+    if (pos_ >= line_.size()) {
+      done_ = !next_(&line_);
+      pos_ = 0;
+      if (done_) return;
+      if (line_.size() > kMaxSentenceBytes) ++long_lines_;
+    }
+    const size_t end = line_.size() - pos_ > kMaxSentenceBytes ? cut_point(line_, pos_) : line_.size();
+    value_.assign(line_, pos_, end - pos_);
+    pos_ = end;
+  }
   const std::string& value() const override { return value_; }
   sentencepiece::util::Status status() const override { return {}; }
+  uint64_t long_lines() const { return long_lines_; }
 
  private:
   const LineSource& next_;
-  std::string value_;
+  std::string line_, value_;
+  size_t pos_ = 0;
   bool done_ = false;
+  uint64_t long_lines_ = 0;
 };
 
 }  // namespace
@@ -54,7 +83,7 @@ std::string train_tokenizer(const TokenizerTrainOptions& opt, const LineSource& 
       {"remove_extra_whitespaces", "false"},
       {"allow_whitespace_only_pieces", "true"},
       {"split_digits", "true"},
-      {"max_sentence_length", "16384"},
+      {"max_sentence_length", std::to_string(kMaxSentenceBytes)},
       {"input_sentence_size", std::to_string(opt.max_sentences)},
       {"shuffle_input_sentence", "true"},
       {"num_threads", std::to_string(threads)},
@@ -69,6 +98,16 @@ std::string train_tokenizer(const TokenizerTrainOptions& opt, const LineSource& 
   LineIterator it(next);
   std::string model;
   auto st = sentencepiece::SentencePieceTrainer::Train(kw, &it, &model);
+  if (it.long_lines() > 0) {
+    log_info(
+        "tokenizer: {} lines longer than {} bytes (SentencePiece's sentence limit) were cut into pieces to "
+        "train on",
+        it.long_lines(), kMaxSentenceBytes);
+  }
+  if (!st.ok() && st.ToString().find("sentences_.empty()") != std::string::npos) {
+    throw Error("tokenizer training failed: the text has no line to train on",
+                "give --input files with text (.txt, .md, .jsonl or manual pages)");
+  }
   if (!st.ok()) {
     throw Error(fmt::format("tokenizer training failed: {}", st.ToString()),
                 "the vocabulary must exceed the text's distinct characters + 259 byte/special pieces, and a "

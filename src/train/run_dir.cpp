@@ -8,11 +8,14 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "data/loader/mixture.h"
+#include "data/objstore/object_store.h"
 #include "train/run_lock.h"
 #include "util/dir_check.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/output_path.h"
 #include "util/unused_path.h"
 
 namespace fs = std::filesystem;
@@ -42,6 +45,29 @@ bool has_checkpoints(const std::string& root) {
   return false;
 }
 
+// A run directory or ckpt.dir inside a dataset the run reads would be deleted by the next
+// `prepare --force` of that dataset (and mixes a run into the data): refused before anything is written.
+void check_not_in_dataset(const Config& cfg) {
+  const DataConfig& d = cfg.data;
+  if (d.source != DataSource::kDataset) return;
+  std::vector<std::string> datasets;
+  if (!d.path.empty()) datasets.push_back(d.path);
+  if (!d.mixture.empty())
+    for (const MixtureSource& s : parse_mixture(d.mixture, d.path)) datasets.push_back(s.path);
+  std::error_code ec;
+  for (const std::string& ds : datasets) {
+    if (ObjectUrl::is_object_url(ds) || !fs::is_directory(ds, ec)) continue;
+    auto refuse = [&](const std::string& what, const std::string& inner, const std::string& flag) {
+      throw Error(fmt::format("{} {} is inside the dataset {} the run reads: a `prepare --force` of the dataset "
+                              "would delete it",
+                              what, inner, ds),
+                  fmt::format("choose a {} outside {}", flag, ds));
+    };
+    if (path_within(cfg.train.run_dir, ds)) refuse("run directory", cfg.train.run_dir, "--run-dir");
+    if (!cfg.ckpt.dir.empty() && path_within(cfg.ckpt.dir, ds)) refuse("ckpt.dir", cfg.ckpt.dir, "ckpt.dir");
+  }
+}
+
 }  // namespace
 
 bool is_run_config(const std::string& path) {
@@ -66,6 +92,7 @@ std::vector<std::string> claim_run_dir(const Config& cfg, bool force, RunDirUser
                             dir),
                 "choose another --run-dir");
   }
+  check_not_in_dataset(cfg);
   check_dir_writable(dir, "run directory", "choose another --run-dir");
   // Checkpoints are written from the first save on: a root that cannot hold them is said now, not
   // at every save after the training.

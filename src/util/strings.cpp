@@ -80,4 +80,11 @@ std::string human_duration(double seconds) {
   return fmt::format("{}d{:02}h", s / 86400, (s % 86400) / 3600);
 }
 
+std::string name_some(const std::vector<std::string>& names, size_t shown) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < shown; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > shown) out += " and " + std::to_string(names.size() - shown) + " more";
+  return out;
+}
+
 }  // namespace ft

@@ -19,6 +19,9 @@ std::vector<std::string> split(std::string_view s, char sep);
 std::string_view trim(std::string_view s);
 bool starts_with(std::string_view s, std::string_view prefix);
 
+// The first `shown` names joined by ", ", then " and N more": "README, LICENSE and 3 more".
+std::string name_some(const std::vector<std::string>& names, size_t shown);
+
 // "1.50 GiB", "12.0 MiB", "512 B".
 std::string human_bytes(double bytes);
 

@@ -817,6 +817,167 @@ case_round2_hosts_slots() {
   grep -q "warning: hosts file hosts: 1 slot(s) for 2 ranks: this machine runs them oversubscribed" run.log ||
     fail "no warning for 2 ranks on 1 slot: $(grep -i warn run.log | head -n 3)"
   echo "  ok: $(grep -o 'hosts file hosts: .*' run.log)"
+# serve_s3 BUCKET PREFIX=DIR...: a real S3-compatible server (moto, signatures checked) holding the
+# directories under s3://BUCKET/PREFIX/; exports the AWS_* credentials and S3_ENDPOINT. It stops when
+# the case's subshell exits.
+serve_s3() {
+  local py=$ROOT/.venv/bin/python
+  [ -x "$py" ] || fail "no $py: run scripts/make-venv.sh (moto serves S3 for this case)"
+  "$py" "$ROOT/tests/objstore/serve_s3.py" "$WORK/s3.env" "$@" >"$WORK/s3.log" 2>&1 &
+  s3_pid=$!
+  trap 'kill $s3_pid 2>/dev/null; wait $s3_pid 2>/dev/null' EXIT
+  while [ ! -e "$WORK/s3.env" ]; do
+    kill -0 $s3_pid 2>/dev/null || fail "the S3 server did not start: $(tail -n 5 "$WORK/s3.log")"
+    sleep 0.2
+  done
+  source "$WORK/s3.env"
+}
+
+# 1: data pull wrote into any existing directory (another dataset, a folder of configs). It takes
+# prepare's output rules; a second pull of the same URL still resumes.
+case_round2_pull_output() {
+  "$FT" prepare --input "$text" --out ds1 "${prep[@]}" >/dev/null 2>&1 || fail "prepare ds1 failed"
+  serve_s3 corpus ds1=ds1
+  cp -r ds1 mine && echo "keep me" >mine/notes.md
+  mkdir configs && echo "keep = 1" >configs/a.toml
+  expect_exit 2 "DIR mine already holds a dataset" "$FT" data pull s3://corpus/ds1 mine --s3-endpoint "$S3_ENDPOINT"
+  expect_exit 2 "DIR configs already exists and is not a dataset" \
+    "$FT" data pull s3://corpus/ds1 configs --s3-endpoint "$S3_ENDPOINT"
+  expect_exit 2 "DIR configs already exists and is not a dataset: --force only replaces a dataset" \
+    "$FT" data pull s3://corpus/ds1 configs --s3-endpoint "$S3_ENDPOINT" --force
+  grep -q "keep me" mine/notes.md && [ "$(ls configs)" = a.toml ] || fail "a refused pull touched mine/ or configs/"
+  "$FT" data pull s3://corpus/ds1 got --s3-endpoint "$S3_ENDPOINT" >/dev/null 2>&1 || fail "pull into a new DIR failed"
+  local out
+  out=$("$FT" data pull s3://corpus/ds1/ got --s3-endpoint "$S3_ENDPOINT" 2>&1) || fail "a second pull failed: $out"
+  grep -q "0 objects fetched.* 4 already present" <<<"$out" || fail "a second pull did not resume: $out"
+  expect_exit 2 "DIR mine holds an entry that is not the dataset's (notes.md): --force only replaces a dataset" \
+    "$FT" data pull s3://corpus/ds1 mine --s3-endpoint "$S3_ENDPOINT" --force
+  grep -q "keep me" mine/notes.md || fail "pull --force deleted a file beside the dataset"
+  rm mine/notes.md && touch mine/train-00000.ftshard
+  "$FT" data pull s3://corpus/ds1 mine --s3-endpoint "$S3_ENDPOINT" --force >/dev/null 2>&1 || fail "pull --force failed"
+  "$FT" data verify mine >/dev/null 2>&1 || fail "pull --force did not replace the dataset"
+  echo "  ok: a second pull resumes; --force replaces a dataset"
+}
+
+# 2: data pull s3://b/ds1 matched the prefix as a string and fetched ds1_flip/ as got/_flip/.
+case_round2_pull_prefix() {
+  "$FT" prepare --input "$text" --out ds1 "${prep[@]}" >/dev/null 2>&1 || fail "prepare ds1 failed"
+  mkdir flip && echo "other dataset" >flip/notes.txt
+  serve_s3 corpus ds1=ds1 ds1_flip=flip
+  local out
+  out=$("$FT" data pull s3://corpus/ds1 got --s3-endpoint "$S3_ENDPOINT" 2>&1) || fail "pull failed: $out"
+  grep -q ": 4 objects fetched" <<<"$out" && [ ! -e got/_flip ] && [ ! -e got/notes.txt ] ||
+    fail "s3://corpus/ds1 also fetched ds1_flip/: $out; $(ls got)"
+  "$FT" data verify got >/dev/null 2>&1 || fail "the pulled dataset does not verify"
+  echo "  ok: $(grep -o 'pull: .*fetched' <<<"$out")"
+}
+
+# 17: a mixture source named as the docs write it (DIR#LANG, no "./", spaces after commas) was read as
+# a language and refused.
+case_round2_mixture_dir() {
+  mkdir in
+  local i j
+  for i in 1 2 3; do
+    for j in $(seq 20); do echo "The quick brown fox $i jumps over the lazy dog number $j and runs away."; done >in/en$i.txt
+    for j in $(seq 20); do echo "Съешь же ещё этих мягких французских булок $i, да выпей чаю номер $j."; done >in/ru$i.txt
+  done
+  "$FT" prepare --input in --out ds_man --vocab-size 400 --shards 2 --val-fraction 0 >/dev/null 2>&1 || fail "prepare failed"
+  train_tiny "$WORK/run" --set train.steps=1 --set train.batch_size=2 --set train.micro_batch_size=2 \
+    --set data.source=\"dataset\" --set data.path=\"ds_man\" --set 'data.mixture="ds_man#en=0.5, ds_man#ru=0.5"'
+  echo "  ok: data.mixture = \"ds_man#en=0.5, ds_man#ru=0.5\" trains"
+  expect_exit 2 "ds_man: the train split has no shards of language \"de\"" "$FT" train --config "$cfg" --run-dir "$WORK/r2" \
+    "${quick[@]}" --set data.source=\"dataset\" --set data.path=\"ds_man\" --set 'data.mixture="ds_man#de=1"'
+}
+
+# 28: data.source = "tokens" on a directory said "mmap failed: No such device".
+case_round2_tokens_on_dir() {
+  "$FT" prepare --input "$text" --out ds1 "${prep[@]}" >/dev/null 2>&1 || fail "prepare ds1 failed"
+  mkdir empty
+  expect_exit 2 'data.path = "ds1" is a directory holding a dataset, but data.source = "tokens" reads a flat token file' \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set data.source=\"tokens\" --set data.path=\"ds1\"
+  expect_exit 2 'data.path = "empty" is a directory, but data.source = "tokens" reads a flat token file' \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set data.source=\"tokens\" --set data.path=\"empty\"
+  local out
+  out=$("$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set data.source=\"tokens\" --set data.path=\"ds1\" 2>&1)
+  grep -q 'hint: set data.source = "dataset"' <<<"$out" || fail "no hint to data.source = \"dataset\": $out"
+  [ ! -e run ] || fail "a refused start left a run directory"
+}
+
+# 5: a run directory or ckpt.dir inside the dataset it reads was accepted, and a later prepare --force
+# of the dataset deleted the run. Both sides refuse now.
+case_round2_run_in_dataset() {
+  "$FT" prepare --input "$text" --out ds "${prep[@]}" >/dev/null 2>&1 || fail "prepare ds failed"
+  local data=(--set data.source=\"dataset\" --set data.path=\"ds\" --set train.batch_size=2 --set train.micro_batch_size=2)
+  expect_exit 2 "run directory ds/run is inside the dataset ds the run reads: a \`prepare --force\` of the dataset would delete it" \
+    "$FT" train --config "$cfg" --run-dir ds/run "${quick[@]}" "${data[@]}" --set train.steps=1
+  expect_exit 2 "ckpt.dir ./ds/ckpts is inside the dataset ds the run reads" \
+    "$FT" train --config "$cfg" --run-dir run "${quick[@]}" "${data[@]}" --set train.steps=1 --set ckpt.dir=\"./ds/ckpts\"
+  [ ! -e ds/run ] && [ ! -e ds/ckpts ] && [ ! -e run ] || fail "a refused start wrote its directory"
+  # A run someone put there anyway (an older build accepted it) is not deleted by prepare --force.
+  mkdir -p ds/run && echo '{"step": 1}' >ds/run/metrics.jsonl && echo "note" >ds/notes.md
+  expect_exit 2 "--out ds holds 2 entries that are not the dataset's (notes.md, run/): --force only replaces a dataset" \
+    "$FT" prepare --input "$text" --out ds "${prep[@]}" --force
+  [ -f ds/run/metrics.jsonl ] && [ -f ds/notes.md ] || fail "prepare --force deleted the run inside the dataset"
+  rm -r ds/run ds/notes.md
+  "$FT" prepare --input "$text" --out ds "${prep[@]}" --force >/dev/null 2>&1 || fail "prepare --force over a bare dataset failed"
+}
+
+# 22: prepare counted files it skipped ("2 other files skipped") without naming them, and passed over
+# an unreadable sub-directory without a word.
+case_round2_skipped_named() {
+  mkdir -p in/secret && cp "$text" in/ && echo x >in/README && echo y >in/LICENSE && echo z >in/secret/a.txt
+  local out
+  out=$("$FT" prepare --input in --out ds "${prep[@]}" 2>&1) || fail "prepare failed: $out"
+  grep -q "2 other files skipped: in/LICENSE, in/README)" <<<"$out" || fail "skipped files not named: $(grep skipped <<<"$out")"
+  echo "  ok: $(grep -o '2 other files skipped.*' <<<"$out")"
+  for i in 1 2 3 4; do echo "$i" >in/extra$i; done
+  out=$("$FT" prepare --input in --out ds2 "${prep[@]}" 2>&1) || fail "prepare failed: $out"
+  grep -q "6 other files skipped: in/LICENSE, in/README, in/extra1 and 3 more)" <<<"$out" ||
+    fail "not the first three and a count: $(grep skipped <<<"$out")"
+  # An unreadable sub-directory (root reads any: the walk then runs as nobody).
+  chmod 000 in/secret
+  local as=()
+  if [ "$(id -u)" = 0 ]; then
+    command -v setpriv >/dev/null || { echo "  (no setpriv: the unreadable sub-directory is not checked as root)"; return 0; }
+    as=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+    chmod 755 "$WORK/.." && chmod 777 "$WORK"
+  fi
+  out=$("${as[@]}" "$FT" prepare --input in --out ds3 "${prep[@]}" 2>&1) || fail "prepare failed: $out"
+  grep -q "warning: input in: cannot read the sub-directory in/secret (Permission denied): skipped" <<<"$out" ||
+    fail "the unreadable sub-directory is not named: $out"
+  echo "  ok: $(grep -o 'warning: input in: cannot read.*' <<<"$out")"
+  chmod 755 in/secret
+}
+
+# 21: text whose every line passes SentencePiece's 16,384-byte sentence limit failed with an internal
+# trainer error and a hint about --vocab-size; such lines are now cut into pieces to train on.
+case_round2_long_lines() {
+  mkdir long
+  local f w
+  for f in 1 2 3; do
+    for w in $(seq 3000); do printf "word%s alpha%s " $((w * f % 97)) $((w % 13)); done >long/l$f.txt
+    printf 'Длинная строка без переводов %.0s' $(seq 200) >>long/l$f.txt
+  done
+  local out
+  out=$("$FT" prepare --input long --out ds --vocab-size 400 --shards 1 --val-fraction 0 2>&1) || fail "prepare failed: $out"
+  grep -q "tokenizer: 3 lines longer than 16384 bytes (SentencePiece's sentence limit) were cut into pieces" <<<"$out" ||
+    fail "no word on the long lines: $(tail -n 3 <<<"$out")"
+  echo "  ok: $(grep -o 'tokenizer: 3 lines.*' <<<"$out")"
+  "$FT" data verify ds >/dev/null 2>&1 || fail "the dataset does not verify"
+  "$FT" tokenizer train --input long --vocab-size 400 --out tok.model >/dev/null 2>&1 || fail "tokenizer train failed"
+}
+
+# 18: a dataset streamed from s3:// left model.vocab_size at the preset's; on disk it follows the tokenizer.
+case_round2_s3_vocab() {
+  "$FT" prepare --input "$text" --out ds1 "${prep[@]}" >/dev/null 2>&1 || fail "prepare ds1 failed"
+  serve_s3 corpus ds1=ds1
+  train_tiny "$WORK/run" --set train.steps=1 --set train.batch_size=2 --set train.micro_batch_size=2 \
+    --set data.source=\"dataset\" --set data.path=\"s3://corpus/ds1\" --set data.endpoint=\"$S3_ENDPOINT\" \
+    --set data.cache_dir=\"$WORK/cache\"
+  grep -q "model.vocab_size = 400 (the tokenizer of s3://corpus/ds1; the preset had 256)" run.log ||
+    fail "model.vocab_size did not follow the tokenizer: $(grep -i vocab run.log | head -n 3)"
+  grep -q '"vocab_size": 400' run/config.json || fail "config.json does not record vocab_size 400"
+  echo "  ok: $(grep -o 'model.vocab_size = 400 (the tokenizer of s3://corpus/ds1[^)]*)' run.log)"
 }
 
 # ---- the runner ------------------------------------------------------------------------------------

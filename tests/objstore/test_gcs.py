@@ -130,6 +130,8 @@ class GcsTest(unittest.TestCase):
         part = os.path.join(out_dir, "big.bin.part")
         with open(part, "wb") as f:
             f.write(b"x" * 1000)
+        with open(os.path.join(out_dir, ".fluxtrain-pull"), "w") as f:
+            f.write("gs://corpus/big/\n")  # an earlier pull of this URL (any other non-empty directory is refused)
         out = self.run_ft("data", "pull", "gs://corpus/big", out_dir, "--gcs-endpoint", self.auth.endpoint, expect=2)
         self.assertIn("CRC32C", out)
         self.assertIn("does not match", out)

@@ -116,6 +116,8 @@ class S3Test(unittest.TestCase):
         part = os.path.join(out_dir, "big.bin.part")
         with open(part, "wb") as f:
             f.write(self.big[:1024 * 1024])  # an interrupted earlier transfer
+        with open(os.path.join(out_dir, ".fluxtrain-pull"), "w") as f:
+            f.write("s3://corpus/big/\n")  # of this URL: a pull into any other non-empty directory is refused
         out = self.run_ft("data", "pull", "s3://corpus/big", out_dir, "--s3-endpoint", self.endpoint)
         self.assertIn("1.00 MiB resumed", out)
         with open(os.path.join(out_dir, "big.bin"), "rb") as f:

@@ -143,6 +143,14 @@ TEST(Mixture, ParseNamesSourcesAndRejectsBadSpecs) {
   EXPECT_EQ(t[1].name, "manpages_ru");
   EXPECT_EQ(t[1].path, "gs://b/ds/manpages");
   EXPECT_EQ(t[1].weight, 0.7);
+  // DIR#LANG is a directory without "./" (issue 30, defect 17), with or without data.path.
+  for (const char* path : {"data/manpages", ""}) {
+    auto u = parse_mixture("ds_man#en=0.5, ds_man#ru=0.5", path);
+    ASSERT_EQ(u.size(), 2u);
+    EXPECT_EQ(u[0].path, "ds_man");
+    EXPECT_EQ(u[0].language, "en");
+    EXPECT_EQ(u[1].name, "ds_man_ru");
+  }
   EXPECT_THROW(parse_mixture("ru", "d"), Error);
   EXPECT_THROW(parse_mixture("ru=-1", "d"), Error);
   EXPECT_THROW(parse_mixture("ru=x", "d"), Error);

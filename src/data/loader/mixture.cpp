@@ -33,12 +33,17 @@ std::vector<MixtureSource> parse_mixture(const std::string& spec, const std::str
     if (w.empty() || *end != '\0' || !std::isfinite(s.weight) || s.weight < 0) {
       throw Error(fmt::format("data.mixture: the weight of \"{}\" is \"{}\", not a number >= 0", what, w), hint);
     }
-    const bool is_path =
-        what.find('/') != std::string::npos || what.find("://") != std::string::npos || what.rfind(".", 0) == 0;
+    // DIR_OR_URL[#LANG]: a '/', a URL, a leading '.' or a "#LANG" make it a path ("ds_man#en" is the
+    // directory ds_man); a bare word is a language of data.path, or, without data.path, a directory.
+    const bool is_path = what.find('/') != std::string::npos || what.find("://") != std::string::npos ||
+                         what.rfind(".", 0) == 0 || what.find('#') != std::string::npos ||
+                         (default_path.empty() && std::filesystem::is_directory(what));
     if (!is_path) {  // a language of data.path
       if (default_path.empty()) {
         throw Error(fmt::format("data.mixture: \"{}\" names a language but data.path is not set", what),
-                    "set data.path to the prepared dataset whose languages are mixed");
+                    fmt::format("set data.path to the prepared dataset whose languages are mixed, or name a "
+                                "directory as {}#LANG or ./{}",
+                                what, what));
       }
       s.path = default_path;
       s.language = what;

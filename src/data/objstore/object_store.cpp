@@ -220,13 +220,20 @@ std::unique_ptr<ObjectStore> open_object_store(const std::string& scheme, const 
 PullReport object_pull(const std::string& url, const std::string& dir, const ObjectStoreOptions& opt) {
   ObjectUrl u = ObjectUrl::parse(url);
   std::unique_ptr<ObjectStore> store = open_object_store(u.scheme, opt);
-  std::vector<StoreObject> objs = store->list(u.bucket, u.prefix);
+  // Listed without a trailing '/' (moto signs the decoded query; every store filters the same), and
+  // the listing matches the prefix as a string: s3://b/ds1 lists ds1_flip/ too. The URL names a
+  // directory (or one object), so only keys equal to the prefix or below "prefix/" are pulled.
+  std::string list_prefix = u.prefix;
+  while (!list_prefix.empty() && list_prefix.back() == '/') list_prefix.pop_back();
+  std::vector<StoreObject> objs = store->list(u.bucket, list_prefix);
   PullReport rep;
   std::error_code ec;
   fs::create_directories(dir, ec);
+  const std::string below = list_prefix.empty() ? "" : list_prefix + "/";
   for (const StoreObject& o : objs) {
     if (!o.key.empty() && o.key.back() == '/') continue;  // "folder" marker
-    std::string rel = o.key.substr(std::min(u.prefix.size(), o.key.size()));
+    if (o.key != list_prefix && o.key.rfind(below, 0) != 0) continue;
+    std::string rel = o.key.substr(std::min(list_prefix.size(), o.key.size()));
     while (!rel.empty() && rel[0] == '/') rel.erase(0, 1);
     if (rel.empty()) rel = fs::path(o.key).filename().string();
     fs::path relp(rel);

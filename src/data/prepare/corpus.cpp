@@ -20,6 +20,7 @@
 #include "data/prepare/text_normalize.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/log.h"
 
 extern char** environ;
 
@@ -58,6 +59,7 @@ void add_file(const fs::path& p, bool explicit_file, ExpandResult* out) {
   InputKind kind = InputKind::kText;
   if (!classify(p, &kind)) {
     if (!explicit_file) {
+      if (out->skipped_names.size() < ExpandResult::kSkippedNamed) out->skipped_names.push_back(p.string());
       ++out->skipped;
       return;
     }
@@ -78,7 +80,15 @@ void add_path(const std::string& input, const fs::path& p, ExpandResult* out) {
     std::vector<fs::path> found;
     for (auto it = fs::recursive_directory_iterator(p, fs::directory_options::skip_permission_denied, ec);
          !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (it->is_regular_file(ec)) found.push_back(it->path());
+      if (it->is_regular_file(ec)) {
+        found.push_back(it->path());
+      } else if (it->is_directory(ec) && ::access(it->path().c_str(), R_OK | X_OK) != 0) {
+        // skip_permission_denied would pass over it without a word: name it.
+        out->unreadable.push_back(it->path().string());
+        log_warn("input {}: cannot read the sub-directory {} ({}): skipped", input, it->path().string(),
+                 std::strerror(errno));
+        it.disable_recursion_pending();
+      }
     }
     if (ec) throw Error(fmt::format("input {}: cannot walk the directory: {}", input, ec.message()));
     std::sort(found.begin(), found.end());
@@ -163,6 +173,15 @@ std::string run_filter(const std::vector<std::string>& argv, const std::string& 
 }
 
 }  // namespace
+
+std::string ExpandResult::skipped_summary() const {
+  std::string s = fmt::format("{} other files skipped", skipped);
+  if (skipped_names.empty()) return s;
+  s += ": ";
+  for (size_t i = 0; i < skipped_names.size(); ++i) s += (i ? ", " : "") + skipped_names[i];
+  if (skipped > skipped_names.size()) s += fmt::format(" and {} more", skipped - skipped_names.size());
+  return s;
+}
 
 std::string read_maybe_gz(const std::string& path) {
   if (!ends_with(path, ".gz")) return read_file(path);

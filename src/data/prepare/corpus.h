@@ -5,7 +5,8 @@
 //   *.jsonl        one document per line, its "text" field
 //   manual pages   NAME.SECTION[.gz] (e.g. ls.1, printf.3.gz): rendered by groff to UTF-8 text;
 //                  ".so" alias pages are skipped (they only include another page)
-// Other files inside a directory are skipped (and counted); a file named explicitly with another
+// Other files inside a directory are skipped (counted, the first three named; an unreadable
+// sub-directory is warned about by name); a file named explicitly with another
 // extension is read as plain text.
 //
 //   auto files = expand_inputs({"docs/", "notes/*.md"});
@@ -29,7 +30,12 @@ struct InputFile {
 
 struct ExpandResult {
   std::vector<InputFile> files;
-  uint64_t skipped = 0;  // files in walked directories that are not text we read
+  uint64_t skipped = 0;                    // files in walked directories that are not text we read
+  std::vector<std::string> skipped_names;  // the first kSkippedNamed of them
+  std::vector<std::string> unreadable;     // sub-directories the walk could not enter (warned about)
+  static constexpr size_t kSkippedNamed = 3;
+  // "2 other files skipped: in/LICENSE, in/README" (then "and N more"); "0 other files skipped".
+  std::string skipped_summary() const;
 };
 
 // Throws ft::Error naming the input when it does not exist or a glob matches nothing.

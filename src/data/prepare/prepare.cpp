@@ -134,16 +134,6 @@ struct ExtractedDoc {
   MinHash sig;  // when near-duplicates are removed
 };
 
-// A directory holding a dataset this build can read: what --force may replace.
-bool is_dataset_dir(const std::string& dir) {
-  try {
-    DatasetManifest::parse(read_file(dir + "/" + kManifestFile), dir);
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
-}
-
 void remove_stale_staging(const fs::path& out) {
   fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
   std::string stem = out.filename().string() + ".tmp-";
@@ -388,12 +378,13 @@ void check_options(const PrepareOptions& opt) {
 // cannot be renamed over) and removing what interrupted runs left.
 std::string create_staging(const fs::path& out, const std::vector<std::string>& inputs, bool force) {
   std::error_code ec;
-  check_output_path(out.string(), OutputRule{.flag = "--out",
-                                             .kind = "dataset",
-                                             .inputs = inputs,
-                                             .force = force,
-                                             .is_ours = is_dataset_dir,
-                                             .renamed_into_place = true});
+  const bool replacing = check_output_path(out.string(), OutputRule{.flag = "--out",
+                                                                    .kind = "dataset",
+                                                                    .inputs = inputs,
+                                                                    .force = force,
+                                                                    .is_ours = is_dataset_dir,
+                                                                    .renamed_into_place = true});
+  if (replacing) check_replaceable_dataset(out.string(), "--out");
   if (out.has_parent_path()) fs::create_directories(out.parent_path(), ec);
   remove_stale_staging(out);
   std::string staging = fmt::format("{}.tmp-{}", out.string(), ::getpid());
@@ -435,6 +426,7 @@ ExpandResult gather_input_files(const std::vector<std::string>& inputs, const Pr
   ExpandResult files = expand_inputs(local);
   rep.input_files = files.files.size();
   rep.skipped_files = files.skipped;
+  rep.skipped_summary = files.skipped_summary();
   for (auto& f : files.files) rep.input_bytes += f.bytes;
   if (files.files.empty()) {
     throw Error("no input files with text to read (.txt, .md, .jsonl or manual pages)", "check the --input paths");
@@ -781,10 +773,11 @@ PrepareReport prepare_dataset(const PrepareOptions& opt) {
 std::string format_report(const PrepareReport& r) {
   const DatasetManifest& m = r.manifest;
   std::string s;
-  s += fmt::format("prepare: read {} files ({} on disk; {} other files skipped{}{})\n", r.input_files,
-                   human_bytes(static_cast<double>(r.input_bytes)), r.skipped_files,
-                   r.failed_files ? fmt::format(", {} unrenderable pages skipped", r.failed_files) : "",
-                   r.binary_files ? fmt::format(", {} binary files skipped (named above)", r.binary_files) : "");
+  s += fmt::format(
+      "prepare: read {} files ({} on disk; {}{}{})\n", r.input_files, human_bytes(static_cast<double>(r.input_bytes)),
+      r.skipped_summary.empty() ? fmt::format("{} other files skipped", r.skipped_files) : r.skipped_summary,
+      r.failed_files ? fmt::format(", {} unrenderable pages skipped", r.failed_files) : "",
+      r.binary_files ? fmt::format(", {} binary files skipped (named above)", r.binary_files) : "");
   s += fmt::format(
       "prepare: {} documents: {} kept, {} exact duplicates dropped, {} empty dropped, {} invalid UTF-8 "
       "sequences replaced\n",

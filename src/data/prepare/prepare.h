@@ -54,8 +54,9 @@ struct PrepareReport {
   DatasetManifest manifest;
   std::string out_dir;
   uint64_t input_files = 0, skipped_files = 0, input_bytes = 0, failed_files = 0;
-  uint64_t binary_files = 0;   // named .txt etc. but mostly invalid UTF-8 or NUL bytes: skipped
-  uint64_t raw_documents = 0;  // before dropping duplicates and empty documents
+  std::string skipped_summary;  // "2 other files skipped: in/LICENSE, in/README"
+  uint64_t binary_files = 0;    // named .txt etc. but mostly invalid UTF-8 or NUL bytes: skipped
+  uint64_t raw_documents = 0;   // before dropping duplicates and empty documents
   bool trained_tokenizer = false;
   double seconds_extract = 0, seconds_tokenizer = 0, seconds_encode = 0, seconds_shard = 0, seconds_total = 0;
   int world = 1;  // ranks that encoded and wrote shards
