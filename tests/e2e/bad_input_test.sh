@@ -817,6 +817,8 @@ case_round2_hosts_slots() {
   grep -q "warning: hosts file hosts: 1 slot(s) for 2 ranks: this machine runs them oversubscribed" run.log ||
     fail "no warning for 2 ranks on 1 slot: $(grep -i warn run.log | head -n 3)"
   echo "  ok: $(grep -o 'hosts file hosts: .*' run.log)"
+}
+
 # serve_s3 BUCKET PREFIX=DIR...: a real S3-compatible server (moto, signatures checked) holding the
 # directories under s3://BUCKET/PREFIX/; exports the AWS_* credentials and S3_ENDPOINT. It stops when
 # the case's subshell exits.
