@@ -56,6 +56,9 @@ std::string lock_run_dir(const std::string& dir) {
     ::close(fd);
     const char* ours = std::getenv(kRunLockHolderEnv);
     if (ours && holder == ours) return holder;  // our supervisor holds it for this job
+    // This process holds it already (a second claim of the same directory: flock locks belong to
+    // the open file, so the new descriptor conflicts with our own).
+    if (holder == fmt::format("{} {}", host_name(), ::getpid())) return holder;
     std::string host = "?", pid = "?";
     std::istringstream(holder) >> host >> pid;
     throw Error(
@@ -68,8 +71,8 @@ std::string lock_run_dir(const std::string& dir) {
         "releasing it; taking it over",
         dir, previous);
   const std::string holder = fmt::format("{} {}", host_name(), ::getpid());
+  if (held_fd < 0) std::atexit(clear_holder);
   held_fd = fd;
-  std::atexit(clear_holder);
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, (holder + "\n").data(), holder.size() + 1, 0) < 0)
     log_warn("run directory {}: cannot write the lock's holder into {}: {}", dir, path, std::strerror(errno));
   return holder;

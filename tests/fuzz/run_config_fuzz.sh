@@ -27,7 +27,7 @@ srcs=("$root"/src/config/config.cpp "$root"/src/util/config_binder.cpp "$root"/s
       "$root"/src/parallel/pipeline_parallel/schedule_sim.cpp "$root"/src/obs/metrics_config.cpp
       "$root"/src/fault/fault_config.cpp "$root"/src/ckpt/ckpt_config.cpp
       "$root"/src/config/key_effects.cpp "$root"/src/data/dataset_manifest.cpp "$root"/src/util/checksum.cpp
-      "$root"/src/tensor/host_threads.cpp)
+      "$root"/src/tensor/host_threads.cpp "$root"/tests/fuzz/config_fuzz_manifest.cpp)
 # toml++ header-only, so that its parser is instrumented (and fuzzed) with the rest; its internal
 # assertions off, as in the release library Debian ships (3.x asserts on input such as "[*a]",
 # which the release build reports as a parse error).

@@ -17,7 +17,7 @@ if ! command -v "$CXX" >/dev/null; then
   exit 1
 fi
 srcs=("$root/src/data/shard.cpp" "$root/src/util/checksum.cpp" "$root/src/data/dataset_manifest.cpp"
-      "$root/src/util/error.cpp" "$root/src/util/fs.cpp")
+      "$root/src/util/error.cpp" "$root/src/util/fs.cpp" "$root/src/util/strings.cpp")
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -I"$root/src" $(pkg-config --cflags fmt))
 # Each source is compiled once into an object (cached while unchanged), then linked per target.
