@@ -119,8 +119,17 @@ std::string unavailable_reason() {
   return devices() > 0 ? "" : "FT_DEVEMU_DEVICES=0: the emulated GPU has no devices";
 }
 
+// The stream of each device's first (non-side) context: the device's memory stream, as the CUDA
+// backend's (backends/cuda/runtime.h), which a copy or fill on a bare {device} context uses.
+std::mutex g_first_mu;
+std::map<int, const void*> g_first_stream;
+
 ExecContext context_on(int index, bool side) {
   auto s = std::make_shared<Stream>(Stream{index, side});
+  if (!side) {
+    std::lock_guard<std::mutex> lock(g_first_mu);
+    g_first_stream.emplace(index, s.get());
+  }
   ExecContext ctx;
   ctx.device = Device::kCUDA;
   ctx.device_index = index;
@@ -158,6 +167,11 @@ const Stream& stream_of(const ExecContext& ctx, const char* what) {
 // when it is on another stream).
 bool record(const void* stream, const std::string& what) {
   if (!capturing_here()) return false;
+  if (stream == nullptr) {  // a bare {device} context: the device's memory stream
+    std::lock_guard<std::mutex> lock(g_first_mu);
+    auto it = g_first_stream.find(static_cast<const Stream*>(g_capture.stream)->device);
+    if (it != g_first_stream.end()) stream = it->second;
+  }
   if (stream != g_capture.stream) break_capture(what + " on a stream other than the capturing one");
   return true;
 }
