@@ -35,12 +35,11 @@ namespace ft {
 struct DryRunRank {
   int rank = 0;
   MeshCoord coord;
-  std::vector<int> dp_group, tp_group, pp_group;  // world ranks of its groups, in axis order
-  int64_t arena = 0;                              // elements of its parameter arena (its stage, its tp shard, padded)
-  int64_t shard = 0;                              // elements of its ZeRO shard of that arena
-  int in_flight = 1;                              // micro-batches the schedule keeps on its stage at most
-  plan::MemoryBreakdown memory;                   // bytes, by category
-  CommStats dp, tp, pp, world;                    // bytes it sends per training step, per group
+  int64_t arena = 0;             // elements of its parameter arena (its stage, its tp shard, padded)
+  int64_t shard = 0;             // elements of its ZeRO shard of that arena
+  int in_flight = 1;             // micro-batches the schedule keeps on its stage at most
+  plan::MemoryBreakdown memory;  // bytes, by category
+  CommStats dp, tp, pp, world;   // bytes it sends per training step, per group
 };
 
 struct DryRun {
@@ -65,7 +64,12 @@ struct AxisTraffic {
 };
 std::vector<AxisTraffic> axis_traffic(const DryRun& d);
 
-// Throws ft::Error when world_size is not dp × tp × pp or the layout cannot run.
+// The most ranks a dry run plans: each is a line of its JSON (with its groups' members) and a
+// place in the table's groups; a larger world is refused with a hint, not planned for minutes.
+inline constexpr int64_t kMaxDryRunRanks = 65536;
+
+// Throws ft::Error when world_size is not dp × tp × pp, is above kMaxDryRunRanks, or the layout
+// cannot run.
 DryRun dry_run(const Config& cfg, int64_t world_size, const plan::GpuSpec& device);
 
 std::string format_dry_run(const DryRun& d);
