@@ -99,7 +99,7 @@ plan::OpTrace trace_training_step(const Config& config, const StepTraceOptions& 
   if (o.ops) out.ops = trace::stop_recording();
   log_collectives(mesh, nullptr);
   out.device = trace::kRecordingGpuName;
-  out.tokens = t.batch_size * t.seq_len;
+  out.tokens = mb.local_batch * t.seq_len;  // the rank's share of the batch
   out.precision = t.precision;
   out.model_flops = cfg.model.train_flops_per_token(t.seq_len) * static_cast<double>(out.tokens);
   out.peak_device_bytes = static_cast<double>(MemoryTracker::global().total_peak(Device::kCUDA));

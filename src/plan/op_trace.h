@@ -88,7 +88,7 @@ struct OpTrace {
   std::vector<OpRecord> ops;               // in call order
   std::vector<CollRecord> collectives;     // in call order
   std::string device;                      // what the recording backend called the GPU ("NVIDIA H200")
-  int64_t tokens = 0;                      // tokens of the traced step (batch × seq_len)
+  int64_t tokens = 0;                      // tokens of the traced rank's step (its share of batch × seq_len)
   Precision precision = Precision::kBF16;  // train.precision of the step (MFU's peak is that precision's)
   // The step's model FLOPs (MFU's numerator): ModelConfig::train_flops_per_token × tokens —
   // 6 × matmul parameters + 12 × layers × dim × seq_len per token (attention without the causal
