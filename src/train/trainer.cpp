@@ -25,6 +25,7 @@
 #include "train/micro_batch_executor.h"
 #include "train/pipeline_executor.h"
 #include "train/rank_metrics.h"
+#include "train/step_sums.h"
 #include "train/stop_request.h"
 #include "train/threads.h"
 #include "util/clock.h"
@@ -310,12 +311,7 @@ void Trainer::log_layout() const {
 Trainer::~Trainer() = default;
 
 std::array<double, 3> Trainer::sum_over_ranks(double loss_sum, double local_norm2, double data_hash) {
-  // Only the last stage has a loss; every stage read the same batch: both are summed over the
-  // stages in the engine's all-reduce of the gradient norm over them, then over dp.
-  double sums[2] = {loss_sum, mesh_.coord().pp == 0 ? data_hash : 0.0};
-  const double grad_norm2 = engine_->reduce_gradient_norm(local_norm2, sums);
-  mesh_.dp().all_reduce(sums, 2);
-  return {sums[0], grad_norm2, sums[1]};
+  return sum_step_over_ranks(*engine_, mesh_, loss_sum, local_norm2, data_hash);
 }
 
 GuardVerdict Trainer::judge_step(const StepStats& s, double local_loss_sum) {
