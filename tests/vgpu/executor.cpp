@@ -5,21 +5,19 @@
 // load and store they make and check them (shared memory: races, poison; the rest: the fiber's own
 // stack, the binary's static data, or a registered device allocation). This file is not
 // instrumented, so the executor's own state is invisible to the checks.
-#include <ucontext.h>
-
+#include <cublasLt.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cub/device/device_radix_sort.cuh>
 #include <map>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <cub/device/device_radix_sort.cuh>
-#include <cublasLt.h>
 
 #include "vgpu/cuda_sim.h"
 #include "vgpu/faults.h"
@@ -84,7 +82,7 @@ struct State {
   std::string error;
   // the process
   std::map<uintptr_t, std::pair<size_t, std::string>> memory;  // device allocations
-  std::map<const void*, int> max_dyn_smem;                       // cudaFuncSetAttribute
+  std::map<const void*, int> max_dyn_smem;                     // cudaFuncSetAttribute
   uint64_t launches = 0;
   std::map<std::string, int> faults;
 };
@@ -103,8 +101,9 @@ std::string dim_str(uint3 d) {
 std::string where() {
   State& s = S();
   std::ostringstream o;
-  o << "kernel " << s.kernel << " (launched at " << s.file << ":" << s.line << ", grid " << dim_str({s.grid.x, s.grid.y, s.grid.z})
-    << ", block " << dim_str({s.block.x, s.block.y, s.block.z}) << "), block " << dim_str(s.bidx);
+  o << "kernel " << s.kernel << " (launched at " << s.file << ":" << s.line << ", grid "
+    << dim_str({s.grid.x, s.grid.y, s.grid.z}) << ", block " << dim_str({s.block.x, s.block.y, s.block.z})
+    << "), block " << dim_str(s.bidx);
   return o.str();
 }
 
@@ -208,19 +207,34 @@ void try_complete_warp(int warp) {
       const int w = g->width, base = k / w * w, lane = k % w;
       int src = -1;
       switch (g->op) {
-        case kShflIdx: src = base + ((g->arg % w) + w) % w; break;
-        case kShflXor: src = base + ((lane ^ g->arg) < w ? (lane ^ g->arg) : lane); break;
-        case kShflUp: src = lane - g->arg >= 0 ? k - g->arg : k; break;
-        case kShflDown: src = lane + g->arg < w ? k + g->arg : k; break;
-        case kBallot: g->result = ballot; break;
-        case kAny: g->result = ballot != 0; break;
-        case kAll: g->result = ballot == m; break;
-        case kSyncWarp: break;
+        case kShflIdx:
+          src = base + ((g->arg % w) + w) % w;
+          break;
+        case kShflXor:
+          src = base + ((lane ^ g->arg) < w ? (lane ^ g->arg) : lane);
+          break;
+        case kShflUp:
+          src = lane - g->arg >= 0 ? k - g->arg : k;
+          break;
+        case kShflDown:
+          src = lane + g->arg < w ? k + g->arg : k;
+          break;
+        case kBallot:
+          g->result = ballot;
+          break;
+        case kAny:
+          g->result = ballot != 0;
+          break;
+        case kAll:
+          g->result = ballot == m;
+          break;
+        case kSyncWarp:
+          break;
       }
       if (src >= 0) {
         if (!(m >> src & 1)) {
-          s.error = thread_str(g->tid) + " reads lane " + std::to_string(src) + " in a shuffle whose mask excludes it in " +
-                    where();
+          s.error = thread_str(g->tid) + " reads lane " + std::to_string(src) +
+                    " in a shuffle whose mask excludes it in " + where();
           return;
         }
         g->result = lanes[src]->value;
@@ -333,8 +347,10 @@ void shared_access(uintptr_t a, size_t n, bool write) {
       if (h.wtid != me.tid && !ordered(h.wtid, h.wepoch, h.wwarp, me))
         fail("shared-memory race (read after write, no barrier between): " + thread_str(h.wtid) + " wrote, " +
              thread_str(me.tid) + " reads at " + off);
-      if (h.rtid >= 0 && h.rtid != me.tid && !ordered(h.rtid, h.repoch, h.rwarp, me)) h.many_readers = true;
-      else h.many_readers = false;
+      if (h.rtid >= 0 && h.rtid != me.tid && !ordered(h.rtid, h.repoch, h.rwarp, me))
+        h.many_readers = true;
+      else
+        h.many_readers = false;
       h.rtid = me.tid, h.repoch = s.epoch, h.rwarp = my_warp;
     }
   }
@@ -346,7 +362,8 @@ inline void access(const void* p, size_t n, bool write) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   const auto sm = reinterpret_cast<uintptr_t>(s.smem.data());
   if (a >= sm && a < sm + s.smem.size()) {
-    if (a + n > sm + s.smem_used) fail("shared access past the block's shared memory at offset " + std::to_string(a - sm));
+    if (a + n > sm + s.smem_used)
+      fail("shared access past the block's shared memory at offset " + std::to_string(a - sm));
     shared_access(a, n, write);
     return;
   }
@@ -360,7 +377,8 @@ inline void access(const void* p, size_t n, bool write) {
     if (a >= it->first && a + n <= it->first + it->second.first) return;
   }
   std::ostringstream o;
-  o << "global " << (write ? "write" : "read") << " of " << n << " bytes at " << p << " outside every device allocation";
+  o << "global " << (write ? "write" : "read") << " of " << n << " bytes at " << p
+    << " outside every device allocation";
   it = s.memory.upper_bound(a);
   if (it != s.memory.begin()) {
     --it;
@@ -380,7 +398,8 @@ void register_memory(const void* p, size_t bytes, const char* what) {
 void unregister_memory(const void* p) {
   S().memory.erase(reinterpret_cast<uintptr_t>(p));
 }
-DeviceMemory::DeviceMemory(size_t bytes, const char* what) : p_(std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256)), bytes_(bytes) {
+DeviceMemory::DeviceMemory(size_t bytes, const char* what)
+    : p_(std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256)), bytes_(bytes) {
   std::memset(p_, 0x7f, bytes);
   register_memory(p_, bytes, what);
 }
@@ -410,8 +429,9 @@ void syncthreads(const char* file, int line) {
   if (s.done > 0) {
     for (Fiber& o : s.fibers)
       if (o.st == St::kDone)
-        fail("__syncthreads at " + std::string(file) + ":" + std::to_string(line) + " reached by " + thread_str(f->tid) +
-             " after " + thread_str(o.tid) + " exited (a barrier every thread of the block must reach)");
+        fail("__syncthreads at " + std::string(file) + ":" + std::to_string(line) + " reached by " +
+             thread_str(f->tid) + " after " + thread_str(o.tid) +
+             " exited (a barrier every thread of the block must reach)");
   }
   f->st = St::kBarrier;
   f->bar_file = file;
@@ -427,7 +447,8 @@ uint64_t warp_op(WarpOp op, unsigned mask, uint64_t value, int arg, int width) {
   for (int l = 0; l < 32; ++l) {
     if (!(mask >> l & 1)) continue;
     const int tid = warp * 32 + l;
-    if (tid >= s.nthreads) fail("warp operation by " + thread_str(f->tid) + " names lane " + std::to_string(l) + " beyond the block");
+    if (tid >= s.nthreads)
+      fail("warp operation by " + thread_str(f->tid) + " names lane " + std::to_string(l) + " beyond the block");
     if (s.fibers[static_cast<size_t>(tid)].st == St::kDone)
       fail("warp operation by " + thread_str(f->tid) + " waits for " + thread_str(tid) + ", which exited");
   }
@@ -468,9 +489,11 @@ void run_launch(const char* kernel, const char* file, int line, const void* fn, 
   else if (smem > kDefaultSmem) {
     auto it = s.max_dyn_smem.find(fn);
     if (it == s.max_dyn_smem.end() || static_cast<size_t>(it->second) < smem)
-      bad = std::to_string(smem) + " bytes of dynamic shared memory without cudaFuncSetAttribute raising the 48 KiB limit";
+      bad = std::to_string(smem) +
+            " bytes of dynamic shared memory without cudaFuncSetAttribute raising the 48 KiB limit";
   }
-  if (!bad.empty()) throw Error("launch of " + std::string(kernel) + " at " + file + ":" + std::to_string(line) + ": " + bad);
+  if (!bad.empty())
+    throw Error("launch of " + std::string(kernel) + " at " + file + ":" + std::to_string(line) + ": " + bad);
   s.seed = base_seed() ^ (0x9e3779b97f4a7c15ull * ++s.launches);
   s.rng.seed(s.seed);
   s.nthreads = static_cast<int>(threads);
@@ -575,7 +598,9 @@ cudaError_t DeviceRadixSort::SortPairs(void* temp, size_t& temp_bytes, const uin
   for (int i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return (keys_in[a] & mask) < (keys_in[b] & mask); });
   std::vector<uint32_t> k(static_cast<size_t>(n)), v(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) k[static_cast<size_t>(i)] = keys_in[order[static_cast<size_t>(i)]], v[static_cast<size_t>(i)] = values_in[order[static_cast<size_t>(i)]];
+  for (int i = 0; i < n; ++i)
+    k[static_cast<size_t>(i)] = keys_in[order[static_cast<size_t>(i)]],
+    v[static_cast<size_t>(i)] = values_in[order[static_cast<size_t>(i)]];
   std::memcpy(keys_out, k.data(), bytes);
   std::memcpy(values_out, v.data(), bytes);
   return cudaSuccess;
@@ -583,11 +608,19 @@ cudaError_t DeviceRadixSort::SortPairs(void* temp, size_t& temp_bytes, const uin
 }  // namespace cub
 
 // ---- the hooks GCC's -fsanitize=thread instrumentation calls ------------------------------------
-#define FT_VGPU_HOOK(n)                                                 \
-  extern "C" void __tsan_read##n(void* p) { vgpu::access(p, n, false); } \
-  extern "C" void __tsan_write##n(void* p) { vgpu::access(p, n, true); } \
-  extern "C" void __tsan_unaligned_read##n(void* p) { vgpu::access(p, n, false); } \
-  extern "C" void __tsan_unaligned_write##n(void* p) { vgpu::access(p, n, true); }
+#define FT_VGPU_HOOK(n)                                \
+  extern "C" void __tsan_read##n(void* p) {            \
+    vgpu::access(p, n, false);                         \
+  }                                                    \
+  extern "C" void __tsan_write##n(void* p) {           \
+    vgpu::access(p, n, true);                          \
+  }                                                    \
+  extern "C" void __tsan_unaligned_read##n(void* p) {  \
+    vgpu::access(p, n, false);                         \
+  }                                                    \
+  extern "C" void __tsan_unaligned_write##n(void* p) { \
+    vgpu::access(p, n, true);                          \
+  }
 FT_VGPU_HOOK(1)
 FT_VGPU_HOOK(2)
 FT_VGPU_HOOK(4)

@@ -24,8 +24,12 @@ namespace ft::test {
 namespace {
 
 bool not_a_kernel(OpId id) {
-  static const std::set<std::string> kOther = {"matmul",          "matmul_bf16",           "matmul_bf16_add",
-                                               "matmul_bf16_rounded", "attention_forward_bf16", "attention_backward_bf16"};
+  static const std::set<std::string> kOther = {"matmul",
+                                               "matmul_bf16",
+                                               "matmul_bf16_add",
+                                               "matmul_bf16_rounded",
+                                               "attention_forward_bf16",
+                                               "attention_backward_bf16"};
   return kOther.count(op_name(id)) > 0;
 }
 

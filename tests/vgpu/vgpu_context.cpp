@@ -52,8 +52,8 @@ CudaContext& context_of(const ExecContext& ctx, const char* op) {
 }
 
 // Weak: the .cu files' definitions win; the rest throw.
-#define FT_OP(name, params, args)                                                                \
-  __attribute__((weak)) void name(CudaContext&, FT_OP_UNPAREN params) {                          \
+#define FT_OP(name, params, args)                                                                    \
+  __attribute__((weak)) void name(CudaContext&, FT_OP_UNPAREN params) {                              \
     throw Error(#name ": not on the virtual GPU yet (cuBLASLt / cuDNN: a later slice of issue 29)"); \
   }
 #include "kernels/op_decls.inc"

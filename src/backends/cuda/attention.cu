@@ -346,7 +346,8 @@ void attention_backward_with_delta(CudaContext& ctx, float* delta, float* dqkv, 
   FT_CUDA_CHECK_LAUNCH(ctx, op, {"B", B}, {"T", T}, {"H", H}, {"Hkv", Hkv}, {"D", D});
   const LaunchShape lkv = attention_dkv_launch(B, T, Hkv, D);
   prepare_smem(attention_dkv_kernel, lkv.smem, op, D);
-  FT_LAUNCH(attention_dkv_kernel, to_dim3(lkv.grid), to_dim3(lkv.block), static_cast<size_t>(lkv.smem), ctx.stream())(a);
+  FT_LAUNCH(attention_dkv_kernel, to_dim3(lkv.grid), to_dim3(lkv.block), static_cast<size_t>(lkv.smem), ctx.stream())
+  (a);
   FT_CUDA_CHECK_LAUNCH(ctx, op, {"B", B}, {"T", T}, {"H", H}, {"Hkv", Hkv}, {"D", D});
 }
 
@@ -365,8 +366,8 @@ void kv_cache_write(CudaContext& ctx, float* k_cache, float* v_cache, const floa
   const int64_t n = B * T * Hkv * D;
   if (n == 0) return;
   const LaunchShape l = elementwise_launch(n);
-  FT_LAUNCH(kv_cache_write_kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())(k_cache, v_cache, qkv, B, T, H, Hkv, D,
-                                                                                pos0, max_T);
+  FT_LAUNCH(kv_cache_write_kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())
+  (k_cache, v_cache, qkv, B, T, H, Hkv, D, pos0, max_T);
   FT_CUDA_CHECK_LAUNCH(ctx, "kv_cache_write", {"B", B}, {"T", T}, {"Hkv", Hkv}, {"D", D}, {"pos0", pos0},
                        {"max_T", max_T});
 }

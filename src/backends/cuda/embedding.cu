@@ -69,7 +69,8 @@ void embedding_forward(CudaContext& ctx, float* out, const int32_t* tokens, cons
   require(N >= 0 && C >= 0 && V >= 0, "embedding_forward", "negative size", {{"N", N}, {"C", C}, {"V", V}});
   if (N * C == 0) return;
   const LaunchShape l = elementwise_launch(N * C);
-  FT_LAUNCH(embedding_forward_kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())(out, tokens, table, N, C, v0, V);
+  FT_LAUNCH(embedding_forward_kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())
+  (out, tokens, table, N, C, v0, V);
   FT_CUDA_CHECK_LAUNCH(ctx, "embedding_forward", {"N", N}, {"C", C}, {"v0", v0}, {"V", V});
 }
 
@@ -100,8 +101,8 @@ void embedding_backward(CudaContext& ctx, float* dtable, const float* dout, cons
                 op, {"N", N}, {"V", V});
   FT_CUDA_CHECK_LAUNCH(ctx, op, {"N", N}, {"C", C}, {"v0", v0}, {"V", V});
   const LaunchShape l = embedding_backward_launch(N);
-  FT_LAUNCH(embedding_backward_kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())(dtable, dout, keys_sorted,
-                                                                                    vals_sorted, N, C, V);
+  FT_LAUNCH(embedding_backward_kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())
+  (dtable, dout, keys_sorted, vals_sorted, N, C, V);
   FT_CUDA_CHECK_LAUNCH(ctx, op, {"N", N}, {"C", C}, {"v0", v0}, {"V", V});
 }
 

@@ -151,24 +151,25 @@ void rmsnorm_backward(CudaContext& ctx, float* dx, float* dweight, const float* 
 #endif
     const auto C32 = static_cast<int32_t>(C);
     if (vector_width(4, C, dx, dout, x, weight, dresidual) == 4)
-      FT_LAUNCH(rmsnorm_backward_kernel<4>, to_dim3(l.grid), to_dim3(l.block), l.smem, ctx.stream())(
-          dx, partial, dout, dresidual, x, weight, rstd, N, C32, rms_chunk_rows(N));
+      FT_LAUNCH(rmsnorm_backward_kernel<4>, to_dim3(l.grid), to_dim3(l.block), l.smem, ctx.stream())
+      (dx, partial, dout, dresidual, x, weight, rstd, N, C32, rms_chunk_rows(N));
     else
-      FT_LAUNCH(rmsnorm_backward_kernel<1>, to_dim3(l.grid), to_dim3(l.block), l.smem, ctx.stream())(
-          dx, partial, dout, dresidual, x, weight, rstd, N, C32, rms_chunk_rows(N));
+      FT_LAUNCH(rmsnorm_backward_kernel<1>, to_dim3(l.grid), to_dim3(l.block), l.smem, ctx.stream())
+      (dx, partial, dout, dresidual, x, weight, rstd, N, C32, rms_chunk_rows(N));
     FT_CUDA_CHECK_LAUNCH(ctx, op, {"N", N}, {"C", C});
   } else {  // rows too wide for the partial in shared memory: dx, then the partials
     const LaunchShape l = row_launch(N);
-    FT_LAUNCH(rmsnorm_dx_kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())(dx, dout, dresidual, x, weight, rstd, N,
-                                                                              C);
+    FT_LAUNCH(rmsnorm_dx_kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())
+    (dx, dout, dresidual, x, weight, rstd, N, C);
     FT_CUDA_CHECK_LAUNCH(ctx, op, {"N", N}, {"C", C});
     const LaunchShape lp = rms_dweight_launch(N, C);
-    FT_LAUNCH(rmsnorm_dweight_partial_kernel, to_dim3(lp.grid), to_dim3(lp.block), 0, ctx.stream())(partial, dout, x, rstd, N,
-                                                                                             C, rms_chunk_rows(N));
+    FT_LAUNCH(rmsnorm_dweight_partial_kernel, to_dim3(lp.grid), to_dim3(lp.block), 0, ctx.stream())
+    (partial, dout, x, rstd, N, C, rms_chunk_rows(N));
     FT_CUDA_CHECK_LAUNCH(ctx, op, {"N", N}, {"C", C});
   }
   const LaunchShape lf = elementwise_launch(C);
-  FT_LAUNCH(rmsnorm_dweight_final_kernel, to_dim3(lf.grid), to_dim3(lf.block), 0, ctx.stream())(dweight, partial, chunks, C);
+  FT_LAUNCH(rmsnorm_dweight_final_kernel, to_dim3(lf.grid), to_dim3(lf.block), 0, ctx.stream())
+  (dweight, partial, chunks, C);
   FT_CUDA_CHECK_LAUNCH(ctx, op, {"N", N}, {"C", C});
 }
 

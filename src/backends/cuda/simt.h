@@ -13,15 +13,17 @@
 #define FT_DYN_SHARED(T, name) extern __shared__ T name[]
 #elif defined(FT_VGPU)
 // The static's address names the declaration (one array per declaration and block).
-#define FT_LAUNCH(kernel, grid, block, smem, stream)                                                        \
-  ::vgpu::launcher(                                                                                          \
-      #kernel, __FILE__, __LINE__, grid, block, smem, stream, [=](const auto&... a) { kernel(a...); },        \
-      [=](auto t) -> const void* {                                                                            \
-        if constexpr (requires { ::vgpu::fn_addr(t, kernel); }) return ::vgpu::fn_addr(t, kernel);           \
-        else return nullptr;                                                                                 \
+#define FT_LAUNCH(kernel, grid, block, smem, stream)                                                   \
+  ::vgpu::launcher(                                                                                    \
+      #kernel, __FILE__, __LINE__, grid, block, smem, stream, [=](const auto&... a) { kernel(a...); }, \
+      [=](auto t) -> const void* {                                                                     \
+        if constexpr (requires { ::vgpu::fn_addr(t, kernel); })                                        \
+          return ::vgpu::fn_addr(t, kernel);                                                           \
+        else                                                                                           \
+          return nullptr;                                                                              \
       }(0))
-#define FT_SHARED(T, name, n)         \
-  static char name##_vgpu_tag;        \
+#define FT_SHARED(T, name, n)  \
+  static char name##_vgpu_tag; \
   T* const name = static_cast<T*>(::vgpu::shared_static(&name##_vgpu_tag, sizeof(T) * (n), alignof(T)))
 #define FT_DYN_SHARED(T, name) T* const name = static_cast<T*>(::vgpu::shared_dynamic())
 #endif

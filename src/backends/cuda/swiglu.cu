@@ -117,10 +117,12 @@ void swiglu_backward_bf16(CudaContext& ctx, uint16_t* dgate_up, const uint16_t* 
   const auto F32 = static_cast<int32_t>(F);
   if (vector_width(8, F, dgate_up, dout, gate_up) == 8) {
     const LaunchShape l = row_vector_launch(N, F / 8);
-    FT_LAUNCH(swiglu_backward_bf16_kernel<8>, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())(dgate_up, dout, gate_up, N, F32);
+    FT_LAUNCH(swiglu_backward_bf16_kernel<8>, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())
+    (dgate_up, dout, gate_up, N, F32);
   } else {
     const LaunchShape l = row_vector_launch(N, F);
-    FT_LAUNCH(swiglu_backward_bf16_kernel<1>, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())(dgate_up, dout, gate_up, N, F32);
+    FT_LAUNCH(swiglu_backward_bf16_kernel<1>, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())
+    (dgate_up, dout, gate_up, N, F32);
   }
   FT_CUDA_CHECK_LAUNCH(ctx, op, {"N", N}, {"F", F});
 }

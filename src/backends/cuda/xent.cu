@@ -49,8 +49,8 @@ void backward(CudaContext& ctx, Out* dlogits, const float* logits, const float* 
   require(N >= 0 && V >= 0, "xent_backward", "negative size", {{"N", N}, {"V", V}});
   if (N == 0 || V == 0) return;
   const LaunchShape l = row_launch(N);
-  FT_LAUNCH(xent_backward_kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())(dlogits, logits, lse, targets, N, V,
-                                                                               scale);
+  FT_LAUNCH(xent_backward_kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())
+  (dlogits, logits, lse, targets, N, V, scale);
   FT_CUDA_CHECK_LAUNCH(ctx, "xent_backward", {"N", N}, {"V", V});
 }
 

@@ -76,7 +76,12 @@ enum cudaError_t : int {
   cudaErrorLaunchFailure = 719,
 };
 using cudaStream_t = struct CUstream_st*;
-enum cudaMemcpyKind : int { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
+enum cudaMemcpyKind : int {
+  cudaMemcpyHostToHost,
+  cudaMemcpyHostToDevice,
+  cudaMemcpyDeviceToHost,
+  cudaMemcpyDeviceToDevice
+};
 enum cudaFuncAttribute : int { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 cudaError_t cudaGetLastError();
 cudaError_t cudaPeekAtLastError();
