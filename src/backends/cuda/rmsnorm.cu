@@ -150,12 +150,13 @@ void rmsnorm_backward(CudaContext& ctx, float* dx, float* dweight, const float* 
     const LaunchShape l = rms_backward_launch(N, C);
 #endif
     const auto C32 = static_cast<int32_t>(C);
-    if (vector_width(4, C, dx, dout, x, weight, dresidual) == 4)
+    if (vector_width(4, C, dx, dout, x, weight, dresidual) == 4) {
       FT_LAUNCH(rmsnorm_backward_kernel<4>, to_dim3(l.grid), to_dim3(l.block), l.smem, ctx.stream())
       (dx, partial, dout, dresidual, x, weight, rstd, N, C32, rms_chunk_rows(N));
-    else
+    } else {
       FT_LAUNCH(rmsnorm_backward_kernel<1>, to_dim3(l.grid), to_dim3(l.block), l.smem, ctx.stream())
       (dx, partial, dout, dresidual, x, weight, rstd, N, C32, rms_chunk_rows(N));
+    }
     FT_CUDA_CHECK_LAUNCH(ctx, op, {"N", N}, {"C", C});
   } else {  // rows too wide for the partial in shared memory: dx, then the partials
     const LaunchShape l = row_launch(N);
