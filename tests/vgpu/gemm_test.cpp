@@ -388,6 +388,25 @@ INSTANTIATE_TEST_SUITE_P(Rows, VgpuGemmOps, ::testing::ValuesIn(gemm_shapes()),
                            return std::string(op_name(p.param.id)) + "_" + std::to_string(p.param.shape);
                          });
 
+// K = 0 (no harness row has it): gemm.cpp's own path, D = beta · C without cuBLASLt.
+TEST(VgpuGemmOps, EmptyInnerDimensionIsBetaC) {
+  cuda::CudaContext cuda(0);
+  vgpu::DeviceMemory c(6 * 4, "C"), d(6 * 4, "D"), r(6 * 4, "R"), a(16, "A"), b(16, "B");
+  auto* C = static_cast<float*>(c.get());
+  auto* D = static_cast<float*>(d.get());
+  auto* R = static_cast<float*>(r.get());
+  for (int i = 0; i < 6; ++i) C[i] = R[i] = static_cast<float>(i + 1);
+  cuda::matmul(cuda, C, static_cast<const float*>(a.get()), static_cast<const float*>(b.get()), 2, 3, 0, false, true,
+               1.0f, Precision::kF32);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(C[i], static_cast<float>(i + 1));
+  cuda::matmul_bf16_add(cuda, D, R, static_cast<const uint16_t*>(a.get()), static_cast<const uint16_t*>(b.get()), 2, 3,
+                        0, true, false);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(D[i], R[i]);
+  cuda::matmul(cuda, C, static_cast<const float*>(a.get()), static_cast<const float*>(b.get()), 2, 3, 0, false, false,
+               0.0f, Precision::kBF16);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(C[i], 0.0f);
+}
+
 // ---- planted faults: each must be caught ---------------------------------------------------------
 
 // The row through gemm.cpp with the emulator's fault set; dies with the error or the difference.
