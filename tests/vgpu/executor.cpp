@@ -577,9 +577,6 @@ cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t) {
   std::memset(dst, value, bytes);
   return cudaSuccess;
 }
-const char* cublasLtGetStatusString(cublasStatus_t) {
-  return "cuBLASLt is not on the virtual GPU yet";
-}
 
 namespace cub {
 cudaError_t DeviceRadixSort::SortPairs(void* temp, size_t& temp_bytes, const uint32_t* keys_in, uint32_t* keys_out,
