@@ -23,6 +23,12 @@ int64_t Shape::operator[](std::string_view name) const {
   throw std::out_of_range("op case shape (" + str() + ") has no size '" + std::string(name) + "'");
 }
 
+int64_t Shape::get(std::string_view name, int64_t fallback) const {
+  for (const auto& [n, v] : dims_)
+    if (n == name) return v;
+  return fallback;
+}
+
 std::string Shape::str() const {
   std::string s;
   for (const auto& [n, v] : dims_) s += (s.empty() ? "" : ", ") + n + " " + std::to_string(v);

@@ -27,9 +27,10 @@ class Shape {
  public:
   Shape() = default;
   Shape(std::initializer_list<std::pair<const char*, int64_t>> dims);
-  int64_t operator[](std::string_view name) const;    // throws std::out_of_range naming a missing size
-  std::string str() const;                            // "N 7, C 33"
-  Shape with(const char* name, int64_t value) const;  // a copy with one size set (added if new)
+  int64_t operator[](std::string_view name) const;             // throws std::out_of_range naming a missing size
+  int64_t get(std::string_view name, int64_t fallback) const;  // `fallback` where the size is missing
+  std::string str() const;                                     // "N 7, C 33"
+  Shape with(const char* name, int64_t value) const;           // a copy with one size set (added if new)
 
  private:
   std::vector<std::pair<std::string, int64_t>> dims_;

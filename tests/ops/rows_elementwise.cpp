@@ -1,5 +1,6 @@
 // Rows: add_inplace, sum_squares, sum_in_order, to/from bf16 and fp16. Sizes below and above the vector
-// width, the threading cut and sum_squares' 16384-element blocks.
+// width, the threading cut and sum_squares' 16384-element blocks; the vectorised ops also on
+// buffers that start past a 16-byte boundary (offset_of).
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -15,18 +16,26 @@ std::vector<Shape> sizes() {
   return {{{"n", 1}}, {{"n", 15}}, {{"n", 17}}, {{"n", 1000}}, {{"n", 100003}}, {{"n", 1 << 20}}};
 }
 
+// The sizes, and two with every buffer off a 16-byte boundary (the scalar path).
+std::vector<Shape> vector_sizes() {
+  std::vector<Shape> v = sizes();
+  v.insert(v.begin() + 4, {{{"n", 1000}, {"off", 1}}, {{"n", 17}, {"off", 3}}});
+  return v;
+}
+
 class AddInplace final : public OpCase {
  public:
-  std::vector<Shape> test_shapes() const override { return sizes(); }
+  std::vector<Shape> test_shapes() const override { return vector_sizes(); }
   Shape bench_shape() const override { return {{"n", 2048 * 768}}; }  // a residual add
   Case make(const Shape& s, uint64_t seed) const override {
     Case c(s);
-    c.in_f32("x", s["n"], seed + 61);
-    c.inout_f32("y", s["n"], seed + 62, Tol::exact());
+    c.in_f32("x", s["n"] + offset_of(s), seed + 61);
+    c.inout_f32("y", s["n"] + offset_of(s), seed + 62, Tol::exact());
     return c;
   }
   void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
-    ops.add_inplace(ctx, c.f32("y"), c.f32("x"), c["n"]);
+    const int64_t o = offset_of(c.shape());
+    ops.add_inplace(ctx, c.f32("y") + o, c.f32("x") + o, c["n"]);
   }
   Cost cost(const Shape& s) const override { return {3 * kF32Bytes * s["n"], 1.0 * s["n"]}; }
 };
@@ -69,21 +78,23 @@ class SumInOrder final : public OpCase {
 // the vector body and the tail alike.
 class ToBf16 final : public OpCase {
  public:
-  std::vector<Shape> test_shapes() const override { return sizes(); }
+  std::vector<Shape> test_shapes() const override { return vector_sizes(); }
   Shape bench_shape() const override { return {{"n", 16 << 20}}; }  // the bf16 copy of 16 M weights
   Case make(const Shape& s, uint64_t seed) const override {
-    const int64_t n = s["n"];
-    std::vector<float> x = random_floats(n, seed + 65);
+    const int64_t n = s["n"], o = offset_of(s);
+    std::vector<float> x = random_floats(n + o, seed + 65);
     for (int64_t i = 0; i < n; i += 7)
-      x[static_cast<size_t>(i)] = std::bit_cast<float>(static_cast<uint32_t>(0x3f808000u + ((i / 7) % 2) * 0x10000u));
-    if (n > 3) x[3] = std::numeric_limits<float>::quiet_NaN();
+      x[static_cast<size_t>(o + i)] =
+          std::bit_cast<float>(static_cast<uint32_t>(0x3f808000u + ((i / 7) % 2) * 0x10000u));
+    if (n > 3) x[static_cast<size_t>(o + 3)] = std::numeric_limits<float>::quiet_NaN();
     Case c(s);
     c.in_f32("x", x);
-    c.out_bf16("y", n, Tol::exact());
+    c.out_bf16("y", n + o, Tol::exact());
     return c;
   }
   void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
-    ops.to_bf16(ctx, c.bf16("y"), c.f32("x"), c["n"]);
+    const int64_t o = offset_of(c.shape());
+    ops.to_bf16(ctx, c.bf16("y") + o, c.f32("x") + o, c["n"]);
   }
   Cost cost(const Shape& s) const override { return {(kF32Bytes + kBf16Bytes) * s["n"], 0}; }
 };
@@ -92,17 +103,18 @@ class ToBf16 final : public OpCase {
 // body and the tail alike.
 class FromBf16 final : public OpCase {
  public:
-  std::vector<Shape> test_shapes() const override { return sizes(); }
+  std::vector<Shape> test_shapes() const override { return vector_sizes(); }
   Shape bench_shape() const override { return {{"n", 16 << 20}}; }  // a 16 M-float bf16 gradient bucket
   Case make(const Shape& s, uint64_t seed) const override {
-    const int64_t n = s["n"];
+    const int64_t n = s["n"] + offset_of(s);
     Case c(s);
     c.in_bf16("x", random_floats(n, seed + 66));
     c.out_f32("y", n, Tol::exact());
     return c;
   }
   void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
-    ops.from_bf16(ctx, c.f32("y"), c.bf16("x"), c["n"]);
+    const int64_t o = offset_of(c.shape());
+    ops.from_bf16(ctx, c.f32("y") + o, c.bf16("x") + o, c["n"]);
   }
   Cost cost(const Shape& s) const override { return {(kF32Bytes + kBf16Bytes) * s["n"], 0}; }
 };
@@ -113,10 +125,10 @@ class FromBf16 final : public OpCase {
 // themselves are checked against numpy's float16 by tests/unit/f16_numpy_test.py.
 class ToFp16 final : public OpCase {
  public:
-  std::vector<Shape> test_shapes() const override { return sizes(); }
+  std::vector<Shape> test_shapes() const override { return vector_sizes(); }
   Shape bench_shape() const override { return {{"n", 16 << 20}}; }  // a 16 M-float gradient bucket
   Case make(const Shape& s, uint64_t seed) const override {
-    const int64_t n = s["n"];
+    const int64_t n = s["n"] + offset_of(s);
     std::vector<float> x = random_floats(n, seed + 67, -70000.0f, 70000.0f);
     const float edges[] = {1.0f + 1.0f / 2048,
                            1.0f + 3.0f / 2048,
@@ -138,7 +150,8 @@ class ToFp16 final : public OpCase {
     return c;
   }
   void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
-    ops.to_fp16(ctx, c.f16("y"), c.f32("x"), c["n"]);
+    const int64_t o = offset_of(c.shape());
+    ops.to_fp16(ctx, c.f16("y") + o, c.f32("x") + o, c["n"]);
   }
   Cost cost(const Shape& s) const override { return {(kF32Bytes + kF16Bytes) * s["n"], 0}; }
 };
@@ -148,10 +161,10 @@ class ToFp16 final : public OpCase {
 // (F16C quiets a signalling NaN, the scalar code keeps it).
 class FromFp16 final : public OpCase {
  public:
-  std::vector<Shape> test_shapes() const override { return sizes(); }
+  std::vector<Shape> test_shapes() const override { return vector_sizes(); }
   Shape bench_shape() const override { return {{"n", 16 << 20}}; }
   Case make(const Shape& s, uint64_t seed) const override {
-    const int64_t n = s["n"];
+    const int64_t n = s["n"] + offset_of(s);
     Case c(s);
     uint16_t* x = c.in_f16("x", random_floats(n, seed + 68, -60000.0f, 60000.0f));
     if (n >= 1000)
@@ -160,7 +173,8 @@ class FromFp16 final : public OpCase {
     return c;
   }
   void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
-    ops.from_fp16(ctx, c.f32("y"), c.f16("x"), c["n"]);
+    const int64_t o = offset_of(c.shape());
+    ops.from_fp16(ctx, c.f32("y") + o, c.f16("x") + o, c["n"]);
   }
   std::string compare(const Case&, const Case& got, const Case& want) const override {
     const Buffer &g = got.buffer("y"), &w = want.buffer("y");

@@ -53,17 +53,22 @@ class GramSchmidt final : public OpCase {
 
 class ErrorFeedback final : public OpCase {
  public:
-  std::vector<Shape> test_shapes() const override { return {{{"n", 1}}, {{"n", 17}}, {{"n", 1000}}, {{"n", 100003}}}; }
+  // Below and above the 4-wide vectors, and off a 16-byte boundary (the scalar path).
+  std::vector<Shape> test_shapes() const override {
+    return {{{"n", 1}}, {{"n", 17}}, {{"n", 1000}}, {{"n", 1001}, {"off", 1}}, {{"n", 100003}}};
+  }
   Shape bench_shape() const override { return {{"n", 2048 * 768}}; }
   Case make(const Shape& s, uint64_t seed) const override {
+    const int64_t n = s["n"] + offset_of(s);
     Case c(s);
-    c.out_f32("error", s["n"], Tol::exact());
-    c.inout_f32("grad", s["n"], seed + 92, Tol::exact());
-    c.in_f32("approx", s["n"], seed + 93, -3.0f, 3.0f);
+    c.out_f32("error", n, Tol::exact());
+    c.inout_f32("grad", n, seed + 92, Tol::exact());
+    c.in_f32("approx", n, seed + 93, -3.0f, 3.0f);
     return c;
   }
   void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
-    ops.powersgd_error_feedback(ctx, c.f32("error"), c.f32("grad"), c.f32("approx"), 3.0f, c["n"]);
+    const int64_t o = offset_of(c.shape());
+    ops.powersgd_error_feedback(ctx, c.f32("error") + o, c.f32("grad") + o, c.f32("approx") + o, 3.0f, c["n"]);
   }
   Cost cost(const Shape& s) const override { return {4 * kF32Bytes * s["n"], 2.0 * s["n"]}; }
 };

@@ -31,6 +31,14 @@ inline std::vector<int32_t> random_ints(int64_t n, int32_t lo, int32_t hi, uint6
   return v;
 }
 
+// Rows of vectorised ops (16-byte accesses where the pointers allow) run some shapes with an element
+// offset "off": every buffer starts `off` elements past its allocation, so the pointers are not
+// 16-byte aligned and the kernels' scalar paths run too (on the virtual GPU a misaligned vector
+// access faults, as on a GPU). Without "off" in the shape, 0.
+inline int64_t offset_of(const Shape& s) {
+  return s.get("off", 0);
+}
+
 inline double dot64(const std::vector<double>& a, const std::vector<double>& b) {
   double s = 0;
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) s += a[i] * b[i];

@@ -407,6 +407,14 @@ void set_access_hook(AccessHook hook) {
   g_access_hook = hook;
 }
 
+void vector_access(const void* p, size_t bytes) {
+  if (!t_in_launch || !S().cur) return;
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  if (a % bytes != 0)
+    fail("misaligned address: a " + std::to_string(bytes) + "-byte vector access " + std::to_string(a % bytes) +
+         " bytes past a multiple of " + std::to_string(bytes) + " by " + thread_str(S().cur->tid));
+}
+
 bool in_memory(const void* p, size_t n) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   auto& m = S().memory;

@@ -30,26 +30,72 @@ __global__ void add_kernel(float* y, const float* x, int64_t n) {
   FT_GRID_STRIDE(i, n % V) y[n / V * V + i] += x[n / V * V + i];
 }
 
+// bf16 and fp16, the two 16-bit formats (bit patterns in uint16_t): the kernels below are written
+// once for both.
+struct Bf16 {
+  static __device__ __forceinline__ uint16_t narrow(float x) { return math::to_bf16(x); }
+  static __device__ __forceinline__ float widen(uint16_t h) { return math::from_bf16(h); }
+};
+struct F16 {
+  static __device__ __forceinline__ uint16_t narrow(float x) { return math::to_f16(x); }
+  static __device__ __forceinline__ float widen(uint16_t h) { return math::from_f16(h); }
+};
+
+// V (1 or 8) 16-bit values: 8 in one 16-byte access (two to a 32-bit word, the first in the low
+// half: little-endian memory order).
 template <int V>
-__global__ void to_bf16_kernel(uint16_t* y, const float* x, int64_t n) {
+__device__ __forceinline__ void load_halves(const uint16_t* p, uint16_t (&h)[V]) {
+  static_assert(V == 1 || V == 8, "1 or 8 halves");
+  if constexpr (V == 1) {
+    h[0] = *p;
+  } else {
+    FT_VECTOR_ACCESS(p, 16);
+    const uint4 q = *reinterpret_cast<const uint4*>(p);
+    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+    for (int k = 0; k < 4; ++k) {
+      h[2 * k] = static_cast<uint16_t>(w[k] & 0xffffu);
+      h[2 * k + 1] = static_cast<uint16_t>(w[k] >> 16);
+    }
+  }
+}
+
+template <int V>
+__device__ __forceinline__ void store_halves(uint16_t* p, const uint16_t (&h)[V]) {
+  static_assert(V == 1 || V == 8, "1 or 8 halves");
+  if constexpr (V == 1) {
+    *p = h[0];
+  } else {
+    FT_VECTOR_ACCESS(p, 16);
+    uint32_t w[4];
+    for (int k = 0; k < 4; ++k) w[k] = static_cast<uint32_t>(h[2 * k]) | (static_cast<uint32_t>(h[2 * k + 1]) << 16);
+    *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+// fp32 → 16-bit: V = 8 reads two float4 and writes one 16-byte vector.
+template <typename Fmt, int V>
+__global__ void narrow_kernel(uint16_t* y, const float* x, int64_t n) {
   FT_GRID_STRIDE(g, n / V) {
     float a[V];
+    uint16_t h[V];
     load_vec<V>(x + g * V, a);
+    for (int k = 0; k < V; ++k) h[k] = Fmt::narrow(a[k]);
+    store_halves<V>(y + g * V, h);
+  }
+  FT_GRID_STRIDE(i, n % V) y[n / V * V + i] = Fmt::narrow(x[n / V * V + i]);
+}
+
+// 16-bit → fp32 (exact): V = 8 reads one 16-byte vector and writes two float4.
+template <typename Fmt, int V>
+__global__ void widen_kernel(float* y, const uint16_t* x, int64_t n) {
+  FT_GRID_STRIDE(g, n / V) {
+    uint16_t h[V];
+    float a[V];
+    load_halves<V>(x + g * V, h);
+    for (int k = 0; k < V; ++k) a[k] = Fmt::widen(h[k]);
     store_vec<V>(y + g * V, a);
   }
-  FT_GRID_STRIDE(i, n % V) y[n / V * V + i] = math::to_bf16(x[n / V * V + i]);
-}
-
-__global__ void to_f16_kernel(uint16_t* y, const float* x, int64_t n) {
-  FT_GRID_STRIDE(i, n) y[i] = math::to_f16(x[i]);
-}
-
-__global__ void bf16_to_f32_kernel(float* y, const uint16_t* x, int64_t n) {
-  FT_GRID_STRIDE(i, n) y[i] = math::from_bf16(x[i]);
-}
-
-__global__ void f16_to_f32_kernel(float* y, const uint16_t* x, int64_t n) {
-  FT_GRID_STRIDE(i, n) y[i] = math::from_f16(x[i]);
+  FT_GRID_STRIDE(i, n % V) y[n / V * V + i] = Fmt::widen(x[n / V * V + i]);
 }
 
 // Pass 1: kSumSquaresBlocks partial sums (each thread its grid-stride elements, then a tree).
@@ -78,67 +124,80 @@ __global__ void sum_in_order_kernel(double* sum, const float* x, int64_t n) {
   *sum = s;
 }
 
-// error = grad − approx / ranks, then grad = approx.
+// error = grad − approx / ranks, then grad = approx (V-wide groups, then the tail).
+template <int V>
 __global__ void error_feedback_kernel(float* error, float* grad, const float* approx, float ranks, int64_t n) {
-  FT_GRID_STRIDE(i, n) {
-    error[i] = grad[i] - approx[i] / ranks;
-    grad[i] = approx[i];
+  FT_GRID_STRIDE(g, n / V) {
+    float gr[V], ap[V], e[V];
+    load_vec<V>(grad + g * V, gr);
+    load_vec<V>(approx + g * V, ap);
+    for (int k = 0; k < V; ++k) e[k] = gr[k] - ap[k] / ranks;
+    store_vec<V>(error + g * V, e);
+    store_vec<V>(grad + g * V, ap);
+  }
+  FT_GRID_STRIDE(i, n % V) {
+    const int64_t j = n / V * V + i;
+    error[j] = grad[j] - approx[j] / ranks;
+    grad[j] = approx[j];
   }
 }
 
-// kernel<V> over n elements: V = `wide` when every pointer is 16-byte aligned, else 1.
+// kernel<V> over n elements: V = `Wide` when every pointer is 16-byte aligned (`aligned`), else 1.
 template <int Wide, typename... Args>
-void launch_vectorised(CudaContext& ctx, const char* op, int64_t n, void (*wide)(Args..., int64_t),
+void launch_vectorised(CudaContext& ctx, const char* op, int64_t n, bool aligned, void (*wide)(Args..., int64_t),
                        void (*narrow)(Args..., int64_t), Args... args) {
   require(n >= 0, op, "negative size", {{"n", n}});
   if (n == 0) return;
-  const bool vec = aligned16(args...);
-  const LaunchShape l = elementwise_launch(vec ? std::max<int64_t>(1, n / Wide) : n);
-  FT_LAUNCH((vec ? wide : narrow), to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())(args..., n);
+  const LaunchShape l = elementwise_launch(aligned ? std::max<int64_t>(1, n / Wide) : n);
+  FT_LAUNCH((aligned ? wide : narrow), to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())(args..., n);
   FT_CUDA_CHECK_LAUNCH(ctx, op, {"n", n});
 }
 
-template <typename Kernel, typename... Args>
-void launch_elementwise(CudaContext& ctx, const char* op, int64_t n, Kernel kernel, Args... args) {
-  require(n >= 0, op, "negative size", {{"n", n}});
-  if (n == 0) return;
-  const LaunchShape l = elementwise_launch(n);
-  FT_LAUNCH(kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())(args..., n);
-  FT_CUDA_CHECK_LAUNCH(ctx, op, {"n", n});
+template <typename Fmt>
+void narrow(CudaContext& ctx, const char* op, uint16_t* y, const float* x, int64_t n) {
+  launch_vectorised<8, uint16_t*, const float*>(ctx, op, n, aligned16(y, x), narrow_kernel<Fmt, 8>,
+                                                narrow_kernel<Fmt, 1>, y, x);
+}
+
+template <typename Fmt>
+void widen(CudaContext& ctx, const char* op, float* y, const uint16_t* x, int64_t n) {
+  launch_vectorised<8, float*, const uint16_t*>(ctx, op, n, aligned16(y, x), widen_kernel<Fmt, 8>, widen_kernel<Fmt, 1>,
+                                                y, x);
 }
 
 }  // namespace
 
 void add_inplace(CudaContext& ctx, float* y, const float* x, int64_t n) {
-  launch_vectorised<4, float*, const float*>(ctx, "add_inplace", n, add_kernel<4>, add_kernel<1>, y, x);
+  launch_vectorised<4, float*, const float*>(ctx, "add_inplace", n, aligned16(y, x), add_kernel<4>, add_kernel<1>, y,
+                                             x);
 }
 
 void to_bf16(CudaContext& ctx, uint16_t* y, const float* x, int64_t n) {
-  launch_vectorised<8, uint16_t*, const float*>(ctx, "to_bf16", n, to_bf16_kernel<8>, to_bf16_kernel<1>, y, x);
+  narrow<Bf16>(ctx, "to_bf16", y, x, n);
 }
 
 void to_f16(CudaContext& ctx, uint16_t* y, const float* x, int64_t n) {
-  launch_elementwise(ctx, "to_f16", n, to_f16_kernel, y, x);
+  narrow<F16>(ctx, "to_f16", y, x, n);
 }
 
 void widen_bf16(CudaContext& ctx, float* y, const uint16_t* x, int64_t n) {
-  launch_elementwise(ctx, "widen_bf16", n, bf16_to_f32_kernel, y, x);
+  widen<Bf16>(ctx, "widen_bf16", y, x, n);
 }
 
 void from_bf16(CudaContext& ctx, float* y, const uint16_t* x, int64_t n) {
-  launch_elementwise(ctx, "from_bf16", n, bf16_to_f32_kernel, y, x);
+  widen<Bf16>(ctx, "from_bf16", y, x, n);
 }
 
 void widen_f16(CudaContext& ctx, float* y, const uint16_t* x, int64_t n) {
-  launch_elementwise(ctx, "widen_f16", n, f16_to_f32_kernel, y, x);
+  widen<F16>(ctx, "widen_f16", y, x, n);
 }
 
 void to_fp16(CudaContext& ctx, uint16_t* y, const float* x, int64_t n) {
-  launch_elementwise(ctx, "to_fp16", n, to_f16_kernel, y, x);
+  narrow<F16>(ctx, "to_fp16", y, x, n);
 }
 
 void from_fp16(CudaContext& ctx, float* y, const uint16_t* x, int64_t n) {
-  launch_elementwise(ctx, "from_fp16", n, f16_to_f32_kernel, y, x);
+  widen<F16>(ctx, "from_fp16", y, x, n);
 }
 
 void sum_squares(CudaContext& ctx, double* sum, const float* x, int64_t n) {
@@ -160,7 +219,9 @@ void sum_in_order(CudaContext& ctx, double* sum, const float* x, int64_t n) {
 }
 
 void powersgd_error_feedback(CudaContext& ctx, float* error, float* grad, const float* approx, float ranks, int64_t n) {
-  launch_elementwise(ctx, "powersgd_error_feedback", n, error_feedback_kernel, error, grad, approx, ranks);
+  launch_vectorised<4, float*, float*, const float*, float>(ctx, "powersgd_error_feedback", n,
+                                                            aligned16(error, grad, approx), error_feedback_kernel<4>,
+                                                            error_feedback_kernel<1>, error, grad, approx, ranks);
 }
 
 }  // namespace ft::cuda

@@ -5,6 +5,7 @@
 //   FT_LAUNCH(kernel, grid, block, smem, stream)(args...);   // kernel<<<grid, block, smem, stream>>>(args...)
 //   FT_SHARED(double, red, kRowThreads / kWarp);             // __shared__ double red[8];
 //   FT_DYN_SHARED(float, smem);                              // extern __shared__ float smem[];
+//   FT_VECTOR_ACCESS(p, 16);  // before a 16-byte access at p: the virtual GPU faults unless aligned
 #pragma once
 
 #if defined(__CUDACC__)
@@ -26,4 +27,12 @@
   static char name##_vgpu_tag; \
   T* const name = static_cast<T*>(::vgpu::shared_static(&name##_vgpu_tag, sizeof(T) * (n), alignof(T)))
 #define FT_DYN_SHARED(T, name) T* const name = static_cast<T*>(::vgpu::shared_dynamic())
+#endif
+
+// A GPU faults on an 8- or 16-byte vector access whose address is not a multiple of its size; the
+// virtual GPU checks each one (the host compiler splits the vectors into scalar accesses).
+#if defined(FT_VGPU) && !defined(__CUDACC__)
+#define FT_VECTOR_ACCESS(p, bytes) ::vgpu::vector_access(p, bytes)
+#else
+#define FT_VECTOR_ACCESS(p, bytes) ((void)0)
 #endif

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "backends/cuda/op_math.h"
+#include "backends/cuda/simt.h"
 
 namespace ft::cuda {
 
@@ -28,6 +29,7 @@ __device__ __forceinline__ void load_vec(const float* p, float (&v)[V]) {
   if constexpr (V == 1) {
     v[0] = *p;
   } else {
+    FT_VECTOR_ACCESS(p, 16);
     for (int k = 0; k < V / 4; ++k) {
       const float4 q = reinterpret_cast<const float4*>(p)[k];
       v[4 * k] = q.x, v[4 * k + 1] = q.y, v[4 * k + 2] = q.z, v[4 * k + 3] = q.w;
@@ -38,11 +40,13 @@ __device__ __forceinline__ void load_vec(const float* p, float (&v)[V]) {
 template <int V>
 __device__ __forceinline__ void store_vec(float* p, const float (&v)[V]) {
   static_assert(V == 1 || V % 4 == 0, "fp32 vectors are 1 or a multiple of 4 wide");
-  if constexpr (V == 1)
+  if constexpr (V == 1) {
     *p = v[0];
-  else
+  } else {
+    FT_VECTOR_ACCESS(p, 16);
     for (int k = 0; k < V / 4; ++k)
       reinterpret_cast<float4*>(p)[k] = make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
+  }
 }
 
 // Two bf16 in a 32-bit word, the first in the low half (little-endian memory order).
@@ -61,10 +65,12 @@ __device__ __forceinline__ void load_vec(const uint16_t* p, float (&v)[V]) {
   if constexpr (V == 1) {
     v[0] = math::from_bf16(*p);
   } else if constexpr (V == 4) {
+    FT_VECTOR_ACCESS(p, 8);
     const uint2 q = *reinterpret_cast<const uint2*>(p);
     unpack_bf16x2(q.x, &v[0], &v[1]);
     unpack_bf16x2(q.y, &v[2], &v[3]);
   } else {
+    FT_VECTOR_ACCESS(p, 16);
     for (int k = 0; k < V / 8; ++k) {
       const uint4 q = reinterpret_cast<const uint4*>(p)[k];
       float* o = v + 8 * k;
@@ -82,8 +88,10 @@ __device__ __forceinline__ void store_vec(uint16_t* p, const float (&v)[V]) {
   if constexpr (V == 1) {
     *p = math::to_bf16(v[0]);
   } else if constexpr (V == 4) {
+    FT_VECTOR_ACCESS(p, 8);
     *reinterpret_cast<uint2*>(p) = make_uint2(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]));
   } else {
+    FT_VECTOR_ACCESS(p, 16);
     for (int k = 0; k < V / 8; ++k) {
       const float* o = v + 8 * k;
       reinterpret_cast<uint4*>(p)[k] = make_uint4(pack_bf16x2(o[0], o[1]), pack_bf16x2(o[2], o[3]),

@@ -84,6 +84,10 @@ bool in_memory(const void* p, size_t n);
 // running the launch; a non-null message fails the kernel (runtime_sim.cpp: cross-stream races).
 using AccessHook = const char* (*)(uintptr_t base, bool write);
 void set_access_hook(AccessHook hook);
+// A kernel's vector access of `bytes` (8 or 16: float2/uint2, float4/uint4) at p, which a GPU
+// faults on unless p is a multiple of `bytes` (simt.h FT_VECTOR_ACCESS; GCC splits the vector
+// into scalar accesses, so the load and store hooks cannot see it).
+void vector_access(const void* p, size_t bytes);
 class DeviceMemory {
  public:
   explicit DeviceMemory(size_t bytes, const char* what = "buffer");
