@@ -21,17 +21,23 @@ Shape embedding_bench() {
 
 class EmbeddingForward final : public OpCase {
  public:
-  std::vector<Shape> test_shapes() const override { return embedding_shapes(); }
+  // And rows of 4-float groups whose table and output start off a 16-byte boundary (the scalar path).
+  std::vector<Shape> test_shapes() const override {
+    std::vector<Shape> v = embedding_shapes();
+    v.push_back({{"N", 9}, {"C", 20}, {"v0", 3}, {"V", 4}, {"vocab", 10}, {"off", 1}});
+    return v;
+  }
   Shape bench_shape() const override { return embedding_bench(); }
   Case make(const Shape& s, uint64_t seed) const override {
     Case c(s);
     c.in_i32("tokens", random_ints(s["N"], 0, static_cast<int32_t>(s["vocab"]), seed + 10));
-    c.in_f32("table", s["V"] * s["C"], seed + 11);
-    c.out_f32("out", s["N"] * s["C"], Tol::exact());
+    c.in_f32("table", s["V"] * s["C"] + offset_of(s), seed + 11);
+    c.out_f32("out", s["N"] * s["C"] + offset_of(s), Tol::exact());
     return c;
   }
   void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
-    ops.embedding_forward(ctx, c.f32("out"), c.i32("tokens"), c.f32("table"), c["N"], c["C"], c["v0"], c["V"]);
+    const int64_t o = offset_of(c.shape());
+    ops.embedding_forward(ctx, c.f32("out") + o, c.i32("tokens"), c.f32("table") + o, c["N"], c["C"], c["v0"], c["V"]);
   }
   Cost cost(const Shape& s) const override { return {(2 * kF32Bytes * s["C"] + 4) * s["N"], 0}; }
 };

@@ -2,6 +2,8 @@
 // [-6, 6): both tails of the sigmoid. The bf16 forms read and write bf16 and are held to one bf16
 // step of the reference; that they are exactly the fp32 op on the widened inputs, rounded, is
 // tests/unit/kernels_test.cpp.
+#include <algorithm>
+
 #include "kernels/ref/ref_impl.h"
 #include "ops/op_cases.h"
 #include "ops/rows_util.h"
@@ -9,8 +11,15 @@
 namespace ft::test::rows {
 namespace {
 
+// F 24: 16-byte vectors (4 floats, 8 bf16); with "off" every buffer starts off a 16-byte boundary
+// (the scalar path).
 std::vector<Shape> swiglu_shapes() {
-  return {{{"N", 1}, {"F", 1}}, {{"N", 3}, {"F", 17}}, {{"N", 5}, {"F", 33}}, {{"N", 64}, {"F", 1000}}};
+  return {{{"N", 1}, {"F", 1}},
+          {{"N", 3}, {"F", 17}},
+          {{"N", 5}, {"F", 33}},
+          {{"N", 3}, {"F", 24}},
+          {{"N", 2}, {"F", 24}, {"off", 1}},
+          {{"N", 64}, {"F", 1000}}};
 }
 
 Shape swiglu_bench() {
@@ -23,21 +32,23 @@ class SwiGluForward final : public OpCase {
   std::vector<Shape> test_shapes() const override { return swiglu_shapes(); }
   Shape bench_shape() const override { return swiglu_bench(); }
   Case make(const Shape& s, uint64_t seed) const override {
+    const int64_t o = offset_of(s);
     Case c(s);
     if (bf16_) {
-      c.in_bf16("gate_up", random_floats(s["N"] * 2 * s["F"], seed + 41, -6.0f, 6.0f));
-      c.out_bf16("out", s["N"] * s["F"], Tol::bf16());
+      c.in_bf16("gate_up", random_floats(s["N"] * 2 * s["F"] + o, seed + 41, -6.0f, 6.0f));
+      std::fill_n(c.out_bf16("out", s["N"] * s["F"] + o, Tol::bf16()), o, uint16_t{0});  // not the op's
     } else {
-      c.in_f32("gate_up", s["N"] * 2 * s["F"], seed + 41, -6.0f, 6.0f);
-      c.out_f32("out", s["N"] * s["F"], Tol::close(1e-6, 1e-7));
+      c.in_f32("gate_up", s["N"] * 2 * s["F"] + o, seed + 41, -6.0f, 6.0f);
+      std::fill_n(c.out_f32("out", s["N"] * s["F"] + o, Tol::close(1e-6, 1e-7)), o, 0.0f);
     }
     return c;
   }
   void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
+    const int64_t o = offset_of(c.shape());
     if (bf16_)
-      ops.swiglu_forward_bf16(ctx, c.bf16("out"), c.bf16("gate_up"), c["N"], c["F"]);
+      ops.swiglu_forward_bf16(ctx, c.bf16("out") + o, c.bf16("gate_up") + o, c["N"], c["F"]);
     else
-      ops.swiglu_forward(ctx, c.f32("out"), c.f32("gate_up"), c["N"], c["F"]);
+      ops.swiglu_forward(ctx, c.f32("out") + o, c.f32("gate_up") + o, c["N"], c["F"]);
   }
   Cost cost(const Shape& s) const override {
     const double NF = s["N"] * s["F"];
@@ -55,23 +66,25 @@ class SwiGluBackward final : public OpCase {
   std::vector<Shape> test_shapes() const override { return swiglu_shapes(); }
   Shape bench_shape() const override { return swiglu_bench(); }
   Case make(const Shape& s, uint64_t seed) const override {
+    const int64_t o = offset_of(s);
     Case c(s);
     if (bf16_) {
-      c.in_bf16("gate_up", random_floats(s["N"] * 2 * s["F"], seed + 41, -6.0f, 6.0f));
-      c.in_bf16("dout", random_floats(s["N"] * s["F"], seed + 42));
-      c.out_bf16("dgate_up", s["N"] * 2 * s["F"], Tol::bf16());
+      c.in_bf16("gate_up", random_floats(s["N"] * 2 * s["F"] + o, seed + 41, -6.0f, 6.0f));
+      c.in_bf16("dout", random_floats(s["N"] * s["F"] + o, seed + 42));
+      std::fill_n(c.out_bf16("dgate_up", s["N"] * 2 * s["F"] + o, Tol::bf16()), o, uint16_t{0});
     } else {
-      c.in_f32("gate_up", s["N"] * 2 * s["F"], seed + 41, -6.0f, 6.0f);
-      c.in_f32("dout", s["N"] * s["F"], seed + 42);
-      c.out_f32("dgate_up", s["N"] * 2 * s["F"], Tol::close(2e-6, 1e-7));
+      c.in_f32("gate_up", s["N"] * 2 * s["F"] + o, seed + 41, -6.0f, 6.0f);
+      c.in_f32("dout", s["N"] * s["F"] + o, seed + 42);
+      std::fill_n(c.out_f32("dgate_up", s["N"] * 2 * s["F"] + o, Tol::close(2e-6, 1e-7)), o, 0.0f);
     }
     return c;
   }
   void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
+    const int64_t o = offset_of(c.shape());
     if (bf16_)
-      ops.swiglu_backward_bf16(ctx, c.bf16("dgate_up"), c.bf16("dout"), c.bf16("gate_up"), c["N"], c["F"]);
+      ops.swiglu_backward_bf16(ctx, c.bf16("dgate_up") + o, c.bf16("dout") + o, c.bf16("gate_up") + o, c["N"], c["F"]);
     else
-      ops.swiglu_backward(ctx, c.f32("dgate_up"), c.f32("dout"), c.f32("gate_up"), c["N"], c["F"]);
+      ops.swiglu_backward(ctx, c.f32("dgate_up") + o, c.f32("dout") + o, c.f32("gate_up") + o, c["N"], c["F"]);
   }
   Cost cost(const Shape& s) const override {
     const double NF = s["N"] * s["F"];

@@ -1,5 +1,7 @@
 // Rows: xent_forward, xent_backward, xent_backward_bf16. Targets in range, ignored (-1, -5) and of
 // another vocab shard (>= V) in every case of more than two rows.
+#include <algorithm>
+
 #include "kernels/ref/ref_impl.h"
 #include "ops/op_cases.h"
 #include "ops/rows_util.h"
@@ -56,28 +58,35 @@ class XentForward final : public OpCase {
 class XentBackward final : public OpCase {
  public:
   explicit XentBackward(bool bf16) : bf16_(bf16) {}
-  std::vector<Shape> test_shapes() const override { return xent_shapes(); }
+  // And rows of 4-float groups whose logits and dlogits start off a 16-byte boundary (the scalar path).
+  std::vector<Shape> test_shapes() const override {
+    std::vector<Shape> v = xent_shapes();
+    v.push_back({{"N", 5}, {"V", 1000}, {"off", 1}});
+    return v;
+  }
   Shape bench_shape() const override { return xent_bench(); }
   Case make(const Shape& s, uint64_t seed) const override {
-    const int64_t N = s["N"], V = s["V"];
+    const int64_t N = s["N"], V = s["V"], o = offset_of(s);
     Case c(s);
-    const float* logits = c.in_f32("logits", N * V, seed + 51, -8.0f, 8.0f);
+    const float* logits = c.in_f32("logits", N * V + o, seed + 51, -8.0f, 8.0f) + o;
     const int32_t* t = c.in_i32("targets", targets(s, seed + 52));
     std::vector<float> loss(static_cast<size_t>(N)), lse(static_cast<size_t>(N));
     ref::xent_forward(cpu_context(), loss.data(), lse.data(), logits, t, N, V);
     c.in_f32("lse", lse);
     if (bf16_)
-      c.out_bf16("dlogits", N * V, Tol::bf16());
+      std::fill_n(c.out_bf16("dlogits", N * V + o, Tol::bf16()), o, uint16_t{0});  // not the op's
     else
-      c.out_f32("dlogits", N * V, Tol::close(2e-6, 1e-9));
+      std::fill_n(c.out_f32("dlogits", N * V + o, Tol::close(2e-6, 1e-9)), o, 0.0f);
     return c;
   }
   void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
+    const int64_t o = offset_of(c.shape());
     if (bf16_)
-      ops.xent_backward_bf16(ctx, c.bf16("dlogits"), c.f32("logits"), c.f32("lse"), c.i32("targets"), c["N"], c["V"],
-                             kScale);
+      ops.xent_backward_bf16(ctx, c.bf16("dlogits") + o, c.f32("logits") + o, c.f32("lse"), c.i32("targets"), c["N"],
+                             c["V"], kScale);
     else
-      ops.xent_backward(ctx, c.f32("dlogits"), c.f32("logits"), c.f32("lse"), c.i32("targets"), c["N"], c["V"], kScale);
+      ops.xent_backward(ctx, c.f32("dlogits") + o, c.f32("logits") + o, c.f32("lse"), c.i32("targets"), c["N"], c["V"],
+                        kScale);
   }
   Cost cost(const Shape& s) const override {
     return {s["N"] * s["V"] * (kF32Bytes + (bf16_ ? kBf16Bytes : kF32Bytes)), 3.0 * s["N"] * s["V"]};

@@ -1,4 +1,4 @@
-// Embedding lookup and its deterministic backward.
+// Embedding lookup (a 2-D grid of tokens × 16-byte column groups) and its deterministic backward.
 //
 // Backward without atomics: the token positions are sorted by table row with a stable radix sort
 // (cub), so each row's positions are a contiguous run in token order; one block per run adds the
@@ -10,18 +10,29 @@
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/launch.h"
 #include "backends/cuda/reduce.cuh"
+#include "backends/cuda/store.cuh"
 
 namespace ft::cuda {
 
 namespace {
 
-__global__ void embedding_forward_kernel(float* out, const int32_t* tokens, const float* table, int64_t N, int64_t C,
-                                         int64_t v0, int64_t V) {
-  const int64_t n_all = N * C;
-  for (int64_t i = first_index(blockIdx.x, blockDim.x, threadIdx.x); i < n_all;
-       i += grid_stride(gridDim.x, blockDim.x)) {
-    const int64_t row = static_cast<int64_t>(tokens[i / C]) - v0;
-    out[i] = (row >= 0 && row < V) ? table[row * C + i % C] : 0.0f;
+// A 2-D grid: (x) V-wide groups of the row's C columns, a 32-bit in-row index; (y) the tokens,
+// grid-stride. V = 4 (16-byte loads and stores) when C is a multiple of 4 and out and table are
+// 16-byte aligned, else 1. Rows of other vocabulary shards are zeros.
+template <int V>
+__global__ void embedding_forward_kernel(float* out, const int32_t* tokens, const float* table, int64_t N, int32_t C,
+                                         int64_t v0, int64_t rows) {
+  const int32_t c =
+      (static_cast<int32_t>(blockIdx.x) * static_cast<int32_t>(blockDim.x) + static_cast<int32_t>(threadIdx.x)) * V;
+  if (c >= C) return;
+  for (int64_t n = blockIdx.y; n < N; n += gridDim.y) {
+    const int64_t row = static_cast<int64_t>(tokens[n]) - v0;
+    float v[V];
+    if (row >= 0 && row < rows)
+      load_vec<V>(table + row * C + c, v);
+    else
+      for (int k = 0; k < V; ++k) v[k] = 0.0f;
+    store_vec<V>(out + n * C + c, v);
   }
 }
 
@@ -66,12 +77,20 @@ size_t align256(size_t x) {
 
 void embedding_forward(CudaContext& ctx, float* out, const int32_t* tokens, const float* table, int64_t N, int64_t C,
                        int64_t v0, int64_t V) {
-  require(N >= 0 && C >= 0 && V >= 0, "embedding_forward", "negative size", {{"N", N}, {"C", C}, {"V", V}});
+  const char* op = "embedding_forward";
+  require(N >= 0 && C >= 0 && V >= 0 && C <= kMaxRowElems, op, "bad sizes", {{"N", N}, {"C", C}, {"V", V}});
   if (N * C == 0) return;
-  const LaunchShape l = elementwise_launch(N * C);
-  FT_LAUNCH(embedding_forward_kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())
-  (out, tokens, table, N, C, v0, V);
-  FT_CUDA_CHECK_LAUNCH(ctx, "embedding_forward", {"N", N}, {"C", C}, {"v0", v0}, {"V", V});
+  const auto C32 = static_cast<int32_t>(C);
+  if (vector_width(4, C, out, table) == 4) {
+    const LaunchShape l = row_vector_launch(N, C / 4);
+    FT_LAUNCH(embedding_forward_kernel<4>, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())
+    (out, tokens, table, N, C32, v0, V);
+  } else {
+    const LaunchShape l = row_vector_launch(N, C);
+    FT_LAUNCH(embedding_forward_kernel<1>, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())
+    (out, tokens, table, N, C32, v0, V);
+  }
+  FT_CUDA_CHECK_LAUNCH(ctx, op, {"N", N}, {"C", C}, {"v0", v0}, {"V", V});
 }
 
 void embedding_backward(CudaContext& ctx, float* dtable, const float* dout, const int32_t* tokens, int64_t N, int64_t C,
