@@ -91,6 +91,19 @@ TEST(CudaLaunch, EveryOpOfEveryPresetIsALegalLaunch) {
       EXPECT_TRUE(covers(l, n, what));
       if (n > kInt32Max) ++beyond_int32;
     }
+    // 2-D grids of rows × 16-byte groups (32-bit in-row indices; rows grid-stride past 65535)
+    const std::map<std::string, std::pair<int64_t, int64_t>> row_groups = {
+        {"embedding_forward (N, C / 4)", {s.N, s.C / 4}},
+        {"swiglu fp32 (N, F / 4)", {s.N, s.F / 4}},
+        {"swiglu bf16 (N, F / 8)", {s.N, s.F / 8}},
+        {"rope pairs (B T, (H + Hkv) D / 2)", {s.B * s.T, (s.H + s.Hkv) * s.D / 2}},
+        {"rope values (B T, Hkv D)", {s.B * s.T, s.Hkv * s.D}},
+    };
+    for (const auto& [what, rv] : row_groups) {
+      EXPECT_TRUE(legal(row_vector_launch(rv.first, rv.second), what));
+      EXPECT_LE(rv.second, kMaxRowElems) << what;
+      EXPECT_GE(row_vector_launch(rv.first, rv.second).grid.x * kElementwiseThreads, rv.second) << what;
+    }
     // rows
     EXPECT_TRUE(legal(row_launch(s.N), "rmsnorm / xent rows"));
     EXPECT_TRUE(legal(embedding_backward_launch(s.N), "embedding_backward"));

@@ -1,7 +1,8 @@
 // Proof that the virtual GPU's checks fire: kernels built with FT_VGPU_FAULTS carry planted faults
 // (off unless a test sets them, vgpu/faults.h), and each death test below runs an op with one on
 // and expects the process to die with the executor's report — a race naming the kernel, the block
-// and both threads; a wrong result; a bounds error naming the kernel and the extra block.
+// and both threads; a wrong result; a bounds error naming the kernel and the extra block; a
+// misaligned vector access.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -44,10 +45,12 @@ void run_with_fault(OpId id, const Shape& s, const char* fault, int value) {
 
 const Shape kAttention{{"B", 1}, {"T", 40}, {"H", 2}, {"Hkv", 1}, {"D", 16}, {"amp", 1}};
 const Shape kRms{{"N", 40}, {"C", 24}, {"res", 0}};  // 3 chunks of 16 rows
+const Shape kWidenOffset{{"n", 1000}, {"off", 1}};   // x and y one element past a 16-byte boundary
 
 TEST(VgpuFaults, CleanRunsPass) {
   run_with_fault(OpId::attention_forward, kAttention, "attention_fwd_no_sync", 0);
   run_with_fault(OpId::rmsnorm_backward, kRms, "rmsnorm_backward_grid", 0);
+  run_with_fault(OpId::from_bf16, kWidenOffset, "widen_ignores_alignment", 0);
 }
 
 TEST(VgpuFaultsDeathTest, MissingBarrierInAttentionIsARace) {
@@ -62,6 +65,11 @@ TEST(VgpuFaultsDeathTest, GridOneBlockShortGivesAWrongResult) {
 TEST(VgpuFaultsDeathTest, GridOneBlockLongIsABoundsError) {
   EXPECT_DEATH(run_with_fault(OpId::rmsnorm_backward, kRms, "rmsnorm_backward_grid", 1),
                "global write .* outside every device allocation .*rmsnorm_backward_kernel.*block \\(3,0,0\\)");
+}
+
+TEST(VgpuFaultsDeathTest, VectorAccessOffA16ByteBoundaryIsMisaligned) {
+  EXPECT_DEATH(run_with_fault(OpId::from_bf16, kWidenOffset, "widen_ignores_alignment", 1),
+               "misaligned address: a 16-byte vector access .* kernel .*block \\(");
 }
 
 }  // namespace

@@ -161,8 +161,12 @@ void narrow(CudaContext& ctx, const char* op, uint16_t* y, const float* x, int64
 
 template <typename Fmt>
 void widen(CudaContext& ctx, const char* op, float* y, const uint16_t* x, int64_t n) {
-  launch_vectorised<8, float*, const uint16_t*>(ctx, op, n, aligned16(y, x), widen_kernel<Fmt, 8>, widen_kernel<Fmt, 1>,
-                                                y, x);
+#if defined(FT_VGPU_FAULTS)  // tests/vgpu: a vector access off a 16-byte boundary must be caught
+  const bool aligned = aligned16(y, x) || ::vgpu::fault_enabled("widen_ignores_alignment");
+#else
+  const bool aligned = aligned16(y, x);
+#endif
+  launch_vectorised<8, float*, const uint16_t*>(ctx, op, n, aligned, widen_kernel<Fmt, 8>, widen_kernel<Fmt, 1>, y, x);
 }
 
 }  // namespace
