@@ -97,7 +97,7 @@ TEST(CudaLaunch, EveryOpOfEveryPresetIsALegalLaunch) {
         {"swiglu fp32 (N, F / 4)", {s.N, s.F / 4}},
         {"swiglu bf16 (N, F / 8)", {s.N, s.F / 8}},
         {"rope pairs (B T, (H + Hkv) D / 2)", {s.B * s.T, (s.H + s.Hkv) * s.D / 2}},
-        {"rope values (B T, Hkv D)", {s.B * s.T, s.Hkv * s.D}},
+        {"rope values, kv_cache_write (B T, Hkv D)", {s.B * s.T, s.Hkv * s.D}},
     };
     for (const auto& [what, rv] : row_groups) {
       EXPECT_TRUE(legal(row_vector_launch(rv.first, rv.second), what));

@@ -198,20 +198,28 @@ int64_t cache_size(const Shape& s) {
 class KvCacheWrite final : public OpCase {
  public:
   std::vector<Shape> test_shapes() const override {
-    return {cache(1, 1, 2, 1, 16, 0, 1), cache(2, 5, 4, 2, 16, 3, 9), cache(2, 37, 4, 2, 24, 0, 46),
-            cache(1, 3, 6, 2, 64, 13, 16), cache(3, 70, 4, 4, 16, 5, 80)};
+    // D 6: no 4-float groups; "off": every buffer off a 16-byte boundary (both the scalar path).
+    return {cache(1, 1, 2, 1, 16, 0, 1),
+            cache(2, 5, 4, 2, 16, 3, 9),
+            cache(2, 37, 4, 2, 24, 0, 46),
+            cache(2, 3, 2, 1, 6, 1, 5),
+            cache(2, 5, 4, 2, 16, 3, 9).with("off", 1),
+            cache(1, 3, 6, 2, 64, 13, 16),
+            cache(3, 70, 4, 4, 16, 5, 80)};
   }
   Shape bench_shape() const override { return cache(4, 512, 12, 12, 64, 0, 512); }  // a prompt of 512 tokens
   Case make(const Shape& s, uint64_t seed) const override {
+    const int64_t o = offset_of(s);
     Case c(s);
-    c.in_f32("qkv", qkv_size(s), seed + 41);
-    c.inout_f32("k_cache", cache_size(s), seed + 42, Tol::exact());
-    c.inout_f32("v_cache", cache_size(s), seed + 43, Tol::exact());
+    c.in_f32("qkv", qkv_size(s) + o, seed + 41);
+    c.inout_f32("k_cache", cache_size(s) + o, seed + 42, Tol::exact());
+    c.inout_f32("v_cache", cache_size(s) + o, seed + 43, Tol::exact());
     return c;
   }
   void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
-    ops.kv_cache_write(ctx, c.f32("k_cache"), c.f32("v_cache"), c.f32("qkv"), c["B"], c["T"], c["H"], c["Hkv"], c["D"],
-                       c["pos0"], c["max_T"]);
+    const int64_t o = offset_of(c.shape());
+    ops.kv_cache_write(ctx, c.f32("k_cache") + o, c.f32("v_cache") + o, c.f32("qkv") + o, c["B"], c["T"], c["H"],
+                       c["Hkv"], c["D"], c["pos0"], c["max_T"]);
   }
   Cost cost(const Shape& s) const override { return {4 * kF32Bytes * s["B"] * s["T"] * s["Hkv"] * s["D"], 0}; }
 };

@@ -526,6 +526,10 @@ void run_launch(const char* kernel, const char* file, int line, const void* fn, 
   }
   if (!bad.empty())
     throw Error("launch of " + std::string(kernel) + " at " + file + ":" + std::to_string(line) + ": " + bad);
+  // "grid_y_cap" n > 0: at most n blocks in y, as the launchers cap a grid of more than 65535 rows,
+  // so that the kernels' grid-stride loops over rows run more than once on small shapes.
+  if (const int cap = fault_value("grid_y_cap"); cap > 0 && grid.y > static_cast<unsigned>(cap))
+    grid.y = s.grid.y = static_cast<unsigned>(cap);
   s.seed = base_seed() ^ (0x9e3779b97f4a7c15ull * ++s.launches);
   s.rng.seed(s.seed);
   s.nthreads = static_cast<int>(threads);

@@ -132,6 +132,36 @@ INSTANTIATE_TEST_SUITE_P(Rows, VgpuKernels, ::testing::ValuesIn(kernel_shapes())
                            return std::string(op_name(p.param.id)) + "_" + std::to_string(p.param.shape);
                          });
 
+// The kernels on a 2-D grid of rows (launch.h row_vector_launch) stride over the rows past 65535 of
+// them: with the grid capped at 3 rows (the executor's "grid_y_cap") every row loop runs several
+// times — the position steps of rope and kv_cache_write included — and must give the same result.
+TEST(VgpuKernelsRowStride, RowsPastTheGridMatchTheReference) {
+  for (const char* op :
+       {"embedding_forward", "swiglu_forward", "swiglu_backward", "swiglu_forward_bf16", "swiglu_backward_bf16",
+        "rope_forward", "rope_backward", "rope_forward_bf16", "rope_backward_bf16", "kv_cache_write"}) {
+    const auto it = std::find_if(op_rows().begin(), op_rows().end(),
+                                 [&](const OpRow& r) { return std::string(op_name(r.id)) == op; });
+    ASSERT_NE(it, op_rows().end()) << op;
+    for (const Shape& s : it->row().test_shapes()) {
+      const Case before = it->row().make(s, 1);
+      size_t bytes = 0;
+      for (const Buffer& b : before.buffers()) bytes += b.data.size();
+      if (bytes > kMaxCaseBytes) continue;
+      SCOPED_TRACE(std::string(op) + ": " + s.str());
+      Case want = before, got = before;
+      it->row().run(ref::op_table(), cpu_context(), want);
+      {
+        struct Cap {
+          Cap() { vgpu::set_fault("grid_y_cap", 3); }
+          ~Cap() { vgpu::set_fault("grid_y_cap", 0); }
+        } cap;
+        run_on_vgpu(it->row(), got);
+      }
+      EXPECT_EQ(it->row().compare(before, got, want), "");
+    }
+  }
+}
+
 // The per-op report (printed once, after the rows this process ran).
 class Report : public ::testing::Environment {
  public:

@@ -18,6 +18,7 @@
 #include "backends/cuda/launch.h"
 #include "backends/cuda/op_math.h"
 #include "backends/cuda/reduce.cuh"
+#include "backends/cuda/store.cuh"
 
 namespace ft::cuda {
 
@@ -297,15 +298,33 @@ __global__ void __launch_bounds__(kWarp* kAttnWarps, 2) attention_dkv_kernel(Bwd
   }
 }
 
-__global__ void kv_cache_write_kernel(float* k_cache, float* v_cache, const float* qkv, int64_t B, int64_t T, int64_t H,
-                                      int64_t Hkv, int64_t D, int64_t pos0, int64_t max_T) {
-  const int64_t n = B * T * Hkv * D, row = (H + 2 * Hkv) * D;
-  for (int64_t i = first_index(blockIdx.x, blockDim.x, threadIdx.x); i < n; i += grid_stride(gridDim.x, blockDim.x)) {
-    const int64_t d = i % D, kh = (i / D) % Hkv, t = (i / (D * Hkv)) % T, b = i / (D * Hkv * T);
+// A 2-D grid: (x) V-wide groups of a token's Hkv·D key (and value) elements, a 32-bit in-token
+// index; (y) the tokens b·T + t, grid-stride, (b, t) stepped with the stride (no 64-bit / or % per
+// element). V = 4 (float4) when D % 4 = 0 and the pointers are 16-byte aligned, else 1.
+template <int V>
+__global__ void kv_cache_write_kernel(float* k_cache, float* v_cache, const float* qkv, int64_t B, int64_t T, int32_t H,
+                                      int32_t Hkv, int32_t D, int64_t pos0, int64_t max_T) {
+  const int32_t e =
+      (static_cast<int32_t>(blockIdx.x) * static_cast<int32_t>(blockDim.x) + static_cast<int32_t>(threadIdx.x)) * V;
+  if (e >= Hkv * D) return;
+  const int32_t kh = e / D, d = e - kh * D;
+  const int64_t row = static_cast<int64_t>(H + 2 * Hkv) * D, stride = gridDim.y;
+  const int64_t step_b = stride / T, step_t = stride % T;
+  int64_t b = blockIdx.y / T, t = blockIdx.y % T;
+  for (int64_t bt = blockIdx.y; bt < B * T; bt += stride) {
     const int64_t dst = ((b * Hkv + kh) * max_T + pos0 + t) * D + d;
-    const int64_t src = (b * T + t) * row + (H + kh) * D + d;
-    k_cache[dst] = qkv[src];
-    v_cache[dst] = qkv[src + Hkv * D];
+    const float* src = qkv + bt * row + static_cast<int64_t>(H + kh) * D + d;
+    float k[V], v[V];
+    load_vec<V>(src, k);
+    load_vec<V>(src + static_cast<int64_t>(Hkv) * D, v);
+    store_vec<V>(k_cache + dst, k);
+    store_vec<V>(v_cache + dst, v);
+    b += step_b;
+    t += step_t;
+    if (t >= T) {
+      t -= T;
+      ++b;
+    }
   }
 }
 
@@ -373,11 +392,15 @@ void attention_backward(CudaContext& ctx, float* dqkv, const float* dout, const 
 void kv_cache_write(CudaContext& ctx, float* k_cache, float* v_cache, const float* qkv, int64_t B, int64_t T, int64_t H,
                     int64_t Hkv, int64_t D, int64_t pos0, int64_t max_T) {
   check_decode("kv_cache_write", B, pos0, T, H, Hkv, D, max_T);
-  const int64_t n = B * T * Hkv * D;
-  if (n == 0) return;
-  const LaunchShape l = elementwise_launch(n);
-  FT_LAUNCH(kv_cache_write_kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())
-  (k_cache, v_cache, qkv, B, T, H, Hkv, D, pos0, max_T);
+  require((H + 2 * Hkv) * D <= kMaxRowElems, "kv_cache_write", "a token's q, k and v exceed 2^30 elements",
+          {{"H", H}, {"Hkv", Hkv}, {"D", D}});
+  if (B * T * Hkv * D == 0) return;
+  const bool wide = vector_width(4, D, k_cache, v_cache, qkv) == 4;
+  const LaunchShape l = row_vector_launch(B * T, wide ? Hkv * D / 4 : Hkv * D);
+  FT_LAUNCH((wide ? kv_cache_write_kernel<4> : kv_cache_write_kernel<1>), to_dim3(l.grid), to_dim3(l.block), 0,
+            ctx.stream())
+  (k_cache, v_cache, qkv, B, T, static_cast<int32_t>(H), static_cast<int32_t>(Hkv), static_cast<int32_t>(D), pos0,
+   max_T);
   FT_CUDA_CHECK_LAUNCH(ctx, "kv_cache_write", {"B", B}, {"T", T}, {"Hkv", Hkv}, {"D", D}, {"pos0", pos0},
                        {"max_T", max_T});
 }
