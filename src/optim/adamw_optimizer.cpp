@@ -21,8 +21,8 @@ AdamW::AdamW(const ExecContext& ctx, const OptimConfig& cfg, const ParamLayout& 
   v_ = Tensor::zeros({compact}, DType::kF32, MemCategory::kOptimizerState, ctx.device);
   static_assert(sizeof(AdamwStepScalars) == 4 * sizeof(float), "AdamwStepScalars: four floats");
   scalars_ = Tensor::zeros({4}, DType::kF32, MemCategory::kWorkspace, ctx.device);
-  host_scalars_ = static_cast<AdamwStepScalars*>(
-      mem_alloc_host(ctx.device, sizeof(AdamwStepScalars), MemCategory::kWorkspace));
+  host_scalars_ =
+      static_cast<AdamwStepScalars*>(mem_alloc_host(ctx.device, sizeof(AdamwStepScalars), MemCategory::kWorkspace));
   *host_scalars_ = {};
 }
 

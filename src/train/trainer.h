@@ -169,8 +169,8 @@ class Trainer {
   std::unique_ptr<ParamEngine> engine_;
   std::unique_ptr<LossScaler> loss_scaler_;  // fp16 only
   std::unique_ptr<Llama> model_;
-  std::unique_ptr<StepExecutor> executor_;  // forward and backward: the micro-batch loop or the pipeline
-  std::unique_ptr<StepGraph> graph_;        // train.cuda_graphs: forward/backward captured and replayed
+  std::unique_ptr<StepExecutor> executor_;   // forward and backward: the micro-batch loop or the pipeline
+  std::unique_ptr<StepGraph> graph_;         // train.cuda_graphs: forward/backward captured and replayed
   std::unique_ptr<StepGraph> update_graph_;  // and the update (ZeRO 0/3 engines: no collectives in it)
   // The step's scalars on the device: the executor's loss slots, then the engine's norm slots.
   DeviceScalars step_scalars_;

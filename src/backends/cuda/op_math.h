@@ -215,8 +215,8 @@ struct AdamwScalars {
 
 FT_HD inline AdamwScalars adamw_scalars(const AdamwStepScalars& step, float beta1, float beta2, float eps,
                                         float weight_decay) {
-  return {step.step_size, step.bc2_sqrt,  1.0f - step.lr * weight_decay, beta1, beta2, 1.0f - beta1,
-          1.0f - beta2,   eps,            step.grad_scale};
+  return {step.step_size, step.bc2_sqrt, 1.0f - step.lr * weight_decay, beta1, beta2, 1.0f - beta1, 1.0f - beta2, eps,
+          step.grad_scale};
 }
 
 // g = grad · grad_scale; m = b1 m + (1 − b1) g; v = b2 v + (1 − b2) g²;
