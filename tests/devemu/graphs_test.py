@@ -2,7 +2,8 @@
 update captured once each (two graphs: the update runs after the host has judged the step) and
 replayed, with the same losses bit for bit as without graphs (fp32 and bf16, two micro-batches, a
 validation between replays); the replays counted by the emulator (FT_DEVEMU_STATS); a step whose
-gradients are NaN (fault injection) skips its update with graphs exactly as without; "auto"
+gradients are NaN (fault injection), or overflow in fp16 (the loss scale then halves), skips its
+update with graphs exactly as without; "auto"
 captures the tiny model (launch-bound); "on" where it cannot capture is a one-line error."""
 import json
 import os
@@ -50,24 +51,28 @@ def metrics_text(run_dir):
 
 # A NaN gradient at step 4 (the guard skips the update): the same rows with graphs as without —
 # the skipped step and every loss after it; with graphs the update graph is not replayed that step.
-for precision in ("fp32", "bf16"):
+# fp16: an overflow at step 4 skips the update and halves the loss scale; the update graph (no
+# key) replays with the new factor from its device buffer, the forward/backward is captured again.
+for precision, fault, guard in (("fp32", "gradnan@4", "nan_grad_norm"), ("bf16", "gradnan@4", "nan_grad_norm"),
+                                ("fp16", "gradinf@4", "fp16_overflow")):
     runs = {}
     for mode in ("off", "on"):
-        d = f"{WORK}/gradnan_{precision}_{mode}"
+        d = f"{WORK}/{fault}_{precision}_{mode}"
         st = f"{d}.stats.json"
-        run(EMU, d, device="cuda", steps=STEPS, env={"FT_DEVEMU_STATS": st, "FLUXTRAIN_FAULT_INJECT": "gradnan@4"},
+        run(EMU, d, device="cuda", steps=STEPS, env={"FT_DEVEMU_STATS": st, "FLUXTRAIN_FAULT_INJECT": fault},
             sets=[f'train.cuda_graphs="{mode}"', f'train.precision="{precision}"'])
         runs[mode] = (metrics_text(d), stats(st)[0])
     off, on = runs["off"][0], runs["on"][0]
     skipped = [r for r in on if '"skipped": true' in r]
-    if len(skipped) != 1 or '"step": 4' not in skipped[0] or "nan_grad_norm" not in skipped[0]:
-        fail(f"gradnan {precision}: want step 4 skipped for nan_grad_norm, got {skipped}")
+    if len(skipped) != 1 or '"step": 4' not in skipped[0] or guard not in skipped[0]:
+        fail(f"{fault} {precision}: want step 4 skipped for {guard}, got {skipped}")
     for a, b in zip(off, on):
         if a != b:
-            fail(f"gradnan {precision}: graphs off {a} vs on {b}")
-    if len(off) != len(on) or runs["on"][1]["graph_replays"] == 0:
-        fail(f"gradnan {precision}: {len(off)} vs {len(on)} rows, {runs['on'][1]['graph_replays']} replays")
-    print(f"ok gradnan {precision}: step 4 skipped with graphs as without, {len(on)} rows identical "
+            fail(f"{fault} {precision}: graphs off {a} vs on {b}")
+    # The update: eager at step 1, captured at step 2, replayed at every later update but step 4's.
+    if len(off) != len(on) or runs["on"][1]["graph_replays"] < STEPS - 2:
+        fail(f"{fault} {precision}: {len(off)} vs {len(on)} rows, {runs['on'][1]['graph_replays']} replays")
+    print(f"ok {fault} {precision}: step 4 skipped ({guard}) with graphs as without, {len(on)} rows identical "
           f"({runs['on'][1]['graph_captures']} captures, {runs['on'][1]['graph_replays']} replays)")
 
 # "auto" on the tiny model: launch-bound, captured.
