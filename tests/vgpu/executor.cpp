@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cub/device/device_radix_sort.cuh>
 #include <map>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -356,9 +357,15 @@ void shared_access(uintptr_t a, size_t n, bool write) {
   }
 }
 
+AccessHook g_access_hook = nullptr;  // set_access_hook
+
+// Set on the OS thread that runs a launch (a stream's worker): host code of the kernels' files on
+// other threads meanwhile is not a kernel's access.
+thread_local bool t_in_launch = false;
+
 inline void access(const void* p, size_t n, bool write) {
   State& s = S();
-  if (!s.cur) return;  // host code of the kernels' files, between launches
+  if (!t_in_launch || !s.cur) return;  // host code of the kernels' files, between launches
   const auto a = reinterpret_cast<uintptr_t>(p);
   const auto sm = reinterpret_cast<uintptr_t>(s.smem.data());
   if (a >= sm && a < sm + s.smem.size()) {
@@ -374,7 +381,11 @@ inline void access(const void* p, size_t n, bool write) {
   auto it = s.memory.upper_bound(a);
   if (it != s.memory.begin()) {
     --it;
-    if (a >= it->first && a + n <= it->first + it->second.first) return;
+    if (a >= it->first && a + n <= it->first + it->second.first) {
+      if (g_access_hook)
+        if (const char* why = g_access_hook(it->first, write)) fail(std::string(why) + " by " + thread_str(s.cur->tid));
+      return;
+    }
   }
   std::ostringstream o;
   o << "global " << (write ? "write" : "read") << " of " << n << " bytes at " << p
@@ -391,6 +402,19 @@ inline void access(const void* p, size_t n, bool write) {
 }  // namespace
 
 // ---- the API of cuda_sim.h ---------------------------------------------------------------------
+
+void set_access_hook(AccessHook hook) {
+  g_access_hook = hook;
+}
+
+bool in_memory(const void* p, size_t n) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  auto& m = S().memory;
+  auto it = m.upper_bound(a);
+  if (it == m.begin()) return false;
+  --it;
+  return a >= it->first && a + n <= it->first + it->second.first;
+}
 
 void register_memory(const void* p, size_t bytes, const char* what) {
   S().memory[reinterpret_cast<uintptr_t>(p)] = {bytes, what};
@@ -505,6 +529,10 @@ void run_launch(const char* kernel, const char* file, int line, const void* fn, 
   s.smem.assign(std::max(smem, kDefaultSmem) + kDefaultSmem, char(0x5a));
   s.shadow.assign(s.smem.size() / 4, Shadow{});
   s.smem_dirty = 0;
+  struct InLaunch {
+    InLaunch() { t_in_launch = true; }
+    ~InLaunch() { t_in_launch = false; }
+  } in_launch;
   for (unsigned z = 0; z < grid.z; ++z)
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
@@ -534,76 +562,52 @@ void set_fault(const char* name, int value) {
 
 }  // namespace vgpu
 
-// ---- the host runtime subset -----------------------------------------------------------------
-
-cudaError_t cudaGetLastError() {
-  return cudaSuccess;  // launch failures throw vgpu::Error instead (the runtime is a later slice)
-}
-cudaError_t cudaPeekAtLastError() {
-  return cudaSuccess;
-}
-const char* cudaGetErrorString(cudaError_t e) {
-  return e == cudaSuccess ? "no error" : "vgpu error";
-}
-const char* cudaGetErrorName(cudaError_t e) {
-  return e == cudaSuccess ? "cudaSuccess" : "cudaErrorUnknown";
-}
-cudaError_t cudaStreamSynchronize(cudaStream_t) {
-  return cudaSuccess;  // launches run to completion
-}
-cudaError_t cudaGetDeviceCount(int* n) {
-  *n = 1;
-  return cudaSuccess;
-}
-namespace {
-bool in_memory(const void* p, size_t n) {
-  const auto a = reinterpret_cast<uintptr_t>(p);
-  auto& m = vgpu::S().memory;
-  auto it = m.upper_bound(a);
-  if (it == m.begin()) return false;
-  --it;
-  return a >= it->first && a + n <= it->first + it->second.first;
-}
-}  // namespace
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
-  const bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
-  const bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
-  if ((dst_dev && !in_memory(dst, bytes)) || (src_dev && !in_memory(src, bytes))) return cudaErrorInvalidValue;
-  std::memmove(dst, src, bytes);
-  return cudaSuccess;
-}
-cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t) {
-  if (!in_memory(dst, bytes)) return cudaErrorInvalidValue;
-  std::memset(dst, value, bytes);
-  return cudaSuccess;
-}
-const char* cublasLtGetStatusString(cublasStatus_t) {
-  return "cuBLASLt is not on the virtual GPU yet";
-}
+// ---- the host runtime (cudaGetLastError, streams, memory, ...) is runtime_sim.cpp ---------------
 
 namespace cub {
+namespace {
+struct Sort {
+  void* temp;
+  size_t temp_bytes;
+  const uint32_t *keys_in, *values_in;
+  uint32_t *keys_out, *values_out;
+  int n, begin_bit, end_bit;
+};
+// On the stream's worker, in order with the kernels that made the keys (a stable sort: radix
+// sort's order of equal keys).
+void sort(void* p) {
+  const std::unique_ptr<Sort> a(static_cast<Sort*>(p));
+  const int n = a->n;
+  const size_t bytes = static_cast<size_t>(n) * 4;
+  if (!vgpu::in_memory(a->temp, a->temp_bytes) || !vgpu::in_memory(a->keys_in, bytes) ||
+      !vgpu::in_memory(a->keys_out, bytes) || !vgpu::in_memory(a->values_in, bytes) ||
+      !vgpu::in_memory(a->values_out, bytes))
+    throw vgpu::Error("cub::DeviceRadixSort::SortPairs: a buffer outside every device allocation");
+  const uint32_t mask =
+      a->end_bit - a->begin_bit >= 32 ? ~0u : ((1u << (a->end_bit - a->begin_bit)) - 1) << a->begin_bit;
+  std::vector<int> order(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int x, int y) { return (a->keys_in[x] & mask) < (a->keys_in[y] & mask); });
+  std::vector<uint32_t> k(static_cast<size_t>(n)), v(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i)
+    k[static_cast<size_t>(i)] = a->keys_in[order[static_cast<size_t>(i)]],
+    v[static_cast<size_t>(i)] = a->values_in[order[static_cast<size_t>(i)]];
+  std::memcpy(a->keys_out, k.data(), bytes);
+  std::memcpy(a->values_out, v.data(), bytes);
+}
+}  // namespace
+
 cudaError_t DeviceRadixSort::SortPairs(void* temp, size_t& temp_bytes, const uint32_t* keys_in, uint32_t* keys_out,
                                        const uint32_t* values_in, uint32_t* values_out, int n, int begin_bit,
-                                       int end_bit, cudaStream_t) {
+                                       int end_bit, cudaStream_t stream) {
   if (!temp) {
     temp_bytes = 256;
     return cudaSuccess;
   }
-  const size_t bytes = static_cast<size_t>(n) * 4;
-  if (!in_memory(temp, temp_bytes) || !in_memory(keys_in, bytes) || !in_memory(keys_out, bytes) ||
-      !in_memory(values_in, bytes) || !in_memory(values_out, bytes))
-    return cudaErrorInvalidValue;
-  const uint32_t mask = end_bit - begin_bit >= 32 ? ~0u : ((1u << (end_bit - begin_bit)) - 1) << begin_bit;
-  std::vector<int> order(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return (keys_in[a] & mask) < (keys_in[b] & mask); });
-  std::vector<uint32_t> k(static_cast<size_t>(n)), v(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i)
-    k[static_cast<size_t>(i)] = keys_in[order[static_cast<size_t>(i)]],
-    v[static_cast<size_t>(i)] = values_in[order[static_cast<size_t>(i)]];
-  std::memcpy(keys_out, k.data(), bytes);
-  std::memcpy(values_out, v.data(), bytes);
-  return cudaSuccess;
+  vgpu::on_stream(stream, "cub::DeviceRadixSort::SortPairs", sort,
+                  new Sort{temp, temp_bytes, keys_in, values_in, keys_out, values_out, n, begin_bit, end_bit});
+  return cudaPeekAtLastError();
 }
 }  // namespace cub
 

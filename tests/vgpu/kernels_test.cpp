@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
@@ -81,8 +82,13 @@ void PrintTo(const Param& p, std::ostream* os) {
 }
 
 // The harness's shapes up to kMaxCaseBytes of buffers (the executor runs a fiber per CUDA thread:
-// the largest attention shapes take half a minute each here), always at least the first.
+// the largest attention shapes take half a minute each here), always at least the first;
+// FT_VGPU_ALL_SHAPES=1 runs every shape (minutes: not in CI).
 constexpr size_t kMaxCaseBytes = 96 << 10;
+bool all_shapes() {
+  const char* v = std::getenv("FT_VGPU_ALL_SHAPES");
+  return v != nullptr && std::string(v) == "1";
+}
 
 std::vector<Param> kernel_shapes() {
   std::vector<Param> out;
@@ -93,7 +99,7 @@ std::vector<Param> kernel_shapes() {
       size_t bytes = 0;
       const Case c = r.row().make(shapes[i], 1);
       for (const Buffer& b : c.buffers()) bytes += b.data.size();
-      if (i == 0 || bytes <= kMaxCaseBytes) out.push_back({r.id, i});
+      if (i == 0 || bytes <= kMaxCaseBytes || all_shapes()) out.push_back({r.id, i});
     }
   }
   return out;
@@ -105,11 +111,6 @@ TEST_P(VgpuKernels, MatchReferenceTwiceBitwise) {
   const OpCase& row = op_case(GetParam().id);
   const Shape s = row.test_shapes()[GetParam().shape];
   SCOPED_TRACE(std::string(op_name(GetParam().id)) + ": " + s.str());
-  // Finding of the virtual GPU (reported to the lead, not a tolerance to loosen here): the fp32
-  // attention kernel's online softmax misses this row's 1e-5 x max|want| by ~12% on the peaked
-  // (amp 4) case — a GPU's stage 1 fails it the same way.
-  if (GetParam().id == OpId::attention_forward && GetParam().shape == 11)
-    GTEST_SKIP() << "known: attention_forward shape 11 exceeds the row's tolerance (7.6e-5 > 6.8e-5)";
   const Case before = row.make(s, 1);
   Case want = before, got = before, again = before;
   row.run(ref::op_table(), cpu_context(), want);

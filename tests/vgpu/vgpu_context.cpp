@@ -2,34 +2,60 @@
 // scratch buffer) with no CUDA runtime behind it — the virtual runtime (streams, the pool, events)
 // is a later slice of issue 29. The scratch is a registered allocation of exactly the bytes asked
 // for (grown, never shrunk, as the real one), so a kernel writing past it is a bounds error.
-// The ops of cuda_ops.h whose CUDA versions are not .cu kernels (cuBLASLt GEMMs, cuDNN attention)
-// are weak stubs here that throw.
+// The cuBLASLt handle, workspace and GEMM plan cache are the real ones of gemm.cpp over the
+// emulated cuBLASLt (cublaslt_sim.cpp). The ops of cuda_ops.h whose CUDA versions are neither .cu
+// kernels nor gemm.cpp's (cuDNN attention) are weak stubs here that throw.
 #include <cstdlib>
 #include <string>
 
 #include "backends/cuda/context.h"
 #include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/gemm_plan.h"
 #include "util/error.h"
 #include "vgpu/cuda_sim.h"
 
 namespace ft::cuda {
 
-class GemmCache {};  // gemm.cpp's (cuBLASLt plans) is not linked here
 class SdpaState {};
 
-CudaContext::CudaContext(int device, std::shared_ptr<LtHandle> lt) : device_(device), lt_(std::move(lt)) {}
+LtHandle::LtHandle(int) {
+  if (cublasLtCreate(&handle) != CUBLAS_STATUS_SUCCESS) throw Error("vgpu: cublasLtCreate failed");
+}
+LtHandle::~LtHandle() {
+  if (handle) cublasLtDestroy(handle);
+}
+
+CudaContext::CudaContext(int device, std::shared_ptr<LtHandle> lt)
+    : device_(device), lt_(std::move(lt)), gemm_cache_(std::make_unique<GemmCache>()) {
+  if (!lt_) lt_ = std::make_shared<LtHandle>(device);
+}
 
 CudaContext::~CudaContext() {
   release();
 }
 
 void CudaContext::release() noexcept {
+  if (cublaslt_workspace_) {
+    vgpu::unregister_memory(cublaslt_workspace_);
+    std::free(cublaslt_workspace_);
+  }
+  cublaslt_workspace_ = nullptr;
   if (scratch_) {
     vgpu::unregister_memory(scratch_);
     std::free(scratch_);
   }
   scratch_ = nullptr;
   scratch_bytes_ = 0;
+}
+
+// Registered but never touched (the emulated algorithm takes no workspace): the pages stay unmapped.
+void* CudaContext::cublaslt_workspace() {
+  if (!cublaslt_workspace_) {
+    cublaslt_workspace_ = std::aligned_alloc(256, kCublasWorkspaceBytes);
+    if (!cublaslt_workspace_) throw Error("matmul: out of memory for the cuBLASLt workspace");
+    vgpu::register_memory(cublaslt_workspace_, kCublasWorkspaceBytes, "the cuBLASLt workspace");
+  }
+  return cublaslt_workspace_;
 }
 
 void* CudaContext::scratch(size_t bytes, const char* op) {
@@ -52,9 +78,9 @@ CudaContext& context_of(const ExecContext& ctx, const char* op) {
 }
 
 // Weak: the .cu files' definitions win; the rest throw.
-#define FT_OP(name, params, args)                                                                    \
-  __attribute__((weak)) void name(CudaContext&, FT_OP_UNPAREN params) {                              \
-    throw Error(#name ": not on the virtual GPU yet (cuBLASLt / cuDNN: a later slice of issue 29)"); \
+#define FT_OP(name, params, args)                                                             \
+  __attribute__((weak)) void name(CudaContext&, FT_OP_UNPAREN params) {                       \
+    throw Error(#name ": not on the virtual GPU (cuDNN SDPA cannot be emulated faithfully)"); \
   }
 #include "kernels/op_decls.inc"
 #undef FT_OP

@@ -38,12 +38,22 @@ struct FwdArgs {
   int64_t B, Tq, Tk, H, Hkv, D, offset;
 };
 
-// Dot product of two rows in shared memory, in d order (the same order in every kernel, so the
-// backward recomputes the forward's scores exactly).
+// Dot product of two rows in shared memory, in a fixed order (the same in every kernel, so the
+// backward recomputes the forward's scores exactly): four interleaved partial sums, then the
+// remainder. One running sum loses ~√D more than this (the virtual GPU found attention_forward's
+// peaked-softmax harness row 12% over its tolerance with it: scores in the thousands, an error of
+// 1e-3 in a score is 1e-4 in its probability); four chains also overlap their FMA latencies.
 __device__ __forceinline__ float dot_row(const float* a, const float* b, int64_t D) {
-  float acc = 0.0f;
-  for (int64_t d = 0; d < D; ++d) acc += a[d] * b[d];
-  return acc;
+  float acc0 = 0.0f, acc1 = 0.0f, acc2 = 0.0f, acc3 = 0.0f;
+  int64_t d = 0;
+  for (; d + 4 <= D; d += 4) {
+    acc0 += a[d] * b[d];
+    acc1 += a[d + 1] * b[d + 1];
+    acc2 += a[d + 2] * b[d + 2];
+    acc3 += a[d + 3] * b[d + 3];
+  }
+  for (; d < D; ++d) acc0 += a[d] * b[d];
+  return (acc0 + acc1) + (acc2 + acc3);
 }
 
 // Copies rows [r0, r0 + rows) of a strided source into a (R, ld) tile, zero-filling rows past

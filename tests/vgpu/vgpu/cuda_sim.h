@@ -7,7 +7,7 @@
 // memory for races and poison, and global accesses against the registered allocations.
 //
 //   vgpu::DeviceMemory buf(bytes);          // a registered allocation (bounds-checked)
-//   FT_LAUNCH(kernel, grid, block, smem, stream)(args...);   // runs every block, then returns
+//   FT_LAUNCH(kernel, grid, block, smem, stream)(args...);   // queued on the stream (null: run now)
 #pragma once
 
 #include <cmath>
@@ -64,40 +64,8 @@ inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) {
   return {x, y, z, w};
 }
 
-// ---- the runtime subset the kernels' files call (the runtime itself is a later slice) --------
-enum cudaError_t : int {
-  cudaSuccess = 0,
-  cudaErrorInvalidValue = 1,
-  cudaErrorMemoryAllocation = 2,
-  cudaErrorInvalidConfiguration = 9,
-  cudaErrorNoDevice = 100,
-  cudaErrorInsufficientDriver = 35,
-  cudaErrorIllegalAddress = 700,
-  cudaErrorLaunchFailure = 719,
-};
-using cudaStream_t = struct CUstream_st*;
-enum cudaMemcpyKind : int {
-  cudaMemcpyHostToHost,
-  cudaMemcpyHostToDevice,
-  cudaMemcpyDeviceToHost,
-  cudaMemcpyDeviceToDevice
-};
-enum cudaFuncAttribute : int { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
-cudaError_t cudaGetLastError();
-cudaError_t cudaPeekAtLastError();
-const char* cudaGetErrorString(cudaError_t e);
-const char* cudaGetErrorName(cudaError_t e);
-cudaError_t cudaStreamSynchronize(cudaStream_t s);
-cudaError_t cudaGetDeviceCount(int* n);
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s);
-cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t s);
-namespace vgpu {
-cudaError_t func_set_attribute(const void* fn, cudaFuncAttribute attr, int value);
-}
-template <typename F>
-cudaError_t cudaFuncSetAttribute(F* fn, cudaFuncAttribute attr, int value) {
-  return vgpu::func_set_attribute(reinterpret_cast<const void*>(fn), attr, value);
-}
+// ---- the CUDA runtime API (tests/vgpu/runtime_sim.cpp: streams, events, the pool, errors) ----
+#include "vgpu/runtime_api.h"
 
 namespace vgpu {
 
@@ -110,6 +78,12 @@ struct Error : std::runtime_error {
 // Device memory: [p, p + bytes) becomes a valid target of kernels' global accesses.
 void register_memory(const void* p, size_t bytes, const char* what);
 void unregister_memory(const void* p);
+// Whether [p, p + n) lies inside one registered allocation.
+bool in_memory(const void* p, size_t n);
+// Called on every kernel access inside a registered allocation (base: its start) by the thread
+// running the launch; a non-null message fails the kernel (runtime_sim.cpp: cross-stream races).
+using AccessHook = const char* (*)(uintptr_t base, bool write);
+void set_access_hook(AccessHook hook);
 class DeviceMemory {
  public:
   explicit DeviceMemory(size_t bytes, const char* what = "buffer");
@@ -160,6 +134,29 @@ __attribute__((no_sanitize_thread, noinline)) void thread_main(void* p) {
   std::apply(*reinterpret_cast<Body*>(body), *reinterpret_cast<std::tuple<A...>*>(buf));
 }
 
+// A launch as queued on its stream: the kernel's arguments and body copied (the caller's frame is
+// gone when the stream reaches it), run by run_launch, then freed by `destroy`.
+template <typename Body, typename... A>
+struct QueuedLaunch {
+  Body body;
+  std::tuple<A...> args;
+  KernelArgs<Body, A...> k{&body, &args};
+  static void destroy(void* p) { delete static_cast<QueuedLaunch*>(p); }
+};
+
+struct LaunchDesc {
+  const char* kernel;
+  const char* file;
+  int line;
+  const void* fn;
+  dim3 grid, block;
+  size_t smem;
+};
+// runtime_sim.cpp: onto the stream's queue (the legacy default stream, null, runs it at once and
+// a fault there throws vgpu::Error, as the kernel tests expect); destroy(owner) once it has run.
+void submit_launch(cudaStream_t stream, const LaunchDesc& d, ThreadMain main, void* arg, void* owner,
+                   void (*destroy)(void*));
+
 template <typename Body>
 struct Launcher {
   const char* name;
@@ -167,23 +164,23 @@ struct Launcher {
   int line;
   dim3 grid, block;
   size_t smem;
+  cudaStream_t stream;
   const void* fn;
   Body body;
   template <typename... A>
   void operator()(const A&... a) const {
     static_assert((std::is_trivially_copyable_v<A> && ...), "kernel arguments are copied bytewise");
-    const std::tuple<A...> args(a...);
     static_assert(std::is_trivially_copyable_v<Body>);
-    const KernelArgs<Body, A...> k{&body, &args};
-    run_launch(name, file, line, fn, grid, block, smem, &thread_main<Body, A...>,
-               const_cast<KernelArgs<Body, A...>*>(&k));
+    auto* q = new QueuedLaunch<Body, A...>{body, std::tuple<A...>(a...)};
+    submit_launch(stream, LaunchDesc{name, file, line, fn, grid, block, smem}, &thread_main<Body, A...>, &q->k, q,
+                  &QueuedLaunch<Body, A...>::destroy);
   }
 };
 
 template <typename Body>
-Launcher<Body> launcher(const char* name, const char* file, int line, dim3 grid, dim3 block, size_t smem, cudaStream_t,
-                        Body body, const void* fn) {
-  return {name, file, line, grid, block, smem, fn, body};
+Launcher<Body> launcher(const char* name, const char* file, int line, dim3 grid, dim3 block, size_t smem,
+                        cudaStream_t stream, Body body, const void* fn) {
+  return {name, file, line, grid, block, smem, stream, fn, body};
 }
 
 template <typename Tag, typename R, typename... P>
