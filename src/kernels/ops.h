@@ -31,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/adamw_scalars.h"  // AdamwStepScalars: adamw_step's per-step values
 #include "tensor/exec_context.h"
 #include "tensor/op_tables.h"
 #include "tensor/precision.h"

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/ops.h"
+#include "tensor/memory.h"
 
 namespace ft {
 
@@ -18,19 +19,34 @@ AdamW::AdamW(const ExecContext& ctx, const OptimConfig& cfg, const ParamLayout& 
   }
   m_ = Tensor::zeros({compact}, DType::kF32, MemCategory::kOptimizerState, ctx.device);
   v_ = Tensor::zeros({compact}, DType::kF32, MemCategory::kOptimizerState, ctx.device);
+  static_assert(sizeof(AdamwStepScalars) == 4 * sizeof(float), "AdamwStepScalars: four floats");
+  scalars_ = Tensor::zeros({4}, DType::kF32, MemCategory::kWorkspace, ctx.device);
+  host_scalars_ =
+      static_cast<AdamwStepScalars*>(mem_alloc_host(ctx.device, sizeof(AdamwStepScalars), MemCategory::kWorkspace));
+  *host_scalars_ = {};
 }
 
-void AdamW::step(float* weights, Addressing wa, const float* grads, Addressing ga, double lr, float grad_scale,
-                 uint16_t* weights_bf16) {
+AdamW::~AdamW() {
+  mem_free_host(ctx_.device, host_scalars_, sizeof(AdamwStepScalars), MemCategory::kWorkspace);
+}
+
+void AdamW::begin_step(double lr, float grad_scale) {
   ++step_;
+  *host_scalars_ = adamw_step_scalars(static_cast<float>(lr), static_cast<float>(cfg_.beta1),
+                                      static_cast<float>(cfg_.beta2), step_, grad_scale);
+}
+
+void AdamW::queue_step(float* weights, Addressing wa, const float* grads, Addressing ga, uint16_t* weights_bf16) {
+  auto* scalars = static_cast<AdamwStepScalars*>(scalars_.raw());
+  mem_copy(ctx_, scalars, ctx_.device, host_scalars_, Device::kCPU, sizeof(AdamwStepScalars));
   for (const Segment& s : segments_) {
     const int64_t wo = wa == Addressing::kArena ? s.arena : s.compact;
     float* w = weights + wo;
     const float* g = grads + (ga == Addressing::kArena ? s.arena : s.compact);
     ops::adamw_step(ctx_, w, m_.data<float>() + s.compact, v_.data<float>() + s.compact,
-                    weights_bf16 ? weights_bf16 + wo : nullptr, g, s.count, static_cast<float>(lr),
-                    static_cast<float>(cfg_.beta1), static_cast<float>(cfg_.beta2), static_cast<float>(cfg_.eps),
-                    s.decay ? static_cast<float>(cfg_.weight_decay) : 0.0f, step_, grad_scale);
+                    weights_bf16 ? weights_bf16 + wo : nullptr, g, s.count, scalars, static_cast<float>(cfg_.beta1),
+                    static_cast<float>(cfg_.beta2), static_cast<float>(cfg_.eps),
+                    s.decay ? static_cast<float>(cfg_.weight_decay) : 0.0f);
   }
 }
 

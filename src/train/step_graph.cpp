@@ -64,9 +64,9 @@ void StepGraph::run(float key, const std::function<void()>& queue) {
     graph_ = DeviceGraph::capture(ctx_, queue);
   } catch (const Error& e) {
     if (choice_.required)
-      throw Error(fmt::format("train.cuda_graphs = \"on\": {}", e.what()),
+      throw Error(fmt::format("train.cuda_graphs = \"on\": {}: {}", what_, e.what()),
                   e.hint().empty() ? "set train.cuda_graphs = \"off\"" : e.hint());
-    log_warn("train.cuda_graphs = \"auto\": the step could not be captured ({}); it runs without graphs", e.what());
+    log_warn("train.cuda_graphs = \"auto\": {} could not be captured ({}); it runs without graphs", what_, e.what());
     choice_.capture = false;
     return queue();  // nothing of the capture ran: the step runs now
   }

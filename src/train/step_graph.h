@@ -5,6 +5,8 @@
 //   StepGraph graph(ctx, decide_cuda_graphs(cfg.train.cuda_graphs, ctx, cfg.parallel, flops, launches, peak));
 //   executor.stage(batch);                                    // host work, outside the graph
 //   graph.run(grad_scale, [&] { executor.queue_staged(grad_scale); engine.queue_gradient_norm(); });
+//   engine.begin_update(lr, clip);                          // after the read-back and the guard
+//   update_graph.run(0, [&] { engine.queue_update(); });   // a second graph: the step's values in a device buffer
 //
 // run() runs `queue` eagerly the first time it sees a key (the warm-up: lazily made buffers are
 // made, host state settles), captures it the second time and replays it from then on while the
@@ -49,7 +51,9 @@ GraphChoice decide_cuda_graphs(CudaGraphs setting, const ExecContext& ctx, const
 
 class StepGraph {
  public:
-  StepGraph(const ExecContext& ctx, GraphChoice choice) : ctx_(ctx), choice_(std::move(choice)) {}
+  // what: the captured work, for the log ("the update").
+  StepGraph(const ExecContext& ctx, GraphChoice choice, std::string what = "the step")
+      : ctx_(ctx), choice_(std::move(choice)), what_(std::move(what)) {}
 
   bool enabled() const { return choice_.capture; }
   // Runs `queue` (device work only): eagerly, captured and replayed, or replayed (see above).
@@ -63,6 +67,7 @@ class StepGraph {
  private:
   ExecContext ctx_;
   GraphChoice choice_;
+  std::string what_;
   DeviceGraph graph_;
   bool warm_ = false;  // the last run was eager with key_
   float key_ = 0;

@@ -230,8 +230,16 @@ void Trainer::choose_graphs() {
   const double step_flops = flops_per_token_ * static_cast<double>(t.batch_size * t.seq_len);
   GraphChoice c = decide_cuda_graphs(t.cuda_graphs, ctx_, cfg_.parallel, executor_->capturable(), step_flops,
                                      step_launches(cfg_.model.n_layers, batching_.count), peak_flops_);
-  if (!ctx_.on_host() && mesh_.world_rank() == 0) log_info("{}", c.reason);
-  graph_ = std::make_unique<StepGraph>(ctx_, std::move(c));
+  // The update is captured apart, after the host has judged the step (the guard: non-finite
+  // values, loss spikes, fp16 overflow) and found its clip coefficient: a skipped step does not
+  // replay it. Its per-step values reach the device through AdamW's scalar buffer, so it is
+  // captured once whatever the loss scale.
+  GraphChoice u = c;
+  if (!engine_->update_capturable()) u = {false, false, "the engine's update has collectives"};
+  if (!ctx_.on_host() && mesh_.world_rank() == 0)
+    log_info("{}{}", c.reason, c.capture && u.capture ? " (the forward/backward and the update)" : "");
+  graph_ = std::make_unique<StepGraph>(ctx_, std::move(c), "the step's forward/backward");
+  update_graph_ = std::make_unique<StepGraph>(ctx_, std::move(u), "the update");
 }
 
 void Trainer::queue_forward_backward(const Batch& batch, float grad_scale) {
@@ -245,6 +253,12 @@ void Trainer::queue_forward_backward(const Batch& batch, float grad_scale) {
     executor_->queue_staged(grad_scale);
     engine_->queue_gradient_norm();
   });
+}
+
+void Trainer::update(double lr, float grad_scale) {
+  engine_->begin_update(lr, grad_scale);  // host: the step count and its scalars into pinned memory
+  update_graph_->run(0.0f, [&] { engine_->queue_update(); });  // nothing by value: no key
+  engine_->end_update();
 }
 
 double Trainer::gpu_peak_flops() const {
@@ -378,7 +392,7 @@ StepStats Trainer::step() {
   }
   if (!s.guard.skipped()) {
     const double clip = clip_coefficient(s.grad_norm, cfg_.optim.grad_clip);
-    engine_->optimizer_step(s.lr, static_cast<float>(clip / scale));
+    update(s.lr, static_cast<float>(clip / scale));
   }
 
   s.step = ++step_;

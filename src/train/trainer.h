@@ -147,6 +147,9 @@ class Trainer {
   // The executor's forward/backward and the gradient's sums of squares, queued (nothing read
   // back): eagerly, or through the step's CUDA graph (graph_).
   void queue_forward_backward(const Batch& batch, float grad_scale);
+  // The AdamW update with this step's values: its device work eagerly, or through the update's
+  // CUDA graph (update_graph_), between the engine's host halves.
+  void update(double lr, float grad_scale);
   // The step's row of metrics.jsonl (and its figures to telemetry); collective over the world
   // in multi-rank runs (per_rank).
   nlohmann::json metrics_row(const StepStats& s);
@@ -166,8 +169,9 @@ class Trainer {
   std::unique_ptr<ParamEngine> engine_;
   std::unique_ptr<LossScaler> loss_scaler_;  // fp16 only
   std::unique_ptr<Llama> model_;
-  std::unique_ptr<StepExecutor> executor_;  // forward and backward: the micro-batch loop or the pipeline
-  std::unique_ptr<StepGraph> graph_;        // train.cuda_graphs: forward/backward captured and replayed
+  std::unique_ptr<StepExecutor> executor_;   // forward and backward: the micro-batch loop or the pipeline
+  std::unique_ptr<StepGraph> graph_;         // train.cuda_graphs: forward/backward captured and replayed
+  std::unique_ptr<StepGraph> update_graph_;  // and the update (ZeRO 0/3 engines: no collectives in it)
   // The step's scalars on the device: the executor's loss slots, then the engine's norm slots.
   DeviceScalars step_scalars_;
   LrSchedule schedule_;

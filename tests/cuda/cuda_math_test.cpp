@@ -183,9 +183,10 @@ TEST(CudaMath, AdamwMatchesTheReferenceOverSteps) {
   std::vector<uint16_t> pb_ref(n);
   for (int64_t step = 1; step <= 3; ++step) {
     auto g = random_floats(n, 20 + step);
-    ref::adamw_step(cpu_context(), p_ref.data(), m_ref.data(), v_ref.data(), pb_ref.data(), g.data(), n, 3e-3f, 0.9f,
-                    0.95f, 1e-8f, 0.1f, step, 0.5f);
-    const math::AdamwScalars s = math::adamw_scalars(3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.5f);
+    const AdamwStepScalars st = adamw_step_scalars(3e-3f, 0.9f, 0.95f, step, 0.5f);
+    ref::adamw_step(cpu_context(), p_ref.data(), m_ref.data(), v_ref.data(), pb_ref.data(), g.data(), n, &st, 0.9f,
+                    0.95f, 1e-8f, 0.1f);
+    const math::AdamwScalars s = math::adamw_scalars(st, 0.9f, 0.95f, 1e-8f, 0.1f);
     for (int64_t i = 0; i < n; ++i) math::adamw_update(&p[i], &m[i], &v[i], g[i], s);
   }
   for (int64_t i = 0; i < n; ++i) {

@@ -10,6 +10,9 @@
 
 #include "devemu.h"
 #include "kernels/ops.h"
+#include "model/model_config.h"
+#include "model/param_layout.h"
+#include "optim/adamw_optimizer.h"
 #include "tensor/device_graph.h"
 #include "tensor/device_runtime.h"
 #include "tensor/device_scalars.h"
@@ -101,6 +104,60 @@ TEST_F(DevemuGraphTest, AnAllocationOrAnotherStreamBreaksTheCapture) {
   ExecContext side = make_side_context(ctx_);
   e = capture_error([&] { ops::add_inplace(side, y.data<float>(), y.data<float>(), 8); });
   EXPECT_NE(e.find("op add_inplace on a stream other than the capturing one"), std::string::npos) << e;
+}
+
+// The update captured once (AdamW::queue_step) replays as each step's update: its learning rate,
+// bias corrections and gradient factor reach the device through the scalar buffer, written by the
+// host half (begin_step) outside the graph — the same bits as an eager AdamW on the CPU, step by
+// step, with the values changing every step and a step skipped (no replay) in the middle.
+TEST_F(DevemuGraphTest, ACapturedUpdateReplaysWithEachStepsValues) {
+  const ParamLayout layout = ParamLayout::llama(model_preset("tiny"));
+  const int64_t n = layout.total();
+  OptimConfig cfg;
+  cfg.weight_decay = 0.1;  // some parameters decay, some do not (ParamSpec::decay)
+  std::vector<float> w0(static_cast<size_t>(n)), g(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    w0[i] = 0.01f * static_cast<float>(i % 97) - 0.4f;
+    g[i] = 0.001f * static_cast<float>(i % 89) - 0.04f;
+  }
+  // On the CPU, eagerly.
+  AdamW cpu_opt(cpu_context(), cfg, layout, {{0, n}});
+  std::vector<float> w_cpu = w0;
+  std::vector<uint16_t> w16_cpu(static_cast<size_t>(n));
+  // On the emulated GPU: step 1 eager, step 2 captured (the capture runs nothing) and replayed.
+  AdamW gpu_opt(ctx_, cfg, layout, {{0, n}});
+  Tensor w = Tensor::zeros({n}, DType::kF32, MemCategory::kOther, Device::kCUDA);
+  Tensor w16 = Tensor::zeros({n}, DType::kBF16, MemCategory::kOther, Device::kCUDA);
+  Tensor grads = Tensor::zeros({n}, DType::kF32, MemCategory::kOther, Device::kCUDA);
+  mem_copy(ctx_, w.raw(), Device::kCUDA, w0.data(), Device::kCPU, n * 4);
+  mem_copy(ctx_, grads.raw(), Device::kCUDA, g.data(), Device::kCPU, n * 4);
+  DeviceGraph graph;
+  const auto queue = [&] {
+    gpu_opt.queue_step(w.data<float>(), Addressing::kArena, grads.data<float>(), Addressing::kArena,
+                       w16.data<uint16_t>());
+  };
+  for (int step = 1; step <= 6; ++step) {
+    if (step == 4) continue;  // skipped: neither updates (nor counts the step)
+    const double lr = 1e-3 * step;
+    const float grad_scale = 1.0f / static_cast<float>(step + 1);
+    cpu_opt.step(w_cpu.data(), Addressing::kArena, g.data(), Addressing::kArena, lr, grad_scale, w16_cpu.data());
+    gpu_opt.begin_step(lr, grad_scale);
+    if (step == 1) {
+      queue();
+    } else {
+      if (graph.empty()) graph = DeviceGraph::capture(ctx_, queue);
+      graph.replay(ctx_);
+    }
+    std::vector<float> got = read(w);
+    ASSERT_EQ(0, std::memcmp(got.data(), w_cpu.data(), got.size() * 4)) << "step " << step;
+  }
+  EXPECT_EQ(gpu_opt.steps_taken(), 5);
+  std::vector<uint16_t> got16(static_cast<size_t>(n));
+  mem_copy(ctx_, got16.data(), Device::kCPU, w16.raw(), Device::kCUDA, got16.size() * 2);
+  EXPECT_EQ(got16, w16_cpu);
+  std::vector<float> m(static_cast<size_t>(n));
+  mem_copy(ctx_, m.data(), Device::kCPU, gpu_opt.exp_avg().raw(), Device::kCUDA, m.size() * 4);
+  EXPECT_EQ(0, std::memcmp(m.data(), cpu_opt.exp_avg().raw(), m.size() * 4));
 }
 
 }  // namespace

@@ -374,6 +374,24 @@ TEST(Elementwise, SumSquaresDoesNotDependOnThreadCount) {
 
 // ---- AdamW --------------------------------------------------------------------------------
 
+// The step's values: computed in double from the float hyper-parameters (as PyTorch's Python
+// floats), close to the same formula in float, and exactly what the bias corrections give at
+// step 1 (1 − b1, 1 − b2 in double).
+TEST(AdamW, StepScalarsAreTheBiasCorrections) {
+  for (int64_t step : {1, 2, 3, 10, 1000, 100000}) {
+    const AdamwStepScalars s = adamw_step_scalars(3e-3f, 0.9f, 0.95f, step, 0.25f);
+    EXPECT_EQ(s.lr, 3e-3f);
+    EXPECT_EQ(s.grad_scale, 0.25f);
+    const float bc1 = 1.0f - std::pow(0.9f, static_cast<float>(step));
+    const float bc2 = 1.0f - std::pow(0.95f, static_cast<float>(step));
+    EXPECT_NEAR(s.step_size, 3e-3f / bc1, 1e-5 * s.step_size) << step;
+    EXPECT_NEAR(s.bc2_sqrt, std::sqrt(bc2), 1e-5) << step;
+  }
+  const AdamwStepScalars s1 = adamw_step_scalars(3e-3f, 0.9f, 0.95f, 1, 1.0f);
+  EXPECT_EQ(s1.step_size, static_cast<float>(static_cast<double>(3e-3f) / (1.0 - static_cast<double>(0.9f))));
+  EXPECT_EQ(s1.bc2_sqrt, static_cast<float>(std::sqrt(1.0 - static_cast<double>(0.95f))));
+}
+
 TEST(AdamW, MatchesReferenceOverSteps) {
   for (int64_t n : {1, 17, 100003}) {
     auto p = random_floats(n, 71), p_ref = p;
@@ -383,10 +401,10 @@ TEST(AdamW, MatchesReferenceOverSteps) {
     for (int64_t step = 1; step <= 3; ++step) {
       auto g = random_floats(n, 80 + step);
       uint16_t* out16 = step == 2 ? nullptr : pb.data();  // also without the bf16 copy
-      cpu::adamw_step(ctx, p.data(), m.data(), v.data(), out16, g.data(), n, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step,
-                      0.5f);
+      const AdamwStepScalars s = adamw_step_scalars(3e-3f, 0.9f, 0.95f, step, 0.5f);
+      cpu::adamw_step(ctx, p.data(), m.data(), v.data(), out16, g.data(), n, &s, 0.9f, 0.95f, 1e-8f, 0.1f);
       ref::adamw_step(ctx, p_ref.data(), m_ref.data(), v_ref.data(), step == 2 ? nullptr : pb_ref.data(), g.data(), n,
-                      3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.5f);
+                      &s, 0.9f, 0.95f, 1e-8f, 0.1f);
     }
     // m = b1 m + (1 − b1) g can cancel: absolute tolerances scale with the largest element.
     EXPECT_TRUE(all_close(m, m_ref, 1e-6, 1e-6 * max_abs(m_ref)));

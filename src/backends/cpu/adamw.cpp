@@ -1,7 +1,6 @@
 // AdamW, torch.optim.AdamW semantics (see op_decls.inc), one fused pass over param, m, v, grad
-// (and the bf16 copy). Parallel over the elements. The step scalars are computed in double, as
-// PyTorch computes them in Python floats.
-#include <cmath>
+// (and the bf16 copy). Parallel over the elements. The step's scalars come computed
+// (kernels/adamw_scalars.h: in double on the host, as PyTorch computes them in Python floats).
 
 #include "backends/cpu/simd.h"
 #include "kernels/ops.h"
@@ -12,12 +11,10 @@ using namespace simd;
 
 // param, m, v (n) updated in place; param_bf16 (n) = bf16(param) when not null.
 void adamw_step(const ExecContext&, float* param, float* m, float* v, uint16_t* param_bf16, const float* grad,
-                int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
-                float grad_scale) {
-  double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step));
-  double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step));
-  const F32x16 step_size = set1(static_cast<float>(static_cast<double>(lr) / bc1));
-  const F32x16 bc2_sqrt = set1(static_cast<float>(std::sqrt(bc2)));
+                int64_t n, const AdamwStepScalars* step, float beta1, float beta2, float eps, float weight_decay) {
+  const float lr = step->lr, grad_scale = step->grad_scale;
+  const F32x16 step_size = set1(step->step_size);
+  const F32x16 bc2_sqrt = set1(step->bc2_sqrt);
   const F32x16 decay = set1(1.0f - lr * weight_decay);
   const F32x16 b1 = set1(beta1), b2 = set1(beta2), one_b1 = set1(1.0f - beta1), one_b2 = set1(1.0f - beta2);
   const F32x16 gs = set1(grad_scale), epsv = set1(eps);

@@ -1,6 +1,8 @@
 // AdamW on fp32 master weights (torch.optim.AdamW semantics, op_decls.inc): one thread per four
-// elements (16-byte accesses where the buffers are aligned, else one per element); the step's
-// scalars computed once on the host in double (op_math.h adamw_scalars).
+// elements (16-byte accesses where the buffers are aligned, else one per element). The step's
+// values (lr, bias corrections, gradient factor) are read by every thread from the AdamwStepScalars
+// in device memory (computed on the host in double, kernels/adamw_scalars.h), never passed by
+// value: a captured update (train/step_graph.h) replays with each step's values.
 #include <algorithm>
 
 #include "backends/cuda/cuda_check.h"
@@ -32,7 +34,8 @@ __device__ __forceinline__ void adamw_group(float* param, float* m, float* v, ui
 
 template <int V>
 __global__ void adamw_kernel(float* param, float* m, float* v, uint16_t* param_bf16, const float* grad, int64_t n,
-                             math::AdamwScalars s) {
+                             const AdamwStepScalars* step, float beta1, float beta2, float eps, float weight_decay) {
+  const math::AdamwScalars s = math::adamw_scalars(*step, beta1, beta2, eps, weight_decay);
   for (int64_t g = first_index(blockIdx.x, blockDim.x, threadIdx.x); g < n / V;
        g += grid_stride(gridDim.x, blockDim.x)) {
     const int64_t i = g * V;
@@ -48,19 +51,20 @@ __global__ void adamw_kernel(float* param, float* m, float* v, uint16_t* param_b
 }  // namespace
 
 void adamw_step(CudaContext& ctx, float* param, float* m, float* v, uint16_t* param_bf16, const float* grad, int64_t n,
-                float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale) {
-  require(n >= 0 && step >= 1, "adamw_step", "bad arguments (need n >= 0, step >= 1)", {{"n", n}, {"step", step}});
+                const AdamwStepScalars* step, float beta1, float beta2, float eps, float weight_decay) {
+  require(n >= 0 && step != nullptr, "adamw_step", "bad arguments (need n >= 0 and the step's scalars)", {{"n", n}});
   if (n == 0) return;
-  const math::AdamwScalars s = math::adamw_scalars(lr, beta1, beta2, eps, weight_decay, step, grad_scale);
   // The bf16 copy's 4-element stores need 8-byte alignment; 16 is asked of every pointer.
   if (aligned16(param, m, v, param_bf16, grad)) {
     const LaunchShape l = elementwise_launch(std::max<int64_t>(1, n / 4));
-    FT_LAUNCH(adamw_kernel<4>, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())(param, m, v, param_bf16, grad, n, s);
+    FT_LAUNCH(adamw_kernel<4>, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())
+    (param, m, v, param_bf16, grad, n, step, beta1, beta2, eps, weight_decay);
   } else {
     const LaunchShape l = elementwise_launch(n);
-    FT_LAUNCH(adamw_kernel<1>, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())(param, m, v, param_bf16, grad, n, s);
+    FT_LAUNCH(adamw_kernel<1>, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())
+    (param, m, v, param_bf16, grad, n, step, beta1, beta2, eps, weight_decay);
   }
-  FT_CUDA_CHECK_LAUNCH(ctx, "adamw_step", {"n", n}, {"step", step});
+  FT_CUDA_CHECK_LAUNCH(ctx, "adamw_step", {"n", n});
 }
 
 }  // namespace ft::cuda

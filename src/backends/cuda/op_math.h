@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "backends/cuda/hd.h"
+#include "kernels/adamw_scalars.h"
 
 namespace ft::cuda::math {
 
@@ -202,7 +203,9 @@ FT_HD inline float gram_schmidt_inverse_norm(double sum_squares) {
 
 // ---- AdamW (ref::adamw_step; PyTorch's torch.optim.AdamW) ---------------------------------
 
-// The step's scalars, computed once on the host in double as the CPU op does.
+// What one element's update needs: the step's values (AdamwStepScalars, computed on the host
+// in double and read from device memory by the kernel) with the run's constants; decay as the
+// CPU op computes it, 1 − lr · weight_decay in float.
 struct AdamwScalars {
   float step_size;  // lr / (1 − b1^step)
   float bc2_sqrt;   // sqrt(1 − b2^step)
@@ -210,19 +213,10 @@ struct AdamwScalars {
   float beta1, beta2, one_minus_beta1, one_minus_beta2, eps, grad_scale;
 };
 
-inline AdamwScalars adamw_scalars(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
-                                  float grad_scale) {
-  const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step));
-  const double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step));
-  return {static_cast<float>(static_cast<double>(lr) / bc1),
-          static_cast<float>(std::sqrt(bc2)),
-          1.0f - lr * weight_decay,
-          beta1,
-          beta2,
-          1.0f - beta1,
-          1.0f - beta2,
-          eps,
-          grad_scale};
+FT_HD inline AdamwScalars adamw_scalars(const AdamwStepScalars& step, float beta1, float beta2, float eps,
+                                        float weight_decay) {
+  return {step.step_size, step.bc2_sqrt, 1.0f - step.lr * weight_decay, beta1, beta2, 1.0f - beta1, 1.0f - beta2, eps,
+          step.grad_scale};
 }
 
 // g = grad · grad_scale; m = b1 m + (1 − b1) g; v = b2 v + (1 − b2) g²;

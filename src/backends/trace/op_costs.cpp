@@ -312,9 +312,10 @@ OpRecord powersgd_error_feedback(float*, float*, const float*, float, int64_t n)
 
 // ---- Optimizer (adamw.cu) ------------------------------------------------------------------------------
 
-// param, m, v and grad read; param, m, v written (and the bf16 copy when asked).
-OpRecord adamw_step(float*, float*, float*, uint16_t* param_bf16, const float*, int64_t n, float, float, float, float,
-                    float, int64_t, float) {
+// param, m, v and grad read; param, m, v written (and the bf16 copy when asked). The step's
+// scalars (16 bytes, read by every thread from cache) are not counted.
+OpRecord adamw_step(float*, float*, float*, uint16_t* param_bf16, const float*, int64_t n, const AdamwStepScalars*,
+                    float, float, float, float) {
   return rec("adamw_step", n_shape(n), 4 * kF32 * d(n), 3 * kF32 * d(n) + (param_bf16 ? kB16 * d(n) : 0), 15 * d(n));
 }
 

@@ -27,6 +27,11 @@ class DpEngineBase : public ParamEngine {
   double reduce_gradient_norm(double local_sum, std::span<double> over_stages) final;
   int64_t norm_slot_count() const override { return norm2_.size(); }
   void use_norm_slots(DeviceScalars slots) override;
+  // Every stage: the checkpointer's wait, then AdamW's host half (the step's scalars).
+  void begin_update(double lr, float grad_scale) final {
+    before_update();
+    opt_->begin_step(lr, grad_scale);
+  }
   int64_t optimizer_steps() const override { return opt_->steps_taken(); }
   double last_wait_s() const override { return stall_.seconds(); }
   std::vector<std::pair<int64_t, int64_t>> state_ranges() const override { return plan_.ranges(); }

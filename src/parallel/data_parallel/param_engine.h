@@ -18,7 +18,7 @@
 //   engine.queue_gradient_norm();                  // waits for the reductions, sums into norm slots
 //   double local = <the norm slots read back, with the step's loss, in one copy>;
 //   double norm2 = engine.reduce_gradient_norm(local);  // global: over the dp, tp and pp groups
-//   engine.optimizer_step(lr, clip_scale);
+//   engine.optimizer_step(lr, clip_scale);         // or begin_update, queue_update (captured), end_update
 #pragma once
 
 #include <cstdint>
@@ -64,7 +64,22 @@ class ParamEngine : public ParamAccess {
   // engine others of that size (a slice of the trainer's step scalars).
   virtual int64_t norm_slot_count() const = 0;
   virtual void use_norm_slots(DeviceScalars slots) = 0;
-  virtual void optimizer_step(double lr, float grad_scale) = 0;
+  // The AdamW update with this step's learning rate and gradient factor (clip coefficient over
+  // the loss scale), in three parts so that a captured step (train/step_graph.h) can hold the
+  // device work: begin_update (host: the checkpointer's wait, the step count, the step's scalars
+  // into pinned memory), queue_update (device work: the same calls every step, the step's values
+  // read from the device buffer AdamW copies them into), end_update (host bookkeeping, and the
+  // collectives of ZeRO 1/2's weight gather).
+  void optimizer_step(double lr, float grad_scale) {
+    begin_update(lr, grad_scale);
+    queue_update();
+    end_update();
+  }
+  virtual void begin_update(double lr, float grad_scale) = 0;
+  virtual void queue_update() = 0;
+  virtual void end_update() {}
+  // Whether queue_update() queues device work alone (no collectives): it may be captured.
+  virtual bool update_capturable() const { return false; }
   virtual int64_t optimizer_steps() const = 0;
 
   // Copies the full fp32 weights into `out` (layout().total() floats) — checkpoints, tests.

@@ -41,13 +41,14 @@ void Zero0Engine::queue_gradient_norm() {
   tp_sync_.sum_squares(ctx_, norm2_.at(0), g_.data<float>(), 0, layout_.total());
 }
 
-void Zero0Engine::optimizer_step(double lr, float grad_scale) {
-  before_update();
+void Zero0Engine::queue_update() {
   // Every rank updates every weight: with a bf16 copy, AdamW rounds each weight as it writes it.
-  const bool w16 = w16_.enabled();
-  opt_->step(w_.data<float>(), Addressing::kArena, g_.data<float>(), Addressing::kArena, lr, grad_scale,
-             w16 ? w16_.arena() : nullptr);
-  if (w16) w16_.mark_current(weights_version());
+  opt_->queue_step(w_.data<float>(), Addressing::kArena, g_.data<float>(), Addressing::kArena,
+                   w16_.enabled() ? w16_.arena() : nullptr);
+}
+
+void Zero0Engine::end_update() {
+  if (w16_.enabled()) w16_.mark_current(weights_version());
 }
 
 }  // namespace ft

@@ -33,9 +33,11 @@ void Zero12Engine::queue_gradient_norm() {
   sharded_sum_squares(g_.data<float>(), grad_addressing());
 }
 
-void Zero12Engine::optimizer_step(double lr, float grad_scale) {
-  before_update();
-  opt_->step(w_.data<float>(), Addressing::kArena, g_.data<float>(), grad_addressing(), lr, grad_scale);
+void Zero12Engine::queue_update() {
+  opt_->queue_step(w_.data<float>(), Addressing::kArena, g_.data<float>(), grad_addressing());
+}
+
+void Zero12Engine::end_update() {
   all_gather_units(w_.data<float>());
 }
 

@@ -83,9 +83,8 @@ void Zero3Engine::queue_gradient_norm() {
   sharded_sum_squares(g_.data<float>(), Addressing::kCompact);
 }
 
-void Zero3Engine::optimizer_step(double lr, float grad_scale) {
-  before_update();
-  opt_->step(w_.data<float>(), Addressing::kCompact, g_.data<float>(), Addressing::kCompact, lr, grad_scale);
+void Zero3Engine::queue_update() {
+  opt_->queue_step(w_.data<float>(), Addressing::kCompact, g_.data<float>(), Addressing::kCompact);
 }
 
 void Zero3Engine::gather_weights(float* out) {

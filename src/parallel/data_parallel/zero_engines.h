@@ -17,7 +17,9 @@ class Zero0Engine final : public FullWeightsEngine {
   void begin_step(int micro_batches) override;
   void after_backward(int unit) override;
   void queue_gradient_norm() override;
-  void optimizer_step(double lr, float grad_scale) override;
+  void queue_update() override;
+  void end_update() override;
+  bool update_capturable() const override { return true; }
 
  private:
   bool norm_sharded_over_dp() const override { return false; }  // every dp rank holds the whole gradient
@@ -39,7 +41,8 @@ class Zero12Engine final : public FullWeightsEngine {
   float* grads(int u) override;
   void after_backward(int unit) override;
   void queue_gradient_norm() override;
-  void optimizer_step(double lr, float grad_scale) override;
+  void queue_update() override;
+  void end_update() override;  // the updated pieces all-gathered (collectives: not capturable)
 
  private:
   Addressing grad_addressing() const { return stage_ == 1 ? Addressing::kArena : Addressing::kCompact; }
@@ -61,7 +64,8 @@ class Zero3Engine final : public DpEngineBase {
   void after_backward(int u) override;
   void begin_micro_batch(int index) override;
   void queue_gradient_norm() override;
-  void optimizer_step(double lr, float grad_scale) override;
+  void queue_update() override;
+  bool update_capturable() const override { return true; }
   void gather_weights(float* out) override;
 
  private:
