@@ -189,9 +189,11 @@ namespace {
 
 // The buffers of an operation about to be enqueued on s, which thereby becomes a worker stream:
 // each must be usable there (standin.h: stream-ordered allocation; checked beside the emulated GPU).
-void check_buffers(cudaStream_t s, const char* call, std::initializer_list<const void*> bufs) {
+void check_buffers(cudaStream_t s, const char* call, std::initializer_list<const void*> reads,
+                   std::initializer_list<const void*> writes) {
   ncclsim::adopt_stream(s);
-  for (const void* p : bufs) ncclsim::check_ordered(s, p, call);
+  for (const void* p : reads) ncclsim::check_ordered(s, p, call, false);
+  for (const void* p : writes) ncclsim::check_ordered(s, p, call, true);
 }
 
 ncclResult_t enqueue(ncclComm* c, cudaStream_t s, std::function<ncclResult_t()> body, bool broken) {
@@ -236,7 +238,12 @@ thread_local std::vector<P2p> t_group;
 ncclResult_t post_p2p(std::vector<P2p> ops) {
   if (ops.empty()) return ncclSuccess;
   ncclComm* c = ops.front().comm;
-  for (const P2p& o : ops) check_buffers(o.stream, o.send ? "ncclSend" : "ncclRecv", {o.buf});
+  for (const P2p& o : ops) {
+    if (o.send)
+      check_buffers(o.stream, "ncclSend", {o.buf}, {});
+    else
+      check_buffers(o.stream, "ncclRecv", {}, {o.buf});
+  }
   return enqueue(c, ops.front().stream, [c, ops] {
     std::vector<std::vector<char>> host(ops.size());  // what MPI moves
     ncclsim::touch_memory([&] {
@@ -449,7 +456,7 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
                            cudaStream_t s) {
   const bool broken = enter_collective();
   if (!c || elem_size(t) == 0 || (op != ncclSum && op != ncclMax) || t_group_depth > 0) return ncclInvalidArgument;
-  check_buffers(s, "ncclAllReduce", {send, recv});
+  check_buffers(s, "ncclAllReduce", {send}, {recv});
   return enqueue(
       c, s,
       [=] {
@@ -466,7 +473,7 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclD
                                ncclComm_t c, cudaStream_t s) {
   const bool broken = enter_collective();
   if (!c || elem_size(t) == 0 || (op != ncclSum && op != ncclMax) || t_group_depth > 0) return ncclInvalidArgument;
-  check_buffers(s, "ncclReduceScatter", {send, recv});
+  check_buffers(s, "ncclReduceScatter", {send}, {recv});
   return enqueue(
       c, s,
       [=] {
@@ -482,7 +489,7 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclD
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t t, ncclComm_t c, cudaStream_t s) {
   const bool broken = enter_collective();
   if (!c || elem_size(t) == 0 || t_group_depth > 0) return ncclInvalidArgument;
-  check_buffers(s, "ncclAllGather", {send, recv});
+  check_buffers(s, "ncclAllGather", {send}, {recv});
   return enqueue(
       c, s,
       [=] {
@@ -499,7 +506,7 @@ ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataT
                            cudaStream_t s) {
   const bool broken = enter_collective();
   if (!c || elem_size(t) == 0 || root < 0 || root >= c->size || t_group_depth > 0) return ncclInvalidArgument;
-  check_buffers(s, "ncclBroadcast", {send, recv});
+  check_buffers(s, "ncclBroadcast", {send}, {recv});
   return enqueue(
       c, s,
       [=] {

@@ -46,8 +46,8 @@ namespace {
 constexpr uint64_t kAlgoTag = 0x76677075'4c74416cull;  // marks an algorithm this emulation returned
 
 std::set<const cublasLtContext*>& live_handles() {
-  static std::set<const cublasLtContext*> s;
-  return s;
+  static auto* s = new std::set<const cublasLtContext*>;  // leaked: see executor.cpp's S()
+  return *s;
 }
 
 // Copies an attribute in or out: the buffer must be exactly the attribute's documented size.

@@ -89,8 +89,10 @@ struct State {
 };
 
 State& S() {
-  static State s;
-  return s;
+  // Leaked, as the runtime's (runtime_sim.cpp): a stream worker may still run a queued kernel or
+  // fill while static destructors run at exit (a process may exit with work queued, as on a GPU).
+  static State* s = new State;
+  return *s;
 }
 
 std::string dim_str(uint3 d) {

@@ -487,6 +487,19 @@ void on_stream(cudaStream_t h, const char* what, void (*fn)(void*), void* arg) {
   submit(lk, s, std::move(it));
 }
 
+// A device item touching nothing but p: check_range's race check throws, execute() makes it a fault.
+void declare_access(cudaStream_t h, const void* p, bool write, const char* what) {
+  Runtime& r = R();
+  std::unique_lock<std::mutex> lk(r.mu);
+  if (cudaError_t e = sticky_locked()) return void(fail(e));
+  Stream* s = stream_locked(h);
+  if (!s) return void(fail(cudaErrorInvalidResourceHandle));
+  Item it;
+  it.what = what;
+  it.run = [p, write] { check_range(p, write); };
+  submit(lk, s, std::move(it));
+}
+
 void submit_launch(cudaStream_t h, const LaunchDesc& d, ThreadMain main, void* arg, void* owner,
                    void (*destroy)(void*)) {
   std::shared_ptr<void> hold(owner, destroy);

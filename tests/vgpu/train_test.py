@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Training on the virtual GPU (issue 29 point 5): fluxtrain-vgpu (the CLI with the CUDA plugin's
+real host code on the virtual runtime, tests/vgpu/CMakeLists.txt) trains the tiny config with
+train.device = "cuda" for a few steps and its losses and gradient norms are compared with the CPU
+binary's, step by step, within the tolerances of scripts/gpu_check.py's stage 2 (imported, not
+copied). A small batch: the executor runs each CUDA thread as a fiber.
+
+usage: train_test.py NAME [--np N] [--set KEY=VALUE ...] [--vgpu-only-set KEY=VALUE ...] [--planted]
+  --np N            both runs under mpirun with N ranks (the layout from --set)
+  --vgpu-only-set   settings of the virtual-GPU run alone (parallel.comm = "nccl")
+  --planted         FT_VGPU_BIN is a planted build: exit 1 ("caught") when its run fails with the
+                    virtual runtime's cross-stream race, else 0 (ctest's WILL_FAIL inverts it)
+Environment: FT_BIN (CPU fluxtrain), FT_VGPU_BIN (fluxtrain-vgpu), FT_CONFIG (configs/tiny.toml).
+Exit status 0 when every step is within tolerance."""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+import gpu_check  # noqa: E402  (TOL, TOL_GRAD, step_rows, worst_rel: stage 2's comparison)
+
+STEPS = 3
+SMALL = ["train.batch_size=2", "train.seq_len=16", "train.eval_interval=0", "ckpt.interval=0",
+         "metrics.tensorboard=false", f"train.steps={STEPS}", 'train.precision="fp32"']
+
+
+def train(binary, run_dir, sets, np, planted=False):
+    shutil.rmtree(run_dir, ignore_errors=True)
+    cmd = [binary, "train", "--config", os.environ["FT_CONFIG"], "--run-dir", run_dir]
+    for s in sets:
+        cmd += ["--set", s]
+    if np > 1:
+        cmd = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(np)] + cmd
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
+    print(f"$ {' '.join(cmd)}  (exit {out.returncode})")
+    if planted:
+        races = [l for l in out.stdout.splitlines() if "cross-stream race" in l]
+        for l in races[:4]:
+            print(l)
+        if out.returncode != 0 and races:
+            raise SystemExit("CAUGHT: the planted fault is reported as a cross-stream race")
+        print(out.stdout[-4000:])
+        raise SystemExit(0)  # not caught: the WILL_FAIL test fails
+    if out.returncode != 0:
+        print(out.stdout[-4000:])
+        raise SystemExit(f"FAIL: {binary} exited {out.returncode}")
+    return gpu_check.step_rows(run_dir)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("name")
+    p.add_argument("--np", type=int, default=1)
+    p.add_argument("--set", action="append", default=[])
+    p.add_argument("--vgpu-only-set", action="append", default=[])
+    p.add_argument("--planted", action="store_true")
+    a = p.parse_args()
+    base = f"/tmp/vgpu_train_{a.name}_{os.getpid()}"
+    sets = SMALL + a.set
+    if a.planted:
+        try:
+            train(os.environ["FT_VGPU_BIN"], base + "_vgpu", sets + ['train.device="cuda"'] + a.vgpu_only_set, a.np,
+                  planted=True)
+        finally:
+            shutil.rmtree(base + "_vgpu", ignore_errors=True)
+    cpu = train(os.environ["FT_BIN"], base + "_cpu", sets, a.np)
+    gpu = train(os.environ["FT_VGPU_BIN"], base + "_vgpu", sets + ['train.device="cuda"'] + a.vgpu_only_set, a.np)
+    for d in ("_cpu", "_vgpu"):
+        shutil.rmtree(base + d, ignore_errors=True)
+    if len(cpu) != STEPS or len(gpu) != STEPS:
+        raise SystemExit(f"FAIL: steps logged: CPU {len(cpu)}, virtual GPU {len(gpu)}, want {STEPS}")
+    for c, g in zip(cpu, gpu):
+        print(f"step {c['step']}: loss CPU {c['loss']:.9f} vgpu {g['loss']:.9f}; "
+              f"grad norm CPU {c['grad_norm']:.9f} vgpu {g['grad_norm']:.9f}")
+    wl, sl = gpu_check.worst_rel([r["loss"] for r in gpu], [r["loss"] for r in cpu])
+    wg, sg = gpu_check.worst_rel([r["grad_norm"] for r in gpu], [r["grad_norm"] for r in cpu])
+    tol, tol_grad = gpu_check.TOL["fp32"], gpu_check.TOL_GRAD["fp32"]
+    print(f"worst rel. diff: loss {wl:.2e} at step {sl} (tol {tol:g}), grad norm {wg:.2e} at step {sg} "
+          f"(tol {tol_grad:g})")
+    if wl > tol or wg > tol_grad:
+        raise SystemExit("FAIL: the virtual GPU's run is outside stage 2's tolerance")
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
