@@ -982,6 +982,57 @@ case_round2_s3_vocab() {
   echo "  ok: $(grep -o 'model.vocab_size = 400 (the tokenizer of s3://corpus/ds1[^)]*)' run.log)"
 }
 
+# 27: hints that pointed away from the cause: eval/generate of an encrypted run without the key said
+# "no valid checkpoint"; generate --device suggested train.device; an unreadable shard was "damaged";
+# an empty data.path (or a mixture without it) printed "error: : no manifest.json" and `--out `.
+case_round2_misleading_hints() {
+  FLUXTRAIN_CKPT_KEY=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef \
+    train_tiny "$WORK/enc" --set train.steps=2 --set ckpt.interval=1 --set ckpt.encrypt=true
+  unset FLUXTRAIN_CKPT_KEY
+  expect_exit 2 "enc: its 2 checkpoint(s) are encrypted and no key was given" "$FT" eval --ckpt enc
+  expect_exit 2 "enc: its 2 checkpoint(s) are encrypted and no key was given" "$FT" generate --ckpt enc --tokens "1 2"
+  local out
+  out=$("$FT" generate --ckpt enc --tokens "1 2" 2>&1)
+  grep -q "hint: pass --key-file FILE or set FLUXTRAIN_CKPT_KEY" <<<"$out" || fail "generate does not suggest its --key-file"
+  # generate's device is its --device flag (the run's config has train.device, generate does not read it).
+  train_tiny "$WORK/run" --set train.steps=1 --set ckpt.interval=1
+  for dev in tpu cuda; do
+    out=$("$FT" generate --ckpt run --tokens "1 2" --device $dev 2>&1)
+    [ $dev = cuda ] && ! grep -q "^error: " <<<"$out" && { echo "  (a GPU is usable here: --device cuda not checked)"; continue; }
+    grep -q "^hint: .*--device cpu" <<<"$out" && ! grep -q "train.device" <<<"$out" ||
+      fail "generate --device $dev: the hint is not about --device: $(grep -E '^(error|hint)' <<<"$out")"
+    echo "  ok: --device $dev: $(grep '^hint: ' <<<"$out")"
+  done
+  # An empty data.path, and a mixture of languages without one.
+  expect_exit 2 'data.path is empty: data.source = "dataset" reads a dataset directory or URL' \
+    "$FT" train --config "$cfg" --run-dir "$WORK/r2" "${quick[@]}" --set data.source=\"dataset\" --set data.path=\"\"
+  expect_exit 2 'data.mixture: "en" names a language but data.path is not set' \
+    "$FT" train --config "$cfg" --run-dir "$WORK/r2" "${quick[@]}" --set data.source=\"dataset\" --set 'data.mixture="en=0.5, ru=0.5"'
+  [ ! -e r2 ] || fail "a refused start left a run directory"
+  # A shard that cannot be read (permissions) is not a damaged dataset. Root reads any file: the
+  # run then is nobody's (as case_round2_skipped_named).
+  "$FT" prepare --input "$text" --out ds "${prep[@]}" >/dev/null 2>&1 || fail "prepare ds failed"
+  # A mixture of datasets without data.path: the vocabulary is the first one's tokenizer's.
+  train_tiny "$WORK/r5" --set train.steps=1 --set train.batch_size=2 --set train.micro_batch_size=2 \
+    --set data.source=\"dataset\" --set 'data.mixture="./ds=1"'
+  grep -q "model.vocab_size = 400 (the tokenizer of ./ds; the preset had 256)" r5.log ||
+    fail "the mixture's vocabulary was not followed: $(grep -i vocab r5.log | head -n 2)"
+  chmod 000 ds/train-00000.ftshard
+  local as=()
+  if [ "$(id -u)" = 0 ]; then
+    command -v setpriv >/dev/null || { echo "  (root and no setpriv: the unreadable shard is not checked)"; return 0; }
+    as=(setpriv --reuid=65534 --regid=65534 --clear-groups env FLUXTRAIN_PEAK_FILE="$WORK/peak.json")
+    chmod 755 "$WORK/.." && chmod 777 "$WORK"
+  fi
+  expect_exit 2 "ds/train-00000.ftshard: the shard cannot be read: Permission denied" "${as[@]}" "$FT" train \
+    --config "$cfg" --run-dir "$WORK/r3" "${quick[@]}" --set data.source=\"dataset\" --set data.path=\"ds\" --set train.steps=1 \
+    --set train.batch_size=2 --set train.micro_batch_size=2
+  out=$("${as[@]}" "$FT" train --config "$cfg" --run-dir "$WORK/r4" "${quick[@]}" --set data.source=\"dataset\" --set data.path=\"ds\" \
+    --set train.steps=1 --set train.batch_size=2 --set train.micro_batch_size=2 2>&1)
+  grep -q "hint: give the user running fluxtrain read permission" <<<"$out" ||
+    fail "the unreadable shard's hint is not about permissions: $(grep '^hint' <<<"$out")"
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
