@@ -982,6 +982,26 @@ case_round2_s3_vocab() {
   echo "  ok: $(grep -o 'model.vocab_size = 400 (the tokenizer of s3://corpus/ds1[^)]*)' run.log)"
 }
 
+# 8: a stop during a long validation waited for all of it, outlived fault.preempt_grace_s and exited 5
+# with nothing saved. The validation is interrupted between batches and the step just trained is
+# checkpointed (exit 4). Its 1000 batches wait 50 ms each (a test-only pause): 50 s at least on any
+# machine, against the 30 s grace; the signal comes once the validation says it started.
+case_round2_stop_in_validation() {
+  FLUXTRAIN_EVAL_TEST_DELAY_MS=50 timeout 120 "$FT" train --config "$cfg" --run-dir "$WORK/run" --set train.threads=1 \
+    --set metrics.port=0 --set train.steps=$endless --set train.eval_interval=5 --set train.eval_batches=1000 \
+    --set ckpt.interval=100 --set fault.preempt_grace_s=30 >run.log 2>&1 &
+  local pid=$! i rc=0
+  for i in $(seq 200); do grep -q "validation after step 5 started" run.log && break; sleep 0.05; done
+  grep -q "validation after step 5 started" run.log || { kill -KILL $pid; fail "no validation started: $(tail -n 2 run.log)"; }
+  kill -TERM $pid
+  wait $pid || rc=$?
+  [ $rc -eq 4 ] || fail "a SIGTERM during validation: exit $rc, not 4: $(tail -n 3 run.log)"
+  grep -q "stopped (SIGTERM) after step 5: its checkpoint is committed" run.log && [ -f run/checkpoints/step_00000005/manifest.json ] ||
+    fail "the step trained before the validation was not checkpointed: $(tail -n 3 run.log)"
+  echo "  ok: $(grep -o 'validation after step 5 interrupted.*' run.log)"
+  echo "  ok: $(grep -o 'stopped (SIGTERM).*' run.log)"
+}
+
 # 27: hints that pointed away from the cause: eval/generate of an encrypted run without the key said
 # "no valid checkpoint"; generate --device suggested train.device; an unreadable shard was "damaged";
 # an empty data.path (or a mixture without it) printed "error: : no manifest.json" and `--out `.
