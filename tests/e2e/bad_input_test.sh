@@ -982,6 +982,31 @@ case_round2_s3_vocab() {
   echo "  ok: $(grep -o 'model.vocab_size = 400 (the tokenizer of s3://corpus/ds1[^)]*)' run.log)"
 }
 
+# 6: a SIGTERM in the first ~0.1-0.3 s of `launch` or `train --nproc 2` was lost (the job trained on
+# to its end) or killed a rank that had no handler yet. The stop now reaches every rank whatever its
+# stage of start-up (a stop file, fault/stop_file.h): exit 5 "before the first step", or 4 with the
+# checkpoint of the step it stopped after (a slow machine may have trained one). Bounded: 60 s.
+case_round2_stop_at_start() {
+  local cmd d rc line
+  for cmd in launch "train --nproc 2"; do
+    for d in 0.1 0.2 0.3; do
+      rm -rf run
+      timeout 60 "$FT" $cmd --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set parallel.dp=2 \
+        --set train.steps=$endless --set ckpt.interval=100 >log 2>&1 &
+      local pid=$!
+      sleep $d
+      kill -TERM $pid
+      rc=0
+      wait $pid || rc=$?
+      line=$(grep -o 'stopped (SIGUSR1) \(before the first step\|after step [0-9]*: its checkpoint is committed\)' log | head -n 1)
+      if [ $rc -eq 5 ] && [[ $line == *"before the first step"* ]]; then :
+      elif [ $rc -eq 4 ] && [ -n "$line" ]; then :
+      else fail "$cmd, SIGTERM after $d s: exit $rc: $(grep -v '| loss' log | tail -n 3)"; fi
+      echo "  ok: $cmd, SIGTERM after $d s: exit $rc: $line"
+    done
+  done
+}
+
 # 8: a stop during a long validation waited for all of it, outlived fault.preempt_grace_s and exited 5
 # with nothing saved. The validation is interrupted between batches and the step just trained is
 # checkpointed (exit 4). Its 1000 batches wait 50 ms each (a test-only pause): 50 s at least on any
