@@ -25,9 +25,10 @@ const char* source_name(DataSource s) {
 std::string first_mixture_dataset(const std::string& mixture) {
   std::string what(trim(std::string_view(mixture).substr(0, mixture.find(','))));
   what = what.substr(0, what.rfind('='));
+  std::error_code ec;  // a name too long for the file system is no directory, not an exception
   const bool is_path = what.find('/') != std::string::npos || what.find("://") != std::string::npos ||
                        starts_with(what, ".") || what.find('#') != std::string::npos ||
-                       std::filesystem::is_directory(what);
+                       std::filesystem::is_directory(what, ec);
   return is_path ? std::string(trim(what.substr(0, what.find('#')))) : "";
 }
 
