@@ -1027,6 +1027,23 @@ case_round2_stop_in_validation() {
   echo "  ok: $(grep -o 'stopped (SIGTERM).*' run.log)"
 }
 
+# Found by the fuzzer of data.mixture (tests/fuzz/fuzz_mixture.cpp): "#de" alone read as the dataset
+# "" (": no manifest.json"), weights that add up to infinity gave every source the same share, and
+# an entry longer than a file name could be ended the run with a raw filesystem_error.
+case_round2_mixture_fuzzed() {
+  "$FT" prepare --input "$text" --out ds "${prep[@]}" >/dev/null 2>&1 || fail "prepare ds failed"
+  local data=(--set data.source=\"dataset\" --set data.path=\"ds\")
+  expect_exit 2 "data.mixture: \"#de\" names no dataset before the '#'" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" "${data[@]}" --set 'data.mixture="#de=1"'
+  expect_exit 2 "data.mixture: the weights add up to more than a double holds" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" "${data[@]}" --set 'data.mixture="./ds=1e308, ./ds2=1e308"'
+  local long
+  long=$(printf 'x%.0s' $(seq 300))
+  expect_exit 2 "data.mixture: \"$long\" names a language but data.path is not set" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set data.source=\"dataset\" --set "data.mixture=\"$long=1\""
+  [ ! -e run ] || fail "a refused start left a run directory"
+}
+
 # 27: hints that pointed away from the cause: eval/generate of an encrypted run without the key said
 # "no valid checkpoint"; generate --device suggested train.device; an unreadable shard was "damaged";
 # an empty data.path (or a mixture without it) printed "error: : no manifest.json" and `--out `.
