@@ -1017,7 +1017,8 @@ case_round2_stop_in_validation() {
     --set ckpt.interval=100 --set fault.preempt_grace_s=30 >run.log 2>&1 &
   local pid=$! i rc=0
   for i in $(seq 200); do grep -q "validation after step 5 started" run.log && break; sleep 0.05; done
-  grep -q "validation after step 5 started" run.log || { kill -KILL $pid; fail "no validation started: $(tail -n 2 run.log)"; }
+  # (TERM to timeout reaches the run; KILL would leave the run behind.)
+  grep -q "validation after step 5 started" run.log || { kill -TERM $pid; wait $pid; fail "no validation started: $(tail -n 2 run.log)"; }
   kill -TERM $pid
   wait $pid || rc=$?
   [ $rc -eq 4 ] || fail "a SIGTERM during validation: exit $rc, not 4: $(tail -n 3 run.log)"
