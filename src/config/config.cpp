@@ -103,6 +103,13 @@ void Config::validate() const {
   }
   if (parallel.pp > 1) PipelinePlan::make(model, train.seq_len, parallel, mb.count);
   check_grad_wire(*this);
+  // A captured step replays no collective and no host decision: one rank only.
+  if (train.cuda_graphs == CudaGraphs::kOn && (parallel.dp > 1 || parallel.tp > 1 || parallel.pp > 1)) {
+    throw Error(fmt::format("train.cuda_graphs = \"on\" captures a single rank's step, but parallel.dp = {}, "
+                            "parallel.tp = {}, parallel.pp = {} (each must be 1)",
+                            parallel.dp, parallel.tp, parallel.pp),
+                "use train.cuda_graphs = \"auto\": it captures only where it can");
+  }
 }
 
 nlohmann::json Config::to_json() {

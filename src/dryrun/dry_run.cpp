@@ -6,11 +6,11 @@
 
 #include "config/plan_job.h"
 #include "dryrun/fake_comm.h"
+#include "dryrun/step_trace.h"
 #include "model/param_layout.h"
 #include "parallel/data_parallel/shard_plan.h"
 #include "parallel/micro_batches.h"
 #include "parallel/pipeline_parallel/pipeline_plan.h"
-#include "parallel/wires.h"
 #include "plan/traffic.h"
 #include "util/error.h"
 #include "util/strings.h"
@@ -18,136 +18,40 @@
 namespace ft {
 namespace {
 
-// The model's pieces a rank's layout holds, by global unit: 0 embedding, 1..L blocks, L+1 head.
-struct Held {
-  bool embed = false, head = false;
-  int64_t blocks = 0;
-};
+// A traced step's collectives, each distinct call with how often the step made it: replaying a
+// call for a rank costs O(1), so a rank costs the number of distinct calls, not of calls.
+using CallCounts = std::map<plan::CollRecord, int64_t>;
 
-Held held_units(const ParamLayout& layout, const ModelConfig& m) {
-  Held h;
-  for (int u = 0; u < layout.num_units(); ++u) {
-    const int g = layout.global_unit(u);
-    if (g == 0)
-      h.embed = true;
-    else if (g <= m.n_layers)
-      ++h.blocks;
-    else
-      h.head = true;
-  }
-  if (m.tie_embeddings && h.embed) h.head = true;  // the tied table is the head as well
-  return h;
+CallCounts count_calls(const std::vector<plan::CollRecord>& calls) {
+  CallCounts out;
+  for (const plan::CollRecord& c : calls) ++out[c];
+  return out;
 }
 
-// One training step's collectives, as Trainer::step, the ParamEngine of parallel.zero, the
-// tensor-parallel model and the pipeline runner issue them (sizes only, into fake communicators).
-// Not counted: PowerSGD's compression (counted as the plain all-reduce), checkpoints, validation.
-void one_step(const Config& cfg, const ParamLayout& layout, const ShardPlan& shard, const Schedule* schedule,
-              int64_t micro_batches, int64_t micro_tokens, Mesh& mesh) {
-  const ParallelConfig& par = cfg.parallel;
-  const ModelConfig& m = cfg.model;
-  const int64_t C = m.dim, N = micro_tokens, P = par.tp;
-  const bool sp = par.sequence_parallel && P > 1;
-  const Held h = held_units(layout, m);
-  Communicator &dp = mesh.dp(), &tp = mesh.tp(), &pp = mesh.pp(), &world = mesh.world();
-  const TrainerWires w = trainer_wires(par, cfg.train.precision == Precision::kBF16);
-  const Wire wire = w.grads;
-  const int U = layout.num_units();
-  // Full recompute runs each block's forward again in backward, its collectives included.
-  const int64_t again = cfg.model.recompute == Recompute::kFull ? 2 : 0;
+// What the traced calls send from the rank at `index` of a group of `size` ("dp", "tp", "pp",
+// "world"), counted as the fake communicators count them.
+CommStats replay(const CallCounts& calls, const std::string& group, int64_t index, int64_t size) {
+  CommStats s;
+  for (const auto& [c, times] : calls) {
+    if (c.group != group || c.op == plan::CollOp::kRecv) continue;
+    const auto k = static_cast<size_t>(FakeCommunicator::stats_kind(c.op));
+    s.bytes_sent[k] += times * FakeCommunicator::bytes_sent(c, static_cast<int>(index), static_cast<int>(size));
+    s.calls[k] += times;
+  }
+  return s;
+}
 
-  // Tensor parallelism, per micro-batch: the block's two row-parallel outputs and the gradients
-  // of its two column-parallel inputs (all-reduces of the (N, C) stream; with sequence
-  // parallelism reduce-scatters onto the (N/tp, C) shards, and all-gathers of the normed GEMM
-  // inputs — forward, recompute, backward's weight gradients, the head's — and of the
-  // scattered outputs' gradients), the vocabulary-parallel embedding and head, the
-  // cross-entropy's row statistics.
-  for (int64_t mb = 0; mb < micro_batches && P > 1; ++mb) {
-    const int64_t ends = (h.embed ? 1 : 0) + (h.head ? 1 : 0);
-    if (sp) {
-      const int64_t shard = N / P * C;
-      for (int64_t i = 0; i < (4 + again) * h.blocks + (h.head ? 1 : 0); ++i)
-        tp.all_gather(nullptr, nullptr, shard * wire_bytes(w.gemm_inputs));
-      for (int64_t i = 0; i < 2 * h.blocks + (h.embed ? 1 : 0); ++i)
-        tp.all_gather(nullptr, nullptr, shard * wire_bytes(w.activations));
-      for (int64_t i = 0; i < (4 + again) * h.blocks + ends; ++i)
-        tp.reduce_scatter(nullptr, nullptr, shard, w.activations);
-    } else {
-      for (int64_t i = 0; i < (4 + again) * h.blocks + ends; ++i)
-        tp.all_reduce(static_cast<float*>(nullptr), N * C, ReduceOp::kSum, w.activations);
-    }
-    if (h.head) {
-      tp.all_reduce(static_cast<double*>(nullptr), N, ReduceOp::kMax);
-      tp.all_reduce(static_cast<double*>(nullptr), 2 * N);
-    }
-  }
-  // Partial gradients of replicated pieces (norm weights under sequence parallelism, replicated
-  // kv heads) are summed over tp per unit (TpGradSync::sum_partial): once a step, or every
-  // micro-batch under ZeRO 2 and 3.
-  std::vector<int64_t> partial(static_cast<size_t>(U), 0);
-  for (const ParamSpec& p : layout.specs()) {
-    if (!p.tp_partial_grad || P == 1) continue;
-    partial[static_cast<size_t>(p.unit)] += p.tp_replicas == P ? p.numel() : shape_numel(p.global_shape);
-  }
-  const int64_t syncs = par.zero >= 2 ? micro_batches : 1;
-  for (int64_t s = 0; s < syncs; ++s)
-    for (int64_t n : partial)
-      if (n > 0) tp.all_reduce(static_cast<float*>(nullptr), n);
-
-  // Pipeline: every send of this stage's part of the schedule carries what a tp rank holds of
-  // the residual stream of one micro-batch.
-  if (schedule) {
-    const int64_t msg = (sp ? N / P : N) * C * wire_bytes(w.activations);
-    for (const PipelineAction& a : schedule->actions[static_cast<size_t>(mesh.coord().pp)])
-      if (a.kind == PipelineActionKind::kSendActivation || a.kind == PipelineActionKind::kSendGrad)
-        pp.send(nullptr, msg, 0, 0);
-  }
-
-  // Data parallelism by ZeRO stage (parallel/data_parallel/).
-  switch (par.zero) {
-    case 0: {  // buckets of whole units, ~bucket_mb, from the last unit down, all-reduced once
-      const int64_t target = static_cast<int64_t>(par.bucket_mb * 1024 * 1024 / 4);
-      int64_t begin = 0, end = 0;
-      bool open = false;
-      for (int u = U - 1; u >= 0; --u) {
-        if (!open || end - begin >= target) {
-          if (open) dp.all_reduce(static_cast<float*>(nullptr), end - begin, ReduceOp::kSum, wire);
-          end = layout.unit_end(u);
-          open = true;
-        }
-        begin = layout.unit_begin(u);
-      }
-      if (open) dp.all_reduce(static_cast<float*>(nullptr), end - begin, ReduceOp::kSum, wire);
-      break;
-    }
-    case 1:
-    case 2:  // gradients reduce-scattered per unit (ZeRO 2: every micro-batch), weights
-             // all-gathered
-      for (int64_t s = 0; s < (par.zero == 2 ? micro_batches : 1); ++s)
-        for (int u = U - 1; u >= 0; --u) dp.reduce_scatter(nullptr, nullptr, shard.piece_size(u), wire);
-      for (int u = 0; u < U; ++u) dp.all_gather(nullptr, nullptr, shard.piece_size(u) * wire_bytes(w.weights));
-      break;
-    default:  // ZeRO 3, every micro-batch: gather each unit for forward and again for backward
-              // (not the rank's last unit, which forward keeps for backward), reduce-scatter its
-              // gradients
-      for (int64_t mb = 0; mb < micro_batches; ++mb) {
-        for (int u = 0; u < U; ++u) dp.all_gather(nullptr, nullptr, shard.piece_size(u) * wire_bytes(w.weights));
-        for (int u = U - 1; u >= 0; --u) {
-          if (u != U - 1) dp.all_gather(nullptr, nullptr, shard.piece_size(u) * wire_bytes(w.weights));
-          dp.reduce_scatter(nullptr, nullptr, shard.piece_size(u), wire);
-        }
-      }
-  }
-  // The gradient norm: summed over dp (sharded gradients) and over tp.
-  if (par.zero >= 1) dp.all_reduce(static_cast<double*>(nullptr), 1);
-  if (P > 1) tp.all_reduce(static_cast<double*>(nullptr), 1);
-  // Trainer::sum_over_ranks (loss, norm and data hash over the stages, loss and data hash over
-  // dp) and the training guards' agreement (TrainingFaults::judge: rank 0's loss and norm to
-  // every rank), and at the step boundary whether any rank was asked to stop (StopRequest::agreed).
-  pp.all_reduce(static_cast<double*>(nullptr), 3);
-  dp.all_reduce(static_cast<double*>(nullptr), 2);
-  if (world.size() > 1) world.broadcast(nullptr, 16, 0);
-  if (world.size() > 1) world.all_reduce(static_cast<double*>(nullptr), 2, ReduceOp::kMax);
+// The world ranks of `r`'s group on one axis, in the axis's order (Mesh::create_with's groups).
+std::vector<int> group_members(const ParallelConfig& p, const MeshCoord& c, const std::string& axis) {
+  auto rank_of = [&](int64_t pp, int64_t dp, int64_t tp) { return static_cast<int>((pp * p.dp + dp) * p.tp + tp); };
+  std::vector<int> out;
+  if (axis == "tp")
+    for (int64_t i = 0; i < p.tp; ++i) out.push_back(rank_of(c.pp, c.dp, i));
+  if (axis == "dp")
+    for (int64_t i = 0; i < p.dp; ++i) out.push_back(rank_of(c.pp, i, c.tp));
+  if (axis == "pp")
+    for (int64_t i = 0; i < p.pp; ++i) out.push_back(rank_of(i, c.dp, c.tp));
+  return out;
 }
 
 std::string human_seconds(double s) {
@@ -155,12 +59,6 @@ std::string human_seconds(double s) {
   if (s < 1e-3) return fmt::format("{:.1f} us", s * 1e6);
   if (s < 1) return fmt::format("{:.2f} ms", s * 1e3);
   return fmt::format("{:.3f} s", s);
-}
-
-std::vector<int> members(Communicator& c) {
-  std::vector<int> out;
-  for (int i = 0; i < c.size(); ++i) out.push_back(c.world_rank_of(i));
-  return out;
 }
 
 // Ranks that differ only by their dp / tp index (and group members) are alike in every figure
@@ -187,6 +85,11 @@ DryRun dry_run(const Config& cfg, int64_t world_size, const plan::GpuSpec& devic
   d.cfg = cfg;
   const ParallelConfig& par = cfg.parallel;
   Mesh::validate(par, world_size);
+  if (world_size > kMaxDryRunRanks)
+    throw Error(fmt::format("--world-size {}: the dry run plans and prints every rank, at most {}", world_size,
+                            kMaxDryRunRanks),
+                "plan a smaller world with the same tp and pp (fewer dp ranks: every dp rank of a stage is alike), "
+                "or size the whole job with `fluxtrain plan`");
   d.job = plan::job_for_run(cfg, device);
   d.layout = plan::layout_for_run(cfg);
   plan::validate_layout(d.job, d.layout);
@@ -197,31 +100,54 @@ DryRun dry_run(const Config& cfg, int64_t world_size, const plan::GpuSpec& devic
     pipeline = PipelinePlan::make(cfg.model, cfg.train.seq_len, par, mb.count);
     d.schedule = pipeline->train.describe();
   }
+  // The step's collectives, recorded from the real step's code (dryrun/step_trace.h) for one rank
+  // of each pipeline stage, (dp 0, tp 0): the other ranks of a stage make the same calls — the
+  // layouts of the tp ranks and the shards of the dp ranks are equal in size (units padded to a
+  // multiple of dp, tp shards even), and no call depends on a rank's index but through its group
+  // (tests/unit/dryrun_trace_replay_test.cpp traces every rank of small layouts to check it).
+  // What a call sends from each rank is then counted for that rank's place in its groups.
+  // train.precision = "auto" is read as the planner reads it for this dry run (the wires of
+  // parallel/wires.h: bf16 only when asked for), not as the recording GPU would settle it.
+  Config traced = cfg;
+  if (traced.train.precision_is_auto())
+    traced.train.settle_auto_precision(traced.train.precision, "the dry run reads the configured precision");
+  std::vector<CallCounts> stage_calls;
+  for (int64_t s = 0; s < par.pp; ++s) {
+    const int rep = static_cast<int>(s * par.dp * par.tp);
+    stage_calls.push_back(count_calls(trace_training_step(traced, {.world_rank = rep, .ops = false}).collectives));
+  }
   const bool sp = par.sequence_parallel && par.tp > 1;
-  for (int r = 0; r < world_size; ++r) {
-    Mesh mesh = fake_mesh(par, r);
+  // What the Trainer builds for a rank (train/trainer.cpp), as a description only: one layout per
+  // (stage, tp rank); the memory is the stage's.
+  std::map<std::pair<int64_t, int64_t>, ParamLayout> layouts;
+  std::vector<plan::MemoryBreakdown> memory;
+  for (int64_t s = 0; s < par.pp; ++s) memory.push_back(plan::estimate_stage_memory(d.job, d.layout, s));
+  d.ranks.reserve(static_cast<size_t>(world_size));
+  for (int64_t r = 0; r < world_size; ++r) {
     DryRunRank k;
-    k.rank = r;
-    k.coord = mesh.coord();
-    k.dp_group = members(mesh.dp());
-    k.tp_group = members(mesh.tp());
-    k.pp_group = members(mesh.pp());
+    k.rank = static_cast<int>(r);
+    k.coord = Mesh::coord_of(par, r);
     const int stage = static_cast<int>(k.coord.pp);
-    std::vector<int> units;
-    if (pipeline) units = pipeline->partition.stage_units(stage);
-    // What the Trainer builds for this rank (train/trainer.cpp), as a description only.
-    const ParamLayout layout = ParamLayout::llama(cfg.model, par.dp, units,
-                                                  TpShard{.rank = k.coord.tp, .size = par.tp, .sequence_parallel = sp});
-    const ShardPlan shard(layout, static_cast<int>(k.coord.dp), static_cast<int>(par.dp));
+    auto it = layouts.find({k.coord.pp, k.coord.tp});
+    if (it == layouts.end()) {
+      std::vector<int> units;
+      if (pipeline) units = pipeline->partition.stage_units(stage);
+      it = layouts
+               .emplace(std::pair{k.coord.pp, k.coord.tp},
+                        ParamLayout::llama(cfg.model, par.dp, units,
+                                           TpShard{.rank = k.coord.tp, .size = par.tp, .sequence_parallel = sp}))
+               .first;
+    }
+    const ParamLayout& layout = it->second;
     k.arena = layout.total();
-    k.shard = shard.shard_size();
+    k.shard = ShardPlan(layout, static_cast<int>(k.coord.dp), static_cast<int>(par.dp)).shard_size();
     k.in_flight = pipeline ? pipeline->train.in_flight_bound[static_cast<size_t>(stage)] : 1;
-    k.memory = plan::estimate_stage_memory(d.job, d.layout, stage);
-    one_step(cfg, layout, shard, pipeline ? &pipeline->train : nullptr, mb.count, mb.size * cfg.train.seq_len, mesh);
-    k.dp = mesh.dp().stats();
-    k.tp = mesh.tp().stats();
-    k.pp = mesh.pp().stats();
-    k.world = mesh.world().stats();
+    k.memory = memory[static_cast<size_t>(stage)];
+    const CallCounts& calls = stage_calls[static_cast<size_t>(stage)];
+    k.dp = replay(calls, "dp", k.coord.dp, par.dp);
+    k.tp = replay(calls, "tp", k.coord.tp, par.tp);
+    k.pp = replay(calls, "pp", k.coord.pp, par.pp);
+    k.world = replay(calls, "world", r, world_size);
     d.ranks.push_back(std::move(k));
   }
   d.time = plan::estimate_step_time(d.job, d.layout);
@@ -258,7 +184,10 @@ nlohmann::json dry_run_json(const DryRun& d) {
     ranks.push_back(
         {{"rank", r.rank},
          {"coord", {{"pp", r.coord.pp}, {"dp", r.coord.dp}, {"tp", r.coord.tp}}},
-         {"groups", {{"dp", r.dp_group}, {"tp", r.tp_group}, {"pp", r.pp_group}}},
+         {"groups",
+          {{"dp", group_members(d.cfg.parallel, r.coord, "dp")},
+           {"tp", group_members(d.cfg.parallel, r.coord, "tp")},
+           {"pp", group_members(d.cfg.parallel, r.coord, "pp")}}},
          {"arena_elements", r.arena},
          {"shard_elements", r.shard},
          {"in_flight", r.in_flight},

@@ -1,13 +1,14 @@
 // Dry run (`fluxtrain train --dry-run --world-size N`): one process plans every rank of a layout —
 // e.g. 128 ranks of dp 16 × tp 8 for a 7B model — without starting ranks or allocating the model:
-// for each world rank it builds the mesh over fake communicators (dryrun/fake_comm.h), its
+// for each world rank it takes its mesh coordinates (Mesh::coord_of), its
 // pipeline stage's part of the schedule, its parameter layout (shapes only: ParamLayout is a
 // description of the arena, not the arena) and its ZeRO shard plan, then
 //   - memory: the planner's accounting for its pipeline stage (plan::estimate_stage_memory — the
 //     one `fluxtrain plan` reports, so the two agree by construction), and
-//   - communication per training step: the collectives Trainer::step and the engines issue on
-//     each group (dp by ZeRO stage, tp per block, pp per send of the schedule), counted by the
-//     fake communicators with the MPI communicator's ring algorithms.
+//   - communication per training step: the collectives Trainer::step, the engines, the model
+//     and the pipeline issue on each group, recorded from the real step's code (the step trace,
+//     dryrun/step_trace.h, of one rank per pipeline stage) and replayed for the rank's place in
+//     its groups by the fake communicators' counts of the MPI communicator's ring algorithms.
 //
 // Beside the bytes it puts the planner's time for each axis's communication
 // (plan::estimate_step_time: tp_comm, pp_comm, dp_comm and its exposed part), so a cluster's NCCL
@@ -35,12 +36,11 @@ namespace ft {
 struct DryRunRank {
   int rank = 0;
   MeshCoord coord;
-  std::vector<int> dp_group, tp_group, pp_group;  // world ranks of its groups, in axis order
-  int64_t arena = 0;                              // elements of its parameter arena (its stage, its tp shard, padded)
-  int64_t shard = 0;                              // elements of its ZeRO shard of that arena
-  int in_flight = 1;                              // micro-batches the schedule keeps on its stage at most
-  plan::MemoryBreakdown memory;                   // bytes, by category
-  CommStats dp, tp, pp, world;                    // bytes it sends per training step, per group
+  int64_t arena = 0;             // elements of its parameter arena (its stage, its tp shard, padded)
+  int64_t shard = 0;             // elements of its ZeRO shard of that arena
+  int in_flight = 1;             // micro-batches the schedule keeps on its stage at most
+  plan::MemoryBreakdown memory;  // bytes, by category
+  CommStats dp, tp, pp, world;   // bytes it sends per training step, per group
 };
 
 struct DryRun {
@@ -65,7 +65,12 @@ struct AxisTraffic {
 };
 std::vector<AxisTraffic> axis_traffic(const DryRun& d);
 
-// Throws ft::Error when world_size is not dp × tp × pp or the layout cannot run.
+// The most ranks a dry run plans: each is a line of its JSON (with its groups' members) and a
+// place in the table's groups; a larger world is refused with a hint, not planned for minutes.
+inline constexpr int64_t kMaxDryRunRanks = 65536;
+
+// Throws ft::Error when world_size is not dp × tp × pp, is above kMaxDryRunRanks, or the layout
+// cannot run.
 DryRun dry_run(const Config& cfg, int64_t world_size, const plan::GpuSpec& device);
 
 std::string format_dry_run(const DryRun& d);

@@ -1,12 +1,15 @@
-// FakeCommunicator: a Communicator without a transport, for dry runs (`fluxtrain train --dry-run`):
-// one process stands in for every rank, so nothing is sent and no data is touched (pointers may
-// be null). Each call only counts the bytes this rank would send, by the same algorithms as the
-// MPI communicator (parallel/comm/mpi_comm.cpp): a ring all-reduce sends 2(P−1)/P of the buffer, a ring
-// reduce-scatter or all-gather P−1 blocks, a send its bytes. stats() reads them as usual.
+// FakeCommunicator: a Communicator without a transport, for dry runs (`fluxtrain train --dry-run`)
+// and step traces (dryrun/step_trace.h): one process stands in for every rank, so nothing is sent
+// and no data is touched (pointers may be null). Each call only counts the bytes this rank would
+// send, by the same algorithms as the MPI communicator (parallel/comm/mpi_comm.cpp): a ring
+// all-reduce sends 2(P−1)/P of the buffer, a ring reduce-scatter or all-gather P−1 blocks, a send
+// its bytes. stats() reads them as usual; with a log set, every call is also appended to it as a
+// plan::CollRecord (its arguments), which bytes_sent() prices again for any rank of a group.
 //
 //   auto dp = std::make_shared<FakeCommunicator>("dp", std::vector<int>{1, 3}, 0);
 //   dp->all_reduce(nullptr, n);                 // counts 2·(2−1)/2 · 4n bytes
 //   dp->stats().bytes_sent[...]
+//   FakeCommunicator::bytes_sent(call, 1, 2);   // what the group's rank 1 sends for the same call
 #pragma once
 
 #include <memory>
@@ -15,6 +18,7 @@
 
 #include "parallel/comm/comm.h"
 #include "parallel/mesh.h"
+#include "plan/op_trace.h"
 
 namespace ft {
 
@@ -36,13 +40,26 @@ class FakeCommunicator : public Communicator {
   WorkPtr recv_async(void* data, int64_t bytes, int peer, int tag) override;
   void barrier() override;
 
+  // Appends every call from now on to `log` (nullptr: stops); the record's group is this
+  // communicator's name.
+  void set_log(std::vector<plan::CollRecord>* log) { log_ = log; }
+
+  // The bytes the rank at `index` of a group of `size` sends for `call` (O(1)), and the kind of
+  // collective its stats count them under.
+  static int64_t bytes_sent(const plan::CollRecord& call, int index, int size);
+  static CollKind stats_kind(plan::CollOp op);
+
  private:
   std::string name_;
   std::vector<int> members_;
   int index_;
+  std::vector<plan::CollRecord>* log_ = nullptr;
+  WorkPtr issue(plan::CollRecord call);
 };
 
 // The mesh of world rank `world_rank` under `p`, every group a FakeCommunicator.
 Mesh fake_mesh(const ParallelConfig& p, int world_rank);
+// Sets (or clears: nullptr) the log of each of the mesh's four groups.
+void log_collectives(Mesh& mesh, std::vector<plan::CollRecord>* log);
 
 }  // namespace ft

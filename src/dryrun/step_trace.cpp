@@ -1,28 +1,36 @@
 #include "dryrun/step_trace.h"
 
+#include <optional>
+
 #include "backends/trace/trace_backend.h"
 #include "dryrun/fake_comm.h"
+#include "fault/training_faults.h"
 #include "kernels/ops.h"
 #include "model/activation_sizes.h"
 #include "model/llama.h"
 #include "parallel/data_parallel/param_engine.h"
 #include "parallel/micro_batches.h"
+#include "parallel/pipeline_parallel/pipeline_plan.h"
+#include "parallel/tensor_parallel/tensor_parallel.h"
 #include "tensor/backend.h"
 #include "tensor/device_runtime.h"
 #include "tensor/device_scalars.h"
 #include "tensor/memory.h"
 #include "train/micro_batch_executor.h"
+#include "train/pipeline_executor.h"
+#include "train/step_sums.h"
+#include "train/stop_request.h"
 #include "util/error.h"
 
 namespace ft {
 
-plan::OpTrace trace_training_step(const Config& config) {
+plan::OpTrace trace_training_step(const Config& config, const StepTraceOptions& o) {
   Config cfg = config;
   const ParallelConfig& par = cfg.parallel;
-  if (par.dp != 1 || par.tp != 1 || par.pp != 1)
-    throw Error(fmt::format("the step trace is of one GPU; this config's layout is dp {} x tp {} x pp {}", par.dp,
-                            par.tp, par.pp),
-                "--set parallel.dp=1 --set parallel.tp=1 --set parallel.pp=1");
+  Mesh::validate(par, par.world_size());
+  if (o.world_rank < 0 || o.world_rank >= par.world_size())
+    throw Error(fmt::format("rank {} is not in the layout's {} rank(s)", o.world_rank, par.world_size()),
+                "trace a rank from 0 to dp x tp x pp - 1");
   trace::register_recording_gpu();
   const ExecContext ctx = make_exec_context(Device::kCUDA, 0);
   if (cfg.train.precision_is_auto()) {  // as the trainer settles it on this GPU (compute capability 9.0: bf16)
@@ -30,46 +38,68 @@ plan::OpTrace trace_training_step(const Config& config) {
     cfg.train.settle_auto_precision(c.precision, c.reason);
   }
   const TrainConfig& t = cfg.train;
-  if (t.precision != Precision::kF32 && t.precision != Precision::kBF16)
+  if (o.ops && t.precision != Precision::kF32 && t.precision != Precision::kBF16)
     throw Error(
         fmt::format("the step trace prices fp32 and bf16 steps; train.precision is {}", precision_label(t.precision)),
         "--set train.precision=\"bf16\"");
 
-  // What Trainer::parallelize builds for one rank (train/trainer.cpp), in its order.
-  Mesh mesh = fake_mesh(par, 0);
-  auto engine = make_param_engine(ctx, par, cfg.optim, ParamLayout::llama(cfg.model, 1, {}, TpShard{}), mesh.dp(),
-                                  mesh.tp(), mesh.pp(), t.seed);
-  Llama model(ctx, cfg.model, engine->layout(), t.precision, nullptr);
+  // What Trainer::parallelize builds for this rank (train/trainer.cpp), in its order: the mesh
+  // (fake groups of the layout's sizes), tensor parallelism, the pipeline partition, the ZeRO
+  // engine, the model, the executor.
+  Mesh mesh = fake_mesh(par, o.world_rank);
   const MicroBatching mb = split_batch(t.batch_size, t.micro_batch_size, par);
+  const bool sp = par.sequence_parallel && par.tp > 1;
+  const TpShard shard{.rank = mesh.coord().tp, .size = par.tp, .sequence_parallel = sp};
+  TpGroup tp(ctx, mesh.tp(), sp);
+  std::optional<PipelinePlan> plan;
+  std::vector<int> units;  // empty: every unit
+  if (par.pp > 1) {
+    plan = PipelinePlan::make(cfg.model, t.seq_len, par, mb.count);
+    units = plan->partition.stage_units(static_cast<int>(mesh.coord().pp));
+  }
+  auto engine = make_param_engine(ctx, par, cfg.optim, ParamLayout::llama(cfg.model, par.dp, units, shard), mesh.dp(),
+                                  mesh.tp(), mesh.pp(), t.seed);
+  Llama model(ctx, cfg.model, engine->layout(), t.precision, par.tp > 1 ? &tp : nullptr);
   const int64_t chunk = loss_chunk_tokens(cfg.model, t.loss_chunk_tokens, mb.size * t.seq_len, t.precision);
-  MicroBatchExecutor exec(ctx, model, *engine, mb, t.seq_len, chunk);
+  std::unique_ptr<StepExecutor> exec;
+  if (plan)
+    exec = std::make_unique<PipelineExecutor>(ctx, std::move(*plan), mesh, model, *engine, mb, t.seq_len, chunk);
+  else
+    exec = std::make_unique<MicroBatchExecutor>(ctx, model, *engine, mb, t.seq_len, chunk);
   if (t.precision == Precision::kBF16) engine->keep_bf16_weights();  // Trainer::set_up_precision
-  const int64_t losses = exec.loss_slots().size(), norms = engine->norm_slot_count();
+  const int64_t losses = exec->loss_slots().size(), norms = engine->norm_slot_count();
   DeviceScalars scalars(ctx, losses + norms);
-  exec.use_loss_slots(scalars.slice(0, losses));
+  exec->use_loss_slots(scalars.slice(0, losses));
   engine->use_norm_slots(scalars.slice(losses, norms));
+  StopRequest stop(0);
 
-  // Token 0 everywhere: any valid batch moves the same bytes.
-  Batch batch{.batch = t.batch_size, .seq_len = t.seq_len, .tokens = {}};
-  batch.tokens.assign(static_cast<size_t>(t.batch_size * (t.seq_len + 1)), 0);
+  // Token 0 everywhere: any valid batch moves the same bytes. The rank's share of the batch.
+  Batch batch{.batch = mb.local_batch, .seq_len = t.seq_len, .tokens = {}};
+  batch.tokens.assign(static_cast<size_t>(mb.local_batch * (t.seq_len + 1)), 0);
   const float grad_scale = 1.0f / static_cast<float>(t.batch_size * t.seq_len);
-  // Trainer::step's device work: forward and backward, the norm, the one read-back, the update.
+  // Trainer::step's device work and collectives: forward and backward, the norm, the one
+  // read-back, the sums over the ranks, the guards' agreement, the update; then the step
+  // boundary's stop agreement (Trainer::train's loop).
   auto step = [&] {
-    exec.train_queued(batch, grad_scale);
+    exec->train_queued(batch, grad_scale);
     engine->queue_gradient_norm();
     const std::vector<double> v = scalars.read_back();
-    double norm2 = 0;
-    for (size_t i = static_cast<size_t>(losses); i < v.size(); ++i) norm2 += v[i];
-    engine->reduce_gradient_norm(norm2);
+    double loss = 0, norm2 = 0;
+    for (size_t i = 0; i < v.size(); ++i) (i < static_cast<size_t>(losses) ? loss : norm2) += v[i];
+    const auto sums = sum_step_over_ranks(*engine, mesh, loss, norm2, 0.0);
+    TrainingFaults::rank0_values(mesh.world(), sums[0], sums[1]);
     engine->optimizer_step(cfg.optim.lr, 1.0f);
+    (void)stop.agreed(mesh.world());
   };
   step();  // warm-up: buffers made on first use are not part of the steady state
-  trace::start_recording();
-  step();
   plan::OpTrace out;
-  out.ops = trace::stop_recording();
+  log_collectives(mesh, &out.collectives);
+  if (o.ops) trace::start_recording();
+  step();
+  if (o.ops) out.ops = trace::stop_recording();
+  log_collectives(mesh, nullptr);
   out.device = trace::kRecordingGpuName;
-  out.tokens = t.batch_size * t.seq_len;
+  out.tokens = mb.local_batch * t.seq_len;  // the rank's share of the batch
   out.precision = t.precision;
   out.model_flops = cfg.model.train_flops_per_token(t.seq_len) * static_cast<double>(out.tokens);
   out.peak_device_bytes = static_cast<double>(MemoryTracker::global().total_peak(Device::kCUDA));

@@ -1,17 +1,22 @@
-// The op trace of one real training step on one GPU, without a GPU: the trainer's own pieces —
-// the ZeRO engine over the model's parameter layout, the Llama model, the micro-batch executor,
-// the gradient norm and the optimizer update — built on the recording GPU
-// (backends/trace/trace_backend.h, registered here as Device::kCUDA) and run for two steps; the
-// second (the steady state: lazily made buffers exist) is recorded op by op. The mesh's
-// communicators are the dry run's fake ones (one rank: nothing to send). Nothing is computed, so
-// the 1.1B model at 8 × 2048 tokens traces in seconds on a laptop.
+// The op trace of one real training step of one rank, without a GPU: the trainer's own pieces —
+// the ZeRO engine over the rank's parameter layout (its pipeline stage's units, its tp shard), the
+// Llama model with its tensor-parallel group, the executor (the stage's pipeline schedule, or the
+// plain loop over the micro-batches), the gradient norm, the step's sums over the ranks, the
+// guards' and the stop request's agreement, and the optimizer update — built for the rank's mesh
+// coordinates on the recording GPU (backends/trace/trace_backend.h, registered here as
+// Device::kCUDA) and on fake communicators of the layout's sizes (dryrun/fake_comm.h), and run for
+// two steps; the second (the steady state: lazily made buffers exist) is recorded op by op and
+// collective by collective (OpTrace::collectives: every call the step's code made on the dp, tp,
+// pp and world groups). Nothing is computed and no data flows, so the 1.1B model at 8 × 2048
+// tokens traces in seconds on a laptop.
 //
 //   plan::OpTrace t = trace_training_step(load_config("configs/llama-20m.toml", sets));
 //   plan::StepPrice p = plan::price_step(t, plan::h200_roofline());    // plan/roofline.h
+//   plan::OpTrace s = trace_training_step(cfg, {.world_rank = 8, .ops = false});  // collectives only
 //
 // train.device is not read (the step is the GPU's); train.precision = "auto" is settled as the
-// trainer settles it on this GPU (bf16). What it does not trace: the data loader, checkpoints, validation, the training
-// guards (host work), and layouts of more than one rank (parallel.dp, tp and pp must be 1: ft::Error otherwise).
+// trainer settles it on this GPU (bf16). What it does not trace: the data loader, checkpoints,
+// validation, the training guards' own host work, and the loss scaler's skipped steps.
 #pragma once
 
 #include "config/config.h"
@@ -19,6 +24,13 @@
 
 namespace ft {
 
-plan::OpTrace trace_training_step(const Config& cfg);
+struct StepTraceOptions {
+  int world_rank = 0;  // the rank of the layout (parallel.dp × tp × pp ranks) whose step is traced
+  // Record the ops (and refuse a precision the roofline does not price: fp16); false records the
+  // collectives only (what the dry run reads), which is faster and takes any precision.
+  bool ops = true;
+};
+
+plan::OpTrace trace_training_step(const Config& cfg, const StepTraceOptions& options = {});
 
 }  // namespace ft

@@ -66,11 +66,16 @@ void TrainingFaults::record_samples(int64_t step, int64_t first_sample) {
   std::fflush(samples_);
 }
 
+std::array<double, 2> TrainingFaults::rank0_values(Communicator& world, double loss, double grad_norm) {
+  // Every rank judges rank 0's values, so the guards' histories can never drift apart.
+  std::array<double, 2> in = {loss, grad_norm};
+  if (world.size() > 1) world.broadcast(in.data(), sizeof in, 0);
+  return in;
+}
+
 GuardVerdict TrainingFaults::judge(Communicator& world, int64_t step, double loss, double grad_norm,
                                    double local_loss_sum) {
-  // Every rank judges rank 0's values, so the guards' histories can never drift apart.
-  double in[2] = {loss, grad_norm};
-  if (world.size() > 1) world.broadcast(in, sizeof in, 0);
+  const std::array<double, 2> in = rank0_values(world, loss, grad_norm);
   GuardVerdict v = guard_.judge(step, in[0], in[1]);
   last_bad_ranks_.clear();
   if (v.reason.rfind("nan", 0) == 0 || v.reason.rfind("inf", 0) == 0) {

@@ -10,6 +10,7 @@
 //   local_loss_sum);  // collective faults.add_to_metrics(v, json_line);
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -43,6 +44,9 @@ class TrainingFaults {
   // Collective over `world`: every rank gets the same verdict. local_loss_sum is this rank's own
   // loss contribution before the reduction (to name the rank that produced a non-finite value).
   GuardVerdict judge(Communicator& world, int64_t step, double loss, double grad_norm, double local_loss_sum);
+  // judge's collective: rank 0's loss and gradient norm, broadcast to every rank of `world` (the
+  // step trace, dryrun/step_trace.h, makes the same call).
+  static std::array<double, 2> rank0_values(Communicator& world, double loss, double grad_norm);
   // After a rollback to the checkpoint of `to_step`: counts it, the guard forgets what came after
   // to_step, and the next metrics line records it with the global samples [skip_begin, skip_end)
   // that will not be replayed.

@@ -168,9 +168,7 @@ void Llama::reduce_input_grad(float* d_in, Activations& acts) {
     tp_->copy_backward(d_in, acts.B * acts.T * cfg_.dim);
 }
 
-void Llama::load_batch(Activations& acts, const int32_t* seqs) const {
-  const int64_t B = acts.B, T = acts.T;
-  // seqs is the loader's batch in host memory: checked there, then moved to the model's memory.
+void Llama::check_tokens(const int32_t* seqs, int64_t B, int64_t T) const {
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < T; ++t) {
       int32_t tok = seqs[b * (T + 1) + t];
@@ -181,6 +179,12 @@ void Llama::load_batch(Activations& acts, const int32_t* seqs) const {
       }
     }
   }
+}
+
+void Llama::load_batch(Activations& acts, const int32_t* seqs) const {
+  const int64_t B = acts.B, T = acts.T;
+  // seqs is the loader's batch in host memory: checked there, then moved to the model's memory.
+  check_tokens(seqs, B, T);
   // (B, T + 1) host rows -> tokens = columns [0, T), targets = columns [1, T + 1): one strided
   // host-to-device transfer each.
   const ExecContext& ctx = ctx_;

@@ -75,6 +75,9 @@ class Llama {
   // Backward of a block takes the gradient w.r.t. its output in d_res and leaves there the
   // gradient w.r.t. its input; d_res is (Ns, C) like the residual stream (tp_split().tokens(N)).
   void load_batch(Activations& acts, const int32_t* seqs) const;
+  // load_batch's check of B host sequences of T + 1 tokens (ft::Error naming the first token id
+  // outside the vocabulary): for a caller that replays a captured load (train/step_graph.h).
+  void check_tokens(const int32_t* seqs, int64_t B, int64_t T) const;
   void embed_forward(ParamAccess& params, Activations& acts);
   void block_forward(ParamAccess& params, Activations& acts, int64_t layer);
   // Final norm, LM head and loss in chunks of tokens; with backward, also the head's gradient

@@ -7,8 +7,10 @@
 //   plan::OpTrace t = trace_training_step(cfg);        // dryrun/step_trace.h
 //   for (const plan::OpRecord& r : t.ops) r.op, r.shape, r.flops, r.bytes();
 //   plan::StepPrice p = plan::price_step(t, plan::h200_roofline());
+//   for (const plan::CollRecord& c : t.collectives) c.group, c.op, c.count;  // what the rank sent
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -63,10 +65,30 @@ struct OpRecord {
   double bytes() const { return bytes_read + bytes_written; }
 };
 
+// One collective call of the traced rank, as the step's code made it on a communicator of its
+// mesh (dryrun/fake_comm.h records them): the arguments, not the bytes — the bytes depend on the
+// rank's place in its group and on the algorithm, so whoever reads the trace replays the call
+// (FakeCommunicator::bytes_sent) for each rank it stands for.
+enum class CollOp : uint8_t { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kSend, kRecv, kBarrier };
+struct CollRecord {
+  std::string group;  // the mesh axis: "dp", "tp", "pp" or "world"
+  CollOp op = CollOp::kAllReduce;
+  // all-reduce, reduce-scatter: elements (of `element_bytes` on the wire; a reduce-scatter's
+  // count is the output shard's); all-gather, broadcast, send, recv: bytes (an all-gather's are
+  // the rank's own piece)
+  int64_t count = 0;
+  int element_bytes = 4;    // 8: an all-reduce of doubles (host scalars); 2: a bf16 or fp16 wire
+  bool reduce_max = false;  // all-reduce with max instead of sum (sent in fp32)
+  int root = 0;             // broadcast: the root's index in the group
+  int peer = 0;             // send, recv: the peer's index in the group
+  auto operator<=>(const CollRecord&) const = default;
+};
+
 struct OpTrace {
   std::vector<OpRecord> ops;               // in call order
+  std::vector<CollRecord> collectives;     // in call order
   std::string device;                      // what the recording backend called the GPU ("NVIDIA H200")
-  int64_t tokens = 0;                      // tokens of the traced step (batch × seq_len)
+  int64_t tokens = 0;                      // tokens of the traced rank's step (its share of batch × seq_len)
   Precision precision = Precision::kBF16;  // train.precision of the step (MFU's peak is that precision's)
   // The step's model FLOPs (MFU's numerator): ModelConfig::train_flops_per_token × tokens —
   // 6 × matmul parameters + 12 × layers × dim × seq_len per token (attention without the causal

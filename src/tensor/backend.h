@@ -64,6 +64,10 @@ struct Backend {
   // The host threads a rank computing on this device runs with; null: host_share (every thread
   // computes, as on the CPU).
   ThreadChoice (*threads)(const HostCpus& host) = nullptr;
+  // false: the device records what it is asked and computes nothing (the recording GPU of the step
+  // trace, backends/trace/trace_backend.h), so host work that only makes values for it — drawing
+  // the initial weights — is skipped.
+  bool computes = true;
 };
 
 // b's thread rule applied to what the host offers (host_share when b has none).

@@ -106,6 +106,12 @@ const DeviceRuntime* stream_mark_runtime(const ExecContext& ctx) {
   return rt && rt->record_mark && rt->mark_seconds && rt->free_mark ? rt : nullptr;
 }
 
+const DeviceRuntime* graph_runtime(const ExecContext& ctx) {
+  if (ctx.on_host()) return nullptr;
+  const DeviceRuntime* rt = runtime_of(ctx.device);
+  return rt && rt->begin_capture && rt->end_capture && rt->replay_graph && rt->free_graph ? rt : nullptr;
+}
+
 }  // namespace ft
 
 namespace ft {

@@ -54,6 +54,16 @@ struct DeviceRuntime {
   // Free and total memory of device `index` and its name (cudaMemGetInfo); false when the driver
   // cannot say. Null: unknown (the start-up memory check, dryrun/memory_check.h, then skips it).
   bool (*memory_info)(int index, DeviceMemoryInfo* out) = nullptr;
+  // Graphs (tensor/device_graph.h): begin_capture starts recording what the calling thread queues
+  // on ctx's stream instead of running it; end_capture stops and returns the executable graph, or
+  // throws ft::Error naming the call that broke the capture (a host synchronisation, a copy the
+  // host reads, work on another stream); replay_graph queues the whole recording on ctx's stream
+  // again, with the pointers and values it was recorded with; free_graph releases one. Null: the
+  // device cannot capture (the CPU).
+  void (*begin_capture)(const ExecContext& ctx) = nullptr;
+  void* (*end_capture)(const ExecContext& ctx) = nullptr;
+  void (*replay_graph)(void* graph, const ExecContext& ctx) = nullptr;
+  void (*free_graph)(void* graph) = nullptr;
 };
 
 // Whether d has a runtime: the CPU always; another kind when its backend (tensor/backend.h) is
@@ -82,5 +92,7 @@ void synchronize(const ExecContext& ctx);
 std::optional<DeviceMemoryInfo> device_memory_info(Device d, int index);
 // ctx's runtime when it times streams with marks, else null (the host clock times them).
 const DeviceRuntime* stream_mark_runtime(const ExecContext& ctx);
+// ctx's runtime when it captures graphs (DeviceRuntime::begin_capture), else null (the CPU).
+const DeviceRuntime* graph_runtime(const ExecContext& ctx);
 
 }  // namespace ft

@@ -17,10 +17,22 @@ void MicroBatchExecutor::use_loss_slots(DeviceScalars slots) {
 }
 
 void MicroBatchExecutor::train_queued(const Batch& batch, float grad_scale) {
+  stage(batch);
+  queue_staged(grad_scale);
+}
+
+void MicroBatchExecutor::stage(const Batch& batch) {
   check(batch);
+  staged_ = pinned_.stage(batch);
+  // Checked here for a replay, which runs no load_batch on the host (an eager step checks twice).
+  model_.check_tokens(staged_, mb_.local_batch, seq_len_);
+}
+
+void MicroBatchExecutor::queue_staged(float grad_scale) {
+  FT_CHECK(staged_, "queue_staged before stage");
   engine_.begin_step(static_cast<int>(mb_.count));
   loss_sums_.zero();
-  const int32_t* seqs = pinned_.stage(batch);
+  const int32_t* seqs = staged_;
   for (int64_t mb = 0; mb < mb_.count; ++mb) {
     engine_.begin_micro_batch(static_cast<int>(mb));
     model_.forward_backward(engine_, acts_, seqs + mb * mb_.size * (seq_len_ + 1), grad_scale, loss_sums_.at(mb));

@@ -30,6 +30,10 @@ class MicroBatchExecutor final : public StepExecutor {
   const DeviceScalars& loss_slots() const override { return loss_sums_; }
   void use_loss_slots(DeviceScalars slots) override;
   void evaluate(const Batch& batch, BatchLoss& total) override;
+  // Capturable: the pinned buffer and every device buffer are the same from step to step.
+  bool capturable() const override { return true; }
+  void stage(const Batch& batch) override;
+  void queue_staged(float grad_scale) override;
 
  private:
   void check(const Batch& batch) const;  // the batch is this rank's share, of seq_len tokens
@@ -39,8 +43,9 @@ class MicroBatchExecutor final : public StepExecutor {
   MicroBatching mb_;
   int64_t seq_len_;
   Activations acts_;
-  DeviceScalars loss_sums_;  // one device slot per micro-batch, read back once per batch
-  PinnedBatch pinned_;       // the batch's tokens on their way to the device
+  DeviceScalars loss_sums_;          // one device slot per micro-batch, read back once per batch
+  PinnedBatch pinned_;               // the batch's tokens on their way to the device
+  const int32_t* staged_ = nullptr;  // the staged batch: in pinned_, or the loader's (the CPU)
 };
 
 }  // namespace ft

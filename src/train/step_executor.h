@@ -53,6 +53,15 @@ class StepExecutor {
   // (a validation sums its batches in one running sum). Neither gradients nor weights change.
   virtual void evaluate(const Batch& batch, BatchLoss& total) = 0;
 
+  // train_queued() in two halves, for an executor whose device work can be captured as a graph
+  // and replayed (train/step_graph.h; capturable() says whether it can): stage() does the host
+  // part — the batch checked and put where the step's copies read it (one fixed pinned buffer) —
+  // and queue_staged() queues only device work, with nothing the host reads or decides from device
+  // values. stage() then queue_staged() is train_queued().
+  virtual bool capturable() const { return false; }
+  virtual void stage(const Batch& batch) { (void)batch; }
+  virtual void queue_staged(float grad_scale) { (void)grad_scale; }
+
   // Its stats of the last train_queued(), this rank's (metrics.jsonl gathers them into "per_rank"); the
   // pipeline's timings, busy time, activation sets and bytes sent; nothing for the plain loop.
   virtual RankFigures stats() const { return {}; }

@@ -40,6 +40,11 @@ void TrainConfig::bind(ConfigBinder& b) {
   b.add("train.memory_check", &memory_check,
         "before starting, compare the memory the run needs (the dry run's accounting, times the ranks on this "
         "machine) with what the process may use (cgroup limit, MemAvailable); false = start anyway");
+  b.add_enum("train.cuda_graphs", &cuda_graphs,
+             {{"auto", CudaGraphs::kAuto}, {"on", CudaGraphs::kOn}, {"off", CudaGraphs::kOff}},
+             "capture the steady-state step's forward and backward as a CUDA graph and replay it: auto = on a GPU "
+             "with parallel.dp = tp = pp = 1 when the step is launch-bound (small models); on = required (an error "
+             "where it cannot be); off = never");
 }
 
 Device TrainConfig::compute_device() const {
@@ -77,6 +82,9 @@ void TrainConfig::validate() const {
                 "0 = auto (~32 MiB of fp32 logits per chunk)");
   if (eval_interval < 0) throw Error(fmt::format("train.eval_interval = {} must be >= 0", eval_interval));
   if (run_dir.empty()) throw Error("train.run_dir is empty", "set --run-dir DIR");
+  if (cuda_graphs == CudaGraphs::kOn && device == "cpu")
+    throw Error("train.cuda_graphs = \"on\" captures the step on a GPU, but train.device = \"cpu\"",
+                "set train.device = \"cuda\", or train.cuda_graphs = \"auto\" (captures only where it can)");
   if (!(stop_after_minutes >= 0))
     throw Error(fmt::format("train.stop_after_minutes = {} must be >= 0", stop_after_minutes), "0 = no time budget");
 }

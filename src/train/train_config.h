@@ -16,6 +16,12 @@ class ConfigBinder;
 // holds the host backend's guess (guess_auto_precision, tensor/backend.h).
 enum class PrecisionSetting : uint8_t { kAuto, kFp32, kBf16, kFp16 };
 
+// train.cuda_graphs: whether the steady-state step's forward/backward is captured as a CUDA graph
+// and replayed (train/step_graph.h). "auto": where it can be (a GPU that captures, dp = tp = pp =
+// 1) and the step is launch-bound (step_graph.h, graphs_pay_off); "on": required (an error where it
+// cannot be); "off": never.
+enum class CudaGraphs : uint8_t { kAuto, kOn, kOff };
+
 struct TrainConfig {
   int64_t steps = 100;
   int64_t batch_size = 8;        // global batch in sequences (same for every parallel layout)
@@ -36,6 +42,7 @@ struct TrainConfig {
   std::string run_dir = "runs/latest";
   double stop_after_minutes = 0;  // time budget: checkpoint and stop (exit 4) after it; 0 = none
   bool memory_check = true;       // refuse to start when the estimate exceeds the memory available
+  CudaGraphs cuda_graphs = CudaGraphs::kAuto;
 
   void bind(ConfigBinder& b);
   void validate() const;

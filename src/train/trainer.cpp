@@ -27,6 +27,7 @@
 #include "train/micro_batch_executor.h"
 #include "train/pipeline_executor.h"
 #include "train/rank_metrics.h"
+#include "train/step_sums.h"
 #include "train/stop_request.h"
 #include "train/threads.h"
 #include "util/clock.h"
@@ -58,6 +59,7 @@ Trainer::Trainer(const Config& cfg, Mesh& mesh)
   set_up_precision();    // bf16 weight copy, fp16 loss scaler
   open_data();           // training and validation loaders
   start_monitoring();    // run directory, telemetry, progress line, fault handling, MFU's peak
+  choose_graphs();       // train.cuda_graphs: by the device, the layout and the step's launches
   resume();              // ckpt.resume; throws when the checkpoint does not fit this run
   open_run_files();      // config.json, metrics.jsonl: only for an accepted run
   log_layout();
@@ -225,6 +227,28 @@ double Trainer::backend_peak_flops() {
   return p.flops;
 }
 
+void Trainer::choose_graphs() {
+  const TrainConfig& t = cfg_.train;
+  const double step_flops = flops_per_token_ * static_cast<double>(t.batch_size * t.seq_len);
+  GraphChoice c = decide_cuda_graphs(t.cuda_graphs, ctx_, cfg_.parallel, executor_->capturable(), step_flops,
+                                     step_launches(cfg_.model.n_layers, batching_.count), peak_flops_);
+  if (!ctx_.on_host() && mesh_.world_rank() == 0) log_info("{}", c.reason);
+  graph_ = std::make_unique<StepGraph>(ctx_, std::move(c));
+}
+
+void Trainer::queue_forward_backward(const Batch& batch, float grad_scale) {
+  if (!graph_->enabled()) {
+    executor_->train_queued(batch, grad_scale);  // the loss sums stay on the device
+    engine_->queue_gradient_norm();              // and so do the gradient's sums of squares
+    return;
+  }
+  executor_->stage(batch);  // host work: outside the graph
+  graph_->run(grad_scale, [&] {
+    executor_->queue_staged(grad_scale);
+    engine_->queue_gradient_norm();
+  });
+}
+
 double Trainer::gpu_peak_flops() const {
   std::string why;
   const std::string name = obs::cuda_device_name(ctx_.device_index, &why);
@@ -289,12 +313,7 @@ void Trainer::log_layout() const {
 Trainer::~Trainer() = default;
 
 std::array<double, 3> Trainer::sum_over_ranks(double loss_sum, double local_norm2, double data_hash) {
-  // Only the last stage has a loss; every stage read the same batch: both are summed over the
-  // stages in the engine's all-reduce of the gradient norm over them, then over dp.
-  double sums[2] = {loss_sum, mesh_.coord().pp == 0 ? data_hash : 0.0};
-  const double grad_norm2 = engine_->reduce_gradient_norm(local_norm2, sums);
-  mesh_.dp().all_reduce(sums, 2);
-  return {sums[0], grad_norm2, sums[1]};
+  return sum_step_over_ranks(*engine_, mesh_, loss_sum, local_norm2, data_hash);
 }
 
 GuardVerdict Trainer::judge_step(const StepStats& s, double local_loss_sum) {
@@ -344,8 +363,7 @@ StepStats Trainer::step() {
   const double scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
   const float grad_factor = inject.grad_factor * static_cast<float>(scale);
   const float grad_scale = grad_factor / static_cast<float>(cfg_.train.batch_size * cfg_.train.seq_len);
-  executor_->train_queued(batch, grad_scale);                           // the loss sums stay on the device
-  engine_->queue_gradient_norm();                                       // and so do the gradient's sums of squares
+  queue_forward_backward(batch, grad_scale);                            // nothing read back yet
   const auto [local_loss_sum, local_norm2] = read_back_step_scalars();  // the step's one read-back
   const double loss_sum = local_loss_sum * inject.loss_factor;
   auto [global_loss_sum, grad_norm2, data_hash] = sum_over_ranks(loss_sum, local_norm2, batch_data_hash(batch));

@@ -33,6 +33,7 @@
 #include "tensor/exec_context.h"
 #include "train/metrics_log.h"
 #include "train/step_executor.h"
+#include "train/step_graph.h"
 
 namespace ft {
 
@@ -126,6 +127,7 @@ class Trainer {
   void start_monitoring();        // run directory, telemetry, progress line, fault handling, MFU's peak
   double backend_peak_flops();    // the device backend's own peak (the CPU: its fastest GEMM; said once)
   double gpu_peak_flops() const;  // this rank's GPU's dense peak (0 = MFU unavailable, said once)
+  void choose_graphs();           // train.cuda_graphs: whether the step's forward/backward is a CUDA graph
   void resume();                  // the checkpointer and the stop request; ckpt.resume
   void open_run_files();          // config.json and metrics.jsonl: only once the run is accepted
   void log_layout() const;
@@ -146,6 +148,9 @@ class Trainer {
   // The step's scalars back on the host in one copy: this rank's loss sum (the executor's slots
   // added in order) and its gradient's sum of squares (the engine's slots added in order).
   std::pair<double, double> read_back_step_scalars() const;
+  // The executor's forward/backward and the gradient's sums of squares, queued (nothing read
+  // back): eagerly, or through the step's CUDA graph (graph_).
+  void queue_forward_backward(const Batch& batch, float grad_scale);
   // The step's row of metrics.jsonl (and its figures to telemetry); collective over the world
   // in multi-rank runs (per_rank).
   nlohmann::json metrics_row(const StepStats& s);
@@ -168,6 +173,7 @@ class Trainer {
   std::unique_ptr<LossScaler> loss_scaler_;  // fp16 only
   std::unique_ptr<Llama> model_;
   std::unique_ptr<StepExecutor> executor_;  // forward and backward: the micro-batch loop or the pipeline
+  std::unique_ptr<StepGraph> graph_;        // train.cuda_graphs: forward/backward captured and replayed
   // The step's scalars on the device: the executor's loss slots, then the engine's norm slots.
   DeviceScalars step_scalars_;
   LrSchedule schedule_;

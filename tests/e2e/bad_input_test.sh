@@ -560,6 +560,19 @@ case_round2_plan_values() {
     "$FT" plan --model tiny --gpu a100-80gb --tokens 1e9 --price nan
 }
 
+# 13: a dry run of a million ranks ran for minutes (every rank's mesh listed the whole world): a world
+# above what the dry run prints is refused at once, and one below it is planned in linear time.
+case_round2_dry_run_huge_world() {
+  expect_exit 2 "--world-size 1000000: the dry run plans and prints every rank, at most 65536" \
+    timeout 10 "$FT" train --config "$cfg" --dry-run --world-size 1000000 --set parallel.dp=1000000 \
+    --set train.batch_size=1000000 --set train.micro_batch_size=1
+  local out
+  out=$(timeout 20 "$FT" train --config "$cfg" --dry-run --world-size 65536 --set parallel.dp=65536 \
+    --set train.batch_size=65536 --set train.micro_batch_size=1 2>&1) || fail "65536 ranks: $(tail -n 2 <<<"$out")"
+  grep -q "^0..65535 (65536) " <<<"$out" || fail "65536 ranks not summarised in one line: $(head -n 6 <<<"$out")"
+  echo "  ok: $(grep -o '^dry run: 65536 ranks[^;]*' <<<"$out")"
+}
+
 # 20: prepare --nproc takes the rule of train, launch and plan.
 case_round2_prepare_nproc() {
   expect_exit 2 "--nproc: 0 is not valid: expected an integer >= 1" "$FT" prepare --input "$text" --out ds "${prep[@]}" --nproc 0

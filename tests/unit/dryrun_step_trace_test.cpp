@@ -152,9 +152,17 @@ TEST(StepTrace, AttentionReadBackAndUpdate) {
   EXPECT_LT(p.mfu, 1);
 }
 
-TEST(StepTrace, RefusesLayoutsOfMoreThanOneRank) {
+// A layout of more than one rank traces one rank's step (its share of the batch, its groups'
+// collectives); a rank outside the layout is refused.
+TEST(StepTrace, TracesOneRankOfALayout) {
   const Config cfg = load_config(std::string(FT_SOURCE_DIR) + "/configs/tiny.toml", {"parallel.dp=2"});
-  EXPECT_THROW(trace_training_step(cfg), Error);
+  const plan::OpTrace t = trace_training_step(cfg, {.world_rank = 1, .ops = true});
+  EXPECT_EQ(t.tokens, 4 * 32);  // 4 of the 8 sequences
+  EXPECT_FALSE(t.ops.empty());
+  bool dp = false;
+  for (const plan::CollRecord& c : t.collectives) dp |= c.group == "dp";
+  EXPECT_TRUE(dp);
+  EXPECT_THROW(trace_training_step(cfg, {.world_rank = 2, .ops = true}), Error);
 }
 
 }  // namespace

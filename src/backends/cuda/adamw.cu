@@ -55,10 +55,10 @@ void adamw_step(CudaContext& ctx, float* param, float* m, float* v, uint16_t* pa
   // The bf16 copy's 4-element stores need 8-byte alignment; 16 is asked of every pointer.
   if (aligned16(param, m, v, param_bf16, grad)) {
     const LaunchShape l = elementwise_launch(std::max<int64_t>(1, n / 4));
-    adamw_kernel<4><<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(param, m, v, param_bf16, grad, n, s);
+    FT_LAUNCH(adamw_kernel<4>, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())(param, m, v, param_bf16, grad, n, s);
   } else {
     const LaunchShape l = elementwise_launch(n);
-    adamw_kernel<1><<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(param, m, v, param_bf16, grad, n, s);
+    FT_LAUNCH(adamw_kernel<1>, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())(param, m, v, param_bf16, grad, n, s);
   }
   FT_CUDA_CHECK_LAUNCH(ctx, "adamw_step", {"n", n}, {"step", step});
 }

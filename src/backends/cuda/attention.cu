@@ -38,12 +38,22 @@ struct FwdArgs {
   int64_t B, Tq, Tk, H, Hkv, D, offset;
 };
 
-// Dot product of two rows in shared memory, in d order (the same order in every kernel, so the
-// backward recomputes the forward's scores exactly).
+// Dot product of two rows in shared memory, in a fixed order (the same in every kernel, so the
+// backward recomputes the forward's scores exactly): four interleaved partial sums, then the
+// remainder. One running sum loses ~√D more than this (the virtual GPU found attention_forward's
+// peaked-softmax harness row 12% over its tolerance with it: scores in the thousands, an error of
+// 1e-3 in a score is 1e-4 in its probability); four chains also overlap their FMA latencies.
 __device__ __forceinline__ float dot_row(const float* a, const float* b, int64_t D) {
-  float acc = 0.0f;
-  for (int64_t d = 0; d < D; ++d) acc += a[d] * b[d];
-  return acc;
+  float acc0 = 0.0f, acc1 = 0.0f, acc2 = 0.0f, acc3 = 0.0f;
+  int64_t d = 0;
+  for (; d + 4 <= D; d += 4) {
+    acc0 += a[d] * b[d];
+    acc1 += a[d + 1] * b[d + 1];
+    acc2 += a[d + 2] * b[d + 2];
+    acc3 += a[d + 3] * b[d + 3];
+  }
+  for (; d < D; ++d) acc0 += a[d] * b[d];
+  return (acc0 + acc1) + (acc2 + acc3);
 }
 
 // Copies rows [r0, r0 + rows) of a strided source into a (R, ld) tile, zero-filling rows past
@@ -57,7 +67,7 @@ __device__ __forceinline__ void load_tile(float* tile, int64_t ld, const float* 
 }
 
 __global__ void __launch_bounds__(kWarp* kAttnWarps, 2) attention_fwd_kernel(FwdArgs a) {
-  extern __shared__ float smem[];
+  FT_DYN_SHARED(float, smem);
   const int64_t D = a.D, R = attention_tile_rows(D), ld = D + 1;
   float* Ks = smem;
   float* Vs = Ks + R * ld;
@@ -87,7 +97,10 @@ __global__ void __launch_bounds__(kWarp* kAttnWarps, 2) attention_fwd_kernel(Fwd
       __syncthreads();
       load_tile(Ks, ld, kb + j0 * a.kv_tok, a.kv_tok, rows, R, D);
       load_tile(Vs, ld, vb + j0 * a.kv_tok, a.kv_tok, rows, R, D);
-      __syncthreads();
+#if defined(FT_VGPU_FAULTS)  // tests/vgpu: this barrier removed must be reported as a race
+      if (!::vgpu::fault_enabled("attention_fwd_no_sync"))
+#endif
+        __syncthreads();
       if (!valid || j0 > my_last) continue;  // warp-uniform
       float s = -INFINITY;
       if (lane < rows && j0 + lane <= my_last) s = dot_row(q_s, Ks + lane * ld, D) * scale_log2;
@@ -145,7 +158,7 @@ struct BwdArgs {
 
 // dQ: the forward's task structure; dQ rows written (not accumulated) into dqkv.
 __global__ void __launch_bounds__(kWarp* kAttnWarps, 2) attention_dq_kernel(BwdArgs a) {
-  extern __shared__ float smem[];
+  FT_DYN_SHARED(float, smem);
   const int64_t D = a.D, R = attention_tile_rows(D), ld = D + 1, row = (a.H + 2 * a.Hkv) * D;
   float* Ks = smem;
   float* Vs = Ks + R * ld;
@@ -211,7 +224,7 @@ __global__ void __launch_bounds__(kWarp* kAttnWarps, 2) attention_dq_kernel(BwdA
 
 // dK, dV: a warp per key row j of kv head kh, over the group's query heads and queries i >= j.
 __global__ void __launch_bounds__(kWarp* kAttnWarps, 2) attention_dkv_kernel(BwdArgs a) {
-  extern __shared__ float smem[];
+  FT_DYN_SHARED(float, smem);
   const int64_t D = a.D, R = attention_tile_rows(D), ld = D + 1, row = (a.H + 2 * a.Hkv) * D;
   float* Qt = smem;
   float* dOt = Qt + R * ld;
@@ -306,7 +319,7 @@ void prepare_smem(Kernel kernel, int64_t smem, const char* op, int64_t D) {
 void launch_forward(CudaContext& ctx, const FwdArgs& a, const char* op) {
   const LaunchShape l = attention_fwd_launch(a.B, a.Tq, a.H, a.D);
   prepare_smem(attention_fwd_kernel, l.smem, op, a.D);
-  attention_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), static_cast<size_t>(l.smem), ctx.stream()>>>(a);
+  FT_LAUNCH(attention_fwd_kernel, to_dim3(l.grid), to_dim3(l.block), static_cast<size_t>(l.smem), ctx.stream())(a);
   FT_CUDA_CHECK_LAUNCH(ctx, op, {"B", a.B}, {"Tq", a.Tq}, {"Tk", a.Tk}, {"H", a.H}, {"Hkv", a.Hkv}, {"D", a.D});
 }
 
@@ -334,16 +347,17 @@ void attention_backward_with_delta(CudaContext& ctx, float* delta, float* dqkv, 
                                    int64_t D) {
   const char* op = "attention_backward";
   const LaunchShape ld = attention_delta_launch(B, T, H);
-  attention_delta_kernel<<<to_dim3(ld.grid), to_dim3(ld.block), 0, ctx.stream()>>>(delta, dout, out, B, T, H, D);
+  FT_LAUNCH(attention_delta_kernel, to_dim3(ld.grid), to_dim3(ld.block), 0, ctx.stream())(delta, dout, out, B, T, H, D);
   FT_CUDA_CHECK_LAUNCH(ctx, op, {"B", B}, {"T", T}, {"H", H}, {"Hkv", Hkv}, {"D", D});
   const BwdArgs a{dqkv, dout, qkv, lse, delta, B, T, H, Hkv, D};
   const LaunchShape lq = attention_fwd_launch(B, T, H, D);
   prepare_smem(attention_dq_kernel, lq.smem, op, D);
-  attention_dq_kernel<<<to_dim3(lq.grid), to_dim3(lq.block), static_cast<size_t>(lq.smem), ctx.stream()>>>(a);
+  FT_LAUNCH(attention_dq_kernel, to_dim3(lq.grid), to_dim3(lq.block), static_cast<size_t>(lq.smem), ctx.stream())(a);
   FT_CUDA_CHECK_LAUNCH(ctx, op, {"B", B}, {"T", T}, {"H", H}, {"Hkv", Hkv}, {"D", D});
   const LaunchShape lkv = attention_dkv_launch(B, T, Hkv, D);
   prepare_smem(attention_dkv_kernel, lkv.smem, op, D);
-  attention_dkv_kernel<<<to_dim3(lkv.grid), to_dim3(lkv.block), static_cast<size_t>(lkv.smem), ctx.stream()>>>(a);
+  FT_LAUNCH(attention_dkv_kernel, to_dim3(lkv.grid), to_dim3(lkv.block), static_cast<size_t>(lkv.smem), ctx.stream())
+  (a);
   FT_CUDA_CHECK_LAUNCH(ctx, op, {"B", B}, {"T", T}, {"H", H}, {"Hkv", Hkv}, {"D", D});
 }
 
@@ -362,8 +376,8 @@ void kv_cache_write(CudaContext& ctx, float* k_cache, float* v_cache, const floa
   const int64_t n = B * T * Hkv * D;
   if (n == 0) return;
   const LaunchShape l = elementwise_launch(n);
-  kv_cache_write_kernel<<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(k_cache, v_cache, qkv, B, T, H, Hkv, D,
-                                                                                pos0, max_T);
+  FT_LAUNCH(kv_cache_write_kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())
+  (k_cache, v_cache, qkv, B, T, H, Hkv, D, pos0, max_T);
   FT_CUDA_CHECK_LAUNCH(ctx, "kv_cache_write", {"B", B}, {"T", T}, {"Hkv", Hkv}, {"D", D}, {"pos0", pos0},
                        {"max_T", max_T});
 }

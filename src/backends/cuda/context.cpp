@@ -73,9 +73,12 @@ void* pool_alloc(int device, size_t bytes, cudaStream_t stream) {
 
 void pool_free(void* p, size_t bytes, cudaStream_t stream) noexcept {
   if (!p) return;
-  // Zeroed first (weights and checkpoint staging may be secret), then back to the pool, both in
-  // stream order. Errors cannot be thrown from here (destructors call it): the first is noted once
-  // (note_free_error); memory that could not be zeroed is not returned to the pool.
+    // Zeroed first (weights and checkpoint staging may be secret), then back to the pool, both in
+    // stream order. Errors cannot be thrown from here (destructors call it): the first is noted once
+    // (note_free_error); memory that could not be zeroed is not returned to the pool.
+#if defined(FT_VGPU_RT_FAULTS)  // tests/vgpu: a free that throws after a sticky fault must be caught
+  FT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream), "pool_free");
+#endif
   const cudaError_t e = cudaMemsetAsync(p, 0, bytes, stream);
   if (e != cudaSuccess) return note_free_error(e, "cudaMemsetAsync (zeroing freed memory)");
   if (const cudaError_t f = cudaFreeAsync(p, stream); f != cudaSuccess) note_free_error(f, "cudaFreeAsync");

@@ -3,7 +3,7 @@
 // the call and file:line, with a hint.
 //
 //   FT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, ctx.stream()), "rmsnorm_backward", {"N", N}, {"C", C});
-//   kernel<<<grid, block, smem, ctx.stream()>>>(...);
+//   FT_LAUNCH(kernel, grid, block, smem, ctx.stream())(...);
 //   FT_CUDA_CHECK_LAUNCH(ctx, "rmsnorm_backward", {"N", N}, {"C", C});
 //
 // FT_CUDA_CHECK_LAUNCH also synchronises the stream when FT_CUDA_SYNC_CHECK=1 is set, so an

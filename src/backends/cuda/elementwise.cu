@@ -54,7 +54,7 @@ __global__ void f16_to_f32_kernel(float* y, const uint16_t* x, int64_t n) {
 
 // Pass 1: kSumSquaresBlocks partial sums (each thread its grid-stride elements, then a tree).
 __global__ void sum_squares_partial_kernel(double* partial, const float* x, int64_t n) {
-  __shared__ double red[kRowThreads / kWarp];
+  FT_SHARED(double, red, kRowThreads / kWarp);
   double s = 0;
   FT_GRID_STRIDE(i, n) s += static_cast<double>(x[i]) * x[i];
   s = block_sum(s, red);
@@ -63,7 +63,7 @@ __global__ void sum_squares_partial_kernel(double* partial, const float* x, int6
 
 // Pass 2: one block adds the partials, then adds the call's sum to *sum.
 __global__ void sum_squares_final_kernel(double* sum, const double* partial, int64_t count) {
-  __shared__ double red[kRowThreads / kWarp];
+  FT_SHARED(double, red, kRowThreads / kWarp);
   double s = 0;
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x) s += partial[i];
   s = block_sum(s, red);
@@ -94,7 +94,7 @@ void launch_vectorised(CudaContext& ctx, const char* op, int64_t n, void (*wide)
   if (n == 0) return;
   const bool vec = aligned16(args...);
   const LaunchShape l = elementwise_launch(vec ? std::max<int64_t>(1, n / Wide) : n);
-  (vec ? wide : narrow)<<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(args..., n);
+  FT_LAUNCH((vec ? wide : narrow), to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())(args..., n);
   FT_CUDA_CHECK_LAUNCH(ctx, op, {"n", n});
 }
 
@@ -103,7 +103,7 @@ void launch_elementwise(CudaContext& ctx, const char* op, int64_t n, Kernel kern
   require(n >= 0, op, "negative size", {{"n", n}});
   if (n == 0) return;
   const LaunchShape l = elementwise_launch(n);
-  kernel<<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(args..., n);
+  FT_LAUNCH(kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())(args..., n);
   FT_CUDA_CHECK_LAUNCH(ctx, op, {"n", n});
 }
 
@@ -146,16 +146,16 @@ void sum_squares(CudaContext& ctx, double* sum, const float* x, int64_t n) {
   if (n == 0) return;
   auto* partial = static_cast<double*>(ctx.scratch(kSumSquaresBlocks * sizeof(double), "sum_squares"));
   const LaunchShape l = sum_squares_launch();
-  sum_squares_partial_kernel<<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(partial, x, n);
+  FT_LAUNCH(sum_squares_partial_kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())(partial, x, n);
   FT_CUDA_CHECK_LAUNCH(ctx, "sum_squares", {"n", n});
-  sum_squares_final_kernel<<<1, kRowThreads, 0, ctx.stream()>>>(sum, partial, l.grid.x);
+  FT_LAUNCH(sum_squares_final_kernel, 1, kRowThreads, 0, ctx.stream())(sum, partial, l.grid.x);
   FT_CUDA_CHECK_LAUNCH(ctx, "sum_squares", {"n", n});
 }
 
 void sum_in_order(CudaContext& ctx, double* sum, const float* x, int64_t n) {
   require(n >= 0, "sum_in_order", "negative size", {{"n", n}});
   if (n == 0) return;
-  sum_in_order_kernel<<<1, 1, 0, ctx.stream()>>>(sum, x, n);
+  FT_LAUNCH(sum_in_order_kernel, 1, 1, 0, ctx.stream())(sum, x, n);
   FT_CUDA_CHECK_LAUNCH(ctx, "sum_in_order", {"n", n});
 }
 

@@ -69,7 +69,8 @@ void embedding_forward(CudaContext& ctx, float* out, const int32_t* tokens, cons
   require(N >= 0 && C >= 0 && V >= 0, "embedding_forward", "negative size", {{"N", N}, {"C", C}, {"V", V}});
   if (N * C == 0) return;
   const LaunchShape l = elementwise_launch(N * C);
-  embedding_forward_kernel<<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(out, tokens, table, N, C, v0, V);
+  FT_LAUNCH(embedding_forward_kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())
+  (out, tokens, table, N, C, v0, V);
   FT_CUDA_CHECK_LAUNCH(ctx, "embedding_forward", {"N", N}, {"C", C}, {"v0", v0}, {"V", V});
 }
 
@@ -93,15 +94,15 @@ void embedding_backward(CudaContext& ctx, float* dtable, const float* dout, cons
   auto* keys_sorted = reinterpret_cast<uint32_t*>(s + 2 * arr);
   auto* vals_sorted = reinterpret_cast<uint32_t*>(s + 3 * arr);
   const LaunchShape lk = elementwise_launch(N);
-  embedding_keys_kernel<<<to_dim3(lk.grid), to_dim3(lk.block), 0, ctx.stream()>>>(keys, vals, tokens, N, v0, V);
+  FT_LAUNCH(embedding_keys_kernel, to_dim3(lk.grid), to_dim3(lk.block), 0, ctx.stream())(keys, vals, tokens, N, v0, V);
   FT_CUDA_CHECK_LAUNCH(ctx, op, {"N", N}, {"C", C}, {"v0", v0}, {"V", V});
   FT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(s + 4 * arr, sort_bytes, keys, keys_sorted, vals, vals_sorted, n, 0,
                                                 end_bit, ctx.stream()),
                 op, {"N", N}, {"V", V});
   FT_CUDA_CHECK_LAUNCH(ctx, op, {"N", N}, {"C", C}, {"v0", v0}, {"V", V});
   const LaunchShape l = embedding_backward_launch(N);
-  embedding_backward_kernel<<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(dtable, dout, keys_sorted,
-                                                                                    vals_sorted, N, C, V);
+  FT_LAUNCH(embedding_backward_kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())
+  (dtable, dout, keys_sorted, vals_sorted, N, C, V);
   FT_CUDA_CHECK_LAUNCH(ctx, op, {"N", N}, {"C", C}, {"v0", v0}, {"V", V});
 }
 

@@ -4,7 +4,7 @@
 // index arithmetic in int64 past 2^31 elements) without a GPU.
 //
 //   LaunchShape l = ft::cuda::elementwise_launch(n);      // grid-stride over n elements
-//   kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem, stream>>>(...);
+//   FT_LAUNCH(kernel, to_dim3(l.grid), to_dim3(l.block), l.smem, stream)(...);  // simt.h
 //
 // Index convention inside every kernel: 64-bit, grid-stride where the work can exceed the grid:
 //   for (int64_t i = first_index(blockIdx.x, blockDim.x, threadIdx.x); i < n; i += stride(...))
@@ -14,6 +14,7 @@
 #include <initializer_list>
 
 #include "backends/cuda/hd.h"
+#include "backends/cuda/simt.h"
 
 namespace ft::cuda {
 

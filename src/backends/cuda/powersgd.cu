@@ -19,7 +19,7 @@ namespace ft::cuda {
 namespace {
 
 __global__ void gram_schmidt_kernel(float* P, int64_t n, int64_t r) {
-  __shared__ double red[kRowThreads / kWarp];
+  FT_SHARED(double, red, kRowThreads / kWarp);
   for (int64_t j = 0; j < r; ++j) {
     for (int64_t k = 0; k < j; ++k) {
       double dot = 0;
@@ -46,7 +46,7 @@ __global__ void gram_schmidt_kernel(float* P, int64_t n, int64_t r) {
 void gram_schmidt(CudaContext& ctx, float* P, int64_t n, int64_t r) {
   require(n >= 0 && r >= 0, "gram_schmidt", "negative size", {{"n", n}, {"r", r}});
   if (n == 0 || r == 0) return;
-  gram_schmidt_kernel<<<1, kRowThreads, 0, ctx.stream()>>>(P, n, r);
+  FT_LAUNCH(gram_schmidt_kernel, 1, kRowThreads, 0, ctx.stream())(P, n, r);
   FT_CUDA_CHECK_LAUNCH(ctx, "gram_schmidt", {"n", n}, {"r", r});
 }
 

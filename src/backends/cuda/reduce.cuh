@@ -1,7 +1,7 @@
 // Device-side reductions in a fixed order (no atomics): the same inputs give the same bits on
 // every run. Block reductions assume blockDim.x == kRowThreads (launch.h).
 //
-//   __shared__ double partial[kRowThreads / kWarp];
+//   FT_SHARED(double, partial, kRowThreads / kWarp);   // simt.h
 //   double s = block_sum(my_part, partial);     // every thread gets the block's sum
 #pragma once
 

@@ -70,15 +70,15 @@ void apply_bf16(CudaContext& ctx, const char* op, uint16_t* out, const In* in, c
   if (const int64_t n = rope_pairs(B, T, H, Hkv, D); n > 0) {
     const int64_t half = D / 2;
     const LaunchShape l = row_vector_launch(B * T, (H + Hkv) * half);
-    rope_bf16_kernel<<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(
-        out, in, cos, sin, B * T, T, static_cast<int32_t>(H + Hkv), static_cast<int32_t>(half),
-        static_cast<int32_t>((H + 2 * Hkv) * D), pos0, sign);
+    FT_LAUNCH(rope_bf16_kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())
+    (out, in, cos, sin, B * T, T, static_cast<int32_t>(H + Hkv), static_cast<int32_t>(half),
+     static_cast<int32_t>((H + 2 * Hkv) * D), pos0, sign);
     FT_CUDA_CHECK_LAUNCH(ctx, op, {"B", B}, {"T", T}, {"H", H}, {"Hkv", Hkv}, {"D", D}, {"pos0", pos0});
   }
   const int64_t values = B * T * Hkv * D;
   if (static_cast<const void*>(out) == static_cast<const void*>(in) || values == 0) return;
   const LaunchShape l = elementwise_launch(values);
-  rope_values_kernel<<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(out, in, B * T, H, Hkv, D);
+  FT_LAUNCH(rope_values_kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())(out, in, B * T, H, Hkv, D);
   FT_CUDA_CHECK_LAUNCH(ctx, op, {"B", B}, {"T", T}, {"H", H}, {"Hkv", Hkv}, {"D", D});
 }
 
@@ -89,7 +89,8 @@ void apply(CudaContext& ctx, const char* op, float* qkv, const float* cos, const
   const int64_t n = rope_pairs(B, T, H, Hkv, D);
   if (n == 0) return;
   const LaunchShape l = elementwise_launch(n);
-  rope_kernel<<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(qkv, cos, sin, B, T, H, Hkv, D, pos0, sign);
+  FT_LAUNCH(rope_kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())
+  (qkv, cos, sin, B, T, H, Hkv, D, pos0, sign);
   FT_CUDA_CHECK_LAUNCH(ctx, op, {"B", B}, {"T", T}, {"H", H}, {"Hkv", Hkv}, {"D", D}, {"pos0", pos0});
 }
 

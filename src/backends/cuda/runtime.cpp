@@ -131,6 +131,11 @@ void* record_mark(const ExecContext& ctx, void* mark) {
   CudaContext& c = context_of(ctx, "stream timer");
   auto ev = static_cast<cudaEvent_t>(mark);
   if (!ev) FT_CUDA_CHECK(cudaEventCreate(&ev), "stream timer", {"device", c.device()});
+  // Inside a graph capture an event record is a dependency, not a time: the interval is not timed
+  // (mark_seconds then finds the event never reached and counts nothing).
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  FT_CUDA_CHECK(cudaStreamIsCapturing(c.stream(), &capturing), "stream timer", {"device", c.device()});
+  if (capturing != cudaStreamCaptureStatusNone) return ev;
   FT_CUDA_CHECK(cudaEventRecord(ev, c.stream()), "stream timer", {"device", c.device()});
   return ev;
 }
@@ -146,6 +151,51 @@ double mark_seconds(void* from, void* to) {
 
 void free_mark(void* mark) {
   if (mark) cudaEventDestroy(static_cast<cudaEvent_t>(mark));
+}
+
+// ---- graphs (tensor/device_graph.h) ---------------------------------------------------------
+//
+// Thread-local capture: only this thread's calls on the stream are recorded, and only they are
+// checked (another thread's checkpoint copies or NCCL polls go on as before). The pool allocates
+// on the compute stream (the device's memory stream), so an allocation inside the capture becomes
+// a graph allocation node: AutoFreeOnLaunch lets the graph be launched again while one of them is
+// still live (the trainer's steady-state step allocates nothing; the flag keeps a replay legal if a
+// lazily made buffer slips in). Errors name the call and the device.
+
+void begin_capture(const ExecContext& ctx) {
+  CudaContext& c = context_of(ctx, "graph capture");
+  FT_CUDA_CHECK(cudaStreamBeginCapture(c.stream(), cudaStreamCaptureModeThreadLocal), "graph capture",
+                {"device", c.device()});
+}
+
+void* end_capture(const ExecContext& ctx) {
+  CudaContext& c = context_of(ctx, "graph capture");
+  cudaGraph_t graph = nullptr;
+  const cudaError_t e = cudaStreamEndCapture(c.stream(), &graph);
+  if (e != cudaSuccess) {
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();  // a broken capture's error is not the next launch's
+    throw Error(fmt::format("CUDA graph capture on device cuda:{}: cudaStreamEndCapture: {} ({}): a call inside the "
+                            "captured step the graph cannot hold (a host synchronisation or read-back)",
+                            c.device(), cudaGetErrorName(e), cudaGetErrorString(e)),
+                "set train.cuda_graphs = \"off\"; FT_CUDA_SYNC_CHECK=1 synchronises after every launch and "
+                "cannot be captured");
+  }
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t i = cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch);
+  cudaGraphDestroy(graph);
+  FT_CUDA_CHECK(i, "graph capture (instantiate)", {"device", c.device()});
+  return exec;
+}
+
+void replay_graph(void* graph, const ExecContext& ctx) {
+  CudaContext& c = context_of(ctx, "graph replay");
+  FT_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), c.stream()), "graph replay",
+                {"device", c.device()});
+}
+
+void free_graph(void* graph) {
+  if (graph && cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph)) != cudaSuccess) cudaGetLastError();
 }
 
 // ---- memory --------------------------------------------------------------------------------
@@ -259,6 +309,10 @@ void register_cuda_backend(const DeviceCommBackend* comm) {
     rt.mark_seconds = mark_seconds;
     rt.free_mark = free_mark;
     rt.memory_info = memory_info;
+    rt.begin_capture = begin_capture;
+    rt.end_capture = end_capture;
+    rt.replay_graph = replay_graph;
+    rt.free_graph = free_graph;
     DeviceMemory& m = b.memory;
     m.alloc = alloc;
     m.free = free_memory;

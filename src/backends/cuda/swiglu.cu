@@ -72,7 +72,7 @@ void forward(CudaContext& ctx, Out* out, const float* gu, int64_t N, int64_t F) 
   require(N >= 0 && F >= 0, "swiglu_forward", "negative size", {{"N", N}, {"F", F}});
   if (N * F == 0) return;
   const LaunchShape l = elementwise_launch(N * F);
-  swiglu_forward_kernel<<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(out, gu, N, F);
+  FT_LAUNCH(swiglu_forward_kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())(out, gu, N, F);
   FT_CUDA_CHECK_LAUNCH(ctx, "swiglu_forward", {"N", N}, {"F", F});
 }
 
@@ -81,7 +81,7 @@ void backward(CudaContext& ctx, Out* dgu, const float* dout, const float* gu, in
   require(N >= 0 && F >= 0, "swiglu_backward", "negative size", {{"N", N}, {"F", F}});
   if (N * F == 0) return;
   const LaunchShape l = elementwise_launch(N * F);
-  swiglu_backward_kernel<<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(dgu, dout, gu, N, F);
+  FT_LAUNCH(swiglu_backward_kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())(dgu, dout, gu, N, F);
   FT_CUDA_CHECK_LAUNCH(ctx, "swiglu_backward", {"N", N}, {"F", F});
 }
 
@@ -101,10 +101,10 @@ void swiglu_forward_bf16(CudaContext& ctx, uint16_t* out, const uint16_t* gate_u
   const auto F32 = static_cast<int32_t>(F);
   if (vector_width(8, F, out, gate_up) == 8) {
     const LaunchShape l = row_vector_launch(N, F / 8);
-    swiglu_forward_bf16_kernel<8><<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(out, gate_up, N, F32);
+    FT_LAUNCH(swiglu_forward_bf16_kernel<8>, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())(out, gate_up, N, F32);
   } else {
     const LaunchShape l = row_vector_launch(N, F);
-    swiglu_forward_bf16_kernel<1><<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(out, gate_up, N, F32);
+    FT_LAUNCH(swiglu_forward_bf16_kernel<1>, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())(out, gate_up, N, F32);
   }
   FT_CUDA_CHECK_LAUNCH(ctx, op, {"N", N}, {"F", F});
 }
@@ -117,12 +117,12 @@ void swiglu_backward_bf16(CudaContext& ctx, uint16_t* dgate_up, const uint16_t* 
   const auto F32 = static_cast<int32_t>(F);
   if (vector_width(8, F, dgate_up, dout, gate_up) == 8) {
     const LaunchShape l = row_vector_launch(N, F / 8);
-    swiglu_backward_bf16_kernel<8>
-        <<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(dgate_up, dout, gate_up, N, F32);
+    FT_LAUNCH(swiglu_backward_bf16_kernel<8>, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())
+    (dgate_up, dout, gate_up, N, F32);
   } else {
     const LaunchShape l = row_vector_launch(N, F);
-    swiglu_backward_bf16_kernel<1>
-        <<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(dgate_up, dout, gate_up, N, F32);
+    FT_LAUNCH(swiglu_backward_bf16_kernel<1>, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())
+    (dgate_up, dout, gate_up, N, F32);
   }
   FT_CUDA_CHECK_LAUNCH(ctx, op, {"N", N}, {"F", F});
 }

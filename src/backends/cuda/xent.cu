@@ -13,8 +13,8 @@ namespace {
 
 __global__ void xent_forward_kernel(float* loss, float* lse, const float* logits, const int32_t* targets, int64_t N,
                                     int64_t V) {
-  __shared__ float red_max[kRowThreads / kWarp];
-  __shared__ double red_sum[kRowThreads / kWarp];
+  FT_SHARED(float, red_max, kRowThreads / kWarp);
+  FT_SHARED(double, red_sum, kRowThreads / kWarp);
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     const float* z = logits + n * V;
     float mx = -INFINITY;
@@ -49,8 +49,8 @@ void backward(CudaContext& ctx, Out* dlogits, const float* logits, const float* 
   require(N >= 0 && V >= 0, "xent_backward", "negative size", {{"N", N}, {"V", V}});
   if (N == 0 || V == 0) return;
   const LaunchShape l = row_launch(N);
-  xent_backward_kernel<<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(dlogits, logits, lse, targets, N, V,
-                                                                               scale);
+  FT_LAUNCH(xent_backward_kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())
+  (dlogits, logits, lse, targets, N, V, scale);
   FT_CUDA_CHECK_LAUNCH(ctx, "xent_backward", {"N", N}, {"V", V});
 }
 
@@ -61,7 +61,7 @@ void xent_forward(CudaContext& ctx, float* loss, float* lse, const float* logits
   require(N >= 0 && V > 0, "xent_forward", "bad sizes (need N >= 0, V > 0)", {{"N", N}, {"V", V}});
   if (N == 0) return;
   const LaunchShape l = row_launch(N);
-  xent_forward_kernel<<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(loss, lse, logits, targets, N, V);
+  FT_LAUNCH(xent_forward_kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())(loss, lse, logits, targets, N, V);
   FT_CUDA_CHECK_LAUNCH(ctx, "xent_forward", {"N", N}, {"V", V});
 }
 

@@ -55,7 +55,7 @@ void launch_rows(CudaContext& ctx, const char* op, int64_t N, Kernel kernel, Arg
   require(N >= 0, op, "negative size", {{"N", N}});
   if (N == 0) return;
   const LaunchShape l = elementwise_launch(N);
-  kernel<<<to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream()>>>(args...);
+  FT_LAUNCH(kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())(args...);
   FT_CUDA_CHECK_LAUNCH(ctx, op, {"N", N});
 }
 

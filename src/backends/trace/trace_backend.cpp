@@ -204,7 +204,10 @@ void register_recording_gpu() {
                                                .comm = nullptr,
                                                .describe = describe,
                                                .peak_flops = nullptr,
-                                               .auto_precision = auto_precision});
+                                               .auto_precision = auto_precision,
+                                               .guess_precision = nullptr,
+                                               .threads = nullptr,
+                                               .computes = false});
   });
 }
 

@@ -3,6 +3,7 @@
 #include <array>
 
 #include "kernels/ops.h"
+#include "tensor/backend.h"
 #include "tensor/device_runtime.h"
 
 namespace ft {
@@ -81,7 +82,7 @@ void DpEngineBase::init_full_weights(float* arena, uint64_t seed) {
   if (dp_.rank() == 0) {
     if (ctx_.on_host()) {
       layout_.init(arena, seed);
-    } else {  // drawn on the host (the initialiser is host code), then one copy to the device
+    } else if (backend_of(ctx_).computes) {  // drawn on the host (the initialiser is host code), then copied
       float* host = static_cast<float*>(mem_alloc_host(ctx_.device, bytes, MemCategory::kWorkspace));
       layout_.init(host, seed);
       mem_copy(ctx_, arena, ctx_.device, host, Device::kCPU, bytes);

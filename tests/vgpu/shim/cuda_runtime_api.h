@@ -1,0 +1,3 @@
+// Shim: <cuda_runtime_api.h> on the virtual GPU (tests/vgpu) is the executor's header.
+#pragma once
+#include "vgpu/cuda_sim.h"
