@@ -1058,6 +1058,24 @@ case_round2_mixture_fuzzed() {
   [ ! -e run ] || fail "a refused start left a run directory"
 }
 
+# Found by the fuzzer of plan's options (tests/fuzz/fuzz_plan.cpp): --nodes x --gpus-per-node past
+# int64 wrapped around (a signed overflow), --tp x --cp wrapped to 0 (SIGFPE), and a hint's divisor
+# search over a 2^40-sequence batch ran for hours. Each is one error line naming the options.
+case_round2_plan_overflow() {
+  local plan=(timeout 20 "$FT" plan --model tiny --gpu a100-80gb)
+  expect_exit 2 "--nodes 9223372036854775807 x --gpus-per-node 2 is more than the planner's 16777216 GPUs" \
+    "${plan[@]}" --nodes 9223372036854775807 --gpus-per-node 2
+  expect_exit 2 "--gpus 9223372036854775807 is more than the planner's 16777216 GPUs" \
+    "${plan[@]}" --gpus 9223372036854775807
+  expect_exit 2 "--global-batch 1099511627776 sequences of --seq-len 1048576 tokens is more than 1099511627776" \
+    "${plan[@]}" --global-batch 1099511627776 --seq-len 1048576
+  expect_exit 2 "tp = 4611686018427387904 is more than the job's 8 GPUs" \
+    "${plan[@]}" --nodes 1 --tp 4611686018427387904 --cp 4
+  expect_exit 2 "micro-batch 4611686018427387904 is more than the 1099511627776 sequences per replica" \
+    "${plan[@]}" --global-batch 1099511627776 --dp 1 --tp 1 --pp 1 --zero 0 --recompute none \
+    --micro-batch 4611686018427387904 --gpus 1 --seq-len 1
+}
+
 # 27: hints that pointed away from the cause: eval/generate of an encrypted run without the key said
 # "no valid checkpoint"; generate --device suggested train.device; an unreadable shard was "damaged";
 # an empty data.path (or a mixture without it) printed "error: : no manifest.json" and `--out `.

@@ -15,9 +15,7 @@ work="$build/fuzz_cli"
 mkdir -p "$work"
 CXX="${FT_FUZZ_CXX:-clang++}"
 command -v "$CXX" >/dev/null || { echo "run_cli_fuzz: $CXX not found (scripts/install-deps.sh installs clang)" >&2; exit 1; }
-# fuzz_plan is not in the default set yet: it finds a signed overflow in Job::num_gpus (plan/job.h,
-# --gpus-per-node x --nodes past int64) that is still to be fixed; FT_FUZZ_TARGETS=plan runs it.
-targets=(${FT_FUZZ_TARGETS:-pull mixture})
+targets=(${FT_FUZZ_TARGETS:-pull mixture plan})
 # The sources each target links (listed by hand: a new dependency of this code goes here).
 common=("$root"/src/util/error.cpp "$root"/src/util/strings.cpp)
 srcs_pull=("$root"/src/data/objstore/object_url.cpp)
