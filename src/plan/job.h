@@ -82,6 +82,8 @@ struct Job {
 // from a job (tokens per micro-batch, divisor hints) would overflow 64-bit counts or take minutes.
 inline constexpr int64_t kMaxGpus = int64_t{1} << 24;
 inline constexpr int64_t kMaxStepTokens = int64_t{1} << 40;  // global batch × seq_len, as the trainer's
+inline constexpr double kMaxTokens = 1e30;                   // --tokens
+inline constexpr double kMaxPrice = 1e6;                     // --price, USD per GPU-hour
 
 // a × b, or INT64_MAX when the product passes it (a, b >= 0).
 int64_t saturating_mul(int64_t a, int64_t b);
