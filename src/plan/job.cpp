@@ -100,15 +100,15 @@ void validate_job(const Job& job) {
   if (job.tokens > kMaxTokens)
     throw Error(fmt::format("--tokens {:g} is more than the planner's {:g} tokens", job.tokens, kMaxTokens),
                 "plan at most 1e30 tokens (a million times any published run)");
-  if (job.price_per_gpu_hour > kMaxPrice)
-    throw Error(
-        fmt::format("--price {:g} is more than the planner's {:g} USD per GPU-hour", job.price_per_gpu_hour, kMaxPrice),
-        "the price is USD per GPU-hour, for example --price 2.0");
   // nan would read as "no price" and inf as "$inf": neither is a price.
   if (!(job.price_per_gpu_hour >= 0) || !std::isfinite(job.price_per_gpu_hour))
     throw Error(fmt::format("--price {} is not valid: expected a finite number of USD per GPU-hour >= 0",
                             job.price_per_gpu_hour),
                 "for example --price 2.0 (0 or no --price: GPU-hours without a cost)");
+  if (job.price_per_gpu_hour > kMaxPrice)
+    throw Error(
+        fmt::format("--price {:g} is more than the planner's {:g} USD per GPU-hour", job.price_per_gpu_hour, kMaxPrice),
+        "the price is USD per GPU-hour, for example --price 2.0");
 }
 
 void validate_layout(const Job& job, const Layout& l, bool allow_uneven_stages) {
