@@ -23,17 +23,12 @@ int64_t nearest_divisor(int64_t n, int64_t x) {
 
 }  // namespace
 
-int64_t saturating_mul(int64_t a, int64_t b) {
-  int64_t r = 0;
-  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
-}
-
 int64_t Layout::world() const {
-  return saturating_mul(saturating_mul(saturating_mul(dp, tp), pp), cp);
+  return sat_mul(sat_mul(sat_mul(dp, tp), pp), cp);
 }
 
 int64_t Job::num_gpus() const {
-  return gpus > 0 ? gpus : saturating_mul(gpus_per_node, nodes);
+  return gpus > 0 ? gpus : sat_mul(gpus_per_node, nodes);
 }
 
 std::string Layout::describe() const {
@@ -53,7 +48,7 @@ Layout LayoutSpec::with_defaults(int64_t num_gpus) const {
   l.pp = pp.value_or(1);
   l.cp = cp.value_or(1);
   l.vp = vp.value_or(1);
-  const int64_t model_par = saturating_mul(saturating_mul(l.tp, l.pp), l.cp);
+  const int64_t model_par = sat_mul(sat_mul(l.tp, l.pp), l.cp);
   l.dp = dp.value_or(model_par > 0 && num_gpus % model_par == 0 ? num_gpus / model_par : 1);
   l.micro_batch = micro_batch.value_or(1);
   l.zero = zero.value_or(0);
@@ -130,7 +125,7 @@ void validate_layout(const Job& job, const Layout& l, bool allow_uneven_stages) 
                     m.n_kv_heads, m.ffn_dim),
         fmt::format("nearest valid tp: {} (a divisor of gcd(n_heads, ffn_dim) = {})", nearest_divisor(g, l.tp), g));
   }
-  const int64_t stages = saturating_mul(l.pp, l.vp);
+  const int64_t stages = sat_mul(l.pp, l.vp);
   if (stages > m.n_layers || (!allow_uneven_stages && m.n_layers % stages != 0)) {
     const int64_t v = nearest_divisor(m.n_layers, stages);
     throw Error(fmt::format("pp × vp = {} × {} does not divide n_layers = {}", l.pp, l.vp, m.n_layers),
@@ -139,7 +134,7 @@ void validate_layout(const Job& job, const Layout& l, bool allow_uneven_stages) 
                                         v / nearest_divisor(v, l.pp)));
   }
   if (l.world() != n) {
-    const int64_t model_par = saturating_mul(saturating_mul(l.tp, l.pp), l.cp);
+    const int64_t model_par = sat_mul(sat_mul(l.tp, l.pp), l.cp);
     std::string hint =
         n % model_par == 0
             ? fmt::format("with tp={} pp={} cp={} use dp = {} / {} = {}", l.tp, l.pp, l.cp, n, model_par, n / model_par)

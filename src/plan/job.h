@@ -15,6 +15,7 @@
 #include "model/layout_sizes.h"
 #include "model/model_config.h"
 #include "plan/catalog.h"
+#include "util/saturating.h"
 
 namespace ft::plan {
 
@@ -84,9 +85,6 @@ inline constexpr int64_t kMaxGpus = int64_t{1} << 24;
 inline constexpr int64_t kMaxStepTokens = int64_t{1} << 40;  // global batch × seq_len, as the trainer's
 inline constexpr double kMaxTokens = 1e30;                   // --tokens
 inline constexpr double kMaxPrice = 1e6;                     // --price, USD per GPU-hour
-
-// a × b, or INT64_MAX when the product passes it (a, b >= 0).
-int64_t saturating_mul(int64_t a, int64_t b);
 
 // Throws ft::Error when the layout cannot run the job: the product of the degrees, tensor
 // parallelism vs heads and ffn, pipeline stages vs layers, the batch vs micro-batches. The
