@@ -79,6 +79,7 @@ fuzz: build
 	FT_FUZZ_RUNS=$(FUZZ_RUNS) nice -n 10 tests/fuzz/run_fuzz.sh $(BUILD)
 	FT_FUZZ_RUNS=$(FUZZ_RUNS) nice -n 10 tests/fuzz/run_ckpt_fuzz.sh $(BUILD)
 	FT_FUZZ_RUNS=$(FUZZ_RUNS) nice -n 10 tests/fuzz/run_config_fuzz.sh $(BUILD)
+	FT_FUZZ_RUNS=$(FUZZ_RUNS) nice -n 10 tests/fuzz/run_cli_fuzz.sh $(BUILD)
 
 demo: deps
 	@$(MAKE) --no-print-directory build

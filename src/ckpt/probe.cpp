@@ -22,6 +22,7 @@ CheckpointProbe probe_checkpoints(const CkptConfig& ckpt, const std::string& run
       key_error = e.what();
     }
   }
+  out.key_error = key_error;
   for (const std::string& dir : list_step_dirs(ckpt.root(run_dir))) {  // newest first
     if (!std::filesystem::exists(dir + "/" + kCkptManifestFile)) {
       out.skipped.push_back(dir + ": no manifest (the save was interrupted)");
@@ -29,8 +30,10 @@ CheckpointProbe probe_checkpoints(const CkptConfig& ckpt, const std::string& run
     }
     try {
       CheckpointManifest m = CheckpointManifest::load(dir, nullptr);
-      if (m.encrypted && key.empty())
+      if (m.encrypted && key.empty()) {
+        ++out.missing_key;
         throw Error(fmt::format("{}: encrypted, and no key{}", dir, key_error.empty() ? "" : " (" + key_error + ")"));
+      }
       if (m.encrypted) m = CheckpointManifest::load(dir, &key);  // authenticated
       CheckpointReader reader(dir, m, key.empty() ? nullptr : &key);
       std::vector<std::string> problems = reader.verify();
@@ -51,6 +54,14 @@ std::string newest_valid_checkpoint(const std::string& path, const std::string& 
   probe.dir = std::filesystem::is_directory(path + "/checkpoints") ? path + "/checkpoints" : path;
   CheckpointProbe p = probe_checkpoints(probe, "");
   for (const std::string& why : p.skipped) log_warn("{}: skipping {}", who, why);
+  if (!p.newest && p.missing_key > 0 && p.missing_key == static_cast<int64_t>(p.skipped.size())) {
+    // Every candidate is whole but encrypted: the cause is the missing key, not the checkpoints.
+    throw Error(fmt::format("{}: its {} checkpoint(s) are encrypted and no key was given{}", path, p.missing_key,
+                            p.key_error.empty() ? " (neither FLUXTRAIN_CKPT_KEY nor a key file is set)"
+                                                : " (" + p.key_error + ")"),
+                who == "generate" ? "pass --key-file FILE or set FLUXTRAIN_CKPT_KEY to the key the run was trained with"
+                                  : "set FLUXTRAIN_CKPT_KEY to the 64 hex digits of the key the run was trained with");
+  }
   if (!p.newest) {
     throw Error(fmt::format("{}: no valid checkpoint{}", path,
                             p.skipped.empty() ? "" : fmt::format(" ({} invalid one(s) skipped)", p.skipped.size())),

@@ -24,6 +24,8 @@ struct ProbedCheckpoint {
 struct CheckpointProbe {
   std::optional<ProbedCheckpoint> newest;  // the newest valid checkpoint; nullopt: none
   std::vector<std::string> skipped;        // "<dir>: why", newer candidates that are not valid
+  int64_t missing_key = 0;                 // how many of them are encrypted and no key could be read
+  std::string key_error;                   // why the key could not be read ("" = none was given)
 };
 
 // The checkpoints of ckpt.dir (default RUN_DIR/checkpoints), read with ckpt.key_file's key.

@@ -21,6 +21,7 @@
 #include "model/activation_sizes.h"
 #include "model/llama.h"
 #include "model/param_access.h"
+#include "tensor/device_flag_hint.h"
 #include "tensor/device_runtime.h"
 #include "tensor/device_scalars.h"
 #include "util/error.h"
@@ -86,7 +87,13 @@ int run_generate(int argc, char** argv) {
   ft::Config cfg = ft::config_from_json(m.config);
   // --device, whatever device the checkpoint's run trained on (checkpoints have one format).
   const ft::Device dev = ft::resolve_device(device, "--device");
-  const ft::ExecContext ctx = ft::make_exec_context(dev);
+  const ft::ExecContext ctx = [&] {
+    try {
+      return ft::make_exec_context(dev);
+    } catch (const ft::Error& e) {
+      throw ft::device_error_for_flag(e, "--device");
+    }
+  }();
   ft::ParamLayout layout = ft::ParamLayout::llama(cfg.model);
   ft::FlatParams params(layout, dev);
   {  // read on the host, one copy to the model's device

@@ -29,6 +29,7 @@ int run_launch(int argc, char** argv) {
   bool quiet = false;
   app.add_flag("--quiet", quiet, "do not copy the job's output to the terminal (it is in RUN_DIR/logs/)");
   FT_PARSE(app, argc, argv);
+  ft::Supervisor::take_signals();  // before the config is read: a stop during start-up is not lost
   if (!run_dir.empty()) o.sets.push_back("train.run_dir=\"" + run_dir + "\"");
   if (!resume.empty()) o.sets.push_back("ckpt.resume=\"" + resume + "\"");
   o.echo = !quiet;

@@ -376,7 +376,7 @@ PlanRequest plan_request(const PlanArgs& a, const GpuSpec& device) {
   }
   if (a.gpus > 0) {
     job.gpus = a.gpus;
-    job.nodes = (a.gpus + job.gpus_per_node - 1) / job.gpus_per_node;
+    job.nodes = a.gpus / job.gpus_per_node + (a.gpus % job.gpus_per_node != 0);  // rounded up, no overflow
   }
   if (!a.tokens_text.empty()) job.tokens = parse_count(a.tokens_text, "--tokens");
   job.price_per_gpu_hour = a.price;

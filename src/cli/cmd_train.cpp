@@ -89,6 +89,7 @@ int run_train(int argc, char** argv) {
   // A rank (or the one process) stops on SIGTERM / SIGUSR1 / the first SIGINT after checkpointing;
   // the handlers go in before anything slow. `--nproc` forwards the signals to mpirun instead.
   if (nproc == 0 && !dry) ft::StopRequest::install();
+  if (nproc > 0 && !dry) ft::take_stop_signals_for_mpirun();  // a stop now reaches the ranks once they start
   if (!run_dir.empty()) sets.push_back("train.run_dir=\"" + run_dir + "\"");
   if (!resume.empty()) sets.push_back("ckpt.resume=\"" + resume + "\"");
   ft::Config cfg = ft::load_config(config_path, sets);  // errors show before any rank starts

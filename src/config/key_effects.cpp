@@ -20,6 +20,18 @@ const char* source_name(DataSource s) {
   return s == DataSource::kDataset ? "dataset" : s == DataSource::kTokenFile ? "tokens" : "synthetic";
 }
 
+// The directory or URL of data.mixture's first entry ("ds_man#en=0.5, ..." -> "ds_man"); "" when
+// it names a language of data.path (parse_mixture's rule, data/loader/mixture.h).
+std::string first_mixture_dataset(const std::string& mixture) {
+  std::string what(trim(std::string_view(mixture).substr(0, mixture.find(','))));
+  what = what.substr(0, what.rfind('='));
+  std::error_code ec;  // a name too long for the file system is no directory, not an exception
+  const bool is_path = what.find('/') != std::string::npos || what.find("://") != std::string::npos ||
+                       starts_with(what, ".") || what.find('#') != std::string::npos ||
+                       std::filesystem::is_directory(what, ec);
+  return is_path ? std::string(trim(what.substr(0, what.find('#')))) : "";
+}
+
 class Effects {
  public:
   Effects(Config& cfg, const std::set<std::string>& set) : cfg_(cfg), set_(set) {}
@@ -37,6 +49,14 @@ class Effects {
 
 void data_effects(Config& cfg, Effects& e) {
   DataConfig& d = cfg.data;
+  // An empty data.path is named as such (it read as the dataset "": ": no manifest.json").
+  if (d.path.empty() && d.source != DataSource::kSynthetic && d.mixture.empty()) {
+    throw Error(fmt::format("data.path is empty: data.source = \"{}\" reads {}", source_name(d.source),
+                            d.source == DataSource::kTokenFile ? "a token file" : "a dataset directory or URL"),
+                d.source == DataSource::kTokenFile
+                    ? "set data.path = \"FILE\" (a file of uint16/uint32 token ids)"
+                    : "set data.path = \"DIR\" (made by `fluxtrain prepare --out DIR`), or data.mixture alone");
+  }
   if (e.is_set("data.path") && !d.path.empty()) {
     if (e.is_set("data.source") && d.source == DataSource::kSynthetic) {
       throw Error(fmt::format("data.path = \"{}\" is set but data.source = \"synthetic\" ignores it", d.path),
@@ -84,12 +104,14 @@ void data_effects(Config& cfg, Effects& e) {
   for (const char* key : {"data.endpoint", "data.cache_dir", "data.cache_bytes"}) e.gated(key, streamed, local);
   // The model's vocabulary follows the dataset's tokenizer unless the user chose one.
   // A dataset in a bucket alike: its manifest is fetched (data.endpoint), as the loader would.
-  if (dataset && !e.is_set("model.vocab_size")) {
+  // Without data.path, a mixture of datasets: the first one's (the loader checks they share one).
+  const std::string vocab_from = d.path.empty() ? first_mixture_dataset(d.mixture) : d.path;
+  if (dataset && !vocab_from.empty() && !e.is_set("model.vocab_size")) {
     ObjectStoreOptions store;
     store.s3_endpoint = store.gcs_endpoint = d.endpoint;
-    DatasetManifest m = load_dataset_manifest(d.path, store);
+    DatasetManifest m = load_dataset_manifest(vocab_from, store);
     if (m.vocab_size > 0 && m.vocab_size != cfg.model.vocab_size) {
-      e.note(fmt::format("model.vocab_size = {} (the tokenizer of {}; the preset had {})", m.vocab_size, d.path,
+      e.note(fmt::format("model.vocab_size = {} (the tokenizer of {}; the preset had {})", m.vocab_size, vocab_from,
                          cfg.model.vocab_size));
       cfg.model.vocab_size = m.vocab_size;
     }

@@ -179,6 +179,8 @@ DatasetManifest DatasetManifest::parse(const std::string& text, const std::strin
 }
 
 DatasetManifest DatasetManifest::load(const std::string& dir) {
+  if (dir.empty())  // "" would read as the current directory's manifest, and say ": no manifest.json"
+    throw Error("the dataset path is empty", "name a directory made by `fluxtrain prepare --out DIR`");
   std::string path = (std::filesystem::path(dir) / kManifestFile).string();
   std::error_code ec;
   const bool found = std::filesystem::exists(path, ec);

@@ -103,7 +103,14 @@ void ShardView::verify() const {
 Shard::Shard(const std::string& path) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    throw Error(fmt::format("{}: {}", path, std::strerror(errno)), kRegenerate);
+    const int err = errno;
+    // A missing shard is a damaged dataset; one that is there but cannot be opened (permissions,
+    // an I/O error) is not, and preparing it again would not help.
+    if (err == ENOENT) throw Error(fmt::format("{}: {}", path, std::strerror(err)), kRegenerate);
+    throw Error(fmt::format("{}: the shard cannot be read: {}", path, std::strerror(err)),
+                err == EACCES || err == EPERM
+                    ? fmt::format("give the user running fluxtrain read permission on it (`ls -l {}`)", path)
+                    : "check the file system that holds it (its kernel log, its mount)");
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -75,6 +75,7 @@ InjectedDelays FaultInjector::delays() {
   if (const char* v = std::getenv("FLUXTRAIN_CKPT_TEST_COPY_DELAY_MS")) d.ckpt_copy_ms = std::atoi(v);
   if (const char* v = std::getenv("FLUXTRAIN_STEP_TEST_DELAY_MS")) d.step_ms = std::atoi(v);
   if (const char* v = std::getenv("FLUXTRAIN_START_TEST_DELAY_MS")) d.start_ms = std::atoi(v);
+  if (const char* v = std::getenv("FLUXTRAIN_EVAL_TEST_DELAY_MS")) d.eval_batch_ms = std::atoi(v);
   return d;
 }
 

@@ -38,11 +38,14 @@ namespace ft {
 //                                      on a run's duration that holds on any machine
 //   FLUXTRAIN_START_TEST_DELAY_MS      a run waits this long before its first step (after it says
 //                                      so): a window to signal it in before step 1
+//   FLUXTRAIN_EVAL_TEST_DELAY_MS       each validation batch ends with a wait this long (and the
+//                                      validation says when it starts): a window to signal it in
 struct InjectedDelays {
   int ckpt_write_ms = 0;
   int ckpt_copy_ms = 0;
   int step_ms = 0;
   int start_ms = 0;
+  int eval_batch_ms = 0;
 };
 
 struct InjectedFault {

@@ -17,6 +17,7 @@
 #include "fault/exit_codes.h"
 #include "fault/heartbeat.h"
 #include "fault/inject.h"
+#include "fault/stop_file.h"
 #include "launch/gpu_env.h"
 #include "launch/process.h"
 #include "launch/stacks.h"
@@ -44,6 +45,11 @@ void on_signal(int sig) {
 
 const char* signal_name(int sig) {
   return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGUSR1 ? "SIGUSR1" : "a signal";
+}
+
+// The attempt's stop file (fault/stop_file.h), beside the heartbeats: emptied at every attempt.
+std::string stop_file_of(const std::string& hb_dir) {
+  return (std::filesystem::absolute(hb_dir) / "stop").string();
 }
 
 constexpr double kPollS = 0.05;
@@ -212,7 +218,9 @@ std::unique_ptr<Supervisor::Attempt> Supervisor::start_attempt(int64_t dp, const
 
   std::vector<std::string> env = {
       "FLUXTRAIN_HEARTBEAT_DIR=" + std::filesystem::absolute(hb_dir_).string(),
-      fmt::format("FLUXTRAIN_ATTEMPT={}", a->number), fmt::format("FLUXTRAIN_RESTARTS={}", a->number - 1),
+      std::string(kStopFileEnv) + "=" + stop_file_of(hb_dir_),
+      fmt::format("FLUXTRAIN_ATTEMPT={}", a->number),
+      fmt::format("FLUXTRAIN_RESTARTS={}", a->number - 1),
       fmt::format("FLUXTRAIN_JOB_STARTED_AT={:.6f}", job_started_),
       fmt::format("FLUXTRAIN_PRODUCTIVE_S={:.6f}", resume.empty() ? 0.0 : productive_before_)};
   if (after) {
@@ -644,13 +652,25 @@ int Supervisor::preempt(Attempt& a) {
       "{:.0f} s); not restarting{}",
       signal_name(sig), grace, sig == SIGINT ? "; Ctrl-C again stops the job at once" : "");
   event({{"event", "preempt"}, {"attempt", a.number}, {"signal", signal_name(sig)}});
-  ::kill(a.proc->pid(), SIGUSR1);  // mpirun and srun forward it to every rank
+  // The stop file first: it reaches the ranks that are still starting (fault/stop_file.h). SIGUSR1
+  // goes to the launcher (mpirun and srun forward it to every rank) only once every rank is ready
+  // for it, and at once to the local ranks that have reported (their handlers are in).
+  const std::string stop_path = stop_file_of(hb_dir_);
+  write_file_atomic(stop_path, std::string(signal_name(sig)) + "\n");
+  bool forwarded = false;
+  auto forward_when_ready = [&] {
+    if (forwarded || count_ready_ranks(stop_path) < a.world) return;
+    forwarded = true;
+    ::kill(a.proc->pid(), SIGUSR1);
+  };
+  forward_when_ready();
   const std::string me = this_host();
   for (const auto& b : a.beats)
     if (b && b->host == me) ::kill(static_cast<pid_t>(b->pid), SIGUSR1);
   // The ranks' own watchdog ends them after the grace; the launcher then needs a moment.
   const double deadline = unix_seconds() + grace + kLauncherGraceS + 3;
   while (unix_seconds() < deadline) {
+    forward_when_ready();
     if (auto code = a.proc->poll()) {
       const int rc = *code == 0 || *code == kExitStopped ? *code : kExitStoppedUnsaved;
       if (rc == kExitStopped)
@@ -764,13 +784,17 @@ int64_t Supervisor::choose_dp(int64_t current_dp) const {
   return current_dp;
 }
 
-int Supervisor::run() {
+void Supervisor::take_signals() {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGUSR1, &sa, nullptr);
+}
+
+int Supervisor::run() {
+  take_signals();
   std::filesystem::create_directories(run_dir_);
   job_started_ = unix_seconds();
   const FaultConfig& fc = cfg_.fault;

@@ -54,6 +54,9 @@ class Supervisor {
  public:
   explicit Supervisor(LaunchOptions o);
   ~Supervisor();
+  // The supervisor's stop handling (SIGINT, SIGTERM, SIGUSR1), installed as early as possible
+  // (run() installs it too): a stop during start-up is taken once the first attempt runs.
+  static void take_signals();
   int run();
   const std::vector<RecoveryRecord>& recoveries() const { return recoveries_; }
 

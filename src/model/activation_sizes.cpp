@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "util/saturating.h"
+
 namespace ft {
 namespace {
 
@@ -78,7 +80,7 @@ namespace {
 int64_t sum_bytes(const NamedShapes& s, Precision precision) {
   int64_t n = 0;
   for (auto& [name, shape] : s)
-    n += shape_numel(shape) * static_cast<int64_t>(dtype_size(activation_dtype(name, precision)));
+    n = sat_add(n, sat_mul(shape_numel(shape), static_cast<int64_t>(dtype_size(activation_dtype(name, precision)))));
   return n;
 }
 }  // namespace
@@ -86,8 +88,8 @@ int64_t sum_bytes(const NamedShapes& s, Precision precision) {
 int64_t kept_activation_bytes(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk, bool recompute, LayerSpan span,
                               const TpSplit& tp, Precision precision) {
   int64_t blocks = recompute ? 1 : span.layers(m);
-  return blocks * sum_bytes(block_activation_shapes(m, B, T, tp), precision) +
-         sum_bytes(model_activation_shapes(m, B, T, chunk, span, tp, precision), precision);
+  return sat_add(sat_mul(blocks, sum_bytes(block_activation_shapes(m, B, T, tp), precision)),
+                 sum_bytes(model_activation_shapes(m, B, T, chunk, span, tp, precision), precision));
 }
 
 int64_t scratch_activation_bytes(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp, Precision precision) {

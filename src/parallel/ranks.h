@@ -34,5 +34,8 @@ class Ranks {
 // Runs `argv` (this binary's own command line minus --nproc) under mpirun with nproc ranks on
 // this machine and returns mpirun's exit code.
 int exec_under_mpirun(int nproc, const std::vector<std::string>& argv);
+// exec_under_mpirun's stop handling, installed as early as possible (idempotent): a SIGTERM, SIGUSR1
+// or SIGINT from now on is a stop request for the ranks (fault/stop_file.h), even before they start.
+void take_stop_signals_for_mpirun();
 
 }  // namespace ft

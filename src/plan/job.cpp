@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -22,6 +23,14 @@ int64_t nearest_divisor(int64_t n, int64_t x) {
 
 }  // namespace
 
+int64_t Layout::world() const {
+  return sat_mul(sat_mul(sat_mul(dp, tp), pp), cp);
+}
+
+int64_t Job::num_gpus() const {
+  return gpus > 0 ? gpus : sat_mul(gpus_per_node, nodes);
+}
+
 std::string Layout::describe() const {
   std::string s = fmt::format("dp={} tp={} pp={}", dp, tp, pp);
   if (cp > 1) s += fmt::format(" cp={}", cp);
@@ -39,7 +48,7 @@ Layout LayoutSpec::with_defaults(int64_t num_gpus) const {
   l.pp = pp.value_or(1);
   l.cp = cp.value_or(1);
   l.vp = vp.value_or(1);
-  const int64_t model_par = l.tp * l.pp * l.cp;
+  const int64_t model_par = sat_mul(sat_mul(l.tp, l.pp), l.cp);
   l.dp = dp.value_or(model_par > 0 && num_gpus % model_par == 0 ? num_gpus / model_par : 1);
   l.micro_batch = micro_batch.value_or(1);
   l.zero = zero.value_or(0);
@@ -67,13 +76,34 @@ void validate_job(const Job& job) {
   job.model.validate();
   positive("seq_len", static_cast<double>(job.seq_len), "pass --seq-len N");
   positive("global batch", static_cast<double>(job.global_batch), "pass --global-batch N (sequences per step)");
-  positive("GPUs", static_cast<double>(job.num_gpus()), "pass --nodes N and --gpus-per-node N");
+  if (job.global_batch > kMaxStepTokens / job.seq_len)
+    throw Error(fmt::format("--global-batch {} sequences of --seq-len {} tokens is more than {} tokens per step",
+                            job.global_batch, job.seq_len, kMaxStepTokens),
+                "use a smaller --global-batch (or --seq-len)");
+  if (job.gpus <= 0) {
+    positive("--gpus-per-node", static_cast<double>(job.gpus_per_node), "pass --gpus-per-node N");
+    positive("--nodes", static_cast<double>(job.nodes), "pass --nodes N");
+  }
+  if (job.num_gpus() > kMaxGpus) {
+    throw Error(job.gpus > 0 ? fmt::format("--gpus {} is more than the planner's {} GPUs", job.gpus, kMaxGpus)
+                             : fmt::format("--nodes {} x --gpus-per-node {} is more than the planner's {} GPUs",
+                                           job.nodes, job.gpus_per_node, kMaxGpus),
+                "plan a cluster of at most 16,777,216 GPUs (2^24)");
+  }
   if (job.tokens < 0) throw Error(fmt::format("tokens = {} must not be negative", job.tokens));
+  // Past these the totals (steps x step time x GPUs x price) would pass what a double holds: "$inf".
+  if (job.tokens > kMaxTokens)
+    throw Error(fmt::format("--tokens {:g} is more than the planner's {:g} tokens", job.tokens, kMaxTokens),
+                "plan at most 1e30 tokens (a million times any published run)");
   // nan would read as "no price" and inf as "$inf": neither is a price.
   if (!(job.price_per_gpu_hour >= 0) || !std::isfinite(job.price_per_gpu_hour))
     throw Error(fmt::format("--price {} is not valid: expected a finite number of USD per GPU-hour >= 0",
                             job.price_per_gpu_hour),
                 "for example --price 2.0 (0 or no --price: GPU-hours without a cost)");
+  if (job.price_per_gpu_hour > kMaxPrice)
+    throw Error(
+        fmt::format("--price {:g} is more than the planner's {:g} USD per GPU-hour", job.price_per_gpu_hour, kMaxPrice),
+        "the price is USD per GPU-hour, for example --price 2.0");
 }
 
 void validate_layout(const Job& job, const Layout& l, bool allow_uneven_stages) {
@@ -82,6 +112,10 @@ void validate_layout(const Job& job, const Layout& l, bool allow_uneven_stages) 
   for (auto [name, v] :
        {std::pair{"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"cp", l.cp}, {"vp", l.vp}, {"micro-batch", l.micro_batch}})
     if (v <= 0) throw Error(fmt::format("{} = {} must be positive", name, v));
+  for (auto [name, v] : {std::pair{"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"cp", l.cp}})
+    if (v > n)
+      throw Error(fmt::format("{} = {} is more than the job's {} GPUs", name, v, n),
+                  "dp × tp × pp × cp must equal the GPU count");
   if (l.zero < 0 || l.zero > 3)
     throw Error(fmt::format("zero = {} is not a ZeRO stage", l.zero), "use 0 (none), 1, 2 or 3");
   if (m.n_heads % l.tp != 0 || m.ffn_dim % l.tp != 0 || (m.n_kv_heads % l.tp != 0 && l.tp % m.n_kv_heads != 0)) {
@@ -91,22 +125,24 @@ void validate_layout(const Job& job, const Layout& l, bool allow_uneven_stages) 
                     m.n_kv_heads, m.ffn_dim),
         fmt::format("nearest valid tp: {} (a divisor of gcd(n_heads, ffn_dim) = {})", nearest_divisor(g, l.tp), g));
   }
-  if (l.pp * l.vp > m.n_layers || (!allow_uneven_stages && m.n_layers % (l.pp * l.vp) != 0)) {
-    const int64_t v = nearest_divisor(m.n_layers, l.pp * l.vp);
+  const int64_t stages = sat_mul(l.pp, l.vp);
+  if (stages > m.n_layers || (!allow_uneven_stages && m.n_layers % stages != 0)) {
+    const int64_t v = nearest_divisor(m.n_layers, stages);
     throw Error(fmt::format("pp × vp = {} × {} does not divide n_layers = {}", l.pp, l.vp, m.n_layers),
                 l.vp == 1 ? fmt::format("nearest valid pp: {}", v)
                           : fmt::format("nearest valid pp × vp: {} (e.g. pp={} vp={})", v, nearest_divisor(v, l.pp),
                                         v / nearest_divisor(v, l.pp)));
   }
   if (l.world() != n) {
-    const int64_t model_par = l.tp * l.pp * l.cp;
+    const int64_t model_par = sat_mul(sat_mul(l.tp, l.pp), l.cp);
     std::string hint =
         n % model_par == 0
             ? fmt::format("with tp={} pp={} cp={} use dp = {} / {} = {}", l.tp, l.pp, l.cp, n, model_par, n / model_par)
             : fmt::format("tp × pp × cp = {} does not divide {} GPUs; e.g. tp={} pp=1 dp={}", model_par, n,
                           nearest_divisor(n, l.tp), n / nearest_divisor(n, l.tp));
+    const int64_t w = l.world();
     throw Error(fmt::format("dp × tp × pp × cp = {} × {} × {} × {} = {} but the job has {} GPUs", l.dp, l.tp, l.pp,
-                            l.cp, l.world(), n),
+                            l.cp, w == std::numeric_limits<int64_t>::max() ? "more than 2^63" : std::to_string(w), n),
                 hint);
   }
   if (l.vp > 1 && l.pp == 1)
@@ -121,6 +157,10 @@ void validate_layout(const Job& job, const Layout& l, bool allow_uneven_stages) 
                             job.global_batch));
   }
   const int64_t per_replica = job.global_batch / l.dp;
+  if (l.micro_batch > per_replica)
+    throw Error(fmt::format("micro-batch {} is more than the {} sequences per replica (global batch {} over dp = {})",
+                            l.micro_batch, per_replica, job.global_batch, l.dp),
+                fmt::format("nearest valid micro-batch: {}", nearest_divisor(per_replica, l.micro_batch)));
   if (per_replica % l.micro_batch != 0) {
     throw Error(fmt::format("global batch {} over dp = {} gives {} sequences per replica, which do not split "
                             "into micro-batches of {}",

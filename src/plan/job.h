@@ -15,6 +15,7 @@
 #include "model/layout_sizes.h"
 #include "model/model_config.h"
 #include "plan/catalog.h"
+#include "util/saturating.h"
 
 namespace ft::plan {
 
@@ -41,7 +42,8 @@ struct Layout {
   bool flash_attention = true;
   WireBytes wire;  // what the collectives carry per element
 
-  int64_t world() const { return dp * tp * pp * cp; }
+  // dp × tp × pp × cp; INT64_MAX when the product passes it (degrees no job can have).
+  int64_t world() const;
   std::string describe() const;  // "dp=16 tp=8 pp=1 mb=1 zero=1 recompute=selective sp bf16"
 };
 
@@ -72,8 +74,17 @@ struct Job {
   double price_per_gpu_hour = 0;  // USD; 0 = no cost figures
   int64_t loss_chunk_tokens = 0;  // trainer's chunked LM head (cpu device only)
 
-  int64_t num_gpus() const { return gpus > 0 ? gpus : gpus_per_node * nodes; }
+  // gpus, else gpus_per_node × nodes; INT64_MAX when that product passes it (validate_job refuses
+  // more than kMaxGpus, naming the options).
+  int64_t num_gpus() const;
 };
+
+// The planner's ceilings, far beyond any cluster or batch published: past them the sizes derived
+// from a job (tokens per micro-batch, divisor hints) would overflow 64-bit counts or take minutes.
+inline constexpr int64_t kMaxGpus = int64_t{1} << 24;
+inline constexpr int64_t kMaxStepTokens = int64_t{1} << 40;  // global batch × seq_len, as the trainer's
+inline constexpr double kMaxTokens = 1e30;                   // --tokens
+inline constexpr double kMaxPrice = 1e6;                     // --price, USD per GPU-hour
 
 // Throws ft::Error when the layout cannot run the job: the product of the degrees, tensor
 // parallelism vs heads and ffn, pipeline stages vs layers, the batch vs micro-batches. The

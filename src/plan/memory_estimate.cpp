@@ -80,8 +80,9 @@ MemoryBreakdown cpu_memory(const Job& job, const Layout& l, int64_t stage) {
   const int64_t B = l.micro_batch, T = job.seq_len / l.cp;
   const int64_t chunk = loss_chunk_tokens(m, job.loss_chunk_tokens, B * T);
   const bool recompute = l.recompute != ActRecompute::kNone;
-  double act =
-      static_cast<double>(kept_activation_bytes(m, B, T, chunk, recompute) + scratch_activation_bytes(m, B, T));
+  // Summed as doubles: absurd shapes saturate each term at INT64_MAX (util/saturating.h).
+  double act = static_cast<double>(kept_activation_bytes(m, B, T, chunk, recompute)) +
+               static_cast<double>(scratch_activation_bytes(m, B, T));
   if (l.pp > 1 || l.tp > 1) {
     // Per stage: its blocks only; tensor parallelism splits heads and ffn (C-sized replicated).
     ModelConfig part = m;
@@ -90,8 +91,8 @@ MemoryBreakdown cpu_memory(const Job& job, const Layout& l, int64_t stage) {
     part.n_kv_heads = std::max<int64_t>(1, m.n_kv_heads / l.tp);
     part.ffn_dim = m.ffn_dim / l.tp;
     part.dim = m.dim;
-    act = static_cast<double>(kept_activation_bytes(part, B, T, chunk, recompute) +
-                              scratch_activation_bytes(part, B, T)) *
+    act = (static_cast<double>(kept_activation_bytes(part, B, T, chunk, recompute)) +
+           static_cast<double>(scratch_activation_bytes(part, B, T))) *
           micro_batches_in_flight(job, l, stage);
   }
   out.activations = act;

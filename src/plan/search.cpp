@@ -37,13 +37,15 @@ void search_one(const Job& job, const SearchOptions& o, SearchResult& out, std::
   }
   for (int64_t tp : choices(f.tp, tps))
     for (int64_t cp : choices(f.cp, {int64_t{1}})) {
-      if (n % (tp * cp) != 0) continue;
+      // Saturating: a --tp or --cp past the GPU count divides nothing (and overflows nothing).
+      const int64_t tp_cp = sat_mul(tp, cp);
+      if (n % tp_cp != 0) continue;
       std::vector<int64_t> pps;
       for (int64_t p = 1; p <= m.n_layers; ++p)
-        if (n % (tp * cp * p) == 0 && (o.allow_uneven_stages || m.n_layers % p == 0)) pps.push_back(p);
+        if (n % sat_mul(tp_cp, p) == 0 && (o.allow_uneven_stages || m.n_layers % p == 0)) pps.push_back(p);
       for (int64_t pp : choices(f.pp, pps)) {
-        if (n % (tp * cp * pp) != 0) continue;
-        const int64_t dp = n / (tp * cp * pp);
+        if (n % sat_mul(tp_cp, pp) != 0) continue;
+        const int64_t dp = n / (tp_cp * pp);
         if (f.dp && *f.dp != dp) continue;
         if (job.global_batch % dp != 0) continue;
         const int64_t per_replica = job.global_batch / dp;

@@ -1,6 +1,7 @@
 #include "tensor/device_runtime.h"
 
 #include "tensor/backend.h"
+#include "tensor/device_flag_hint.h"
 #include "util/error.h"
 
 namespace ft {
@@ -115,13 +116,32 @@ const DeviceRuntime* graph_runtime(const ExecContext& ctx) {
 
 namespace ft {
 
+Error device_error_for_flag(const Error& e, const std::string& flag) {
+  std::string hint = e.hint();
+  const std::string key = "train.device = \"";
+  for (size_t at = hint.find(key); at != std::string::npos; at = hint.find(key, at)) {
+    // train.device = "cpu" -> --device cpu; a "set " before it becomes "pass ".
+    const size_t end = hint.find('"', at + key.size());
+    if (end == std::string::npos) break;
+    const std::string value = hint.substr(at + key.size(), end - at - key.size());
+    size_t from = at;
+    std::string verb;
+    if (at >= 4 && hint.compare(at - 4, 4, "set ") == 0) from = at - 4, verb = "pass ";
+    const std::string with = verb + flag + " " + value;
+    hint.replace(from, end + 1 - from, with);
+    at = from + with.size();
+  }
+  return Error(e.what(), hint);
+}
+
 void check_device_name(const std::string& name, const char* what) {
   if (name == "auto") return;
   for (size_t i = 0; i < kNumDevices; ++i)
     if (name == device_name(static_cast<Device>(i))) return;
-  throw Error(
-      fmt::format("{} = \"{}\" is not a device fluxtrain knows: expected \"cpu\", \"cuda\" or \"auto\"", what, name),
-      "set train.device = \"cpu\" (the default)");
+  const std::string msg =
+      fmt::format("{} = \"{}\" is not a device fluxtrain knows: expected \"cpu\", \"cuda\" or \"auto\"", what, name);
+  if (what[0] == '-') throw Error(msg, fmt::format("pass {} cpu, {} cuda or {} auto (the default)", what, what, what));
+  throw Error(msg, "set train.device = \"cpu\" (the default)");
 }
 
 Device resolve_device(const std::string& name, const char* what) {

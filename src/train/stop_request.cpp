@@ -7,14 +7,18 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
 #include "ckpt/checkpointer.h"  // process_age_seconds
 #include "fault/exit_codes.h"
+#include "fault/stop_file.h"
 #include "parallel/comm/comm.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -93,8 +97,25 @@ void StopRequest::install() {
     for (int sig : {SIGTERM, SIGUSR1, SIGINT}) sigaddset(&set, sig);
     ::pthread_sigmask(SIG_BLOCK, &set, nullptr);  // this thread, and every thread started from now on
     std::thread(signal_thread, set).detach();
+    // Under a launcher: from now on a SIGUSR1 reaches this rank (fault/stop_file.h).
+    if (const char* f = std::getenv(kStopFileEnv); f && *f) std::ofstream(ready_marker(f, ::getpid()));
   });
 }
+
+namespace {
+
+// A launcher's stop file (fault/stop_file.h), once seen, becomes the SIGUSR1 it stands for: the
+// signal thread takes it as any other (the grace starts, the message is the same).
+void take_stop_file() {
+  static bool taken = false;
+  const char* f = std::getenv(kStopFileEnv);
+  if (taken || g_signal.load() != 0 || !f || !*f || ::access(f, F_OK) != 0) return;
+  taken = true;
+  ::kill(::getpid(), SIGUSR1);
+  for (int i = 0; i < 2000 && g_signal.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+}  // namespace
 
 void StopRequest::set_grace(double seconds) {
   g_grace_ms = static_cast<int64_t>(seconds * 1000);
@@ -109,6 +130,7 @@ int StopRequest::signal_received() {
 }
 
 std::optional<std::string> StopRequest::agreed(Communicator& world) {
+  take_stop_file();
   double flags[2] = {static_cast<double>(g_signal.load()),
                      budget_s_ > 0 && process_age_seconds() >= budget_s_ ? 1.0 : 0.0};
   if (world.size() > 1) world.all_reduce(flags, 2, ReduceOp::kMax);

@@ -5,11 +5,13 @@
 #include <cmath>
 #include <filesystem>
 #include <optional>
+#include <thread>
 
 #include "ckpt/checkpointer.h"
 #include "data/objstore/object_store.h"
 #include "fault/exit_codes.h"
 #include "fault/heartbeat.h"
+#include "fault/inject.h"
 #include "fault/training_faults.h"
 #include "kernels/ops.h"
 #include "model/activation_sizes.h"
@@ -414,6 +416,10 @@ StepStats Trainer::step() {
 
 Trainer::Evaluation Trainer::evaluate_all() {
   Evaluation e;
+  eval_stop_.reset();
+  if (const int ms = FaultInjector::delays().eval_batch_ms; ms > 0 && mesh_.world_rank() == 0)
+    log_info("test: validation after step {} started; each batch waits {} ms (FLUXTRAIN_EVAL_TEST_DELAY_MS)", step_,
+             ms);
   const double ln2 = std::log(2.0);
   if (val_data_) {
     e.loss = evaluate(*val_data_);
@@ -421,6 +427,7 @@ Trainer::Evaluation Trainer::evaluate_all() {
   }
   double weights = 0, loss = 0, chars = 0;  // a mixture: Σ w·loss and Σ w·chars/token
   for (ValidationSource& v : val_sources_) {
+    if (eval_stop_) break;
     const double l = evaluate(*v.loader), cpt = v.loader->chars_per_token();
     e.sources.push_back({v.name, l, cpt > 0 ? l / ln2 / cpt : NAN});
     weights += v.weight, loss += v.weight * l, chars += v.weight * cpt;
@@ -429,13 +436,21 @@ Trainer::Evaluation Trainer::evaluate_all() {
     e.loss = loss / weights;
     if (chars > 0) e.bpc = loss / ln2 / chars;
   }
+  e.stopped = eval_stop_;
   return e;
 }
 
 double Trainer::evaluate(DataLoader& loader) {
   BatchLoss loss;
-  for (int64_t i = 0; i < cfg_.train.eval_batches; ++i) executor_->evaluate(loader.next(), loss);
+  const int delay_ms = FaultInjector::delays().eval_batch_ms;
+  for (int64_t i = 0; i < cfg_.train.eval_batches; ++i) {
+    // Every rank asks at the same batch (a collective), so all of them leave together.
+    if (eval_stoppable_ && (eval_stop_ = stop_->agreed(mesh_.world()))) break;
+    executor_->evaluate(loader.next(), loss);
+    if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+  }
   loader.restore({});  // every validation reads the same batches
+  if (eval_stop_) return NAN;
   double sum = loss.sum;
   mesh_.pp().all_reduce(&sum, 1);  // the last stage computed the loss
   mesh_.dp().all_reduce(&sum, 1);
@@ -516,6 +531,18 @@ nlohmann::json Trainer::metrics_row(const StepStats& s) {
   }
   if (mesh_.world_size() > 1) add_rank_metrics(s, j);
   return j;
+}
+
+void Trainer::validate_step(int64_t step, nlohmann::json& row) {
+  eval_stoppable_ = true;
+  const Evaluation e = evaluate_all();
+  eval_stoppable_ = false;
+  if (!e.stopped) return add_validation(step, e, row);
+  // The stop itself is taken at the loop's next boundary (the request stays set): the step just
+  // trained is checkpointed there, its validation is not recorded.
+  if (mesh_.world_rank() == 0)
+    log_warn("validation after step {} interrupted: stop requested ({}); the step is checkpointed without it", step,
+             *e.stopped);
 }
 
 void Trainer::add_validation(int64_t step, const Evaluation& e, nlohmann::json& j) {
@@ -620,7 +647,7 @@ RunEnd Trainer::run() {
       StepStats s = step();
       const bool rolled_back = s.guard.action == GuardAction::kRollback && roll_back();
       nlohmann::json row = metrics_row(s);
-      if (validation_due(s.step)) add_validation(s.step, evaluate_all(), row);
+      if (validation_due(s.step)) validate_step(s.step, row);
       log_step(s, row);
       if (loss_scaler_) ckpt_->set_loss_scale(loss_scaler_->scale(), loss_scaler_->clean_steps_in_a_row());
       if (!rolled_back) ckpt_->after_step(step_, tokens_, train_data_->state());

@@ -100,6 +100,9 @@ class Trainer {
       double loss = NAN, bpc = NAN;
     };
     std::vector<Source> sources;
+    // Inside run(), a stop request (signal, time budget) interrupts a validation between batches,
+    // so that the step just trained is checkpointed within fault.preempt_grace_s: why, or nullopt.
+    std::optional<std::string> stopped;
   };
   Evaluation evaluate_all();
   double evaluate() { return evaluate_all().loss; }
@@ -132,7 +135,8 @@ class Trainer {
   // fp16: an overflow (non-finite gradients from a finite loss while the scale can still
   // shrink) skips the update and halves the scale; otherwise the training guards judge the step.
   GuardVerdict judge_step(const StepStats& s, double local_loss_sum);
-  double evaluate(DataLoader& loader);  // mean token loss of train.eval_batches batches
+  // Mean token loss of train.eval_batches batches; NAN when a stop interrupted it (eval_stop_ says why).
+  double evaluate(DataLoader& loader);
   bool validation_due(int64_t step) const;
   // After repeated loss spikes: back to the newest valid checkpoint, keeping the data position
   // (the window since the checkpoint is skipped). False when there is no checkpoint.
@@ -153,6 +157,8 @@ class Trainer {
   // The step's row of metrics.jsonl (and its figures to telemetry); collective over the world
   // in multi-rank runs (per_rank).
   nlohmann::json metrics_row(const StepStats& s);
+  // The validation due after `step` into the row, unless a stop request interrupts it.
+  void validate_step(int64_t step, nlohmann::json& row);
   // A validation's figures into the row, telemetry and the log.
   void add_validation(int64_t step, const Evaluation& e, nlohmann::json& row);
   void log_step(const StepStats& s, const nlohmann::json& row);  // metrics.jsonl, progress line
@@ -183,6 +189,8 @@ class Trainer {
   std::unique_ptr<TrainingFaults> faults_;  // guards, heartbeat, fault injection (fault/training_faults.h)
   std::unique_ptr<Checkpointer> ckpt_;      // saving (ckpt.interval) and resuming (ckpt.resume)
   std::unique_ptr<StopRequest> stop_;       // signals and train.stop_after_minutes, agreed over the world
+  bool eval_stoppable_ = false;             // run() is validating: a stop is checked between batches
+  std::optional<std::string> eval_stop_;    // the stop that interrupted the current validation
   int64_t step_ = 0, tokens_ = 0;
   bool streamed_ = false;          // data.path is an s3:// or gs:// URL
   uint64_t fetched_reported_ = 0;  // shard bytes already counted on /metrics

@@ -995,6 +995,146 @@ case_round2_s3_vocab() {
   echo "  ok: $(grep -o 'model.vocab_size = 400 (the tokenizer of s3://corpus/ds1[^)]*)' run.log)"
 }
 
+# 6: a SIGTERM in the first ~0.1-0.3 s of `launch` or `train --nproc 2` was lost (the job trained on
+# to its end) or killed a rank that had no handler yet. The stop now reaches every rank whatever its
+# stage of start-up (a stop file, fault/stop_file.h): exit 5 "before the first step", or 4 with the
+# checkpoint of the step it stopped after (a slow machine may have trained one). Bounded: 60 s.
+case_round2_stop_at_start() {
+  local cmd d rc line
+  for cmd in launch "train --nproc 2"; do
+    for d in 0.1 0.2 0.3; do
+      rm -rf run
+      timeout 60 "$FT" $cmd --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set parallel.dp=2 \
+        --set train.steps=$endless --set ckpt.interval=100 >log 2>&1 &
+      local pid=$!
+      sleep $d
+      kill -TERM $pid
+      rc=0
+      wait $pid || rc=$?
+      line=$(grep -o 'stopped (SIGUSR1) \(before the first step\|after step [0-9]*: its checkpoint is committed\)' log | head -n 1)
+      if [ $rc -eq 5 ] && [[ $line == *"before the first step"* ]]; then :
+      elif [ $rc -eq 4 ] && [ -n "$line" ]; then :
+      # On a loaded machine 0.1 s can pass before main() runs (the dynamic loader alone): the default
+      # action then ends the process before it started anything. Nothing is lost, nothing runs on.
+      elif [ $rc -eq 143 ] && [ ! -s log ] && [ ! -e run ] && ! pgrep -f -- "$WORK/run" >/dev/null; then
+        line="killed before it started anything (no handler yet: the machine is loaded)"
+      else fail "$cmd, SIGTERM after $d s: exit $rc: $(grep -v '| loss' log | tail -n 3)"; fi
+      echo "  ok: $cmd, SIGTERM after $d s: exit $rc: $line"
+    done
+  done
+}
+
+# 8: a stop during a long validation waited for all of it, outlived fault.preempt_grace_s and exited 5
+# with nothing saved. The validation is interrupted between batches and the step just trained is
+# checkpointed (exit 4). Its 1000 batches wait 50 ms each (a test-only pause): 50 s at least on any
+# machine, against the 30 s grace; the signal comes once the validation says it started.
+case_round2_stop_in_validation() {
+  FLUXTRAIN_EVAL_TEST_DELAY_MS=50 timeout 120 "$FT" train --config "$cfg" --run-dir "$WORK/run" --set train.threads=1 \
+    --set metrics.port=0 --set train.steps=$endless --set train.eval_interval=5 --set train.eval_batches=1000 \
+    --set ckpt.interval=100 --set fault.preempt_grace_s=30 >run.log 2>&1 &
+  local pid=$! i rc=0
+  for i in $(seq 200); do grep -q "validation after step 5 started" run.log && break; sleep 0.05; done
+  # (TERM to timeout reaches the run; KILL would leave the run behind.)
+  grep -q "validation after step 5 started" run.log || { kill -TERM $pid; wait $pid; fail "no validation started: $(tail -n 2 run.log)"; }
+  kill -TERM $pid
+  wait $pid || rc=$?
+  [ $rc -eq 4 ] || fail "a SIGTERM during validation: exit $rc, not 4: $(tail -n 3 run.log)"
+  grep -q "stopped (SIGTERM) after step 5: its checkpoint is committed" run.log && [ -f run/checkpoints/step_00000005/manifest.json ] ||
+    fail "the step trained before the validation was not checkpointed: $(tail -n 3 run.log)"
+  echo "  ok: $(grep -o 'validation after step 5 interrupted.*' run.log)"
+  echo "  ok: $(grep -o 'stopped (SIGTERM).*' run.log)"
+}
+
+# Found by the fuzzer of data.mixture (tests/fuzz/fuzz_mixture.cpp): "#de" alone read as the dataset
+# "" (": no manifest.json"), weights that add up to infinity gave every source the same share, and
+# an entry longer than a file name could be ended the run with a raw filesystem_error.
+case_round2_mixture_fuzzed() {
+  "$FT" prepare --input "$text" --out ds "${prep[@]}" >/dev/null 2>&1 || fail "prepare ds failed"
+  local data=(--set data.source=\"dataset\" --set data.path=\"ds\")
+  expect_exit 2 "data.mixture: \"#de\" names no dataset before the '#'" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" "${data[@]}" --set 'data.mixture="#de=1"'
+  expect_exit 2 "data.mixture: the weights add up to more than a double holds" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" "${data[@]}" --set 'data.mixture="./ds=1e308, ./ds2=1e308"'
+  local long
+  long=$(printf 'x%.0s' $(seq 300))
+  expect_exit 2 "data.mixture: \"$long\" names a language but data.path is not set" \
+    "$FT" train --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --set data.source=\"dataset\" --set "data.mixture=\"$long=1\""
+  [ ! -e run ] || fail "a refused start left a run directory"
+}
+
+# Found by the fuzzer of plan's options (tests/fuzz/fuzz_plan.cpp): --nodes x --gpus-per-node past
+# int64 wrapped around (a signed overflow), --tp x --cp wrapped to 0 (SIGFPE), a hint's divisor
+# search over a 2^40-sequence batch ran for hours, and --tokens 1e300 or --price 1e300 cost "$inf".
+# Each is one error line naming the options.
+case_round2_plan_overflow() {
+  local plan=(timeout 20 "$FT" plan --model tiny --gpu a100-80gb)
+  expect_exit 2 "--nodes 9223372036854775807 x --gpus-per-node 2 is more than the planner's 16777216 GPUs" \
+    "${plan[@]}" --nodes 9223372036854775807 --gpus-per-node 2
+  expect_exit 2 "--gpus 9223372036854775807 is more than the planner's 16777216 GPUs" \
+    "${plan[@]}" --gpus 9223372036854775807
+  expect_exit 2 "--global-batch 1099511627776 sequences of --seq-len 1048576 tokens is more than 1099511627776" \
+    "${plan[@]}" --global-batch 1099511627776 --seq-len 1048576
+  expect_exit 2 "--tokens 1e+300 is more than the planner's 1e+30 tokens" "${plan[@]}" --tokens 1e300
+  expect_exit 2 "--price 1e+300 is more than the planner's 1e+06 USD per GPU-hour" \
+    "${plan[@]}" --tokens 1e30 --price 1e300
+  expect_exit 2 "tp = 4611686018427387904 is more than the job's 8 GPUs" \
+    "${plan[@]}" --nodes 1 --tp 4611686018427387904 --cp 4
+  expect_exit 2 "micro-batch 4611686018427387904 is more than the 1099511627776 sequences per replica" \
+    "${plan[@]}" --global-batch 1099511627776 --dp 1 --tp 1 --pp 1 --zero 0 --recompute none \
+    --micro-batch 4611686018427387904 --gpus 1 --seq-len 1
+}
+
+# 27: hints that pointed away from the cause: eval/generate of an encrypted run without the key said
+# "no valid checkpoint"; generate --device suggested train.device; an unreadable shard was "damaged";
+# an empty data.path (or a mixture without it) printed "error: : no manifest.json" and `--out `.
+case_round2_misleading_hints() {
+  FLUXTRAIN_CKPT_KEY=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef \
+    train_tiny "$WORK/enc" --set train.steps=2 --set ckpt.interval=1 --set ckpt.encrypt=true
+  unset FLUXTRAIN_CKPT_KEY
+  expect_exit 2 "enc: its 2 checkpoint(s) are encrypted and no key was given" "$FT" eval --ckpt enc
+  expect_exit 2 "enc: its 2 checkpoint(s) are encrypted and no key was given" "$FT" generate --ckpt enc --tokens "1 2"
+  local out
+  out=$("$FT" generate --ckpt enc --tokens "1 2" 2>&1)
+  grep -q "hint: pass --key-file FILE or set FLUXTRAIN_CKPT_KEY" <<<"$out" || fail "generate does not suggest its --key-file"
+  # generate's device is its --device flag (the run's config has train.device, generate does not read it).
+  train_tiny "$WORK/run" --set train.steps=1 --set ckpt.interval=1
+  for dev in tpu cuda; do
+    out=$("$FT" generate --ckpt run --tokens "1 2" --device $dev 2>&1)
+    [ $dev = cuda ] && ! grep -q "^error: " <<<"$out" && { echo "  (a GPU is usable here: --device cuda not checked)"; continue; }
+    grep -q "^hint: .*--device cpu" <<<"$out" && ! grep -q "train.device" <<<"$out" ||
+      fail "generate --device $dev: the hint is not about --device: $(grep -E '^(error|hint)' <<<"$out")"
+    echo "  ok: --device $dev: $(grep '^hint: ' <<<"$out")"
+  done
+  # An empty data.path, and a mixture of languages without one.
+  expect_exit 2 'data.path is empty: data.source = "dataset" reads a dataset directory or URL' \
+    "$FT" train --config "$cfg" --run-dir "$WORK/r2" "${quick[@]}" --set data.source=\"dataset\" --set data.path=\"\"
+  expect_exit 2 'data.mixture: "en" names a language but data.path is not set' \
+    "$FT" train --config "$cfg" --run-dir "$WORK/r2" "${quick[@]}" --set data.source=\"dataset\" --set 'data.mixture="en=0.5, ru=0.5"'
+  [ ! -e r2 ] || fail "a refused start left a run directory"
+  # A shard that cannot be read (permissions) is not a damaged dataset. Root reads any file: the
+  # run then is nobody's (as case_round2_skipped_named).
+  "$FT" prepare --input "$text" --out ds "${prep[@]}" >/dev/null 2>&1 || fail "prepare ds failed"
+  # A mixture of datasets without data.path: the vocabulary is the first one's tokenizer's.
+  train_tiny "$WORK/r5" --set train.steps=1 --set train.batch_size=2 --set train.micro_batch_size=2 \
+    --set data.source=\"dataset\" --set 'data.mixture="./ds=1"'
+  grep -q "model.vocab_size = 400 (the tokenizer of ./ds; the preset had 256)" r5.log ||
+    fail "the mixture's vocabulary was not followed: $(grep -i vocab r5.log | head -n 2)"
+  chmod 000 ds/train-00000.ftshard
+  local as=()
+  if [ "$(id -u)" = 0 ]; then
+    command -v setpriv >/dev/null || { echo "  (root and no setpriv: the unreadable shard is not checked)"; return 0; }
+    as=(setpriv --reuid=65534 --regid=65534 --clear-groups env FLUXTRAIN_PEAK_FILE="$WORK/peak.json")
+    chmod 755 "$WORK/.." && chmod 777 "$WORK"
+  fi
+  expect_exit 2 "ds/train-00000.ftshard: the shard cannot be read: Permission denied" "${as[@]}" "$FT" train \
+    --config "$cfg" --run-dir "$WORK/r3" "${quick[@]}" --set data.source=\"dataset\" --set data.path=\"ds\" --set train.steps=1 \
+    --set train.batch_size=2 --set train.micro_batch_size=2
+  out=$("${as[@]}" "$FT" train --config "$cfg" --run-dir "$WORK/r4" "${quick[@]}" --set data.source=\"dataset\" --set data.path=\"ds\" \
+    --set train.steps=1 --set train.batch_size=2 --set train.micro_batch_size=2 2>&1)
+  grep -q "hint: give the user running fluxtrain read permission" <<<"$out" ||
+    fail "the unreadable shard's hint is not about permissions: $(grep '^hint' <<<"$out")"
+}
+
 # ---- the runner ------------------------------------------------------------------------------------
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then

@@ -35,9 +35,12 @@ std::vector<MixtureSource> parse_mixture(const std::string& spec, const std::str
     }
     // DIR_OR_URL[#LANG]: a '/', a URL, a leading '.' or a "#LANG" make it a path ("ds_man#en" is the
     // directory ds_man); a bare word is a language of data.path, or, without data.path, a directory.
+    // (The error_code form: a name too long for the file system throws otherwise — found by
+    // tests/fuzz/fuzz_mixture.cpp.)
+    std::error_code ec;
     const bool is_path = what.find('/') != std::string::npos || what.find("://") != std::string::npos ||
                          what.rfind(".", 0) == 0 || what.find('#') != std::string::npos ||
-                         (default_path.empty() && std::filesystem::is_directory(what));
+                         (default_path.empty() && std::filesystem::is_directory(what, ec));
     if (!is_path) {  // a language of data.path
       if (default_path.empty()) {
         throw Error(fmt::format("data.mixture: \"{}\" names a language but data.path is not set", what),
@@ -52,6 +55,10 @@ std::vector<MixtureSource> parse_mixture(const std::string& spec, const std::str
       size_t hash = what.find('#');
       s.path = what.substr(0, hash);
       if (hash != std::string::npos) s.language = what.substr(hash + 1);
+      // "#de" alone names no dataset (found by tests/fuzz/fuzz_mixture.cpp: it read as the path "").
+      if (s.path.empty())
+        throw Error(fmt::format("data.mixture: \"{}\" names no dataset before the '#'", what),
+                    "write DIR_OR_URL#LANG, or LANG alone for a language of data.path");
       std::string base = std::filesystem::path(s.path).lexically_normal().filename().string();
       if (base.empty()) base = std::filesystem::path(s.path).lexically_normal().parent_path().filename().string();
       s.name = s.language.empty() ? base : base + "_" + s.language;
@@ -74,6 +81,10 @@ std::vector<MixtureSource> parse_mixture(const std::string& spec, const std::str
   double total = 0;
   for (auto& s : out) total += s.weight;
   if (!(total > 0)) throw Error("data.mixture: every weight is 0", "give at least one source a positive weight");
+  // Weights near the double's limit add up to infinity, and every quota to 0 (found by
+  // tests/fuzz/fuzz_mixture.cpp: the quotas were then handed out one by one, not by weight).
+  if (!std::isfinite(total))
+    throw Error("data.mixture: the weights add up to more than a double holds", "write them as 0.3, 0.7 or 3, 7");
   return out;
 }
 

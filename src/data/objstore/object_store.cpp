@@ -12,6 +12,7 @@
 
 #include "data/objstore/crc32c.h"
 #include "data/objstore/gcs.h"
+#include "data/objstore/pull_path.h"
 #include "data/objstore/s3.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -50,31 +51,6 @@ void fsync_file(const std::string& path) {
 }
 
 }  // namespace
-
-bool ObjectUrl::is_object_url(const std::string& s) {
-  return s.rfind("s3://", 0) == 0 || s.rfind("gs://", 0) == 0;
-}
-
-ObjectUrl ObjectUrl::parse(const std::string& url) {
-  if (!is_object_url(url))
-    throw Error(fmt::format("{}: not an s3:// or gs:// URL", url), "write s3://bucket/prefix or gs://bucket/prefix");
-  ObjectUrl u;
-  u.scheme = url.substr(0, 2);
-  std::string rest = url.substr(5);
-  size_t slash = rest.find('/');
-  u.bucket = rest.substr(0, slash);
-  u.prefix = slash == std::string::npos ? "" : rest.substr(slash + 1);
-  // S3's rule; GCS also allows '_' (and up to 222 characters in dotted names).
-  const char* allowed =
-      u.scheme == "gs" ? "abcdefghijklmnopqrstuvwxyz0123456789.-_" : "abcdefghijklmnopqrstuvwxyz0123456789.-";
-  size_t max_len = u.scheme == "gs" ? 222 : 63;
-  if (u.bucket.empty() || u.bucket.size() > max_len || u.bucket.find_first_not_of(allowed) != std::string::npos) {
-    throw Error(fmt::format("{}: \"{}\" is not a valid bucket name", url, u.bucket),
-                u.scheme == "gs" ? "bucket names are lowercase letters, digits, '.', '-' and '_'"
-                                 : "bucket names are 1-63 lowercase letters, digits, '.' and '-'");
-  }
-  return u;
-}
 
 bool retryable_status(long status) {
   return status < 0 || status == 429 || status >= 500;
@@ -229,21 +205,10 @@ PullReport object_pull(const std::string& url, const std::string& dir, const Obj
   PullReport rep;
   std::error_code ec;
   fs::create_directories(dir, ec);
-  const std::string below = list_prefix.empty() ? "" : list_prefix + "/";
   for (const StoreObject& o : objs) {
-    if (!o.key.empty() && o.key.back() == '/') continue;  // "folder" marker
-    if (o.key != list_prefix && o.key.rfind(below, 0) != 0) continue;
-    std::string rel = o.key.substr(std::min(list_prefix.size(), o.key.size()));
-    while (!rel.empty() && rel[0] == '/') rel.erase(0, 1);
-    if (rel.empty()) rel = fs::path(o.key).filename().string();
-    fs::path relp(rel);
-    for (auto& piece : relp) {
-      if (piece == ".." || piece == ".") {
-        throw Error(fmt::format("{}: the key escapes the target directory", store->url_of(u.bucket, o.key)),
-                    "refusing to write outside the pull directory");
-      }
-    }
-    fs::path dest = fs::path(dir) / relp;
+    const std::optional<std::string> rel = pull_relative_path(u, o.key);
+    if (!rel) continue;
+    fs::path dest = fs::path(dir) / *rel;
     if (fs::exists(dest, ec) && fs::file_size(dest, ec) == o.size) {
       ++rep.skipped;
       continue;
