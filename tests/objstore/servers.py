@@ -8,7 +8,8 @@
   access token) and the check of that bearer token on every request (401 "Invalid Credentials",
   the body GCS sends). Everything else is forwarded to the emulator unchanged.
 - `drop_after`: both fronts can cut the first download of each object after that many bytes
-  (a dropped connection mid-transfer), to test resume.
+  (a dropped connection mid-transfer), to test resume; `drop_parts`: the S3 front cuts the first
+  PUT of that many multipart parts (a connection dropped mid-upload), to test retries.
 
 Every server runs on 127.0.0.1 on a free port; `stop()` ends it (call it in a finally/tearDown).
 """
@@ -208,6 +209,29 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_HEAD(self):
         return self._forward()
 
+    def do_PUT(self):
+        front = self.server.front
+        # A dropped connection mid-part: the body is read, then the connection goes away without
+        # an answer (the server never stored it); once per part, for the first drop_parts parts.
+        if front.drop_parts and "partNumber=" in self.path:
+            with front.lock:
+                drop = front.drop_parts > 0 and self.path not in front.dropped_parts
+                if drop:
+                    front.drop_parts -= 1
+                    front.dropped_parts.add(self.path)
+            if drop:
+                self.rfile.read(int(self.headers.get("Content-Length", "0") or 0))
+                self.close_connection = True
+                try:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                return
+        return self._forward()
+
+    def do_DELETE(self):
+        return self._forward()
+
     def _forward(self):
         front = self.server.front
         if front.check_auth:
@@ -261,12 +285,14 @@ class Front:
     """An HTTP front on its own port: forwards to an upstream server; optionally acts as the OAuth2
     token endpoint and checks bearer tokens (GCS), and cuts first downloads after drop_after bytes."""
 
-    def __init__(self, upstream_port, gcs=False, public_key=None, drop_after=None):
+    def __init__(self, upstream_port, gcs=False, public_key=None, drop_after=None, drop_parts=0):
         self.upstream_port = upstream_port
         self.gcs = gcs
         self.public_key = public_key
         self.check_auth = public_key is not None
         self.drop_after = drop_after
+        self.drop_parts = drop_parts  # S3 multipart: this many parts' first PUT is cut off
+        self.dropped_parts = set()
         self.tokens = set()
         self.static_token = None
         self.token_requests = 0
