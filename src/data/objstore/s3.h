@@ -63,6 +63,8 @@ class S3Client final : public ObjectStore {
   UploadReport upload_file(const std::string& bucket, const std::string& key, const std::string& path,
                            const UploadOptions& up = {});
   void remove(const std::string& bucket, const std::string& key);
+  // A server-side copy (CopyObject: objects up to 5 GB).
+  void copy(const std::string& bucket, const std::string& from_key, const std::string& to_key);
   // Test hook: called before each part's attempt (part number, attempt); throwing fails the upload.
   std::function<void(int, int)> on_part;
 

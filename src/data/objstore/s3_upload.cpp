@@ -97,6 +97,19 @@ void S3Client::remove(const std::string& bucket, const std::string& key) {
   if (r.status != 204 && r.status != 200 && r.status != 404) fail(what, r);
 }
 
+void S3Client::copy(const std::string& bucket, const std::string& from_key, const std::string& to_key) {
+  const std::string what = url_of(bucket, to_key) + " (copy of " + from_key + ")";
+  HttpResponse r = with_retries(what, [&] {
+    return request("PUT", bucket, to_key, {}, {{"x-amz-copy-source", "/" + bucket + "/" + uri_encode(from_key, false)}},
+                   nullptr);
+  });
+  // CopyObject can answer 200 with an <Error> body.
+  if (r.status != 200 || r.body.find("<Error>") != std::string::npos) {
+    if (r.status == 200) r.status = 500;
+    fail(what, r);
+  }
+}
+
 UploadReport S3Client::upload_file(const std::string& bucket, const std::string& key, const std::string& path,
                                    const UploadOptions& up) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
