@@ -224,3 +224,31 @@ std::unique_ptr<CheckpointStorage> open_checkpoint_storage(const std::string& ro
 }
 
 }  // namespace ft
+
+namespace ft {
+
+std::string fetch_checkpoint(const std::string& url, const std::string& work_dir, const std::string& endpoint) {
+  std::string root = url;
+  while (!root.empty() && root.back() == '/') root.pop_back();
+  int64_t step = parse_step_dir_name(fs::path(root).filename().string());
+  if (step >= 0) root = root.substr(0, root.rfind('/'));
+  std::unique_ptr<CheckpointStorage> st = open_checkpoint_storage(root, work_dir, 0, endpoint);
+  for (const StoredStep& s : st->list_steps()) {
+    if (step >= 0 && s.step != step) continue;
+    if (!s.committed) {
+      if (step >= 0)
+        throw Error(fmt::format("{}: no manifest: the checkpoint is incomplete (its save was interrupted)", s.where),
+                    "use an older step, or the root (its newest committed step)");
+      continue;
+    }
+    try {
+      return st->fetch(s);
+    } catch (const Error& e) {
+      throw FetchDamage(e.what(), e.hint());
+    }
+  }
+  throw Error(fmt::format("{}: no committed checkpoint found", url),
+              "give a root such as s3://bucket/ckpt or a step such as s3://bucket/ckpt/step_00000100");
+}
+
+}  // namespace ft

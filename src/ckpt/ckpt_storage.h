@@ -14,12 +14,15 @@
 //   st->write_manifest(100, text);                      // rank 0, after every rank's publish
 //   for (const StoredStep& s : st->list_steps()) ...   // newest first
 //   std::string dir = st->fetch(s);                     // a local directory CheckpointReader reads
+//   std::string d = fetch_checkpoint("s3://b/ckpt", "/tmp/work", "");   // `fluxtrain ckpt verify s3://...`
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "util/error.h"
 
 namespace ft {
 
@@ -66,6 +69,17 @@ class CheckpointStorage {
   explicit CheckpointStorage(std::string root) : root_(std::move(root)) {}
   std::string root_;
 };
+
+// A committed checkpoint that could not be fetched (an object missing or of the wrong size).
+class FetchDamage : public Error {
+ public:
+  using Error::Error;
+};
+
+// The checkpoint a URL names — s3://bucket/prefix/step_<N> or a root s3://bucket/prefix (its newest
+// committed step) — downloaded under work_dir; returns the local step directory. Throws
+// FetchDamage naming the object when one is missing or damaged, ft::Error when there is none.
+std::string fetch_checkpoint(const std::string& url, const std::string& work_dir, const std::string& endpoint);
 
 // A directory for a path, an object store for s3:// (endpoint: data.endpoint, "" = the AWS
 // variables). gs:// is refused with an ft::Error for now.

@@ -39,6 +39,13 @@ def train(moto, run_dir, sets, resume=None):
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
 
 
+def ft_ckpt(moto, *args):
+    env = dict(os.environ, **moto.env(), FLUXTRAIN_CKPT_KEY=KEY)
+    env.pop("AWS_ENDPOINT_URL", None)
+    return subprocess.run([FT, "ckpt", *args, "--s3-endpoint", moto.endpoint], capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
 def losses(run_dir):
     rows = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
     return {r["step"]: r["loss"] for r in rows}
@@ -83,6 +90,12 @@ def main():
         check(not os.listdir(os.path.join(full, ".ckpt-upload")) if os.path.isdir(os.path.join(full, ".ckpt-upload"))
               else True, "no spool file left")
 
+        p = ft_ckpt(moto, "ls", "s3://ckpt/run")
+        check(p.returncode == 0 and p.stdout.count("committed") == 2, f"ckpt ls: {p.stdout.strip()}{p.stderr[-500:]}")
+        p = ft_ckpt(moto, "verify", "s3://ckpt/run")
+        check(p.returncode == 0 and "verify: ok" in p.stdout, f"ckpt verify s3://ckpt/run: {p.stdout.strip()}"
+              f"{p.stderr[-500:]}")
+
         # A save that died before its commit: step 8 without its manifest.
         moto.s3.delete_object(Bucket="ckpt", Key="run/step_00000008/manifest.json")
         resumed = os.path.join(tmp, "resumed")
@@ -98,6 +111,9 @@ def main():
 
         # 2. a committed checkpoint whose rank object is gone: fall back, naming it
         moto.s3.delete_object(Bucket="ckpt", Key="run/step_00000008/rank-00001.ftckpt")
+        p = ft_ckpt(moto, "verify", "s3://ckpt/run/step_00000008")
+        check(p.returncode == 1 and "s3://ckpt/run/step_00000008/rank-00001.ftckpt" in p.stderr,
+              f"ckpt verify names the missing object, exit 1 ({p.returncode}): {p.stderr.strip()[:300]}")
         fell = os.path.join(tmp, "fallback")
         p = train(moto, fell, ["ckpt.interval=4", "ckpt.keep=3", "ckpt.encrypt=true", "ckpt.dir=s3://ckpt/run"],
                   resume="auto")

@@ -233,7 +233,9 @@ void S3Client::fail(const std::string& what, const HttpResponse& r) const {
     hint = "check the URL; the object may have been deleted";
   }
   if (code.empty()) code = r.status == 404 ? "NotFound" : "(no error code)";
-  if (msg.empty()) msg = r.body.empty() ? "(empty response)" : r.body.substr(0, 200);
+  // A HEAD answer has no body: a 404 there is an object that does not exist.
+  if (msg.empty())
+    msg = r.body.empty() ? (r.status == 404 ? "no such object" : "(empty response)") : r.body.substr(0, 200);
   throw Error(fmt::format("{}: HTTP {} {}: {}", what, r.status, code, msg), hint);
 }
 
