@@ -20,7 +20,7 @@ class ConfigBinder;
 struct CkptConfig {
   int64_t interval = 0;  // save every N steps (and after the last step); 0 = never
   int64_t keep = 3;      // committed checkpoints to keep (>= 1)
-  std::string dir;       // where step_<N>/ directories go; "" = <train.run_dir>/checkpoints
+  std::string dir;       // where step_<N>/ go: a directory or s3://bucket/prefix; "" = <train.run_dir>/checkpoints
   bool async = true;     // background writes (false: the training thread writes; benchmarks)
   bool encrypt = false;  // AES-256-GCM over chunks
   std::string key_file;  // file with the 256-bit key in hex; "" = FLUXTRAIN_CKPT_KEY

@@ -81,7 +81,10 @@ void data_effects(Config& cfg, Effects& e) {
   const std::string local = dataset
                                 ? "data.path and data.mixture are local (only s3:// and gs:// datasets are streamed)"
                                 : src + ", not \"dataset\" (nothing is streamed)";
-  for (const char* key : {"data.endpoint", "data.cache_dir", "data.cache_bytes"}) e.gated(key, streamed, local);
+  // data.endpoint is also the S3 endpoint of checkpoints in a bucket (ckpt.dir = "s3://...").
+  const bool ckpt_in_store = cfg.ckpt.dir.rfind("s3://", 0) == 0;
+  e.gated("data.endpoint", streamed || ckpt_in_store, local + " and ckpt.dir is not s3://");
+  for (const char* key : {"data.cache_dir", "data.cache_bytes"}) e.gated(key, streamed, local);
   // The model's vocabulary follows the dataset's tokenizer unless the user chose one.
   // A dataset in a bucket alike: its manifest is fetched (data.endpoint), as the loader would.
   if (dataset && !e.is_set("model.vocab_size")) {

@@ -35,7 +35,9 @@ def train(moto, run_dir, sets, resume=None):
         cmd += ["--set", s]
     if resume:
         cmd += ["--resume", resume]
-    env = dict(os.environ, **moto.env(), AWS_ENDPOINT_URL=moto.endpoint, FLUXTRAIN_CKPT_KEY=KEY)
+    cmd += ["--set", f"data.endpoint={moto.endpoint}"]  # as the data side reads it
+    env = dict(os.environ, **moto.env(), FLUXTRAIN_CKPT_KEY=KEY)
+    env.pop("AWS_ENDPOINT_URL", None)
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
 
 
@@ -84,6 +86,7 @@ def main():
         line = [l for l in p.stderr.splitlines() if "checkpoint step 8 committed" in l]
         print("  " + (line[0] if line else "(no save line)"))
         check(bool(line) and "uploaded to s3://ckpt/run" in line[0], "the save line reports the upload")
+        check("data.endpoint has no effect" not in p.stderr, "data.endpoint is the checkpoints' endpoint too")
         m = json.loads(moto.s3.get_object(Bucket="ckpt", Key="run/step_00000008/manifest.json")["Body"].read())
         check((m.get("encryption") or {}).get("algorithm") == "AES-256-GCM", "the manifest says AES-256-GCM")
         check(not moto.s3.list_multipart_uploads(Bucket="ckpt").get("Uploads"), "no multipart upload left")
