@@ -613,6 +613,7 @@ bool Checkpointer::poll(bool block) {
     job_.reset();
     return true;
   }
+  if (telemetry_ && j.upload.bytes > 0) telemetry_->on_checkpoint_upload(j.upload.bytes, j.upload.seconds);
   json mine = json::parse(pieces_to_json(j.file, owned_, j.records));
   mine["stall_s"] = flight_stall_;
   mine["copy_s"] = j.copy_s;
