@@ -16,6 +16,7 @@
 
 #include "ckpt/state_io.h"
 #include "data/dataset_manifest.h"
+#include "data/objstore/object_store.h"
 #include "fault/inject.h"
 #include "obs/telemetry.h"
 #include "tensor/device_runtime.h"
@@ -290,12 +291,33 @@ Checkpointer::Resumed Checkpointer::resume() {
     // Rank 0 lists the candidates, newest first; every rank tries each in turn.
     std::string list;
     bool exact = false;
-    const bool stored = spec == "auto";  // read through storage_ (a directory or an object store)
+    // Read through a CheckpointStorage: "auto" (storage_), or an s3:// root or step (the
+    // supervisor's restarts name one), through storage_ when it is this run's root.
+    const bool url = ObjectUrl::is_object_url(spec);
+    const bool stored = spec == "auto" || url;
+    CheckpointStorage* source = storage_.get();
+    std::unique_ptr<CheckpointStorage> other;
+    int64_t only_step = -1;
+    if (url) {
+      std::string r = spec;
+      while (!r.empty() && r.back() == '/') r.pop_back();
+      only_step = parse_step_dir_name(fs::path(r).filename().string());
+      if (only_step >= 0) r = r.substr(0, r.rfind('/'));
+      exact = only_step >= 0;
+      std::string mine = root_;
+      while (!mine.empty() && mine.back() == '/') mine.pop_back();
+      if (r != mine) {
+        other = open_checkpoint_storage(r, run_.run_dir, mesh_.world_rank(), run_.store_endpoint);
+        source = other.get();
+      }
+    }
     if (rank0) {
       std::vector<std::string> cands;
       if (stored) {
-        for (const StoredStep& st : storage_->list_steps())
-          list += fmt::format("{}\t{}\t{}\n", st.step, st.committed ? 1 : 0, st.where);
+        for (const StoredStep& st : source->list_steps())
+          if (only_step < 0 || st.step == only_step)
+            list += fmt::format("{}\t{}\t{}\n", st.step, st.committed ? 1 : 0, st.where);
+        if (exact && list.empty()) throw Error(fmt::format("{}: no such checkpoint", spec));
       } else if (fs::exists(spec + "/" + kCkptManifestFile) ||
                  parse_step_dir_name(fs::path(spec).filename().string()) >= 0) {
         cands = {spec};
@@ -328,7 +350,7 @@ Checkpointer::Resumed Checkpointer::resume() {
       std::string err, hint;
       CheckpointManifest m;
       try {
-        const std::string local = stored ? storage_->fetch(stored_step) : cand;  // object store: downloaded
+        const std::string local = stored ? source->fetch(stored_step) : cand;  // object store: downloaded
         m = CheckpointManifest::load(local,
                                      nullptr);  // unauthenticated first: is it ours, which key?
         if (m.encrypted && key_.empty())
@@ -393,7 +415,7 @@ Checkpointer::Resumed Checkpointer::resume() {
       break;
     }
     mem_free(Device::kCPU, buf, staging_bytes(), MemCategory::kCheckpoint);
-    storage_->clear_fetched();
+    source->clear_fetched();
     if (exact && !out.resumed) throw Error(fmt::format("{}: could not resume from it", spec));
     // Checkpoints were there and none could be read: training from step 0 would silently discard
     // them (and, at the first save, write over their steps). Starting over is the user's choice.

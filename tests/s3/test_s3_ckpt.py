@@ -130,6 +130,14 @@ def main():
             check(sorted(got)[0] == 5 and all(got.get(s) == ref[s] for s in range(5, 9)),
                   "fell back to step 4, losses 5..8 bit-identical")
 
+        # An explicit step URL, as the supervisor's restarts name one.
+        named = os.path.join(tmp, "named")
+        p = train(moto, named, ["ckpt.interval=4", "ckpt.keep=3", "ckpt.encrypt=true", "ckpt.dir=s3://ckpt/run"],
+                  resume="s3://ckpt/run/step_00000004")
+        check(p.returncode == 0 and sorted(losses(named))[0] == 5 and
+              all(losses(named).get(s) == ref[s] for s in range(5, 9)),
+              f"--resume s3://ckpt/run/step_00000004: losses 5..8 bit-identical {p.stderr[-1500:] if p.returncode else ''}")
+
         # 3. retention: keep 2 of 4 saves; an object it did not write survives
         moto.s3.put_object(Bucket="ckpt", Key="keep/step_00000002/notes.txt", Body=b"mine")
         kept = os.path.join(tmp, "kept")
