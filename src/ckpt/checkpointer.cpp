@@ -11,6 +11,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -21,6 +22,7 @@
 #include "obs/telemetry.h"
 #include "tensor/device_runtime.h"
 #include "tensor/memory.h"
+#include "util/all_ranks_error.h"
 #include "util/clock.h"
 #include "util/config_binder.h"
 #include "util/error.h"
@@ -168,7 +170,8 @@ Checkpointer::Checkpointer(const CkptConfig& ckpt, CheckpointRun run, Mesh& mesh
       telemetry_(telemetry),
       tokenizer_hash_(tokenizer_hash),
       root_(ckpt_.root(run_.run_dir)),
-      storage_(open_checkpoint_storage(root_, run_.run_dir, mesh.world_rank(), run_.store_endpoint)),
+      storage_(open_checkpoint_storage(root_, run_.run_dir, mesh.world_rank(), run_.store_endpoint,
+                                       static_cast<uint64_t>(ckpt_.part_mb) << 20)),
       chunk_bytes_(static_cast<uint32_t>(ckpt_.chunk_mb << 20)) {
   // The key: needed to encrypt; otherwise loaded when given, to read encrypted checkpoints.
   if (ckpt_.encrypt) {
@@ -466,6 +469,12 @@ void Checkpointer::keep_encryption(const CheckpointManifest& m, const std::strin
 }
 
 void Checkpointer::prepare_root(int64_t resumed_step) {
+  // Uploads a killed run left unfinished (no process of this run has begun one yet).
+  try {
+    storage_->clean_orphans(std::numeric_limits<int64_t>::max());
+  } catch (const Error& e) {
+    log_warn("checkpoint: unfinished uploads under {} could not be cleaned: {}", root_, e.what());
+  }
   for (const StoredStep& st : storage_->list_steps()) {
     if (!st.committed) {
       log_warn("checkpoint: removing {}: incomplete (no manifest; a save was interrupted)", st.where);
@@ -518,7 +527,16 @@ void Checkpointer::save_now(int64_t step, int64_t tokens, const LoaderState& loa
 
 void Checkpointer::start_save(int64_t step, int64_t tokens, const LoaderState& loader) {
   const double t0 = now_seconds();
-  if (in_flight_) poll(true);  // the previous save must be durable before its staging is reused
+  // One save in flight at most: the previous one must be durable before its staging is reused, so
+  // a save still writing or uploading when the next is due makes training wait (said, not queued).
+  if (in_flight_ && !poll(false)) {
+    if (mesh_.world_rank() == 0)
+      log_warn(
+          "checkpoint step {} is due while step {} is still being {}; training waits for it (one save in flight "
+          "at most: raise ckpt.interval if this repeats)",
+          step, flight_step_, storage_->failure_stops_training() ? "uploaded" : "written");
+    poll(true);
+  }
   job_ = std::make_unique<SaveJob>();
   job_->step = step;
   job_->tokens = tokens;
@@ -612,7 +630,13 @@ bool Checkpointer::poll(bool block) {
   const bool rank0 = mesh_.world_rank() == 0;
   if (flags[1] > 0) {  // some rank failed: the checkpoint is discarded everywhere
     ++failures_;
-    if (!j.ok)
+    const bool stop = storage_->failure_stops_training();
+    // Stopping: every rank names the first rank's error (the CLI prints what is thrown).
+    std::string first;
+    if (stop)
+      for (const std::string& e : all_gather_strings(j.ok ? std::string() : j.error))
+        if (first.empty()) first = e;
+    if (!j.ok && !stop)
       log_error("checkpoint step {} failed: {}; training continues, the partial checkpoint is discarded", j.step,
                 j.error);
     try {
@@ -632,7 +656,25 @@ bool Checkpointer::poll(bool block) {
       record({{"event", "save"}, {"step", j.step}, {"ok", false}, {"error", j.ok ? "another rank failed" : j.error}});
     }
     if (telemetry_) telemetry_->on_checkpoint(j.step, now_seconds() - flight_start_, false);
+    const int64_t step = j.step;
     job_.reset();
+    if (stop) {
+      // Rank 0's committed_local_ is current: its commit of the previous save ran on the worker
+      // before this save's write did.
+      double c = 0;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        c = static_cast<double>(committed_local_);
+      }
+      mesh_.world().broadcast(&c, sizeof c, 0);
+      const int64_t last = static_cast<int64_t>(c);
+      throw AllRanksError(
+          fmt::format("checkpoint step {} failed: {}; training stops: {}", step, first,
+                      last >= 0 ? fmt::format("the last committed checkpoint is {}/{}", root_, step_dir_name(last))
+                                : std::string("no checkpoint was committed")),
+          last >= 0 ? "fix the store (credentials, availability), then `--resume auto` continues from it"
+                    : "fix the store (credentials, availability), then start again");
+    }
     return true;
   }
   if (telemetry_ && j.upload.bytes > 0) telemetry_->on_checkpoint_upload(j.upload.bytes, j.upload.seconds);
@@ -709,7 +751,8 @@ void Checkpointer::commit_job(std::shared_ptr<CheckpointManifest> m, int64_t ste
       else
         storage_->discard_step(st.step);
     }
-  } catch (const Error& e) {  // the new checkpoint is committed; old ones stay for the next commit
+    storage_->clean_orphans(step);  // unfinished uploads of older steps (a save that was killed)
+  } catch (const Error& e) {        // the new checkpoint is committed; old ones stay for the next commit
     log_warn("checkpoint: retention after step {}: {}", step, e.what());
   }
   const double total = now_seconds() - t_start;

@@ -25,6 +25,7 @@ struct CkptConfig {
   bool encrypt = false;  // AES-256-GCM over chunks
   std::string key_file;  // file with the 256-bit key in hex; "" = FLUXTRAIN_CKPT_KEY
   int64_t chunk_mb = 4;  // plaintext bytes per encrypted (and checksummed) chunk, in MiB
+  int64_t part_mb = 8;   // object store: multipart part size in MiB (S3 requires >= 5 but for the last)
   std::string resume;    // "" = fresh start, "auto" = newest valid checkpoint, or a path
   // Resuming from encrypted checkpoints keeps encrypting (whatever ckpt.encrypt says) unless
   // this is true: writing plaintext after encrypted checkpoints is an explicit choice.

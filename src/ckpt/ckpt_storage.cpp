@@ -62,8 +62,10 @@ class DirStorage final : public CheckpointStorage {
 // through a cache (<run_dir>/.ckpt-cache/rank-<r>/step_<N>/).
 class S3Storage final : public CheckpointStorage {
  public:
-  S3Storage(const std::string& root, const std::string& run_dir, int rank, const std::string& endpoint)
+  S3Storage(const std::string& root, const std::string& run_dir, int rank, const std::string& endpoint,
+            uint64_t part_bytes)
       : CheckpointStorage(root), url_(ObjectUrl::parse(root)), run_dir_(run_dir), rank_(rank) {
+    if (part_bytes > 0) upload_.part_bytes = part_bytes;
     while (!url_.prefix.empty() && url_.prefix.back() == '/') url_.prefix.pop_back();
     ObjectStoreOptions o;
     o.s3_endpoint = endpoint;
@@ -95,7 +97,7 @@ class S3Storage final : public CheckpointStorage {
   std::string staging_dir(int64_t step) override { return run_dir_ + "/.ckpt-upload/" + step_dir_name(step); }
   PublishReport publish(int64_t step, const std::string& name) override {
     const std::string local = staging_dir(step) + "/" + name, key = step_key(step) + name;
-    UploadReport u = s3_->upload_file(url_.bucket, key, local);
+    UploadReport u = s3_->upload_file(url_.bucket, key, local, upload_);
     // Confirmed as stored: the ETag matched what was sent (S3Client); the size is the file's.
     const uint64_t size = fs::file_size(local);
     StoreObject o = s3_->stat(url_.bucket, key);
@@ -171,6 +173,25 @@ class S3Storage final : public CheckpointStorage {
     std::error_code ec;
     fs::remove_all(cache_dir(), ec);
   }
+  int clean_orphans(int64_t below_step) override {
+    // Listed by the root's prefix (no '/' in the query; see s3.h); only our rank files' uploads.
+    int n = 0;
+    const std::string dir = url_.dir_prefix();
+    for (const S3Client::PendingUpload& u : s3_->list_uploads(url_.bucket, url_.prefix)) {
+      if (u.key.compare(0, dir.size(), dir) != 0) continue;
+      const std::string rest = u.key.substr(dir.size());
+      const size_t slash = rest.find('/');
+      if (slash == std::string::npos || !is_rank_file(rest.substr(slash + 1))) continue;
+      const int64_t step = parse_step_dir_name(rest.substr(0, slash));
+      if (step < 0 || step >= below_step) continue;
+      s3_->abort_upload(url_.bucket, u.key, u.upload_id);
+      log_warn("checkpoint: aborted the unfinished upload of {} (a save that was interrupted; upload id {})",
+               s3_->url_of(url_.bucket, u.key), u.upload_id);
+      ++n;
+    }
+    return n;
+  }
+  bool failure_stops_training() const override { return true; }
 
  private:
   std::string step_key(int64_t step) const { return url_.dir_prefix() + step_dir_name(step) + "/"; }
@@ -209,14 +230,15 @@ class S3Storage final : public CheckpointStorage {
   ObjectUrl url_;
   std::string run_dir_;
   int rank_;
+  UploadOptions upload_;
   std::unique_ptr<S3Client> s3_;
 };
 
 }  // namespace
 
 std::unique_ptr<CheckpointStorage> open_checkpoint_storage(const std::string& root, const std::string& run_dir,
-                                                           int rank, const std::string& endpoint) {
-  if (root.rfind("s3://", 0) == 0) return std::make_unique<S3Storage>(root, run_dir, rank, endpoint);
+                                                           int rank, const std::string& endpoint, uint64_t part_bytes) {
+  if (root.rfind("s3://", 0) == 0) return std::make_unique<S3Storage>(root, run_dir, rank, endpoint, part_bytes);
   if (ObjectUrl::is_object_url(root))
     throw Error(fmt::format("ckpt.dir = \"{}\": checkpoints to gs:// are not supported yet", root),
                 "use s3:// (GCS serves the S3 API through its XML interoperability endpoint) or a directory");

@@ -64,6 +64,14 @@ class CheckpointStorage {
   virtual std::string fetch(const StoredStep& s) = 0;
   // Removes what fetch() brought here.
   virtual void clear_fetched() {}
+  // Unfinished uploads of rank files of steps below `below_step` (S3 multipart uploads a killed
+  // save left behind; their parts are stored and billed until aborted): aborted; returns how many.
+  virtual int clean_orphans(int64_t /*below_step*/) { return 0; }
+  // Whether a failed save stops training. A directory: no (a full disk may clear, training goes
+  // on and the next save retries). An object store: yes — the save already retried with backoff,
+  // and what is left (refused credentials, a storm of 5xx) would fail every later save too, so
+  // training on would spend compute that can never be resumed from.
+  virtual bool failure_stops_training() const { return false; }
 
  protected:
   explicit CheckpointStorage(std::string root) : root_(std::move(root)) {}
@@ -82,8 +90,10 @@ class FetchDamage : public Error {
 std::string fetch_checkpoint(const std::string& url, const std::string& work_dir, const std::string& endpoint);
 
 // A directory for a path, an object store for s3:// (endpoint: data.endpoint, "" = the AWS
-// variables). gs:// is refused with an ft::Error for now.
+// variables; part_bytes: the multipart part size, ckpt.part_mb; 0 = the client's default).
+// gs:// is refused with an ft::Error for now.
 std::unique_ptr<CheckpointStorage> open_checkpoint_storage(const std::string& root, const std::string& run_dir,
-                                                           int rank, const std::string& endpoint);
+                                                           int rank, const std::string& endpoint,
+                                                           uint64_t part_bytes = 0);
 
 }  // namespace ft

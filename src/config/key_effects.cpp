@@ -126,6 +126,8 @@ void ckpt_effects(Config& cfg, Effects& e) {
   e.gated("ckpt.async", saves, never);
   e.gated("ckpt.chunk_mb", saves && c.encrypt,
           saves ? "ckpt.encrypt = false (chunks are the unit of encryption)" : never);
+  e.gated("ckpt.part_mb", saves && c.dir.rfind("s3://", 0) == 0,
+          saves ? "ckpt.dir is not s3:// (parts are the unit of a multipart upload)" : never);
   e.gated("ckpt.encrypt", saves || loads, never + " and ckpt.resume is empty");
   e.gated("ckpt.dir", saves || loads, never + " and ckpt.resume is empty");
   e.gated("ckpt.key_file", c.encrypt || loads, "ckpt.encrypt = false and ckpt.resume is empty");

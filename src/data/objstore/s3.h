@@ -65,6 +65,13 @@ class S3Client final : public ObjectStore {
   void remove(const std::string& bucket, const std::string& key);
   // A server-side copy (CopyObject: objects up to 5 GB).
   void copy(const std::string& bucket, const std::string& from_key, const std::string& to_key);
+  // Multipart uploads begun under `prefix` and neither completed nor aborted (ListMultipartUploads):
+  // what a process killed mid-upload leaves; abort_upload() frees their parts.
+  struct PendingUpload {
+    std::string key, upload_id;
+  };
+  std::vector<PendingUpload> list_uploads(const std::string& bucket, const std::string& prefix);
+  void abort_upload(const std::string& bucket, const std::string& key, const std::string& upload_id);
   // Test hook: called before each part's attempt (part number, attempt); throwing fails the upload.
   std::function<void(int, int)> on_part;
 
@@ -82,7 +89,6 @@ class S3Client final : public ObjectStore {
                                 uint64_t size, const UploadOptions& up);
   std::string put_part(const std::string& bucket, const std::string& key, const std::string& upload_id, int part,
                        const std::string& data, uint64_t* sent);
-  void abort_upload(const std::string& bucket, const std::string& key, const std::string& upload_id);
   std::string region_, access_key_, secret_key_, session_token_;
   bool path_style_ = true;
 };

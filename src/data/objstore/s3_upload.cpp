@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -163,6 +164,27 @@ void S3Client::abort_upload(const std::string& bucket, const std::string& key, c
         "{}: could not abort the multipart upload {} (HTTP {}); its parts stay until a lifecycle rule removes "
         "them",
         url_of(bucket, key), upload_id, r.status);
+}
+
+std::vector<S3Client::PendingUpload> S3Client::list_uploads(const std::string& bucket, const std::string& prefix) {
+  const std::string what = url_of(bucket, prefix) + " (multipart uploads)";
+  std::vector<PendingUpload> out;
+  std::map<std::string, std::string> query{{"uploads", ""}, {"prefix", prefix}};
+  for (;;) {
+    HttpResponse r = with_retries(what, [&] { return request("GET", bucket, "", query, {}, nullptr); });
+    if (r.status != 200) fail(what, r);
+    for (size_t pos = 0;;) {
+      size_t end = std::string::npos;
+      const std::string up = s3_xml_tag(r.body, "Upload", pos, &end);
+      if (end == std::string::npos) break;
+      pos = end;
+      out.push_back({s3_xml_tag(up, "Key"), s3_xml_tag(up, "UploadId")});
+    }
+    if (s3_xml_tag(r.body, "IsTruncated") != "true") break;
+    query["key-marker"] = s3_xml_tag(r.body, "NextKeyMarker");
+    query["upload-id-marker"] = s3_xml_tag(r.body, "NextUploadIdMarker");
+  }
+  return out;
 }
 
 UploadReport S3Client::upload_multipart(const std::string& bucket, const std::string& key, const std::string& path,
