@@ -11,22 +11,24 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
 #include "ckpt/state_io.h"
 #include "data/dataset_manifest.h"
+#include "data/objstore/object_store.h"
 #include "fault/inject.h"
 #include "obs/telemetry.h"
 #include "tensor/device_runtime.h"
 #include "tensor/memory.h"
+#include "util/all_ranks_error.h"
 #include "util/clock.h"
 #include "util/config_binder.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/strings.h"
-#include "util/unused_path.h"
 
 namespace fs = std::filesystem;
 
@@ -41,10 +43,6 @@ class Refusal : public Error {
  public:
   using Error::Error;
 };
-
-double unix_now() {
-  return static_cast<double>(std::time(nullptr));
-}
 
 // Encrypted runs: the plaintext in staging must not reach swap or a core dump. Best effort: a
 // locked-memory limit below the staging size is a warning, not an error.
@@ -115,6 +113,7 @@ struct Checkpointer::SaveJob {
   std::string error;
   FileRecord file;
   std::vector<PieceRecord> records;
+  PublishReport upload;
   double copy_s = 0, write_s = 0;
 };
 
@@ -171,6 +170,8 @@ Checkpointer::Checkpointer(const CkptConfig& ckpt, CheckpointRun run, Mesh& mesh
       telemetry_(telemetry),
       tokenizer_hash_(tokenizer_hash),
       root_(ckpt_.root(run_.run_dir)),
+      storage_(open_checkpoint_storage(root_, run_.run_dir, mesh.world_rank(), run_.store_endpoint,
+                                       static_cast<uint64_t>(ckpt_.part_mb) << 20)),
       chunk_bytes_(static_cast<uint32_t>(ckpt_.chunk_mb << 20)) {
   // The key: needed to encrypt; otherwise loaded when given, to read encrypted checkpoints.
   if (ckpt_.encrypt) {
@@ -286,15 +287,40 @@ Checkpointer::Resumed Checkpointer::resume() {
   Resumed out;
   const std::string& spec = ckpt_.resume;
   const bool rank0 = mesh_.world_rank() == 0;
+  // Where checkpoints go must be writable before step 1, not at the first save.
+  if (ckpt_.interval > 0 || spec == "auto") storage_->check_writable();
   if (!spec.empty()) {
     const double t0 = now_seconds();
     // Rank 0 lists the candidates, newest first; every rank tries each in turn.
     std::string list;
     bool exact = false;
+    // Read through a CheckpointStorage: "auto" (storage_), or an s3:// root or step (the
+    // supervisor's restarts name one), through storage_ when it is this run's root.
+    const bool url = ObjectUrl::is_object_url(spec);
+    const bool stored = spec == "auto" || url;
+    CheckpointStorage* source = storage_.get();
+    std::unique_ptr<CheckpointStorage> other;
+    int64_t only_step = -1;
+    if (url) {
+      std::string r = spec;
+      while (!r.empty() && r.back() == '/') r.pop_back();
+      only_step = parse_step_dir_name(fs::path(r).filename().string());
+      if (only_step >= 0) r = r.substr(0, r.rfind('/'));
+      exact = only_step >= 0;
+      std::string mine = root_;
+      while (!mine.empty() && mine.back() == '/') mine.pop_back();
+      if (r != mine) {
+        other = open_checkpoint_storage(r, run_.run_dir, mesh_.world_rank(), run_.store_endpoint);
+        source = other.get();
+      }
+    }
     if (rank0) {
       std::vector<std::string> cands;
-      if (spec == "auto") {
-        cands = list_step_dirs(root_);
+      if (stored) {
+        for (const StoredStep& st : source->list_steps())
+          if (only_step < 0 || st.step == only_step)
+            list += fmt::format("{}\t{}\t{}\n", st.step, st.committed ? 1 : 0, st.where);
+        if (exact && list.empty()) throw Error(fmt::format("{}: no such checkpoint", spec));
       } else if (fs::exists(spec + "/" + kCkptManifestFile) ||
                  parse_step_dir_name(fs::path(spec).filename().string()) >= 0) {
         cands = {spec};
@@ -304,25 +330,31 @@ Checkpointer::Resumed Checkpointer::resume() {
         if (cands.empty()) cands = list_step_dirs(spec + "/checkpoints");
         if (cands.empty()) resolve_checkpoint(spec);  // throws naming the path
       }
-      for (const std::string& c : cands) list += c + "\n";
+      for (const std::string& c : cands)
+        list += fmt::format("0\t{}\t{}\n", fs::exists(c + "/" + kCkptManifestFile) ? 1 : 0, c);
     }
     std::vector<std::string> lists = all_gather_strings(list);
-    std::vector<std::string> cands;
+    std::vector<StoredStep> cands;
     {
       std::istringstream in(lists[0]);
-      for (std::string c; std::getline(in, c);) cands.push_back(c);
+      for (std::string c; std::getline(in, c);) {
+        const size_t a = c.find('\t'), b = c.find('\t', a + 1);
+        cands.push_back({std::stoll(c.substr(0, a)), c.substr(b + 1), c.substr(a + 1, b - a - 1) == "1"});
+      }
     }
     if (cands.empty()) log_info("resume: no checkpoint under {}; starting from step 0", root_);
     float* buf = static_cast<float*>(mem_alloc(Device::kCPU, staging_bytes(), MemCategory::kCheckpoint));
     float *w = buf, *m1 = buf + state_size_, *m2 = buf + 2 * state_size_;
     std::vector<std::string> failed;  // why each checkpoint (with a manifest) was skipped
     bool read_encrypted = false;
-    for (const std::string& cand : cands) {
+    for (const StoredStep& stored_step : cands) {
+      const std::string& cand = stored_step.where;
       int status = 0;  // 0 ok, 1 skip (incomplete, corrupt), 2 refused
       std::string err, hint;
       CheckpointManifest m;
       try {
-        m = CheckpointManifest::load(cand,
+        const std::string local = stored ? source->fetch(stored_step) : cand;  // object store: downloaded
+        m = CheckpointManifest::load(local,
                                      nullptr);  // unauthenticated first: is it ours, which key?
         if (m.encrypted && key_.empty())
           throw Refusal(fmt::format("{}: the checkpoint is encrypted and no key was given", cand),
@@ -331,9 +363,9 @@ Checkpointer::Resumed Checkpointer::resume() {
           throw Refusal(fmt::format("{}: the checkpoint was encrypted with key id {}, the given key has id {}", cand,
                                     m.key_id, key_.id()),
                         "set FLUXTRAIN_CKPT_KEY or ckpt.key_file to the key it was written with");
-        if (m.encrypted) m = CheckpointManifest::load(cand, &key_);
+        if (m.encrypted) m = CheckpointManifest::load(local, &key_);
         check_compatible(m, run_, tokenizer_hash_, cand);
-        CheckpointReader reader(cand, m, key_.empty() ? nullptr : &key_);
+        CheckpointReader reader(local, m, key_.empty() ? nullptr : &key_);
         std::fill_n(buf, 3 * state_size_, 0.0f);
         reader.fill(pieces_, w, m1, m2);
       } catch (const Refusal& e) {
@@ -342,8 +374,7 @@ Checkpointer::Resumed Checkpointer::resume() {
         status = 1, err = e.what(), hint = e.hint();
       }
       // [2]: a manifest is there, so this is a checkpoint that failed, not an interrupted save.
-      double flags[3] = {status == 1 ? 1.0 : 0.0, status == 2 ? 1.0 : 0.0,
-                         fs::exists(cand + "/" + kCkptManifestFile) ? 1.0 : 0.0};
+      double flags[3] = {status == 1 ? 1.0 : 0.0, status == 2 ? 1.0 : 0.0, stored_step.committed ? 1.0 : 0.0};
       mesh_.world().all_reduce(flags, 3);
       if (flags[1] > 0) {
         mem_free(Device::kCPU, buf, staging_bytes(), MemCategory::kCheckpoint);
@@ -387,13 +418,15 @@ Checkpointer::Resumed Checkpointer::resume() {
       break;
     }
     mem_free(Device::kCPU, buf, staging_bytes(), MemCategory::kCheckpoint);
+    source->clear_fetched();
     if (exact && !out.resumed) throw Error(fmt::format("{}: could not resume from it", spec));
     // Checkpoints were there and none could be read: training from step 0 would silently discard
     // them (and, at the first save, write over their steps). Starting over is the user's choice.
     if (!out.resumed && !failed.empty()) {
       throw Error(
           fmt::format("--resume {}: every checkpoint under {} failed verification ({})", spec,
-                      cands.empty() ? root_ : fs::path(cands.front()).parent_path().string(), fmt::join(failed, "; ")),
+                      stored || cands.empty() ? root_ : fs::path(cands.front().where).parent_path().string(),
+                      fmt::join(failed, "; ")),
           fmt::format("`fluxtrain ckpt verify` names the damage; restore a checkpoint, or start over with --force "
                       "instead of --resume (the run's files are moved to {}/replaced-<time>/)",
                       run_.run_dir));
@@ -436,16 +469,20 @@ void Checkpointer::keep_encryption(const CheckpointManifest& m, const std::strin
 }
 
 void Checkpointer::prepare_root(int64_t resumed_step) {
-  for (const std::string& d : list_step_dirs(root_)) {
-    int64_t step = parse_step_dir_name(fs::path(d).filename().string());
-    std::error_code ec;
-    if (!fs::exists(d + "/" + kCkptManifestFile)) {
-      log_warn("checkpoint: removing {}: incomplete (no manifest; a save was interrupted)", d);
-      fs::remove_all(d, ec);
-    } else if (step > resumed_step) {
-      std::string aside = unused_path(fmt::format("{}.replaced-{}", d, static_cast<int64_t>(unix_now())));
-      log_warn("checkpoint: {} is newer than the step this run starts from ({}); moved to {}", d, resumed_step, aside);
-      fs::rename(d, aside, ec);
+  // Uploads a killed run left unfinished (no process of this run has begun one yet).
+  try {
+    storage_->clean_orphans(std::numeric_limits<int64_t>::max());
+  } catch (const Error& e) {
+    log_warn("checkpoint: unfinished uploads under {} could not be cleaned: {}", root_, e.what());
+  }
+  for (const StoredStep& st : storage_->list_steps()) {
+    if (!st.committed) {
+      log_warn("checkpoint: removing {}: incomplete (no manifest; a save was interrupted)", st.where);
+      storage_->discard_step(st.step);
+    } else if (st.step > resumed_step) {
+      std::string aside = storage_->set_aside(st);
+      log_warn("checkpoint: {} is newer than the step this run starts from ({}); moved to {}", st.where, resumed_step,
+               aside);
     }
   }
 }
@@ -490,7 +527,16 @@ void Checkpointer::save_now(int64_t step, int64_t tokens, const LoaderState& loa
 
 void Checkpointer::start_save(int64_t step, int64_t tokens, const LoaderState& loader) {
   const double t0 = now_seconds();
-  if (in_flight_) poll(true);  // the previous save must be durable before its staging is reused
+  // One save in flight at most: the previous one must be durable before its staging is reused, so
+  // a save still writing or uploading when the next is due makes training wait (said, not queued).
+  if (in_flight_ && !poll(false)) {
+    if (mesh_.world_rank() == 0)
+      log_warn(
+          "checkpoint step {} is due while step {} is still being {}; training waits for it (one save in flight "
+          "at most: raise ckpt.interval if this repeats)",
+          step, flight_step_, storage_->failure_stops_training() ? "uploaded" : "written");
+    poll(true);
+  }
   job_ = std::make_unique<SaveJob>();
   job_->step = step;
   job_->tokens = tokens;
@@ -498,7 +544,7 @@ void Checkpointer::start_save(int64_t step, int64_t tokens, const LoaderState& l
   job_->loss_scale = loss_scale_;
   job_->loss_scale_clean_steps = loss_scale_clean_steps_;
   job_->optimizer_steps = engine_.optimizer_steps();
-  job_->dir = root_ + "/" + step_dir_name(step);
+  job_->dir = storage_->staging_dir(step);
   in_flight_ = true;
   stream_wait(side_, engine_.context());  // the copies follow the update that produced the state
   flight_step_ = step;
@@ -554,6 +600,7 @@ void Checkpointer::write_job(SaveJob& j) {
     fs::create_directories(j.dir);
     j.file = write_rank_file(j.dir, j.step, mesh_.world_rank(), owned_, staging_, staging_ + state_size_,
                              staging_ + 2 * state_size_, chunk_bytes_, ckpt_.encrypt ? &key_ : nullptr, &j.records);
+    j.upload = storage_->publish(j.step, j.file.name);  // an object store: uploaded and confirmed
     j.ok = true;
   } catch (const std::exception& e) {
     j.ok = false;
@@ -583,26 +630,60 @@ bool Checkpointer::poll(bool block) {
   const bool rank0 = mesh_.world_rank() == 0;
   if (flags[1] > 0) {  // some rank failed: the checkpoint is discarded everywhere
     ++failures_;
-    if (!j.ok)
+    const bool stop = storage_->failure_stops_training();
+    // Stopping: every rank names the first rank's error (the CLI prints what is thrown).
+    std::string first;
+    if (stop)
+      for (const std::string& e : all_gather_strings(j.ok ? std::string() : j.error))
+        if (first.empty()) first = e;
+    if (!j.ok && !stop)
       log_error("checkpoint step {} failed: {}; training continues, the partial checkpoint is discarded", j.step,
                 j.error);
-    std::error_code ec;
-    fs::remove(j.dir + "/" + rank_file_name(mesh_.world_rank()), ec);
+    try {
+      storage_->discard_file(j.step, rank_file_name(mesh_.world_rank()));
+    } catch (const Error& e) {
+      log_warn("checkpoint step {}: {}", j.step, e.what());
+    }
     mesh_.world().barrier();
     if (rank0) {
-      fs::remove_all(j.dir, ec);
+      try {
+        storage_->discard_step(j.step);
+      } catch (const Error& e) {
+        log_warn("checkpoint step {}: {}", j.step, e.what());
+      }
       log_error("checkpoint step {} discarded ({} failure(s) so far); earlier checkpoints are intact", j.step,
                 failures_);
       record({{"event", "save"}, {"step", j.step}, {"ok", false}, {"error", j.ok ? "another rank failed" : j.error}});
     }
     if (telemetry_) telemetry_->on_checkpoint(j.step, now_seconds() - flight_start_, false);
+    const int64_t step = j.step;
     job_.reset();
+    if (stop) {
+      // Rank 0's committed_local_ is current: its commit of the previous save ran on the worker
+      // before this save's write did.
+      double c = 0;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        c = static_cast<double>(committed_local_);
+      }
+      mesh_.world().broadcast(&c, sizeof c, 0);
+      const int64_t last = static_cast<int64_t>(c);
+      throw AllRanksError(
+          fmt::format("checkpoint step {} failed: {}; training stops: {}", step, first,
+                      last >= 0 ? fmt::format("the last committed checkpoint is {}/{}", root_, step_dir_name(last))
+                                : std::string("no checkpoint was committed")),
+          last >= 0 ? "fix the store (credentials, availability), then `--resume auto` continues from it"
+                    : "fix the store (credentials, availability), then start again");
+    }
     return true;
   }
+  if (telemetry_ && j.upload.bytes > 0) telemetry_->on_checkpoint_upload(j.upload.bytes, j.upload.seconds);
   json mine = json::parse(pieces_to_json(j.file, owned_, j.records));
   mine["stall_s"] = flight_stall_;
   mine["copy_s"] = j.copy_s;
   mine["write_s"] = j.write_s;
+  mine["upload_bytes"] = j.upload.bytes;
+  mine["upload_s"] = j.upload.seconds;
   std::vector<std::string> files = all_gather_strings(mine.dump());
   if (rank0) {
     auto m = std::make_shared<CheckpointManifest>();
@@ -628,6 +709,8 @@ bool Checkpointer::poll(bool block) {
       t.stall_s = std::max(t.stall_s, r["stall_s"].get<double>());
       t.copy_s = std::max(t.copy_s, r["copy_s"].get<double>());
       t.write_s = std::max(t.write_s, r["write_s"].get<double>());
+      t.upload_s = std::max(t.upload_s, r["upload_s"].get<double>());
+      t.upload_bytes += r["upload_bytes"].get<uint64_t>();
     }
     const int64_t step = j.step;
     const double start = flight_start_;
@@ -639,12 +722,14 @@ bool Checkpointer::poll(bool block) {
 }
 
 void Checkpointer::commit_job(std::shared_ptr<CheckpointManifest> m, int64_t step, double t_start, SaveTimes t) {
-  const std::string dir = root_ + "/" + step_dir_name(step);
   try {
-    write_file_atomic(dir + "/" + kCkptManifestFile, m->to_json_text(m->encrypted ? &key_ : nullptr));
+    storage_->write_manifest(step, m->to_json_text(m->encrypted ? &key_ : nullptr));
   } catch (const std::exception& e) {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
+    try {
+      storage_->discard_step(step);
+    } catch (const Error& e2) {
+      log_warn("checkpoint step {}: {}", step, e2.what());
+    }
     log_error(
         "checkpoint step {} failed writing its manifest: {}; the checkpoint is discarded, training "
         "continues",
@@ -657,13 +742,18 @@ void Checkpointer::commit_job(std::shared_ptr<CheckpointManifest> m, int64_t ste
   // Retention: the newest ckpt.keep committed checkpoints stay; older ones (and stale partial
   // directories older than this commit) go — only now that a newer one is durable.
   int64_t kept = 0;
-  for (const std::string& d : list_step_dirs(root_)) {
-    std::error_code ec;
-    const bool committed = fs::exists(d + "/" + kCkptManifestFile);
-    const int64_t s = parse_step_dir_name(fs::path(d).filename().string());
-    if (committed && ++kept <= ckpt_.keep) continue;
-    if (!committed && s >= step) continue;
-    fs::remove_all(d, ec);
+  try {
+    for (const StoredStep& st : storage_->list_steps()) {
+      if (st.committed && ++kept <= ckpt_.keep) continue;
+      if (!st.committed && st.step >= step) continue;
+      if (st.committed)
+        storage_->remove_checkpoint(st);
+      else
+        storage_->discard_step(st.step);
+    }
+    storage_->clean_orphans(step);  // unfinished uploads of older steps (a save that was killed)
+  } catch (const Error& e) {        // the new checkpoint is committed; old ones stay for the next commit
+    log_warn("checkpoint: retention after step {}: {}", step, e.what());
   }
   const double total = now_seconds() - t_start;
   uint64_t bytes = 0;
@@ -672,12 +762,19 @@ void Checkpointer::commit_job(std::shared_ptr<CheckpointManifest> m, int64_t ste
   // the background thread; sync: the stall itself, which includes the manifest).
   const double sync_s = ckpt_.async ? t.copy_s + t.write_s : t.stall_s;
   const double ratio = t.stall_s / std::max(sync_s, 1e-9);
+  const std::string upload =
+      t.upload_bytes == 0
+          ? std::string()
+          : fmt::format(" (uploaded to {}: {:.1f} MB in {:.3f} s, {:.0f} MB/s per rank)", root_,
+                        static_cast<double>(t.upload_bytes) / 1e6, t.upload_s,
+                        static_cast<double>(t.upload_bytes) / 1e6 /
+                            std::max<double>(static_cast<double>(m->files.size()), 1) / std::max(t.upload_s, 1e-9));
   log_info(
-      "checkpoint step {} committed: {:.1f} MB in {} file(s){}, written in {:.3f} s ({:.0f} MB/s); "
+      "checkpoint step {} committed: {:.1f} MB in {} file(s){}, written in {:.3f} s ({:.0f} MB/s){}; "
       "training "
       "stalled {:.1f} ms{}",
       step, static_cast<double>(bytes) / 1e6, m->files.size(), m->encrypted ? " (encrypted)" : "", t.write_s,
-      static_cast<double>(bytes) / 1e6 / std::max(t.write_s, 1e-9), t.stall_s * 1e3,
+      static_cast<double>(bytes) / 1e6 / std::max(t.write_s, 1e-9), upload, t.stall_s * 1e3,
       ckpt_.async ? fmt::format(" against {:.1f} ms for a synchronous save (copy {:.1f} ms + write): {:.1f}%",
                                 sync_s * 1e3, t.copy_s * 1e3, 100.0 * ratio)
                   : std::string(" (synchronous save: ckpt.async = false)"));
@@ -694,6 +791,8 @@ void Checkpointer::commit_job(std::shared_ptr<CheckpointManifest> m, int64_t ste
           {"stall_s", t.stall_s},
           {"copy_s", t.copy_s},
           {"write_s", t.write_s},
+          {"upload_bytes", t.upload_bytes},
+          {"upload_s", t.upload_s},
           {"sync_s", sync_s},
           {"commit_s", total},
           {"stall_ratio", ratio}});

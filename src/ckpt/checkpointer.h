@@ -30,6 +30,7 @@
 
 #include "ckpt/ckpt_config.h"
 #include "ckpt/ckpt_manifest.h"
+#include "ckpt/ckpt_storage.h"
 #include "ckpt/crypto.h"
 #include "ckpt/pieces.h"
 #include "data/loader/loader.h"
@@ -54,7 +55,8 @@ struct CheckpointRun {
   // train.batch_size or train.seq_len: the data order would not continue.
   ModelConfig model;
   int64_t batch_size = 0, seq_len = 0;
-  nlohmann::json config;  // the run's whole configuration (Config::to_json), kept in the manifest
+  nlohmann::json config;       // the run's whole configuration (Config::to_json), kept in the manifest
+  std::string store_endpoint;  // data.endpoint: the S3 endpoint for an s3:// ckpt.dir ("" = AWS variables)
 };
 
 class Checkpointer {
@@ -107,9 +109,11 @@ class Checkpointer {
   void wait_for_copy();          // training thread, before an update: until copy_job is done
   void write_job(SaveJob& job);  // background: this rank's file
   struct SaveTimes {
-    double stall_s = 0;  // the training thread's: starting the save, waiting for the copy
-    double copy_s = 0;   // export_state into staging
-    double write_s = 0;  // the rank file: checksums, encryption, write, fsync, rename
+    double stall_s = 0;         // the training thread's: starting the save, waiting for the copy
+    double copy_s = 0;          // export_state into staging
+    double write_s = 0;         // the rank file: checksums, encryption, write, fsync, rename (and upload)
+    double upload_s = 0;        // object store: the slowest rank's upload
+    uint64_t upload_bytes = 0;  // object store: every rank's uploaded bytes
   };
   // Rank 0, background: the manifest, retention, the log line.
   void commit_job(std::shared_ptr<CheckpointManifest> m, int64_t step, double t_start, SaveTimes t);
@@ -139,6 +143,7 @@ class Checkpointer {
   obs::Telemetry* telemetry_;
   uint64_t tokenizer_hash_;
   std::string root_;
+  std::unique_ptr<CheckpointStorage> storage_;  // root_: a directory or an object store
   CkptKey key_;
   uint32_t chunk_bytes_;
   std::vector<StatePiece> pieces_, owned_;  // this rank's state pieces; the ones it writes

@@ -15,6 +15,9 @@ void CkptConfig::bind(ConfigBinder& b) {
   b.add("ckpt.encrypt", &encrypt, "encrypt checkpoints with AES-256-GCM (key: ckpt.key_file or FLUXTRAIN_CKPT_KEY)");
   b.add("ckpt.key_file", &key_file, "file holding the 256-bit checkpoint key as 64 hex digits");
   b.add("ckpt.chunk_mb", &chunk_mb, "MiB of plaintext per encrypted chunk");
+  b.add("ckpt.part_mb", &part_mb,
+        "MiB per part of a checkpoint file's multipart upload to s3:// (a file up to this size is one PUT; "
+        "S3 requires parts of at least 5 MiB)");
   b.add("ckpt.resume", &resume, "resume from: \"\" (fresh), \"auto\" (newest valid checkpoint) or a checkpoint path");
   b.add("ckpt.allow_plaintext", &allow_plaintext,
         "after resuming from encrypted checkpoints, write plaintext ones (false: a run whose checkpoints are "
@@ -28,6 +31,9 @@ void CkptConfig::validate() const {
     throw Error("ckpt.allow_plaintext = true contradicts ckpt.encrypt = true",
                 "ckpt.allow_plaintext only lets a run resumed from encrypted checkpoints write plaintext ones");
   if (chunk_mb < 1 || chunk_mb > 1024) throw Error(fmt::format("ckpt.chunk_mb = {} must be in [1, 1024]", chunk_mb));
+  // Below 5 MiB only S3-compatible servers configured for it accept the parts (moto, MinIO in tests).
+  if (part_mb < 1 || part_mb > 5120)
+    throw Error(fmt::format("ckpt.part_mb = {} must be in [1, 5120]", part_mb), "S3 takes parts of 5 MiB to 5 GiB");
 }
 
 }  // namespace ft

@@ -20,11 +20,12 @@ class ConfigBinder;
 struct CkptConfig {
   int64_t interval = 0;  // save every N steps (and after the last step); 0 = never
   int64_t keep = 3;      // committed checkpoints to keep (>= 1)
-  std::string dir;       // where step_<N>/ directories go; "" = <train.run_dir>/checkpoints
+  std::string dir;       // where step_<N>/ go: a directory or s3://bucket/prefix; "" = <train.run_dir>/checkpoints
   bool async = true;     // background writes (false: the training thread writes; benchmarks)
   bool encrypt = false;  // AES-256-GCM over chunks
   std::string key_file;  // file with the 256-bit key in hex; "" = FLUXTRAIN_CKPT_KEY
   int64_t chunk_mb = 4;  // plaintext bytes per encrypted (and checksummed) chunk, in MiB
+  int64_t part_mb = 8;   // object store: multipart part size in MiB (S3 requires >= 5 but for the last)
   std::string resume;    // "" = fresh start, "auto" = newest valid checkpoint, or a path
   // Resuming from encrypted checkpoints keeps encrypting (whatever ckpt.encrypt says) unless
   // this is true: writing plaintext after encrypted checkpoints is an explicit choice.

@@ -4,6 +4,7 @@
 
 #include "ckpt/checkpointer.h"
 #include "ckpt/ckpt_manifest.h"
+#include "ckpt/ckpt_storage.h"
 #include "ckpt/crypto.h"
 #include "ckpt/state_io.h"
 #include "util/error.h"
@@ -11,7 +12,7 @@
 
 namespace ft {
 
-CheckpointProbe probe_checkpoints(const CkptConfig& ckpt, const std::string& run_dir) {
+CheckpointProbe probe_checkpoints(const CkptConfig& ckpt, const std::string& run_dir, const std::string& endpoint) {
   CheckpointProbe out;
   CkptKey key;
   std::string key_error;
@@ -23,22 +24,37 @@ CheckpointProbe probe_checkpoints(const CkptConfig& ckpt, const std::string& run
     }
   }
   out.key_error = key_error;
-  for (const std::string& dir : list_step_dirs(ckpt.root(run_dir))) {  // newest first
-    if (!std::filesystem::exists(dir + "/" + kCkptManifestFile)) {
-      out.skipped.push_back(dir + ": no manifest (the save was interrupted)");
+  // Through the storage of ckpt.dir: an object store's steps are fetched to a cache under
+  // run_dir to be verified; the result names the step's URL.
+  std::unique_ptr<CheckpointStorage> storage = open_checkpoint_storage(ckpt.root(run_dir), run_dir, 0, endpoint);
+  struct Cleanup {
+    CheckpointStorage* s;
+    ~Cleanup() { s->clear_fetched(); }
+  } cleanup{storage.get()};
+  std::vector<StoredStep> steps;
+  try {
+    steps = storage->list_steps();  // newest first
+  } catch (const Error& e) {
+    out.skipped.push_back(e.what());
+  }
+  for (const StoredStep& st : steps) {
+    if (!st.committed) {
+      out.skipped.push_back(st.where + ": no manifest (the save was interrupted)");
       continue;
     }
     try {
+      const std::string dir = storage->fetch(st);
       CheckpointManifest m = CheckpointManifest::load(dir, nullptr);
       if (m.encrypted && key.empty()) {
         ++out.missing_key;
-        throw Error(fmt::format("{}: encrypted, and no key{}", dir, key_error.empty() ? "" : " (" + key_error + ")"));
+        throw Error(
+            fmt::format("{}: encrypted, and no key{}", st.where, key_error.empty() ? "" : " (" + key_error + ")"));
       }
       if (m.encrypted) m = CheckpointManifest::load(dir, &key);  // authenticated
       CheckpointReader reader(dir, m, key.empty() ? nullptr : &key);
       std::vector<std::string> problems = reader.verify();
       if (!problems.empty()) throw Error(problems.front());
-      out.newest = ProbedCheckpoint{dir, m.step};
+      out.newest = ProbedCheckpoint{st.where, m.step};
       return out;
     } catch (const Error& e) {
       out.skipped.push_back(e.what());

@@ -29,7 +29,8 @@ struct CheckpointProbe {
 };
 
 // The checkpoints of ckpt.dir (default RUN_DIR/checkpoints), read with ckpt.key_file's key.
-CheckpointProbe probe_checkpoints(const CkptConfig& ckpt, const std::string& run_dir);
+// endpoint: data.endpoint, for an s3:// ckpt.dir ("" = the AWS variables).
+CheckpointProbe probe_checkpoints(const CkptConfig& ckpt, const std::string& run_dir, const std::string& endpoint = "");
 // A user's checkpoint path for a reader (eval, generate): PATH itself when it is a step
 // directory with a manifest, else the newest checkpoint that verifies under PATH or
 // PATH/checkpoints — a damaged newest one is skipped with a warning naming it (`who` prefixes

@@ -4,19 +4,26 @@
 //   fluxtrain ckpt reshard CKPT OUT --dp 4 --zero 3 the same state under another layout
 //   fluxtrain ckpt export-hf CKPT OUT               a Hugging Face LlamaForCausalLM directory
 //   fluxtrain ckpt import-hf HF_DIR OUT             a Hugging Face LLaMA as a step-0 checkpoint
-// CKPT is a step_<N> directory, a checkpoint root or a run directory (newest committed step).
+//   fluxtrain ckpt ls ROOT                          the steps under a root, committed or not
+// CKPT is a step_<N> directory, a checkpoint root or a run directory (newest committed step); for
+// ls, inspect, verify and export-hf also s3://bucket/prefix[/step_<N>] (--s3-endpoint, or the AWS
+// variables), downloaded into a temporary directory first.
 // Encrypted checkpoints need the key: --key-file FILE or FLUXTRAIN_CKPT_KEY.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "ckpt/checkpointer.h"
+#include "ckpt/ckpt_storage.h"
 #include "ckpt/hf.h"
 #include "ckpt/offline.h"
 #include "ckpt/state_io.h"
 #include "cli/command.h"
 #include "config/config.h"
+#include "data/objstore/object_store.h"
 #include "util/config_binder.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -52,6 +59,37 @@ std::string config_toml(ft::Config c) {
     for (auto& [k, v] : keys.items()) out += k + " = " + v.dump() + "\n";
   }
   return out;
+}
+
+// An s3:// checkpoint is read from a temporary local copy, removed when this goes.
+struct Localized {
+  std::string dir, work;
+  Localized(const std::string& path, const std::string& endpoint) {
+    if (!ft::ObjectUrl::is_object_url(path)) {
+      dir = path;
+      return;
+    }
+    char tmpl[] = "/tmp/fluxtrain-ckpt-XXXXXX";
+    if (!::mkdtemp(tmpl)) throw ft::Error("cannot create a temporary directory under /tmp");
+    work = tmpl;
+    dir = ft::fetch_checkpoint(path, work, endpoint);
+  }
+  ~Localized() {
+    std::error_code ec;
+    if (!work.empty()) std::filesystem::remove_all(work, ec);
+  }
+};
+
+int list_steps(const std::string& root, const std::string& endpoint) {
+  char tmpl[] = "/tmp/fluxtrain-ckpt-XXXXXX";
+  if (!::mkdtemp(tmpl)) throw ft::Error("cannot create a temporary directory under /tmp");
+  std::unique_ptr<ft::CheckpointStorage> st = ft::open_checkpoint_storage(root, tmpl, 0, endpoint);
+  std::vector<ft::StoredStep> steps = st->list_steps();
+  std::filesystem::remove_all(tmpl);
+  for (const ft::StoredStep& s : steps)
+    fmt::print("{}  {:<10}  {}\n", ft::step_dir_name(s.step), s.committed ? "committed" : "incomplete", s.where);
+  fmt::print("ls: {} step(s) under {}\n", steps.size(), root);
+  return 0;
 }
 
 int inspect(const std::string& path, const std::string& key_file, bool as_json) {
@@ -93,8 +131,15 @@ int inspect(const std::string& path, const std::string& key_file, bool as_json) 
   return 0;
 }
 
-int verify(const std::string& path, const std::string& key_file) {
-  std::string dir = ft::resolve_checkpoint(path);
+int verify(const std::string& path, const std::string& key_file, const std::string& endpoint) {
+  std::unique_ptr<Localized> local;
+  try {
+    local = std::make_unique<Localized>(path, endpoint);
+  } catch (const ft::FetchDamage& e) {  // an object missing or of the wrong size: damage, exit 1
+    fmt::print(stderr, "error: {}\nverify: {} is damaged\nhint: {}\n", e.what(), path, e.hint());
+    return 1;
+  }
+  std::string dir = ft::resolve_checkpoint(local->dir);
   CkptKey key = key_if_any(key_file);
   ft::CheckpointManifest m;
   try {
@@ -140,9 +185,15 @@ int run_ckpt(int argc, char** argv) {
   ins->add_flag("--json", as_json, "print the manifest JSON");
   ins->add_option("--key-file", key_file, "key file");
 
+  std::string endpoint;
+  ins->add_option("--s3-endpoint", endpoint, "S3-compatible endpoint URL; default AWS_ENDPOINT_URL or AWS");
   auto* ver = app.add_subcommand("verify", "check every chunk tag and piece checksum");
   ver->add_option("ckpt", path, "checkpoint")->required();
   ver->add_option("--key-file", key_file, "key file");
+  ver->add_option("--s3-endpoint", endpoint, "S3-compatible endpoint URL; default AWS_ENDPOINT_URL or AWS");
+  auto* ls = app.add_subcommand("ls", "list the checkpoints under a root (a directory or s3://bucket/prefix)");
+  ls->add_option("root", path, "checkpoint root")->required();
+  ls->add_option("--s3-endpoint", endpoint, "S3-compatible endpoint URL; default AWS_ENDPOINT_URL or AWS");
 
   std::vector<std::string> sets;
   int64_t dp = 0, tp = 0, pp = 0, zero = -1;
@@ -162,6 +213,7 @@ int run_ckpt(int argc, char** argv) {
   ex->add_option("ckpt", path, "checkpoint")->required();
   ex->add_option("out", out, "output directory")->required();
   ex->add_option("--key-file", key_file, "key file");
+  ex->add_option("--s3-endpoint", endpoint, "S3-compatible endpoint URL; default AWS_ENDPOINT_URL or AWS");
 
   std::string config_path;
   auto* im = app.add_subcommand("import-hf", "turn a Hugging Face LLaMA directory into a checkpoint");
@@ -173,8 +225,12 @@ int run_ckpt(int argc, char** argv) {
   im->add_option("--key-file", key_file, "key file");
   FT_PARSE(app, argc, argv);
 
-  if (ins->parsed()) return inspect(path, key_file, as_json);
-  if (ver->parsed()) return verify(path, key_file);
+  if (ins->parsed()) {
+    Localized local(path, endpoint);
+    return inspect(local.dir, key_file, as_json);
+  }
+  if (ver->parsed()) return verify(path, key_file, endpoint);
+  if (ls->parsed()) return list_steps(path, endpoint);
   if (rs->parsed()) {
     std::string dir = ft::resolve_checkpoint(path);
     CkptKey key = key_if_any(key_file);
@@ -203,7 +259,8 @@ int run_ckpt(int argc, char** argv) {
   }
   if (ex->parsed()) {
     CkptKey key = key_if_any(key_file);
-    const std::string dir = ft::resolve_checkpoint(path);
+    Localized local(path, endpoint);
+    const std::string dir = ft::resolve_checkpoint(local.dir);
     ft::check_not_an_input(out, {dir}, "OUT", "Hugging Face export");
     ft::export_hf(dir, out, ptr(key));
     fmt::print("export-hf: wrote {}/model.safetensors and config.json\n", out);
@@ -228,6 +285,6 @@ int run_ckpt(int argc, char** argv) {
   return 0;
 }
 
-ft::cli::Register reg("ckpt", "inspect, verify, reshard, export-hf, import-hf checkpoints", run_ckpt);
+ft::cli::Register reg("ckpt", "inspect, verify, ls, reshard, export-hf, import-hf checkpoints", run_ckpt);
 
 }  // namespace

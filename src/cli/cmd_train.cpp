@@ -22,6 +22,7 @@
 #include "train/run_dir.h"
 #include "train/stop_request.h"
 #include "train/trainer.h"
+#include "util/all_ranks_error.h"
 #include "util/local_rank.h"
 #include "util/log.h"
 #include "util/strings.h"
@@ -151,6 +152,11 @@ int run_train(int argc, char** argv) {
   } catch (const ft::CommError& e) {
     // A communication failure (a peer died or hangs) is worth a restart; other errors are not.
     end_job_on_comm_failure(ranks, cfg.fault.report_wait_s, e);
+  } catch (const ft::AllRanksError& e) {
+    if (!ranks.multi_rank()) throw;
+    // Every rank is here: rank 0 says it once, all end normally.
+    if (ranks.mesh().world_rank() == 0) ft::log_error("{}{}{}", e.what(), e.hint().empty() ? "" : "\nhint: ", e.hint());
+    return ft::kExitError;
   } catch (const ft::Error& e) {
     if (!ranks.multi_rank()) throw;
     // One rank's error must not leave the others waiting: report and stop the whole job.

@@ -915,7 +915,7 @@ int Supervisor::run() {
       log_warn("supervisor: stopped by signal while waiting for a host; not restarting");
       return 128 + g_interrupt;
     }
-    CheckpointProbe probe = probe_checkpoints(cfg_.ckpt, cfg_.train.run_dir);
+    CheckpointProbe probe = probe_checkpoints(cfg_.ckpt, cfg_.train.run_dir, cfg_.data.endpoint);
     for (const std::string& why : probe.skipped) {
       log_warn("supervisor: not restarting from {}", why);
       event({{"event", "checkpoint_skipped"}, {"reason", why}});

@@ -113,6 +113,10 @@ inline constexpr MetricDef kCkptInterval{
     "Expected seconds between checkpoints (checkpoint interval in steps times the mean step time).", ""};
 inline constexpr MetricDef kCkptFailures{"fluxtrain_checkpoint_failures_total", T::kCounter, "Checkpoints that failed.",
                                          ""};
+inline constexpr MetricDef kCkptUploadBytes{"fluxtrain_checkpoint_upload_bytes_total", T::kCounter,
+                                            "Bytes of this rank's checkpoint files uploaded to an object store.", ""};
+inline constexpr MetricDef kCkptUploadSeconds{"fluxtrain_checkpoint_upload_seconds_total", T::kCounter,
+                                              "Seconds this rank spent uploading checkpoint files (background).", ""};
 
 // Memory (process-wide accounting of tensor/memory.h).
 inline constexpr MetricDef kMemory{"fluxtrain_memory_bytes", T::kGauge,
@@ -198,6 +202,8 @@ inline constexpr const MetricDef* kAllMetrics[] = {
     &metric::kCkptStep,
     &metric::kCkptInterval,
     &metric::kCkptFailures,
+    &metric::kCkptUploadBytes,
+    &metric::kCkptUploadSeconds,
     &metric::kMemory,
     &metric::kMemoryPeak,
     &metric::kDeviceMemory,

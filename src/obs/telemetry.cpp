@@ -52,7 +52,8 @@ const char* comm_op_name(CommOp op) {
 struct Telemetry::Series {
   Gauge *step, *last_step_time, *tokens_per_s, *loss, *val_loss, *val_bpc, *grad_norm, *lr, *mfu, *loss_scale;
   Gauge *ckpt_last, *ckpt_step, *ckpt_interval;
-  Counter *steps, *tokens, *data_wait, *data_fetched, *skipped, *restarts, *ckpt_failures, *straggler_s;
+  Counter *steps, *tokens, *data_wait, *data_fetched, *skipped, *restarts, *ckpt_failures, *straggler_s,
+      *ckpt_upload_bytes, *ckpt_upload_s;
   Gauge* goodput;
   Histogram *step_duration, *ckpt_duration;
   static constexpr size_t kOps = static_cast<size_t>(CommOp::kCount);
@@ -101,6 +102,8 @@ Telemetry::Telemetry(const MetricsConfig& cfg, const RankInfo& rank, const std::
   m.ckpt_step = &r.gauge(metric::kCkptStep);
   m.ckpt_interval = &r.gauge(metric::kCkptInterval);
   m.ckpt_failures = &r.counter(metric::kCkptFailures);
+  m.ckpt_upload_bytes = &r.counter(metric::kCkptUploadBytes);
+  m.ckpt_upload_s = &r.counter(metric::kCkptUploadSeconds);
 
   // Memory is read from the process-wide tracker when scraped: nothing on the hot path. The CPU's
   // under fluxtrain_memory_*; each accelerator with a backend built in under fluxtrain_device_memory_*.
@@ -268,6 +271,11 @@ void Telemetry::on_checkpoint(int64_t step, double seconds, bool ok) {
   m_->ckpt_last->set(unix_now());
   m_->ckpt_step->set(static_cast<double>(step));
   if (tb_) tb_->flush();
+}
+
+void Telemetry::on_checkpoint_upload(uint64_t bytes, double seconds) {
+  m_->ckpt_upload_bytes->inc(static_cast<double>(bytes));
+  m_->ckpt_upload_s->inc(seconds);
 }
 
 void Telemetry::set_checkpoint_interval_steps(int64_t steps) {

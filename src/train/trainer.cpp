@@ -284,7 +284,8 @@ CheckpointRun checkpoint_run(const Config& cfg) {
           .model = cfg.model,
           .batch_size = cfg.train.batch_size,
           .seq_len = cfg.train.seq_len,
-          .config = copy.to_json()};
+          .config = copy.to_json(),
+          .store_endpoint = cfg.data.endpoint};
 }
 
 }  // namespace

@@ -8,7 +8,13 @@
   access token) and the check of that bearer token on every request (401 "Invalid Credentials",
   the body GCS sends). Everything else is forwarded to the emulator unchanged.
 - `drop_after`: both fronts can cut the first download of each object after that many bytes
-  (a dropped connection mid-transfer), to test resume.
+  (a dropped connection mid-transfer), to test resume; `drop_parts`: the S3 front cuts the first
+  PUT of that many multipart parts (a connection dropped mid-upload), to test retries.
+- S3 front faults for checkpoint uploads: `stall_puts` (PUTs whose path holds that text never get an
+  answer: a rank stuck mid-upload, for a test to kill), `delay_puts` ((text, seconds): those PUTs
+  answered late: a slow upload) and `fail_after(n, match, status, code, message, methods)`: once n
+  requests whose path holds `match` went through, every later request (of those methods) is answered
+  with that S3 error (a 503 storm, credentials that expire mid-run).
 
 Every server runs on 127.0.0.1 on a free port; `stop()` ends it (call it in a finally/tearDown).
 """
@@ -64,12 +70,14 @@ def stop_process(p):
 class Moto:
     """moto's S3 server with IAM on; `key_id`/`secret` belong to a user allowed s3:*."""
 
-    def __init__(self, tmp):
+    def __init__(self, tmp, part_min_size=None):
         import boto3
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.log = open(os.path.join(tmp, "moto.log"), "wb")
         env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="3", MOTO_PORT=str(self.port))
+        if part_min_size is not None:  # S3's 5 MiB minimum part, lowered for small test files
+            env["S3_UPLOAD_PART_MIN_SIZE"] = str(part_min_size)
         self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
                                      stdout=self.log, stderr=subprocess.STDOUT, env=env)
         try:
@@ -208,8 +216,67 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_HEAD(self):
         return self._forward()
 
+    def _s3_fault(self):
+        # fail_after: once armed, the request is answered with the S3 error (its body read first).
+        front = self.server.front
+        f = front.fault
+        if f is None:
+            return False
+        with front.lock:
+            if f["methods"] and self.command not in f["methods"]:
+                return False
+            if f["seen"] < f["after"]:
+                if f["match"] in self.path:
+                    f["seen"] += 1
+                return False
+            f["answered"] += 1
+        self.rfile.read(int(self.headers.get("Content-Length", "0") or 0))
+        body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{f['code']}</Code>"
+                f"<Message>{f['message']}</Message><RequestId>front</RequestId></Error>").encode()
+        self.send_response(f["status"])
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+        return True
+
+    def do_PUT(self):
+        front = self.server.front
+        if front.stall_puts and front.stall_puts in self.path:
+            self.rfile.read(int(self.headers.get("Content-Length", "0") or 0))
+            with front.lock:
+                front.stalled += 1
+            front.released.wait()  # until stop(): the client is killed first
+            self.close_connection = True
+            return None
+        if front.delay_puts and front.delay_puts[0] in self.path:
+            time.sleep(front.delay_puts[1])
+        # A dropped connection mid-part: the body is read, then the connection goes away without
+        # an answer (the server never stored it); once per part, for the first drop_parts parts.
+        if front.drop_parts and "partNumber=" in self.path:
+            with front.lock:
+                drop = front.drop_parts > 0 and self.path not in front.dropped_parts
+                if drop:
+                    front.drop_parts -= 1
+                    front.dropped_parts.add(self.path)
+            if drop:
+                self.rfile.read(int(self.headers.get("Content-Length", "0") or 0))
+                self.close_connection = True
+                try:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                return
+        return self._forward()
+
+    def do_DELETE(self):
+        return self._forward()
+
     def _forward(self):
         front = self.server.front
+        if not front.gcs and self._s3_fault():
+            return None
         if front.check_auth:
             auth = self.headers.get("Authorization", "")
             if not auth.startswith("Bearer ") or auth[7:] not in front.tokens:
@@ -261,12 +328,19 @@ class Front:
     """An HTTP front on its own port: forwards to an upstream server; optionally acts as the OAuth2
     token endpoint and checks bearer tokens (GCS), and cuts first downloads after drop_after bytes."""
 
-    def __init__(self, upstream_port, gcs=False, public_key=None, drop_after=None):
+    def __init__(self, upstream_port, gcs=False, public_key=None, drop_after=None, drop_parts=0):
         self.upstream_port = upstream_port
         self.gcs = gcs
         self.public_key = public_key
         self.check_auth = public_key is not None
         self.drop_after = drop_after
+        self.drop_parts = drop_parts  # S3 multipart: this many parts' first PUT is cut off
+        self.stall_puts = None  # S3: PUTs whose path holds this text are never answered
+        self.stalled = 0
+        self.released = threading.Event()
+        self.delay_puts = None  # S3: (text, seconds): PUTs whose path holds the text wait that long
+        self.fault = None  # S3: see fail_after
+        self.dropped_parts = set()
         self.tokens = set()
         self.static_token = None
         self.token_requests = 0
@@ -282,6 +356,12 @@ class Front:
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
 
+    def fail_after(self, n, match, status, code, message, methods=None):
+        """After n requests whose path holds `match`, answer every request (of `methods`) with the
+        S3 error status/code/message; `answered` counts them."""
+        self.fault = {"after": n, "match": match, "status": status, "code": code, "message": message,
+                      "methods": tuple(methods or ()), "seen": 0, "answered": 0}
+
     def add_token(self, token):
         self.tokens.add(token)
 
@@ -291,5 +371,6 @@ class Front:
         return "?" not in path and path.count("/") >= 2  # S3 path-style GET of an object
 
     def stop(self):
+        self.released.set()
         self.httpd.shutdown()
         self.httpd.server_close()

@@ -114,6 +114,10 @@ std::string strip_quotes(std::string s) {
 
 }  // namespace
 
+std::string s3_xml_tag(const std::string& xml, const std::string& tag, size_t from, size_t* end) {
+  return xml_tag(xml, tag, from, end);
+}
+
 std::string sigv4_authorization(const SigV4Request& r, const std::string& access_key, const std::string& secret_key,
                                 const std::string& region, const std::string& service, const std::string& amz_date) {
   std::string query;
@@ -167,7 +171,8 @@ S3Client::S3Client(const ObjectStoreOptions& opt) : ObjectStore("s3", opt) {
 
 HttpResponse S3Client::request(const std::string& method, const std::string& bucket, const std::string& key,
                                const std::map<std::string, std::string>& query,
-                               const std::map<std::string, std::string>& extra_headers, const HttpSink& sink) {
+                               const std::map<std::string, std::string>& extra_headers, const HttpSink& sink,
+                               const std::string& body) {
   std::string scheme_end = "://";
   size_t hs = endpoint_.find(scheme_end) + scheme_end.size();
   std::string host = endpoint_.substr(hs);
@@ -190,9 +195,12 @@ HttpResponse S3Client::request(const std::string& method, const std::string& buc
   std::string qs;
   for (auto& [k, v] : query) qs += (qs.empty() ? "?" : "&") + uri_encode(k, true) + "=" + uri_encode(v, true);
   req.url += qs;
+  req.body = body;
 
   std::map<std::string, std::string> headers = extra_headers;
   headers["host"] = host;
+  // libcurl would label a body form data, which servers may parse (and consume) as a form.
+  if (!body.empty() && !headers.count("content-type")) headers["content-type"] = "application/octet-stream";
   if (!access_key_.empty()) {
     std::time_t now = std::time(nullptr);
     std::tm tm{};
@@ -200,7 +208,7 @@ HttpResponse S3Client::request(const std::string& method, const std::string& buc
     char date[32];
     std::strftime(date, sizeof date, "%Y%m%dT%H%M%SZ", &tm);
     headers["x-amz-date"] = date;
-    headers["x-amz-content-sha256"] = sha256_hex("");
+    headers["x-amz-content-sha256"] = sha256_hex(body);
     if (!session_token_.empty()) headers["x-amz-security-token"] = session_token_;
     SigV4Request sr{method, host, path, query, headers, headers["x-amz-content-sha256"]};
     headers["authorization"] = sigv4_authorization(sr, access_key_, secret_key_, region_, "s3", date);
@@ -225,7 +233,9 @@ void S3Client::fail(const std::string& what, const HttpResponse& r) const {
     hint = "check the URL; the object may have been deleted";
   }
   if (code.empty()) code = r.status == 404 ? "NotFound" : "(no error code)";
-  if (msg.empty()) msg = r.body.empty() ? "(empty response)" : r.body.substr(0, 200);
+  // A HEAD answer has no body: a 404 there is an object that does not exist.
+  if (msg.empty())
+    msg = r.body.empty() ? (r.status == 404 ? "no such object" : "(empty response)") : r.body.substr(0, 200);
   throw Error(fmt::format("{}: HTTP {} {}: {}", what, r.status, code, msg), hint);
 }
 
