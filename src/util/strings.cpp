@@ -87,4 +87,15 @@ std::string name_some(const std::vector<std::string>& names, size_t shown) {
   return out;
 }
 
+std::string hex_lower(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string s(2 * bytes.size(), '0');
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    s[2 * i] = kDigits[c >> 4];
+    s[2 * i + 1] = kDigits[c & 15];
+  }
+  return s;
+}
+
 }  // namespace ft

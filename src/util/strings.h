@@ -22,6 +22,9 @@ bool starts_with(std::string_view s, std::string_view prefix);
 // The first `shown` names joined by ", ", then " and N more": "README, LICENSE and 3 more".
 std::string name_some(const std::vector<std::string>& names, size_t shown);
 
+// Lower-case hex of raw bytes: "\x01\xab" -> "01ab" (digests, signatures).
+std::string hex_lower(std::string_view bytes);
+
 // "1.50 GiB", "12.0 MiB", "512 B".
 std::string human_bytes(double bytes);
 

@@ -11,6 +11,7 @@
 #include "data/objstore/crc32c.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/strings.h"
 
 namespace ft {
 namespace {
@@ -34,13 +35,7 @@ std::string base64_to_hex(const std::string& b64) {
   size_t pad = 0;
   for (size_t i = b64.size(); i > 0 && b64[i - 1] == '='; --i) ++pad;
   raw.resize(static_cast<size_t>(n) - pad);
-  static const char* hx = "0123456789abcdef";
-  std::string s;
-  for (unsigned char c : raw) {
-    s.push_back(hx[c >> 4]);
-    s.push_back(hx[c & 15]);
-  }
-  return s;
+  return hex_lower(raw);
 }
 
 uint64_t json_u64(const json& v) {

@@ -17,6 +17,7 @@
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/strings.h"
 
 namespace ft {
 namespace fs = std::filesystem;
@@ -34,13 +35,7 @@ std::string md5_file_hex(const std::string& path) {
   unsigned int dl = 0;
   EVP_DigestFinal_ex(md, d, &dl);
   EVP_MD_CTX_free(md);
-  static const char* hx = "0123456789abcdef";
-  std::string s;
-  for (unsigned i = 0; i < dl; ++i) {
-    s.push_back(hx[d[i] >> 4]);
-    s.push_back(hx[d[i] & 15]);
-  }
-  return s;
+  return hex_lower(std::string_view(reinterpret_cast<const char*>(d), dl));
 }
 
 void fsync_file(const std::string& path) {

@@ -9,24 +9,15 @@
 
 #include "util/error.h"
 #include "util/log.h"
+#include "util/strings.h"
 
 namespace ft {
 namespace {
 
-std::string hex(const unsigned char* p, size_t n) {
-  static const char* d = "0123456789abcdef";
-  std::string s(2 * n, '0');
-  for (size_t i = 0; i < n; ++i) {
-    s[2 * i] = d[p[i] >> 4];
-    s[2 * i + 1] = d[p[i] & 15];
-  }
-  return s;
-}
-
 std::string sha256_hex(const std::string& data) {
   unsigned char md[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), md);
-  return hex(md, sizeof md);
+  return hex_lower(std::string_view(reinterpret_cast<const char*>(md), sizeof md));
 }
 
 std::string hmac(const std::string& key, const std::string& msg) {
@@ -140,7 +131,7 @@ std::string sigv4_authorization(const SigV4Request& r, const std::string& access
   std::string key = hmac(hmac(hmac(hmac("AWS4" + secret_key, date), region), service), "aws4_request");
   std::string sig = hmac(key, to_sign);
   return "AWS4-HMAC-SHA256 Credential=" + access_key + "/" + scope + ", SignedHeaders=" + signed_headers +
-         ", Signature=" + hex(reinterpret_cast<const unsigned char*>(sig.data()), sig.size());
+         ", Signature=" + hex_lower(sig);
 }
 
 S3Client::S3Client(const ObjectStoreOptions& opt) : ObjectStore("s3", opt) {

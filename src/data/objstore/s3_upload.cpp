@@ -13,6 +13,7 @@
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/strings.h"
 
 namespace ft {
 namespace {
@@ -22,16 +23,6 @@ std::string md5_raw(const std::string& data) {
   unsigned int n = 0;
   EVP_Digest(data.data(), data.size(), d, &n, EVP_md5(), nullptr);
   return std::string(reinterpret_cast<char*>(d), n);
-}
-
-std::string hex_of(const std::string& raw) {
-  static const char* hx = "0123456789abcdef";
-  std::string s;
-  for (unsigned char c : raw) {
-    s.push_back(hx[c >> 4]);
-    s.push_back(hx[c & 15]);
-  }
-  return s;
 }
 
 std::string unquote(std::string s) {
@@ -54,7 +45,7 @@ std::string read_range(int fd, const std::string& path, uint64_t offset, uint64_
 }  // namespace
 
 std::string md5_hex(const std::string& data) {
-  return hex_of(md5_raw(data));
+  return hex_lower(md5_raw(data));
 }
 
 std::string md5_base64(const std::string& data) {
