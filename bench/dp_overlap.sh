@@ -5,11 +5,12 @@
 #       where comm_all_reduce_s is the time the collectives took on the comm thread and
 #       comm_wait_s the time the training thread then still waited for them;
 #   (c) tokens/s of dp=2 ranks x 1 thread against 1 rank x 2 threads, same global batch.
-#   (b') the same share through NcclComm (parallel.comm = "nccl") on the host stand-in of CUDA and
-#       NCCL (build/fluxtrain-ncclsim; skipped when it is not built): comm_all_reduce_s is the time
-#       between the timing events around each all-reduce on the communication stream, comm_wait_s
-#       the time the compute stream stalled on them (StreamTimer). The stand-in's streams are host
-#       threads and its collectives MPI: this measures our host logic's overlap, not a GPU's.
+#   (b') the same share through NcclComm (parallel.comm = "nccl") on the host-emulated GPU's device
+#       buffers with the host stand-in of CUDA and NCCL (build/fluxtrain-devemu-nccl, train.device =
+#       "cuda"; skipped when it is not built): comm_all_reduce_s is the time between the timing
+#       events around each all-reduce on the communication stream, comm_wait_s the time the compute
+#       stream stalled on them (StreamTimer). The stand-in's streams are host threads and its
+#       collectives MPI: this measures our host logic's overlap, not a GPU's.
 #
 #   bench/dp_overlap.sh [CONFIG] [STEPS] [--set k=v ...]      (default configs/llama-125m.toml, 6)
 #
@@ -18,7 +19,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 FT=${FLUXTRAIN:-$ROOT/build/fluxtrain}
-FT_NCCLSIM=${FLUXTRAIN_NCCLSIM:-$ROOT/build/fluxtrain-ncclsim}
+FT_NCCLSIM=${FLUXTRAIN_DEVEMU_NCCL:-$ROOT/build/fluxtrain-devemu-nccl}
 CONFIG=${1:-$ROOT/configs/llama-125m.toml}; STEPS=${2:-6}; shift $(( $# < 2 ? $# : 2 ))
 WORK=$(mktemp -d); trap 'rm -rf "$WORK"' EXIT
 SETS=(--set train.steps=$STEPS --set train.eval_interval=0 --set data.source=\"synthetic\"
@@ -31,7 +32,7 @@ OMP_NUM_THREADS=2 "$FT" train --config "$CONFIG" "${SETS[@]}" --set train.thread
   --run-dir "$WORK/t2" 2> "$WORK/t2.log" || { cat "$WORK/t2.log"; exit 1; }
 if [ -x "$FT_NCCLSIM" ]; then
   OMP_NUM_THREADS=1 "$FT_NCCLSIM" train --config "$CONFIG" "${SETS[@]}" --set train.threads=1 --set parallel.dp=2 \
-    --set 'parallel.comm="nccl"' --nproc 2 --run-dir "$WORK/nccl" 2> "$WORK/nccl.log" || { cat "$WORK/nccl.log"; exit 1; }
+    --set 'train.device="cuda"' --set 'parallel.comm="nccl"' --nproc 2 --run-dir "$WORK/nccl" 2> "$WORK/nccl.log" || { cat "$WORK/nccl.log"; exit 1; }
 fi
 
 /usr/bin/python3 - "$WORK" <<'EOF'

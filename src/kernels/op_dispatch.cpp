@@ -9,8 +9,7 @@
 namespace ft {
 namespace {
 
-// Once, unless a static initialiser that ran first registered it already (a test binary's CPU
-// backend with a stand-in transport: backends/cuda/nccl_register.cpp).
+// Once, unless a static initialiser that ran first registered it already.
 void register_cpu() {
   static const bool once = registered_backend(Device::kCPU) || (register_backend(cpu_backend()), true);
   (void)once;

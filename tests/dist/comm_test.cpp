@@ -1,11 +1,13 @@
 // The communicator's collectives against exact expectations, on real MPI ranks. Built twice: over
-// MpiComm (comm_test) and, with FT_COMM_TEST_NCCL, over NcclComm on the host stand-in of CUDA and
-// NCCL (nccl_comm_test, tests/ncclsim): heap buffers are "device" memory there and go over NCCL,
-// stack scalars over MPI.
+// MpiComm (comm_test, host buffers) and, with FT_COMM_TEST_NCCL, over NcclComm on the host-emulated
+// GPU's device buffers with the host stand-in of CUDA and NCCL behind it (nccl_comm_test,
+// tests/ncclemu): each test's data is uploaded into device memory (Buf) and read back after the
+// call; stack scalars stay on the host and go over MPI.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <vector>
 
@@ -14,16 +16,30 @@
 #include "backends/cuda/nccl_comm.h"
 #endif
 #include "parallel/mesh.h"
+#include "tensor/device_runtime.h"
 #include "tensor/dtype.h"
+#include "tensor/memory.h"
 #include "util/clock.h"
 
 namespace ft {
 namespace {
 
+#ifdef FT_COMM_TEST_NCCL
+constexpr Device kDevice = Device::kCUDA;  // the emulated GPU (tests/ncclemu/bridge.cpp)
+#else
+constexpr Device kDevice = Device::kCPU;
+#endif
+
+// The context the communicator's buffers belong to: the rank's compute context.
+const ExecContext& compute() {
+  static const ExecContext ctx = make_exec_context(kDevice, 0);
+  return ctx;
+}
+
 std::shared_ptr<Communicator> make_world() {
   std::shared_ptr<Communicator> mpi = mpi_world("test", CommOptions{60, "", false});
 #ifdef FT_COMM_TEST_NCCL
-  return make_nccl_comm(mpi, cpu_context(), CommOptions{60, "", false});
+  return make_nccl_comm(mpi, compute(), CommOptions{60, "", false});
 #else
   return mpi;
 #endif
@@ -32,6 +48,39 @@ std::shared_ptr<Communicator> make_world() {
 struct World {
   std::shared_ptr<Communicator> c = make_world();
   int r = c->rank(), P = c->size();
+};
+
+// A buffer in the memory the communicator moves (kDevice's), holding `init`; host() reads it back.
+template <class T>
+class Buf {
+ public:
+  explicit Buf(const std::vector<T>& init) : n_(init.size()) {
+    if (kDevice == Device::kCPU) {
+      host_ = init;
+      p_ = host_.data();
+      return;
+    }
+    p_ = static_cast<T*>(mem_alloc(kDevice, bytes(), MemCategory::kOther));
+    if (n_ > 0) mem_copy(compute(), p_, kDevice, init.data(), Device::kCPU, n_ * sizeof(T));
+  }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+  ~Buf() {
+    if (kDevice != Device::kCPU) mem_free(kDevice, p_, bytes(), MemCategory::kOther);
+  }
+  T* data() { return p_; }
+  std::vector<T> host() const {
+    if (kDevice == Device::kCPU) return host_;
+    std::vector<T> out(n_);
+    if (n_ > 0) mem_copy(compute(), out.data(), Device::kCPU, p_, kDevice, n_ * sizeof(T));
+    return out;
+  }
+
+ private:
+  size_t bytes() const { return std::max<size_t>(n_, 1) * sizeof(T); }
+  size_t n_;
+  std::vector<T> host_;
+  T* p_ = nullptr;
 };
 
 // Integer-valued data so sums are exact in fp32 whatever the order.
@@ -44,7 +93,9 @@ TEST(Comm, AllReduceSumIsExactForManySizes) {
   for (int64_t n : {0, 1, 3, 7, 1000, 100003}) {
     std::vector<float> x(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) x[i] = value(w.r, i);
-    w.c->all_reduce(x.data(), n);
+    Buf<float> b(x);
+    w.c->all_reduce(b.data(), n);
+    x = b.host();
     float ranks_sum = static_cast<float>(w.P * (w.P + 1) / 2);
     for (int64_t i = 0; i < n; ++i)
       ASSERT_EQ(x[i], ranks_sum * static_cast<float>((i % 97) - 40)) << "n " << n << " i " << i;
@@ -53,13 +104,19 @@ TEST(Comm, AllReduceSumIsExactForManySizes) {
 
 TEST(Comm, AllReduceMaxAndDouble) {
   World w;
-  std::vector<float> x = {static_cast<float>(w.r), -static_cast<float>(w.r), 5};
-  w.c->all_reduce(x.data(), 3, ReduceOp::kMax);
+  Buf<float> b({static_cast<float>(w.r), -static_cast<float>(w.r), 5});
+  w.c->all_reduce(b.data(), 3, ReduceOp::kMax);
+  const std::vector<float> x = b.host();
   EXPECT_EQ(x[0], w.P - 1);
   EXPECT_EQ(x[1], 0);
   EXPECT_EQ(x[2], 5);
-  double d[2] = {0.5 * w.r, 1.0};
+  double d[2] = {0.5 * w.r, 1.0};  // on the stack: the host's
   w.c->all_reduce(d, 2);
+  EXPECT_DOUBLE_EQ(d[0], 0.5 * w.P * (w.P - 1) / 2);
+  EXPECT_DOUBLE_EQ(d[1], w.P);
+  Buf<double> dd({0.5 * w.r, 1.0});
+  w.c->all_reduce(dd.data(), 2);
+  std::copy_n(dd.host().begin(), 2, d);
   EXPECT_DOUBLE_EQ(d[0], 0.5 * w.P * (w.P - 1) / 2);
   EXPECT_DOUBLE_EQ(d[1], w.P);
 }
@@ -77,11 +134,14 @@ std::pair<std::vector<float>, std::vector<float>> sines_and_their_sum(const Worl
 TEST(Comm, Bf16WireIsCloseAndIdenticalOnEveryRank) {
   World w;
   const int64_t n = 4099;
-  auto [x, exact] = sines_and_their_sum(w, n);
-  w.c->all_reduce(x.data(), n, ReduceOp::kSum, Wire::kBF16);
+  auto [x0, exact] = sines_and_their_sum(w, n);
+  Buf<float> bx(x0);
+  w.c->all_reduce(bx.data(), n, ReduceOp::kSum, Wire::kBF16);
+  const std::vector<float> x = bx.host();
   for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(x[i], exact[i], 0.02 * w.P) << i;
-  std::vector<float> all(static_cast<size_t>(n * w.P));
-  w.c->all_gather(all.data(), x.data(), n * 4);
+  Buf<float> ball{std::vector<float>(static_cast<size_t>(n * w.P))};
+  w.c->all_gather(ball.data(), bx.data(), n * 4);
+  const std::vector<float> all = ball.host();
   for (int q = 0; q < w.P; ++q)
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(all[q * n + i], x[i]) << "rank " << q << " differs at " << i;
 }
@@ -93,9 +153,10 @@ TEST(Comm, Fp16WireIsCloserThanBf16AndIdenticalOnEveryRank) {
   World w;
   const int64_t n = 4099;
   auto [x, exact] = sines_and_their_sum(w, n);
-  std::vector<float> h = x, b = x;
-  w.c->all_reduce(h.data(), n, ReduceOp::kSum, Wire::kF16);
-  w.c->all_reduce(b.data(), n, ReduceOp::kSum, Wire::kBF16);
+  Buf<float> bh(x), bb(x);
+  w.c->all_reduce(bh.data(), n, ReduceOp::kSum, Wire::kF16);
+  w.c->all_reduce(bb.data(), n, ReduceOp::kSum, Wire::kBF16);
+  const std::vector<float> h = bh.host(), b = bb.host();
   double worst16 = 0, worst_bf16 = 0;
   for (int64_t i = 0; i < n; ++i) {
     ASSERT_NEAR(h[i], exact[i], w.P * w.P * std::ldexp(1.0, -11)) << i;
@@ -103,8 +164,9 @@ TEST(Comm, Fp16WireIsCloserThanBf16AndIdenticalOnEveryRank) {
     worst_bf16 = std::max(worst_bf16, static_cast<double>(std::fabs(b[i] - exact[i])));
   }
   EXPECT_LT(worst16, worst_bf16 / 4) << "fp16's 10 mantissa bits against bf16's 7";
-  std::vector<float> all(static_cast<size_t>(n * w.P));
-  w.c->all_gather(all.data(), h.data(), n * 4);
+  Buf<float> ball{std::vector<float>(static_cast<size_t>(n * w.P))};
+  w.c->all_gather(ball.data(), bh.data(), n * 4);
+  const std::vector<float> all = ball.host();
   for (int q = 0; q < w.P; ++q)
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(all[q * n + i], h[i]) << "rank " << q << " differs at " << i;
 }
@@ -117,11 +179,15 @@ TEST(Comm, Fp16WireSumsSmallIntegersExactly) {
   const float s = static_cast<float>(w.P * (w.P + 1) / 2);
   std::vector<float> x(n);
   for (int64_t i = 0; i < n; ++i) x[i] = value(w.r, i);
-  w.c->all_reduce(x.data(), n, ReduceOp::kSum, Wire::kF16);
+  Buf<float> bx(x);
+  w.c->all_reduce(bx.data(), n, ReduceOp::kSum, Wire::kF16);
+  x = bx.host();
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(x[i], s * static_cast<float>((i % 97) - 40)) << i;
-  std::vector<float> in(static_cast<size_t>(n * w.P)), out(n);
+  std::vector<float> in(static_cast<size_t>(n * w.P));
   for (int64_t i = 0; i < n * w.P; ++i) in[i] = value(w.r, i);
-  w.c->reduce_scatter(out.data(), in.data(), n, Wire::kF16);
+  Buf<float> bin(in), bout{std::vector<float>(n)};
+  w.c->reduce_scatter(bout.data(), bin.data(), n, Wire::kF16);
+  const std::vector<float> out = bout.host();
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], s * static_cast<float>(((w.r * n + i) % 97) - 40)) << i;
 }
 
@@ -140,7 +206,9 @@ TEST(Comm, Fp16WireOverflowIsInfAndUnderflowZeroOnEveryRank) {
   };
   std::vector<float> x(n);
   fill(x.data());
-  w.c->all_reduce(x.data(), n, ReduceOp::kSum, Wire::kF16);
+  Buf<float> bx(x);
+  w.c->all_reduce(bx.data(), n, ReduceOp::kSum, Wire::kF16);
+  x = bx.host();
   EXPECT_EQ(x[0], INFINITY);
   EXPECT_EQ(x[1], -INFINITY);
   EXPECT_EQ(x[2], 0.0f);
@@ -148,9 +216,11 @@ TEST(Comm, Fp16WireOverflowIsInfAndUnderflowZeroOnEveryRank) {
   EXPECT_NEAR(x[3], 60000.0f, 60000.0f * w.P * std::ldexp(1.0, -11));
   for (int64_t i = 4; i < n; ++i) ASSERT_EQ(x[i], static_cast<float>(i * w.P)) << i;
 
-  std::vector<float> in(static_cast<size_t>(n * w.P)), out(n);
+  std::vector<float> in(static_cast<size_t>(n * w.P));
   for (int q = 0; q < w.P; ++q) fill(in.data() + q * n);
-  w.c->reduce_scatter(out.data(), in.data(), n, Wire::kF16);
+  Buf<float> bin(in), bout{std::vector<float>(n)};
+  w.c->reduce_scatter(bout.data(), bin.data(), n, Wire::kF16);
+  const std::vector<float> out = bout.host();
   EXPECT_EQ(out[0], INFINITY);
   EXPECT_EQ(out[1], -INFINITY);
   EXPECT_EQ(out[2], 0.0f);
@@ -161,15 +231,18 @@ TEST(Comm, Fp16WireOverflowIsInfAndUnderflowZeroOnEveryRank) {
 TEST(Comm, ReduceScatterAndAllGather) {
   World w;
   const int64_t n = 1001;
-  std::vector<float> in(static_cast<size_t>(n * w.P)), out(n);
-  for (int64_t i = 0; i < n * w.P; ++i) in[i] = value(w.r, i);
-  w.c->reduce_scatter(out.data(), in.data(), n);
+  std::vector<float> in0(static_cast<size_t>(n * w.P));
+  for (int64_t i = 0; i < n * w.P; ++i) in0[i] = value(w.r, i);
+  Buf<float> bin(in0), bout{std::vector<float>(n)};
+  w.c->reduce_scatter(bout.data(), bin.data(), n);
+  const std::vector<float> out = bout.host(), in = bin.host();
   float s = static_cast<float>(w.P * (w.P + 1) / 2);
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], s * static_cast<float>(((w.r * n + i) % 97) - 40)) << i;
   EXPECT_EQ(in[5], value(w.r, 5)) << "reduce_scatter must not modify its input";
 
-  std::vector<int32_t> mine(3, w.r), all(static_cast<size_t>(3 * w.P));
-  w.c->all_gather(all.data(), mine.data(), 3 * 4);
+  Buf<int32_t> mine{std::vector<int32_t>(3, w.r)}, ball{std::vector<int32_t>(static_cast<size_t>(3 * w.P))};
+  w.c->all_gather(ball.data(), mine.data(), 3 * 4);
+  const std::vector<int32_t> all = ball.host();
   for (int q = 0; q < w.P; ++q)
     for (int k = 0; k < 3; ++k) EXPECT_EQ(all[q * 3 + k], q);
 }
@@ -177,16 +250,16 @@ TEST(Comm, ReduceScatterAndAllGather) {
 TEST(Comm, BroadcastFromEveryRoot) {
   World w;
   for (int root = 0; root < w.P; ++root) {
-    std::vector<int64_t> x(257, w.r == root ? 1000 + root : -1);
+    Buf<int64_t> x{std::vector<int64_t>(257, w.r == root ? 1000 + root : -1)};
     w.c->broadcast(x.data(), 257 * 8, root);
-    for (auto v : x) ASSERT_EQ(v, 1000 + root);
+    for (auto v : x.host()) ASSERT_EQ(v, 1000 + root);
   }
 }
 
 TEST(Comm, SendRecvRing) {
   World w;
   int right = (w.r + 1) % w.P, left = (w.r - 1 + w.P) % w.P;
-  std::vector<float> out(100, static_cast<float>(w.r)), in(100, -1.0f);
+  Buf<float> out{std::vector<float>(100, static_cast<float>(w.r))}, in{std::vector<float>(100, -1.0f)};
   WorkPtr rx, tx;
 #ifdef FT_COMM_TEST_NCCL
   // NCCL matches transfers in posting order, without tags: even ranks send first, odd ranks
@@ -197,7 +270,7 @@ TEST(Comm, SendRecvRing) {
   if (!tx) tx = w.c->send_async(out.data(), 400, right, 7);
   tx->wait();
   rx->wait();
-  EXPECT_EQ(in[99], static_cast<float>(left));
+  EXPECT_EQ(in.host()[99], static_cast<float>(left));
 }
 
 #ifdef FT_COMM_TEST_NCCL
@@ -205,24 +278,26 @@ TEST(Comm, SendRecvRing) {
 // then sends to both, activations (even tags) and gradients (odd) interleaved. On one NCCL stream
 // this deadlocks; with a channel per link direction and kind it completes.
 TEST(Comm, TransfersOverChannelsNeverWaitBehindTheOtherDirection) {
-  auto c = make_nccl_comm(mpi_world("pp", CommOptions{60, "", true}), cpu_context(), CommOptions{60, "", true});
+  auto c = make_nccl_comm(mpi_world("pp", CommOptions{60, "", true}), compute(), CommOptions{60, "", true});
   const int r = c->rank(), P = c->size(), right = (r + 1) % P, left = (r - 1 + P) % P;
-  std::vector<std::vector<float>> in(4, std::vector<float>(64, -1.0f)), out(4, std::vector<float>(64));
-  for (int k = 0; k < 4; ++k)
-    for (auto& v : out[k]) v = static_cast<float>(100 * r + k);
+  std::vector<std::unique_ptr<Buf<float>>> in, out;
+  for (int k = 0; k < 4; ++k) {
+    in.push_back(std::make_unique<Buf<float>>(std::vector<float>(64, -1.0f)));
+    out.push_back(std::make_unique<Buf<float>>(std::vector<float>(64, static_cast<float>(100 * r + k))));
+  }
   std::vector<WorkPtr> works;
   for (int k = 0; k < 2; ++k) {  // two rounds: an activation from the left, a gradient from the right
-    works.push_back(c->recv_async(in[2 * k].data(), 256, left, 2 * k));
-    works.push_back(c->recv_async(in[2 * k + 1].data(), 256, right, 2 * k + 1));
+    works.push_back(c->recv_async(in[2 * k]->data(), 256, left, 2 * k));
+    works.push_back(c->recv_async(in[2 * k + 1]->data(), 256, right, 2 * k + 1));
   }
   for (int k = 0; k < 2; ++k) {
-    works.push_back(c->send_async(out[2 * k + 1].data(), 256, left, 2 * k + 1));
-    works.push_back(c->send_async(out[2 * k].data(), 256, right, 2 * k));
+    works.push_back(c->send_async(out[2 * k + 1]->data(), 256, left, 2 * k + 1));
+    works.push_back(c->send_async(out[2 * k]->data(), 256, right, 2 * k));
   }
   for (auto& w : works) w->wait();
   for (int k = 0; k < 2; ++k) {
-    EXPECT_EQ(in[2 * k][5], static_cast<float>(100 * left + 2 * k));
-    EXPECT_EQ(in[2 * k + 1][5], static_cast<float>(100 * right + 2 * k + 1));
+    EXPECT_EQ(in[2 * k]->host()[5], static_cast<float>(100 * left + 2 * k));
+    EXPECT_EQ(in[2 * k + 1]->host()[5], static_cast<float>(100 * right + 2 * k + 1));
   }
 }
 #endif
@@ -230,7 +305,7 @@ TEST(Comm, TransfersOverChannelsNeverWaitBehindTheOtherDirection) {
 TEST(Comm, BytesOnTheWireMatchTheRingAlgorithm) {
   World w;
   const int64_t n = 1 << 16;
-  std::vector<float> x(n, 1.0f);
+  Buf<float> x{std::vector<float>(n, 1.0f)};
   CommStats before = w.c->stats();
   w.c->all_reduce(x.data(), n);
   w.c->all_reduce(x.data(), n, ReduceOp::kSum, Wire::kBF16);
@@ -244,7 +319,7 @@ TEST(Comm, BytesOnTheWireMatchTheRingAlgorithm) {
   EXPECT_NEAR(static_cast<double>(d.bytes_sent[ar]), theory, 2.0 * (w.P - 1) * 8);
 
   // A reduce-scatter sends (P - 1) blocks: 4 bytes an element in fp32, 2 in fp16.
-  std::vector<float> in(static_cast<size_t>(n * w.P), 1.0f), out(n);
+  Buf<float> in{std::vector<float>(static_cast<size_t>(n * w.P), 1.0f)}, out{std::vector<float>(n)};
   const int64_t rs = static_cast<int64_t>(CollKind::kReduceScatter);
   before = w.c->stats();
   w.c->reduce_scatter(out.data(), in.data(), n);
@@ -263,11 +338,11 @@ TEST(Comm, BytesOnTheWireMatchTheRingAlgorithm) {
 TEST(Comm, SecondsAreCountedPerKindHoweverTheOperationIsWaitedFor) {
   World w;
   const int64_t n = 1 << 18;
-  std::vector<float> a(static_cast<size_t>(n * w.P), 1.0f), b(static_cast<size_t>(n * w.P));
+  Buf<float> a{std::vector<float>(static_cast<size_t>(n * w.P), 1.0f)}, b{std::vector<float>(n * w.P)};
   const CommStats before = w.c->stats();
   const double t0 = now_seconds();
   w.c->all_reduce(a.data(), n);
-  w.c->reduce_scatter_async(b.data(), a.data(), n)->stream_wait(cpu_context());
+  w.c->reduce_scatter_async(b.data(), a.data(), n)->stream_wait(compute());
   w.c->all_gather_async(b.data(), a.data(), n * 4);  // its Work dropped at once
   w.c->broadcast(a.data(), n * 4, 0);
   const double wall = now_seconds() - t0;
@@ -284,17 +359,17 @@ TEST(Comm, SecondsAreCountedPerKindHoweverTheOperationIsWaitedFor) {
 
 TEST(Comm, AsyncOperationsCompleteInOrderWhileTheCallerWorks) {
   World w;
-  std::vector<std::vector<float>> bufs(4, std::vector<float>(50000));
+  std::vector<std::unique_ptr<Buf<float>>> bufs;
   std::vector<WorkPtr> works;
   for (int k = 0; k < 4; ++k) {
-    for (auto& v : bufs[k]) v = static_cast<float>(k + w.r);
-    works.push_back(w.c->all_reduce_async(bufs[k].data(), 50000));
+    bufs.push_back(std::make_unique<Buf<float>>(std::vector<float>(50000, static_cast<float>(k + w.r))));
+    works.push_back(w.c->all_reduce_async(bufs[k]->data(), 50000));
   }
   double busy = 0;
   for (int i = 0; i < 1000000; ++i) busy += std::sqrt(static_cast<double>(i));  // overlap
   EXPECT_GT(busy, 0);
   for (auto& wk : works) wk->wait();
-  for (int k = 0; k < 4; ++k) EXPECT_EQ(bufs[k][123], static_cast<float>(k * w.P + w.P * (w.P - 1) / 2));
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(bufs[k]->host()[123], static_cast<float>(k * w.P + w.P * (w.P - 1) / 2));
 }
 
 TEST(Mesh, GroupsFollowTpInnermostThenDpThenPp) {

@@ -2,18 +2,18 @@
 
   1. Parity: ZeRO 0, 1, 2, 3 with the fp16 wire against the same layout uncompressed and against one
      process, every step's loss within 1e-3 relative (the bf16 wire's tolerance against
-     uncompressed training, parity_nccl_test.py); the bf16 wire's distance at ZeRO 0 is printed
+     uncompressed training, tests/ncclemu/layouts_test.py); the bf16 wire's distance at ZeRO 0 is printed
      beside it.
   2. Bytes: the gradient reduction sends half of fp32's bytes (the reduce-scatters exactly half; the
      ZeRO-0 all-reduce half but for the doubles it also carries).
   3. Overflow on the wire: at a loss scale where every rank's own gradients are finite (the
      uncompressed run skips nothing) but their sum does not fit fp16, the fp16 run's first step
      is skipped as an fp16 overflow and the scale halves until the sums fit; then it trains.
-  4. With FLUXTRAIN_NCCLSIM given: 1 and 3 through NcclComm (ncclFloat16 on the host stand-in of
-     NCCL, tests/ncclsim) against the runs over MPI, within 2e-3 (the bf16 wire's tolerance
-     between the transports).
+  4. With FLUXTRAIN_DEVEMU_NCCL given: 1 and 3 through NcclComm on the host-emulated GPU's device
+     buffers (train.device = "cuda"; ncclFloat16 on the host stand-in of NCCL, tests/ncclemu)
+     against the runs over MPI, within 2e-3 (the bf16 wire's tolerance between the transports).
 
-usage: fp16_wire_test.py FLUXTRAIN CONFIG [FLUXTRAIN_NCCLSIM]
+usage: fp16_wire_test.py FLUXTRAIN CONFIG [FLUXTRAIN_DEVEMU_NCCL]
 """
 import os
 import sys
@@ -27,7 +27,7 @@ STEPS = 20
 COMMON = ["--set", f"train.steps={STEPS}", "--set", "train.eval_interval=0", "--set", "train.batch_size=8",
           "--set", "train.seq_len=32", "--set", "optim.lr=3e-3", "--set", 'train.precision="fp16"']
 FP16 = ["--set", 'parallel.grad_compression="fp16"']
-NCCL = ["--set", 'parallel.comm="nccl"']
+NCCL = ["--set", 'train.device="cuda"', "--set", 'parallel.comm="nccl"']
 # A loss scale at which tiny's first-step gradients are finite on each rank (the fp32-wire run does
 # not skip step 1; at 2^22 it does) but their sums do not fit fp16 (at 2^20 they do).
 BIG_SCALE = ["--set", "optim.loss_scale_init=2097152"]
@@ -102,9 +102,9 @@ def main():
         if len(skips) >= STEPS // 2 or big_fp16[-1].get("skipped"):
             failures.append(f"the fp16-wire run did not recover: {len(skips)} of {STEPS} steps skipped")
 
-        # 4. The same through NcclComm (ncclFloat16) on the stand-in.
+        # 4. The same through NcclComm (ncclFloat16) on emulated device buffers.
         if SIM:
-            print("through NcclComm (host stand-in) against MPI:")
+            print("through NcclComm (emulated GPU, NCCL stand-in) against MPI:")
             for zero in (0, 1, 2):
                 z = ["--set", "parallel.dp=2", "--set", f"parallel.zero={zero}"]
                 nccl = run(f"nccl_fp16_{zero}", z + FP16 + NCCL, ft=SIM)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Hangs and deaths through NcclComm (fluxtrain-ncclsim, parallel.comm = "nccl"; dp 2). Every case
-# but KILL must end the job with exit code 3 (a communication failure: the supervisor restarts).
+# Hangs and deaths through NcclComm on device buffers (fluxtrain-devemu-nccl: the host-emulated GPU
+# with NcclComm over the host stand-in of CUDA and NCCL, tests/ncclemu; train.device = "cuda",
+# parallel.comm = "nccl"; dp 2). Every case but KILL must end the job with exit code 3 (a
+# communication failure: the supervisor restarts).
 #   INIT   world rank 1 stops itself (SIGSTOP) on entering its 2nd NCCL initialisation (the dp
 #          group's; the 1st is its size-1 tp group's) — the stand-in's hook FT_NCCLSIM_STOP_INIT:
 #          rank 0's nonblocking ncclCommInitRankConfig is polled until the collective timeout, then
@@ -8,15 +10,15 @@
 #   HOST   rank 1 stops before its 1st NCCL collective (FT_NCCLSIM_STOP), the initial weights'
 #          broadcast, which rank 0 waits for on the host (Work::wait);
 #   STOP   rank 1 stops before its 40th collective, a gradient bucket's all-reduce, which rank 0's
-#          engine only stream-waits: on the stand-in's CPU rank the training thread then blocks
-#          inside the runtime (as a GPU's compute stream would stall), and only NcclComm's watchdog
+#          engine only stream-waits: on the emulated GPU the training thread then blocks in the
+#          compute stream's wait (as a GPU's compute stream would stall), and only NcclComm's watchdog
 #          can end it — it aborts the communicator after the collective timeout and the job ends with
 #          an error naming the collective, the group and rank 1 as never arrived;
 #   ASYNC  rank 1's 40th NCCL collective fails as a broken link does (the stand-in's
 #          FT_NCCLSIM_ASYNC_ERROR: ncclCommGetAsyncError reports it, the operation never finishes):
 #          rank 1 reports the asynchronous error naming the collective, long before the timeout;
 #   KILL   rank 1 is killed mid-training: the job ends in bounded time.
-# usage: nccl_hang_test.sh FLUXTRAIN_NCCLSIM CONFIG
+# usage: nccl_hang_test.sh FLUXTRAIN_DEVEMU_NCCL CONFIG
 set -euo pipefail
 FT=$1; CFG=$2
 WORK=$(mktemp -d); trap 'pkill -KILL -f "$WORK" 2>/dev/null || true; rm -rf "$WORK"' EXIT
@@ -29,7 +31,8 @@ TIMEOUT=5
   --run-dir "$WORK/peak" > "$WORK/peak.log" 2>&1 || { echo "FAIL: the single-process step failed"; cat "$WORK/peak.log"; exit 1; }
 
 start_job() {  # name [collective timeout]
-  "$FT" train --config "$CFG" --nproc 2 --set parallel.dp=2 --set 'parallel.comm="nccl"' --set train.steps=100000 \
+  "$FT" train --config "$CFG" --nproc 2 --set parallel.dp=2 --set 'train.device="cuda"' --set 'parallel.comm="nccl"' \
+    --set train.steps=100000 \
     --set train.eval_interval=0 --set train.threads=1 --set parallel.collective_timeout_s=${2:-$TIMEOUT} \
     --run-dir "$WORK/$1" > "$WORK/$1.log" 2>&1 &
   JOB=$!
@@ -87,7 +90,7 @@ until [ -s "$WORK/KILL/metrics.jsonl" ] && [ "$(wc -l < "$WORK/KILL/metrics.json
   sleep 0.2
 done
 pid=""
-for p in $(pgrep -f "ncclsim train.*$WORK/KILL" || true); do
+for p in $(pgrep -f "$(basename "$FT") train.*$WORK/KILL" || true); do
   if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then pid=$p; fi
 done
 [ -n "$pid" ] || { echo "FAIL: rank 1 not found"; cat "$WORK/KILL.log"; exit 1; }

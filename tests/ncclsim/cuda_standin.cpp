@@ -1,23 +1,20 @@
-// The host stand-in of the CUDA runtime functions NcclComm calls — linked only into tests (the
-// test binary fluxtrain-ncclsim and nccl_comm_test), never into fluxtrain. It runs what NcclComm
-// enqueues in order, on the host, so that NcclComm's own logic (stream ordering, events, waits,
-// timeouts, routing of host buffers) runs for real without a GPU. It is not evidence that CUDA or
-// NCCL behave this way.
+// The host stand-in of the CUDA runtime functions NcclComm calls — linked only into tests beside
+// the host-emulated GPU, which owns the device memory (tests/ncclemu: fluxtrain-devemu-nccl,
+// nccl_comm_test, nccl_watchdog_test), never into fluxtrain. It runs what NcclComm enqueues in
+// order, on the host, so that NcclComm's own logic (stream ordering, events, waits, timeouts) runs
+// for real without a GPU. It is not evidence that CUDA or NCCL behave this way.
 //
 //   streams     one worker thread each, running its queue in order; the null stream (0, legacy,
-//               per-thread) is the calling thread: the CPU kernels of a host context have finished
-//               by the time a call is made, so work "on" it runs at once. So is a foreign stream
-//               (a token the stand-in did not make: the host-emulated GPU's) until NCCL work is
-//               enqueued on it, which makes it a worker (standin.h)
+//               per-thread) is the calling thread, so work "on" it runs at once. So is a foreign
+//               stream (a token the stand-in did not make: the host-emulated GPU's, whose ops have
+//               finished when their call returns) until NCCL work is enqueued on it, which makes it
+//               a worker (standin.h)
 //   events      a generation counter: record enqueues "complete generation g"; query and
 //               cudaStreamWaitEvent look at the generation recorded when they were called. An
 //               event made without cudaEventDisableTiming is stamped with the host clock when its
 //               stream runs the record: cudaEventElapsedTime is the time between two stamps (the
 //               time the stream's worker spent between them)
-//   memory      "device" memory is host memory: cudaPointerGetAttributes calls every pointer device
-//               memory except the calling thread's stack (host scalars, as on a GPU machine)
 #include <cuda_runtime_api.h>
-#include <pthread.h>
 
 #include <atomic>
 #include <chrono>
@@ -173,24 +170,6 @@ void order_after(cudaStream_t s, uint64_t clock) {
   std::lock_guard<std::mutex> lock(streams().mu);
   uint64_t& o = streams().foreign_ordered[s];
   if (clock > o) o = clock;
-}
-
-// The stack of the calling thread (cached): host memory NcclComm must give to MPI.
-bool on_my_stack(const void* p) {
-  thread_local uintptr_t lo = 0, hi = 0;
-  if (hi == 0) {
-    pthread_attr_t a;
-    if (pthread_getattr_np(pthread_self(), &a) == 0) {
-      void* addr = nullptr;
-      size_t size = 0;
-      pthread_attr_getstack(&a, &addr, &size);
-      lo = reinterpret_cast<uintptr_t>(addr);
-      hi = lo + size;
-      pthread_attr_destroy(&a);
-    }
-  }
-  const auto x = reinterpret_cast<uintptr_t>(p);
-  return x >= lo && x < hi;
 }
 
 }  // namespace
@@ -429,16 +408,6 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
   } else {
     wait();  // the host is the null stream (and a foreign stream's)
   }
-  return cudaSuccess;
-}
-
-cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
-  if (!a) return ret(cudaErrorInvalidValue);
-  *a = cudaPointerAttributes{};
-  a->type = on_my_stack(p) ? cudaMemoryTypeUnregistered : cudaMemoryTypeDevice;
-  a->device = t_device;
-  a->devicePointer = const_cast<void*>(p);
-  a->hostPointer = const_cast<void*>(p);
   return cudaSuccess;
 }
 

@@ -1,7 +1,7 @@
 // What the host stand-in of CUDA and NCCL (cuda_standin.cpp, nccl_standin.cpp) offers a test binary
 // besides the CUDA and NCCL functions: running beside another device stand-in, the host-emulated
 // GPU (tests/devemu), whose ops run synchronously on the calling thread and whose memory is
-// guarded. Used by fluxtrain-devemu-nccl (tests/ncclemu); fluxtrain-ncclsim needs none of it.
+// guarded. Used by tests/ncclemu's bridge.cpp (and, for check_ordered, tests/vgpu/nccl_hooks.cpp).
 //
 // Streams. A stream the stand-in made (cudaStreamCreate) is a worker thread. Any other token but
 // the null stream is a foreign stream — the emulator's, whose work has finished when its call
@@ -41,7 +41,7 @@ void touch_memory(const std::function<void()>& f);
 // allocation so far), one recorded on a worker what the worker is ordered after; a stream that
 // waits for it is ordered after that too. check_ordered(stream, p, call) — the NCCL stand-in's,
 // for each buffer it enqueues on a worker — dies naming the call when p was allocated after the
-// point its stream is ordered after. Without the hooks (fluxtrain-ncclsim) nothing is checked.
+// point its stream is ordered after. Without the hooks nothing is checked.
 void set_allocation_clock(uint64_t (*clock)(), uint64_t (*allocated_at)(const void*));
 // `write`: the operation writes p (its receive buffer), else reads it (the virtual GPU's race check,
 // tests/vgpu/nccl_hooks.cpp, tells the two apart; the checks here do not).

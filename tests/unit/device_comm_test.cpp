@@ -41,7 +41,7 @@ TEST(DeviceComm, ChoiceAgainstDeviceWithoutThenWithABackend) {
   EXPECT_FALSE(use_device_comm(CommBackend::kAuto, gpu));
   EXPECT_FALSE(use_device_comm(CommBackend::kMpi, gpu));
 
-  const DeviceCommBackend nccl{"NCCL", &no_make, false};
+  const DeviceCommBackend nccl{"NCCL", &no_make};
   register_backend(Backend{.device = Device::kCUDA, .comm = &nccl});
   // With NCCL: "auto" puts a GPU rank on it, "mpi" keeps MPI (staged), CPU ranks stay on MPI.
   EXPECT_TRUE(use_device_comm(CommBackend::kAuto, gpu));
@@ -52,16 +52,7 @@ TEST(DeviceComm, ChoiceAgainstDeviceWithoutThenWithABackend) {
   EXPECT_NE(e.find("parallel.comm = \"nccl\" needs train.device = \"cuda\""), std::string::npos) << e;
   EXPECT_NE(e.find("hint: "), std::string::npos) << e;
   EXPECT_EQ(e.find('\n'), std::string::npos) << "one line: " << e;
-
-  // The test stand-in's "device" is the host: attached to the CPU's backend, CPU ranks may use it.
   unregister_backend(Device::kCUDA);
-  const DeviceCommBackend stand_in{"NCCL (stand-in)", &no_make, true};
-  Backend host = cpu_backend();
-  host.comm = &stand_in;
-  register_backend(host);
-  EXPECT_EQ(device_comm_backend(), &stand_in);
-  EXPECT_TRUE(use_device_comm(CommBackend::kNccl, cpu));
-  register_backend(cpu_backend());
 }
 
 }  // namespace

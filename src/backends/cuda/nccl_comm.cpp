@@ -9,7 +9,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -108,9 +107,8 @@ struct Op {
 struct Core {
   std::shared_ptr<Communicator> host;
   ExecContext compute;   // the rank's compute context
-  ExecContext comm_ctx;  // ops on the communication stream (a side context; the CPU's for the stand-in)
+  ExecContext comm_ctx;  // ops on the communication stream (a side context of compute)
   cudaStream_t stream = nullptr;
-  bool own_stream = false;
   cudaEvent_t ready = nullptr;  // recorded on the compute stream before each collective
   ncclComm_t comm = nullptr;
   std::string name;
@@ -294,11 +292,6 @@ struct Core {
     return made;
   }
   cudaStream_t new_stream(ExecContext* owner) {
-    if (compute.on_host()) {
-      cudaStream_t st = nullptr;
-      cuda_ok(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-      return st;
-    }
     *owner = make_side_context(compute);
     return static_cast<cudaStream_t>(owner->stream);
   }
@@ -320,30 +313,10 @@ struct Core {
       // The device's allocator is stream-ordered on the compute stream (cudaMallocAsync): the block
       // may be memory that stream freed and uses until it reaches the free. The `ready` event was
       // recorded before this allocation, so order the communication stream after it again.
-      if (!compute.on_host()) {
-        cuda_ok(cudaEventRecord(ready, static_cast<cudaStream_t>(compute.stream)), "cudaEventRecord");
-        cuda_ok(cudaStreamWaitEvent(stream, ready, 0), "cudaStreamWaitEvent");
-      }
+      cuda_ok(cudaEventRecord(ready, static_cast<cudaStream_t>(compute.stream)), "cudaEventRecord");
+      cuda_ok(cudaStreamWaitEvent(stream, ready, 0), "cudaStreamWaitEvent");
     }
     return scratch;
-  }
-  // f on the communication stream: enqueued there on a GPU; for the stand-in's host context, run by
-  // the stream as a host function, in order with the collectives around it.
-  void on_stream(std::function<void(const ExecContext&)> f) {
-    if (!comm_ctx.on_host()) {
-      f(comm_ctx);
-      return;
-    }
-    auto* fn = new std::function<void()>([f = std::move(f)] { f(cpu_context()); });
-    cuda_ok(cudaLaunchHostFunc(
-                stream,
-                [](void* p) {
-                  auto* g = static_cast<std::function<void()>*>(p);
-                  (*g)();
-                  delete g;
-                },
-                fn),
-            "cudaLaunchHostFunc");
   }
 };
 
@@ -375,16 +348,6 @@ class NcclWork final : public Work {
   }
   bool done() override { return op_->finished || poll(); }
   void stream_wait(const ExecContext& ctx) override {
-    if (ctx.on_host()) {
-      // Only the stand-in takes a CPU compute context (tests/ncclsim); its null stream is the
-      // calling thread, so the host blocks in the runtime here as a GPU's compute stream would
-      // stall: bounded by the watchdog alone, whose abort ends the operation.
-      const double t0 = now_seconds();
-      cuda_ok(cudaStreamWaitEvent(nullptr, op_->done, 0), "cudaStreamWaitEvent");
-      add_comm_blocked_seconds(now_seconds() - t0);
-      poll();  // throws the failure when it was aborted
-      return;
-    }
     {
       std::lock_guard<std::mutex> lock(c_->mu);
       c_->check_failed();
@@ -441,20 +404,17 @@ class NcclComm final : public Communicator {
     c.compute = compute;
     c.opts = opts;
     c.name = c.host->name();
+    if (compute.on_host())
+      throw Error(fmt::format("NcclComm of group {} made for a CPU context: NCCL moves device buffers", c.name),
+                  "give it the rank's device compute context (parallel/comm/device_comm.h decides where it is used)");
     c.rank = c.host->rank();
     c.size = c.host->size();
     for (int i = 0; i < c.size; ++i) c.world.push_back(c.host->world_rank_of(i));
     c.board =
         std::make_unique<ArrivalBoard>(opts.board_dir, fmt::format("nccl-{}-{}", c.name, c.world[0]), c.size, c.rank);
-    if (compute.on_host()) {
-      c.comm_ctx = cpu_context();
-      cuda_ok(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-      c.own_stream = true;
-    } else {
-      cuda_ok(cudaSetDevice(compute.device_index), "cudaSetDevice");
-      c.comm_ctx = make_side_context(compute);
-      c.stream = static_cast<cudaStream_t>(c.comm_ctx.stream);
-    }
+    cuda_ok(cudaSetDevice(compute.device_index), "cudaSetDevice");
+    c.comm_ctx = make_side_context(compute);
+    c.stream = static_cast<cudaStream_t>(c.comm_ctx.stream);
     cuda_ok(cudaEventCreateWithFlags(&c.ready, cudaEventDisableTiming), "cudaEventCreateWithFlags");
     // The unique id travels over the axis' host communicator.
     ncclUniqueId id{};
@@ -532,10 +492,7 @@ class NcclComm final : public Communicator {
     watchdog_.join();
     std::lock_guard<std::mutex> lock(c.mu);
     c.close(c.comm, c.stream);
-    for (Channel& ch : c.channels) {
-      c.close(ch.comm, ch.stream);
-      if (c.compute.on_host()) cudaStreamDestroy(ch.stream);
-    }
+    for (Channel& ch : c.channels) c.close(ch.comm, ch.stream);
     c.harvest();  // Works still held name their operations; the rest go now
     c.outstanding.clear();
     c.channels.clear();
@@ -544,7 +501,6 @@ class NcclComm final : public Communicator {
       mem_free(c.compute.device, c.scratch, static_cast<size_t>(c.scratch_n) * 2, MemCategory::kCommunication);
     c.scratch = nullptr;
     cudaEventDestroy(c.ready);
-    if (c.own_stream) cudaStreamDestroy(c.stream);
   }
 
   int rank() const override { return c_->rank; }
@@ -577,10 +533,10 @@ class NcclComm final : public Communicator {
         return;
       }
       uint16_t* w = c.bf16_scratch(n);
-      c.on_stream([=](const ExecContext& x) { to_wire(x, wire, w, data, n); });
+      to_wire(c.comm_ctx, wire, w, data, n);
       c.nccl_ok(nccl().AllReduce(w, w, static_cast<size_t>(n), nccl_wire_type(wire), ncclSum, c.comm, c.stream),
                 "ncclAllReduce");
-      c.on_stream([=](const ExecContext& x) { from_wire(x, wire, data, w, n); });
+      from_wire(c.comm_ctx, wire, data, w, n);
     });
   }
 
@@ -603,11 +559,11 @@ class NcclComm final : public Communicator {
       }
       const int64_t total = n * c.size;
       uint16_t* w = c.bf16_scratch(total + n);
-      c.on_stream([=](const ExecContext& x) { to_wire(x, wire, w, in, total); });
+      to_wire(c.comm_ctx, wire, w, in, total);
       c.nccl_ok(
           nccl().ReduceScatter(w, w + total, static_cast<size_t>(n), nccl_wire_type(wire), ncclSum, c.comm, c.stream),
           "ncclReduceScatter");
-      c.on_stream([=](const ExecContext& x) { from_wire(x, wire, out, w + total, n); });
+      from_wire(c.comm_ctx, wire, out, w + total, n);
     });
   }
 
@@ -670,19 +626,11 @@ class NcclComm final : public Communicator {
     w == Wire::kF16 ? ops::from_fp16(x, y, v, n) : ops::from_bf16(x, y, v, n);
   }
 
-  // Whether NCCL should move this buffer. On a device rank: device memory, as the backend's
-  // DeviceMemory::contains says (the test HostStagedComm makes too). On the stand-in's CPU rank
-  // (tests only): what its cudaPointerGetAttributes calls device memory (all but the stack). Host
-  // buffers, and empty ones, go to the host communicator.
+  // Whether NCCL should move this buffer: device memory, as the backend's DeviceMemory::contains
+  // says (the test HostStagedComm makes too). Host buffers, and empty ones, go to the host
+  // communicator.
   bool on_device(const void* p, int64_t n) const {
-    if (n <= 0 || p == nullptr) return false;
-    if (!c_->compute.on_host()) return mem_on_device(c_->compute.device, p);
-    cudaPointerAttributes a{};
-    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-      cudaGetLastError();  // clear it: an unknown pointer is host memory
-      return false;
-    }
-    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+    return n > 0 && p != nullptr && mem_on_device(c_->compute.device, p);
   }
 
   // Enqueues one operation on the communication stream after the compute stream's work so far.
@@ -702,12 +650,10 @@ class NcclComm final : public Communicator {
     op->timed = bytes >= 0;
     cuda_ok(cudaEventCreate(&op->start), "cudaEventCreate");
     cuda_ok(cudaEventCreate(&op->done), "cudaEventCreate");
-    if (!c.compute.on_host()) {
-      cuda_ok(cudaEventRecord(c.ready, static_cast<cudaStream_t>(c.compute.stream)), "cudaEventRecord");
+    cuda_ok(cudaEventRecord(c.ready, static_cast<cudaStream_t>(c.compute.stream)), "cudaEventRecord");
 #if !defined(FT_VGPU_NCCL_FAULTS)  // tests/vgpu's planted build: the virtual runtime must report the race
-      cuda_ok(cudaStreamWaitEvent(stream, c.ready, 0), "cudaStreamWaitEvent");
+    cuda_ok(cudaStreamWaitEvent(stream, c.ready, 0), "cudaStreamWaitEvent");
 #endif
-    }
     cuda_ok(cudaEventRecord(op->start, stream), "cudaEventRecord");
     enqueue(c);
     if (peer < 0) {

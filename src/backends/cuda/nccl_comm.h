@@ -27,7 +27,7 @@
 //
 // Host buffers (a double on the stack, a std::vector) are not NCCL's: a call whose buffer is not
 // the rank's device memory (mem_on_device: the backend's DeviceMemory::contains) goes to the host
-// communicator instead. (The stand-in's CPU rank asks its cudaPointerGetAttributes.)
+// communicator instead.
 //
 // Hangs and deaths: a watchdog thread per communicator bounds every operation, whether anyone waits
 // for it on the host or not, by parallel.collective_timeout_s from when its stream started it, and
@@ -37,9 +37,9 @@
 // MPI's format plus " over NCCL" — goes to report_comm_failure (comm.h), with which the train
 // command ends the job. Every later call of this communicator fails with the same error.
 //
-// A CPU compute context is accepted only by the test stand-in (tests/ncclsim: "device" memory is
-// the host there); the bf16 conversions then run as host functions on the communication stream,
-// and stream_wait blocks the host in the stand-in's runtime (its null stream is the caller).
+// The compute context is a device's: a CPU one is an ft::Error (device_comm.h keeps CPU ranks on
+// MPI). Without a GPU it runs on the host-emulated GPU's device buffers (tests/ncclemu) and on the
+// virtual GPU's (tests/vgpu), over the NCCL stand-in of tests/ncclsim.
 #pragma once
 
 #include <memory>

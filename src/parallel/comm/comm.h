@@ -116,7 +116,7 @@ class Communicator {
 };
 
 // The calling thread's host waits on communication — Work::wait() of any transport, and a
-// stream_wait that blocks the host (the NCCL stand-in's CPU rank) — in seconds and in number (each
+// stream_wait that blocks the host (the host-emulated GPU's, tests/ncclemu) — in seconds and in number (each
 // wait counts once, also one whose operation had already finished). The step loop takes both
 // differences over a step: wall time minus data wait minus the seconds is the rank's compute time,
 // which straggler detection compares across ranks; the number is metrics.jsonl's comm_host_waits,

@@ -6,7 +6,7 @@
 namespace ft {
 
 const DeviceCommBackend* device_comm_backend() {
-  // A device's own first (the CUDA backend's NCCL), then the host's (a test stand-in).
+  // A device's own first (the CUDA backend's NCCL), then the host's.
   for (size_t i = kNumDevices; i-- > 0;)
     if (const Backend* b = registered_backend(static_cast<Device>(i)); b && b->comm) return b->comm;
   return nullptr;
@@ -27,7 +27,7 @@ bool use_device_comm(CommBackend choice, const ExecContext& ctx) {
             "it was built)",
             "use parallel.comm = \"mpi\" or \"auto\", or build where the CUDA toolkit and NCCL are installed");
       }
-      if (!on_gpu && !b->host_memory_is_device) {
+      if (!on_gpu) {
         throw Error(
             "parallel.comm = \"nccl\" needs train.device = \"cuda\": NCCL moves device buffers and this rank "
             "computes on the CPU",

@@ -60,8 +60,7 @@ double DpEngineBase::reduce_gradient_norm(double s, std::span<double> over_stage
   // or many, so that every rank runs the same collectives.
   // The norm at index 1 (param_engine.h): {over_stages[0], norm, over_stages[1], ...}. Host
   // scalars on the stack, as every host scalar a collective sums: a communicator of device buffers
-  // tells them from device memory by where they live (NcclComm's host path; the test stand-in of
-  // CUDA calls everything but the stack device memory).
+  // tells them from device memory by where they live (NcclComm's host path).
   const size_t at = over_stages.empty() ? 0 : 1;
   std::array<double, kMaxStageSums + 1> sums{};
   FT_CHECK(over_stages.size() <= kMaxStageSums, "{} values to sum over the stages (at most {})", over_stages.size(),

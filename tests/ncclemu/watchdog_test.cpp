@@ -1,7 +1,8 @@
-// NcclComm's bounds on the host stand-in (real MPI ranks): an operation nobody waits for on the
-// host — only stream-waited, which on the stand-in's CPU rank blocks the calling thread inside the
-// runtime as a GPU's compute stream would stall — is ended by the watchdog after the collective
-// timeout, the communicator aborted and the failure handed to the process's failure handler; the
+// NcclComm's bounds on the host-emulated GPU's device buffers, with the host stand-in of CUDA and
+// NCCL behind it (tests/ncclemu/bridge.cpp; real MPI ranks): an operation nobody waits for on the
+// host — only stream-waited on the emulated compute stream, whose wait blocks the calling thread as
+// a GPU's compute stream would stall — is ended by the watchdog after the collective timeout, the
+// communicator aborted and the failure handed to the process's failure handler; the
 // initialisation of a communicator one rank never reaches ends likewise, naming that rank. The last
 // rank plays the one that never arrives. Each test leaves its aborted communicator behind (pending
 // MPI requests and all), as a failed job would: run this binary alone.
@@ -17,6 +18,8 @@
 
 #include "backends/cuda/nccl_comm.h"
 #include "parallel/comm/mpi_comm.h"
+#include "tensor/device_runtime.h"
+#include "tensor/memory.h"
 #include "util/clock.h"
 
 namespace ft {
@@ -35,6 +38,20 @@ int world_size() {
   return n;
 }
 
+// The rank's compute context on the emulated GPU.
+const ExecContext& gpu() {
+  static const ExecContext ctx = make_exec_context(Device::kCUDA, 0);
+  return ctx;
+}
+
+// n floats of device memory holding v (never freed: a test may leave an operation on it pending).
+float* device_floats(int64_t n, float v) {
+  const std::vector<float> host(static_cast<size_t>(n), v);
+  auto* p = static_cast<float*>(mem_alloc(Device::kCUDA, static_cast<size_t>(n) * 4, MemCategory::kOther));
+  mem_copy(gpu(), p, Device::kCUDA, host.data(), Device::kCPU, static_cast<size_t>(n) * 4);
+  return p;
+}
+
 // An arrival-board directory every rank shares (rank 0 makes it).
 std::string shared_board_dir() {
   char path[64] = "/tmp/ft_watchdog_XXXXXX";
@@ -51,20 +68,23 @@ TEST(NcclWatchdog, APollOfARunningOperationLeavesNoLastError) {
   const int me = world_rank(), P = world_size();
   const CommOptions opts{kTimeout, shared_board_dir(), false};
   {
-    std::shared_ptr<Communicator> c = make_nccl_comm(mpi_world("poll", opts), cpu_context(), opts);
-    std::vector<float> x(1000, 1.0f);
+    std::shared_ptr<Communicator> c = make_nccl_comm(mpi_world("poll", opts), gpu(), opts);
+    float* x = device_floats(1000, 1.0f);
     if (me == 0) {
-      WorkPtr w = c->all_reduce_async(x.data(), 1000);
+      WorkPtr w = c->all_reduce_async(x, 1000);
       EXPECT_FALSE(w->done());  // the others have not joined it yet
       EXPECT_EQ(cudaGetLastError(), cudaSuccess);
       MPI_Barrier(MPI_COMM_WORLD);
       w->wait();
     } else {
       MPI_Barrier(MPI_COMM_WORLD);
-      c->all_reduce_async(x.data(), 1000)->wait();
+      c->all_reduce_async(x, 1000)->wait();
     }
     EXPECT_EQ(cudaGetLastError(), cudaSuccess);
-    EXPECT_EQ(x[0], static_cast<float>(P));
+    float x0 = 0;
+    mem_copy(gpu(), &x0, Device::kCPU, x, Device::kCUDA, 4);
+    EXPECT_EQ(x0, static_cast<float>(P));
+    mem_free(Device::kCUDA, x, 4000, MemCategory::kOther);
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
@@ -83,13 +103,16 @@ TEST(NcclWatchdog, EndsACollectiveOnlyStreamWaitedThatOneRankNeverJoins) {
     std::lock_guard<std::mutex> lock(g_reported.mu);
     g_reported.messages.push_back(e.what());
   });
-  std::shared_ptr<Communicator> c = make_nccl_comm(mpi_world("wd", opts), cpu_context(), opts);
-  std::vector<float> x(1000, 1.0f);
+  std::shared_ptr<Communicator> c = make_nccl_comm(mpi_world("wd", opts), gpu(), opts);
+  float* x = device_floats(1000, 1.0f);
   if (me != missing) {
-    WorkPtr w = c->all_reduce_async(x.data(), 1000);
+    WorkPtr w = c->all_reduce_async(x, 1000);
     const double t0 = now_seconds();
-    EXPECT_THROW(w->stream_wait(cpu_context()), CommError);  // woken by the watchdog's abort
+    // The emulated compute stream's wait blocks the host until the watchdog's abort ends the
+    // operation (on a GPU, the compute stream would stall there instead).
+    w->stream_wait(gpu());
     const double waited = now_seconds() - t0;
+    EXPECT_THROW(w->wait(), CommError);
     EXPECT_GE(waited, kTimeout);
     EXPECT_LT(waited, kTimeout + 5) << "the watchdog, not a host wait's own bound, ended it";
     std::vector<std::string> got;
@@ -104,7 +127,7 @@ TEST(NcclWatchdog, EndsACollectiveOnlyStreamWaitedThatOneRankNeverJoins) {
               std::string::npos)
         << got[0];
     try {  // every later call fails with the same error
-      c->all_reduce_async(x.data(), 1000);
+      c->all_reduce_async(x, 1000);
       ADD_FAILURE() << "a call on an aborted communicator succeeded";
     } catch (const CommError& e) {
       EXPECT_EQ(std::string(e.what()), got[0]);
@@ -127,7 +150,7 @@ TEST(NcclWatchdog, InitialisationThatOneRankNeverReachesEndsNamingIt) {
   } else {
     const double t0 = now_seconds();
     try {
-      make_nccl_comm(host, cpu_context(), opts);
+      make_nccl_comm(host, gpu(), opts);
       ADD_FAILURE() << "the initialisation finished without rank " << missing;
     } catch (const CommError& e) {
       EXPECT_NE(std::string(e.what()).find(fmt::format("rank {}: ncclCommInitRankConfig on group init (world ranks "
