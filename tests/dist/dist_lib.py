@@ -11,8 +11,8 @@ import shutil
 import subprocess
 import sys
 
-# Arguments added to every run, e.g. '--set parallel.comm="nccl"' when parity_nccl_test.py runs a
-# parity script through NcclComm.
+# Arguments added to every run (FLUXTRAIN_TEST_EXTRA_ARGS), e.g. to rerun a parity script by hand with
+# --set parallel.comm="nccl" on a test binary that has it.
 EXTRA_ARGS = shlex.split(os.environ.get("FLUXTRAIN_TEST_EXTRA_ARGS", ""))
 
 
