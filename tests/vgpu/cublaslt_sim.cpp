@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -188,6 +189,15 @@ cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
 }
 
 namespace {
+// A launch queued on a stream keeps its kernel name's pointer until it has run (long after the
+// call returns): the GEMM's name is kept here, once per distinct GEMM (shape, types, layouts).
+const char* interned(const std::string& name) {
+  static std::mutex mu;
+  static std::set<std::string> names;
+  std::lock_guard<std::mutex> lock(mu);
+  return names.insert(name).first->c_str();
+}
+
 template <typename F>
 cublasStatus_t desc_field(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, F&& f) {
   if (!d) return CUBLAS_STATUS_INVALID_VALUE;
@@ -393,6 +403,6 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t op, 
                         std::to_string(algo->data[1 + i]) + " bytes, the pointer is aligned to " +
                         std::to_string(alignment_of(ptrs[i])));
   if (p.m == 0 || p.n == 0) return CUBLAS_STATUS_SUCCESS;
-  vgpu::lt_gemm_launch(g, name.str().c_str(), stream);
+  vgpu::lt_gemm_launch(g, interned(name.str()), stream);
   return CUBLAS_STATUS_SUCCESS;
 }

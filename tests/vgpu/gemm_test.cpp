@@ -1,10 +1,12 @@
 // cuBLASLt on the virtual GPU (cublaslt_sim.cpp): first the emulated cublasLtMatmul itself against
 // ft::ref — every transpose pair, odd sizes, leading dimensions above the rows (the gaps hold NaN,
 // so reading one shows), alpha/beta, C ≠ D, each type combination we use — and its documented status
-// codes; then every GEMM op of the op list through the real gemm.cpp (plans, heuristic, row-major
-// mapping) against ft::ref with the op harness's bounds, twice, bitwise; then planted faults (a
-// leading dimension off by one, a transpose flipped, as a wrong gemm_plan.h would pass them) that
-// must end in a bounds error, a status error or a wrong result.
+// codes; then the GEMM rows of the op harness too large for vgpu_plugin_test (which runs the others)
+// through the CUDA plugin on the virtual GPU (the real gemm.cpp: plans, heuristic, row-major
+// mapping; the real context and runtime, buffers staged through pool memory) against ft::ref with
+// the op harness's bounds, twice, bitwise; then planted faults (a leading dimension off by one, a
+// transpose flipped, as a wrong gemm_plan.h would pass them) that must end in a bounds error, a
+// status error or a wrong result.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,9 +19,12 @@
 
 #include "backends/cuda/context.h"
 #include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/runtime.h"
 #include "cublasLt.h"
 #include "kernels/ref/ref_impl.h"
 #include "ops/op_cases.h"
+#include "ops/op_staging.h"
+#include "tensor/device_runtime.h"
 #include "tensor/dtype.h"
 #include "vgpu/cuda_sim.h"
 
@@ -328,19 +333,25 @@ TEST(VgpuCublasLt, MisalignedOperandForTheChosenAlgorithmFaults) {
 
 // ---- gemm.cpp's ops through the emulated cuBLASLt ------------------------------------------------
 
-void run_on_vgpu(const OpCase& row, Case& c) {
-  cuda::CudaContext cuda(0);
-  ExecContext ctx;
-  ctx.backend = &cuda;
-  for (Buffer& b : c.buffers()) vgpu::register_memory(b.data.data(), b.data.size(), b.name.c_str());
-  struct Unregister {
-    Case& c;
-    ~Unregister() {
-      for (Buffer& b : c.buffers()) vgpu::unregister_memory(b.data.data());
-    }
-  } unregister{c};
-  row.run(cuda::op_table(), ctx, c);
+// The rank's compute context of the plugin on the virtual GPU.
+const ExecContext& device() {
+  static const ExecContext ctx = [] {
+    cuda::register_cuda_backend();
+    return make_exec_context(Device::kCUDA, 0);
+  }();
+  return ctx;
 }
+
+void run_on_vgpu(const OpCase& row, Case& c) {
+  run_case(row, cuda::op_table(), device(), c);
+  synchronize(device());
+}
+
+// The virtual runtime's streams are threads: a death test re-runs the binary rather than fork it.
+const bool kThreadsafeDeathTests = [] {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  return true;
+}();
 
 struct Param {
   OpId id;
@@ -350,14 +361,21 @@ void PrintTo(const Param& p, std::ostream* os) {
   *os << op_name(p.id) << " shape " << p.shape;
 }
 
-// Every row shape up to 2^20 multiply-adds; above (matmul's 67 x 257 x 129, half a second each
-// here), only the shape with both operands transposed and beta 1, once per precision.
+// vgpu_plugin_test runs the first shape of each row and every shape up to its 96 KiB of buffers
+// (kMaxCaseBytes there); here the others: up to 2^20 multiply-adds, and above (matmul's
+// 67 x 257 x 129, half a second each here) only the shape with both operands transposed and beta 1,
+// once per precision.
 std::vector<Param> gemm_shapes() {
+  constexpr size_t kPluginTestBytes = 96 << 10;
   std::vector<Param> out;
   for (OpId id : {OpId::matmul, OpId::matmul_bf16, OpId::matmul_bf16_add, OpId::matmul_bf16_rounded}) {
     const std::vector<Shape> shapes = op_case(id).test_shapes();
-    for (size_t i = 0; i < shapes.size(); ++i) {
+    for (size_t i = 1; i < shapes.size(); ++i) {
       const Shape& s = shapes[i];
+      const Case c = op_case(id).make(s, 1);
+      size_t bytes = 0;
+      for (const Buffer& b : c.buffers()) bytes += b.data.size();
+      if (bytes <= kPluginTestBytes) continue;
       const bool all_flags = s["trans_a"] && s["trans_b"] && s["beta"];
       if (s["M"] * s["N"] * s["K"] <= (int64_t{1} << 20) || all_flags) out.push_back({id, i});
     }
@@ -390,7 +408,7 @@ INSTANTIATE_TEST_SUITE_P(Rows, VgpuGemmOps, ::testing::ValuesIn(gemm_shapes()),
 
 // K = 0 (no harness row has it): gemm.cpp's own path, D = beta · C without cuBLASLt.
 TEST(VgpuGemmOps, EmptyInnerDimensionIsBetaC) {
-  cuda::CudaContext cuda(0);
+  cuda::CudaContext& cuda = cuda::context_of(device(), "EmptyInnerDimensionIsBetaC");
   vgpu::DeviceMemory c(6 * 4, "C"), d(6 * 4, "D"), r(6 * 4, "R"), a(16, "A"), b(16, "B");
   auto* C = static_cast<float*>(c.get());
   auto* D = static_cast<float*>(d.get());
@@ -398,12 +416,15 @@ TEST(VgpuGemmOps, EmptyInnerDimensionIsBetaC) {
   for (int i = 0; i < 6; ++i) C[i] = R[i] = static_cast<float>(i + 1);
   cuda::matmul(cuda, C, static_cast<const float*>(a.get()), static_cast<const float*>(b.get()), 2, 3, 0, false, true,
                1.0f, Precision::kF32);
+  cuda.synchronize();
   for (int i = 0; i < 6; ++i) EXPECT_EQ(C[i], static_cast<float>(i + 1));
   cuda::matmul_bf16_add(cuda, D, R, static_cast<const uint16_t*>(a.get()), static_cast<const uint16_t*>(b.get()), 2, 3,
                         0, true, false);
+  cuda.synchronize();
   for (int i = 0; i < 6; ++i) EXPECT_EQ(D[i], R[i]);
   cuda::matmul(cuda, C, static_cast<const float*>(a.get()), static_cast<const float*>(b.get()), 2, 3, 0, false, false,
                0.0f, Precision::kBF16);
+  cuda.synchronize();
   for (int i = 0; i < 6; ++i) EXPECT_EQ(C[i], 0.0f);
 }
 
@@ -419,7 +440,7 @@ void run_with_fault(OpId id, const Shape& s, const char* fault, int value) {
   try {
     run_on_vgpu(row, got);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "vgpu error: %s\n", e.what());
+    std::fprintf(stderr, "vgpu error: %s\n%s\n", e.what(), vgpu::fault_report());
     std::abort();
   }
   const std::string diff = row.compare(before, got, want);
@@ -439,8 +460,8 @@ TEST(VgpuGemmFaults, CleanRunPasses) {
 TEST(VgpuGemmFaultsDeathTest, LeadingDimensionOneTooLargeIsABoundsError) {
   // cuBLASLt's A is our B (gemm_plan.h): B(9, 9) read with ld 10 runs past its allocation.
   EXPECT_DEATH(run_with_fault(OpId::matmul_bf16, kSquare, "cublaslt_lda", 1),
-               "vgpu error: global read .* outside every device allocation .*past the end of B.* kernel "
-               "cublasLtMatmul\\(m=9 n=9 k=9");
+               "vgpu error: (.|\n)*global read .* outside every device allocation .*past the end of pool allocation.* "
+               "kernel cublasLtMatmul\\(m=9 n=9 k=9");
 }
 
 TEST(VgpuGemmFaultsDeathTest, LeadingDimensionOneTooSmallIsRefused) {
