@@ -1,9 +1,10 @@
 // The host stand-in of the NCCL functions NcclComm calls — linked only into tests, never into
-// fluxtrain. Collectives run on the host buffers of the CPU kernels, over MPI, on the stream they
-// are enqueued on (cuda_standin.cpp: a worker thread per stream), with nonblocking MPI polled
-// against the communicator's abort flag so that ncclCommAbort ends a hung one. Reductions add the
-// ranks' contributions in rank order (bf16 and fp16 in fp32, rounded once), so every rank holds
-// the same bits. Point-to-point transfers are synchronous sends (a send completes only once its
+// fluxtrain. Collectives run on a GPU stand-in's device buffers (the host-emulated GPU's,
+// tests/ncclemu; the virtual GPU's, tests/vgpu), over MPI, on the stream they are enqueued on
+// (cuda_standin.cpp: a worker thread per stream), with nonblocking MPI polled against the
+// communicator's abort flag so that ncclCommAbort ends a hung one. Reductions add the ranks'
+// contributions in rank order (bf16 and fp16 in fp32, rounded once), so every rank holds the same
+// bits. Point-to-point transfers are synchronous sends (a send completes only once its
 // receive is posted, NCCL's worst case), matched in posting order: a schedule that posts them in a
 // different order on the two ends deadlocks here as it would on NCCL. The user's buffers are read
 // and written only inside ncclsim::touch_memory, copied to and from the host buffers MPI moves
