@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -393,6 +394,15 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t op, 
                         std::to_string(algo->data[1 + i]) + " bytes, the pointer is aligned to " +
                         std::to_string(alignment_of(ptrs[i])));
   if (p.m == 0 || p.n == 0) return CUBLAS_STATUS_SUCCESS;
-  vgpu::lt_gemm_launch(g, name.str().c_str(), stream);
+  // The launch names the GEMM after this call returns (a stream runs it, and reports, later): the
+  // names, one per shape and layout, are kept for the process.
+  static std::mutex names_mu;
+  static std::set<std::string> names;
+  const char* kept = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(names_mu);
+    kept = names.insert(name.str()).first->c_str();
+  }
+  vgpu::lt_gemm_launch(g, kept, stream);
   return CUBLAS_STATUS_SUCCESS;
 }
