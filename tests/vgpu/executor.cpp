@@ -151,11 +151,33 @@ std::string thread_str(int tid) {
   std::abort();  // never resumed
 }
 
+// The next fiber to run, drawn at random from the ready ones; null when none is ready or the block
+// has failed (then the scheduler, run_block, decides).
+Fiber* pick() {
+  State& s = S();
+  if (!s.error.empty() || s.ready.empty()) return nullptr;
+  const size_t i = static_cast<size_t>(s.rng() % s.ready.size());
+  Fiber* f = s.ready[i];
+  s.ready[i] = s.ready.back();
+  s.ready.pop_back();
+  return f;
+}
+
+// Leaves the running fiber f (waiting, or done) for the next one, switching to it directly rather
+// than through the scheduler: one switch per resumption instead of two, with the same draws of
+// the seeded order as a scheduler loop would make. f itself may be drawn (the last lane of a warp
+// operation, ready again at once): it then just continues.
+void leave(Fiber* f) {
+  State& s = S();
+  Fiber* next = pick();
+  s.cur = next;
+  if (next != f) fiber_switch(&f->ctx, next ? &next->ctx : &s.sched);
+}
+
 void yield() {
   State& s = S();
   Fiber* f = s.cur;
-  s.cur = nullptr;
-  fiber_switch(&f->ctx, &s.sched);
+  leave(f);
   s.cur = f;
 }
 
@@ -175,8 +197,7 @@ void entry() {
   f->st = St::kDone;
   s.warps[static_cast<size_t>(f->tid / 32)].exited |= 1u << (f->tid % 32);
   ++s.done;
-  s.cur = nullptr;
-  fiber_switch(&f->ctx, &s.sched);
+  leave(f);
   std::abort();
 }
 
@@ -338,15 +359,13 @@ void run_block(ThreadMain main, void* arg) {
       s.error = "deadlock: no thread can run" + states() + " in " + where();
       break;
     }
-    const size_t i = static_cast<size_t>(s.rng() % s.ready.size());
-    Fiber* f = s.ready[i];
-    s.ready[i] = s.ready.back();
-    s.ready.pop_back();
+    // Back when no fiber is ready (all done, or a deadlock) or the block has failed.
+    Fiber* f = pick();
     s.cur = f;
     fiber_switch(&s.sched, &f->ctx);
     s.cur = nullptr;
-    s.smem_dirty = std::max(s.smem_dirty, s.smem_used);
   }
+  s.smem_dirty = std::max(s.smem_dirty, s.smem_used);
   throw Error(s.error + " [FT_VGPU_SEED=" + std::to_string(s.seed) + " reproduces the order]");
 }
 
