@@ -465,8 +465,12 @@ thread_local bool t_in_launch = false;
   it = s.memory.upper_bound(a);
   if (it != s.memory.begin()) {
     --it;
-    o << " (" << (a - it->first - it->second.first) << " bytes past the end of " << it->second.second << " of "
-      << it->second.first << " bytes)";
+    const uintptr_t end = it->first + it->second.first;
+    if (a >= end)
+      o << " (" << (a - end) << " bytes past the end of ";
+    else  // a range (range_access) that starts inside
+      o << " (its last " << (a + n - end) << " bytes past the end of ";
+    o << it->second.second << " of " << it->second.first << " bytes)";
   }
   fail(o.str() + " by " + thread_str(s.cur->tid));
 }
@@ -500,6 +504,10 @@ thread_local bool t_in_launch = false;
 
 void set_access_hook(AccessHook hook) {
   g_access_hook = hook;
+}
+
+void range_access(const void* p, size_t n, bool write) {
+  if (n) access(p, n, write);
 }
 
 void vector_access(const void* p, size_t bytes) {
