@@ -7,9 +7,7 @@
 // the same bits) and check_gradients (backward rows against float64 finite differences), the
 // case's buffers staged through pool memory of the virtual runtime (op_staging.h) — so a kernel
 // touching a byte outside them, or memory another stream is still using, is an error.
-// Shapes: the harness's up to kMaxCaseBytes of buffers (always the first), as vgpu_kernels_test;
-// sum_squares only its first (its grid is a fixed 1,024 blocks whatever n: ~20 s a shape here;
-// vgpu_kernels_test runs its others).
+// Shapes: the harness's up to kMaxCaseBytes of buffers (always the first), as vgpu_kernels_test.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -63,8 +61,7 @@ std::vector<Param> rows() {
     for (bool grad : {false, true}) {
       const std::vector<Shape> shapes = grad ? r.row().grad_shapes() : r.row().test_shapes();
       for (size_t i = 0; i < shapes.size(); ++i)
-        if (i == 0 || all_shapes() || (r.id != OpId::sum_squares && case_bytes(r.row(), shapes[i]) <= kMaxCaseBytes))
-          out.push_back({r.id, i, grad});
+        if (i == 0 || all_shapes() || case_bytes(r.row(), shapes[i]) <= kMaxCaseBytes) out.push_back({r.id, i, grad});
     }
   }
   return out;
