@@ -4,6 +4,7 @@
 // B as one range each (vgpu::range_access: every element between the first and the last inside
 // one allocation), its loop left uninstrumented — a hook per multiply-add made the GEMMs most of
 // a training step's time.
+#include <algorithm>
 #include <cstring>
 
 #include "vgpu/lt_gemm.h"
@@ -52,51 +53,70 @@ void store(void* p, int type, int64_t i, float v) {
   static_cast<uint16_t*>(p)[i] = h;
 }
 
-// op(A)(i, ·) · op(B)(·, j) in ascending k with fused multiply-adds; A and B column-major with
-// their leading dimensions. Not instrumented: lt_gemm_thread checks the ranges it reads.
-__attribute__((no_sanitize_thread)) float dot(const LtGemm& g, int64_t i, int64_t j) {
-  const int64_t a0 = g.trans_a ? i * g.lda : i, a_step = g.trans_a ? 1 : g.lda;
+// Rows of D per thread: reading a column-major A down a column, kTileRows at a time, costs a cache
+// line where a row of A (one element of D) would cost one per element.
+constexpr int64_t kTileRows = 16;
+
+// acc[r] = op(A)(i0 + r, ·) · op(B)(·, j) for r < rows, each in ascending k with fused
+// multiply-adds (the bits of one element at a time); A and B column-major with their leading
+// dimensions. Not instrumented: lt_gemm_thread checks the ranges it reads.
+__attribute__((no_sanitize_thread)) void dot_tile(const LtGemm& g, int64_t i0, int64_t rows, int64_t j, float* acc) {
+  const int64_t a_row = g.trans_a ? g.lda : 1, a_step = g.trans_a ? 1 : g.lda;  // A's strides in i and in k
   const int64_t b0 = g.trans_b ? j : j * g.ldb, b_step = g.trans_b ? g.ldb : 1;
-  float acc = 0.0f;
+  for (int64_t r = 0; r < rows; ++r) acc[r] = 0.0f;
   if (g.a_type == kF32 && g.b_type == kF32) {
-    const auto* A = static_cast<const float*>(g.A);
-    const auto* B = static_cast<const float*>(g.B);
-    for (int64_t p = 0; p < g.k; ++p) acc = fmaf(A[a0 + p * a_step], B[b0 + p * b_step], acc);
-    return acc;
+    const auto* A = static_cast<const float*>(g.A) + i0 * a_row;
+    const auto* B = static_cast<const float*>(g.B) + b0;
+    for (int64_t p = 0; p < g.k; ++p) {
+      const float b = B[p * b_step];
+      const float* a = A + p * a_step;
+      for (int64_t r = 0; r < rows; ++r) acc[r] = fmaf(a[r * a_row], b, acc[r]);
+    }
+    return;
   }
-  for (int64_t p = 0; p < g.k; ++p)
-    acc = fmaf(load(g.A, g.a_type, a0 + p * a_step), load(g.B, g.b_type, b0 + p * b_step), acc);
-  return acc;
+  for (int64_t p = 0; p < g.k; ++p) {
+    const float b = load(g.B, g.b_type, b0 + p * b_step);
+    for (int64_t r = 0; r < rows; ++r) acc[r] = fmaf(load(g.A, g.a_type, (i0 + r) * a_row + p * a_step), b, acc[r]);
+  }
 }
 
-// One element of D per thread, consecutive threads down a column (D's contiguous direction).
+// Up to kTileRows consecutive rows of one column of D per thread, consecutive threads down a
+// column (D's contiguous direction).
 void lt_gemm_thread(const LtGemm& g) {
+  const int64_t tiles = (g.m + kTileRows - 1) / kTileRows;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= g.m * g.n) return;
-  const int64_t i = idx % g.m, j = idx / g.m;
-  if (g.k > 0) {  // op(A)(i, 0 .. k-1) and op(B)(0 .. k-1, j): first to last element, as bytes
-    const int64_t a_first = g.trans_a ? i * g.lda : i, a_last = g.trans_a ? a_first + g.k - 1 : i + (g.k - 1) * g.lda;
+  if (idx >= tiles * g.n) return;
+  const int64_t i0 = idx % tiles * kTileRows, j = idx / tiles, rows = std::min(kTileRows, g.m - i0);
+  if (g.k > 0) {  // op(A)(i0 .. i0+rows-1, 0 .. k-1) and op(B)(0 .. k-1, j): first to last element
+    const int64_t i1 = i0 + rows - 1;
+    const int64_t a_first = g.trans_a ? i0 * g.lda : i0,
+                  a_last = g.trans_a ? i1 * g.lda + g.k - 1 : i1 + (g.k - 1) * g.lda;
     const int64_t b_first = g.trans_b ? j : j * g.ldb, b_last = g.trans_b ? j + (g.k - 1) * g.ldb : b_first + g.k - 1;
     range_access(static_cast<const char*>(g.A) + a_first * bytes_of(g.a_type),
                  static_cast<size_t>((a_last - a_first + 1) * bytes_of(g.a_type)), false);
     range_access(static_cast<const char*>(g.B) + b_first * bytes_of(g.b_type),
                  static_cast<size_t>((b_last - b_first + 1) * bytes_of(g.b_type)), false);
   }
-  float d = g.alpha * dot(g, i, j);
-  if (g.beta != 0.0f) {  // beta = 0: C is not read
-    const int64_t c = i + j * g.ldc;
-    range_access(static_cast<const char*>(g.C) + c * bytes_of(g.c_type), static_cast<size_t>(bytes_of(g.c_type)),
-                 false);
-    d += g.beta * load(g.C, g.c_type, c);
+  float acc[kTileRows];
+  dot_tile(g, i0, rows, j, acc);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = i0 + r;
+    float d = g.alpha * acc[r];
+    if (g.beta != 0.0f) {  // beta = 0: C is not read
+      const int64_t c = i + j * g.ldc;
+      range_access(static_cast<const char*>(g.C) + c * bytes_of(g.c_type), static_cast<size_t>(bytes_of(g.c_type)),
+                   false);
+      d += g.beta * load(g.C, g.c_type, c);
+    }
+    store(g.D, g.d_type, i + j * g.ldd, d);
   }
-  store(g.D, g.d_type, i + j * g.ldd, d);
 }
 
 }  // namespace
 
 void lt_gemm_launch(const LtGemm& g, const char* name, cudaStream_t stream) {
   constexpr unsigned kBlock = 256;
-  const int64_t blocks = (g.m * g.n + kBlock - 1) / kBlock;
+  const int64_t blocks = ((g.m + kTileRows - 1) / kTileRows * g.n + kBlock - 1) / kBlock;
   launcher(
       name, __FILE__, __LINE__, dim3(static_cast<unsigned>(blocks)), dim3(kBlock), 0, stream,
       [](const LtGemm& a) { lt_gemm_thread(a); }, nullptr)(g);
