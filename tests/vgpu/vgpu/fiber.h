@@ -15,10 +15,15 @@
 #include <cstddef>
 #include <cstdint>
 
+// -DFT_VGPU_FIBER_ASM=0 selects ucontext anywhere (to test that path).
+#ifndef FT_VGPU_FIBER_ASM
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
 #define FT_VGPU_FIBER_ASM 1
 #else
 #define FT_VGPU_FIBER_ASM 0
+#endif
+#endif
+#if !FT_VGPU_FIBER_ASM
 #include <ucontext.h>
 #endif
 
