@@ -320,6 +320,8 @@ std::string states() {
   return o.str();
 }
 
+uint64_t base_seed();
+
 void run_block(ThreadMain main, void* arg) {
   State& s = S();
   s.fibers.assign(static_cast<size_t>(s.nthreads), Fiber{});
@@ -366,7 +368,8 @@ void run_block(ThreadMain main, void* arg) {
     s.cur = nullptr;
   }
   s.smem_dirty = std::max(s.smem_dirty, s.smem_used);
-  throw Error(s.error + " [FT_VGPU_SEED=" + std::to_string(s.seed) + " reproduces the order]");
+  // The process's seed (each launch's own is derived from it and the launch's number).
+  throw Error(s.error + " [FT_VGPU_SEED=" + std::to_string(base_seed()) + " reproduces the order]");
 }
 
 uint64_t base_seed() {
