@@ -5,6 +5,7 @@
 // index maps visit each element exactly once.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -68,6 +69,21 @@ std::vector<StepSizes> all_step_sizes() {
   return out;
 }
 
+// The grid of sum_squares shrinks for small n only where the full grid's extra blocks would have
+// had no element (so the bits stay the full grid's): each element keeps its thread.
+TEST(CudaLaunch, SumSquaresGridGivesEveryElementItsFullGridThread) {
+  const int64_t full = kSumSquaresBlocks * kRowThreads;
+  for (int64_t n : {int64_t{1}, int64_t{64}, kRowThreads - 1, kRowThreads, kRowThreads + 1, full - 1, full, full + 1,
+                    int64_t{20} << 20}) {
+    const LaunchShape l = sum_squares_launch(n);
+    EXPECT_TRUE(legal(l, "sum_squares n=" + std::to_string(n)));
+    EXPECT_EQ(l.block.x, kRowThreads) << n;
+    EXPECT_LE(l.grid.x, kSumSquaresBlocks) << n;
+    EXPECT_GE(l.grid.x * kRowThreads, std::min(n, full)) << n;        // no element strides past the grid early
+    EXPECT_LT((l.grid.x - 1) * kRowThreads, std::min(n, full)) << n;  // no block without an element
+  }
+}
+
 TEST(CudaLaunch, EveryOpOfEveryPresetIsALegalLaunch) {
   int64_t beyond_int32 = 0;
   for (const StepSizes& s : all_step_sizes()) {
@@ -110,7 +126,7 @@ TEST(CudaLaunch, EveryOpOfEveryPresetIsALegalLaunch) {
     EXPECT_TRUE(legal(rms_dweight_launch(s.N, s.C), "rmsnorm dweight partials"));
     EXPECT_GE(rms_chunks(s.N) * rms_chunk_rows(s.N), s.N);
     EXPECT_LE(rms_chunks(s.N), kRmsChunks);
-    EXPECT_TRUE(legal(sum_squares_launch(), "sum_squares"));
+    EXPECT_TRUE(legal(sum_squares_launch(s.params), "sum_squares"));
     // attention
     EXPECT_TRUE(attention_head_dim_ok(s.D));
     const LaunchShape fwd = attention_fwd_launch(s.B, s.T, s.H, s.D);

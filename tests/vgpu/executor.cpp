@@ -1,5 +1,5 @@
 // The SIMT executor (vgpu/cuda_sim.h): a launch runs its blocks one after another on the calling
-// thread; the threads of a block are fibers (ucontext, 64 KiB stacks reused), resumed in a seeded
+// thread; the threads of a block are fibers (vgpu/fiber.h, 64 KiB stacks reused), resumed in a seeded
 // random order, switching only at __syncthreads and the warp operations. Kernel TUs are compiled
 // with -fsanitize=thread and no TSan runtime: the __tsan_* hooks at the end of this file see every
 // load and store they make and check them (shared memory: races, poison; the rest: the fiber's own
@@ -7,7 +7,6 @@
 // instrumented, so the executor's own state is invisible to the checks.
 #include <cublasLt.h>
 #include <sys/mman.h>
-#include <ucontext.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -22,6 +21,7 @@
 
 #include "vgpu/cuda_sim.h"
 #include "vgpu/faults.h"
+#include "vgpu/fiber.h"
 
 extern "C" char __executable_start;
 extern "C" char _end;
@@ -36,7 +36,8 @@ constexpr size_t kDefaultSmem = 48 << 10, kOptInSmem = 227 << 10;  // sm_90
 enum class St : uint8_t { kReady, kBarrier, kWarp, kDone };
 
 struct Fiber {
-  ucontext_t ctx;
+  FiberContext ctx;
+  uintptr_t stack = 0;  // its kStackBytes
   int tid = 0;
   uint3 idx{};
   St st = St::kReady;
@@ -56,6 +57,23 @@ struct Shadow {
   bool many_readers = false;
 };
 
+// An allocation the running launch has accessed, and the kinds of access already checked there
+// (bounds, and the access hook's verdict, which holds for the rest of the launch: the hook checks
+// each allocation once per item and kind).
+struct Checked {
+  uintptr_t lo = 0, hi = 0;
+  bool read = false, write = false;
+};
+constexpr int kChecked = 8;  // a kernel touches a handful of buffers
+
+// Per warp, kept beside the fibers' states so that a warp operation's arrival costs no scan of
+// the lanes: the lanes waiting at a warp operation, their mask while they all share one (`mixed`
+// otherwise), and the lanes that exited.
+struct WarpLanes {
+  unsigned arrived = 0, mask = 0, exited = 0;
+  bool mixed = false;
+};
+
 struct State {
   // the launch
   const char* kernel = "";
@@ -70,25 +88,29 @@ struct State {
   int nthreads = 0;
   std::vector<Fiber> fibers;
   char* stacks = nullptr;
-  ucontext_t sched;
+  FiberContext sched;
   Fiber* cur = nullptr;
-  std::vector<char> smem;  // dynamic, then the static arrays
-  size_t smem_used = 0, smem_dirty = 0;
+  std::vector<char> smem;                // dynamic, then the static arrays; kept (and grown) across launches
+  size_t smem_limit = 0;                 // this launch's: its dynamic shared memory + 48 KiB of static arrays
+  size_t smem_used = 0, smem_dirty = 0;  // beyond smem_dirty: poisoned, shadow fresh
   std::vector<std::pair<const void*, size_t>> statics;  // tag -> offset
   std::vector<Shadow> shadow;
   uint32_t epoch = 0;
   std::vector<uint32_t> warp_epoch;
+  std::vector<WarpLanes> warps;
   int at_barrier = 0, done = 0;
   std::vector<Fiber*> ready;
   std::string error;
   // the process
   std::map<uintptr_t, std::pair<size_t, std::string>> memory;  // device allocations
-  std::map<const void*, int> max_dyn_smem;                     // cudaFuncSetAttribute
+  Checked checked[kChecked];                                   // of the running launch; emptied when `memory` changes
+  int nchecked = 0, next_checked = 0;
+  std::map<const void*, int> max_dyn_smem;  // cudaFuncSetAttribute
   uint64_t launches = 0;
   std::map<std::string, int> faults;
 };
 
-State& S() {
+[[gnu::always_inline]] inline State& S() {
   // Leaked, as the runtime's (runtime_sim.cpp): a stream worker may still run a queued kernel or
   // fill while static destructors run at exit (a process may exit with work queued, as on a GPU).
   static State* s = new State;
@@ -125,15 +147,37 @@ std::string thread_str(int tid) {
   if (s.error.empty()) s.error = what + " in " + where();
   Fiber* f = s.cur;
   s.cur = nullptr;
-  swapcontext(&f->ctx, &s.sched);
+  fiber_switch(&f->ctx, &s.sched);
   std::abort();  // never resumed
+}
+
+// The next fiber to run, drawn at random from the ready ones; null when none is ready or the block
+// has failed (then the scheduler, run_block, decides).
+Fiber* pick() {
+  State& s = S();
+  if (!s.error.empty() || s.ready.empty()) return nullptr;
+  const size_t i = static_cast<size_t>(s.rng() % s.ready.size());
+  Fiber* f = s.ready[i];
+  s.ready[i] = s.ready.back();
+  s.ready.pop_back();
+  return f;
+}
+
+// Leaves the running fiber f (waiting, or done) for the next one, switching to it directly rather
+// than through the scheduler: one switch per resumption instead of two, with the same draws of
+// the seeded order as a scheduler loop would make. f itself may be drawn (the last lane of a warp
+// operation, ready again at once): it then just continues.
+void leave(Fiber* f) {
+  State& s = S();
+  Fiber* next = pick();
+  s.cur = next;
+  if (next != f) fiber_switch(&f->ctx, next ? &next->ctx : &s.sched);
 }
 
 void yield() {
   State& s = S();
   Fiber* f = s.cur;
-  s.cur = nullptr;
-  swapcontext(&f->ctx, &s.sched);
+  leave(f);
   s.cur = f;
 }
 
@@ -151,9 +195,9 @@ void entry() {
              o.bar_file + ":" + std::to_string(o.bar_line) + " (a barrier every thread of the block must reach)");
   }
   f->st = St::kDone;
+  s.warps[static_cast<size_t>(f->tid / 32)].exited |= 1u << (f->tid % 32);
   ++s.done;
-  s.cur = nullptr;
-  swapcontext(&f->ctx, &s.sched);
+  leave(f);
   std::abort();
 }
 
@@ -179,6 +223,8 @@ void release_barrier() {
 // A warp operation completes when every lane of its mask has arrived at one with the same mask.
 void try_complete_warp(int warp) {
   State& s = S();
+  WarpLanes& wl = s.warps[static_cast<size_t>(warp)];
+  if (!wl.mixed && (wl.arrived & wl.mask) != wl.mask) return;  // lanes of the one mask still to come
   Fiber* lanes[32] = {};
   unsigned arrived = 0;
   for (int l = 0; l < 32; ++l) {
@@ -248,6 +294,17 @@ void try_complete_warp(int warp) {
       if (m >> k & 1) lanes[k]->st = St::kReady, s.ready.push_back(lanes[k]);
     arrived &= ~m;
   }
+  // The lanes still waiting (at operations of other masks), summarised afresh.
+  wl.arrived = arrived;
+  wl.mixed = false;
+  bool first = true;
+  for (int l = 0; l < 32; ++l) {
+    if (!(arrived >> l & 1)) continue;
+    if (first)
+      wl.mask = lanes[l]->mask, first = false;
+    else if (lanes[l]->mask != wl.mask)
+      wl.mixed = true;
+  }
 }
 
 std::string states() {
@@ -263,6 +320,8 @@ std::string states() {
   return o.str();
 }
 
+uint64_t base_seed();
+
 void run_block(ThreadMain main, void* arg) {
   State& s = S();
   s.fibers.assign(static_cast<size_t>(s.nthreads), Fiber{});
@@ -273,6 +332,7 @@ void run_block(ThreadMain main, void* arg) {
   s.smem_used = (s.dyn_smem + 15) / 16 * 16;
   s.epoch = 1;
   s.warp_epoch.assign(static_cast<size_t>((s.nthreads + 31) / 32), 1);
+  s.warps.assign(s.warp_epoch.size(), WarpLanes{});
   s.at_barrier = s.done = 0;
   s.ready.clear();
   g_main = main;
@@ -281,11 +341,10 @@ void run_block(ThreadMain main, void* arg) {
     Fiber& f = s.fibers[static_cast<size_t>(t)];
     f.tid = t;
     f.idx = {t % s.block.x, (t / s.block.x) % s.block.y, t / (s.block.x * s.block.y)};
-    getcontext(&f.ctx);
-    f.ctx.uc_stack.ss_sp = s.stacks + static_cast<size_t>(t) * kStackBytes;
-    f.ctx.uc_stack.ss_size = kStackBytes;
-    f.ctx.uc_link = nullptr;
-    makecontext(&f.ctx, entry, 0);
+    f.stack = reinterpret_cast<uintptr_t>(s.stacks) + static_cast<uintptr_t>(t) * kStackBytes;
+    // Each stack's top at a different offset modulo 4 KiB: tops 64 KiB apart would all fall in the
+    // same sets of the CPU's caches and evict each other at every switch.
+    fiber_make(&f.ctx, reinterpret_cast<char*>(f.stack), kStackBytes - static_cast<size_t>(t % 64) * 64, entry);
     s.ready.push_back(&f);
   }
   while (s.error.empty()) {
@@ -302,16 +361,15 @@ void run_block(ThreadMain main, void* arg) {
       s.error = "deadlock: no thread can run" + states() + " in " + where();
       break;
     }
-    const size_t i = static_cast<size_t>(s.rng() % s.ready.size());
-    Fiber* f = s.ready[i];
-    s.ready[i] = s.ready.back();
-    s.ready.pop_back();
+    // Back when no fiber is ready (all done, or a deadlock) or the block has failed.
+    Fiber* f = pick();
     s.cur = f;
-    swapcontext(&s.sched, &f->ctx);
+    fiber_switch(&s.sched, &f->ctx);
     s.cur = nullptr;
-    s.smem_dirty = std::max(s.smem_dirty, s.smem_used);
   }
-  throw Error(s.error + " [FT_VGPU_SEED=" + std::to_string(s.seed) + " reproduces the order]");
+  s.smem_dirty = std::max(s.smem_dirty, s.smem_used);
+  // The process's seed (each launch's own is derived from it and the launch's number).
+  throw Error(s.error + " [FT_VGPU_SEED=" + std::to_string(base_seed()) + " reproduces the order]");
 }
 
 uint64_t base_seed() {
@@ -328,28 +386,30 @@ bool ordered(int32_t tid, uint32_t epoch, uint32_t warp_ep, const Fiber& me) {
   return tid / 32 == w && warp_ep < s.warp_epoch[static_cast<size_t>(w)];  // a __syncwarp between
 }
 
-void shared_access(uintptr_t a, size_t n, bool write) {
+[[gnu::noinline]] void shared_access(uintptr_t a, size_t n, bool write) {
   State& s = S();
   const Fiber& me = *s.cur;
   const uintptr_t base = reinterpret_cast<uintptr_t>(s.smem.data());
+  if (a + n > base + s.smem_used)
+    fail("shared access past the block's shared memory at offset " + std::to_string(a - base));
   const uint32_t my_warp = s.warp_epoch[static_cast<size_t>(me.tid / 32)];
   for (uintptr_t w = (a - base) / 4; w <= (a + n - 1 - base) / 4; ++w) {
     Shadow& h = s.shadow[w];
-    const std::string off = "shared offset " + std::to_string(w * 4);
+    const auto off = [w] { return "shared offset " + std::to_string(w * 4); };  // for a report only
     if (write) {
       if (h.wtid >= 0 && h.wtid != me.tid && !ordered(h.wtid, h.wepoch, h.wwarp, me))
         fail("shared-memory race (write after write, no barrier between): " + thread_str(h.wtid) + " and " +
-             thread_str(me.tid) + " at " + off);
+             thread_str(me.tid) + " at " + off());
       if (h.rtid >= 0 && (h.rtid != me.tid || h.many_readers) && !ordered(h.rtid, h.repoch, h.rwarp, me))
         fail("shared-memory race (write after read, no barrier between): " + thread_str(h.rtid) + " read, " +
-             thread_str(me.tid) + " writes at " + off);
+             thread_str(me.tid) + " writes at " + off());
       h.wtid = me.tid, h.wepoch = s.epoch, h.wwarp = my_warp;
       h.rtid = -1, h.many_readers = false;
     } else {
-      if (h.wtid < 0) fail("read of shared memory never written: " + thread_str(me.tid) + " at " + off);
+      if (h.wtid < 0) fail("read of shared memory never written: " + thread_str(me.tid) + " at " + off());
       if (h.wtid != me.tid && !ordered(h.wtid, h.wepoch, h.wwarp, me))
         fail("shared-memory race (read after write, no barrier between): " + thread_str(h.wtid) + " wrote, " +
-             thread_str(me.tid) + " reads at " + off);
+             thread_str(me.tid) + " reads at " + off());
       if (h.rtid >= 0 && h.rtid != me.tid && !ordered(h.rtid, h.repoch, h.rwarp, me))
         h.many_readers = true;
       else
@@ -361,31 +421,44 @@ void shared_access(uintptr_t a, size_t n, bool write) {
 
 AccessHook g_access_hook = nullptr;  // set_access_hook
 
+// Records that `write` accesses to the allocation [lo, hi) passed their checks in this launch.
+void remember(uintptr_t lo, uintptr_t hi, bool write) {
+  State& s = S();
+  Checked* c = nullptr;
+  for (int i = 0; i < s.nchecked && !c; ++i)
+    if (s.checked[i].lo == lo) c = &s.checked[i];
+  if (!c) {
+    if (s.nchecked < kChecked) {
+      c = &s.checked[s.nchecked++];
+    } else {
+      c = &s.checked[s.next_checked];
+      s.next_checked = (s.next_checked + 1) % kChecked;
+    }
+    *c = Checked{lo, hi, false, false};
+  }
+  (write ? c->write : c->read) = true;
+}
+void forget_checked() {
+  S().nchecked = S().next_checked = 0;
+}
+
 // Set on the OS thread that runs a launch (a stream's worker): host code of the kernels' files on
 // other threads meanwhile is not a kernel's access.
 thread_local bool t_in_launch = false;
 
-inline void access(const void* p, size_t n, bool write) {
+// An access to neither shared memory nor the fiber's stack nor the binary, and to no allocation
+// already checked in this launch: inside a registered allocation (the access hook asked once per
+// launch and kind), else a bounds error.
+[[gnu::noinline]] void global_access(const void* p, size_t n, bool write) {
   State& s = S();
-  if (!t_in_launch || !s.cur) return;  // host code of the kernels' files, between launches
   const auto a = reinterpret_cast<uintptr_t>(p);
-  const auto sm = reinterpret_cast<uintptr_t>(s.smem.data());
-  if (a >= sm && a < sm + s.smem.size()) {
-    if (a + n > sm + s.smem_used)
-      fail("shared access past the block's shared memory at offset " + std::to_string(a - sm));
-    shared_access(a, n, write);
-    return;
-  }
-  const auto st = reinterpret_cast<uintptr_t>(s.stacks) + static_cast<uintptr_t>(s.cur->tid) * kStackBytes;
-  if (a >= st && a + n <= st + kStackBytes) return;  // the thread's own locals
-  if (a >= reinterpret_cast<uintptr_t>(&__executable_start) && a < reinterpret_cast<uintptr_t>(&_end))
-    return;  // the binary's constants
   auto it = s.memory.upper_bound(a);
   if (it != s.memory.begin()) {
     --it;
     if (a >= it->first && a + n <= it->first + it->second.first) {
       if (g_access_hook)
         if (const char* why = g_access_hook(it->first, write)) fail(std::string(why) + " by " + thread_str(s.cur->tid));
+      remember(it->first, it->first + it->second.first, write);
       return;
     }
   }
@@ -395,10 +468,37 @@ inline void access(const void* p, size_t n, bool write) {
   it = s.memory.upper_bound(a);
   if (it != s.memory.begin()) {
     --it;
-    o << " (" << (a - it->first - it->second.first) << " bytes past the end of " << it->second.second << " of "
-      << it->second.first << " bytes)";
+    const uintptr_t end = it->first + it->second.first;
+    if (a >= end)
+      o << " (" << (a - end) << " bytes past the end of ";
+    else  // a range (range_access) that starts inside
+      o << " (its last " << (a + n - end) << " bytes past the end of ";
+    o << it->second.second << " of " << it->second.first << " bytes)";
   }
   fail(o.str() + " by " + thread_str(s.cur->tid));
+}
+
+// Every load and store of the kernels: the common cases (an allocation already checked in this
+// launch, the thread's own stack, the binary's constants) inline in each hook, the rest out of line.
+[[gnu::always_inline]] inline void access(const void* p, size_t n, bool write) {
+  if (!t_in_launch) return;  // host code of the kernels' files on another thread
+  State& s = S();
+  const Fiber* me = s.cur;
+  if (!me) return;  // host code of the kernels' files, between launches
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  for (int i = 0; i < s.nchecked; ++i) {
+    const Checked& c = s.checked[i];
+    if (a >= c.lo && a + n <= c.hi && (write ? c.write : c.read)) return;
+  }
+  const auto sm = reinterpret_cast<uintptr_t>(s.smem.data());
+  if (a >= sm && a < sm + s.smem_limit) {
+    shared_access(a, n, write);
+    return;
+  }
+  if (a >= me->stack && a + n <= me->stack + kStackBytes) return;  // the thread's own locals
+  if (a >= reinterpret_cast<uintptr_t>(&__executable_start) && a < reinterpret_cast<uintptr_t>(&_end))
+    return;  // the binary's constants
+  global_access(p, n, write);
 }
 
 }  // namespace
@@ -407,6 +507,10 @@ inline void access(const void* p, size_t n, bool write) {
 
 void set_access_hook(AccessHook hook) {
   g_access_hook = hook;
+}
+
+void range_access(const void* p, size_t n, bool write) {
+  if (n) access(p, n, write);
 }
 
 void vector_access(const void* p, size_t bytes) {
@@ -428,9 +532,11 @@ bool in_memory(const void* p, size_t n) {
 
 void register_memory(const void* p, size_t bytes, const char* what) {
   S().memory[reinterpret_cast<uintptr_t>(p)] = {bytes, what};
+  forget_checked();
 }
 void unregister_memory(const void* p) {
   S().memory.erase(reinterpret_cast<uintptr_t>(p));
+  forget_checked();
 }
 DeviceMemory::DeviceMemory(size_t bytes, const char* what)
     : p_(std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256)), bytes_(bytes) {
@@ -477,18 +583,24 @@ void syncthreads(const char* file, int line) {
 uint64_t warp_op(WarpOp op, unsigned mask, uint64_t value, int arg, int width) {
   State& s = S();
   Fiber* f = s.cur;
-  const int warp = f->tid / 32;
-  for (int l = 0; l < 32; ++l) {
-    if (!(mask >> l & 1)) continue;
-    const int tid = warp * 32 + l;
-    if (tid >= s.nthreads)
+  const int warp = f->tid / 32, lane = f->tid % 32;
+  WarpLanes& wl = s.warps[static_cast<size_t>(warp)];
+  const int lanes = s.nthreads - warp * 32;
+  const unsigned beyond = lanes >= 32 ? 0u : ~0u << lanes;
+  if (const unsigned bad = mask & (beyond | wl.exited)) {  // the first such lane of the mask
+    const int l = __builtin_ctz(bad);
+    if (beyond >> l & 1)
       fail("warp operation by " + thread_str(f->tid) + " names lane " + std::to_string(l) + " beyond the block");
-    if (s.fibers[static_cast<size_t>(tid)].st == St::kDone)
-      fail("warp operation by " + thread_str(f->tid) + " waits for " + thread_str(tid) + ", which exited");
+    fail("warp operation by " + thread_str(f->tid) + " waits for " + thread_str(warp * 32 + l) + ", which exited");
   }
-  if (!(mask >> (f->tid % 32) & 1)) fail("warp operation by " + thread_str(f->tid) + " whose mask excludes it");
+  if (!(mask >> lane & 1)) fail("warp operation by " + thread_str(f->tid) + " whose mask excludes it");
   f->st = St::kWarp;
   f->op = op, f->mask = mask, f->value = value, f->arg = arg, f->width = width;
+  if (wl.arrived == 0)
+    wl.mask = mask;
+  else if (mask != wl.mask)
+    wl.mixed = true;
+  wl.arrived |= 1u << lane;
   try_complete_warp(warp);
   yield();
   return f->result;
@@ -499,7 +611,7 @@ void* shared_static(const void* tag, size_t bytes, size_t align) {
   for (auto& [t, off] : s.statics)
     if (t == tag) return s.smem.data() + off;
   const size_t off = (s.smem_used + align - 1) / align * align;
-  if (off + bytes > s.smem.size()) fail("static shared memory beyond 48 KiB");
+  if (off + bytes > s.smem_limit) fail("static shared memory beyond 48 KiB");
   s.statics.emplace_back(tag, off);
   s.smem_used = off + bytes;
   return s.smem.data() + off;
@@ -540,9 +652,13 @@ void run_launch(const char* kernel, const char* file, int line, const void* fn, 
                                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
     if (s.stacks == MAP_FAILED) throw Error("vgpu: no memory for the fibers' stacks");
   }
-  s.smem.assign(std::max(smem, kDefaultSmem) + kDefaultSmem, char(0x5a));
-  s.shadow.assign(s.smem.size() / 4, Shadow{});
-  s.smem_dirty = 0;
+  // Grown when needed; what earlier launches used (smem_dirty) the first block poisons again.
+  s.smem_limit = std::max(smem, kDefaultSmem) + kDefaultSmem;
+  if (s.smem.size() < s.smem_limit) {
+    s.smem.resize(s.smem_limit, char(0x5a));
+    s.shadow.resize(s.smem_limit / 4, Shadow{});
+  }
+  forget_checked();  // the access hook checks each launch (a stream's item) afresh
   struct InLaunch {
     InLaunch() { t_in_launch = true; }
     ~InLaunch() { t_in_launch = false; }

@@ -33,7 +33,10 @@ def train(binary, run_dir, sets, np, planted=False):
         cmd += ["--set", s]
     if np > 1:
         cmd = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(np)] + cmd
-    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
+    # OpenMP's idle threads sleep rather than spin: under ctest -j the spinning took CPU from the
+    # other tests (results do not depend on it).
+    env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "passive"))
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900, env=env)
     print(f"$ {' '.join(cmd)}  (exit {out.returncode})")
     if planted:
         races = [l for l in out.stdout.splitlines() if "cross-stream race" in l]

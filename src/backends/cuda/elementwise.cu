@@ -208,7 +208,7 @@ void sum_squares(CudaContext& ctx, double* sum, const float* x, int64_t n) {
   require(n >= 0, "sum_squares", "negative size", {{"n", n}});
   if (n == 0) return;
   auto* partial = static_cast<double*>(ctx.scratch(kSumSquaresBlocks * sizeof(double), "sum_squares"));
-  const LaunchShape l = sum_squares_launch();
+  const LaunchShape l = sum_squares_launch(n);
   FT_LAUNCH(sum_squares_partial_kernel, to_dim3(l.grid), to_dim3(l.block), 0, ctx.stream())(partial, x, n);
   FT_CUDA_CHECK_LAUNCH(ctx, "sum_squares", {"n", n});
   FT_LAUNCH(sum_squares_final_kernel, 1, kRowThreads, 0, ctx.stream())(sum, partial, l.grid.x);

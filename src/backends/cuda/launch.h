@@ -108,12 +108,16 @@ constexpr LaunchShape row_launch(int64_t rows) {
   return {{max64(1, min64(rows, kMaxStrideBlocks))}, {kRowThreads}, 0};
 }
 
-// ---- sum of squares: a fixed grid, so the partial sums (and the result) never depend on the
-// device; partials are then added in index order by one block --------------------------------
+// ---- sum of squares: a grid that depends on n alone, so the partial sums (and the result) never
+// depend on the device; partials are then added in index order by one block. Up to
+// kSumSquaresBlocks a block per kRowThreads elements: each element then has the thread (block
+// i / kRowThreads, thread i % kRowThreads) it has in the full grid, and the blocks left out would
+// only add partial sums of +0.0, so the bits are those of the full grid (which a 64-element
+// tensor would otherwise launch: 1,024 blocks, all but one with nothing to add) -------------
 
 inline constexpr int64_t kSumSquaresBlocks = 1024;
-constexpr LaunchShape sum_squares_launch() {
-  return {{kSumSquaresBlocks}, {kRowThreads}, 0};
+constexpr LaunchShape sum_squares_launch(int64_t n) {
+  return {{max64(1, min64(kSumSquaresBlocks, (n + kRowThreads - 1) / kRowThreads))}, {kRowThreads}, 0};
 }
 
 // ---- RMSNorm dweight: partial sums over chunks of rows (x) for blocks of columns (y), then

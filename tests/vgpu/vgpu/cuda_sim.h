@@ -88,6 +88,10 @@ void set_access_hook(AccessHook hook);
 // faults on unless p is a multiple of `bytes` (simt.h FT_VECTOR_ACCESS; GCC splits the vector
 // into scalar accesses, so the load and store hooks cannot see it).
 void vector_access(const void* p, size_t bytes);
+// A kernel's access of the bytes [p, p + n) checked as the load and store hooks check one (all of
+// them inside one allocation; the access hook), for a kernel loop left uninstrumented for speed
+// (the emulated GEMM's inner products): one check of the range instead of one per element.
+void range_access(const void* p, size_t n, bool write);
 class DeviceMemory {
  public:
   explicit DeviceMemory(size_t bytes, const char* what = "buffer");
