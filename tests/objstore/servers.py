@@ -25,7 +25,9 @@
   rounded down to 256 KiB, goes upstream and the connection is cut without an answer) and
   `corrupt_chunks` (one byte of such a chunk flipped on the way). `upload_bytes[name]` counts the
   bytes the client sent per object, `cancelled` the sessions it cancelled; `stall_chunks` (text):
-  chunks of objects whose name holds it are never answered (a rank stuck mid-upload, to kill).
+  chunks of objects whose name holds it are never answered (a rank stuck mid-upload, to kill);
+  `gcs_fail(match, status, reason, message)`: uploads of objects whose name holds `match` answered
+  with that error (a 503 storm, refused credentials).
 
 Every server runs on 127.0.0.1 on a free port; `stop()` ends it (call it in a finally/tearDown).
 """
@@ -363,6 +365,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _gcs_chunk(self):
         """A PUT to a resumable session: see the module's docstring."""
         front = self.server.front
+        if self._gcs_fault():
+            return None
         n = int(self.headers.get("Content-Length", "0") or 0)
         body = self.rfile.read(n) if n else b""
         if not self._authorized():
@@ -428,9 +432,25 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return self._cut()
         return self._relay(resp.status, resp.getheaders(), data)
 
+    def _gcs_fault(self):
+        # gcs_fault: a request (of those methods) naming an object that holds `match` is answered
+        # with that GCS error (its body read first).
+        front = self.server.front
+        f = front.gcs_fault
+        if f is None or self.command not in f["methods"] or f["match"] not in urllib.parse.unquote(self.path):
+            return False
+        self.rfile.read(int(self.headers.get("Content-Length", "0") or 0))
+        with front.lock:
+            f["answered"] += 1
+        self._send_json(f["status"], {"error": {"code": f["status"], "message": f["message"], "errors": [
+            {"message": f["message"], "domain": "global", "reason": f["reason"]}]}})
+        return True
+
     def _forward(self):
         front = self.server.front
         if not front.gcs and self._s3_fault():
+            return None
+        if front.gcs and self._gcs_fault():
             return None
         if not self._authorized():
             return None
@@ -500,6 +520,7 @@ class Front:
         self.corrupt_chunks = 0  # GCS: chunks with a byte flipped
         self.chunk_match = ""  # GCS: only chunks of objects whose name holds this
         self.stall_chunks = None  # GCS: chunks of objects whose name holds this are never answered
+        self.gcs_fault = None  # GCS: see gcs_fail
         self.faulted = set()
         self.dropped_chunks = 0
         self.cancelled = 0
@@ -523,6 +544,12 @@ class Front:
         S3 error status/code/message; `answered` counts them."""
         self.fault = {"after": n, "match": match, "status": status, "code": code, "message": message,
                       "methods": tuple(methods or ()), "seen": 0, "answered": 0}
+
+    def gcs_fail(self, match, status, reason, message, methods=("POST", "PUT")):
+        """Answer every request (of `methods`) naming an object that holds `match` with that GCS
+        error (a 503 storm, credentials refused); `gcs_fault["answered"]` counts them."""
+        self.gcs_fault = {"match": match, "status": status, "reason": reason, "message": message,
+                          "methods": tuple(methods), "answered": 0}
 
     def add_token(self, token):
         self.tokens.add(token)

@@ -11,7 +11,9 @@ the tiny model at dp 2 (--nproc 2: mpirun), 8 steps:
    run, bit for bit;
 3. a committed checkpoint whose rank object is damaged (same size, one byte flipped): the resume
    falls back to step 4, naming the object, with the same losses;
-4. a bucket that does not exist: one error line before step 1, exit 2.
+4. (12 steps) a 503 storm on step 8's uploads (retried with backoff, then training stops naming step 4) and
+   credentials refused on them (401: not retried, the same stop); each resumes bit-identical;
+5. a bucket that does not exist: one error line before step 1, exit 2.
 
 usage: .venv/bin/python tests/objstore/test_gcs_ckpt.py FLUXTRAIN CONFIG
 """
@@ -158,7 +160,28 @@ def main():
         check(any("gs://ckpt/run/step_00000008/rank-00001.ftckpt" in w for w in warn),
               "the fallback names the damaged object")
 
-        # 4. a bucket that does not exist: one line before step 1
+        # 4. a 503 storm on step 8's uploads: retried with backoff, then training stops naming step 4;
+        #    credentials refused (401) on them: not retried, the same stop. Each resumes bit-identical.
+        for prefix, status, reason, message in (("storm", 503, "backendError", "Backend Error"),
+                                                ("cred", 401, "authError", "Invalid Credentials")):
+            front.gcs_fail(f"{prefix}/step_00000008/", status, reason, message)
+            # 12 steps: the save of step 8 is not the last one (which blocks the exit on its own path).
+            p = train(os.path.join(tmp, prefix), [f"ckpt.dir=gs://ckpt/{prefix}", "train.steps=12"])
+            answered = front.gcs_fault["answered"]
+            front.gcs_fault = None
+            err = [l for l in p.stderr.splitlines() if "error:" in l and "training stops" in l]
+            print("  " + (err[0] if err else p.stderr[-500:]))
+            check(p.returncode == 2 and bool(err) and f"HTTP {status} {reason}" in err[0] and
+                  f"the last committed checkpoint is gs://ckpt/{prefix}/step_00000004" in err[0],
+                  f"{prefix}: one error naming HTTP {status} and step 4, exit 2 ({p.returncode})" + (
+                      "" if err and f"HTTP {status}" in err[0] else p.stderr[-2500:]))
+            # 503: each upload's initiation tried 5 times (4 retries); 401: once.
+            check(answered >= (5 if status == 503 else 1) and (status == 503 or answered <= 2),
+                  f"{prefix}: {answered} requests refused")
+            check(f"{prefix}/step_00000008/manifest.json" not in objects(f"{prefix}/"), f"{prefix}: step 8 not committed")
+            resumed(f"{prefix}-resumed", ref, prefix)
+
+        # 5. a bucket that does not exist: one line before step 1
         nob = os.path.join(tmp, "nobucket")
         p = train(nob, ["ckpt.dir=gs://no-such-bucket/run"])
         errors = [l for l in p.stderr.splitlines() if "does not exist" in l]
