@@ -85,8 +85,9 @@ class FetchDamage : public Error {
   using Error::Error;
 };
 
-// The checkpoint a URL names — s3://bucket/prefix/step_<N> or a root s3://bucket/prefix (its newest
-// committed step) — downloaded under work_dir; returns the local step directory. Throws
+// The checkpoint a URL names — s3:// or gs://bucket/prefix/step_<N>, or a root such as
+// gs://bucket/prefix (its newest committed step) — downloaded under work_dir; returns the local
+// step directory. Throws
 // FetchDamage naming the object when one is missing or damaged, ft::Error when there is none.
 std::string fetch_checkpoint(const std::string& url, const std::string& work_dir, const std::string& endpoint);
 
