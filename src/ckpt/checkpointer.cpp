@@ -352,8 +352,9 @@ Checkpointer::Resumed Checkpointer::resume() {
       int status = 0;  // 0 ok, 1 skip (incomplete, corrupt), 2 refused
       std::string err, hint;
       CheckpointManifest m;
+      std::string local;
       try {
-        const std::string local = stored ? source->fetch(stored_step) : cand;  // object store: downloaded
+        local = stored ? source->fetch(stored_step) : cand;  // a bucket: downloaded
         m = CheckpointManifest::load(local,
                                      nullptr);  // unauthenticated first: is it ours, which key?
         if (m.encrypted && key_.empty())
@@ -373,6 +374,10 @@ Checkpointer::Resumed Checkpointer::resume() {
       } catch (const Error& e) {
         status = 1, err = e.what(), hint = e.hint();
       }
+      // A damaged object is named by its URL, not by the local copy the reader found it in.
+      if (stored && !local.empty() && local != cand && !cand.empty() && cand.back() == '/')
+        for (size_t at = err.find(local + "/"); at != std::string::npos; at = err.find(local + "/", at + cand.size()))
+          err.replace(at, local.size() + 1, cand);
       // [2]: a manifest is there, so this is a checkpoint that failed, not an interrupted save.
       double flags[3] = {status == 1 ? 1.0 : 0.0, status == 2 ? 1.0 : 0.0, stored_step.committed ? 1.0 : 0.0};
       mesh_.world().all_reduce(flags, 3);

@@ -55,8 +55,9 @@ struct CheckpointRun {
   // train.batch_size or train.seq_len: the data order would not continue.
   ModelConfig model;
   int64_t batch_size = 0, seq_len = 0;
-  nlohmann::json config;       // the run's whole configuration (Config::to_json), kept in the manifest
-  std::string store_endpoint;  // data.endpoint: the S3 endpoint for an s3:// ckpt.dir ("" = AWS variables)
+  nlohmann::json config;  // the run's whole configuration (Config::to_json), kept in the manifest
+  // data.endpoint: the endpoint of an s3:// or gs:// ckpt.dir ("" = the store's variables).
+  std::string store_endpoint;
 };
 
 class Checkpointer {

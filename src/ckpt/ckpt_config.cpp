@@ -17,7 +17,7 @@ void CkptConfig::bind(ConfigBinder& b) {
   b.add("ckpt.chunk_mb", &chunk_mb, "MiB of plaintext per encrypted chunk");
   b.add("ckpt.part_mb", &part_mb,
         "MiB per part of a checkpoint file's multipart upload to s3:// (a file up to this size is one PUT; "
-        "S3 requires parts of at least 5 MiB)");
+        "S3 requires parts of at least 5 MiB), and per chunk of its resumable upload to gs://");
   b.add("ckpt.resume", &resume, "resume from: \"\" (fresh), \"auto\" (newest valid checkpoint) or a checkpoint path");
   b.add("ckpt.allow_plaintext", &allow_plaintext,
         "after resuming from encrypted checkpoints, write plaintext ones (false: a run whose checkpoints are "

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <ctime>
 #include <filesystem>
-#include <map>
 
+#include "ckpt/bucket_storage.h"
 #include "ckpt/checkpointer.h"  // list_step_dirs
 #include "ckpt/ckpt_manifest.h"
-#include "data/objstore/s3.h"
+#include "data/objstore/object_store.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -55,193 +55,11 @@ class DirStorage final : public CheckpointStorage {
   std::string fetch(const StoredStep& s) override { return s.where; }
 };
 
-// ---- an S3 bucket -----------------------------------------------------------------------------
-
-// Objects: <prefix>/step_<N>/rank-<r>.ftckpt and <prefix>/step_<N>/manifest.json, the layout of a
-// directory. Ranks write through a local spool (<run_dir>/.ckpt-upload/step_<N>/) and read
-// through a cache (<run_dir>/.ckpt-cache/rank-<r>/step_<N>/).
-class S3Storage final : public CheckpointStorage {
- public:
-  S3Storage(const std::string& root, const std::string& run_dir, int rank, const std::string& endpoint,
-            uint64_t part_bytes)
-      : CheckpointStorage(root), url_(ObjectUrl::parse(root)), run_dir_(run_dir), rank_(rank) {
-    if (part_bytes > 0) upload_.part_bytes = part_bytes;
-    while (!url_.prefix.empty() && url_.prefix.back() == '/') url_.prefix.pop_back();
-    ObjectStoreOptions o;
-    o.s3_endpoint = endpoint;
-    s3_ = std::make_unique<S3Client>(o);
-  }
-  void check_writable() override { s3_->check_bucket(url_.bucket); }
-
-  std::vector<StoredStep> list_steps() override {
-    // Listed without a delimiter (see s3.h) and grouped here; the prefix without its '/' keeps
-    // '/' out of the query for the one-level prefixes tests use.
-    std::map<int64_t, StoredStep> steps;
-    const std::string dir = url_.dir_prefix();
-    for (const StoreObject& o : s3_->list(url_.bucket, url_.prefix)) {
-      if (o.key.compare(0, dir.size(), dir) != 0) continue;
-      const std::string rest = o.key.substr(dir.size());
-      const size_t slash = rest.find('/');
-      if (slash == std::string::npos) continue;
-      const int64_t step = parse_step_dir_name(rest.substr(0, slash));
-      if (step < 0) continue;
-      StoredStep& s = steps[step];
-      s.step = step;
-      s.where = step_url(step);
-      if (rest.substr(slash + 1) == kCkptManifestFile) s.committed = true;
-    }
-    std::vector<StoredStep> out;
-    for (auto it = steps.rbegin(); it != steps.rend(); ++it) out.push_back(it->second);
-    return out;
-  }
-  std::string staging_dir(int64_t step) override { return run_dir_ + "/.ckpt-upload/" + step_dir_name(step); }
-  PublishReport publish(int64_t step, const std::string& name) override {
-    const std::string local = staging_dir(step) + "/" + name, key = step_key(step) + name;
-    UploadReport u = s3_->upload_file(url_.bucket, key, local, upload_);
-    // Confirmed as stored: the ETag matched what was sent (S3Client); the size is the file's.
-    const uint64_t size = fs::file_size(local);
-    StoreObject o = s3_->stat(url_.bucket, key);
-    if (o.size != size)
-      throw Error(
-          fmt::format("{}: the store holds {} bytes, {} were uploaded", s3_->url_of(url_.bucket, key), o.size, size));
-    std::error_code ec;
-    fs::remove(local, ec);
-    fs::remove(staging_dir(step), ec);  // when empty (the last rank on this host)
-    return {u.bytes, u.seconds};
-  }
-  void discard_file(int64_t step, const std::string& name) override {
-    std::error_code ec;
-    fs::remove(staging_dir(step) + "/" + name, ec);
-    s3_->remove(url_.bucket, step_key(step) + name);
-  }
-  void discard_step(int64_t step) override {
-    // Only what a save writes: the manifest (first), then rank files; nothing else under the step.
-    std::vector<std::string> keys;
-    for (const StoreObject& o : list_step(step)) {
-      const std::string name = o.key.substr(step_key(step).size());
-      if (name == kCkptManifestFile)
-        keys.insert(keys.begin(), o.key);
-      else if (is_rank_file(name))
-        keys.push_back(o.key);
-    }
-    for (const std::string& k : keys) s3_->remove(url_.bucket, k);
-    std::error_code ec;
-    fs::remove_all(staging_dir(step), ec);
-  }
-  void write_manifest(int64_t step, const std::string& text) override {
-    s3_->put(url_.bucket, step_key(step) + kCkptManifestFile, text);
-  }
-  void remove_checkpoint(const StoredStep& s) override {
-    std::vector<std::string> files = named_files(s.step);
-    s3_->remove(url_.bucket, step_key(s.step) + kCkptManifestFile);  // first: it is no checkpoint any more
-    for (const std::string& f : files) s3_->remove(url_.bucket, step_key(s.step) + f);
-  }
-  std::string set_aside(const StoredStep& s) override {
-    // Copied (what of ours is there: it may be damaged), then removed, manifest first.
-    const std::string from = step_key(s.step);
-    const std::string to = fmt::format("{}.replaced-{}/", from.substr(0, from.size() - 1), std::time(nullptr));
-    std::vector<std::string> names;
-    for (const StoreObject& o : list_step(s.step)) {
-      const std::string name = o.key.substr(from.size());
-      if (name == kCkptManifestFile || is_rank_file(name)) names.push_back(name);
-    }
-    for (const std::string& n : names) s3_->copy(url_.bucket, from + n, to + n);
-    discard_step(s.step);
-    return s3_->url_of(url_.bucket, to);
-  }
-  std::string fetch(const StoredStep& s) override {
-    const std::string dir = cache_dir() + "/" + step_dir_name(s.step);
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-    fs::create_directories(dir);
-    const std::string mkey = step_key(s.step) + kCkptManifestFile;
-    write_file_atomic(dir + "/" + kCkptManifestFile, s3_->get(url_.bucket, mkey));
-    // Unauthenticated here: the reader authenticates the manifest and every chunk after this.
-    CheckpointManifest m = CheckpointManifest::load(dir, nullptr);
-    for (const FileRecord& f : m.files) {
-      const std::string key = step_key(s.step) + f.name;
-      StoreObject o = s3_->stat(url_.bucket, key);  // throws naming the URL when it is missing
-      if (o.size != f.file_bytes)
-        throw Error(
-            fmt::format("{}: {} bytes, the manifest says {}", s3_->url_of(url_.bucket, key), o.size, f.file_bytes),
-            "the object was replaced or truncated after the checkpoint was committed");
-      s3_->download(url_.bucket, o, dir + "/" + f.name);
-    }
-    return dir;
-  }
-  void clear_fetched() override {
-    std::error_code ec;
-    fs::remove_all(cache_dir(), ec);
-  }
-  int clean_orphans(int64_t below_step) override {
-    // Listed by the root's prefix (no '/' in the query; see s3.h); only our rank files' uploads.
-    int n = 0;
-    const std::string dir = url_.dir_prefix();
-    for (const S3Client::PendingUpload& u : s3_->list_uploads(url_.bucket, url_.prefix)) {
-      if (u.key.compare(0, dir.size(), dir) != 0) continue;
-      const std::string rest = u.key.substr(dir.size());
-      const size_t slash = rest.find('/');
-      if (slash == std::string::npos || !is_rank_file(rest.substr(slash + 1))) continue;
-      const int64_t step = parse_step_dir_name(rest.substr(0, slash));
-      if (step < 0 || step >= below_step) continue;
-      s3_->abort_upload(url_.bucket, u.key, u.upload_id);
-      log_warn("checkpoint: aborted the unfinished upload of {} (a save that was interrupted; upload id {})",
-               s3_->url_of(url_.bucket, u.key), u.upload_id);
-      ++n;
-    }
-    return n;
-  }
-  bool failure_stops_training() const override { return true; }
-
- private:
-  std::string step_key(int64_t step) const { return url_.dir_prefix() + step_dir_name(step) + "/"; }
-  std::string step_url(int64_t step) const { return s3_->url_of(url_.bucket, step_key(step)); }
-  std::string cache_dir() const { return fmt::format("{}/.ckpt-cache/rank-{}", run_dir_, rank_); }
-  // The objects under a step, listed by the root's prefix (no '/' in the query; see s3.h).
-  std::vector<StoreObject> list_step(int64_t step) {
-    std::vector<StoreObject> out;
-    const std::string k = step_key(step);
-    for (StoreObject& o : s3_->list(url_.bucket, url_.prefix))
-      if (o.key.compare(0, k.size(), k) == 0) out.push_back(std::move(o));
-    return out;
-  }
-  static bool is_rank_file(const std::string& name) {
-    return name.rfind("rank-", 0) == 0 && name.size() > 7 && name.compare(name.size() - 7, 7, ".ftckpt") == 0 &&
-           name.find('/') == std::string::npos;
-  }
-  // The files a committed checkpoint's manifest names (rank files only, whatever it says).
-  std::vector<std::string> named_files(int64_t step) {
-    std::vector<std::string> out;
-    try {
-      CheckpointManifest m =
-          CheckpointManifest::parse(s3_->get(url_.bucket, step_key(step) + kCkptManifestFile), step_url(step), nullptr);
-      for (const FileRecord& f : m.files)
-        if (is_rank_file(f.name)) out.push_back(f.name);
-    } catch (const Error& e) {  // a damaged manifest: the rank files under the step are ours
-      log_warn("checkpoint: {}: {}; removing its rank files", step_url(step), e.what());
-      for (const StoreObject& o : list_step(step)) {
-        std::string name = o.key.substr(step_key(step).size());
-        if (is_rank_file(name)) out.push_back(name);
-      }
-    }
-    return out;
-  }
-
-  ObjectUrl url_;
-  std::string run_dir_;
-  int rank_;
-  UploadOptions upload_;
-  std::unique_ptr<S3Client> s3_;
-};
-
 }  // namespace
 
 std::unique_ptr<CheckpointStorage> open_checkpoint_storage(const std::string& root, const std::string& run_dir,
                                                            int rank, const std::string& endpoint, uint64_t part_bytes) {
-  if (root.rfind("s3://", 0) == 0) return std::make_unique<S3Storage>(root, run_dir, rank, endpoint, part_bytes);
-  if (ObjectUrl::is_object_url(root))
-    throw Error(fmt::format("ckpt.dir = \"{}\": checkpoints to gs:// are not supported yet", root),
-                "use s3:// (GCS serves the S3 API through its XML interoperability endpoint) or a directory");
+  if (ObjectUrl::is_object_url(root)) return open_bucket_storage(root, run_dir, rank, endpoint, part_bytes);
   return std::make_unique<DirStorage>(root);
 }
 

@@ -1,4 +1,5 @@
-// Where checkpoints live: a local (or shared) directory, or an object store (s3://bucket/prefix).
+// Where checkpoints live: a local (or shared) directory, or a bucket (s3://bucket/prefix or
+// gs://bucket/prefix: bucket_storage.h).
 // The checkpointer speaks only this small interface, so each place is one implementation and
 // no `if (s3)` is scattered through saving, resuming and retention.
 //
@@ -28,7 +29,7 @@ namespace ft {
 
 struct StoredStep {
   int64_t step = 0;
-  std::string where;       // the step's directory, or its URL (s3://bucket/prefix/step_N)
+  std::string where;       // the step's directory, or its URL (s3:// or gs://bucket/prefix/step_N/)
   bool committed = false;  // its manifest exists
 };
 
@@ -84,14 +85,15 @@ class FetchDamage : public Error {
   using Error::Error;
 };
 
-// The checkpoint a URL names — s3://bucket/prefix/step_<N> or a root s3://bucket/prefix (its newest
-// committed step) — downloaded under work_dir; returns the local step directory. Throws
+// The checkpoint a URL names — s3:// or gs://bucket/prefix/step_<N>, or a root such as
+// gs://bucket/prefix (its newest committed step) — downloaded under work_dir; returns the local
+// step directory. Throws
 // FetchDamage naming the object when one is missing or damaged, ft::Error when there is none.
 std::string fetch_checkpoint(const std::string& url, const std::string& work_dir, const std::string& endpoint);
 
-// A directory for a path, an object store for s3:// (endpoint: data.endpoint, "" = the AWS
-// variables; part_bytes: the multipart part size, ckpt.part_mb; 0 = the client's default).
-// gs:// is refused with an ft::Error for now.
+// A directory for a path, a bucket for s3:// or gs:// (endpoint: data.endpoint, "" = the store's
+// variables; part_bytes: ckpt.part_mb, S3's multipart part or GCS's resumable chunk; 0 = the
+// client's default).
 std::unique_ptr<CheckpointStorage> open_checkpoint_storage(const std::string& root, const std::string& run_dir,
                                                            int rank, const std::string& endpoint,
                                                            uint64_t part_bytes = 0);

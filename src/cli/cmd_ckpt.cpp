@@ -7,7 +7,8 @@
 //   fluxtrain ckpt ls ROOT                          the steps under a root, committed or not
 // CKPT is a step_<N> directory, a checkpoint root or a run directory (newest committed step); for
 // ls, inspect, verify and export-hf also s3://bucket/prefix[/step_<N>] (--s3-endpoint, or the AWS
-// variables), downloaded into a temporary directory first.
+// variables) and gs://bucket/prefix[/step_<N>] (--gcs-endpoint, or STORAGE_EMULATOR_HOST / Google's),
+// downloaded into a temporary directory first.
 // Encrypted checkpoints need the key: --key-file FILE or FLUXTRAIN_CKPT_KEY.
 #include <unistd.h>
 
@@ -187,13 +188,17 @@ int run_ckpt(int argc, char** argv) {
 
   std::string endpoint;
   ins->add_option("--s3-endpoint", endpoint, "S3-compatible endpoint URL; default AWS_ENDPOINT_URL or AWS");
+  ins->add_option("--gcs-endpoint", endpoint, "GCS endpoint URL; default STORAGE_EMULATOR_HOST or Google's");
   auto* ver = app.add_subcommand("verify", "check every chunk tag and piece checksum");
   ver->add_option("ckpt", path, "checkpoint")->required();
   ver->add_option("--key-file", key_file, "key file");
   ver->add_option("--s3-endpoint", endpoint, "S3-compatible endpoint URL; default AWS_ENDPOINT_URL or AWS");
-  auto* ls = app.add_subcommand("ls", "list the checkpoints under a root (a directory or s3://bucket/prefix)");
+  ver->add_option("--gcs-endpoint", endpoint, "GCS endpoint URL; default STORAGE_EMULATOR_HOST or Google's");
+  auto* ls = app.add_subcommand(
+      "ls", "list the checkpoints under a root (a directory, s3://bucket/prefix or gs://bucket/prefix)");
   ls->add_option("root", path, "checkpoint root")->required();
   ls->add_option("--s3-endpoint", endpoint, "S3-compatible endpoint URL; default AWS_ENDPOINT_URL or AWS");
+  ls->add_option("--gcs-endpoint", endpoint, "GCS endpoint URL; default STORAGE_EMULATOR_HOST or Google's");
 
   std::vector<std::string> sets;
   int64_t dp = 0, tp = 0, pp = 0, zero = -1;
@@ -214,6 +219,7 @@ int run_ckpt(int argc, char** argv) {
   ex->add_option("out", out, "output directory")->required();
   ex->add_option("--key-file", key_file, "key file");
   ex->add_option("--s3-endpoint", endpoint, "S3-compatible endpoint URL; default AWS_ENDPOINT_URL or AWS");
+  ex->add_option("--gcs-endpoint", endpoint, "GCS endpoint URL; default STORAGE_EMULATOR_HOST or Google's");
 
   std::string config_path;
   auto* im = app.add_subcommand("import-hf", "turn a Hugging Face LLaMA directory into a checkpoint");

@@ -101,9 +101,9 @@ void data_effects(Config& cfg, Effects& e) {
   const std::string local = dataset
                                 ? "data.path and data.mixture are local (only s3:// and gs:// datasets are streamed)"
                                 : src + ", not \"dataset\" (nothing is streamed)";
-  // data.endpoint is also the S3 endpoint of checkpoints in a bucket (ckpt.dir = "s3://...").
-  const bool ckpt_in_store = cfg.ckpt.dir.rfind("s3://", 0) == 0;
-  e.gated("data.endpoint", streamed || ckpt_in_store, local + " and ckpt.dir is not s3://");
+  // data.endpoint is also the endpoint of checkpoints in a bucket (ckpt.dir = "s3://..." or "gs://...").
+  const bool ckpt_in_store = cfg.ckpt.dir.rfind("s3://", 0) == 0 || cfg.ckpt.dir.rfind("gs://", 0) == 0;
+  e.gated("data.endpoint", streamed || ckpt_in_store, local + " and ckpt.dir is not in a bucket (s3:// or gs://)");
   for (const char* key : {"data.cache_dir", "data.cache_bytes"}) e.gated(key, streamed, local);
   // The model's vocabulary follows the dataset's tokenizer unless the user chose one.
   // A dataset in a bucket alike: its manifest is fetched (data.endpoint), as the loader would.
@@ -148,8 +148,8 @@ void ckpt_effects(Config& cfg, Effects& e) {
   e.gated("ckpt.async", saves, never);
   e.gated("ckpt.chunk_mb", saves && c.encrypt,
           saves ? "ckpt.encrypt = false (chunks are the unit of encryption)" : never);
-  e.gated("ckpt.part_mb", saves && c.dir.rfind("s3://", 0) == 0,
-          saves ? "ckpt.dir is not s3:// (parts are the unit of a multipart upload)" : never);
+  e.gated("ckpt.part_mb", saves && (c.dir.rfind("s3://", 0) == 0 || c.dir.rfind("gs://", 0) == 0),
+          saves ? "ckpt.dir is not in a bucket (parts and chunks are the units of S3 and GCS uploads)" : never);
   e.gated("ckpt.encrypt", saves || loads, never + " and ckpt.resume is empty");
   e.gated("ckpt.dir", saves || loads, never + " and ckpt.resume is empty");
   e.gated("ckpt.key_file", c.encrypt || loads, "ckpt.encrypt = false and ckpt.resume is empty");

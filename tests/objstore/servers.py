@@ -16,6 +16,19 @@
   requests whose path holds `match` went through, every later request (of those methods) is answered
   with that S3 error (a 503 storm, credentials that expire mid-run).
 
+- GCS resumable uploads (checkpoints): the emulator appends whatever a chunk carries and finishes the
+  object on a status query, so the front keeps each session's committed offset and does what GCS
+  does: answers `Content-Range: bytes */N` (308 with `Range: bytes=0-K`) itself, refuses a chunk
+  that does not start at the committed offset, and checks the final chunk's `x-goog-hash: crc32c=`
+  against the object the emulator stored (400, object deleted, when they differ). Faults:
+  `drop_chunks` (the first that many chunks whose object name holds `chunk_match`: the first half,
+  rounded down to 256 KiB, goes upstream and the connection is cut without an answer) and
+  `corrupt_chunks` (one byte of such a chunk flipped on the way). `upload_bytes[name]` counts the
+  bytes the client sent per object, `cancelled` the sessions it cancelled; `stall_chunks` (text):
+  chunks of objects whose name holds it are never answered (a rank stuck mid-upload, to kill);
+  `gcs_fail(match, status, reason, message)`: uploads of objects whose name holds `match` answered
+  with that error (a 503 storm, refused credentials).
+
 Every server runs on 127.0.0.1 on a free port; `stop()` ends it (call it in a finally/tearDown).
 """
 import base64
@@ -23,6 +36,8 @@ import http.client
 import http.server
 import json
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
@@ -65,6 +80,28 @@ def stop_process(p):
     except subprocess.TimeoutExpired:
         p.kill()
         p.wait()
+
+
+def kill_session(sid):
+    # mpirun's ranks may sit in process groups of their own: every process of the session goes.
+    while True:
+        pids = []
+        for d in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                if d.isdigit() and int(fields[3]) == sid and fields[0] != "Z":
+                    pids.append(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.05)
 
 
 class Moto:
@@ -243,6 +280,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_PUT(self):
         front = self.server.front
+        if front.gcs and "upload_id=" in self.path:
+            return self._gcs_chunk()
         if front.stall_puts and front.stall_puts in self.path:
             self.rfile.read(int(self.headers.get("Content-Length", "0") or 0))
             with front.lock:
@@ -271,18 +310,150 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return self._forward()
 
     def do_DELETE(self):
+        front = self.server.front
+        if front.gcs and "upload_id=" in self.path:
+            with front.lock:
+                front.cancelled += 1
         return self._forward()
+
+    def _authorized(self):
+        front = self.server.front
+        if front.check_auth:
+            auth = self.headers.get("Authorization", "")
+            if not auth.startswith("Bearer ") or auth[7:] not in front.tokens:
+                self._send_json(401, {"error": {"code": 401, "message": "Invalid Credentials", "errors": [
+                    {"message": "Invalid Credentials", "domain": "global", "reason": "authError",
+                     "locationType": "header", "location": "Authorization"}]}})
+                return False
+        return True
+
+    def _cut(self):
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _upstream(self, method, path, body, headers):
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.front.upstream_port, timeout=60)
+        conn.request(method, path, body=body, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        conn.close()
+        return resp, data
+
+    def _relay(self, status, headers, data):
+        front = self.server.front
+        self.send_response(status)
+        for k, v in headers:
+            if k.lower() in ("transfer-encoding", "connection", "content-length"):
+                continue
+            if k.lower() == "location":  # a resumable session's URL: through this front too
+                v = v.replace(f"http://127.0.0.1:{front.upstream_port}", front.endpoint)
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        try:
+            self.wfile.write(data)
+        except OSError:  # the client is gone (a killed run)
+            self.close_connection = True
+
+    def _gcs_error(self, status, message):
+        return self._send_json(status, {"error": {"code": status, "message": message, "errors": [
+            {"message": message, "domain": "global", "reason": "invalid"}]}})
+
+    def _gcs_chunk(self):
+        """A PUT to a resumable session: see the module's docstring."""
+        front = self.server.front
+        if self._gcs_fault():
+            return None
+        n = int(self.headers.get("Content-Length", "0") or 0)
+        body = self.rfile.read(n) if n else b""
+        if not self._authorized():
+            return None
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+        uid, name = query.get("upload_id", [""])[0], query.get("name", [""])[0]
+        if front.stall_chunks and front.stall_chunks in name:
+            with front.lock:
+                front.stalled += 1
+            front.released.wait()  # until stop(): the client is killed first
+            return self._cut()
+        m = re.fullmatch(r"bytes (?:\*|(\d+)-(\d+))/(\*|\d+)", self.headers.get("Content-Range", ""))
+        with front.lock:
+            sess = front.sessions.setdefault(uid, {"committed": 0, "done": None})
+            front.upload_bytes[name] = front.upload_bytes.get(name, 0) + len(body)
+        if sess["done"] is not None:
+            return self._relay(200, [("Content-Type", "application/json")], sess["done"])
+        if m is None or m.group(3) == "*":
+            return self._gcs_error(400, f"unsupported Content-Range {self.headers.get('Content-Range')!r}")
+        total = int(m.group(3))
+        if m.group(1) is None and sess["committed"] < total:  # a status query
+            self.send_response(308)
+            if sess["committed"] > 0:
+                self.send_header("Range", f"bytes=0-{sess['committed'] - 1}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return None
+        start = sess["committed"] if m.group(1) is None else int(m.group(1))
+        if start != sess["committed"]:
+            return self._gcs_error(400, f"the chunk starts at byte {start}; the session holds {sess['committed']}")
+        with front.lock:
+            hit = front.chunk_match in name and (uid, start) not in front.faulted
+            drop = hit and front.drop_chunks > 0
+            corrupt = hit and not drop and front.corrupt_chunks > 0
+            if drop:
+                front.drop_chunks -= 1
+            if corrupt:
+                front.corrupt_chunks -= 1
+            if drop or corrupt:
+                front.faulted.add((uid, start))
+        fwd = body[:len(body) // 2 // 262144 * 262144] if drop else body
+        if corrupt and fwd:
+            fwd = bytes([fwd[0] ^ 0xFF]) + fwd[1:]
+        if fwd or not drop:
+            rng = f"bytes {start}-{start + len(fwd) - 1}/{total}" if fwd else f"bytes */{total}"
+            resp, data = self._upstream("PUT", self.path, fwd, {"Content-Range": rng,
+                                                                "Content-Type": "application/octet-stream"})
+            if resp.status == 308:
+                sess["committed"] = start + len(fwd)
+            elif resp.status in (200, 201):
+                obj = json.loads(data)
+                declared = re.search(r"crc32c=([^,]+)", self.headers.get("x-goog-hash", ""))
+                if declared and obj.get("crc32c") != declared.group(1):
+                    self._upstream("DELETE", "/storage/v1/b/" + obj["bucket"] + "/o/" + urllib.parse.quote(
+                        obj["name"], safe=""), None, {})
+                    front.sessions.pop(uid, None)
+                    return self._gcs_error(400, f"Provided CRC32C \"{declared.group(1)}\" doesn't match calculated "
+                                                f"CRC32C \"{obj.get('crc32c')}\".")
+                sess["committed"], sess["done"] = total, data
+        if drop:
+            with front.lock:
+                front.dropped_chunks += 1
+            return self._cut()
+        return self._relay(resp.status, resp.getheaders(), data)
+
+    def _gcs_fault(self):
+        # gcs_fault: a request (of those methods) naming an object that holds `match` is answered
+        # with that GCS error (its body read first).
+        front = self.server.front
+        f = front.gcs_fault
+        if f is None or self.command not in f["methods"] or f["match"] not in urllib.parse.unquote(self.path):
+            return False
+        self.rfile.read(int(self.headers.get("Content-Length", "0") or 0))
+        with front.lock:
+            f["answered"] += 1
+        self._send_json(f["status"], {"error": {"code": f["status"], "message": f["message"], "errors": [
+            {"message": f["message"], "domain": "global", "reason": f["reason"]}]}})
+        return True
 
     def _forward(self):
         front = self.server.front
         if not front.gcs and self._s3_fault():
             return None
-        if front.check_auth:
-            auth = self.headers.get("Authorization", "")
-            if not auth.startswith("Bearer ") or auth[7:] not in front.tokens:
-                return self._send_json(401, {"error": {"code": 401, "message": "Invalid Credentials", "errors": [
-                    {"message": "Invalid Credentials", "domain": "global", "reason": "authError",
-                     "locationType": "header", "location": "Authorization"}]}})
+        if front.gcs and self._gcs_fault():
+            return None
+        if not self._authorized():
+            return None
         n = int(self.headers.get("Content-Length", "0") or 0)
         body = self.rfile.read(n) if n else None
         # The Host header travels unchanged: S3 signatures cover it.
@@ -306,6 +477,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     front.drop_after if drop else len(data))
         self.send_response(resp.status)
         for k, v in resp.getheaders():
+            if k.lower() == "location":  # a GCS resumable session's URL: through this front too
+                v = v.replace(f"http://127.0.0.1:{front.upstream_port}", front.endpoint)
             if k.lower() not in ("transfer-encoding", "connection", "content-length"):
                 self.send_header(k, v)
         # A HEAD response has no body but the object's length.
@@ -341,6 +514,16 @@ class Front:
         self.delay_puts = None  # S3: (text, seconds): PUTs whose path holds the text wait that long
         self.fault = None  # S3: see fail_after
         self.dropped_parts = set()
+        self.sessions = {}  # GCS: upload_id -> {"committed": bytes, "done": the object's JSON}
+        self.upload_bytes = {}  # GCS: object name -> bytes received in chunks
+        self.drop_chunks = 0  # GCS: chunks cut (first half forwarded, no answer)
+        self.corrupt_chunks = 0  # GCS: chunks with a byte flipped
+        self.chunk_match = ""  # GCS: only chunks of objects whose name holds this
+        self.stall_chunks = None  # GCS: chunks of objects whose name holds this are never answered
+        self.gcs_fault = None  # GCS: see gcs_fail
+        self.faulted = set()
+        self.dropped_chunks = 0
+        self.cancelled = 0
         self.tokens = set()
         self.static_token = None
         self.token_requests = 0
@@ -361,6 +544,12 @@ class Front:
         S3 error status/code/message; `answered` counts them."""
         self.fault = {"after": n, "match": match, "status": status, "code": code, "message": message,
                       "methods": tuple(methods or ()), "seen": 0, "answered": 0}
+
+    def gcs_fail(self, match, status, reason, message, methods=("POST", "PUT")):
+        """Answer every request (of `methods`) naming an object that holds `match` with that GCS
+        error (a 503 storm, credentials refused); `gcs_fault["answered"]` counts them."""
+        self.gcs_fault = {"match": match, "status": status, "reason": reason, "message": message,
+                          "methods": tuple(methods), "answered": 0}
 
     def add_token(self, token):
         self.tokens.add(token)

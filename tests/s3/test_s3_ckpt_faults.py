@@ -16,7 +16,6 @@ usage: .venv/bin/python tests/s3/test_s3_ckpt_faults.py FLUXTRAIN CONFIG
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -67,28 +66,6 @@ def uploads(moto, prefix):
             if u["Key"].startswith(prefix)]
 
 
-def kill_session(sid):
-    # mpirun's ranks may sit in process groups of their own: every process of the session goes.
-    while True:
-        pids = []
-        for d in os.listdir("/proc"):
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                if d.isdigit() and int(fields[3]) == sid and fields[0] != "Z":
-                    pids.append(int(d))
-            except (OSError, IndexError, ValueError):
-                pass
-        if not pids:
-            return
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        time.sleep(0.05)
-
-
 def main():
     tmp = tempfile.mkdtemp(prefix="ft_s3_faults_")
     moto = servers.Moto(tmp, part_min_size=1 << 20)  # ckpt.part_mb = 1: two parts per rank file
@@ -129,7 +106,7 @@ def main():
         while front.stalled == 0 and proc.poll() is None and time.time() < deadline:
             time.sleep(0.05)
         stalled = front.stalled > 0
-        kill_session(proc.pid)
+        servers.kill_session(proc.pid)
         proc.wait()
         front.stall_puts = None
         check(stalled, "rank 1's part PUT of step 8 was stalled, then the run SIGKILLed")

@@ -55,6 +55,7 @@ StoreObject object_from_json(const json& it) {
 }
 
 const char* kScope = "https://www.googleapis.com/auth/devstorage.read_only";
+const char* kWriteScope = "https://www.googleapis.com/auth/devstorage.read_write";
 const char* kCredentialsHint =
     "check GOOGLE_APPLICATION_CREDENTIALS (a service-account key file) or GOOGLE_OAUTH_ACCESS_TOKEN, and that the "
     "account may read the bucket";
@@ -147,8 +148,9 @@ std::string GcsClient::authorization(const std::string& what) {
   if (auth_ == Auth::kNone) return "";
   std::lock_guard<std::mutex> lock(token_mu_);
   if (auth_ == Auth::kToken || (!token_.empty() && steady_now() < token_expires_ - 60)) return "Bearer " + token_;
-  std::string jwt = service_account_jwt(client_email_, private_key_pem_, private_key_id_, token_uri_, kScope,
-                                        static_cast<int64_t>(std::time(nullptr)), 3600);
+  std::string jwt =
+      service_account_jwt(client_email_, private_key_pem_, private_key_id_, token_uri_,
+                          opt_.gcs_write ? kWriteScope : kScope, static_cast<int64_t>(std::time(nullptr)), 3600);
   HttpRequest req;
   req.method = "POST";
   req.url = token_uri_;
@@ -207,12 +209,16 @@ void GcsClient::fail(const std::string& what, const HttpResponse& r) const {
   throw Error(fmt::format("{}: HTTP {} {}: {}", what, r.status, reason, msg), hint);
 }
 
+HttpResponse GcsClient::send(const std::string& what, HttpRequest req) {
+  if (std::string a = authorization(what); !a.empty()) req.headers["authorization"] = a;
+  return http_request(req);
+}
+
 HttpResponse GcsClient::get_json(const std::string& what, const std::string& url) {
   return with_retries(what, [&] {
     HttpRequest req;
     req.url = url;
-    if (std::string a = authorization(what); !a.empty()) req.headers["authorization"] = a;
-    return http_request(req);
+    return send(what, req);
   });
 }
 

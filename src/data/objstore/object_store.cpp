@@ -51,6 +51,17 @@ bool retryable_status(long status) {
   return status < 0 || status == 429 || status >= 500;
 }
 
+std::string read_range(int fd, const std::string& path, uint64_t offset, uint64_t n) {
+  std::string buf(n, '\0');
+  uint64_t got = 0;
+  while (got < n) {
+    ssize_t r = ::pread(fd, buf.data() + got, n - got, static_cast<off_t>(offset + got));
+    if (r <= 0) throw Error(fmt::format("{}: read failed at byte {}", path, offset + got));
+    got += static_cast<uint64_t>(r);
+  }
+  return buf;
+}
+
 HttpResponse ObjectStore::with_retries(const std::string& what, const std::function<HttpResponse()>& attempt) const {
   double delay = opt_.backoff_s;
   for (int i = 0;; ++i) {

@@ -32,6 +32,7 @@ struct ObjectStoreOptions {
   int retries = 4;           // extra attempts after a network error or HTTP 5xx/429
   double backoff_s = 0.2;    // first retry delay, doubled each time
   int list_page_size = 0;    // objects per listing page; 0 = the server's default
+  bool gcs_write = false;    // GCS: ask for a read-write token (checkpoints), not a read-only one
 };
 
 // s3://bucket/prefix or gs://bucket/prefix.
@@ -52,6 +53,21 @@ struct StoreObject {
   int64_t generation = 0;          // GCS: the object's generation (its version)
   std::optional<uint32_t> crc32c;  // GCS: CRC32C of the content
   std::string md5;                 // hex MD5 of the content when the store says it (GCS md5Hash, S3 single-part ETag)
+};
+
+// Writing (S3Client: s3_upload.cpp; GcsClient: gcs_upload.cpp).
+struct UploadOptions {
+  uint64_t part_bytes = 8ull << 20;  // S3: multipart above this (its minimum part is 5 MiB); GCS: the
+                                     // resumable upload's chunk (rounded down to a multiple of 256 KiB)
+  int max_in_flight = 4;             // S3: parts uploaded at once (each holds part_bytes of memory)
+};
+
+struct UploadReport {
+  uint64_t bytes = 0;  // the object's size
+  uint64_t sent = 0;   // bytes sent, retries included
+  int parts = 0;       // S3: 0 = a single PUT; GCS: chunks sent (resent ones included)
+  std::string etag;    // S3: as the server confirmed it (without quotes); GCS: its crc32c (base64)
+  double seconds = 0;
 };
 
 struct PullReport {
@@ -102,6 +118,10 @@ class ObjectStore {
 };
 
 bool retryable_status(long status);
+
+// Bytes [offset, offset + n) of an open file (an upload's part or chunk); throws naming `path` on a
+// short read.
+std::string read_range(int fd, const std::string& path, uint64_t offset, uint64_t n);
 
 // An S3Client for "s3", a GcsClient for "gs".
 std::unique_ptr<ObjectStore> open_object_store(const std::string& scheme, const ObjectStoreOptions& opt);

@@ -37,19 +37,6 @@
 
 namespace ft {
 
-struct UploadOptions {
-  uint64_t part_bytes = 8ull << 20;  // multipart above this; S3's minimum part is 5 MiB
-  int max_in_flight = 4;             // parts uploaded at once (each holds part_bytes of memory)
-};
-
-struct UploadReport {
-  uint64_t bytes = 0;  // the object's size
-  uint64_t sent = 0;   // bytes sent, retries included
-  int parts = 0;       // 0: a single PUT
-  std::string etag;    // as the server confirmed it (without quotes)
-  double seconds = 0;
-};
-
 class S3Client final : public ObjectStore {
  public:
   explicit S3Client(const ObjectStoreOptions& opt);

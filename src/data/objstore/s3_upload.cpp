@@ -30,18 +30,6 @@ std::string unquote(std::string s) {
   return s;
 }
 
-// Reads [offset, offset + n) of an open file; throws naming it on a short read.
-std::string read_range(int fd, const std::string& path, uint64_t offset, uint64_t n) {
-  std::string buf(n, '\0');
-  uint64_t got = 0;
-  while (got < n) {
-    ssize_t r = ::pread(fd, buf.data() + got, n - got, static_cast<off_t>(offset + got));
-    if (r <= 0) throw Error(fmt::format("{}: read failed at byte {}", path, offset + got));
-    got += static_cast<uint64_t>(r);
-  }
-  return buf;
-}
-
 }  // namespace
 
 std::string md5_hex(const std::string& data) {
