@@ -22,6 +22,7 @@
 #include "plan/report.h"
 #include "plan/research/calibrate.h"
 #include "plan/research/claims.h"
+#include "plan/research/cross_validate.h"
 #include "plan/research/fit.h"
 #include "plan/research/links.h"
 #include "plan/research/record.h"
@@ -94,7 +95,7 @@ ft::ActRecompute parse_recompute(const std::string& s) {
 // What `fluxtrain plan` was asked on its command line.
 struct PlanArgs {
   std::string config, model, gpu, gpu_file, tokens_text, check_file, record_file, calibrate_dir, fit_file,
-      validate_file, rank = "time", recompute, precision, out_file, step_trace;
+      validate_file, cross_validate_file, rank = "time", recompute, precision, out_file, step_trace;
   std::vector<std::string> sets, extra_runs;
   int64_t nodes = 0, gpus_per_node = 0, gpus = 0, seq_len = 0, global_batch = 0;
   std::optional<int64_t> dp, tp, pp, cp, vp, micro_batch;
@@ -103,6 +104,7 @@ struct PlanArgs {
   bool search = false, json_out = false, list = false, vary_nodes = false, no_sp = false, no_flash = false;
   size_t top = 10;
   int iterations = 150;
+  int folds = 5;
   double link_gbits = 0, link_latency_us = 0, compute_s = 0;
 };
 
@@ -142,8 +144,13 @@ void add_plan_options(CLI::App& app, PlanArgs& a) {
   app.add_option("--out", a.out_file, "with --calibrate: write the fitted [gpu] TOML here");
   app.add_option("--validate", a.validate_file, "print predicted vs published for a file of records");
   app.add_option("--fit-records", a.fit_file, "fit the catalog's efficiencies to a file of records");
-  app.add_option("--iterations", a.iterations, "with --fit-records: Nelder-Mead iterations")
+  app.add_option("--iterations", a.iterations, "with --fit-records, --cross-validate: Nelder-Mead iterations")
       ->check(ft::cli::at_least(1));
+  app.add_option("--cross-validate", a.cross_validate_file,
+                 "error by class of run (dense, FP8, MoE, > 4k GPUs, < 1B), in-sample and cross-validated: fit on "
+                 "all folds but one, predict that one");
+  app.add_option("--folds", a.folds, "with --cross-validate: number of folds (2 = halves)")
+      ->check(ft::cli::at_least(2));
   app.add_option("--link-gbits", a.link_gbits,
                  "with --config: predict the data-parallel step over links of this many Gbit/s per host "
                  "and direction (needs --compute-s)");
@@ -258,6 +265,37 @@ int run_fit_records(const PlanArgs& a) {
         "%-5s gemm %.3f attention %.3f gemm_fp8 %.3f memory_traffic %.3f fp8_cast %.3f overlap "
         "%.3f\n",
         family.c_str(), e.gemm, e.attention, e.gemm_fp8, e.memory_traffic, e.fp8_cast, e.overlap);
+  return 0;
+}
+
+// --cross-validate FILE: the error table by class, in-sample and over held-out folds.
+int run_cross_validate(const PlanArgs& a) {
+  const json records = read_json_file(a.cross_validate_file);
+  const CrossValidation cv = cross_validate(records, a.folds, a.iterations);
+  if (!a.json_out) {
+    std::printf("%zu records; fits of %d Nelder-Mead iterations on %d folds by a hash of the id\n", cv.held_out.size(),
+                a.iterations, cv.folds);
+    std::fputs(format_cross_validation(cv).c_str(), stdout);
+    return 0;
+  }
+  auto classes = [](const std::vector<ClassError>& cs) {
+    json out = json::array();
+    for (const auto& c : cs) out.push_back({{"class", c.name}, {"n", c.n}, {"median", c.median}, {"p90", c.p90}});
+    return out;
+  };
+  json rows = json::array();
+  for (size_t i = 0; i < cv.held_out.size(); ++i) {
+    const RecordRow& r = cv.held_out[i];
+    rows.push_back({{"id", r.id},
+                    {"fold", cv.fold_of[i]},
+                    {"predicted", r.predicted},
+                    {"published", r.published},
+                    {"error", r.error}});
+  }
+  print_json({{"folds", cv.folds},
+              {"in_sample", classes(cv.in_sample_classes)},
+              {"held_out", classes(cv.held_out_classes)},
+              {"held_out_rows", rows}});
   return 0;
 }
 
@@ -492,6 +530,7 @@ int run_plan(int argc, char** argv) {
   if (!a.record_file.empty()) return run_from_record(a);
   if (!a.validate_file.empty()) return run_validate(a);
   if (!a.fit_file.empty()) return run_fit_records(a);
+  if (!a.cross_validate_file.empty()) return run_cross_validate(a);
   if (!a.step_trace.empty()) return run_step_trace(a);
   const GpuSpec device = target_gpu(a);
   if (!a.calibrate_dir.empty()) return run_calibrate(a, device);
