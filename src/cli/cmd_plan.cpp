@@ -226,6 +226,11 @@ int run_from_record(const PlanArgs& a) {
       p["tflops_per_gpu"].get<double>(), p["tflops_convention"].get<std::string>().c_str(),
       100 * p["mfu"].get<double>(), p["step_time_s"].get<double>(), p["memory_per_gpu_gb"].get<double>(),
       p["fits"].get<bool>() ? "" : " (does not fit)");
+  std::string terms;
+  for (const auto& t : p["dominant_terms"])
+    terms += fmt::format("{}{} {:.0f}%", terms.empty() ? "" : ", ", t["term"].get<std::string>(),
+                         100 * t["share"].get<double>());
+  std::printf("  step time by term: %s\n", terms.c_str());
   if (!p["comparison"].is_null())
     std::printf("  published %s = %.4g, predicted %.4g (%+.1f%%)\n",
                 p["comparison"]["metric"].get<std::string>().c_str(), p["comparison"]["published"].get<double>(),

@@ -125,4 +125,19 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   return st;
 }
 
+std::vector<StepTerm> dominant_terms(const StepTime& t) {
+  std::vector<StepTerm> terms = {{"GEMMs", t.gemm},
+                                 {"attention", t.attention},
+                                 {"memory-bound", t.memory},
+                                 {"TP communication", t.tp_comm},
+                                 {"pipeline sends", t.pp_comm},
+                                 {"pipeline bubble", t.bubble},
+                                 {"exposed DP communication", t.dp_exposed},
+                                 {"optimizer", t.optimizer}};
+  std::erase_if(terms, [](const StepTerm& x) { return !(x.seconds > 0); });
+  std::stable_sort(terms.begin(), terms.end(),
+                   [](const StepTerm& a, const StepTerm& b) { return a.seconds > b.seconds; });
+  return terms;
+}
+
 }  // namespace ft::plan

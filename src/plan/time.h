@@ -15,6 +15,9 @@
 //   StepTime t = estimate_step_time(job, layout);   t.total (s), t.bubble, t.dp_exposed, ...
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "plan/job.h"
 
 namespace ft::plan {
@@ -31,6 +34,15 @@ struct StepTime {
 };
 
 StepTime estimate_step_time(const Job& job, const Layout& l);
+
+// The terms that add up to StepTime::total, largest first, as (name, seconds): "GEMMs",
+// "attention", "memory-bound", "TP communication", "pipeline sends", "pipeline bubble",
+// "exposed DP communication", "optimizer". Terms of zero seconds are left out.
+struct StepTerm {
+  std::string name;
+  double seconds = 0;
+};
+std::vector<StepTerm> dominant_terms(const StepTime& t);
 
 // FLOPs per token actually executed (model FLOPs plus the recomputed forward), in the same
 // convention as ModelConfig::train_flops_per_token (attention counted without causal savings).

@@ -43,6 +43,29 @@ TEST(PlanTime, PipelineBubble) {
   }
 }
 
+// The dominant terms partition the step: they add up to its total, largest first.
+TEST(PlanTime, DominantTermsAddUpToTheStep) {
+  Job j = job_for(model_preset("llama2-13b"), 64, 4096, 64);
+  Layout l;
+  l.tp = 8;
+  l.pp = 4;
+  l.dp = 2;
+  l.micro_batch = 2;
+  l.sequence_parallel = true;
+  const StepTime t = estimate_step_time(j, l);
+  const std::vector<StepTerm> terms = dominant_terms(t);
+  double sum = 0;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    sum += terms[i].seconds;
+    if (i > 0) {
+      EXPECT_GE(terms[i - 1].seconds, terms[i].seconds);
+    }
+  }
+  EXPECT_NEAR(sum, t.total, 1e-9 * t.total);
+  EXPECT_EQ(terms.front().name, "GEMMs");  // a 13B model at 4k tokens: the matrix multiplies
+  EXPECT_GE(terms.size(), 6u);             // bubble, TP and pipeline sends are all there
+}
+
 // Tensor parallelism: 4 all-reduces of the b·s·h activations per layer (6 with full recompute) and
 // one each at the vocabulary-parallel embedding and head, each taking 2(t-1)/t · S / busbw on
 // NVLink (nccl-tests PERFORMANCE.md), plus the cross-entropy's row statistics (3 doubles a token)

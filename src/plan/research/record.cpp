@@ -393,6 +393,11 @@ json predict_record(const json& rec) {
   if (!rj.global_batch_known) chosen.push_back("global_batch");
   out["chosen"] = chosen;
   out["notes"] = rj.notes;
+  // Which terms make the step, largest first, each with its share: why a prediction is what it is.
+  json terms = json::array();
+  for (const auto& t : dominant_terms(p.time))
+    terms.push_back({{"term", t.name}, {"seconds", t.seconds}, {"share", t.seconds / p.time.total}});
+  out["dominant_terms"] = terms;
   if (auto fig = published_figure(rec)) {
     const double predicted = predicted_figure(rec, rj, pred, fig->metric);
     out["comparison"] = {{"metric", fig->metric},
