@@ -95,7 +95,7 @@ ft::ActRecompute parse_recompute(const std::string& s) {
 // What `fluxtrain plan` was asked on its command line.
 struct PlanArgs {
   std::string config, model, gpu, gpu_file, tokens_text, check_file, record_file, calibrate_dir, fit_file,
-      validate_file, cross_validate_file, rank = "time", recompute, precision, out_file, step_trace;
+      validate_file, cross_validate_file, rank = "time", recompute, precision, fp8_recipe, out_file, step_trace;
   std::vector<std::string> sets, extra_runs;
   int64_t nodes = 0, gpus_per_node = 0, gpus = 0, seq_len = 0, global_batch = 0;
   std::optional<int64_t> dp, tp, pp, cp, vp, micro_batch;
@@ -131,6 +131,8 @@ void add_plan_options(CLI::App& app, PlanArgs& a) {
   app.add_option("--zero", a.zero, "ZeRO stage 0-3")->check(CLI::Range(0, 3));
   app.add_option("--recompute", a.recompute, "activation recompute: none, selective, full");
   app.add_option("--precision", a.precision, "bf16 (default), fp16, fp8, fp32");
+  app.add_option("--fp8-recipe", a.fp8_recipe,
+                 "with --precision fp8: delayed (default), current, mxfp8 or nvfp4 (block-scaled, Blackwell)");
   app.add_flag("--no-sp", a.no_sp, "no sequence parallelism with tp > 1");
   app.add_flag("--no-flash", a.no_flash, "attention without a fused (flash) kernel");
   app.add_flag("--search", a.search, "rank every layout that fits");
@@ -266,10 +268,8 @@ int run_fit_records(const PlanArgs& a) {
   std::printf("after:  median %.1f%%, p90 %.1f%%, trimmed squared log error %.5f\n", 100 * f.after.median_abs_error,
               100 * f.after.p90_abs_error, f.after.fit_loss);
   for (auto& [family, e] : f.eff)
-    std::printf(
-        "%-5s gemm %.3f attention %.3f gemm_fp8 %.3f memory_traffic %.3f fp8_cast %.3f overlap "
-        "%.3f\n",
-        family.c_str(), e.gemm, e.attention, e.gemm_fp8, e.memory_traffic, e.fp8_cast, e.overlap);
+    std::printf("%-5s gemm %.3f attention %.3f gemm_fp8 %.3f memory_traffic %.3f overlap %.3f\n", family.c_str(),
+                e.gemm, e.attention, e.gemm_fp8, e.memory_traffic, e.overlap);
   return 0;
 }
 
@@ -428,6 +428,11 @@ PlanRequest plan_request(const PlanArgs& a, const GpuSpec& device) {
 
   apply_layout_flags(a, spec);
   if (!a.precision.empty()) spec.precision = precision_from_name(a.precision);
+  if (!a.fp8_recipe.empty()) {
+    spec.fp8_recipe = fp8_recipe_from_name(a.fp8_recipe);
+    if (spec.precision != ft::Precision::kF8)
+      throw ft::Error(fmt::format("--fp8-recipe {} needs --precision fp8", a.fp8_recipe), "add --precision fp8");
+  }
   // This trainer's wires (parallel/wires.h): the config's, else its defaults at the precision asked.
   if (!r.from_config)
     spec.wire = wire_bytes_of(ft::trainer_wires(ft::ParallelConfig{}, spec.precision == ft::Precision::kBF16));
@@ -454,6 +459,7 @@ int run_search(const PlanArgs& a, const PlanRequest& r, SearchOptions o) {
   if (r.from_config) {  // the config's layout is what the search varies: only the flags stay fixed
     o.fixed = LayoutSpec{};
     o.fixed.precision = r.spec.precision;
+    o.fixed.fp8_recipe = r.spec.fp8_recipe;
     o.fixed.wire = r.spec.wire;
     apply_layout_flags(a, o.fixed);
   }

@@ -25,7 +25,6 @@ struct Efficiency {
   double gemm_fp8 = 0.6;        // fraction of the fp8 peak reached by fp8 GEMMs
   double attention = 0.3;       // fraction of the 16-bit peak reached by fused (flash) attention
   double memory_traffic = 1.2;  // multiplier on the counted element-wise bytes (fusion quality)
-  double fp8_cast = 0.25;       // extra element-wise traffic under fp8 (casts, scaling), fraction
   double collective = 0.8;      // fraction of link bandwidth reached by NCCL collectives
   double overlap = 1.0;         // fraction of the communication that hides behind compute when
                                 // it can (collectives share SMs and memory bandwidth)
@@ -39,6 +38,7 @@ struct GpuSpec {
   double peak_bf16 = 0;
   double peak_fp16 = 0;
   double peak_fp8 = 0;  // 0: no fp8 support
+  double peak_fp4 = 0;  // dense NVFP4 (block-scaled fp4, Blackwell); 0: none. MXFP8 runs at peak_fp8
   double memory_bytes = 0;
   double hbm_bw = 0;      // bytes/s
   double nvlink_bw = 0;   // bytes/s per GPU per direction inside a node
@@ -67,9 +67,9 @@ GpuSpec detect_cpu();
 
 // Overrides from a TOML file:
 //   [gpu]             base = "h100-sxm", name, peak_fp32_tflops, peak_bf16_tflops,
-//                     peak_fp16_tflops, peak_fp8_tflops, memory_gib, hbm_tbs, nvlink_gbs,
+//                     peak_fp16_tflops, peak_fp8_tflops, peak_fp4_tflops, memory_gib, hbm_tbs, nvlink_gbs,
 //                     network_gbs, gpus_per_node, runtime_reserved_gib
-//   [gpu.efficiency]  gemm, gemm_fp8, attention, memory_traffic, fp8_cast, collective, overlap
+//   [gpu.efficiency]  gemm, gemm_fp8, attention, memory_traffic, collective, overlap
 // `base` (if present) replaces g first. Unknown keys are errors naming the closest key.
 void apply_gpu_overrides(GpuSpec& g, const std::string& toml_path);
 

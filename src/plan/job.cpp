@@ -38,8 +38,35 @@ std::string Layout::describe() const {
   s += fmt::format(" mb={} zero={} recompute={}", micro_batch, zero, act_recompute_name(recompute));
   if (sequence_parallel && tp > 1) s += " sp";
   s += fmt::format(" {}", precision_label(precision));
+  if (precision == Precision::kF8 && fp8_recipe != Fp8Recipe::kDelayed)
+    s += fmt::format("-{}", fp8_recipe_name(fp8_recipe));
   if (!flash_attention) s += " no-flash";
   return s;
+}
+
+const char* fp8_recipe_name(Fp8Recipe r) {
+  switch (r) {
+    case Fp8Recipe::kDelayed:
+      return "delayed";
+    case Fp8Recipe::kCurrent:
+      return "current";
+    case Fp8Recipe::kMXFP8:
+      return "mxfp8";
+    case Fp8Recipe::kNVFP4:
+      return "nvfp4";
+  }
+  return "?";
+}
+
+Fp8Recipe fp8_recipe_from_name(const std::string& name) {
+  for (Fp8Recipe r : {Fp8Recipe::kDelayed, Fp8Recipe::kCurrent, Fp8Recipe::kMXFP8, Fp8Recipe::kNVFP4})
+    if (name == fp8_recipe_name(r)) return r;
+  throw Error(fmt::format("unknown fp8 recipe '{}'", name), "use one of delayed, current, mxfp8, nvfp4");
+}
+
+double Layout::gemm_peak(const GpuSpec& g) const {
+  if (precision == Precision::kF8 && fp8_recipe == Fp8Recipe::kNVFP4) return g.peak_fp4;
+  return g.peak(precision);
 }
 
 Layout LayoutSpec::with_defaults(int64_t num_gpus) const {
@@ -55,6 +82,7 @@ Layout LayoutSpec::with_defaults(int64_t num_gpus) const {
   l.recompute = recompute.value_or(ActRecompute::kNone);
   l.sequence_parallel = sequence_parallel.value_or(l.tp > 1);
   l.precision = precision;
+  l.fp8_recipe = fp8_recipe;
   l.flash_attention = flash_attention;
   l.wire = wire;
   return l;
@@ -170,6 +198,11 @@ void validate_layout(const Job& job, const Layout& l, bool allow_uneven_stages) 
                             (per_replica / l.micro_batch + 1) * l.micro_batch * l.dp));
   }
   job.gpu.peak(l.precision);  // throws when the GPU lacks the precision
+  if (l.precision == Precision::kF8 && (l.fp8_recipe == Fp8Recipe::kMXFP8 || l.fp8_recipe == Fp8Recipe::kNVFP4) &&
+      job.gpu.peak_fp4 <= 0)
+    throw Error(fmt::format("{} needs block-scaled tensor cores, which GPU '{}' lacks", fp8_recipe_name(l.fp8_recipe),
+                            job.gpu.name),
+                "use a Blackwell GPU (b200, gb200) or the fp8 recipe delayed or current");
 }
 
 }  // namespace ft::plan

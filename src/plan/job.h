@@ -30,6 +30,15 @@ struct WireBytes {
   bool operator==(const WireBytes&) const = default;
 };
 
+// How fp8 (or fp4) GEMM inputs are scaled, which decides the cast passes' bytes (plan/time.cpp)
+// and the GEMM rate: per-tensor E4M3/E5M2 with delayed scaling (amax from the history, fused
+// into the cast: Transformer Engine's default), with current scaling (an extra amax pass before
+// each cast: torchao's Float8 linears, "FP8-CS"), MXFP8 (a scale per 32 elements, Blackwell,
+// fp8 rate) or NVFP4 (fp4 with a scale per 16 elements and a per-tensor amax, Blackwell, fp4 rate).
+enum class Fp8Recipe { kDelayed, kCurrent, kMXFP8, kNVFP4 };
+const char* fp8_recipe_name(Fp8Recipe r);                 // "delayed", "current", "mxfp8", "nvfp4"
+Fp8Recipe fp8_recipe_from_name(const std::string& name);  // throws ft::Error naming the options
+
 struct Layout {
   int64_t dp = 1, tp = 1, pp = 1;
   int64_t cp = 1;           // context parallel: each sequence split over cp ranks
@@ -39,8 +48,12 @@ struct Layout {
   ActRecompute recompute = ActRecompute::kNone;
   bool sequence_parallel = false;  // Megatron SP: norms/dropout split over the TP ranks
   Precision precision = Precision::kBF16;
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;  // with precision fp8
   bool flash_attention = true;
   WireBytes wire;  // what the collectives carry per element
+
+  // The dense peak the layout's GEMMs run at: the precision's, the fp4 peak under NVFP4.
+  double gemm_peak(const GpuSpec& g) const;
 
   // dp × tp × pp × cp; INT64_MAX when the product passes it (degrees no job can have).
   int64_t world() const;
@@ -54,6 +67,7 @@ struct LayoutSpec {
   std::optional<ActRecompute> recompute;
   std::optional<bool> sequence_parallel;
   Precision precision = Precision::kBF16;
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
   bool flash_attention = true;
   WireBytes wire;
   // Fill every unset field with a plain default (dp from the GPU count, others 1/none).

@@ -17,7 +17,7 @@ PlanResult evaluate(const Job& job, const Layout& l) {
   r.tokens_per_s_per_gpu = r.tokens_per_s / gpus;
   r.model_flops_per_token = job.model.train_flops_per_token(job.seq_len);
   r.hardware_flops_per_token = hardware_flops_per_token(job, l);
-  const double peak = job.gpu.peak(l.precision);
+  const double peak = l.gemm_peak(job.gpu);
   r.tflops_per_gpu = r.tokens_per_s_per_gpu * r.model_flops_per_token / 1e12;
   r.mfu = r.tokens_per_s_per_gpu * r.model_flops_per_token / peak;
   r.hfu = r.tokens_per_s_per_gpu * r.hardware_flops_per_token / peak;
@@ -70,6 +70,7 @@ nlohmann::json to_json(const PlanResult& r) {
         {"recompute", act_recompute_name(l.recompute)},
         {"sequence_parallel", l.sequence_parallel && l.tp > 1},
         {"precision", precision_label(l.precision)},
+        {"fp8_recipe", l.precision == Precision::kF8 ? fp8_recipe_name(l.fp8_recipe) : "none"},
         {"flash_attention", l.flash_attention},
         {"wire_bytes",
          {{"activations", l.wire.activations},

@@ -25,6 +25,33 @@ double exposed(double comm, double window, double overlap) {
 
 }  // namespace
 
+double fp8_cast_bytes_per_element(Fp8Recipe r) {
+  switch (r) {
+    case Fp8Recipe::kDelayed:
+      // Transformer Engine fuses the cast into the kernel that produces the input (norm,
+      // activation, gradient): the fp8 value replaces a 16-bit write; the transposed copy for the
+      // backward GEMM is the extra byte.
+      return 1.0;
+    case Fp8Recipe::kCurrent:
+      // Fused the same way (Transformer Engine, torch.compile), but the scale needs the tensor's
+      // amax before the cast: one more read of the 16-bit tensor.
+      return 2.0 + 1.0;
+    case Fp8Recipe::kMXFP8:
+      return 1.0 + 2.0 / 32.0;  // fused like delayed; a scale byte per 32 in each orientation
+    case Fp8Recipe::kNVFP4:
+      return 2.0 + 2.0 * (0.5 + 1.0 / 16.0);  // per-tensor amax read; 4-bit values, a scale per 16
+  }
+  return 0;
+}
+
+double fp8_cast_elements_per_token(const ModelConfig& m, int64_t tp) {
+  const double h = static_cast<double>(m.dim), t = static_cast<double>(tp);
+  const double f = static_cast<double>(m.ffn_dim), qkv = static_cast<double>(m.qkv_dim());
+  const double forward = 2.0 * h + h / t + f / t;         // QKV and MLP inputs, attention output, SwiGLU product
+  const double backward = 2.0 * h + (qkv + 2.0 * f) / t;  // gradients of the O, down, QKV, gate/up outputs
+  return forward + backward;
+}
+
 double hardware_flops_per_token(const Job& job, const Layout& l) {
   const ModelConfig& m = job.model;
   double f = m.train_flops_per_token(job.seq_len);
@@ -42,7 +69,7 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   const bool fp8 = l.precision == Precision::kF8;
   const bool fp32 = l.precision == Precision::kF32;
   const double elem_bytes = fp32 ? 4.0 : 2.0;
-  const double p_lin = g.peak(l.precision);
+  const double p_lin = l.gemm_peak(g);
   const double p16 = fp32 ? g.peak(Precision::kF32) : (g.peak_bf16 > 0 ? g.peak_bf16 : g.peak_fp16);
   const double eff_lin = fp8 ? e.gemm_fp8 : e.gemm;
 
@@ -82,7 +109,13 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   const double split = (20.0 * h + 6.0 * inter) / tp;
   double elem = nt * layers * (replicated + split) * elem_bytes;
   if (full) elem *= 1.5;
-  if (fp8) elem *= 1.0 + e.fp8_cast;
+  if (fp8) {
+    // The casts of every GEMM input (and weight, once per micro-batch) to fp8 or fp4 with their
+    // scales, at the recipe's bytes per element; norms, softmax and the head stay 16-bit.
+    const double per_elem = fp8_cast_bytes_per_element(l.fp8_recipe);
+    elem += nt * layers * fp8_cast_elements_per_token(m, l.tp) * per_elem * (full ? 1.5 : 1.0);
+    elem += layers * layer_mm / tp * per_elem;
+  }
   elem += nt * V / tp * 16.0;                                                  // logits, softmax, gradient
   const double weights = (layers * layer_mm + V * h) / tp * elem_bytes * 4.0;  // read fwd, bwd; wgrad r/w
   const double t_mem = (elem + weights + score_bytes) * e.memory_traffic / g.hbm_bw;

@@ -44,6 +44,13 @@ struct StepTerm {
 };
 std::vector<StepTerm> dominant_terms(const StepTime& t);
 
+// fp8 (fp4) casts: bytes moved per element cast under a recipe (read the 16-bit value, write it
+// in both orientations, plus an amax read for current scaling and NVFP4, and block scales), and
+// elements cast per token and layer on a rank of tp (forward GEMM inputs, backward output
+// gradients). docs/planner.md counts them.
+double fp8_cast_bytes_per_element(Fp8Recipe r);
+double fp8_cast_elements_per_token(const ModelConfig& m, int64_t tp);
+
 // FLOPs per token actually executed (model FLOPs plus the recomputed forward), in the same
 // convention as ModelConfig::train_flops_per_token (attention counted without causal savings).
 double hardware_flops_per_token(const Job& job, const Layout& l);

@@ -7,6 +7,7 @@
 
 #include "plan/plan.h"
 #include "plan/traffic.h"
+#include "util/error.h"
 
 namespace ft::plan {
 namespace {
@@ -64,6 +65,53 @@ TEST(PlanTime, DominantTermsAddUpToTheStep) {
   EXPECT_NEAR(sum, t.total, 1e-9 * t.total);
   EXPECT_EQ(terms.front().name, "GEMMs");  // a 13B model at 4k tokens: the matrix multiplies
   EXPECT_GE(terms.size(), 6u);             // bubble, TP and pipeline sends are all there
+}
+
+// FP8 casts counted by hand for LLaMA-2 7B (h 4096, SwiGLU width 11008, q+k+v 12288): forward
+// GEMM inputs 2h + h/t + F/t (QKV and MLP inputs, attention output, SwiGLU product), backward
+// output gradients 2h + (qkv + 2F)/t. The peaks: B200 "FP8 72 PFLOPS, FP4 144 PFLOPS" per 8 GPUs
+// with sparsity (HGX B200 datasheet) -> 4500 and 9000 dense per GPU; H100 has no block-scaled
+// formats.
+TEST(PlanTime, Fp8RecipesPriceGemmsAndCasts) {
+  const ModelConfig m = model_preset("llama2-7b");
+  EXPECT_DOUBLE_EQ(fp8_cast_elements_per_token(m, 1), 3 * 4096 + 11008 + 2 * 4096 + 12288 + 2 * 11008);
+  EXPECT_DOUBLE_EQ(fp8_cast_elements_per_token(m, 2), 2 * 4096 + 2048 + 5504 + 2 * 4096 + (12288 + 2 * 11008) / 2);
+  EXPECT_DOUBLE_EQ(fp8_cast_bytes_per_element(Fp8Recipe::kCurrent) - fp8_cast_bytes_per_element(Fp8Recipe::kDelayed),
+                   2.0);  // the amax read of a 16-bit tensor
+
+  Job j = job_for(m, 1, 4096, 4, "b200");
+  Layout l;
+  l.micro_batch = 1;
+  l.precision = Precision::kF8;
+  auto at = [&](Fp8Recipe r) {
+    l.fp8_recipe = r;
+    validate_layout(j, l);
+    return estimate_step_time(j, l);
+  };
+  EXPECT_DOUBLE_EQ(l.gemm_peak(j.gpu), 4500e12);
+  const StepTime delayed = at(Fp8Recipe::kDelayed), current = at(Fp8Recipe::kCurrent);
+  const StepTime mx = at(Fp8Recipe::kMXFP8), fp4 = at(Fp8Recipe::kNVFP4);
+  EXPECT_DOUBLE_EQ(l.gemm_peak(j.gpu), 9000e12);
+  EXPECT_DOUBLE_EQ(delayed.gemm, current.gemm);  // same fp8 rate, only the casts differ
+  EXPECT_DOUBLE_EQ(delayed.gemm, mx.gemm);       // MXFP8 runs at the FP8 rate
+  // Current scaling adds 2 bytes per cast element: 4 micro-batches of 4096 tokens, 32 layers, and
+  // each micro-batch casts the layers' weights (4h² attention + 3hF MLP each).
+  const double weights = 4.0 * 4096 * 4096 + 3.0 * 4096 * 11008;
+  const double extra_bytes = 4.0 * 32 * (4096 * fp8_cast_elements_per_token(m, 1) + weights) * 2.0;
+  EXPECT_NEAR(current.memory - delayed.memory, extra_bytes * j.gpu.eff.memory_traffic / j.gpu.hbm_bw,
+              1e-9 * delayed.memory);
+  // NVFP4 halves the layers' GEMM time (the 16-bit LM head stays): between 1/2 and 1 of MXFP8's.
+  EXPECT_LT(fp4.gemm, mx.gemm);
+  EXPECT_GT(fp4.gemm, 0.5 * mx.gemm);
+
+  Job hopper = job_for(m, 1, 4096, 4, "h100-sxm");
+  l.fp8_recipe = Fp8Recipe::kMXFP8;
+  try {
+    validate_layout(hopper, l);
+    ADD_FAILURE() << "MXFP8 on an H100 should be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("block-scaled"), std::string::npos) << e.what();
+  }
 }
 
 // Tensor parallelism: 4 all-reduces of the b·s·h activations per layer (6 with full recompute) and

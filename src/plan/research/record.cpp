@@ -216,9 +216,18 @@ RecordJob job_from_record(const json& r) {
 
   LayoutSpec& f = out.fixed;
   const std::string prec = lower(str(r, "precision"));
-  if (contains(prec, "fp8") || contains(prec, "float8"))
+  if (contains(prec, "fp8") || contains(prec, "float8") || contains(prec, "fp4")) {
     f.precision = Precision::kF8;
-  else if (contains(prec, "fp16") && !contains(prec, "bf16"))
+    // The scaling recipe the text names: block-scaled formats, current (dynamic) scaling, else
+    // Transformer Engine's delayed scaling. torchao's Float8 linears scale dynamically.
+    if (contains(prec, "nvfp4") || contains(prec, "fp4"))
+      f.fp8_recipe = Fp8Recipe::kNVFP4;
+    else if (contains(prec, "mxfp8"))
+      f.fp8_recipe = Fp8Recipe::kMXFP8;
+    else if (contains(prec, "current") || contains(prec, "fp8-cs") || contains(prec, "dynamic") ||
+             contains(prec, "float8 linears"))
+      f.fp8_recipe = Fp8Recipe::kCurrent;
+  } else if (contains(prec, "fp16") && !contains(prec, "bf16"))
     f.precision = Precision::kF16;
   else if (prec == "fp32" || prec == "float32")
     f.precision = Precision::kF32;
