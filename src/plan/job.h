@@ -15,6 +15,7 @@
 #include "model/layout_sizes.h"
 #include "model/model_config.h"
 #include "plan/catalog.h"
+#include "plan/moe.h"
 #include "util/saturating.h"
 
 namespace ft::plan {
@@ -43,6 +44,7 @@ struct Layout {
   int64_t dp = 1, tp = 1, pp = 1;
   int64_t cp = 1;           // context parallel: each sequence split over cp ranks
   int64_t vp = 1;           // virtual pipeline stages per rank (interleaved 1F1B)
+  int64_t ep = 1;           // expert parallel: the routed experts split over ep of the dp·cp ranks
   int64_t micro_batch = 1;  // sequences per forward/backward on one rank
   int zero = 0;             // 0 none, 1 optimizer states, 2 + gradients, 3 + parameters
   ActRecompute recompute = ActRecompute::kNone;
@@ -63,6 +65,7 @@ struct Layout {
 // Fields a caller fixed; unset ones are chosen by the search.
 struct LayoutSpec {
   std::optional<int64_t> dp, tp, pp, cp, vp, micro_batch;
+  int64_t ep = 1;  // expert parallelism is given, never searched
   std::optional<int> zero;
   std::optional<ActRecompute> recompute;
   std::optional<bool> sequence_parallel;
@@ -87,6 +90,7 @@ struct Job {
   int64_t gpus = 0;               // total GPUs; 0 = gpus_per_node × nodes
   double price_per_gpu_hour = 0;  // USD; 0 = no cost figures
   int64_t loss_chunk_tokens = 0;  // trainer's chunked LM head (cpu device only)
+  MoeSpec moe;                    // experts: model is then the active model (plan/moe.h)
 
   // gpus, else gpus_per_node × nodes; INT64_MAX when that product passes it (validate_job refuses
   // more than kMaxGpus, naming the options).

@@ -115,6 +115,14 @@ MemoryBreakdown gpu_stage_memory(const Job& job, const Layout& l, int64_t stage)
   out.parameters = params * sb.weights / (l.zero >= 3 ? shards : 1.0);
   out.gradients = params * sb.gradients / (l.zero >= 2 ? shards : 1.0);
   out.optimizer_state = params * sb.optimizer / (l.zero >= 1 ? shards : 1.0);
+  if (job.moe.enabled()) {  // the routed experts held beyond the active MLP, sharded over their replicas
+    const double extra =
+        static_cast<double>(layers_per_stage(m, l.pp)) * moe_extra_params_per_layer(job.moe, m.dim, l.ep, l.tp);
+    const double replicas = std::max(1.0, shards / static_cast<double>(l.ep));
+    out.parameters += extra * sb.weights / (l.zero >= 3 ? replicas : 1.0);
+    out.gradients += extra * sb.gradients / (l.zero >= 2 ? replicas : 1.0);
+    out.optimizer_state += extra * sb.optimizer / (l.zero >= 1 ? replicas : 1.0);
+  }
 
   const double tokens = static_cast<double>(l.micro_batch * job.seq_len / l.cp);
   const bool sp = l.sequence_parallel && l.tp > 1;

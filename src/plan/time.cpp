@@ -92,6 +92,13 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   const double f_lin = 2.0 * nt * layers * layer_mm / tp * (3.0 + (full ? 1.0 : 0.0));
   const double f_head = 2.0 * nt * V * h / tp * 3.0;
   double t_gemm = f_lin / (p_lin * eff_lin) + f_head / (p16 * e.gemm);
+  const MoeSpec& moe = job.moe;
+  if (moe.enabled()) {
+    // The routed experts' GEMMs wait for the busiest expert: (load - 1) more of their FLOPs.
+    const double f_routed =
+        2.0 * nt * layers * 3.0 * h * static_cast<double>(moe.expert_ffn * moe.top_k) / tp * (3.0 + (full ? 1.0 : 0.0));
+    t_gemm += f_routed * (moe_load_factor(moe) - 1.0) / (p_lin * eff_lin);
+  }
   double t_attn = 0, score_bytes = 0;
   if (l.flash_attention) {
     // Causal flash attention executes half the QKᵀ/AV FLOPs: forward 2·T·h, backward 2.5x
@@ -124,11 +131,19 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   const RankTraffic traffic = rank_traffic(job, l);
   double t_tp = 0;
   if (l.tp > 1) t_tp = traffic.tp / mbs / bus_bandwidth(job, l.tp, std::min(l.tp, gpn));  // per micro-batch
-  const double t_mb = t_gemm + t_attn + t_mem + t_tp;
+  double t_ep = 0;
+  if (moe.enabled() && l.ep > 1) {
+    // Expert-parallel ranks are tp apart inside the dp·cp group: gpn/tp of them share a node.
+    const int64_t k_node = std::clamp<int64_t>(gpn / std::min(l.tp, gpn), 1, l.ep);
+    const double bytes = layers * moe_all_to_all_bytes(moe, m.dim, nt / tp, l.ep, l.wire.activations, full);
+    t_ep = bytes / bus_bandwidth(job, l.ep, k_node);
+  }
+  const double t_mb = t_gemm + t_attn + t_mem + t_tp + t_ep;
   st.gemm = t_gemm * mbs;
   st.attention = t_attn * mbs;
   st.memory = t_mem * mbs;
   st.tp_comm = t_tp * mbs;
+  st.ep_comm = t_ep * mbs;
 
   const double t_pipe = mbs * t_mb;
   st.bubble = l.pp > 1 ? static_cast<double>(l.pp - 1) / static_cast<double>(l.vp) * t_mb : 0.0;
@@ -152,7 +167,21 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
     else  // behind the last backward
       st.dp_exposed = exposed(st.dp_comm, t_mb * 2.0 / 3.0, e.overlap);
   }
-  const double opt_params = params_local / (l.zero >= 1 ? static_cast<double>(group) : 1.0);
+  double opt_params = params_local / (l.zero >= 1 ? static_cast<double>(group) : 1.0);
+  if (moe.enabled()) {
+    // The experts the rank holds beyond the active MLP: their gradients reduce over the dp·cp/ep
+    // ranks holding the same experts; their optimizer states shard over them.
+    const double extra = layers * moe_extra_params_per_layer(moe, m.dim, l.ep, l.tp);
+    const int64_t replicas = group / l.ep;
+    if (replicas > 1 && extra > 0) {
+      const double n = static_cast<double>(replicas);
+      const int64_t k = std::clamp<int64_t>(gpn / std::min(l.tp, gpn), 1, replicas);
+      const double t_extra = 2.0 * (n - 1.0) / n * extra * l.wire.grads / bus_bandwidth(job, replicas, k);
+      st.dp_comm += t_extra;
+      st.dp_exposed += exposed(t_extra, l.zero >= 2 ? mbs * t_mb * 2.0 / 3.0 : t_mb * 2.0 / 3.0, e.overlap);
+    }
+    opt_params += extra / (l.zero >= 1 ? static_cast<double>(std::max<int64_t>(replicas, 1)) : 1.0);
+  }
   st.optimizer = opt_params * 32.0 / g.hbm_bw;  // read p, g, m, v; write p, m, v (fp32) + 16-bit copy
   st.total = t_pipe + st.bubble + st.pp_comm + st.dp_exposed + st.optimizer;
   return st;

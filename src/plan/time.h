@@ -27,6 +27,7 @@ struct StepTime {
   // Seconds per step on the slowest pipeline stage.
   double gemm = 0, attention = 0, memory = 0;  // compute of all micro-batches
   double tp_comm = 0, pp_comm = 0, bubble = 0;
+  double ep_comm = 0;     // expert parallelism's all-to-alls (not overlapped)
   double dp_comm = 0;     // data-parallel / ZeRO collectives in total (partly hidden)
   double dp_exposed = 0;  // the part that adds to the step
   double optimizer = 0;
