@@ -15,6 +15,7 @@
 #include "model/layout_sizes.h"
 #include "model/model_config.h"
 #include "plan/catalog.h"
+#include "plan/goodput.h"
 #include "plan/moe.h"
 #include "util/saturating.h"
 
@@ -91,6 +92,7 @@ struct Job {
   double price_per_gpu_hour = 0;  // USD; 0 = no cost figures
   int64_t loss_chunk_tokens = 0;  // trainer's chunked LM head (cpu device only)
   MoeSpec moe;                    // experts: model is then the active model (plan/moe.h)
+  Resilience resilience;          // failures, restarts, checkpoints (plan/goodput.h)
 
   // gpus, else gpus_per_node × nodes; INT64_MAX when that product passes it (validate_job refuses
   // more than kMaxGpus, naming the options).

@@ -24,6 +24,8 @@ PlanResult evaluate(const Job& job, const Layout& l) {
   if (job.tokens > 0) {
     r.steps = std::ceil(job.tokens / r.tokens_per_step);
     r.wall_seconds = r.steps * r.time.total;
+    r.goodput = expected_goodput(r.gpus, job.resilience);
+    r.wall_seconds_with_failures = r.wall_seconds / r.goodput.goodput;
     r.gpu_hours = r.wall_seconds * gpus / 3600.0;
     r.cost_usd = r.gpu_hours * job.price_per_gpu_hour;
   }
@@ -102,6 +104,9 @@ nlohmann::json to_json(const PlanResult& r) {
       {"memory_per_gpu_gb", r.memory.total() / 1e9},
       {"steps", r.steps},
       {"wall_days", r.wall_seconds / 86400.0},
+      {"interruptions_per_day", r.goodput.interruptions_per_day},
+      {"goodput", r.goodput.goodput},
+      {"wall_days_with_failures", r.wall_seconds_with_failures / 86400.0},
       {"gpu_hours", r.gpu_hours},
       {"cost_usd", r.cost_usd},
   };
