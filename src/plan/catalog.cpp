@@ -260,6 +260,10 @@ void apply_gpu_overrides(GpuSpec& g, const std::string& toml_path) {
   b.add("gpu.nvlink_gbs", &nvl, "NVLink bandwidth per GPU per direction in GB/s");
   b.add("gpu.network_gbs", &net, "network bandwidth per GPU per direction in GB/s");
   b.add("gpu.gpus_per_node", &g.gpus_per_node, "GPUs per node");
+  double hop_us = g.network_hop_latency * 1e6;
+  b.add("gpu.pod_gpus", &g.pod_gpus, "GPUs under one full-bisection pod (0 = one tier)");
+  b.add("gpu.spine_oversubscription", &g.spine_oversubscription, "oversubscription of the spine between pods");
+  b.add("gpu.network_hop_latency_us", &hop_us, "latency of one inter-node step of a collective (us)");
   b.add("gpu.runtime_reserved_gib", &reserved, "memory the runtime keeps (CUDA context, workspaces)");
   b.add("gpu.efficiency.gemm", &g.eff.gemm, "fraction of peak reached by GEMMs");
   b.add("gpu.efficiency.gemm_fp8", &g.eff.gemm_fp8, "fraction of the fp8 peak reached by fp8 GEMMs");
@@ -305,6 +309,14 @@ void apply_gpu_overrides(GpuSpec& g, const std::string& toml_path) {
   positive("gpu.nvlink_gbs", nvl);
   positive("gpu.network_gbs", net);
   if (g.gpus_per_node <= 0) throw Error(fmt::format("{}: gpu.gpus_per_node must be positive", toml_path));
+  if (g.pod_gpus < 0) throw Error(fmt::format("{}: gpu.pod_gpus = {} must be 0 or more", toml_path, g.pod_gpus));
+  if (!(g.spine_oversubscription >= 1))
+    throw Error(
+        fmt::format("{}: gpu.spine_oversubscription = {} must be at least 1", toml_path, g.spine_oversubscription),
+        "1 = full bisection; Llama 3's cluster: 7");
+  if (!(hop_us >= 0))
+    throw Error(fmt::format("{}: gpu.network_hop_latency_us = {} must be 0 or more", toml_path, hop_us));
+  g.network_hop_latency = hop_us * 1e-6;
   for (auto [key, v] : {std::pair{"gemm", g.eff.gemm},
                         {"gemm_fp8", g.eff.gemm_fp8},
                         {"attention", g.eff.attention},

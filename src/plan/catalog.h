@@ -44,6 +44,14 @@ struct GpuSpec {
   double nvlink_bw = 0;   // bytes/s per GPU per direction inside a node
   double network_bw = 0;  // bytes/s per GPU per direction between nodes
   int64_t gpus_per_node = 8;
+  // Network tiers: GPUs under one full-bisection pod (0: the whole cluster is one) and the
+  // oversubscription of the spine between pods (Llama 3's cluster: pods of 3,072 GPUs, 1:7).
+  int64_t pod_gpus = 0;
+  double spine_oversubscription = 1;
+  // One inter-node step of an NCCL collective and its fixed start (NCCL's tuning model,
+  // src/graph/tuning.cc: network Simple-protocol hop ~14 us, base ~8.4 us).
+  double network_hop_latency = 14e-6;
+  double collective_base_latency = 8.4e-6;
   double runtime_reserved = 0;  // bytes held by the runtime (CUDA context, library workspaces)
   bool is_cpu = false;          // this machine: memory follows the trainer's exact accounting
   Efficiency eff;
@@ -68,7 +76,8 @@ GpuSpec detect_cpu();
 // Overrides from a TOML file:
 //   [gpu]             base = "h100-sxm", name, peak_fp32_tflops, peak_bf16_tflops,
 //                     peak_fp16_tflops, peak_fp8_tflops, peak_fp4_tflops, memory_gib, hbm_tbs, nvlink_gbs,
-//                     network_gbs, gpus_per_node, runtime_reserved_gib
+//                     network_gbs, gpus_per_node, runtime_reserved_gib, pod_gpus,
+//                     spine_oversubscription, network_hop_latency_us
 //   [gpu.efficiency]  gemm, gemm_fp8, attention, memory_traffic, collective, overlap
 // `base` (if present) replaces g first. Unknown keys are errors naming the closest key.
 void apply_gpu_overrides(GpuSpec& g, const std::string& toml_path);

@@ -17,6 +17,16 @@ double bus_bandwidth(const Job& job, int64_t n, int64_t k) {
   return std::min(g.nvlink_bw, static_cast<double>(k) * g.network_bw) * g.eff.collective;
 }
 
+// Bus bandwidth of a data-parallel group of n ranks spaced `stride` GPUs apart, k on a node: past
+// one pod the ring crosses the spine, which gives each GPU network_bw / oversubscription.
+double dp_bus_bandwidth(const Job& job, int64_t n, int64_t k, int64_t stride) {
+  const GpuSpec& g = job.gpu;
+  double bw = bus_bandwidth(job, n, k);
+  if (g.pod_gpus > 0 && g.spine_oversubscription > 1 && n > k && sat_mul(n, stride) > g.pod_gpus)
+    bw = std::min(bw, static_cast<double>(k) * g.network_bw / g.spine_oversubscription * g.eff.collective);
+  return bw;
+}
+
 // Communication that does not hide behind `window` seconds of compute: what exceeds the window,
 // plus the share of the overlapped part that overlap < 1 leaves exposed.
 double exposed(double comm, double window, double overlap) {
@@ -24,6 +34,20 @@ double exposed(double comm, double window, double overlap) {
 }
 
 }  // namespace
+
+double collective_latency(const GpuSpec& g, int64_t nodes) {
+  if (nodes <= 1) return 0;
+  const double ring = 2.0 * static_cast<double>(nodes - 1);
+  const double tree = 2.0 * std::ceil(std::log2(static_cast<double>(nodes)));
+  return g.collective_base_latency + std::min(ring, tree) * g.network_hop_latency;
+}
+
+double dp_collectives(const Job& job, const Layout& l, int64_t micro_batches, double params_local) {
+  if (l.zero >= 3)
+    return 3.0 * static_cast<double>(layers_per_stage(job.model, l.pp)) * static_cast<double>(micro_batches);
+  const double buckets = std::ceil(params_local / 25e6);
+  return buckets * (l.zero >= 1 ? 2.0 : 1.0);
+}
 
 double fp8_cast_bytes_per_element(Fp8Recipe r) {
   switch (r) {
@@ -159,7 +183,8 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   const int64_t group = l.dp * l.cp;
   if (group > 1) {
     const int64_t k = std::clamp<int64_t>(gpn / std::min(l.tp, gpn), 1, group);
-    st.dp_comm = traffic.dp() / bus_bandwidth(job, group, k);
+    st.dp_comm = traffic.dp() / dp_bus_bandwidth(job, group, k, l.tp);
+    st.dp_comm += dp_collectives(job, l, st.micro_batches, params_local) * collective_latency(g, (group + k - 1) / k);
     if (l.zero >= 3)  // gathers and reduce-scatters run through every micro-batch
       st.dp_exposed = exposed(st.dp_comm, t_pipe + st.bubble, e.overlap);
     else if (l.zero == 2)  // reduce-scatters behind every backward, the gathers after the update

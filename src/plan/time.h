@@ -52,6 +52,15 @@ std::vector<StepTerm> dominant_terms(const StepTime& t);
 double fp8_cast_bytes_per_element(Fp8Recipe r);
 double fp8_cast_elements_per_token(const ModelConfig& m, int64_t tp);
 
+// Latency of one collective over `nodes` nodes (0 within one node): NCCL's base latency plus a
+// network hop per inter-node step; a ring all-reduce takes 2(n-1) steps, a tree 2⌈log2 n⌉, and
+// NCCL picks the faster.
+double collective_latency(const GpuSpec& g, int64_t nodes);
+// Data-parallel collectives one rank launches per step: gradient buckets of 25 M elements (one
+// all-reduce each; ZeRO 1-2 a reduce-scatter and an all-gather), ZeRO-3 two gathers and a
+// reduce-scatter per layer and micro-batch.
+double dp_collectives(const Job& job, const Layout& l, int64_t micro_batches, double params_local);
+
 // FLOPs per token actually executed (model FLOPs plus the recomputed forward), in the same
 // convention as ModelConfig::train_flops_per_token (attention counted without causal savings).
 double hardware_flops_per_token(const Job& job, const Layout& l);
