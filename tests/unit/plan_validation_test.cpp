@@ -2,7 +2,7 @@
 // with enough information, `fluxtrain plan --from-record FILE --json` predicts the figure the
 // record publishes (tokens/s per GPU, TFLOP/s per GPU in the record's convention, or MFU).
 // The table is printed; the median |error| must be <= 8% and the 90th percentile <= 33% (achieved:
-// 5.6% and 28.0% in-sample, 6.8% / 6.2% and 31.2% / 25.8% on held-out halves).
+// 5.6% and 27.9% in-sample, 6.5% / 6.0% and 30.6% / 25.6% on held-out halves).
 // The per-family efficiencies were fitted once on these records (docs/planner.md); the
 // cross-check below refits on half the records and predicts the other half.
 #include <gtest/gtest.h>
