@@ -36,6 +36,11 @@ double moe_load_factor(const MoeSpec& moe);
 // routed experts, the ModelConfig counts top_k of them (negative when experts/ep < top_k).
 double moe_extra_params_per_layer(const MoeSpec& moe, int64_t hidden, int64_t ep, int64_t tp);
 
+// Routed-expert parameters per layer on a rank: those the active model counts (top_k experts)
+// and those the rank holds (experts/ep); each expert is 3·hidden·expert_ffn, split over tp.
+double moe_active_routed_params_per_layer(const MoeSpec& moe, int64_t hidden, int64_t tp);
+double moe_held_params_per_layer(const MoeSpec& moe, int64_t hidden, int64_t ep, int64_t tp);
+
 // Bytes one rank sends per MoE layer and micro-batch of `tokens` tokens in all-to-alls: each
 // token's hidden state to its top_k experts and back (dispatch, combine), forward and backward
 // (and again in a full recompute), the share (ep-1)/ep leaving the rank.

@@ -194,10 +194,15 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   }
   double opt_params = params_local / (l.zero >= 1 ? static_cast<double>(group) : 1.0);
   if (moe.enabled()) {
-    // The experts the rank holds beyond the active MLP: their gradients reduce over the dp·cp/ep
-    // ranks holding the same experts; their optimizer states shard over them.
+    // The routed experts the rank holds replace the active model's top_k in its optimizer states,
+    // sharded over the dp·cp/ep ranks holding the same experts; the gradients of those beyond
+    // the active ones reduce over those ranks too (the active ones are in traffic.dp()).
     const double extra = layers * moe_extra_params_per_layer(moe, m.dim, l.ep, l.tp);
     const int64_t replicas = group / l.ep;
+    const double zero_shards = l.zero >= 1 ? static_cast<double>(group) : 1.0;
+    opt_params += -layers * moe_active_routed_params_per_layer(moe, m.dim, l.tp) / zero_shards +
+                  layers * moe_held_params_per_layer(moe, m.dim, l.ep, l.tp) /
+                      (l.zero >= 1 ? static_cast<double>(std::max<int64_t>(replicas, 1)) : 1.0);
     if (replicas > 1 && extra > 0) {
       const double n = static_cast<double>(replicas);
       const int64_t k = std::clamp<int64_t>(gpn / std::min(l.tp, gpn), 1, replicas);
@@ -205,7 +210,6 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
       st.dp_comm += t_extra;
       st.dp_exposed += exposed(t_extra, l.zero >= 2 ? mbs * t_mb * 2.0 / 3.0 : t_mb * 2.0 / 3.0, e.overlap);
     }
-    opt_params += extra / (l.zero >= 1 ? static_cast<double>(std::max<int64_t>(replicas, 1)) : 1.0);
   }
   st.optimizer = opt_params * 32.0 / g.hbm_bw;  // read p, g, m, v; write p, m, v (fp32) + 16-bit copy
   st.total = t_pipe + st.bubble + st.pp_comm + st.dp_exposed + st.optimizer;
@@ -217,6 +221,7 @@ std::vector<StepTerm> dominant_terms(const StepTime& t) {
                                  {"attention", t.attention},
                                  {"memory-bound", t.memory},
                                  {"TP communication", t.tp_comm},
+                                 {"EP all-to-all", t.ep_comm},
                                  {"pipeline sends", t.pp_comm},
                                  {"pipeline bubble", t.bubble},
                                  {"exposed DP communication", t.dp_exposed},

@@ -37,7 +37,7 @@ struct StepTime {
 StepTime estimate_step_time(const Job& job, const Layout& l);
 
 // The terms that add up to StepTime::total, largest first, as (name, seconds): "GEMMs",
-// "attention", "memory-bound", "TP communication", "pipeline sends", "pipeline bubble",
+// "attention", "memory-bound", "TP communication", "EP all-to-all", "pipeline sends", "pipeline bubble",
 // "exposed DP communication", "optimizer". Terms of zero seconds are left out.
 struct StepTerm {
   std::string name;

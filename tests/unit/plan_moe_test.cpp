@@ -60,11 +60,16 @@ TEST(PlanMoe, AllToAllByHand) {
   EXPECT_DOUBLE_EQ(moe_all_to_all_bytes(moe, 4096, 4096, 8, 2.0, true), bytes * 6 / 4);
   EXPECT_DOUBLE_EQ(moe_all_to_all_bytes(moe, 4096, 4096, 1, 2.0, false), 0.0);
 
-  RecordJob rj = job_from_record(mixtral(8));
+  nlohmann::json rec = mixtral(8);
+  rec["activation_recompute"] = "none";  // a full recompute would repeat the forward's two
+  RecordJob rj = job_from_record(rec);
   const RecordPrediction p = predict(rj);
   EXPECT_EQ(p.plan.layout.ep, 8);
   EXPECT_EQ(p.plan.time.micro_batches, 1);
   EXPECT_NEAR(p.plan.time.ep_comm, 32 * bytes / (450e9 * 0.8), 1e-9);
+  double sum = 0;  // the all-to-alls are one of the terms that make the step
+  for (const auto& t : dominant_terms(p.plan.time)) sum += t.seconds;
+  EXPECT_NEAR(sum, p.plan.time.total, 1e-9 * p.plan.time.total);
 }
 
 // The busiest expert: capacity factor 1.25 pads the routed GEMMs by a quarter over a perfectly
@@ -84,6 +89,21 @@ TEST(PlanMoe, CapacityFactorPadsTheRoutedGemms) {
   j.moe.capacity_factor = 0;  // dropless
   EXPECT_NEAR(estimate_step_time(j, l).gemm - t1,
               (kDroplessImbalance - 1) * routed / (j.gpu.peak_bf16 * j.gpu.eff.gemm), 1e-12);
+}
+
+// Memory: over ep = 8 each rank holds the shared part (attention, norms, embeddings: the active
+// model less its two experts per layer) and one expert per layer, in 16-bit weights without ZeRO.
+TEST(PlanMoe, MemoryHoldsTheRanksExperts) {
+  RecordJob rj = job_from_record(mixtral(8));
+  Layout l = rj.fixed.with_defaults(8);
+  l.micro_batch = 1;
+  l.zero = 0;
+  const double expert = 3.0 * 4096 * 14336;
+  const double shared = static_cast<double>(rj.job.model.num_params()) - 32 * 2 * expert;
+  EXPECT_NEAR(estimate_memory(rj.job, l).parameters, (shared + 32 * 1 * expert) * 2.0, 1.0);
+  l.zero = 1;  // the optimizer states of the expert shard over dp·cp/ep = 1 rank: unchanged
+  const MemoryBreakdown z1 = estimate_memory(rj.job, l);
+  EXPECT_NEAR(z1.optimizer_state, (shared / 8 + 32 * expert) * 12.0, 1.0);
 }
 
 TEST(PlanMoe, RecordErrorsNameTheField) {
