@@ -46,7 +46,6 @@ Efficiency family_efficiency(const std::string& family) {
     return e;
   }
   e.memory_traffic = 1.649;
-  e.fp8_cast = 0.25;  // counted: fp8 casts and amax of every GEMM input (docs/planner.md)
   e.collective = 0.8;
   e.overlap = 0.470;
   return e;
@@ -107,7 +106,11 @@ double GpuSpec::peak(Precision p) const {
 }
 
 const std::vector<GpuSpec>& gpu_catalog() {
-  // Dense peaks from the vendors' datasheets (sparsity headline halved); NVLink per direction
+  // Dense peaks from the vendors' datasheets (sparsity headline halved): H100 SXM / H200 "FP8
+  // Tensor Core 3,958 TFLOPS" with sparsity -> 1979 dense; HGX B200 FP8 72 PFLOPS and FP4
+  // 144 PFLOPS per 8 GPUs with sparsity -> 4500 and 9000 dense per GPU; GB200 NVL72 FP8 720 and
+  // FP4 1,440 PFLOPS per 72 GPUs with sparsity -> 5000 and 10000 dense. Blackwell's block-scaled
+  // MXFP8 runs at the FP8 rate, NVFP4 at the FP4 rate (peak_fp4; Hopper has none). NVLink per direction
   // (half the bidirectional figure); network = the usual per-GPU NIC of the reference system
   // (DGX A100: HDR 200 Gb/s, DGX H100/H200/B200: NDR 400 Gb/s per GPU).
   static const std::vector<GpuSpec> catalog = [] {
@@ -119,6 +122,7 @@ const std::vector<GpuSpec>& gpu_catalog() {
     c.push_back(make("h100-sxm", "h100", "NVIDIA H100 SXM5 80GB (DGX H100)",         67,   989.4, 989.4,  1978.9, 80,  3.35,  450, 50));
     c.push_back(make("h200", "h100", "NVIDIA H200 SXM 141GB (HGX H200)",              67,   989.4, 989.4,  1978.9, 141, 4.8,   450, 50));
     c.push_back(make("b200", "b200", "NVIDIA B200 180GB (HGX/DGX B200, 1000 W)",     75,   2250,  2250,   4500,   179, 8.0,   900, 50));
+    c.back().peak_fp4 = 9000 * kT;
     // Further types that published runs used.
     c.push_back(make("a100-pcie", "a100", "NVIDIA A100 PCIe 80GB (PCIe Gen4 between GPUs)", 19.5, 312,   312,    0,      80,  1.935, 32,  25));
     c.push_back(make("h100-pcie", "h100", "NVIDIA H100 PCIe 80GB (PCIe Gen5 between GPUs)", 51,   756,   756,    1513,   80,  2.0,   64,  50));
@@ -133,6 +137,7 @@ const std::vector<GpuSpec>& gpu_catalog() {
     GpuSpec gb200 =
         make("gb200", "b200", "NVIDIA B200 in GB200 NVL72 (1200 W)", 80, 2500, 2500, 5000, 186, 8.0, 900, 50);
     gb200.gpus_per_node = 72;
+    gb200.peak_fp4 = 10000 * kT;
     c.push_back(gb200);
     c.push_back(detect_cpu());
     return c;
@@ -237,7 +242,8 @@ void apply_gpu_overrides(GpuSpec& g, const std::string& toml_path) {
                             e.description()));
   }
   if (auto base = t["gpu"]["base"].value<std::string>()) g = find_gpu(*base);
-  double fp32 = g.peak_fp32 / kT, bf16 = g.peak_bf16 / kT, fp16 = g.peak_fp16 / kT, fp8 = g.peak_fp8 / kT;
+  double fp32 = g.peak_fp32 / kT, bf16 = g.peak_bf16 / kT, fp16 = g.peak_fp16 / kT, fp8 = g.peak_fp8 / kT,
+         fp4 = g.peak_fp4 / kT;
   double mem = g.memory_bytes / kGiB, hbm = g.hbm_bw / kT, nvl = g.nvlink_bw / kG, net = g.network_bw / kG;
   double reserved = g.runtime_reserved / kGiB;
   std::string base, name = g.name;
@@ -248,17 +254,21 @@ void apply_gpu_overrides(GpuSpec& g, const std::string& toml_path) {
   b.add("gpu.peak_bf16_tflops", &bf16, "dense bf16 TFLOP/s");
   b.add("gpu.peak_fp16_tflops", &fp16, "dense fp16 TFLOP/s");
   b.add("gpu.peak_fp8_tflops", &fp8, "dense fp8 TFLOP/s (0 = none)");
+  b.add("gpu.peak_fp4_tflops", &fp4, "dense NVFP4 TFLOP/s (0 = none; Blackwell)");
   b.add("gpu.memory_gib", &mem, "device memory in GiB");
   b.add("gpu.hbm_tbs", &hbm, "memory bandwidth in TB/s");
   b.add("gpu.nvlink_gbs", &nvl, "NVLink bandwidth per GPU per direction in GB/s");
   b.add("gpu.network_gbs", &net, "network bandwidth per GPU per direction in GB/s");
   b.add("gpu.gpus_per_node", &g.gpus_per_node, "GPUs per node");
+  double hop_us = g.network_hop_latency * 1e6;
+  b.add("gpu.pod_gpus", &g.pod_gpus, "GPUs under one full-bisection pod (0 = one tier)");
+  b.add("gpu.spine_oversubscription", &g.spine_oversubscription, "oversubscription of the spine between pods");
+  b.add("gpu.network_hop_latency_us", &hop_us, "latency of one inter-node step of a collective (us)");
   b.add("gpu.runtime_reserved_gib", &reserved, "memory the runtime keeps (CUDA context, workspaces)");
   b.add("gpu.efficiency.gemm", &g.eff.gemm, "fraction of peak reached by GEMMs");
   b.add("gpu.efficiency.gemm_fp8", &g.eff.gemm_fp8, "fraction of the fp8 peak reached by fp8 GEMMs");
   b.add("gpu.efficiency.attention", &g.eff.attention, "fraction of peak reached by attention kernels");
   b.add("gpu.efficiency.memory_traffic", &g.eff.memory_traffic, "multiplier on element-wise bytes");
-  b.add("gpu.efficiency.fp8_cast", &g.eff.fp8_cast, "extra element-wise traffic under fp8");
   b.add("gpu.efficiency.collective", &g.eff.collective, "fraction of link bandwidth reached by collectives");
   b.add("gpu.efficiency.overlap", &g.eff.overlap, "fraction of overlappable communication that hides");
   std::function<void(const toml::table&, const std::string&)> walk = [&](const toml::table& tab,
@@ -285,6 +295,7 @@ void apply_gpu_overrides(GpuSpec& g, const std::string& toml_path) {
   g.peak_bf16 = bf16 * kT;
   g.peak_fp16 = fp16 * kT;
   g.peak_fp8 = fp8 * kT;
+  g.peak_fp4 = fp4 * kT;
   g.memory_bytes = mem * kGiB;
   g.hbm_bw = hbm * kT;
   g.nvlink_bw = nvl * kG;
@@ -298,6 +309,14 @@ void apply_gpu_overrides(GpuSpec& g, const std::string& toml_path) {
   positive("gpu.nvlink_gbs", nvl);
   positive("gpu.network_gbs", net);
   if (g.gpus_per_node <= 0) throw Error(fmt::format("{}: gpu.gpus_per_node must be positive", toml_path));
+  if (g.pod_gpus < 0) throw Error(fmt::format("{}: gpu.pod_gpus = {} must be 0 or more", toml_path, g.pod_gpus));
+  if (!(g.spine_oversubscription >= 1))
+    throw Error(
+        fmt::format("{}: gpu.spine_oversubscription = {} must be at least 1", toml_path, g.spine_oversubscription),
+        "1 = full bisection; Llama 3's cluster: 7");
+  if (!(hop_us >= 0))
+    throw Error(fmt::format("{}: gpu.network_hop_latency_us = {} must be 0 or more", toml_path, hop_us));
+  g.network_hop_latency = hop_us * 1e-6;
   for (auto [key, v] : {std::pair{"gemm", g.eff.gemm},
                         {"gemm_fp8", g.eff.gemm_fp8},
                         {"attention", g.eff.attention},

@@ -25,7 +25,6 @@ struct Efficiency {
   double gemm_fp8 = 0.6;        // fraction of the fp8 peak reached by fp8 GEMMs
   double attention = 0.3;       // fraction of the 16-bit peak reached by fused (flash) attention
   double memory_traffic = 1.2;  // multiplier on the counted element-wise bytes (fusion quality)
-  double fp8_cast = 0.25;       // extra element-wise traffic under fp8 (casts, scaling), fraction
   double collective = 0.8;      // fraction of link bandwidth reached by NCCL collectives
   double overlap = 1.0;         // fraction of the communication that hides behind compute when
                                 // it can (collectives share SMs and memory bandwidth)
@@ -39,11 +38,20 @@ struct GpuSpec {
   double peak_bf16 = 0;
   double peak_fp16 = 0;
   double peak_fp8 = 0;  // 0: no fp8 support
+  double peak_fp4 = 0;  // dense NVFP4 (block-scaled fp4, Blackwell); 0: none. MXFP8 runs at peak_fp8
   double memory_bytes = 0;
   double hbm_bw = 0;      // bytes/s
   double nvlink_bw = 0;   // bytes/s per GPU per direction inside a node
   double network_bw = 0;  // bytes/s per GPU per direction between nodes
   int64_t gpus_per_node = 8;
+  // Network tiers: GPUs under one full-bisection pod (0: the whole cluster is one) and the
+  // oversubscription of the spine between pods (Llama 3's cluster: pods of 3,072 GPUs, 1:7).
+  int64_t pod_gpus = 0;
+  double spine_oversubscription = 1;
+  // One inter-node step of an NCCL collective and its fixed start (NCCL's tuning model,
+  // src/graph/tuning.cc: network Simple-protocol hop ~14 us, base ~8.4 us).
+  double network_hop_latency = 14e-6;
+  double collective_base_latency = 8.4e-6;
   double runtime_reserved = 0;  // bytes held by the runtime (CUDA context, library workspaces)
   bool is_cpu = false;          // this machine: memory follows the trainer's exact accounting
   Efficiency eff;
@@ -67,9 +75,10 @@ GpuSpec detect_cpu();
 
 // Overrides from a TOML file:
 //   [gpu]             base = "h100-sxm", name, peak_fp32_tflops, peak_bf16_tflops,
-//                     peak_fp16_tflops, peak_fp8_tflops, memory_gib, hbm_tbs, nvlink_gbs,
-//                     network_gbs, gpus_per_node, runtime_reserved_gib
-//   [gpu.efficiency]  gemm, gemm_fp8, attention, memory_traffic, fp8_cast, collective, overlap
+//                     peak_fp16_tflops, peak_fp8_tflops, peak_fp4_tflops, memory_gib, hbm_tbs, nvlink_gbs,
+//                     network_gbs, gpus_per_node, runtime_reserved_gib, pod_gpus,
+//                     spine_oversubscription, network_hop_latency_us
+//   [gpu.efficiency]  gemm, gemm_fp8, attention, memory_traffic, collective, overlap
 // `base` (if present) replaces g first. Unknown keys are errors naming the closest key.
 void apply_gpu_overrides(GpuSpec& g, const std::string& toml_path);
 

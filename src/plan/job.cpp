@@ -35,11 +35,39 @@ std::string Layout::describe() const {
   std::string s = fmt::format("dp={} tp={} pp={}", dp, tp, pp);
   if (cp > 1) s += fmt::format(" cp={}", cp);
   if (vp > 1) s += fmt::format(" vp={}", vp);
+  if (ep > 1) s += fmt::format(" ep={}", ep);
   s += fmt::format(" mb={} zero={} recompute={}", micro_batch, zero, act_recompute_name(recompute));
   if (sequence_parallel && tp > 1) s += " sp";
   s += fmt::format(" {}", precision_label(precision));
+  if (precision == Precision::kF8 && fp8_recipe != Fp8Recipe::kDelayed)
+    s += fmt::format("-{}", fp8_recipe_name(fp8_recipe));
   if (!flash_attention) s += " no-flash";
   return s;
+}
+
+const char* fp8_recipe_name(Fp8Recipe r) {
+  switch (r) {
+    case Fp8Recipe::kDelayed:
+      return "delayed";
+    case Fp8Recipe::kCurrent:
+      return "current";
+    case Fp8Recipe::kMXFP8:
+      return "mxfp8";
+    case Fp8Recipe::kNVFP4:
+      return "nvfp4";
+  }
+  return "?";
+}
+
+Fp8Recipe fp8_recipe_from_name(const std::string& name) {
+  for (Fp8Recipe r : {Fp8Recipe::kDelayed, Fp8Recipe::kCurrent, Fp8Recipe::kMXFP8, Fp8Recipe::kNVFP4})
+    if (name == fp8_recipe_name(r)) return r;
+  throw Error(fmt::format("unknown fp8 recipe '{}'", name), "use one of delayed, current, mxfp8, nvfp4");
+}
+
+double Layout::gemm_peak(const GpuSpec& g) const {
+  if (precision == Precision::kF8 && fp8_recipe == Fp8Recipe::kNVFP4) return g.peak_fp4;
+  return g.peak(precision);
 }
 
 Layout LayoutSpec::with_defaults(int64_t num_gpus) const {
@@ -48,6 +76,7 @@ Layout LayoutSpec::with_defaults(int64_t num_gpus) const {
   l.pp = pp.value_or(1);
   l.cp = cp.value_or(1);
   l.vp = vp.value_or(1);
+  l.ep = ep;
   const int64_t model_par = sat_mul(sat_mul(l.tp, l.pp), l.cp);
   l.dp = dp.value_or(model_par > 0 && num_gpus % model_par == 0 ? num_gpus / model_par : 1);
   l.micro_batch = micro_batch.value_or(1);
@@ -55,6 +84,7 @@ Layout LayoutSpec::with_defaults(int64_t num_gpus) const {
   l.recompute = recompute.value_or(ActRecompute::kNone);
   l.sequence_parallel = sequence_parallel.value_or(l.tp > 1);
   l.precision = precision;
+  l.fp8_recipe = fp8_recipe;
   l.flash_attention = flash_attention;
   l.wire = wire;
   return l;
@@ -170,6 +200,22 @@ void validate_layout(const Job& job, const Layout& l, bool allow_uneven_stages) 
                             (per_replica / l.micro_batch + 1) * l.micro_batch * l.dp));
   }
   job.gpu.peak(l.precision);  // throws when the GPU lacks the precision
+  if (l.ep < 1) throw Error(fmt::format("ep = {} must be at least 1", l.ep));
+  if (l.ep > 1 && !job.moe.enabled())
+    throw Error(fmt::format("ep = {} but the model has no experts", l.ep), "use ep = 1 for a dense model");
+  if (job.moe.enabled()) {
+    if (job.moe.experts % l.ep != 0)
+      throw Error(fmt::format("ep = {} does not divide the {} experts", l.ep, job.moe.experts),
+                  fmt::format("nearest valid ep: {}", nearest_divisor(job.moe.experts, l.ep)));
+    if ((l.dp * l.cp) % l.ep != 0)
+      throw Error(fmt::format("ep = {} does not divide dp × cp = {}", l.ep, l.dp * l.cp),
+                  fmt::format("nearest valid ep: {}", nearest_divisor(l.dp * l.cp, l.ep)));
+  }
+  if (l.precision == Precision::kF8 && (l.fp8_recipe == Fp8Recipe::kMXFP8 || l.fp8_recipe == Fp8Recipe::kNVFP4) &&
+      job.gpu.peak_fp4 <= 0)
+    throw Error(fmt::format("{} needs block-scaled tensor cores, which GPU '{}' lacks", fp8_recipe_name(l.fp8_recipe),
+                            job.gpu.name),
+                "use a Blackwell GPU (b200, gb200) or the fp8 recipe delayed or current");
 }
 
 }  // namespace ft::plan

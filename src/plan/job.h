@@ -15,6 +15,8 @@
 #include "model/layout_sizes.h"
 #include "model/model_config.h"
 #include "plan/catalog.h"
+#include "plan/goodput.h"
+#include "plan/moe.h"
 #include "util/saturating.h"
 
 namespace ft::plan {
@@ -30,17 +32,31 @@ struct WireBytes {
   bool operator==(const WireBytes&) const = default;
 };
 
+// How fp8 (or fp4) GEMM inputs are scaled, which decides the cast passes' bytes (plan/time.cpp)
+// and the GEMM rate: per-tensor E4M3/E5M2 with delayed scaling (amax from the history, fused
+// into the cast: Transformer Engine's default), with current scaling (an extra amax pass before
+// each cast: torchao's Float8 linears, "FP8-CS"), MXFP8 (a scale per 32 elements, Blackwell,
+// fp8 rate) or NVFP4 (fp4 with a scale per 16 elements and a per-tensor amax, Blackwell, fp4 rate).
+enum class Fp8Recipe { kDelayed, kCurrent, kMXFP8, kNVFP4 };
+const char* fp8_recipe_name(Fp8Recipe r);                 // "delayed", "current", "mxfp8", "nvfp4"
+Fp8Recipe fp8_recipe_from_name(const std::string& name);  // throws ft::Error naming the options
+
 struct Layout {
   int64_t dp = 1, tp = 1, pp = 1;
   int64_t cp = 1;           // context parallel: each sequence split over cp ranks
   int64_t vp = 1;           // virtual pipeline stages per rank (interleaved 1F1B)
+  int64_t ep = 1;           // expert parallel: the routed experts split over ep of the dp·cp ranks
   int64_t micro_batch = 1;  // sequences per forward/backward on one rank
   int zero = 0;             // 0 none, 1 optimizer states, 2 + gradients, 3 + parameters
   ActRecompute recompute = ActRecompute::kNone;
   bool sequence_parallel = false;  // Megatron SP: norms/dropout split over the TP ranks
   Precision precision = Precision::kBF16;
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;  // with precision fp8
   bool flash_attention = true;
   WireBytes wire;  // what the collectives carry per element
+
+  // The dense peak the layout's GEMMs run at: the precision's, the fp4 peak under NVFP4.
+  double gemm_peak(const GpuSpec& g) const;
 
   // dp × tp × pp × cp; INT64_MAX when the product passes it (degrees no job can have).
   int64_t world() const;
@@ -50,10 +66,12 @@ struct Layout {
 // Fields a caller fixed; unset ones are chosen by the search.
 struct LayoutSpec {
   std::optional<int64_t> dp, tp, pp, cp, vp, micro_batch;
+  int64_t ep = 1;  // expert parallelism is given, never searched
   std::optional<int> zero;
   std::optional<ActRecompute> recompute;
   std::optional<bool> sequence_parallel;
   Precision precision = Precision::kBF16;
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
   bool flash_attention = true;
   WireBytes wire;
   // Fill every unset field with a plain default (dp from the GPU count, others 1/none).
@@ -73,6 +91,8 @@ struct Job {
   int64_t gpus = 0;               // total GPUs; 0 = gpus_per_node × nodes
   double price_per_gpu_hour = 0;  // USD; 0 = no cost figures
   int64_t loss_chunk_tokens = 0;  // trainer's chunked LM head (cpu device only)
+  MoeSpec moe;                    // experts: model is then the active model (plan/moe.h)
+  Resilience resilience;          // failures, restarts, checkpoints (plan/goodput.h)
 
   // gpus, else gpus_per_node × nodes; INT64_MAX when that product passes it (validate_job refuses
   // more than kMaxGpus, naming the options).

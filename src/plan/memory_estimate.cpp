@@ -109,12 +109,23 @@ MemoryBreakdown gpu_stage_memory(const Job& job, const Layout& l, int64_t stage)
   const ModelConfig& m = job.model;
   const StateBytes sb = state_bytes_per_param(l.precision);
   const double act_scale = l.precision == Precision::kF32 ? 2.0 : 1.0;  // 4-byte activations
-  const double params = static_cast<double>(rank_params(m, l.tp, l.pp, first, last));
+  double params = static_cast<double>(rank_params(m, l.tp, l.pp, first, last));
   const double shards = static_cast<double>(l.dp * l.cp);
   MemoryBreakdown out;
-  out.parameters = params * sb.weights / (l.zero >= 3 ? shards : 1.0);
-  out.gradients = params * sb.gradients / (l.zero >= 2 ? shards : 1.0);
-  out.optimizer_state = params * sb.optimizer / (l.zero >= 1 ? shards : 1.0);
+  if (job.moe.enabled()) {
+    // The routed experts the rank holds replace the active model's top_k; ZeRO shards them over
+    // the dp·cp/ep ranks holding the same experts.
+    const double layers = static_cast<double>(layers_per_stage(m, l.pp));
+    params -= layers * moe_active_routed_params_per_layer(job.moe, m.dim, l.tp);
+    const double held = layers * moe_held_params_per_layer(job.moe, m.dim, l.ep, l.tp);
+    const double replicas = std::max(1.0, shards / static_cast<double>(l.ep));
+    out.parameters = held * sb.weights / (l.zero >= 3 ? replicas : 1.0);
+    out.gradients = held * sb.gradients / (l.zero >= 2 ? replicas : 1.0);
+    out.optimizer_state = held * sb.optimizer / (l.zero >= 1 ? replicas : 1.0);
+  }
+  out.parameters += params * sb.weights / (l.zero >= 3 ? shards : 1.0);
+  out.gradients += params * sb.gradients / (l.zero >= 2 ? shards : 1.0);
+  out.optimizer_state += params * sb.optimizer / (l.zero >= 1 ? shards : 1.0);
 
   const double tokens = static_cast<double>(l.micro_batch * job.seq_len / l.cp);
   const bool sp = l.sequence_parallel && l.tp > 1;

@@ -17,13 +17,15 @@ PlanResult evaluate(const Job& job, const Layout& l) {
   r.tokens_per_s_per_gpu = r.tokens_per_s / gpus;
   r.model_flops_per_token = job.model.train_flops_per_token(job.seq_len);
   r.hardware_flops_per_token = hardware_flops_per_token(job, l);
-  const double peak = job.gpu.peak(l.precision);
+  const double peak = l.gemm_peak(job.gpu);
   r.tflops_per_gpu = r.tokens_per_s_per_gpu * r.model_flops_per_token / 1e12;
   r.mfu = r.tokens_per_s_per_gpu * r.model_flops_per_token / peak;
   r.hfu = r.tokens_per_s_per_gpu * r.hardware_flops_per_token / peak;
   if (job.tokens > 0) {
     r.steps = std::ceil(job.tokens / r.tokens_per_step);
     r.wall_seconds = r.steps * r.time.total;
+    r.goodput = expected_goodput(r.gpus, job.resilience);
+    r.wall_seconds_with_failures = r.wall_seconds / r.goodput.goodput;
     r.gpu_hours = r.wall_seconds * gpus / 3600.0;
     r.cost_usd = r.gpu_hours * job.price_per_gpu_hour;
   }
@@ -70,6 +72,8 @@ nlohmann::json to_json(const PlanResult& r) {
         {"recompute", act_recompute_name(l.recompute)},
         {"sequence_parallel", l.sequence_parallel && l.tp > 1},
         {"precision", precision_label(l.precision)},
+        {"ep", l.ep},
+        {"fp8_recipe", l.precision == Precision::kF8 ? fp8_recipe_name(l.fp8_recipe) : "none"},
         {"flash_attention", l.flash_attention},
         {"wire_bytes",
          {{"activations", l.wire.activations},
@@ -88,7 +92,8 @@ nlohmann::json to_json(const PlanResult& r) {
         {"bubble_s", t.bubble},
         {"dp_comm_s", t.dp_comm},
         {"dp_exposed_s", t.dp_exposed},
-        {"optimizer_s", t.optimizer}}},
+        {"optimizer_s", t.optimizer},
+        {"ep_comm_s", t.ep_comm}}},
       {"gpus", r.gpus},
       {"step_time_s", t.total},
       {"tokens_per_s", r.tokens_per_s},
@@ -99,6 +104,9 @@ nlohmann::json to_json(const PlanResult& r) {
       {"memory_per_gpu_gb", r.memory.total() / 1e9},
       {"steps", r.steps},
       {"wall_days", r.wall_seconds / 86400.0},
+      {"interruptions_per_day", r.goodput.interruptions_per_day},
+      {"goodput", r.goodput.goodput},
+      {"wall_days_with_failures", r.wall_seconds_with_failures / 86400.0},
       {"gpu_hours", r.gpu_hours},
       {"cost_usd", r.cost_usd},
   };

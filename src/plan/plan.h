@@ -21,13 +21,15 @@ struct PlanResult {
   double tokens_per_step = 0;
   double tokens_per_s = 0;
   double tokens_per_s_per_gpu = 0;
-  double model_flops_per_token = 0;     // ModelConfig::train_flops_per_token (6N + attention)
-  double hardware_flops_per_token = 0;  // plus recompute
-  double tflops_per_gpu = 0;            // model FLOPs per second per GPU / 1e12
-  double mfu = 0;                       // model FLOP/s over the dense peak of the precision
-  double hfu = 0;                       // hardware FLOP/s over the same peak
-  double steps = 0;                     // optimizer steps for job.tokens
-  double wall_seconds = 0;
+  double model_flops_per_token = 0;       // ModelConfig::train_flops_per_token (6N + attention)
+  double hardware_flops_per_token = 0;    // plus recompute
+  double tflops_per_gpu = 0;              // model FLOPs per second per GPU / 1e12
+  double mfu = 0;                         // model FLOP/s over the dense peak of the precision
+  double hfu = 0;                         // hardware FLOP/s over the same peak
+  double steps = 0;                       // optimizer steps for job.tokens
+  double wall_seconds = 0;                // steps × step time, without failures
+  Goodput goodput;                        // interruptions per day and what they cost
+  double wall_seconds_with_failures = 0;  // wall_seconds / goodput
   double gpu_hours = 0;
   double cost_usd = 0;
 };

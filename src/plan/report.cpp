@@ -88,6 +88,12 @@ std::string format_plan(const Job& job, const PlanResult& r) {
     s += job.price_per_gpu_hour > 0
              ? fmt::format(", {} at ${:.2f}/GPU-hour\n", money(r.cost_usd), job.price_per_gpu_hour)
              : " (pass --price for the cost)\n";
+    s += fmt::format(
+        "failures   {:.2f} interruptions per day expected ({} GPUs x {:.2e} per GPU-day), each losing {} "
+        "(restart + half the checkpoint interval): goodput {:.1f}%, {:.2f} days\n",
+        r.goodput.interruptions_per_day, r.gpus, job.resilience.failures_per_gpu_day,
+        human_duration(r.goodput.lost_s_per_interruption), 100 * r.goodput.goodput,
+        r.wall_seconds_with_failures / 86400);
   }
   return s;
 }

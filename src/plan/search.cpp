@@ -73,6 +73,8 @@ void search_one(const Job& job, const SearchOptions& o, SearchResult& out, std::
                 l.recompute = rc;
                 l.sequence_parallel = f.sequence_parallel.value_or(tp > 1);
                 l.precision = f.precision;
+                l.fp8_recipe = f.fp8_recipe;
+                l.ep = f.ep;
                 l.flash_attention = f.flash_attention;
                 l.wire = f.wire;
                 try {

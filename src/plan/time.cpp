@@ -17,6 +17,16 @@ double bus_bandwidth(const Job& job, int64_t n, int64_t k) {
   return std::min(g.nvlink_bw, static_cast<double>(k) * g.network_bw) * g.eff.collective;
 }
 
+// Bus bandwidth of a data-parallel group of n ranks spaced `stride` GPUs apart, k on a node: past
+// one pod the ring crosses the spine, which gives each GPU network_bw / oversubscription.
+double dp_bus_bandwidth(const Job& job, int64_t n, int64_t k, int64_t stride) {
+  const GpuSpec& g = job.gpu;
+  double bw = bus_bandwidth(job, n, k);
+  if (g.pod_gpus > 0 && g.spine_oversubscription > 1 && n > k && sat_mul(n, stride) > g.pod_gpus)
+    bw = std::min(bw, static_cast<double>(k) * g.network_bw / g.spine_oversubscription * g.eff.collective);
+  return bw;
+}
+
 // Communication that does not hide behind `window` seconds of compute: what exceeds the window,
 // plus the share of the overlapped part that overlap < 1 leaves exposed.
 double exposed(double comm, double window, double overlap) {
@@ -24,6 +34,47 @@ double exposed(double comm, double window, double overlap) {
 }
 
 }  // namespace
+
+double collective_latency(const GpuSpec& g, int64_t nodes) {
+  if (nodes <= 1) return 0;
+  const double ring = 2.0 * static_cast<double>(nodes - 1);
+  const double tree = 2.0 * std::ceil(std::log2(static_cast<double>(nodes)));
+  return g.collective_base_latency + std::min(ring, tree) * g.network_hop_latency;
+}
+
+double dp_collectives(const Job& job, const Layout& l, int64_t micro_batches, double params_local) {
+  if (l.zero >= 3)
+    return 3.0 * static_cast<double>(layers_per_stage(job.model, l.pp)) * static_cast<double>(micro_batches);
+  const double buckets = std::ceil(params_local / 25e6);
+  return buckets * (l.zero >= 1 ? 2.0 : 1.0);
+}
+
+double fp8_cast_bytes_per_element(Fp8Recipe r) {
+  switch (r) {
+    case Fp8Recipe::kDelayed:
+      // Transformer Engine fuses the cast into the kernel that produces the input (norm,
+      // activation, gradient): the fp8 value replaces a 16-bit write; the transposed copy for the
+      // backward GEMM is the extra byte.
+      return 1.0;
+    case Fp8Recipe::kCurrent:
+      // Fused the same way (Transformer Engine, torch.compile), but the scale needs the tensor's
+      // amax before the cast: one more read of the 16-bit tensor.
+      return 2.0 + 1.0;
+    case Fp8Recipe::kMXFP8:
+      return 1.0 + 2.0 / 32.0;  // fused like delayed; a scale byte per 32 in each orientation
+    case Fp8Recipe::kNVFP4:
+      return 2.0 + 2.0 * (0.5 + 1.0 / 16.0);  // per-tensor amax read; 4-bit values, a scale per 16
+  }
+  return 0;
+}
+
+double fp8_cast_elements_per_token(const ModelConfig& m, int64_t tp) {
+  const double h = static_cast<double>(m.dim), t = static_cast<double>(tp);
+  const double f = static_cast<double>(m.ffn_dim), qkv = static_cast<double>(m.qkv_dim());
+  const double forward = 2.0 * h + h / t + f / t;         // QKV and MLP inputs, attention output, SwiGLU product
+  const double backward = 2.0 * h + (qkv + 2.0 * f) / t;  // gradients of the O, down, QKV, gate/up outputs
+  return forward + backward;
+}
 
 double hardware_flops_per_token(const Job& job, const Layout& l) {
   const ModelConfig& m = job.model;
@@ -42,7 +93,7 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   const bool fp8 = l.precision == Precision::kF8;
   const bool fp32 = l.precision == Precision::kF32;
   const double elem_bytes = fp32 ? 4.0 : 2.0;
-  const double p_lin = g.peak(l.precision);
+  const double p_lin = l.gemm_peak(g);
   const double p16 = fp32 ? g.peak(Precision::kF32) : (g.peak_bf16 > 0 ? g.peak_bf16 : g.peak_fp16);
   const double eff_lin = fp8 ? e.gemm_fp8 : e.gemm;
 
@@ -65,6 +116,13 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   const double f_lin = 2.0 * nt * layers * layer_mm / tp * (3.0 + (full ? 1.0 : 0.0));
   const double f_head = 2.0 * nt * V * h / tp * 3.0;
   double t_gemm = f_lin / (p_lin * eff_lin) + f_head / (p16 * e.gemm);
+  const MoeSpec& moe = job.moe;
+  if (moe.enabled()) {
+    // The routed experts' GEMMs wait for the busiest expert: (load - 1) more of their FLOPs.
+    const double f_routed =
+        2.0 * nt * layers * 3.0 * h * static_cast<double>(moe.expert_ffn * moe.top_k) / tp * (3.0 + (full ? 1.0 : 0.0));
+    t_gemm += f_routed * (moe_load_factor(moe) - 1.0) / (p_lin * eff_lin);
+  }
   double t_attn = 0, score_bytes = 0;
   if (l.flash_attention) {
     // Causal flash attention executes half the QKᵀ/AV FLOPs: forward 2·T·h, backward 2.5x
@@ -82,7 +140,13 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   const double split = (20.0 * h + 6.0 * inter) / tp;
   double elem = nt * layers * (replicated + split) * elem_bytes;
   if (full) elem *= 1.5;
-  if (fp8) elem *= 1.0 + e.fp8_cast;
+  if (fp8) {
+    // The casts of every GEMM input (and weight, once per micro-batch) to fp8 or fp4 with their
+    // scales, at the recipe's bytes per element; norms, softmax and the head stay 16-bit.
+    const double per_elem = fp8_cast_bytes_per_element(l.fp8_recipe);
+    elem += nt * layers * fp8_cast_elements_per_token(m, l.tp) * per_elem * (full ? 1.5 : 1.0);
+    elem += layers * layer_mm / tp * per_elem;
+  }
   elem += nt * V / tp * 16.0;                                                  // logits, softmax, gradient
   const double weights = (layers * layer_mm + V * h) / tp * elem_bytes * 4.0;  // read fwd, bwd; wgrad r/w
   const double t_mem = (elem + weights + score_bytes) * e.memory_traffic / g.hbm_bw;
@@ -91,11 +155,19 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   const RankTraffic traffic = rank_traffic(job, l);
   double t_tp = 0;
   if (l.tp > 1) t_tp = traffic.tp / mbs / bus_bandwidth(job, l.tp, std::min(l.tp, gpn));  // per micro-batch
-  const double t_mb = t_gemm + t_attn + t_mem + t_tp;
+  double t_ep = 0;
+  if (moe.enabled() && l.ep > 1) {
+    // Expert-parallel ranks are tp apart inside the dp·cp group: gpn/tp of them share a node.
+    const int64_t k_node = std::clamp<int64_t>(gpn / std::min(l.tp, gpn), 1, l.ep);
+    const double bytes = layers * moe_all_to_all_bytes(moe, m.dim, nt / tp, l.ep, l.wire.activations, full);
+    t_ep = bytes / bus_bandwidth(job, l.ep, k_node);
+  }
+  const double t_mb = t_gemm + t_attn + t_mem + t_tp + t_ep;
   st.gemm = t_gemm * mbs;
   st.attention = t_attn * mbs;
   st.memory = t_mem * mbs;
   st.tp_comm = t_tp * mbs;
+  st.ep_comm = t_ep * mbs;
 
   const double t_pipe = mbs * t_mb;
   st.bubble = l.pp > 1 ? static_cast<double>(l.pp - 1) / static_cast<double>(l.vp) * t_mb : 0.0;
@@ -111,7 +183,8 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   const int64_t group = l.dp * l.cp;
   if (group > 1) {
     const int64_t k = std::clamp<int64_t>(gpn / std::min(l.tp, gpn), 1, group);
-    st.dp_comm = traffic.dp() / bus_bandwidth(job, group, k);
+    st.dp_comm = traffic.dp() / dp_bus_bandwidth(job, group, k, l.tp);
+    st.dp_comm += dp_collectives(job, l, st.micro_batches, params_local) * collective_latency(g, (group + k - 1) / k);
     if (l.zero >= 3)  // gathers and reduce-scatters run through every micro-batch
       st.dp_exposed = exposed(st.dp_comm, t_pipe + st.bubble, e.overlap);
     else if (l.zero == 2)  // reduce-scatters behind every backward, the gathers after the update
@@ -119,10 +192,44 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
     else  // behind the last backward
       st.dp_exposed = exposed(st.dp_comm, t_mb * 2.0 / 3.0, e.overlap);
   }
-  const double opt_params = params_local / (l.zero >= 1 ? static_cast<double>(group) : 1.0);
+  double opt_params = params_local / (l.zero >= 1 ? static_cast<double>(group) : 1.0);
+  if (moe.enabled()) {
+    // The routed experts the rank holds replace the active model's top_k in its optimizer states,
+    // sharded over the dp·cp/ep ranks holding the same experts; the gradients of those beyond
+    // the active ones reduce over those ranks too (the active ones are in traffic.dp()).
+    const double extra = layers * moe_extra_params_per_layer(moe, m.dim, l.ep, l.tp);
+    const int64_t replicas = group / l.ep;
+    const double zero_shards = l.zero >= 1 ? static_cast<double>(group) : 1.0;
+    opt_params += -layers * moe_active_routed_params_per_layer(moe, m.dim, l.tp) / zero_shards +
+                  layers * moe_held_params_per_layer(moe, m.dim, l.ep, l.tp) /
+                      (l.zero >= 1 ? static_cast<double>(std::max<int64_t>(replicas, 1)) : 1.0);
+    if (replicas > 1 && extra > 0) {
+      const double n = static_cast<double>(replicas);
+      const int64_t k = std::clamp<int64_t>(gpn / std::min(l.tp, gpn), 1, replicas);
+      const double t_extra = 2.0 * (n - 1.0) / n * extra * l.wire.grads / bus_bandwidth(job, replicas, k);
+      st.dp_comm += t_extra;
+      st.dp_exposed += exposed(t_extra, l.zero >= 2 ? mbs * t_mb * 2.0 / 3.0 : t_mb * 2.0 / 3.0, e.overlap);
+    }
+  }
   st.optimizer = opt_params * 32.0 / g.hbm_bw;  // read p, g, m, v; write p, m, v (fp32) + 16-bit copy
   st.total = t_pipe + st.bubble + st.pp_comm + st.dp_exposed + st.optimizer;
   return st;
+}
+
+std::vector<StepTerm> dominant_terms(const StepTime& t) {
+  std::vector<StepTerm> terms = {{"GEMMs", t.gemm},
+                                 {"attention", t.attention},
+                                 {"memory-bound", t.memory},
+                                 {"TP communication", t.tp_comm},
+                                 {"EP all-to-all", t.ep_comm},
+                                 {"pipeline sends", t.pp_comm},
+                                 {"pipeline bubble", t.bubble},
+                                 {"exposed DP communication", t.dp_exposed},
+                                 {"optimizer", t.optimizer}};
+  std::erase_if(terms, [](const StepTerm& x) { return !(x.seconds > 0); });
+  std::stable_sort(terms.begin(), terms.end(),
+                   [](const StepTerm& a, const StepTerm& b) { return a.seconds > b.seconds; });
+  return terms;
 }
 
 }  // namespace ft::plan

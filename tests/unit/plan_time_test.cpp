@@ -7,6 +7,7 @@
 
 #include "plan/plan.h"
 #include "plan/traffic.h"
+#include "util/error.h"
 
 namespace ft::plan {
 namespace {
@@ -41,6 +42,110 @@ TEST(PlanTime, PipelineBubble) {
     const double ideal = t.gemm + t.attention + t.memory + t.tp_comm;
     EXPECT_NEAR(t.bubble / ideal, 3.0 / (static_cast<double>(vp) * m), 1e-12) << "vp " << vp;
   }
+}
+
+// The dominant terms partition the step: they add up to its total, largest first.
+TEST(PlanTime, DominantTermsAddUpToTheStep) {
+  Job j = job_for(model_preset("llama2-13b"), 64, 4096, 64);
+  Layout l;
+  l.tp = 8;
+  l.pp = 4;
+  l.dp = 2;
+  l.micro_batch = 2;
+  l.sequence_parallel = true;
+  const StepTime t = estimate_step_time(j, l);
+  const std::vector<StepTerm> terms = dominant_terms(t);
+  double sum = 0;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    sum += terms[i].seconds;
+    if (i > 0) {
+      EXPECT_GE(terms[i - 1].seconds, terms[i].seconds);
+    }
+  }
+  EXPECT_NEAR(sum, t.total, 1e-9 * t.total);
+  EXPECT_EQ(terms.front().name, "GEMMs");  // a 13B model at 4k tokens: the matrix multiplies
+  EXPECT_GE(terms.size(), 6u);             // bubble, TP and pipeline sends are all there
+}
+
+// FP8 casts counted by hand for LLaMA-2 7B (h 4096, SwiGLU width 11008, q+k+v 12288): forward
+// GEMM inputs 2h + h/t + F/t (QKV and MLP inputs, attention output, SwiGLU product), backward
+// output gradients 2h + (qkv + 2F)/t. The peaks: B200 "FP8 72 PFLOPS, FP4 144 PFLOPS" per 8 GPUs
+// with sparsity (HGX B200 datasheet) -> 4500 and 9000 dense per GPU; H100 has no block-scaled
+// formats.
+TEST(PlanTime, Fp8RecipesPriceGemmsAndCasts) {
+  const ModelConfig m = model_preset("llama2-7b");
+  EXPECT_DOUBLE_EQ(fp8_cast_elements_per_token(m, 1), 3 * 4096 + 11008 + 2 * 4096 + 12288 + 2 * 11008);
+  EXPECT_DOUBLE_EQ(fp8_cast_elements_per_token(m, 2), 2 * 4096 + 2048 + 5504 + 2 * 4096 + (12288 + 2 * 11008) / 2);
+  EXPECT_DOUBLE_EQ(fp8_cast_bytes_per_element(Fp8Recipe::kCurrent) - fp8_cast_bytes_per_element(Fp8Recipe::kDelayed),
+                   2.0);  // the amax read of a 16-bit tensor
+
+  Job j = job_for(m, 1, 4096, 4, "b200");
+  Layout l;
+  l.micro_batch = 1;
+  l.precision = Precision::kF8;
+  auto at = [&](Fp8Recipe r) {
+    l.fp8_recipe = r;
+    validate_layout(j, l);
+    return estimate_step_time(j, l);
+  };
+  EXPECT_DOUBLE_EQ(l.gemm_peak(j.gpu), 4500e12);
+  const StepTime delayed = at(Fp8Recipe::kDelayed), current = at(Fp8Recipe::kCurrent);
+  const StepTime mx = at(Fp8Recipe::kMXFP8), fp4 = at(Fp8Recipe::kNVFP4);
+  EXPECT_DOUBLE_EQ(l.gemm_peak(j.gpu), 9000e12);
+  EXPECT_DOUBLE_EQ(delayed.gemm, current.gemm);  // same fp8 rate, only the casts differ
+  EXPECT_DOUBLE_EQ(delayed.gemm, mx.gemm);       // MXFP8 runs at the FP8 rate
+  // Current scaling adds 2 bytes per cast element: 4 micro-batches of 4096 tokens, 32 layers, and
+  // each micro-batch casts the layers' weights (4h² attention + 3hF MLP each).
+  const double weights = 4.0 * 4096 * 4096 + 3.0 * 4096 * 11008;
+  const double extra_bytes = 4.0 * 32 * (4096 * fp8_cast_elements_per_token(m, 1) + weights) * 2.0;
+  EXPECT_NEAR(current.memory - delayed.memory, extra_bytes * j.gpu.eff.memory_traffic / j.gpu.hbm_bw,
+              1e-9 * delayed.memory);
+  // NVFP4 halves the layers' GEMM time (the 16-bit LM head stays): between 1/2 and 1 of MXFP8's.
+  EXPECT_LT(fp4.gemm, mx.gemm);
+  EXPECT_GT(fp4.gemm, 0.5 * mx.gemm);
+
+  Job hopper = job_for(m, 1, 4096, 4, "h100-sxm");
+  l.fp8_recipe = Fp8Recipe::kMXFP8;
+  try {
+    validate_layout(hopper, l);
+    ADD_FAILURE() << "MXFP8 on an H100 should be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("block-scaled"), std::string::npos) << e.what();
+  }
+}
+
+// Scale: NCCL's tuning model (network hop ~14 us, base ~8.4 us) gives 8.4 + 2·⌈log2 512⌉·14 =
+// 260.4 us for a tree all-reduce over 512 nodes (a ring would take 2·511 hops), 36.4 us over two;
+// buckets of 25 M elements. Llama 3's cluster: pods of 3,072 GPUs, 1:7 between pods; a DP group
+// of 512 ranks 8 apart spans 4,096 GPUs, so its bandwidth term grows 7x, its latency does not.
+TEST(PlanTime, DataParallelLatencyAndSpine) {
+  const GpuSpec h100 = find_gpu("h100-sxm");
+  EXPECT_NEAR(collective_latency(h100, 512), 260.4e-6, 1e-12);
+  EXPECT_NEAR(collective_latency(h100, 2), 36.4e-6, 1e-12);
+  EXPECT_EQ(collective_latency(h100, 1), 0.0);
+
+  Job j = job_for(model_preset("llama2-70b"), 4096, 4096, 1024, "h100-sxm");
+  Layout l;
+  l.tp = 8;
+  l.dp = 512;
+  l.micro_batch = 1;
+  l.zero = 1;
+  l.sequence_parallel = true;
+  validate_layout(j, l);
+  EXPECT_DOUBLE_EQ(dp_collectives(j, l, 2, 1.3e9), 2.0 * 52);  // ⌈1.3e9 / 25e6⌉ buckets, RS + AG
+  Layout z3 = l;
+  z3.zero = 3;
+  EXPECT_DOUBLE_EQ(dp_collectives(j, z3, 2, 1.3e9), 3.0 * 80 * 2);  // per layer and micro-batch
+
+  const double t1 = estimate_step_time(j, l).dp_comm;
+  j.gpu.pod_gpus = 3072;
+  j.gpu.spine_oversubscription = 7;
+  const double t7 = estimate_step_time(j, l).dp_comm;
+  const double bandwidth_part = (t7 - t1) / 6.0;
+  const double params_local = static_cast<double>(rank_params(j.model, 8, 1, true, true));
+  EXPECT_NEAR(t1 - bandwidth_part, 2.0 * std::ceil(params_local / 25e6) * 260.4e-6, 1e-9);
+  j.gpu.pod_gpus = 4096;  // the group fits in one pod: full bandwidth
+  EXPECT_DOUBLE_EQ(estimate_step_time(j, l).dp_comm, t1);
 }
 
 // Tensor parallelism: 4 all-reduces of the b·s·h activations per layer (6 with full recompute) and
@@ -137,7 +242,11 @@ TEST(PlanTime, DataParallelOverlap) {
   StepTime slow = estimate_step_time(j, l);
   EXPECT_GT(slow.dp_exposed, 0.0);
   EXPECT_GT(slow.total, fast.total);
-  EXPECT_NEAR(slow.dp_comm / fast.dp_comm, (8 * 25e9) / (8 * 1e9), 1e-9);
+  // The bandwidth terms scale with the NICs; the latency of the collectives (8 nodes: a tree of
+  // 2·3 hops) does not.
+  const double latency = dp_collectives(j, l, 1, static_cast<double>(rank_params(j.model, 1, 1, true, true))) *
+                         collective_latency(j.gpu, 8);
+  EXPECT_NEAR((slow.dp_comm - latency) / (fast.dp_comm - latency), (8 * 25e9) / (8 * 1e9), 1e-9);
 }
 
 }  // namespace

@@ -53,6 +53,38 @@ bool starts_with_ci(const std::string& s, const char* p) {
   return lower(s).rfind(p, 0) == 0;
 }
 
+// A record's experts: num_experts, experts_per_token (top-k), moe_ffn_hidden (each expert's
+// width; default ffn_hidden), shared_experts, capacity_factor. Errors name the field and value.
+MoeSpec moe_from_record(const json& r) {
+  MoeSpec moe;
+  const std::string who = "record " + str(r, "id");
+  const auto experts = integer(r, "num_experts");
+  if (!experts || *experts <= 1) {
+    if (experts && *experts < 1)
+      throw Error(fmt::format("{}: num_experts = {} must be at least 1", who, *experts), "1 (or no field) = dense");
+    return moe;
+  }
+  moe.experts = *experts;
+  const auto k = integer(r, "experts_per_token");
+  const auto width = num(r, "moe_ffn_hidden") ? integer(r, "moe_ffn_hidden") : integer(r, "ffn_hidden");
+  if (!k || !width)
+    throw Error(fmt::format("{}: num_experts = {} needs experts_per_token and moe_ffn_hidden", who, *experts),
+                "experts_per_token: routed experts per token (top-k); moe_ffn_hidden: one expert's MLP width");
+  if (*k < 1 || *k > moe.experts)
+    throw Error(fmt::format("{}: experts_per_token = {} must be between 1 and num_experts = {}", who, *k, moe.experts));
+  if (*width <= 0) throw Error(fmt::format("{}: moe_ffn_hidden = {} must be positive", who, *width));
+  moe.top_k = *k;
+  moe.expert_ffn = *width;
+  moe.shared = integer(r, "shared_experts").value_or(0);
+  if (moe.shared < 0) throw Error(fmt::format("{}: shared_experts = {} must be 0 or more", who, moe.shared));
+  moe.capacity_factor = num(r, "capacity_factor").value_or(0);
+  if (moe.capacity_factor != 0 && moe.capacity_factor < 1)
+    throw Error(fmt::format("{}: capacity_factor = {} is below 1", who, moe.capacity_factor),
+                "a capacity factor pads each expert to that multiple of its mean tokens (>= 1); leave it out for "
+                "a dropless router");
+  return moe;
+}
+
 // A record's model: attention from heads/kv_heads, the MLP from ffn_hidden (gated or not) or,
 // when absent, from the parameter count; the LM head tied or not, whichever matches params_b.
 // A non-gated MLP of width f becomes the SwiGLU width 2f/3: same parameters, same FLOPs.
@@ -89,13 +121,18 @@ ModelConfig model_from_record(const json& r, int64_t tp, std::vector<std::string
     m.n_kv_heads = m.n_heads;
   }
   const double attn = static_cast<double>(m.dim * m.qkv_dim() + m.n_heads * m.head_dim() * m.dim);
-  const double P = num(r, "params_b").value_or(0) * 1e9;
+  const MoeSpec moe = moe_from_record(r);
+  // A mixture of experts is planned as its active model: the experts a token passes through.
+  const double P = num(r, moe.enabled() ? "active_params_b" : "params_b").value_or(0) * 1e9;
   struct Option {
     const char* how;
     double mlp;
   };
   std::vector<Option> options;
-  if (auto f = num(r, "ffn_hidden")) {
+  if (moe.enabled()) {
+    options = {{"MoE: active MLP of experts_per_token + shared_experts experts of moe_ffn_hidden",
+                3 * h * static_cast<double>(moe.expert_ffn * (moe.top_k + moe.shared))}};
+  } else if (auto f = num(r, "ffn_hidden")) {
     options = {{"gated MLP (ffn_hidden)", 3 * h * *f}, {"non-gated MLP (ffn_hidden)", 2 * h * *f}};
     if (P <= 0 && std::abs(*f - 4 * h) < 1) std::swap(options[0], options[1]);
   } else if (P > 0) {
@@ -186,6 +223,7 @@ RecordJob job_from_record(const json& r) {
   }
   Job& job = out.job;
   job.model = model_from_record(r, std::max<int64_t>(1, integer(r, "tp").value_or(1)), out.notes);
+  job.moe = moe_from_record(r);
   job.seq_len = *integer(r, "seq_len");
   job.model.max_seq_len = std::max(job.model.max_seq_len, job.seq_len);
   job.model.validate();
@@ -216,9 +254,18 @@ RecordJob job_from_record(const json& r) {
 
   LayoutSpec& f = out.fixed;
   const std::string prec = lower(str(r, "precision"));
-  if (contains(prec, "fp8") || contains(prec, "float8"))
+  if (contains(prec, "fp8") || contains(prec, "float8") || contains(prec, "fp4")) {
     f.precision = Precision::kF8;
-  else if (contains(prec, "fp16") && !contains(prec, "bf16"))
+    // The scaling recipe the text names: block-scaled formats, current (dynamic) scaling, else
+    // Transformer Engine's delayed scaling. torchao's Float8 linears scale dynamically.
+    if (contains(prec, "nvfp4") || contains(prec, "fp4"))
+      f.fp8_recipe = Fp8Recipe::kNVFP4;
+    else if (contains(prec, "mxfp8"))
+      f.fp8_recipe = Fp8Recipe::kMXFP8;
+    else if (contains(prec, "current") || contains(prec, "fp8-cs") || contains(prec, "dynamic") ||
+             contains(prec, "float8 linears"))
+      f.fp8_recipe = Fp8Recipe::kCurrent;
+  } else if (contains(prec, "fp16") && !contains(prec, "bf16"))
     f.precision = Precision::kF16;
   else if (prec == "fp32" || prec == "float32")
     f.precision = Precision::kF32;
@@ -250,6 +297,14 @@ RecordJob job_from_record(const json& r) {
   }
   f.pp = pp;
   f.cp = cp;
+  f.ep = integer(r, "ep").value_or(1);
+  if (f.ep < 1) throw Error(fmt::format("{}: ep = {} must be at least 1", who, f.ep));
+  if (f.ep > 1 && !job.moe.enabled())
+    throw Error(fmt::format("{}: ep = {} but num_experts is not given", who, f.ep),
+                "give num_experts, experts_per_token and moe_ffn_hidden for a mixture of experts");
+  if (job.moe.enabled() && job.moe.experts % f.ep != 0)
+    throw Error(fmt::format("{}: ep = {} does not divide num_experts = {}", who, f.ep, job.moe.experts),
+                "expert parallelism splits the experts evenly: use a divisor of num_experts");
   f.vp = integer(r, "vp").value_or(1);  // interleaving is opt-in: runs that use it give vp
   const std::string zero = lower(str(r, "zero_or_sharding"));
   if (!zero.empty()) {
@@ -393,6 +448,11 @@ json predict_record(const json& rec) {
   if (!rj.global_batch_known) chosen.push_back("global_batch");
   out["chosen"] = chosen;
   out["notes"] = rj.notes;
+  // Which terms make the step, largest first, each with its share: why a prediction is what it is.
+  json terms = json::array();
+  for (const auto& t : dominant_terms(p.time))
+    terms.push_back({{"term", t.name}, {"seconds", t.seconds}, {"share", t.seconds / p.time.total}});
+  out["dominant_terms"] = terms;
   if (auto fig = published_figure(rec)) {
     const double predicted = predicted_figure(rec, rj, pred, fig->metric);
     out["comparison"] = {{"metric", fig->metric},
