@@ -21,7 +21,7 @@
 #include "launch/gpu_env.h"
 #include "launch/process.h"
 #include "launch/stacks.h"
-#include "obs/goodput.h"
+#include "obs/badput.h"
 #include "obs/metrics_reader.h"
 #include "train/run_dir.h"
 #include "util/error.h"
@@ -216,13 +216,12 @@ std::unique_ptr<Supervisor::Attempt> Supervisor::start_attempt(int64_t dp, const
   if (dp != cfg_.parallel.dp) train.insert(train.end(), {"--set", fmt::format("parallel.dp={}", dp)});
   if (!resume.empty()) train.insert(train.end(), {"--set", fmt::format("ckpt.resume=\"{}\"", resume)});
 
-  std::vector<std::string> env = {
-      "FLUXTRAIN_HEARTBEAT_DIR=" + std::filesystem::absolute(hb_dir_).string(),
-      std::string(kStopFileEnv) + "=" + stop_file_of(hb_dir_),
-      fmt::format("FLUXTRAIN_ATTEMPT={}", a->number),
-      fmt::format("FLUXTRAIN_RESTARTS={}", a->number - 1),
-      fmt::format("FLUXTRAIN_JOB_STARTED_AT={:.6f}", job_started_),
-      fmt::format("FLUXTRAIN_PRODUCTIVE_S={:.6f}", resume.empty() ? 0.0 : productive_before_)};
+  std::vector<std::string> env = {"FLUXTRAIN_HEARTBEAT_DIR=" + std::filesystem::absolute(hb_dir_).string(),
+                                  std::string(kStopFileEnv) + "=" + stop_file_of(hb_dir_),
+                                  fmt::format("FLUXTRAIN_ATTEMPT={}", a->number),
+                                  fmt::format("FLUXTRAIN_RESTARTS={}", a->number - 1),
+                                  fmt::format("FLUXTRAIN_JOB_STARTED_AT={:.6f}", job_started_)};
+  if (!resume.empty() && badput_before_) env.push_back("FLUXTRAIN_BADPUT_BEFORE=" + badput_before_->to_json().dump());
   if (after) {
     env.push_back(fmt::format("FLUXTRAIN_FAILURE_DETECTED_AT={:.6f}", after->detected_at));
     a->recover_from = after->detected_at;
@@ -350,19 +349,26 @@ void Supervisor::dump_stacks_of(const Attempt& a, const std::string& why) {
 }
 
 std::string Supervisor::goodput_summary(nlohmann::json& e) const {
-  double productive = 0;
+  // The last attempt's totals at its end (badput.json), else at its last row; the time since is
+  // the supervisor's own shutdown ("other").
+  std::optional<obs::BadputTotals> t;
   try {
-    productive = obs::productive_seconds(obs::read_metrics_jsonl(run_dir_ + "/metrics.jsonl"));
-  } catch (const Error&) {
-    return "goodput unknown (no readable metrics.jsonl)";
+    const std::string path = run_dir_ + "/badput.json";
+    if (std::filesystem::exists(path))
+      t = obs::BadputTotals::from_json(nlohmann::json::parse(read_file(path)), path);
+    else
+      t = obs::last_badput_row(run_dir_ + "/metrics.jsonl");
+  } catch (const std::exception&) {
   }
-  const double wall = unix_seconds() - job_started_;
-  const double ratio = wall > 0 ? std::min(1.0, productive / wall) : 0;
-  e["goodput"] = ratio;
-  e["productive_s"] = productive;
-  e["wall_s"] = wall;
-  return fmt::format("goodput {:.3f}: {:.1f} s of productive training in {:.1f} s since the job began", ratio,
-                     productive, wall);
+  if (!t) return "goodput unknown (no badput.json or metrics.jsonl row with badput)";
+  const double now = unix_seconds();
+  if (now > t->at) t->seconds[static_cast<size_t>(obs::BadputKind::kOther)] += now - t->at, t->at = now;
+  e["goodput"] = t->goodput();
+  e["productive_s"] = t->productive_s;
+  e["wall_s"] = t->wall_s();
+  e["badput"] = t->to_json();
+  return fmt::format("goodput {:.3f}: {:.1f} s of productive training in {:.1f} s since the job began; {}",
+                     t->goodput(), t->productive_s, t->wall_s(), obs::badput_summary(*t));
 }
 
 int Supervisor::host_index(const std::string& name) const {
@@ -933,9 +939,11 @@ int Supervisor::run() {
                                    "recovered from");
     }
     const ProbedCheckpoint* ckpt = &*probe.newest;
-    productive_before_ = 0;  // the steps up to the checkpoint count; those after it are lost
+    badput_before_.reset();  // the steps up to the checkpoint count; those after it are lost work
     try {
-      productive_before_ = obs::productive_seconds(obs::read_metrics_jsonl(run_dir_ + "/metrics.jsonl"), ckpt->step);
+      const std::string metrics = run_dir_ + "/metrics.jsonl";
+      if (auto last = obs::last_badput_row(metrics))
+        badput_before_ = obs::carry_over_restart(*last, obs::read_metrics_jsonl(metrics), ckpt->step);
     } catch (const Error&) {
     }
     ++restarts;

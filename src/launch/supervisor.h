@@ -32,6 +32,7 @@
 
 #include "config/config.h"
 #include "launch/hosts.h"
+#include "obs/badput.h"
 
 namespace ft {
 
@@ -108,8 +109,10 @@ class Supervisor {
   std::string run_dir_, hb_dir_;
   std::vector<RecoveryRecord> recoveries_;
   int attempts_ = 0;
-  double job_started_ = 0;        // Unix seconds: goodput counts from here (obs/goodput.h)
-  double productive_before_ = 0;  // productive seconds up to the checkpoint the next attempt resumes
+  double job_started_ = 0;  // Unix seconds: goodput counts from here (obs/badput.h)
+  // The job's badput up to the failed attempt's last row, its steps after the checkpoint the next
+  // attempt resumes from counted as lost work (obs/badput.h); passed as FLUXTRAIN_BADPUT_BEFORE.
+  std::optional<obs::BadputTotals> badput_before_;
   // "goodput 0.83: 52.1 s of training in 62.8 s since the job began" from metrics.jsonl; also into
   // the event `e`.
   std::string goodput_summary(nlohmann::json& e) const;

@@ -76,8 +76,18 @@ inline constexpr MetricDef kRollbacks{
     "Rollbacks to the last checkpoint after repeated loss spikes (the data window that caused them is skipped).", ""};
 inline constexpr MetricDef kGoodput{
     "fluxtrain_goodput_ratio", T::kGauge,
-    "Productive training time over wall time since the job began, 0 to 1 (restarts, steps redone after a "
-    "restart, skipped updates, start-up and evaluation count as lost).",
+    "Productive training time over wall time since the job began, 0 to 1: fluxtrain_productive_seconds over "
+    "it plus fluxtrain_badput_seconds_total of every kind.",
+    ""};
+inline constexpr MetricDef kBadput{
+    "fluxtrain_badput_seconds_total", T::kCounter,
+    "Seconds of the job's wall time that were not productive training, by kind: startup, restart, data_wait, "
+    "checkpoint, evaluation, straggler, lost_work, skipped_update, other (since the job began, every attempt).",
+    "kind"};
+inline constexpr MetricDef kProductive{
+    "fluxtrain_productive_seconds", T::kGauge,
+    "Seconds of productive training since the job began: the steps that count, less their data waits and "
+    "straggler waits (with fluxtrain_badput_seconds_total it sums to the job's wall time).",
     ""};
 inline constexpr MetricDef kStragglerSlowdown{
     "fluxtrain_straggler_slowdown", T::kGauge,
@@ -192,6 +202,8 @@ inline constexpr const MetricDef* kAllMetrics[] = {
     &metric::kRollbacks,
     &metric::kRecovery,
     &metric::kGoodput,
+    &metric::kBadput,
+    &metric::kProductive,
     &metric::kStragglerSlowdown,
     &metric::kStragglerSeconds,
     &metric::kCommBytes,

@@ -57,6 +57,7 @@ std::vector<MetricsRecord> read_metrics_jsonl(const std::string& path) {
     r.val_bpc = number_or_nan(j, "val_bpc");
     r.goodput = number_or_nan(j, "goodput");
     r.straggler_cost_s = number_or_nan(j, "straggler_cost_s");
+    r.productive_s = number_or_nan(j, "productive_s");
     if (auto sk = j.find("skipped"); sk != j.end() && sk->is_boolean()) r.skipped = sk->get<bool>() ? 1 : 0;
     for (auto& [k, v] : j.items())
       if (k.rfind("val_bpc_", 0) == 0 && v.is_number()) r.val_bpc_by_source[k.substr(8)] = v.get<double>();
@@ -77,7 +78,8 @@ std::vector<MetricsRecord> read_metrics_jsonl(const std::string& path) {
                               {&o.val_bpc, r.val_bpc},
                               {&o.skipped, r.skipped},
                               {&o.goodput, r.goodput},
-                              {&o.straggler_cost_s, r.straggler_cost_s}})
+                              {&o.straggler_cost_s, r.straggler_cost_s},
+                              {&o.productive_s, r.productive_s}})
         if (!std::isnan(src) || j.contains("loss")) *dst = src;
       for (auto& [k, v] : r.val_bpc_by_source) o.val_bpc_by_source[k] = v;
     }

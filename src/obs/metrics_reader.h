@@ -1,7 +1,7 @@
 // Reading RUN_DIR/metrics.jsonl, the canonical per-step log: one JSON object per line with
 // step, loss, lr, grad_norm, tokens, tokens_per_s, step_s, mfu, data_wait_s, goodput and, on
-// evaluation steps, val_loss and val_bpc (skipped and straggler_cost_s when present). Absent or null values read as
-// NaN.
+// evaluation steps, val_loss and val_bpc (skipped, straggler_cost_s and productive_s when present). Absent or null
+// values read as NaN.
 //
 //   std::vector<obs::MetricsRecord> recs = obs::read_metrics_jsonl("runs/r1/metrics.jsonl");
 //
@@ -24,8 +24,9 @@ struct MetricsRecord {
   double loss = NAN, lr = NAN, grad_norm = NAN, tokens = NAN, tokens_per_s = NAN, step_s = NAN, mfu = NAN,
          data_wait_s = NAN, val_loss = NAN, val_bpc = NAN;
   double skipped = NAN;           // 1 when the guards skipped the step's update
-  double goodput = NAN;           // rank 0's goodput ratio after the step (obs/goodput.h)
+  double goodput = NAN;           // rank 0's goodput ratio after the step (obs/badput.h)
   double straggler_cost_s = NAN;  // what stragglers cost the step (obs/straggler.h)
+  double productive_s = NAN;      // what the step counts as productive time (obs/badput.h)
   // Per data source (val_bpc_ru, val_bpc_en, ...: a mixture's sources or the dataset's languages).
   std::map<std::string, double> val_bpc_by_source;
 };

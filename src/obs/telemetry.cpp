@@ -54,14 +54,15 @@ struct Telemetry::Series {
   Gauge *ckpt_last, *ckpt_step, *ckpt_interval;
   Counter *steps, *tokens, *data_wait, *data_fetched, *skipped, *restarts, *ckpt_failures, *straggler_s,
       *ckpt_upload_bytes, *ckpt_upload_s;
-  Gauge* goodput;
+  Gauge *goodput, *productive;
+  Counter* badput[kNumBadputKinds];
   Histogram *step_duration, *ckpt_duration;
   static constexpr size_t kOps = static_cast<size_t>(CommOp::kCount);
   Counter *comm_bytes[kOps], *comm_seconds[kOps], *comm_ops[kOps];
 };
 
 Telemetry::Telemetry(const MetricsConfig& cfg, const RankInfo& rank, const std::string& run_dir, int64_t total_steps)
-    : cfg_(cfg), rank_(rank), m_(std::make_unique<Series>()), goodput_(Goodput::from_env()) {
+    : cfg_(cfg), rank_(rank), m_(std::make_unique<Series>()) {
   registry_ = std::make_unique<Registry>(Labels{{"run", run_label(cfg, run_dir)},
                                                 {"rank", std::to_string(rank.rank)},
                                                 {"dp", std::to_string(rank.dp)},
@@ -90,6 +91,9 @@ Telemetry::Telemetry(const MetricsConfig& cfg, const RankInfo& rank, const std::
   m.skipped = &r.counter(metric::kSkippedSteps);
   m.restarts = &r.counter(metric::kRestarts);
   m.goodput = &r.gauge(metric::kGoodput);
+  m.productive = &r.gauge(metric::kProductive);
+  for (size_t k = 0; k < kNumBadputKinds; ++k)
+    m.badput[k] = &r.counter(metric::kBadput, {{"kind", badput_kind_name(static_cast<BadputKind>(k))}});
   m.straggler_s = &r.counter(metric::kStragglerSeconds);
   for (size_t i = 0; i < Series::kOps; ++i) {
     Labels op{{"op", comm_op_name(static_cast<CommOp>(i))}};
@@ -192,8 +196,6 @@ void Telemetry::on_step(const StepStats& s) {
   if (s.data_wait_s > 0) m.data_wait->inc(s.data_wait_s);
   if (!std::isnan(s.loss_scale)) m.loss_scale->set(s.loss_scale);
   if (s.skipped) m.skipped->inc();
-  if (std::isfinite(s.step_s)) goodput_.add_step(s.step_s, !s.skipped);
-  m.goodput->set(goodput_.ratio(unix_now()));
   if (std::isfinite(s.step_s) && s.step_s > 0) {
     ema_step_s_ = ema_step_s_ < 0 ? s.step_s : 0.95 * ema_step_s_ + 0.05 * s.step_s;
     if (ckpt_interval_steps_ > 0) m.ckpt_interval->set(static_cast<double>(ckpt_interval_steps_) * ema_step_s_);
@@ -208,8 +210,14 @@ void Telemetry::on_step(const StepStats& s) {
   }
 }
 
-double Telemetry::goodput() const {
-  return m_->goodput->value();
+void Telemetry::on_badput(const BadputTotals& t) {
+  Series& m = *m_;
+  m.goodput->set(t.goodput());
+  m.productive->set(t.productive_s);
+  for (size_t k = 0; k < kNumBadputKinds; ++k) {  // counters: each bucket only grows
+    if (t.seconds[k] > badput_reported_[k]) m.badput[k]->inc(t.seconds[k] - badput_reported_[k]);
+    badput_reported_[k] = std::max(badput_reported_[k], t.seconds[k]);
+  }
 }
 
 void Telemetry::set_rank_hosts(std::vector<std::string> hosts) {

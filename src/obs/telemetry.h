@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "obs/goodput.h"
+#include "obs/badput.h"
 #include "obs/metrics_config.h"
 #include "obs/registry.h"
 #include "obs/straggler.h"
@@ -89,7 +89,9 @@ class Telemetry {
   // fluxtrain_straggler_slowdown / fluxtrain_straggler_seconds_total; the report goes to metrics.jsonl.
   void set_rank_hosts(std::vector<std::string> hosts);
   StragglerReport on_rank_compute(int64_t step, const std::vector<double>& compute_s);
-  double goodput() const;  // fluxtrain_goodput_ratio after the last step
+  // The job's badput so far (obs/badput.h): fluxtrain_badput_seconds_total{kind},
+  // fluxtrain_productive_seconds and fluxtrain_goodput_ratio.
+  void on_badput(const BadputTotals& t);
 
   Registry& registry() { return *registry_; }
   int port() const;                      // port of the /metrics endpoint, -1 when it is off
@@ -106,7 +108,7 @@ class Telemetry {
   std::unique_ptr<MetricsServer> server_;
   int64_t ckpt_interval_steps_ = 0;
   double ema_step_s_ = -1;
-  Goodput goodput_;
+  std::array<double, kNumBadputKinds> badput_reported_{};
   std::unique_ptr<StragglerDetector> stragglers_;
 };
 

@@ -511,7 +511,6 @@ nlohmann::json Trainer::metrics_row(const StepStats& s) {
     auto cat = static_cast<MemCategory>(c);
     if (mem.peak(cat) > 0) j[std::string("mem_") + mem_category_name(cat) + "_bytes"] = mem.peak(cat);
   }
-  j["goodput"] = telemetry_->goodput();
   j["mem_peak_bytes"] = mem.total_peak();
   for (size_t d = 1; d < kNumDevices; ++d) {  // accelerators: mem_cuda_<category>_bytes, mem_cuda_peak_bytes
     const auto dev = static_cast<Device>(d);
@@ -561,6 +560,14 @@ void Trainer::add_validation(int64_t step, const Evaluation& e, nlohmann::json& 
   log_info("step {:>6} | validation loss {:.4f}{}", step, e.loss, per_source);
 }
 
+void Trainer::add_badput(int64_t step, nlohmann::json& row) {
+  const obs::BadputTotals t = badput_.totals(unix_time_seconds());
+  row["productive_s"] = badput_.step_productive_s(step);
+  row["goodput"] = t.goodput();
+  row["badput"] = t.to_json();
+  telemetry_->on_badput(t);
+}
+
 void Trainer::log_step(const StepStats& s, const nlohmann::json& row) {
   metrics_->write(row);
   // A step cannot run its GEMMs faster than the machine's peak: over 100% the recorded peak is
@@ -604,6 +611,7 @@ void Trainer::add_rank_metrics(const StepStats& s, nlohmann::json& j) {
       j["stragglers"] = nlohmann::json::array();
       for (const obs::Straggler& x : rep.current) j["stragglers"].push_back(obs::to_json(x));
       j["straggler_cost_s"] = rep.cost_s;
+      badput_.straggled(s.step, rep.cost_s);
     }
   }
   executor_->summarize(r, j);  // a pipeline's measured bubble
@@ -611,6 +619,7 @@ void Trainer::add_rank_metrics(const StepStats& s, nlohmann::json& j) {
 }
 
 bool Trainer::roll_back() {
+  badput_.enter(obs::BadputKind::kRestart, unix_time_seconds());  // recovery, until the next step
   ckpt_->finish();  // the save in flight is committed (or discarded) on every rank first
   Config c = cfg_;
   c.ckpt.resume = "auto", c.ckpt.interval = 0;  // load the newest valid checkpoint, save nothing
@@ -623,6 +632,7 @@ bool Trainer::roll_back() {
   }
   // The loader stays where it is: the batches read since the checkpoint are skipped, not replayed.
   faults_->rolled_back(step_, r.step, r.loader.next_sample, train_data_->state().next_sample);
+  badput_.roll_back(r.step);  // the steps after the checkpoint are redone: their time was lost
   step_ = r.step, tokens_ = r.tokens;
   return true;
 }
@@ -645,13 +655,17 @@ RunEnd Trainer::run() {
   try {
     while (step_ < cfg_.train.steps) {
       if ((stop = stop_->agreed(mesh_.world()))) break;  // a signal or the time budget, at a step boundary
+      badput_.step_begins(unix_time_seconds());
       StepStats s = step();
+      badput_.step_ends(unix_time_seconds(), s.step, s.data_wait_s, s.guard.skipped());
       const bool rolled_back = s.guard.action == GuardAction::kRollback && roll_back();
       nlohmann::json row = metrics_row(s);
-      if (validation_due(s.step)) validate_step(s.step, row);
+      if (validation_due(s.step)) timed_as(obs::BadputKind::kEval, [&] { validate_step(s.step, row); });
+      add_badput(s.step, row);
       log_step(s, row);
       if (loss_scaler_) ckpt_->set_loss_scale(loss_scaler_->scale(), loss_scaler_->clean_steps_in_a_row());
-      if (!rolled_back) ckpt_->after_step(step_, tokens_, train_data_->state());
+      if (!rolled_back)
+        timed_as(obs::BadputKind::kCheckpoint, [&] { ckpt_->after_step(step_, tokens_, train_data_->state()); });
       faults_->beat("train", step_);
       const bool nonfinite =
           s.guard.skipped() && (s.guard.reason.rfind("nan", 0) == 0 || s.guard.reason.rfind("inf", 0) == 0);
@@ -661,9 +675,9 @@ RunEnd Trainer::run() {
     if (stop) {
       if (mesh_.world_rank() == 0)
         log_warn("stop requested ({}) after step {}: checkpointing it, then exiting", *stop, step_);
-      ckpt_->save_now(step_, tokens_, train_data_->state());
+      timed_as(obs::BadputKind::kCheckpoint, [&] { ckpt_->save_now(step_, tokens_, train_data_->state()); });
     }
-    ckpt_->finish();
+    timed_as(obs::BadputKind::kCheckpoint, [&] { ckpt_->finish(); });
   } catch (const CommError& e) {  // a peer died or hangs: say at which step (docs/operations.md)
     throw CommError(fmt::format("step {}: {}", step_ + 1, e.what()), e.hint());
   }
@@ -673,6 +687,9 @@ RunEnd Trainer::run() {
 RunEnd Trainer::end_run(const std::optional<std::string>& stop, int64_t nonfinite_tail,
                         const std::string& tail_reason) {
   const bool rank0 = mesh_.world_rank() == 0;
+  const obs::BadputTotals badput = badput_.totals(unix_time_seconds());  // badput.json: what the run cost
+  telemetry_->on_badput(badput);
+  if (rank0) write_file_atomic(cfg_.train.run_dir + "/badput.json", badput.to_json().dump(2) + "\n");
   const bool checkpoints = cfg_.ckpt.interval > 0;
   const int64_t on_disk = ckpt_->committed();
   // Step 0 needs no checkpoint at the end of a run: the initial state is a function of the seed.
@@ -719,8 +736,9 @@ RunEnd Trainer::end_run(const std::optional<std::string>& stop, int64_t nonfinit
                 fmt::format("fix the cause (space under {}?) and run again with --resume auto", ckpt_->root()));
   }
   faults_->beat("done", step_);
-  log_info("done: {} steps, {} tokens in {}; metrics in {}", step_, tokens_,
-           human_duration(now_seconds() - start_time_), metrics_->path());
+  log_info("done: {} steps, {} tokens in {}; goodput {:.1f}% ({}); metrics in {}", step_, tokens_,
+           human_duration(now_seconds() - start_time_), 100 * badput.goodput(), obs::badput_summary(badput),
+           metrics_->path());
   return RunEnd::kFinished;
 }
 

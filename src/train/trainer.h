@@ -22,6 +22,7 @@
 #include "fault/step_guard.h"
 #include "model/activations.h"
 #include "model/llama.h"
+#include "obs/badput.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "parallel/comm/comm.h"
@@ -34,6 +35,7 @@
 #include "train/metrics_log.h"
 #include "train/step_executor.h"
 #include "train/step_graph.h"
+#include "util/clock.h"
 
 namespace ft {
 
@@ -162,6 +164,11 @@ class Trainer {
   // A validation's figures into the row, telemetry and the log.
   void add_validation(int64_t step, const Evaluation& e, nlohmann::json& row);
   void log_step(const StepStats& s, const nlohmann::json& row);  // metrics.jsonl, progress line
+  // The job's badput so far into the row (productive_s, badput, goodput) and to telemetry.
+  void add_badput(int64_t step, nlohmann::json& row);
+  // The enclosed work charged to `kind` of the job's badput (obs/badput.h).
+  template <typename F>
+  void timed_as(obs::BadputKind kind, F&& work);
   // After the loop: the checkpoint and the verdict (see run()).
   RunEnd end_run(const std::optional<std::string>& stop, int64_t nonfinite_tail, const std::string& tail_reason);
   // Every rank's memory and executor figures into j["per_rank"] (collective over the world).
@@ -198,6 +205,14 @@ class Trainer {
   bool peak_doubted_ = false;     // MFU over 100% was said once (a peak measured on a busy machine)
   std::string peak_recorded_in_;  // where the backend recorded its measured peak (PeakFlops::recorded_in)
   double start_time_ = 0;
+  obs::Badput badput_ = obs::Badput::from_env(unix_time_seconds());  // every second of the job, by kind
 };
+
+template <typename F>
+void Trainer::timed_as(obs::BadputKind kind, F&& work) {
+  badput_.enter(kind, unix_time_seconds());
+  work();
+  badput_.enter(obs::BadputKind::kOther, unix_time_seconds());
+}
 
 }  // namespace ft

@@ -1,4 +1,5 @@
-// Wall-clock seconds from a monotonic clock; CPU seconds this process has used (all threads);
+// Wall-clock seconds from a monotonic clock; Unix time (seconds, for times compared across
+// processes); CPU seconds this process has used (all threads);
 // the current UTC time as an ISO 8601 string.
 #pragma once
 
@@ -12,6 +13,10 @@ namespace ft {
 
 inline double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+inline double unix_time_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 // On a shared machine a step's CPU time, unlike its wall time, does not grow while other

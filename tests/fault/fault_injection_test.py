@@ -54,7 +54,27 @@ def expect_finished(run, restarts):
     fin = [e for e in ev if e["event"] == "finished"]
     if not fin:
         fail("no 'finished' event in supervisor.jsonl")
+    check_badput(fin[-1], restarts)
     return ev
+
+
+def check_badput(fin, restarts):
+    """Every second of the job accounted: productive time plus the badput buckets equal the wall
+    time since the supervisor started (within 1%), and a restart shows as restart time."""
+    b = fin.get("badput")
+    if not b:
+        fail(f"the 'finished' event carries no badput: {fin}")
+    wall = b["at"] - b["started_at"]
+    total = b["productive_s"] + sum(b["seconds"].values())
+    if not (wall > 0 and abs(total - wall) <= 0.01 * wall):
+        fail(f"badput: productive + buckets = {total:.3f} s, wall {wall:.3f} s: {b}")
+    if restarts > 0 and not b["seconds"]["restart"] > 0:
+        fail(f"badput: {restarts} restart(s) but no restart time: {b}")
+    if not b["seconds"]["startup"] > 0 or not b["productive_s"] > 0:
+        fail(f"badput: no start-up or no productive time: {b}")
+    top = ", ".join(f"{k} {v:.2f} s" for k, v in sorted(b["seconds"].items(), key=lambda kv: -kv[1]) if v > 0)
+    print(f"badput: wall {wall:.2f} s = productive {b['productive_s']:.2f} s + {top} (sum {total:.2f} s)")
+    return b
 
 
 def recovery_bound(ref_dir=REF):
@@ -115,6 +135,11 @@ def kill():
     check_losses_identical(REF, run.run_dir, STEPS)
     check_samples(run.run_dir, STEPS)
     report("kill (SIGKILL rank 1)", run)
+    # The steps trained after the checkpoint the restart resumed from were lost work.
+    fin = [e for e in events(run.run_dir) if e["event"] == "finished"][-1]
+    resumed = [e["step"] for e in events(run.run_dir) if e["event"] == "restart"][0]
+    if resumed < 17 and not fin["badput"]["seconds"]["lost_work"] > 0:
+        fail(f"badput: killed at step >= 17, resumed from step {resumed}, but no lost work: {fin['badput']}")
     # The trainer's own record: the first step after the restart carries the recovery time.
     rec = [j for j in raw_metrics(run.run_dir) if "recovery_s" in j]
     if len(rec) != 1 or rec[0]["restarts"] != 1 or not 0 < rec[0]["recovery_s"] < recovery_bound():

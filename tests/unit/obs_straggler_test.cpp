@@ -1,8 +1,7 @@
-// Straggler detection (obs/straggler.h) and goodput (obs/goodput.h) on made-up step times whose
+// Straggler detection (obs/straggler.h) on made-up step times whose
 // right answers follow from the definitions.
 #include <gtest/gtest.h>
 
-#include "obs/goodput.h"
 #include "obs/straggler.h"
 
 namespace ft::obs {
@@ -45,24 +44,6 @@ TEST(Straggler, RecoversAndNoiseBelowTheFactorIsNobody) {
   for (int i = 1; i <= 5; ++i) EXPECT_TRUE(quiet.observe(i, {1.0, 1.2, 0.9}).current.empty());
   // Microsecond steps: 3x the median but only 2 us more is not judged.
   for (int i = 1; i <= 5; ++i) EXPECT_TRUE(quiet.observe(i, {1e-6, 3e-6, 1e-6}).current.empty());
-}
-
-TEST(Goodput, ProductiveStepsOverWallTimeSinceTheJobBegan) {
-  Goodput g(/*job_started_at=*/1000.0, /*productive_before_s=*/30.0);
-  g.add_step(5.0, true);
-  g.add_step(5.0, false);  // a skipped update is lost time
-  EXPECT_DOUBLE_EQ(g.productive_s(), 35.0);
-  EXPECT_DOUBLE_EQ(g.ratio(1070.0), 0.5);
-  EXPECT_DOUBLE_EQ(g.ratio(1000.0), 0.0);
-  EXPECT_DOUBLE_EQ(Goodput(0, 100).ratio(50), 1.0);  // clamped
-}
-
-TEST(Goodput, ProductiveSecondsCountEachStepsLastLineOnceWithoutSkips) {
-  std::vector<MetricsRecord> recs(4);
-  for (int i = 0; i < 4; ++i) recs[static_cast<size_t>(i)].step = i + 1, recs[static_cast<size_t>(i)].step_s = 2.0;
-  recs[2].skipped = 1;
-  EXPECT_DOUBLE_EQ(productive_seconds(recs), 6.0);
-  EXPECT_DOUBLE_EQ(productive_seconds(recs, 2), 4.0);
 }
 
 }  // namespace
