@@ -13,6 +13,7 @@
 
 #include "data/objstore/crc32c.h"
 #include "data/objstore/gcs.h"
+#include "upload_test_files.h"
 #include "util/error.h"
 
 namespace ft {
@@ -20,16 +21,11 @@ namespace {
 
 constexpr uint64_t kKiB = 1024;
 
-std::string env_or_empty(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
 class GcsUpload : public ::testing::Test {
  protected:
   void SetUp() override {
-    endpoint_ = env_or_empty("FT_TEST_GCS_ENDPOINT");
-    bucket_ = env_or_empty("FT_TEST_GCS_BUCKET");
+    endpoint_ = upload_test::env_or_empty("FT_TEST_GCS_ENDPOINT");
+    bucket_ = upload_test::env_or_empty("FT_TEST_GCS_BUCKET");
     if (endpoint_.empty() || bucket_.empty())
       GTEST_SKIP() << "no GCS server (run by tests/objstore/test_gcs_upload.py)";
   }
@@ -40,18 +36,8 @@ class GcsUpload : public ::testing::Test {
     o.backoff_s = 0.01;
     return GcsClient(o);
   }
-  std::string file_of(size_t n, uint32_t seed) {
-    std::string data(n, '\0');
-    std::mt19937 rng(seed);
-    for (auto& c : data) c = static_cast<char>(rng());
-    std::string path = ::testing::TempDir() + "/gcs_upload_" + std::to_string(::getpid()) + "_" + std::to_string(seed);
-    std::ofstream(path, std::ios::binary) << data;
-    return path;
-  }
-  static std::string read(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  }
+  static std::string file_of(size_t n, uint32_t seed) { return upload_test::random_file("gcs_upload", n, seed); }
+  static std::string read(const std::string& path) { return upload_test::read_all(path); }
   std::string endpoint_, bucket_;
 };
 

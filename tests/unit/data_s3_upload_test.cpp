@@ -10,21 +10,17 @@
 #include <random>
 
 #include "data/objstore/s3.h"
+#include "upload_test_files.h"
 #include "util/error.h"
 
 namespace ft {
 namespace {
 
-std::string env_or_empty(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
 class S3Upload : public ::testing::Test {
  protected:
   void SetUp() override {
-    endpoint_ = env_or_empty("FT_TEST_S3_ENDPOINT");
-    bucket_ = env_or_empty("FT_TEST_S3_BUCKET");
+    endpoint_ = upload_test::env_or_empty("FT_TEST_S3_ENDPOINT");
+    bucket_ = upload_test::env_or_empty("FT_TEST_S3_BUCKET");
     if (endpoint_.empty() || bucket_.empty()) GTEST_SKIP() << "no S3 server (run by tests/s3/test_s3_upload.py)";
   }
   S3Client client(const std::string& endpoint, int retries = 4) {
@@ -34,18 +30,8 @@ class S3Upload : public ::testing::Test {
     o.backoff_s = 0.01;
     return S3Client(o);
   }
-  std::string file_of(size_t n, uint32_t seed) {
-    std::string data(n, '\0');
-    std::mt19937 rng(seed);
-    for (auto& c : data) c = static_cast<char>(rng());
-    std::string path = ::testing::TempDir() + "/s3_upload_" + std::to_string(::getpid()) + "_" + std::to_string(seed);
-    std::ofstream(path, std::ios::binary) << data;
-    return path;
-  }
-  static std::string read(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  }
+  static std::string file_of(size_t n, uint32_t seed) { return upload_test::random_file("s3_upload", n, seed); }
+  static std::string read(const std::string& path) { return upload_test::read_all(path); }
   std::string endpoint_, bucket_;
 };
 
@@ -100,7 +86,7 @@ TEST_F(S3Upload, FailedPartAbortsTheUpload) {
 }
 
 TEST_F(S3Upload, DroppedConnectionRetriesThePart) {
-  const std::string front = env_or_empty("FT_TEST_S3_FRONT");
+  const std::string front = upload_test::env_or_empty("FT_TEST_S3_FRONT");
   if (front.empty()) GTEST_SKIP() << "no fault-injecting front";
   S3Client s3 = client(front);
   const std::string path = file_of((11u << 20), 4);
