@@ -108,6 +108,9 @@ std::string summary_table(const std::vector<MetricsRecord>& recs, const JobSumma
                                     human_duration(job.productive_s), human_duration(job.wall_s)));
   else if (!recs.empty() && std::isfinite(recs.back().goodput))
     t += row("goodput", fmt::format("{:.1f}% (rank 0 at step {})", 100 * recs.back().goodput, recs.back().step));
+  if (job.badput)
+    t += row("badput", html_escape(fmt::format("{:.1f} s productive of {:.1f} s; {}", job.badput->productive_s,
+                                               job.badput->wall_s(), badput_summary(*job.badput))));
   double straggled = 0;
   int64_t straggler_steps = 0;
   for (const auto& r : recs)
@@ -144,6 +147,10 @@ JobSummary read_job_summary(const std::string& path) {
       out.productive_s = e.value("productive_s", NAN);
       out.wall_s = e.value("wall_s", NAN);
       out.restarts = e.value("restarts", 0);
+      if (e.contains("badput")) try {
+          out.badput = BadputTotals::from_json(e["badput"], path);
+        } catch (const Error&) {
+        }
     } else if (ev == "failure") {
       std::string who;
       if (e.contains("ranks") && !e["ranks"].empty()) who = " rank " + e["ranks"].dump();
@@ -231,7 +238,15 @@ std::string write_run_report(const std::string& run_dir, const std::string& out_
                 "is it a fluxtrain run directory? `fluxtrain train` writes metrics.jsonl into train.run_dir");
   auto recs = read_metrics_jsonl(jsonl);
   std::string out = out_path.empty() ? (fs::path(run_dir) / "report.html").string() : out_path;
-  const JobSummary job = read_job_summary((fs::path(run_dir) / "supervisor.jsonl").string());
+  JobSummary job = read_job_summary((fs::path(run_dir) / "supervisor.jsonl").string());
+  if (!job.badput) {
+    try {
+      const std::string b = (fs::path(run_dir) / "badput.json").string();
+      job.badput = fs::exists(b) ? std::optional(BadputTotals::from_json(nlohmann::json::parse(read_file(b)), b))
+                                 : last_badput_row(jsonl);
+    } catch (const std::exception&) {  // a damaged badput.json: the report goes without it
+    }
+  }
   write_file_atomic(out, render_report_html(fs::absolute(run_dir).lexically_normal().string(), recs, job));
   return out;
 }

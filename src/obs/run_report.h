@@ -9,9 +9,11 @@
 #pragma once
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "obs/badput.h"
 #include "obs/metrics_reader.h"
 
 namespace ft::obs {
@@ -23,6 +25,9 @@ struct JobSummary {
   int restarts = 0;
   std::vector<std::string> failures;  // "attempt 1: hang (rank 2 on node3)"
   std::vector<double> recovery_s;
+  // The job's badput: the supervisor's "finished" event, else RUN_DIR/badput.json, else the last
+  // metrics.jsonl row (obs/badput.h); nullopt when none has it.
+  std::optional<BadputTotals> badput;
 };
 JobSummary read_job_summary(const std::string& supervisor_jsonl);  // absent file: present = false
 

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 
@@ -71,6 +72,20 @@ TEST_F(ReportTest, GoodputStragglersAndTheSupervisorsRecordAreInTheSummary) {
   EXPECT_NE(html.find("attempt 1: hang rank [2] on node3"), std::string::npos);
   EXPECT_NE(html.find("4.2 s"), std::string::npos);
   EXPECT_FALSE(read_job_summary((dir_ / "none.jsonl").string()).present);
+}
+
+TEST_F(ReportTest, TheBadputByKindIsInTheSummaryFromTheLastRowOrBadputJson) {
+  BadputTotals t;
+  t.started_at = 100, t.at = 130, t.productive_s = 20;
+  t.seconds[static_cast<size_t>(BadputKind::kStartup)] = 4;
+  t.seconds[static_cast<size_t>(BadputKind::kCheckpoint)] = 6;
+  write("{\"step\":1,\"loss\":4.0,\"badput\":" + t.to_json().dump() + "}\n");
+  std::string html = read_file(write_run_report(dir_.string(), ""));
+  EXPECT_NE(html.find("20.0 s productive of 30.0 s; badput: checkpoint 6.0 s, startup 4.0 s"), std::string::npos);
+  t.at = 140, t.seconds[static_cast<size_t>(BadputKind::kEval)] = 10;  // the run's end: badput.json
+  std::ofstream(dir_ / "badput.json") << t.to_json().dump();
+  html = read_file(write_run_report(dir_.string(), ""));
+  EXPECT_NE(html.find("20.0 s productive of 40.0 s; badput: evaluation 10.0 s, checkpoint 6.0 s"), std::string::npos);
 }
 
 TEST_F(ReportTest, TruncatedLastLineIsSkippedOtherBadLinesAreErrors) {
