@@ -232,7 +232,7 @@ void set_allocation_clock(uint64_t (*clock)(), uint64_t (*allocated_at)(const vo
   g_allocated_at = allocated_at;
 }
 
-void check_ordered(const void* stream, const void* p, const char* call, bool /*write*/) {
+void check_ordered(const void* stream, const void* p, const char* call, bool /*write*/, size_t /*bytes*/) {
   if (!g_allocated_at || !p) return;
   CUstream_st* w = worker_of(stream);
   if (!w) return;

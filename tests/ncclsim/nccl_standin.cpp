@@ -190,11 +190,13 @@ namespace {
 
 // The buffers of an operation about to be enqueued on s, which thereby becomes a worker stream:
 // each must be usable there (standin.h: stream-ordered allocation; checked beside the emulated GPU).
-void check_buffers(cudaStream_t s, const char* call, std::initializer_list<const void*> reads,
-                   std::initializer_list<const void*> writes) {
+// Each buffer with the bytes the operation touches there.
+using Buffer = std::pair<const void*, size_t>;
+void check_buffers(cudaStream_t s, const char* call, std::initializer_list<Buffer> reads,
+                   std::initializer_list<Buffer> writes) {
   ncclsim::adopt_stream(s);
-  for (const void* p : reads) ncclsim::check_ordered(s, p, call, false);
-  for (const void* p : writes) ncclsim::check_ordered(s, p, call, true);
+  for (const auto& [p, n] : reads) ncclsim::check_ordered(s, p, call, false, n);
+  for (const auto& [p, n] : writes) ncclsim::check_ordered(s, p, call, true, n);
 }
 
 ncclResult_t enqueue(ncclComm* c, cudaStream_t s, std::function<ncclResult_t()> body, bool broken) {
@@ -241,9 +243,9 @@ ncclResult_t post_p2p(std::vector<P2p> ops) {
   ncclComm* c = ops.front().comm;
   for (const P2p& o : ops) {
     if (o.send)
-      check_buffers(o.stream, "ncclSend", {o.buf}, {});
+      check_buffers(o.stream, "ncclSend", {{o.buf, o.bytes}}, {});
     else
-      check_buffers(o.stream, "ncclRecv", {}, {o.buf});
+      check_buffers(o.stream, "ncclRecv", {}, {{o.buf, o.bytes}});
   }
   return enqueue(c, ops.front().stream, [c, ops] {
     std::vector<std::vector<char>> host(ops.size());  // what MPI moves
@@ -457,11 +459,11 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
                            cudaStream_t s) {
   const bool broken = enter_collective();
   if (!c || elem_size(t) == 0 || (op != ncclSum && op != ncclMax) || t_group_depth > 0) return ncclInvalidArgument;
-  check_buffers(s, "ncclAllReduce", {send}, {recv});
+  const size_t bytes = count * elem_size(t);
+  check_buffers(s, "ncclAllReduce", {{send, bytes}}, {{recv, bytes}});
   return enqueue(
       c, s,
       [=] {
-        const size_t bytes = count * elem_size(t);
         std::vector<char> all(bytes * static_cast<size_t>(c->size));
         if (ncclResult_t e = exchange_blocks(c, send, all.data(), bytes, /*to_all=*/false); e != ncclSuccess) return e;
         ncclsim::touch_memory([&] { reduce_blocks(recv, all.data(), count, c->size, t, op); });
@@ -474,11 +476,11 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclD
                                ncclComm_t c, cudaStream_t s) {
   const bool broken = enter_collective();
   if (!c || elem_size(t) == 0 || (op != ncclSum && op != ncclMax) || t_group_depth > 0) return ncclInvalidArgument;
-  check_buffers(s, "ncclReduceScatter", {send}, {recv});
+  const size_t bytes = count * elem_size(t);
+  check_buffers(s, "ncclReduceScatter", {{send, bytes * static_cast<size_t>(c->size)}}, {{recv, bytes}});
   return enqueue(
       c, s,
       [=] {
-        const size_t bytes = count * elem_size(t);
         std::vector<char> mine(bytes * static_cast<size_t>(c->size));  // every rank's block c->rank
         if (ncclResult_t e = exchange_blocks(c, send, mine.data(), bytes, /*to_all=*/true); e != ncclSuccess) return e;
         ncclsim::touch_memory([&] { reduce_blocks(recv, mine.data(), count, c->size, t, op); });
@@ -490,11 +492,11 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclD
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t t, ncclComm_t c, cudaStream_t s) {
   const bool broken = enter_collective();
   if (!c || elem_size(t) == 0 || t_group_depth > 0) return ncclInvalidArgument;
-  check_buffers(s, "ncclAllGather", {send}, {recv});
+  const size_t bytes = count * elem_size(t);
+  check_buffers(s, "ncclAllGather", {{send, bytes}}, {{recv, bytes * static_cast<size_t>(c->size)}});
   return enqueue(
       c, s,
       [=] {
-        const size_t bytes = count * elem_size(t);
         std::vector<char> all(bytes * static_cast<size_t>(c->size));  // send may lie inside recv
         if (ncclResult_t e = exchange_blocks(c, send, all.data(), bytes, /*to_all=*/false); e != ncclSuccess) return e;
         if (!all.empty()) ncclsim::touch_memory([&] { std::memcpy(recv, all.data(), all.size()); });
@@ -507,11 +509,11 @@ ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataT
                            cudaStream_t s) {
   const bool broken = enter_collective();
   if (!c || elem_size(t) == 0 || root < 0 || root >= c->size || t_group_depth > 0) return ncclInvalidArgument;
-  check_buffers(s, "ncclBroadcast", {send}, {recv});
+  const size_t bytes = count * elem_size(t);
+  check_buffers(s, "ncclBroadcast", {{send, bytes}}, {{recv, bytes}});
   return enqueue(
       c, s,
       [=] {
-        const size_t bytes = count * elem_size(t);
         if (bytes == 0) return ncclSuccess;
         std::vector<char> host(bytes);
         if (c->rank == root) ncclsim::touch_memory([&] { std::memcpy(host.data(), send, bytes); });

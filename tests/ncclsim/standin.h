@@ -43,8 +43,8 @@ void touch_memory(const std::function<void()>& f);
 // for each buffer it enqueues on a worker — dies naming the call when p was allocated after the
 // point its stream is ordered after. Without the hooks nothing is checked.
 void set_allocation_clock(uint64_t (*clock)(), uint64_t (*allocated_at)(const void*));
-// `write`: the operation writes p (its receive buffer), else reads it (the virtual GPU's race check,
-// tests/vgpu/nccl_hooks.cpp, tells the two apart; the checks here do not).
-void check_ordered(const void* stream, const void* p, const char* call, bool write = false);
+// `write`: the operation writes p (its receive buffer), else reads it; `bytes`: how many from p
+// (the virtual GPU's race check, tests/vgpu/nccl_hooks.cpp, uses both; the checks here do not).
+void check_ordered(const void* stream, const void* p, const char* call, bool write = false, size_t bytes = 0);
 
 }  // namespace ncclsim

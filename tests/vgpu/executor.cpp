@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cub/device/device_radix_sort.cuh>
@@ -57,12 +58,20 @@ struct Shadow {
   bool many_readers = false;
 };
 
-// An allocation the running launch has accessed, and the kinds of access already checked there
-// (bounds, and the access hook's verdict, which holds for the rest of the launch: the hook checks
-// each allocation once per item and kind).
+// An allocation [lo, hi) the running launch has accessed, the kinds of access already checked
+// there (bounds), and per kind the bytes touched so far [min, max) (for the access hook when the
+// launch ends: the race check of runtime_sim.cpp is per byte range).
+struct Touched {
+  uintptr_t min = UINTPTR_MAX, max = 0;
+  void add(uintptr_t a, size_t n) {
+    min = a < min ? a : min;
+    max = a + n > max ? a + n : max;
+  }
+};
 struct Checked {
   uintptr_t lo = 0, hi = 0;
   bool read = false, write = false;
+  Touched r, w;
 };
 constexpr int kChecked = 8;  // a kernel touches a handful of buffers
 
@@ -105,6 +114,7 @@ struct State {
   std::map<uintptr_t, std::pair<size_t, std::string>> memory;  // device allocations
   Checked checked[kChecked];                                   // of the running launch; emptied when `memory` changes
   int nchecked = 0, next_checked = 0;
+  std::vector<Checked> evicted;             // of the running launch: entries `checked` had no room left for
   std::map<const void*, int> max_dyn_smem;  // cudaFuncSetAttribute
   uint64_t launches = 0;
   std::map<std::string, int> faults;
@@ -421,8 +431,9 @@ bool ordered(int32_t tid, uint32_t epoch, uint32_t warp_ep, const Fiber& me) {
 
 AccessHook g_access_hook = nullptr;  // set_access_hook
 
-// Records that `write` accesses to the allocation [lo, hi) passed their checks in this launch.
-void remember(uintptr_t lo, uintptr_t hi, bool write) {
+// Records that `write` accesses to the allocation [lo, hi) passed their checks in this launch, and
+// the access [a, a + n).
+void remember(uintptr_t lo, uintptr_t hi, bool write, uintptr_t a, size_t n) {
   State& s = S();
   Checked* c = nullptr;
   for (int i = 0; i < s.nchecked && !c; ++i)
@@ -433,13 +444,16 @@ void remember(uintptr_t lo, uintptr_t hi, bool write) {
     } else {
       c = &s.checked[s.next_checked];
       s.next_checked = (s.next_checked + 1) % kChecked;
+      if (c->read || c->write) s.evicted.push_back(*c);
     }
-    *c = Checked{lo, hi, false, false};
+    *c = Checked{lo, hi, false, false, {}, {}};
   }
   (write ? c->write : c->read) = true;
+  (write ? c->w : c->r).add(a, n);
 }
 void forget_checked() {
   S().nchecked = S().next_checked = 0;
+  S().evicted.clear();
 }
 
 // Set on the OS thread that runs a launch (a stream's worker): host code of the kernels' files on
@@ -456,9 +470,7 @@ thread_local bool t_in_launch = false;
   if (it != s.memory.begin()) {
     --it;
     if (a >= it->first && a + n <= it->first + it->second.first) {
-      if (g_access_hook)
-        if (const char* why = g_access_hook(it->first, write)) fail(std::string(why) + " by " + thread_str(s.cur->tid));
-      remember(it->first, it->first + it->second.first, write);
+      remember(it->first, it->first + it->second.first, write, a, n);
       return;
     }
   }
@@ -479,7 +491,8 @@ thread_local bool t_in_launch = false;
 }
 
 // Every load and store of the kernels: the common cases (an allocation already checked in this
-// launch, the thread's own stack, the binary's constants) inline in each hook, the rest out of line.
+// launch, its touched range widened; the thread's own stack; the binary's constants) inline in
+// each hook, the rest out of line.
 [[gnu::always_inline]] inline void access(const void* p, size_t n, bool write) {
   if (!t_in_launch) return;  // host code of the kernels' files on another thread
   State& s = S();
@@ -487,8 +500,11 @@ thread_local bool t_in_launch = false;
   if (!me) return;  // host code of the kernels' files, between launches
   const auto a = reinterpret_cast<uintptr_t>(p);
   for (int i = 0; i < s.nchecked; ++i) {
-    const Checked& c = s.checked[i];
-    if (a >= c.lo && a + n <= c.hi && (write ? c.write : c.read)) return;
+    Checked& c = s.checked[i];
+    if (a >= c.lo && a + n <= c.hi && (write ? c.write : c.read)) {
+      (write ? c.w : c.r).add(a, n);
+      return;
+    }
   }
   const auto sm = reinterpret_cast<uintptr_t>(s.smem.data());
   if (a >= sm && a < sm + s.smem_limit) {
@@ -659,16 +675,29 @@ void run_launch(const char* kernel, const char* file, int line, const void* fn, 
     s.shadow.resize(s.smem_limit / 4, Shadow{});
   }
   forget_checked();  // the access hook checks each launch (a stream's item) afresh
-  struct InLaunch {
-    InLaunch() { t_in_launch = true; }
-    ~InLaunch() { t_in_launch = false; }
-  } in_launch;
-  for (unsigned z = 0; z < grid.z; ++z)
-    for (unsigned y = 0; y < grid.y; ++y)
-      for (unsigned x = 0; x < grid.x; ++x) {
-        s.bidx = {x, y, z};
-        run_block(main, arg);
-      }
+  {
+    struct InLaunch {
+      InLaunch() { t_in_launch = true; }
+      ~InLaunch() { t_in_launch = false; }
+    } in_launch;
+    for (unsigned z = 0; z < grid.z; ++z)
+      for (unsigned y = 0; y < grid.y; ++y)
+        for (unsigned x = 0; x < grid.x; ++x) {
+          s.bidx = {x, y, z};
+          run_block(main, arg);
+        }
+  }
+  // The access hook once per allocation and kind the launch touched, with the bytes it touched.
+  if (!g_access_hook) return;
+  auto report = [&](const Checked& c) {
+    for (const bool write : {false, true}) {
+      const Touched& t = write ? c.w : c.r;
+      if (t.min >= t.max) continue;
+      if (const char* why = g_access_hook(c.lo, t.min, t.max, write)) throw Error(why);
+    }
+  };
+  for (const Checked& c : s.evicted) report(c);
+  for (int i = 0; i < s.nchecked; ++i) report(s.checked[i]);
 }
 
 cudaError_t func_set_attribute(const void* fn, cudaFuncAttribute attr, int value) {

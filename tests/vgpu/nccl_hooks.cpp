@@ -4,9 +4,9 @@
 // memory (host-addressable) directly. What the stand-in's hooks (standin.h) did for the host CUDA
 // stand-in the runtime does itself (workers, draining, stream-ordered allocation); the one thing
 // it cannot see — which buffers a host function touches — comes from check_ordered, called for each
-// buffer before the collective is queued: a declared access in stream order (vgpu::declare_access),
-// so a collective on memory the compute stream is still writing, with no event between, is the
-// runtime's cross-stream race naming the NCCL call and the kernel.
+// buffer (its exact bytes) before the collective is queued: a declared access in stream order
+// (vgpu::declare_access), so a collective on bytes the compute stream is still writing, with no
+// event between, is the runtime's cross-stream race naming the NCCL call and the kernel.
 #include <functional>
 
 #include "standin.h"
@@ -26,9 +26,9 @@ void touch_memory(const std::function<void()>& f) {
 }
 void set_allocation_clock(uint64_t (*)(), uint64_t (*)(const void*)) {}
 
-void check_ordered(const void* stream, const void* p, const char* call, bool write) {
+void check_ordered(const void* stream, const void* p, const char* call, bool write, size_t bytes) {
   if (p == nullptr) return;
-  vgpu::declare_access(static_cast<cudaStream_t>(const_cast<void*>(stream)), p, write, call);
+  vgpu::declare_access(static_cast<cudaStream_t>(const_cast<void*>(stream)), p, bytes, write, call);
 }
 
 }  // namespace ncclsim

@@ -9,9 +9,15 @@
 //   kernel tests rely on it); on any other stream a fault makes the device sticky.
 // - Ordering is tracked with vector clocks: each item carries what it is ordered after (its
 //   stream's earlier work, events it waited for, streams the host synchronised with before
-//   submitting it). Every access of a kernel, copy, fill or free to an allocation is checked
-//   against the allocation's last writer and readers on other streams: unordered → a fault naming
-//   both ops and both streams. The verdict depends on the order of calls only, not on the delays.
+//   submitting it). Every access of a kernel, copy, fill, free or declared collective is a byte
+//   range [lo, hi) of one allocation (a kernel's: from the lowest to the highest byte it touched
+//   there, per kind, reported by the executor when the launch ends; a copy's, fill's or
+//   collective's: its buffer; a free's: the whole allocation), checked against the accesses of
+//   other streams to that allocation still unordered with it: two that overlap, one of them a
+//   write, with no event between → a fault naming both ops, both streams and the overlapping
+//   bytes. Disjoint ranges of one allocation (one gradient bucket reduced on the communication
+//   stream while the backward pass writes another) do not race. The verdict depends on the order
+//   of calls only, not on the delays.
 // - The pool (cudaMallocFromPoolAsync / cudaFreeAsync): a block freed on stream A is reused by an
 //   allocation on stream B at once; when B is not already ordered after the free, the allocation
 //   waits for it (CUDA's cudaMemPoolReuseAllowInternalDependencies). Blocks are never returned.
@@ -27,6 +33,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -36,7 +43,6 @@
 #include <memory>
 #include <mutex>
 #include <random>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -96,16 +102,21 @@ struct Stream {
 };
 
 // An allocation as the executing items see it (created and removed in stream order).
+// One access to the bytes [lo, hi) (offsets in the allocation) by item `seq` of stream `sid`.
 struct Access {
   int sid = -1;
   uint64_t seq = 0;
   std::string what;
+  size_t lo = 0, hi = 0;
+  bool write = false;
 };
 struct Alloc {
   size_t bytes = 0;
   std::string name;
-  Access writer;
-  std::map<int, Access> readers;  // per stream, since the last write
+  // The accesses a later one may still race with: one is dropped when a later access, ordered
+  // after it, covers its bytes and is a write or both are reads (whatever is unordered with the
+  // later one and conflicts with the earlier one conflicts with the later one too).
+  std::vector<Access> live;
 };
 
 struct Free {
@@ -143,7 +154,7 @@ struct Runtime {
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
 };
 
-const char* access_hook(uintptr_t base, bool write);
+const char* access_hook(uintptr_t base, uintptr_t lo, uintptr_t hi, bool write);
 
 Runtime& R() {
   // Leaked: workers may still wait on its condition variable while static destructors run.
@@ -162,10 +173,8 @@ Runtime& R() {
 
 thread_local cudaError_t t_last = cudaSuccess;
 thread_local int t_device = 0;
-// The item the calling thread is running, for the access hook; and the (base, write) pairs of it
-// already checked.
+// The item the calling thread is running, for the access hook.
 thread_local const Item* t_item = nullptr;
-thread_local std::set<std::pair<uintptr_t, bool>>* t_seen = nullptr;
 
 cudaError_t fail(cudaError_t e) {
   t_last = e;
@@ -196,65 +205,52 @@ std::string stream_name(int sid) {
   return fmt::format("stream {}", sid);
 }
 
-// The race check of one access by item `it` (under mu): null, or why it races.
-bool check_access(Alloc& a, const Item& it, bool write, std::string* why) {
+// The race check of item `it`'s access to the bytes [lo, hi) of allocation `a` (under mu): false,
+// with why, when it overlaps an access of another stream unordered with it, one of the two a write.
+bool check_access(Alloc& a, const Item& it, size_t lo, size_t hi, bool write, std::string* why) {
   auto ordered = [&](const Access& x) { return x.sid == it.sid || at(it.clock, x.sid) >= x.seq; };
-  const char* verb = write ? "writes" : "reads";
-  if (a.writer.sid >= 0 && !ordered(a.writer)) {
+  auto verb = [](bool w) { return w ? "writes" : "reads"; };
+  for (const Access& x : a.live) {
+    if (x.lo >= hi || lo >= x.hi || (!write && !x.write) || ordered(x)) continue;
     *why = fmt::format(
-        "cross-stream race on {}: {} on {} {} it while {} on {} writes it, with no event between (cudaEventRecord "
-        "+ cudaStreamWaitEvent: stream_wait)",
-        a.name, it.what, stream_name(it.sid), verb, a.writer.what, stream_name(a.writer.sid));
+        "cross-stream race on {}, bytes [{}, {}): {} on {} {} bytes [{}, {}) while {} on {} {} bytes [{}, {}), "
+        "with no event between (cudaEventRecord + cudaStreamWaitEvent: stream_wait)",
+        a.name, std::max(lo, x.lo), std::min(hi, x.hi), it.what, stream_name(it.sid), verb(write), lo, hi, x.what,
+        stream_name(x.sid), verb(x.write), x.lo, x.hi);
     return false;
   }
-  if (write)
-    for (auto& [sid, rd] : a.readers)
-      if (!ordered(rd)) {
-        *why = fmt::format(
-            "cross-stream race on {}: {} on {} writes it while {} on {} reads it, with no event between "
-            "(cudaEventRecord + cudaStreamWaitEvent: stream_wait)",
-            a.name, it.what, stream_name(it.sid), rd.what, stream_name(rd.sid));
-        return false;
-      }
-  const Access me{it.sid, it.seq, it.what};
-  if (write) {
-    a.writer = me;
-    a.readers.clear();
-  } else {
-    a.readers[it.sid] = me;
-  }
+  std::erase_if(a.live, [&](const Access& x) { return lo <= x.lo && x.hi <= hi && (write || !x.write) && ordered(x); });
+  a.live.push_back(Access{it.sid, it.seq, it.what, lo, hi, write});
   return true;
 }
 
-Alloc* alloc_of_locked(const void* p) {
-  auto& m = R().allocs;
-  const auto a = reinterpret_cast<uintptr_t>(p);
-  auto it = m.upper_bound(a);
-  if (it == m.begin()) return nullptr;
-  --it;
-  return a < it->first + it->second.bytes ? &it->second : nullptr;
-}
-
-const char* access_hook(uintptr_t base, bool write) {
-  if (!t_item || !t_seen) return nullptr;
-  if (!t_seen->insert({base, write}).second) return nullptr;
+const char* access_hook(uintptr_t base, uintptr_t lo, uintptr_t hi, bool write) {
+  if (!t_item) return nullptr;
   Runtime& r = R();
   std::lock_guard<std::mutex> lock(r.mu);
   auto it = r.allocs.find(base);
   if (it == r.allocs.end()) return nullptr;  // registered by a test, not the runtime's
   thread_local std::string why;
-  return check_access(it->second, *t_item, write, &why) ? nullptr : why.c_str();
+  return check_access(it->second, *t_item, lo - base, hi - base, write, &why) ? nullptr : why.c_str();
 }
 
-// Copies and fills check the allocations they touch as kernels do (under mu). Throws vgpu::Error.
-void check_range(const void* p, bool write) {
-  if (!t_item) return;
+// Copies, fills, frees and declared collectives check the bytes [p, p + n) they touch as kernels
+// do (under mu; n clipped to p's allocation, SIZE_MAX: to its end). Throws vgpu::Error.
+void check_range(const void* p, size_t n, bool write) {
+  if (!t_item || n == 0) return;
   Runtime& r = R();
   std::lock_guard<std::mutex> lock(r.mu);
-  if (Alloc* a = alloc_of_locked(p)) {
-    std::string why;
-    if (!check_access(*a, *t_item, write, &why)) throw Error(why);
-  }
+  auto& m = r.allocs;
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  auto it = m.upper_bound(addr);
+  if (it == m.begin()) return;
+  --it;
+  Alloc& a = it->second;
+  const size_t lo = addr - it->first;
+  if (lo >= a.bytes) return;
+  const size_t hi = n >= a.bytes - lo ? a.bytes : lo + n;
+  std::string why;
+  if (!check_access(a, *t_item, lo, hi, write, &why)) throw Error(why);
 }
 
 cudaError_t code_of(const std::string& report) {
@@ -264,11 +260,9 @@ cudaError_t code_of(const std::string& report) {
 
 // Runs one item on the calling thread (a worker, or the host for the default stream).
 void execute(Item& it, bool rethrow) {
-  std::set<std::pair<uintptr_t, bool>> seen;
   t_item = &it;
-  t_seen = &seen;
   struct Reset {
-    ~Reset() { t_item = nullptr, t_seen = nullptr; }
+    ~Reset() { t_item = nullptr; }
   } reset;
   if (!it.device) {
     it.run();
@@ -396,7 +390,7 @@ void make_live(void* p, size_t bytes, const std::string& name) {
     a = Alloc{};
     a.bytes = bytes;
     a.name = name;
-    if (t_item) a.writer = Access{t_item->sid, t_item->seq, t_item->what};
+    if (t_item) a.live.push_back(Access{t_item->sid, t_item->seq, t_item->what, 0, bytes, true});
   }
   std::lock_guard<std::recursive_mutex> d(r.device);
   register_memory(p, bytes, r.allocs[reinterpret_cast<uintptr_t>(p)].name.c_str());
@@ -440,8 +434,8 @@ cudaError_t copy2d(void* dst, size_t dpitch, const void* src, size_t spitch, siz
   Item it;
   it.what = height > 1 ? "cudaMemcpy2DAsync" : "cudaMemcpyAsync";
   it.run = [=] {
-    if (ddev) check_range(dst, true);
-    if (sdev) check_range(src, false);
+    if (ddev) check_range(dst, dspan, true);
+    if (sdev) check_range(src, sspan, false);
     const char* from = staged ? staged->data() : static_cast<const char*>(src);
     for (size_t row = 0; row < height; ++row)
       std::memmove(static_cast<char*>(dst) + row * dpitch, from + row * spitch, width);
@@ -471,7 +465,7 @@ void reset_fault_for_tests() {
   for (auto& [h, s] : r.streams) r.cv.wait(lk, [&] { return s->done >= s->submitted; });
   r.sticky = cudaSuccess;
   r.report.clear();
-  for (auto& [b, a] : r.allocs) a.writer = Access{}, a.readers.clear();
+  for (auto& [b, a] : r.allocs) a.live.clear();
   t_last = cudaSuccess;
 }
 
@@ -487,8 +481,9 @@ void on_stream(cudaStream_t h, const char* what, void (*fn)(void*), void* arg) {
   submit(lk, s, std::move(it));
 }
 
-// A device item touching nothing but p: check_range's race check throws, execute() makes it a fault.
-void declare_access(cudaStream_t h, const void* p, bool write, const char* what) {
+// A device item touching nothing but [p, p + bytes): check_range's race check throws, execute()
+// makes it a fault.
+void declare_access(cudaStream_t h, const void* p, size_t bytes, bool write, const char* what) {
   Runtime& r = R();
   std::unique_lock<std::mutex> lk(r.mu);
   if (cudaError_t e = sticky_locked()) return void(fail(e));
@@ -496,7 +491,7 @@ void declare_access(cudaStream_t h, const void* p, bool write, const char* what)
   if (!s) return void(fail(cudaErrorInvalidResourceHandle));
   Item it;
   it.what = what;
-  it.run = [p, write] { check_range(p, write); };
+  it.run = [p, bytes, write] { check_range(p, bytes, write); };
   submit(lk, s, std::move(it));
 }
 
@@ -885,7 +880,7 @@ cudaError_t cudaFreeAsync(void* p, cudaStream_t h) {
   it.what = "cudaFreeAsync";
   it.always = true;
   it.run = [p] {
-    vgpu::check_range(p, true);  // a free is a write: every other stream's use must be ordered before it
+    vgpu::check_range(p, SIZE_MAX, true);  // a free is a write: every other stream's use must be ordered before it
     vgpu::make_dead(p);
   };
   const uint64_t seq = vgpu::submit(lk, s, std::move(it));
@@ -958,7 +953,7 @@ cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t h) 
   vgpu::Item it;
   it.what = "cudaMemsetAsync";
   it.run = [=] {
-    vgpu::check_range(dst, true);
+    vgpu::check_range(dst, bytes, true);
     if (!vgpu::in_memory(dst, bytes)) throw vgpu::Error("cudaMemsetAsync outside every device allocation");
     std::memset(dst, value, bytes);
   };

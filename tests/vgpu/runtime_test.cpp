@@ -8,6 +8,7 @@
 // fail (ctest WILL_FAIL) — the proof that these tests catch those bugs.
 #include "backends/cuda/runtime.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -111,6 +112,36 @@ TEST_F(VgpuRuntime, WithoutEventCrossStreamErrorNamesBoth) {
   const auto first = report.find("on stream "), second = report.find("on stream ", first + 1);
   ASSERT_NE(second, std::string::npos) << report;
   EXPECT_NE(report.substr(first, 12), report.substr(second, 12)) << report;
+}
+
+// The race check is per byte range: two streams writing disjoint halves of one allocation with no
+// event between do not race (one gradient bucket reduced while the backward pass writes another).
+TEST_F(VgpuRuntime, DisjointRangesOfOneAllocationDoNotRace) {
+  float* a = device_floats(2 * kN);
+  synchronize(main_);  // the allocation is ordered before both streams' work
+  vgpu_rt::fill(cuda_of(main_), a, kN, 1.0f);
+  vgpu_rt::fill(cuda_of(side_), a + kN, kN, 2.0f);  // no stream_wait: the bytes differ
+  stream_wait(main_, side_);
+  const std::vector<float> got = read(main_, a, 2 * kN);
+  EXPECT_EQ(got[0], 1.0f);
+  EXPECT_EQ(got[kN], 2.0f);
+  free_floats(a, 2 * kN);
+  synchronize(main_);
+  EXPECT_STREQ(vgpu::fault_report(), "");
+}
+
+// Overlapping ranges still race, and the report names the bytes both touch: main writes floats
+// [0, kN), side reads [kN/2, kN + kN/2) of the same allocation.
+TEST_F(VgpuRuntime, OverlappingRangesRaceNamingTheBytes) {
+  float* a = device_floats(2 * kN);
+  float* b = device_floats(kN);
+  synchronize(main_);
+  vgpu_rt::fill(cuda_of(main_), a, kN, 1.0f);
+  launch_maybe_reported([&] { vgpu_rt::twice(cuda_of(side_), a + kN / 2, b, kN); });
+  EXPECT_NE(cudaDeviceSynchronize(), cudaSuccess);
+  const std::string report = vgpu::fault_report();
+  EXPECT_NE(report.find("cross-stream race"), std::string::npos) << report;
+  EXPECT_NE(report.find(fmt::format("bytes [{}, {})", kN / 2 * 4, kN * 4)), std::string::npos) << report;
 }
 
 // Memory freed on one stream (zeroed first, as pool_free does) is reused by an allocation on

@@ -80,9 +80,11 @@ void register_memory(const void* p, size_t bytes, const char* what);
 void unregister_memory(const void* p);
 // Whether [p, p + n) lies inside one registered allocation.
 bool in_memory(const void* p, size_t n);
-// Called on every kernel access inside a registered allocation (base: its start) by the thread
-// running the launch; a non-null message fails the kernel (runtime_sim.cpp: cross-stream races).
-using AccessHook = const char* (*)(uintptr_t base, bool write);
+// Called when a launch ends (on the thread that ran it), once per registered allocation (base: its
+// start) and kind of access the launch made there, with [lo, hi): from the lowest to the highest
+// byte of that kind it touched; a non-null message fails the kernel (runtime_sim.cpp:
+// cross-stream races).
+using AccessHook = const char* (*)(uintptr_t base, uintptr_t lo, uintptr_t hi, bool write);
 void set_access_hook(AccessHook hook);
 // A kernel's vector access of `bytes` (8 or 16: float2/uint2, float4/uint4) at p, which a GPU
 // faults on unless p is a multiple of `bytes` (simt.h FT_VECTOR_ACCESS; GCC splits the vector

@@ -151,9 +151,10 @@ void reset_fault_for_tests();
 // Runs fn on the stream's queue in order with its kernels (cub's host equivalent uses it).
 void on_stream(cudaStream_t s, const char* what, void (*fn)(void*), void* arg);
 // Declares that the work queued next on s (a host function: the NCCL stand-in's collective, whose
-// memcpys the executor does not see) reads or writes the allocation holding p: checked in stream
-// order as a kernel's access is, so an unordered access is a cross-stream race naming `what`.
-void declare_access(cudaStream_t s, const void* p, bool write, const char* what);
+// memcpys the executor does not see) reads or writes the bytes [p, p + bytes): checked in stream
+// order as a kernel's access is, so an unordered overlapping access is a cross-stream race naming
+// `what`.
+void declare_access(cudaStream_t s, const void* p, size_t bytes, bool write, const char* what);
 }  // namespace vgpu
 
 template <typename F>
