@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,10 +36,16 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::vect
   envp.push_back(nullptr);
   int err_pipe[2];  // reports a failed exec to the parent
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) throw Error(fmt::format("pipe: {}", std::strerror(errno)));
+  const pid_t parent = ::getpid();
   pid_ = ::fork();
   if (pid_ < 0) throw Error(fmt::format("fork: {}", std::strerror(errno)));
   if (pid_ == 0) {
     ::setpgid(0, 0);
+    // The launcher dies with the supervisor (killed outright, its host lost): no job goes on
+    // without its supervisor, writing into the run directory that a restarted one resumes. mpirun's
+    // daemons on the other hosts lose their lifeline and end their ranks.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
     ::dup2(fds[1], 1);
     ::dup2(fds[1], 2);
     int devnull = ::open("/dev/null", O_RDONLY);

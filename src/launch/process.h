@@ -1,6 +1,7 @@
 // ChildProcess: a launcher (mpirun / srun) started by the supervisor in its own process group,
 // with stdout and stderr captured line by line into a log file (and echoed to our stderr); the
-// most recent lines are kept for finding out what went wrong.
+// most recent lines are kept for finding out what went wrong. It dies with the supervisor
+// (PR_SET_PDEATHSIG, SIGKILL): a supervisor killed outright leaves no job running on its own.
 //
 //   ChildProcess p({"mpirun", "-np", "4", ...}, {"FLUXTRAIN_ATTEMPT=1"}, "run/logs/attempt-1.log");
 //   while (!p.poll()) sleep...;   // exit code: 0..255, or 128 + signal

@@ -18,6 +18,7 @@
 #include "fault/heartbeat.h"
 #include "fault/inject.h"
 #include "fault/stop_file.h"
+#include "launch/earlier_launch.h"
 #include "launch/gpu_env.h"
 #include "launch/process.h"
 #include "launch/stacks.h"
@@ -221,7 +222,8 @@ std::unique_ptr<Supervisor::Attempt> Supervisor::start_attempt(int64_t dp, const
                                   fmt::format("FLUXTRAIN_ATTEMPT={}", a->number),
                                   fmt::format("FLUXTRAIN_RESTARTS={}", a->number - 1),
                                   fmt::format("FLUXTRAIN_JOB_STARTED_AT={:.6f}", job_started_)};
-  if (!resume.empty() && badput_before_) env.push_back("FLUXTRAIN_BADPUT_BEFORE=" + badput_before_->to_json().dump());
+  // A restart, or the first attempt of a relaunch (continue_earlier_launch): the job's badput so far.
+  if (badput_before_) env.push_back("FLUXTRAIN_BADPUT_BEFORE=" + badput_before_->to_json().dump());
   if (after) {
     env.push_back(fmt::format("FLUXTRAIN_FAILURE_DETECTED_AT={:.6f}", after->detected_at));
     a->recover_from = after->detected_at;
@@ -657,7 +659,11 @@ int Supervisor::preempt(Attempt& a) {
       "supervisor: {} received: every rank finishes its step, checkpoints and exits (fault.preempt_grace_s = "
       "{:.0f} s); not restarting{}",
       signal_name(sig), grace, sig == SIGINT ? "; Ctrl-C again stops the job at once" : "");
-  event({{"event", "preempt"}, {"attempt", a.number}, {"signal", signal_name(sig)}});
+  event({{"event", "preempt"},
+         {"attempt", a.number},
+         {"signal", signal_name(sig)},
+         {"reason",
+          fmt::format("{} to the supervisor: every rank checkpoints and exits; no restart", signal_name(sig))}});
   // The stop file first: it reaches the ranks that are still starting (fault/stop_file.h). SIGUSR1
   // goes to the launcher (mpirun and srun forward it to every rank) only once every rank is ready
   // for it, and at once to the local ranks that have reported (their handlers are in).
@@ -746,7 +752,12 @@ bool Supervisor::await_hosts(const std::map<size_t, std::string>& unreachable) {
         "supervisor: host {} is unreachable ({}); waiting up to {:.0f} s for it to return "
         "(fault.host_wait_s)",
         hosts_[h].name, why, fc.host_wait_s);
-    event({{"event", "host_wait"}, {"host", hosts_[h].name}, {"detail", why}});
+    event({{"event", "host_wait"},
+           {"host", hosts_[h].name},
+           {"detail", why},
+           {"reason", fmt::format("host unreachable and fault.elastic = false: the layout needs it; waiting up to "
+                                  "{:.0f} s (fault.host_wait_s)",
+                                  fc.host_wait_s)}});
     const double t0 = unix_seconds();
     while (!why.empty()) {
       if (g_interrupt) return false;
@@ -790,6 +801,30 @@ int64_t Supervisor::choose_dp(int64_t current_dp) const {
   return current_dp;
 }
 
+void Supervisor::continue_earlier_launch() {
+  const EarlierLaunch e = read_earlier_launch(run_dir_, cfg_);
+  if (e.attempts == 0 && !e.badput) return;
+  attempts_ = e.attempts;
+  if (e.badput) {
+    badput_before_ = e.badput;
+    job_started_ = e.badput->started_at;
+  }
+  const double gap = e.last_event_at > 0 ? unix_seconds() - e.last_event_at : 0;
+  log_info(
+      "supervisor: continuing the run of an earlier launch ({} attempt(s) before, resuming from step {}; the last "
+      "event {:.1f} s ago){}",
+      e.attempts, e.resume_step, gap,
+      e.badput ? fmt::format("; badput counts from its start, {:.1f} s ago", unix_seconds() - job_started_) : "");
+  event({{"event", "relaunch"},
+         {"attempts_before", e.attempts},
+         {"resume_step", e.resume_step},
+         {"since_last_event_s", gap},
+         {"job_started_at", job_started_},
+         {"reason", fmt::format("ckpt.resume = \"{}\": continuing the earlier launch's run (its attempts, its "
+                                "badput; the time since its last metrics row counts as restart)",
+                                cfg_.ckpt.resume)}});
+}
+
 void Supervisor::take_signals() {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -813,6 +848,7 @@ int Supervisor::run() {
   for (const Host& h : hosts_) host_names.push_back(fmt::format("{}:{}", h.name, h.slots));
   log_info("supervisor: run {}; hosts {}; up to {} restart(s){}", run_dir_, fmt::join(host_names, ", "),
            fc.max_restarts, fc.elastic ? "; elastic" : "");
+  if (!cfg_.ckpt.resume.empty()) continue_earlier_launch();
   while (true) {
     run_health_checks();
     if (std::all_of(bad_.begin(), bad_.end(), [](bool b) { return b; }))
@@ -832,7 +868,15 @@ int Supervisor::run() {
       }
       if (d != dp) {
         log_warn("supervisor: elastic restart with dp {} instead of {} (a host is marked bad)", d, dp);
-        event({{"event", "shrink"}, {"from_dp", dp}, {"to_dp", d}});
+        std::vector<std::string> bad;
+        for (size_t h = 0; h < hosts_.size(); ++h)
+          if (bad_[h]) bad.push_back(hosts_[h].name);
+        event({{"event", "shrink"},
+               {"from_dp", dp},
+               {"to_dp", d},
+               {"reason", fmt::format("host(s) {} marked bad (fault.elastic): dp {} is the largest that fits the "
+                                      "other hosts and divides the batch",
+                                      fmt::join(bad, ", "), d)}});
         dp = d;
       }
     }
@@ -855,7 +899,11 @@ int Supervisor::run() {
     if (f->kind == "stopped") {
       log_info("supervisor: {} (exit {}); not restarting: `fluxtrain launch ... --resume auto` continues it", f->detail,
                f->exit_code);
-      event({{"event", "stopped"}, {"attempt", attempt->number}, {"exit_code", f->exit_code}, {"detail", f->detail}});
+      event({{"event", "stopped"},
+             {"attempt", attempt->number},
+             {"exit_code", f->exit_code},
+             {"detail", f->detail},
+             {"reason", "stopped on purpose (a drain or a time budget): not restarted; --resume auto continues"}});
       return f->exit_code;
     }
     int fh = failed_host(*attempt, *f);
@@ -951,7 +999,14 @@ int Supervisor::run() {
     expect_step = ckpt->step;
     log_info("supervisor: restart {} of at most {} from {} (step {})", restarts, fc.max_restarts, ckpt->dir,
              ckpt->step);
-    event({{"event", "restart"}, {"restart", restarts}, {"checkpoint", ckpt->dir}, {"step", ckpt->step}});
+    event({{"event", "restart"},
+           {"restart", restarts},
+           {"checkpoint", ckpt->dir},
+           {"step", ckpt->step},
+           {"reason", fmt::format("{}{}: {}; newest valid checkpoint step {}{}", f->kind, who, f->detail, ckpt->step,
+                                  probe.skipped.empty()
+                                      ? ""
+                                      : fmt::format(" ({} newer one(s) failed verification)", probe.skipped.size()))}});
     last = f;
   }
 }

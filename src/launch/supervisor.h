@@ -98,6 +98,9 @@ class Supervisor {
   void run_health_checks();
   int host_of(const Attempt& a, int rank) const;
   int64_t choose_dp(int64_t current_dp) const;  // elastic: the dp that fits the good hosts
+  // A resumed launch (ckpt.resume set): the attempts and badput of the launches before it in the
+  // run directory (launch/earlier_launch.h), so attempts go on counting and badput covers the job.
+  void continue_earlier_launch();
   void event(nlohmann::json e);
 
   LaunchOptions opt_;
