@@ -10,6 +10,7 @@ import glob
 import os
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fault"))
@@ -45,14 +46,14 @@ def prepare_dataset(ft, work, shards=8):
 class Launch(LaunchedRun):
     """`fluxtrain launch --hosts` running on host `on` of the cluster, in the background."""
 
-    def __init__(self, cluster, ft, config, run_dir, sets=(), env=None, hosts_file=None, on=0, extra=()):
+    def __init__(self, cluster, ft, config, run_dir, sets=(), env=None, hosts_file=None, on=0, extra=(), log_path=None):
         self.cluster = cluster
         e = dict(os.environ)
         e.update({"OMP_NUM_THREADS": "1", "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
         e.update(env or {})
         cmd = [ft, "launch", "--config", config, "--hosts", hosts_file or cluster.hostfile, "--run-dir", run_dir
                ] + sets_args(sets) + list(extra)
-        super().__init__(run_dir, cmd, lambda *a, **kw: cluster.popen(on, *a, **kw), e)
+        super().__init__(run_dir, cmd, lambda *a, **kw: cluster.popen(on, *a, **kw), e, log_path)
 
 
 def host_of_rank(run_dir):
@@ -61,3 +62,17 @@ def host_of_rank(run_dir):
 
 def rel(a, b):
     return abs(a - b) / max(abs(b), 1e-12)
+
+
+def check_no_leftovers(c, hosts):
+    """Nothing of the job outlives it: only sshd runs on the hosts afterwards (60 s for the job's
+    processes to go: a leftover stays, a slow machine's tear-down only takes longer)."""
+    deadline = time.time() + 60
+    while True:
+        left = [(c.hosts[i], pid, cmd) for i in hosts for pid, cmd in c.processes(i) if "sshd" not in cmd]
+        if not left:
+            return
+        if time.time() > deadline:
+            fail("processes left on the hosts after the job ended: " + "; ".join(f"{h} {p} {cmd[:80]}"
+                                                                             for h, p, cmd in left))
+        time.sleep(0.2)

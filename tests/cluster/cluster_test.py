@@ -32,8 +32,8 @@ import shutil
 import sys
 import time
 
-from cluster_lib import (SKIP, Launch, fail, host_of_rank, metrics_by_step, prepare_dataset, ranks_json, raw_metrics,
-                         rel)
+from cluster_lib import (SKIP, Launch, check_no_leftovers, fail, host_of_rank, metrics_by_step, prepare_dataset,
+                         ranks_json, raw_metrics, rel)
 from netns_cluster import Cluster, skip_reason
 
 FT, CONFIG, WORK, SCENARIO = sys.argv[1:5]
@@ -210,20 +210,6 @@ def local_reference(name, dp):
     if p.returncode != 0:
         fail(f"{name}: reference run failed:\n{p.stdout[-3000:]}")
     return run_dir
-
-
-def check_no_leftovers(c, hosts):
-    """Nothing of the job outlives it: only sshd runs on the hosts afterwards (60 s for the job's
-    processes to go: a leftover stays, a slow machine's tear-down only takes longer)."""
-    deadline = time.time() + 60
-    while True:
-        left = [(c.hosts[i], pid, cmd) for i in hosts for pid, cmd in c.processes(i) if "sshd" not in cmd]
-        if not left:
-            return
-        if time.time() > deadline:
-            fail("processes left on the hosts after the job ended: " + "; ".join(f"{h} {p} {cmd[:80]}"
-                                                                             for h, p, cmd in left))
-        time.sleep(0.2)
 
 
 def lose_host(c, run, lost=2):

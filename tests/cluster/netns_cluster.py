@@ -371,6 +371,22 @@ class Cluster:
             except OSError:
                 pass
 
+    def cpu_unlimit(self, i):
+        """Lifts host i's CPU cap (the group stays, without a quota)."""
+        path = os.path.join(CPU_CGROUP, self.hosts[i])
+        if os.path.isdir(path):
+            with open(os.path.join(path, "cpu.cfs_quota_us"), "w") as f:
+                f.write("-1")
+
+    def leftovers(self):
+        """Namespaces, /etc/netns entries and cgroups of this cluster still there (after down())."""
+        out = [n for n in list_netns() if PREFIX_RE.match(n) and PREFIX_RE.match(n).group(1) == self.tag]
+        for root in (NETNS_ETC, CPU_CGROUP):
+            if os.path.isdir(root):
+                out += [os.path.join(root, d) for d in os.listdir(root)
+                        if PREFIX_RE.match(d) and PREFIX_RE.match(d).group(1) == self.tag]
+        return out
+
     # ---------------------------------------------------------------- links
 
     def shape(self, rate_bit, hosts=None):

@@ -36,11 +36,11 @@ def ranks_json(run_dir):
 
 class LaunchedRun:
     """`cmd` (a `fluxtrain launch`) started by `popen(cmd, stdout=, stderr=, env=)`, its output in
-    RUN_DIR.launch.log."""
+    RUN_DIR.launch.log (or `log_path`: a relaunch of the same run keeps the first one's log)."""
 
-    def __init__(self, run_dir, cmd, popen, env):
+    def __init__(self, run_dir, cmd, popen, env, log_path=None):
         self.run_dir, self.cmd = run_dir, cmd
-        self.log_path = run_dir + ".launch.log"
+        self.log_path = log_path or run_dir + ".launch.log"
         self.log = open(self.log_path, "w")
         self.t0 = time.time()
         self.p = popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
