@@ -94,9 +94,12 @@ void report_failure_to_supervisor(int rank, const std::string& message, double w
     hb->set_start_step(last->start_step);
   }
   hb->beat("failed", step, message);
-  // The supervisor ends the job (SIGTERM through the launcher) once it has what it needs.
+  // The supervisor ends the job (SIGTERM through the launcher) once it has what it needs. A
+  // launcher gone (our parent changed: the supervisor was killed and its mpirun with it, or
+  // mpirun's daemon here lost it) ends nothing and reads no stacks: no reason to wait.
+  const pid_t parent = ::getppid();
   const double until = unix_seconds() + wait_s;
-  while (unix_seconds() < until) ::usleep(50000);
+  while (unix_seconds() < until && ::getppid() == parent) ::usleep(50000);
 }
 
 }  // namespace ft

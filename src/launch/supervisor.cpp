@@ -695,13 +695,21 @@ int Supervisor::preempt(Attempt& a) {
             "supervisor: the job stopped without a checkpoint of its last step (launcher exit {}); a resume "
             "starts from the newest committed checkpoint (exit {})",
             *code, rc);
-      event({{"event", "stopped"}, {"attempt", a.number}, {"exit_code", rc}, {"launcher_exit_code", *code}});
+      event({{"event", "stopped"},
+             {"attempt", a.number},
+             {"exit_code", rc},
+             {"launcher_exit_code", *code},
+             {"reason", rc == kExitStopped ? "stopped on a signal to the supervisor, its last step checkpointed"
+                                           : "stopped on a signal to the supervisor"}});
       return rc;
     }
     if (g_interrupts > seen && g_interrupt == SIGINT) {
       log_warn("supervisor: second SIGINT: stopping the job at once");
       stop(a);
-      event({{"event", "stopped"}, {"attempt", a.number}, {"exit_code", kExitInterrupted}});
+      event({{"event", "stopped"},
+             {"attempt", a.number},
+             {"exit_code", kExitInterrupted},
+             {"reason", "a second SIGINT: stopped at once, without a checkpoint"}});
       return kExitInterrupted;
     }
     ::usleep(static_cast<useconds_t>(kPollS * 1e6));
@@ -709,7 +717,10 @@ int Supervisor::preempt(Attempt& a) {
   log_error("supervisor: the job did not stop within {:.0f} s of {}; stopping it without a checkpoint", grace,
             signal_name(sig));
   stop(a);
-  event({{"event", "stopped"}, {"attempt", a.number}, {"exit_code", kExitStoppedUnsaved}});
+  event({{"event", "stopped"},
+         {"attempt", a.number},
+         {"exit_code", kExitStoppedUnsaved},
+         {"reason", "the job did not stop within fault.preempt_grace_s of the signal: stopped without a checkpoint"}});
   return kExitStoppedUnsaved;
 }
 
