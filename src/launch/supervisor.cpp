@@ -848,7 +848,7 @@ void Supervisor::take_signals() {
 int Supervisor::run() {
   take_signals();
   std::filesystem::create_directories(run_dir_);
-  job_started_ = unix_seconds();
+  job_started_ = obs::process_started_at();  // launch to first step: the supervisor's own start-up counts
   const FaultConfig& fc = cfg_.fault;
   int64_t dp = cfg_.parallel.dp;
   int restarts = 0;
