@@ -98,14 +98,21 @@ def consumed_samples(run_dir):
     return out
 
 
-def check_samples(run_dir, steps, skipped=(), batch=BATCH):
-    """No sample read twice, none missed: the final steps cover [0, N) minus the skipped windows."""
+def check_samples(run_dir, steps, skipped=(), batch=BATCH, replicas=1):
+    """No sample read twice, none missed: the final steps cover [0, N) minus the skipped windows.
+    replicas: the ranks of one data-parallel replica that read the same samples (its tensor-parallel
+    ranks each record them): every sample of a step must be read by exactly that many."""
     s = consumed_samples(run_dir)
     if sorted(s) != list(range(1, steps + 1)):
         fail(f"samples recorded for steps {sorted(s)[:5]}..., expected 1..{steps}")
     seen = []
     for step in range(1, steps + 1):
         idx = s[step]
+        if replicas > 1:
+            odd = sorted(i for i in set(idx) if idx.count(i) != replicas)
+            if odd:
+                fail(f"step {step}: samples {odd[:10]} not read by each of the {replicas} ranks of their replica")
+            idx = sorted(set(idx))
         if len(idx) != batch or idx != list(range(idx[0], idx[0] + batch)) or idx[0] % batch:
             fail(f"step {step} read samples {idx}, not one whole global batch")
         seen += idx
