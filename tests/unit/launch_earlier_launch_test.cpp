@@ -45,9 +45,12 @@ TEST(EarlierLaunch, CountsItsAttemptsAndCarriesItsBadputToTheResumedCheckpoint) 
   const std::string d = fresh_dir("carry");
   {
     std::ofstream ev(d + "/supervisor.jsonl");
-    ev << R"({"event":"start","attempt":1,"time":1000.5})" << "\n"
-       << R"({"event":"failure","attempt":1,"time":1010})" << "\n"
-       << R"({"event":"start","attempt":2,"time":1012})" << "\n"
+    ev << R"({"event":"start","attempt":1,"time":1000.5})"
+       << "\n"
+       << R"({"event":"failure","attempt":1,"time":1010})"
+       << "\n"
+       << R"({"event":"start","attempt":2,"time":1012})"
+       << "\n"
        << R"({"event":"start","attempt":3,"ti)";  // cut by a kill: skipped
   }
   write_metrics(d, 25);
@@ -58,7 +61,7 @@ TEST(EarlierLaunch, CountsItsAttemptsAndCarriesItsBadputToTheResumedCheckpoint) 
   ASSERT_TRUE(e.badput.has_value());
   EXPECT_DOUBLE_EQ(e.badput->started_at, 1000);
   EXPECT_DOUBLE_EQ(e.badput->at, 1054);
-  EXPECT_DOUBLE_EQ(e.badput->productive_s, 40);  // steps 1..20 kept
+  EXPECT_DOUBLE_EQ(e.badput->productive_s, 40);                                              // steps 1..20 kept
   EXPECT_DOUBLE_EQ(e.badput->seconds[static_cast<size_t>(obs::BadputKind::kLostWork)], 10);  // 21..25 redone
   EXPECT_DOUBLE_EQ(e.badput->productive_s + e.badput->bad_s(), e.badput->wall_s());
 }
