@@ -78,8 +78,7 @@ std::string format_case(const json& claims, const Job& job, const PlanResult& r)
     s += fmt::format(
         "  the claimed {:.0f} steps x {:g} s = {:.1f} min between checkpoints holds only at the claimed step time; at "
         "the planned {:.3g} s it is {:.1f} min (Young/Daly's optimum: {:.1f} min)\n",
-        *every, *claimed_step, *every * *claimed_step / 60, r.time.total, c.interval_s / 60,
-        c.optimal_interval_s / 60);
+        *every, *claimed_step, *every * *claimed_step / 60, r.time.total, c.interval_s / 60, c.optimal_interval_s / 60);
   const CheckResult check = check_claims(claims);
   s += "\nclaim check (fluxtrain plan --check)\n" + format_check(check);
   return s;
