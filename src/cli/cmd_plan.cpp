@@ -10,6 +10,8 @@
 //   fluxtrain plan --calibrate runs/t1 [--out cpu.toml]
 //   fluxtrain plan --config cfg.toml --gpu cpu --link-gbits 1 --link-latency-us 50 --compute-s 1.7
 //   fluxtrain plan --step-trace configs/llama-20m.toml --set train.precision="bf16" [--json]
+//   fluxtrain plan --profile --config configs/llama-20m.toml --nproc 2 --out cpu.json
+//   fluxtrain plan --profile-file cpu.json --config configs/llama-20m.toml --set parallel.dp=2 [--json]
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -17,6 +19,7 @@
 #include <optional>
 
 #include "cli/command.h"
+#include "cli/plan_profile.h"
 #include "config/config.h"
 #include "config/plan_job.h"
 #include "dryrun/step_trace.h"
@@ -113,6 +116,8 @@ struct PlanArgs {
   std::optional<double> restart_min, ckpt_interval_min, storage_gbs;  // unset: 10, 60, 2 (or the case's)
   std::optional<int64_t> ckpt_every_steps;
   double ckpt_save_s = 0;
+  bool profile = false;
+  ft::cli::ProfileArgs prof;
 };
 
 void add_plan_options(CLI::App& app, PlanArgs& a) {
@@ -166,7 +171,7 @@ void add_plan_options(CLI::App& app, PlanArgs& a) {
   app.add_option("--calibrate", a.calibrate_dir, "fit the efficiency from a run directory's metrics.jsonl");
   app.add_option("--also", a.extra_runs, "with --calibrate: more run directories to fit together");
   app.add_option("--out", a.out_file,
-                 "with --calibrate: write the fitted [gpu] TOML here");
+                 "with --calibrate: write the fitted [gpu] TOML here; with --profile: the profile");
   app.add_option("--validate", a.validate_file, "print predicted vs published for a file of records");
   app.add_option("--fit-records", a.fit_file, "fit the catalog's efficiencies to a file of records");
   app.add_option("--iterations", a.iterations, "with --fit-records, --cross-validate: Nelder-Mead iterations")
@@ -185,6 +190,21 @@ void add_plan_options(CLI::App& app, PlanArgs& a) {
   app.add_option("--step-trace", a.step_trace,
                  "trace one real training step of this config (with --set) on a recording GPU and price it on the "
                  "H200's roofline: time by op, non-GEMM share, predicted MFU");
+  app.add_flag("--profile", a.profile,
+               "time the config's real step op by op on this CPU (and with --nproc N each mesh axis's collectives "
+               "over N ranks); write the profile to --out");
+  app.add_option("--profile-file", a.prof.profile_file,
+                 "predict the config's layout's step time from a profile written by --profile");
+  app.add_option("--nproc", a.prof.nproc, "with --profile: ranks to time the collectives over (mpirun)")
+      ->check(ft::cli::at_least(2));
+  app.add_option("--profile-threads", a.prof.threads,
+                 "with --profile: thread counts to time the ops at (default 1 "
+                 "and every CPU)");
+  app.add_option("--threads", a.prof.predict_threads,
+                 "with --profile-file: threads per rank (default: train.threads, else CPUs / ranks)");
+  app.add_option("--repeats", a.prof.repeats, "with --profile: timed steps (each op keeps its least)")
+      ->check(ft::cli::at_least(1));
+  app.add_option("--profile-collectives", a.prof.collectives_out)->group("");  // one rank of --profile's mpirun
   app.add_flag("--json", a.json_out, "print JSON");
   app.add_flag("--list-gpus", a.list, "print the GPU catalog");
 }
@@ -589,6 +609,15 @@ int run_plan(int argc, char** argv) {
   if (!a.fit_file.empty()) return run_fit_records(a);
   if (!a.cross_validate_file.empty()) return run_cross_validate(a);
   if (!a.step_trace.empty()) return run_step_trace(a);
+  if (a.profile || !a.prof.profile_file.empty() || !a.prof.collectives_out.empty()) {
+    ft::cli::ProfileArgs p = a.prof;
+    p.config = a.config;
+    p.sets = a.sets;
+    p.out = a.out_file;
+    p.json = a.json_out;
+    if (!p.collectives_out.empty()) return ft::cli::run_profile_collectives(p);
+    return a.profile ? ft::cli::run_profile(p) : ft::cli::run_profile_file(p);
+  }
   const GpuSpec device = target_gpu(a);
   if (!a.calibrate_dir.empty()) return run_calibrate(a, device);
   if (a.link_gbits != 0 || a.compute_s != 0) return run_links(a, device);
