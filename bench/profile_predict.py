@@ -1,7 +1,7 @@
 """Profile mode held to measurements: predicted vs measured step time of llama-20m layouts.
 
-One profile (`fluxtrain plan --profile --nproc 2`: the single-rank step's ops timed at 1 and 2
-threads, every mesh axis's collectives over 2 ranks), then for each layout the prediction
+One profile (`fluxtrain plan --profile --nproc 2 --profile-threads 1`: the step's ops timed at 1
+thread, every mesh axis's collectives over 2 ranks), then for each layout the prediction
 (`fluxtrain plan --profile-file`) and the measurement (`fluxtrain train --nproc N`, the median
 step_s of the steps after the first two). Nothing is fitted to the layouts: the profile is
 taken once, before any of them runs.
@@ -25,8 +25,8 @@ FT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "fluxtrai
 STEPS = int(sys.argv[2]) if len(sys.argv) > 2 else 6
 PROFILE = sys.argv[3] if len(sys.argv) > 3 else ""
 CONFIG = os.path.join(ROOT, "configs", "llama-20m.toml")
-COMMON = ["--set", f"train.steps={STEPS}", "--set", "train.eval_interval=0", "--set", "train.batch_size=8",
-          "--set", "train.seq_len=256", "--set", "model.tie_embeddings=false"]  # untied: pp splits them
+COMMON = ["--set", f"train.steps={STEPS}", "--set", "train.eval_interval=0", "--set", "train.batch_size=4",
+          "--set", "train.seq_len=128", "--set", "model.tie_embeddings=false"]  # untied: pp splits them
 LAYOUTS = [  # name, ranks, settings
     ("dp2 zero0", 2, ["parallel.dp=2"]),
     ("dp2 zero1", 2, ["parallel.dp=2", "parallel.zero=1"]),
@@ -70,7 +70,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         profile = PROFILE or "bench-profile.json"
         if not PROFILE:
-            subprocess.run([FT, "plan", "--profile", "--config", CONFIG, "--nproc", "2", "--out", profile] + COMMON,
+            subprocess.run([FT, "plan", "--profile", "--config", CONFIG, "--nproc", "2", "--profile-threads", "1",
+                            "--out", profile] + COMMON,
                            check=True, stdout=subprocess.DEVNULL, env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
         print(f"{'layout':<16} {'ranks':>5} {'predicted s':>11} {'measured s':>10} {'error':>7}  compute / comm by axis")
         errors = []
