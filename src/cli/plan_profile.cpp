@@ -69,8 +69,8 @@ int run_profile(const ProfileArgs& a) {
     const std::string self = std::filesystem::canonical("/proc/self/exe").string();
     for (const char* axis : {"dp", "tp", "pp"}) {
       const std::string fits = tmp.path + "/" + axis + ".json";
-      std::vector<std::string> argv = {self, "plan", "--profile-collectives", fits, "--repeats",
-                                       std::to_string(a.repeats)};
+      std::vector<std::string> argv = {self, "plan",      "--profile-collectives",
+                                       fits, "--repeats", std::to_string(a.repeats)};
       if (!a.config.empty()) argv.insert(argv.end(), {"--config", a.config});
       for (const auto& s : a.sets) argv.insert(argv.end(), {"--set", s});
       for (const char* other : {"dp", "tp", "pp"})
@@ -81,14 +81,16 @@ int run_profile(const ProfileArgs& a) {
                                "model.tie_embeddings=false"});
       std::fprintf(stderr, "profile: timing the %s axis's collectives over %d ranks\n", axis, a.nproc);
       if (int rc = exec_under_mpirun(a.nproc, argv); rc != 0)
-        throw Error(fmt::format("timing the {} axis's collectives over {} ranks failed (mpirun exit {})", axis,
-                                a.nproc, rc),
-                    "run it with a config the ranks can build (--config), or without --nproc for the ops only");
+        throw Error(
+            fmt::format("timing the {} axis's collectives over {} ranks failed (mpirun exit {})", axis, a.nproc, rc),
+            "run it with a config the ranks can build (--config), or without --nproc for the ops only");
       const json j = json::parse(read_file(fits));
-      plan::Profile part = plan::profile_from_json(
-          {{"format", plan::kProfileFormat}, {"version", plan::kProfileVersion}, {"device", ""}, {"ops", json::object()},
-           {"collectives", j}},
-          fits);
+      plan::Profile part = plan::profile_from_json({{"format", plan::kProfileFormat},
+                                                    {"version", plan::kProfileVersion},
+                                                    {"device", ""},
+                                                    {"ops", json::object()},
+                                                    {"collectives", j}},
+                                                   fits);
       for (auto& [ax, by_op] : part.collectives) p.collectives[ax] = by_op;
     }
   }
@@ -109,8 +111,8 @@ int run_profile(const ProfileArgs& a) {
       s += o.seconds * static_cast<double>(o.calls);
       calls += o.calls;
     }
-    std::printf("  ops at %d thread(s): %zu distinct (op, shape), %lld calls, %.4f s of op time timed\n", t,
-                ops.size(), static_cast<long long>(calls), s);
+    std::printf("  ops at %d thread(s): %zu distinct (op, shape), %lld calls, %.4f s of op time timed\n", t, ops.size(),
+                static_cast<long long>(calls), s);
   }
   for (auto& [axis, by_op] : p.collectives)
     for (auto& [op, f] : by_op)
@@ -125,7 +127,8 @@ int run_profile_file(const ProfileArgs& a) {
   const Config cfg = load_config(a.config, a.sets);
   const int world = static_cast<int>(cfg.parallel.world_size());
   int threads = a.predict_threads;
-  if (threads <= 0) threads = cfg.train.threads > 0 ? static_cast<int>(cfg.train.threads) : std::max(1, omp_get_num_procs() / world);
+  if (threads <= 0)
+    threads = cfg.train.threads > 0 ? static_cast<int>(cfg.train.threads) : std::max(1, omp_get_num_procs() / world);
   const ProfiledStep s = predict_with_profile(cfg, p, threads, omp_get_num_procs());
   if (a.json) {
     json comm = json::object();

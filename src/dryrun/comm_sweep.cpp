@@ -65,8 +65,7 @@ std::map<std::string, std::map<std::string, plan::CollectiveFit>> sweep_collecti
         const plan::CollRecord call{.group = axis, .op = op, .count = count};
         points[name].emplace_back(static_cast<double>(FakeCommunicator::bytes_sent(call, me, p)), seconds);
       };
-      add(plan::CollOp::kAllReduce, n, "all_reduce",
-          time_call(*g, repeats, [&] { g->all_reduce(buf.data(), n); }));
+      add(plan::CollOp::kAllReduce, n, "all_reduce", time_call(*g, repeats, [&] { g->all_reduce(buf.data(), n); }));
       const int64_t shard = n / p;
       add(plan::CollOp::kReduceScatter, shard, "reduce_scatter",
           time_call(*g, repeats, [&] { g->reduce_scatter(part.data(), buf.data(), shard); }));

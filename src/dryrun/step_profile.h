@@ -22,18 +22,17 @@
 
 namespace ft {
 
-std::map<int, plan::ProfileOps> profile_step_ops(const Config& cfg, const std::vector<int>& threads,
-                                                 int repeats = 3);
+std::map<int, plan::ProfileOps> profile_step_ops(const Config& cfg, const std::vector<int>& threads, int repeats = 3);
 
 struct ProfiledStep {
   double step_s = 0;
-  double compute_s = 0;  // the slowest rank's ops
-  double bubble = 0;     // the schedule's idle fraction (pipeline)
+  double compute_s = 0;                          // the slowest rank's ops
+  double bubble = 0;                             // the schedule's idle fraction (pipeline)
   std::map<std::string, double> comm_s_by_axis;  // that rank's collectives by axis
   int slowest_rank = 0;
-  int threads = 1;                // the profile's thread count used
-  double measured_share = 0;      // of the compute seconds, the share priced by an exact (op, shape)
-  double oversubscription = 1;    // ranks x threads / CPUs when above 1 (compute stretched by it)
+  int threads = 1;              // the profile's thread count used
+  double measured_share = 0;    // of the compute seconds, the share priced by an exact (op, shape)
+  double oversubscription = 1;  // ranks x threads / CPUs when above 1 (compute stretched by it)
   int64_t op_calls = 0;
 };
 

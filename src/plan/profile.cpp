@@ -15,9 +15,11 @@ namespace {
 using nlohmann::json;
 
 constexpr std::pair<OpKind, const char*> kKindNames[] = {
-    {OpKind::kGemm, "gemm"},          {OpKind::kFlashFp32, "flash_fp32"}, {OpKind::kSdpa, "sdpa"},
-    {OpKind::kElementwise, "elementwise"}, {OpKind::kSerial, "serial"},  {OpKind::kFill, "fill"},
-    {OpKind::kCopyD2D, "copy_d2d"},   {OpKind::kCopyH2D, "copy_h2d"},     {OpKind::kCopyD2H, "copy_d2h"},
+    {OpKind::kGemm, "gemm"},        {OpKind::kFlashFp32, "flash_fp32"},
+    {OpKind::kSdpa, "sdpa"},        {OpKind::kElementwise, "elementwise"},
+    {OpKind::kSerial, "serial"},    {OpKind::kFill, "fill"},
+    {OpKind::kCopyD2D, "copy_d2d"}, {OpKind::kCopyH2D, "copy_h2d"},
+    {OpKind::kCopyD2H, "copy_d2h"},
 };
 
 const char* kind_name(OpKind k) {
@@ -131,8 +133,8 @@ CollectiveFit fit_collective(std::vector<std::pair<double, double>> points) {
 }
 
 OpPricing profiled_op_seconds(const OpRecord& r, const ProfileOps& ops) {
-  const bool memory_op = r.kind == OpKind::kFill || r.kind == OpKind::kCopyD2D || r.kind == OpKind::kCopyH2D ||
-                         r.kind == OpKind::kCopyD2H;
+  const bool memory_op =
+      r.kind == OpKind::kFill || r.kind == OpKind::kCopyD2D || r.kind == OpKind::kCopyH2D || r.kind == OpKind::kCopyD2H;
   std::vector<std::pair<double, double>> same_op, same_class;
   for (const ProfileOp& p : ops) {
     if (!memory_op && p.op == r.op) {
@@ -194,8 +196,12 @@ json to_json(const Profile& p) {
   for (auto& [axis, by_op] : p.collectives)
     for (auto& [op, f] : by_op)
       coll[axis][op] = {{"latency_s", f.latency_s}, {"bytes_per_s", f.bytes_per_s}, {"points", f.points}};
-  return {{"format", kProfileFormat}, {"version", kProfileVersion}, {"device", p.device},
-          {"source", p.source},       {"ops", ops},                   {"collectives", coll}};
+  return {{"format", kProfileFormat},
+          {"version", kProfileVersion},
+          {"device", p.device},
+          {"source", p.source},
+          {"ops", ops},
+          {"collectives", coll}};
 }
 
 Profile profile_from_json(const json& j, const std::string& where) {
@@ -225,8 +231,8 @@ Profile profile_from_json(const json& j, const std::string& where) {
                      .seconds = o.at("seconds").get<double>(),
                      .calls = o.at("calls").get<int64_t>()};
         if (!(op.seconds >= 0) || !(op.flops >= 0) || !(op.bytes >= 0) || op.calls < 1)
-          throw Error(fmt::format("{}: op {} ({}): seconds, flops and bytes must be >= 0 and calls >= 1", where,
-                                  op.op, op.shape));
+          throw Error(fmt::format("{}: op {} ({}): seconds, flops and bytes must be >= 0 and calls >= 1", where, op.op,
+                                  op.shape));
         list.push_back(std::move(op));
       }
     }
@@ -236,8 +242,8 @@ Profile profile_from_json(const json& j, const std::string& where) {
                           .bytes_per_s = f.at("bytes_per_s").get<double>(),
                           .points = f.at("points").get<std::vector<std::pair<double, double>>>()};
         if (!(fit.latency_s >= 0) || !(fit.bytes_per_s > 0))
-          throw Error(fmt::format("{}: collectives.{}.{}: latency_s must be >= 0 and bytes_per_s > 0", where, axis,
-                                  op));
+          throw Error(
+              fmt::format("{}: collectives.{}.{}: latency_s must be >= 0 and bytes_per_s > 0", where, axis, op));
         p.collectives[axis][op] = std::move(fit);
       }
   } catch (const json::exception& e) {

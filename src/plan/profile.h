@@ -50,9 +50,9 @@ struct CollectiveFit {
 };
 
 struct Profile {
-  std::string device;  // "this CPU: AMD EPYC ..., 2 threads"
-  std::string source;  // what was profiled: "configs/llama-20m.toml (train.precision = bf16)"
-  std::map<int, ProfileOps> ops;                                     // by thread count
+  std::string device;             // "this CPU: AMD EPYC ..., 2 threads"
+  std::string source;             // what was profiled: "configs/llama-20m.toml (train.precision = bf16)"
+  std::map<int, ProfileOps> ops;  // by thread count
   std::map<std::string, std::map<std::string, CollectiveFit>> collectives;  // axis -> op -> fit
   bool operator==(const Profile&) const = default;
 

@@ -101,9 +101,9 @@ TEST(PlanProfile, CollectiveLineFromExactPoints) {
   EXPECT_NEAR(f.bytes_per_s, 1e9, 1e-3);
   Profile p;
   p.collectives["dp"]["all_reduce"] = f;
-  EXPECT_NEAR(p.collective_seconds("dp", "all_reduce", 5e6), 20e-6 + 5e-3, 1e-12);   // between points
-  EXPECT_NEAR(p.collective_seconds("dp", "all_reduce", 1e3), 20e-6 + 1e-6, 1e-12);   // below: the line
-  EXPECT_NEAR(p.collective_seconds("dp", "all_reduce", 1e8), 20e-6 + 0.1, 1e-12);    // above: last + slope
+  EXPECT_NEAR(p.collective_seconds("dp", "all_reduce", 5e6), 20e-6 + 5e-3, 1e-12);  // between points
+  EXPECT_NEAR(p.collective_seconds("dp", "all_reduce", 1e3), 20e-6 + 1e-6, 1e-12);  // below: the line
+  EXPECT_NEAR(p.collective_seconds("dp", "all_reduce", 1e8), 20e-6 + 0.1, 1e-12);   // above: last + slope
   // Between two measured points the points decide, not the line.
   CollectiveFit bent = fit_collective({{1e6, 1e-3}, {4e6, 10e-3}, {2e6, 5e-3}});
   EXPECT_EQ(bent.points.front().first, 1e6);  // sorted

@@ -26,14 +26,14 @@ void record(plan::OpRecord r, double seconds) {
 }
 
 // Each op: the CPU's, timed (CPU ops are synchronous: they return when their result is written).
-#define FT_OP(name, params, args)                                                                   \
-  void name(const ExecContext& ctx, FT_OP_UNPAREN params) {                                         \
+#define FT_OP(name, params, args)                                                                        \
+  void name(const ExecContext& ctx, FT_OP_UNPAREN params) {                                              \
     if (!g_timing.load(std::memory_order_relaxed)) return cpu::op_table().name(ctx, FT_OP_UNPAREN args); \
-    plan::OpRecord timed_record_ = trace::cost::name(FT_OP_UNPAREN args);                                       \
-    const auto timed_start_ = std::chrono::steady_clock::now();                                               \
-    cpu::op_table().name(ctx, FT_OP_UNPAREN args);                                                  \
-    record(std::move(timed_record_),                                                                  \
-           std::chrono::duration<double>(std::chrono::steady_clock::now() - timed_start_).count()); \
+    plan::OpRecord timed_record_ = trace::cost::name(FT_OP_UNPAREN args);                                \
+    const auto timed_start_ = std::chrono::steady_clock::now();                                          \
+    cpu::op_table().name(ctx, FT_OP_UNPAREN args);                                                       \
+    record(std::move(timed_record_),                                                                     \
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - timed_start_).count());      \
   }
 #include "kernels/op_decls.inc"
 #undef FT_OP
