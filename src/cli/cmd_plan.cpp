@@ -5,10 +5,13 @@
 //                  --tokens 2T --price 2.0 --search
 //   fluxtrain plan --config configs/tiny.toml --gpu cpu
 //   fluxtrain plan --check configs/claims/case-study.json [--json]
+//   fluxtrain plan --case configs/claims/case-study.json --price 2 [--ckpt-save-s 20] [--json]
 //   fluxtrain plan --from-record run.json --json
 //   fluxtrain plan --calibrate runs/t1 [--out cpu.toml]
 //   fluxtrain plan --config cfg.toml --gpu cpu --link-gbits 1 --link-latency-us 50 --compute-s 1.7
 //   fluxtrain plan --step-trace configs/llama-20m.toml --set train.precision="bf16" [--json]
+//   fluxtrain plan --profile --config configs/llama-20m.toml --nproc 2 --out cpu.json
+//   fluxtrain plan --profile-file cpu.json --config configs/llama-20m.toml --set parallel.dp=2 [--json]
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -16,11 +19,13 @@
 #include <optional>
 
 #include "cli/command.h"
+#include "cli/plan_profile.h"
 #include "config/config.h"
 #include "config/plan_job.h"
 #include "dryrun/step_trace.h"
 #include "plan/report.h"
 #include "plan/research/calibrate.h"
+#include "plan/research/case_study.h"
 #include "plan/research/claims.h"
 #include "plan/research/cross_validate.h"
 #include "plan/research/fit.h"
@@ -95,7 +100,8 @@ ft::ActRecompute parse_recompute(const std::string& s) {
 // What `fluxtrain plan` was asked on its command line.
 struct PlanArgs {
   std::string config, model, gpu, gpu_file, tokens_text, check_file, record_file, calibrate_dir, fit_file,
-      validate_file, cross_validate_file, rank = "time", recompute, precision, fp8_recipe, out_file, step_trace;
+      validate_file, cross_validate_file, rank = "time", recompute, precision, fp8_recipe, out_file, step_trace,
+                                          case_file;
   std::vector<std::string> sets, extra_runs;
   int64_t nodes = 0, gpus_per_node = 0, gpus = 0, seq_len = 0, global_batch = 0;
   std::optional<int64_t> dp, tp, pp, cp, vp, micro_batch;
@@ -106,8 +112,12 @@ struct PlanArgs {
   int iterations = 150;
   int folds = 5;
   double link_gbits = 0, link_latency_us = 0, compute_s = 0;
-  ft::plan::Resilience resilience;
-  double restart_min = 10, ckpt_interval_min = 60;
+  double failures_per_gpu_day = kFailuresPerGpuDay;
+  std::optional<double> restart_min, ckpt_interval_min, storage_gbs;  // unset: 10, 60, 2 (or the case's)
+  std::optional<int64_t> ckpt_every_steps;
+  double ckpt_save_s = 0;
+  bool profile = false;
+  ft::cli::ProfileArgs prof;
 };
 
 void add_plan_options(CLI::App& app, PlanArgs& a) {
@@ -135,10 +145,21 @@ void add_plan_options(CLI::App& app, PlanArgs& a) {
   app.add_option("--precision", a.precision, "bf16 (default), fp16, fp8, fp32");
   app.add_option("--fp8-recipe", a.fp8_recipe,
                  "with --precision fp8: delayed (default), current, mxfp8 or nvfp4 (block-scaled, Blackwell)");
-  app.add_option("--failures-per-gpu-day", a.resilience.failures_per_gpu_day,
+  app.add_option("--failures-per-gpu-day", a.failures_per_gpu_day,
                  "interruptions per GPU per day (default: Llama 3's 419 in 54 days on 16,384 GPUs)");
-  app.add_option("--restart-min", a.restart_min, "minutes an interruption costs before training resumes");
-  app.add_option("--ckpt-interval-min", a.ckpt_interval_min, "minutes between checkpoints");
+  app.add_option("--restart-min", a.restart_min,
+                 "minutes an interruption costs before training resumes (default 10; a case's recovery_s)");
+  app.add_option("--ckpt-interval-min", a.ckpt_interval_min, "minutes between checkpoints (default 60)");
+  app.add_option("--ckpt-every-steps", a.ckpt_every_steps, "checkpoint every N optimizer steps (instead of minutes)")
+      ->check(ft::cli::at_least(1));
+  app.add_option("--ckpt-save-s", a.ckpt_save_s,
+                 "measured seconds one checkpoint costs the run (checkpoints.jsonl: sync_s, or stall_s when "
+                 "asynchronous); default: predicted from the checkpoint's bytes and --storage-gbs");
+  app.add_option("--storage-gbs", a.storage_gbs,
+                 "write bandwidth of the checkpoint storage per node, GB/s (default 2: an assumption)");
+  app.add_option("--case", a.case_file,
+                 "a customer's case (claims JSON, configs/claims/case-study.json): plan its job, print its claims "
+                 "beside the plan and why the impossible ones are");
   app.add_flag("--no-sp", a.no_sp, "no sequence parallelism with tp > 1");
   app.add_flag("--no-flash", a.no_flash, "attention without a fused (flash) kernel");
   app.add_flag("--search", a.search, "rank every layout that fits");
@@ -149,7 +170,8 @@ void add_plan_options(CLI::App& app, PlanArgs& a) {
   app.add_option("--from-record", a.record_file, "predict a published run (one JSON record, or an array)");
   app.add_option("--calibrate", a.calibrate_dir, "fit the efficiency from a run directory's metrics.jsonl");
   app.add_option("--also", a.extra_runs, "with --calibrate: more run directories to fit together");
-  app.add_option("--out", a.out_file, "with --calibrate: write the fitted [gpu] TOML here");
+  app.add_option("--out", a.out_file,
+                 "with --calibrate: write the fitted [gpu] TOML here; with --profile: the profile");
   app.add_option("--validate", a.validate_file, "print predicted vs published for a file of records");
   app.add_option("--fit-records", a.fit_file, "fit the catalog's efficiencies to a file of records");
   app.add_option("--iterations", a.iterations, "with --fit-records, --cross-validate: Nelder-Mead iterations")
@@ -168,6 +190,21 @@ void add_plan_options(CLI::App& app, PlanArgs& a) {
   app.add_option("--step-trace", a.step_trace,
                  "trace one real training step of this config (with --set) on a recording GPU and price it on the "
                  "H200's roofline: time by op, non-GEMM share, predicted MFU");
+  app.add_flag("--profile", a.profile,
+               "time the config's real step op by op on this CPU (and with --nproc N each mesh axis's collectives "
+               "over N ranks); write the profile to --out");
+  app.add_option("--profile-file", a.prof.profile_file,
+                 "predict the config's layout's step time from a profile written by --profile");
+  app.add_option("--nproc", a.prof.nproc, "with --profile: ranks to time the collectives over (mpirun)")
+      ->check(ft::cli::at_least(2));
+  app.add_option("--profile-threads", a.prof.threads,
+                 "with --profile: thread counts to time the ops at (default 1 "
+                 "and every CPU)");
+  app.add_option("--threads", a.prof.predict_threads,
+                 "with --profile-file: threads per rank (default: train.threads, else CPUs / ranks)");
+  app.add_option("--repeats", a.prof.repeats, "with --profile: timed steps (each op keeps its least)")
+      ->check(ft::cli::at_least(1));
+  app.add_option("--profile-collectives", a.prof.collectives_out)->group("");  // one rank of --profile's mpirun
   app.add_flag("--json", a.json_out, "print JSON");
   app.add_flag("--list-gpus", a.list, "print the GPU catalog");
 }
@@ -409,6 +446,9 @@ PlanRequest plan_request(const PlanArgs& a, const GpuSpec& device) {
     spec.zero = l.zero;
     spec.sequence_parallel = l.sequence_parallel;  // the config's, not the planner's default
     spec.wire = l.wire;
+  } else if (!a.case_file.empty()) {
+    job = case_job(read_json_file(a.case_file));  // its GPU unless --gpu / --gpu-file name another
+    if (!a.gpu.empty() || !a.gpu_file.empty()) job.gpu = device;
   } else {
     job.model = ft::model_preset(a.model.empty() ? "llama2-7b" : a.model);
     job.seq_len = std::min<int64_t>(2048, job.model.max_seq_len);
@@ -429,10 +469,20 @@ PlanRequest plan_request(const PlanArgs& a, const GpuSpec& device) {
   }
   if (!a.tokens_text.empty()) job.tokens = parse_count(a.tokens_text, "--tokens");
   job.price_per_gpu_hour = a.price;
-  job.resilience = a.resilience;
-  job.resilience.restart_s = a.restart_min * 60;
-  job.resilience.ckpt_interval_s = a.ckpt_interval_min * 60;
-  expected_goodput(job.num_gpus(), job.resilience);  // names a bad --restart-min / --ckpt-interval-min
+  Resilience& res = job.resilience;
+  res.failures_per_gpu_day = a.failures_per_gpu_day;
+  if (a.restart_min) res.restart_s = *a.restart_min * 60;
+  if (a.ckpt_interval_min) {
+    res.ckpt_interval_s = *a.ckpt_interval_min * 60;
+    res.ckpt_every_steps = 0;
+  }
+  if (a.ckpt_every_steps) res.ckpt_every_steps = *a.ckpt_every_steps;
+  if (a.ckpt_interval_min && a.ckpt_every_steps)
+    throw ft::Error("--ckpt-interval-min and --ckpt-every-steps both given", "give the interval one way");
+  res.save_s = a.ckpt_save_s;
+  if (a.storage_gbs) res.storage_write_bw_per_node = *a.storage_gbs * 1e9;
+  expected_goodput(job.num_gpus(), res);              // names a bad --restart-min / --ckpt-interval-min
+  plan_checkpoints(1, 1, job.num_gpus(), 1, 0, res);  // names a bad --ckpt-save-s / --storage-gbs
   if (job.seq_len > job.model.max_seq_len) job.model.max_seq_len = job.seq_len;
   validate_job(job);
 
@@ -496,7 +546,13 @@ int run_estimate(const PlanArgs& a, const PlanRequest& r, const SearchOptions& o
   } else {
     p = best_layout_or_throw(r.job, o);
   }
-  if (a.json_out) {
+  if (!a.case_file.empty()) {
+    const json claims = read_json_file(a.case_file);
+    if (a.json_out)
+      print_json(case_to_json(claims, r.job, p));
+    else
+      std::printf("%s%s", format_plan(r.job, p).c_str(), format_case(claims, r.job, p).c_str());
+  } else if (a.json_out) {
     json j = to_json(p);
     j["job"] = to_json(r.job);
     print_json(j);
@@ -553,6 +609,15 @@ int run_plan(int argc, char** argv) {
   if (!a.fit_file.empty()) return run_fit_records(a);
   if (!a.cross_validate_file.empty()) return run_cross_validate(a);
   if (!a.step_trace.empty()) return run_step_trace(a);
+  if (a.profile || !a.prof.profile_file.empty() || !a.prof.collectives_out.empty()) {
+    ft::cli::ProfileArgs p = a.prof;
+    p.config = a.config;
+    p.sets = a.sets;
+    p.out = a.out_file;
+    p.json = a.json_out;
+    if (!p.collectives_out.empty()) return ft::cli::run_profile_collectives(p);
+    return a.profile ? ft::cli::run_profile(p) : ft::cli::run_profile_file(p);
+  }
   const GpuSpec device = target_gpu(a);
   if (!a.calibrate_dir.empty()) return run_calibrate(a, device);
   if (a.link_gbits != 0 || a.compute_s != 0) return run_links(a, device);

@@ -1,7 +1,9 @@
 #include "dryrun/step_trace.h"
 
+#include <algorithm>
 #include <optional>
 
+#include "backends/timing/timing_backend.h"
 #include "backends/trace/trace_backend.h"
 #include "dryrun/fake_comm.h"
 #include "fault/training_faults.h"
@@ -31,8 +33,13 @@ plan::OpTrace trace_training_step(const Config& config, const StepTraceOptions& 
   if (o.world_rank < 0 || o.world_rank >= par.world_size())
     throw Error(fmt::format("rank {} is not in the layout's {} rank(s)", o.world_rank, par.world_size()),
                 "trace a rank from 0 to dp x tp x pp - 1");
-  trace::register_recording_gpu();
-  const ExecContext ctx = make_exec_context(Device::kCUDA, 0);
+  if (o.repeats < 1) throw Error(fmt::format("repeats = {} must be at least 1", o.repeats));
+  const Device device = o.timed_on_host ? Device::kCPU : Device::kCUDA;
+  if (o.timed_on_host)
+    timing::register_timed_cpu();
+  else
+    trace::register_recording_gpu();
+  const ExecContext ctx = make_exec_context(device, 0);
   if (cfg.train.precision_is_auto()) {  // as the trainer settles it on this GPU (compute capability 9.0: bf16)
     const PrecisionChoice c = backend_of(ctx).auto_precision(ctx, 1);
     cfg.train.settle_auto_precision(c.precision, c.reason);
@@ -94,15 +101,30 @@ plan::OpTrace trace_training_step(const Config& config, const StepTraceOptions& 
   step();  // warm-up: buffers made on first use are not part of the steady state
   plan::OpTrace out;
   log_collectives(mesh, &out.collectives);
-  if (o.ops) trace::start_recording();
-  step();
-  if (o.ops) out.ops = trace::stop_recording();
+  if (o.timed_on_host) {
+    for (int i = 0; i < o.repeats; ++i) {
+      if (i == 1) log_collectives(mesh, nullptr);  // one step's collectives
+      timing::start_timing();
+      step();
+      std::vector<plan::OpRecord> ops = timing::stop_timing();
+      if (i == 0) {
+        out.ops = std::move(ops);
+      } else {
+        FT_CHECK(ops.size() == out.ops.size(), "a timed step made another number of op calls than the first");
+        for (size_t k = 0; k < ops.size(); ++k) out.ops[k].seconds = std::min(out.ops[k].seconds, ops[k].seconds);
+      }
+    }
+  } else {
+    if (o.ops) trace::start_recording();
+    step();
+    if (o.ops) out.ops = trace::stop_recording();
+  }
   log_collectives(mesh, nullptr);
-  out.device = trace::kRecordingGpuName;
+  out.device = o.timed_on_host ? "this CPU" : trace::kRecordingGpuName;
   out.tokens = mb.local_batch * t.seq_len;  // the rank's share of the batch
   out.precision = t.precision;
   out.model_flops = cfg.model.train_flops_per_token(t.seq_len) * static_cast<double>(out.tokens);
-  out.peak_device_bytes = static_cast<double>(MemoryTracker::global().total_peak(Device::kCUDA));
+  out.peak_device_bytes = static_cast<double>(MemoryTracker::global().total_peak(device));
   return out;
 }
 

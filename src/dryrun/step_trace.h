@@ -13,6 +13,13 @@
 //   plan::OpTrace t = trace_training_step(load_config("configs/llama-20m.toml", sets));
 //   plan::StepPrice p = plan::price_step(t, plan::h200_roofline());    // plan/roofline.h
 //   plan::OpTrace s = trace_training_step(cfg, {.world_rank = 8, .ops = false});  // collectives only
+//   plan::OpTrace m = trace_training_step(cfg, {.timed_on_host = true, .repeats = 3});  // ops.seconds measured
+//
+// With timed_on_host the step runs for real on this machine's CPU (the timed CPU of
+// backends/timing: the CPU's own ops, each call timed) instead of the recording GPU — still on
+// fake communicators, so only the rank's compute is timed, never its waits — and each op's
+// seconds is the least over `repeats` steady-state steps (the op sequence of every step is the
+// same; the least is the one another process on the machine disturbed least).
 //
 // train.device is not read (the step is the GPU's); train.precision = "auto" is settled as the
 // trainer settles it on this GPU (bf16). What it does not trace: the data loader, checkpoints,
@@ -29,6 +36,8 @@ struct StepTraceOptions {
   // Record the ops (and refuse a precision the roofline does not price: fp16); false records the
   // collectives only (what the dry run reads), which is faster and takes any precision.
   bool ops = true;
+  bool timed_on_host = false;  // run the step's ops on this CPU and time each (OpRecord::seconds)
+  int repeats = 1;             // timed steps; each op keeps its least time
 };
 
 plan::OpTrace trace_training_step(const Config& cfg, const StepTraceOptions& options = {});

@@ -61,6 +61,7 @@ struct OpRecord {
   int64_t serial = 0;          // kSerial: elements added in order by one thread
   GemmShape gemm{};            // kGemm
   AttentionShape attention{};  // kFlashFp32, kSdpa
+  double seconds = 0;          // measured wall-clock of the call (a timed step, backends/timing); 0 if not
 
   double bytes() const { return bytes_read + bytes_written; }
 };

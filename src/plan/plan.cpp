@@ -24,10 +24,16 @@ PlanResult evaluate(const Job& job, const Layout& l) {
   if (job.tokens > 0) {
     r.steps = std::ceil(job.tokens / r.tokens_per_step);
     r.wall_seconds = r.steps * r.time.total;
-    r.goodput = expected_goodput(r.gpus, job.resilience);
-    r.wall_seconds_with_failures = r.wall_seconds / r.goodput.goodput;
+    const int64_t nodes = (r.gpus + job.gpus_per_node - 1) / job.gpus_per_node;
+    double params = static_cast<double>(job.model.num_params());  // the checkpoint holds every expert
+    if (job.moe.enabled())
+      params += static_cast<double>(job.model.n_layers) * moe_extra_params_per_layer(job.moe, job.model.dim, 1, 1);
+    r.checkpoints = plan_checkpoints(params, nodes, r.gpus, r.time.total, r.wall_seconds, job.resilience);
+    r.goodput = r.checkpoints.at_chosen.goodput;
+    r.wall_seconds_with_failures = r.checkpoints.at_chosen.wall_s;
     r.gpu_hours = r.wall_seconds * gpus / 3600.0;
     r.cost_usd = r.gpu_hours * job.price_per_gpu_hour;
+    r.price_per_gpu_hour = job.price_per_gpu_hour;
   }
   return r;
 }
@@ -51,6 +57,42 @@ nlohmann::json to_json(const Job& job) {
           {"gpus_per_node", job.gpus_per_node},
           {"price_per_gpu_hour", job.price_per_gpu_hour}};
 }
+
+namespace {
+
+nlohmann::json to_json(const RunLoss& l, int64_t gpus, double price) {
+  const double lost_gpu_hours = (l.failure_s + l.save_overhead_s) * static_cast<double>(gpus) / 3600.0;
+  return {{"interval_s", l.interval_s},
+          {"interruptions", l.interruptions},
+          {"lost_s_per_interruption", l.goodput.lost_s_per_interruption},
+          {"failure_s", l.failure_s},
+          {"saves", l.saves},
+          {"save_overhead_s", l.save_overhead_s},
+          {"goodput", l.goodput.goodput},
+          {"wall_days", l.wall_s / 86400.0},
+          {"lost_gpu_hours", lost_gpu_hours},
+          {"lost_usd", lost_gpu_hours * price}};
+}
+
+nlohmann::json checkpoints_json(const PlanResult& r) {
+  const CheckpointPlan& c = r.checkpoints;
+  nlohmann::json j = {{"bytes", c.bytes},
+                      {"storage_write_bw", c.storage_bw},
+                      {"save_s", c.save_s},
+                      {"save_measured", c.save_measured},
+                      {"interval_s", c.interval_s},
+                      {"interval_steps", c.interval_steps},
+                      {"mtbf_s", std::isfinite(c.mtbf_s) ? nlohmann::json(c.mtbf_s) : nlohmann::json(nullptr)},
+                      {"optimal_interval_s", c.optimal_interval_s},
+                      {"at_chosen", to_json(c.at_chosen, r.gpus, r.price_per_gpu_hour)}};
+  if (c.optimal_interval_s > 0) {
+    j["optimal_interval_steps"] = c.optimal_interval_s / r.time.total;
+    j["at_optimal"] = to_json(c.at_optimal, r.gpus, r.price_per_gpu_hour);
+  }
+  return j;
+}
+
+}  // namespace
 
 nlohmann::json to_json(const PlanResult& r) {
   const Layout& l = r.layout;
@@ -109,6 +151,7 @@ nlohmann::json to_json(const PlanResult& r) {
       {"wall_days_with_failures", r.wall_seconds_with_failures / 86400.0},
       {"gpu_hours", r.gpu_hours},
       {"cost_usd", r.cost_usd},
+      {"checkpoints", r.steps > 0 ? checkpoints_json(r) : nlohmann::json(nullptr)},
   };
 }
 

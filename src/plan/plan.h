@@ -3,6 +3,7 @@
 //
 //   PlanResult r = evaluate(job, layout);          // validate_layout() first
 //   r.tokens_per_s;  r.mfu;  r.wall_seconds;  r.cost_usd;  r.memory.fits();
+//   r.checkpoints.optimal_interval_s;   // with job.tokens: failures and checkpoints over the run
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -29,9 +30,11 @@ struct PlanResult {
   double steps = 0;                       // optimizer steps for job.tokens
   double wall_seconds = 0;                // steps × step time, without failures
   Goodput goodput;                        // interruptions per day and what they cost
+  CheckpointPlan checkpoints;             // save time, Young/Daly's interval, the run's losses
   double wall_seconds_with_failures = 0;  // wall_seconds / goodput
   double gpu_hours = 0;
   double cost_usd = 0;
+  double price_per_gpu_hour = 0;  // the job's, for the cost of failures and saves
 };
 
 PlanResult evaluate(const Job& job, const Layout& l);

@@ -34,6 +34,48 @@ std::string money(double usd) {
   return fmt::format("${:.0f}", usd);
 }
 
+// What one checkpoint interval costs the run: failures, saves, goodput, days, GPU-hours (money).
+std::string run_loss_line(const Job& job, const PlanResult& r, const RunLoss& l) {
+  const double lost_gpu_hours = (l.failure_s + l.save_overhead_s) * static_cast<double>(r.gpus) / 3600.0;
+  std::string s = fmt::format(
+      "{:.2f} interruptions x {} = {} lost, {} saves x {} = {}; goodput {:.2f}%, {:.2f} days, {} GPU-hours lost",
+      l.interruptions, human_duration(l.goodput.lost_s_per_interruption), human_duration(l.failure_s), count(l.saves),
+      human_duration(l.goodput.save_s), human_duration(l.save_overhead_s), 100 * l.goodput.goodput, l.wall_s / 86400,
+      count(lost_gpu_hours));
+  if (job.price_per_gpu_hour > 0) s += fmt::format(" ({})", money(lost_gpu_hours * job.price_per_gpu_hour));
+  return s;
+}
+
+// Failures and checkpoints over the run: the expected interruptions, the save time, and what the
+// chosen interval and Young/Daly's optimum cost.
+std::string format_checkpoints(const Job& job, const PlanResult& r) {
+  const CheckpointPlan& c = r.checkpoints;
+  const Resilience& res = job.resilience;
+  std::string s = fmt::format(
+      "failures   {:.3g} interruptions per day expected ({} GPUs x {:.2e} per GPU-day{}), each costing the "
+      "restart ({}) plus half the checkpoint interval\n",
+      c.at_chosen.goodput.interruptions_per_day, r.gpus, res.failures_per_gpu_day,
+      std::isfinite(c.mtbf_s) ? fmt::format(": MTBF {:.2f} days", c.mtbf_s / 86400) : "",
+      human_duration(res.restart_s));
+  s += fmt::format("checkpoint {:.1f} GB ({:g} bytes per parameter: fp32 weights, AdamW m and v), ", c.bytes / 1e9,
+                   kCheckpointBytesPerParam);
+  s += c.save_measured ? fmt::format("save {} (measured)\n", human_duration(c.save_s))
+                       : fmt::format(
+                             "save {} predicted ({:.1f} GB / {:.1f} GB/s: {} nodes x {:g} GB/s; --ckpt-save-s to use a "
+                             "measured one)\n",
+                             human_duration(c.save_s), c.bytes / 1e9, c.storage_bw / 1e9,
+                             (r.gpus + job.gpus_per_node - 1) / job.gpus_per_node, res.storage_write_bw_per_node / 1e9);
+  s += fmt::format("  chosen   every {} steps = {}: {}\n", count(c.interval_steps), human_duration(c.interval_s),
+                   run_loss_line(job, r, c.at_chosen));
+  if (c.optimal_interval_s > 0)
+    s += fmt::format("  optimal  Young/Daly sqrt(2 x {:.3g} s x {:.3g} s) = {} = {} steps: {}\n", c.save_s, c.mtbf_s,
+                     human_duration(c.optimal_interval_s), count(c.optimal_interval_s / r.time.total),
+                     run_loss_line(job, r, c.at_optimal));
+  else
+    s += "  optimal  no failures expected: any interval\n";
+  return s;
+}
+
 }  // namespace
 
 std::string format_job(const Job& job) {
@@ -88,12 +130,7 @@ std::string format_plan(const Job& job, const PlanResult& r) {
     s += job.price_per_gpu_hour > 0
              ? fmt::format(", {} at ${:.2f}/GPU-hour\n", money(r.cost_usd), job.price_per_gpu_hour)
              : " (pass --price for the cost)\n";
-    s += fmt::format(
-        "failures   {:.2f} interruptions per day expected ({} GPUs x {:.2e} per GPU-day), each losing {} "
-        "(restart + half the checkpoint interval): goodput {:.1f}%, {:.2f} days\n",
-        r.goodput.interruptions_per_day, r.gpus, job.resilience.failures_per_gpu_day,
-        human_duration(r.goodput.lost_s_per_interruption), 100 * r.goodput.goodput,
-        r.wall_seconds_with_failures / 86400);
+    s += format_checkpoints(job, r);
   }
   return s;
 }

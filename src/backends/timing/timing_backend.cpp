@@ -1,0 +1,75 @@
+#include "backends/timing/timing_backend.h"
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <utility>
+
+#include "backends/trace/op_costs.h"
+#include "kernels/ops.h"
+#include "tensor/backend.h"
+
+namespace ft::timing {
+namespace {
+
+std::atomic<bool> g_timing{false};
+std::mutex g_mu;
+std::vector<plan::OpRecord>& records() {
+  static auto* r = new std::vector<plan::OpRecord>;  // never destroyed: ops may run at exit
+  return *r;
+}
+
+void record(plan::OpRecord r, double seconds) {
+  r.seconds = seconds;
+  std::lock_guard<std::mutex> lock(g_mu);
+  records().push_back(std::move(r));
+}
+
+// Each op: the CPU's, timed (CPU ops are synchronous: they return when their result is written).
+#define FT_OP(name, params, args)                                                                        \
+  void name(const ExecContext& ctx, FT_OP_UNPAREN params) {                                              \
+    if (!g_timing.load(std::memory_order_relaxed)) return cpu::op_table().name(ctx, FT_OP_UNPAREN args); \
+    plan::OpRecord timed_record_ = trace::cost::name(FT_OP_UNPAREN args);                                \
+    const auto timed_start_ = std::chrono::steady_clock::now();                                          \
+    cpu::op_table().name(ctx, FT_OP_UNPAREN args);                                                       \
+    record(std::move(timed_record_),                                                                     \
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - timed_start_).count());      \
+  }
+#include "kernels/op_decls.inc"
+#undef FT_OP
+
+constexpr OpTable make_table() {
+  OpTable t;
+  t.backend = "cpu-timed";
+#define FT_OP(name, params, args) t.name = &name;
+#include "kernels/op_decls.inc"
+#undef FT_OP
+  return t;
+}
+constinit const OpTable kTable = make_table();
+
+}  // namespace
+
+void register_timed_cpu() {
+  static const bool once = [] {
+    Backend b = cpu_backend();
+    b.ops = &kTable;
+    register_backend(b);
+    return true;
+  }();
+  (void)once;
+}
+
+void start_timing() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  records().clear();
+  g_timing.store(true);
+}
+
+std::vector<plan::OpRecord> stop_timing() {
+  g_timing.store(false);
+  std::lock_guard<std::mutex> lock(g_mu);
+  return std::exchange(records(), {});
+}
+
+}  // namespace ft::timing

@@ -1,0 +1,165 @@
+#include "cli/plan_profile.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "config/config.h"
+#include "dryrun/comm_sweep.h"
+#include "dryrun/step_profile.h"
+#include "parallel/ranks.h"
+#include "plan/profile.h"
+#include "util/error.h"
+#include "util/fs.h"
+
+namespace ft::cli {
+
+namespace {
+
+using nlohmann::json;
+
+std::string source_of(const ProfileArgs& a, const Config& cfg) {
+  std::string s = a.config.empty() ? cfg.model.preset : a.config;
+  for (const auto& set : a.sets) s += " --set " + set;
+  return s;
+}
+
+// A temporary directory for the ranks' boards and fits, removed on exit.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    std::string t = (std::filesystem::temp_directory_path() / "fluxtrain-profile-XXXXXX").string();
+    if (::mkdtemp(t.data()) == nullptr) throw Error("could not make a temporary directory for the profile's ranks");
+    path = t;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+}  // namespace
+
+int run_profile_collectives(const ProfileArgs& a) {
+  const Config cfg = load_config(a.config, a.sets);
+  const std::string dir = std::filesystem::path(a.collectives_out).parent_path().string();
+  Ranks ranks(cfg.parallel, dir);
+  auto fits = sweep_collectives(ranks.mesh(), a.repeats);
+  if (ranks.mesh().world_rank() == 0) {
+    plan::Profile p;
+    p.collectives = std::move(fits);
+    write_file_atomic(a.collectives_out, to_json(p)["collectives"].dump() + "\n");
+  }
+  ranks.mesh().world().barrier();
+  return 0;
+}
+
+int run_profile(const ProfileArgs& a) {
+  if (a.out.empty()) throw Error("--profile needs --out FILE", "e.g. --out cpu-profile.json");
+  const Config cfg = load_config(a.config, a.sets);
+  plan::Profile p;
+  const int cpus = omp_get_num_procs();
+  p.device = fmt::format("this CPU ({} CPUs)", cpus);
+  p.source = source_of(a, cfg);
+  if (a.nproc > 1) {
+    TempDir tmp;
+    const std::string self = std::filesystem::canonical("/proc/self/exe").string();
+    for (const char* axis : {"dp", "tp", "pp"}) {
+      const std::string fits = tmp.path + "/" + axis + ".json";
+      std::vector<std::string> argv = {self, "plan",      "--profile-collectives",
+                                       fits, "--repeats", std::to_string(a.repeats)};
+      if (!a.config.empty()) argv.insert(argv.end(), {"--config", a.config});
+      for (const auto& s : a.sets) argv.insert(argv.end(), {"--set", s});
+      for (const char* other : {"dp", "tp", "pp"})
+        argv.insert(argv.end(), {"--set", fmt::format("parallel.{}={}", other, other == axis ? a.nproc : 1)});
+      // Only the mesh is built: the settings a layout of the axis needs, whatever the config's model.
+      argv.insert(argv.end(), {"--set", "parallel.zero=0", "--set", "parallel.sequence_parallel=false", "--set",
+                               "parallel.virtual_stages=1", "--set", "parallel.micro_batches=0", "--set",
+                               "model.tie_embeddings=false"});
+      std::fprintf(stderr, "profile: timing the %s axis's collectives over %d ranks\n", axis, a.nproc);
+      if (int rc = exec_under_mpirun(a.nproc, argv); rc != 0)
+        throw Error(
+            fmt::format("timing the {} axis's collectives over {} ranks failed (mpirun exit {})", axis, a.nproc, rc),
+            "run it with a config the ranks can build (--config), or without --nproc for the ops only");
+      const json j = json::parse(read_file(fits));
+      plan::Profile part = plan::profile_from_json({{"format", plan::kProfileFormat},
+                                                    {"version", plan::kProfileVersion},
+                                                    {"device", ""},
+                                                    {"ops", json::object()},
+                                                    {"collectives", j}},
+                                                   fits);
+      for (auto& [ax, by_op] : part.collectives) p.collectives[ax] = by_op;
+    }
+  }
+  std::vector<int> threads = a.threads;
+  if (threads.empty()) threads = cpus > 1 ? std::vector<int>{1, cpus} : std::vector<int>{1};
+  std::fprintf(stderr, "profile: timing the step's ops of %s\n", p.source.c_str());
+  p.ops = profile_step_ops(cfg, threads, a.repeats);
+  write_profile(a.out, p);
+  if (a.json) {
+    std::printf("%s\n", to_json(p).dump(2).c_str());
+    return 0;
+  }
+  std::printf("profile of %s on %s\n", p.source.c_str(), p.device.c_str());
+  for (auto& [t, ops] : p.ops) {
+    double s = 0;
+    int64_t calls = 0;
+    for (const auto& o : ops) {
+      s += o.seconds * static_cast<double>(o.calls);
+      calls += o.calls;
+    }
+    std::printf("  ops at %d thread(s): %zu distinct (op, shape), %lld calls, %.4f s of op time timed\n", t, ops.size(),
+                static_cast<long long>(calls), s);
+  }
+  for (auto& [axis, by_op] : p.collectives)
+    for (auto& [op, f] : by_op)
+      std::printf("  %-3s %-15s latency %8.1f us, %8.3f GB/s (%zu sizes)\n", axis.c_str(), op.c_str(),
+                  f.latency_s * 1e6, f.bytes_per_s / 1e9, f.points.size());
+  std::printf("wrote %s\n", a.out.c_str());
+  return 0;
+}
+
+int run_profile_file(const ProfileArgs& a) {
+  const plan::Profile p = plan::read_profile(a.profile_file);
+  const Config cfg = load_config(a.config, a.sets);
+  const int world = static_cast<int>(cfg.parallel.world_size());
+  int threads = a.predict_threads;
+  if (threads <= 0)
+    threads = cfg.train.threads > 0 ? static_cast<int>(cfg.train.threads) : std::max(1, omp_get_num_procs() / world);
+  const ProfiledStep s = predict_with_profile(cfg, p, threads, omp_get_num_procs());
+  if (a.json) {
+    json comm = json::object();
+    for (auto& [axis, sec] : s.comm_s_by_axis) comm[axis] = sec;
+    std::printf("%s\n", json{{"step_s", s.step_s},
+                             {"compute_s", s.compute_s},
+                             {"bubble", s.bubble},
+                             {"comm_s_by_axis", comm},
+                             {"slowest_rank", s.slowest_rank},
+                             {"threads", s.threads},
+                             {"measured_share", s.measured_share},
+                             {"oversubscription", s.oversubscription},
+                             {"op_calls", s.op_calls},
+                             {"world", world}}
+                            .dump(2)
+                            .c_str());
+    return 0;
+  }
+  std::printf("predicted step of %s (%d ranks, dp %lld tp %lld pp %lld) from %s at %d thread(s) per rank:\n",
+              source_of(a, cfg).c_str(), world, static_cast<long long>(cfg.parallel.dp),
+              static_cast<long long>(cfg.parallel.tp), static_cast<long long>(cfg.parallel.pp), a.profile_file.c_str(),
+              s.threads);
+  std::printf("  compute  %.4f s (rank %d, %lld op calls; %.0f%% of it priced by a measured (op, shape))\n",
+              s.compute_s, s.slowest_rank, static_cast<long long>(s.op_calls), 100 * s.measured_share);
+  if (s.oversubscription > 1)
+    std::printf("  shared   %d ranks x %d thread(s) on %d CPUs: compute x %.2f\n", world, s.threads,
+                omp_get_num_procs(), s.oversubscription);
+  if (s.bubble > 0) std::printf("  bubble   %.1f%% of the pipeline's time\n", 100 * s.bubble);
+  for (auto& [axis, sec] : s.comm_s_by_axis) std::printf("  %-8s %.4f s of collectives\n", axis.c_str(), sec);
+  std::printf("  step     %.4f s\n", s.step_s);
+  return 0;
+}
+
+}  // namespace ft::cli

@@ -1,0 +1,121 @@
+#include "dryrun/step_profile.h"
+
+#include <omp.h>
+
+#include <algorithm>
+
+#include "dryrun/comm_sweep.h"
+#include "dryrun/fake_comm.h"
+#include "dryrun/step_trace.h"
+#include "parallel/mesh.h"
+#include "parallel/micro_batches.h"
+#include "parallel/pipeline_parallel/schedule.h"
+#include "util/error.h"
+
+namespace ft {
+
+std::map<int, plan::ProfileOps> profile_step_ops(const Config& cfg, const std::vector<int>& threads, int repeats) {
+  // The config's layout, then one rank holding the whole model at the batch of one, two and four
+  // data-parallel replicas, and the tp = 2 shard: the shapes other layouts' ranks run.
+  std::vector<Config> layouts = {cfg};
+  Config whole = cfg;
+  whole.parallel = ParallelConfig{};
+  whole.parallel.comm = cfg.parallel.comm;
+  for (int64_t replicas : {1, 2, 4}) {
+    Config c = whole;
+    if (c.train.batch_size % replicas != 0 || (replicas == 1 && cfg.parallel.world_size() == 1)) continue;
+    c.train.batch_size /= replicas;
+    if (c.train.micro_batch_size > c.train.batch_size) c.train.micro_batch_size = 0;
+    layouts.push_back(c);
+  }
+  Config tp2 = whole;
+  tp2.parallel.tp = 2;
+  layouts.push_back(tp2);
+  std::map<int, plan::ProfileOps> out;
+  const int before = omp_get_max_threads();
+  for (int t : threads) {
+    if (t < 1) throw Error(fmt::format("profile at {} threads: must be at least 1", t));
+    omp_set_num_threads(t);
+    std::vector<plan::OpRecord> all;
+    for (size_t i = 0; i < layouts.size(); ++i) {
+      plan::OpTrace tr;
+      try {
+        tr = trace_training_step(layouts[i], {.timed_on_host = true, .repeats = repeats});
+      } catch (const Error&) {
+        if (i == 0) throw;  // the config's own layout must run; the others are extra shapes
+        continue;
+      }
+      all.insert(all.end(), tr.ops.begin(), tr.ops.end());
+    }
+    out[t] = plan::aggregate_ops(all);
+  }
+  omp_set_num_threads(before);
+  return out;
+}
+
+ProfiledStep predict_with_profile(const Config& cfg, const plan::Profile& profile, int threads, int cpus) {
+  const ParallelConfig& par = cfg.parallel;
+  const int world = static_cast<int>(par.world_size());
+  if (world > 64)
+    throw Error(fmt::format("--profile-file predicts layouts of up to 64 ranks; this one has {}", world),
+                "profile-based prediction traces every rank");
+  const plan::ProfileOps& ops = profile.ops_for_threads(threads);
+  int used_threads = 1;
+  for (auto& [t, list] : profile.ops)
+    if (&list == &ops) used_threads = t;
+  ProfiledStep best;
+  best.threads = used_threads;
+  const double share = cpus > 0 ? static_cast<double>(world) * used_threads / cpus : 1.0;
+  best.oversubscription = std::max(1.0, share);
+  double best_total = -1;
+  for (int r = 0; r < world; ++r) {
+    const plan::OpTrace tr = trace_training_step(cfg, {.world_rank = r});
+    double compute = 0, measured = 0;
+    for (const plan::OpRecord& op : tr.ops) {
+      const plan::OpPricing p = plan::profiled_op_seconds(op, ops);
+      compute += p.seconds * best.oversubscription;
+      if (p.measured) measured += p.seconds * best.oversubscription;
+    }
+    const MeshCoord c = Mesh::coord_of(par, r);
+    std::map<std::string, double> comm;
+    for (const plan::CollRecord& call : tr.collectives) {
+      const std::string name = profile_collective_name(call.op);
+      if (name.empty()) continue;
+      int index = 0, size = 1;
+      std::string axis = call.group;
+      if (axis == "dp") index = static_cast<int>(c.dp), size = static_cast<int>(par.dp);
+      if (axis == "tp") index = static_cast<int>(c.tp), size = static_cast<int>(par.tp);
+      if (axis == "pp") index = static_cast<int>(c.pp), size = static_cast<int>(par.pp);
+      if (axis == "world") {
+        index = r, size = world;
+        // The step's sums over the world: a few doubles, priced by the first axis profiled.
+        if (profile.collectives.count("world") == 0 && !profile.collectives.empty())
+          axis = profile.collectives.begin()->first;
+      }
+      if (size < 2) continue;
+      const double bytes = static_cast<double>(FakeCommunicator::bytes_sent(call, index, size));
+      comm[call.group] += profile.collective_seconds(axis, name, bytes);
+    }
+    double bubble = 0;
+    if (par.pp > 1) {
+      const MicroBatching mb = split_batch(cfg.train.batch_size, cfg.train.micro_batch_size, par);
+      bubble = theoretical_bubble(par.pp_schedule, static_cast<int>(par.pp), static_cast<int>(mb.count),
+                                  static_cast<int>(par.virtual_stages));
+    }
+    double total = compute / (1 - bubble);
+    for (auto& [axis, s] : comm) total += s;
+    if (total > best_total) {
+      best_total = total;
+      best.step_s = total;
+      best.compute_s = compute;
+      best.bubble = bubble;
+      best.comm_s_by_axis = comm;
+      best.slowest_rank = r;
+      best.measured_share = compute > 0 ? measured / compute : 0;
+      best.op_calls = static_cast<int64_t>(tr.ops.size());
+    }
+  }
+  return best;
+}
+
+}  // namespace ft

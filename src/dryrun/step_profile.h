@@ -1,0 +1,44 @@
+// Profile mode's two halves on the trainer's side (the profile itself is plan/profile.h):
+//   profile_step_ops     the config's real training step timed op by op on this machine's CPU
+//                        (trace_training_step with timed_on_host), at each thread count asked,
+//                        for the config's layout and for one rank holding the whole model;
+//   predict_with_profile every rank of a layout traced on the recording GPU (its ops with shapes,
+//                        its collectives per mesh axis), each op priced by the profile
+//                        (profiled_op_seconds), each collective by its axis's fitted line over
+//                        the bytes the rank sends; the step is the slowest rank's compute
+//                        stretched by its pipeline schedule's bubble, plus its communication.
+//
+//   plan::Profile p;  p.ops = profile_step_ops(cfg, {1, 2});          // + sweep_collectives
+//   ProfiledStep s = predict_with_profile(cfg, p, /*threads=*/1);
+//   s.step_s;  s.compute_s;  s.comm_s_by_axis["dp"];  s.measured_share;
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "plan/profile.h"
+
+namespace ft {
+
+std::map<int, plan::ProfileOps> profile_step_ops(const Config& cfg, const std::vector<int>& threads, int repeats = 3);
+
+struct ProfiledStep {
+  double step_s = 0;
+  double compute_s = 0;                          // the slowest rank's ops
+  double bubble = 0;                             // the schedule's idle fraction (pipeline)
+  std::map<std::string, double> comm_s_by_axis;  // that rank's collectives by axis
+  int slowest_rank = 0;
+  int threads = 1;              // the profile's thread count used
+  double measured_share = 0;    // of the compute seconds, the share priced by an exact (op, shape)
+  double oversubscription = 1;  // ranks x threads / CPUs when above 1 (compute stretched by it)
+  int64_t op_calls = 0;
+};
+
+// threads: the host threads each rank of the layout computes with; cpus: the CPUs the ranks share
+// (0: enough for all) — when ranks x threads exceed them, every op takes ranks x threads / cpus as
+// long (the cores are time-shared). ft::Error when the profile lacks a collective the layout makes.
+ProfiledStep predict_with_profile(const Config& cfg, const plan::Profile& profile, int threads, int cpus = 0);
+
+}  // namespace ft
