@@ -29,11 +29,11 @@ def main():
     # (under ctest -j the spinning took CPU from the other tests; results do not depend on it).
     os.environ["FT_FLUXTRAIN"] = os.environ["FT_VGPU_BIN"]
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")
-    c = gpu_check.Check(a.out, 1200.0)
+    c = gpu_check.Check(a.out, 2400.0)
     c.gpu = "the virtual GPU (tests/vgpu)"  # stage 2 then appends train.device = "cuda"
     c.golden_runs = "ci_runs"
     c.steps = a.steps
-    c.golden_limit = 600
+    c.golden_limit = 1200  # ~3.5 min on an idle core; a busy machine (ctest -j) takes far longer
     gpu_check.golden_losses(c, 2, "llama-20m on the virtual GPU vs golden CPU losses", [],
                             tuple(a.precisions.split(",")))
     stage = c.doc["stages"][-1]
