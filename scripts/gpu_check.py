@@ -5,6 +5,7 @@ GPU machine's python3 as it is.
 The binaries: $FT_KERNELS_CUDA_TEST / $FT_FLUXTRAIN when set, else .gpu-pack/, build-gpu/, build/.
 
 usage: gpu_check.py [--out DIR] [--budget SECONDS] [--stages 0,1,2,3,4] [--cpu-dry-run [--steps N]]
+                    [--golden-runs runs|ci_runs]
 
 Every stage runs alone (--stages 3): the GPU and the library path are found first whether or not
 stage 0 runs, and stage 3 asks the trainer itself whether it trains on CUDA. Each stage has a cap
@@ -15,7 +16,9 @@ still has room to re-run the largest stage alone.
 --cpu-dry-run exercises the stages on a machine without a GPU, against the CPU build (no caps,
 budget 1800 s): stage 1 runs kernels_cuda_test (whose tests skip) and its SDPA and GEMM calls,
 stage 2 trains the golden runs' first N steps on the CPU and compares them with the golden losses
-(tests/cuda/CMakeLists.txt runs this in CI, so the golden file stays true to the code), stage 3
+(tests/cuda/CMakeLists.txt runs this in CI, so the golden file stays true to the code; with
+--golden-runs ci_runs the file's batch 2 x seq 32 runs, which the virtual GPU's ctest
+vgpu_golden_llama20m trains through this same stage 2 code, tests/vgpu/golden_test.py), stage 3
 asks the trainer for train.device = "cuda" (refused here), then trains fluxtrain and the PyTorch
 peer (where torch is installed) on the CPU at a tiny shape; stage 4 (stage 2's fp32 run with
 parallel.comm = "nccl", run before stage 3) needs a GPU and skips.
@@ -76,6 +79,8 @@ class Check:
         self.no_gpu = ""  # why not
         self.cpu_dry_run = False
         self.steps = None  # stage 2: steps of the golden runs to compare (None: all)
+        self.golden_runs = "runs"  # stage 2: the golden file's set of runs ("ci_runs": batch 2 x seq 32)
+        self.golden_limit = None  # seconds for one golden run (None: LIMITS["golden-run"], 600 in a dry run)
         self.gemm_bf16 = None
         self.found_env = False  # find_environment has run
         self.stage_end = None  # monotonic time the running stage's cap ends (None: no cap)
@@ -411,7 +416,9 @@ def golden_losses(c, stage, name, extra, precisions):
     golden = json.load(open(GOLDEN))
     details = {"binary": ft, "golden": os.path.relpath(GOLDEN, ROOT), "tolerance_loss": TOL, "tolerance_grad_norm": TOL_GRAD}
     # The comparison means something only if the golden run learns.
-    g32 = golden["runs"]["fp32"]["loss"]
+    runs = golden[c.golden_runs]
+    details["runs"] = c.golden_runs
+    g32 = runs["fp32"]["loss"]
     if g32[0] - min(g32[-5:]) < 0.5:
         return c.record(stage, name, "fail", t, f"the golden fp32 run does not learn ({g32[0]:.3f} -> {g32[-1]:.3f}): "
                         "regenerate it with scripts/make-golden-losses.sh", **details)
@@ -419,19 +426,20 @@ def golden_losses(c, stage, name, extra, precisions):
     for prec in precisions:
         run_dir = os.path.join("/tmp", f"gpu_check_{prec}_{os.getpid()}")
         shutil.rmtree(run_dir, ignore_errors=True)
-        cmd = [ft if a == "FLUXTRAIN" else run_dir if a == "RUN_DIR" else a for a in golden["runs"][prec]["command"]]
+        cmd = [ft if a == "FLUXTRAIN" else run_dir if a == "RUN_DIR" else a for a in runs[prec]["command"]]
         if c.steps:
             cmd += ["--set", f"train.steps={c.steps}"]
         if not c.cpu_dry_run:
             cmd += ["--set", 'train.device="cuda"']
         cmd += extra
-        rc, out = c.run(cmd, 600 if c.cpu_dry_run else LIMITS["golden-run"], f"stage{stage}.log", env=c.ft_env)
+        limit = c.golden_limit or (600 if c.cpu_dry_run else LIMITS["golden-run"])
+        rc, out = c.run(cmd, limit, f"stage{stage}.log", env=c.ft_env)
         why = not_in_build(out)
         if why:
             return c.record(stage, name, "n/a", t, "not available in this build: " + why, **details)
         rows = step_rows(run_dir)
         shutil.rmtree(run_dir, ignore_errors=True)
-        want = golden["runs"][prec]
+        want = runs[prec]
         n = c.steps or len(want["loss"])
         if rc != 0 or len(rows) != n:
             details[prec] = {"steps": len(rows), "error": out.strip().splitlines()[-1] if out.strip() else f"exit {rc}"}
@@ -584,6 +592,8 @@ def main():
     p.add_argument("--stages", default="0,1,2,3,4", help="stages to run, e.g. 0,2; each runs alone too (e.g. 3)")
     p.add_argument("--cpu-dry-run", action="store_true", help="exercise the stages on the CPU build (no GPU)")
     p.add_argument("--steps", type=int, default=None, help="stage 2: compare only the first N steps")
+    p.add_argument("--golden-runs", default="runs", choices=("runs", "ci_runs"),
+                   help="stage 2: the golden file's runs (ci_runs: batch 2 x seq 32, the virtual GPU's)")
     a = p.parse_args()
     wanted = parse_stages(a.stages)
     os.makedirs(a.out, exist_ok=True)
@@ -592,7 +602,7 @@ def main():
         if os.path.exists(os.path.join(a.out, f)):
             os.remove(os.path.join(a.out, f))
     c = Check(a.out, a.budget or (1800.0 if a.cpu_dry_run else BUDGET))
-    c.cpu_dry_run, c.steps = a.cpu_dry_run, a.steps
+    c.cpu_dry_run, c.steps, c.golden_runs = a.cpu_dry_run, a.steps, a.golden_runs
     if a.cpu_dry_run:
         c.doc["cpu_dry_run"] = True
     order = [s for s in (0, 1, 2, 4, 3) if s in wanted]
