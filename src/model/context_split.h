@@ -38,8 +38,8 @@ class ContextSplit {
   virtual ~ContextSplit() = default;
   int64_t size() const { return size_; }
   int64_t rank() const { return rank_; }
-  int64_t seq_len() const { return seq_len_; }                  // T, the whole sample
-  int64_t local_tokens() const { return seq_len_ / size_; }     // this rank's T / cp
+  int64_t seq_len() const { return seq_len_; }               // T, the whole sample
+  int64_t local_tokens() const { return seq_len_ / size_; }  // this rank's T / cp
   std::vector<std::pair<int64_t, int64_t>> ranges() const { return zigzag_ranges(seq_len_, size_, rank_); }
   std::vector<int64_t> positions() const { return zigzag_positions(seq_len_, size_, rank_); }
   // The query and key/value heads of this rank's attention (after tensor parallelism), told by
@@ -52,8 +52,8 @@ class ContextSplit {
   virtual void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t H, int64_t Hkv,
                                  int64_t D) = 0;
   // Its backward: dqkv (B, T/cp, (H + 2 Hkv) D) written, as ops::attention_backward.
-  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                                  const float* lse, int64_t B, int64_t H, int64_t Hkv, int64_t D) = 0;
+  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
+                                  int64_t B, int64_t H, int64_t Hkv, int64_t D) = 0;
 
  private:
   int64_t size_, rank_, seq_len_;

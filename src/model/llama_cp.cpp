@@ -47,8 +47,8 @@ void Llama::load_split_batch(Activations& acts, const int32_t* seqs) const {
   int64_t at = 0;
   for (auto [b, e] : cp_->ranges()) {
     const size_t row = static_cast<size_t>(e - b) * sizeof(int32_t);
-    mem_copy_2d(ctx_, acts.tokens.data<int32_t>() + at, acts.tokens.device(), local, seqs + b, Device::kCPU, pitch,
-                row, static_cast<size_t>(B));
+    mem_copy_2d(ctx_, acts.tokens.data<int32_t>() + at, acts.tokens.device(), local, seqs + b, Device::kCPU, pitch, row,
+                static_cast<size_t>(B));
     mem_copy_2d(ctx_, acts.targets.data<int32_t>() + at, acts.targets.device(), local, seqs + b + 1, Device::kCPU,
                 pitch, row, static_cast<size_t>(B));
     at += e - b;
@@ -64,8 +64,8 @@ void Llama::split_attention_forward(BlockActivations& a, int64_t B, int64_t T) c
 
 Llama::Operand Llama::split_attention_backward(BlockActivations& a, BackwardScratch& g, int64_t B, int64_t T) const {
   float* dqkv = g.dqkv.data<float>();
-  cp_->attention_backward(dqkv, g.datt.data<float>(), a.qkv.data<float>(), a.att.data<float>(), a.lse.data<float>(),
-                          B, H_, Hkv_, D_);
+  cp_->attention_backward(dqkv, g.datt.data<float>(), a.qkv.data<float>(), a.att.data<float>(), a.lse.data<float>(), B,
+                          H_, Hkv_, D_);
   ops::rope_backward(ctx_, dqkv, rope_cos_.data<float>(), rope_sin_.data<float>(), B, T, H_, Hkv_, D_, 0);
   return {dqkv, nullptr};
 }

@@ -65,8 +65,7 @@ int main(int argc, char** argv) {
                                       kv[static_cast<size_t>(i)].data(), lse.data(), delta.data(), pos_q.data(),
                                       pos_k[static_cast<size_t>(i)].data(), B, Tq, Tk, H, Hkv, D);
   std::vector<float> dq;
-  for (int64_t t = 0; t < B * Tq; ++t)
-    dq.insert(dq.end(), dqkv.begin() + t * row, dqkv.begin() + t * row + H * D);
+  for (int64_t t = 0; t < B * Tq; ++t) dq.insert(dq.end(), dqkv.begin() + t * row, dqkv.begin() + t * row + H * D);
   std::FILE* o = std::fopen(argv[2], "wb");
   if (!o) return 2;
   write(o, out);

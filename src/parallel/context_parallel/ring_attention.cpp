@@ -11,7 +11,8 @@ namespace {
 constexpr int kTagKvForward = 3301, kTagKvBackward = 3302, kTagDkv = 3303;
 }  // namespace
 
-RingAttention::RingAttention(Communicator& cp, int64_t seq_len) : ContextSplit(cp.size(), cp.rank(), seq_len), comm_(cp) {
+RingAttention::RingAttention(Communicator& cp, int64_t seq_len)
+    : ContextSplit(cp.size(), cp.rank(), seq_len), comm_(cp) {
   FT_CHECK(seq_len % (2 * size()) == 0, "ring attention: seq_len {} is not a multiple of 2 x cp = {}", seq_len,
            2 * size());
   for (int64_t r = 0; r < size(); ++r) positions_.push_back(zigzag_positions(seq_len, size(), r));
@@ -39,8 +40,8 @@ void RingAttention::attention_forward(float* out, float* lse, const float* qkv, 
       recv = comm_.recv_async(kv_[1 - cur].data(), bytes, prev(), kTagKvForward);
       send = comm_.send_async(kv_[cur].data(), bytes, next(), kTagKvForward);
     }
-    cpu::attention_block_forward(out, lse, qkv, kv_[cur].data(), positions_of(rank()), positions_of(owner), B, T, T,
-                                 H, Hkv, D);
+    cpu::attention_block_forward(out, lse, qkv, kv_[cur].data(), positions_of(rank()), positions_of(owner), B, T, T, H,
+                                 Hkv, D);
     if (s + 1 < cp) {
       send->wait();
       recv->wait();

@@ -13,8 +13,7 @@ constexpr int kTagA2A = 3311;
 UlyssesAttention::UlyssesAttention(Communicator& cp, int64_t seq_len)
     : ContextSplit(cp.size(), cp.rank(), seq_len), comm_(cp) {
   const int64_t n = size();
-  FT_CHECK(seq_len % (2 * n) == 0, "all-to-all attention: seq_len {} is not a multiple of 2 x cp = {}", seq_len,
-           2 * n);
+  FT_CHECK(seq_len % (2 * n) == 0, "all-to-all attention: seq_len {} is not a multiple of 2 x cp = {}", seq_len, 2 * n);
   for (int64_t r = 0; r < n; ++r) positions_.push_back(zigzag_positions(seq_len, n, r));
   send_.resize(static_cast<size_t>(n));
   recv_.resize(static_cast<size_t>(n));
@@ -58,14 +57,14 @@ void UlyssesAttention::exchange(std::vector<std::vector<float>>& send, std::vect
   for (int64_t j = 0; j < size(); ++j) {
     if (j == rank()) continue;
     auto& r = recv[static_cast<size_t>(j)];
-    works.push_back(comm_.recv_async(r.data(), static_cast<int64_t>(r.size() * sizeof(float)), static_cast<int>(j),
-                                     kTagA2A));
+    works.push_back(
+        comm_.recv_async(r.data(), static_cast<int64_t>(r.size() * sizeof(float)), static_cast<int>(j), kTagA2A));
   }
   for (int64_t j = 0; j < size(); ++j) {
     if (j == rank()) continue;
     auto& s = send[static_cast<size_t>(j)];
-    works.push_back(comm_.send_async(s.data(), static_cast<int64_t>(s.size() * sizeof(float)), static_cast<int>(j),
-                                     kTagA2A));
+    works.push_back(
+        comm_.send_async(s.data(), static_cast<int64_t>(s.size() * sizeof(float)), static_cast<int>(j), kTagA2A));
   }
   auto& mine = send[static_cast<size_t>(rank())];
   recv[static_cast<size_t>(rank())].resize(mine.size());
