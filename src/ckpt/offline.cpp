@@ -21,6 +21,9 @@ namespace ft {
 
 ParamLayout rank_layout(const Config& cfg, int rank) {
   const ParallelConfig& p = cfg.parallel;
+  if (p.cp > 1)
+    throw Error(fmt::format("offline checkpoint layouts do not handle parallel.cp = {} yet", p.cp),
+                "convert or reshard at parallel.cp = 1");
   const MeshCoord c = Mesh::coord_of(p, rank);
   std::vector<int> units;
   if (p.pp > 1) {

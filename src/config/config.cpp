@@ -102,6 +102,7 @@ void Config::validate() const {
         "make train.micro_batch_size x train.seq_len a multiple of parallel.tp");
   }
   if (parallel.pp > 1) PipelinePlan::make(model, train.seq_len, parallel, mb.count);
+  parallel.check_seq_len(train.seq_len);
   check_grad_wire(*this);
   // A captured step replays no collective and no host decision: one rank only.
   if (train.cuda_graphs == CudaGraphs::kOn && (parallel.dp > 1 || parallel.tp > 1 || parallel.pp > 1)) {

@@ -170,14 +170,17 @@ void train_effects(Config& cfg, Effects& e) {
 
 void parallel_effects(Config& cfg, Effects& e) {
   const ParallelConfig& p = cfg.parallel;
+  // Gradients are reduced (and ZeRO shards) over dp x cp: the cp ranks of a replica share its weights.
+  const bool reduced = p.dp * p.cp > 1;
   const std::string dp1 = "parallel.dp = 1 (no data parallelism)";
-  e.gated("parallel.zero", p.dp > 1, dp1);
-  e.gated("parallel.grad_compression", p.dp > 1, dp1);
-  e.gated("parallel.bucket_mb", p.dp > 1 && p.zero == 0,
-          p.dp > 1 ? fmt::format("parallel.zero = {} (buckets are ZeRO 0's all-reduce)", p.zero) : dp1);
-  const bool powersgd = p.dp > 1 && p.grad_compression == GradCompression::kPowerSGD;
-  e.gated("parallel.powersgd_rank", powersgd, p.dp > 1 ? "parallel.grad_compression is not \"powersgd\"" : dp1);
-  e.gated("parallel.powersgd_warmup_steps", powersgd, p.dp > 1 ? "parallel.grad_compression is not \"powersgd\"" : dp1);
+  e.gated("parallel.zero", reduced, dp1);
+  e.gated("parallel.grad_compression", reduced, dp1);
+  e.gated("parallel.bucket_mb", reduced && p.zero == 0,
+          reduced ? fmt::format("parallel.zero = {} (buckets are ZeRO 0's all-reduce)", p.zero) : dp1);
+  const bool powersgd = reduced && p.grad_compression == GradCompression::kPowerSGD;
+  e.gated("parallel.powersgd_rank", powersgd, reduced ? "parallel.grad_compression is not \"powersgd\"" : dp1);
+  e.gated("parallel.powersgd_warmup_steps", powersgd, reduced ? "parallel.grad_compression is not \"powersgd\"" : dp1);
+  e.gated("parallel.cp_attention", p.cp > 1, "parallel.cp = 1 (no context parallelism)");
   e.gated("parallel.sequence_parallel", p.tp > 1 || !p.sequence_parallel, "parallel.tp = 1 (no tensor parallelism)");
   e.gated("parallel.pp_schedule", p.pp > 1, "parallel.pp = 1 (no pipeline)");
   e.gated("parallel.collective_timeout_s", p.world_size() > 1, "one rank (no collectives to wait for)");

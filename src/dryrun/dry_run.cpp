@@ -85,6 +85,9 @@ DryRun dry_run(const Config& cfg, int64_t world_size, const plan::GpuSpec& devic
   d.cfg = cfg;
   const ParallelConfig& par = cfg.parallel;
   Mesh::validate(par, world_size);
+  if (par.cp > 1)
+    throw Error(fmt::format("the dry run does not plan context parallelism yet (parallel.cp = {})", par.cp),
+                "dry-run the layout with parallel.cp = 1");
   if (world_size > kMaxDryRunRanks)
     throw Error(fmt::format("--world-size {}: the dry run plans and prints every rank, at most {}", world_size,
                             kMaxDryRunRanks),

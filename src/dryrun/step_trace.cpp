@@ -33,6 +33,9 @@ plan::OpTrace trace_training_step(const Config& config, const StepTraceOptions& 
   if (o.world_rank < 0 || o.world_rank >= par.world_size())
     throw Error(fmt::format("rank {} is not in the layout's {} rank(s)", o.world_rank, par.world_size()),
                 "trace a rank from 0 to dp x tp x pp - 1");
+  if (par.cp > 1)
+    throw Error(fmt::format("the dry run does not trace context parallelism yet (parallel.cp = {})", par.cp),
+                "dry-run the layout with parallel.cp = 1");
   if (o.repeats < 1) throw Error(fmt::format("repeats = {} must be at least 1", o.repeats));
   const Device device = o.timed_on_host ? Device::kCPU : Device::kCUDA;
   if (o.timed_on_host)

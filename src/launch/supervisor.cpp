@@ -116,10 +116,9 @@ Supervisor::Supervisor(LaunchOptions o) : opt_(std::move(o)) {
   hb_dir_ = run_dir_ + "/heartbeat";
   const int world = static_cast<int>(cfg_.parallel.world_size());
   if (opt_.nproc > 0 && opt_.nproc != world) {
-    throw Error(fmt::format("--nproc {} but parallel.dp × parallel.tp × parallel.pp = {} × {} × {} = {}", opt_.nproc,
-                            cfg_.parallel.dp, cfg_.parallel.tp, cfg_.parallel.pp, world),
+    throw Error(fmt::format("--nproc {} but {}", opt_.nproc, cfg_.parallel.degrees_product()),
                 fmt::format("set the layout in the config, e.g. --set parallel.dp={}",
-                            opt_.nproc / std::max<int64_t>(1, cfg_.parallel.tp * cfg_.parallel.pp)));
+                            opt_.nproc / std::max<int64_t>(1, cfg_.parallel.cp * cfg_.parallel.tp * cfg_.parallel.pp)));
   }
   if (!opt_.hosts_file.empty()) {
     hosts_ = read_host_file(opt_.hosts_file);

@@ -33,8 +33,9 @@ void swiglu_backward_into(const ExecContext& ctx, Tensor& dgate_up, const Tensor
 
 }  // namespace
 
-Llama::Llama(const ExecContext& ctx, const ModelConfig& cfg, const ParamLayout& layout, Precision precision, TpComm* tp)
-    : ctx_(ctx), cfg_(cfg), precision_(precision), tp_(tp ? tp : &identity_tp_), identity_tp_(ctx) {
+Llama::Llama(const ExecContext& ctx, const ModelConfig& cfg, const ParamLayout& layout, Precision precision, TpComm* tp,
+             ContextSplit* cp)
+    : ctx_(ctx), cfg_(cfg), precision_(precision), tp_(tp ? tp : &identity_tp_), identity_tp_(ctx), cp_(cp) {
   auto find = [&](const std::string& name) { return layout.has(name) ? &layout.at(name) : nullptr; };
   for (int u = 0; u < num_units(); ++u) local_unit_.push_back(layout.local_unit(u));
   embed_ = find("model.embed_tokens.weight");
@@ -65,6 +66,7 @@ Llama::Llama(const ExecContext& ctx, const ModelConfig& cfg, const ParamLayout& 
   rope_sin_ = Tensor::empty({cfg.max_seq_len, half}, DType::kF32, MemCategory::kWorkspace, ctx.device);
   ops::rope_tables(ctx_, rope_cos_.data<float>(), rope_sin_.data<float>(), cfg.max_seq_len, D_,
                    static_cast<float>(cfg.rope_theta));
+  if (cp_) use_context_split();
 }
 
 Llama::Operand Llama::operand(const Tensor& t) {
@@ -182,6 +184,7 @@ void Llama::check_tokens(const int32_t* seqs, int64_t B, int64_t T) const {
 }
 
 void Llama::load_batch(Activations& acts, const int32_t* seqs) const {
+  if (cp_) return load_split_batch(acts, seqs);
   const int64_t B = acts.B, T = acts.T;
   // seqs is the loader's batch in host memory: checked there, then moved to the model's memory.
   check_tokens(seqs, B, T);
@@ -239,6 +242,7 @@ void Llama::block_forward_into(ParamAccess& params, Activations& acts, int64_t l
 }
 
 void Llama::attention_forward_into(BlockActivations& a, int64_t B, int64_t T) const {
+  if (cp_) return split_attention_forward(a, B, T);
   const float *cos = rope_cos_.data<float>(), *sin = rope_sin_.data<float>();
   if (a.qkv.dtype() == DType::kBF16) {
     uint16_t* qkv = a.qkv.data<uint16_t>();
@@ -352,6 +356,7 @@ void Llama::block_backward(ParamAccess& params, Activations& acts, int64_t layer
 }
 
 Llama::Operand Llama::attention_backward_into(BlockActivations& a, BackwardScratch& g, int64_t B, int64_t T) const {
+  if (cp_) return split_attention_backward(a, g, B, T);
   const float *cos = rope_cos_.data<float>(), *sin = rope_sin_.data<float>();
   if (a.qkv.dtype() == DType::kBF16) {
     // d(qkv) into dy16, whose d(x_mid) the Wo GEMMs have read already.
@@ -406,6 +411,7 @@ void Llama::forward_loss(ParamAccess& params, Activations& acts, const int32_t* 
 
 void Llama::forward_logits(ParamAccess& params, Activations& acts, const int32_t* seqs, float* logits) {
   FT_CHECK(tp_->size() == 1, "forward_logits gathers no vocab shards");
+  FT_CHECK(!cp_, "forward_logits gathers no context-parallel chunks");
   check_whole_model();
   load_batch(acts, seqs);
   embed_forward(params, acts);

@@ -31,6 +31,11 @@
 //   TpGroup tp(mesh.tp(), /*sequence_parallel=*/false);
 //   Llama model(ctx, cfg, ParamLayout::llama(cfg, 1, {}, {mesh.coord().tp, tp.size()}), Precision::kF32, &tp);
 //   acts.allocate(cfg, B, T, chunk, {}, model.tp_split(), model.precision());
+//
+// Context parallelism: give it a ContextSplit (model/context_split.h; RingAttention over the cp
+// group) and allocate the activations for T / cp tokens; seqs stay the whole samples (B, T + 1).
+// The model loads its zig-zag chunks, rotates them by their true positions and hands attention to
+// the split (model/llama_cp.cpp). fp32 on the CPU only, whole-model passes only (for now).
 #pragma once
 
 #include <cstdint>
@@ -38,6 +43,7 @@
 
 #include "kernels/ops.h"
 #include "model/activations.h"
+#include "model/context_split.h"
 #include "model/model_config.h"
 #include "model/param_access.h"
 #include "model/param_layout.h"
@@ -49,7 +55,7 @@ class Llama {
  public:
   // Every op of the model runs on ctx (the rank's context, made once by its owner).
   Llama(const ExecContext& ctx, const ModelConfig& cfg, const ParamLayout& layout, Precision precision,
-        TpComm* tp = nullptr);
+        TpComm* tp = nullptr, ContextSplit* cp = nullptr);
 
   const ExecContext& context() const { return ctx_; }
   const ModelConfig& config() const { return cfg_; }
@@ -59,6 +65,9 @@ class Llama {
   bool holds_unit(int u) const { return local_unit_[static_cast<size_t>(u)] >= 0; }
   // How tensor parallelism divides this rank's activations: allocate Activations with it.
   const TpSplit& tp_split() const { return tp_split_; }
+  // Tokens of each sample this rank holds when samples have seq_len: all, or its share under
+  // context parallelism (allocate the Activations for that many).
+  int64_t local_seq_len(int64_t seq_len) const { return cp_ ? cp_->local_tokens() : seq_len; }
 
   // One micro-batch: forward, loss and backward. Parameter gradients accumulate (+=) the
   // gradient of grad_scale · (sum of token losses). The token losses are added, one by one in
@@ -143,6 +152,13 @@ class Llama {
   // (N, C) gradient written at partial_out(d_in).
   void reduce_input_grad(float* d_in, Activations& acts);
 
+  // Context parallelism (model/llama_cp.cpp): the rank's RoPE tables (its tokens' true positions,
+  // in the order it holds them), its chunks of seqs (B, T + 1), and attention over the split.
+  void use_context_split();
+  void load_split_batch(Activations& acts, const int32_t* seqs) const;
+  void split_attention_forward(BlockActivations& a, int64_t B, int64_t T) const;
+  Operand split_attention_backward(BlockActivations& a, BackwardScratch& g, int64_t B, int64_t T) const;
+
   void check_whole_model() const;
   // The ParamAccess unit of global unit u (the layout may hold a subset of the units).
   int unit(int u) const { return local_unit_[static_cast<size_t>(u)]; }
@@ -153,9 +169,10 @@ class Llama {
   std::vector<int> local_unit_;  // per global unit: its unit in the layout, or -1
   TpComm* tp_;
   TpComm identity_tp_;
-  bool sp_ = false;         // sequence parallelism (tp > 1)
-  TpSplit tp_split_;        // how this rank's activations are divided
-  const ParamSpec* embed_;  // null when the layout does not hold the unit
+  ContextSplit* cp_ = nullptr;  // context parallelism (null: the whole sequence is here)
+  bool sp_ = false;             // sequence parallelism (tp > 1)
+  TpSplit tp_split_;            // how this rank's activations are divided
+  const ParamSpec* embed_;      // null when the layout does not hold the unit
   const ParamSpec* final_norm_;
   const ParamSpec* head_;             // == embed_ when tied
   std::vector<BlockSpecs> blocks_;    // per global layer (null specs for layers not held)

@@ -12,8 +12,7 @@ namespace ft {
 void Mesh::validate(const ParallelConfig& p, int64_t world_size) {
   p.validate();
   if (p.world_size() != world_size) {
-    throw Error(fmt::format("the world has {} rank(s) but parallel.dp × parallel.tp × parallel.pp = {} × {} × {} = {}",
-                            world_size, p.dp, p.tp, p.pp, p.world_size()),
+    throw Error(fmt::format("the world has {} rank(s) but {}", world_size, p.degrees_product()),
                 fmt::format("choose degrees whose product is {} (e.g. --set parallel.dp={} with tp = pp = 1), "
                             "or start {} ranks",
                             world_size, world_size, p.world_size()));
@@ -21,7 +20,7 @@ void Mesh::validate(const ParallelConfig& p, int64_t world_size) {
 }
 
 MeshCoord Mesh::coord_of(const ParallelConfig& p, int64_t r) {
-  return MeshCoord{r / (p.dp * p.tp), (r / p.tp) % p.dp, r % p.tp};
+  return MeshCoord{r / (p.dp * p.cp * p.tp), (r / (p.cp * p.tp)) % p.dp, (r / p.tp) % p.cp, r % p.tp};
 }
 
 Mesh Mesh::single() {
@@ -30,6 +29,8 @@ Mesh Mesh::single() {
   m.dp_ = make_self_communicator("dp", 0);
   m.tp_ = make_self_communicator("tp", 0);
   m.pp_ = make_self_communicator("pp", 0);
+  m.cp_ = make_self_communicator("cp", 0);
+  m.dp_cp_ = m.dp_;
   return m;
 }
 
@@ -48,10 +49,18 @@ Mesh Mesh::create_mpi(const ParallelConfig& p, int world_rank, int world_size, c
   m.world_->broadcast(&nonce, 8, 0);
   if (!board_dir.empty()) o.board_dir = fmt::format("{}/{:x}", board_dir, nonce);
   m.board_dir_ = o.board_dir;
-  // Ranks sharing the other two coordinates form a group; keys order them along the axis.
-  m.tp_ = mpi_split(static_cast<int>(c.pp * p.dp + c.dp), static_cast<int>(c.tp), "tp", o);
-  m.dp_ = mpi_split(static_cast<int>(c.pp * p.tp + c.tp), static_cast<int>(c.dp), "dp", o);
-  m.pp_ = mpi_split(static_cast<int>(c.dp * p.tp + c.tp), static_cast<int>(c.pp), "pp", o);
+  // Ranks sharing the other three coordinates form a group; keys order them along the axis. The
+  // same splits in the same order on every rank (each is collective over the world).
+  m.tp_ = mpi_split(static_cast<int>((c.pp * p.dp + c.dp) * p.cp + c.cp), static_cast<int>(c.tp), "tp", o);
+  m.dp_ = mpi_split(static_cast<int>((c.pp * p.cp + c.cp) * p.tp + c.tp), static_cast<int>(c.dp), "dp", o);
+  m.pp_ = mpi_split(static_cast<int>((c.dp * p.cp + c.cp) * p.tp + c.tp), static_cast<int>(c.pp), "pp", o);
+  if (p.cp > 1) {
+    m.cp_ = mpi_split(static_cast<int>((c.pp * p.dp + c.dp) * p.tp + c.tp), static_cast<int>(c.cp), "cp", o);
+    m.dp_cp_ = mpi_split(static_cast<int>(c.pp * p.tp + c.tp), static_cast<int>(c.dp * p.cp + c.cp), "dp_cp", o);
+  } else {
+    m.cp_ = make_self_communicator("cp", world_rank);
+    m.dp_cp_ = m.dp_;
+  }
   return m;
 }
 
@@ -62,16 +71,28 @@ Mesh Mesh::create_with(const ParallelConfig& p, int world_rank, const CommFactor
   m.world_rank_ = world_rank;
   m.coord_ = coord_of(p, world_rank);
   const MeshCoord c = m.coord_;
-  auto rank_of = [&](int64_t pp, int64_t dp, int64_t tp) { return static_cast<int>((pp * p.dp + dp) * p.tp + tp); };
-  std::vector<int> world, tp, dp, pp;
+  auto rank_of = [&](int64_t pp, int64_t dp, int64_t cp, int64_t tp) {
+    return static_cast<int>(((pp * p.dp + dp) * p.cp + cp) * p.tp + tp);
+  };
+  std::vector<int> world, tp, dp, pp, cp, dp_cp;
   for (int r = 0; r < p.world_size(); ++r) world.push_back(r);
-  for (int64_t i = 0; i < p.tp; ++i) tp.push_back(rank_of(c.pp, c.dp, i));
-  for (int64_t i = 0; i < p.dp; ++i) dp.push_back(rank_of(c.pp, i, c.tp));
-  for (int64_t i = 0; i < p.pp; ++i) pp.push_back(rank_of(i, c.dp, c.tp));
+  for (int64_t i = 0; i < p.tp; ++i) tp.push_back(rank_of(c.pp, c.dp, c.cp, i));
+  for (int64_t i = 0; i < p.dp; ++i) dp.push_back(rank_of(c.pp, i, c.cp, c.tp));
+  for (int64_t i = 0; i < p.pp; ++i) pp.push_back(rank_of(i, c.dp, c.cp, c.tp));
+  for (int64_t i = 0; i < p.cp; ++i) cp.push_back(rank_of(c.pp, c.dp, i, c.tp));
+  for (int64_t i = 0; i < p.dp; ++i)
+    for (int64_t j = 0; j < p.cp; ++j) dp_cp.push_back(rank_of(c.pp, i, j, c.tp));
   m.world_ = make("world", world, world_rank);
   m.tp_ = make("tp", tp, static_cast<int>(c.tp));
   m.dp_ = make("dp", dp, static_cast<int>(c.dp));
   m.pp_ = make("pp", pp, static_cast<int>(c.pp));
+  if (p.cp > 1) {
+    m.cp_ = make("cp", cp, static_cast<int>(c.cp));
+    m.dp_cp_ = make("dp_cp", dp_cp, static_cast<int>(c.dp * p.cp + c.cp));
+  } else {
+    m.cp_ = make_self_communicator("cp", world_rank);
+    m.dp_cp_ = m.dp_;
+  }
   return m;
 }
 
@@ -87,15 +108,20 @@ void Mesh::use_comm(const ParallelConfig& p, const ExecContext& ctx) {
     dp_ = b->make(dp_, ctx, o);
     pp_ = b->make(pp_, ctx, CommOptions{o.timeout_s, o.board_dir, true});
     world_ = make_host_staged_comm(world_, ctx);
+    if (p.cp == 1) dp_cp_ = dp_;  // context parallelism is CPU-only for now (Trainer refuses cp > 1 on a device)
     transport_ = b->name;
     return;
   }
   if (ctx.on_host()) return;
   for (auto* c : {&world_, &dp_, &tp_, &pp_}) *c = make_host_staged_comm(*c, ctx);
+  if (p.cp == 1) dp_cp_ = dp_;
   transport_ = "MPI (device buffers staged through host memory)";
 }
 
 std::string Mesh::describe() const {
+  if (p_.cp > 1)
+    return fmt::format("rank {} = (pp {}, dp {}, cp {}, tp {}) of pp{} × dp{} × cp{} × tp{}", world_rank_, coord_.pp,
+                       coord_.dp, coord_.cp, coord_.tp, p_.pp, p_.dp, p_.cp, p_.tp);
   return fmt::format("rank {} = (pp {}, dp {}, tp {}) of pp{} × dp{} × tp{}", world_rank_, coord_.pp, coord_.dp,
                      coord_.tp, p_.pp, p_.dp, p_.tp);
 }

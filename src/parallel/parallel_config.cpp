@@ -9,6 +9,13 @@ void ParallelConfig::bind(ConfigBinder& b) {
   b.add("parallel.dp", &dp, "data-parallel degree");
   b.add("parallel.tp", &tp, "tensor-parallel degree");
   b.add("parallel.pp", &pp, "pipeline-parallel degree");
+  b.add("parallel.cp", &cp,
+        "context-parallel degree: each sample's train.seq_len tokens split over cp ranks (zig-zag: 2 of 2·cp chunks "
+        "each)");
+  b.add_enum("parallel.cp_attention", &cp_attention,
+             {{"ring", CpAttention::kRing}, {"all_to_all", CpAttention::kAllToAll}},
+             "attention over the context-parallel split: ring (key/value blocks passed around the cp group) or "
+             "all_to_all (Ulysses: heads scattered, sequences gathered; heads divisible by cp)");
   b.add("parallel.sequence_parallel", &sequence_parallel,
         "with tp > 1, keep norms and residuals on sequence shards (all-gather/reduce-scatter instead of all-reduce)");
   b.add("parallel.collective_timeout_s", &collective_timeout_s,
@@ -52,6 +59,10 @@ const char* comm_backend_name(CommBackend c) {
   return "?";
 }
 
+const char* cp_attention_name(CpAttention a) {
+  return a == CpAttention::kRing ? "ring" : "all_to_all";
+}
+
 const char* pipeline_schedule_name(PipelineSchedule s) {
   switch (s) {
     case PipelineSchedule::kGPipe:
@@ -65,8 +76,13 @@ const char* pipeline_schedule_name(PipelineSchedule s) {
 }
 
 void ParallelConfig::validate() const {
-  if (dp <= 0 || tp <= 0 || pp <= 0)
-    throw Error(fmt::format("parallel degrees must be positive: dp = {}, tp = {}, pp = {}", dp, tp, pp));
+  if (dp <= 0 || cp <= 0 || tp <= 0 || pp <= 0)
+    throw Error(fmt::format("parallel degrees must be positive: dp = {}, cp = {}, tp = {}, pp = {}", dp, cp, tp, pp));
+  if (cp > 1 && pp > 1)
+    throw Error(fmt::format("parallel.cp = {} with parallel.pp = {}: context parallelism does not run under a "
+                            "pipeline schedule yet",
+                            cp, pp),
+                "set parallel.pp = 1 (dp, tp and ZeRO compose with cp), or parallel.cp = 1");
   if (!(collective_timeout_s > 0))
     throw Error(fmt::format("parallel.collective_timeout_s = {} must be > 0", collective_timeout_s));
   if (zero < 0 || zero > 3)
@@ -84,6 +100,21 @@ void ParallelConfig::validate() const {
   if (pp_schedule == PipelineSchedule::kInterleaved && virtual_stages < 2)
     throw Error("parallel.pp_schedule = \"interleaved\" needs parallel.virtual_stages >= 2 model chunks per stage",
                 "set parallel.virtual_stages = 2 (or more), or use parallel.pp_schedule = \"1f1b\"");
+}
+
+std::string ParallelConfig::degrees_product() const {
+  if (cp > 1)
+    return fmt::format("parallel.dp × parallel.cp × parallel.tp × parallel.pp = {} × {} × {} × {} = {}", dp, cp, tp, pp,
+                       world_size());
+  return fmt::format("parallel.dp × parallel.tp × parallel.pp = {} × {} × {} = {}", dp, tp, pp, world_size());
+}
+
+void ParallelConfig::check_seq_len(int64_t seq_len) const {
+  if (cp > 1 && seq_len % (2 * cp) != 0)
+    throw Error(fmt::format("train.seq_len = {} is not divisible by 2 x parallel.cp = {}: context parallelism cuts "
+                            "each sample into 2·cp equal chunks",
+                            seq_len, 2 * cp),
+                fmt::format("use a train.seq_len that is a multiple of {}", 2 * cp));
 }
 
 }  // namespace ft

@@ -1,4 +1,4 @@
-// ParallelConfig (parallel.*): the layout of ranks. dp × tp × pp must equal the world size.
+// ParallelConfig (parallel.*): the layout of ranks. dp × cp × tp × pp must equal the world size.
 #pragma once
 
 #include <cstdint>
@@ -24,9 +24,16 @@ enum class GradCompression : uint8_t { kNone = 0, kBF16 = 1, kPowerSGD = 2, kFP1
 enum class PipelineSchedule : uint8_t { kGPipe = 0, k1F1B = 1, kInterleaved = 2 };
 const char* pipeline_schedule_name(PipelineSchedule s);  // "gpipe", "1f1b", "interleaved"
 
+// How context parallelism (parallel.cp > 1) computes attention over the sequence split
+// (parallel/context_parallel): key/value blocks passed around the cp ring, or Ulysses' all-to-all of
+// heads against sequence.
+enum class CpAttention : uint8_t { kRing = 0, kAllToAll = 1 };
+const char* cp_attention_name(CpAttention a);  // "ring", "all_to_all"
+
 struct ParallelConfig {
   int64_t dp = 1;                     // data-parallel replicas
   int64_t tp = 1;                     // tensor-parallel ranks (innermost axis)
+  int64_t cp = 1;                     // context-parallel ranks: each sample's sequence split over them
   int64_t pp = 1;                     // pipeline stages (outermost axis)
   bool sequence_parallel = false;     // tp > 1: norms and residuals on N/tp-token shards
   double collective_timeout_s = 300;  // bound on every wait for a peer
@@ -39,10 +46,16 @@ struct ParallelConfig {
   int64_t micro_batches = 0;           // per step and rank; 0 = from train.micro_batch_size
   PipelineSchedule pp_schedule = PipelineSchedule::k1F1B;
   int64_t virtual_stages = 1;  // model chunks per pipeline stage (interleaved schedule)
+  CpAttention cp_attention = CpAttention::kRing;
 
   void bind(ConfigBinder& b);
   void validate() const;
-  int64_t world_size() const { return dp * tp * pp; }
+  int64_t world_size() const { return dp * cp * tp * pp; }
+  // "parallel.dp × parallel.tp × parallel.pp = 2 × 1 × 1 = 2" (parallel.cp too when it is > 1).
+  std::string degrees_product() const;
+  // train.seq_len = T split over cp ranks: an ft::Error naming both unless T is a multiple of 2·cp
+  // (the zig-zag split's 2·cp chunks).
+  void check_seq_len(int64_t seq_len) const;
 };
 
 }  // namespace ft

@@ -21,9 +21,7 @@ namespace ft {
 Ranks::Ranks(const ParallelConfig& p, const std::string& run_dir) {
   if (!MpiRuntime::launched_by_mpi()) {
     if (p.world_size() != 1) {
-      throw Error(fmt::format("parallel.dp × parallel.tp × parallel.pp = {} × {} × {} = {} ranks, but this process "
-                              "was not started by mpirun",
-                              p.dp, p.tp, p.pp, p.world_size()),
+      throw Error(fmt::format("{} ranks, but this process was not started by mpirun", p.degrees_product()),
                   fmt::format("add --nproc {} to start them on this machine, or use mpirun -np {}", p.world_size(),
                               p.world_size()));
     }

@@ -7,8 +7,8 @@ namespace ft {
 MicroBatchExecutor::MicroBatchExecutor(const ExecContext& ctx, Llama& model, ParamEngine& engine,
                                        const MicroBatching& mb, int64_t seq_len, int64_t loss_chunk_tokens)
     : model_(model), engine_(engine), mb_(mb), seq_len_(seq_len), loss_sums_(ctx, mb.count), pinned_(ctx) {
-  acts_.allocate(model.config(), mb.size, seq_len, loss_chunk_tokens, {}, model.tp_split(), model.precision(),
-                 ctx.device);
+  acts_.allocate(model.config(), mb.size, model.local_seq_len(seq_len), loss_chunk_tokens, {}, model.tp_split(),
+                 model.precision(), ctx.device);
 }
 
 void MicroBatchExecutor::use_loss_slots(DeviceScalars slots) {

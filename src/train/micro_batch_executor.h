@@ -21,7 +21,8 @@ namespace ft {
 
 class MicroBatchExecutor final : public StepExecutor {
  public:
-  // Allocates the Activations of one micro-batch (mb.size sequences of seq_len), the loss chunked
+  // Allocates the Activations of one micro-batch (mb.size sequences of seq_len, or this rank's
+  // share of each under context parallelism: Llama::local_seq_len), the loss chunked
   // by loss_chunk_tokens (model/activation_sizes.h loss_chunk_tokens).
   MicroBatchExecutor(const ExecContext& ctx, Llama& model, ParamEngine& engine, const MicroBatching& mb,
                      int64_t seq_len, int64_t loss_chunk_tokens);

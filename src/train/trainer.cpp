@@ -19,6 +19,8 @@
 #include "obs/progress.h"
 #include "obs/telemetry.h"
 #include "optim/grad_clip.h"
+#include "parallel/context_parallel/ring_attention.h"
+#include "parallel/context_parallel/ulysses_attention.h"
 #include "parallel/micro_batches.h"
 #include "parallel/pipeline_parallel/pipeline_plan.h"
 #include "plan/gpu_peak.h"
@@ -114,21 +116,23 @@ void Trainer::plan_micro_batches() {
 
 // Parallelism is applied from outside the single-device model (Llama), in this order — each step
 // needs what the ones before it decided:
-//   1. the mesh: its degrees are the configuration's (pp × dp × tp ranks, one group per axis);
+//   1. the mesh: its degrees are the configuration's (pp × dp × cp × tp ranks, one group per axis);
 //   2. tensor parallelism: this rank's shard of every unit ({tp rank, tp, sequence parallel})
 //      and the TpGroup through which the model's collectives go over mesh.tp();
 //   3. the pipeline partition: the plan (chunks, schedules) and the units of this rank's stage;
 //   4. data parallelism: the ZeRO engine (parallel.zero) holding the layout of those units' tp
-//      shards, each unit padded to a multiple of dp, sharded over mesh.dp(); it initialises the
-//      weights from the seed;
-//   5. the model on the engine's layout, with the TpGroup;
+//      shards, each unit padded to a multiple of dp · cp, sharded over mesh.dp_cp() (the cp ranks
+//      of a replica hold the same weights); it initialises the weights from the seed;
+//   5. the model on the engine's layout, with the TpGroup and (cp > 1) the attention over mesh.cp()
+//      (RingAttention or UlyssesAttention, parallel.cp_attention);
 //   6. the executor that runs the rank's share of a batch through it: the stage's pipeline
 //      schedule (pp > 1), or the plain loop over the micro-batches.
 void Trainer::parallelize() {
   const TrainConfig& t = cfg_.train;
   const ParallelConfig& par = cfg_.parallel;
   // 1. The mesh and its transport (parallel.comm: NCCL, or MPI staging a device's buffers).
-  FT_CHECK(mesh_.degrees().dp == par.dp && mesh_.degrees().pp == par.pp && mesh_.degrees().tp == par.tp,
+  FT_CHECK(mesh_.degrees().dp == par.dp && mesh_.degrees().pp == par.pp && mesh_.degrees().tp == par.tp &&
+               mesh_.degrees().cp == par.cp,
            "the mesh ({}) does not have the configured degrees", mesh_.describe());
   mesh_.use_comm(par, ctx_);  // parallel.comm: NCCL for a GPU rank's buffers, or MPI (staged on a GPU)
   // 2. Tensor parallelism.
@@ -143,10 +147,15 @@ void Trainer::parallelize() {
     units = plan->partition.stage_units(static_cast<int>(mesh_.coord().pp));
   }
   // 4. Data parallelism.
-  engine_ = make_param_engine(ctx_, par, cfg_.optim, ParamLayout::llama(cfg_.model, par.dp, units, shard), mesh_.dp(),
-                              mesh_.tp(), mesh_.pp(), t.seed);
+  engine_ = make_param_engine(ctx_, par, cfg_.optim, ParamLayout::llama(cfg_.model, par.dp * par.cp, units, shard),
+                              mesh_.dp_cp(), mesh_.tp(), mesh_.pp(), t.seed);
   // 5. The model.
-  model_ = std::make_unique<Llama>(ctx_, cfg_.model, engine_->layout(), t.precision, par.tp > 1 ? tp_.get() : nullptr);
+  if (par.cp > 1 && par.cp_attention == CpAttention::kRing)
+    cp_ = std::make_unique<RingAttention>(mesh_.cp(), t.seq_len);
+  if (par.cp > 1 && par.cp_attention == CpAttention::kAllToAll)
+    cp_ = std::make_unique<UlyssesAttention>(mesh_.cp(), t.seq_len);
+  model_ = std::make_unique<Llama>(ctx_, cfg_.model, engine_->layout(), t.precision, par.tp > 1 ? tp_.get() : nullptr,
+                                   cp_.get());
   // 6. The executor.
   const int64_t chunk = loss_chunk_tokens(cfg_.model, t.loss_chunk_tokens, batching_.size * t.seq_len, t.precision);
   if (plan) {
@@ -320,6 +329,9 @@ void Trainer::log_layout() const {
   log_info("layout: {} rank(s), dp {} (zero {}), tp {}{}, pp {} over {}; data: {}", mesh_.world_size(), par.dp,
            par.zero, par.tp, par.sequence_parallel && par.tp > 1 ? " (sequence parallel)" : "", par.pp,
            mesh_.transport(), train_data_->describe());
+  if (par.cp > 1)
+    log_info("context parallel: cp {} ({} attention), {} of each sample's {} tokens per rank (zig-zag chunks)", par.cp,
+             cp_attention_name(par.cp_attention), t.seq_len / par.cp, t.seq_len);
   log_info("batch {} x {} tokens, {} per rank in {} micro-batch(es)", t.batch_size, t.seq_len, batching_.local_batch,
            batching_.count);
   executor_->log_plan();
@@ -364,7 +376,7 @@ double batch_data_hash(const Batch& b) {
 StepStats Trainer::step() {
   const double t0 = now_seconds(), cpu0 = process_cpu_seconds(), blocked0 = comm_blocked_seconds();
   const int64_t host_waits0 = comm_host_waits();
-  const CommStats comm0 = mesh_.dp().stats(), pp0 = mesh_.pp().stats(), tp0 = mesh_.tp().stats();
+  const CommStats comm0 = mesh_.dp_cp().stats(), pp0 = mesh_.pp().stats(), tp0 = mesh_.tp().stats();
   const double tokens_per_step = static_cast<double>(cfg_.train.batch_size * cfg_.train.seq_len);
   StepStats s;
   s.lr = schedule_.at(step_);
@@ -408,7 +420,7 @@ StepStats Trainer::step() {
   s.comm_wait_s = engine_->last_wait_s();
   s.compute_s = std::max(0.0, s.step_s - s.data_wait_s - (comm_blocked_seconds() - blocked0));
   s.comm_host_waits = comm_host_waits() - host_waits0;
-  s.comm = mesh_.dp().stats() - comm0;
+  s.comm = mesh_.dp_cp().stats() - comm0;
   s.comm_pp = mesh_.pp().stats() - pp0;
   s.comm_tp = mesh_.tp().stats() - tp0;
   s.executor = executor_->stats();
@@ -453,7 +465,8 @@ double Trainer::evaluate(DataLoader& loader) {
   loader.restore({});  // every validation reads the same batches
   if (eval_stop_) return NAN;
   double sum = loss.sum;
-  mesh_.pp().all_reduce(&sum, 1);  // the last stage computed the loss
+  mesh_.pp().all_reduce(&sum, 1);                            // the last stage computed the loss
+  if (cfg_.parallel.cp > 1) mesh_.cp().all_reduce(&sum, 1);  // each cp rank has its chunks' losses
   mesh_.dp().all_reduce(&sum, 1);
   return sum / static_cast<double>(cfg_.train.batch_size * cfg_.train.seq_len * cfg_.train.eval_batches);
 }

@@ -21,6 +21,7 @@
 #include "data/loader/loader.h"
 #include "fault/step_guard.h"
 #include "model/activations.h"
+#include "model/context_split.h"
 #include "model/llama.h"
 #include "obs/badput.h"
 #include "optim/loss_scaler.h"
@@ -179,6 +180,7 @@ class Trainer {
   ExecContext ctx_;              // where this rank's ops run: made once here, passed to the model, engine and optimizer
   MicroBatching batching_;       // this rank's share of the batch in micro-batches
   std::unique_ptr<TpGroup> tp_;  // tensor parallelism: the model's collectives over mesh.tp()
+  std::unique_ptr<ContextSplit> cp_;  // context parallelism: attention over mesh.cp() (parallel.cp > 1)
   std::unique_ptr<ParamEngine> engine_;
   std::unique_ptr<LossScaler> loss_scaler_;  // fp16 only
   std::unique_ptr<Llama> model_;

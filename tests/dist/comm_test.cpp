@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "parallel/comm/mpi_comm.h"
@@ -389,6 +391,47 @@ TEST(Mesh, GroupsFollowTpInnermostThenDpThenPp) {
   double x = 1;
   m.tp().all_reduce(&x, 1);
   EXPECT_EQ(x, 2);
+}
+
+// The fifth axis: pp × dp × cp × tp, tp innermost, then cp, then dp, then pp; the gradient group
+// dp × cp orders its ranks dp_index · cp + cp_index; the dry run's Mesh::create_with builds the
+// same groups as the MPI mesh.
+TEST(Mesh, CpSitsBetweenTpAndDp) {
+  World w;
+  if (w.P != 8) GTEST_SKIP() << "needs 8 ranks";
+  ParallelConfig p;
+  p.dp = 2;
+  p.cp = 2;
+  p.tp = 2;
+  Mesh m = Mesh::create_mpi(p, w.r, w.P, "");
+  MeshCoord c = m.coord();
+  EXPECT_EQ(w.r, (c.dp * 2 + c.cp) * 2 + c.tp);
+  auto rank_of = [](int64_t dp, int64_t cp, int64_t tp) { return static_cast<int>((dp * 2 + cp) * 2 + tp); };
+  EXPECT_EQ(m.cp().size(), 2);
+  EXPECT_EQ(m.cp().rank(), c.cp);
+  EXPECT_EQ(m.cp().world_rank_of(1), rank_of(c.dp, 1, c.tp));
+  EXPECT_EQ(m.tp().world_rank_of(1), rank_of(c.dp, c.cp, 1));
+  EXPECT_EQ(m.dp().world_rank_of(1), rank_of(1, c.cp, c.tp));
+  EXPECT_EQ(m.dp_cp().size(), 4);
+  EXPECT_EQ(m.dp_cp().rank(), c.dp * 2 + c.cp);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(m.dp_cp().world_rank_of(i), rank_of(i / 2, i % 2, c.tp));
+  // The dry run's groups: the same members in the same order.
+  std::map<std::string, std::pair<std::vector<int>, int>> made;
+  Mesh::create_with(p, w.r, [&](const std::string& name, const std::vector<int>& members, int index) {
+    made[name] = {members, index};
+    return std::shared_ptr<Communicator>(make_self_communicator(name, w.r));
+  });
+  for (auto [name, g] : std::vector<std::pair<std::string, Communicator*>>{
+           {"tp", &m.tp()}, {"cp", &m.cp()}, {"dp", &m.dp()}, {"pp", &m.pp()}, {"dp_cp", &m.dp_cp()}}) {
+    ASSERT_EQ(made.count(name), 1u) << name;
+    std::vector<int> mpi;
+    for (int i = 0; i < g->size(); ++i) mpi.push_back(g->world_rank_of(i));
+    EXPECT_EQ(made[name].first, mpi) << name;
+    EXPECT_EQ(made[name].second, g->rank()) << name;
+  }
+  double x = 1;
+  m.dp_cp().all_reduce(&x, 1);
+  EXPECT_EQ(x, 4);
 }
 
 }  // namespace

@@ -1,0 +1,66 @@
+// UlyssesAttention: context parallelism's attention by all-to-all (parallel.cp_attention =
+// "all_to_all", DeepSpeed-Ulysses), on CPU ranks (MPI). Before attention each rank trades its
+// tokens' heads for whole sequences: rank j receives, from every cp rank, the query heads
+// [j·H/cp, (j+1)·H/cp) of that rank's tokens and their key/value heads, and puts the tokens in
+// position order; it then runs the ordinary causal attention (ops::attention_forward) over the
+// whole sequence for its heads, and sends each rank its tokens' outputs back. Backward exchanges
+// q, k, v, the output and its gradient again, runs ops::attention_backward, and returns d(qkv);
+// a kv head replicated on several ranks (cp > Hkv) has its gradient summed over them.
+//
+// Needs H divisible by cp, and Hkv divisible by cp or cp divisible by Hkv (GQA). lse is kept in
+// the whole-sequence layout (B, H/cp, T): the same number of floats as (B, H, T/cp).
+//
+//   UlyssesAttention a2a(mesh.cp(), cfg.train.seq_len);
+//   Llama model(ctx, cfg, layout, Precision::kF32, tp, &a2a);   // the model tells it its heads
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "model/context_split.h"
+#include "parallel/comm/comm.h"
+
+namespace ft {
+
+class UlyssesAttention : public ContextSplit {
+ public:
+  UlyssesAttention(Communicator& cp, int64_t seq_len);
+  // H, Hkv: the heads this rank's attention has (after tensor parallelism); ft::Error when cp
+  // cannot split them.
+  void use_heads(int64_t H, int64_t Hkv) override;
+
+  void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t H, int64_t Hkv,
+                         int64_t D) override;
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
+                          int64_t B, int64_t H, int64_t Hkv, int64_t D) override;
+
+ private:
+  using Segments = std::vector<std::pair<int64_t, int64_t>>;  // (first column, columns) in floats
+  struct Heads {
+    int64_t q0, nq, kv0, nkv;
+  };
+  Heads heads_of(int64_t j) const;
+  // The columns of a (H + 2 Hkv)·D qkv row, or of an H·D output row, that rank j attends to.
+  Segments qkv_columns(int64_t j, int64_t D) const;
+  Segments out_columns(int64_t j, int64_t D) const;
+  static int64_t width(const Segments& s);
+  // full (B, T, width(cols(me))) = the columns cols(me) of every rank's local (B, T/cp, ld) rows,
+  // at their true positions.
+  template <typename Cols>
+  void to_heads(float* full, const float* local, int64_t ld, int64_t B, Cols cols);
+  // local (B, T/cp, ld): the columns cols(j) of its rows = (or +=) rank j's full rows at this
+  // rank's positions.
+  template <typename Cols>
+  void from_heads(float* local, int64_t ld, const float* full, int64_t B, Cols cols, bool add);
+  // send[j] to rank j, recv[j] from rank j (this rank's own: a copy).
+  void exchange(std::vector<std::vector<float>>& send, std::vector<std::vector<float>>& recv);
+
+  Communicator& comm_;
+  int64_t H_ = 0, Hkv_ = 0;
+  std::vector<std::vector<int64_t>> positions_;  // per cp rank
+  std::vector<std::vector<float>> send_, recv_;
+  std::vector<float> qkv_full_, out_full_, dout_full_, dqkv_full_;
+};
+
+}  // namespace ft
