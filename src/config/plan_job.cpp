@@ -27,7 +27,7 @@ Layout layout_for_run(const Config& cfg) {
   l.zero = static_cast<int>(cfg.parallel.zero);
   const int64_t per_replica = std::max<int64_t>(1, cfg.train.batch_size / cfg.parallel.dp);
   l.micro_batch = cfg.train.micro_batch_size > 0 ? cfg.train.micro_batch_size : per_replica;
-  l.recompute = cfg.model.recompute == Recompute::kFull ? ActRecompute::kFull : ActRecompute::kNone;
+  l.recompute = cfg.model.recompute;
   l.precision = cfg.train.precision == ft::Precision::kBF16  ? Precision::kBF16
                 : cfg.train.precision == ft::Precision::kF16 ? Precision::kF16
                                                              : Precision::kF32;

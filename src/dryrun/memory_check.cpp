@@ -33,22 +33,26 @@ std::optional<double> need_or_none(const Config& c, int local_ranks, bool device
   }
 }
 
-// The cheapest change that fits in `limit`: on this machine a smaller micro-batch, then full
-// recompute, then a higher ZeRO stage; else ZeRO-3 with one rank on each of more machines (GPUs
+// The cheapest change that fits in `limit`: on this machine a smaller micro-batch, then selective
+// recompute (element-wise work only), then full recompute (each with the largest micro-batch that
+// fits), then a higher ZeRO stage; else ZeRO-3 with one rank on each of more machines (GPUs
 // when `device`: then only the device footprint counts).
 std::optional<Alternative> what_fits(const Config& cfg, int local_ranks, double limit, bool device = false) {
   const char* here = device ? "on this GPU" : "on this machine";
   const MicroBatching mb = split_batch(cfg.train.batch_size, cfg.train.micro_batch_size, cfg.parallel);
-  for (bool recompute : {false, true}) {
-    if (recompute && cfg.model.recompute == Recompute::kFull) continue;
+  std::vector<Recompute> modes = {cfg.model.recompute};
+  if (cfg.model.recompute == Recompute::kNone) modes.push_back(Recompute::kSelective);
+  if (cfg.model.recompute != Recompute::kFull) modes.push_back(Recompute::kFull);
+  for (Recompute mode : modes) {
+    const bool recompute = mode != cfg.model.recompute;
     for (int64_t m = mb.size; m >= 1; --m) {
       if (mb.local_batch % m != 0 || (m == mb.size && !recompute)) continue;
       Config c = cfg;
-      if (recompute) c.model.recompute = Recompute::kFull;
+      c.model.recompute = mode;
       c.train.micro_batch_size = m;
       c.parallel.micro_batches = 0;
       if (auto need = need_or_none(c, local_ranks, device); need && *need <= limit) {
-        std::string sets = recompute ? "--set model.recompute=\"full\"" : "";
+        std::string sets = recompute ? fmt::format("--set model.recompute=\"{}\"", recompute_name(mode)) : "";
         if (m != mb.size) sets += fmt::format("{}--set train.micro_batch_size={}", sets.empty() ? "" : " ", m);
         return Alternative{sets, *need, here};
       }

@@ -85,10 +85,20 @@ int64_t sum_bytes(const NamedShapes& s, Precision precision) {
 }
 }  // namespace
 
-int64_t kept_activation_bytes(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk, bool recompute, LayerSpan span,
+bool recomputed_in_backward(const std::string& name, Recompute r) {
+  if (r == Recompute::kFull) return true;
+  if (r != Recompute::kSelective) return false;
+  for (const char* n : {"xn1", "rstd1", "xn2", "rstd2", "h"})
+    if (name == n) return true;
+  return false;
+}
+
+int64_t kept_activation_bytes(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk, Recompute r, LayerSpan span,
                               const TpSplit& tp, Precision precision) {
-  int64_t blocks = recompute ? 1 : span.layers(m);
-  return sat_add(sat_mul(blocks, sum_bytes(block_activation_shapes(m, B, T, tp), precision)),
+  NamedShapes per_block, shared;
+  for (auto& s : block_activation_shapes(m, B, T, tp))
+    (recomputed_in_backward(s.first, r) ? shared : per_block).push_back(s);
+  return sat_add(sat_add(sat_mul(span.layers(m), sum_bytes(per_block, precision)), sum_bytes(shared, precision)),
                  sum_bytes(model_activation_shapes(m, B, T, chunk, span, tp, precision), precision));
 }
 

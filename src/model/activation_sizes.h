@@ -3,9 +3,10 @@
 // memory for a layout and the trainer's allocator accounting agree by construction.
 //
 //   auto s = block_activation_shapes(cfg, B, T);      // [{"xn1", {N, C}}, ...]
-//   int64_t bytes = kept_activation_bytes(cfg, B, T, chunk, /*recompute=*/false);
-//   int64_t stage = kept_activation_bytes(cfg, B, T, chunk, false, LayerSpan{2, 2, true});  // a pipeline chunk
-//   int64_t sp = kept_activation_bytes(cfg, B, T, chunk, false, {}, TpSplit{4, true});  // one tp rank's
+//   int64_t bytes = kept_activation_bytes(cfg, B, T, chunk, Recompute::kNone);
+//   int64_t stage = kept_activation_bytes(cfg, B, T, chunk, Recompute::kNone, LayerSpan{2, 2, true});  // a pipeline
+//   chunk int64_t sp = kept_activation_bytes(cfg, B, T, chunk, Recompute::kNone, {}, TpSplit{4, true});  // one tp
+//   rank's
 //
 // A pipeline chunk keeps the residual stream of its own layers only (LayerSpan). Under tensor
 // parallelism a rank holds its share of the heads, the ffn and the vocabulary; with sequence
@@ -52,6 +53,11 @@ struct TpSplit {
 
 // One block's buffers kept for backward (see model/activations.h for what each is for).
 NamedShapes block_activation_shapes(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp = {});
+// Whether block buffer `name` is refilled just before the block's backward under policy r, so
+// one set serves every block: full, all of them; selective, the norms' outputs and statistics
+// (xn1, rstd1, xn2, rstd2) and SwiGLU's output h — cheap element-wise work, no GEMM and no
+// communication (they read the block input, x_mid and gu, which stay kept).
+bool recomputed_in_backward(const std::string& name, Recompute r);
 // Backward scratch shared by all blocks of a micro-batch (with sequence parallelism also the two
 // (N, C) buffers around the tensor-parallel matmuls, used by forward too; with bf16 compute dy16
 // instead of dqkv).
@@ -72,8 +78,9 @@ int64_t loss_chunk_tokens(const ModelConfig& m, int64_t configured, int64_t toke
 
 // Bytes one micro-batch of (B, T) keeps (Activations) for a span of layers, and the backward
 // scratch one model holds (BackwardScratch) — a pipeline stage keeps several of the first (one
-// per micro-batch in flight on each of its chunks) and one of the second.
-int64_t kept_activation_bytes(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk, bool recompute,
+// per micro-batch in flight on each of its chunks) and one of the second. Under recompute r each
+// block keeps its buffers that are not recomputed_in_backward, and one shared set holds the rest.
+int64_t kept_activation_bytes(const ModelConfig& m, int64_t B, int64_t T, int64_t chunk, Recompute r,
                               LayerSpan span = {}, const TpSplit& tp = {}, Precision precision = Precision::kF32);
 int64_t scratch_activation_bytes(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp = {},
                                  Precision precision = Precision::kF32);

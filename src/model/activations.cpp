@@ -7,22 +7,28 @@ Tensor make(const std::string& name, const Shape& shape, Precision precision, De
   return Tensor::empty(shape, activation_dtype(name, precision), MemCategory::kActivations, dev);
 }
 
-// Allocates each named shape into the member of the same name, in order.
-void allocate_all(const NamedShapes& shapes, std::initializer_list<Tensor*> members, Precision precision, Device dev) {
-  auto it = members.begin();
-  for (auto& [name, shape] : shapes) {
-    if (it == members.end()) break;
-    **it = make(name, shape, precision, dev);
-    ++it;
-  }
+// The member of b that holds the block buffer `name` (BlockActivations, const or not).
+template <class Block>
+auto block_member(Block& b, const std::string& name) -> decltype(&b.xn1) {
+  const std::pair<const char*, decltype(&b.xn1)> members[] = {
+      {"xn1", &b.xn1},     {"rstd1", &b.rstd1}, {"qkv", &b.qkv},     {"att", &b.att}, {"lse", &b.lse},
+      {"x_mid", &b.x_mid}, {"xn2", &b.xn2},     {"rstd2", &b.rstd2}, {"gu", &b.gu},   {"h", &b.h}};
+  for (auto& [n, t] : members)
+    if (name == n) return t;
+  return nullptr;
 }
 
 }  // namespace
 
 void BlockActivations::allocate(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp, Precision precision,
-                                Device dev) {
-  allocate_all(block_activation_shapes(m, B, T, tp), {&xn1, &rstd1, &qkv, &att, &lse, &x_mid, &xn2, &rstd2, &gu, &h},
-               precision, dev);
+                                Device dev, const BlockActivations* shared) {
+  for (auto& [name, shape] : block_activation_shapes(m, B, T, tp)) {
+    Tensor* t = block_member(*this, name);
+    if (shared && recomputed_in_backward(name, m.recompute))
+      *t = *block_member(*shared, name);
+    else
+      *t = make(name, shape, precision, dev);
+  }
 }
 
 void BackwardScratch::allocate(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp, Precision precision,
@@ -67,8 +73,10 @@ void Activations::allocate(const ModelConfig& m, int64_t B_, int64_t T_, int64_t
     else if (name == "dlogits16")
       dlogits16 = t;
   }
+  // Full recompute: one set refilled for every block. Selective: a set per block whose recomputed
+  // buffers (norms, SwiGLU output) are the first block's.
   blocks.resize(m.recompute == Recompute::kFull ? 1 : static_cast<size_t>(span.layers(m)));
-  for (auto& b : blocks) b.allocate(m, B, T, tp, prec, dev);
+  for (size_t i = 0; i < blocks.size(); ++i) blocks[i].allocate(m, B, T, tp, prec, dev, i > 0 ? &blocks[0] : nullptr);
   // The micro-batch's input (Llama::load_batch): workspace, not what the layers keep. Every set
   // has room for it: a pipeline stage's chunks of one shape share their sets.
   tokens = Tensor::empty({B * T}, DType::kI32, MemCategory::kWorkspace, dev);

@@ -1,18 +1,21 @@
 // Activations: what one micro-batch keeps between forward and backward, as explicit buffers.
 // With model.recompute = "full" only the residual stream (each block's input) is kept per
 // block; one shared set of block buffers is refilled by re-running the block's forward just
-// before its backward — a switch, not a rewrite.
+// before its backward — a switch, not a rewrite. With "selective" each block keeps the buffers
+// marked K below (GEMM outputs, attention's lse, the residual x_mid: recomputing them needs a
+// GEMM) and shares one set of the others (R: the norms and SwiGLU's output), which are
+// recomputed from the kept ones just before the block's backward (recomputed_in_backward).
 //
-// Per block, N = B·T tokens:                       kept for backward by
-//   xn1   (N, C)   input_layernorm output           qkv matmul (dW)
-//   rstd1 (N)                                       input_layernorm backward
-//   qkv   (N, (H + 2Hkv)·D) after RoPE             attention backward   (bf16 compute: bf16)
-//   att   (N, H·D) attention output                o_proj (dW), attention backward   (bf16 too)
-//   lse   (B, H, T)                                 attention backward
-//   x_mid (N, C)   residual after attention         post_attention_layernorm backward
-//   xn2   (N, C), rstd2 (N)                         gate/up matmul, norm backward
-//   gu    (N, 2F)  gate and up projections          SwiGLU backward   (bf16 compute: bf16)
-//   h     (N, F)   SwiGLU output                    down_proj (dW)
+// Per block, N = B·T tokens:                       kept for backward by          selective
+//   xn1   (N, C)   input_layernorm output           qkv matmul (dW)               R
+//   rstd1 (N)                                       input_layernorm backward      R
+//   qkv   (N, (H + 2Hkv)·D) after RoPE             attention backward            K (bf16 compute: bf16)
+//   att   (N, H·D) attention output                o_proj (dW), attention bwd    K (bf16 too)
+//   lse   (B, H, T)                                 attention backward            K
+//   x_mid (N, C)   residual after attention         post_attention_layernorm bwd  K
+//   xn2   (N, C), rstd2 (N)                         gate/up matmul, norm backward R
+//   gu    (N, 2F)  gate and up projections          SwiGLU backward               K (bf16 compute: bf16)
+//   h     (N, F)   SwiGLU output                    down_proj (dW)                R
 // The sizes are computed by model/activation_sizes.h, which the planner shares. A pipeline chunk
 // allocates a set for its own layers only (LayerSpan); layers keep their global numbers. Under
 // tensor parallelism a rank holds its share of heads/ffn/vocabulary, and with sequence
@@ -33,8 +36,10 @@ namespace ft {
 
 struct BlockActivations {
   Tensor xn1, rstd1, qkv, att, lse, x_mid, xn2, rstd2, gu, h;
+  // With shared, the buffers m.recompute refills before each backward are shared's, not new.
   void allocate(const ModelConfig& m, int64_t B, int64_t T, const TpSplit& tp = {},
-                Precision precision = Precision::kF32, Device dev = Device::kCPU);
+                Precision precision = Precision::kF32, Device dev = Device::kCPU,
+                const BlockActivations* shared = nullptr);
 };
 
 // Scratch for backward, shared by all blocks of a micro-batch. full_in/full_out (sequence
@@ -52,7 +57,7 @@ struct Activations {
   int64_t B = 0, T = 0;
   int64_t first_layer = 0;               // the span's first layer (0 for the whole model)
   std::vector<Tensor> res;               // layers + 1 residual-stream buffers (Ns, C)
-  std::vector<BlockActivations> blocks;  // one set per layer, or 1 with recompute
+  std::vector<BlockActivations> blocks;  // one set per layer, or 1 with full recompute
   Tensor xf, rstdf, dxf;                 // final norm output (Ns, C), its rstd, its gradient (N, C) (with the head)
   Tensor losses;                         // (N) per-token loss
   Tensor logits, lse;                    // one chunk: (chunk, V), (chunk)

@@ -6,18 +6,6 @@
 
 namespace ft {
 
-const char* act_recompute_name(ActRecompute r) {
-  switch (r) {
-    case ActRecompute::kNone:
-      return "none";
-    case ActRecompute::kSelective:
-      return "selective";
-    case ActRecompute::kFull:
-      return "full";
-  }
-  return "?";
-}
-
 int64_t layers_per_stage(const ModelConfig& m, int64_t pp) {
   FT_CHECK(pp > 0, "pp = {}", pp);
   return (m.n_layers + pp - 1) / pp;
@@ -46,13 +34,13 @@ double gpu_layer_activation_bytes(const ModelConfig& m, double tokens, int64_t s
   const double hq = static_cast<double>(m.n_heads * m.head_dim());
   const double hkv = static_cast<double>(m.n_kv_heads * m.head_dim());
   const double f = static_cast<double>(m.ffn_dim);
-  const double replicated = 4 * 2.0 * h;             // 2 norm inputs, 2 GEMM inputs
-  const double split = 2.0 * (hq + 2 * hkv)          // Q, K, V
-                       + 2.0 * hq + 4.0 * m.n_heads  // attention output, fp32 lse
-                       + 2.0 * 3 * f;                // gate, up, silu(gate)*up
+  const bool selective = rc == ActRecompute::kSelective;    // the norm outputs and the product are recomputed
+  const double replicated = (selective ? 2 : 4) * 2.0 * h;  // 2 norm inputs, 2 GEMM inputs (the norm outputs)
+  const double split = 2.0 * (hq + 2 * hkv)                 // Q, K, V
+                       + 2.0 * hq + 4.0 * m.n_heads         // attention output, fp32 lse
+                       + 2.0 * (selective ? 2 : 3) * f;     // gate, up, silu(gate)*up
   double bytes = tokens * (replicated / rep_div + split / t);
-  if (!flash_attention && rc == ActRecompute::kNone)
-    bytes += 2.0 * m.n_heads * static_cast<double>(seq_len) * tokens / t;
+  if (!flash_attention) bytes += 2.0 * m.n_heads * static_cast<double>(seq_len) * tokens / t;
   return bytes;
 }
 

@@ -16,10 +16,15 @@
 
 namespace ft {
 
-// Activation recomputation as the planner sees it: the trainer has none/full; GPU frameworks
-// also recompute only the attention core ("selective", Korthikanti et al. 2022, Sec. 5).
-enum class ActRecompute : uint8_t { kNone = 0, kSelective = 1, kFull = 2 };
-const char* act_recompute_name(ActRecompute r);  // "none", "selective", "full"
+// Activation recomputation as the planner sees it: the trainer's model.recompute, one meaning of
+// each mode (model/model_config.h). "selective" is the trainer's: keep the GEMM outputs, the
+// attention statistics and the residual x_mid; recompute the norms and SwiGLU. (Korthikanti et
+// al. 2022's "selective", the attention core, changes nothing with flash attention, which
+// recomputes the scores in backward anyway; published runs that name it count as "none".)
+using ActRecompute = Recompute;
+inline const char* act_recompute_name(ActRecompute r) {
+  return recompute_name(r);
+}  // "none", "selective", "full"
 
 // Blocks held by one pipeline stage.
 int64_t layers_per_stage(const ModelConfig& m, int64_t pp);
@@ -34,8 +39,8 @@ int64_t rank_params(const ModelConfig& m, int64_t tp, int64_t pp, bool first_sta
 //   replicated across TP ranks unless sequence-parallel: both norm inputs and both GEMM inputs
 //   (4 × 2·t·h); split by TP: Q, K, V, the attention output, the SwiGLU gate, up and product.
 // flash_attention = false adds the stored softmax output (2·a·s·t bytes: the paper's 5·a·s²·b
-// without its two dropout terms). Selective recompute drops that term (with flash attention it
-// is already absent); full recompute keeps only the block input (2·t·h).
+// without its two dropout terms). Selective recompute (the trainer's) drops the two GEMM inputs
+// that are norm outputs and the SwiGLU product; full recompute keeps only the block input (2·t·h).
 double gpu_layer_activation_bytes(const ModelConfig& m, double tokens, int64_t seq_len, int64_t tp,
                                   bool sequence_parallel, ActRecompute rc, bool flash_attention = true);
 

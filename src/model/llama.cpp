@@ -323,6 +323,7 @@ void Llama::block_backward(ParamAccess& params, Activations& acts, int64_t layer
   params.before_backward(u);
   BlockActivations& a = acts.block(layer);
   if (cfg_.recompute == Recompute::kFull) block_forward_into(params, acts, layer, a);
+  if (cfg_.recompute == Recompute::kSelective) recompute_elementwise(params, acts, layer, a);
   const BlockSpecs& s = blocks_[static_cast<size_t>(layer)];
   const int64_t B = acts.B, T = acts.T, N = B * T, Ns = local_tokens(acts), C = cfg_.dim, HD = H_ * D_,
                 QKV = (H_ + 2 * Hkv_) * D_;
@@ -353,6 +354,17 @@ void Llama::block_backward(ParamAccess& params, Activations& acts, int64_t layer
   ops::rmsnorm_backward(ctx_, d_res, params.grad(*s.attn_norm), d_xn, d_mid, x, params.weight(*s.attn_norm),
                         a.rstd1.data<float>(), Ns, C);
   params.after_backward(u);
+}
+
+void Llama::recompute_elementwise(ParamAccess& params, Activations& acts, int64_t layer, BlockActivations& a) {
+  // The forward's own calls on the same inputs: bit-identical buffers.
+  const BlockSpecs& s = blocks_[static_cast<size_t>(layer)];
+  const int64_t N = acts.B * acts.T, Ns = local_tokens(acts), C = cfg_.dim;
+  const float eps = static_cast<float>(cfg_.norm_eps);
+  rmsnorm_into(ctx_, a.xn1, a.rstd1.data<float>(), acts.input(layer).data<float>(), params.weight(*s.attn_norm), Ns, C,
+               eps);
+  rmsnorm_into(ctx_, a.xn2, a.rstd2.data<float>(), a.x_mid.data<float>(), params.weight(*s.mlp_norm), Ns, C, eps);
+  swiglu_into(ctx_, a.h, a.gu, N, F_);
 }
 
 Llama::Operand Llama::attention_backward_into(BlockActivations& a, BackwardScratch& g, int64_t B, int64_t T) const {

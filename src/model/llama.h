@@ -105,6 +105,9 @@ class Llama {
     const ParamSpec *attn_norm, *wqkv, *wo, *mlp_norm, *w13, *w2;
   };
   void block_forward_into(ParamAccess& params, Activations& acts, int64_t layer, BlockActivations& a);
+  // Selective recompute: refills a's norm outputs and statistics (from the block input and x_mid)
+  // and SwiGLU's output (from gu), as block_forward_into wrote them; no GEMM, no communication.
+  void recompute_elementwise(ParamAccess& params, Activations& acts, int64_t layer, BlockActivations& a);
   // A GEMM operand: fp32, or already rounded to bf16 (exactly one is set).
   struct Operand {
     const float* f32 = nullptr;

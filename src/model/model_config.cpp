@@ -9,6 +9,18 @@
 
 namespace ft {
 
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
+  }
+  return "?";
+}
+
 void ModelConfig::bind(ConfigBinder& b) {
   b.add("model.preset", &preset, "preset the model shape starts from (applied before other keys)");
   b.add("model.dim", &dim, "hidden size");
@@ -21,8 +33,10 @@ void ModelConfig::bind(ConfigBinder& b) {
   b.add("model.rope_theta", &rope_theta, "RoPE base");
   b.add("model.tie_embeddings", &tie_embeddings, "share the embedding table with the LM head");
   b.add("model.max_seq_len", &max_seq_len, "longest sequence the RoPE tables cover");
-  b.add_enum("model.recompute", &recompute, {{"none", Recompute::kNone}, {"full", Recompute::kFull}},
-             "recompute block activations in backward instead of keeping them");
+  b.add_enum("model.recompute", &recompute,
+             {{"none", Recompute::kNone}, {"selective", Recompute::kSelective}, {"full", Recompute::kFull}},
+             "recompute block activations in backward instead of keeping them: selective recomputes the norms "
+             "and SwiGLU, full the whole block");
   b.add("model.init_std", &init_std, "standard deviation of the weight initialisation");
 }
 

@@ -14,7 +14,13 @@ namespace ft {
 
 class ConfigBinder;
 
-enum class Recompute : uint8_t { kNone = 0, kFull = 1 };
+// model.recompute: what a block keeps for its backward (model/activations.h has the table).
+//   none       everything;
+//   selective  the GEMM outputs (qkv, att, gu), attention's log-sum-exp and the residual x_mid;
+//              the norms and SwiGLU's output are recomputed just before the block's backward;
+//   full       only the block's input; the whole block forward runs again before its backward.
+enum class Recompute : uint8_t { kNone = 0, kFull = 1, kSelective = 2 };
+const char* recompute_name(Recompute r);  // "none", "selective", "full"
 
 struct ModelConfig {
   std::string preset = "tiny";  // the preset the values started from

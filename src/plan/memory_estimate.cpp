@@ -79,9 +79,8 @@ MemoryBreakdown cpu_memory(const Job& job, const Layout& l, int64_t stage) {
   out.optimizer_state = 2 * kF32 * (l.zero >= 1 && sharded ? shard : arena);
   const int64_t B = l.micro_batch, T = job.seq_len / l.cp;
   const int64_t chunk = loss_chunk_tokens(m, job.loss_chunk_tokens, B * T);
-  const bool recompute = l.recompute != ActRecompute::kNone;
   // Summed as doubles: absurd shapes saturate each term at INT64_MAX (util/saturating.h).
-  double act = static_cast<double>(kept_activation_bytes(m, B, T, chunk, recompute)) +
+  double act = static_cast<double>(kept_activation_bytes(m, B, T, chunk, l.recompute)) +
                static_cast<double>(scratch_activation_bytes(m, B, T));
   if (l.pp > 1 || l.tp > 1) {
     // Per stage: its blocks only; tensor parallelism splits heads and ffn (C-sized replicated).
@@ -91,7 +90,7 @@ MemoryBreakdown cpu_memory(const Job& job, const Layout& l, int64_t stage) {
     part.n_kv_heads = std::max<int64_t>(1, m.n_kv_heads / l.tp);
     part.ffn_dim = m.ffn_dim / l.tp;
     part.dim = m.dim;
-    act = (static_cast<double>(kept_activation_bytes(part, B, T, chunk, recompute)) +
+    act = (static_cast<double>(kept_activation_bytes(part, B, T, chunk, l.recompute)) +
            static_cast<double>(scratch_activation_bytes(part, B, T))) *
           micro_batches_in_flight(job, l, stage);
   }
@@ -133,8 +132,12 @@ MemoryBreakdown gpu_stage_memory(const Job& job, const Layout& l, int64_t stage)
   const double in_flight = micro_batches_in_flight(job, l, stage);
   const double per_layer = gpu_layer_activation_bytes(m, tokens, job.seq_len, l.tp, sp, l.recompute, l.flash_attention);
   double act = per_layer * layers * in_flight;
-  if (l.recompute == ActRecompute::kFull)  // one block's full set while it is recomputed
-    act += gpu_layer_activation_bytes(m, tokens, job.seq_len, l.tp, sp, ActRecompute::kNone, l.flash_attention);
+  // One set of the recomputed buffers, refilled before each block's backward: full, a whole
+  // block's; selective, the norm outputs and the SwiGLU product (what it does not keep).
+  const double whole =
+      gpu_layer_activation_bytes(m, tokens, job.seq_len, l.tp, sp, ActRecompute::kNone, l.flash_attention);
+  if (l.recompute == ActRecompute::kFull) act += whole;
+  if (l.recompute == ActRecompute::kSelective) act += whole - per_layer;
   out.activations = act * act_scale;
   if (last || l.pp == 1)  // 16-bit logits plus the fp32 softmax/gradient of the loss
     out.workspace = tokens * static_cast<double>(m.vocab_size) / l.tp * 6.0;

@@ -80,8 +80,8 @@ double hardware_flops_per_token(const Job& job, const Layout& l) {
   const ModelConfig& m = job.model;
   double f = m.train_flops_per_token(job.seq_len);
   const double attn_fwd = 4.0 * static_cast<double>(m.n_layers * m.dim) * static_cast<double>(job.seq_len);
+  // Selective recompute (norms, SwiGLU) adds element-wise work only: no FLOPs counted.
   if (l.recompute == ActRecompute::kFull) f += 2.0 * static_cast<double>(m.matmul_params()) + attn_fwd;
-  if (l.recompute == ActRecompute::kSelective) f += attn_fwd;
   return f;
 }
 
@@ -126,11 +126,11 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   double t_attn = 0, score_bytes = 0;
   if (l.flash_attention) {
     // Causal flash attention executes half the QKᵀ/AV FLOPs: forward 2·T·h, backward 2.5x
-    // that (it recomputes the scores); recompute adds a forward.
-    const double units = 7.0 + (l.recompute != ActRecompute::kNone ? 2.0 : 0.0);
+    // that (it recomputes the scores); full recompute adds a forward.
+    const double units = 7.0 + (full ? 2.0 : 0.0);
     t_attn = nt * T * h / tp * layers * units / (p16 * e.attention);
   } else {
-    const double units = 12.0 + (l.recompute != ActRecompute::kNone ? 4.0 : 0.0);
+    const double units = 12.0 + (full ? 4.0 : 0.0);
     t_gemm += nt * T * h / tp * layers * units / (p16 * e.gemm);
     score_bytes = nt * T * static_cast<double>(m.n_heads) / tp * layers * 2.0 * 8.0;  // ~8 passes
   }
@@ -140,6 +140,10 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   const double split = (20.0 * h + 6.0 * inter) / tp;
   double elem = nt * layers * (replicated + split) * elem_bytes;
   if (full) elem *= 1.5;
+  // Selective recompute: the two norms again (read the input, write the output) and SwiGLU (read
+  // gate and up, write the product).
+  if (l.recompute == ActRecompute::kSelective)
+    elem += nt * layers * (4.0 * h / (sp ? tp : 1.0) + inter / tp) * elem_bytes;
   if (fp8) {
     // The casts of every GEMM input (and weight, once per micro-batch) to fp8 or fp4 with their
     // scales, at the recipe's bytes per element; norms, softmax and the head stay 16-bit.

@@ -1,7 +1,7 @@
 """20 steps of configs/tiny.toml on the emulated GPU (fluxtrain-devemu, train.device = "cuda")
 against the CPU binary: bit-identical losses, gradient norms and validation losses — the same
 kernels run, so any difference is host logic (a buffer on the wrong device, a skipped copy, a
-reordering). One process: fp32, bf16, fp16 (loss scaling), recompute = full; with mpirun: dp2
+reordering). One process: fp32, bf16, fp16 (loss scaling), recompute = full and selective; with mpirun: dp2
 ZeRO-1, dp2 ZeRO-3, tp2 + sequence parallelism, pp2 with 4 micro-batches (MPI on host staging).
 
 Single process, the emulator's counters show what crossed the bus: host-to-device only the
@@ -19,6 +19,7 @@ CASES = [
     ("bf16", 1, ['train.precision="bf16"']),
     ("fp16", 1, ['train.precision="fp16"']),
     ("recompute", 1, ['model.recompute="full"']),
+    ("selective", 1, ['model.recompute="selective"']),
     ("dp2z1", 2, ["parallel.dp=2", "parallel.zero=1"]),
     ("dp2z3", 2, ["parallel.dp=2", "parallel.zero=3"]),
     ("tp2sp", 2, ["parallel.tp=2", "parallel.sequence_parallel=true"]),

@@ -4,7 +4,8 @@ Runs `fluxtrain train` on the tiny model (4 layers, seq 32, batch 8, micro-batch
 sequence, fp32) for 20 steps on one process, then under mpirun at pp = 2 (1f1b, gpipe,
 interleaved), pp = 4 (1f1b; interleaved on an 8-layer variant against its own single-process
 run) and dp 2 × pp 2 with ZeRO 0–3, and checks the loss and gradient norm of every step, and the
-validation loss of steps 10 and 20 (the forward-only schedule), within 1e-5 relative.
+validation loss of steps 10 and 20 (the forward-only schedule), within 1e-5 relative. pp 2 1F1B
+with model.recompute = "selective" must be bit-identical to pp 2 1F1B keeping everything.
 
 From metrics.jsonl it also checks, per rank, against theory derived here from the model's shapes:
   - activation bytes (the allocator's peak): stage s of 1F1B holds min(m, p − s) activation sets
@@ -35,12 +36,17 @@ def run(tmp, name, nproc, extra):
     return train(FT, CONFIG, os.path.join(tmp, name), COMMON + extra, nproc)
 
 
-def chunk_bytes(B, layers, head):
-    """fp32 bytes of one activation set for `layers` blocks (model/activations.h lists them)."""
+def chunk_bytes(B, layers, head, recompute="none"):
+    """fp32 bytes of one activation set for `layers` blocks (model/activations.h lists them);
+    selective recompute keeps qkv, att, lse, x_mid, gu per block and one shared set of the rest."""
     N = B * SEQ
     qkv = (H + 2 * HKV) * D
-    block = N * C + N + N * qkv + N * H * D + B * H * SEQ + N * C + N * C + N + N * 2 * F + N * F
-    n = layers * block + (layers + 1) * N * C
+    kept = N * qkv + N * H * D + B * H * SEQ + N * C + N * 2 * F  # qkv, att, lse, x_mid, gu
+    recomputed = N * C + N + N * C + N + N * F  # xn1, rstd1, xn2, rstd2, h
+    if recompute == "selective":
+        n = layers * kept + recomputed + (layers + 1) * N * C
+    else:
+        n = layers * (kept + recomputed) + (layers + 1) * N * C
     if head:
         chunk = min(max(16, (8 << 20) // V), N)
         n += N * C + N + N * C + N + chunk * V + chunk
@@ -138,6 +144,24 @@ def main():
                     failures.append(f"{name} rank {r}: pipeline bytes {got_bytes}, theory {sends}")
             if last["pp_bytes"] != sum(ranks["pp_send_bytes"]):
                 failures.append(f"{name}: pp_bytes {last['pp_bytes']} is not the sum over ranks")
+
+        # Selective recompute on a pipeline: bit-identical losses and gradient norms; each stage's
+        # sets keep their blocks' GEMM outputs and share one set of the recomputed buffers.
+        sel = run(tmp, "pp2_1f1b_selective", 2, ["--set", "parallel.pp=2", "--set", "parallel.pp_schedule=1f1b",
+                                                 "--set", 'model.recompute="selective"'])
+        ref = results["pp2 1f1b"]
+        for s in range(STEPS):
+            for key in ("loss", "grad_norm"):
+                if sel[s][key] != ref[s][key]:
+                    failures.append(f"pp2 1f1b selective step {s + 1} {key}: {sel[s][key]!r} is not "
+                                    f"bit-identical to {ref[s][key]!r}")
+        m = BATCH // MICRO
+        for r in range(2):
+            act = sel[-1]["per_rank"]["mem_activations_bytes"][r]
+            want = min(m, 2 - r) * chunk_bytes(MICRO, 2, r == 1, "selective") + scratch_bytes(MICRO)
+            print(f"pp2 1f1b selective rank {r}: activation bytes {act} (theory {want})")
+            if act != want:
+                failures.append(f"pp2 1f1b selective rank {r}: activation bytes {act}, theory {want}")
     if failures:
         print("FAILED:\n  " + "\n  ".join(failures))
         sys.exit(1)

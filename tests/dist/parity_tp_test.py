@@ -2,10 +2,11 @@
 
 Runs `fluxtrain train` on the tiny model (4 heads, 2 kv heads, 4 layers) for 20 steps on one
 process, then under tensor parallelism — tp 2, tp 4 (kv heads replicated: 2 kv heads over 4
-ranks), dp2 x tp2 with ZeRO 0-3, and sequence parallelism at tp 2 and 4 (and with full
-recomputation) — with the same global
+ranks), dp2 x tp2 with ZeRO 0-3, and sequence parallelism at tp 2 and 4 (and with full and
+selective recomputation) — with the same global
 batch, and checks the loss and the gradient norm (clipping is active: optim.grad_clip = 1) of
-every step within 1e-5 relative.
+every step within 1e-5 relative. Recomputation at tp 2 with sequence parallelism must give
+bit-identical losses and gradient norms to keeping everything, in fp32 and in bf16.
 
 Also checks, from metrics.jsonl of the last step:
   - tensor-parallel bytes against theory: per micro-batch of N tokens and L blocks, 4L + 2
@@ -42,6 +43,7 @@ LAYOUTS = {
     "tp2 sp": (1, 2, 0, True),
     "tp4 sp": (1, 4, 0, True),
     "tp2 sp recompute": (1, 2, 0, True, ["--set", 'model.recompute="full"']),
+    "tp2 sp selective": (1, 2, 0, True, ["--set", 'model.recompute="selective"']),
     "dp2xtp2 z2 sp": (2, 2, 2, True),
     "dp2xtp2 z3": (2, 2, 3, False),
 }
@@ -81,6 +83,23 @@ def main():
             print(f"{s + 1:>4}  " + f"{row[0]:14.7f}" + "".join(f"{v:16.7f}" for v in row[1:]))
         print(f"worst relative loss/grad-norm difference over {len(LAYOUTS)} layouts x {STEPS} steps: {worst:.2e}")
 
+        # Recomputation is bit-identical to keeping everything: fp32 (above) and bf16.
+        BF16 = ["--set", 'train.precision="bf16"']
+        bf16 = {mode: run(tmp, f"tp2 sp bf16 {mode}", 1, 2, 0, True, BF16 + ["--set", f'model.recompute="{mode}"'])
+                for mode in ("none", "selective", "full")}
+        for ref_name, ref, others in (
+                ("tp2 sp", results["tp2 sp"], {m: results[f"tp2 sp {n}"] for m, n in
+                                              (("full", "recompute"), ("selective", "selective"))}),
+                ("tp2 sp bf16", bf16["none"], {m: bf16[m] for m in ("selective", "full")})):
+            for mode, rows in others.items():
+                for s in range(STEPS):
+                    for key in ("loss", "grad_norm"):
+                        if rows[s][key] != ref[s][key]:
+                            failures.append(f"{ref_name} recompute={mode} step {s + 1} {key}: {rows[s][key]!r} "
+                                            f"is not bit-identical to recompute=none's {ref[s][key]!r}")
+            print(f"{ref_name}: recompute = selective and full give bit-identical losses and gradient norms "
+                  f"to none over {STEPS} steps" if not failures else f"{ref_name}: see failures")
+
         # Tensor-parallel bytes per step against theory (this rank's sends; rank 0 logs).
         micro = BATCH // MICRO
         for name, P in (("tp2", 2), ("tp4 (kv repl.)", 4)):
@@ -113,6 +132,8 @@ def main():
         print("activation bytes per rank: " + ", ".join(f"{n} {b}" for n, b in act.items()))
         if not act["tp2 sp"] < act["tp2"] < act["1 rank"]:
             failures.append(f"activation bytes do not fall with tp and sequence parallelism: {act}")
+        if not act["tp2 sp recompute"] < act["tp2 sp selective"] < act["tp2 sp"]:
+            failures.append(f"activation bytes do not fall from recompute none to selective to full: {act}")
         if not act["tp4 sp"] < act["tp2 sp"]:
             failures.append(f"sequence-parallel activations do not fall from tp 2 to tp 4: {act}")
 

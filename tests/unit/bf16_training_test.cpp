@@ -99,13 +99,14 @@ TEST(Bf16Training, ActivationAccountingMatchesTheAllocator) {
       acts.allocate(m, 4, 16, 32, {}, {}, p);
       BackwardScratch s;
       s.allocate(m, 4, 16, {}, p);
-      EXPECT_EQ(MemoryTracker::global().live(MemCategory::kActivations) - before,
-                kept_activation_bytes(m, 4, 16, 32, false, {}, {}, p) + scratch_activation_bytes(m, 4, 16, {}, p));
+      EXPECT_EQ(
+          MemoryTracker::global().live(MemCategory::kActivations) - before,
+          kept_activation_bytes(m, 4, 16, 32, Recompute::kNone, {}, {}, p) + scratch_activation_bytes(m, 4, 16, {}, p));
     }
   }
   // The GEMM-only tensors (xn1, xn2, h) are half the size in bf16.
-  EXPECT_LT(kept_activation_bytes(m, 4, 16, 32, false, {}, {}, Precision::kBF16),
-            kept_activation_bytes(m, 4, 16, 32, false));
+  EXPECT_LT(kept_activation_bytes(m, 4, 16, 32, Recompute::kNone, {}, {}, Precision::kBF16),
+            kept_activation_bytes(m, 4, 16, 32, Recompute::kNone));
 }
 
 // bf16 GEMMs need about a thousand rows to amortise re-laying out the LM head's weight: the

@@ -194,15 +194,15 @@ TEST(StageActivations, AllocatorMatchesTheSharedSizes) {
     Activations a;
     a.allocate(m, 2, 16, 32, part.span(k));
     EXPECT_EQ(MemoryTracker::global().live(MemCategory::kActivations) - before,
-              kept_activation_bytes(m, 2, 16, 32, false, part.span(k)));
+              kept_activation_bytes(m, 2, 16, 32, Recompute::kNone, part.span(k)));
     EXPECT_EQ(a.first_layer, 2 * k);
     EXPECT_EQ(a.res.size(), 3u);
   }
   // The chunks together keep the whole model's activations plus one shared boundary buffer.
   int64_t N = 2 * 16;
-  EXPECT_EQ(kept_activation_bytes(m, 2, 16, 32, false, part.span(0)) +
-                kept_activation_bytes(m, 2, 16, 32, false, part.span(1)),
-            kept_activation_bytes(m, 2, 16, 32, false) + 4 * N * m.dim);
+  EXPECT_EQ(kept_activation_bytes(m, 2, 16, 32, Recompute::kNone, part.span(0)) +
+                kept_activation_bytes(m, 2, 16, 32, Recompute::kNone, part.span(1)),
+            kept_activation_bytes(m, 2, 16, 32, Recompute::kNone) + 4 * N * m.dim);
 }
 
 // Two stages in one process, handing the residual stream and its gradient over by copy, give

@@ -67,8 +67,10 @@ TEST(PlanMemory, KorthikantiActivationStructure) {
   const double s = 4096, b = 2, t = s * b, h = 4096, a = 32, f = 11008;
   const double per_token = 8 * h + 2 * 3 * h + 2 * h + 4 * a + 6 * f;  // 16-bit, flash attention
   EXPECT_DOUBLE_EQ(gpu_layer_activation_bytes(m, t, 4096, 1, false, ActRecompute::kNone), t * per_token);
-  // Selective recompute with flash attention: nothing left to drop.
-  EXPECT_DOUBLE_EQ(gpu_layer_activation_bytes(m, t, 4096, 1, false, ActRecompute::kSelective), t * per_token);
+  // Selective recompute (the trainer's): the two norm outputs (GEMM inputs) and the SwiGLU
+  // product are recomputed, not kept.
+  const double selective = per_token - 2 * 2 * h - 2 * f;
+  EXPECT_DOUBLE_EQ(gpu_layer_activation_bytes(m, t, 4096, 1, false, ActRecompute::kSelective), t * selective);
   // TP without SP: 8h replicated (the paper's 10sbh less its two dropout masks).
   const double tp8 = gpu_layer_activation_bytes(m, t, 4096, 8, false, ActRecompute::kNone);
   EXPECT_DOUBLE_EQ(tp8, t * (8 * h + (per_token - 8 * h) / 8));
@@ -80,8 +82,9 @@ TEST(PlanMemory, KorthikantiActivationStructure) {
   // Unfused attention keeps the softmax output: 2·a·s²·b bytes.
   const double math = gpu_layer_activation_bytes(m, t, 4096, 1, false, ActRecompute::kNone, false);
   EXPECT_DOUBLE_EQ(math - t * per_token, 2 * a * s * s * b);
-  // ... which selective recompute drops again (the paper's Sec. 5).
-  EXPECT_DOUBLE_EQ(gpu_layer_activation_bytes(m, t, 4096, 1, false, ActRecompute::kSelective, false), t * per_token);
+  // ... which selective recompute keeps too (it recomputes element-wise results only).
+  EXPECT_DOUBLE_EQ(gpu_layer_activation_bytes(m, t, 4096, 1, false, ActRecompute::kSelective, false),
+                   t * selective + 2 * a * s * s * b);
 }
 
 // Under 1F1B the first stage holds pp micro-batches of its L/pp layers: L layers' worth; the
@@ -137,13 +140,20 @@ TEST(PlanMemory, CpuDeviceSumsTheTrainersBuffers) {
   EXPECT_DOUBLE_EQ(mb.gradients, 4 * arena);
   EXPECT_DOUBLE_EQ(mb.optimizer_state, 8 * arena);
   const int64_t chunk = loss_chunk_tokens(m, 0, 8 * 32);
-  EXPECT_DOUBLE_EQ(mb.activations, static_cast<double>(kept_activation_bytes(m, 8, 32, chunk, false) +
+  EXPECT_DOUBLE_EQ(mb.activations, static_cast<double>(kept_activation_bytes(m, 8, 32, chunk, Recompute::kNone) +
                                                        scratch_activation_bytes(m, 8, 32)));
   EXPECT_DOUBLE_EQ(mb.workspace, 2.0 * 4 * 4096 * 8);  // RoPE cos and sin tables
   EXPECT_EQ(mb.fragmentation + mb.runtime, 0.0);
-  l.recompute = ActRecompute::kFull;
-  EXPECT_DOUBLE_EQ(estimate_memory(j, l).activations, static_cast<double>(kept_activation_bytes(m, 8, 32, chunk, true) +
-                                                                          scratch_activation_bytes(m, 8, 32)));
+  for (Recompute r : {Recompute::kSelective, Recompute::kFull}) {
+    l.recompute = r;
+    EXPECT_DOUBLE_EQ(estimate_memory(j, l).activations, static_cast<double>(kept_activation_bytes(m, 8, 32, chunk, r) +
+                                                                            scratch_activation_bytes(m, 8, 32)));
+  }
+  // Selective keeps less than none and more than full.
+  EXPECT_LT(kept_activation_bytes(m, 8, 32, chunk, Recompute::kSelective),
+            kept_activation_bytes(m, 8, 32, chunk, Recompute::kNone));
+  EXPECT_GT(kept_activation_bytes(m, 8, 32, chunk, Recompute::kSelective),
+            kept_activation_bytes(m, 8, 32, chunk, Recompute::kFull));
   // ZeRO-3 over 2 ranks: the shard of the padded arena.
   j.gpus = 2;
   l.dp = 2;

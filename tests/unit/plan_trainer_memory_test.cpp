@@ -1,6 +1,8 @@
 // The planner against the trainer on this machine: train a step with `fluxtrain train`, then
 // `fluxtrain plan --calibrate RUN_DIR --json` compares the planner's memory for the run's layout
 // with the allocator's accounting in metrics.jsonl (mem_peak_bytes); they must agree within 10%.
+// For each recompute mode (none, selective, full) the activations alone — the planner's and the
+// dry run's (`fluxtrain train --dry-run --gpu cpu --json`) — must be the allocator's within 5%.
 // tiny runs always (seconds); llama-125m runs when FT_SLOW_TESTS=1 (minutes on 2 cores).
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -39,6 +41,7 @@ struct Case {
   const char* config;
   std::string sets;
   int nproc;
+  bool activations = false;  // also check the activation bytes (planner, dry run) within 5%
 };
 
 std::string run_dir(const char* name) {
@@ -59,6 +62,22 @@ nlohmann::json train_and_calibrate(const Case& c) {
   return nlohmann::json::parse(p.out);
 }
 
+// The activation bytes the allocator counted against the planner's and the dry run's.
+void check_activations(const Case& c, const nlohmann::json& planned) {
+  const double measured = planned["measured_bytes"].get<double>();
+  const double planner = planned["planner_bytes"].get<double>();
+  CliResult d = run_cli(std::string("train --config ") + FT_SOURCE_DIR + "/" + c.config +
+                        " --set train.steps=1 --set train.eval_interval=0 --dry-run --gpu cpu --json --world-size " +
+                        std::to_string(c.nproc) + " " + c.sets);
+  ASSERT_EQ(d.status, 0) << d.out;
+  const double dry = nlohmann::json::parse(d.out)["ranks"][0]["memory_bytes"]["activations"].get<double>();
+  std::printf("%-16s activations: allocator %.0f, planner %.0f (%.4f), dry run %.0f (%.4f)\n\n", c.name, measured,
+              planner, planner / measured, dry, dry / measured);
+  ASSERT_GT(measured, 0) << c.name;
+  EXPECT_NEAR(planner / measured, 1.0, 0.05) << c.name;
+  EXPECT_NEAR(dry / measured, 1.0, 0.05) << c.name;
+}
+
 void check(const std::vector<Case>& cases) {
   for (const Case& c : cases) {
     nlohmann::json j = train_and_calibrate(c);
@@ -72,13 +91,15 @@ void check(const std::vector<Case>& cases) {
     std::printf("%-16s planner / trainer peak = %.3f\n\n", c.name, ratio);
     EXPECT_GT(ratio, 0.9) << c.name;
     EXPECT_LT(ratio, 1.1) << c.name;
+    if (c.activations) check_activations(c, run["memory"]["activations"]);
   }
   std::filesystem::remove_all(std::filesystem::path(run_dir("x")).parent_path());
 }
 
 TEST(PlanTrainerMemory, Tiny) {
-  check({{"tiny", "configs/tiny.toml", "", 1},
-         {"tiny-recompute", "configs/tiny.toml", "--set model.recompute=full", 1},
+  check({{"tiny", "configs/tiny.toml", "", 1, true},
+         {"tiny-recompute", "configs/tiny.toml", "--set model.recompute=full", 1, true},
+         {"tiny-selective", "configs/tiny.toml", "--set model.recompute=selective", 1, true},
          {"tiny-microbatch", "configs/tiny.toml", "--set train.micro_batch_size=2", 1},
          {"tiny-dp2-zero0", "configs/tiny.toml", "--set parallel.dp=2", 2},
          {"tiny-dp2-zero1", "configs/tiny.toml", "--set parallel.dp=2 --set parallel.zero=1", 2},
@@ -89,8 +110,9 @@ TEST(PlanTrainerMemory, Tiny) {
 TEST(PlanTrainerMemory, Llama125m) {
   if (!std::getenv("FT_SLOW_TESTS")) GTEST_SKIP() << "set FT_SLOW_TESTS=1 (several minutes on 2 cores)";
   const std::string small = "--set train.seq_len=64 --set train.batch_size=2";
-  check({{"125m", "configs/llama-125m.toml", small, 1},
-         {"125m-recompute", "configs/llama-125m.toml", small + " --set model.recompute=full", 1},
+  check({{"125m", "configs/llama-125m.toml", small, 1, true},
+         {"125m-recompute", "configs/llama-125m.toml", small + " --set model.recompute=full", 1, true},
+         {"125m-selective", "configs/llama-125m.toml", small + " --set model.recompute=selective", 1, true},
          {"125m-dp2-zero3", "configs/llama-125m.toml", small + " --set parallel.dp=2 --set parallel.zero=3", 2}});
 }
 

@@ -168,7 +168,7 @@ TEST(TensorParallelActivations, SizeFunctionsMatchTheAllocator) {
       Activations acts;
       acts.allocate(m, B, T, chunk, {}, tp);
       const int64_t kept = MemoryTracker::global().live(MemCategory::kActivations) - before;
-      EXPECT_EQ(kept, kept_activation_bytes(m, B, T, chunk, false, {}, tp))
+      EXPECT_EQ(kept, kept_activation_bytes(m, B, T, chunk, Recompute::kNone, {}, tp))
           << "tp " << tp.size << " sp " << tp.sequence_parallel;
       if (prev_kept > 0) {
         EXPECT_LT(kept, prev_kept) << "tp " << tp.size << " sp " << tp.sequence_parallel;
@@ -183,9 +183,9 @@ TEST(TensorParallelActivations, SizeFunctionsMatchTheAllocator) {
   // Sequence parallelism divides the per-token (N, C) activations by tp: on llama-125m at
   // seq 512, batch 4 and tp 2 a rank keeps well under the activations of tp alone.
   ModelConfig big = model_preset("llama-125m");
-  const int64_t tp_bytes = kept_activation_bytes(big, 4, 512, 2048, false, {}, {2, false});
-  const int64_t sp_bytes = kept_activation_bytes(big, 4, 512, 2048, false, {}, {2, true});
-  const int64_t one = kept_activation_bytes(big, 4, 512, 2048, false);
+  const int64_t tp_bytes = kept_activation_bytes(big, 4, 512, 2048, Recompute::kNone, {}, {2, false});
+  const int64_t sp_bytes = kept_activation_bytes(big, 4, 512, 2048, Recompute::kNone, {}, {2, true});
+  const int64_t one = kept_activation_bytes(big, 4, 512, 2048, Recompute::kNone);
   EXPECT_LT(sp_bytes, tp_bytes);
   EXPECT_LT(tp_bytes, one);
   std::printf("llama-125m, 4 x 512 tokens, activations kept per rank: 1 rank %.1f MiB, tp2 %.1f MiB, tp2+sp %.1f MiB\n",

@@ -38,9 +38,47 @@ TEST(Trainer, SameSeedGivesBitIdenticalLosses) {
   EXPECT_NE(a[0], c[0]);
 }
 
-TEST(Trainer, RecomputeGivesTheSameLosses) {
-  auto a = losses(tiny()), b = losses(tiny({"model.recompute=\"full\""}));
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "step " << i + 1;
+// Losses and gradient norms (before clipping) of every step.
+std::vector<std::pair<double, double>> losses_and_norms(const Config& c) {
+  Mesh mesh = Mesh::single();
+  Trainer t(c, mesh);
+  std::vector<std::pair<double, double>> out;
+  for (int i = 0; i < c.train.steps; ++i) {
+    StepStats s = t.step();
+    out.push_back({s.loss, s.grad_norm});
+  }
+  return out;
+}
+
+// Recompute re-runs the forward's own ops on the same inputs: bit-identical losses and gradient
+// norms to keeping everything, in fp32 and bf16, with two micro-batches a step.
+TEST(Trainer, RecomputeGivesTheSameLossesAndGradNorms) {
+  for (const char* precision : {"train.precision=\"fp32\"", "train.precision=\"bf16\""}) {
+    const std::vector<std::string> base = {precision, "train.micro_batch_size=2", "train.steps=4"};
+    auto with = [&](const char* recompute) {
+      std::vector<std::string> sets = base;
+      sets.push_back(std::string("model.recompute=\"") + recompute + "\"");
+      return losses_and_norms(tiny(sets));
+    };
+    auto none = with("none");
+    for (const char* mode : {"selective", "full"}) {
+      auto r = with(mode);
+      ASSERT_EQ(r.size(), none.size());
+      for (size_t i = 0; i < r.size(); ++i) {
+        EXPECT_EQ(r[i].first, none[i].first) << precision << " " << mode << " step " << i + 1 << " loss";
+        EXPECT_EQ(r[i].second, none[i].second) << precision << " " << mode << " step " << i + 1 << " grad norm";
+      }
+    }
+  }
+}
+
+TEST(Trainer, UnknownRecomputeModeIsAnError) {
+  try {
+    tiny({"model.recompute=\"attention\""});
+    FAIL() << "model.recompute = \"attention\" was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.recompute"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Trainer, MicroBatchesMatchOneBatch) {
@@ -120,12 +158,16 @@ TEST(Trainer, AnInjectedSpikeIsSkippedBySpikeDetection) {
 }
 
 TEST(Trainer, ActivationAccountingMatchesTheAllocator) {
-  Config c = tiny();
-  int64_t before = MemoryTracker::global().live(MemCategory::kActivations);
-  Activations acts;
-  acts.allocate(c.model, 4, 16, 32);
-  EXPECT_EQ(MemoryTracker::global().live(MemCategory::kActivations) - before,
-            kept_activation_bytes(c.model, 4, 16, 32, false));
+  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    Config c = tiny();
+    c.model.recompute = r;
+    int64_t before = MemoryTracker::global().live(MemCategory::kActivations);
+    Activations acts;
+    acts.allocate(c.model, 4, 16, 32);
+    EXPECT_EQ(MemoryTracker::global().live(MemCategory::kActivations) - before,
+              kept_activation_bytes(c.model, 4, 16, 32, r))
+        << recompute_name(r);
+  }
 }
 
 }  // namespace

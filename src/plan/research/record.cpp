@@ -188,7 +188,9 @@ ActRecompute parse_recompute(const std::string& s) {
   const std::string t = lower(s);
   if (starts_with_ci(t, "none") || starts_with_ci(t, "no ")) return ActRecompute::kNone;
   if (starts_with_ci(t, "full") || contains(t, "remat")) return ActRecompute::kFull;
-  if (starts_with_ci(t, "selective")) return ActRecompute::kSelective;
+  // Megatron's "selective" recomputes the attention core, which flash attention recomputes in
+  // backward anyway: it keeps what "none" keeps (fluxtrain's "selective" is another policy).
+  if (starts_with_ci(t, "selective")) return ActRecompute::kNone;
   if (contains(t, "checkpoint")) return ActRecompute::kFull;
   return ActRecompute::kNone;
 }
