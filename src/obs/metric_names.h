@@ -219,6 +219,7 @@ inline constexpr const MetricDef* kAllMetrics[] = {
     &metric::kCkptFailures,
     &metric::kCkptUploadBytes,
     &metric::kCkptUploadSeconds,
+    &metric::kCkptSkipped,
     &metric::kMemory,
     &metric::kMemoryPeak,
     &metric::kDeviceMemory,
