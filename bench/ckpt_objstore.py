@@ -18,6 +18,14 @@ rank holding its 1/dp share of every piece at ZeRO >= 1.
   .venv/bin/python bench/ckpt_objstore.py [PRESET] [PART_MB]   # default llama-125m, 64 MiB parts/chunks
 
 Both servers keep objects in memory (about 1.3 GB per checkpoint of llama-125m); keep = 1.
+
+  .venv/bin/python bench/ckpt_objstore.py stall [PRESET] [PART_MB] [LONG_INTERVAL]
+
+only the stall rows, S3 only: the synchronous local save (the reference), then to S3 with a save
+interval longer than the upload (LONG_INTERVAL steps, default 8: the realistic case), and saves
+every 2 steps — faster than they upload — with ckpt.when_busy = "wait" and "skip" (the second save
+queued behind the first's upload; the third, when both are pending, waits or is skipped; the
+final one always commits). Printed per save: its stall and the ratio to the reference.
 """
 import json
 import os
@@ -34,8 +42,13 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "objstore"))
 import servers  # noqa: E402
 
 FT = os.path.join(ROOT, "build", "fluxtrain")
-PRESET = sys.argv[1] if len(sys.argv) > 1 else "llama-125m"
-PART_MB = int(sys.argv[2]) if len(sys.argv) > 2 else 64
+ARGS = sys.argv[1:]
+STALL_MODE = bool(ARGS) and ARGS[0] == "stall"
+if STALL_MODE:
+    ARGS = ARGS[1:]
+PRESET = ARGS[0] if len(ARGS) > 0 else "llama-125m"
+PART_MB = int(ARGS[1]) if len(ARGS) > 1 else 64
+LONG_INTERVAL = int(ARGS[2]) if len(ARGS) > 2 else 8
 DP = 2
 SETS = [f'model.preset="{PRESET}"', "train.batch_size=2", "train.seq_len=64", "train.eval_interval=0",
         "train.steps=4", "ckpt.interval=2", "ckpt.keep=1", f"parallel.dp={DP}", "parallel.zero=1",
@@ -68,7 +81,52 @@ def load_seconds(log):
     return float(m.group(1)) if m else float("nan")
 
 
+def stall_rows():
+    work = tempfile.mkdtemp(prefix="ft_ckpt_stall_", dir="/var/tmp")
+    moto = servers.Moto(work, part_min_size=1 << 20)
+    try:
+        moto.s3.create_bucket(Bucket="ckpt")
+        env = {k: v for k, v in os.environ.items() if k != "AWS_ENDPOINT_URL"}
+        env.update(moto.env())
+        s3 = [f"data.endpoint={moto.endpoint}"]
+        targets = {
+            "local-sync": ["ckpt.async=false", "train.steps=2"],
+            f"s3 every {LONG_INTERVAL}": s3 + ["ckpt.dir=s3://ckpt/long", f"ckpt.interval={LONG_INTERVAL}",
+                                            f"train.steps={2 * LONG_INTERVAL}"],
+            "s3 every 2, wait": s3 + ["ckpt.dir=s3://ckpt/wait", "train.steps=6", "ckpt.when_busy=wait"],
+            "s3 every 2, skip": s3 + ["ckpt.dir=s3://ckpt/skip", "train.steps=6", "ckpt.when_busy=skip"],
+        }
+        res = {}
+        for name, sets in targets.items():
+            key = name.replace(" ", "_").replace(",", "")
+            _, wall = run(work, key, env, sets)
+            rows = [json.loads(line) for line in open(os.path.join(work, key, "checkpoints.jsonl"))]
+            res[name] = rows
+            print(f"{name}: done ({wall:.0f} s)", flush=True)
+        sync = [r for r in res["local-sync"] if r.get("event") == "save"][0]["stall_s"]
+        print(f"\n{PRESET}, dp {DP}, ZeRO 1; parts of {PART_MB} MiB; {os.cpu_count()} cores, "
+              f"load average {os.getloadavg()[0]:.1f}; the reference: a synchronous local save, stall "
+              f"{sync * 1e3:.0f} ms")
+        for name, rows in res.items():
+            if name == "local-sync":
+                continue
+            cells = []
+            for r in rows:
+                if r.get("event") == "save" and r.get("ok"):
+                    up = f", upload {r['upload_s']:.1f} s" if r.get("upload_bytes") else ""
+                    cells.append(f"step {r['step']}: stall {r['stall_s'] * 1e3:.0f} ms = {r['stall_s'] / sync:.3f}x"
+                                 f"{up}")
+                elif r.get("event") == "skipped":
+                    cells.append(f"step {r['step']}: skipped")
+            print(f"{name:<18}" + "; ".join(cells))
+    finally:
+        moto.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main():
+    if STALL_MODE:
+        return stall_rows()
     work = tempfile.mkdtemp(prefix="ft_ckpt_objstore_", dir="/var/tmp")
     moto = servers.Moto(work, part_min_size=1 << 20)
     gcs = servers.FakeGcs(work)

@@ -17,6 +17,29 @@ namespace fs = std::filesystem;
 namespace ft {
 namespace {
 
+// A rank file read in place: ranged GETs of the object, pinned to the version fetch_manifest saw.
+template <class Client>
+class BucketRankFile final : public RankFileSource {
+ public:
+  BucketRankFile(Client* client, std::string bucket, StoreObject obj)
+      : client_(client), bucket_(std::move(bucket)), obj_(std::move(obj)), url_(client_->url_of(bucket_, obj_.key)) {}
+  const std::string& path() const override { return url_; }
+  uint64_t size() const override { return obj_.size; }
+  void read(uint64_t offset, uint64_t n, void* dst) override {
+    fetched_ += client_->get_range(bucket_, obj_, offset, n, dst);
+  }
+  // Whole chunks, up to 32 MiB a request: few requests, and a bounded buffer per reader.
+  uint64_t span_bytes() const override { return 32ull << 20; }
+  uint64_t bytes_fetched() const override { return fetched_; }
+
+ private:
+  Client* client_;
+  std::string bucket_;
+  StoreObject obj_;
+  std::string url_;
+  uint64_t fetched_ = 0;
+};
+
 // The store-independent part; Client is S3Client or GcsClient (the same writing calls:
 // check_bucket, upload_file, put, stat, remove, copy; the ObjectStore reading ones).
 template <class Client>
@@ -112,10 +135,17 @@ class BucketStorage : public CheckpointStorage {
     return client_->url_of(url_.bucket, to);
   }
   std::string fetch(const StoredStep& s) override {
+    const std::string dir = fetch_manifest(s);
+    for (const auto& [name, o] : stated_) client_->download(url_.bucket, o, dir + "/" + name);
+    return dir;
+  }
+  std::string fetch_manifest(const StoredStep& s) override {
     const std::string dir = cache_dir() + "/" + step_dir_name(s.step);
     std::error_code ec;
     fs::remove_all(dir, ec);
     fs::create_directories(dir);
+    stated_.clear();
+    stated_step_ = -1;
     const std::string mkey = step_key(s.step) + kCkptManifestFile;
     write_file_atomic(dir + "/" + kCkptManifestFile, client_->get(url_.bucket, mkey));
     // Unauthenticated here: the reader authenticates the manifest and every chunk after this.
@@ -127,9 +157,18 @@ class BucketStorage : public CheckpointStorage {
         throw Error(
             fmt::format("{}: {} bytes, the manifest says {}", client_->url_of(url_.bucket, key), o.size, f.file_bytes),
             "the object was replaced or truncated after the checkpoint was committed");
-      client_->download(url_.bucket, o, dir + "/" + f.name);
+      stated_[f.name] = std::move(o);
     }
+    stated_step_ = s.step;
     return dir;
+  }
+  RankFileOpener opener(const StoredStep& s) override {
+    FT_CHECK(stated_step_ == s.step, "opener({}) before fetch_manifest", s.step);
+    return [this](const FileRecord& f) -> std::unique_ptr<RankFileSource> {
+      auto it = stated_.find(f.name);
+      FT_CHECK(it != stated_.end(), "{}: not in the fetched manifest", f.name);
+      return std::make_unique<BucketRankFile<Client>>(client_.get(), url_.bucket, it->second);
+    };
   }
   void clear_fetched() override {
     std::error_code ec;
@@ -176,6 +215,8 @@ class BucketStorage : public CheckpointStorage {
   int rank_;
   UploadOptions upload_;
   std::unique_ptr<Client> client_;
+  std::map<std::string, StoreObject> stated_;  // fetch_manifest: the step's rank files, as stat() saw them
+  int64_t stated_step_ = -1;
 };
 
 // S3: a killed save leaves multipart uploads whose parts are stored (and billed) until aborted.

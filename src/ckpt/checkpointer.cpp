@@ -107,8 +107,14 @@ struct Checkpointer::SaveJob {
   double loss_scale = 0;
   int64_t loss_scale_clean_steps = 0;
   std::string dir;
-  std::atomic<bool> copied{false};  // the state is in the staging buffers
-  std::atomic<bool> done{false};
+  bool final = false;                // the run's last save
+  double start = 0;                  // when it was started (now_seconds)
+  double stall = 0;                  // the training thread's time on it: starting it, waiting for the copy
+  std::atomic<bool> copied{false};   // the state is in the staging buffers
+  std::atomic<bool> written{false};  // the rank file is written (or failed): staging is free again
+  std::atomic<bool> done{false};     // uploaded and confirmed (or failed)
+  // Under mu_: the upload may begin (the save before it is committed everywhere), and has been queued.
+  bool upload_allowed = false, upload_queued = false;
   bool ok = false;
   std::string error;
   FileRecord file;
@@ -205,7 +211,8 @@ Checkpointer::Checkpointer(const CkptConfig& ckpt, CheckpointRun run, Mesh& mesh
     secure_zero(staging_, staging_bytes());
     if (ckpt_.encrypt) staging_locked_ = lock_staging(staging_, staging_bytes());
     std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit is a write error (EFBIG), not death
-    worker_ = std::thread([this] { run_worker(); });
+    writer_.thread = std::thread([this] { run_worker(writer_); });
+    uploader_.thread = std::thread([this] { run_worker(uploader_); });
     engine_.set_before_update([this] { wait_for_copy(); });
   }
 }
@@ -217,42 +224,43 @@ Checkpointer::~Checkpointer() {
     stop_ = true;
   }
   cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
+  if (writer_.thread.joinable()) writer_.thread.join();
+  if (uploader_.thread.joinable()) uploader_.thread.join();
   if (staging_locked_) ::munlock(staging_, staging_bytes());
   if (staging_) mem_free_host(side_.device, staging_, staging_bytes(), MemCategory::kCheckpoint);
 }
 
-void Checkpointer::run_worker() {
+void Checkpointer::run_worker(Lane& lane) {
   for (;;) {
     std::function<void()> fn;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping and nothing left
-      fn = std::move(queue_.front());
-      queue_.pop_front();
-      busy_ = true;
+      cv_.wait(lock, [&] { return stop_ || !lane.queue.empty(); });
+      if (lane.queue.empty()) return;  // stopping and nothing left
+      fn = std::move(lane.queue.front());
+      lane.queue.pop_front();
+      lane.busy = true;
     }
     fn();
     {
       std::lock_guard<std::mutex> lock(mu_);
-      busy_ = false;
+      lane.busy = false;
     }
     cv_.notify_all();
   }
 }
 
-void Checkpointer::enqueue(std::function<void()> fn) {
+void Checkpointer::enqueue(Lane& lane, std::function<void()> fn) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(fn));
+    lane.queue.push_back(std::move(fn));
   }
   cv_.notify_all();
 }
 
-void Checkpointer::wait_idle() {
+void Checkpointer::wait_idle(Lane& lane) {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  cv_.wait(lock, [&] { return lane.queue.empty() && !lane.busy; });
 }
 
 std::vector<std::string> Checkpointer::all_gather_strings(const std::string& s) {
@@ -353,8 +361,11 @@ Checkpointer::Resumed Checkpointer::resume() {
       std::string err, hint;
       CheckpointManifest m;
       std::string local;
+      CheckpointReader::ReadStats read_stats{};
       try {
-        local = stored ? source->fetch(stored_step) : cand;  // a bucket: downloaded
+        // A bucket: the manifest is downloaded, the rank files are read in place (the chunks this
+        // rank's layout needs, by ranged GETs).
+        local = stored ? source->fetch_manifest(stored_step) : cand;
         m = CheckpointManifest::load(local,
                                      nullptr);  // unauthenticated first: is it ours, which key?
         if (m.encrypted && key_.empty())
@@ -366,9 +377,11 @@ Checkpointer::Resumed Checkpointer::resume() {
                         "set FLUXTRAIN_CKPT_KEY or ckpt.key_file to the key it was written with");
         if (m.encrypted) m = CheckpointManifest::load(local, &key_);
         check_compatible(m, run_, tokenizer_hash_, cand);
-        CheckpointReader reader(local, m, key_.empty() ? nullptr : &key_);
+        CheckpointReader reader(local, m, key_.empty() ? nullptr : &key_,
+                                stored ? source->opener(stored_step) : nullptr);
         std::fill_n(buf, 3 * state_size_, 0.0f);
         reader.fill(pieces_, w, m1, m2);
+        read_stats = reader.read_stats();
       } catch (const Refusal& e) {
         status = 2, err = e.what(), hint = e.hint();
       } catch (const Error& e) {
@@ -399,6 +412,7 @@ Checkpointer::Resumed Checkpointer::resume() {
         continue;
       }
       engine_.import_state(w, m1, m2, m.optimizer_steps);
+      if (stored) report_ranged_read(cand, m, read_stats);
       keep_encryption(m, cand);
       read_encrypted = m.encrypted;
       out.resumed = true;
@@ -452,6 +466,38 @@ Checkpointer::Resumed Checkpointer::resume() {
   return out;
 }
 
+void Checkpointer::report_ranged_read(const std::string& where, const CheckpointManifest& m,
+                                      const CheckpointReader::ReadStats& stats) {
+  const json mine = {{"fetched", stats.fetched}, {"needed", stats.chunk_bytes_needed}, {"files", stats.files_opened}};
+  std::vector<std::string> all = all_gather_strings(mine.dump());
+  if (mesh_.world_rank() != 0) return;
+  json fetched = json::array(), needed = json::array(), files = json::array();
+  uint64_t total = 0, objects = 0;
+  for (const std::string& a : all) {
+    const json r = json::parse(a);
+    fetched.push_back(r["fetched"]);
+    needed.push_back(r["needed"]);
+    files.push_back(r["files"]);
+    total += r["fetched"].get<uint64_t>();
+  }
+  if (total == 0) return;  // local files: nothing fetched
+  for (const FileRecord& f : m.files) objects += f.file_bytes;
+  std::vector<std::string> per_rank;
+  for (const json& f : fetched)
+    per_rank.push_back(fmt::format(
+        "{} ({:.0f}%)", human_bytes(static_cast<double>(f.get<uint64_t>())),
+        100.0 * static_cast<double>(f.get<uint64_t>()) / static_cast<double>(std::max<uint64_t>(objects, 1))));
+  log_info("resume: read {} by ranged GETs: per rank {} of the checkpoint's {} (the chunks each rank's layout needs)",
+           where, fmt::join(per_rank, ", "), human_bytes(static_cast<double>(objects)));
+  record({{"event", "resume_read"},
+          {"step", m.step},
+          {"object_bytes", objects},
+          {"fetched_bytes", fetched},
+          {"chunk_bytes_needed", needed},
+          {"files_opened", files},
+          {"chunk_bytes", m.chunk_bytes}});
+}
+
 void Checkpointer::keep_encryption(const CheckpointManifest& m, const std::string& dir) {
   if (!m.encrypted || ckpt_.encrypt) return;
   const bool rank0 = mesh_.world_rank() == 0;
@@ -503,15 +549,15 @@ void Checkpointer::after_step(int64_t step, int64_t tokens, const LoaderState& l
   }
   if (ckpt_.interval <= 0) return;
   drain_events();
-  if (in_flight_) poll(false);
+  if (!jobs_.empty()) poll(false);
   const bool due = step % ckpt_.interval == 0 || step == run_.steps;
-  if (due && step != last_saved_) start_save(step, tokens, loader);
+  if (due && step != last_saved_) start_save(step, tokens, loader, step == run_.steps);
 }
 
 void Checkpointer::finish() {
   if (ckpt_.interval <= 0) return;
   poll(true);
-  wait_idle();
+  wait_idle(uploader_);  // rank 0: the manifest
   drain_events();
   // Rank 0 wrote (or failed to write) the manifest: every rank learns which step is on disk.
   double c = 0;
@@ -526,51 +572,96 @@ void Checkpointer::finish() {
 void Checkpointer::save_now(int64_t step, int64_t tokens, const LoaderState& loader) {
   if (ckpt_.interval <= 0) return;
   drain_events();
-  if (step != last_saved_) start_save(step, tokens, loader);
+  if (step != last_saved_) start_save(step, tokens, loader, true);
   finish();
 }
 
-void Checkpointer::start_save(int64_t step, int64_t tokens, const LoaderState& loader) {
+bool Checkpointer::make_room(int64_t step, bool final) {
+  poll(false);  // retire the saves every rank has finished
+  if (jobs_.empty()) return true;
+  const bool rank0 = mesh_.world_rank() == 0;
+  const char* doing = storage_->failure_stops_training() ? "uploaded" : "written";
+  if (jobs_.size() == 1) {  // the previous save is still uploading: this one queues behind it
+    if (rank0 && jobs_.front()->written.load())
+      log_info(
+          "checkpoint step {} is due while step {} is still being {}; it is queued behind it (ckpt.when_busy = "
+          "\"{}\" applies when a third save is due before step {} is done)",
+          step, jobs_.front()->step, doing, ckpt_.when_busy, jobs_.front()->step);
+    return true;
+  }
+  // Both pending: one uploading, one queued (its file in the spool).
+  const int64_t older = jobs_.front()->step, queued = jobs_.back()->step;
+  if (ckpt_.when_busy == "skip" && !final) {
+    ++skipped_;
+    if (telemetry_) telemetry_->on_checkpoint_skipped();
+    if (rank0) {
+      log_warn(
+          "checkpoint step {} skipped: step {} is still being {} and step {} is queued behind it "
+          "(ckpt.when_busy = \"skip\"; {} skipped so far; raise ckpt.interval if this repeats)",
+          step, older, doing, queued, skipped_);
+      record({{"event", "skipped"}, {"step", step}, {"uploading", older}, {"queued", queued}});
+    }
+    return false;
+  }
+  if (rank0)
+    log_warn(
+        "checkpoint step {} is due while step {} is still being {} and step {} is queued behind it; training "
+        "waits for step {} ({}; raise ckpt.interval if this repeats)",
+        step, older, doing, queued, older,
+        final ? "the final save is never skipped" : "ckpt.when_busy = \"wait\"; \"skip\" skips such saves");
+  while (jobs_.size() >= 2) retire_oldest(true);
+  return true;
+}
+
+void Checkpointer::start_save(int64_t step, int64_t tokens, const LoaderState& loader, bool final) {
   const double t0 = now_seconds();
-  // One save in flight at most: the previous one must be durable before its staging is reused, so
-  // a save still writing or uploading when the next is due makes training wait (said, not queued).
-  if (in_flight_ && !poll(false)) {
+  if (!make_room(step, final)) return;
+  // The staging buffers are reused: the newest save's file must be written first (a local write).
+  if (!jobs_.empty() && !jobs_.back()->written.load()) {
     if (mesh_.world_rank() == 0)
       log_warn(
-          "checkpoint step {} is due while step {} is still being {}; training waits for it (one save in flight "
-          "at most: raise ckpt.interval if this repeats)",
-          step, flight_step_, storage_->failure_stops_training() ? "uploaded" : "written");
-    poll(true);
+          "checkpoint step {} is due while step {}'s file is still being written; training waits for it (its "
+          "staging buffers are reused; raise ckpt.interval if this repeats)",
+          step, jobs_.back()->step);
+    wait_written(*jobs_.back());
   }
-  job_ = std::make_unique<SaveJob>();
-  job_->step = step;
-  job_->tokens = tokens;
-  job_->loader = loader;
-  job_->loss_scale = loss_scale_;
-  job_->loss_scale_clean_steps = loss_scale_clean_steps_;
-  job_->optimizer_steps = engine_.optimizer_steps();
-  job_->dir = storage_->staging_dir(step);
-  in_flight_ = true;
+  auto job = std::make_unique<SaveJob>();
+  job->step = step;
+  job->tokens = tokens;
+  job->loader = loader;
+  job->loss_scale = loss_scale_;
+  job->loss_scale_clean_steps = loss_scale_clean_steps_;
+  job->optimizer_steps = engine_.optimizer_steps();
+  job->dir = storage_->staging_dir(step);
+  job->final = final;
+  job->start = t0;
   stream_wait(side_, engine_.context());  // the copies follow the update that produced the state
-  flight_step_ = step;
-  flight_start_ = t0;
   last_saved_ = step;
+  SaveJob* j = job.get();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    j->upload_allowed = jobs_.empty();  // else once the save before it is committed (retire_oldest)
+  }
+  jobs_.push_back(std::move(job));
   if (ckpt_.async) {
     // The background thread copies the state into staging while the next step's forward and
     // backward run (they only read it); the next optimizer step waits for the copy
     // (wait_for_copy, the engine's before-update hook), then it writes.
-    SaveJob* j = job_.get();
-    enqueue([this, j] {
+    enqueue(writer_, [this, j] {
       copy_job(*j);
       write_job(*j);
     });
-    flight_stall_ = now_seconds() - t0;
+    j->stall = now_seconds() - t0;
   } else {  // synchronous: the training thread copies and writes; the stall is the whole save
-    copy_job(*job_);
-    write_job(*job_);
-    flight_stall_ = now_seconds() - t0;
+    copy_job(*j);
+    write_job(*j);
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return j->done.load(); });  // uploaded too
+    }
+    j->stall = now_seconds() - t0;
     poll(true);
-    wait_idle();  // rank 0: the manifest too
+    wait_idle(uploader_);  // rank 0: the manifest too
   }
 }
 
@@ -589,14 +680,20 @@ void Checkpointer::copy_job(SaveJob& j) {
 }
 
 void Checkpointer::wait_for_copy() {
-  if (!in_flight_ || !job_ || job_->copied.load()) return;
+  if (jobs_.empty() || jobs_.back()->copied.load()) return;
+  SaveJob& j = *jobs_.back();
   const double t0 = now_seconds();
   {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return job_->copied.load(); });
+    cv_.wait(lock, [&] { return j.copied.load(); });
   }
   stream_wait(engine_.context(), side_);  // the update is queued after the copies (done on the host already)
-  flight_stall_ += now_seconds() - t0;
+  j.stall += now_seconds() - t0;
+}
+
+void Checkpointer::wait_written(SaveJob& j) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return j.written.load(); });
 }
 
 void Checkpointer::write_job(SaveJob& j) {
@@ -605,14 +702,63 @@ void Checkpointer::write_job(SaveJob& j) {
     fs::create_directories(j.dir);
     j.file = write_rank_file(j.dir, j.step, mesh_.world_rank(), owned_, staging_, staging_ + state_size_,
                              staging_ + 2 * state_size_, chunk_bytes_, ckpt_.encrypt ? &key_ : nullptr, &j.records);
-    j.upload = storage_->publish(j.step, j.file.name);  // an object store: uploaded and confirmed
     j.ok = true;
   } catch (const std::exception& e) {
     j.ok = false;
     j.error = e.what();
   }
-  secure_zero(staging_, staging_bytes());  // no plaintext copy left behind
+  secure_zero(staging_, staging_bytes());  // no plaintext copy left behind; free for the next save
   j.write_s = now_seconds() - t0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    j.written = true;
+  }
+  cv_.notify_all();
+  if (!j.ok) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      j.done = true;
+    }
+    cv_.notify_all();
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  queue_upload_locked(j);
+}
+
+void Checkpointer::queue_upload_locked(SaveJob& j) {
+  // A save's upload begins once its file is written and the save before it is committed on every
+  // rank: uploads and rank 0's commits reach the store in step order (commit N, then N + 1's files).
+  if (!j.written.load() || !j.upload_allowed || j.upload_queued) return;
+  j.upload_queued = true;
+  SaveJob* p = &j;
+  uploader_.queue.push_back([this, p] { upload_job(*p); });
+  cv_.notify_all();
+}
+
+void Checkpointer::upload_job(SaveJob& j) {
+  const double t0 = now_seconds();
+  bool stopping = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping = stop_;
+  }
+  // Not begun: behind an upload that failed where a failure stops training (the store refused it;
+  // this one would only retry into the same refusal), or the checkpointer is going away.
+  if (stopping || upload_failed_) {
+    j.ok = false;
+    j.error = stopping ? "not uploaded: training stopped first"
+                       : fmt::format("not uploaded: the upload of an earlier checkpoint failed");
+  } else {
+    try {
+      j.upload = storage_->publish(j.step, j.file.name);  // an object store: uploaded and confirmed
+    } catch (const std::exception& e) {
+      j.ok = false;
+      j.error = e.what();
+      if (storage_->failure_stops_training()) upload_failed_ = true;
+    }
+  }
+  j.write_s += now_seconds() - t0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     j.done = true;
@@ -620,9 +766,23 @@ void Checkpointer::write_job(SaveJob& j) {
   cv_.notify_all();
 }
 
+void Checkpointer::allow_next_upload() {
+  if (jobs_.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  jobs_.front()->upload_allowed = true;
+  queue_upload_locked(*jobs_.front());
+}
+
 bool Checkpointer::poll(bool block) {
-  if (!in_flight_) return true;
-  SaveJob& j = *job_;
+  // Oldest first: a save commits only after the one before it (rank 0's manifests stay in order).
+  while (!jobs_.empty())
+    if (!retire_oldest(block)) return false;
+  return true;
+}
+
+bool Checkpointer::retire_oldest(bool block) {
+  if (jobs_.empty()) return true;
+  SaveJob& j = *jobs_.front();
   if (block) {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return j.done.load(); });
@@ -631,7 +791,6 @@ bool Checkpointer::poll(bool block) {
   double flags[2] = {done ? 0.0 : 1.0, done && !j.ok ? 1.0 : 0.0};
   mesh_.world().all_reduce(flags, 2);
   if (flags[0] > 0) return false;
-  in_flight_ = false;
   const bool rank0 = mesh_.world_rank() == 0;
   if (flags[1] > 0) {  // some rank failed: the checkpoint is discarded everywhere
     ++failures_;
@@ -660,12 +819,14 @@ bool Checkpointer::poll(bool block) {
                 failures_);
       record({{"event", "save"}, {"step", j.step}, {"ok", false}, {"error", j.ok ? "another rank failed" : j.error}});
     }
-    if (telemetry_) telemetry_->on_checkpoint(j.step, now_seconds() - flight_start_, false);
+    if (telemetry_) telemetry_->on_checkpoint(j.step, now_seconds() - j.start, false);
     const int64_t step = j.step;
-    job_.reset();
+    jobs_.pop_front();
+    if (!stop) allow_next_upload();  // stopping: the queued save is abandoned, never uploaded
     if (stop) {
-      // Rank 0's committed_local_ is current: its commit of the previous save ran on the worker
-      // before this save's write did.
+      // Rank 0's committed_local_ is current once the commits queued on the upload thread ran (the
+      // previous save's may still be queued: it retired while this one uploaded).
+      wait_idle(uploader_);
       double c = 0;
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -684,7 +845,7 @@ bool Checkpointer::poll(bool block) {
   }
   if (telemetry_ && j.upload.bytes > 0) telemetry_->on_checkpoint_upload(j.upload.bytes, j.upload.seconds);
   json mine = json::parse(pieces_to_json(j.file, owned_, j.records));
-  mine["stall_s"] = flight_stall_;
+  mine["stall_s"] = j.stall;
   mine["copy_s"] = j.copy_s;
   mine["write_s"] = j.write_s;
   mine["upload_bytes"] = j.upload.bytes;
@@ -718,10 +879,14 @@ bool Checkpointer::poll(bool block) {
       t.upload_bytes += r["upload_bytes"].get<uint64_t>();
     }
     const int64_t step = j.step;
-    const double start = flight_start_;
-    enqueue([this, m, step, start, t] { commit_job(m, step, start, t); });
+    const double start = j.start;
+    // On the upload thread, after the uploads before it: one thread speaks to the store (a commit
+    // never races an upload of this process; a listing that computes ETags while a PUT stores an
+    // object made moto report a wrong ETag). A commit queued behind the next save's upload waits for it.
+    enqueue(uploader_, [this, m, step, start, t] { commit_job(m, step, start, t); });
   }
-  job_.reset();
+  jobs_.pop_front();
+  allow_next_upload();
   drain_events();
   return true;
 }

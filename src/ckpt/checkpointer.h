@@ -2,7 +2,10 @@
 // checkpoint step a background thread copies this rank's state (ParamEngine::export_state) into
 // host staging buffers while the next step's forward and backward run (they only read the state;
 // the next optimizer step waits for the copy through the engine's before-update hook), then
-// (encrypts and) writes the rank file (temporary name, fsync, rename). At later step boundaries the
+// (encrypts and) writes the rank file (temporary name, fsync, rename). For an object store a second
+// thread uploads the file from the local spool, so the staging buffers are free again as soon as the
+// file is written: one save can upload while the next is snapshotted and queued behind it (two saves
+// in flight at most; a third due while both are pending follows ckpt.when_busy). At later step boundaries the
 // ranks agree, over the world communicator, that every rank file is durable; then rank 0 writes the
 // manifest — the commit marker — and deletes checkpoints beyond ckpt.keep. A failed save (disk
 // full, ...) is logged, counted and discarded on every rank; training goes on and earlier
@@ -18,6 +21,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -33,6 +37,7 @@
 #include "ckpt/ckpt_storage.h"
 #include "ckpt/crypto.h"
 #include "ckpt/pieces.h"
+#include "ckpt/state_io.h"  // CheckpointReader::ReadStats
 #include "data/loader/loader.h"
 #include "model/model_config.h"
 #include "parallel/data_parallel/param_engine.h"
@@ -83,6 +88,8 @@ class Checkpointer {
   Resumed resume();
   // Called after every optimizer step: completes earlier saves, and starts one when due.
   void after_step(int64_t step, int64_t tokens, const LoaderState& loader);
+  // Saves skipped by ckpt.when_busy = "skip" (identical on every rank).
+  int64_t skipped() const { return skipped_; }
   // fp16: the loss scaler's state after the latest step, saved with the next checkpoint.
   void set_loss_scale(double scale, int64_t clean_steps) {
     loss_scale_ = scale;
@@ -104,11 +111,19 @@ class Checkpointer {
 
  private:
   struct SaveJob;
-  void start_save(int64_t step, int64_t tokens, const LoaderState& loader);
-  bool poll(bool block);         // collective; true when no save is in flight any more
-  void copy_job(SaveJob& job);   // background (async) : the state into staging
-  void wait_for_copy();          // training thread, before an update: until copy_job is done
-  void write_job(SaveJob& job);  // background: this rank's file
+  // final: the run's last save (never skipped).
+  void start_save(int64_t step, int64_t tokens, const LoaderState& loader, bool final);
+  // Whether ckpt.when_busy lets this save go ahead; waits (or skips) when two saves are pending.
+  bool make_room(int64_t step, bool final);
+  bool poll(bool block);                   // collective; true when no save is in flight any more
+  bool retire_oldest(bool block);          // collective; the oldest save committed or discarded: true
+  void copy_job(SaveJob& job);             // background (async) : the state into staging
+  void wait_for_copy();                    // training thread, before an update: until copy_job is done
+  void wait_written(SaveJob& job);         // training thread: until the job's file is written (staging free)
+  void write_job(SaveJob& job);            // background: this rank's file, then queued for upload
+  void upload_job(SaveJob& job);           // the upload thread: publish() (an object store: upload, confirm)
+  void queue_upload_locked(SaveJob& job);  // under mu_: queues its upload when written and allowed
+  void allow_next_upload();                // training thread: the oldest save's upload may begin
   struct SaveTimes {
     double stall_s = 0;         // the training thread's: starting the save, waiting for the copy
     double copy_s = 0;          // export_state into staging
@@ -119,10 +134,19 @@ class Checkpointer {
   // Rank 0, background: the manifest, retention, the log line.
   void commit_job(std::shared_ptr<CheckpointManifest> m, int64_t step, double t_start, SaveTimes t);
   void drain_events();  // training thread: commit results to telemetry
-  void run_worker();
-  void enqueue(std::function<void()> fn);
-  void wait_idle();
+  struct Lane {
+    std::deque<std::function<void()>> queue;
+    bool busy = false;
+    std::thread thread;
+  };
+  void run_worker(Lane& lane);
+  void enqueue(Lane& lane, std::function<void()> fn);
+  void wait_idle(Lane& lane);
   void prepare_root(int64_t resumed_step);
+  // After a resume from a bucket: the bytes each rank fetched by ranged GETs against the objects'
+  // sizes (rank 0 logs them and records a "resume_read" row). Collective.
+  void report_ranged_read(const std::string& where, const CheckpointManifest& m,
+                          const CheckpointReader::ReadStats& stats);
   // Resumed from an encrypted checkpoint with ckpt.encrypt off: go on encrypting, unless
   // ckpt.allow_plaintext says otherwise (logged either way).
   void keep_encryption(const CheckpointManifest& m,
@@ -162,25 +186,25 @@ class Checkpointer {
   int64_t loss_scale_clean_steps_ = 0;
   int copy_delay_ms_ = 0;  // FaultInjector::delays(): slow the background copy down (tests)
 
-  // The save in flight (identical on every rank).
-  bool in_flight_ = false;
-  int64_t flight_step_ = 0;
-  double flight_start_ = 0, flight_stall_ = 0;
-  std::unique_ptr<SaveJob> job_;
+  // The saves in flight, oldest first (two at most; identical on every rank): the older one
+  // uploading, the newer one being written or queued behind it.
+  std::deque<std::unique_ptr<SaveJob>> jobs_;
   int64_t failures_ = 0;
+  int64_t skipped_ = 0;
   int64_t last_saved_ = -1;
   int64_t committed_ = -1;        // every rank, after finish(): rank 0's committed_local_
   int64_t committed_local_ = -1;  // rank 0: the newest manifest written (or resumed from)
   bool report_resume_ = false;
   double resume_started_ = 0;
 
-  std::thread worker_;
+  Lane writer_;    // copies into staging, rank files
+  Lane uploader_;  // publish() (uploads to an object store; nothing for a directory), rank 0's commits
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  bool busy_ = false, stop_ = false;
-  std::vector<Event> events_;  // from the worker, reported by the training thread
-  std::mutex record_mu_;       // checkpoints.jsonl
+  bool stop_ = false;
+  std::atomic<bool> upload_failed_{false};  // the upload thread: a failure that stops training happened
+  std::vector<Event> events_;               // from the worker, reported by the training thread
+  std::mutex record_mu_;                    // checkpoints.jsonl
 };
 
 // Seconds since this process started (from /proc/self/stat).

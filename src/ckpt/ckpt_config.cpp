@@ -18,6 +18,9 @@ void CkptConfig::bind(ConfigBinder& b) {
   b.add("ckpt.part_mb", &part_mb,
         "MiB per part of a checkpoint file's multipart upload to s3:// (a file up to this size is one PUT; "
         "S3 requires parts of at least 5 MiB), and per chunk of its resumable upload to gs://");
+  b.add("ckpt.when_busy", &when_busy,
+        "a save due while one upload is running and another save is queued behind it: \"wait\" (training waits "
+        "for the older upload) or \"skip\" (the save is skipped, logged and counted; never the final one)");
   b.add("ckpt.resume", &resume, "resume from: \"\" (fresh), \"auto\" (newest valid checkpoint) or a checkpoint path");
   b.add("ckpt.allow_plaintext", &allow_plaintext,
         "after resuming from encrypted checkpoints, write plaintext ones (false: a run whose checkpoints are "
@@ -30,6 +33,9 @@ void CkptConfig::validate() const {
   if (allow_plaintext && encrypt)
     throw Error("ckpt.allow_plaintext = true contradicts ckpt.encrypt = true",
                 "ckpt.allow_plaintext only lets a run resumed from encrypted checkpoints write plaintext ones");
+  if (when_busy != "wait" && when_busy != "skip")
+    throw Error(fmt::format("ckpt.when_busy = \"{}\" is not a policy", when_busy),
+                "use \"wait\" (training waits for the older upload) or \"skip\" (the due save is skipped)");
   if (chunk_mb < 1 || chunk_mb > 1024) throw Error(fmt::format("ckpt.chunk_mb = {} must be in [1, 1024]", chunk_mb));
   // Below 5 MiB only S3-compatible servers configured for it accept the parts (moto, MinIO in tests).
   if (part_mb < 1 || part_mb > 5120)

@@ -6,6 +6,7 @@
 //   keep = 3               # newest committed checkpoints kept; older ones deleted after a commit
 //   encrypt = true         # AES-256-GCM; key from key_file or FLUXTRAIN_CKPT_KEY (64 hex digits)
 //   resume = "auto"        # newest valid checkpoint under dir ("" = start fresh; or a path)
+//   when_busy = "wait"     # a save due while one uploads and one is queued: "wait" or "skip"
 //
 // Layout on disk and the manifest: docs/formats.md, "Checkpoint".
 #pragma once
@@ -26,7 +27,11 @@ struct CkptConfig {
   std::string key_file;  // file with the 256-bit key in hex; "" = FLUXTRAIN_CKPT_KEY
   int64_t chunk_mb = 4;  // plaintext bytes per encrypted (and checksummed) chunk, in MiB
   int64_t part_mb = 8;   // object store: multipart part size in MiB (S3 requires >= 5 but for the last)
-  std::string resume;    // "" = fresh start, "auto" = newest valid checkpoint, or a path
+  // A save due while one upload runs and another save waits behind it (the one queued upload, its
+  // rank file in the local spool): "wait" (training waits for the older upload) or "skip" (this
+  // save is skipped, logged and counted; the final save is never skipped).
+  std::string when_busy = "wait";
+  std::string resume;  // "" = fresh start, "auto" = newest valid checkpoint, or a path
   // Resuming from encrypted checkpoints keeps encrypting (whatever ckpt.encrypt says) unless
   // this is true: writing plaintext after encrypted checkpoints is an explicit choice.
   bool allow_plaintext = false;

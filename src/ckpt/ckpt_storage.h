@@ -15,6 +15,8 @@
 //   st->write_manifest(100, text);                      // rank 0, after every rank's publish
 //   for (const StoredStep& s : st->list_steps()) ...   // newest first
 //   std::string dir = st->fetch(s);                     // a local directory CheckpointReader reads
+//   std::string d = st->fetch_manifest(s);              // or only the manifest, and the rank files
+//   CheckpointReader r(d, m, &key, st->opener(s));      //   read in place (a bucket: ranged GETs)
 //   std::string d = fetch_checkpoint("s3://b/ckpt", "/tmp/work", "");   // `fluxtrain ckpt verify s3://...`
 #pragma once
 
@@ -23,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/rank_file.h"  // RankFileOpener
 #include "util/error.h"
 
 namespace ft {
@@ -63,6 +66,12 @@ class CheckpointStorage {
   // A local directory holding s's manifest and every file it names (each object's size checked
   // against the manifest on the way); throws naming the missing or damaged object.
   virtual std::string fetch(const StoredStep& s) = 0;
+  // A local directory holding s's manifest only (each object it names checked to exist with its
+  // size, as fetch() does); the rank files are read in place through opener(s). A directory: s.where.
+  virtual std::string fetch_manifest(const StoredStep& s) { return fetch(s); }
+  // Where a reader of s (after fetch_manifest) takes each rank file from: null = the files in the
+  // fetched directory; a bucket: the objects, by ranged GETs of the chunks a read needs.
+  virtual RankFileOpener opener(const StoredStep& /*s*/) { return nullptr; }
   // Removes what fetch() brought here.
   virtual void clear_fetched() {}
   // Unfinished uploads of rank files of steps below `below_step` (S3 multipart uploads a killed

@@ -141,19 +141,62 @@ uint64_t RankFileWriter::commit() {
   return size;
 }
 
-RankFileReader::RankFileReader(const std::string& dir, const CheckpointManifest& m, int file, const CkptKey* key) {
+namespace {
+
+// A local file, read with pread.
+class LocalRankFile final : public RankFileSource {
+ public:
+  explicit LocalRankFile(std::string path) : path_(std::move(path)) {
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) throw Error(fmt::format("{}: cannot open: {}", path_, std::strerror(errno)), kHint);
+    struct stat st {};
+    ::fstat(fd_, &st);
+    size_ = static_cast<uint64_t>(st.st_size);
+  }
+  ~LocalRankFile() override { ::close(fd_); }
+  const std::string& path() const override { return path_; }
+  uint64_t size() const override { return size_; }
+  void read(uint64_t offset, uint64_t n, void* dst) override {
+    uint8_t* out = static_cast<uint8_t*>(dst);
+    uint64_t got = 0;
+    while (got < n) {
+      ssize_t r = ::pread(fd_, out + got, n - got, static_cast<off_t>(offset + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0)
+        throw Error(fmt::format("{}: reading bytes [{}, {}): {}", path_, offset, offset + n,
+                                r < 0 ? std::strerror(errno) : "unexpected end of file"),
+                    kHint);
+      got += static_cast<uint64_t>(r);
+    }
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<RankFileSource> open_local_rank_file(const std::string& path) {
+  return std::make_unique<LocalRankFile>(path);
+}
+
+RankFileReader::RankFileReader(const std::string& dir, const CheckpointManifest& m, int file, const CkptKey* key)
+    : RankFileReader(open_local_rank_file(dir + "/" + m.files.at(static_cast<size_t>(file)).name), m, file, key) {}
+
+RankFileReader::RankFileReader(std::unique_ptr<RankFileSource> src, const CheckpointManifest& m, int file,
+                               const CkptKey* key)
+    : src_(std::move(src)) {
   const FileRecord& rec = m.files.at(static_cast<size_t>(file));
-  path_ = dir + "/" + rec.name;
+  path_ = src_->path();
   name_ = rec.name;
   encrypted_ = m.encrypted;
-  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) throw Error(fmt::format("{}: cannot open: {}", path_, std::strerror(errno)), kHint);
   auto bad = [&](const std::string& what) { return Error(fmt::format("{}: {}", path_, what), kHint); };
-  struct stat st {};
-  ::fstat(fd_, &st);
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (size < kRankHeaderBytes || ::pread(fd_, header_, kRankHeaderBytes, 0) != static_cast<ssize_t>(kRankHeaderBytes))
+  const uint64_t size = src_->size();
+  if (size < kRankHeaderBytes)
     throw bad(fmt::format("truncated: {} bytes is shorter than the {}-byte header", size, kRankHeaderBytes));
+  src_->read(0, kRankHeaderBytes, header_);
   if (std::memcmp(header_, kMagic, 8) != 0) throw bad("not a fluxtrain checkpoint file (bad magic)");
   if (get<uint32_t>(header_, 8) != kVersion)
     throw bad(fmt::format("rank file version {} is not supported (this build reads {})", get<uint32_t>(header_, 8),
@@ -191,65 +234,100 @@ RankFileReader::RankFileReader(const std::string& dir, const CheckpointManifest&
                               path_, header_[48], header_[49], header_[50], header_[51], key->id()),
                   "use the key the checkpoint was written with");
     cipher_ = std::make_unique<ChunkCipher>(*key);
-    sealed_ = static_cast<uint8_t*>(mem_alloc(Device::kCPU, chunk_ + kGcmTagBytes, MemCategory::kCheckpoint));
   }
   buf_ = static_cast<uint8_t*>(mem_alloc(Device::kCPU, chunk_, MemCategory::kCheckpoint));
+  touched_.assign(n_chunks(payload_, chunk_), false);
+  needed_ = kRankHeaderBytes;  // read above
 }
 
 RankFileReader::~RankFileReader() {
-  if (fd_ >= 0) ::close(fd_);
   if (buf_) mem_free(Device::kCPU, buf_, chunk_, MemCategory::kCheckpoint);
-  if (sealed_) mem_free(Device::kCPU, sealed_, chunk_ + kGcmTagBytes, MemCategory::kCheckpoint);
+  if (span_) mem_free(Device::kCPU, span_, span_cap_, MemCategory::kCheckpoint);
 }
 
-void RankFileReader::load_chunk(uint64_t k) {
+uint64_t RankFileReader::plain_bytes(uint64_t k) const {
+  return std::min<uint64_t>(chunk_, payload_ - k * chunk_);
+}
+
+uint64_t RankFileReader::stored_bytes(uint64_t k) const {
+  return plain_bytes(k) + (encrypted_ ? kGcmTagBytes : 0);
+}
+
+void RankFileReader::fetch_span(uint64_t k, uint64_t last) {
+  // Whole chunks k .. at most `last`, as many as the source's span holds (one at least): one request.
+  const uint64_t stride = chunk_ + (encrypted_ ? kGcmTagBytes : 0);
+  const uint64_t fit = std::max<uint64_t>(1, src_->span_bytes() / stride);
+  const uint64_t end = std::min({last + 1, k + fit, n_chunks(payload_, chunk_)});
+  const uint64_t bytes = (end - 1 - k) * stride + stored_bytes(end - 1);
+  if (bytes > span_cap_) {
+    if (span_) mem_free(Device::kCPU, span_, span_cap_, MemCategory::kCheckpoint);
+    span_ = nullptr;
+    span_first_ = span_end_ = 0;
+    span_cap_ = std::max(bytes, stride);
+    span_ = static_cast<uint8_t*>(mem_alloc(Device::kCPU, span_cap_, MemCategory::kCheckpoint));
+  }
+  span_first_ = span_end_ = 0;
+  src_->read(kRankHeaderBytes + k * stride, bytes, span_);
+  span_first_ = k;
+  span_end_ = end;
+}
+
+void RankFileReader::load_chunk(uint64_t k, uint64_t last) {
   if (cached_ == k) return;
   cached_ = UINT64_MAX;
-  const uint64_t n = std::min<uint64_t>(chunk_, payload_ - k * chunk_);
-  const uint64_t stride = chunk_ + (encrypted_ ? kGcmTagBytes : 0);
-  const uint64_t at = kRankHeaderBytes + k * stride;
-  uint8_t* dst = encrypted_ ? sealed_ : buf_;
-  const uint64_t want = n + (encrypted_ ? kGcmTagBytes : 0);
-  uint64_t got = 0;
-  while (got < want) {
-    ssize_t r = ::pread(fd_, dst + got, want - got, static_cast<off_t>(at + got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0)
-      throw Error(
-          fmt::format("{}: reading chunk {}: {}", path_, k, r < 0 ? std::strerror(errno) : "unexpected end of file"),
-          kHint);
-    got += static_cast<uint64_t>(r);
+  if (!touched_[k]) {
+    touched_[k] = true;
+    needed_ += stored_bytes(k);
   }
+  if (k < span_first_ || k >= span_end_) fetch_span(k, last);
+  const uint64_t n = plain_bytes(k);
+  const uint8_t* stored = span_ + (k - span_first_) * (chunk_ + (encrypted_ ? kGcmTagBytes : 0));
   if (encrypted_) {
     uint8_t nonce[kGcmNonceBytes];
     chunk_nonce(header_, k, nonce);
     std::string aad = chunk_aad(header_, name_, k);
-    if (!cipher_->open(buf_, sealed_, n, sealed_ + n, nonce, reinterpret_cast<const uint8_t*>(aad.data()), aad.size()))
+    if (!cipher_->open(buf_, stored, n, stored + n, nonce, reinterpret_cast<const uint8_t*>(aad.data()), aad.size()))
       throw Error(fmt::format("{}: chunk {} does not authenticate (AES-256-GCM tag mismatch): the "
                               "file was modified, "
                               "truncated, swapped or renamed",
                               path_, k),
                   kHint);
+  } else {
+    std::memcpy(buf_, stored, n);
   }
   cached_ = k;
 }
 
 void RankFileReader::read(uint64_t offset, uint64_t n, void* dst) {
   FT_CHECK(offset <= payload_ && n <= payload_ - offset, "{}: read past the payload", path_);
+  if (n == 0) return;
   uint8_t* out = static_cast<uint8_t*>(dst);
+  const uint64_t last = (offset + n - 1) / chunk_;
   while (n > 0) {
     uint64_t k = offset / chunk_, in = offset % chunk_;
-    load_chunk(k);
-    uint64_t take = std::min<uint64_t>(n, std::min<uint64_t>(chunk_, payload_ - k * chunk_) - in);
+    load_chunk(k, last);
+    uint64_t take = std::min<uint64_t>(n, plain_bytes(k) - in);
     std::memcpy(out, buf_ + in, take);
     out += take;
     offset += take;
     n -= take;
   }
+  release_span();  // what it held is read (its last chunk stays decrypted in buf_)
+}
+
+void RankFileReader::release_span() {
+  // A one-chunk buffer (a local file's) is kept; a wide span (a bucket's) is not held between reads:
+  // a reader per rank file stays open for the whole resume.
+  if (span_cap_ <= chunk_ + kGcmTagBytes) return;
+  mem_free(Device::kCPU, span_, span_cap_, MemCategory::kCheckpoint);
+  span_ = nullptr;
+  span_cap_ = span_first_ = span_end_ = 0;
 }
 
 void RankFileReader::verify_chunks() {
-  for (uint64_t k = 0; k < n_chunks(payload_, chunk_); ++k) load_chunk(k);
+  const uint64_t n = n_chunks(payload_, chunk_);
+  for (uint64_t k = 0; k < n; ++k) load_chunk(k, n - 1);
+  release_span();
 }
 
 }  // namespace ft

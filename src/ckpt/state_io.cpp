@@ -140,8 +140,19 @@ void add_json_file_to_manifest(CheckpointManifest& m, const std::string& text) {
   }
 }
 
-CheckpointReader::CheckpointReader(std::string dir, const CheckpointManifest& m, const CkptKey* key)
-    : dir_(std::move(dir)), m_(m), key_(key) {}
+CheckpointReader::CheckpointReader(std::string dir, const CheckpointManifest& m, const CkptKey* key,
+                                   RankFileOpener open)
+    : dir_(std::move(dir)), m_(m), key_(key), open_(std::move(open)) {}
+
+CheckpointReader::ReadStats CheckpointReader::read_stats() const {
+  ReadStats s;
+  for (const auto& [f, r] : readers_) {
+    s.fetched += r->bytes_fetched();
+    s.chunk_bytes_needed += r->chunk_bytes_needed();
+    ++s.files_opened;
+  }
+  return s;
+}
 
 CheckpointReader::~CheckpointReader() {
   for (auto& [k, v] : cache_) wipe(v);
@@ -150,7 +161,8 @@ CheckpointReader::~CheckpointReader() {
 RankFileReader& CheckpointReader::reader(int file) {
   auto it = readers_.find(file);
   if (it != readers_.end()) return *it->second;
-  auto r = std::make_unique<RankFileReader>(dir_, m_, file, key_);
+  auto r = open_ ? std::make_unique<RankFileReader>(open_(m_.files.at(static_cast<size_t>(file))), m_, file, key_)
+                 : std::make_unique<RankFileReader>(dir_, m_, file, key_);
   return *readers_.emplace(file, std::move(r)).first->second;
 }
 

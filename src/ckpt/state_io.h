@@ -11,7 +11,8 @@
 //   std::vector<PieceRecord> recs;
 //   FileRecord f = write_rank_file(dir, step, rank, owned, w, m, v, chunk_bytes, &key, &recs);
 //
-//   CheckpointReader r(dir, manifest, &key);
+//   CheckpointReader r(dir, manifest, &key);                   // the rank files in dir
+//   CheckpointReader r(dir, manifest, &key, storage->opener(s)); // or where the opener says (a bucket)
 //   r.fill(state_pieces(layout, ranges), w, m, v);             // this rank's compact buffers
 //   std::vector<float> t = r.tensor("model.norm.weight");       // a whole tensor (weights)
 #pragma once
@@ -45,7 +46,8 @@ void add_json_file_to_manifest(CheckpointManifest& m, const std::string& json_te
 
 class CheckpointReader {
  public:
-  CheckpointReader(std::string dir, const CheckpointManifest& m, const CkptKey* key);
+  // open: where each rank file is read from (null: dir/<name>).
+  CheckpointReader(std::string dir, const CheckpointManifest& m, const CkptKey* key, RankFileOpener open = nullptr);
   ~CheckpointReader();
 
   // Fills w, m, v (compact buffers; any may be null) at each piece's compact offset. Throws
@@ -59,6 +61,13 @@ class CheckpointReader {
   std::vector<std::string> verify(bool progress = false);
 
   const CheckpointManifest& manifest() const { return m_; }
+  // What the reads so far cost, over every rank file opened: bytes fetched from where the files
+  // live (0 for local files) and the stored bytes of the chunks the reads covered.
+  struct ReadStats {
+    uint64_t fetched = 0, chunk_bytes_needed = 0;
+    int files_opened = 0;
+  };
+  ReadStats read_stats() const;
 
  private:
   struct Target {
@@ -72,6 +81,7 @@ class CheckpointReader {
   std::string dir_;
   const CheckpointManifest& m_;
   const CkptKey* key_;
+  RankFileOpener open_;
   std::map<int, std::unique_ptr<RankFileReader>> readers_;
   std::map<size_t, std::vector<float>> cache_;  // piece data of the tensor being filled
 };

@@ -127,6 +127,9 @@ inline constexpr MetricDef kCkptUploadBytes{"fluxtrain_checkpoint_upload_bytes_t
                                             "Bytes of this rank's checkpoint files uploaded to an object store.", ""};
 inline constexpr MetricDef kCkptUploadSeconds{"fluxtrain_checkpoint_upload_seconds_total", T::kCounter,
                                               "Seconds this rank spent uploading checkpoint files (background).", ""};
+inline constexpr MetricDef kCkptSkipped{
+    "fluxtrain_checkpoint_skipped_total", T::kCounter,
+    "Checkpoint saves skipped because two earlier ones were still uploading (ckpt.when_busy = \"skip\").", ""};
 
 // Memory (process-wide accounting of tensor/memory.h).
 inline constexpr MetricDef kMemory{"fluxtrain_memory_bytes", T::kGauge,
@@ -216,6 +219,7 @@ inline constexpr const MetricDef* kAllMetrics[] = {
     &metric::kCkptFailures,
     &metric::kCkptUploadBytes,
     &metric::kCkptUploadSeconds,
+    &metric::kCkptSkipped,
     &metric::kMemory,
     &metric::kMemoryPeak,
     &metric::kDeviceMemory,

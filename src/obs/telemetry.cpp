@@ -53,7 +53,7 @@ struct Telemetry::Series {
   Gauge *step, *last_step_time, *tokens_per_s, *loss, *val_loss, *val_bpc, *grad_norm, *lr, *mfu, *loss_scale;
   Gauge *ckpt_last, *ckpt_step, *ckpt_interval;
   Counter *steps, *tokens, *data_wait, *data_fetched, *skipped, *restarts, *ckpt_failures, *straggler_s,
-      *ckpt_upload_bytes, *ckpt_upload_s;
+      *ckpt_upload_bytes, *ckpt_upload_s, *ckpt_skipped;
   Gauge *goodput, *productive;
   Counter* badput[kNumBadputKinds];
   Histogram *step_duration, *ckpt_duration;
@@ -108,6 +108,7 @@ Telemetry::Telemetry(const MetricsConfig& cfg, const RankInfo& rank, const std::
   m.ckpt_failures = &r.counter(metric::kCkptFailures);
   m.ckpt_upload_bytes = &r.counter(metric::kCkptUploadBytes);
   m.ckpt_upload_s = &r.counter(metric::kCkptUploadSeconds);
+  m.ckpt_skipped = &r.counter(metric::kCkptSkipped);
 
   // Memory is read from the process-wide tracker when scraped: nothing on the hot path. The CPU's
   // under fluxtrain_memory_*; each accelerator with a backend built in under fluxtrain_device_memory_*.
@@ -284,6 +285,10 @@ void Telemetry::on_checkpoint(int64_t step, double seconds, bool ok) {
 void Telemetry::on_checkpoint_upload(uint64_t bytes, double seconds) {
   m_->ckpt_upload_bytes->inc(static_cast<double>(bytes));
   m_->ckpt_upload_s->inc(seconds);
+}
+
+void Telemetry::on_checkpoint_skipped() {
+  m_->ckpt_skipped->inc();
 }
 
 void Telemetry::set_checkpoint_interval_steps(int64_t steps) {

@@ -81,6 +81,8 @@ class Telemetry {
   void on_checkpoint(int64_t step, double seconds, bool ok);
   // This rank's file of a checkpoint uploaded to an object store (ckpt.dir = "s3://...").
   void on_checkpoint_upload(uint64_t bytes, double seconds);
+  // A save skipped by ckpt.when_busy = "skip" (two earlier ones still uploading).
+  void on_checkpoint_skipped();
   void set_checkpoint_interval_steps(int64_t steps);  // 0 = checkpoints off
   void comm(CommOp op, uint64_t bytes, double seconds, int64_t calls = 1);
   void set_restarts(int64_t n);  // times the run was resumed (from the checkpoint manifest)

@@ -209,6 +209,7 @@ case_encryption_kept() {
   echo "  ok: $(grep -o 'warning: checkpoint: .*NOT encrypted' log3)"
   expect_exit 2 "ckpt.allow_plaintext = true contradicts ckpt.encrypt = true" \
     "$FT" config --set ckpt.allow_plaintext=true --set ckpt.encrypt=true
+  expect_exit 2 'ckpt.when_busy = "later" is not a policy' "$FT" config --set ckpt.when_busy=later
 }
 
 # ---- 3: non-finite state is never saved, certified or exported ------------------------------------

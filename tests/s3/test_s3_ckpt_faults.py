@@ -8,8 +8,11 @@ fault-injecting Front (tests/objstore/servers.py), the tiny model at dp 2 (--npr
    the object; training stops naming step 4; nothing of step 8 is committed; the resume is bit-identical;
 3. credentials that stop working after step 4's commit (403 ExpiredToken on every request): one
    error, not retried; training stops naming step 4; the resume is bit-identical;
-4. a save still uploading when the next is due (step 6's PUTs answered 2 s late, a save every 6
-   steps): one warning naming both steps, training waits, both saves commit.
+4. saves due faster than uploads (step 3's PUTs answered 3 s late, a save every 3 steps): step 6
+   is queued behind step 3's upload without a wait; step 9 finds both pending: with
+   ckpt.when_busy = "wait" training waits (a warning, the time in the checkpoint badput bucket) and
+   every save commits; with "skip" step 9 is skipped (a warning and a "skipped" row) and the final
+   step 12 still commits. Losses as the uninterrupted run either way.
 
 usage: .venv/bin/python tests/s3/test_s3_ckpt_faults.py FLUXTRAIN CONFIG
 """
@@ -166,19 +169,47 @@ def main():
         check(len(err) == 1 and "done:" not in p.stderr, f"one error line ({len(err)}), no 'done' line")
         resumed_bit_identical("cred", "cred")
 
-        # 4. a save still uploading when the next is due
-        # Saves at steps 6 and 12; step 6's rank files arrive 2 s late, steps 7..12 take milliseconds.
-        front.delay_puts = ("slow/step_00000006/rank-", 2.0)
-        run = os.path.join(tmp, "slow")
-        p = train(moto, run, front.endpoint, ["ckpt.interval=6", "ckpt.dir=s3://ckpt/slow"])
-        front.delay_puts = None
-        warn = [l for l in p.stderr.splitlines() if "is still being uploaded" in l]
+        # 4. saves due faster than uploads (ckpt.when_busy). Saves at steps 3, 6, 9 and 12; step 3's
+        # rank files arrive 3 s late, steps 4..9 take milliseconds: step 6 is queued behind step 3's
+        # upload (training goes on), step 9 finds both pending.
+        def busy(policy):
+            front.delay_puts = (f"{policy}/step_00000003/rank-", 3.0)
+            run = os.path.join(tmp, policy)
+            p = train(moto, run, front.endpoint, ["ckpt.interval=3", f"ckpt.dir=s3://ckpt/{policy}",
+                                                  f"ckpt.when_busy={policy}"])
+            front.delay_puts = None
+            check(p.returncode == 0, f"when_busy={policy}: exit 0 ({p.returncode}) "
+                  f"{p.stderr[-1500:] if p.returncode else ''}")
+            queued = [l for l in p.stderr.splitlines() if "step 6 is due while step 3 is still being uploaded" in l]
+            check(len(queued) == 1 and "queued behind it" in queued[0],
+                  f"when_busy={policy}: step 6 queued behind step 3's upload, no wait: {queued}")
+            rows = [json.loads(l) for l in open(os.path.join(run, "checkpoints.jsonl"))]
+            saved = sorted(r["step"] for r in rows if r.get("event") == "save" and r.get("ok"))
+            stall = {r["step"]: r["stall_s"] for r in rows if r.get("event") == "save" and r.get("ok")}
+            check(stall.get(6, 9.9) < 1.0, f"when_busy={policy}: step 6's stall {stall.get(6, 0) * 1e3:.0f} ms "
+                  "(queued, not waited for)")
+            badput = json.load(open(os.path.join(run, "badput.json"))) if p.returncode == 0 else {}
+            ckpt_s = badput.get("seconds", {}).get("checkpoint", 0.0)
+            check(p.returncode == 0 and losses(run) == ref, f"when_busy={policy}: losses 1..12 as the uninterrupted run")
+            return p, rows, saved, ckpt_s, stall
+
+        p, rows, saved, wait_s, stall = busy("wait")
+        warn = [l for l in p.stderr.splitlines() if "checkpoint step 9 is due while step 3" in l]
         print("  " + (warn[0] if warn else p.stderr[-1500:]))
-        check(p.returncode == 0 and len(warn) == 1 and "checkpoint step 12 is due while step 6" in warn[0],
-              f"one warning naming steps 12 and 6 (exit {p.returncode}, {len(warn)} warning(s))")
-        committed = [k for k in keys(moto, "slow/") if k.endswith("manifest.json")]
-        check(len(committed) == 2, f"both saves committed: {len(committed)} manifests")
-        check(p.returncode == 0 and losses(run) == ref, "losses 1..12 as the uninterrupted run")
+        check(len(warn) == 1 and "training waits for step 3" in warn[0], "wait: one warning, training waits at step 9")
+        check(saved == [3, 6, 9, 12], f"wait: every save committed: {saved}")
+        print(f"  wait: step 9's stall {stall.get(9, 0):.2f} s, badput 'checkpoint' {wait_s:.2f} s")
+        check(stall.get(9, 0) > 1.0 and wait_s >= 0.9 * stall.get(9, 0),
+              "wait: step 9 waited for step 3's upload, and the wait is in the checkpoint badput bucket")
+        p, rows, saved, skip_s, stall = busy("skip")
+        warn = [l for l in p.stderr.splitlines() if "checkpoint step 9 skipped" in l]
+        print("  " + (warn[0] if warn else p.stderr[-1500:]))
+        check(len(warn) == 1 and [r["step"] for r in rows if r.get("event") == "skipped"] == [9],
+              "skip: step 9 skipped, logged and recorded in checkpoints.jsonl")
+        check(saved == [3, 6, 12], f"skip: steps 3, 6 and the final 12 committed: {saved}")
+        # The final save is never skipped: step 12 waits for step 3's upload instead.
+        print(f"  skip: step 12's stall {stall.get(12, 0):.2f} s (the final save waits), badput 'checkpoint' "
+              f"{skip_s:.2f} s")
     finally:
         front.stop()
         moto.stop()

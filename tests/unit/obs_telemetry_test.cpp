@@ -63,6 +63,7 @@ TEST_F(TelemetryTest, StepsShowOnTheEndpointWithRankLabels) {
   tel.on_checkpoint(3, 1.5, true);
   tel.on_checkpoint(3, 0, false);
   tel.on_checkpoint_upload(1000, 0.25);
+  tel.on_checkpoint_skipped();
   tel.on_checkpoint_upload(2000, 0.25);
   tel.comm(CommOp::kAllReduce, 1 << 20, 0.004);
   tel.comm(CommOp::kAllReduce, 1 << 20, 0.006, 3);
@@ -87,6 +88,7 @@ TEST_F(TelemetryTest, StepsShowOnTheEndpointWithRankLabels) {
   EXPECT_EQ(value_of(t, "fluxtrain_checkpoint_failures_total{" + L + "}"), 1);
   EXPECT_EQ(value_of(t, "fluxtrain_checkpoint_upload_bytes_total{" + L + "}"), 3000);
   EXPECT_DOUBLE_EQ(value_of(t, "fluxtrain_checkpoint_upload_seconds_total{" + L + "}"), 0.5);
+  EXPECT_EQ(value_of(t, "fluxtrain_checkpoint_skipped_total{" + L + "}"), 1);
   EXPECT_NEAR(value_of(t, "fluxtrain_checkpoint_interval_seconds{" + L + "}"), 50 * 0.2, 1e-9);
   EXPECT_EQ(value_of(t, "fluxtrain_comm_bytes_total{" + L + ",op=\"all_reduce\"}"), 2 << 20);
   EXPECT_DOUBLE_EQ(value_of(t, "fluxtrain_comm_seconds_total{" + L + ",op=\"all_reduce\"}"), 0.01);

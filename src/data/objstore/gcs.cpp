@@ -253,13 +253,13 @@ StoreObject GcsClient::stat(const std::string& bucket, const std::string& key) {
   return object_from_json(j);
 }
 
-HttpResponse GcsClient::get_once(const std::string& bucket, const StoreObject& obj, uint64_t first,
+HttpResponse GcsClient::get_once(const std::string& bucket, const StoreObject& obj, uint64_t first, uint64_t end,
                                  const HttpSink& sink) {
   HttpRequest req;
   req.url =
       fmt::format("{}/storage/v1/b/{}/o/{}?alt=media", endpoint_, uri_encode(bucket, true), uri_encode(obj.key, true));
   if (obj.generation > 0) req.url += fmt::format("&ifGenerationMatch={}", obj.generation);
-  if (first > 0) req.headers["range"] = fmt::format("bytes={}-", first);
+  if (first > 0 || end > 0) req.headers["range"] = byte_range(first, end);
   if (std::string a = authorization(url_of(bucket, obj.key)); !a.empty()) req.headers["authorization"] = a;
   return http_request(req, sink);
 }

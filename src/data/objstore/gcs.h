@@ -62,7 +62,7 @@ class GcsClient final : public ObjectStore {
   std::function<void(uint64_t, int)> on_chunk;
 
  protected:
-  HttpResponse get_once(const std::string& bucket, const StoreObject& obj, uint64_t first,
+  HttpResponse get_once(const std::string& bucket, const StoreObject& obj, uint64_t first, uint64_t end,
                         const HttpSink& sink) override;
   [[noreturn]] void fail(const std::string& what, const HttpResponse& r) const override;
 

@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -51,6 +52,10 @@ bool retryable_status(long status) {
   return status < 0 || status == 429 || status >= 500;
 }
 
+std::string byte_range(uint64_t first, uint64_t end) {
+  return end > 0 ? fmt::format("bytes={}-{}", first, end - 1) : fmt::format("bytes={}-", first);
+}
+
 std::string read_range(int fd, const std::string& path, uint64_t offset, uint64_t n) {
   std::string buf(n, '\0');
   uint64_t got = 0;
@@ -79,7 +84,7 @@ std::string ObjectStore::get(const std::string& bucket, const std::string& key) 
   std::string what = url_of(bucket, key);
   HttpResponse r = with_retries(what, [&] {
     body.clear();
-    return get_once(bucket, o, 0, [&](const char* p, size_t n) { body.append(p, n); });
+    return get_once(bucket, o, 0, 0, [&](const char* p, size_t n) { body.append(p, n); });
   });
   if (r.status < 200 || r.status >= 300) fail(what, r);
   if (body.size() != o.size) {
@@ -89,6 +94,51 @@ std::string ObjectStore::get(const std::string& bucket, const std::string& key) 
     throw Error(fmt::format("{}: CRC32C of the content does not match the store's", what), "retry");
   }
   return body;
+}
+
+uint64_t ObjectStore::get_range(const std::string& bucket, const StoreObject& obj, uint64_t offset, uint64_t n,
+                                void* dst) {
+  const std::string what = url_of(bucket, obj.key);
+  if (offset > obj.size || n > obj.size - offset)
+    throw Error(
+        fmt::format("{}: bytes [{}, {}) are past the object's end ({} bytes)", what, offset, offset + n, obj.size),
+        "the object is shorter than its manifest says: it was replaced or truncated");
+  char* out = static_cast<char*>(dst);
+  uint64_t have = 0, received = 0;
+  double delay = opt_.backoff_s;
+  for (int attempt = 0; have < n; ++attempt) {
+    uint64_t got = 0;
+    HttpResponse r = get_once(bucket, obj, offset + have, offset + n, [&](const char* p, size_t k) {
+      const uint64_t take = std::min<uint64_t>(k, n - have - got);  // a server that ignores the end
+      std::memcpy(out + have + got, p, take);
+      got += take;
+      received += k;
+    });
+    if (r.status == 200 && offset + have > 0)
+      throw Error(fmt::format("{}: the server ignored the byte range and sent the whole object", what),
+                  "use a store that serves ranged GETs (every S3- and GCS-compatible one does)");
+    if (r.status == 412)
+      throw Error(fmt::format("{}: the object changed while being read (it is no longer the version listed)", what),
+                  "the checkpoint was replaced during the resume; run again");
+    if (r.status == 200 || r.status == 206 || r.status < 0) have += got;  // what arrived before a drop counts
+    if (have >= n) break;
+    if (r.status > 0 && r.status != 200 && r.status != 206 && !retryable_status(r.status)) fail(what, r);
+    if (attempt >= opt_.retries) {
+      if (r.status == 200 || r.status == 206)
+        throw Error(fmt::format("{}: the ranged read keeps ending early at byte {} of [{}, {})", what, offset + have,
+                                offset, offset + n),
+                    "check the network");
+      fail(what, r);
+    }
+    log_warn("{}: {} — resuming the ranged read at byte {} in {:.1f}s", what,
+             r.status < 0     ? r.body
+             : r.status < 300 ? std::string("short body")
+                              : std::to_string(r.status),
+             offset + have, delay);
+    std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+    delay *= 2;
+  }
+  return received;
 }
 
 uint64_t ObjectStore::download(const std::string& bucket, const StoreObject& obj, const std::string& path) {
@@ -115,7 +165,7 @@ uint64_t ObjectStore::download(const std::string& bucket, const StoreObject& obj
     uint64_t got = 0;
     HttpResponse r;
     try {
-      r = get_once(bucket, obj, have, [&](const char* p, size_t n) {
+      r = get_once(bucket, obj, have, 0, [&](const char* p, size_t n) {
         if (std::fwrite(p, 1, n, f) != n) throw Error(fmt::format("writing {} failed", part), "is the disk full?");
         got += n;
         if (on_progress) on_progress(have + got);

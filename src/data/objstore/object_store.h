@@ -92,6 +92,10 @@ class ObjectStore {
   uint64_t download(const std::string& bucket, const StoreObject& obj, const std::string& path);
   // A small object whole (a manifest).
   std::string get(const std::string& bucket, const std::string& key);
+  // Bytes [offset, offset + n) of `obj` into dst with one ranged GET (retried from where a dropped
+  // connection left off), pinned to the version stat() or list() gave; throws naming the URL when
+  // the object changed or the store sends fewer bytes. Returns the bytes received (retries included).
+  uint64_t get_range(const std::string& bucket, const StoreObject& obj, uint64_t offset, uint64_t n, void* dst);
 
   const std::string& endpoint() const { return endpoint_; }
   const std::string& scheme() const { return scheme_; }
@@ -105,8 +109,9 @@ class ObjectStore {
 
  protected:
   ObjectStore(std::string scheme, const ObjectStoreOptions& opt) : scheme_(std::move(scheme)), opt_(opt) {}
-  // One GET of bytes [first, end) of `obj`, pinned to its listed version; the body goes to sink.
-  virtual HttpResponse get_once(const std::string& bucket, const StoreObject& obj, uint64_t first,
+  // One GET of bytes [first, end) of `obj` (end 0: to the object's end), pinned to its listed
+  // version; the body goes to sink.
+  virtual HttpResponse get_once(const std::string& bucket, const StoreObject& obj, uint64_t first, uint64_t end,
                                 const HttpSink& sink) = 0;
   // The server's error response as one ft::Error naming `what` (the URL) with a hint.
   [[noreturn]] virtual void fail(const std::string& what, const HttpResponse& r) const = 0;
@@ -118,6 +123,8 @@ class ObjectStore {
 };
 
 bool retryable_status(long status);
+// The Range header's value for bytes [first, end) (end 0: to the object's end).
+std::string byte_range(uint64_t first, uint64_t end);
 
 // Bytes [offset, offset + n) of an open file (an upload's part or chunk); throws naming `path` on a
 // short read.

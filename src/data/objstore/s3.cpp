@@ -272,10 +272,10 @@ StoreObject S3Client::stat(const std::string& bucket, const std::string& key) {
   return o;
 }
 
-HttpResponse S3Client::get_once(const std::string& bucket, const StoreObject& obj, uint64_t first,
+HttpResponse S3Client::get_once(const std::string& bucket, const StoreObject& obj, uint64_t first, uint64_t end,
                                 const HttpSink& sink) {
   std::map<std::string, std::string> h;
-  if (first > 0) h["range"] = fmt::format("bytes={}-", first);
+  if (first > 0 || end > 0) h["range"] = byte_range(first, end);
   if (!obj.etag.empty()) h["if-match"] = "\"" + obj.etag + "\"";
   return request("GET", bucket, obj.key, {}, h, sink);
 }

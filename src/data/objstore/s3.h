@@ -63,7 +63,7 @@ class S3Client final : public ObjectStore {
   std::function<void(int, int)> on_part;
 
  protected:
-  HttpResponse get_once(const std::string& bucket, const StoreObject& obj, uint64_t first,
+  HttpResponse get_once(const std::string& bucket, const StoreObject& obj, uint64_t first, uint64_t end,
                         const HttpSink& sink) override;
   [[noreturn]] void fail(const std::string& what, const HttpResponse& r) const override;
 
