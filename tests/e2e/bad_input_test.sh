@@ -482,11 +482,12 @@ case_launcher_exit_zero() {
   rm launched
   PATH="$WORK/bin:$PATH" "$FT" launch --config "$cfg" --run-dir "$WORK/run" "${quick[@]}" --nproc 2 --set parallel.dp=2 \
     --set train.steps=8 --set ckpt.interval=2 --resume auto >log 2>&1 || fail "launch --resume auto failed: $(tail -n 5 log)"
-  grep -q "supervisor: attempt 1 failed: .*the launcher exited 0 but rank(s) 0, 1 never reported finishing training" log ||
+  # A --resume launch continues the earlier launch's attempt numbers (its first attempt here is 2).
+  grep -q "supervisor: attempt [0-9]* failed: .*the launcher exited 0 but rank(s) 0, 1 never reported finishing training" log ||
     fail "the supervisor took an exit 0 without ranks for a finished run: $(grep supervisor: log)"
   [ "$(tail -n 1 run/metrics.jsonl | python3 -c 'import json,sys; print(json.load(sys.stdin)["step"])')" = 8 ] ||
     fail "the restarted attempt did not train to step 8"
-  echo "  ok: $(grep -o 'supervisor: attempt 1 failed: .*' log); attempt 2 trained steps 5..8"
+  echo "  ok: $(grep -o 'supervisor: attempt [0-9]* failed: .*' log); the next attempt trained steps 5..8"
 }
 
 # ---- 8: command-line parse errors, zero counts ---------------------------------------------------
