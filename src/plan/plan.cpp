@@ -24,7 +24,7 @@ PlanResult evaluate(const Job& job, const Layout& l) {
   if (job.tokens > 0) {
     r.steps = std::ceil(job.tokens / r.tokens_per_step);
     r.wall_seconds = r.steps * r.time.total;
-    const int64_t nodes = (r.gpus + job.gpus_per_node - 1) / job.gpus_per_node;
+    const int64_t nodes = r.gpus / job.gpus_per_node + (r.gpus % job.gpus_per_node != 0);  // no overflow
     double params = static_cast<double>(job.model.num_params());  // the checkpoint holds every expert
     if (job.moe.enabled())
       params += static_cast<double>(job.model.n_layers) * moe_extra_params_per_layer(job.moe, job.model.dim, 1, 1);
