@@ -9,6 +9,11 @@
 //
 // NVML absent → available() is false, one log line, no GPU series. A call that fails at run
 // time drops that series for that GPU with one log line; the other series carry on.
+//
+// Health with cause: throttle reasons, XID errors (NVML's event API, drained at every sample),
+// remapped rows and retired pages. A GPU that reports an uncorrectable ECC error while the rank
+// runs, a fatal XID (obs/gpu_xid.h) or a failed row remap sets fault() — the trainer stops the rank
+// on it and the supervisor excludes the host (docs/operations.md, "GPU health").
 #pragma once
 
 #include <condition_variable>
@@ -48,17 +53,26 @@ class GpuSampler {
   void sample_once();
   void start();
   void stop();
+  // Why this rank must stop ("" while the GPUs are healthy): the first fatal report, in words.
+  std::string fault() const;
 
  private:
-  enum Series { kTemp, kPower, kUtil, kMemory, kClock, kThrottle, kEcc, kNumSeries };
+  enum Series { kTemp, kPower, kUtil, kMemory, kClock, kThrottle, kEcc, kRemap, kRetired, kNumSeries };
   struct Gpu;
   bool call_ok(Gpu& g, Series s, const char* fn, NvmlReturn rc);
   void drop(Gpu& g, Series s);
+  void register_xid_events();
+  void drain_xid_events();
+  void sample_memory_health(Gpu& g);
+  void set_fault(Gpu& g, const std::string& why);
 
   Registry& registry_;
   GpuSamplerOptions opts_;
   std::unique_ptr<NvmlLib> nvml_;
   std::vector<std::unique_ptr<Gpu>> gpus_;
+  NvmlEventSet events_ = nullptr;  // XID events of every sampled GPU; null: not supported
+  mutable std::mutex fault_mu_;
+  std::string fault_;
   std::mutex sample_mu_;
   std::mutex mu_;
   std::condition_variable cv_;

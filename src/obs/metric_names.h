@@ -168,6 +168,27 @@ inline constexpr MetricDef kGpuThrottle{"fluxtrain_gpu_throttle_active", T::kGau
                                         "1 when the GPU clocks are held back for this reason, else 0.", "gpu,reason"};
 inline constexpr MetricDef kGpuEcc{"fluxtrain_gpu_ecc_errors_total", T::kCounter,
                                    "ECC memory errors since the driver loaded (volatile counters).", "gpu,type"};
+inline constexpr MetricDef kGpuXidEvents{"fluxtrain_gpu_xid_events_total", T::kCounter,
+                                         "XID errors the driver reported for the GPU (NVML's event API) since the "
+                                         "rank started.",
+                                         "gpu"};
+inline constexpr MetricDef kGpuLastXid{"fluxtrain_gpu_last_xid", T::kGauge,
+                                       "The last XID error the GPU reported (0 = none since the rank started).", "gpu"};
+inline constexpr MetricDef kGpuRemappedRows{"fluxtrain_gpu_remapped_rows", T::kGauge,
+                                            "Memory rows the GPU has remapped (for correctable or uncorrectable "
+                                            "errors), over its life.",
+                                            "gpu,cause"};
+inline constexpr MetricDef kGpuRemapPending{"fluxtrain_gpu_row_remap_pending", T::kGauge,
+                                            "1 while a row remap waits for a GPU reset to take effect, else 0.", "gpu"};
+inline constexpr MetricDef kGpuRemapFailure{"fluxtrain_gpu_row_remap_failure", T::kGauge,
+                                            "1 when a row remap has failed (the GPU needs service), else 0.", "gpu"};
+inline constexpr MetricDef kGpuRetiredPages{"fluxtrain_gpu_retired_pages", T::kGauge,
+                                            "Memory pages the GPU has retired, by cause (GPUs before Ampere).",
+                                            "gpu,cause"};
+inline constexpr MetricDef kGpuFault{"fluxtrain_gpu_fault", T::kGauge,
+                                     "1 once the GPU reported an uncorrectable ECC error, a fatal XID or a failed "
+                                     "row remap: the rank stops and its host is excluded from the restart.",
+                                     "gpu"};
 inline constexpr MetricDef kGpuTempAlert{"fluxtrain_gpu_temperature_alert", T::kGauge,
                                          "1 while the GPU is above metrics.gpu_temp_alert_c, else 0.", "gpu"};
 inline constexpr MetricDef kGpuTempThreshold{
@@ -235,6 +256,13 @@ inline constexpr const MetricDef* kAllMetrics[] = {
     &metric::kGpuSmClock,
     &metric::kGpuThrottle,
     &metric::kGpuEcc,
+    &metric::kGpuXidEvents,
+    &metric::kGpuLastXid,
+    &metric::kGpuRemappedRows,
+    &metric::kGpuRemapPending,
+    &metric::kGpuRemapFailure,
+    &metric::kGpuRetiredPages,
+    &metric::kGpuFault,
     &metric::kGpuTempAlert,
     &metric::kGpuTempThreshold,
 };

@@ -50,8 +50,18 @@ std::unique_ptr<NvmlLib> NvmlLib::open(const std::string& path_in, std::string* 
   resolve(h, "nvmlDeviceGetUtilizationRates", lib->device_get_utilization_rates);
   resolve(h, "nvmlDeviceGetMemoryInfo", lib->device_get_memory_info);
   resolve(h, "nvmlDeviceGetClockInfo", lib->device_get_clock_info);
-  resolve(h, kThrottleFn, lib->device_get_throttle_reasons);
+  resolve(h, lib->throttle_fn, lib->device_get_throttle_reasons);
+  if (!lib->device_get_throttle_reasons) {
+    lib->throttle_fn = "nvmlDeviceGetCurrentClocksThrottleReasons";  // the name before driver 535
+    resolve(h, lib->throttle_fn, lib->device_get_throttle_reasons);
+  }
   resolve(h, "nvmlDeviceGetTotalEccErrors", lib->device_get_total_ecc_errors);
+  resolve(h, "nvmlDeviceGetRemappedRows", lib->device_get_remapped_rows);
+  resolve(h, "nvmlDeviceGetRetiredPages", lib->device_get_retired_pages);
+  resolve(h, "nvmlEventSetCreate", lib->event_set_create);
+  resolve(h, "nvmlDeviceRegisterEvents", lib->device_register_events);
+  resolve(h, "nvmlEventSetWait_v2", lib->event_set_wait);
+  resolve(h, "nvmlEventSetFree", lib->event_set_free);
   if (!lib->device_get_count || !lib->device_get_handle_by_index) {
     *why = fmt::format("{} lacks nvmlDeviceGetCount_v2/nvmlDeviceGetHandleByIndex_v2 (driver too old?)", path);
     return nullptr;

@@ -22,17 +22,31 @@ using NvmlReturn = int;                // nvmlReturn_t
 
 inline constexpr NvmlReturn kNvmlSuccess = 0;
 inline constexpr NvmlReturn kNvmlErrorNotSupported = 3;
+inline constexpr NvmlReturn kNvmlErrorInsufficientSize = 7;
+inline constexpr NvmlReturn kNvmlErrorTimeout = 10;
 inline constexpr int kNvmlTemperatureGpu = 0;        // nvmlTemperatureSensors_t
 inline constexpr int kNvmlClockSm = 1;               // nvmlClockType_t
 inline constexpr int kNvmlMemoryErrorCorrected = 0;  // nvmlMemoryErrorType_t
 inline constexpr int kNvmlMemoryErrorUncorrected = 1;
-inline constexpr int kNvmlVolatileEcc = 0;  // nvmlEccCounterType_t
+inline constexpr int kNvmlVolatileEcc = 0;               // nvmlEccCounterType_t
+inline constexpr int kNvmlRetiredMultipleSingleBit = 0;  // nvmlPageRetirementCause_t
+inline constexpr int kNvmlRetiredDoubleBit = 1;
+inline constexpr unsigned long long kNvmlEventTypeXidCriticalError = 0x8;  // nvmlEventType*
+
+struct NvmlEventSetStruct;
+using NvmlEventSet = NvmlEventSetStruct*;  // nvmlEventSet_t
 
 struct NvmlMemory {  // nvmlMemory_t
   unsigned long long total, free, used;
 };
 struct NvmlUtilization {  // nvmlUtilization_t
   unsigned int gpu, memory;
+};
+struct NvmlEventData {  // nvmlEventData_t (the layout nvmlEventSetWait_v2 fills)
+  NvmlDevice device;
+  unsigned long long event_type;
+  unsigned long long event_data;  // the XID of an nvmlEventTypeXidCriticalError (999: unknown)
+  unsigned int gpu_instance_id, compute_instance_id;
 };
 
 class NvmlLib {
@@ -55,11 +69,21 @@ class NvmlLib {
   NvmlReturn (*device_get_utilization_rates)(NvmlDevice, NvmlUtilization*) = nullptr;  // percent
   NvmlReturn (*device_get_memory_info)(NvmlDevice, NvmlMemory*) = nullptr;             // bytes
   NvmlReturn (*device_get_clock_info)(NvmlDevice, int, unsigned int*) = nullptr;       // MHz
+  // nvmlDeviceGetCurrentClocksEventReasons (drivers 535+), else its older name
+  // nvmlDeviceGetCurrentClocksThrottleReasons: same signature, same bits; throttle_fn names the one found.
   NvmlReturn (*device_get_throttle_reasons)(NvmlDevice, unsigned long long*) = nullptr;
   NvmlReturn (*device_get_total_ecc_errors)(NvmlDevice, int, int, unsigned long long*) = nullptr;
+  // (device, corrected rows, uncorrected rows, remap pending, remap failure occurred): Ampere and later.
+  NvmlReturn (*device_get_remapped_rows)(NvmlDevice, unsigned*, unsigned*, unsigned*, unsigned*) = nullptr;
+  // (device, cause, page count in/out, addresses or null): page retirement, Volta and earlier.
+  NvmlReturn (*device_get_retired_pages)(NvmlDevice, int, unsigned*, unsigned long long*) = nullptr;
+  // The event API, for XID errors.
+  NvmlReturn (*event_set_create)(NvmlEventSet*) = nullptr;
+  NvmlReturn (*device_register_events)(NvmlDevice, unsigned long long, NvmlEventSet) = nullptr;
+  NvmlReturn (*event_set_wait)(NvmlEventSet, NvmlEventData*, unsigned int) = nullptr;  // _v2; ms
+  NvmlReturn (*event_set_free)(NvmlEventSet) = nullptr;
 
-  // The C name of each entry point above, for log lines.
-  static constexpr const char* kThrottleFn = "nvmlDeviceGetCurrentClocksThrottleReasons";
+  const char* throttle_fn = "nvmlDeviceGetCurrentClocksEventReasons";  // for log lines
 
  private:
   NvmlLib() = default;

@@ -63,11 +63,13 @@ struct Telemetry::Series {
 
 Telemetry::Telemetry(const MetricsConfig& cfg, const RankInfo& rank, const std::string& run_dir, int64_t total_steps)
     : cfg_(cfg), rank_(rank), m_(std::make_unique<Series>()) {
-  registry_ = std::make_unique<Registry>(Labels{{"run", run_label(cfg, run_dir)},
-                                                {"rank", std::to_string(rank.rank)},
-                                                {"dp", std::to_string(rank.dp)},
-                                                {"tp", std::to_string(rank.tp)},
-                                                {"pp", std::to_string(rank.pp)}});
+  Labels constant{{"run", run_label(cfg, run_dir)},
+                  {"rank", std::to_string(rank.rank)},
+                  {"dp", std::to_string(rank.dp)},
+                  {"tp", std::to_string(rank.tp)},
+                  {"pp", std::to_string(rank.pp)}};
+  if (!rank.host.empty()) constant.push_back({"host", rank.host});
+  registry_ = std::make_unique<Registry>(std::move(constant));
   Registry& r = *registry_;
   Series& m = *m_;
   r.gauge(metric::kStartTime).set(unix_now());
@@ -173,6 +175,10 @@ Telemetry::~Telemetry() {
   server_.reset();  // stop serving before the series go away
   gpus_.reset();
   tb_.reset();
+}
+
+std::string Telemetry::gpu_fault() const {
+  return gpus_ ? gpus_->fault() : std::string();
 }
 
 int Telemetry::port() const {

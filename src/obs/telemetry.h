@@ -13,9 +13,9 @@
 //   }
 //   tel.comm(obs::CommOp::kAllReduce, bytes, seconds, calls);   // per step, from the communicator's stats
 //
-// Every series carries the constant labels run, rank, dp, tp, pp. Each rank serves its own
-// endpoint on metrics.port + local rank (docs/formats.md, "Metrics", says why). on_step and
-// comm() are lock-free atomic updates plus, on rank 0, one buffered TensorBoard append.
+// Every series carries the constant labels run, rank, dp, tp, pp (and host, when RankInfo names it). Each rank serves
+// its own endpoint on metrics.port + local rank (docs/formats.md, "Metrics", says why). on_step and comm() are
+// lock-free atomic updates plus, on rank 0, one buffered TensorBoard append.
 #pragma once
 
 #include <cmath>
@@ -42,6 +42,7 @@ struct RankInfo {
   int dp = 0, tp = 0, pp = 0;  // coordinates in the mesh
   int gpu = -1;                // NVML index of this rank's GPU; -1 = CPU rank (local rank 0 then samples every GPU)
   int cuda_device = -1;        // or: the CUDA device the rank drives, mapped to NVML through CUDA_VISIBLE_DEVICES
+  std::string host;            // the `host` label of every series ("" = no such label)
 };
 
 struct StepStats {
@@ -94,6 +95,10 @@ class Telemetry {
   // The job's badput so far (obs/badput.h): fluxtrain_badput_seconds_total{kind},
   // fluxtrain_productive_seconds and fluxtrain_goodput_ratio.
   void on_badput(const BadputTotals& t);
+
+  // Why the rank must stop for its GPU ("" while healthy): an uncorrectable ECC error, a fatal XID
+  // or a failed row remap that the GPU sampler saw (obs/gpu_sampler.h).
+  std::string gpu_fault() const;
 
   Registry& registry() { return *registry_; }
   int port() const;                      // port of the /metrics endpoint, -1 when it is off

@@ -16,6 +16,18 @@
  *   name.0 NVIDIA H100 80GB HBM3   product name, the rest of the line (default "Fake GPU 0")
  *   uuid.0 GPU-5e1f...         UUID (default GPU-fake-0000)
  *   fail.nvmlDeviceGetPowerUsage 1    that call returns NVML_ERROR_UNKNOWN on every GPU
+ *   remap_corr.0 2 / remap_unc.0 1 / remap_pending.0 1 / remap_failure.0 1   nvmlDeviceGetRemappedRows
+ *                              (default 0s); remap_unsupported.0 1: NVML_ERROR_NOT_SUPPORTED (pre-Ampere)
+ *   retired_sbe.0 3 / retired_dbe.0 1   nvmlDeviceGetRetiredPages; without either key the call is
+ *                              NVML_ERROR_NOT_SUPPORTED (an Ampere or later GPU remaps rows instead)
+ *   xid.0 13,79                XID errors of GPU 0, in order: each is delivered once (per process) by
+ *                              nvmlEventSetWait_v2 to a set registered for XID events; append to the
+ *                              list to raise another (registering a GPU starts its list over).
+ *                              xid_unsupported 1: nvmlDeviceRegisterEvents fails
+ * FAKE_NVML_STATE (or FLUXTRAIN_FAKE_NVML_STATE, which `fluxtrain launch` forwards to the ranks of
+ * every host as it does all FLUXTRAIN_* variables) may contain "{rank}": replaced by the MPI rank
+ * ($OMPI_COMM_WORLD_RANK, $PMI_RANK or $SLURM_PROCID; "none" outside MPI), so one rank of a job can
+ * be given a failing GPU.
  * fake_nvml_calls("nvmlDeviceGetPowerUsage") counts the calls made (tests check no retries). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +36,10 @@
 #define MAX_DEV 16
 #define OK 0
 #define ERR_INVALID_ARGUMENT 2
+#define ERR_NOT_SUPPORTED 3
+#define ERR_INSUFFICIENT_SIZE 7
 #define ERR_DRIVER_NOT_LOADED 9
+#define ERR_TIMEOUT 10
 #define ERR_UNKNOWN 999
 
 typedef struct { int index; } dev_t_;
@@ -47,9 +62,23 @@ long fake_nvml_calls(const char* fn) {
   return 0;
 }
 
+/* The state file's path: $FAKE_NVML_STATE with "{rank}" replaced by this process's MPI rank. */
+static const char* state_path(void) {
+  static char buf[1024];
+  const char* p = getenv("FAKE_NVML_STATE");
+  if (!p) p = getenv("FLUXTRAIN_FAKE_NVML_STATE"); /* the supervisor forwards FLUXTRAIN_* to every host */
+  const char* at = p ? strstr(p, "{rank}") : NULL;
+  const char* rank = getenv("OMPI_COMM_WORLD_RANK");
+  if (!at) return p;
+  if (!rank) rank = getenv("PMI_RANK");
+  if (!rank) rank = getenv("SLURM_PROCID");
+  snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - p), p, rank ? rank : "none", at + 6);
+  return buf;
+}
+
 /* Looks `key` up in the state file; returns 1 and sets *out when present. */
 static int lookup(const char* key, double* out) {
-  const char* path = getenv("FAKE_NVML_STATE");
+  const char* path = state_path();
   if (!path) return 0;
   FILE* f = fopen(path, "r");
   if (!f) return 0;
@@ -68,7 +97,7 @@ static int lookup(const char* key, double* out) {
 }
 /* The rest of the line after `key.dev` (trimmed) into buf; 1 when present. */
 static int lookup_text(const char* key, int dev, char* buf, unsigned len) {
-  const char* path = getenv("FAKE_NVML_STATE");
+  const char* path = state_path();
   char k[128], line[256];
   int found = 0;
   snprintf(k, sizeof k, "%s.%d", key, dev);
@@ -167,6 +196,12 @@ int nvmlDeviceGetClockInfo(void* d, int type, unsigned int* mhz) {
   *mhz = (unsigned)value("sm_mhz", DEV(d), 1500);
   return OK;
 }
+int nvmlDeviceGetCurrentClocksEventReasons(void* d, unsigned long long* mask) {
+  ENTER("nvmlDeviceGetCurrentClocksEventReasons");
+  *mask = (unsigned long long)value("throttle", DEV(d), 0);
+  return OK;
+}
+/* The name before driver 535; the sampler uses it only when the new one is missing. */
 int nvmlDeviceGetCurrentClocksThrottleReasons(void* d, unsigned long long* mask) {
   ENTER("nvmlDeviceGetCurrentClocksThrottleReasons");
   *mask = (unsigned long long)value("throttle", DEV(d), 0);
@@ -177,4 +212,70 @@ int nvmlDeviceGetTotalEccErrors(void* d, int error_type, int counter_type, unsig
   if (counter_type != 0) return ERR_INVALID_ARGUMENT; /* NVML_VOLATILE_ECC */
   *n = (unsigned long long)value(error_type == 0 ? "ecc_corrected" : "ecc_uncorrected", DEV(d), 0);
   return OK;
+}
+int nvmlDeviceGetRemappedRows(void* d, unsigned* corr, unsigned* unc, unsigned* pending, unsigned* failure) {
+  ENTER("nvmlDeviceGetRemappedRows");
+  if (value("remap_unsupported", DEV(d), 0) != 0) return ERR_NOT_SUPPORTED;
+  *corr = (unsigned)value("remap_corr", DEV(d), 0);
+  *unc = (unsigned)value("remap_unc", DEV(d), 0);
+  *pending = (unsigned)value("remap_pending", DEV(d), 0);
+  *failure = (unsigned)value("remap_failure", DEV(d), 0);
+  return OK;
+}
+int nvmlDeviceGetRetiredPages(void* d, int cause, unsigned* count, unsigned long long* addresses) {
+  ENTER("nvmlDeviceGetRetiredPages");
+  double sbe = -1, dbe = -1;
+  sbe = value("retired_sbe", DEV(d), -1);
+  dbe = value("retired_dbe", DEV(d), -1);
+  if (sbe < 0 && dbe < 0) return ERR_NOT_SUPPORTED;
+  if (cause != 0 && cause != 1) return ERR_INVALID_ARGUMENT;
+  unsigned n = (unsigned)((cause == 0 ? sbe : dbe) < 0 ? 0 : (cause == 0 ? sbe : dbe));
+  unsigned room = *count;
+  *count = n;
+  if (n > room) return ERR_INSUFFICIENT_SIZE;
+  for (unsigned i = 0; addresses && i < n; ++i) addresses[i] = 0x1000ull * (i + 1);
+  return OK;
+}
+
+/* The event API: one set; XIDs from the state file, each delivered once. */
+typedef struct { void* device; unsigned long long type, data; unsigned gi, ci; } event_t_;
+static int g_set_token;
+static int g_registered[MAX_DEV];
+static int g_delivered[MAX_DEV];
+int nvmlEventSetCreate(void** set) {
+  ENTER("nvmlEventSetCreate");
+  *set = &g_set_token;
+  return OK;
+}
+int nvmlDeviceRegisterEvents(void* d, unsigned long long types, void* set) {
+  ENTER("nvmlDeviceRegisterEvents");
+  if (set != &g_set_token) return ERR_INVALID_ARGUMENT;
+  if (value("xid_unsupported", -1, 0) != 0) return ERR_NOT_SUPPORTED;
+  if (types & 0x8) g_registered[DEV(d)] = 1, g_delivered[DEV(d)] = 0; /* nvmlEventTypeXidCriticalError */
+  return OK;
+}
+int nvmlEventSetWait_v2(void* set, event_t_* e, unsigned timeout_ms) {
+  ENTER("nvmlEventSetWait_v2");
+  (void)timeout_ms; /* never waits: an event is either there or not */
+  if (set != &g_set_token) return ERR_INVALID_ARGUMENT;
+  for (int i = 0; i < ndev(); ++i) {
+    char list[256];
+    if (!g_registered[i] || !lookup_text("xid", i, list, sizeof list)) continue;
+    int k = 0;
+    for (char* tok = strtok(list, ", "); tok; tok = strtok(NULL, ", "), ++k) {
+      if (k < g_delivered[i]) continue;
+      g_delivered[i]++;
+      g_devs[i].index = i;
+      e->device = &g_devs[i];
+      e->type = 0x8;
+      e->data = strtoull(tok, NULL, 10);
+      e->gi = e->ci = 0xFFFFFFFFu;
+      return OK;
+    }
+  }
+  return ERR_TIMEOUT;
+}
+int nvmlEventSetFree(void* set) {
+  ENTER("nvmlEventSetFree");
+  return set == &g_set_token ? OK : ERR_INVALID_ARGUMENT;
 }

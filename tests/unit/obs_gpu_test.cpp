@@ -10,6 +10,7 @@
 
 #include "obs/gpu_sampler.h"
 #include "obs/gpu_select.h"
+#include "obs/gpu_xid.h"
 #include "obs/metric_names.h"
 #include "obs/registry.h"
 
@@ -266,6 +267,103 @@ TEST_F(GpuSamplerTest, CudaDeviceNameThroughNvml) {
   ::unsetenv("CUDA_VISIBLE_DEVICES");
   EXPECT_EQ(cuda_device_name(0, &why, "/nonexistent/libnvidia-ml.so.1"), "");
   EXPECT_NE(why.find("no NVIDIA driver"), std::string::npos) << why;
+}
+
+// Health with cause: throttle reasons, remapped rows, retired pages and XID events, all through
+// the stand-in's state file; a non-fatal XID is counted, a fatal one sets fault().
+TEST_F(GpuSamplerTest, HealthWithCause) {
+  write_state(
+      "devices 2\nthrottle.1 0x24\nremap_corr.1 3\nremap_unc.1 1\nremap_pending.1 1\nretired_sbe.0 4\n"
+      "retired_dbe.0 1\nremap_unsupported.0 1\nxid.1 13\n");
+  Registry reg;
+  GpuSampler s(reg, opts());
+  s.sample_once();
+  std::string t = reg.expose();
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_throttle_active{gpu=\"1\",reason=\"sw_thermal_slowdown\"}"), 1) << t;
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_throttle_active{gpu=\"1\",reason=\"sw_power_cap\"}"), 1) << t;
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_throttle_active{gpu=\"1\",reason=\"hw_slowdown\"}"), 0) << t;
+  EXPECT_EQ(calls("nvmlDeviceGetCurrentClocksThrottleReasons"), 0);  // the newer name is used when present
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_remapped_rows{gpu=\"1\",cause=\"correctable\"}"), 3) << t;
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_remapped_rows{gpu=\"1\",cause=\"uncorrectable\"}"), 1) << t;
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_row_remap_pending{gpu=\"1\"}"), 1) << t;
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_row_remap_failure{gpu=\"1\"}"), 0) << t;
+  // GPU 0 retires pages (before Ampere) and does not remap rows; GPU 1 the other way round.
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_retired_pages{gpu=\"0\",cause=\"single_bit_ecc\"}"), 4) << t;
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_retired_pages{gpu=\"0\",cause=\"double_bit_ecc\"}"), 1) << t;
+  EXPECT_EQ(t.find("fluxtrain_gpu_remapped_rows{gpu=\"0\""), std::string::npos) << t;
+  EXPECT_EQ(t.find("fluxtrain_gpu_retired_pages{gpu=\"1\""), std::string::npos) << t;
+  // XID 13 (the application's) is counted, not fatal.
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_xid_events_total{gpu=\"1\"}"), 1) << t;
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_last_xid{gpu=\"1\"}"), 13) << t;
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_xid_events_total{gpu=\"0\"}"), 0) << t;
+  EXPECT_EQ(s.fault(), "");
+  s.sample_once();  // each XID is reported once
+  EXPECT_EQ(value_of(reg.expose(), "fluxtrain_gpu_xid_events_total{gpu=\"1\"}"), 1);
+
+  // XID 79 (fallen off the bus) is fatal: fault() names the GPU, the XID and what it means.
+  write_state("devices 2\nxid.1 13,79\n");
+  testing::internal::CaptureStderr();
+  s.sample_once();
+  std::string err = testing::internal::GetCapturedStderr();
+  t = reg.expose();
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_xid_events_total{gpu=\"1\"}"), 2) << t;
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_last_xid{gpu=\"1\"}"), 79) << t;
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_fault{gpu=\"1\"}"), 1) << t;
+  EXPECT_EQ(value_of(t, "fluxtrain_gpu_fault{gpu=\"0\"}"), 0) << t;
+  EXPECT_EQ(s.fault(),
+            "GPU 1 (GPU-fake-0001) reported XID 79: GPU has fallen off the bus (fatal: the GPU needs a "
+            "reset or service)");
+  EXPECT_NE(err.find("GPU health: GPU 1 (GPU-fake-0001) reported XID 79"), std::string::npos) << err;
+}
+
+TEST_F(GpuSamplerTest, UncorrectableEccWhileRunningIsFatalNotBefore) {
+  write_state("devices 1\necc_uncorrected.0 2\n");  // from before the rank started: counted only
+  Registry reg;
+  GpuSampler s(reg, opts());
+  s.sample_once();
+  s.sample_once();
+  EXPECT_EQ(s.fault(), "");
+  EXPECT_EQ(value_of(reg.expose(), "fluxtrain_gpu_ecc_errors_total{gpu=\"0\",type=\"uncorrected\"}"), 2);
+  write_state("devices 1\necc_uncorrected.0 3\n");
+  testing::internal::CaptureStderr();
+  s.sample_once();
+  testing::internal::GetCapturedStderr();
+  EXPECT_EQ(s.fault(), "GPU 0 (GPU-fake-0000) reported 1 uncorrectable ECC error(s) while this rank ran");
+}
+
+TEST_F(GpuSamplerTest, FailedRowRemapIsFatal) {
+  write_state("devices 1\nremap_unc.0 2\nremap_failure.0 1\n");
+  Registry reg;
+  GpuSampler s(reg, opts());
+  testing::internal::CaptureStderr();
+  s.sample_once();
+  testing::internal::GetCapturedStderr();
+  EXPECT_EQ(s.fault(), "GPU 0 (GPU-fake-0000) reports a failed row remap (2 row(s) remapped for uncorrectable errors)");
+  EXPECT_EQ(value_of(reg.expose(), "fluxtrain_gpu_row_remap_failure{gpu=\"0\"}"), 1);
+}
+
+TEST_F(GpuSamplerTest, NoEventApiMeansNoXidSeries) {
+  write_state("devices 1\nxid_unsupported 1\nxid.0 79\n");
+  Registry reg;
+  testing::internal::CaptureStderr();
+  GpuSampler s(reg, opts());
+  s.sample_once();
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(reg.expose().find("fluxtrain_gpu_xid_events_total"), std::string::npos);
+  EXPECT_NE(err.find("nvmlDeviceRegisterEvents(XID) on GPU 0 failed"), std::string::npos) << err;
+  EXPECT_EQ(s.fault(), "");
+}
+
+TEST(XidTable, FatalOnesFollowNvidiasCatalog) {
+  for (unsigned x : {48u, 64u, 74u, 79u, 92u, 95u, 119u, 120u, 140u, 154u}) {
+    ASSERT_NE(find_xid(x), nullptr) << x;
+    EXPECT_TRUE(find_xid(x)->fatal) << x;
+  }
+  for (unsigned x : {13u, 31u, 43u, 45u, 63u, 94u}) {
+    ASSERT_NE(find_xid(x), nullptr) << x;
+    EXPECT_FALSE(find_xid(x)->fatal) << x;
+  }
+  EXPECT_EQ(find_xid(1), nullptr);
 }
 
 }  // namespace
