@@ -14,6 +14,7 @@
 #include "dryrun/dry_run.h"
 #include "dryrun/memory_check.h"
 #include "fault/exit_codes.h"
+#include "fault/gpu_fault.h"
 #include "fault/heartbeat.h"
 #include "fault/inject.h"
 #include "parallel/comm/comm.h"
@@ -152,6 +153,12 @@ int run_train(int argc, char** argv) {
   } catch (const ft::CommError& e) {
     // A communication failure (a peer died or hangs) is worth a restart; other errors are not.
     end_job_on_comm_failure(ranks, cfg.fault.report_wait_s, e);
+  } catch (const ft::GpuFault& e) {
+    // This rank's GPU failed: the supervisor is told (so it excludes the host) and the job ends.
+    ft::log_error("{}\nhint: {}", e.what(), e.hint());
+    ft::report_failure_to_supervisor(ranks.mesh().world_rank(), e.what(), cfg.fault.report_wait_s, "gpu_fault");
+    if (!ranks.multi_rank()) return ft::kExitGpuFault;
+    ranks.abort(ft::kExitGpuFault);
   } catch (const ft::AllRanksError& e) {
     if (!ranks.multi_rank()) throw;
     // Every rank is here: rank 0 says it once, all end normally.

@@ -13,6 +13,9 @@
 //   5  stopped on request, but the last step is not checkpointed (checkpoints off, the save
 //      failed, fault.preempt_grace_s ran out, or the stop came before the first step): a resume
 //      starts from an older checkpoint (or step 0)
+//   6  the rank's GPU reported an uncorrectable ECC error, a fatal XID or a failed row remap
+//      (obs/gpu_xid.h): the supervisor excludes the rank's host and restarts without it
+//      (fault.elastic), or stops naming the host
 //  130 a second SIGINT: exited at once
 // Anything else (a rank killed by a signal, mpirun's own codes) also counts as a failure to
 // restart from, within fault.max_restarts.
@@ -24,6 +27,7 @@ inline constexpr int kExitError = 2;
 inline constexpr int kExitCommFailure = 3;
 inline constexpr int kExitStopped = 4;
 inline constexpr int kExitStoppedUnsaved = 5;
+inline constexpr int kExitGpuFault = 6;
 inline constexpr int kExitInterrupted = 130;
 
 }  // namespace ft

@@ -85,7 +85,7 @@ std::optional<HeartbeatRecord> read_heartbeat(const std::string& path) {
   }
 }
 
-void report_failure_to_supervisor(int rank, const std::string& message, double wait_s) {
+void report_failure_to_supervisor(int rank, const std::string& message, double wait_s, const std::string& phase) {
   std::unique_ptr<Heartbeat> hb = Heartbeat::from_env(rank);
   if (!hb || !(wait_s > 0)) return;
   int64_t step = 0;  // keep the last step this rank reported
@@ -93,7 +93,7 @@ void report_failure_to_supervisor(int rank, const std::string& message, double w
     step = last->step;
     hb->set_start_step(last->start_step);
   }
-  hb->beat("failed", step, message);
+  hb->beat(phase, step, message);
   // The supervisor ends the job (SIGTERM through the launcher) once it has what it needs. A
   // launcher gone (our parent changed: the supervisor was killed and its mpirun with it, or
   // mpirun's daemon here lost it) ends nothing and reads no stacks: no reason to wait.

@@ -9,7 +9,8 @@
 // phase: "starting" (process up, model not built), "ready" (about to run its first step; step =
 // the step it resumed from), "train" (step = last completed step), "done", "stopped" (on request,
 // after the checkpoint of the stop), "failed" (a communication failure; "detail" holds the rank's
-// report, e.g. the ranks a collective waited for). The supervisor
+// report, e.g. the ranks a collective waited for), "gpu_fault" (the rank's GPU reported an
+// uncorrectable error or a fatal XID; "detail" says which: the supervisor excludes the host). The supervisor
 // builds ranks.json from these records and calls a job hung when no rank's record changes for
 // fault.heartbeat_timeout_s. A shared run directory makes the files visible across hosts.
 //
@@ -55,8 +56,10 @@ std::string heartbeat_path(const std::string& dir, int rank);
 // After a communication failure (a peer died or hangs), under the supervisor only: the rank
 // reports it in its heartbeat (phase "failed", its message) and waits up to wait_s — the time the
 // supervisor has to read every rank's report and stack before it stops the job — then returns so
-// the caller aborts. Returns at once when not under a supervisor or when wait_s is 0.
-void report_failure_to_supervisor(int rank, const std::string& message, double wait_s);
+// the caller aborts. Returns at once when not under a supervisor or when wait_s is 0. `phase`:
+// "failed", or "gpu_fault" for a GPU that reported a fatal error.
+void report_failure_to_supervisor(int rank, const std::string& message, double wait_s,
+                                  const std::string& phase = "failed");
 // nullopt when the file is missing or not (yet) a complete record.
 std::optional<HeartbeatRecord> read_heartbeat(const std::string& path);
 

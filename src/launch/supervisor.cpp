@@ -68,7 +68,8 @@ std::string shell_quote(const std::string& s) {
 
 struct Supervisor::Failure {
   // rank_died, hang, comm_failure, exit, startup_timeout, interrupted, host_lost (the launcher
-  // lost a host's daemon), host_unreachable (the launcher could not start one over ssh)
+  // lost a host's daemon), host_unreachable (the launcher could not start one over ssh),
+  // gpu_fault (a rank's GPU reported an uncorrectable error or a fatal XID: its host is excluded)
   std::string kind;
   std::vector<int> ranks;  // the ranks held responsible (empty: unknown)
   std::string detail;      // one line for the log
@@ -153,6 +154,7 @@ Supervisor::Supervisor(LaunchOptions o) : opt_(std::move(o)) {
         "hosts)",
         opt_.hosts_file, slots, world);
   bad_.assign(hosts_.size(), false);
+  bad_why_.assign(hosts_.size(), "");
   host_failures_.assign(hosts_.size(), 0);
   if (cfg_.ckpt.interval <= 0 && cfg_.fault.max_restarts > 0)
     log_warn(
@@ -305,6 +307,13 @@ void Supervisor::write_ranks_json(const Attempt& a) {
                       {"tp", cfg_.parallel.tp}, {"pp", cfg_.parallel.pp},
                       {"ranks", ranks}};
   write_file_atomic(run_dir_ + "/ranks.json", j.dump(2) + "\n");
+}
+
+std::optional<Supervisor::Failure> Supervisor::gpu_fault(const Attempt& a) const {
+  for (const auto& b : a.beats)
+    if (b && b->phase == "gpu_fault")
+      return make_failure("gpu_fault", {b->rank}, b->detail, unix_seconds(), kExitGpuFault, true);
+  return std::nullopt;
 }
 
 std::optional<Supervisor::Failure> Supervisor::reported_failure(Attempt& a) {
@@ -471,6 +480,10 @@ std::optional<Supervisor::Failure> Supervisor::classify_exit(Attempt& a, int cod
                    : "the job stopped on request without a checkpoint of its last step";
     return f;
   }
+  if (code == kExitGpuFault) {  // the launcher ended before the rank's report was read
+    read_heartbeats(a);
+    if (auto f = gpu_fault(a)) return f;
+  }
   Failure f = diagnose(a);
   f.exit_code = code;
   const std::string error_line = f.error_line;
@@ -504,6 +517,7 @@ std::optional<Supervisor::Failure> Supervisor::watch(Attempt& a) {
       all_reported &= b.has_value();
       all_ready &= b.has_value() && b->phase != "starting";
     }
+    if (auto f = gpu_fault(a)) return f;
     if (auto f = reported_failure(a)) return f;
     if (all_reported && !a.ranks_written) {
       write_ranks_json(a);
@@ -732,6 +746,7 @@ void Supervisor::run_health_checks() {
     int rc = std::system((cmd + " >/dev/null 2>&1").c_str());
     if (rc != 0) {
       bad_[h] = true;
+      bad_why_[h] = "failed health check";
       log_warn("supervisor: host {} failed its health check (fault.health_check); marked bad", hosts_[h].name);
       event({{"event", "host_bad"}, {"host", hosts_[h].name}, {"reason", "health_check"}});
     }
@@ -753,6 +768,7 @@ bool Supervisor::await_hosts(const std::map<size_t, std::string>& unreachable) {
     if (bad_[h]) continue;
     if (fc.elastic) {
       bad_[h] = true;
+      bad_why_[h] = "unreachable";
       log_warn("supervisor: host {} is unreachable ({}); marked bad", hosts_[h].name, why);
       event({{"event", "host_bad"}, {"host", hosts_[h].name}, {"reason", "unreachable"}, {"detail", why}});
       continue;
@@ -866,7 +882,10 @@ int Supervisor::run() {
                   "fix the hosts (see the log) and relaunch");
     if (std::any_of(bad_.begin(), bad_.end(), [](bool b) { return b; })) {
       if (!fc.elastic) {
-        throw Error("supervisor: a host is marked bad (failed health check) and fault.elastic = false",
+        size_t h = 0;
+        while (!bad_[h]) ++h;
+        throw Error(fmt::format("supervisor: a host is marked bad ({}) and fault.elastic = false: host {}", bad_why_[h],
+                                hosts_[h].name),
                     "replace the host, or set fault.elastic = true to go on with fewer data-parallel "
                     "ranks");
       }
@@ -948,8 +967,14 @@ int Supervisor::run() {
     if (fh >= 0) {
       const size_t h = static_cast<size_t>(fh);
       ev["host"] = host_name;
-      if (fc.elastic && ++host_failures_[h] >= fc.host_max_failures && !bad_[h]) {
+      if (f->kind == "gpu_fault" && !bad_[h]) {  // a broken GPU: never run on the host again in this job
         bad_[h] = true;
+        bad_why_[h] = "GPU fault: " + f->detail;
+        log_warn("supervisor: host {} excluded from the restart: its GPU failed ({})", host_name, f->detail);
+        event({{"event", "host_bad"}, {"host", host_name}, {"reason", "gpu_fault"}, {"detail", f->detail}});
+      } else if (fc.elastic && ++host_failures_[h] >= fc.host_max_failures && !bad_[h]) {
+        bad_[h] = true;
+        bad_why_[h] = "failures";
         log_warn("supervisor: host {} marked bad after {} failure(s) (fault.host_max_failures)", host_name,
                  host_failures_[h]);
         event({{"event", "host_bad"}, {"host", host_name}, {"reason", "failures"}});

@@ -13,7 +13,9 @@
 //   - no rank's step advancing for fault.heartbeat_timeout_s (or not every rank up within
 //     fault.startup_timeout_s)                                                  → hang;
 //   - exit code 2 (fault/exit_codes.h: an error a restart would repeat)          → stop, no
-//   restart.
+//   restart;
+//   - a rank's GPU failed (heartbeat phase "gpu_fault", exit code 6)               → its host is
+//     marked bad at once and the restart goes on without it (fault.elastic).
 // On a failure it stops the job (SIGTERM, then SIGKILL after fault.stop_grace_s), checks that a
 // valid checkpoint exists (every piece verified, as `fluxtrain ckpt verify` does) and starts the
 // next attempt resuming from it (ckpt.resume = its directory); with fault.elastic a host with
@@ -77,6 +79,8 @@ class Supervisor {
   // A rank reported a communication failure (fault/heartbeat.h): wait a moment for the others'
   // reports, diagnose, read every rank's stack. nullopt: nobody reported.
   std::optional<Failure> reported_failure(Attempt& a);
+  // A rank reported that its GPU failed (heartbeat phase "gpu_fault"): its host is to be excluded.
+  std::optional<Failure> gpu_fault(const Attempt& a) const;
   // Every rank's stacks into <run_dir>/stacks/attempt-N/ (launch/stacks.h).
   void dump_stacks_of(const Attempt& a, const std::string& why);
   static Failure make_failure(std::string kind, std::vector<int> ranks, std::string detail, double detected_at,
@@ -108,6 +112,7 @@ class Supervisor {
   Launcher launcher_ = Launcher::kMpirunLocal;
   std::vector<Host> hosts_;
   std::vector<bool> bad_;
+  std::vector<std::string> bad_why_;  // why each bad host is bad, for the error that names it
   std::vector<int> host_failures_;
   std::string run_dir_, hb_dir_;
   std::vector<RecoveryRecord> recoveries_;

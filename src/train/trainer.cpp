@@ -10,6 +10,7 @@
 #include "ckpt/checkpointer.h"
 #include "data/objstore/object_store.h"
 #include "fault/exit_codes.h"
+#include "fault/gpu_fault.h"
 #include "fault/heartbeat.h"
 #include "fault/inject.h"
 #include "fault/training_faults.h"
@@ -211,7 +212,8 @@ void Trainer::start_monitoring() {
                      .dp = static_cast<int>(mesh_.coord().dp),
                      .tp = static_cast<int>(mesh_.coord().tp),
                      .pp = static_cast<int>(mesh_.coord().pp),
-                     .cuda_device = ctx_.on_host() ? -1 : ctx_.device_index};
+                     .cuda_device = ctx_.on_host() ? -1 : ctx_.device_index,
+                     .host = this_host()};
   telemetry_ = std::make_unique<obs::Telemetry>(cfg_.metrics, rank, t.run_dir, t.steps);
   if (rank0) progress_ = std::make_unique<obs::ProgressLine>(t.steps, t.log_interval);
   faults_ = std::make_unique<TrainingFaults>(cfg_.fault, t.run_dir, mesh_.world_rank(), mesh_.coord().dp,
@@ -650,6 +652,17 @@ bool Trainer::roll_back() {
   return true;
 }
 
+// The GPU sampler saw this rank's GPU fail (an uncorrectable ECC error, a fatal XID, a failed row
+// remap): the rank stops at once, without a checkpoint (the GPU's results are not to be trusted);
+// `fluxtrain train` reports it and the supervisor restarts from the last checkpoint without the host.
+void Trainer::stop_on_gpu_fault() {
+  const std::string why = telemetry_->gpu_fault();
+  if (why.empty()) return;
+  throw GpuFault(fmt::format("rank {} on host {} after step {}: {}", mesh_.world_rank(), this_host(), step_, why),
+                 "the host is excluded from the restart (fault.elastic); reset or service the GPU (nvidia-smi -q, "
+                 "the XID catalog) before it rejoins");
+}
+
 RunEnd Trainer::run() {
   start_time_ = now_seconds();
   faults_->set_start_step(step_);
@@ -680,6 +693,7 @@ RunEnd Trainer::run() {
       if (!rolled_back)
         timed_as(obs::BadputKind::kCheckpoint, [&] { ckpt_->after_step(step_, tokens_, train_data_->state()); });
       faults_->beat("train", step_);
+      stop_on_gpu_fault();
       const bool nonfinite =
           s.guard.skipped() && (s.guard.reason.rfind("nan", 0) == 0 || s.guard.reason.rfind("inf", 0) == 0);
       nonfinite_tail = nonfinite ? nonfinite_tail + 1 : 0;

@@ -144,6 +144,7 @@ class Trainer {
   // After repeated loss spikes: back to the newest valid checkpoint, keeping the data position
   // (the window since the checkpoint is skipped). False when there is no checkpoint.
   bool roll_back();
+  void stop_on_gpu_fault();  // throws GpuFault when the GPU sampler saw this rank's GPU fail
   // From this rank's figures: the loss summed over every rank, the squared gradient norm (the
   // engine reduces it: ParamEngine::reduce_gradient_norm) and the batch's data hash
   // (StepStats::data_hash: this rank's sequences, counted by the first stage) over the dp ranks.
