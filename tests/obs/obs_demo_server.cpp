@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   app.add_option("--tp", rank.tp);
   app.add_option("--pp", rank.pp);
   app.add_option("--gpu", rank.gpu, "NVML index of this rank's GPU (-1 = none)");
+  app.add_option("--host", rank.host, "the host label of every series (as a trainer's rank sets it)");
   app.add_option("--cuda-device", rank.cuda_device,
                  "the CUDA device this rank drives (its local rank), found through CUDA_VISIBLE_DEVICES");
   app.add_option("--port", cfg.port, "metrics.port (the rank serves port + local rank)");
@@ -65,6 +66,10 @@ int main(int argc, char** argv) {
       tel.comm(ft::obs::CommOp::kAllReduce, 64 << 20, 0.01);
       if (s % 10 == 0) tel.on_eval(s, 1.4 + 4.0 * std::exp(-static_cast<double>(s) / 200), 1.2);
       if (s % 100 == 0) tel.on_checkpoint(s, 0.8, true);
+      if (std::string why = tel.gpu_fault(); !why.empty()) {  // as a trainer's rank does: stop, say why
+        std::fprintf(stderr, "error: %s\n", why.c_str());
+        return 6;
+      }
     }
     if (dump) std::fputs(tel.registry().expose().c_str(), stdout);
   } catch (const ft::Error& e) {

@@ -36,6 +36,13 @@ import urllib.request
 DEADLINE_S = 300
 
 
+# The stand-in's GPUs: GPU 1 (rank 0's) is hot, held back by a thermal slowdown, has reported XID 13
+# (the application's: counted, not fatal) and remapped rows; GPU 0 (rank 1's) retires pages instead
+# (a GPU before Ampere). A fatal XID is appended at the end of the test.
+NVML_STATE = ("devices 2\ntemp.0 65\ntemp.1 91\npower_w.1 640\nthrottle.1 0x20\nxid.1 13\nremap_corr.1 2\n"
+              "remap_unc.1 1\nremap_pending.1 1\nremap_unsupported.0 1\nretired_sbe.0 3\nretired_dbe.0 0\n")
+
+
 def free_port_pair():
     """Two consecutive free loopback ports (the ranks use port and port + 1)."""
     for _ in range(50):
@@ -168,12 +175,13 @@ def main():
         prom_port = free_port()
         nvml_state = os.path.join(tmp, "gpus.txt")
         with open(nvml_state, "w") as f:
-            f.write("devices 2\ntemp.0 65\ntemp.1 91\npower_w.1 640\n")
+            f.write(NVML_STATE)
         env = dict(os.environ, FLUXTRAIN_NVML_LIB=a.fake_nvml, FAKE_NVML_STATE=nvml_state,
                    CUDA_VISIBLE_DEVICES="GPU-fake-0001,GPU-fake-0000")
         for r in range(2):
             cmd = [a.server, "--rank", str(r), "--world", "2", "--local-rank", str(r), "--dp", str(r),
                    "--cuda-device", str(r), "--gpu-interval", "0.5", "--port", str(port), "--step-ms", "50",
+                   "--host", f"node-{r}",
                    "--seconds", str(DEADLINE_S + 30), "--run-dir", os.path.join(tmp, "integ")]
             procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                                           stderr=open(os.path.join(tmp, f"rank{r}.log"), "w")))
@@ -270,6 +278,24 @@ scrape_configs:
         info = {s["metric"]["rank"]: s["metric"]["uuid"] for s in query(base, "fluxtrain_gpu_info")}
         check(info == {"0": "GPU-fake-0001", "1": "GPU-fake-0000"}, f"each rank's GPU by UUID: {info}")
 
+        # Health with cause, with the rank's labels (host included).
+        def by_rank(expr):
+            return {(x["metric"]["rank"], x["metric"].get("host"), x["metric"]["gpu"]): float(x["value"][1])
+                    for x in query(base, expr) if x["metric"].get("run") == "integ"}
+        thermal = wait_for("the throttle reasons", lambda: by_rank('fluxtrain_gpu_throttle_active{reason="sw_thermal_slowdown"}')
+                           if len(by_rank('fluxtrain_gpu_throttle_active{reason="sw_thermal_slowdown"}')) == 2 else None, deadline)
+        check(thermal == {("0", "node-0", "1"): 1.0, ("1", "node-1", "0"): 0.0}, f"sw thermal slowdown by (rank, host, gpu): {thermal}")
+        xids = by_rank("fluxtrain_gpu_xid_events_total")
+        last = by_rank("fluxtrain_gpu_last_xid")
+        check(xids == {("0", "node-0", "1"): 1.0, ("1", "node-1", "0"): 0.0} and last[("0", "node-0", "1")] == 13.0,
+              f"XID events {xids}, last XID {last}")
+        rows = by_rank('fluxtrain_gpu_remapped_rows{cause="correctable"}')
+        pages = by_rank('fluxtrain_gpu_retired_pages{cause="single_bit_ecc"}')
+        check(rows == {("0", "node-0", "1"): 2.0} and pages == {("1", "node-1", "0"): 3.0},
+              f"remapped rows where the GPU remaps {rows}, retired pages where it retires {pages}")
+        fault = by_rank("fluxtrain_gpu_fault")
+        check(fault == {("0", "node-0", "1"): 0.0, ("1", "node-1", "0"): 0.0}, f"no GPU fault yet: {fault}")
+
         # The alert rules load and evaluate on the real server; the hot GPU is pending (for: 1m).
         groups = get(base, "/api/v1/rules")["data"]["groups"]
         rules = [r for g in groups for r in g["rules"]]
@@ -283,12 +309,29 @@ scrape_configs:
         check(len(hot) == 1 and hot[0]["labels"].get("rank") == "0" and hot[0]["labels"].get("gpu") == "1"
               and hot[0]["state"] in ("pending", "firing"),
               f"FluxtrainGpuTooHot for rank 0's GPU 1 only: {[(x['labels'].get('rank'), x['state']) for x in hot]}")
+        # A new XID fires at once (no `for`), naming the rank, its host and the XID; thermal
+        # throttling is pending (for: 2m).
+        def alerts(name):
+            return [x for x in get(base, "/api/v1/alerts")["data"]["alerts"] if x["labels"]["alertname"] == name
+                    and x["labels"].get("run") == "integ"]
+        xid = wait_for("FluxtrainGpuXid firing", lambda: [x for x in alerts("FluxtrainGpuXid") if x["state"] == "firing"],
+                       deadline)
+        check(len(xid) == 1 and xid[0]["labels"].get("rank") == "0" and xid[0]["labels"].get("host") == "node-0"
+              and "reported XID 13" in xid[0]["annotations"]["summary"],
+              f"FluxtrainGpuXid for rank 0 on node-0: {[(x['labels'], x['annotations']['summary']) for x in xid]}")
+        throttled = wait_for("FluxtrainGpuThermalThrottling pending", lambda: alerts("FluxtrainGpuThermalThrottling"), deadline)
+        check([(x["labels"]["rank"], x["labels"]["reason"]) for x in throttled] == [("0", "sw_thermal_slowdown")],
+              f"FluxtrainGpuThermalThrottling for rank 0's thermal slowdown only: {[x['labels'] for x in throttled]}")
 
         # Every Grafana dashboard query runs on the server without error. The checkpoint panels have
         # data once the simulated ranks have checkpointed (step 100: 5 s on an idle machine, longer on
         # a slow one): waited for, not assumed.
         wait_for("a checkpoint of both simulated ranks", lambda: (lambda r: r if len(r) == 2 else None)(
             query(base, 'fluxtrain_checkpoint_last_success_timestamp_seconds{run="integ"}')), deadline)
+        # The badput and goodput panels read the real trainer's series (the simulated ranks have none):
+        # waited for too, for a loaded machine may still be starting it.
+        if a.fluxtrain:
+            wait_for("the trainer's badput", lambda: query(base, 'fluxtrain_productive_seconds{run="train_run"}'), deadline)
         dash = json.load(open(os.path.join(a.deploy, "grafana", "fluxtrain-dashboard.json")))
         n = 0
         empty = []
@@ -319,6 +362,18 @@ scrape_configs:
         down = wait_for("the killed rank's target down", lambda: [
             s for s in query(base, 'up{job="fluxtrain"} == 0')], deadline)
         check(down[0]["metric"]["instance"] == f"127.0.0.1:{port + 1}", "killed rank seen as down")
+
+        # A fatal XID (79: the GPU has fallen off the bus) on rank 0's GPU: the rank stops, exit 6,
+        # naming the GPU, the XID and why.
+        with open(nvml_state, "w") as f:
+            f.write(NVML_STATE.replace("xid.1 13", "xid.1 13,79"))
+        try:
+            rc = procs[0].wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            rc = None
+        log0 = open(os.path.join(tmp, "rank0.log")).read()
+        check(rc == 6 and "GPU 1 (GPU-fake-0001) reported XID 79: GPU has fallen off the bus" in log0,
+              f"rank 0 stops on the fatal XID: exit {rc}, log {log0.strip()[-300:]!r}")
     finally:
         for p in procs:
             if p.poll() is None:
