@@ -42,7 +42,7 @@ struct RankInfo {
   int dp = 0, tp = 0, pp = 0;  // coordinates in the mesh
   int gpu = -1;                // NVML index of this rank's GPU; -1 = CPU rank (local rank 0 then samples every GPU)
   int cuda_device = -1;        // or: the CUDA device the rank drives, mapped to NVML through CUDA_VISIBLE_DEVICES
-  std::string host;            // the `host` label of every series ("" = no such label)
+  std::string host = "";       // the `host` label of every series ("" = no such label)
 };
 
 struct StepStats {
