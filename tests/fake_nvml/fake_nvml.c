@@ -27,7 +27,8 @@
  * FAKE_NVML_STATE (or FLUXTRAIN_FAKE_NVML_STATE, which `fluxtrain launch` forwards to the ranks of
  * every host as it does all FLUXTRAIN_* variables) may contain "{rank}": replaced by the MPI rank
  * ($OMPI_COMM_WORLD_RANK, $PMI_RANK or $SLURM_PROCID; "none" outside MPI), so one rank of a job can
- * be given a failing GPU.
+ * be given a failing GPU, and "{attempt}": replaced by $FLUXTRAIN_ATTEMPT (the supervisor's attempt
+ * number; "none" outside it), so the GPU can fail in one attempt only.
  * fake_nvml_calls("nvmlDeviceGetPowerUsage") counts the calls made (tests check no retries). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,17 +63,34 @@ long fake_nvml_calls(const char* fn) {
   return 0;
 }
 
-/* The state file's path: $FAKE_NVML_STATE with "{rank}" replaced by this process's MPI rank. */
+/* `in` with every `key` replaced by `value` into out. */
+static void substitute(const char* in, const char* key, const char* value, char* out, size_t len) {
+  size_t n = 0, k = strlen(key);
+  while (*in && n + 1 < len) {
+    if (strncmp(in, key, k) == 0) {
+      n += (size_t)snprintf(out + n, len - n, "%s", value);
+      in += k;
+    } else {
+      out[n++] = *in++;
+    }
+  }
+  out[n < len ? n : len - 1] = 0;
+}
+
+/* The state file's path: $FAKE_NVML_STATE with "{rank}" replaced by this process's MPI rank and
+ * "{attempt}" by the supervisor's attempt number. */
 static const char* state_path(void) {
   static char buf[1024];
+  char tmp[1024];
   const char* p = getenv("FAKE_NVML_STATE");
   if (!p) p = getenv("FLUXTRAIN_FAKE_NVML_STATE"); /* the supervisor forwards FLUXTRAIN_* to every host */
-  const char* at = p ? strstr(p, "{rank}") : NULL;
+  if (!p) return NULL;
   const char* rank = getenv("OMPI_COMM_WORLD_RANK");
-  if (!at) return p;
   if (!rank) rank = getenv("PMI_RANK");
   if (!rank) rank = getenv("SLURM_PROCID");
-  snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - p), p, rank ? rank : "none", at + 6);
+  const char* attempt = getenv("FLUXTRAIN_ATTEMPT");
+  substitute(p, "{rank}", rank ? rank : "none", tmp, sizeof tmp);
+  substitute(tmp, "{attempt}", attempt ? attempt : "none", buf, sizeof buf);
   return buf;
 }
 

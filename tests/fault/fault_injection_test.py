@@ -15,7 +15,7 @@ usage: fault_injection_test.py FLUXTRAIN CONFIG WORK_DIR SCENARIO
   nan            a NaN loss on rank 1 at step 9: the update is skipped, training goes on
   spike          loss spikes at steps 21-23: skipped, then rolled back with the data window skipped
   elastic        4 ranks on two (local) hosts; the host of the killed rank is dropped: dp 4 → 2
-  gpu_fault      4 ranks on two (local) hosts; rank 2's GPU (the NVML stand-in) reports XID 79 mid-run:
+  gpu_fault      4 ranks on two (local) hosts; rank 0's GPU (the NVML stand-in) reports XID 79 mid-run:
                  the rank stops (exit 6), its host is excluded, the job goes on at dp 2 (FAKE_NVML_LIB)
   errors         bad input: budget exhausted, no checkpoint, a deterministic error, unreachable host
   reference_20m, kill_20m   the kill on llama-20m (FT_SLOW_TESTS=1; exit 77 = skipped otherwise)"""
@@ -332,8 +332,10 @@ def elastic():
 
 
 def gpu_fault():
-    """A fatal XID on rank 2's GPU: the NVML stand-in (tests/fake_nvml, path in $FAKE_NVML_LIB) stands
-    in for the driver, one state file per rank; the product code reading it is the real one."""
+    """A fatal XID on rank 0's GPU: the NVML stand-in (tests/fake_nvml, path in $FAKE_NVML_LIB) stands
+    in for the driver, one state file per rank and attempt; the product code reading it is the real
+    one. Rank 0 because CPU ranks sample the GPUs from local rank 0 of each machine, and both "hosts"
+    here are this machine: its rank 0 is the one that samples; its host (by slots) is localhost."""
     lib = os.environ.get("FAKE_NVML_LIB")
     if not lib:
         fail("FAKE_NVML_LIB (the NVML stand-in) is not set")
@@ -344,28 +346,30 @@ def gpu_fault():
     state = os.path.join(WORK, "gpu_fault_nvml")
     shutil.rmtree(state, ignore_errors=True)
     os.makedirs(state)
-    env = dict(HOLD, FLUXTRAIN_NVML_LIB=lib, FLUXTRAIN_FAKE_NVML_STATE=os.path.join(state, "rank-{rank}.txt"))
+    env = dict(HOLD, FLUXTRAIN_NVML_LIB=lib,
+               FLUXTRAIN_FAKE_NVML_STATE=os.path.join(state, "rank-{rank}-attempt-{attempt}.txt"))
     sets = ["parallel.dp=4", "fault.elastic=true", "fault.host_max_failures=3", "metrics.gpu_interval_s=0.2"]
     run = Launch(FT, CFG, d, sets=sets, env=env, extra=["--hosts", hosts])
     run.wait_for_step(17, world=4)
-    with open(os.path.join(state, "rank-2.txt.tmp"), "w") as f:  # rank 2: local rank 0 of 127.0.0.2
+    path = os.path.join(state, "rank-0-attempt-1.txt")
+    with open(path + ".tmp", "w") as f:
         f.write("devices 1\nxid.0 79\n")
-    os.rename(os.path.join(state, "rank-2.txt.tmp"), os.path.join(state, "rank-2.txt"))
+    os.rename(path + ".tmp", path)
     run.hurt_at = time.time()
     ev = expect_finished(run, 1)
     failure = [e for e in ev if e["event"] == "failure"]
     bad = [e for e in ev if e["event"] == "host_bad"]
     shrink = [e for e in ev if e["event"] == "shrink"]
-    if (not failure or failure[0]["kind"] != "gpu_fault" or failure[0]["ranks"] != [2]
+    if (not failure or failure[0]["kind"] != "gpu_fault" or failure[0]["ranks"] != [0]
             or "reported XID 79: GPU has fallen off the bus" not in failure[0]["detail"]):
-        fail(f"expected a gpu_fault failure of rank 2 naming XID 79: {failure}")
-    if not bad or bad[0] != {**bad[0], "host": "127.0.0.2", "reason": "gpu_fault"} or not shrink or shrink[0]["to_dp"] != 2:
-        fail(f"expected host 127.0.0.2 excluded (gpu_fault) at the first failure and dp 4 -> 2: {ev}")
+        fail(f"expected a gpu_fault failure of rank 0 naming XID 79: {failure}")
+    if not bad or bad[0] != {**bad[0], "host": "localhost", "reason": "gpu_fault"} or not shrink or shrink[0]["to_dp"] != 2:
+        fail(f"expected host localhost excluded (gpu_fault) at the first failure and dp 4 -> 2: {ev}")
     ranks = json.load(open(os.path.join(d, "ranks.json")))
     if ranks["world_size"] != 2:
         fail(f"ranks.json of the last attempt: {ranks}")
     check_samples(d, STEPS)
-    print(f"gpu_fault: {failure[0]['detail']}; host 127.0.0.2 excluded (host_max_failures 3 not needed), dp 4 -> 2")
+    print(f"gpu_fault: {failure[0]['detail']}; host localhost excluded (host_max_failures 3 not needed), dp 4 -> 2")
     report("GPU fault: host excluded", run)
 
 
