@@ -29,6 +29,7 @@ void Config::bind(ConfigBinder& b) {
   data.bind(b);
   parallel.bind(b);
   metrics.bind(b);
+  sniff.bind(b);
   fault.bind(b);
   ckpt.bind(b);
 }
@@ -86,8 +87,12 @@ void Config::validate() const {
   data.validate();
   parallel.validate();
   metrics.validate();
+  sniff.validate();
   fault.validate();
   ckpt.validate();
+  if (fault.exclude_slow_hosts && sniff.interval == 0)
+    throw Error("fault.exclude_slow_hosts = true but obs.sniff_interval = 0: no sniff test names a slow host",
+                "set obs.sniff_interval (e.g. 50 steps), or fault.exclude_slow_hosts = false");
   // Across sections (errors before any rank starts): the model must split over the
   // tensor-parallel ranks, the batch into micro-batches (and, with sequence parallelism, their
   // tokens over the tp ranks), the layers into pipeline stages.

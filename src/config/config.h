@@ -16,6 +16,7 @@
 #include "fault/fault_config.h"
 #include "model/model_config.h"
 #include "obs/metrics_config.h"
+#include "obs/sniff_config.h"
 #include "optim/optim_config.h"
 #include "parallel/parallel_config.h"
 #include "train/train_config.h"
@@ -31,6 +32,7 @@ struct Config {
   DataConfig data;
   ParallelConfig parallel;
   MetricsConfig metrics;
+  SniffConfig sniff;  // obs.sniff_*
   FaultConfig fault;
   CkptConfig ckpt;
   // What loading decided about keys the user set (config/key_effects.h): settings they implied

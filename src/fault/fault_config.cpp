@@ -50,6 +50,9 @@ void FaultConfig::bind(ConfigBinder& b) {
         "fluxtrain launch: shell command run for each host before every (re)start (FT_HOST names "
         "it); "
         "non-zero exit marks the host bad");
+  b.add("fault.exclude_slow_hosts", &exclude_slow_hosts,
+        "fluxtrain launch with fault.elastic: at a restart, leave out the hosts the latest sniff test named slow "
+        "(obs.sniff_interval)");
   b.add("fault.preempt_grace_s", &preempt_grace_s,
         "after SIGTERM / SIGUSR1 / the first SIGINT: seconds to finish the step, checkpoint and exit (code 4) "
         "before exiting without the checkpoint (code 5); keep it below the scheduler's kill");
@@ -82,6 +85,9 @@ void FaultConfig::validate() const {
                 "0 = do not wait for an unreachable host");
   if (!(report_wait_s >= 0)) throw Error(fmt::format("fault.report_wait_s = {} must be >= 0", report_wait_s));
   if (host_max_failures < 1) throw Error(fmt::format("fault.host_max_failures = {} must be >= 1", host_max_failures));
+  if (exclude_slow_hosts && !elastic)
+    throw Error("fault.exclude_slow_hosts = true needs fault.elastic = true (the job goes on without the host)",
+                "set fault.elastic = true, or fault.exclude_slow_hosts = false");
 }
 
 }  // namespace ft

@@ -44,6 +44,9 @@ struct FaultConfig {
   double host_wait_s = 600;          // without elastic: how long to wait for an unreachable host's return
   double report_wait_s = 30;         // a rank's failure report: time it gives the supervisor to dump stacks
   std::string health_check;          // shell command run per host before each (re)start; FT_HOST is set
+  // At a restart, leave out the hosts the latest sniff test named slow (obs.sniff_interval,
+  // <run_dir>/sniff.json) as a host that failed is left out: needs elastic.
+  bool exclude_slow_hosts = false;
 
   // Stopping on purpose (SIGTERM, SIGUSR1, the first SIGINT): a rank whose checkpoint is not
   // durable this long after the signal exits without it (exit code 5, fault/exit_codes.h); the

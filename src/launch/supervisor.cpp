@@ -21,6 +21,7 @@
 #include "launch/earlier_launch.h"
 #include "launch/gpu_env.h"
 #include "launch/process.h"
+#include "launch/slow_hosts.h"
 #include "launch/stacks.h"
 #include "obs/badput.h"
 #include "obs/metrics_reader.h"
@@ -805,6 +806,25 @@ bool Supervisor::await_hosts(const std::map<size_t, std::string>& unreachable) {
   return true;
 }
 
+void Supervisor::exclude_sniffed_hosts(const Attempt& a) {
+  for (const SlowHost& slow : sniffed_slow_hosts(run_dir_, a.started)) {
+    const int h = host_index(slow.name);
+    if (h < 0 || bad_[static_cast<size_t>(h)]) continue;
+    bad_[static_cast<size_t>(h)] = true;
+    if (choose_dp(a.dp) == 0) {  // the others cannot hold a replica: keep it, slow as it is
+      bad_[static_cast<size_t>(h)] = false;
+      log_warn("supervisor: host {} was named slow ({}) but the other hosts cannot hold one replica; kept", slow.name,
+               slow.why);
+      continue;
+    }
+    log_warn(
+        "supervisor: host {} named slow by the sniff test ({}); left out of the restart "
+        "(fault.exclude_slow_hosts)",
+        slow.name, slow.why);
+    event({{"event", "host_bad"}, {"host", slow.name}, {"reason", "sniff"}, {"detail", slow.why}});
+  }
+}
+
 int64_t Supervisor::choose_dp(int64_t current_dp) const {
   int slots = 0;
   for (size_t h = 0; h < hosts_.size(); ++h)
@@ -981,6 +1001,7 @@ int Supervisor::run() {
       }
     }
     event(ev);
+    if (fc.exclude_slow_hosts && f->restartable) exclude_sniffed_hosts(*attempt);
     if (f->kind == "no_checkpoint") {
       event({{"event", "gave_up"}, {"reason", "no_checkpoint"}});
       throw Error(fmt::format("supervisor: no valid checkpoint to restart from under {}: {}",

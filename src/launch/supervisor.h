@@ -100,6 +100,9 @@ class Supervisor {
   std::vector<std::string> launcher_argv(const Attempt& a, const std::vector<std::string>& train_argv,
                                          const std::vector<std::string>& env_names) const;
   void run_health_checks();
+  // fault.exclude_slow_hosts: the hosts the attempt's latest sniff test named slow are marked bad
+  // (launch/slow_hosts.h), unless that would leave too few slots for one replica.
+  void exclude_sniffed_hosts(const Attempt& a);
   int host_of(const Attempt& a, int rank) const;
   int64_t choose_dp(int64_t current_dp) const;  // elastic: the dp that fits the good hosts
   // A resumed launch (ckpt.resume set): the attempts and badput of the launches before it in the

@@ -99,6 +99,26 @@ inline constexpr MetricDef kStragglerSeconds{
     "Seconds the job waited for stragglers: per step, the slowest straggler's compute time minus the slowest "
     "healthy rank's (rank 0).",
     ""};
+// Sniff tests (obs/sniff.h): rank 0 exposes every rank's latest times and the ranks named slow.
+inline constexpr MetricDef kSniffGemm{
+    "fluxtrain_sniff_gemm_seconds", T::kGauge,
+    "Seconds of the sniff test's fixed GEMM on each rank, its latest run (rank 0 exposes every rank's).",
+    "sniff_rank,sniff_host,sniff_dp,sniff_tp,sniff_pp"};
+inline constexpr MetricDef kSniffLink{
+    "fluxtrain_sniff_link_seconds", T::kGauge,
+    "Seconds of the sniff test's fastest round trip of a rank with a neighbour on a mesh axis, its latest run "
+    "(rank 0 exposes every rank's).",
+    "axis,sniff_rank,sniff_host,sniff_dp,sniff_tp,sniff_pp"};
+inline constexpr MetricDef kSniffAllReduce{
+    "fluxtrain_sniff_all_reduce_seconds", T::kGauge,
+    "Seconds of the sniff test's fixed all-reduce over a mesh axis as each rank saw it, its latest run (rank 0 "
+    "exposes every rank's).",
+    "axis,sniff_rank,sniff_host,sniff_dp,sniff_tp,sniff_pp"};
+inline constexpr MetricDef kSniffSlow{
+    "fluxtrain_sniff_slow", T::kGauge,
+    "A rank the latest sniff test named slow: its time over the median of its peers' (check gemm or link_<axis>; "
+    "exposed by rank 0 while the rank is named).",
+    "check,sniff_rank,sniff_host,sniff_dp,sniff_tp,sniff_pp"};
 inline constexpr MetricDef kRecovery{
     "fluxtrain_recovery_seconds", T::kGauge,
     "Seconds from the supervisor detecting the last failure to the first training step after the restart.", ""};
@@ -230,6 +250,10 @@ inline constexpr const MetricDef* kAllMetrics[] = {
     &metric::kProductive,
     &metric::kStragglerSlowdown,
     &metric::kStragglerSeconds,
+    &metric::kSniffGemm,
+    &metric::kSniffLink,
+    &metric::kSniffAllReduce,
+    &metric::kSniffSlow,
     &metric::kCommBytes,
     &metric::kCommSeconds,
     &metric::kCommOps,

@@ -1,5 +1,6 @@
 #include "obs/telemetry.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <vector>
@@ -252,6 +253,40 @@ StragglerReport Telemetry::on_rank_compute(int64_t step, const std::vector<doubl
   for (const Straggler& s : rep.current) registry_->gauge(metric::kStragglerSlowdown, labels(s)).set(s.slowdown);
   if (rep.cost_s > 0) m_->straggler_s->inc(rep.cost_s);
   return rep;
+}
+
+void Telemetry::on_sniff(const SniffReport& r) {
+  auto who = [](const SniffRank& w) {
+    return Labels{{"sniff_rank", std::to_string(w.rank)},
+                  {"sniff_host", w.host},
+                  {"sniff_dp", std::to_string(w.dp)},
+                  {"sniff_tp", std::to_string(w.tp)},
+                  {"sniff_pp", std::to_string(w.pp)}};
+  };
+  auto on_axis = [&](const SniffRank& w, size_t a) {
+    Labels l = who(w);
+    l.insert(l.begin(), {"axis", sniff_axis_name(static_cast<SniffAxis>(a))});
+    return l;
+  };
+  for (size_t i = 0; i < r.samples.size() && i < r.ranks.size(); ++i) {
+    const SniffSample& s = r.samples[i];
+    if (s.gemm_s >= 0) registry_->gauge(metric::kSniffGemm, who(r.ranks[i])).set(s.gemm_s);
+    for (size_t a = 0; a < kNumSniffAxes; ++a) {
+      if (s.link_s[a] >= 0) registry_->gauge(metric::kSniffLink, on_axis(r.ranks[i], a)).set(s.link_s[a]);
+      if (s.all_reduce_s[a] >= 0)
+        registry_->gauge(metric::kSniffAllReduce, on_axis(r.ranks[i], a)).set(s.all_reduce_s[a]);
+    }
+  }
+  std::vector<Labels> now;
+  for (const SniffSlow& s : r.slow) {
+    Labels l = who(s.who);
+    l.insert(l.begin(), {"check", s.check});
+    registry_->gauge(metric::kSniffSlow, l).set(s.ratio);
+    now.push_back(std::move(l));
+  }
+  for (const Labels& l : sniff_slow_)  // named before, not now: no longer exposed
+    if (std::find(now.begin(), now.end(), l) == now.end()) registry_->gauge(metric::kSniffSlow, l).clear();
+  sniff_slow_ = std::move(now);
 }
 
 void Telemetry::on_eval(int64_t step, double val_loss, double val_bpc) {

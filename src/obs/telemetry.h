@@ -27,6 +27,7 @@
 #include "obs/badput.h"
 #include "obs/metrics_config.h"
 #include "obs/registry.h"
+#include "obs/sniff.h"
 #include "obs/straggler.h"
 
 namespace ft::obs {
@@ -92,6 +93,10 @@ class Telemetry {
   // fluxtrain_straggler_slowdown / fluxtrain_straggler_seconds_total; the report goes to metrics.jsonl.
   void set_rank_hosts(std::vector<std::string> hosts);
   StragglerReport on_rank_compute(int64_t step, const std::vector<double>& compute_s);
+  // Rank 0: a sniff test's verdict (obs/sniff.h) — every rank's times as
+  // fluxtrain_sniff_{gemm,link,all_reduce}_seconds, the ranks named slow as fluxtrain_sniff_slow (a
+  // rank no longer named is cleared).
+  void on_sniff(const SniffReport& r);
   // The job's badput so far (obs/badput.h): fluxtrain_badput_seconds_total{kind},
   // fluxtrain_productive_seconds and fluxtrain_goodput_ratio.
   void on_badput(const BadputTotals& t);
@@ -117,6 +122,7 @@ class Telemetry {
   double ema_step_s_ = -1;
   std::array<double, kNumBadputKinds> badput_reported_{};
   std::unique_ptr<StragglerDetector> stragglers_;
+  std::vector<Labels> sniff_slow_;  // the fluxtrain_sniff_slow series set by the last on_sniff
 };
 
 }  // namespace ft::obs

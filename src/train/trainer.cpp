@@ -30,6 +30,7 @@
 #include "train/micro_batch_executor.h"
 #include "train/pipeline_executor.h"
 #include "train/rank_metrics.h"
+#include "train/sniffer.h"
 #include "train/step_sums.h"
 #include "train/stop_request.h"
 #include "train/threads.h"
@@ -220,6 +221,8 @@ void Trainer::start_monitoring() {
                                              batching_.local_batch, &telemetry_->registry());
   if (faults_->restarts() > 0) telemetry_->set_restarts(faults_->restarts());
   if (mesh_.world_size() > 1) telemetry_->set_rank_hosts(gather_strings(mesh_.world(), this_host()));
+  if (cfg_.sniff.interval > 0)
+    sniff_ = std::make_unique<Sniffer>(cfg_.sniff, mesh_, ctx_, t.precision, *telemetry_, t.run_dir);
   flops_per_token_ = cfg_.model.train_flops_per_token(t.seq_len);
   // MFU's denominator, found by rank 0 (the others wait): the backend's own peak (on a CPU this
   // machine's fastest GEMM peak at this rank's threads, measured once and recorded in the peak
@@ -663,6 +666,15 @@ void Trainer::stop_on_gpu_fault() {
                  "the XID catalog) before it rejoins");
 }
 
+// Sniff tests (obs.sniff_interval): due after this step, or the start-up one not yet written — the
+// "sniff" object goes into this step's metrics row (rank 0).
+void Trainer::sniff_into(int64_t step, nlohmann::json& row) {
+  if (!sniff_) return;
+  nlohmann::json j = sniff_->due(step) ? sniff_->run(step) : nlohmann::json();
+  if (!sniff_pending_.is_null()) row["sniff_start"] = std::move(sniff_pending_), sniff_pending_ = nullptr;
+  if (!j.is_null()) row["sniff"] = std::move(j);
+}
+
 RunEnd Trainer::run() {
   start_time_ = now_seconds();
   faults_->set_start_step(step_);
@@ -675,6 +687,7 @@ RunEnd Trainer::run() {
   }
   if (step_ == cfg_.train.steps && step_ > 0 && mesh_.world_rank() == 0)
     log_info("the run resumed at step {} = train.steps: it is complete, nothing to train", step_);
+  if (sniff_) sniff_pending_ = sniff_->run(step_);  // at start-up: before anything slow shows in a step
   std::optional<std::string> stop;
   int64_t nonfinite_tail = 0;  // the last updates skipped for a non-finite loss, in a row
   std::string tail_reason;
@@ -686,6 +699,7 @@ RunEnd Trainer::run() {
       badput_.step_ends(unix_time_seconds(), s.step, s.data_wait_s, s.guard.skipped());
       const bool rolled_back = s.guard.action == GuardAction::kRollback && roll_back();
       nlohmann::json row = metrics_row(s);
+      sniff_into(s.step, row);
       if (validation_due(s.step)) timed_as(obs::BadputKind::kEval, [&] { validate_step(s.step, row); });
       add_badput(s.step, row);
       log_step(s, row);

@@ -49,6 +49,7 @@ class ProgressLine;
 
 class TrainingFaults;
 class StopRequest;
+class Sniffer;
 
 // How Trainer::run ended (an error is an ft::Error instead). cmd_train turns it into the exit code
 // (fault/exit_codes.h).
@@ -166,6 +167,8 @@ class Trainer {
   // A validation's figures into the row, telemetry and the log.
   void add_validation(int64_t step, const Evaluation& e, nlohmann::json& row);
   void log_step(const StepStats& s, const nlohmann::json& row);  // metrics.jsonl, progress line
+  // The sniff tests due after `step` (obs.sniff_interval) into the row (train/sniffer.h).
+  void sniff_into(int64_t step, nlohmann::json& row);
   // The job's badput so far into the row (productive_s, badput, goodput) and to telemetry.
   void add_badput(int64_t step, nlohmann::json& row);
   // The enclosed work charged to `kind` of the job's badput (obs/badput.h).
@@ -196,6 +199,8 @@ class Trainer {
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<obs::Telemetry> telemetry_;  // Prometheus endpoint, GPU health, TensorBoard
   std::unique_ptr<obs::ProgressLine> progress_;
+  std::unique_ptr<Sniffer> sniff_;          // obs.sniff_interval > 0: the sniff tests (train/sniffer.h)
+  nlohmann::json sniff_pending_;            // the start-up sniff's "sniff" object, for the first metrics row
   std::unique_ptr<TrainingFaults> faults_;  // guards, heartbeat, fault injection (fault/training_faults.h)
   std::unique_ptr<Checkpointer> ckpt_;      // saving (ckpt.interval) and resuming (ckpt.resume)
   std::unique_ptr<StopRequest> stop_;       // signals and train.stop_after_minutes, agreed over the world

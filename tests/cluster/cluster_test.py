@@ -17,6 +17,8 @@ cluster (tests/cluster/netns_cluster.py) and removes it, also when it fails.
   straggler           host 2 limited mid-run to the CPU share (measured) that makes its steps ~6x slower:
               its rank named (log, metrics.jsonl, Prometheus) within a few steps with its cost,
               nobody else; goodput exported
+  sniff_cpu, sniff_link  sniff tests (obs.sniff_interval) name a CPU-capped host and a shaped link;
+              fault.exclude_slow_hosts leaves the named host out of a restart (sniff_scenarios.py)
   slurm               slurmctld on host 0, a slurmd on hosts 1 and 2: a 2-node sbatch of training under
               the supervisor (srun, one rank a node) outranks a validation job submitted earlier
   parity      4 hosts: dp4, dp2 x tp2, dp2 x pp2, tp2 x pp2 (sequence parallel) with 4 ranks, and
@@ -685,6 +687,16 @@ def scenario_slurm(c):
     print(f"training job {train} on {nl} ({', '.join(f'rank {r} on {h}' for r, h in sorted(hosts.items()))}): "
           f"COMPLETED {start} .. {end}; validation job {val} (submitted first) started {vstart} and read step "
           f"{res['step']}: val_loss {res['val_loss']:.4f}", flush=True)
+
+
+def scenario_sniff_cpu(c):
+    from sniff_scenarios import sniff_cpu
+    sniff_cpu(c, FT, CONFIG, WORK)
+
+
+def scenario_sniff_link(c):
+    from sniff_scenarios import sniff_link
+    sniff_link(c, FT, CONFIG, WORK)
 
 
 def compare_losses(ref_dir, run_dir, name, steps, tol):

@@ -136,6 +136,20 @@ def check_train(base, run_dir, train_port, a, tmp, deadline, check):
     val = float(query(base, 'fluxtrain_validation_loss{run="train_run",rank="0"}', at)[0]["value"][1])
     check(any(abs(j.get("val_loss", -1) - val) < 1e-12 for j in logged.values()), f"validation loss {val} is in metrics.jsonl")
 
+    # Sniff tests (obs.sniff_interval = 5): rank 0 exposes both ranks' GEMM and dp-link times, and the
+    # dashboard's sniff table has rows for them.
+    sniff = wait_for("both ranks' sniff GEMM times on rank 0", lambda: (lambda r: r if len(r) == 2 else None)(
+        query(base, 'fluxtrain_sniff_gemm_seconds{run="train_run"}')), deadline)
+    check(sorted(x["metric"]["sniff_rank"] for x in sniff) == ["0", "1"] and all(x["metric"]["rank"] == "0" for x in sniff)
+          and all(float(x["value"][1]) > 0 for x in sniff), f"sniff GEMM series {[x['metric'] for x in sniff]}")
+    links = query(base, 'fluxtrain_sniff_link_seconds{run="train_run",axis="dp"}')
+    check(len(links) == 2, f"sniff dp-link series of both ranks: {[x['metric'] for x in links]}")
+    dash = json.load(open(os.path.join(a.deploy, "grafana", "fluxtrain-dashboard.json")))
+    table = [p for p in dash["panels"] if p["title"] == "Sniff tests"][0]
+    rows = query(base, table["targets"][1]["expr"].replace("$run", "train_run"))
+    check(len(rows) == 2 and {x["metric"].get("sniff_host") for x in rows} != {None},
+          f"the dashboard's sniff table query: {[x['metric'] for x in rows]}")
+
     # The trainer's own exposition passes Prometheus's linter.
     promtool = shutil.which("promtool") or os.path.join(os.path.dirname(a.prometheus), "promtool")
     with urllib.request.urlopen(f"http://127.0.0.1:{train_port + 1}/metrics", timeout=5) as resp:
@@ -193,7 +207,7 @@ def main():
             train_cmd = [a.fluxtrain, "train", "--config", a.config, "--run-dir", train_dir, "--nproc", "2",
                          "--set", "parallel.dp=2", "--set", "train.steps=10000000", "--set", "train.eval_interval=3",
                          "--set", "metrics.enabled=true", "--set", "metrics.bind_address=127.0.0.1",
-                         "--set", f"metrics.port={train_port}"]
+                         "--set", f"metrics.port={train_port}", "--set", "obs.sniff_interval=5"]
             # Its own process group: mpirun and both ranks are stopped together at the end. So many
             # steps that no machine finishes them before the test does (it must still serve /metrics).
             procs.append(subprocess.Popen(train_cmd, stdout=subprocess.DEVNULL, start_new_session=True,
@@ -346,7 +360,7 @@ scrape_configs:
         # Panels of series the simulated ranks never produce may be empty: no guard events or
         # restarts, no fp16 loss scale, no straggler, no per-source validation (one data source),
         # no accelerator memory (no accelerator backend is built in).
-        may_be_empty = {"Guards, rollbacks and recovery", "Loss scale (fp16)", "Stragglers",
+        may_be_empty = {"Guards, rollbacks and recovery", "Loss scale (fp16)", "Stragglers", "Sniff tests",
                         "Validation bits per character by source", "Validation loss by source",
                         "Accelerator memory by device and category"}
         print(f"     dashboard panels with an empty query: {sorted(set(empty))}")
