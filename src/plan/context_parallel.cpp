@@ -39,13 +39,13 @@ CpCost cp_cost(const Job& job, const Layout& l, double attention_s) {
     const double t_block = block / bw;
     const double per_block = attention_s / layers / cp;  // one block, forward and backward
     const double fwd = per_block * 2.0 / 7.0, bwd = per_block * 5.0 / 7.0;
-    const double hidden_exposed = (cp - 1.0) * (std::max(0.0, t_block - fwd) * (full ? 2.0 : 1.0) +
-                                                std::max(0.0, t_block - bwd));
+    const double hidden_exposed =
+        (cp - 1.0) * (std::max(0.0, t_block - fwd) * (full ? 2.0 : 1.0) + std::max(0.0, t_block - bwd));
     c.exposed = mbs * layers * (hidden_exposed + dkv_hops * t_block);
   } else {
     const double nq = H / cp, nkv = Hkv >= cp ? Hkv / cp : 1.0;
     const double qkv = local * (nq + 2.0 * nkv) * D, out = local * nq * D;  // one piece, elements
-    const double fwd = qkv + out, bwd = 2.0 * qkv + 2.0 * out;             // q,k,v + out; q,k,v, out, dout + dqkv
+    const double fwd = qkv + out, bwd = 2.0 * qkv + 2.0 * out;              // q,k,v + out; q,k,v, out, dout + dqkv
     per_layer = (cp - 1.0) * ((full ? 2.0 : 1.0) * fwd + bwd) * w;
     c.buffers = (4.0 * qkv + 2.0 * out) * cp * w;  // whole-sequence q,k,v, d(qkv), out, dout; send/recv pieces
     c.exposed = mbs * layers * per_layer / bw;     // attention waits for every exchange
