@@ -174,10 +174,10 @@ std::vector<AxisTraffic> axis_traffic(const DryRun& d) {
       {"dp", par.dp * par.cp, 0, 0, t.dp(), d.time.dp_comm, d.time.dp_exposed},  // gradients over dp × cp
       {"tp", par.tp, 0, 0, t.tp, d.time.tp_comm, d.time.tp_comm},                // not overlapped
       {"pp", par.pp, 0, 0, t.pp, d.time.pp_comm, d.time.pp_comm},
-      {"cp", par.cp, 0, 0, t.cp, d.time.cp_comm, d.time.cp_exposed},
   };
+  if (par.cp > 1) out.push_back({"cp", par.cp, 0, 0, t.cp, d.time.cp_comm, d.time.cp_exposed});
   for (const DryRunRank& r : d.ranks) {
-    const CommStats* s[] = {&r.dp, &r.tp, &r.pp, &r.cp};
+    const CommStats* s[] = {&r.dp, &r.tp, &r.pp, &r.cp};  // out.size() <= 4
     for (size_t a = 0; a < out.size(); ++a) {
       const auto b = static_cast<double>(s[a]->total_bytes());
       out[a].max_rank_bytes = std::max(out[a].max_rank_bytes, b);
@@ -195,23 +195,25 @@ nlohmann::json dry_run_json(const DryRun& d) {
     for (const auto& [name, bytes] : r.memory.items()) mem[name] = bytes;
     mem["total"] = r.memory.total();
     peak = std::max(peak, r.memory.total());
-    ranks.push_back({{"rank", r.rank},
-                     {"coord", {{"pp", r.coord.pp}, {"dp", r.coord.dp}, {"cp", r.coord.cp}, {"tp", r.coord.tp}}},
-                     {"groups",
-                      {{"dp", group_members(d.cfg.parallel, r.coord, "dp")},
-                       {"tp", group_members(d.cfg.parallel, r.coord, "tp")},
-                       {"pp", group_members(d.cfg.parallel, r.coord, "pp")},
-                       {"cp", group_members(d.cfg.parallel, r.coord, "cp")}}},
-                     {"arena_elements", r.arena},
-                     {"shard_elements", r.shard},
-                     {"in_flight", r.in_flight},
-                     {"memory_bytes", mem},
-                     {"comm_bytes_per_step",
-                      {{"dp", comm_json(r.dp)},
-                       {"tp", comm_json(r.tp)},
-                       {"pp", comm_json(r.pp)},
-                       {"cp", comm_json(r.cp)},
-                       {"world", comm_json(r.world)}}}});
+    nlohmann::json rank = {
+        {"rank", r.rank},
+        {"coord", {{"pp", r.coord.pp}, {"dp", r.coord.dp}, {"tp", r.coord.tp}}},
+        {"groups",
+         {{"dp", group_members(d.cfg.parallel, r.coord, "dp")},
+          {"tp", group_members(d.cfg.parallel, r.coord, "tp")},
+          {"pp", group_members(d.cfg.parallel, r.coord, "pp")}}},
+        {"arena_elements", r.arena},
+        {"shard_elements", r.shard},
+        {"in_flight", r.in_flight},
+        {"memory_bytes", mem},
+        {"comm_bytes_per_step",
+         {{"dp", comm_json(r.dp)}, {"tp", comm_json(r.tp)}, {"pp", comm_json(r.pp)}, {"world", comm_json(r.world)}}}};
+    if (d.cfg.parallel.cp > 1) {  // the fifth axis, where there is one
+      rank["coord"]["cp"] = r.coord.cp;
+      rank["groups"]["cp"] = group_members(d.cfg.parallel, r.coord, "cp");
+      rank["comm_bytes_per_step"]["cp"] = comm_json(r.cp);
+    }
+    ranks.push_back(std::move(rank));
   }
   nlohmann::json axes = nlohmann::json::object();
   for (const AxisTraffic& a : axis_traffic(d))

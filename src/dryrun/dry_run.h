@@ -64,6 +64,7 @@ struct AxisTraffic {
   double planner_s = 0;          // the planner's seconds for this axis's communication per step
   double planner_exposed_s = 0;  // the part of it the step waits for (dp: the rest hides behind backward)
 };
+// dp, tp, pp, and cp when parallel.cp > 1.
 std::vector<AxisTraffic> axis_traffic(const DryRun& d);
 
 // The most ranks a dry run plans: each is a line of its JSON (with its groups' members) and a
