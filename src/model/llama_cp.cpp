@@ -8,7 +8,7 @@
 namespace ft {
 
 void Llama::use_context_split() {
-  if (!ctx_.on_host())
+  if (!ctx_.on_host() && !cp_->dry())
     throw Error(fmt::format("parallel.cp = {} runs on CPU ranks only for now (this rank computes on {})", cp_->size(),
                             device_name(ctx_.device)),
                 "set train.device = \"cpu\", or parallel.cp = 1");

@@ -11,14 +11,15 @@ namespace {
 constexpr int kTagKvForward = 3301, kTagKvBackward = 3302, kTagDkv = 3303;
 }  // namespace
 
-RingAttention::RingAttention(Communicator& cp, int64_t seq_len)
-    : ContextSplit(cp.size(), cp.rank(), seq_len), comm_(cp) {
+RingAttention::RingAttention(Communicator& cp, int64_t seq_len, bool dry)
+    : ContextSplit(cp.size(), cp.rank(), seq_len, dry), comm_(cp) {
   FT_CHECK(seq_len % (2 * size()) == 0, "ring attention: seq_len {} is not a multiple of 2 x cp = {}", seq_len,
            2 * size());
   for (int64_t r = 0; r < size(); ++r) positions_.push_back(zigzag_positions(seq_len, size(), r));
 }
 
 void RingAttention::reserve(int64_t B, int64_t Hkv, int64_t D, bool backward) {
+  if (dry()) return;
   const size_t n = static_cast<size_t>(B * local_tokens() * 2 * Hkv * D);
   for (auto& b : kv_) b.resize(n);
   if (backward)
@@ -29,19 +30,23 @@ void RingAttention::attention_forward(float* out, float* lse, const float* qkv, 
                                       int64_t D) {
   const int64_t T = local_tokens(), cp = size();
   reserve(B, Hkv, D, false);
-  const int64_t bytes = static_cast<int64_t>(kv_[0].size() * sizeof(float));
-  cpu::attention_pack_kv(kv_[0].data(), qkv, B, T, H, Hkv, D);
-  cpu::attention_block_init(out, lse, B, T, H, D);
+  const int64_t bytes = block_bytes(B, T, Hkv, D);
+  const bool compute = !dry();
+  if (compute) {
+    cpu::attention_pack_kv(kv_[0].data(), qkv, B, T, H, Hkv, D);
+    cpu::attention_block_init(out, lse, B, T, H, D);
+  }
   int cur = 0;
   for (int64_t s = 0; s < cp; ++s) {
     const int64_t owner = (rank() - s + cp) % cp;  // whose block is in hand
     WorkPtr recv, send;
     if (s + 1 < cp) {  // the next block arrives while this one is used
-      recv = comm_.recv_async(kv_[1 - cur].data(), bytes, prev(), kTagKvForward);
-      send = comm_.send_async(kv_[cur].data(), bytes, next(), kTagKvForward);
+      recv = comm_.recv_async(at(kv_[1 - cur]), bytes, prev(), kTagKvForward);
+      send = comm_.send_async(at(kv_[cur]), bytes, next(), kTagKvForward);
     }
-    cpu::attention_block_forward(out, lse, qkv, kv_[cur].data(), positions_of(rank()), positions_of(owner), B, T, T, H,
-                                 Hkv, D);
+    if (compute)
+      cpu::attention_block_forward(out, lse, qkv, kv_[cur].data(), positions_of(rank()), positions_of(owner), B, T, T,
+                                   H, Hkv, D);
     if (s + 1 < cp) {
       send->wait();
       recv->wait();
@@ -54,26 +59,30 @@ void RingAttention::attention_backward(float* dqkv, const float* dout, const flo
                                        const float* lse, int64_t B, int64_t H, int64_t Hkv, int64_t D) {
   const int64_t T = local_tokens(), cp = size();
   reserve(B, Hkv, D, true);
-  delta_.resize(static_cast<size_t>(B * H * T));
-  const int64_t bytes = static_cast<int64_t>(kv_[0].size() * sizeof(float));
-  cpu::attention_block_delta(delta_.data(), dout, out, B, T, H, D);
-  const ExecContext& host = cpu_context();
-  mem_zero(host, dqkv, Device::kCPU, static_cast<size_t>(B * T * (H + 2 * Hkv) * D) * sizeof(float));  // dq: +=
-  cpu::attention_pack_kv(kv_[0].data(), qkv, B, T, H, Hkv, D);
-  mem_zero(host, dkv_[0].data(), Device::kCPU, dkv_[0].size() * sizeof(float));
+  const int64_t bytes = block_bytes(B, T, Hkv, D);
+  const bool compute = !dry();
+  if (compute) {
+    delta_.resize(static_cast<size_t>(B * H * T));
+    cpu::attention_block_delta(delta_.data(), dout, out, B, T, H, D);
+    const ExecContext& host = cpu_context();
+    mem_zero(host, dqkv, Device::kCPU, static_cast<size_t>(B * T * (H + 2 * Hkv) * D) * sizeof(float));  // dq: +=
+    cpu::attention_pack_kv(kv_[0].data(), qkv, B, T, H, Hkv, D);
+    mem_zero(host, dkv_[0].data(), Device::kCPU, dkv_[0].size() * sizeof(float));
+  }
   int cur = 0;
   for (int64_t s = 0; s < cp; ++s) {
     const int64_t owner = (rank() - s + cp) % cp;
     WorkPtr recv, send;
     if (s + 1 < cp) {
-      recv = comm_.recv_async(kv_[1 - cur].data(), bytes, prev(), kTagKvBackward);
-      send = comm_.send_async(kv_[cur].data(), bytes, next(), kTagKvBackward);
+      recv = comm_.recv_async(at(kv_[1 - cur]), bytes, prev(), kTagKvBackward);
+      send = comm_.send_async(at(kv_[cur]), bytes, next(), kTagKvBackward);
     }
-    cpu::attention_block_backward(dqkv, dkv_[cur].data(), dout, qkv, kv_[cur].data(), lse, delta_.data(),
-                                  positions_of(rank()), positions_of(owner), B, T, T, H, Hkv, D);
+    if (compute)
+      cpu::attention_block_backward(dqkv, dkv_[cur].data(), dout, qkv, kv_[cur].data(), lse, delta_.data(),
+                                    positions_of(rank()), positions_of(owner), B, T, T, H, Hkv, D);
     // The block's dk, dv so far go on with it (after the last step: home to their owner).
-    WorkPtr drecv = comm_.recv_async(dkv_[1 - cur].data(), bytes, prev(), kTagDkv);
-    WorkPtr dsend = comm_.send_async(dkv_[cur].data(), bytes, next(), kTagDkv);
+    WorkPtr drecv = comm_.recv_async(at(dkv_[1 - cur]), bytes, prev(), kTagDkv);
+    WorkPtr dsend = comm_.send_async(at(dkv_[cur]), bytes, next(), kTagDkv);
     dsend->wait();
     drecv->wait();
     if (s + 1 < cp) {
@@ -83,7 +92,7 @@ void RingAttention::attention_backward(float* dqkv, const float* dout, const flo
     cur = 1 - cur;
   }
   // kv_[cur] is stale here, dkv_[cur] is this rank's own block's dk, dv from every rank.
-  cpu::attention_unpack_dkv(dqkv, dkv_[cur].data(), B, T, H, Hkv, D);
+  if (compute) cpu::attention_unpack_dkv(dqkv, dkv_[cur].data(), B, T, H, Hkv, D);
 }
 
 }  // namespace ft

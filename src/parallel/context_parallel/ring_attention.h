@@ -28,7 +28,15 @@ namespace ft {
 class RingAttention : public ContextSplit {
  public:
   // seq_len: the whole sample's T (a multiple of 2·cp); the group's ranks hold chunks in its order.
-  RingAttention(Communicator& cp, int64_t seq_len);
+  // dry: transfers only (ContextSplit::dry).
+  RingAttention(Communicator& cp, int64_t seq_len, bool dry = false);
+
+  // The bytes of one block in flight: a rank's keys and values of B sequences. The ring keeps two
+  // (in hand, arriving), in backward two more for their dk, dv and the softmax delta (B, H, T/cp):
+  // plan/context_parallel.h counts them.
+  static int64_t block_bytes(int64_t B, int64_t local_tokens, int64_t Hkv, int64_t D) {
+    return B * local_tokens * 2 * Hkv * D * static_cast<int64_t>(sizeof(float));
+  }
 
   void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t H, int64_t Hkv,
                          int64_t D) override;
@@ -38,8 +46,10 @@ class RingAttention : public ContextSplit {
  private:
   // The positions of the block of the cp rank `owner`.
   const int64_t* positions_of(int64_t owner) const { return positions_[static_cast<size_t>(owner)].data(); }
-  // kv_, dkv_ (two each: in hand and arriving) for B sequences.
+  // kv_, dkv_ (two each: in hand and arriving) for B sequences (nothing when dry).
   void reserve(int64_t B, int64_t Hkv, int64_t D, bool backward);
+  // Buffer i of kv_ or dkv_ (null when dry).
+  static float* at(std::vector<float>& b) { return b.empty() ? nullptr : b.data(); }
   int next() const { return static_cast<int>((rank() + 1) % size()); }
   int prev() const { return static_cast<int>((rank() + size() - 1) % size()); }
 

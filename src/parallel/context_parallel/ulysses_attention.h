@@ -25,7 +25,8 @@ namespace ft {
 
 class UlyssesAttention : public ContextSplit {
  public:
-  UlyssesAttention(Communicator& cp, int64_t seq_len);
+  // dry: transfers only (ContextSplit::dry).
+  UlyssesAttention(Communicator& cp, int64_t seq_len, bool dry = false);
   // H, Hkv: the heads this rank's attention has (after tensor parallelism); ft::Error when cp
   // cannot split them.
   void use_heads(int64_t H, int64_t Hkv) override;
@@ -53,13 +54,17 @@ class UlyssesAttention : public ContextSplit {
   // rank's positions.
   template <typename Cols>
   void from_heads(float* local, int64_t ld, const float* full, int64_t B, Cols cols, bool add);
-  // send[j] to rank j, recv[j] from rank j (this rank's own: a copy).
-  void exchange(std::vector<std::vector<float>>& send, std::vector<std::vector<float>>& recv);
+  // send_[j] (send_n_[j] floats) to rank j, recv_[j] (recv_n_[j] floats) from rank j (this rank's
+  // own: a copy); dry: the sizes only.
+  void exchange();
+  // Sizes send_[j] and recv_[j] (not when dry).
+  void size_buffers(int64_t j, int64_t send_n, int64_t recv_n);
 
   Communicator& comm_;
   int64_t H_ = 0, Hkv_ = 0;
   std::vector<std::vector<int64_t>> positions_;  // per cp rank
   std::vector<std::vector<float>> send_, recv_;
+  std::vector<int64_t> send_n_, recv_n_;
   std::vector<float> qkv_full_, out_full_, dout_full_, dqkv_full_;
 };
 
