@@ -1,10 +1,11 @@
 # Small helpers so each folder's CMakeLists.txt is a few lines.
 
-# ft_library(NAME [DEPS target...] [SOURCES file...] [EXCLUDE file...] [SUBDIRS folder...])
+# ft_library(NAME [UNITY] [DEPS target...] [SOURCES file...] [EXCLUDE file...] [SUBDIRS folder...])
 #   A static library from every .cpp in the current folder and its SUBDIRS (tests excluded), or
-#   from SOURCES only; EXCLUDE leaves files out (a folder split into two libraries).
+#   from SOURCES only; EXCLUDE leaves files out (a folder split into two libraries). UNITY
+#   compiles it as a unity build (ft_unity below).
 function(ft_library name)
-  cmake_parse_arguments(ARG "" "" "DEPS;SOURCES;EXCLUDE;SUBDIRS" ${ARGN})
+  cmake_parse_arguments(ARG "UNITY" "" "DEPS;SOURCES;EXCLUDE;SUBDIRS" ${ARGN})
   if(ARG_SOURCES)
     list(TRANSFORM ARG_SOURCES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/ OUTPUT_VARIABLE srcs)
   else()
@@ -21,6 +22,22 @@ function(ft_library name)
   add_library(${name} STATIC ${srcs})
   target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+  if(ARG_UNITY)
+    ft_unity(${name})
+  endif()
+endfunction()
+
+# ft_unity(TARGET): compile TARGET's sources a few at a time as one translation unit (CMake's
+# unity build) when FT_UNITY_BUILD is ON (the default). For the libraries of parsers, servers,
+# planners and commands, whose files each instantiate the same heavy header-only libraries
+# (nlohmann-json, CLI11, cpp-httplib, fmt): a clean build — what CI does — compiles those once
+# per batch instead of once per file. Never for the numeric code (kernels, tensors, the model,
+# the optimizer, the trainer): a batch changes what the compiler inlines, and with it the
+# rounding of floating-point expressions.
+function(ft_unity target)
+  if(FT_UNITY_BUILD)
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
+  endif()
 endfunction()
 
 # ft_test(NAME SOURCES... [DEPS target...] [LABELS label...] [ENVIRONMENT VAR=value...])

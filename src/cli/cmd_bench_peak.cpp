@@ -210,8 +210,8 @@ int run_bench_peak(int argc, char** argv) {
   return 0;
 }
 
-ft::cli::Register reg("bench-peak",
-                      "measure the GEMM peaks (fp32 per library, bf16, fp16), choose the fp32 library, record them",
-                      run_bench_peak);
+ft::cli::Register register_bench_peak(
+    "bench-peak", "measure the GEMM peaks (fp32 per library, bf16, fp16), choose the fp32 library, record them",
+    run_bench_peak);
 
 }  // namespace

@@ -291,6 +291,6 @@ int run_ckpt(int argc, char** argv) {
   return 0;
 }
 
-ft::cli::Register reg("ckpt", "inspect, verify, ls, reshard, export-hf, import-hf checkpoints", run_ckpt);
+ft::cli::Register register_ckpt("ckpt", "inspect, verify, ls, reshard, export-hf, import-hf checkpoints", run_ckpt);
 
 }  // namespace

@@ -28,6 +28,6 @@ int run_config(int argc, char** argv) {
   return 0;
 }
 
-ft::cli::Register reg("config", "print the resolved configuration or list every key", run_config);
+ft::cli::Register register_config("config", "print the resolved configuration or list every key", run_config);
 
 }  // namespace

@@ -157,6 +157,6 @@ int run_data(int argc, char** argv) {
   return 0;
 }
 
-ft::cli::Register reg("data", "dataset tools: verify, inspect, pull from S3 or GCS", run_data);
+ft::cli::Register register_data("data", "dataset tools: verify, inspect, pull from S3 or GCS", run_data);
 
 }  // namespace

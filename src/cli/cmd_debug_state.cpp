@@ -78,7 +78,8 @@ int run_debug_state(int argc, char** argv) {
   return 0;
 }
 
-ft::cli::Register reg("debug-state", "write a debug state (weights, batches, logits, grads, losses) for oracles",
-                      run_debug_state);
+ft::cli::Register register_debug_state("debug-state",
+                                       "write a debug state (weights, batches, logits, grads, losses) for oracles",
+                                       run_debug_state);
 
 }  // namespace

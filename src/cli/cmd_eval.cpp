@@ -99,6 +99,6 @@ int run_eval(int argc, char** argv) {
   return std::isfinite(val) ? 0 : 1;
 }
 
-ft::cli::Register reg("eval", "evaluate a checkpoint on validation batches (the validation job)", run_eval);
+ft::cli::Register register_eval("eval", "evaluate a checkpoint on validation batches (the validation job)", run_eval);
 
 }  // namespace

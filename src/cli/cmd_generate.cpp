@@ -194,7 +194,8 @@ int run_generate(int argc, char** argv) {
   return 0;
 }
 
-ft::cli::Register reg("generate", "generate text from a checkpoint (KV cache; greedy, temperature, top-p)",
-                      run_generate);
+ft::cli::Register register_generate("generate",
+                                    "generate text from a checkpoint (KV cache; greedy, temperature, top-p)",
+                                    run_generate);
 
 }  // namespace

@@ -38,6 +38,7 @@ int run_launch(int argc, char** argv) {
   return sup.run();
 }
 
-ft::cli::Register reg("launch", "run training under a supervisor that restarts it after failures", run_launch);
+ft::cli::Register register_launch("launch", "run training under a supervisor that restarts it after failures",
+                                  run_launch);
 
 }  // namespace

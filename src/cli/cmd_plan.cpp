@@ -628,6 +628,7 @@ int run_plan(int argc, char** argv) {
   return a.search ? run_search(a, r, o) : run_estimate(a, r, o);
 }
 
-ft::cli::Register reg("plan", "memory, time and cost of a training run; layout search; claim checking", run_plan);
+ft::cli::Register register_plan("plan", "memory, time and cost of a training run; layout search; claim checking",
+                                run_plan);
 
 }  // namespace

@@ -101,7 +101,8 @@ int run_prepare(int argc, char** argv) {
   return 0;
 }
 
-ft::cli::Register reg("prepare", "turn text into a tokenized, sharded dataset (data.path; --nproc N ranks)",
-                      run_prepare);
+ft::cli::Register register_prepare("prepare",
+                                   "turn text into a tokenized, sharded dataset (data.path; --nproc N ranks)",
+                                   run_prepare);
 
 }  // namespace

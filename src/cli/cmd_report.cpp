@@ -34,6 +34,6 @@ int run_report(int argc, char** argv) {
   return 0;
 }
 
-ft::cli::Register reg("report", "write an HTML report with plots of a run's metrics", run_report);
+ft::cli::Register register_report("report", "write an HTML report with plots of a run's metrics", run_report);
 
 }  // namespace

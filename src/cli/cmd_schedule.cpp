@@ -61,6 +61,7 @@ int run_schedule(int argc, char** argv) {
   return 0;
 }
 
-ft::cli::Register reg("schedule", "print a pipeline schedule's timeline and bubble fraction", run_schedule);
+ft::cli::Register register_schedule("schedule", "print a pipeline schedule's timeline and bubble fraction",
+                                    run_schedule);
 
 }  // namespace

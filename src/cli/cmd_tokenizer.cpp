@@ -122,6 +122,7 @@ int run_tokenizer(int argc, char** argv) {
   return 0;
 }
 
-ft::cli::Register reg("tokenizer", "train, encode with or decode with the SentencePiece tokenizer", run_tokenizer);
+ft::cli::Register register_tokenizer("tokenizer", "train, encode with or decode with the SentencePiece tokenizer",
+                                     run_tokenizer);
 
 }  // namespace

@@ -180,6 +180,6 @@ int run_train(int argc, char** argv) {
   }
 }
 
-ft::cli::Register reg("train", "train a model from a TOML config (--nproc N for N local ranks)", run_train);
+ft::cli::Register register_train("train", "train a model from a TOML config (--nproc N for N local ranks)", run_train);
 
 }  // namespace

@@ -7,7 +7,7 @@
 //     FT_PARSE(app, argc, argv);   // --help: prints it, returns 0; bad flags: ft::Error
 //     ... return 0;
 //   }
-//   static ft::cli::Register reg("hello", "say hello", run_hello);
+//   static ft::cli::Register register_hello("hello", "say hello", run_hello);  // unique: unity builds
 //
 // A command receives argv starting at its own name and returns the exit code. ft::Error
 // thrown out of it is printed by main() as "error: ..." plus "hint: ...", exit code 2 — command-line

@@ -8,15 +8,10 @@
 #include <thread>
 
 #include "util/fs.h"
+#include "util/shell_quote.h"
 
 namespace ft {
 namespace {
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 int count_threads(const std::string& text) {
   int n = 0;

@@ -29,6 +29,7 @@
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/shell_quote.h"
 
 extern char** environ;
 
@@ -58,12 +59,6 @@ constexpr double kPollS = 0.05;
 constexpr double kLauncherGraceS = 2;  // after a rank vanished: time for the launcher to report
 constexpr double kReportGraceS = 1.5;  // a rank reported a failure: time for the others to report
 constexpr double kStackTimeoutS = 30;  // bound on reading one rank's stacks
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 }  // namespace
 

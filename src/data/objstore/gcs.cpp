@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/objstore/crc32c.h"
+#include "util/env.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/strings.h"
@@ -17,11 +18,6 @@ namespace ft {
 namespace {
 
 using json = nlohmann::json;
-
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
 
 double steady_now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -100,7 +96,7 @@ std::string service_account_jwt(const std::string& client_email, const std::stri
 }
 
 GcsClient::GcsClient(const ObjectStoreOptions& opt) : ObjectStore("gs", opt) {
-  endpoint_ = !opt.gcs_endpoint.empty() ? opt.gcs_endpoint : env("STORAGE_EMULATOR_HOST");
+  endpoint_ = !opt.gcs_endpoint.empty() ? opt.gcs_endpoint : env_string("STORAGE_EMULATOR_HOST");
   if (endpoint_.empty()) endpoint_ = "https://storage.googleapis.com";
   if (endpoint_.find("://") == std::string::npos) endpoint_ = "http://" + endpoint_;  // emulator "host:port"
   while (!endpoint_.empty() && endpoint_.back() == '/') endpoint_.pop_back();
@@ -109,12 +105,12 @@ GcsClient::GcsClient(const ObjectStoreOptions& opt) : ObjectStore("gs", opt) {
         fmt::format("GCS endpoint \"{}\" must start with http:// or https://", endpoint_),
         "e.g. --gcs-endpoint http://127.0.0.1:4443 (an emulator); the default is https://storage.googleapis.com");
   }
-  if (!env("GOOGLE_OAUTH_ACCESS_TOKEN").empty()) {
+  if (!env_string("GOOGLE_OAUTH_ACCESS_TOKEN").empty()) {
     auth_ = Auth::kToken;
-    token_ = env("GOOGLE_OAUTH_ACCESS_TOKEN");
-  } else if (!env("GOOGLE_APPLICATION_CREDENTIALS").empty()) {
+    token_ = env_string("GOOGLE_OAUTH_ACCESS_TOKEN");
+  } else if (!env_string("GOOGLE_APPLICATION_CREDENTIALS").empty()) {
     auth_ = Auth::kServiceAccount;
-    key_file_ = env("GOOGLE_APPLICATION_CREDENTIALS");
+    key_file_ = env_string("GOOGLE_APPLICATION_CREDENTIALS");
     json k;
     try {
       k = json::parse(read_file(key_file_));

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <ctime>
 
+#include "util/env.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/strings.h"
@@ -26,11 +27,6 @@ std::string hmac(const std::string& key, const std::string& msg) {
   HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(msg.data()),
        msg.size(), md, &len);
   return std::string(reinterpret_cast<char*>(md), len);
-}
-
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
 }
 
 std::string xml_unescape(const std::string& s) {
@@ -135,13 +131,13 @@ std::string sigv4_authorization(const SigV4Request& r, const std::string& access
 }
 
 S3Client::S3Client(const ObjectStoreOptions& opt) : ObjectStore("s3", opt) {
-  region_ = !opt.region.empty()                  ? opt.region
-            : !env("AWS_REGION").empty()         ? env("AWS_REGION")
-            : !env("AWS_DEFAULT_REGION").empty() ? env("AWS_DEFAULT_REGION")
-                                                 : "us-east-1";
-  endpoint_ = !opt.s3_endpoint.empty()              ? opt.s3_endpoint
-              : !env("AWS_ENDPOINT_URL_S3").empty() ? env("AWS_ENDPOINT_URL_S3")
-                                                    : env("AWS_ENDPOINT_URL");
+  region_ = !opt.region.empty()                         ? opt.region
+            : !env_string("AWS_REGION").empty()         ? env_string("AWS_REGION")
+            : !env_string("AWS_DEFAULT_REGION").empty() ? env_string("AWS_DEFAULT_REGION")
+                                                        : "us-east-1";
+  endpoint_ = !opt.s3_endpoint.empty()                     ? opt.s3_endpoint
+              : !env_string("AWS_ENDPOINT_URL_S3").empty() ? env_string("AWS_ENDPOINT_URL_S3")
+                                                           : env_string("AWS_ENDPOINT_URL");
   if (endpoint_.empty()) {
     endpoint_ = "https://s3." + region_ + ".amazonaws.com";
     path_style_ = false;
@@ -151,9 +147,9 @@ S3Client::S3Client(const ObjectStoreOptions& opt) : ObjectStore("s3", opt) {
     throw Error(fmt::format("S3 endpoint \"{}\" must start with http:// or https://", endpoint_),
                 "e.g. --s3-endpoint http://127.0.0.1:9000 (MinIO)");
   }
-  access_key_ = env("AWS_ACCESS_KEY_ID");
-  secret_key_ = env("AWS_SECRET_ACCESS_KEY");
-  session_token_ = env("AWS_SESSION_TOKEN");
+  access_key_ = env_string("AWS_ACCESS_KEY_ID");
+  secret_key_ = env_string("AWS_SECRET_ACCESS_KEY");
+  session_token_ = env_string("AWS_SESSION_TOKEN");
   if (access_key_.empty() != secret_key_.empty()) {
     throw Error("only one of AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY is set",
                 "set both, or neither for public buckets");

@@ -16,12 +16,6 @@ using nlohmann::json;
 
 constexpr double kTolerance = 0.10;  // claims within 10% of each other agree (rounding)
 
-std::optional<double> num(const json& r, const char* key) {
-  auto it = r.find(key);
-  if (it == r.end() || it->is_null() || !it->is_number()) return std::nullopt;
-  return it->get<double>();
-}
-
 std::string si(double v, const char* unit = "") {
   const char* prefixes[] = {"", "k", "M", "G", "T", "P", "E"};
   int i = 0;
@@ -53,7 +47,7 @@ CheckResult check_claims(const json& c) {
   if (!c.is_object())
     throw Error("claims must be a JSON object in the published-run schema", "see configs/claims/case-study.json");
   CheckResult out;
-  auto gpus = num(c, "num_gpus");
+  auto gpus = number_field(c, "num_gpus");
   if (!gpus || *gpus <= 0) throw Error("claims: num_gpus is required", "add \"num_gpus\": N");
   const std::string gpu_text = c.value("gpu_type", std::string());
   const std::string gpu_name = gpu_name_from_description(gpu_text);
@@ -73,7 +67,7 @@ CheckResult check_claims(const json& c) {
     out.facts.push_back(fmt::format("model: {:.2f} B parameters, {} per token at seq_len {} (6N + 12·L·h·s)",
                                     rj->job.model.num_params() / 1e9, si(flops_per_token, "FLOP"), rj->job.seq_len));
   } catch (const Error&) {
-    auto pb = num(c, "params_b");
+    auto pb = number_field(c, "params_b");
     if (!pb) throw Error("claims: need the model shape (layers, hidden, vocab, seq_len) or params_b");
     flops_per_token = 6 * *pb * 1e9;
     out.facts.push_back(fmt::format("model: {:.2f} B parameters, {} per token (6N, attention not counted)", *pb,
@@ -82,7 +76,7 @@ CheckResult check_claims(const json& c) {
   GpuSpec gpu = rj ? rj->job.gpu : find_gpu(gpu_name);
   const Precision prec = rj ? rj->fixed.precision : Precision::kBF16;
   const double catalog_peak = gpu.peak(prec);
-  const double peak = num(c, "peak_tflops_assumed").value_or(catalog_peak / 1e12) * 1e12;
+  const double peak = number_field(c, "peak_tflops_assumed").value_or(catalog_peak / 1e12) * 1e12;
   out.facts.push_back(fmt::format("hardware: {:.0f} x {}, dense {} peak {} per GPU, {:.0f} GiB each", n, gpu.name,
                                   precision_label(prec), si(peak, "FLOP/s"), gpu.memory_bytes / 1073741824.0));
   const double job_peak_tokens = n * peak / flops_per_token;
@@ -90,8 +84,8 @@ CheckResult check_claims(const json& c) {
                                   si(peak, "FLOP/s"), si(flops_per_token, "FLOP"), count(job_peak_tokens)));
 
   // Tokens trained: claimed, or epochs x dataset tokens.
-  std::optional<double> tokens = num(c, "tokens_trained");
-  auto epochs = num(c, "epochs"), dataset = num(c, "dataset_tokens");
+  std::optional<double> tokens = number_field(c, "tokens_trained");
+  auto epochs = number_field(c, "epochs"), dataset = number_field(c, "dataset_tokens");
   if (epochs && dataset) {
     const double t = *epochs * *dataset;
     if (tokens && std::abs(*tokens - t) > kTolerance * t)
@@ -104,43 +98,43 @@ CheckResult check_claims(const json& c) {
 
   // Every throughput claim as tokens/s for the whole job.
   std::vector<Implied> implied;
-  if (auto v = num(c, "tokens_per_s_total"))
+  if (auto v = number_field(c, "tokens_per_s_total"))
     implied.push_back({"claimed tokens/s", {"tokens_per_s_total"}, *v, fmt::format("{} tokens/s", count(*v))});
-  if (auto v = num(c, "tokens_per_s_per_gpu"))
+  if (auto v = number_field(c, "tokens_per_s_per_gpu"))
     implied.push_back({"tokens/s per GPU x GPUs",
                        {"tokens_per_s_per_gpu", "num_gpus"},
                        *v * n,
                        fmt::format("{} x {:.0f} = {} tokens/s", count(*v), n, count(*v * n))});
-  std::optional<double> batch_tokens = num(c, "global_batch_tokens");
+  std::optional<double> batch_tokens = number_field(c, "global_batch_tokens");
   if (!batch_tokens) {
-    auto seqs = num(c, "global_batch_seqs"), seq = num(c, "seq_len");
+    auto seqs = number_field(c, "global_batch_seqs"), seq = number_field(c, "seq_len");
     if (seqs && seq) batch_tokens = *seqs * *seq;
   }
-  if (auto s = num(c, "step_time_s"); s && batch_tokens && *s > 0)
+  if (auto s = number_field(c, "step_time_s"); s && batch_tokens && *s > 0)
     implied.push_back({"batch / step time",
                        {"global_batch_tokens", "step_time_s"},
                        *batch_tokens / *s,
                        fmt::format("{} tokens per step / {:g} s = {} tokens/s", count(*batch_tokens), *s,
                                    count(*batch_tokens / *s))});
-  if (auto m = num(c, "mfu"))
+  if (auto m = number_field(c, "mfu"))
     implied.push_back({"MFU x peak / FLOPs per token",
                        {"mfu"},
                        *m * job_peak_tokens,
                        fmt::format("{:.1f}% x {:.0f} x {} / {} = {} tokens/s", 100 * *m, n, si(peak, "FLOP/s"),
                                    si(flops_per_token, "FLOP"), count(*m * job_peak_tokens))});
-  if (auto t = num(c, "tflops_per_gpu"))
+  if (auto t = number_field(c, "tflops_per_gpu"))
     implied.push_back({"TFLOP/s per GPU / FLOPs per token",
                        {"tflops_per_gpu"},
                        *t * 1e12 * n / flops_per_token,
                        fmt::format("{:g} TFLOP/s x {:.0f} / {} = {} tokens/s (model FLOPs)", *t, n,
                                    si(flops_per_token, "FLOP"), count(*t * 1e12 * n / flops_per_token))});
-  if (auto d = num(c, "wall_days"); d && tokens && *d > 0)
+  if (auto d = number_field(c, "wall_days"); d && tokens && *d > 0)
     implied.push_back({"tokens / wall-clock",
                        {"tokens_trained", "wall_days"},
                        *tokens / (*d * 86400),
                        fmt::format("{} tokens / ({:g} days x 86400 s) = {} tokens/s", count(*tokens), *d,
                                    count(*tokens / (*d * 86400)))});
-  if (auto h = num(c, "gpu_hours"); h && tokens && *h > 0)
+  if (auto h = number_field(c, "gpu_hours"); h && tokens && *h > 0)
     implied.push_back({"tokens / GPU-hours",
                        {"tokens_trained", "gpu_hours"},
                        *tokens / (*h * 3600 / n),
@@ -160,7 +154,7 @@ CheckResult check_claims(const json& c) {
                        si(im.tokens_per_s / n * flops_per_token, "FLOP/s"), 100 * mfu, si(peak, "FLOP/s"), 100 * mfu)});
     }
   }
-  if (auto m = num(c, "mfu"); m && *m > 1)
+  if (auto m = number_field(c, "mfu"); m && *m > 1)
     out.violations.push_back({"impossible", {"mfu"}, fmt::format("MFU {:.0f}% is above 100%", 100 * *m)});
 
   // Inconsistent: pairs of throughput claims that disagree beyond rounding.
@@ -177,7 +171,7 @@ CheckResult check_claims(const json& c) {
       }
     }
   // GPU-hours vs days, cost vs GPU-hours.
-  auto days = num(c, "wall_days"), hours = num(c, "gpu_hours"), cost = num(c, "cost_usd");
+  auto days = number_field(c, "wall_days"), hours = number_field(c, "gpu_hours"), cost = number_field(c, "cost_usd");
   if (days && hours) {
     const double h = *days * 24 * n;
     if (std::abs(*hours - h) > kTolerance * std::max(h, *hours))
@@ -186,7 +180,7 @@ CheckResult check_claims(const json& c) {
                                 fmt::format("{:g} days x 24 x {:.0f} GPUs = {} GPU-hours, but {} are claimed", *days, n,
                                             count(h), count(*hours))});
   }
-  if (auto price = num(c, "price_per_gpu_hour"); price && cost && hours) {
+  if (auto price = number_field(c, "price_per_gpu_hour"); price && cost && hours) {
     const double usd = *hours * *price;
     if (std::abs(*cost - usd) > kTolerance * std::max(usd, *cost))
       out.violations.push_back({"inconsistent",
@@ -210,7 +204,7 @@ CheckResult check_claims(const json& c) {
                                       best.memory.total() / 1073741824.0));
       if (tokens) {
         std::string at_mfu;
-        if (auto m = num(c, "mfu"); m && *m > 0)
+        if (auto m = number_field(c, "mfu"); m && *m > 0)
           at_mfu = fmt::format("{:.1f} days at the claimed {:.0f}% MFU, ", *tokens / (*m * job_peak_tokens) / 86400,
                                100 * *m);
         out.facts.push_back(fmt::format(

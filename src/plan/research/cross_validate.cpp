@@ -16,11 +16,6 @@ double number_or(const nlohmann::json& r, const char* key, double fallback) {
   return it != r.end() && it->is_number() ? it->get<double>() : fallback;
 }
 
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 }  // namespace
 
 const std::vector<std::string>& class_names() {
@@ -30,8 +25,8 @@ const std::vector<std::string>& class_names() {
 
 std::vector<std::string> record_classes(const nlohmann::json& rec) {
   std::vector<std::string> out;
-  const std::string prec =
-      lower(rec.value("precision", nlohmann::json()).is_string() ? rec["precision"].get<std::string>() : std::string());
+  const std::string prec = to_lower(
+      rec.value("precision", nlohmann::json()).is_string() ? rec["precision"].get<std::string>() : std::string());
   const bool fp8 = prec.find("fp8") != std::string::npos || prec.find("float8") != std::string::npos ||
                    prec.find("mxfp8") != std::string::npos || prec.find("nvfp4") != std::string::npos;
   const double params = number_or(rec, "params_b", 0), active = number_or(rec, "active_params_b", params);

@@ -40,17 +40,12 @@ std::string str(const json& r, const char* key) {
   return it->is_string() ? it->get<std::string>() : it->dump();
 }
 
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 bool contains(const std::string& s, const char* what) {
   return s.find(what) != std::string::npos;
 }
 
 bool starts_with_ci(const std::string& s, const char* p) {
-  return lower(s).rfind(p, 0) == 0;
+  return to_lower(s).rfind(p, 0) == 0;
 }
 
 // A record's experts: num_experts, experts_per_token (top-k), moe_ffn_hidden (each expert's
@@ -180,12 +175,12 @@ int64_t gpus_per_node_from_text(const std::string& text, int64_t fallback) {
   std::smatch mt;
   for (const auto* re : {&per_node, &host, &nx})
     if (std::regex_search(text, mt, *re)) return std::stoll(mt[1]);
-  if (contains(lower(text), "dgx-2")) return 16;
+  if (contains(to_lower(text), "dgx-2")) return 16;
   return fallback;
 }
 
 ActRecompute parse_recompute(const std::string& s) {
-  const std::string t = lower(s);
+  const std::string t = to_lower(s);
   if (starts_with_ci(t, "none") || starts_with_ci(t, "no ")) return ActRecompute::kNone;
   if (starts_with_ci(t, "full") || contains(t, "remat")) return ActRecompute::kFull;
   // Megatron's "selective" recomputes the attention core, which flash attention recomputes in
@@ -204,7 +199,7 @@ double network_bw_from_text(const std::string& text, int64_t gpus_per_node) {
   if (!std::regex_search(text, mt, rate)) return 0;
   const double links = mt[1].matched ? std::stod(mt[1]) : 1.0;
   const double bytes_per_s = std::stod(mt[2]) * links * 1e9 / 8;
-  if (contains(lower(mt[3]), "per gpu")) return bytes_per_s;
+  if (contains(to_lower(mt[3]), "per gpu")) return bytes_per_s;
   return bytes_per_s / static_cast<double>(std::max<int64_t>(gpus_per_node, 1));
 }
 
@@ -255,7 +250,7 @@ RecordJob job_from_record(const json& r) {
   job.tokens = num(r, "tokens_trained").value_or(0);
 
   LayoutSpec& f = out.fixed;
-  const std::string prec = lower(str(r, "precision"));
+  const std::string prec = to_lower(str(r, "precision"));
   if (contains(prec, "fp8") || contains(prec, "float8") || contains(prec, "fp4")) {
     f.precision = Precision::kF8;
     // The scaling recipe the text names: block-scaled formats, current (dynamic) scaling, else
@@ -278,7 +273,7 @@ RecordJob job_from_record(const json& r) {
   // Model parallelism the record does not state: pipeline and context parallelism are taken as
   // not used; tensor parallelism too when the record says so (dp = num_gpus, "no model
   // parallelism"), else the search picks it like the other open fields.
-  const std::string sharding = lower(str(r, "zero_or_sharding"));
+  const std::string sharding = to_lower(str(r, "zero_or_sharding"));
   const std::optional<int64_t> given_tp = integer(r, "tp"), given_dp = integer(r, "dp");
   const int64_t pp = integer(r, "pp").value_or(1), cp = integer(r, "cp").value_or(1);
   std::optional<int64_t> tp = given_tp;
@@ -308,7 +303,7 @@ RecordJob job_from_record(const json& r) {
     throw Error(fmt::format("{}: ep = {} does not divide num_experts = {}", who, f.ep, job.moe.experts),
                 "expert parallelism splits the experts evenly: use a divisor of num_experts");
   f.vp = integer(r, "vp").value_or(1);  // interleaving is opt-in: runs that use it give vp
-  const std::string zero = lower(str(r, "zero_or_sharding"));
+  const std::string zero = to_lower(str(r, "zero_or_sharding"));
   if (!zero.empty()) {
     if (starts_with_ci(zero, "none"))
       f.zero = 0;
@@ -370,7 +365,7 @@ namespace {
 
 // TFLOP/s per GPU of a plan in the record's convention.
 double tflops_in_convention(const RecordJob& rj, const PlanResult& p, const std::string& convention) {
-  const std::string c = lower(convention);
+  const std::string c = to_lower(convention);
   const ModelConfig& m = rj.job.model;
   if (contains(c, "eq.3") || contains(c, "96*b*s*l*h^2")) {
     // Narayanan et al. 2021, eq. 3: 96·B·s·l·h²·(1 + s/6h + V/16lh) per iteration.
@@ -465,6 +460,17 @@ json predict_record(const json& rec) {
     out["comparison"] = nullptr;
   }
   return out;
+}
+
+std::string to_lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::optional<double> number_field(const nlohmann::json& r, const char* key) {
+  auto it = r.find(key);
+  if (it == r.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
 }
 
 }  // namespace ft::plan

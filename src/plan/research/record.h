@@ -60,6 +60,12 @@ double predicted_figure(const nlohmann::json& rec, const RecordJob& rj, const Re
 // publishes a figure, {"comparison": {metric, predicted, published, error}}.
 nlohmann::json predict_record(const nlohmann::json& rec);
 
+// A record's or claim's numeric field: nullopt where it is absent, null or not a number.
+std::optional<double> number_field(const nlohmann::json& r, const char* key);
+
+// ASCII lower case ("BF16" -> "bf16"): records spell precisions and conventions either way.
+std::string to_lower(std::string s);
+
 // Network bandwidth per GPU (bytes/s) read from an "interconnect" description such as
 // "8x HDR InfiniBand 200 Gb/s HCAs per node" or "RoCE 400 Gb/s per GPU"; 0 when none.
 double network_bw_from_text(const std::string& text, int64_t gpus_per_node);
