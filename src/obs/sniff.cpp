@@ -5,14 +5,10 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "util/median.h"
+
 namespace ft::obs {
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Names every rank whose value (>= 0) exceeds margin x the median of the others' values.
 void judge(const std::string& check, const std::vector<double>& t, const SniffReport& r, double margin,

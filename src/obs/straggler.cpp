@@ -5,17 +5,9 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "util/median.h"
+
 namespace ft::obs {
-namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
 
 StragglerDetector::StragglerDetector(std::vector<std::string> hosts, StragglerOptions o)
     : hosts_(std::move(hosts)), o_(o) {}
