@@ -759,6 +759,7 @@ RunEnd Trainer::end_run(const std::optional<std::string>& stop, int64_t nonfinit
                 fmt::format("fix the cause (space under {}?) and run again with --resume auto", ckpt_->root()));
   }
   faults_->beat("done", step_);
+  if (auto* ring = dynamic_cast<const RingAttention*>(cp_.get())) log_info("{}", ring->describe_overlap());
   log_info("done: {} steps, {} tokens in {}; goodput {:.1f}% ({}); metrics in {}", step_, tokens_,
            human_duration(now_seconds() - start_time_), 100 * badput.goodput(), obs::badput_summary(badput),
            metrics_->path());
