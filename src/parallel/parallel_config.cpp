@@ -78,11 +78,6 @@ const char* pipeline_schedule_name(PipelineSchedule s) {
 void ParallelConfig::validate() const {
   if (dp <= 0 || cp <= 0 || tp <= 0 || pp <= 0)
     throw Error(fmt::format("parallel degrees must be positive: dp = {}, cp = {}, tp = {}, pp = {}", dp, cp, tp, pp));
-  if (cp > 1 && pp > 1)
-    throw Error(fmt::format("parallel.cp = {} with parallel.pp = {}: context parallelism does not run under a "
-                            "pipeline schedule yet",
-                            cp, pp),
-                "set parallel.pp = 1 (dp, tp and ZeRO compose with cp), or parallel.cp = 1");
   if (!(collective_timeout_s > 0))
     throw Error(fmt::format("parallel.collective_timeout_s = {} must be > 0", collective_timeout_s));
   if (zero < 0 || zero > 3)

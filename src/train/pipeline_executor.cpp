@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "util/error.h"
@@ -64,15 +65,15 @@ void PipelineExecutor::check(const Batch& batch) const {
            mb_.size, seq_len_);
 }
 
-// Measured bubble: each pipeline (ranks sharing dp and tp coordinates) runs from its first
+// Measured bubble: each pipeline (ranks sharing dp, cp and tp coordinates) runs from its first
 // stage's start to its last stage's end; a stage is idle for that span minus its busy time.
 // Timestamps come from one monotonic clock, comparable across the ranks of one host.
 void PipelineExecutor::summarize(nlohmann::json& r, nlohmann::json& j) const {
   const int n = mesh_.world_size();
-  std::map<std::pair<int64_t, int64_t>, std::pair<double, double>> span;  // (dp, tp) -> (start, end)
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::pair<double, double>> span;  // (dp, cp, tp) -> (start, end)
   auto group = [&](int rank) {
     MeshCoord c = Mesh::coord_of(mesh_.degrees(), rank);
-    return std::make_pair(c.dp, c.tp);
+    return std::make_tuple(c.dp, c.cp, c.tp);
   };
   for (int i = 0; i < n; ++i) {
     auto [it, fresh] = span.try_emplace(group(i), r["pp_start"][i].get<double>(), r["pp_end"][i].get<double>());

@@ -194,12 +194,15 @@ void Trainer::set_up_precision() {
 void Trainer::open_data() {
   const TrainConfig& t = cfg_.train;
   const int64_t dp_rank = mesh_.coord().dp, dp = cfg_.parallel.dp;
-  train_data_ = make_loader(cfg_.data, t.batch_spec(), cfg_.model.vocab_size, dp_rank, dp, Split::kTrain);
+  BatchSpec spec = t.batch_spec();
+  // Context parallelism: each cp rank of a replica reads only its zig-zag chunks of the samples.
+  if (cfg_.parallel.cp > 1) spec.chunks = zigzag_ranges(t.seq_len, cfg_.parallel.cp, mesh_.coord().cp);
+  train_data_ = make_loader(cfg_.data, spec, cfg_.model.vocab_size, dp_rank, dp, Split::kTrain);
   streamed_ = cfg_.data.source == DataSource::kDataset && ObjectUrl::is_object_url(cfg_.data.path);
   if (t.eval_interval > 0) {
-    val_data_ = make_loader(cfg_.data, t.batch_spec(), cfg_.model.vocab_size, dp_rank, dp,
-                            Split::kValidation);  // null: a mixture
-    val_sources_ = make_validation_sources(cfg_.data, t.batch_spec(), cfg_.model.vocab_size, dp_rank, dp);
+    // null: a mixture
+    val_data_ = make_loader(cfg_.data, spec, cfg_.model.vocab_size, dp_rank, dp, Split::kValidation);
+    val_sources_ = make_validation_sources(cfg_.data, spec, cfg_.model.vocab_size, dp_rank, dp);
   }
 }
 
@@ -370,12 +373,19 @@ GuardVerdict Trainer::judge_step(const StepStats& s, double local_loss_sum) {
 }
 
 namespace {
-// This rank's part of StepStats::data_hash: < 2^32 per sequence, so sums stay exact in a double.
+// This rank's part of StepStats::data_hash: a 20-bit hash of each (position, token) of its
+// sequences summed over the positions it owns (data/loader/sample_chunks.h), so that the cp ranks'
+// parts add up to the whole sequences'. < 2^20 · (seq_len + 1) per sequence: sums stay exact in a double.
 double batch_data_hash(const Batch& b) {
   double h = 0;
-  const size_t len = static_cast<size_t>(b.seq_len + 1) * sizeof(int32_t);
-  for (int64_t i = 0; i < b.batch; ++i)
-    h += static_cast<double>(hash_string({reinterpret_cast<const char*>(b.sequence(i)), len}) >> 32);
+  for (int64_t i = 0; i < b.batch; ++i) {
+    const int32_t* row = b.sequence(i);
+    uint64_t s = 0;
+    for_each_owned_position(b.chunks, b.seq_len, [&](int64_t p) {
+      s += mix64((static_cast<uint64_t>(p) << 32) | static_cast<uint32_t>(row[p])) >> 44;
+    });
+    h += static_cast<double>(s);
+  }
   return h;
 }
 }  // namespace
@@ -783,6 +793,7 @@ RunEnd Trainer::end_run(const std::optional<std::string>& stop, int64_t nonfinit
                 fmt::format("fix the cause (space under {}?) and run again with --resume auto", ckpt_->root()));
   }
   faults_->beat("done", step_);
+  if (auto* ring = dynamic_cast<const RingAttention*>(cp_.get())) log_info("{}", ring->describe_overlap());
   log_info("done: {} steps, {} tokens in {}; goodput {:.1f}% ({}); metrics in {}", step_, tokens_,
            human_duration(now_seconds() - start_time_), 100 * badput.goodput(), obs::badput_summary(badput),
            metrics_->path());

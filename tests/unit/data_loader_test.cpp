@@ -1,6 +1,7 @@
 // The dataset loader: global order as a pure function of (seed, epoch, sample), rank slices,
 // per-rank shard ranges (each rank opens only its own shards), exact resume (also under another
-// number of ranks), checksum on open, validation split.
+// number of ranks), checksum on open, validation split; under context parallelism each cp rank
+// reads only its zig-zag chunks (+ targets).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 
 #include "data/loader/dataset_loader.h"
 #include "data_test_util.h"
+#include "model/context_split.h"
 #include "util/error.h"
 
 namespace ft {
@@ -269,6 +271,56 @@ TEST_F(LoaderTest, BadSettingsAreExplained) {
 TEST_F(LoaderTest, RestoreRejectsAStateFromAnotherBatchSize) {
   DatasetLoader l(opts(ds_.dir, 0, 1));
   EXPECT_THROW(l.restore(LoaderState{12, 0, ""}), Error);
+}
+
+// Context parallelism: each cp rank of a dp rank reads only its two zig-zag chunks of every sample
+// and the target past each — the bytes counter moves by exactly those tokens — and the ranks'
+// tokens together are the cp = 1 loader's samples, position for position.
+TEST_F(LoaderTest, ContextParallelRanksReadOnlyTheirChunks) {
+  const int64_t B = 8, seq = 16, steps = 3;
+  for (int64_t cp : {2, 4}) {
+    for (int64_t dp : {1, 2}) {
+      for (int64_t d = 0; d < dp; ++d) {
+        DatasetLoaderOptions whole = opts(ds_.dir, d, dp, B, seq);
+        whole.prefetch = 0;
+        DatasetLoader ref(whole);
+        std::vector<std::unique_ptr<DatasetLoader>> ranks;
+        std::vector<int64_t> files(static_cast<size_t>(cp));
+        for (int64_t r = 0; r < cp; ++r) {
+          DatasetLoaderOptions o = whole;
+          o.chunks = zigzag_ranges(seq, cp, r);
+          ranks.push_back(std::make_unique<DatasetLoader>(o));
+          files[static_cast<size_t>(r)] = ranks.back()->bytes_read();  // the verified shards
+        }
+        for (int64_t k = 0; k < steps; ++k) {
+          Batch want = ref.next();
+          std::vector<int> seen(static_cast<size_t>(seq + 1), 0);  // of sample 0, over the cp ranks
+          for (int64_t r = 0; r < cp; ++r) {
+            Batch got = ranks[static_cast<size_t>(r)]->next();
+            ASSERT_EQ(got.tokens.size(), want.tokens.size());
+            const SampleChunks reads = read_ranges(got.chunks, seq);
+            for (int64_t i = 0; i < got.batch; ++i) {
+              for (int64_t p = 0; p <= seq; ++p) {
+                bool mine = false;
+                for (auto [b, e] : reads) mine |= p >= b && p < e;
+                if (i == 0 && mine) ++seen[static_cast<size_t>(p)];
+                ASSERT_EQ(got.sequence(i)[p], mine ? want.sequence(i)[p] : 0)
+                    << "cp " << cp << " rank " << r << " dp " << d << " step " << k << " sample " << i << " pos " << p;
+              }
+            }
+          }
+          for (int64_t p = 0; p <= seq; ++p) EXPECT_GE(seen[static_cast<size_t>(p)], 1) << "position " << p;
+        }
+        const int64_t tb = static_cast<int64_t>(ref.manifest().token_bytes), local = B / dp;
+        for (int64_t r = 0; r < cp; ++r) {
+          // seq / cp tokens of the two chunks + the two targets past them, per sample.
+          EXPECT_EQ(ranks[static_cast<size_t>(r)]->bytes_read() - files[static_cast<size_t>(r)],
+                    steps * local * (seq / cp + 2) * tb)
+              << "cp " << cp << " rank " << r;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -163,14 +163,19 @@ Batch DatasetLoader::build(int64_t first_sample) const {
   Batch b;
   b.batch = local_;
   b.seq_len = opt_.seq_len;
+  b.chunks = opt_.chunks;
   b.tokens.resize(static_cast<size_t>(local_ * (opt_.seq_len + 1)));
-  for (int64_t i = 0; i < local_; ++i) {
-    SequencePlan::Location loc = plan_->locate(first_sample + first_pos_ + i);
-    shard(loc.shard)->view().copy_tokens(loc.first_token, static_cast<uint64_t>(opt_.seq_len + 1),
-                                         b.tokens.data() + i * (opt_.seq_len + 1));
-    bytes_read_ += (opt_.seq_len + 1) * static_cast<int64_t>(manifest_.token_bytes);
-  }
+  for (int64_t i = 0; i < local_; ++i)
+    copy_sample(plan_->locate(first_sample + first_pos_ + i), b.tokens.data() + i * (opt_.seq_len + 1));
   return b;
+}
+
+void DatasetLoader::copy_sample(const SequencePlan::Location& loc, int32_t* row) const {
+  const ShardView& v = shard(loc.shard)->view();
+  for (auto [begin, end] : read_ranges(opt_.chunks, opt_.seq_len)) {
+    v.copy_tokens(loc.first_token + static_cast<uint64_t>(begin), static_cast<uint64_t>(end - begin), row + begin);
+    bytes_read_ += (end - begin) * static_cast<int64_t>(manifest_.token_bytes);
+  }
 }
 
 Batch DatasetLoader::next() {

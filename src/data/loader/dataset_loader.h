@@ -14,6 +14,9 @@
 //   Batch b = dl.next();
 //   dl.opened_shards();          // the shard files this rank opened, in order
 //   dl.bytes_read();             // bytes read from them: verified shards whole, then copied tokens
+//
+// With opt.chunks (context parallelism) each sample's row holds only those chunks' tokens and
+// their targets (data/loader/sample_chunks.h); only they are read and counted.
 #pragma once
 
 #include <atomic>
@@ -24,6 +27,7 @@
 #include "data/dataset_manifest.h"
 #include "data/loader/batch_prefetcher.h"
 #include "data/loader/loader.h"
+#include "data/loader/sample_chunks.h"
 #include "data/loader/sequence_plan.h"
 #include "data/loader/shard_cache.h"
 
@@ -40,6 +44,7 @@ struct DatasetLoaderOptions {
   int prefetch = 4;         // batches prepared ahead on the background thread; 0 = none
   bool verify = true;       // checksum every opened shard
   std::string language;     // only the split's shards of this language ("" = all)
+  SampleChunks chunks;      // context parallelism: only these chunks of each sample (+ targets); empty = all
   // For a URL in `dir`: where this loader caches its shards, how many bytes at most, and the store.
   std::string cache_dir;
   uint64_t cache_bytes = uint64_t{4} << 30;
@@ -70,6 +75,9 @@ class DatasetLoader final : public DataLoader {
   // Shard `s` of the loader's shards (the split's, or its language's; inside this rank's range),
   // opened or fetched.
   std::shared_ptr<const Shard> shard(int64_t s) const;
+  // Copies this rank's ranges (opt.chunks) of the sample at `loc` into row (seq_len + 1 tokens),
+  // adding their bytes to bytes_read().
+  void copy_sample(const SequencePlan::Location& loc, int32_t* row) const;
   int64_t local_batch() const { return local_; }
   int64_t first_position() const { return first_pos_; }
 

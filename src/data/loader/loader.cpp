@@ -20,7 +20,7 @@ namespace {
 class RankSliceLoader : public DataLoader {
  public:
   RankSliceLoader(const BatchSpec& t, int64_t dp_rank, int64_t dp_size)
-      : global_batch_(t.batch_size), seq_len_(t.seq_len), seed_(t.seed) {
+      : global_batch_(t.batch_size), seq_len_(t.seq_len), seed_(t.seed), chunks_(t.chunks) {
     if (global_batch_ % dp_size != 0) {
       throw Error(
           fmt::format("train.batch_size = {} is not divisible by the {} data-parallel ranks", global_batch_, dp_size),
@@ -34,8 +34,11 @@ class RankSliceLoader : public DataLoader {
     Batch b;
     b.batch = local_;
     b.seq_len = seq_len_;
+    b.chunks = chunks_;
     b.tokens.resize(static_cast<size_t>(local_ * (seq_len_ + 1)));
-    for (int64_t i = 0; i < local_; ++i) read(state_.next_sample + first_ + i, b.tokens.data() + i * (seq_len_ + 1));
+    for (int64_t i = 0; i < local_; ++i)
+      for (auto [begin, end] : read_ranges(chunks_, seq_len_))
+        read(state_.next_sample + first_ + i, begin, end, b.tokens.data() + i * (seq_len_ + 1));
     state_.next_sample += global_batch_;
     return b;
   }
@@ -43,9 +46,11 @@ class RankSliceLoader : public DataLoader {
   void restore(const LoaderState& s) override { state_ = s; }
 
  protected:
-  virtual void read(int64_t global_index, int32_t* tokens) = 0;
+  // Tokens [begin, end) of sample global_index into row[begin, end).
+  virtual void read(int64_t global_index, int64_t begin, int64_t end, int32_t* row) = 0;
   int64_t global_batch_, seq_len_;
   uint64_t seed_;
+  SampleChunks chunks_;
   int64_t local_ = 0, first_ = 0;
   LoaderState state_;
 };
@@ -59,7 +64,9 @@ class SyntheticLoader final : public RankSliceLoader {
   }
 
  private:
-  void read(int64_t g, int32_t* tokens) override { synthetic_sample(tokens, seq_len_, vocab_, seed_, split_, g); }
+  void read(int64_t g, int64_t begin, int64_t end, int32_t* row) override {
+    synthetic_sample(row, begin, end, vocab_, seed_, split_, g);
+  }
   int64_t vocab_;
   int split_;
 };
@@ -90,12 +97,12 @@ class TokenFileLoader final : public RankSliceLoader {
   }
 
  private:
-  void read(int64_t g, int32_t* tokens) override {
+  void read(int64_t g, int64_t begin, int64_t end, int32_t* row) override {
     int64_t epoch = g / num_windows_;
     uint64_t key = mix64(seed_ ^ mix64(static_cast<uint64_t>(epoch)));
     int64_t w = first_window_ + static_cast<int64_t>(permute_index(static_cast<uint64_t>(g % num_windows_),
                                                                    static_cast<uint64_t>(num_windows_), key));
-    for (int64_t t = 0; t <= seq_len_; ++t) tokens[t] = file_.at(w * seq_len_ + t);
+    for (int64_t t = begin; t < end; ++t) row[t] = file_.at(w * seq_len_ + t);
   }
   TokenFile file_;
   Split split_;
@@ -118,6 +125,7 @@ DatasetLoaderOptions dataset_options(const DataConfig& data, const BatchSpec& tr
   o.dp_rank = dp_rank;
   o.dp_size = dp_size;
   o.model_vocab = vocab;
+  o.chunks = train.chunks;
   o.prefetch = static_cast<int>(data.prefetch);
   o.verify = data.verify;
   o.cache_dir = cache_root(data, train, split, dp_rank);

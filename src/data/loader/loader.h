@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "data/data_config.h"
+#include "data/loader/sample_chunks.h"
 
 namespace ft {
 
@@ -33,12 +34,16 @@ struct BatchSpec {
   int64_t seq_len = 0;
   uint64_t seed = 0;
   std::string run_dir;  // the default shard cache lives under it
+  // Context parallelism: the chunks of each sample this rank trains on (data/loader/sample_chunks.h);
+  // the loader reads only those tokens and their targets. Empty: every token.
+  SampleChunks chunks{};
 };
 
 struct Batch {
   int64_t batch = 0;  // sequences
   int64_t seq_len = 0;
-  std::vector<int32_t> tokens;  // (batch, seq_len + 1)
+  std::vector<int32_t> tokens;  // (batch, seq_len + 1); only read_ranges(chunks) filled, the rest 0
+  SampleChunks chunks{};        // empty: whole samples
   const int32_t* sequence(int64_t i) const { return tokens.data() + i * (seq_len + 1); }
 };
 
@@ -67,7 +72,8 @@ class DataLoader {
   // Seconds the last next() waited for its batch (0 when it was already prefetched).
   virtual double last_wait_s() const { return 0; }
   // Bytes this loader has read from the dataset's files so far: whole shards when it verified
-  // them, then the tokens it copied (0 for sources without files). Across hosts it shows that each
+  // them, then the tokens it copied — under context parallelism only its chunks' (0 for sources
+  // without files). Across hosts it shows that each
   // rank reads only its own range (metrics.jsonl: per_rank.data_read_bytes).
   virtual int64_t bytes_read() const { return 0; }
   // Shard bytes this loader fetched from object storage so far (data.path = s3:// or gs://).

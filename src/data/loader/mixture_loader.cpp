@@ -72,13 +72,12 @@ Batch MixtureLoader::build(int64_t first_sample) const {
   Batch b;
   b.batch = local_;
   b.seq_len = base_.seq_len;
+  b.chunks = base_.chunks;
   b.tokens.resize(static_cast<size_t>(local_ * (base_.seq_len + 1)));
   for (int64_t i = 0; i < local_; ++i) {
     MixturePlan::Pick p = plan_->pick(first_sample + first_pos_ + i);
     const DatasetLoader& src = *sources_loaders_[static_cast<size_t>(p.source)];
-    SequencePlan::Location loc = src.plan().locate_sequence(p.sequence);
-    src.shard(loc.shard)->view().copy_tokens(loc.first_token, static_cast<uint64_t>(base_.seq_len + 1),
-                                             b.tokens.data() + i * (base_.seq_len + 1));
+    src.copy_sample(src.plan().locate_sequence(p.sequence), b.tokens.data() + i * (base_.seq_len + 1));
   }
   return b;
 }

@@ -8,8 +8,8 @@
 
 namespace ft {
 
-// tokens: seq_len + 1 values.
-void synthetic_sample(int32_t* tokens, int64_t seq_len, int64_t vocab_size, uint64_t seed, int split,
+// Tokens [begin, end) of the sample into row[begin, end) (a whole sample: 0, seq_len + 1).
+void synthetic_sample(int32_t* row, int64_t begin, int64_t end, int64_t vocab_size, uint64_t seed, int split,
                       int64_t sample_index);
 
 }  // namespace ft

@@ -13,11 +13,16 @@
 //     arrive meanwhile.
 // Causality is by true position, so key blocks a query block cannot see cost nothing.
 //
+// overlap() says how much of the ring's communication the compute hides: the time blocked on the
+// overlapped key/value transfers (after the block's compute) against what those transfers cost
+// alone, estimated by the blocking dk/dv hops of the same size in backward.
+//
 //   RingAttention ring(mesh.cp(), cfg.train.seq_len);
 //   Llama model(ctx, cfg, layout, Precision::kF32, tp, &ring);
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "model/context_split.h"
@@ -43,6 +48,20 @@ class RingAttention : public ContextSplit {
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
                           int64_t B, int64_t H, int64_t Hkv, int64_t D) override;
 
+  // Since construction, seconds on this rank.
+  struct Overlap {
+    int64_t transfers = 0;  // key/value blocks sent on while a block was computed
+    double compute_s = 0;   // the block computes those transfers overlapped
+    double wait_s = 0;      // blocked on those transfers after the compute: the exposed part
+    int64_t hops = 0;       // dk, dv hops (backward): the same bytes, not overlapped
+    double hop_s = 0;
+    // The share of the overlapped transfers' time the compute hid: 1 − wait / (transfers · one
+    // hop's time); NaN before a backward has run.
+    double hidden_share() const;
+  };
+  const Overlap& overlap() const { return overlap_; }
+  std::string describe_overlap() const;
+
  private:
   // The positions of the block of the cp rank `owner`.
   const int64_t* positions_of(int64_t owner) const { return positions_[static_cast<size_t>(owner)].data(); }
@@ -56,6 +75,7 @@ class RingAttention : public ContextSplit {
   Communicator& comm_;
   std::vector<std::vector<int64_t>> positions_;  // per cp rank
   std::vector<float> kv_[2], dkv_[2], delta_;
+  Overlap overlap_;
 };
 
 }  // namespace ft

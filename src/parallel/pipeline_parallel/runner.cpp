@@ -15,11 +15,15 @@ PipelineRunner::PipelineRunner(const PipelinePlan& plan, int stage, Llama& model
       engine_(engine),
       pp_(pp),
       B_(micro_batch),
-      T_(seq_len),
+      // Context parallelism: this rank's T / cp tokens of each sample (its zig-zag chunks); the
+      // batch rows stay whole samples of seq_len + 1 tokens.
+      T_(model.local_seq_len(seq_len)),
+      pitch_(seq_len + 1),
       chunk_tokens_(loss_chunk_tokens),
       // What this rank holds of a micro-batch's residual stream: (B·T, dim), or its N/tp-token
-      // shard under sequence parallelism — each tp rank exchanges its own with the same tp index.
-      rows_(model.tp_split().tokens(micro_batch * seq_len)),
+      // shard under sequence parallelism — each tp rank exchanges its own with the same tp index
+      // (and, under context parallelism, the same cp index: the same chunks).
+      rows_(model.tp_split().tokens(micro_batch * T_)),
       msg_bytes_(rows_ * model.config().dim * 4) {
   FT_CHECK(pp.size() == plan.partition.stages() && pp.rank() == stage,
            "pipeline group rank {} of {} for stage {} of {}", pp.rank(), pp.size(), stage, plan.partition.stages());
@@ -109,7 +113,7 @@ void PipelineRunner::forward(const PipelineAction& a, const int32_t* tokens, flo
   wait_recv(a);
   const double t0 = now_seconds();
   if (training) engine_.begin_micro_batch(a.mb);
-  if (first || last) model_.load_batch(x, tokens + a.mb * B_ * (T_ + 1));
+  if (first || last) model_.load_batch(x, tokens + a.mb * B_ * pitch_);
   if (first) model_.embed_forward(engine_, x);
   const LayerSpan span = part.span(a.chunk);
   for (int64_t l = span.first; l < span.first + span.count; ++l) model_.block_forward(engine_, x, l);

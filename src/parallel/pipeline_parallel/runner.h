@@ -96,7 +96,7 @@ class PipelineRunner {
   Llama& model_;
   ParamEngine& engine_;
   Communicator& pp_;
-  int64_t B_, T_, chunk_tokens_;
+  int64_t B_, T_, pitch_, chunk_tokens_;  // T_: the tokens of a sample on this rank; pitch_: a batch row
   int64_t rows_;       // tokens of the residual stream this rank holds (N, or N/tp with sequence parallelism)
   int64_t msg_bytes_;  // one activation or gradient message: rows_ · dim fp32
   std::vector<std::pair<int64_t, bool>> shapes_;                 // (layers, head) of the pools
