@@ -24,7 +24,7 @@ srcs=("$root"/src/util/config_binder.cpp "$root"/src/util/error.cpp
       "$root"/src/parallel/parallel_config.cpp "$root"/src/parallel/pipeline_parallel/pipeline_plan.cpp
       "$root"/src/parallel/pipeline_parallel/partition.cpp "$root"/src/parallel/pipeline_parallel/schedule.cpp
       "$root"/src/parallel/pipeline_parallel/schedule_sim.cpp "$root"/src/obs/metrics_config.cpp
-      "$root"/src/fault/fault_config.cpp "$root"/src/ckpt/ckpt_config.cpp
+      "$root"/src/fault/fault_config.cpp "$root"/src/ckpt/ckpt_config.cpp "$root"/src/obs/sniff_config.cpp
       "$root"/src/config/key_effects.cpp "$root"/src/data/dataset_manifest.cpp "$root"/src/util/checksum.cpp
       "$root"/src/tensor/host_threads.cpp "$root"/tests/fuzz/config_fuzz_manifest.cpp)
 # toml++ header-only, so that its parser is instrumented (and fuzzed) with the rest; its internal
