@@ -50,7 +50,7 @@ CpCost cp_cost(const Job& job, const Layout& l, double attention_s) {
     c.buffers = (4.0 * qkv + 2.0 * out) * cp * w;  // whole-sequence q,k,v, d(qkv), out, dout; send/recv pieces
     c.exposed = mbs * layers * per_layer / bw;     // attention waits for every exchange
   }
-  const double sums = 2.0 * (cp - 1.0) / cp * 8.0;  // the loss sum over the group: one double
+  const double sums = 2.0 * (cp - 1.0) / cp * 16.0;  // the loss sum and the data hash over the group: two doubles
   c.bytes = mbs * layers * per_layer + sums;
   c.seconds = mbs * layers * per_layer / bw;
   return c;

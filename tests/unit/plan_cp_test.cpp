@@ -60,7 +60,7 @@ TEST(PlanCp, RingAndAllToAllBytes) {
   ASSERT_EQ(mbs, 4);
   // Ring: per layer and micro-batch (cp − 1) forward and (cp − 1) backward K/V blocks, cp dK/dV hops.
   const double block = 4096.0 * 2 * 16 * 128 * 2;
-  const double sums = 2.0 * 1 / 2 * 8;  // the loss sum: one double
+  const double sums = 2.0 * 1 / 2 * 16;  // the loss sum and the data hash: two doubles
   EXPECT_DOUBLE_EQ(rank_traffic(j, l).cp, mbs * 32 * (1 + 1 + 2) * block + sums);
   l.recompute = ActRecompute::kFull;  // the forward runs again in backward
   EXPECT_DOUBLE_EQ(rank_traffic(j, l).cp, mbs * 32 * (2 + 1 + 2) * block + sums);
