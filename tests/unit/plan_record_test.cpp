@@ -62,6 +62,32 @@ TEST(PlanRecord, NotEnoughInformationNamesTheFields) {
   }
 }
 
+// The run's attention kernel and pipeline schedule as its record states them: "unfused" prices
+// the materialised softmax (no flash attention), "interleaved" without vp leaves the depth to the
+// search; anything else is refused, naming the record, field and value.
+TEST(PlanRecord, AttentionKernelAndPipelineSchedule) {
+  EXPECT_FALSE(job_from_record(find("megatron21-t1-1.7b")).fixed.flash_attention);
+  EXPECT_TRUE(job_from_record(find("pythia-160m")).fixed.flash_attention);  // its config names flash
+  EXPECT_FALSE(job_from_record(find("llama3-405b-t4-16384gpu-seq8192")).fixed.vp.has_value());
+  EXPECT_EQ(job_from_record(find("megatron21-t2-ptd-p-174.6b-768gpu")).fixed.vp, 1);
+  nlohmann::json r = find("megatron21-t1-1.7b");
+  r["attention"] = "sparse";
+  try {
+    job_from_record(r);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("megatron21-t1-1.7b: attention = 'sparse'"), std::string::npos) << e.what();
+  }
+  r = find("llama3-405b-t4-16384gpu-seq8192");
+  r["pipeline_schedule"] = "zero-bubble";
+  try {
+    job_from_record(r);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pipeline_schedule = 'zero-bubble'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(PlanRecord, GpuNamesAndInterconnects) {
   EXPECT_EQ(gpu_name_from_description("A100-SXM4-40GB (AWS p4d.24xlarge)"), "a100-40gb");
   EXPECT_EQ(gpu_name_from_description("A100-SXM4-80GB"), "a100-80gb");

@@ -302,7 +302,23 @@ RecordJob job_from_record(const json& r) {
   if (job.moe.enabled() && job.moe.experts % f.ep != 0)
     throw Error(fmt::format("{}: ep = {} does not divide num_experts = {}", who, f.ep, job.moe.experts),
                 "expert parallelism splits the experts evenly: use a divisor of num_experts");
-  f.vp = integer(r, "vp").value_or(1);  // interleaving is opt-in: runs that use it give vp
+  // Interleaving is opt-in: a run that used it gives vp, or says "interleaved" in
+  // pipeline_schedule without the depth (then the search picks vp like the micro-batch).
+  const std::string schedule = to_lower(str(r, "pipeline_schedule"));
+  if (!schedule.empty() && schedule != "1f1b" && schedule != "interleaved")
+    throw Error(fmt::format("{}: pipeline_schedule = '{}' is not a schedule", who, schedule),
+                "\"1f1b\" or \"interleaved\" (Narayanan et al. 2021's virtual stages)");
+  if (auto vp = integer(r, "vp"))
+    f.vp = *vp;
+  else if (schedule != "interleaved")
+    f.vp = 1;
+  // The attention kernel: "flash" (fused, the scores never reach HBM; the default) or "unfused"
+  // (the softmax of B·heads·T² scores written and read, as before FlashAttention, 2022).
+  const std::string attention = to_lower(str(r, "attention"));
+  if (!attention.empty() && attention != "flash" && attention != "unfused")
+    throw Error(fmt::format("{}: attention = '{}' is not an attention kernel", who, attention),
+                "\"flash\" (fused, FlashAttention or cuDNN) or \"unfused\" (materialised softmax)");
+  if (attention == "unfused") f.flash_attention = false;
   const std::string zero = to_lower(str(r, "zero_or_sharding"));
   if (!zero.empty()) {
     if (starts_with_ci(zero, "none"))
