@@ -151,9 +151,9 @@ void Trainer::parallelize() {
                               mesh_.dp_cp(), mesh_.tp(), mesh_.pp(), t.seed);
   // 5. The model.
   if (par.cp > 1 && par.cp_attention == CpAttention::kRing)
-    cp_ = std::make_unique<RingAttention>(mesh_.cp(), t.seq_len);
+    cp_ = std::make_unique<RingAttention>(ctx_, mesh_.cp(), t.seq_len);
   if (par.cp > 1 && par.cp_attention == CpAttention::kAllToAll)
-    cp_ = std::make_unique<UlyssesAttention>(mesh_.cp(), t.seq_len);
+    cp_ = std::make_unique<UlyssesAttention>(ctx_, mesh_.cp(), t.seq_len);
   model_ = std::make_unique<Llama>(ctx_, cfg_.model, engine_->layout(), t.precision, par.tp > 1 ? tp_.get() : nullptr,
                                    cp_.get());
   // 6. The executor.

@@ -1,19 +1,20 @@
 // RingAttention: context parallelism's attention (parallel.cp_attention = "ring") over the cp
-// group, on CPU ranks (MPI). Every rank holds the zig-zag chunks of each sample
-// (model/context_split.h); its keys and values travel around the ring, next = rank + 1:
+// group: on CPU ranks over MPI, on GPU ranks over NcclComm (device buffers; each transfer joined to
+// the compute stream with Work::stream_wait, so the host never waits on the ring). Every rank holds the zig-zag chunks
+// of each sample (model/context_split.h); its keys and values travel around the ring, next = rank + 1:
 //
 //   forward, cp steps: attend this rank's queries to the block in hand (its own first), merging
-//     the partial outputs by their log-sum-exp (cpu::attention_block_forward) while the block
+//     the partial outputs by their log-sum-exp (ops::attention_block_forward) while the block
 //     moves on to the next rank and the previous rank's arrives (non-blocking send/receive,
 //     overlapped with the block's compute);
 //   backward, cp steps: the blocks travel again, each with the dk, dv accumulated for it so far;
-//     a rank adds its queries' share (cpu::attention_block_backward) and passes both on; after the
+//     a rank adds its queries' share (ops::attention_block_backward) and passes both on; after the
 //     last step one more hop brings every block's dk, dv home. dq stays local. The dk, dv hop
 //     waits for the block's compute (it carries its result); the next block's keys and values
 //     arrive meanwhile.
 // Causality is by true position, so key blocks a query block cannot see cost nothing.
 //
-//   RingAttention ring(mesh.cp(), cfg.train.seq_len);
+//   RingAttention ring(ctx, mesh.cp(), cfg.train.seq_len);
 //   Llama model(ctx, cfg, layout, Precision::kF32, tp, &ring);
 #pragma once
 
@@ -22,13 +23,16 @@
 
 #include "model/context_split.h"
 #include "parallel/comm/comm.h"
+#include "tensor/exec_context.h"
+#include "tensor/tensor.h"
 
 namespace ft {
 
 class RingAttention : public ContextSplit {
  public:
   // seq_len: the whole sample's T (a multiple of 2·cp); the group's ranks hold chunks in its order.
-  RingAttention(Communicator& cp, int64_t seq_len);
+  // ctx: where the blocks live and the block attention runs (the model's context).
+  RingAttention(const ExecContext& ctx, Communicator& cp, int64_t seq_len);
 
   void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t H, int64_t Hkv,
                          int64_t D) override;
@@ -36,16 +40,20 @@ class RingAttention : public ContextSplit {
                           int64_t B, int64_t H, int64_t Hkv, int64_t D) override;
 
  private:
-  // The positions of the block of the cp rank `owner`.
-  const int64_t* positions_of(int64_t owner) const { return positions_[static_cast<size_t>(owner)].data(); }
+  // The positions (on ctx's device) of the block of the cp rank `owner`.
+  const int32_t* positions_of(int64_t owner) const;
   // kv_, dkv_ (two each: in hand and arriving) for B sequences.
   void reserve(int64_t B, int64_t Hkv, int64_t D, bool backward);
+  // kv (B, T/cp, 2 Hkv D) = the key and value heads of qkv (B, T/cp, (H + 2 Hkv) D).
+  void pack_kv(float* kv, const float* qkv, int64_t B, int64_t H, int64_t Hkv, int64_t D) const;
   int next() const { return static_cast<int>((rank() + 1) % size()); }
   int prev() const { return static_cast<int>((rank() + size() - 1) % size()); }
 
+  ExecContext ctx_;
   Communicator& comm_;
-  std::vector<std::vector<int64_t>> positions_;  // per cp rank
-  std::vector<float> kv_[2], dkv_[2], delta_;
+  std::vector<int32_t> host_positions_;  // (cp, T/cp): every rank's, the source of positions_
+  Tensor positions_;
+  Tensor kv_[2], dkv_[2];
 };
 
 }  // namespace ft
