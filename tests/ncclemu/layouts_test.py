@@ -1,7 +1,8 @@
 """The parity layouts through NcclComm on emulated device buffers: fluxtrain-devemu-nccl (the CLI,
 the host-emulated GPU of tests/devemu carrying NcclComm over the host stand-in of CUDA and NCCL of
 tests/ncclsim as its device transport) with train.device = "cuda" and parallel.comm = "nccl", so
-that every dp/tp/pp collective of a device buffer takes NcclComm's path: the event recorded on
+that every dp/tp/pp collective (and cp's: the ring's block transfers, the all-to-all's exchange) of
+a device buffer takes NcclComm's path: the event recorded on
 the compute stream and waited on by the communication stream, communication streams from
 make_side_context, the bf16 conversions as device ops on that side context (queued on its
 stand-in stream), device memory recognised by mem_on_device, the bf16 scratch buffer in device
@@ -76,6 +77,10 @@ CASES = [
     ("pp2-gpipe", 2, PP + ['parallel.pp_schedule="gpipe"'], False),
     ("pp2-1f1b", 2, PP + ['parallel.pp_schedule="1f1b"'], False),
     ("pp2-interleaved", 2, PP + ['parallel.pp_schedule="interleaved"', "parallel.virtual_stages=2"], False),
+    # Context parallelism: the ring's blocks (cp group's p2p channels) and the all-to-all's
+    # exchange through NcclComm on device buffers.
+    ("cp2-ring", 2, ["parallel.cp=2", 'parallel.cp_attention="ring"'], False),
+    ("cp2-a2a", 2, ["parallel.cp=2", 'parallel.cp_attention="all_to_all"'], False),
     ("dp2tp2pp2z1", 8, ["parallel.dp=2", "parallel.tp=2", "parallel.pp=2", "parallel.zero=1",
                         "parallel.micro_batches=2"], False),
     # Axes of 4 ranks (the parity matrix's, tests/dist/parity_*_test.py, at its learning rate):

@@ -6,8 +6,11 @@ binary's, step by step, within the tolerances of scripts/gpu_check.py's stage 2 
 copied). A small batch: the executor runs each CUDA thread as a fiber.
 
 usage: train_test.py NAME [--np N] [--set KEY=VALUE ...] [--vgpu-only-set KEY=VALUE ...] [--planted]
+                    [--cpu-np N]
   --np N            both runs under mpirun with N ranks (the layout from --set)
-  --vgpu-only-set   settings of the virtual-GPU run alone (parallel.comm = "nccl")
+  --vgpu-only-set   settings of the virtual-GPU run alone (parallel.comm = "nccl", parallel.cp = 2)
+  --cpu-np N        the CPU run with N ranks (default: --np): 1 with a --vgpu-only-set layout
+                    compares the virtual GPU's layout against one CPU process
   --planted         FT_VGPU_BIN is a planted build: exit 1 ("caught") when its run fails with the
                     virtual runtime's cross-stream race, else 0 (ctest's WILL_FAIL inverts it)
 Environment: FT_BIN (CPU fluxtrain), FT_VGPU_BIN (fluxtrain-vgpu), FT_CONFIG (configs/tiny.toml).
@@ -59,6 +62,7 @@ def main():
     p.add_argument("--set", action="append", default=[])
     p.add_argument("--vgpu-only-set", action="append", default=[])
     p.add_argument("--planted", action="store_true")
+    p.add_argument("--cpu-np", type=int, default=None)
     a = p.parse_args()
     base = f"/tmp/vgpu_train_{a.name}_{os.getpid()}"
     sets = SMALL + a.set
@@ -68,7 +72,7 @@ def main():
                   planted=True)
         finally:
             shutil.rmtree(base + "_vgpu", ignore_errors=True)
-    cpu = train(os.environ["FT_BIN"], base + "_cpu", sets, a.np)
+    cpu = train(os.environ["FT_BIN"], base + "_cpu", sets, a.np if a.cpu_np is None else a.cpu_np)
     gpu = train(os.environ["FT_VGPU_BIN"], base + "_vgpu", sets + ['train.device="cuda"'] + a.vgpu_only_set, a.np)
     for d in ("_cpu", "_vgpu"):
         shutil.rmtree(base + d, ignore_errors=True)
