@@ -7,6 +7,12 @@
 // (out, lse) (acc 1); the backward adds into small random dq, dk, dv (so += is told from =), with
 // out and lse as a merge left them. The CPU kernel is checked against PyTorch by
 // cp_attention_block_torch.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <string>
+
 #include "model/context_split.h"
 #include "ops/op_cases.h"
 #include "ops/rows_util.h"
@@ -65,6 +71,39 @@ double block_flops(const Shape& s) {
   return 4.0 * s["B"] * s["H"] * s["Tq"] * s["Tk"] * s["D"];
 }
 
+// The block forward merged into (out, lse) in double (the gradient check's loss): as
+// ref::attention_block_forward with accumulate = true.
+void block_forward64(std::vector<double>& out, std::vector<double>& lse, const std::vector<double>& qkv,
+                     const std::vector<double>& kv, const std::vector<int32_t>& pq, const std::vector<int32_t>& pk,
+                     const Shape& s) {
+  const int64_t B = s["B"], Tq = s["Tq"], Tk = s["Tk"], H = s["H"], Hkv = s["Hkv"], D = s["D"];
+  const int64_t row = (H + 2 * Hkv) * D, kv_row = 2 * Hkv * D, group = H / Hkv;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < Tq; ++i) {
+        const double* q = qkv.data() + (b * Tq + i) * row + h * D;
+        const double* k = kv.data() + b * Tk * kv_row + (h / group) * D;
+        std::vector<double> sc;
+        for (int64_t j = 0; j < Tk && pk[static_cast<size_t>(j)] <= pq[static_cast<size_t>(i)]; ++j)
+          sc.push_back(std::inner_product(q, q + D, k + j * kv_row, 0.0) / std::sqrt(static_cast<double>(D)));
+        if (sc.empty()) continue;
+        double& l = lse[static_cast<size_t>((b * H + h) * Tq + i)];
+        double mx = l;
+        for (double x : sc) mx = std::max(mx, x);
+        double sum = std::exp(l - mx);
+        for (double x : sc) sum += std::exp(x - mx);
+        const double l_new = mx + std::log(sum);
+        for (int64_t d = 0; d < D; ++d) {
+          double& o = out[static_cast<size_t>((b * Tq + i) * H * D + h * D + d)];
+          double acc = std::exp(l - l_new) * o;
+          for (size_t j = 0; j < sc.size(); ++j)
+            acc += std::exp(sc[j] - l_new) * k[static_cast<int64_t>(j) * kv_row + Hkv * D + d];
+          o = acc;
+        }
+        l = l_new;
+      }
+}
+
 class AttentionBlockForward final : public OpCase {
  public:
   std::vector<Shape> test_shapes() const override {
@@ -111,8 +150,11 @@ class AttentionBlockBackward final : public OpCase {
     const std::vector<int32_t> pq = positions(s, false), pk = positions(s, true);
     c.in_i32("pos_q", pq);
     c.in_i32("pos_k", pk);
-    // (out, lse) as the ring leaves them: an earlier block's state with this block merged in.
+    // (out, lse) as the ring leaves them: an earlier block's state (out0, lse0: the gradient
+    // check's constants) with this block merged in.
     std::vector<float> out = random_floats(out_size(s), seed + 14), lse = random_floats(lse_size(s), seed + 15);
+    c.in_f32("out0", out);
+    c.in_f32("lse0", lse);
     ref::attention_block_forward(cpu_context(), out.data(), lse.data(), qkv, kv, pq.data(), pk.data(), s["B"], s["Tq"],
                                  s["Tk"], s["H"], s["Hkv"], s["D"], true);
     c.in_f32("out", out);
@@ -129,6 +171,51 @@ class AttentionBlockBackward final : public OpCase {
   Cost cost(const Shape& s) const override {
     return {kF32Bytes * (4 * out_size(s) + 2 * kv_size(s) + lse_size(s)), 2.5 * block_flops(s)};
   }
+
+  // loss = Σ dout ∘ out, out the merge of (out0, lse0) with the block: its gradient is the block's
+  // share of dq (the query heads of dqkv; the key and value heads of qkv are not read: 0) and dk, dv.
+  std::vector<GradOf> grads() const override { return {{"dqkv", "qkv", true}, {"dkv", "kv", true}}; }
+  std::vector<Shape> grad_shapes() const override {
+    return {zigzag(1, 8, 2, 1, 0, 2, 1, 16), interleaved(1, 5, 4, 2, 2, 16)};
+  }
+  double loss64(const Case& c, const Inputs64& in) const override {
+    const Shape& s = c.shape();
+    std::vector<double> out = in64(in, "out0"), lse = in64(in, "lse0");
+    block_forward64(out, lse, in64(in, "qkv"), in64(in, "kv"), positions(s, false), positions(s, true), s);
+    return dot64(in64(in, "dout"), out);
+  }
+  // The same gradient in double, from the merged (out, lse) in double.
+  std::map<std::string, std::vector<double>> backward64(const Case& c, const Inputs64& in) const override {
+    const Shape& s = c.shape();
+    const int64_t B = s["B"], Tq = s["Tq"], Tk = s["Tk"], H = s["H"], Hkv = s["Hkv"], D = s["D"];
+    const int64_t row = (H + 2 * Hkv) * D, kv_row = 2 * Hkv * D, group = H / Hkv;
+    const std::vector<double>&qkv = in64(in, "qkv"), &kv = in64(in, "kv"), &dout = in64(in, "dout");
+    const std::vector<int32_t> pq = positions(s, false), pk = positions(s, true);
+    std::vector<double> out = in64(in, "out0"), lse = in64(in, "lse0");
+    block_forward64(out, lse, qkv, kv, pq, pk, s);
+    std::vector<double> dqkv(qkv.size(), 0.0), dkv(kv.size(), 0.0);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < Tq; ++i) {
+          const int64_t qo = (b * Tq + i) * row + h * D, oo = (b * Tq + i) * H * D + h * D;
+          const int64_t ko = b * Tk * kv_row + (h / group) * D, vo = ko + Hkv * D;
+          const double delta = std::inner_product(&dout[oo], &dout[oo] + D, &out[oo], 0.0);
+          const double l = lse[static_cast<size_t>((b * H + h) * Tq + i)];
+          for (int64_t j = 0; j < Tk && pk[static_cast<size_t>(j)] <= pq[static_cast<size_t>(i)]; ++j) {
+            const double p =
+                std::exp(std::inner_product(&qkv[qo], &qkv[qo] + D, &kv[ko + j * kv_row], 0.0) * scale - l);
+            const double ds = p * (std::inner_product(&dout[oo], &dout[oo] + D, &kv[vo + j * kv_row], 0.0) - delta);
+            for (int64_t d = 0; d < D; ++d) {
+              dqkv[qo + d] += ds * scale * kv[ko + j * kv_row + d];
+              dkv[ko + j * kv_row + d] += ds * scale * qkv[qo + d];
+              dkv[vo + j * kv_row + d] += p * dout[oo + d];
+            }
+          }
+        }
+    return {{"dqkv", dqkv}, {"dkv", dkv}};
+  }
+  Tol grad_tol() const override { return Tol::rel_max(5e-6); }
 };
 
 }  // namespace
