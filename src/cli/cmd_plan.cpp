@@ -440,6 +440,8 @@ PlanRequest plan_request(const PlanArgs& a, const GpuSpec& device) {
     spec.dp = l.dp;
     spec.tp = l.tp;
     spec.pp = l.pp;
+    spec.cp = l.cp;
+    spec.cp_attention = l.cp_attention;
     spec.micro_batch = l.micro_batch;
     spec.recompute = l.recompute;
     spec.precision = l.precision;

@@ -24,6 +24,8 @@ Layout layout_for_run(const Config& cfg) {
   l.dp = cfg.parallel.dp;
   l.tp = cfg.parallel.tp;
   l.pp = cfg.parallel.pp;
+  l.cp = cfg.parallel.cp;
+  l.cp_attention = cfg.parallel.cp_attention;
   l.zero = static_cast<int>(cfg.parallel.zero);
   const int64_t per_replica = std::max<int64_t>(1, cfg.train.batch_size / cfg.parallel.dp);
   l.micro_batch = cfg.train.micro_batch_size > 0 ? cfg.train.micro_batch_size : per_replica;

@@ -43,14 +43,18 @@ CommStats replay(const CallCounts& calls, const std::string& group, int64_t inde
 
 // The world ranks of `r`'s group on one axis, in the axis's order (Mesh::create_with's groups).
 std::vector<int> group_members(const ParallelConfig& p, const MeshCoord& c, const std::string& axis) {
-  auto rank_of = [&](int64_t pp, int64_t dp, int64_t tp) { return static_cast<int>((pp * p.dp + dp) * p.tp + tp); };
+  auto rank_of = [&](int64_t pp, int64_t dp, int64_t cp, int64_t tp) {
+    return static_cast<int>(((pp * p.dp + dp) * p.cp + cp) * p.tp + tp);
+  };
   std::vector<int> out;
   if (axis == "tp")
-    for (int64_t i = 0; i < p.tp; ++i) out.push_back(rank_of(c.pp, c.dp, i));
+    for (int64_t i = 0; i < p.tp; ++i) out.push_back(rank_of(c.pp, c.dp, c.cp, i));
   if (axis == "dp")
-    for (int64_t i = 0; i < p.dp; ++i) out.push_back(rank_of(c.pp, i, c.tp));
+    for (int64_t i = 0; i < p.dp; ++i) out.push_back(rank_of(c.pp, i, c.cp, c.tp));
   if (axis == "pp")
-    for (int64_t i = 0; i < p.pp; ++i) out.push_back(rank_of(i, c.dp, c.tp));
+    for (int64_t i = 0; i < p.pp; ++i) out.push_back(rank_of(i, c.dp, c.cp, c.tp));
+  if (axis == "cp")
+    for (int64_t i = 0; i < p.cp; ++i) out.push_back(rank_of(c.pp, c.dp, i, c.tp));
   return out;
 }
 
@@ -64,9 +68,15 @@ std::string human_seconds(double s) {
 // Ranks that differ only by their dp / tp index (and group members) are alike in every figure
 // printed (the world broadcast's few bytes depend on the rank's place in the tree: JSON only).
 std::string kind_key(const DryRunRank& r) {
-  nlohmann::json j = {
-      r.arena,   r.shard, r.in_flight, r.memory.total(), r.dp.total_bytes(), r.tp.total_bytes(), r.pp.total_bytes(),
-      r.coord.pp};
+  nlohmann::json j = {r.arena,
+                      r.shard,
+                      r.in_flight,
+                      r.memory.total(),
+                      r.dp.total_bytes(),
+                      r.tp.total_bytes(),
+                      r.pp.total_bytes(),
+                      r.coord.pp,
+                      r.cp.total_bytes()};
   return j.dump();
 }
 
@@ -85,9 +95,6 @@ DryRun dry_run(const Config& cfg, int64_t world_size, const plan::GpuSpec& devic
   d.cfg = cfg;
   const ParallelConfig& par = cfg.parallel;
   Mesh::validate(par, world_size);
-  if (par.cp > 1)
-    throw Error(fmt::format("the dry run does not plan context parallelism yet (parallel.cp = {})", par.cp),
-                "dry-run the layout with parallel.cp = 1");
   if (world_size > kMaxDryRunRanks)
     throw Error(fmt::format("--world-size {}: the dry run plans and prints every rank, at most {}", world_size,
                             kMaxDryRunRanks),
@@ -104,7 +111,7 @@ DryRun dry_run(const Config& cfg, int64_t world_size, const plan::GpuSpec& devic
     d.schedule = pipeline->train.describe();
   }
   // The step's collectives, recorded from the real step's code (dryrun/step_trace.h) for one rank
-  // of each pipeline stage, (dp 0, tp 0): the other ranks of a stage make the same calls — the
+  // of each pipeline stage, (dp 0, cp 0, tp 0): the other ranks of a stage make the same calls — the
   // layouts of the tp ranks and the shards of the dp ranks are equal in size (units padded to a
   // multiple of dp, tp shards even), and no call depends on a rank's index but through its group
   // (tests/unit/dryrun_trace_replay_test.cpp traces every rank of small layouts to check it).
@@ -116,7 +123,7 @@ DryRun dry_run(const Config& cfg, int64_t world_size, const plan::GpuSpec& devic
     traced.train.settle_auto_precision(traced.train.precision, "the dry run reads the configured precision");
   std::vector<CallCounts> stage_calls;
   for (int64_t s = 0; s < par.pp; ++s) {
-    const int rep = static_cast<int>(s * par.dp * par.tp);
+    const int rep = static_cast<int>(s * par.dp * par.cp * par.tp);
     stage_calls.push_back(count_calls(trace_training_step(traced, {.world_rank = rep, .ops = false}).collectives));
   }
   const bool sp = par.sequence_parallel && par.tp > 1;
@@ -137,17 +144,20 @@ DryRun dry_run(const Config& cfg, int64_t world_size, const plan::GpuSpec& devic
       if (pipeline) units = pipeline->partition.stage_units(stage);
       it = layouts
                .emplace(std::pair{k.coord.pp, k.coord.tp},
-                        ParamLayout::llama(cfg.model, par.dp, units,
+                        ParamLayout::llama(cfg.model, par.dp * par.cp, units,
                                            TpShard{.rank = k.coord.tp, .size = par.tp, .sequence_parallel = sp}))
                .first;
     }
     const ParamLayout& layout = it->second;
     k.arena = layout.total();
-    k.shard = ShardPlan(layout, static_cast<int>(k.coord.dp), static_cast<int>(par.dp)).shard_size();
+    const int64_t dp_cp_index = k.coord.dp * par.cp + k.coord.cp;  // the gradient group's (Mesh::dp_cp)
+    k.shard = ShardPlan(layout, static_cast<int>(dp_cp_index), static_cast<int>(par.dp * par.cp)).shard_size();
     k.in_flight = pipeline ? pipeline->train.in_flight_bound[static_cast<size_t>(stage)] : 1;
     k.memory = memory[static_cast<size_t>(stage)];
     const CallCounts& calls = stage_calls[static_cast<size_t>(stage)];
     k.dp = replay(calls, "dp", k.coord.dp, par.dp);
+    if (par.cp > 1) k.dp += replay(calls, "dp_cp", dp_cp_index, par.dp * par.cp);
+    k.cp = replay(calls, "cp", k.coord.cp, par.cp);
     k.tp = replay(calls, "tp", k.coord.tp, par.tp);
     k.pp = replay(calls, "pp", k.coord.pp, par.pp);
     k.world = replay(calls, "world", r, world_size);
@@ -161,12 +171,13 @@ std::vector<AxisTraffic> axis_traffic(const DryRun& d) {
   const ParallelConfig& par = d.cfg.parallel;
   const plan::RankTraffic t = plan::rank_traffic(d.job, d.layout);
   std::vector<AxisTraffic> out = {
-      {"dp", par.dp, 0, 0, t.dp(), d.time.dp_comm, d.time.dp_exposed},
-      {"tp", par.tp, 0, 0, t.tp, d.time.tp_comm, d.time.tp_comm},  // not overlapped
+      {"dp", par.dp * par.cp, 0, 0, t.dp(), d.time.dp_comm, d.time.dp_exposed},  // gradients over dp × cp
+      {"tp", par.tp, 0, 0, t.tp, d.time.tp_comm, d.time.tp_comm},                // not overlapped
       {"pp", par.pp, 0, 0, t.pp, d.time.pp_comm, d.time.pp_comm},
   };
+  if (par.cp > 1) out.push_back({"cp", par.cp, 0, 0, t.cp, d.time.cp_comm, d.time.cp_exposed});
   for (const DryRunRank& r : d.ranks) {
-    const CommStats* s[] = {&r.dp, &r.tp, &r.pp};
+    const CommStats* s[] = {&r.dp, &r.tp, &r.pp, &r.cp};  // out.size() <= 4
     for (size_t a = 0; a < out.size(); ++a) {
       const auto b = static_cast<double>(s[a]->total_bytes());
       out[a].max_rank_bytes = std::max(out[a].max_rank_bytes, b);
@@ -184,19 +195,25 @@ nlohmann::json dry_run_json(const DryRun& d) {
     for (const auto& [name, bytes] : r.memory.items()) mem[name] = bytes;
     mem["total"] = r.memory.total();
     peak = std::max(peak, r.memory.total());
-    ranks.push_back(
-        {{"rank", r.rank},
-         {"coord", {{"pp", r.coord.pp}, {"dp", r.coord.dp}, {"tp", r.coord.tp}}},
-         {"groups",
-          {{"dp", group_members(d.cfg.parallel, r.coord, "dp")},
-           {"tp", group_members(d.cfg.parallel, r.coord, "tp")},
-           {"pp", group_members(d.cfg.parallel, r.coord, "pp")}}},
-         {"arena_elements", r.arena},
-         {"shard_elements", r.shard},
-         {"in_flight", r.in_flight},
-         {"memory_bytes", mem},
-         {"comm_bytes_per_step",
-          {{"dp", comm_json(r.dp)}, {"tp", comm_json(r.tp)}, {"pp", comm_json(r.pp)}, {"world", comm_json(r.world)}}}});
+    nlohmann::json rank = {
+        {"rank", r.rank},
+        {"coord", {{"pp", r.coord.pp}, {"dp", r.coord.dp}, {"tp", r.coord.tp}}},
+        {"groups",
+         {{"dp", group_members(d.cfg.parallel, r.coord, "dp")},
+          {"tp", group_members(d.cfg.parallel, r.coord, "tp")},
+          {"pp", group_members(d.cfg.parallel, r.coord, "pp")}}},
+        {"arena_elements", r.arena},
+        {"shard_elements", r.shard},
+        {"in_flight", r.in_flight},
+        {"memory_bytes", mem},
+        {"comm_bytes_per_step",
+         {{"dp", comm_json(r.dp)}, {"tp", comm_json(r.tp)}, {"pp", comm_json(r.pp)}, {"world", comm_json(r.world)}}}};
+    if (d.cfg.parallel.cp > 1) {  // the fifth axis, where there is one
+      rank["coord"]["cp"] = r.coord.cp;
+      rank["groups"]["cp"] = group_members(d.cfg.parallel, r.coord, "cp");
+      rank["comm_bytes_per_step"]["cp"] = comm_json(r.cp);
+    }
+    ranks.push_back(std::move(rank));
   }
   nlohmann::json axes = nlohmann::json::object();
   for (const AxisTraffic& a : axis_traffic(d))
@@ -227,9 +244,10 @@ std::string format_dry_run(const DryRun& d) {
     if (!kinds.count(key)) order.push_back(key);
     kinds[key].push_back(r.rank);
   }
-  out += fmt::format("{:<16} {:>5} {:>12} {:>12} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>13} {:>11} {:>11}\n",
+  const bool cp = d.cfg.parallel.cp > 1;
+  out += fmt::format("{:<16} {:>5} {:>12} {:>12} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>13} {:>11} {:>11}{}\n",
                      "ranks", "stage", "arena", "zero shard", "params", "grads", "optimizer", "activations", "other",
-                     "total", "dp B/step", "tp B/step", "pp B/step");
+                     "total", "dp B/step", "tp B/step", "pp B/step", cp ? fmt::format(" {:>11}", "cp B/step") : "");
   double peak = 0;
   for (const std::string& key : order) {
     const std::vector<int>& rs = kinds[key];
@@ -241,11 +259,12 @@ std::string format_dry_run(const DryRun& d) {
         rs.size() == 1 ? std::to_string(rs[0]) : fmt::format("{}..{} ({})", rs.front(), rs.back(), rs.size());
     out += fmt::format(
         "{:<16} {:>5} {:>12} {:>12} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>13} {:>11} "
-        "{:>11}\n",
+        "{:>11}{}\n",
         who, r.coord.pp, r.arena, r.shard, human_bytes(m.parameters), human_bytes(m.gradients),
         human_bytes(m.optimizer_state), human_bytes(m.activations), human_bytes(other), human_bytes(m.total()),
         human_bytes(static_cast<double>(r.dp.total_bytes())), human_bytes(static_cast<double>(r.tp.total_bytes())),
-        human_bytes(static_cast<double>(r.pp.total_bytes())));
+        human_bytes(static_cast<double>(r.pp.total_bytes())),
+        cp ? fmt::format(" {:>11}", human_bytes(static_cast<double>(r.cp.total_bytes()))) : "");
   }
   double dp = 0, tp = 0, pp = 0;
   for (const DryRunRank& r : d.ranks) {
@@ -258,6 +277,14 @@ std::string format_dry_run(const DryRun& d) {
       "{}\n",
       human_bytes(peak), peak, peak <= d.job.gpu.memory_bytes ? "" : " — does not fit the device", human_bytes(dp),
       human_bytes(tp), human_bytes(pp));
+  if (cp) {
+    // The largest rank's (the ring passes equal blocks; the all-to-all's pieces are equal in size).
+    int64_t most = 0;
+    for (const DryRunRank& r : d.ranks) most = std::max(most, r.cp.total_bytes());
+    out += fmt::format("cp bytes per rank per step: {} ({} bytes; parallel.cp = {}, {} attention)\n",
+                       human_bytes(static_cast<double>(most)), most, d.cfg.parallel.cp,
+                       cp_attention_name(d.cfg.parallel.cp_attention));
+  }
   out += fmt::format(
       "\ncommunication per step by mesh axis (NCCL on GPUs): bytes the ranks send, counted with the communicator's "
       "ring algorithms, beside the planner's bytes for its rank (plan/traffic.h: the last stage) and its time for them "

@@ -40,7 +40,8 @@ struct DryRunRank {
   int64_t shard = 0;             // elements of its ZeRO shard of that arena
   int in_flight = 1;             // micro-batches the schedule keeps on its stage at most
   plan::MemoryBreakdown memory;  // bytes, by category
-  CommStats dp, tp, pp, world;   // bytes it sends per training step, per group
+  CommStats dp, tp, pp, world;   // bytes it sends per training step, per group (dp: over dp and dp × cp)
+  CommStats cp;                  // on the cp group: the ring's K/V and dK/dV blocks or the all-to-alls, the loss sums
 };
 
 struct DryRun {
@@ -56,20 +57,21 @@ struct DryRun {
 // One mesh axis's collectives per training step: bytes from the ranks' fake communicators, time
 // from the planner.
 struct AxisTraffic {
-  std::string axis;   // "dp", "tp", "pp"
+  std::string axis;   // "dp", "tp", "pp", "cp"
   int64_t group = 1;  // ranks per group of the axis
   double max_rank_bytes = 0, total_bytes = 0;
   double planner_bytes = 0;      // the planner's bytes for the rank it times (plan::rank_traffic)
   double planner_s = 0;          // the planner's seconds for this axis's communication per step
   double planner_exposed_s = 0;  // the part of it the step waits for (dp: the rest hides behind backward)
 };
+// dp, tp, pp, and cp when parallel.cp > 1.
 std::vector<AxisTraffic> axis_traffic(const DryRun& d);
 
 // The most ranks a dry run plans: each is a line of its JSON (with its groups' members) and a
 // place in the table's groups; a larger world is refused with a hint, not planned for minutes.
 inline constexpr int64_t kMaxDryRunRanks = 65536;
 
-// Throws ft::Error when world_size is not dp × tp × pp, is above kMaxDryRunRanks, or the layout
+// Throws ft::Error when world_size is not dp × cp × tp × pp, is above kMaxDryRunRanks, or the layout
 // cannot run.
 DryRun dry_run(const Config& cfg, int64_t world_size, const plan::GpuSpec& device);
 

@@ -139,7 +139,9 @@ Mesh fake_mesh(const ParallelConfig& p, int world_rank) {
 }
 
 void log_collectives(Mesh& mesh, std::vector<plan::CollRecord>* log) {
-  for (Communicator* c : {&mesh.world(), &mesh.dp(), &mesh.tp(), &mesh.pp()}) {
+  std::vector<Communicator*> groups = {&mesh.world(), &mesh.dp(), &mesh.tp(), &mesh.pp()};
+  if (mesh.degrees().cp > 1) groups.insert(groups.end(), {&mesh.cp(), &mesh.dp_cp()});  // else: dp_cp is dp
+  for (Communicator* c : groups) {
     auto* f = dynamic_cast<FakeCommunicator*>(c);
     FT_CHECK(f != nullptr, "the {} group is not a fake communicator", c->name());
     f->set_log(log);

@@ -59,7 +59,8 @@ class FakeCommunicator : public Communicator {
 
 // The mesh of world rank `world_rank` under `p`, every group a FakeCommunicator.
 Mesh fake_mesh(const ParallelConfig& p, int world_rank);
-// Sets (or clears: nullptr) the log of each of the mesh's four groups.
+// Sets (or clears: nullptr) the log of each of the mesh's groups (world, dp, tp, pp; with cp > 1
+// also cp and dp_cp).
 void log_collectives(Mesh& mesh, std::vector<plan::CollRecord>* log);
 
 }  // namespace ft

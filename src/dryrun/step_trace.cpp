@@ -10,6 +10,8 @@
 #include "kernels/ops.h"
 #include "model/activation_sizes.h"
 #include "model/llama.h"
+#include "parallel/context_parallel/ring_attention.h"
+#include "parallel/context_parallel/ulysses_attention.h"
 #include "parallel/data_parallel/param_engine.h"
 #include "parallel/micro_batches.h"
 #include "parallel/pipeline_parallel/pipeline_plan.h"
@@ -32,10 +34,13 @@ plan::OpTrace trace_training_step(const Config& config, const StepTraceOptions& 
   Mesh::validate(par, par.world_size());
   if (o.world_rank < 0 || o.world_rank >= par.world_size())
     throw Error(fmt::format("rank {} is not in the layout's {} rank(s)", o.world_rank, par.world_size()),
-                "trace a rank from 0 to dp x tp x pp - 1");
-  if (par.cp > 1)
-    throw Error(fmt::format("the dry run does not trace context parallelism yet (parallel.cp = {})", par.cp),
-                "dry-run the layout with parallel.cp = 1");
+                "trace a rank from 0 to dp x cp x tp x pp - 1");
+  if (par.cp > 1 && o.ops)
+    throw Error(
+        fmt::format("the step trace prices the ops of parallel.cp = 1 steps only (parallel.cp = {}): it runs the "
+                    "context-parallel attention's transfers only (ContextSplit::dry), not its block attention ops",
+                    par.cp),
+        "price the layout with parallel.cp = 1, or dry-run it (`fluxtrain train --dry-run`: its collectives)");
   if (o.repeats < 1) throw Error(fmt::format("repeats = {} must be at least 1", o.repeats));
   const Device device = o.timed_on_host ? Device::kCPU : Device::kCUDA;
   if (o.timed_on_host)
@@ -67,10 +72,17 @@ plan::OpTrace trace_training_step(const Config& config, const StepTraceOptions& 
     plan = PipelinePlan::make(cfg.model, t.seq_len, par, mb.count);
     units = plan->partition.stage_units(static_cast<int>(mesh.coord().pp));
   }
-  auto engine = make_param_engine(ctx, par, cfg.optim, ParamLayout::llama(cfg.model, par.dp, units, shard), mesh.dp(),
-                                  mesh.tp(), mesh.pp(), t.seed);
-  Llama model(ctx, cfg.model, engine->layout(), t.precision, par.tp > 1 ? &tp : nullptr);
-  const int64_t chunk = loss_chunk_tokens(cfg.model, t.loss_chunk_tokens, mb.size * t.seq_len, t.precision);
+  auto engine = make_param_engine(ctx, par, cfg.optim, ParamLayout::llama(cfg.model, par.dp * par.cp, units, shard),
+                                  mesh.dp_cp(), mesh.tp(), mesh.pp(), t.seed);
+  // Context parallelism: the schedule's own code over the fake cp group, transfers only
+  // (ContextSplit::dry): its sends are the step's; its compute (the block attention ops) is not traced.
+  std::unique_ptr<ContextSplit> cp;
+  if (par.cp > 1 && par.cp_attention == CpAttention::kRing)
+    cp = std::make_unique<RingAttention>(ctx, mesh.cp(), t.seq_len, /*dry=*/true);
+  if (par.cp > 1 && par.cp_attention == CpAttention::kAllToAll)
+    cp = std::make_unique<UlyssesAttention>(ctx, mesh.cp(), t.seq_len, /*dry=*/true);
+  Llama model(ctx, cfg.model, engine->layout(), t.precision, par.tp > 1 ? &tp : nullptr, cp.get());
+  const int64_t chunk = loss_chunk_tokens(cfg.model, t.loss_chunk_tokens, mb.size * t.seq_len / par.cp, t.precision);
   std::unique_ptr<StepExecutor> exec;
   if (plan)
     exec = std::make_unique<PipelineExecutor>(ctx, std::move(*plan), mesh, model, *engine, mb, t.seq_len, chunk);
@@ -124,7 +136,7 @@ plan::OpTrace trace_training_step(const Config& config, const StepTraceOptions& 
   }
   log_collectives(mesh, nullptr);
   out.device = o.timed_on_host ? "this CPU" : trace::kRecordingGpuName;
-  out.tokens = mb.local_batch * t.seq_len;  // the rank's share of the batch
+  out.tokens = mb.local_batch * t.seq_len / par.cp;  // the rank's share of the batch
   out.precision = t.precision;
   out.model_flops = cfg.model.train_flops_per_token(t.seq_len) * static_cast<double>(out.tokens);
   out.peak_device_bytes = static_cast<double>(MemoryTracker::global().total_peak(device));

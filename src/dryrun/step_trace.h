@@ -7,7 +7,9 @@
 // Device::kCUDA) and on fake communicators of the layout's sizes (dryrun/fake_comm.h), and run for
 // two steps; the second (the steady state: lazily made buffers exist) is recorded op by op and
 // collective by collective (OpTrace::collectives: every call the step's code made on the dp, tp,
-// pp and world groups). Nothing is computed and no data flows, so the 1.1B model at 8 × 2048
+// pp and world groups, and with parallel.cp > 1 on the cp and dp_cp groups: the ring's or the
+// all-to-all's own code issues its transfers there, ContextSplit::dry — collectives only, the
+// ops of a cp > 1 step are not traced). Nothing is computed and no data flows, so the 1.1B model at 8 × 2048
 // tokens traces in seconds on a laptop.
 //
 //   plan::OpTrace t = trace_training_step(load_config("configs/llama-20m.toml", sets));
@@ -32,7 +34,7 @@
 namespace ft {
 
 struct StepTraceOptions {
-  int world_rank = 0;  // the rank of the layout (parallel.dp × tp × pp ranks) whose step is traced
+  int world_rank = 0;  // the rank of the layout (parallel.dp × cp × tp × pp ranks) whose step is traced
   // Record the ops (and refuse a precision the roofline does not price: fp16); false records the
   // collectives only (what the dry run reads), which is faster and takes any precision.
   bool ops = true;

@@ -7,7 +7,7 @@
 // parallel/context_parallel implements over the cp group (RingAttention). Everything else in a
 // block is per token and needs nothing.
 //
-//   RingAttention ring(mesh.cp(), cfg.train.seq_len);
+//   RingAttention ring(ctx, mesh.cp(), cfg.train.seq_len);
 //   Llama model(ctx, cfg, layout, Precision::kF32, tp, &ring);   // acts: T = seq_len / cp tokens
 #pragma once
 
@@ -34,8 +34,13 @@ inline std::vector<int64_t> zigzag_positions(int64_t T, int64_t cp, int64_t r) {
 
 class ContextSplit {
  public:
-  ContextSplit(int64_t size, int64_t rank, int64_t seq_len) : size_(size), rank_(rank), seq_len_(seq_len) {}
+  ContextSplit(int64_t size, int64_t rank, int64_t seq_len, bool dry = false)
+      : size_(size), rank_(rank), seq_len_(seq_len), dry_(dry) {}
   virtual ~ContextSplit() = default;
+  // Transfers only (the dry run's step trace, dryrun/step_trace.h, over fake communicators): every
+  // transfer is issued with its size and no buffer, nothing is computed or allocated, so it runs
+  // beside any device's model (the recording GPU's) at any size.
+  bool dry() const { return dry_; }
   int64_t size() const { return size_; }
   int64_t rank() const { return rank_; }
   int64_t seq_len() const { return seq_len_; }               // T, the whole sample
@@ -57,6 +62,7 @@ class ContextSplit {
 
  private:
   int64_t size_, rank_, seq_len_;
+  bool dry_;
 };
 
 }  // namespace ft

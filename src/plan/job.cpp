@@ -33,7 +33,7 @@ int64_t Job::num_gpus() const {
 
 std::string Layout::describe() const {
   std::string s = fmt::format("dp={} tp={} pp={}", dp, tp, pp);
-  if (cp > 1) s += fmt::format(" cp={}", cp);
+  if (cp > 1) s += fmt::format(" cp={}{}", cp, cp_attention == CpAttention::kAllToAll ? " (all_to_all)" : "");
   if (vp > 1) s += fmt::format(" vp={}", vp);
   if (ep > 1) s += fmt::format(" ep={}", ep);
   s += fmt::format(" mb={} zero={} recompute={}", micro_batch, zero, act_recompute_name(recompute));
@@ -75,6 +75,7 @@ Layout LayoutSpec::with_defaults(int64_t num_gpus) const {
   l.tp = tp.value_or(1);
   l.pp = pp.value_or(1);
   l.cp = cp.value_or(1);
+  l.cp_attention = cp_attention;
   l.vp = vp.value_or(1);
   l.ep = ep;
   const int64_t model_par = sat_mul(sat_mul(l.tp, l.pp), l.cp);

@@ -14,6 +14,7 @@
 
 #include "model/layout_sizes.h"
 #include "model/model_config.h"
+#include "parallel/parallel_config.h"
 #include "plan/catalog.h"
 #include "plan/goodput.h"
 #include "plan/moe.h"
@@ -43,8 +44,9 @@ Fp8Recipe fp8_recipe_from_name(const std::string& name);  // throws ft::Error na
 
 struct Layout {
   int64_t dp = 1, tp = 1, pp = 1;
-  int64_t cp = 1;           // context parallel: each sequence split over cp ranks
-  int64_t vp = 1;           // virtual pipeline stages per rank (interleaved 1F1B)
+  int64_t cp = 1;                                 // context parallel: each sequence split over cp ranks
+  CpAttention cp_attention = CpAttention::kRing;  // its attention schedule (plan/context_parallel.h)
+  int64_t vp = 1;                                 // virtual pipeline stages per rank (interleaved 1F1B)
   int64_t ep = 1;           // expert parallel: the routed experts split over ep of the dp·cp ranks
   int64_t micro_batch = 1;  // sequences per forward/backward on one rank
   int zero = 0;             // 0 none, 1 optimizer states, 2 + gradients, 3 + parameters
@@ -66,7 +68,8 @@ struct Layout {
 // Fields a caller fixed; unset ones are chosen by the search.
 struct LayoutSpec {
   std::optional<int64_t> dp, tp, pp, cp, vp, micro_batch;
-  int64_t ep = 1;  // expert parallelism is given, never searched
+  int64_t ep = 1;                                 // expert parallelism is given, never searched
+  CpAttention cp_attention = CpAttention::kRing;  // with cp > 1 (searched or given)
   std::optional<int> zero;
   std::optional<ActRecompute> recompute;
   std::optional<bool> sequence_parallel;

@@ -4,6 +4,7 @@
 
 #include "model/activation_sizes.h"
 #include "model/param_layout.h"
+#include "plan/context_parallel.h"
 
 namespace ft::plan {
 
@@ -97,6 +98,7 @@ MemoryBreakdown cpu_memory(const Job& job, const Layout& l, int64_t stage) {
   out.activations = act;
   out.workspace = 2 * kF32 * static_cast<double>(m.max_seq_len) * static_cast<double>(m.head_dim() / 2);
   if (l.zero >= 3 && sharded) out.communication = 2 * kF32 * max_unit;
+  out.communication += cp_cost(job, l, 0).buffers;  // the ring's or the all-to-all's host buffers
   // The ranks on this machine share its memory.
   out.capacity =
       job.gpu.memory_bytes / static_cast<double>(std::max<int64_t>(1, std::min(job.num_gpus(), job.gpus_per_node)));
@@ -149,6 +151,7 @@ MemoryBreakdown gpu_stage_memory(const Job& job, const Layout& l, int64_t stage)
   else if (shards > 1)
     comm += 2 * 25e6 * 4;                                                               // gradient buckets
   if (l.pp > 1) comm += 2 * tokens * static_cast<double>(m.dim) / (sp ? l.tp : 1) * 2;  // p2p send/recv
+  comm += cp_cost(job, l, 0).buffers;  // context parallelism's blocks in flight (plan/context_parallel.h)
   out.communication = comm;
   out.runtime = job.gpu.runtime_reserved;
   out.fragmentation = 0.10 * (out.total() - out.runtime);

@@ -18,6 +18,24 @@ std::vector<T> choices(const std::optional<T>& fixed, std::vector<T> all) {
   return all;
 }
 
+// Context-parallel degrees the search tries beside cp = 1: powers of two that split every sequence
+// into 2·cp chunks (the zig-zag split) and, for all-to-all attention, divide the heads. A cp group
+// may span nodes (tp innermost, then cp: inside a node while tp · cp ranks fit one; beyond, the
+// time model prices its link as the network). Long sequences are where it pays: the time model
+// (plan/context_parallel.h) charges its traffic, so cp > 1 wins only when memory needs it (tp
+// stops at a node) or its transfers hide better than tensor parallelism's.
+std::vector<int64_t> cp_choices(const Job& job, const SearchOptions& o, int64_t tp) {
+  std::vector<int64_t> out = {1};
+  const ModelConfig& m = job.model;
+  const int64_t H = std::max<int64_t>(1, m.n_heads / tp), Hkv = std::max<int64_t>(1, m.n_kv_heads / tp);
+  for (int64_t cp = 2; sat_mul(tp, cp) <= job.num_gpus() && 2 * cp <= job.seq_len; cp *= 2) {
+    if (job.num_gpus() % sat_mul(tp, cp) != 0 || job.seq_len % (2 * cp) != 0) continue;
+    if (o.fixed.cp_attention == CpAttention::kAllToAll && (H % cp != 0 || (Hkv % cp != 0 && cp % Hkv != 0))) continue;
+    out.push_back(cp);
+  }
+  return out;
+}
+
 double cost_per_token(const PlanResult& r, double price) {
   const double gpu_seconds = r.time.total * static_cast<double>(r.gpus) / r.tokens_per_step;
   return price > 0 ? gpu_seconds * price / 3600.0 : gpu_seconds;
@@ -36,7 +54,7 @@ void search_one(const Job& job, const SearchOptions& o, SearchResult& out, std::
     tps.push_back(t);
   }
   for (int64_t tp : choices(f.tp, tps))
-    for (int64_t cp : choices(f.cp, {int64_t{1}})) {
+    for (int64_t cp : choices(f.cp, cp_choices(job, o, tp))) {
       // Saturating: a --tp or --cp past the GPU count divides nothing (and overflows nothing).
       const int64_t tp_cp = sat_mul(tp, cp);
       if (n % tp_cp != 0) continue;
@@ -45,6 +63,7 @@ void search_one(const Job& job, const SearchOptions& o, SearchResult& out, std::
         if (n % sat_mul(tp_cp, p) == 0 && (o.allow_uneven_stages || m.n_layers % p == 0)) pps.push_back(p);
       for (int64_t pp : choices(f.pp, pps)) {
         if (n % sat_mul(tp_cp, pp) != 0) continue;
+        if (!f.cp && cp > 1 && pp > 1) continue;  // the trainer splits sequences without pipelining (for now)
         const int64_t dp = n / (tp_cp * pp);
         if (f.dp && *f.dp != dp) continue;
         if (job.global_batch % dp != 0) continue;
@@ -67,6 +86,7 @@ void search_one(const Job& job, const SearchOptions& o, SearchResult& out, std::
                 l.tp = tp;
                 l.pp = pp;
                 l.cp = cp;
+                l.cp_attention = f.cp_attention;
                 l.vp = vp;
                 l.micro_batch = mb;
                 l.zero = z;

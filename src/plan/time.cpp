@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "plan/context_parallel.h"
 #include "plan/memory_estimate.h"
 #include "plan/traffic.h"
 
@@ -166,7 +167,12 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
     const double bytes = layers * moe_all_to_all_bytes(moe, m.dim, nt / tp, l.ep, l.wire.activations, full);
     t_ep = bytes / bus_bandwidth(job, l.ep, k_node);
   }
-  const double t_mb = t_gemm + t_attn + t_mem + t_tp + t_ep;
+  // Context parallelism: the ring's transfers beside the block attention (plan/context_parallel.h).
+  const CpCost cp = cp_cost(job, l, t_attn);
+  const double t_cp = cp.exposed / mbs;
+  st.cp_comm = cp.seconds;
+  st.cp_exposed = cp.exposed;
+  const double t_mb = t_gemm + t_attn + t_mem + t_tp + t_ep + t_cp;
   st.gemm = t_gemm * mbs;
   st.attention = t_attn * mbs;
   st.memory = t_mem * mbs;
@@ -226,6 +232,7 @@ std::vector<StepTerm> dominant_terms(const StepTime& t) {
                                  {"memory-bound", t.memory},
                                  {"TP communication", t.tp_comm},
                                  {"EP all-to-all", t.ep_comm},
+                                 {"exposed CP communication", t.cp_exposed},
                                  {"pipeline sends", t.pp_comm},
                                  {"pipeline bubble", t.bubble},
                                  {"exposed DP communication", t.dp_exposed},

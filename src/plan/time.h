@@ -28,6 +28,8 @@ struct StepTime {
   double gemm = 0, attention = 0, memory = 0;  // compute of all micro-batches
   double tp_comm = 0, pp_comm = 0, bubble = 0;
   double ep_comm = 0;     // expert parallelism's all-to-alls (not overlapped)
+  double cp_comm = 0;     // context parallelism's transfers in total (the ring's partly hidden)
+  double cp_exposed = 0;  // the part that adds to the step (plan/context_parallel.h)
   double dp_comm = 0;     // data-parallel / ZeRO collectives in total (partly hidden)
   double dp_exposed = 0;  // the part that adds to the step
   double optimizer = 0;
@@ -37,7 +39,8 @@ struct StepTime {
 StepTime estimate_step_time(const Job& job, const Layout& l);
 
 // The terms that add up to StepTime::total, largest first, as (name, seconds): "GEMMs",
-// "attention", "memory-bound", "TP communication", "EP all-to-all", "pipeline sends", "pipeline bubble",
+// "attention", "memory-bound", "TP communication", "EP all-to-all", "exposed CP communication",
+// "pipeline sends", "pipeline bubble",
 // "exposed DP communication", "optimizer". Terms of zero seconds are left out.
 struct StepTerm {
   std::string name;

@@ -1,5 +1,6 @@
 #include "plan/traffic.h"
 
+#include "plan/context_parallel.h"
 #include "plan/memory_estimate.h"
 
 namespace ft::plan {
@@ -66,6 +67,8 @@ RankTraffic rank_traffic(const Job& job, const Layout& l) {
     const double S = static_cast<double>(l.pp);
     out.pp = mbs * sends * out.pp_message + 2.0 * (S - 1) / S * 3.0 * 8.0;
   }
+
+  out.cp = cp_cost(job, l, 0).bytes;
 
   const int64_t group = l.dp * l.cp;
   if (group > 1) {

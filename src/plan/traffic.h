@@ -22,6 +22,7 @@ struct RankTraffic {
   double tp = 0;          // tensor parallelism: activations, cross-entropy statistics, partial gradients, norm
   double pp = 0;          // pipeline sends of the busiest stage, and the loss sums over the stages
   double pp_message = 0;  // one send: what a tp rank holds of one micro-batch's residual stream
+  double cp = 0;          // context parallelism: the ring's K/V and dK/dV blocks or the all-to-alls, the loss sums
   double dp_grads = 0;    // gradient all-reduce or reduce-scatters
   double dp_weights = 0;  // ZeRO's weight all-gathers
   double dp_control = 0;  // gradient norm, loss and data hash (doubles)

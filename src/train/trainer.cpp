@@ -157,7 +157,9 @@ void Trainer::parallelize() {
   model_ = std::make_unique<Llama>(ctx_, cfg_.model, engine_->layout(), t.precision, par.tp > 1 ? tp_.get() : nullptr,
                                    cp_.get());
   // 6. The executor.
-  const int64_t chunk = loss_chunk_tokens(cfg_.model, t.loss_chunk_tokens, batching_.size * t.seq_len, t.precision);
+  // The loss's chunk of a micro-batch's tokens: this rank's, T / cp of each sequence.
+  const int64_t chunk =
+      loss_chunk_tokens(cfg_.model, t.loss_chunk_tokens, batching_.size * t.seq_len / par.cp, t.precision);
   if (plan) {
     executor_ = std::make_unique<PipelineExecutor>(ctx_, std::move(*plan), mesh_, *model_, *engine_, batching_,
                                                    t.seq_len, chunk);
@@ -377,6 +379,7 @@ StepStats Trainer::step() {
   const double t0 = now_seconds(), cpu0 = process_cpu_seconds(), blocked0 = comm_blocked_seconds();
   const int64_t host_waits0 = comm_host_waits();
   const CommStats comm0 = mesh_.dp_cp().stats(), pp0 = mesh_.pp().stats(), tp0 = mesh_.tp().stats();
+  const CommStats cp0 = mesh_.cp().stats();
   const double tokens_per_step = static_cast<double>(cfg_.train.batch_size * cfg_.train.seq_len);
   StepStats s;
   s.lr = schedule_.at(step_);
@@ -423,6 +426,7 @@ StepStats Trainer::step() {
   s.comm = mesh_.dp_cp().stats() - comm0;
   s.comm_pp = mesh_.pp().stats() - pp0;
   s.comm_tp = mesh_.tp().stats() - tp0;
+  s.comm_cp = mesh_.cp().stats() - cp0;
   s.executor = executor_->stats();
   return s;
 }
@@ -617,6 +621,8 @@ void Trainer::add_rank_metrics(const StepStats& s, nlohmann::json& j) {
     for (int64_t b : s.comm_tp.bytes_sent) tp_bytes += static_cast<double>(b);
     values.push_back({"tp_bytes", tp_bytes});
   }
+  if (cfg_.parallel.cp > 1)  // what the cp communicator counted (the dry run's cp bytes per rank)
+    values.push_back({"cp_bytes", static_cast<double>(s.comm_cp.total_bytes())});
   nlohmann::json r = gather_per_rank(mesh_.world(), values);
   if (mesh_.world_rank() == 0) {  // stragglers: named in the log, Prometheus and here
     obs::StragglerReport rep = telemetry_->on_rank_compute(s.step, r["compute_s"].get<std::vector<double>>());

@@ -77,6 +77,7 @@ struct StepStats {
   CommStats comm;          // this rank's data-parallel traffic during the step
   CommStats comm_pp;       // this rank's pipeline traffic (activations and their gradients)
   CommStats comm_tp;       // this rank's tensor-parallel traffic
+  CommStats comm_cp;       // this rank's context-parallel traffic (the ring's blocks or the all-to-alls, loss sums)
   RankFigures executor;    // what the step's executor measured (StepExecutor::stats: a pipeline stage's times)
   GuardVerdict guard;      // update, or skipped / rolled back by the training guards (fault/)
   double loss_scale = 0;   // fp16: the loss scale this step's backward used (0 = no scaling)

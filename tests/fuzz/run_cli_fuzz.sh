@@ -24,7 +24,7 @@ srcs_mixture=("$root"/src/data/loader/mixture.cpp "$root"/src/data/loader/sequen
 srcs_plan=("$root"/src/plan/plan.cpp "$root"/src/plan/job.cpp "$root"/src/plan/memory_estimate.cpp
            "$root"/src/plan/time.cpp "$root"/src/plan/traffic.cpp "$root"/src/plan/roofline.cpp
            "$root"/src/plan/catalog.cpp "$root"/src/plan/gpu_peak.cpp "$root"/src/plan/moe.cpp "$root"/src/plan/goodput.cpp
-           "$root"/src/plan/profile.cpp
+           "$root"/src/plan/profile.cpp "$root"/src/plan/context_parallel.cpp
            "$root"/src/model/model_config.cpp
            "$root"/src/model/layout_sizes.cpp "$root"/src/model/activation_sizes.cpp
            "$root"/src/model/param_layout.cpp "$root"/src/parallel/parallel_config.cpp

@@ -109,11 +109,12 @@ def host_waits(run_dir):
 
 def comm_bytes(run_dir):
     """The last step's communication byte counters: comm_*_bytes (rank 0's groups), tp_*_bytes and
-    pp_*_bytes (sums over the ranks), and per_rank's tp/pp lists (every rank's)."""
+    pp_*_bytes (sums over the ranks), and per_rank's tp/pp/cp lists (every rank's: cp_bytes, what the
+    cp communicator sent, the dry run's cp bytes per rank on MPI, tests/dist/dry_run_cp_test.py)."""
     last = [r for r in rows(run_dir) if "loss" in r][-1]
 
     def moved(k):
-        return k.split("_")[0] in ("comm", "tp", "pp", "dp") and k.endswith("_bytes")
+        return k.split("_")[0] in ("comm", "tp", "pp", "dp", "cp") and k.endswith("_bytes")
     out = {k: v for k, v in last.items() if moved(k)}
     out.update({"per_rank." + k: v for k, v in last.get("per_rank", {}).items() if moved(k)})
     return out
@@ -185,7 +186,8 @@ def check_case(name, np, sets, bf16):
         bus += f"; ops on the communication stream {per_rank[0]['queued_ops']} of {per_rank[0]['ops']}"
     dp = sum(v for k, v in eb.items() if k.startswith("comm_"))
     tp, pp = eb.get("tp_all_reduce_bytes", 0), eb.get("pp_bytes", 0)
-    print(f"ok {name}: {STEPS} steps {how} (last loss {emu[-1][1]!r}); bytes/step dp {dp} tp {tp} pp {pp} as MPI; "
+    cp = f" cp {eb['per_rank.cp_bytes']}" if "per_rank.cp_bytes" in eb else ""
+    print(f"ok {name}: {STEPS} steps {how} (last loss {emu[-1][1]!r}); bytes/step dp {dp} tp {tp} pp {pp}{cp} as MPI; "
           f"host->device/device->host copies per rank {bus}; host waits per step {max(map(max, waits))}; "
           f"{time.time() - t0:.0f}s")
 

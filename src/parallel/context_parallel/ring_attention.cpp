@@ -12,23 +12,25 @@ namespace {
 constexpr int kTagKvForward = 3301, kTagKvBackward = 3302, kTagDkv = 3303;
 }  // namespace
 
-RingAttention::RingAttention(const ExecContext& ctx, Communicator& cp, int64_t seq_len)
-    : ContextSplit(cp.size(), cp.rank(), seq_len), ctx_(ctx), comm_(cp) {
+RingAttention::RingAttention(const ExecContext& ctx, Communicator& cp, int64_t seq_len, bool dry)
+    : ContextSplit(cp.size(), cp.rank(), seq_len, dry), ctx_(ctx), comm_(cp) {
   FT_CHECK(seq_len % (2 * size()) == 0, "ring attention: seq_len {} is not a multiple of 2 x cp = {}", seq_len,
            2 * size());
   const int64_t T = local_tokens();
   for (int64_t r = 0; r < size(); ++r)
     for (int64_t p : zigzag_positions(seq_len, size(), r)) host_positions_.push_back(static_cast<int32_t>(p));
+  if (dry) return;  // nothing on ctx's device
   positions_ = Tensor::empty({size(), T}, DType::kI32, MemCategory::kWorkspace, ctx_.device);
   mem_copy(ctx_, positions_.data<int32_t>(), ctx_.device, host_positions_.data(), Device::kCPU,
            host_positions_.size() * sizeof(int32_t));
 }
 
 const int32_t* RingAttention::positions_of(int64_t owner) const {
-  return positions_.data<int32_t>() + owner * local_tokens();
+  return positions_.defined() ? positions_.data<int32_t>() + owner * local_tokens() : nullptr;
 }
 
 void RingAttention::reserve(int64_t B, int64_t Hkv, int64_t D, bool backward) {
+  if (dry()) return;
   const int64_t n = B * local_tokens() * 2 * Hkv * D;
   auto fit = [&](Tensor& t) {
     if (!t.defined() || t.numel() < n) t = Tensor::empty({n}, DType::kF32, MemCategory::kWorkspace, ctx_.device);
@@ -47,9 +49,11 @@ void RingAttention::attention_forward(float* out, float* lse, const float* qkv, 
                                       int64_t D) {
   const int64_t T = local_tokens(), cp = size();
   reserve(B, Hkv, D, false);
-  const int64_t bytes = B * T * 2 * Hkv * D * static_cast<int64_t>(sizeof(float));
-  float* kv[2] = {kv_[0].data<float>(), kv_[1].data<float>()};
-  pack_kv(kv[0], qkv, B, H, Hkv, D);
+  // Dry: the same transfers, of the same sizes, from no buffer; nothing computed.
+  const int64_t bytes = block_bytes(B, T, Hkv, D);
+  const bool compute = !dry();
+  float* kv[2] = {at(kv_[0]), at(kv_[1])};
+  if (compute) pack_kv(kv[0], qkv, B, H, Hkv, D);
   int cur = 0;
   for (int64_t s = 0; s < cp; ++s) {
     const int64_t owner = (rank() - s + cp) % cp;  // whose block is in hand
@@ -59,8 +63,9 @@ void RingAttention::attention_forward(float* out, float* lse, const float* qkv, 
       send = comm_.send_async(kv[cur], bytes, next(), kTagKvForward);
     }
     // The own block first: every query sees its own key, so step 0 writes out and lse whole.
-    ops::attention_block_forward(ctx_, out, lse, qkv, kv[cur], positions_of(rank()), positions_of(owner), B, T, T, H,
-                                 Hkv, D, s > 0);
+    if (compute)
+      ops::attention_block_forward(ctx_, out, lse, qkv, kv[cur], positions_of(rank()), positions_of(owner), B, T, T, H,
+                                   Hkv, D, s > 0);
     if (s + 1 < cp) {  // later compute waits for both (the host does not, on a device)
       send->stream_wait(ctx_);
       recv->stream_wait(ctx_);
@@ -73,12 +78,15 @@ void RingAttention::attention_backward(float* dqkv, const float* dout, const flo
                                        const float* lse, int64_t B, int64_t H, int64_t Hkv, int64_t D) {
   const int64_t T = local_tokens(), cp = size();
   reserve(B, Hkv, D, true);
-  const int64_t bytes = B * T * 2 * Hkv * D * static_cast<int64_t>(sizeof(float));
-  float* kv[2] = {kv_[0].data<float>(), kv_[1].data<float>()};
-  float* dkv[2] = {dkv_[0].data<float>(), dkv_[1].data<float>()};
-  mem_zero(ctx_, dqkv, ctx_.device, static_cast<size_t>(B * T * (H + 2 * Hkv) * D) * sizeof(float));  // dq: +=
-  pack_kv(kv[0], qkv, B, H, Hkv, D);
-  mem_zero(ctx_, dkv[0], ctx_.device, static_cast<size_t>(bytes));
+  const int64_t bytes = block_bytes(B, T, Hkv, D);
+  const bool compute = !dry();
+  float* kv[2] = {at(kv_[0]), at(kv_[1])};
+  float* dkv[2] = {at(dkv_[0]), at(dkv_[1])};
+  if (compute) {
+    mem_zero(ctx_, dqkv, ctx_.device, static_cast<size_t>(B * T * (H + 2 * Hkv) * D) * sizeof(float));  // dq: +=
+    pack_kv(kv[0], qkv, B, H, Hkv, D);
+    mem_zero(ctx_, dkv[0], ctx_.device, static_cast<size_t>(bytes));
+  }
   int cur = 0;
   for (int64_t s = 0; s < cp; ++s) {
     const int64_t owner = (rank() - s + cp) % cp;
@@ -87,8 +95,9 @@ void RingAttention::attention_backward(float* dqkv, const float* dout, const flo
       recv = comm_.recv_async(kv[1 - cur], bytes, prev(), kTagKvBackward);
       send = comm_.send_async(kv[cur], bytes, next(), kTagKvBackward);
     }
-    ops::attention_block_backward(ctx_, dqkv, dkv[cur], dout, qkv, kv[cur], out, lse, positions_of(rank()),
-                                  positions_of(owner), B, T, T, H, Hkv, D);
+    if (compute)
+      ops::attention_block_backward(ctx_, dqkv, dkv[cur], dout, qkv, kv[cur], out, lse, positions_of(rank()),
+                                    positions_of(owner), B, T, T, H, Hkv, D);
     // The block's dk, dv so far go on with it (after the last step: home to their owner).
     WorkPtr drecv = comm_.recv_async(dkv[1 - cur], bytes, prev(), kTagDkv);
     WorkPtr dsend = comm_.send_async(dkv[cur], bytes, next(), kTagDkv);
@@ -102,6 +111,7 @@ void RingAttention::attention_backward(float* dqkv, const float* dout, const flo
   }
   // kv[cur] is stale here, dkv[cur] is this rank's own block's dk, dv from every rank: into the key
   // and value heads of dqkv.
+  if (!compute) return;
   const size_t row = static_cast<size_t>((H + 2 * Hkv) * D) * sizeof(float), n = static_cast<size_t>(2 * Hkv * D) * 4;
   mem_copy_2d(ctx_, dqkv + H * D, ctx_.device, row, dkv[cur], ctx_.device, n, n, static_cast<size_t>(B * T));
 }

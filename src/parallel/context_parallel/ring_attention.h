@@ -32,7 +32,14 @@ class RingAttention : public ContextSplit {
  public:
   // seq_len: the whole sample's T (a multiple of 2·cp); the group's ranks hold chunks in its order.
   // ctx: where the blocks live and the block attention runs (the model's context).
-  RingAttention(const ExecContext& ctx, Communicator& cp, int64_t seq_len);
+  // dry: transfers only (ContextSplit::dry): no buffer is allocated and nothing runs on ctx.
+  RingAttention(const ExecContext& ctx, Communicator& cp, int64_t seq_len, bool dry = false);
+
+  // The bytes of one block in flight: a rank's keys and values of B sequences. The ring keeps two
+  // (in hand, arriving), in backward two more for their dk, dv: plan/context_parallel.h counts them.
+  static int64_t block_bytes(int64_t B, int64_t local_tokens, int64_t Hkv, int64_t D) {
+    return B * local_tokens * 2 * Hkv * D * static_cast<int64_t>(sizeof(float));
+  }
 
   void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t H, int64_t Hkv,
                          int64_t D) override;
@@ -40,12 +47,14 @@ class RingAttention : public ContextSplit {
                           int64_t B, int64_t H, int64_t Hkv, int64_t D) override;
 
  private:
-  // The positions (on ctx's device) of the block of the cp rank `owner`.
+  // The positions (on ctx's device) of the block of the cp rank `owner` (null when dry).
   const int32_t* positions_of(int64_t owner) const;
-  // kv_, dkv_ (two each: in hand and arriving) for B sequences.
+  // kv_, dkv_ (two each: in hand and arriving) for B sequences (nothing when dry).
   void reserve(int64_t B, int64_t Hkv, int64_t D, bool backward);
   // kv (B, T/cp, 2 Hkv D) = the key and value heads of qkv (B, T/cp, (H + 2 Hkv) D).
   void pack_kv(float* kv, const float* qkv, int64_t B, int64_t H, int64_t Hkv, int64_t D) const;
+  // The data of a buffer (null when dry: never allocated).
+  static float* at(Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
   int next() const { return static_cast<int>((rank() + 1) % size()); }
   int prev() const { return static_cast<int>((rank() + size() - 1) % size()); }
 

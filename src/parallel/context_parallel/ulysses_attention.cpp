@@ -12,8 +12,8 @@ constexpr int kTagA2A = 3311;
 constexpr size_t kF = sizeof(float);
 }  // namespace
 
-UlyssesAttention::UlyssesAttention(const ExecContext& ctx, Communicator& cp, int64_t seq_len)
-    : ContextSplit(cp.size(), cp.rank(), seq_len), ctx_(ctx), comm_(cp) {
+UlyssesAttention::UlyssesAttention(const ExecContext& ctx, Communicator& cp, int64_t seq_len, bool dry)
+    : ContextSplit(cp.size(), cp.rank(), seq_len, dry), ctx_(ctx), comm_(cp) {
   const int64_t n = size();
   FT_CHECK(seq_len % (2 * n) == 0, "all-to-all attention: seq_len {} is not a multiple of 2 x cp = {}", seq_len, 2 * n);
   send_.resize(static_cast<size_t>(n));
@@ -54,6 +54,7 @@ int64_t UlyssesAttention::width(const Segments& s) {
 }
 
 float* UlyssesAttention::fit(Tensor& t, int64_t n) const {
+  if (dry()) return nullptr;
   if (!t.defined() || t.numel() < n)
     t = Tensor::empty({std::max<int64_t>(n, 1)}, DType::kF32, MemCategory::kWorkspace, ctx_.device);
   return t.data<float>();
@@ -73,13 +74,14 @@ void UlyssesAttention::exchange(const std::vector<int64_t>& send_n, const std::v
   // in posting order on one stream (NCCL: no tags) never waits in a cycle.
   std::vector<WorkPtr> works;
   const int64_t n = size(), me = rank();
+  auto data = [](Tensor& t) { return t.defined() ? t.data<float>() : nullptr; };  // null when dry
   for (int64_t k = 0; k < n; ++k) {
     const int64_t p = ((k - me) % n + n) % n;
     if (p == me) continue;
     const auto j = static_cast<size_t>(p);
     const auto peer = static_cast<int>(p);
-    auto post_send = [&] { works.push_back(comm_.send_async(send_[j].data<float>(), send_n[j] * 4, peer, kTagA2A)); };
-    auto post_recv = [&] { works.push_back(comm_.recv_async(recv_[j].data<float>(), recv_n[j] * 4, peer, kTagA2A)); };
+    auto post_send = [&] { works.push_back(comm_.send_async(data(send_[j]), send_n[j] * 4, peer, kTagA2A)); };
+    auto post_recv = [&] { works.push_back(comm_.recv_async(data(recv_[j]), recv_n[j] * 4, peer, kTagA2A)); };
     if (me < p) {
       post_send();
       post_recv();
@@ -89,8 +91,9 @@ void UlyssesAttention::exchange(const std::vector<int64_t>& send_n, const std::v
     }
   }
   const auto m = static_cast<size_t>(me);
-  mem_copy(ctx_, recv_[m].data<float>(), ctx_.device, send_[m].data<float>(), ctx_.device,
-           static_cast<size_t>(send_n[m]) * kF);
+  if (!dry())
+    mem_copy(ctx_, recv_[m].data<float>(), ctx_.device, send_[m].data<float>(), ctx_.device,
+             static_cast<size_t>(send_n[m]) * kF);
   for (auto& w : works) w->stream_wait(ctx_);
 }
 
@@ -103,15 +106,17 @@ void UlyssesAttention::to_heads(float* full, const float* local, int64_t ld, int
     const int64_t wj = width(seg);
     float* s = fit(send_[static_cast<size_t>(j)], B * T * wj);
     int64_t at = 0;
-    for (auto [c0, c] : seg) {
-      copy_columns(s + at, wj, local + c0, ld, c, B * T);
-      at += c;
-    }
+    if (!dry())
+      for (auto [c0, c] : seg) {
+        copy_columns(s + at, wj, local + c0, ld, c, B * T);
+        at += c;
+      }
     send_n[static_cast<size_t>(j)] = B * T * wj;
     recv_n[static_cast<size_t>(j)] = B * T * w;
     fit(recv_[static_cast<size_t>(j)], B * T * w);
   }
   exchange(send_n, recv_n);
+  if (dry()) return;
   for (int64_t src = 0; src < n; ++src) {  // rank src's chunks, at their positions: B rows each
     const float* in = recv_[static_cast<size_t>(src)].data<float>();
     int64_t t0 = 0;
@@ -129,16 +134,18 @@ void UlyssesAttention::from_heads(float* local, int64_t ld, const float* full, i
   for (int64_t dst = 0; dst < n; ++dst) {  // to rank dst: this rank's columns of its tokens
     float* s = fit(send_[static_cast<size_t>(dst)], B * T * w);
     int64_t t0 = 0;
-    for (auto [p0, p1] : zigzag_ranges(S, n, dst)) {
-      copy_columns(s + t0 * w, T * w, full + p0 * w, S * w, (p1 - p0) * w, B);
-      t0 += p1 - p0;
-    }
+    if (!dry())
+      for (auto [p0, p1] : zigzag_ranges(S, n, dst)) {
+        copy_columns(s + t0 * w, T * w, full + p0 * w, S * w, (p1 - p0) * w, B);
+        t0 += p1 - p0;
+      }
     const int64_t wd = width(cols(dst));
     send_n[static_cast<size_t>(dst)] = B * T * w;
     recv_n[static_cast<size_t>(dst)] = B * T * wd;
     fit(recv_[static_cast<size_t>(dst)], B * T * wd);
   }
   exchange(send_n, recv_n);
+  if (dry()) return;
   // Columns several ranks send (replicated kv heads, cp > Hkv) are summed: each rank's into a zeroed
   // scratch row block, then added. Otherwise every column comes from one rank: copied in place.
   const bool overlap = add && Hkv_ % n != 0;
@@ -170,7 +177,7 @@ void UlyssesAttention::attention_forward(float* out, float* lse, const float* qk
   float* qkv_full = fit(qkv_full_, B * S * (me.nq + 2 * me.nkv) * D);
   float* out_full = fit(out_full_, B * S * me.nq * D);
   to_heads(qkv_full, qkv, (H + 2 * Hkv) * D, B, qcols);
-  ops::attention_forward(ctx_, out_full, lse, qkv_full, B, S, me.nq, me.nkv, D);
+  if (!dry()) ops::attention_forward(ctx_, out_full, lse, qkv_full, B, S, me.nq, me.nkv, D);
   from_heads(out, H * D, out_full, B, ocols, false);
 }
 
@@ -187,7 +194,7 @@ void UlyssesAttention::attention_backward(float* dqkv, const float* dout, const 
   to_heads(qkv_full, qkv, (H + 2 * Hkv) * D, B, qcols);
   to_heads(out_full, out, H * D, B, ocols);
   to_heads(dout_full, dout, H * D, B, ocols);
-  ops::attention_backward(ctx_, dqkv_full, dout_full, qkv_full, out_full, lse, B, S, me.nq, me.nkv, D);
+  if (!dry()) ops::attention_backward(ctx_, dqkv_full, dout_full, qkv_full, out_full, lse, B, S, me.nq, me.nkv, D);
   // Replicated kv heads (cp > Hkv) get a gradient from each of their ranks: summed.
   from_heads(dqkv, (H + 2 * Hkv) * D, dqkv_full, B, qcols, true);
 }

@@ -30,7 +30,8 @@ namespace ft {
 class UlyssesAttention : public ContextSplit {
  public:
   // ctx: where the buffers live and attention runs (the model's context).
-  UlyssesAttention(const ExecContext& ctx, Communicator& cp, int64_t seq_len);
+  // dry: transfers only (ContextSplit::dry): the same sends and receives, no buffer, nothing on ctx.
+  UlyssesAttention(const ExecContext& ctx, Communicator& cp, int64_t seq_len, bool dry = false);
   // H, Hkv: the heads this rank's attention has (after tensor parallelism); ft::Error when cp
   // cannot split them.
   void use_heads(int64_t H, int64_t Hkv) override;
@@ -58,9 +59,10 @@ class UlyssesAttention : public ContextSplit {
   // send a column) rank j's full rows at this rank's positions.
   template <typename Cols>
   void from_heads(float* local, int64_t ld, const float* full, int64_t B, Cols cols, bool add);
-  // send_[j] (send_n[j] floats) to rank j, recv_[j] (recv_n[j]) from rank j (this rank's own: a copy).
+  // send_[j] (send_n[j] floats) to rank j, recv_[j] (recv_n[j]) from rank j (this rank's own: a copy);
+  // dry: the sizes only, from and into no buffer.
   void exchange(const std::vector<int64_t>& send_n, const std::vector<int64_t>& recv_n);
-  // t holding at least n floats on ctx's device (reallocated when smaller).
+  // t holding at least n floats on ctx's device (reallocated when smaller); null when dry.
   float* fit(Tensor& t, int64_t n) const;
   // rows rows of cols floats from src (rows src_ld apart) to dst (dst_ld apart), on ctx's device.
   void copy_columns(float* dst, int64_t dst_ld, const float* src, int64_t src_ld, int64_t cols, int64_t rows) const;

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""`fluxtrain train --dry-run` with context parallelism, against real cp ranks.
+
+For each layout (tiny model, 2 or 4 processes under mpirun): cp 2 with ring attention, cp 2 with
+all-to-all attention, dp 2 x cp 2 ring with full recomputation (the forward's transfers repeated in
+backward), cp 4 all-to-all (2 kv heads over 4 ranks: replicated) — the real run's per-rank bytes
+sent over the cp communicator in the last step (metrics.jsonl per_rank.cp_bytes, the communicator's
+own counter) must equal, exactly, what the dry run says each rank sends on the cp group per step
+(JSON and the printed "cp bytes per rank per step"), and the planner's cp bytes for its rank
+(plan/context_parallel.h: a formula of the layout) must equal them too. Memory, as the other dry
+run memory tests check it (tests/unit/plan_trainer_memory_test.cpp): the dry run's activations of a
+rank (T / cp tokens) within 5% of the allocator's peak of the activations category on the real rank.
+
+usage: dry_run_cp_test.py FLUXTRAIN CONFIG WORK_DIR"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+FT, CFG, WORK = sys.argv[1:4]
+failures = []
+
+
+def check(cond, what):
+    print(("ok:   " if cond else "FAIL: ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def sets(items):
+    out = []
+    for s in items:
+        out += ["--set", s]
+    return out
+
+
+def last_metrics(run_dir):
+    last = None
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        for line in f:
+            if line.strip():
+                last = json.loads(line)
+    return last
+
+
+def case(name, items, world):
+    run_dir = os.path.join(WORK, name)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    base = ["train.steps=2", "train.eval_interval=0", "train.threads=1", "metrics.port=0", "train.batch_size=8",
+            "train.micro_batch_size=2"] + items
+    p = subprocess.run([FT, "train", "--config", CFG, "--run-dir", run_dir, "--nproc", str(world)] + sets(base),
+                       capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    if p.returncode != 0:
+        print(p.stdout[-3000:], p.stderr[-3000:])
+        sys.exit(f"FAIL: the real run {name} exited {p.returncode}")
+    per = last_metrics(run_dir)["per_rank"]
+    dry = [FT, "train", "--config", CFG, "--dry-run", "--world-size", str(world), "--gpu", "cpu"] + sets(base)
+    d = json.loads(subprocess.run(dry + ["--json"], capture_output=True, text=True, check=True).stdout)
+    text = subprocess.run(dry, capture_output=True, text=True, check=True).stdout
+    printed = re.search(r"cp bytes per rank per step: .* \((\d+) bytes", text)
+    planner = d["comm_per_axis_per_step"]["cp"]["planner_rank_bytes"]
+    print(f"  {name}: rank  {'cp bytes: dry run':>18} {'real':>12} {'planner':>12}   "
+          f"{'activations: dry run':>20} {'allocator':>12}")
+    for r in d["ranks"]:
+        i = r["rank"]
+        dry_cp = r["comm_bytes_per_step"]["cp"]["total"]
+        real_cp = per["cp_bytes"][i]
+        dry_act = r["memory_bytes"]["activations"]
+        real_act = per["mem_activations_bytes"][i]
+        print(f"  {name}: {i:>4}  {dry_cp:>18} {real_cp:>12.0f} {planner:>12.0f}   {dry_act:>20.0f} {real_act:>12.0f}"
+              f" ({dry_act / real_act:.4f})")
+        check(dry_cp == real_cp, f"{name} rank {i}: the dry run's cp bytes per step are the real rank's")
+        check(dry_cp == planner, f"{name} rank {i}: the planner's cp bytes per step are the real rank's")
+        check(abs(dry_act / real_act - 1) <= 0.05, f"{name} rank {i}: the dry run's activations within 5%")
+    most = max(r["comm_bytes_per_step"]["cp"]["total"] for r in d["ranks"])
+    check(printed is not None and int(printed.group(1)) == most, f"{name}: --dry-run prints the cp bytes per rank")
+
+
+os.makedirs(WORK, exist_ok=True)
+case("cp2-ring", ["parallel.cp=2", 'parallel.cp_attention="ring"'], 2)
+case("cp2-a2a", ["parallel.cp=2", 'parallel.cp_attention="all_to_all"'], 2)
+case("dp2xcp2-ring-recompute", ["parallel.dp=2", "parallel.cp=2", 'model.recompute="full"', "parallel.zero=1"], 4)
+case("cp4-a2a-kv-replicated", ["parallel.cp=4", 'parallel.cp_attention="all_to_all"'], 4)
+if failures:
+    print(f"{len(failures)} check(s) failed")
+    sys.exit(1)
+print("PASS: the dry run's cp bytes per rank = the real ranks' counters = the planner's; activations within 5%")

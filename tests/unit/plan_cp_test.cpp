@@ -1,0 +1,132 @@
+// The planner's context parallelism (plan/context_parallel.h): memory per rank falls with cp, the
+// cp traffic per step is what the ring and the all-to-all send, its link is the node's while
+// tp · cp ranks fit one, the ring's K/V transfers hide behind block attention at long sequences,
+// and the layout search takes cp > 1 where a long sequence needs it to fit, not where it does not.
+// The bytes are checked against real cp ranks by tests/dist/dry_run_cp_test.py.
+#include <gtest/gtest.h>
+
+#include "plan/context_parallel.h"
+#include "plan/memory_estimate.h"
+#include "plan/search.h"
+#include "plan/time.h"
+#include "plan/traffic.h"
+#include "util/error.h"
+
+namespace ft::plan {
+namespace {
+
+Job llama7b(int64_t seq_len, int64_t gpus, int64_t global_batch) {
+  Job j;
+  j.model = model_preset("llama2-7b");
+  j.seq_len = seq_len;
+  j.global_batch = global_batch;
+  j.gpu = find_gpu("a100-80gb");
+  j.gpus_per_node = 8;
+  j.gpus = gpus;
+  j.nodes = (gpus + 7) / 8;
+  return j;
+}
+
+Layout layout(int64_t dp, int64_t tp, int64_t cp, CpAttention a = CpAttention::kRing) {
+  Layout l;
+  l.dp = dp, l.tp = tp, l.cp = cp, l.cp_attention = a;
+  l.sequence_parallel = tp > 1;
+  l.recompute = ActRecompute::kFull;
+  l.wire = published_wires(Precision::kBF16);
+  return l;
+}
+
+TEST(PlanCp, ActivationsPerRankFallWithCp) {
+  const Job j = llama7b(32768, 8, 8);
+  const double a1 = estimate_memory(j, layout(1, 8, 1)).activations;
+  const double a2 = estimate_memory(j, layout(1, 4, 2)).activations;  // half the tokens, twice the heads
+  const double a4 = estimate_memory(j, layout(1, 2, 4)).activations;
+  EXPECT_GT(a1, 0);
+  EXPECT_NEAR(estimate_memory(j, layout(2, 4, 1)).activations / a2, 2.0, 1e-9);  // T/cp tokens at equal tp
+  EXPECT_GT(a4, 0);
+  // The ring's buffers: four blocks of the rank's keys and values and the softmax delta, counted
+  // as communication memory.
+  const CpCost c = cp_cost(j, layout(1, 4, 2), 0);
+  const double block = 16384.0 * 2 * (32 / 4) * 128 * 2;  // T/cp · 2 · Hkv/tp · D · bf16
+  EXPECT_DOUBLE_EQ(c.buffers, 4 * block + 1.0 * (32 / 4) * 16384 * 4);
+  EXPECT_GE(estimate_memory(j, layout(1, 4, 2)).communication, c.buffers);
+}
+
+TEST(PlanCp, RingAndAllToAllBytes) {
+  Job j = llama7b(8192, 8, 8);
+  Layout l = layout(2, 2, 2);
+  l.recompute = ActRecompute::kNone;
+  const double mbs = static_cast<double>(micro_batches_per_step(j, l));  // 4 micro-batches per replica
+  ASSERT_EQ(mbs, 4);
+  // Ring: per layer and micro-batch (cp − 1) forward and (cp − 1) backward K/V blocks, cp dK/dV hops.
+  const double block = 4096.0 * 2 * 16 * 128 * 2;
+  const double sums = 2.0 * 1 / 2 * 8;  // the loss sum: one double
+  EXPECT_DOUBLE_EQ(rank_traffic(j, l).cp, mbs * 32 * (1 + 1 + 2) * block + sums);
+  l.recompute = ActRecompute::kFull;  // the forward runs again in backward
+  EXPECT_DOUBLE_EQ(rank_traffic(j, l).cp, mbs * 32 * (2 + 1 + 2) * block + sums);
+  // All-to-all: (cp − 1) pieces of q, k, v and of the output forward; backward q, k, v, out, dout, d(qkv).
+  l.recompute = ActRecompute::kNone;
+  l.cp_attention = CpAttention::kAllToAll;
+  const double qkv = 4096.0 * (8 + 2 * 8) * 128 * 2, out = 4096.0 * 8 * 128 * 2;
+  EXPECT_DOUBLE_EQ(rank_traffic(j, l).cp, mbs * 32 * (qkv + out + 2 * qkv + 2 * out) + sums);
+  EXPECT_EQ(rank_traffic(j, layout(8, 1, 1)).cp, 0);
+}
+
+TEST(PlanCp, LinkInsideANodeUntilTpTimesCpSpansIt) {
+  const Job j = llama7b(32768, 16, 16);
+  const GpuSpec& g = j.gpu;
+  EXPECT_DOUBLE_EQ(cp_link_bandwidth(j, layout(2, 4, 2)), g.nvlink_bw * g.eff.collective);
+  EXPECT_DOUBLE_EQ(cp_link_bandwidth(j, layout(1, 8, 2)), g.network_bw * g.eff.collective);
+  // The slower link makes the same bytes cost more.
+  EXPECT_GT(estimate_step_time(j, layout(1, 8, 2)).cp_comm, estimate_step_time(j, layout(2, 4, 2)).cp_comm);
+}
+
+TEST(PlanCp, RingHidesItsKvTransfersBehindBlockAttention) {
+  // At 32k tokens a block's attention takes longer than its K/V transfer over NVLink: only the dK/dV
+  // hops (which carry the block's result) stay exposed; the all-to-all hides nothing.
+  const Job j = llama7b(32768, 8, 8);
+  const StepTime ring = estimate_step_time(j, layout(1, 4, 2));
+  const StepTime a2a = estimate_step_time(j, layout(1, 4, 2, CpAttention::kAllToAll));
+  ASSERT_GT(ring.cp_comm, 0);
+  EXPECT_LT(ring.cp_exposed, ring.cp_comm);
+  const double kv_sends = 3.0 * (2 - 1), dkv_hops = 2;  // full recompute: three K/V sends, two hops
+  EXPECT_NEAR(ring.cp_exposed / ring.cp_comm, dkv_hops / (kv_sends + dkv_hops), 1e-9);
+  EXPECT_DOUBLE_EQ(a2a.cp_exposed, a2a.cp_comm);
+  EXPECT_GT(ring.total, estimate_step_time(j, layout(1, 8, 1)).total * 0.5);  // the same work, split
+}
+
+// The search as `fluxtrain plan --model ...` runs it: this trainer's wires at bf16.
+SearchOptions as_the_cli() {
+  SearchOptions o;
+  o.fixed.wire = wire_bytes_of(trainer_wires(ParallelConfig{}, true));
+  return o;
+}
+
+TEST(PlanCp, SearchTakesCpWhereTheSequenceNeedsIt) {
+  // LLaMA-2 7B at 2M tokens on 32 A100 80G: no cp = 1 layout fits (tp stops at a node's 8 GPUs and
+  // pipelining cannot split one layer's activations); the search splits the sequence over nodes.
+  Job j = llama7b(2097152, 32, 32);
+  SearchOptions fixed = as_the_cli();
+  fixed.fixed.cp = 1;
+  EXPECT_TRUE(search_layouts(j, fixed).best.empty());
+  const SearchResult s = search_layouts(j, as_the_cli());
+  ASSERT_FALSE(s.best.empty());
+  EXPECT_GT(s.best[0].layout.cp, 1) << s.best[0].layout.describe();
+  EXPECT_TRUE(s.best[0].memory.fits());
+  EXPECT_EQ(s.best[0].layout.pp, 1);
+}
+
+TEST(PlanCp, SearchKeepsCpOneWhereItIsNotNeeded) {
+  // The reference job, 7B at 4k tokens on 128 A100: cp would only add traffic.
+  const SearchResult s = search_layouts(llama7b(4096, 128, 1024), as_the_cli());
+  ASSERT_FALSE(s.best.empty());
+  EXPECT_EQ(s.best[0].layout.cp, 1) << s.best[0].layout.describe();
+  // 7B at 32k tokens on 8 A100 80G: tp 2 with sequence parallelism and selective recomputation
+  // holds a rank's activations (the planner's accounting), so the sequence is not split.
+  const SearchResult l = search_layouts(llama7b(32768, 8, 8), as_the_cli());
+  ASSERT_FALSE(l.best.empty());
+  EXPECT_EQ(l.best[0].layout.cp, 1) << l.best[0].layout.describe();
+}
+
+}  // namespace
+}  // namespace ft::plan
