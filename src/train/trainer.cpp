@@ -410,7 +410,8 @@ StepStats Trainer::step() {
   const float grad_scale = grad_factor / static_cast<float>(cfg_.train.batch_size * cfg_.train.seq_len);
   queue_forward_backward(batch, grad_scale);                            // nothing read back yet
   const auto [local_loss_sum, local_norm2] = read_back_step_scalars();  // the step's one read-back
-  if (auto* ring = dynamic_cast<RingAttention*>(cp_.get())) ring->settle_overlap();  // its timed work is done
+  // The ring's work on the stream is done with it: its overlap timers settle (RingAttention).
+  if (auto* ring = dynamic_cast<RingAttention*>(cp_.get())) ring->settle_overlap();
   const double loss_sum = local_loss_sum * inject.loss_factor;
   auto [global_loss_sum, grad_norm2, data_hash] = sum_over_ranks(loss_sum, local_norm2, batch_data_hash(batch));
   s.data_hash = static_cast<int64_t>(data_hash);

@@ -91,6 +91,10 @@ CASES = [
      False),
     ("pp4-1f1b", 4, ["parallel.pp=4", "parallel.micro_batches=4", 'parallel.pp_schedule="1f1b"', LR], False),
     ("dp2pp2z3", 4, PP + ["parallel.dp=2", "parallel.zero=3", LR], False),
+    # Context parallelism composed on device buffers: each stage's cp group runs its ring (cp 2 x
+    # pp 2), and ZeRO 3 shards and gathers over dp x cp (dp 2 x cp 2).
+    ("cp2pp2", 4, PP + ["parallel.cp=2", 'parallel.cp_attention="ring"', LR], False),
+    ("dp2cp2z3", 4, ["parallel.dp=2", "parallel.cp=2", "parallel.zero=3", LR], False),
 ]
 AXES = ("parallel.dp", "parallel.tp", "parallel.pp")
 # Above two ranks an axis' sums are no longer the same two numbers in either order.
@@ -136,7 +140,8 @@ def check_case(name, np, sets, bf16):
     emu, cpu = losses(emu_dir), losses(cpu_dir)
     if len(emu) != STEPS or len(cpu) != STEPS:
         fail(f"{name}: {len(emu)} / {len(cpu)} logged steps, expected {STEPS}")
-    four = any(x.split("=")[0] in AXES and x.split("=")[1] == "4" for x in sets)
+    four = any(x.split("=")[0] in AXES and x.split("=")[1] == "4" for x in sets) or {
+        "parallel.dp=2", "parallel.cp=2"} <= set(sets)  # gradients summed over dp x cp: 4 ranks
     if not bf16 and not four:
         for x, y in zip(cpu, emu):
             if x != y:

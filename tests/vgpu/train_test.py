@@ -12,7 +12,9 @@ usage: train_test.py NAME [--np N] [--set KEY=VALUE ...] [--vgpu-only-set KEY=VA
   --cpu-np N        the CPU run with N ranks (default: --np): 1 with a --vgpu-only-set layout
                     compares the virtual GPU's layout against one CPU process; with parallel.cp
                     there, the bytes each virtual-GPU rank sent on the cp group in the last step
-                    (per_rank.cp_bytes, NcclComm's counter) must also equal the dry run's exactly
+                    (per_rank.cp_bytes, NcclComm's counter) must also equal the dry run's exactly,
+                    and the device allocator's peak of communication memory (the ring's or the
+                    all-to-all's buffers) the dry run's cp term for a GPU (plan/context_parallel.h)
   --planted         FT_VGPU_BIN is a planted build: exit 1 ("caught") when its run fails with the
                     virtual runtime's cross-stream race, else 0 (ctest's WILL_FAIL inverts it)
 Environment: FT_BIN (CPU fluxtrain), FT_VGPU_BIN (fluxtrain-vgpu), FT_CONFIG (configs/tiny.toml).
@@ -76,6 +78,31 @@ def cp_bytes_match_dry_run(run_dir, sets, np):
     print(f"cp bytes per rank per step: virtual GPU {real}, dry run {dry}")
     if real is None or [int(b) for b in real] != dry:
         raise SystemExit("FAIL: the virtual GPU ranks' cp bytes differ from the dry run's")
+    cp_memory_matches_dry_run(last, sets, np)
+
+
+def dry_run_communication(sets, np):
+    """Rank 0's communication memory in the dry run for a GPU (the planner's accounting, a100-80gb)."""
+    cmd = [os.environ["FT_BIN"], "train", "--config", os.environ["FT_CONFIG"], "--dry-run", "--world-size", str(np),
+           "--gpu", "a100-80gb", "--json"]
+    for s in sets:
+        cmd += ["--set", s]
+    d = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+    return next(r for r in d["ranks"] if r["rank"] == 0)["memory_bytes"]["communication"]
+
+
+def cp_memory_matches_dry_run(last, sets, np):
+    """The buffers the device path's ring or all-to-all allocates (the virtual GPU's allocator peak of
+    its communication category, rank 0: nothing else there at cp 2 in fp32) = the dry run's cp term
+    for a GPU: its communication at cp 2 minus at dp 2 (the same dp x cp shards, so the same
+    gradient buffers)."""
+    real = last.get("mem_cuda_communication_bytes")
+    cp = next(int(s.split("=")[1]) for s in sets if s.startswith("parallel.cp="))
+    at_dp = [s for s in sets if not s.startswith("parallel.cp")] + [f"parallel.dp={cp}"]
+    dry = dry_run_communication(sets, np) - dry_run_communication(at_dp, np)
+    print(f"cp buffers (communication memory, rank 0): virtual GPU allocator {real}, dry run (GPU) {dry:.0f}")
+    if real is None or int(real) != round(dry):
+        raise SystemExit("FAIL: the virtual GPU's cp buffers differ from the dry run's communication memory")
 
 
 def main():

@@ -29,7 +29,7 @@ RingAttention::RingAttention(const ExecContext& ctx, Communicator& cp, int64_t s
   for (int64_t r = 0; r < size(); ++r)
     for (int64_t p : zigzag_positions(seq_len, size(), r)) host_positions_.push_back(static_cast<int32_t>(p));
   if (dry) return;  // nothing on ctx's device
-  positions_ = Tensor::empty({size(), T}, DType::kI32, MemCategory::kWorkspace, ctx_.device);
+  positions_ = Tensor::empty({size(), T}, DType::kI32, MemCategory::kCommunication, ctx_.device);
   mem_copy(ctx_, positions_.data<int32_t>(), ctx_.device, host_positions_.data(), Device::kCPU,
            host_positions_.size() * sizeof(int32_t));
 }
@@ -42,7 +42,7 @@ void RingAttention::reserve(int64_t B, int64_t Hkv, int64_t D, bool backward) {
   if (dry()) return;
   const int64_t n = B * local_tokens() * 2 * Hkv * D;
   auto fit = [&](Tensor& t) {
-    if (!t.defined() || t.numel() < n) t = Tensor::empty({n}, DType::kF32, MemCategory::kWorkspace, ctx_.device);
+    if (!t.defined() || t.numel() < n) t = Tensor::empty({n}, DType::kF32, MemCategory::kCommunication, ctx_.device);
   };
   for (auto& b : kv_) fit(b);
   if (backward)

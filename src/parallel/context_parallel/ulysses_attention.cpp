@@ -56,7 +56,7 @@ int64_t UlyssesAttention::width(const Segments& s) {
 float* UlyssesAttention::fit(Tensor& t, int64_t n) const {
   if (dry()) return nullptr;
   if (!t.defined() || t.numel() < n)
-    t = Tensor::empty({std::max<int64_t>(n, 1)}, DType::kF32, MemCategory::kWorkspace, ctx_.device);
+    t = Tensor::empty({std::max<int64_t>(n, 1)}, DType::kF32, MemCategory::kCommunication, ctx_.device);
   return t.data<float>();
 }
 
