@@ -1,8 +1,9 @@
 """The parity layouts through NcclComm on emulated device buffers: fluxtrain-devemu-nccl (the CLI,
 the host-emulated GPU of tests/devemu carrying NcclComm over the host stand-in of CUDA and NCCL of
 tests/ncclsim as its device transport) with train.device = "cuda" and parallel.comm = "nccl", so
-that every dp/tp/pp collective (and cp's: the ring's block transfers, the all-to-all's exchange) of
-a device buffer takes NcclComm's path: the event recorded on
+that every dp/tp/pp collective (and cp's: the ring's block transfers, the all-to-all's exchange,
+also composed with pp 2 and with dp 2 at ZeRO 3) of a device buffer takes NcclComm's path: the event
+recorded on
 the compute stream and waited on by the communication stream, communication streams from
 make_side_context, the bf16 conversions as device ops on that side context (queued on its
 stand-in stream), device memory recognised by mem_on_device, the bf16 scratch buffer in device
