@@ -36,10 +36,11 @@ plan::OpTrace trace_training_step(const Config& config, const StepTraceOptions& 
     throw Error(fmt::format("rank {} is not in the layout's {} rank(s)", o.world_rank, par.world_size()),
                 "trace a rank from 0 to dp x cp x tp x pp - 1");
   if (par.cp > 1 && o.ops)
-    throw Error(fmt::format("the step trace prices the ops of parallel.cp = 1 steps only (parallel.cp = {}): the "
-                            "context-parallel attention runs on CPU ranks, which the recording GPU does not model",
-                            par.cp),
-                "price the layout with parallel.cp = 1, or dry-run it (`fluxtrain train --dry-run`: its collectives)");
+    throw Error(
+        fmt::format("the step trace prices the ops of parallel.cp = 1 steps only (parallel.cp = {}): it runs the "
+                    "context-parallel attention's transfers only (ContextSplit::dry), not its block attention ops",
+                    par.cp),
+        "price the layout with parallel.cp = 1, or dry-run it (`fluxtrain train --dry-run`: its collectives)");
   if (o.repeats < 1) throw Error(fmt::format("repeats = {} must be at least 1", o.repeats));
   const Device device = o.timed_on_host ? Device::kCPU : Device::kCUDA;
   if (o.timed_on_host)
@@ -74,12 +75,12 @@ plan::OpTrace trace_training_step(const Config& config, const StepTraceOptions& 
   auto engine = make_param_engine(ctx, par, cfg.optim, ParamLayout::llama(cfg.model, par.dp * par.cp, units, shard),
                                   mesh.dp_cp(), mesh.tp(), mesh.pp(), t.seed);
   // Context parallelism: the schedule's own code over the fake cp group, transfers only
-  // (ContextSplit::dry): its sends are the step's, its compute is the CPU's and is not traced.
+  // (ContextSplit::dry): its sends are the step's; its compute (the block attention ops) is not traced.
   std::unique_ptr<ContextSplit> cp;
   if (par.cp > 1 && par.cp_attention == CpAttention::kRing)
-    cp = std::make_unique<RingAttention>(mesh.cp(), t.seq_len, /*dry=*/true);
+    cp = std::make_unique<RingAttention>(ctx, mesh.cp(), t.seq_len, /*dry=*/true);
   if (par.cp > 1 && par.cp_attention == CpAttention::kAllToAll)
-    cp = std::make_unique<UlyssesAttention>(mesh.cp(), t.seq_len, /*dry=*/true);
+    cp = std::make_unique<UlyssesAttention>(ctx, mesh.cp(), t.seq_len, /*dry=*/true);
   Llama model(ctx, cfg.model, engine->layout(), t.precision, par.tp > 1 ? &tp : nullptr, cp.get());
   const int64_t chunk = loss_chunk_tokens(cfg.model, t.loss_chunk_tokens, mb.size * t.seq_len / par.cp, t.precision);
   std::unique_ptr<StepExecutor> exec;

@@ -7,7 +7,7 @@
 // parallel/context_parallel implements over the cp group (RingAttention). Everything else in a
 // block is per token and needs nothing.
 //
-//   RingAttention ring(mesh.cp(), cfg.train.seq_len);
+//   RingAttention ring(ctx, mesh.cp(), cfg.train.seq_len);
 //   Llama model(ctx, cfg, layout, Precision::kF32, tp, &ring);   // acts: T = seq_len / cp tokens
 #pragma once
 

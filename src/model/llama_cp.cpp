@@ -1,17 +1,15 @@
 // Llama under context parallelism (model/context_split.h): what changes when this rank holds the
 // zig-zag chunks of each sample rather than the whole sequence. Only three things do — which
 // tokens are loaded, the positions RoPE rotates them by, and attention, which needs every rank's
-// keys and values. Norms, projections, the MLP and the loss are per token.
+// keys and values. Norms, projections, the MLP and the loss are per token. On CPU and GPU ranks
+// alike: the split's attention runs through the op table (attention_block_*, attention_*) and the
+// Communicator on ctx's device buffers.
 #include "model/llama.h"
 #include "util/error.h"
 
 namespace ft {
 
 void Llama::use_context_split() {
-  if (!ctx_.on_host() && !cp_->dry())
-    throw Error(fmt::format("parallel.cp = {} runs on CPU ranks only for now (this rank computes on {})", cp_->size(),
-                            device_name(ctx_.device)),
-                "set train.device = \"cpu\", or parallel.cp = 1");
   if (precision_ != Precision::kF32)
     throw Error(fmt::format("parallel.cp = {} needs train.precision = \"fp32\" for now (it is {})", cp_->size(),
                             precision_label(precision_)),

@@ -108,13 +108,23 @@ void Mesh::use_comm(const ParallelConfig& p, const ExecContext& ctx) {
     dp_ = b->make(dp_, ctx, o);
     pp_ = b->make(pp_, ctx, CommOptions{o.timeout_s, o.board_dir, true});
     world_ = make_host_staged_comm(world_, ctx);
-    if (p.cp == 1) dp_cp_ = dp_;  // context parallelism is CPU-only for now (Trainer refuses cp > 1 on a device)
+    if (p.cp > 1) {
+      // The ring's blocks go to the next rank and come from the previous one: a channel per link
+      // direction, as the pipeline's (the all-to-all pairs ranks further apart on the group's own).
+      cp_ = b->make(cp_, ctx, CommOptions{o.timeout_s, o.board_dir, true});
+      dp_cp_ = b->make(dp_cp_, ctx, o);
+    } else {
+      dp_cp_ = dp_;
+    }
     transport_ = b->name;
     return;
   }
   if (ctx.on_host()) return;
   for (auto* c : {&world_, &dp_, &tp_, &pp_}) *c = make_host_staged_comm(*c, ctx);
-  if (p.cp == 1) dp_cp_ = dp_;
+  if (p.cp > 1)
+    for (auto* c : {&cp_, &dp_cp_}) *c = make_host_staged_comm(*c, ctx);
+  else
+    dp_cp_ = dp_;
   transport_ = "MPI (device buffers staged through host memory)";
 }
 

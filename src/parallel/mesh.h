@@ -59,8 +59,9 @@ class Mesh {
   // The transport of the groups, once per mesh, as p.comm asks for a rank computing on ctx
   // (device_comm.h decides; throws ft::Error for a combination that cannot work). Collective over
   // the world:
-  //   device transport (NCCL): the dp, tp and pp groups move device buffers over it, host buffers
-  //     over MPI; the world group stays on MPI, staging device buffers through host memory;
+  //   device transport (NCCL): the dp, tp and pp groups (with cp > 1 also cp, with a channel per
+  //     ring link as pp, and dp × cp) move device buffers over it, host buffers over MPI; the world
+  //     group stays on MPI, staging device buffers through host memory;
   //   MPI on a device rank: every group stages device buffers through host memory
   //     (parallel/comm/host_staged_comm.h);
   //   MPI on the CPU: nothing changes.

@@ -1,6 +1,7 @@
 #include "plan/context_parallel.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "plan/memory_estimate.h"
 
@@ -32,7 +33,7 @@ CpCost cp_cost(const Job& job, const Layout& l, double attention_s) {
     const double block = local * 2.0 * Hkv * D * w;
     const double kv_sends = (cp - 1.0) * (full ? 3.0 : 2.0), dkv_hops = cp;
     per_layer = (kv_sends + dkv_hops) * block;
-    c.buffers = 4.0 * block + B * H * (T / cp) * 4.0;
+    c.buffers = 4.0 * block + T * 4.0;  // + every cp rank's positions (int32, on the rank's device)
     // Overlap: each K/V transfer runs beside one block's attention (forward 2/7 of attention's
     // work, backward 5/7, split evenly over the cp blocks by the zig-zag); the dK/dV hop carries
     // the block's result, so it waits for it and is not hidden.
@@ -48,7 +49,10 @@ CpCost cp_cost(const Job& job, const Layout& l, double attention_s) {
     const double fwd = qkv + out, bwd = 2.0 * qkv + 2.0 * out;              // q,k,v + out; q,k,v, out, dout + dqkv
     per_layer = (cp - 1.0) * ((full ? 2.0 : 1.0) * fwd + bwd) * w;
     c.buffers = (4.0 * qkv + 2.0 * out) * cp * w;  // whole-sequence q,k,v, d(qkv), out, dout; send/recv pieces
-    c.exposed = mbs * layers * per_layer / bw;     // attention waits for every exchange
+    // Replicated kv heads (cp does not divide Hkv'): d(qkv) summed from several ranks through a scratch
+    // of the rank's (B, T/cp, (H' + 2 Hkv') D).
+    if (std::fmod(Hkv, cp) != 0) c.buffers += local * (H + 2.0 * Hkv) * D * w;
+    c.exposed = mbs * layers * per_layer / bw;  // attention waits for every exchange
   }
   const double sums = 2.0 * (cp - 1.0) / cp * 16.0;  // the loss sum and the data hash over the group: two doubles
   c.bytes = mbs * layers * per_layer + sums;

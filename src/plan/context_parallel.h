@@ -14,9 +14,11 @@
 //               outputs back (pieces of B · T/cp · H'/cp · D); backward: q, k, v, the output and its
 //               gradient out, d(qkv) back; nothing overlapped (attention waits for them).
 // Plus once a step the loss sum over the group (one double, all-reduced).
-// Buffers: the ring keeps 2 blocks (in hand, arriving), 2 for their dK/dV and the softmax delta
-// (B, H', T/cp); the all-to-all the whole sequence's q, k, v and its gradient, the output and its
-// gradient for its heads, and send/receive pieces as large as the q, k, v ones.
+// Buffers (what the schedules allocate under "communication", on the rank's device or the CPU): the
+// ring keeps 2 blocks (in hand, arriving), 2 for their dK/dV and every cp rank's positions (T int32;
+// the softmax delta is the block attention op's scratch, "workspace"); the all-to-all the whole
+// sequence's q, k, v and its gradient, the output and its gradient for its heads, send/receive
+// pieces as large as the q, k, v ones, and with replicated kv heads a scratch for d(qkv)'s sums.
 #pragma once
 
 #include "plan/job.h"

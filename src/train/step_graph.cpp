@@ -25,8 +25,8 @@ GraphChoice decide_cuda_graphs(CudaGraphs setting, const ExecContext& ctx, const
   std::string cannot;
   if (!graphs_supported(ctx))
     cannot = fmt::format("the {} device records no graphs", device_name(ctx.device));
-  else if (par.dp > 1 || par.tp > 1 || par.pp > 1)
-    cannot = "the step has collectives (parallel.dp, tp or pp > 1)";
+  else if (par.dp > 1 || par.tp > 1 || par.pp > 1 || par.cp > 1)
+    cannot = "the step has collectives (parallel.dp, tp, pp or cp > 1)";
   else if (!executor_capturable)
     cannot = "the step's executor cannot be captured";
   if (!cannot.empty()) {

@@ -153,9 +153,9 @@ void Trainer::parallelize() {
                               mesh_.dp_cp(), mesh_.tp(), mesh_.pp(), t.seed);
   // 5. The model.
   if (par.cp > 1 && par.cp_attention == CpAttention::kRing)
-    cp_ = std::make_unique<RingAttention>(mesh_.cp(), t.seq_len);
+    cp_ = std::make_unique<RingAttention>(ctx_, mesh_.cp(), t.seq_len);
   if (par.cp > 1 && par.cp_attention == CpAttention::kAllToAll)
-    cp_ = std::make_unique<UlyssesAttention>(mesh_.cp(), t.seq_len);
+    cp_ = std::make_unique<UlyssesAttention>(ctx_, mesh_.cp(), t.seq_len);
   model_ = std::make_unique<Llama>(ctx_, cfg_.model, engine_->layout(), t.precision, par.tp > 1 ? tp_.get() : nullptr,
                                    cp_.get());
   // 6. The executor.
@@ -410,6 +410,8 @@ StepStats Trainer::step() {
   const float grad_scale = grad_factor / static_cast<float>(cfg_.train.batch_size * cfg_.train.seq_len);
   queue_forward_backward(batch, grad_scale);                            // nothing read back yet
   const auto [local_loss_sum, local_norm2] = read_back_step_scalars();  // the step's one read-back
+  // The ring's work on the stream is done with it: its overlap timers settle (RingAttention).
+  if (auto* ring = dynamic_cast<RingAttention*>(cp_.get())) ring->settle_overlap();
   const double loss_sum = local_loss_sum * inject.loss_factor;
   auto [global_loss_sum, grad_norm2, data_hash] = sum_over_ranks(loss_sum, local_norm2, batch_data_hash(batch));
   s.data_hash = static_cast<int64_t>(data_hash);
@@ -793,7 +795,7 @@ RunEnd Trainer::end_run(const std::optional<std::string>& stop, int64_t nonfinit
                 fmt::format("fix the cause (space under {}?) and run again with --resume auto", ckpt_->root()));
   }
   faults_->beat("done", step_);
-  if (auto* ring = dynamic_cast<const RingAttention*>(cp_.get())) log_info("{}", ring->describe_overlap());
+  if (auto* ring = dynamic_cast<RingAttention*>(cp_.get())) log_info("{}", ring->describe_overlap());
   log_info("done: {} steps, {} tokens in {}; goodput {:.1f}% ({}); metrics in {}", step_, tokens_,
            human_duration(now_seconds() - start_time_), 100 * badput.goodput(), obs::badput_summary(badput),
            metrics_->path());

@@ -1,7 +1,9 @@
 """The parity layouts through NcclComm on emulated device buffers: fluxtrain-devemu-nccl (the CLI,
 the host-emulated GPU of tests/devemu carrying NcclComm over the host stand-in of CUDA and NCCL of
 tests/ncclsim as its device transport) with train.device = "cuda" and parallel.comm = "nccl", so
-that every dp/tp/pp collective of a device buffer takes NcclComm's path: the event recorded on
+that every dp/tp/pp collective (and cp's: the ring's block transfers, the all-to-all's exchange,
+also composed with pp 2 and with dp 2 at ZeRO 3) of a device buffer takes NcclComm's path: the event
+recorded on
 the compute stream and waited on by the communication stream, communication streams from
 make_side_context, the bf16 conversions as device ops on that side context (queued on its
 stand-in stream), device memory recognised by mem_on_device, the bf16 scratch buffer in device
@@ -76,6 +78,10 @@ CASES = [
     ("pp2-gpipe", 2, PP + ['parallel.pp_schedule="gpipe"'], False),
     ("pp2-1f1b", 2, PP + ['parallel.pp_schedule="1f1b"'], False),
     ("pp2-interleaved", 2, PP + ['parallel.pp_schedule="interleaved"', "parallel.virtual_stages=2"], False),
+    # Context parallelism: the ring's blocks (cp group's p2p channels) and the all-to-all's
+    # exchange through NcclComm on device buffers.
+    ("cp2-ring", 2, ["parallel.cp=2", 'parallel.cp_attention="ring"'], False),
+    ("cp2-a2a", 2, ["parallel.cp=2", 'parallel.cp_attention="all_to_all"'], False),
     ("dp2tp2pp2z1", 8, ["parallel.dp=2", "parallel.tp=2", "parallel.pp=2", "parallel.zero=1",
                         "parallel.micro_batches=2"], False),
     # Axes of 4 ranks (the parity matrix's, tests/dist/parity_*_test.py, at its learning rate):
@@ -86,6 +92,10 @@ CASES = [
      False),
     ("pp4-1f1b", 4, ["parallel.pp=4", "parallel.micro_batches=4", 'parallel.pp_schedule="1f1b"', LR], False),
     ("dp2pp2z3", 4, PP + ["parallel.dp=2", "parallel.zero=3", LR], False),
+    # Context parallelism composed on device buffers: each stage's cp group runs its ring (cp 2 x
+    # pp 2), and ZeRO 3 shards and gathers over dp x cp (dp 2 x cp 2).
+    ("cp2pp2", 4, PP + ["parallel.cp=2", 'parallel.cp_attention="ring"', LR], False),
+    ("dp2cp2z3", 4, ["parallel.dp=2", "parallel.cp=2", "parallel.zero=3", LR], False),
 ]
 AXES = ("parallel.dp", "parallel.tp", "parallel.pp")
 # Above two ranks an axis' sums are no longer the same two numbers in either order.
@@ -104,11 +114,12 @@ def host_waits(run_dir):
 
 def comm_bytes(run_dir):
     """The last step's communication byte counters: comm_*_bytes (rank 0's groups), tp_*_bytes and
-    pp_*_bytes (sums over the ranks), and per_rank's tp/pp lists (every rank's)."""
+    pp_*_bytes (sums over the ranks), and per_rank's tp/pp/cp lists (every rank's: cp_bytes, what the
+    cp communicator sent, the dry run's cp bytes per rank on MPI, tests/dist/dry_run_cp_test.py)."""
     last = [r for r in rows(run_dir) if "loss" in r][-1]
 
     def moved(k):
-        return k.split("_")[0] in ("comm", "tp", "pp", "dp") and k.endswith("_bytes")
+        return k.split("_")[0] in ("comm", "tp", "pp", "dp", "cp") and k.endswith("_bytes")
     out = {k: v for k, v in last.items() if moved(k)}
     out.update({"per_rank." + k: v for k, v in last.get("per_rank", {}).items() if moved(k)})
     return out
@@ -130,7 +141,8 @@ def check_case(name, np, sets, bf16):
     emu, cpu = losses(emu_dir), losses(cpu_dir)
     if len(emu) != STEPS or len(cpu) != STEPS:
         fail(f"{name}: {len(emu)} / {len(cpu)} logged steps, expected {STEPS}")
-    four = any(x.split("=")[0] in AXES and x.split("=")[1] == "4" for x in sets)
+    four = any(x.split("=")[0] in AXES and x.split("=")[1] == "4" for x in sets) or {
+        "parallel.dp=2", "parallel.cp=2"} <= set(sets)  # gradients summed over dp x cp: 4 ranks
     if not bf16 and not four:
         for x, y in zip(cpu, emu):
             if x != y:
@@ -180,7 +192,8 @@ def check_case(name, np, sets, bf16):
         bus += f"; ops on the communication stream {per_rank[0]['queued_ops']} of {per_rank[0]['ops']}"
     dp = sum(v for k, v in eb.items() if k.startswith("comm_"))
     tp, pp = eb.get("tp_all_reduce_bytes", 0), eb.get("pp_bytes", 0)
-    print(f"ok {name}: {STEPS} steps {how} (last loss {emu[-1][1]!r}); bytes/step dp {dp} tp {tp} pp {pp} as MPI; "
+    cp = f" cp {eb['per_rank.cp_bytes']}" if "per_rank.cp_bytes" in eb else ""
+    print(f"ok {name}: {STEPS} steps {how} (last loss {emu[-1][1]!r}); bytes/step dp {dp} tp {tp} pp {pp}{cp} as MPI; "
           f"host->device/device->host copies per rank {bus}; host waits per step {max(map(max, waits))}; "
           f"{time.time() - t0:.0f}s")
 

@@ -6,13 +6,21 @@ binary's, step by step, within the tolerances of scripts/gpu_check.py's stage 2 
 copied). A small batch: the executor runs each CUDA thread as a fiber.
 
 usage: train_test.py NAME [--np N] [--set KEY=VALUE ...] [--vgpu-only-set KEY=VALUE ...] [--planted]
+                    [--cpu-np N]
   --np N            both runs under mpirun with N ranks (the layout from --set)
-  --vgpu-only-set   settings of the virtual-GPU run alone (parallel.comm = "nccl")
+  --vgpu-only-set   settings of the virtual-GPU run alone (parallel.comm = "nccl", parallel.cp = 2)
+  --cpu-np N        the CPU run with N ranks (default: --np): 1 with a --vgpu-only-set layout
+                    compares the virtual GPU's layout against one CPU process; with parallel.cp
+                    there, the bytes each virtual-GPU rank sent on the cp group in the last step
+                    (per_rank.cp_bytes, NcclComm's counter) must also equal the dry run's exactly,
+                    and the device allocator's peak of communication memory (the ring's or the
+                    all-to-all's buffers) the dry run's cp term for a GPU (plan/context_parallel.h)
   --planted         FT_VGPU_BIN is a planted build: exit 1 ("caught") when its run fails with the
                     virtual runtime's cross-stream race, else 0 (ctest's WILL_FAIL inverts it)
 Environment: FT_BIN (CPU fluxtrain), FT_VGPU_BIN (fluxtrain-vgpu), FT_CONFIG (configs/tiny.toml).
 Exit status 0 when every step is within tolerance."""
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -52,6 +60,51 @@ def train(binary, run_dir, sets, np, planted=False):
     return gpu_check.step_rows(run_dir)
 
 
+def cp_bytes_match_dry_run(run_dir, sets, np):
+    """The device path's cp bytes per rank (the last step's per_rank.cp_bytes) = the dry run's
+    (ContextSplit::dry over fake communicators: the same loops, transfers only)."""
+    last = None
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        for line in f:
+            if line.strip() and "per_rank" in line:
+                last = json.loads(line)
+    real = last["per_rank"]["cp_bytes"] if last else None
+    cmd = [os.environ["FT_BIN"], "train", "--config", os.environ["FT_CONFIG"], "--dry-run", "--world-size", str(np),
+           "--gpu", "cpu", "--json"]
+    for s in sets:
+        cmd += ["--set", s]
+    d = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+    dry = [r["comm_bytes_per_step"]["cp"]["total"] for r in sorted(d["ranks"], key=lambda r: r["rank"])]
+    print(f"cp bytes per rank per step: virtual GPU {real}, dry run {dry}")
+    if real is None or [int(b) for b in real] != dry:
+        raise SystemExit("FAIL: the virtual GPU ranks' cp bytes differ from the dry run's")
+    cp_memory_matches_dry_run(last, sets, np)
+
+
+def dry_run_communication(sets, np):
+    """Rank 0's communication memory in the dry run for a GPU (the planner's accounting, a100-80gb)."""
+    cmd = [os.environ["FT_BIN"], "train", "--config", os.environ["FT_CONFIG"], "--dry-run", "--world-size", str(np),
+           "--gpu", "a100-80gb", "--json"]
+    for s in sets:
+        cmd += ["--set", s]
+    d = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+    return next(r for r in d["ranks"] if r["rank"] == 0)["memory_bytes"]["communication"]
+
+
+def cp_memory_matches_dry_run(last, sets, np):
+    """The buffers the device path's ring or all-to-all allocates (the virtual GPU's allocator peak of
+    its communication category, rank 0: nothing else there at cp 2 in fp32) = the dry run's cp term
+    for a GPU: its communication at cp 2 minus at dp 2 (the same dp x cp shards, so the same
+    gradient buffers)."""
+    real = last.get("mem_cuda_communication_bytes")
+    cp = next(int(s.split("=")[1]) for s in sets if s.startswith("parallel.cp="))
+    at_dp = [s for s in sets if not s.startswith("parallel.cp")] + [f"parallel.dp={cp}"]
+    dry = dry_run_communication(sets, np) - dry_run_communication(at_dp, np)
+    print(f"cp buffers (communication memory, rank 0): virtual GPU allocator {real}, dry run (GPU) {dry:.0f}")
+    if real is None or int(real) != round(dry):
+        raise SystemExit("FAIL: the virtual GPU's cp buffers differ from the dry run's communication memory")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("name")
@@ -59,6 +112,7 @@ def main():
     p.add_argument("--set", action="append", default=[])
     p.add_argument("--vgpu-only-set", action="append", default=[])
     p.add_argument("--planted", action="store_true")
+    p.add_argument("--cpu-np", type=int, default=None)
     a = p.parse_args()
     base = f"/tmp/vgpu_train_{a.name}_{os.getpid()}"
     sets = SMALL + a.set
@@ -68,8 +122,10 @@ def main():
                   planted=True)
         finally:
             shutil.rmtree(base + "_vgpu", ignore_errors=True)
-    cpu = train(os.environ["FT_BIN"], base + "_cpu", sets, a.np)
+    cpu = train(os.environ["FT_BIN"], base + "_cpu", sets, a.np if a.cpu_np is None else a.cpu_np)
     gpu = train(os.environ["FT_VGPU_BIN"], base + "_vgpu", sets + ['train.device="cuda"'] + a.vgpu_only_set, a.np)
+    if any(s.startswith("parallel.cp=") for s in a.vgpu_only_set):
+        cp_bytes_match_dry_run(base + "_vgpu", sets + a.vgpu_only_set, a.np)
     for d in ("_cpu", "_vgpu"):
         shutil.rmtree(base + d, ignore_errors=True)
     if len(cpu) != STEPS or len(gpu) != STEPS:

@@ -12,6 +12,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/ops.h"
 #include "util/error.h"
 
 namespace ft::cpu {
@@ -150,6 +151,32 @@ void attention_block_backward(float* dqkv, float* dkv, const float* dout, const 
       }
     }
   }
+}
+
+// ---- The op table's block attention (kernels/op_decls.inc): the functions above ---------------
+
+namespace {
+std::vector<int64_t> widen(const int32_t* pos, int64_t n) {
+  return std::vector<int64_t>(pos, pos + n);
+}
+}  // namespace
+
+void attention_block_forward(const ExecContext&, float* out, float* lse, const float* qkv, const float* kv,
+                             const int32_t* pos_q, const int32_t* pos_k, int64_t B, int64_t Tq, int64_t Tk, int64_t H,
+                             int64_t Hkv, int64_t D, bool accumulate) {
+  if (!accumulate) attention_block_init(out, lse, B, Tq, H, D);
+  const std::vector<int64_t> pq = widen(pos_q, Tq), pk = widen(pos_k, Tk);
+  attention_block_forward(out, lse, qkv, kv, pq.data(), pk.data(), B, Tq, Tk, H, Hkv, D);
+}
+
+void attention_block_backward(const ExecContext&, float* dqkv, float* dkv, const float* dout, const float* qkv,
+                              const float* kv, const float* out, const float* lse, const int32_t* pos_q,
+                              const int32_t* pos_k, int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t Hkv,
+                              int64_t D) {
+  std::vector<float> delta(static_cast<size_t>(B * H * Tq));
+  attention_block_delta(delta.data(), dout, out, B, Tq, H, D);
+  const std::vector<int64_t> pq = widen(pos_q, Tq), pk = widen(pos_k, Tk);
+  attention_block_backward(dqkv, dkv, dout, qkv, kv, lse, delta.data(), pq.data(), pk.data(), B, Tq, Tk, H, Hkv, D);
 }
 
 }  // namespace ft::cpu

@@ -1,8 +1,10 @@
 // Attention of query rows against one block of keys and values, for context parallelism's ring
 // (parallel/context_parallel/ring_attention.h): a rank's queries meet the key/value blocks of every
 // rank of its cp group one after the other, and the partial results are merged by their
-// log-sum-exp. fp32, CPU only (parallel.cp > 1 is refused on a device for now), so these are
-// functions of the CPU backend rather than ops of the op table.
+// log-sum-exp. fp32. The op table's attention_block_forward / attention_block_backward
+// (kernels/op_decls.inc) are these on the CPU (the forward's `accumulate = false` is
+// attention_block_init first; the backward computes its delta); backends/cuda/attention_block.cu
+// on a GPU.
 //
 // Causality is by true position: query i (at pos_q[i]) sees key j iff pos_k[j] <= pos_q[i]. Both
 // position lists ascend, so the keys a query sees are a prefix of the block; a block whose first

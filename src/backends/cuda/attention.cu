@@ -13,6 +13,7 @@
 // Backward: D_i = rowsum(dO ∘ O); P = exp2(S − lse·log2 e); dV = Pᵀ dO; dS = P ∘ (dO Vᵀ − D_i) ·
 // scale; dQ = dS K; dK = dSᵀ Q.
 #include "backends/cuda/attention_kernels.h"
+#include "backends/cuda/attention_tiles.cuh"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/launch.h"
@@ -38,34 +39,6 @@ struct FwdArgs {
   float* lse;
   int64_t B, Tq, Tk, H, Hkv, D, offset;
 };
-
-// Dot product of two rows in shared memory, in a fixed order (the same in every kernel, so the
-// backward recomputes the forward's scores exactly): four interleaved partial sums, then the
-// remainder. One running sum loses ~√D more than this (the virtual GPU found attention_forward's
-// peaked-softmax harness row 12% over its tolerance with it: scores in the thousands, an error of
-// 1e-3 in a score is 1e-4 in its probability); four chains also overlap their FMA latencies.
-__device__ __forceinline__ float dot_row(const float* a, const float* b, int64_t D) {
-  float acc0 = 0.0f, acc1 = 0.0f, acc2 = 0.0f, acc3 = 0.0f;
-  int64_t d = 0;
-  for (; d + 4 <= D; d += 4) {
-    acc0 += a[d] * b[d];
-    acc1 += a[d + 1] * b[d + 1];
-    acc2 += a[d + 2] * b[d + 2];
-    acc3 += a[d + 3] * b[d + 3];
-  }
-  for (; d < D; ++d) acc0 += a[d] * b[d];
-  return (acc0 + acc1) + (acc2 + acc3);
-}
-
-// Copies rows [r0, r0 + rows) of a strided source into a (R, ld) tile, zero-filling rows past
-// `rows` (the whole block takes part).
-__device__ __forceinline__ void load_tile(float* tile, int64_t ld, const float* src, int64_t stride, int64_t rows,
-                                          int64_t R, int64_t D) {
-  for (int64_t e = threadIdx.x; e < R * D; e += blockDim.x) {
-    const int64_t r = e / D, c = e % D;
-    tile[r * ld + c] = r < rows ? src[r * stride + c] : 0.0f;
-  }
-}
 
 __global__ void __launch_bounds__(kWarp* kAttnWarps, 2) attention_fwd_kernel(FwdArgs a) {
   FT_DYN_SHARED(float, smem);
@@ -361,13 +334,18 @@ void attention_forward(CudaContext& ctx, float* out, float* lse, const float* qk
   launch_forward(ctx, a, "attention_forward");
 }
 
+void attention_delta(CudaContext& ctx, float* delta, const float* dout, const float* out, int64_t B, int64_t T,
+                     int64_t H, int64_t D, const char* op) {
+  const LaunchShape ld = attention_delta_launch(B, T, H);
+  FT_LAUNCH(attention_delta_kernel, to_dim3(ld.grid), to_dim3(ld.block), 0, ctx.stream())(delta, dout, out, B, T, H, D);
+  FT_CUDA_CHECK_LAUNCH(ctx, op, {"B", B}, {"T", T}, {"H", H}, {"D", D});
+}
+
 void attention_backward_with_delta(CudaContext& ctx, float* delta, float* dqkv, const float* dout, const float* qkv,
                                    const float* out, const float* lse, int64_t B, int64_t T, int64_t H, int64_t Hkv,
                                    int64_t D) {
   const char* op = "attention_backward";
-  const LaunchShape ld = attention_delta_launch(B, T, H);
-  FT_LAUNCH(attention_delta_kernel, to_dim3(ld.grid), to_dim3(ld.block), 0, ctx.stream())(delta, dout, out, B, T, H, D);
-  FT_CUDA_CHECK_LAUNCH(ctx, op, {"B", B}, {"T", T}, {"H", H}, {"Hkv", Hkv}, {"D", D});
+  attention_delta(ctx, delta, dout, out, B, T, H, D, op);
   const BwdArgs a{dqkv, dout, qkv, lse, delta, B, T, H, Hkv, D};
   const LaunchShape lq = attention_fwd_launch(B, T, H, D);
   prepare_smem(attention_dq_kernel, lq.smem, op, D);

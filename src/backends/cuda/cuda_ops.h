@@ -49,6 +49,8 @@ const OpTable& op_table();
 //                         order, so bit-identical to ft::ref::embedding_backward;
 //   attention_*           fp32 flash-style kernels of our own (attention.cu), mirroring
 //                         backends/cpu/attention.cpp; head dimension up to 256;
+//   attention_block_*     the same kernels with the mask by true position and the results merged
+//                         into (added to) the buffers (attention_block.cu): context parallelism;
 //   xent_shard_targets .. xent_loss_from_rows: vocab-parallel cross-entropy (xent_parallel.cu),
 //                         one thread per row, the combine ops in double;
 //   sum_squares           in double: a fixed grid of partial sums (launch.h), added in index order

@@ -208,4 +208,17 @@ constexpr LaunchShape attention_delta_launch(int64_t B, int64_t T, int64_t H) {
   return {{max64(1, min64(ceil_div(B * T * H, kAttnWarps), kMaxStrideBlocks))}, {kWarp * kAttnWarps}, 0};
 }
 
+// Block attention (attention_block.cu, context parallelism): the forward/dQ and dK/dV geometry
+// above over Tq queries and Tk keys, the shared memory plus the tile's R positions (int32).
+constexpr LaunchShape attention_block_fwd_launch(int64_t B, int64_t Tq, int64_t H, int64_t D) {
+  LaunchShape l = attention_fwd_launch(B, Tq, H, D);
+  l.smem += attention_tile_rows(D) * 4;
+  return l;
+}
+constexpr LaunchShape attention_block_dkv_launch(int64_t B, int64_t Tk, int64_t Hkv, int64_t D) {
+  LaunchShape l = attention_dkv_launch(B, Tk, Hkv, D);
+  l.smem += attention_tile_rows(D) * 4;
+  return l;
+}
+
 }  // namespace ft::cuda

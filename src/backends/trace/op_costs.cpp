@@ -185,6 +185,26 @@ OpRecord attention_backward(float*, const float*, const float*, const float*, co
   return r;
 }
 
+// Block attention (attention_block.cu, context parallelism's ring): as attention_forward/backward
+// over a (Tq, Tk) block, priced as if every query saw the whole block (the causal diagonal block
+// costs half: an upper bound). Forward: q and the block read, out and lse read and written.
+// Backward: delta, dQ (3 products), dK/dV (4 products); dq, dk, dv read and written.
+OpRecord attention_block_forward(float*, float*, const float*, const float*, const int32_t*, const int32_t*, int64_t B,
+                                 int64_t Tq, int64_t Tk, int64_t H, int64_t Hkv, int64_t D, bool accumulate) {
+  const double o = d(B * Tq * H * D + B * H * Tq);
+  return rec("attention_block_forward", fmt::format("{} Tk={}", attn_shape(B, Tq, H, Hkv, D), Tk),
+             kF32 * (d(B * Tq * H * D) + d(B * Tk * 2 * Hkv * D) + (accumulate ? o : 0)), kF32 * o,
+             4 * d(B * H) * d(Tq) * d(Tk) * d(D), 1, OpKind::kFlashFp32);
+}
+OpRecord attention_block_backward(float*, float*, const float*, const float*, const float*, const float*, const float*,
+                                  const int32_t*, const int32_t*, int64_t B, int64_t Tq, int64_t Tk, int64_t H,
+                                  int64_t Hkv, int64_t D) {
+  const double q = d(B * Tq * H * D), kv = d(B * Tk * 2 * Hkv * D);
+  return rec("attention_block_backward", fmt::format("{} Tk={}", attn_shape(B, Tq, H, Hkv, D), Tk),
+             kF32 * (4 * q + 2 * kv + 2 * d(B * H * Tq)), kF32 * (q + kv + d(B * H * Tq)),
+             14 * d(B * H) * d(Tq) * d(Tk) * d(D), 3, OpKind::kFlashFp32);
+}
+
 // The bf16 attention (attention_bf16.cpp): cuDNN SDPA, one fused kernel each way; priced at
 // cuDNN's rate for the shape (plan/roofline). FLOPs as FlashAttention counts them: forward 2
 // causal products (q kᵀ, P v), backward 2.5 times that (S and dP recomputed once, dV, dQ, dK).

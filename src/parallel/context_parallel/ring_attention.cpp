@@ -4,63 +4,88 @@
 #include <cmath>
 #include <limits>
 
-#include "backends/cpu/attention_block.h"
-#include "tensor/memory.h"
-#include "util/clock.h"
+#include "kernels/ops.h"
 #include "util/error.h"
 
 namespace ft {
 
 namespace {
 // Tags of the ring's transfers: a block's keys and values in forward and in backward, its dk, dv.
+// NCCL matches transfers by order, not tag: the tag's parity picks the link's channel (nccl_comm.h),
+// so backward's blocks (even) and their dk, dv (odd) travel on two streams.
 constexpr int kTagKvForward = 3301, kTagKvBackward = 3302, kTagDkv = 3303;
 }  // namespace
 
-RingAttention::RingAttention(Communicator& cp, int64_t seq_len, bool dry)
-    : ContextSplit(cp.size(), cp.rank(), seq_len, dry), comm_(cp) {
+RingAttention::RingAttention(const ExecContext& ctx, Communicator& cp, int64_t seq_len, bool dry)
+    : ContextSplit(cp.size(), cp.rank(), seq_len, dry),
+      ctx_(ctx),
+      comm_(cp),
+      compute_timer_(ctx),
+      wait_timer_(ctx),
+      hop_timer_(ctx) {
   FT_CHECK(seq_len % (2 * size()) == 0, "ring attention: seq_len {} is not a multiple of 2 x cp = {}", seq_len,
            2 * size());
-  for (int64_t r = 0; r < size(); ++r) positions_.push_back(zigzag_positions(seq_len, size(), r));
+  const int64_t T = local_tokens();
+  for (int64_t r = 0; r < size(); ++r)
+    for (int64_t p : zigzag_positions(seq_len, size(), r)) host_positions_.push_back(static_cast<int32_t>(p));
+  if (dry) return;  // nothing on ctx's device
+  positions_ = Tensor::empty({size(), T}, DType::kI32, MemCategory::kCommunication, ctx_.device);
+  mem_copy(ctx_, positions_.data<int32_t>(), ctx_.device, host_positions_.data(), Device::kCPU,
+           host_positions_.size() * sizeof(int32_t));
+}
+
+const int32_t* RingAttention::positions_of(int64_t owner) const {
+  return positions_.defined() ? positions_.data<int32_t>() + owner * local_tokens() : nullptr;
 }
 
 void RingAttention::reserve(int64_t B, int64_t Hkv, int64_t D, bool backward) {
   if (dry()) return;
-  const size_t n = static_cast<size_t>(B * local_tokens() * 2 * Hkv * D);
-  for (auto& b : kv_) b.resize(n);
+  const int64_t n = B * local_tokens() * 2 * Hkv * D;
+  auto fit = [&](Tensor& t) {
+    if (!t.defined() || t.numel() < n) t = Tensor::empty({n}, DType::kF32, MemCategory::kCommunication, ctx_.device);
+  };
+  for (auto& b : kv_) fit(b);
   if (backward)
-    for (auto& b : dkv_) b.resize(n);
+    for (auto& b : dkv_) fit(b);
+}
+
+void RingAttention::pack_kv(float* kv, const float* qkv, int64_t B, int64_t H, int64_t Hkv, int64_t D) const {
+  const size_t row = static_cast<size_t>((H + 2 * Hkv) * D) * sizeof(float), n = static_cast<size_t>(2 * Hkv * D) * 4;
+  mem_copy_2d(ctx_, kv, ctx_.device, n, qkv + H * D, ctx_.device, row, n, static_cast<size_t>(B * local_tokens()));
 }
 
 void RingAttention::attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t H, int64_t Hkv,
                                       int64_t D) {
   const int64_t T = local_tokens(), cp = size();
   reserve(B, Hkv, D, false);
+  // Dry: the same transfers, of the same sizes, from no buffer; nothing computed.
   const int64_t bytes = block_bytes(B, T, Hkv, D);
   const bool compute = !dry();
-  if (compute) {
-    cpu::attention_pack_kv(kv_[0].data(), qkv, B, T, H, Hkv, D);
-    cpu::attention_block_init(out, lse, B, T, H, D);
-  }
+  float* kv[2] = {at(kv_[0]), at(kv_[1])};
+  if (compute) pack_kv(kv[0], qkv, B, H, Hkv, D);
   int cur = 0;
   for (int64_t s = 0; s < cp; ++s) {
     const int64_t owner = (rank() - s + cp) % cp;  // whose block is in hand
     WorkPtr recv, send;
     if (s + 1 < cp) {  // the next block arrives while this one is used
-      recv = comm_.recv_async(at(kv_[1 - cur]), bytes, prev(), kTagKvForward);
-      send = comm_.send_async(at(kv_[cur]), bytes, next(), kTagKvForward);
+      recv = comm_.recv_async(kv[1 - cur], bytes, prev(), kTagKvForward);
+      send = comm_.send_async(kv[cur], bytes, next(), kTagKvForward);
     }
-    const double t0 = now_seconds();
+    // The own block first: every query sees its own key, so step 0 writes out and lse whole.
+    if (compute && s + 1 < cp) compute_timer_.begin();
     if (compute)
-      cpu::attention_block_forward(out, lse, qkv, kv_[cur].data(), positions_of(rank()), positions_of(owner), B, T, T,
-                                   H, Hkv, D);
-    if (s + 1 < cp) {
-      const double t1 = now_seconds();
-      send->wait();
-      recv->wait();
+      ops::attention_block_forward(ctx_, out, lse, qkv, kv[cur], positions_of(rank()), positions_of(owner), B, T, T, H,
+                                   Hkv, D, s > 0);
+    if (s + 1 < cp) {  // later compute waits for both (the host does not, on a device)
+      if (compute) {
+        compute_timer_.end();
+        wait_timer_.begin();
+      }
+      send->stream_wait(ctx_);
+      recv->stream_wait(ctx_);
+      if (compute) wait_timer_.end();
       cur = 1 - cur;
-      overlap_.transfers += 1;
-      overlap_.compute_s += t1 - t0;
-      overlap_.wait_s += now_seconds() - t1;
+      overlap_.transfers += compute ? 1 : 0;
     }
   }
 }
@@ -71,46 +96,50 @@ void RingAttention::attention_backward(float* dqkv, const float* dout, const flo
   reserve(B, Hkv, D, true);
   const int64_t bytes = block_bytes(B, T, Hkv, D);
   const bool compute = !dry();
+  float* kv[2] = {at(kv_[0]), at(kv_[1])};
+  float* dkv[2] = {at(dkv_[0]), at(dkv_[1])};
   if (compute) {
-    delta_.resize(static_cast<size_t>(B * H * T));
-    cpu::attention_block_delta(delta_.data(), dout, out, B, T, H, D);
-    const ExecContext& host = cpu_context();
-    mem_zero(host, dqkv, Device::kCPU, static_cast<size_t>(B * T * (H + 2 * Hkv) * D) * sizeof(float));  // dq: +=
-    cpu::attention_pack_kv(kv_[0].data(), qkv, B, T, H, Hkv, D);
-    mem_zero(host, dkv_[0].data(), Device::kCPU, dkv_[0].size() * sizeof(float));
+    mem_zero(ctx_, dqkv, ctx_.device, static_cast<size_t>(B * T * (H + 2 * Hkv) * D) * sizeof(float));  // dq: +=
+    pack_kv(kv[0], qkv, B, H, Hkv, D);
+    mem_zero(ctx_, dkv[0], ctx_.device, static_cast<size_t>(bytes));
   }
   int cur = 0;
   for (int64_t s = 0; s < cp; ++s) {
     const int64_t owner = (rank() - s + cp) % cp;
     WorkPtr recv, send;
     if (s + 1 < cp) {
-      recv = comm_.recv_async(at(kv_[1 - cur]), bytes, prev(), kTagKvBackward);
-      send = comm_.send_async(at(kv_[cur]), bytes, next(), kTagKvBackward);
+      recv = comm_.recv_async(kv[1 - cur], bytes, prev(), kTagKvBackward);
+      send = comm_.send_async(kv[cur], bytes, next(), kTagKvBackward);
     }
-    const double t0 = now_seconds();
+    if (compute && s + 1 < cp) compute_timer_.begin();
     if (compute)
-      cpu::attention_block_backward(dqkv, dkv_[cur].data(), dout, qkv, kv_[cur].data(), lse, delta_.data(),
-                                    positions_of(rank()), positions_of(owner), B, T, T, H, Hkv, D);
+      ops::attention_block_backward(ctx_, dqkv, dkv[cur], dout, qkv, kv[cur], out, lse, positions_of(rank()),
+                                    positions_of(owner), B, T, T, H, Hkv, D);
     // The block's dk, dv so far go on with it (after the last step: home to their owner).
-    const double t1 = now_seconds();
-    WorkPtr drecv = comm_.recv_async(at(dkv_[1 - cur]), bytes, prev(), kTagDkv);
-    WorkPtr dsend = comm_.send_async(at(dkv_[cur]), bytes, next(), kTagDkv);
-    dsend->wait();
-    drecv->wait();
-    const double t2 = now_seconds();
-    overlap_.hops += 1;
-    overlap_.hop_s += t2 - t1;
+    if (compute && s + 1 < cp) compute_timer_.end();
+    if (compute) hop_timer_.begin();
+    WorkPtr drecv = comm_.recv_async(dkv[1 - cur], bytes, prev(), kTagDkv);
+    WorkPtr dsend = comm_.send_async(dkv[cur], bytes, next(), kTagDkv);
+    dsend->stream_wait(ctx_);
+    drecv->stream_wait(ctx_);
+    if (compute) {
+      hop_timer_.end();
+      overlap_.hops += 1;
+    }
     if (s + 1 < cp) {
-      send->wait();
-      recv->wait();
-      overlap_.transfers += 1;
-      overlap_.compute_s += t1 - t0;
-      overlap_.wait_s += now_seconds() - t2;
+      if (compute) wait_timer_.begin();
+      send->stream_wait(ctx_);
+      recv->stream_wait(ctx_);
+      if (compute) wait_timer_.end();
+      overlap_.transfers += compute ? 1 : 0;
     }
     cur = 1 - cur;
   }
-  // kv_[cur] is stale here, dkv_[cur] is this rank's own block's dk, dv from every rank.
-  if (compute) cpu::attention_unpack_dkv(dqkv, dkv_[cur].data(), B, T, H, Hkv, D);
+  // kv[cur] is stale here, dkv[cur] is this rank's own block's dk, dv from every rank: into the key
+  // and value heads of dqkv.
+  if (!compute) return;
+  const size_t row = static_cast<size_t>((H + 2 * Hkv) * D) * sizeof(float), n = static_cast<size_t>(2 * Hkv * D) * 4;
+  mem_copy_2d(ctx_, dqkv + H * D, ctx_.device, row, dkv[cur], ctx_.device, n, n, static_cast<size_t>(B * T));
 }
 
 double RingAttention::Overlap::hidden_share() const {
@@ -119,7 +148,15 @@ double RingAttention::Overlap::hidden_share() const {
   return alone > 0 ? std::clamp(1.0 - wait_s / alone, 0.0, 1.0) : 1.0;
 }
 
-std::string RingAttention::describe_overlap() const {
+void RingAttention::settle_overlap() {
+  overlap_.compute_s += compute_timer_.seconds();
+  overlap_.wait_s += wait_timer_.seconds();
+  overlap_.hop_s += hop_timer_.seconds();
+  for (StreamTimer* t : {&compute_timer_, &wait_timer_, &hop_timer_}) t->restart();
+}
+
+std::string RingAttention::describe_overlap() {
+  settle_overlap();
   const Overlap& o = overlap_;
   return fmt::format(
       "ring attention overlap: {} key/value transfers overlapped {:.3f} s of block compute and waited {:.3f} s after "

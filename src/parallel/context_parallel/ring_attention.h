@@ -1,23 +1,26 @@
 // RingAttention: context parallelism's attention (parallel.cp_attention = "ring") over the cp
-// group, on CPU ranks (MPI). Every rank holds the zig-zag chunks of each sample
-// (model/context_split.h); its keys and values travel around the ring, next = rank + 1:
+// group: on CPU ranks over MPI, on GPU ranks over NcclComm (device buffers; each transfer joined to
+// the compute stream with Work::stream_wait, so the host never waits on the ring). Every rank holds the zig-zag chunks
+// of each sample (model/context_split.h); its keys and values travel around the ring, next = rank + 1:
 //
 //   forward, cp steps: attend this rank's queries to the block in hand (its own first), merging
-//     the partial outputs by their log-sum-exp (cpu::attention_block_forward) while the block
+//     the partial outputs by their log-sum-exp (ops::attention_block_forward) while the block
 //     moves on to the next rank and the previous rank's arrives (non-blocking send/receive,
 //     overlapped with the block's compute);
 //   backward, cp steps: the blocks travel again, each with the dk, dv accumulated for it so far;
-//     a rank adds its queries' share (cpu::attention_block_backward) and passes both on; after the
+//     a rank adds its queries' share (ops::attention_block_backward) and passes both on; after the
 //     last step one more hop brings every block's dk, dv home. dq stays local. The dk, dv hop
 //     waits for the block's compute (it carries its result); the next block's keys and values
 //     arrive meanwhile.
 // Causality is by true position, so key blocks a query block cannot see cost nothing.
 //
-// overlap() says how much of the ring's communication the compute hides: the time blocked on the
-// overlapped key/value transfers (after the block's compute) against what those transfers cost
-// alone, estimated by the blocking dk/dv hops of the same size in backward.
+// overlap() says how much of the ring's communication the compute hides: the time the compute
+// stream stalled on the overlapped key/value transfers (after the block's compute) against what
+// those transfers cost alone, estimated by the dk/dv hops of the same size in backward (which wait
+// for their block's compute: nothing overlaps them). Timed where the work runs (StreamTimer: the
+// host clock on the CPU, the device's timing marks on a GPU, so the host still never waits).
 //
-//   RingAttention ring(mesh.cp(), cfg.train.seq_len);
+//   RingAttention ring(ctx, mesh.cp(), cfg.train.seq_len);
 //   Llama model(ctx, cfg, layout, Precision::kF32, tp, &ring);
 #pragma once
 
@@ -27,18 +30,21 @@
 
 #include "model/context_split.h"
 #include "parallel/comm/comm.h"
+#include "tensor/exec_context.h"
+#include "tensor/stream_timer.h"
+#include "tensor/tensor.h"
 
 namespace ft {
 
 class RingAttention : public ContextSplit {
  public:
   // seq_len: the whole sample's T (a multiple of 2·cp); the group's ranks hold chunks in its order.
-  // dry: transfers only (ContextSplit::dry).
-  RingAttention(Communicator& cp, int64_t seq_len, bool dry = false);
+  // ctx: where the blocks live and the block attention runs (the model's context).
+  // dry: transfers only (ContextSplit::dry): no buffer is allocated and nothing runs on ctx.
+  RingAttention(const ExecContext& ctx, Communicator& cp, int64_t seq_len, bool dry = false);
 
   // The bytes of one block in flight: a rank's keys and values of B sequences. The ring keeps two
-  // (in hand, arriving), in backward two more for their dk, dv and the softmax delta (B, H, T/cp):
-  // plan/context_parallel.h counts them.
+  // (in hand, arriving), in backward two more for their dk, dv: plan/context_parallel.h counts them.
   static int64_t block_bytes(int64_t B, int64_t local_tokens, int64_t Hkv, int64_t D) {
     return B * local_tokens * 2 * Hkv * D * static_cast<int64_t>(sizeof(float));
   }
@@ -48,7 +54,7 @@ class RingAttention : public ContextSplit {
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
                           int64_t B, int64_t H, int64_t Hkv, int64_t D) override;
 
-  // Since construction, seconds on this rank.
+  // Since construction, seconds on this rank's compute stream (up to the last settle_overlap()).
   struct Overlap {
     int64_t transfers = 0;  // key/value blocks sent on while a block was computed
     double compute_s = 0;   // the block computes those transfers overlapped
@@ -60,21 +66,32 @@ class RingAttention : public ContextSplit {
     double hidden_share() const;
   };
   const Overlap& overlap() const { return overlap_; }
-  std::string describe_overlap() const;
+  // Adds the timed intervals to overlap(): call when ctx's stream has finished the ring's work
+  // (after a step's read-back); on the CPU any time.
+  void settle_overlap();
+  // One log line (settles first).
+  std::string describe_overlap();
 
  private:
-  // The positions of the block of the cp rank `owner`.
-  const int64_t* positions_of(int64_t owner) const { return positions_[static_cast<size_t>(owner)].data(); }
+  // The positions (on ctx's device) of the block of the cp rank `owner` (null when dry).
+  const int32_t* positions_of(int64_t owner) const;
   // kv_, dkv_ (two each: in hand and arriving) for B sequences (nothing when dry).
   void reserve(int64_t B, int64_t Hkv, int64_t D, bool backward);
-  // Buffer i of kv_ or dkv_ (null when dry).
-  static float* at(std::vector<float>& b) { return b.empty() ? nullptr : b.data(); }
+  // kv (B, T/cp, 2 Hkv D) = the key and value heads of qkv (B, T/cp, (H + 2 Hkv) D).
+  void pack_kv(float* kv, const float* qkv, int64_t B, int64_t H, int64_t Hkv, int64_t D) const;
+  // The data of a buffer (null when dry: never allocated).
+  static float* at(Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
   int next() const { return static_cast<int>((rank() + 1) % size()); }
   int prev() const { return static_cast<int>((rank() + size() - 1) % size()); }
 
+  ExecContext ctx_;
   Communicator& comm_;
-  std::vector<std::vector<int64_t>> positions_;  // per cp rank
-  std::vector<float> kv_[2], dkv_[2], delta_;
+  std::vector<int32_t> host_positions_;  // (cp, T/cp): every rank's, the source of positions_
+  Tensor positions_;
+  Tensor kv_[2], dkv_[2];
+  // The intervals not yet in overlap_ (settle_overlap): block compute, the stall on its overlapped
+  // transfers, the dk/dv hops.
+  StreamTimer compute_timer_, wait_timer_, hop_timer_;
   Overlap overlap_;
 };
 

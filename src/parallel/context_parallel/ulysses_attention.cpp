@@ -1,24 +1,23 @@
 #include "parallel/context_parallel/ulysses_attention.h"
 
+#include <algorithm>
+
 #include "kernels/ops.h"
-#include "tensor/memory.h"
 #include "util/error.h"
 
 namespace ft {
 
 namespace {
 constexpr int kTagA2A = 3311;
+constexpr size_t kF = sizeof(float);
 }  // namespace
 
-UlyssesAttention::UlyssesAttention(Communicator& cp, int64_t seq_len, bool dry)
-    : ContextSplit(cp.size(), cp.rank(), seq_len, dry), comm_(cp) {
+UlyssesAttention::UlyssesAttention(const ExecContext& ctx, Communicator& cp, int64_t seq_len, bool dry)
+    : ContextSplit(cp.size(), cp.rank(), seq_len, dry), ctx_(ctx), comm_(cp) {
   const int64_t n = size();
   FT_CHECK(seq_len % (2 * n) == 0, "all-to-all attention: seq_len {} is not a multiple of 2 x cp = {}", seq_len, 2 * n);
-  for (int64_t r = 0; r < n; ++r) positions_.push_back(zigzag_positions(seq_len, n, r));
   send_.resize(static_cast<size_t>(n));
   recv_.resize(static_cast<size_t>(n));
-  send_n_.resize(static_cast<size_t>(n));
-  recv_n_.resize(static_cast<size_t>(n));
 }
 
 void UlyssesAttention::use_heads(int64_t H, int64_t Hkv) {
@@ -54,87 +53,116 @@ int64_t UlyssesAttention::width(const Segments& s) {
   return w;
 }
 
-void UlyssesAttention::size_buffers(int64_t j, int64_t send_n, int64_t recv_n) {
-  const auto i = static_cast<size_t>(j);
-  send_n_[i] = send_n, recv_n_[i] = recv_n;
-  if (dry()) return;
-  send_[i].resize(static_cast<size_t>(send_n));
-  recv_[i].resize(static_cast<size_t>(recv_n));
+float* UlyssesAttention::fit(Tensor& t, int64_t n) const {
+  if (dry()) return nullptr;
+  if (!t.defined() || t.numel() < n)
+    t = Tensor::empty({std::max<int64_t>(n, 1)}, DType::kF32, MemCategory::kCommunication, ctx_.device);
+  return t.data<float>();
 }
 
-void UlyssesAttention::exchange() {
-  auto ptr = [](std::vector<float>& v) { return v.empty() ? nullptr : v.data(); };
+void UlyssesAttention::copy_columns(float* dst, int64_t dst_ld, const float* src, int64_t src_ld, int64_t cols,
+                                    int64_t rows) const {
+  if (rows == 0 || cols == 0) return;
+  mem_copy_2d(ctx_, dst, ctx_.device, static_cast<size_t>(dst_ld) * kF, src, ctx_.device,
+              static_cast<size_t>(src_ld) * kF, static_cast<size_t>(cols) * kF, static_cast<size_t>(rows));
+}
+
+void UlyssesAttention::exchange(const std::vector<int64_t>& send_n, const std::vector<int64_t>& recv_n) {
+  // Rounds k = 0 .. cp − 1 pair rank r with (k − r) mod cp (an involution: every round is a set of
+  // disjoint pairs; a rank paired with itself sits out). In a pair the lower rank sends first. Every
+  // rank posts its transfers in the same round order, so a transport that runs a group's transfers
+  // in posting order on one stream (NCCL: no tags) never waits in a cycle.
   std::vector<WorkPtr> works;
-  for (int64_t j = 0; j < size(); ++j) {
-    if (j == rank()) continue;
-    const auto i = static_cast<size_t>(j);
-    works.push_back(comm_.recv_async(ptr(recv_[i]), recv_n_[i] * static_cast<int64_t>(sizeof(float)),
-                                     static_cast<int>(j), kTagA2A));
+  const int64_t n = size(), me = rank();
+  auto data = [](Tensor& t) { return t.defined() ? t.data<float>() : nullptr; };  // null when dry
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t p = ((k - me) % n + n) % n;
+    if (p == me) continue;
+    const auto j = static_cast<size_t>(p);
+    const auto peer = static_cast<int>(p);
+    auto post_send = [&] { works.push_back(comm_.send_async(data(send_[j]), send_n[j] * 4, peer, kTagA2A)); };
+    auto post_recv = [&] { works.push_back(comm_.recv_async(data(recv_[j]), recv_n[j] * 4, peer, kTagA2A)); };
+    if (me < p) {
+      post_send();
+      post_recv();
+    } else {
+      post_recv();
+      post_send();
+    }
   }
-  for (int64_t j = 0; j < size(); ++j) {
-    if (j == rank()) continue;
-    const auto i = static_cast<size_t>(j);
-    works.push_back(comm_.send_async(ptr(send_[i]), send_n_[i] * static_cast<int64_t>(sizeof(float)),
-                                     static_cast<int>(j), kTagA2A));
-  }
-  if (!dry()) {
-    auto& mine = send_[static_cast<size_t>(rank())];
-    mem_copy(cpu_context(), recv_[static_cast<size_t>(rank())].data(), Device::kCPU, mine.data(), Device::kCPU,
-             mine.size() * sizeof(float));
-  }
-  for (auto& w : works) w->wait();
+  const auto m = static_cast<size_t>(me);
+  if (!dry())
+    mem_copy(ctx_, recv_[m].data<float>(), ctx_.device, send_[m].data<float>(), ctx_.device,
+             static_cast<size_t>(send_n[m]) * kF);
+  for (auto& w : works) w->stream_wait(ctx_);
 }
 
 template <typename Cols>
 void UlyssesAttention::to_heads(float* full, const float* local, int64_t ld, int64_t B, Cols cols) {
-  const int64_t T = local_tokens(), S = seq_len(), w = width(cols(rank()));
-  for (int64_t j = 0; j < size(); ++j) {  // to rank j: its columns of this rank's tokens
+  const int64_t T = local_tokens(), S = seq_len(), w = width(cols(rank())), n = size();
+  std::vector<int64_t> send_n(static_cast<size_t>(n)), recv_n(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) {  // to rank j: its columns of this rank's tokens
     const Segments seg = cols(j);
-    size_buffers(j, B * T * width(seg), B * T * w);
-    if (dry()) continue;
-    float* o = send_[static_cast<size_t>(j)].data();
-    for (int64_t t = 0; t < B * T; ++t)
-      for (auto [c0, n] : seg)
-        for (int64_t c = 0; c < n; ++c) *o++ = local[t * ld + c0 + c];
-  }
-  exchange();
-  if (dry()) return;
-  for (int64_t src = 0; src < size(); ++src) {  // rank src's tokens, at their positions
-    const float* in = recv_[static_cast<size_t>(src)].data();
-    const std::vector<int64_t>& pos = positions_[static_cast<size_t>(src)];
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t, in += w) {
-        float* row = full + (b * S + pos[static_cast<size_t>(t)]) * w;
-        for (int64_t c = 0; c < w; ++c) row[c] = in[c];
+    const int64_t wj = width(seg);
+    float* s = fit(send_[static_cast<size_t>(j)], B * T * wj);
+    int64_t at = 0;
+    if (!dry())
+      for (auto [c0, c] : seg) {
+        copy_columns(s + at, wj, local + c0, ld, c, B * T);
+        at += c;
       }
+    send_n[static_cast<size_t>(j)] = B * T * wj;
+    recv_n[static_cast<size_t>(j)] = B * T * w;
+    fit(recv_[static_cast<size_t>(j)], B * T * w);
+  }
+  exchange(send_n, recv_n);
+  if (dry()) return;
+  for (int64_t src = 0; src < n; ++src) {  // rank src's chunks, at their positions: B rows each
+    const float* in = recv_[static_cast<size_t>(src)].data<float>();
+    int64_t t0 = 0;
+    for (auto [p0, p1] : zigzag_ranges(S, n, src)) {
+      copy_columns(full + p0 * w, S * w, in + t0 * w, T * w, (p1 - p0) * w, B);
+      t0 += p1 - p0;
+    }
   }
 }
 
 template <typename Cols>
 void UlyssesAttention::from_heads(float* local, int64_t ld, const float* full, int64_t B, Cols cols, bool add) {
-  const int64_t T = local_tokens(), S = seq_len(), w = width(cols(rank()));
-  for (int64_t dst = 0; dst < size(); ++dst) {  // to rank dst: this rank's columns of its tokens
-    size_buffers(dst, B * T * w, B * T * width(cols(dst)));
-    if (dry()) continue;
-    float* o = send_[static_cast<size_t>(dst)].data();
-    const std::vector<int64_t>& pos = positions_[static_cast<size_t>(dst)];
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t) {
-        const float* row = full + (b * S + pos[static_cast<size_t>(t)]) * w;
-        for (int64_t c = 0; c < w; ++c) *o++ = row[c];
+  const int64_t T = local_tokens(), S = seq_len(), w = width(cols(rank())), n = size();
+  std::vector<int64_t> send_n(static_cast<size_t>(n)), recv_n(static_cast<size_t>(n));
+  for (int64_t dst = 0; dst < n; ++dst) {  // to rank dst: this rank's columns of its tokens
+    float* s = fit(send_[static_cast<size_t>(dst)], B * T * w);
+    int64_t t0 = 0;
+    if (!dry())
+      for (auto [p0, p1] : zigzag_ranges(S, n, dst)) {
+        copy_columns(s + t0 * w, T * w, full + p0 * w, S * w, (p1 - p0) * w, B);
+        t0 += p1 - p0;
       }
+    const int64_t wd = width(cols(dst));
+    send_n[static_cast<size_t>(dst)] = B * T * w;
+    recv_n[static_cast<size_t>(dst)] = B * T * wd;
+    fit(recv_[static_cast<size_t>(dst)], B * T * wd);
   }
-  exchange();
+  exchange(send_n, recv_n);
   if (dry()) return;
-  for (int64_t j = 0; j < size(); ++j) {  // rank j's columns of this rank's tokens
+  // Columns several ranks send (replicated kv heads, cp > Hkv) are summed: each rank's into a zeroed
+  // scratch row block, then added. Otherwise every column comes from one rank: copied in place.
+  const bool overlap = add && Hkv_ % n != 0;
+  float* scratch = overlap ? fit(sum_, B * T * ld) : nullptr;
+  if (overlap) mem_zero(ctx_, local, ctx_.device, static_cast<size_t>(B * T * ld) * kF);
+  for (int64_t j = 0; j < n; ++j) {  // rank j's columns of this rank's tokens
     const Segments seg = cols(j);
-    const float* in = recv_[static_cast<size_t>(j)].data();
-    for (int64_t t = 0; t < B * T; ++t)
-      for (auto [c0, n] : seg)
-        for (int64_t c = 0; c < n; ++c, ++in) {
-          float& x = local[t * ld + c0 + c];
-          x = add ? x + *in : *in;
-        }
+    const int64_t wj = width(seg);
+    const float* in = recv_[static_cast<size_t>(j)].data<float>();
+    float* dst = overlap ? scratch : local;
+    if (overlap) mem_zero(ctx_, scratch, ctx_.device, static_cast<size_t>(B * T * ld) * kF);
+    int64_t at = 0;
+    for (auto [c0, c] : seg) {
+      copy_columns(dst + c0, ld, in + at, wj, c, B * T);
+      at += c;
+    }
+    if (overlap) ops::add_inplace(ctx_, local, scratch, B * T * ld);
   }
 }
 
@@ -146,37 +174,29 @@ void UlyssesAttention::attention_forward(float* out, float* lse, const float* qk
   const int64_t S = seq_len();
   auto qcols = [&](int64_t j) { return qkv_columns(j, D); };
   auto ocols = [&](int64_t j) { return out_columns(j, D); };
-  if (!dry()) {
-    qkv_full_.resize(static_cast<size_t>(B * S * (me.nq + 2 * me.nkv) * D));
-    out_full_.resize(static_cast<size_t>(B * S * me.nq * D));
-  }
-  to_heads(qkv_full_.data(), qkv, (H + 2 * Hkv) * D, B, qcols);
-  if (!dry()) ops::attention_forward(cpu_context(), out_full_.data(), lse, qkv_full_.data(), B, S, me.nq, me.nkv, D);
-  from_heads(out, H * D, out_full_.data(), B, ocols, false);
+  float* qkv_full = fit(qkv_full_, B * S * (me.nq + 2 * me.nkv) * D);
+  float* out_full = fit(out_full_, B * S * me.nq * D);
+  to_heads(qkv_full, qkv, (H + 2 * Hkv) * D, B, qcols);
+  if (!dry()) ops::attention_forward(ctx_, out_full, lse, qkv_full, B, S, me.nq, me.nkv, D);
+  from_heads(out, H * D, out_full, B, ocols, false);
 }
 
 void UlyssesAttention::attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                                           const float* lse, int64_t B, int64_t H, int64_t Hkv, int64_t D) {
   const Heads me = heads_of(rank());
-  const int64_t S = seq_len(), T = local_tokens();
+  const int64_t S = seq_len();
   auto qcols = [&](int64_t j) { return qkv_columns(j, D); };
   auto ocols = [&](int64_t j) { return out_columns(j, D); };
-  if (!dry()) {
-    qkv_full_.resize(static_cast<size_t>(B * S * (me.nq + 2 * me.nkv) * D));
-    out_full_.resize(static_cast<size_t>(B * S * me.nq * D));
-    dout_full_.resize(out_full_.size());
-    dqkv_full_.resize(qkv_full_.size());
-  }
-  to_heads(qkv_full_.data(), qkv, (H + 2 * Hkv) * D, B, qcols);
-  to_heads(out_full_.data(), out, H * D, B, ocols);
-  to_heads(dout_full_.data(), dout, H * D, B, ocols);
-  if (!dry()) {
-    ops::attention_backward(cpu_context(), dqkv_full_.data(), dout_full_.data(), qkv_full_.data(), out_full_.data(),
-                            lse, B, S, me.nq, me.nkv, D);
-    // Replicated kv heads (cp > Hkv) get a gradient from each of their ranks: summed.
-    mem_zero(cpu_context(), dqkv, Device::kCPU, static_cast<size_t>(B * T * (H + 2 * Hkv) * D) * sizeof(float));
-  }
-  from_heads(dqkv, (H + 2 * Hkv) * D, dqkv_full_.data(), B, qcols, true);
+  float* qkv_full = fit(qkv_full_, B * S * (me.nq + 2 * me.nkv) * D);
+  float* out_full = fit(out_full_, B * S * me.nq * D);
+  float* dout_full = fit(dout_full_, B * S * me.nq * D);
+  float* dqkv_full = fit(dqkv_full_, B * S * (me.nq + 2 * me.nkv) * D);
+  to_heads(qkv_full, qkv, (H + 2 * Hkv) * D, B, qcols);
+  to_heads(out_full, out, H * D, B, ocols);
+  to_heads(dout_full, dout, H * D, B, ocols);
+  if (!dry()) ops::attention_backward(ctx_, dqkv_full, dout_full, qkv_full, out_full, lse, B, S, me.nq, me.nkv, D);
+  // Replicated kv heads (cp > Hkv) get a gradient from each of their ranks: summed.
+  from_heads(dqkv, (H + 2 * Hkv) * D, dqkv_full, B, qcols, true);
 }
 
 }  // namespace ft

@@ -1,5 +1,7 @@
 // UlyssesAttention: context parallelism's attention by all-to-all (parallel.cp_attention =
-// "all_to_all", DeepSpeed-Ulysses), on CPU ranks (MPI). Before attention each rank trades its
+// "all_to_all", DeepSpeed-Ulysses), on CPU ranks over MPI and on GPU ranks over NcclComm (device
+// buffers; the rearrangements are strided device copies, mem_copy_2d; transfers joined to the
+// compute stream with Work::stream_wait). Before attention each rank trades its
 // tokens' heads for whole sequences: rank j receives, from every cp rank, the query heads
 // [j·H/cp, (j+1)·H/cp) of that rank's tokens and their key/value heads, and puts the tokens in
 // position order; it then runs the ordinary causal attention (ops::attention_forward) over the
@@ -10,7 +12,7 @@
 // Needs H divisible by cp, and Hkv divisible by cp or cp divisible by Hkv (GQA). lse is kept in
 // the whole-sequence layout (B, H/cp, T): the same number of floats as (B, H, T/cp).
 //
-//   UlyssesAttention a2a(mesh.cp(), cfg.train.seq_len);
+//   UlyssesAttention a2a(ctx, mesh.cp(), cfg.train.seq_len);
 //   Llama model(ctx, cfg, layout, Precision::kF32, tp, &a2a);   // the model tells it its heads
 #pragma once
 
@@ -20,13 +22,16 @@
 
 #include "model/context_split.h"
 #include "parallel/comm/comm.h"
+#include "tensor/exec_context.h"
+#include "tensor/tensor.h"
 
 namespace ft {
 
 class UlyssesAttention : public ContextSplit {
  public:
-  // dry: transfers only (ContextSplit::dry).
-  UlyssesAttention(Communicator& cp, int64_t seq_len, bool dry = false);
+  // ctx: where the buffers live and attention runs (the model's context).
+  // dry: transfers only (ContextSplit::dry): the same sends and receives, no buffer, nothing on ctx.
+  UlyssesAttention(const ExecContext& ctx, Communicator& cp, int64_t seq_len, bool dry = false);
   // H, Hkv: the heads this rank's attention has (after tensor parallelism); ft::Error when cp
   // cannot split them.
   void use_heads(int64_t H, int64_t Hkv) override;
@@ -50,22 +55,23 @@ class UlyssesAttention : public ContextSplit {
   // at their true positions.
   template <typename Cols>
   void to_heads(float* full, const float* local, int64_t ld, int64_t B, Cols cols);
-  // local (B, T/cp, ld): the columns cols(j) of its rows = (or +=) rank j's full rows at this
-  // rank's positions.
+  // local (B, T/cp, ld): the columns cols(j) of its rows = (or, add: summed over the ranks that
+  // send a column) rank j's full rows at this rank's positions.
   template <typename Cols>
   void from_heads(float* local, int64_t ld, const float* full, int64_t B, Cols cols, bool add);
-  // send_[j] (send_n_[j] floats) to rank j, recv_[j] (recv_n_[j] floats) from rank j (this rank's
-  // own: a copy); dry: the sizes only.
-  void exchange();
-  // Sizes send_[j] and recv_[j] (not when dry).
-  void size_buffers(int64_t j, int64_t send_n, int64_t recv_n);
+  // send_[j] (send_n[j] floats) to rank j, recv_[j] (recv_n[j]) from rank j (this rank's own: a copy);
+  // dry: the sizes only, from and into no buffer.
+  void exchange(const std::vector<int64_t>& send_n, const std::vector<int64_t>& recv_n);
+  // t holding at least n floats on ctx's device (reallocated when smaller); null when dry.
+  float* fit(Tensor& t, int64_t n) const;
+  // rows rows of cols floats from src (rows src_ld apart) to dst (dst_ld apart), on ctx's device.
+  void copy_columns(float* dst, int64_t dst_ld, const float* src, int64_t src_ld, int64_t cols, int64_t rows) const;
 
+  ExecContext ctx_;
   Communicator& comm_;
   int64_t H_ = 0, Hkv_ = 0;
-  std::vector<std::vector<int64_t>> positions_;  // per cp rank
-  std::vector<std::vector<float>> send_, recv_;
-  std::vector<int64_t> send_n_, recv_n_;
-  std::vector<float> qkv_full_, out_full_, dout_full_, dqkv_full_;
+  std::vector<Tensor> send_, recv_;  // per cp rank
+  Tensor qkv_full_, out_full_, dout_full_, dqkv_full_, sum_;
 };
 
 }  // namespace ft
