@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 14, "nothing lost, nothing leaked": every case found by trying to break the command line,
 # as a regression test. Each case is a function; all run (each in its own subshell and
-# directory), and the summary names the ones that failed.
+# directory, three at a time: E2E_LANES), and the summary names the ones that failed.
 #
 #   FLUXTRAIN=build/fluxtrain tests/e2e/bad_input_test.sh                 # every case
 #   FLUXTRAIN=build/fluxtrain tests/e2e/bad_input_test.sh force_input     # some cases
@@ -1142,11 +1142,21 @@ cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
   mapfile -t cases < <(declare -F | awk '{print $3}' | grep '^case_' | sed 's/^case_//')
 fi
+# The cases run side by side, E2E_LANES (3) at a time: most of their time is waiting (a delayed
+# step or checkpoint, a grace period, a server's start), and each has its own directory. Their
+# output is printed in order once all have finished.
+lanes=${E2E_LANES:-3}
+for c in "${cases[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$lanes" ]; do wait -n; done
+  mkdir -p "$WORK/$c"
+  ( (cd "$WORK/$c" && WORK="$WORK/$c" "case_$c"); echo $? >"$WORK/$c.rc" ) >"$WORK/$c.out" 2>&1 &
+done
+wait
 failed=()
 for c in "${cases[@]}"; do
   echo "== $c"
-  mkdir -p "$WORK/$c"
-  if ! (cd "$WORK/$c" && WORK="$WORK/$c" "case_$c"); then failed+=("$c"); fi
+  cat "$WORK/$c.out"
+  [ "$(cat "$WORK/$c.rc" 2>/dev/null)" = 0 ] || failed+=("$c")
 done
 echo "${#cases[@]} case(s), ${#failed[@]} failed${failed[*]:+: ${failed[*]}}"
 [ ${#failed[@]} -eq 0 ]
