@@ -31,40 +31,23 @@ fuzz_stale() {
   [ -n "$(find "${deps[@]}" -newer "$obj" -print -quit 2>/dev/null)" ] || [ "$(find "${deps[@]}" 2>/dev/null | wc -l)" -ne ${#deps[@]} ]
 }
 
-# fuzz_compile SRC OBJ WAIT FLAG...: compiles SRC into OBJ (unless it is fresh) under OBJ's lock.
-# WAIT = no: returns 75 at once when another fuzzer holds the lock (compiling it right now).
-fuzz_compile() {
-  local src=$1 obj=$2 wait=$3
-  shift 3
-  (
-    if [ "$wait" = no ]; then flock -n 9 || exit 75; else flock 9; fi
-    if fuzz_stale "$obj"; then
-      echo "$me: compiling ${src#"$root/"}"
-      "$CXX" "${FUZZ_FLAGS[@]}" "$@" -fsanitize=fuzzer-no-link -MMD -MF "$obj.d" -c "$src" -o "$obj.tmp" &&
-        mv "$obj.tmp" "$obj"
-    fi
-  ) 9>"$obj.lock"
-}
-
-# Sources another fuzzer is compiling at the moment are left for last, so that fuzzers ctest runs
-# side by side compile different objects at once instead of waiting on each other's locks in the
-# same order (the objects appended to `objs` keep the order of the sources).
 fuzz_objects() {
-  local fz_srcs=() busy=() src rel obj tag="" rc
+  local fz_srcs=() src rel obj tag=""
   while [ $# -gt 0 ] && [ "$1" != -- ]; do fz_srcs+=("$1"); shift; done
   [ $# -eq 0 ] || shift
   [ $# -eq 0 ] || tag="_$(printf '%s ' "$@" | md5sum | cut -c1-8)"
   for src in "${fz_srcs[@]}"; do
     rel=${src#"$root/"}
     obj="$fuzz_objs/${rel//\//_}$tag.o"
-    rc=0
-    fuzz_compile "$src" "$obj" no "$@" || rc=$?
-    if [ "$rc" -eq 75 ]; then busy+=("$src"); elif [ "$rc" -ne 0 ]; then exit 1; fi
+    (
+      flock 9
+      if fuzz_stale "$obj"; then
+        echo "$me: compiling $rel"
+        "$CXX" "${FUZZ_FLAGS[@]}" "$@" -fsanitize=fuzzer-no-link -MMD -MF "$obj.d" -c "$src" -o "$obj.tmp" &&
+          mv "$obj.tmp" "$obj"
+      fi
+    ) 9>"$obj.lock" || exit 1
     objs+=("$obj")
-  done
-  for src in "${busy[@]}"; do
-    rel=${src#"$root/"}
-    fuzz_compile "$src" "$fuzz_objs/${rel//\//_}$tag.o" yes "$@" || exit 1
   done
 }
 
