@@ -75,9 +75,10 @@ struct Supervisor::Failure {
   double detected_at = 0;  // Unix seconds
   int exit_code = -1;
   bool restartable = true;
-  int host = -1;               // the host the launcher itself named (host_lost, host_unreachable), else -1
-  std::string error_line;      // the most telling error line of the output (diagnose)
-  std::vector<RankSeen> seen;  // every rank at detection (launch/rank_blame.h); empty: not looked at
+  int host = -1;                    // the host the launcher itself named (host_lost, host_unreachable), else -1
+  std::string error_line;           // the most telling error line of the output (diagnose)
+  std::vector<RankSeen> seen;       // every rank at detection (launch/rank_blame.h); empty: not looked at
+  std::map<int, std::string> died;  // ranks the launcher saw die on a signal, with its words (diagnose)
 };
 
 Supervisor::Failure Supervisor::make_failure(std::string kind, std::vector<int> ranks, std::string detail,
@@ -456,6 +457,33 @@ Supervisor::Failure Supervisor::vanished(Attempt& a, int r, Failure f) {
   return f;
 }
 
+void Supervisor::died_not_hung(Failure& f) {
+  if (f.kind != "hang" || f.ranks.empty()) return;
+  std::string how;
+  for (int r : f.ranks) {
+    auto it = f.died.find(r);
+    if (it == f.died.end()) return;
+    how += (how.empty() ? "" : "; ") + it->second;
+  }
+  f.kind = "rank_died";
+  f.detail = fmt::format("{} (its peers' collectives timed out waiting for it: {})", how, f.detail);
+}
+
+void Supervisor::await_death_report(Attempt& a, Failure& f) {
+  if (f.kind != "hang" || f.ranks.empty()) return;
+  for (int r : f.ranks)
+    for (const RankSeen& s : f.seen)
+      if (s.rank == r && s.state != ProcState::kGone) return;  // stopped or running: a hang indeed
+  const double until = unix_seconds() + cfg_.fault.stop_grace_s;
+  while (true) {
+    const bool ended = a.proc->poll().has_value();  // then its output is complete
+    for (auto& d : diagnose(a).died) f.died.insert(d);
+    died_not_hung(f);
+    if (f.kind != "hang" || ended || unix_seconds() >= until) return;
+    a.proc->wait_for(0.2);
+  }
+}
+
 Supervisor::Failure Supervisor::diagnose(const Attempt& a, const std::vector<std::string>& reports) const {
   Failure f;
   f.detected_at = unix_seconds();
@@ -485,6 +513,9 @@ Supervisor::Failure Supervisor::diagnose(const Attempt& a, const std::vector<std
   lines.insert(lines.end(), reports.begin(), reports.end());
   for (const std::string& line : lines) {
     std::smatch m;
+    if (std::regex_search(line, m, mpi_died))  // every rank the launcher saw die, whatever the diagnosis
+      f.died.emplace(std::atoi(m[1].str().c_str()),
+                     fmt::format("rank {} on {} was killed by signal {}", m[1].str(), m[2].str(), m[3].str()));
     if (std::regex_search(line, m, never_arrived)) {
       for (int r : numbers(m[1].str())) named.insert(r);
       if (std::smatch who; std::regex_search(line, who, reporter)) reporters.insert(std::atoi(who[1].str().c_str()));
@@ -529,6 +560,7 @@ Supervisor::Failure Supervisor::diagnose(const Attempt& a, const std::vector<std
       if (!reporters.count(r)) silent.push_back(r);
     if (!silent.empty()) f.ranks = silent;
   }
+  died_not_hung(f);
   return f;
 }
 
@@ -1022,6 +1054,8 @@ int Supervisor::run() {
     std::string who = culprit();
     // The ranks blamed as the supervisor saw them at detection: host, coordinates, phase, process.
     if (f->seen.empty() && !f->ranks.empty() && f->restartable) f->seen = seen(*attempt);
+    // Named by a collective's timeout but its process is gone: the launcher's word on how it died.
+    await_death_report(*attempt, *f);
     nlohmann::json culprits = nlohmann::json::array();
     std::string described;
     for (int r : f->ranks)

@@ -85,6 +85,11 @@ class Supervisor {
   // Nobody named yet: the ranks that went silent (no failure report) while others reported, and
   // whose process is gone (rank_died) or stopped (hang), are the culprits. Needs f.seen.
   void blame_silent(Failure& f, const std::string& first_report) const;
+  // A "hang" whose named ranks all died on a signal (the launcher's f.died) is a rank_died.
+  static void died_not_hung(Failure& f);
+  // A "hang" whose named ranks' processes are all gone (f.seen): waits up to fault.stop_grace_s for
+  // the launcher to say they died on a signal (then rank_died).
+  void await_death_report(Attempt& a, Failure& f);
   // Local rank r vanished and the launcher's output named nobody (f.kind "exit"): whom to blame.
   Failure vanished(Attempt& a, int r, Failure f);
   // A rank reported that its GPU failed (heartbeat phase "gpu_fault"): its host is to be excluded.
