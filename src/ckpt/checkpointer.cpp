@@ -106,6 +106,7 @@ struct Checkpointer::SaveJob {
   LoaderState loader;
   double loss_scale = 0;
   int64_t loss_scale_clean_steps = 0;
+  nlohmann::json step_guard;  // rank 0's: what goes into the manifest
   std::string dir;
   bool final = false;                // the run's last save
   double start = 0;                  // when it was started (now_seconds)
@@ -424,6 +425,7 @@ Checkpointer::Resumed Checkpointer::resume() {
       out.loader = m.loader;
       out.loss_scale = m.loss_scale;
       out.loss_scale_clean_steps = m.loss_scale_clean_steps;
+      out.step_guard = m.step_guard;
       restarts_ = out.restarts;
       log_info(
           "resume: loaded {} (step {}, saved under world {} = dp {} x tp {} x pp {}, zero {}; now "
@@ -631,6 +633,7 @@ void Checkpointer::start_save(int64_t step, int64_t tokens, const LoaderState& l
   job->loader = loader;
   job->loss_scale = loss_scale_;
   job->loss_scale_clean_steps = loss_scale_clean_steps_;
+  if (guard_state_ && mesh_.world_rank() == 0) job->step_guard = guard_state_();
   job->optimizer_steps = engine_.optimizer_steps();
   job->dir = storage_->staging_dir(step);
   job->final = final;
@@ -860,6 +863,7 @@ bool Checkpointer::retire_oldest(bool block) {
     m->loader = j.loader;
     m->loss_scale = j.loss_scale;
     m->loss_scale_clean_steps = j.loss_scale_clean_steps;
+    m->step_guard = j.step_guard;
     m->tokenizer_hash = tokenizer_hash_;
     m->world = mesh_.world_size();
     m->dp = mesh_.degrees().dp, m->tp = mesh_.degrees().tp, m->pp = mesh_.degrees().pp, m->zero = run_.zero;

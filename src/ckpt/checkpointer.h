@@ -81,6 +81,7 @@ class Checkpointer {
     LoaderState loader;
     double loss_scale = 0;  // fp16: the saved dynamic loss scale (0 = none saved)
     int64_t loss_scale_clean_steps = 0;
+    nlohmann::json step_guard;  // the training guards' saved state (null: none saved)
   };
   // Loads the checkpoint ckpt.resume names ("auto": the newest valid one under the root, skipping
   // incomplete or corrupt ones with a warning) into the engine. Refuses another model, batch
@@ -95,6 +96,9 @@ class Checkpointer {
     loss_scale_ = scale;
     loss_scale_clean_steps_ = clean_steps;
   }
+  // The training guards' state (fault/step_guard.h), asked for when a save starts and kept in its
+  // manifest: the same on every rank, so rank 0's is written.
+  void set_guard_state(std::function<nlohmann::json()> state) { guard_state_ = std::move(state); }
   // Waits until the last save is committed (or failed); then every rank knows committed().
   void finish();
   // A checkpoint of `step` now, unless one was already started for it (a stop request, the
@@ -184,7 +188,8 @@ class Checkpointer {
   int64_t restarts_ = 0;
   double loss_scale_ = 0;
   int64_t loss_scale_clean_steps_ = 0;
-  int copy_delay_ms_ = 0;  // FaultInjector::delays(): slow the background copy down (tests)
+  std::function<nlohmann::json()> guard_state_;  // set_guard_state (empty: nothing saved)
+  int copy_delay_ms_ = 0;                        // FaultInjector::delays(): slow the background copy down (tests)
 
   // The saves in flight, oldest first (two at most; identical on every rank): the older one
   // uploading, the newer one being written or queued behind it.

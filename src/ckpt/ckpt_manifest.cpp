@@ -76,6 +76,7 @@ std::string CheckpointManifest::to_json_text(const CkptKey* key) const {
   j["optimizer_steps"] = optimizer_steps;
   j["restarts"] = restarts;
   if (loss_scale > 0) j["loss_scale"] = {{"scale", loss_scale}, {"clean_steps", loss_scale_clean_steps}};
+  if (!step_guard.is_null()) j["step_guard"] = step_guard;
   j["origin"] = origin;
   j["created"] = created;
   j["loader"] = has_loader ? json{{"next_sample", loader.next_sample}, {"epoch", loader.epoch}} : json(nullptr);
@@ -163,6 +164,10 @@ CheckpointManifest CheckpointManifest::parse(const std::string& text, const std:
       r.fail(".loss_scale.scale", "must be a number in [1, 2^24]");
     m.loss_scale = v.get<double>();
     m.loss_scale_clean_steps = r.i64(*ls, "clean_steps", ".loss_scale");
+  }
+  if (auto g = j.find("step_guard"); g != j.end() && !g->is_null()) {  // optional: older checkpoints lack it
+    if (!g->is_object()) r.fail(".step_guard", "is not a JSON object");
+    m.step_guard = *g;  // its fields are checked where it is restored (fault/step_guard.h)
   }
   m.origin = r.str(j, "origin", "");
   m.created = r.str(j, "created", "");

@@ -63,7 +63,10 @@ struct CheckpointManifest {
   int64_t restarts = 0;                // times the run had been resumed when this was saved
   double loss_scale = 0;               // fp16 dynamic loss scale (0: the run did not use one)
   int64_t loss_scale_clean_steps = 0;  // clean steps in a row towards the next growth
-  bool has_loader = true;              // false for imported models (no data position to continue)
+  // The training guards' state after this step (fault/step_guard.h: the loss-spike window); null in
+  // checkpoints written before it was saved, and in imported ones.
+  nlohmann::json step_guard;
+  bool has_loader = true;  // false for imported models (no data position to continue)
   LoaderState loader;
   uint64_t tokenizer_hash = 0;  // 0: none (synthetic data)
   int64_t world = 1, dp = 1, tp = 1, pp = 1, zero = 0;

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "util/json_reader.h"  // defines: JsonReader (the field reader that names the JSON path)
 
 namespace ft {
 namespace {
@@ -107,6 +110,51 @@ void StepGuard::rolled_back(int64_t to_step) {
   while (!history_.empty() && history_.back().step > to_step) history_.pop_back();
   spikes_.clear();
   consecutive_ = 0;
+}
+
+}  // namespace ft
+
+namespace ft {
+
+nlohmann::json StepGuard::to_json() const {
+  nlohmann::json history = nlohmann::json::array(), spikes = nlohmann::json::array();
+  for (const Point& p : history_) history.push_back({p.step, p.loss, p.grad_norm});
+  for (int64_t s : spikes_) spikes.push_back(s);
+  return {{"history", std::move(history)},
+          {"spikes", std::move(spikes)},
+          {"consecutive_skips", consecutive_},
+          {"first_skip", first_skip_},
+          {"first_reason", first_reason_}};
+}
+
+void StepGuard::restore(const nlohmann::json& j, const std::string& where) {
+  const JsonReader r(where, "the checkpoint is damaged; resume from an older one");
+  const std::string path = ".step_guard";
+  const nlohmann::json& h = r.at(j, "history", path);
+  if (!h.is_array()) r.fail(path + ".history", "must be an array of [step, loss, grad_norm]");
+  std::deque<Point> history;
+  for (size_t i = 0; i < h.size(); ++i) {
+    const nlohmann::json& p = h[i];
+    const bool ok = p.is_array() && p.size() == 3 && p[0].is_number_integer() && p[1].is_number() && p[2].is_number();
+    if (!ok) r.fail(fmt::format("{}.history[{}]", path, i), "must be [step, loss, grad_norm]");
+    history.push_back({p[0].get<int64_t>(), p[1].get<double>(), p[2].get<double>()});
+  }
+  const nlohmann::json& sp = r.at(j, "spikes", path);
+  if (!sp.is_array()) r.fail(path + ".spikes", "must be an array of steps");
+  std::deque<int64_t> spikes;
+  for (size_t i = 0; i < sp.size(); ++i) {
+    if (!sp[i].is_number_integer()) r.fail(fmt::format("{}.spikes[{}]", path, i), "must be a step number");
+    spikes.push_back(sp[i].get<int64_t>());
+  }
+  const int64_t consecutive = r.i64(j, "consecutive_skips", path);
+  const int64_t first_skip = r.i64(j, "first_skip", path);
+  first_reason_ = r.str(j, "first_reason", path);
+  // A resumed run may have a shorter fault.spike_window: the oldest points fall out of it.
+  while (static_cast<int64_t>(history.size()) > cfg_.spike_window) history.pop_front();
+  history_ = std::move(history);
+  spikes_ = std::move(spikes);
+  consecutive_ = consecutive;
+  first_skip_ = first_skip;
 }
 
 }  // namespace ft

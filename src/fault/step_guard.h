@@ -14,10 +14,17 @@
 //   GuardVerdict v = guard.judge(step, loss, grad_norm);
 //   if (v.action == GuardAction::kUpdate) optimizer_step(...);
 //   if (v.action == GuardAction::kRollback) { load checkpoint c; guard.rolled_back(c); }
+//
+// Its state (the window's accepted steps, the spikes in it, the run of skipped updates) is saved
+// in every checkpoint (manifest "step_guard", docs/formats.md) and restored on resume, so a
+// resumed run judges the steps after it exactly as an uninterrupted run does:
+//
+//   manifest.step_guard = guard.to_json();  ...  guard.restore(manifest.step_guard, "step_00000300/manifest.json");
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 #include "fault/fault_config.h"
@@ -48,6 +55,14 @@ class StepGuard {
 
   int64_t consecutive_skips() const { return consecutive_; }
   size_t history_size() const { return history_.size(); }
+  size_t spikes_in_window() const { return spikes_.size(); }
+
+  // {"history": [[step, loss, grad_norm], ...], "spikes": [step, ...], "consecutive_skips": n,
+  //  "first_skip": step, "first_reason": "..."}; doubles round-trip exactly through JSON.
+  nlohmann::json to_json() const;
+  // The state to_json wrote. Throws ft::Error naming `where` and the field for anything malformed;
+  // the guard is unchanged then.
+  void restore(const nlohmann::json& j, const std::string& where);
 
  private:
   struct Point {

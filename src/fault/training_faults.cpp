@@ -109,6 +109,25 @@ void TrainingFaults::rolled_back(int64_t from_step, int64_t to_step, int64_t ski
         from_step, to_step, skip_begin, skip_end);
 }
 
+nlohmann::json TrainingFaults::guard_state() const {
+  return guard_.to_json();
+}
+
+void TrainingFaults::restore_guard(const nlohmann::json& state, const std::string& dir, int64_t step) {
+  if (state.is_null()) {
+    if (world_rank_ == 0)
+      log_warn(
+          "resume: the checkpoint of step {} holds no loss-spike guard state (written by an older fluxtrain): the "
+          "guard starts with an empty window and judges no spike before fault.spike_min_history = {} steps",
+          step, cfg_.spike_min_history);
+    return;
+  }
+  guard_.restore(state, dir + "/manifest.json");
+  if (world_rank_ == 0)
+    log_info("resume: loss-spike guard restored: {} step(s) of history, {} spike(s) in the window",
+             guard_.history_size(), guard_.spikes_in_window());
+}
+
 void TrainingFaults::add_to_metrics(const GuardVerdict& v, nlohmann::json& j) {
   if (v.skipped()) {
     j["skipped"] = true;

@@ -51,6 +51,11 @@ class TrainingFaults {
   // to_step, and the next metrics line records it with the global samples [skip_begin, skip_end)
   // that will not be replayed.
   void rolled_back(int64_t from_step, int64_t to_step, int64_t skip_begin, int64_t skip_end);
+  // The guard's state for the next checkpoint (identical on every rank: it judges rank 0's values).
+  nlohmann::json guard_state() const;
+  // After a resume from the checkpoint of `step` in `dir`: its saved guard state (null: a
+  // checkpoint written before the state was saved — the guard starts empty, and says so).
+  void restore_guard(const nlohmann::json& state, const std::string& dir, int64_t step);
 
   // "skipped", "guard", "guard_ranks", z-scores, "rollback" {to_step, skip_samples}; on the first
   // step after a supervisor restart "recovery_s" and "restarts".

@@ -21,10 +21,12 @@
 #include "launch/earlier_launch.h"
 #include "launch/gpu_env.h"
 #include "launch/process.h"
+#include "launch/rank_blame.h"
 #include "launch/slow_hosts.h"
 #include "launch/stacks.h"
 #include "obs/badput.h"
 #include "obs/metrics_reader.h"
+#include "parallel/mesh.h"
 #include "train/run_dir.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -59,6 +61,7 @@ constexpr double kPollS = 0.05;
 constexpr double kLauncherGraceS = 2;  // after a rank vanished: time for the launcher to report
 constexpr double kReportGraceS = 1.5;  // a rank reported a failure: time for the others to report
 constexpr double kStackTimeoutS = 30;  // bound on reading one rank's stacks
+constexpr double kProbeTimeoutS = 3;   // bound on asking a remote host about its ranks' processes
 
 }  // namespace
 
@@ -72,8 +75,10 @@ struct Supervisor::Failure {
   double detected_at = 0;  // Unix seconds
   int exit_code = -1;
   bool restartable = true;
-  int host = -1;           // the host the launcher itself named (host_lost, host_unreachable), else -1
-  std::string error_line;  // the most telling error line of the output (diagnose)
+  int host = -1;                    // the host the launcher itself named (host_lost, host_unreachable), else -1
+  std::string error_line;           // the most telling error line of the output (diagnose)
+  std::vector<RankSeen> seen;       // every rank at detection (launch/rank_blame.h); empty: not looked at
+  std::map<int, std::string> died;  // ranks the launcher saw die on a signal, with its words (diagnose)
 };
 
 Supervisor::Failure Supervisor::make_failure(std::string kind, std::vector<int> ranks, std::string detail,
@@ -332,6 +337,8 @@ std::optional<Supervisor::Failure> Supervisor::reported_failure(Attempt& a) {
   Failure f = diagnose(a, reports);
   f.detected_at = first;
   f.exit_code = kExitCommFailure;
+  f.seen = seen(a);  // before the stacks: a debugger attached changes what a process looks like
+  blame_silent(f, reports.front());
   if (f.kind == "exit") {
     f.kind = "comm_failure";
     f.detail = reports.front();
@@ -388,6 +395,95 @@ int Supervisor::failed_host(const Attempt& a, const Failure& f) const {
   return f.ranks.empty() ? -1 : host_of(a, f.ranks.front());
 }
 
+std::vector<RankSeen> Supervisor::seen(const Attempt& a) const {
+  const std::string me = this_host();
+  ParallelConfig layout = cfg_.parallel;
+  layout.dp = a.dp;  // an elastic attempt's
+  std::vector<RankSeen> out;
+  for (int r = 0; r < a.world; ++r) {
+    RankSeen s;
+    s.rank = r;
+    s.coord = Mesh::coord_of(layout, r);
+    const int h = host_of(a, r);
+    const auto& b = a.beats[static_cast<size_t>(r)];
+    s.host = h >= 0 ? hosts_[static_cast<size_t>(h)].name : b ? b->host : "";
+    if (b) {
+      s.pid = b->pid, s.local = b->host == me;
+      s.phase = b->phase, s.step = b->step, s.beat_at = b->time;
+    }
+    out.push_back(std::move(s));
+  }
+  probe_processes(out, kProbeTimeoutS);
+  return out;
+}
+
+void Supervisor::blame_silent(Failure& f, const std::string& first_report) const {
+  if (!f.ranks.empty() || (f.kind != "exit" && f.kind != "hang" && f.kind != "comm_failure")) return;
+  std::vector<int> gone, stopped;
+  for (size_t i : silent_casualties(f.seen))
+    (f.seen[i].state == ProcState::kGone ? gone : stopped).push_back(f.seen[i].rank);
+  if (gone.empty() && stopped.empty()) return;
+  const bool died = !gone.empty();
+  f.kind = died ? "rank_died" : "hang";
+  f.ranks = died ? gone : stopped;
+  f.detail = fmt::format("rank(s) {} {} without reporting the failure the others reported (the first: {})",
+                         fmt::join(f.ranks, ", "), died ? "died" : "stopped (not running)", first_report);
+}
+
+Supervisor::Failure Supervisor::vanished(Attempt& a, int r, Failure f) {
+  // A rank torn down by the launcher after another rank died vanishes too: the ranks that went
+  // silent while others reported say who died; else the launcher's own line, given time (it names
+  // the rank whose process died on a signal once the remote daemons have told it).
+  f.seen = seen(a);
+  const auto& b = a.beats[static_cast<size_t>(r)];
+  blame_silent(f, b && b->phase == "failed" ? b->detail : std::string("rank " + std::to_string(r) + " vanished"));
+  if (!f.ranks.empty()) return f;
+  int gone = 0;
+  for (const RankSeen& s : f.seen) gone += s.state == ProcState::kGone;
+  const double until = unix_seconds() + cfg_.fault.stop_grace_s;
+  while (gone > 1 && unix_seconds() < until) {
+    const int code = a.proc->wait_for(0.2);
+    Failure g = code >= 0 ? *classify_exit(a, code) : diagnose(a);
+    if (!g.ranks.empty() || g.host >= 0 || !g.restartable) {
+      g.detected_at = f.detected_at;
+      g.seen = std::move(f.seen);
+      return g;
+    }
+    if (code >= 0) break;  // the launcher ended without naming anyone
+  }
+  f.kind = "rank_died";
+  f.ranks = {r};
+  f.detail = fmt::format("rank {} (pid {} on {}) is gone", r, b->pid, b->host);
+  return f;
+}
+
+void Supervisor::died_not_hung(Failure& f) {
+  if (f.kind != "hang" || f.ranks.empty()) return;
+  std::string how;
+  for (int r : f.ranks) {
+    auto it = f.died.find(r);
+    if (it == f.died.end()) return;
+    how += (how.empty() ? "" : "; ") + it->second;
+  }
+  f.kind = "rank_died";
+  f.detail = fmt::format("{} (its peers' collectives timed out waiting for it: {})", how, f.detail);
+}
+
+void Supervisor::await_death_report(Attempt& a, Failure& f) {
+  if (f.kind != "hang" || f.ranks.empty()) return;
+  for (int r : f.ranks)
+    for (const RankSeen& s : f.seen)
+      if (s.rank == r && s.state != ProcState::kGone) return;  // stopped or running: a hang indeed
+  const double until = unix_seconds() + cfg_.fault.stop_grace_s;
+  while (true) {
+    const bool ended = a.proc->poll().has_value();  // then its output is complete
+    for (auto& d : diagnose(a).died) f.died.insert(d);
+    died_not_hung(f);
+    if (f.kind != "hang" || ended || unix_seconds() >= until) return;
+    a.proc->wait_for(0.2);
+  }
+}
+
 Supervisor::Failure Supervisor::diagnose(const Attempt& a, const std::vector<std::string>& reports) const {
   Failure f;
   f.detected_at = unix_seconds();
@@ -417,6 +513,9 @@ Supervisor::Failure Supervisor::diagnose(const Attempt& a, const std::vector<std
   lines.insert(lines.end(), reports.begin(), reports.end());
   for (const std::string& line : lines) {
     std::smatch m;
+    if (std::regex_search(line, m, mpi_died))  // every rank the launcher saw die, whatever the diagnosis
+      f.died.emplace(std::atoi(m[1].str().c_str()),
+                     fmt::format("rank {} on {} was killed by signal {}", m[1].str(), m[2].str(), m[3].str()));
     if (std::regex_search(line, m, never_arrived)) {
       for (int r : numbers(m[1].str())) named.insert(r);
       if (std::smatch who; std::regex_search(line, who, reporter)) reporters.insert(std::atoi(who[1].str().c_str()));
@@ -427,7 +526,8 @@ Supervisor::Failure Supervisor::diagnose(const Attempt& a, const std::vector<std
       f.kind = "hang";
       f.detail = line;
       f.ranks = numbers(m[1].str());
-    } else if (std::regex_search(line, m, mpi_died) && f.kind != "hang" && f.kind != "host_lost") {
+    } else if (std::regex_search(line, m, mpi_died) && f.kind != "hang" && f.kind != "host_lost" &&
+               f.kind != "rank_died") {  // the first rank whose process died on a signal
       f.kind = "rank_died";
       f.ranks = {std::atoi(m[1].str().c_str())};
       f.detail = fmt::format("rank {} on {} was killed by signal {}", m[1].str(), m[2].str(), m[3].str());
@@ -460,6 +560,7 @@ Supervisor::Failure Supervisor::diagnose(const Attempt& a, const std::vector<std
       if (!reporters.count(r)) silent.push_back(r);
     if (!silent.empty()) f.ranks = silent;
   }
+  died_not_hung(f);
   return f;
 }
 
@@ -591,22 +692,10 @@ std::optional<Supervisor::Failure> Supervisor::watch(Attempt& a) {
         int code = a.proc->wait_for(kLauncherGraceS);
         Failure f = code >= 0 ? *classify_exit(a, code) : diagnose(a);
         f.detected_at = now;
-        if (f.kind == "exit" && f.restartable) {
-          f.kind = "rank_died";
-          f.ranks = {r};
-          f.detail = fmt::format("rank {} (pid {} on {}) is gone", r, b->pid, b->host);
-        }
+        if (f.kind == "exit" && f.restartable) f = vanished(a, r, std::move(f));
         return f;
       }
     }
-    auto stopped_ranks = [&] {
-      std::vector<int> out;
-      for (int r = 0; r < a.world; ++r) {
-        const auto& b = a.beats[static_cast<size_t>(r)];
-        if (b && b->host == me && process_state(static_cast<pid_t>(b->pid)) == 'T') out.push_back(r);
-      }
-      return out;
-    };
     if (!all_ready && now - a.started > fc.startup_timeout_s) {
       std::vector<int> missing;
       for (int r = 0; r < a.world; ++r)
@@ -619,16 +708,21 @@ std::optional<Supervisor::Failure> Supervisor::watch(Attempt& a) {
                           now, -1, true);
     }
     if (all_ready && now - std::max(a.last_change, a.all_ready_at) > fc.heartbeat_timeout_s) {
-      std::vector<int> culprits = stopped_ranks();
+      std::vector<RankSeen> ranks = seen(a);  // stopped processes, on this host or a remote one
+      std::vector<int> culprits;
+      for (const RankSeen& r : ranks)
+        if (r.state == ProcState::kStopped) culprits.push_back(r.rank);
       dump_stacks_of(a, "no progress");
       int64_t min_step = INT64_MAX;
       for (const auto& b : a.beats) min_step = std::min(min_step, b->step);
-      return make_failure(
+      Failure f = make_failure(
           "hang", culprits,
           fmt::format("no rank made progress for {:.0f} s (fault.heartbeat_timeout_s) at step {}{}",
                       fc.heartbeat_timeout_s, min_step + 1,
                       culprits.empty() ? "" : fmt::format("; stopped rank(s): {}", fmt::join(culprits, ", "))),
           now, -1, true);
+      f.seen = std::move(ranks);
+      return f;
     }
   }
 }
@@ -958,7 +1052,19 @@ int Supervisor::run() {
       return fh >= 0 ? fmt::format(" (host {})", name) : std::string();
     };
     std::string who = culprit();
-    log_warn("supervisor: attempt {} failed: {}{}: {}", attempt->number, f->kind, who, f->detail);
+    // The ranks blamed as the supervisor saw them at detection: host, coordinates, phase, process.
+    if (f->seen.empty() && !f->ranks.empty() && f->restartable) f->seen = seen(*attempt);
+    // Named by a collective's timeout but its process is gone: the launcher's word on how it died.
+    await_death_report(*attempt, *f);
+    nlohmann::json culprits = nlohmann::json::array();
+    std::string described;
+    for (int r : f->ranks)
+      for (const RankSeen& s : f->seen)
+        if (s.rank == r) {
+          culprits.push_back(to_json(s, f->detected_at));
+          described += "; " + describe(s, f->detected_at);
+        }
+    log_warn("supervisor: attempt {} failed: {}{}: {}{}", attempt->number, f->kind, who, f->detail, described);
     stop(*attempt);
     // A host that no longer answers explains the failure better than the ranks' reports (to a
     // rank, every peer waiting on a dead one looks stuck too): the failure is attributed to it.
@@ -971,14 +1077,10 @@ int Supervisor::run() {
                hosts_[static_cast<size_t>(fh)].name, unreachable.begin()->second);
     }
     const std::string host_name = fh >= 0 ? hosts_[static_cast<size_t>(fh)].name : "";
-    nlohmann::json ev = {{"event", "failure"},
-                         {"attempt", attempt->number},
-                         {"kind", f->kind},
-                         {"ranks", f->ranks},
-                         {"detail", f->detail},
-                         {"exit_code", f->exit_code},
-                         {"detected_at", f->detected_at},
-                         {"stopped_s", unix_seconds() - f->detected_at}};
+    nlohmann::json ev = {
+        {"event", "failure"},        {"attempt", attempt->number},    {"kind", f->kind},
+        {"ranks", f->ranks},         {"culprits", culprits},          {"detail", f->detail},
+        {"exit_code", f->exit_code}, {"detected_at", f->detected_at}, {"stopped_s", unix_seconds() - f->detected_at}};
     if (fh >= 0) {
       const size_t h = static_cast<size_t>(fh);
       ev["host"] = host_name;

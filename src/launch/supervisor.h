@@ -34,6 +34,7 @@
 
 #include "config/config.h"
 #include "launch/hosts.h"
+#include "launch/rank_blame.h"
 #include "obs/badput.h"
 
 namespace ft {
@@ -79,6 +80,18 @@ class Supervisor {
   // A rank reported a communication failure (fault/heartbeat.h): wait a moment for the others'
   // reports, diagnose, read every rank's stack. nullopt: nobody reported.
   std::optional<Failure> reported_failure(Attempt& a);
+  // Every rank now: last heartbeat, host, coordinates, process state (launch/rank_blame.h).
+  std::vector<RankSeen> seen(const Attempt& a) const;
+  // Nobody named yet: the ranks that went silent (no failure report) while others reported, and
+  // whose process is gone (rank_died) or stopped (hang), are the culprits. Needs f.seen.
+  void blame_silent(Failure& f, const std::string& first_report) const;
+  // A "hang" whose named ranks all died on a signal (the launcher's f.died) is a rank_died.
+  static void died_not_hung(Failure& f);
+  // A "hang" whose named ranks' processes are all gone (f.seen): waits up to fault.stop_grace_s for
+  // the launcher to say they died on a signal (then rank_died).
+  void await_death_report(Attempt& a, Failure& f);
+  // Local rank r vanished and the launcher's output named nobody (f.kind "exit"): whom to blame.
+  Failure vanished(Attempt& a, int r, Failure f);
   // A rank reported that its GPU failed (heartbeat phase "gpu_fault"): its host is to be excluded.
   std::optional<Failure> gpu_fault(const Attempt& a) const;
   // Every rank's stacks into <run_dir>/stacks/attempt-N/ (launch/stacks.h).

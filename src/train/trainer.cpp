@@ -312,10 +312,13 @@ CheckpointRun checkpoint_run(const Config& cfg) {
 void Trainer::resume() {
   ckpt_ = std::make_unique<Checkpointer>(cfg_.ckpt, checkpoint_run(cfg_), mesh_, *engine_,
                                          train_data_->tokenizer_hash(), telemetry_.get());
+  ckpt_->set_guard_state([this] { return faults_->guard_state(); });  // the loss-spike window, in every save
   stop_ = std::make_unique<StopRequest>(cfg_.train.stop_after_minutes);
   if (auto r = ckpt_->resume(); r.resumed) {  // ckpt.resume: weights, moments, step, data position
     step_ = r.step, tokens_ = r.tokens;
     if (r.has_loader) train_data_->restore(r.loader);
+    // The guard judges the next steps as an uninterrupted run would (an imported model has no history).
+    if (r.has_loader) faults_->restore_guard(r.step_guard, r.dir, r.step);
     if (loss_scaler_ && r.loss_scale > 0) loss_scaler_->restore(r.loss_scale, r.loss_scale_clean_steps);
     telemetry_->set_restarts(r.restarts);
   }

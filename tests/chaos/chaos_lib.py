@@ -45,11 +45,10 @@ class Fault:
 
 def schedule(seed, steps, faults, interval, min_history, world=4, hosts=4):
     """Seeded: `faults` faults, each kind at least once. The spike comes early, before any
-    interrupting fault, and those start only once two checkpoints after it are committed: the
-    loss-spike detector's history is not in the checkpoint (the guard judges from the steps a
-    process has seen), so a resume from a checkpoint less than fault.spike_min_history steps before
-    the spike would replay it undetected where the uninterrupted run skipped it. The others get one
-    random step each in equal segments of the rest of the run."""
+    interrupting fault, and those start only once two checkpoints after it are committed (a
+    schedule kept from before the loss-spike detector's window was saved in checkpoints: a resume
+    now judges a replayed spike as the uninterrupted run did, and keeping it keeps every seed's
+    schedule). The others get one random step each in equal segments of the rest of the run."""
     if faults < len(KINDS):
         raise ValueError(f"faults: {faults}, expected at least one of each of the {len(KINDS)} kinds")
     rng = random.Random(seed)
@@ -169,17 +168,27 @@ class Chaos:
         exact, _ = self.recovered_at(f.at)
         f.recovery_s = (exact or t_step) - f.at
 
+    def blamed(self, after):
+        """Whom the supervisor's first failure after Unix time `after` names: 'kind rank R on HOST (dp, tp,
+        pp, cp), phase P'."""
+        ev = [e for e in events(self.run_dir) if e["event"] == "failure" and e["time"] >= after]
+        if not ev or not ev[0].get("culprits"):
+            return f"{ev[0]['kind']}, nobody named" if ev else "no failure event"
+        c = ev[0]["culprits"][0]
+        return (f"{ev[0]['kind']} rank {c['rank']} on {c['host']} (dp {c['dp']}, tp {c['tp']}, pp {c['pp']}, "
+                f"cp {c['cp']}), phase {c['phase']}, process {c['process']}")
+
     def _kill(self, f, a, hb, v):
         f.at = time.time()
         os.kill(v["pid"], signal.SIGKILL)
-        f.note = f"SIGKILL rank {v['rank']} on {v['host']}"
         self._restart_recovery(f, a)
+        f.note = f"SIGKILL rank {v['rank']} on {v['host']}; named: {self.blamed(f.at)}"
 
     def _hang(self, f, a, hb, v):
         f.at = time.time()
         os.kill(v["pid"], signal.SIGSTOP)
-        f.note = f"SIGSTOP rank {v['rank']} on {v['host']}"
         self._restart_recovery(f, a)
+        f.note = f"SIGSTOP rank {v['rank']} on {v['host']}; named: {self.blamed(f.at)}"
 
     def _host_lost(self, f, a, hb, v):
         i = f.host

@@ -45,6 +45,14 @@ def records(run_dir):
     return [json.loads(l) for l in open(path)] if os.path.exists(path) else []
 
 
+def piece_checksums(run_dir, step):
+    """{(tensor, split offset, begin, end): XXH3 of weights, exp_avg, exp_avg_sq} of a committed checkpoint."""
+    with open(os.path.join(run_dir, "checkpoints", f"step_{step:08d}", "manifest.json")) as f:
+        m = json.load(f)
+    return {(t["name"], p["split_offset"], p["begin"], p["end"]): tuple(p["xxh3"]) for t in m["tensors"]
+            for p in t["pieces"]}
+
+
 def copy_checkpoint(src_step_dir, run_dir):
     """Copies one step directory into run_dir/checkpoints/ (a fresh run resumes from it)."""
     dst = os.path.join(run_dir, "checkpoints", os.path.basename(src_step_dir))

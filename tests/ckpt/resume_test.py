@@ -88,6 +88,29 @@ def main():
         if not same or ref[2] != 65536 or ref[3] != 32768 or ref[5] != 32768 or ref[6] != 65536:
             failures.append(f"fp16 resume: scales {got} vs {ref}, losses {got_loss} vs {ref_loss}")
 
+        # The loss-spike guard's window is part of the state: a spike at step 6 (× 30) is judged against
+        # steps 1..5 (fault.spike_min_history = 4). Resumed from step 4 without the saved window the
+        # guard would see one step and let the spike through; with it, the resumed run skips it as the
+        # uninterrupted one does: the same decisions and bit-identical weights and Adam moments at
+        # step 8. Resumed into another layout (dp 2) it keeps the window and skips the spike too.
+        spike = ["fault.spike_min_history=4", "fault.spike_window=20"]
+        inject = {"FLUXTRAIN_FAULT_INJECT": "spike@6*30"}
+        full = os.path.join(tmp, "spike_full")
+        L.train(FT, CONFIG, full, COMMON + spike, env=inject)
+        for name, nproc, sets in (("1 process", 1, []), ("dp2 zero1", 2, ["parallel.dp=2", "parallel.zero=1"])):
+            resumed = os.path.join(tmp, "spike_resumed_" + str(nproc))
+            L.copy_checkpoint(os.path.join(full, "checkpoints", "step_00000004"), resumed)
+            p = L.train(FT, CONFIG, resumed, COMMON + spike + sets, nproc, resume="auto", env=inject)
+            ref, got = L.column(full, "guard"), L.column(resumed, "guard")
+            restored = "loss-spike guard restored: 4 step(s) of history" in p.stderr
+            same = L.piece_checksums(full, 8) == L.piece_checksums(resumed, 8)
+            print(f"{'spike guard, ' + name:>22}: guard decisions {ref} uninterrupted, {got} after resume from step "
+                  f"4 ({'window restored' if restored else 'WINDOW NOT RESTORED'}); step-8 weights and moments "
+                  + ("bit-identical" if same else "differ" if nproc == 1 else "not compared (another layout)"))
+            if ref != {6: "loss_spike"} or got != ref or not restored or (nproc == 1 and not same):
+                failures.append(f"spike guard after resume ({name}): {got} vs {ref}, restored {restored}, "
+                                f"weights identical {same}")
+
         # Another batch size: the data order would not continue — refused, naming the key.
         other = os.path.join(tmp, "batch")
         L.copy_checkpoint(os.path.join(tmp, "1_process_full", "checkpoints", "step_00000004"), other)

@@ -7,8 +7,10 @@ cluster (tests/cluster/netns_cluster.py) and removes it, also when it fails.
               every sample read once, recovery time printed, nothing left running
   host_lost_wait      the same without elastic: the supervisor waits for the host, which returns;
               resumed bit-identically to an uninterrupted run
-  hang_stacks         a rank stopped on host 2: named, every rank's stacks (all threads, symbolised)
-              read into the run directory before the job is stopped, restart, bit-identical
+  hang_stacks         a rank stopped on host 2: named with its host, (dp, tp, pp, cp) and phase, every rank's
+              stacks (all threads, symbolised) read into the run directory before the job is stopped,
+              restart; then a rank on host 3 killed (SIGKILL): that rank and host named, not the
+              reporter; restart, bit-identical
   preempt             SIGTERM on host 2 to its rank (a node drain): every rank stops after the same
               step with its checkpoint, exit 4, no restart; `--resume auto` on the four hosts is
               bit-identical to an uninterrupted run, every sample once; stop step and time printed
@@ -302,10 +304,26 @@ def scenario_host_lost_wait(c):
     check_no_leftovers(c, [0, 1, 2, 3])
 
 
+def check_culprit(failure, victim, host, kind, process):
+    """The failure event names the victim: kind, ranks, host, and in `culprits` its coordinates (dp 4:
+    dp = rank), the phase and step of its last heartbeat and what its process was."""
+    cul = failure.get("culprits") or [{}]
+    want = {"rank": victim["rank"], "host": host, "dp": victim["rank"], "tp": 0, "pp": 0, "cp": 0, "phase": "train",
+            "process": process}
+    got = {k: cul[0].get(k) for k in want}
+    if failure["kind"] != kind or failure["ranks"] != [victim["rank"]] or failure.get("host") != host or got != want:
+        fail(f"the {kind} should name rank {victim['rank']} on {host}: {failure}")
+    print(f"supervisor: {kind} named rank {cul[0]['rank']} on {cul[0]['host']} (dp {cul[0]['dp']}, tp {cul[0]['tp']}, "
+          f"pp {cul[0]['pp']}, cp {cul[0]['cp']}), phase {cul[0]['phase']} after step {cul[0]['step']}, "
+          f"process {cul[0]['process']}", flush=True)
+
+
 def scenario_hang_stacks(c):
     """A rank stops (SIGSTOP) on host 2 mid-run: the others' collectives time out and report it; the
-    supervisor names rank 2 on its host, reads every rank's stacks (all threads, symbolised, over
-    ssh for remote hosts) into the run directory before it ends the job, restarts, and the run
+    supervisor names rank 2 on its host with its coordinates and phase, reads every rank's stacks
+    (all threads, symbolised, over ssh for remote hosts) into the run directory before it ends the
+    job and restarts. Then the rank on host 3 is killed (SIGKILL): the failure names it and its
+    host, not a rank that reported the timeout or that the launcher's teardown ended. The run
     finishes bit-identically to an uninterrupted one."""
     import glob
     import signal
@@ -318,13 +336,22 @@ def scenario_hang_stacks(c):
     hurt = time.time()
     os.kill(victim["pid"], signal.SIGSTOP)
     print(f"SIGSTOP to rank {victim['rank']} on {victim['host']} (pid {victim['pid']})", flush=True)
+    hb = run.wait_for_step(30, 4, attempt=2, timeout=300)
+    killed = [r for r in hb.values() if r["host"] == c.hosts[3]][0]
+    os.kill(killed["pid"], signal.SIGKILL)
+    print(f"SIGKILL to rank {killed['rank']} on {killed['host']} (pid {killed['pid']})", flush=True)
     rc = run.wait(300)
     if rc != 0:
         fail(f"launch exited {rc}:\n{run.output()[-5000:]}")
     ev = check_named(run_dir, c.hosts[2])
-    failure = [e for e in ev if e["event"] == "failure"][0]
-    if failure["ranks"] != [victim["rank"]]:
-        fail(f"the failure names ranks {failure['ranks']}, not the stopped rank {victim['rank']}")
+    failures = [e for e in ev if e["event"] == "failure"]
+    check_culprit(failures[0], victim, c.hosts[2], "hang", "stopped")
+    if len(failures) != 2:
+        fail(f"expected two failures (the hang, the kill): {failures}")
+    check_culprit(failures[1], killed, c.hosts[3], "rank_died", "gone")
+    line = [l for l in run.output().splitlines() if "supervisor: attempt 1 failed" in l]
+    if not line or c.hosts[2] not in line[0] or "phase train" not in line[0]:
+        fail(f"the hang's log line names no host or phase: {line}")
     files = sorted(glob.glob(os.path.join(run_dir, "stacks", "attempt-1", "rank-*.txt")))
     if len(files) != 4:
         fail(f"expected the stacks of 4 ranks in {run_dir}/stacks/attempt-1, found {files}")

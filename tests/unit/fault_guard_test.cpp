@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <vector>
 
 #include "fault/inject.h"
 #include "fault/step_guard.h"
@@ -136,6 +137,55 @@ TEST(StepGuard, AConvergedFlatLossDoesNotSpikeOnAWobble) {
   for (int64_t s = 1; s <= 30; ++s) g.judge(s, 0.01, 0.5);
   EXPECT_EQ(g.judge(31, 0.0105, 0.51).action, GuardAction::kUpdate);  // +5 %: below the 10 % floor
   EXPECT_EQ(g.judge(32, 0.05, 0.5).action, GuardAction::kSkip);       // ×5
+}
+
+// A checkpoint holds the guard's state (manifest "step_guard"): a guard restored from its JSON
+// text decides every later step as the original does, to the z-score — a resume judges a spike
+// right after it as an uninterrupted run does.
+TEST(StepGuard, RestoredFromItsJsonTextDecidesAsTheOriginal) {
+  std::mt19937 rng(11);
+  StepGuard a(small_window());
+  std::vector<std::pair<double, double>> xs;
+  for (int64_t s = 1; s <= 60; ++s) xs.push_back(healthy(rng, s));
+  xs[24] = {xs[24].first * 10, xs[24].second};  // spikes at steps 25, 27 (before the save) and 29
+  xs[26] = {xs[26].first, 40.0};
+  xs[28] = {xs[28].first * 10, xs[28].second};
+  for (int64_t s = 1; s <= 27; ++s) a.judge(s, xs[s - 1].first, xs[s - 1].second);
+  const nlohmann::json saved = nlohmann::json::parse(a.to_json().dump());  // through the manifest's text
+  StepGuard b(small_window()), fresh(small_window());
+  b.restore(saved, "step_00000027/manifest.json");
+  EXPECT_EQ(b.history_size(), a.history_size());
+  EXPECT_EQ(b.spikes_in_window(), 2u);
+  EXPECT_EQ(b.to_json(), a.to_json());
+  for (int64_t s = 28; s <= 60; ++s) {
+    GuardVerdict va = a.judge(s, xs[s - 1].first, xs[s - 1].second);
+    GuardVerdict vb = b.judge(s, xs[s - 1].first, xs[s - 1].second);
+    ASSERT_EQ(va.action, vb.action) << s;
+    ASSERT_EQ(va.loss_z, vb.loss_z) << s;  // bitwise: the history's doubles round-trip exactly
+    ASSERT_EQ(va.message, vb.message) << s;
+  }
+  // The third spike in the window (step 29) rolls back; an empty guard would not even judge it.
+  EXPECT_EQ(fresh.judge(29, xs[28].first, xs[28].second).action, GuardAction::kUpdate);
+}
+
+TEST(StepGuard, RestoreNamesTheBadFieldAndLeavesTheGuardAlone) {
+  StepGuard g(small_window());
+  g.judge(1, 3.0, 1.0);
+  nlohmann::json bad = g.to_json();
+  bad["history"][0] = {1, "x", 1.0};
+  try {
+    g.restore(bad, "step_00000001/manifest.json");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("step_00000001/manifest.json: .step_guard.history[0] must be [step, loss, "
+                                         "grad_norm]"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(g.history_size(), 1u);
+  nlohmann::json no_spikes = g.to_json();
+  no_spikes.erase("spikes");
+  EXPECT_THROW(g.restore(no_spikes, "m"), Error);
 }
 
 TEST(FaultInjector, ParsesItemsAndMatchesBatchAndRank) {

@@ -1,13 +1,19 @@
-// The supervisor's building blocks: host files, reachability, rank placement, heartbeats.
+// The supervisor's building blocks: host files, reachability, rank placement, heartbeats, whom a
+// failure names.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
 
 #include "fault/heartbeat.h"
 #include "launch/hosts.h"
 #include "launch/process.h"
+#include "launch/rank_blame.h"
 #include "util/error.h"
 
 namespace ft {
@@ -100,6 +106,55 @@ TEST(ChildProcess, CapturesOutputAndExitCode) {
   EXPECT_EQ(lines.front(), "hello");
   EXPECT_NE(error_of([&] { ChildProcess r({"/nonexistent/launcher"}, {}, log, false); }).find("cannot start"),
             std::string::npos);
+}
+
+// Whom a failure names: real processes stand for ranks — one stopped (SIGSTOP), one killed, one
+// that reported the failure (phase "failed"), one still running. The silent ones whose process is
+// stopped or gone are named; the reporter and the running one are not; nobody reporting names nobody.
+TEST(RankBlame, NamesTheSilentRanksWhoseProcessStoppedOrDied) {
+  auto child = [] {
+    pid_t p = ::fork();
+    if (p == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+    return p;
+  };
+  const pid_t stopped = child(), killed = child(), reporter = child(), running = child();
+  ::kill(stopped, SIGSTOP);
+  ::kill(killed, SIGKILL);
+  ::waitpid(killed, nullptr, 0);
+  for (int i = 0; i < 500 && process_state(stopped) != 'T'; ++i) ::usleep(10000);
+  std::vector<RankSeen> ranks(4);
+  const pid_t pids[] = {reporter, stopped, running, killed};
+  for (int r = 0; r < 4; ++r) {
+    ranks[r].rank = r;
+    ranks[r].host = "here";
+    ranks[r].pid = pids[r];
+    ranks[r].local = true;
+    ranks[r].coord = {.pp = 0, .dp = r, .cp = 0, .tp = 0};
+    ranks[r].phase = r == 0 ? "failed" : "train";
+    ranks[r].step = 12;
+    ranks[r].beat_at = 100;
+  }
+  probe_processes(ranks, 5);
+  EXPECT_EQ(ranks[0].state, ProcState::kRunning);
+  EXPECT_EQ(ranks[1].state, ProcState::kStopped);
+  EXPECT_EQ(ranks[2].state, ProcState::kRunning);
+  EXPECT_EQ(ranks[3].state, ProcState::kGone);
+  EXPECT_EQ(silent_casualties(ranks), (std::vector<size_t>{1, 3}));
+  EXPECT_EQ(describe(ranks[1], 104.5),
+            "rank 1 on here (dp 1, tp 0, pp 0, cp 0): phase train after step 12 (in step 13), its last heartbeat "
+            "4.5 s before the failure was detected; process stopped");
+  EXPECT_EQ(
+      to_json(ranks[3], 104.5).dump(),
+      R"({"beat_age_s":4.5,"cp":0,"dp":3,"host":"here","phase":"train","pp":0,"process":"gone","rank":3,"step":12,"tp":0})");
+  ranks[0].phase = "train";  // nobody reported: silence says nothing
+  EXPECT_TRUE(silent_casualties(ranks).empty());
+  for (pid_t p : {stopped, reporter, running}) {
+    ::kill(p, SIGKILL);
+    ::waitpid(p, nullptr, 0);
+  }
 }
 
 }  // namespace
