@@ -11,7 +11,9 @@ namespace {
 
 constexpr double kBlockF32 = 4;  // bytes of an fp32 element
 
-double dbl(int64_t v) { return static_cast<double>(v); }
+double dbl(int64_t v) {
+  return static_cast<double>(v);
+}
 
 // One block of the ring (backends' attention_block kernels, fp32): the rank's Tq queries against a
 // block of Tk keys and values, `pairs` of them visible under the causal mask per (sequence, head).
