@@ -582,6 +582,8 @@ int run_step_trace(const PlanArgs& a) {
     j["seq_len"] = cfg.train.seq_len;
     j["precision"] = ft::precision_label(cfg.train.precision);
     j["op_calls"] = t.ops.size();
+    j["cp"] = cfg.parallel.cp;
+    if (cfg.parallel.cp > 1) j["cp_attention"] = ft::cp_attention_name(cfg.parallel.cp_attention);
     print_json(j);
     return 0;
   }

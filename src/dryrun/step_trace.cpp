@@ -5,6 +5,7 @@
 
 #include "backends/timing/timing_backend.h"
 #include "backends/trace/trace_backend.h"
+#include "dryrun/cp_op_trace.h"
 #include "dryrun/fake_comm.h"
 #include "fault/training_faults.h"
 #include "kernels/ops.h"
@@ -35,12 +36,11 @@ plan::OpTrace trace_training_step(const Config& config, const StepTraceOptions& 
   if (o.world_rank < 0 || o.world_rank >= par.world_size())
     throw Error(fmt::format("rank {} is not in the layout's {} rank(s)", o.world_rank, par.world_size()),
                 "trace a rank from 0 to dp x cp x tp x pp - 1");
-  if (par.cp > 1 && o.ops)
-    throw Error(
-        fmt::format("the step trace prices the ops of parallel.cp = 1 steps only (parallel.cp = {}): it runs the "
-                    "context-parallel attention's transfers only (ContextSplit::dry), not its block attention ops",
-                    par.cp),
-        "price the layout with parallel.cp = 1, or dry-run it (`fluxtrain train --dry-run`: its collectives)");
+  if (par.cp > 1 && o.timed_on_host)
+    throw Error(fmt::format("parallel.cp = {}: the timed step runs the ops on this CPU, but the context-parallel "
+                            "attention needs the other cp ranks, which the fake communicators stand in for",
+                            par.cp),
+                "time the layout at parallel.cp = 1, or price it with `fluxtrain plan --step-trace` (on the H200)");
   if (o.repeats < 1) throw Error(fmt::format("repeats = {} must be at least 1", o.repeats));
   const Device device = o.timed_on_host ? Device::kCPU : Device::kCUDA;
   if (o.timed_on_host)
@@ -75,13 +75,17 @@ plan::OpTrace trace_training_step(const Config& config, const StepTraceOptions& 
   auto engine = make_param_engine(ctx, par, cfg.optim, ParamLayout::llama(cfg.model, par.dp * par.cp, units, shard),
                                   mesh.dp_cp(), mesh.tp(), mesh.pp(), t.seed);
   // Context parallelism: the schedule's own code over the fake cp group, transfers only
-  // (ContextSplit::dry): its sends are the step's; its compute (the block attention ops) is not traced.
+  // (ContextSplit::dry): its sends are the step's; its attention (the CPU's in a run) is recorded
+  // beside it as the GPU would compute it (dryrun/cp_op_trace.h) when the ops are traced.
   std::unique_ptr<ContextSplit> cp;
   if (par.cp > 1 && par.cp_attention == CpAttention::kRing)
     cp = std::make_unique<RingAttention>(ctx, mesh.cp(), t.seq_len, /*dry=*/true);
   if (par.cp > 1 && par.cp_attention == CpAttention::kAllToAll)
     cp = std::make_unique<UlyssesAttention>(ctx, mesh.cp(), t.seq_len, /*dry=*/true);
-  Llama model(ctx, cfg.model, engine->layout(), t.precision, par.tp > 1 ? &tp : nullptr, cp.get());
+  std::unique_ptr<CpOpRecorder> cp_ops;
+  if (cp && o.ops) cp_ops = std::make_unique<CpOpRecorder>(*cp, par.cp_attention);
+  ContextSplit* split = cp_ops ? cp_ops.get() : cp.get();
+  Llama model(ctx, cfg.model, engine->layout(), t.precision, par.tp > 1 ? &tp : nullptr, split);
   const int64_t chunk = loss_chunk_tokens(cfg.model, t.loss_chunk_tokens, mb.size * t.seq_len / par.cp, t.precision);
   std::unique_ptr<StepExecutor> exec;
   if (plan)
@@ -131,10 +135,18 @@ plan::OpTrace trace_training_step(const Config& config, const StepTraceOptions& 
     }
   } else {
     if (o.ops) trace::start_recording();
+    if (cp_ops) cp_ops->take();  // the warm-up's
     step();
     if (o.ops) out.ops = trace::stop_recording();
+    if (cp_ops)
+      for (plan::OpRecord& r : cp_ops->take()) out.ops.push_back(std::move(r));
   }
   log_collectives(mesh, nullptr);
+  // What the rank sends on its cp group, as the dry run replays the same calls (dryrun/dry_run.cpp).
+  for (const plan::CollRecord& c : out.collectives)
+    if (c.group == "cp" && c.op != plan::CollOp::kRecv)
+      out.cp_bytes += static_cast<double>(
+          FakeCommunicator::bytes_sent(c, static_cast<int>(mesh.coord().cp), static_cast<int>(par.cp)));
   out.device = o.timed_on_host ? "this CPU" : trace::kRecordingGpuName;
   out.tokens = mb.local_batch * t.seq_len / par.cp;  // the rank's share of the batch
   out.precision = t.precision;

@@ -8,9 +8,10 @@
 // two steps; the second (the steady state: lazily made buffers exist) is recorded op by op and
 // collective by collective (OpTrace::collectives: every call the step's code made on the dp, tp,
 // pp and world groups, and with parallel.cp > 1 on the cp and dp_cp groups: the ring's or the
-// all-to-all's own code issues its transfers there, ContextSplit::dry — collectives only, the
-// ops of a cp > 1 step are not traced). Nothing is computed and no data flows, so the 1.1B model at 8 × 2048
-// tokens traces in seconds on a laptop.
+// all-to-all's own code issues its transfers there, ContextSplit::dry, and its attention is
+// recorded beside it as a GPU would run it, dryrun/cp_op_trace.h; OpTrace::cp_bytes sums what
+// the rank sends on the cp group, as the dry run counts it). Nothing is computed and no data
+// flows, so the 1.1B model at 8 × 2048 tokens traces in seconds on a laptop.
 //
 //   plan::OpTrace t = trace_training_step(load_config("configs/llama-20m.toml", sets));
 //   plan::StepPrice p = plan::price_step(t, plan::h200_roofline());    // plan/roofline.h
@@ -21,7 +22,8 @@
 // backends/timing: the CPU's own ops, each call timed) instead of the recording GPU — still on
 // fake communicators, so only the rank's compute is timed, never its waits — and each op's
 // seconds is the least over `repeats` steady-state steps (the op sequence of every step is the
-// same; the least is the one another process on the machine disturbed least).
+// same; the least is the one another process on the machine disturbed least); not with
+// parallel.cp > 1 (its attention would not run: an ft::Error).
 //
 // train.device is not read (the step is the GPU's); train.precision = "auto" is settled as the
 // trainer settles it on this GPU (bf16). What it does not trace: the data loader, checkpoints,

@@ -130,6 +130,17 @@ inline constexpr MetricDef kCommSeconds{"fluxtrain_comm_seconds_total", T::kCoun
                                         "Seconds this rank spent in collectives and point-to-point transfers.", "op"};
 inline constexpr MetricDef kCommOps{"fluxtrain_comm_operations_total", T::kCounter,
                                     "Collective and point-to-point operations issued by this rank.", "op"};
+// Context parallelism (parallel.cp > 1), per step from the cp communicator and the ring's clock.
+inline constexpr MetricDef kCpBytes{
+    "fluxtrain_cp_bytes_total", T::kCounter,
+    "Bytes this rank sent on its context-parallel group: the ring's key/value and dK/dV blocks or the all-to-all's "
+    "exchanges, and the step's sums (metrics.jsonl per_rank.cp_bytes, summed over the steps).",
+    ""};
+inline constexpr MetricDef kCpRingHidden{
+    "fluxtrain_cp_ring_hidden_ratio", T::kGauge,
+    "Share of the ring attention's overlapped key/value transfer time hidden behind block compute since the run "
+    "started, 0 to 1 (parallel.cp_attention = \"ring\"; metrics.jsonl per_rank.cp_ring_hidden_ratio).",
+    ""};
 
 // Checkpoints.
 inline constexpr MetricDef kCkptDuration{"fluxtrain_checkpoint_duration_seconds", T::kHistogram,
@@ -257,6 +268,8 @@ inline constexpr const MetricDef* kAllMetrics[] = {
     &metric::kCommBytes,
     &metric::kCommSeconds,
     &metric::kCommOps,
+    &metric::kCpBytes,
+    &metric::kCpRingHidden,
     &metric::kCkptDuration,
     &metric::kCkptLastSuccess,
     &metric::kCkptStep,

@@ -348,6 +348,11 @@ void Telemetry::comm(CommOp op, uint64_t bytes, double seconds, int64_t calls) {
   m_->comm_ops[i]->inc(static_cast<double>(calls));
 }
 
+void Telemetry::on_context_parallel(uint64_t bytes, double ring_hidden_ratio) {
+  registry_->counter(metric::kCpBytes).inc(static_cast<double>(bytes));
+  if (std::isfinite(ring_hidden_ratio)) registry_->gauge(metric::kCpRingHidden).set(ring_hidden_ratio);
+}
+
 void Telemetry::set_restarts(int64_t n) {
   double have = m_->restarts->value();
   if (n > have) m_->restarts->inc(static_cast<double>(n) - have);

@@ -12,6 +12,7 @@
 //     if (saved) tel.on_checkpoint(s, seconds, ok);
 //   }
 //   tel.comm(obs::CommOp::kAllReduce, bytes, seconds, calls);   // per step, from the communicator's stats
+//   tel.on_context_parallel(cp_bytes, ring_hidden_ratio);         // per step, with parallel.cp > 1
 //
 // Every series carries the constant labels run, rank, dp, tp, pp (and host, when RankInfo names it). Each rank serves
 // its own endpoint on metrics.port + local rank (docs/formats.md, "Metrics", says why). on_step and comm() are
@@ -87,6 +88,10 @@ class Telemetry {
   void on_checkpoint_skipped();
   void set_checkpoint_interval_steps(int64_t steps);  // 0 = checkpoints off
   void comm(CommOp op, uint64_t bytes, double seconds, int64_t calls = 1);
+  // Context parallelism, per step: the bytes the cp communicator sent (fluxtrain_cp_bytes_total)
+  // and the ring's hidden share so far (fluxtrain_cp_ring_hidden_ratio; NaN: not a ring, or no
+  // backward yet — the gauge is left as it is). The series exist from the first call on.
+  void on_context_parallel(uint64_t bytes, double ring_hidden_ratio);
   void set_restarts(int64_t n);  // times the run was resumed (from the checkpoint manifest)
   // Rank 0 of a multi-rank run: the host of every world rank, once; then per step every rank's
   // compute time (metrics.jsonl per_rank.compute_s). Names stragglers in the log and in

@@ -33,7 +33,7 @@ int64_t Job::num_gpus() const {
 
 std::string Layout::describe() const {
   std::string s = fmt::format("dp={} tp={} pp={}", dp, tp, pp);
-  if (cp > 1) s += fmt::format(" cp={}{}", cp, cp_attention == CpAttention::kAllToAll ? " (all_to_all)" : "");
+  if (cp > 1) s += fmt::format(" cp={} ({})", cp, cp_attention_name(cp_attention));
   if (vp > 1) s += fmt::format(" vp={}", vp);
   if (ep > 1) s += fmt::format(" ep={}", ep);
   s += fmt::format(" mb={} zero={} recompute={}", micro_batch, zero, act_recompute_name(recompute));
@@ -75,7 +75,7 @@ Layout LayoutSpec::with_defaults(int64_t num_gpus) const {
   l.tp = tp.value_or(1);
   l.pp = pp.value_or(1);
   l.cp = cp.value_or(1);
-  l.cp_attention = cp_attention;
+  l.cp_attention = cp_attention.value_or(CpAttention::kRing);
   l.vp = vp.value_or(1);
   l.ep = ep;
   const int64_t model_par = sat_mul(sat_mul(l.tp, l.pp), l.cp);
@@ -137,6 +137,11 @@ void validate_job(const Job& job) {
         "the price is USD per GPU-hour, for example --price 2.0");
 }
 
+bool all_to_all_heads_fit(const ModelConfig& m, int64_t tp, int64_t cp) {
+  const int64_t H = std::max<int64_t>(1, m.n_heads / tp), Hkv = std::max<int64_t>(1, m.n_kv_heads / tp);
+  return H % cp == 0 && (Hkv % cp == 0 || cp % Hkv == 0);
+}
+
 void validate_layout(const Job& job, const Layout& l, bool allow_uneven_stages) {
   const ModelConfig& m = job.model;
   const int64_t n = job.num_gpus();
@@ -181,6 +186,13 @@ void validate_layout(const Job& job, const Layout& l, bool allow_uneven_stages) 
   if (job.seq_len % l.cp != 0)
     throw Error(fmt::format("cp = {} does not divide seq_len = {}", l.cp, job.seq_len),
                 fmt::format("nearest valid cp: {}", nearest_divisor(job.seq_len, l.cp)));
+  if (l.cp > 1 && l.cp_attention == CpAttention::kAllToAll && !all_to_all_heads_fit(m, l.tp, l.cp))
+    throw Error(fmt::format("cp = {} (all_to_all) scatters the attention heads over {} ranks, but a rank has {} query "
+                            "heads and {} key/value heads (n_heads = {}, n_kv_heads = {} over tp = {})",
+                            l.cp, l.cp, std::max<int64_t>(1, m.n_heads / l.tp),
+                            std::max<int64_t>(1, m.n_kv_heads / l.tp), m.n_heads, m.n_kv_heads, l.tp),
+                "use a cp that divides the query heads and divides (or is a multiple of) the key/value heads, or the "
+                "ring schedule");
   if (job.global_batch % l.dp != 0) {
     const int64_t lo = job.global_batch / l.dp * l.dp;
     throw Error(fmt::format("global batch {} sequences does not split over dp = {} replicas", job.global_batch, l.dp),

@@ -68,8 +68,10 @@ struct Layout {
 // Fields a caller fixed; unset ones are chosen by the search.
 struct LayoutSpec {
   std::optional<int64_t> dp, tp, pp, cp, vp, micro_batch;
-  int64_t ep = 1;                                 // expert parallelism is given, never searched
-  CpAttention cp_attention = CpAttention::kRing;  // with cp > 1 (searched or given)
+  int64_t ep = 1;  // expert parallelism is given, never searched
+  // With cp > 1: the schedule; unset, the search tries both (all-to-all where the heads allow it)
+  // and a plain default is the ring.
+  std::optional<CpAttention> cp_attention;
   std::optional<int> zero;
   std::optional<ActRecompute> recompute;
   std::optional<bool> sequence_parallel;
@@ -114,6 +116,10 @@ inline constexpr double kMaxPrice = 1e6;                     // --price, USD per
 // message names the numbers; the hint gives the nearest valid alternative. Published runs may
 // use stages of unequal depth (allow_uneven_stages); the planner then times the deepest stage.
 void validate_layout(const Job& job, const Layout& l, bool allow_uneven_stages = false);
+// Whether all-to-all attention can split a rank's heads over cp ranks, as the trainer requires
+// (parallel/context_parallel/ulysses_attention.h): the query heads after tensor parallelism divisible
+// by cp, the key/value heads divisible by cp or dividing it (each then replicated).
+bool all_to_all_heads_fit(const ModelConfig& m, int64_t tp, int64_t cp);
 // Also checks job-level inputs (positive sizes, seq_len within the model's RoPE table).
 void validate_job(const Job& job);
 

@@ -62,6 +62,9 @@ struct OpRecord {
   GemmShape gemm{};            // kGemm
   AttentionShape attention{};  // kFlashFp32, kSdpa
   double seconds = 0;          // measured wall-clock of the call (a timed step, backends/timing); 0 if not
+  // A transfer the op runs beside (context parallelism's ring: the next key/value block, sent while
+  // this block's attention computes): hidden up to the op's own time (plan/roofline.h).
+  double overlapped_send_bytes = 0;
 
   double bytes() const { return bytes_read + bytes_written; }
 };
@@ -72,7 +75,7 @@ struct OpRecord {
 // (FakeCommunicator::bytes_sent) for each rank it stands for.
 enum class CollOp : uint8_t { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kSend, kRecv, kBarrier };
 struct CollRecord {
-  std::string group;  // the mesh axis: "dp", "tp", "pp" or "world"
+  std::string group;  // the mesh axis: "dp", "tp", "pp", "cp", "dp_cp" or "world"
   CollOp op = CollOp::kAllReduce;
   // all-reduce, reduce-scatter: elements (of `element_bytes` on the wire; a reduce-scatter's
   // count is the output shard's); all-gather, broadcast, send, recv: bytes (an all-gather's are
@@ -96,6 +99,9 @@ struct OpTrace {
   // saving: the PaLM convention the trainer and the planner use).
   double model_flops = 0;
   double peak_device_bytes = 0;  // the most device memory live at once during the traced step
+  // With parallel.cp > 1: the bytes the rank sends on its cp group in the step, counted from the
+  // cp collectives as the dry run counts them (the ring's or the all-to-all's transfers, the sums).
+  double cp_bytes = 0;
 };
 
 }  // namespace ft::plan

@@ -108,6 +108,7 @@ nlohmann::json to_json(const PlanResult& r) {
         {"tp", l.tp},
         {"pp", l.pp},
         {"cp", l.cp},
+        {"cp_attention", cp_attention_name(l.cp_attention)},
         {"vp", l.vp},
         {"micro_batch", l.micro_batch},
         {"zero", l.zero},

@@ -114,6 +114,7 @@ std::string format_plan(const Job& job, const PlanResult& r) {
   row("attention", t.attention);
   row("memory-bound ops", t.memory);
   row("tensor-parallel comm", t.tp_comm);
+  row("context-parallel exposed", t.cp_exposed);
   row("pipeline bubble", t.bubble);
   row("pipeline sends", t.pp_comm);
   row("data-parallel comm exposed", t.dp_exposed);
@@ -122,6 +123,9 @@ std::string format_plan(const Job& job, const PlanResult& r) {
   s += t.dp_comm > 0 ? fmt::format("   (data-parallel comm {:.4f} s, {:.0f}% hidden)\n", t.dp_comm,
                                    100 * (1 - t.dp_exposed / t.dp_comm))
                      : "\n";
+  if (t.cp_comm > 0)
+    s += fmt::format("  (context-parallel comm {:.4f} s, {} attention, {:.0f}% hidden)\n", t.cp_comm,
+                     cp_attention_name(r.layout.cp_attention), 100 * (1 - t.cp_exposed / t.cp_comm));
   s += fmt::format("\nthroughput {} tokens/s ({} per GPU), {:.1f} TFLOP/s per GPU, MFU {:.1f}%, HFU {:.1f}%\n",
                    count(r.tokens_per_s), count(r.tokens_per_s_per_gpu), r.tflops_per_gpu, 100 * r.mfu, 100 * r.hfu);
   if (job.tokens > 0) {

@@ -89,6 +89,9 @@ Roofline h200_roofline() {
   r.pcie_latency_s = 10e-6;
   // One thread adding in order: a dependent fp64 add and a load per element, ~10 clocks at 1.98 GHz.
   r.serial_s = 5e-9;
+  // A cp group inside the node: NVLink at the catalog's collective efficiency, as the planner
+  // prices it (plan/context_parallel.h: 450 GB/s a direction × the catalog's collective efficiency).
+  r.link = g.nvlink_bw * g.eff.collective;
   return r;
 }
 
@@ -143,8 +146,10 @@ StepPrice price_step(const OpTrace& trace, const Roofline& r) {
   StepPrice p;
   p.gpu = r.gpu;
   std::map<std::string, OpGroup> by_op, gemms;
+  double cp_hidden = 0;  // the ring's key/value transfers, each up to the block attention it runs beside
   for (const OpRecord& op : trace.ops) {
     const double s = price_op(op, r);
+    if (op.overlapped_send_bytes > 0 && r.link > 0) cp_hidden += std::min(op.overlapped_send_bytes / r.link, s);
     const bool gemm = op.kind == OpKind::kGemm;
     for (auto [groups, key] : {std::pair{&by_op, op.op}, {&gemms, op.op + " " + op.shape}}) {
       if (groups == &gemms && !gemm) continue;
@@ -168,6 +173,12 @@ StepPrice price_step(const OpTrace& trace, const Roofline& r) {
   };
   p.by_op = sorted(by_op);
   p.gemms = sorted(gemms);
+  if (trace.cp_bytes > 0 && r.link > 0) {
+    p.cp_bytes = trace.cp_bytes;
+    p.cp_seconds = trace.cp_bytes / r.link;
+    p.cp_exposed = std::max(0.0, p.cp_seconds - cp_hidden);
+    p.seconds += p.cp_exposed;  // the ops run on one stream; the step waits for the exposed transfers too
+  }
   p.model_flops = trace.model_flops;
   p.tokens = trace.tokens;
   p.peak = trace.precision == Precision::kF32 ? r.peak_fp32 : r.peak_bf16;
@@ -184,6 +195,9 @@ std::string format_step_price(const StepPrice& p) {
                        g.flops / 1e12, g.seconds * 1e3, p.seconds > 0 ? 100 * g.seconds / p.seconds : 0);
   };
   for (const OpGroup& g : p.by_op) out += row(g);
+  if (p.cp_bytes > 0)
+    out += fmt::format("{:<24} {:>7} {:>10.2f} {:>10} {:>11.3f} {:>6.1f}%\n", "cp transfers exposed", "",
+                       p.cp_bytes / 1e9, "", p.cp_exposed * 1e3, p.seconds > 0 ? 100 * p.cp_exposed / p.seconds : 0);
   out += fmt::format("{:<24} {:>7} {:>10} {:>10} {:>11.3f} {:>6.1f}%\n", "total", p.kernels, "", "", p.seconds * 1e3,
                      100.0);
   out += "\nGEMMs by shape (calls, GB, TFLOP, ms, share of the step):\n";
@@ -196,6 +210,12 @@ std::string format_step_price(const StepPrice& p) {
       p.seconds * 1e3, p.gpu, p.kernels, p.gemm_seconds * 1e3, 100 * p.non_gemm_share(), p.model_flops, p.tokens,
       p.peak / 1e12, 100 * p.mfu);
   if (p.peak_device_bytes > 0) out += fmt::format("device memory at its peak: {}\n", human_bytes(p.peak_device_bytes));
+  if (p.cp_bytes > 0)
+    out += fmt::format(
+        "context parallelism: {} sent on the cp group ({:.0f} bytes, what --dry-run counts for this rank), {:.3f} ms "
+        "over the link, {:.3f} ms exposed ({:.0f}% hidden behind the ring's block attention)\n",
+        human_bytes(p.cp_bytes), p.cp_bytes, p.cp_seconds * 1e3, p.cp_exposed * 1e3,
+        p.cp_seconds > 0 ? 100 * (1 - p.cp_exposed / p.cp_seconds) : 0);
   return out;
 }
 
@@ -221,6 +241,9 @@ nlohmann::json to_json(const StepPrice& p) {
           {"predicted_mfu", p.mfu},
           {"kernels", p.kernels},
           {"peak_device_bytes", p.peak_device_bytes},
+          {"cp_bytes", p.cp_bytes},
+          {"cp_seconds", p.cp_seconds},
+          {"cp_exposed_seconds", p.cp_exposed},
           {"by_op", groups(p.by_op)},
           {"gemms", groups(p.gemms)}};
 }

@@ -5,7 +5,7 @@
 //
 //   plan::Roofline r = plan::h200_roofline();
 //   double s = plan::price_op(record, r);              // seconds of one op call
-//   plan::StepPrice p = plan::price_step(trace, r);     // by op, GEMM share, predicted MFU
+//   plan::StepPrice p = plan::price_step(trace, r);     // by op, GEMM share, predicted MFU (+ exposed cp)
 //   fmt::print("{}", plan::format_step_price(p));
 #pragma once
 
@@ -31,6 +31,7 @@ struct Roofline {
   double pcie = 0;            // host <-> device bytes/s
   double pcie_latency_s = 0;  // per host <-> device copy
   double serial_s = 0;        // per element a single thread adds in order (OpKind::kSerial)
+  double link = 0;            // bytes/s of a transfer to another GPU of the node (NVLink: the cp group's)
 };
 
 Roofline h200_roofline();
@@ -60,6 +61,10 @@ struct StepPrice {
   double mfu = 0;
   int64_t tokens = 0, kernels = 0;
   double peak_device_bytes = 0;
+  // Context parallelism (OpTrace::cp_bytes > 0): the cp group's bytes over the link, and what of it
+  // the step waits for — all but the ring's key/value transfers hidden behind the block attention
+  // each runs beside (min(transfer, block), OpRecord::overlapped_send_bytes). `seconds` includes it.
+  double cp_bytes = 0, cp_seconds = 0, cp_exposed = 0;
   double non_gemm_share() const { return seconds > 0 ? 1 - gemm_seconds / seconds : 0; }
 };
 

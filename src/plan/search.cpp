@@ -19,21 +19,25 @@ std::vector<T> choices(const std::optional<T>& fixed, std::vector<T> all) {
 }
 
 // Context-parallel degrees the search tries beside cp = 1: powers of two that split every sequence
-// into 2·cp chunks (the zig-zag split) and, for all-to-all attention, divide the heads. A cp group
-// may span nodes (tp innermost, then cp: inside a node while tp · cp ranks fit one; beyond, the
-// time model prices its link as the network). Long sequences are where it pays: the time model
-// (plan/context_parallel.h) charges its traffic, so cp > 1 wins only when memory needs it (tp
-// stops at a node) or its transfers hide better than tensor parallelism's.
-std::vector<int64_t> cp_choices(const Job& job, const SearchOptions& o, int64_t tp) {
+// into 2·cp chunks (the zig-zag split). A cp group may span nodes (tp innermost, then cp: inside a
+// node while tp · cp ranks fit one; beyond, the time model prices its link as the network). Long
+// sequences are where it pays: the time model (plan/context_parallel.h) charges its traffic, so
+// cp > 1 wins only when memory needs it (tp stops at a node) or its transfers hide better than
+// tensor parallelism's.
+std::vector<int64_t> cp_choices(const Job& job, int64_t tp) {
   std::vector<int64_t> out = {1};
-  const ModelConfig& m = job.model;
-  const int64_t H = std::max<int64_t>(1, m.n_heads / tp), Hkv = std::max<int64_t>(1, m.n_kv_heads / tp);
-  for (int64_t cp = 2; sat_mul(tp, cp) <= job.num_gpus() && 2 * cp <= job.seq_len; cp *= 2) {
-    if (job.num_gpus() % sat_mul(tp, cp) != 0 || job.seq_len % (2 * cp) != 0) continue;
-    if (o.fixed.cp_attention == CpAttention::kAllToAll && (H % cp != 0 || (Hkv % cp != 0 && cp % Hkv != 0))) continue;
-    out.push_back(cp);
-  }
+  for (int64_t cp = 2; sat_mul(tp, cp) <= job.num_gpus() && 2 * cp <= job.seq_len; cp *= 2)
+    if (job.num_gpus() % sat_mul(tp, cp) == 0 && job.seq_len % (2 * cp) == 0) out.push_back(cp);
   return out;
+}
+
+// The cp attention schedules a layout may run: the one fixed, else the ring and, where the heads
+// split over the cp ranks as the trainer requires, the all-to-all (one schedule at cp = 1).
+std::vector<CpAttention> cp_schedules(const Job& job, const SearchOptions& o, int64_t tp, int64_t cp) {
+  if (o.fixed.cp_attention) return {*o.fixed.cp_attention};
+  if (cp == 1) return {CpAttention::kRing};
+  if (!all_to_all_heads_fit(job.model, tp, cp)) return {CpAttention::kRing};
+  return {CpAttention::kRing, CpAttention::kAllToAll};
 }
 
 double cost_per_token(const PlanResult& r, double price) {
@@ -54,7 +58,7 @@ void search_one(const Job& job, const SearchOptions& o, SearchResult& out, std::
     tps.push_back(t);
   }
   for (int64_t tp : choices(f.tp, tps))
-    for (int64_t cp : choices(f.cp, cp_choices(job, o, tp))) {
+    for (int64_t cp : choices(f.cp, cp_choices(job, tp))) {
       // Saturating: a --tp or --cp past the GPU count divides nothing (and overflows nothing).
       const int64_t tp_cp = sat_mul(tp, cp);
       if (n % tp_cp != 0) continue;
@@ -63,7 +67,6 @@ void search_one(const Job& job, const SearchOptions& o, SearchResult& out, std::
         if (n % sat_mul(tp_cp, p) == 0 && (o.allow_uneven_stages || m.n_layers % p == 0)) pps.push_back(p);
       for (int64_t pp : choices(f.pp, pps)) {
         if (n % sat_mul(tp_cp, pp) != 0) continue;
-        if (!f.cp && cp > 1 && pp > 1) continue;  // the trainer splits sequences without pipelining (for now)
         const int64_t dp = n / (tp_cp * pp);
         if (f.dp && *f.dp != dp) continue;
         if (job.global_batch % dp != 0) continue;
@@ -76,40 +79,41 @@ void search_one(const Job& job, const SearchOptions& o, SearchResult& out, std::
         for (int64_t d : divisors(per_replica))
           if (d <= o.max_micro_batch) mbs.push_back(d);
         std::vector<int> zeros = dp * cp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0};
-        for (int64_t vp : choices(f.vp, vps))
-          for (int64_t mb : choices(f.micro_batch, mbs))
-            for (int z : choices(f.zero, zeros))
-              for (ActRecompute rc :
-                   choices(f.recompute, {ActRecompute::kNone, ActRecompute::kSelective, ActRecompute::kFull})) {
-                Layout l;
-                l.dp = dp;
-                l.tp = tp;
-                l.pp = pp;
-                l.cp = cp;
-                l.cp_attention = f.cp_attention;
-                l.vp = vp;
-                l.micro_batch = mb;
-                l.zero = z;
-                l.recompute = rc;
-                l.sequence_parallel = f.sequence_parallel.value_or(tp > 1);
-                l.precision = f.precision;
-                l.fp8_recipe = f.fp8_recipe;
-                l.ep = f.ep;
-                l.flash_attention = f.flash_attention;
-                l.wire = f.wire;
-                try {
-                  validate_layout(job, l, o.allow_uneven_stages);
-                } catch (const Error&) {
-                  continue;
+        for (CpAttention sched : cp_schedules(job, o, tp, cp))
+          for (int64_t vp : choices(f.vp, vps))
+            for (int64_t mb : choices(f.micro_batch, mbs))
+              for (int z : choices(f.zero, zeros))
+                for (ActRecompute rc :
+                     choices(f.recompute, {ActRecompute::kNone, ActRecompute::kSelective, ActRecompute::kFull})) {
+                  Layout l;
+                  l.dp = dp;
+                  l.tp = tp;
+                  l.pp = pp;
+                  l.cp = cp;
+                  l.cp_attention = sched;
+                  l.vp = vp;
+                  l.micro_batch = mb;
+                  l.zero = z;
+                  l.recompute = rc;
+                  l.sequence_parallel = f.sequence_parallel.value_or(tp > 1);
+                  l.precision = f.precision;
+                  l.fp8_recipe = f.fp8_recipe;
+                  l.ep = f.ep;
+                  l.flash_attention = f.flash_attention;
+                  l.wire = f.wire;
+                  try {
+                    validate_layout(job, l, o.allow_uneven_stages);
+                  } catch (const Error&) {
+                    continue;
+                  }
+                  PlanResult r = evaluate(job, l);
+                  ++out.evaluated;
+                  if (!out.smallest || r.memory.total() < out.smallest->memory.total()) out.smallest = r;
+                  if (r.memory.fits()) {
+                    ++out.fitting;
+                    fitting.push_back(std::move(r));
+                  }
                 }
-                PlanResult r = evaluate(job, l);
-                ++out.evaluated;
-                if (!out.smallest || r.memory.total() < out.smallest->memory.total()) out.smallest = r;
-                if (r.memory.fits()) {
-                  ++out.fitting;
-                  fitting.push_back(std::move(r));
-                }
-              }
       }
     }
 }

@@ -1,7 +1,8 @@
-// Layout search: every dp × tp × pp × cp (× vp × micro-batch × ZeRO stage × recompute) that
-// divides the job, keeps tensor parallelism inside a node and fits in memory, ranked by step time
-// or by cost per token. cp > 1 (powers of two that split the sequence into 2·cp chunks) is
-// searched without pipelining, as the trainer runs it.
+// Layout search: every dp × tp × pp × cp (× cp attention schedule × vp × micro-batch × ZeRO stage
+// × recompute) that divides the job, keeps tensor parallelism inside a node and fits in memory,
+// ranked by step time or by cost per token. cp > 1 (powers of two that split the sequence into
+// 2·cp chunks) composes with pp, as the trainer runs it, and is tried with the ring and, where the
+// heads split over the cp ranks, the all-to-all schedule (LayoutSpec::cp_attention fixes one).
 //
 //   SearchOptions o;  o.fixed.tp = 8;  o.rank_by = RankBy::kCost;  o.top = 5;
 //   SearchResult s = search_layouts(job, o);    // s.best[0] is the winner

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <thread>
 
@@ -641,8 +642,13 @@ void Trainer::add_rank_metrics(const StepStats& s, nlohmann::json& j) {
     for (int64_t b : s.comm_tp.bytes_sent) tp_bytes += static_cast<double>(b);
     values.push_back({"tp_bytes", tp_bytes});
   }
-  if (cfg_.parallel.cp > 1)  // what the cp communicator counted (the dry run's cp bytes per rank)
+  if (cfg_.parallel.cp > 1) {  // what the cp communicator counted (the dry run's cp bytes per rank)
+    const auto* ring = dynamic_cast<const RingAttention*>(cp_.get());
+    const double hidden = ring ? ring->overlap().hidden_share() : std::numeric_limits<double>::quiet_NaN();
     values.push_back({"cp_bytes", static_cast<double>(s.comm_cp.total_bytes())});
+    if (ring) values.push_back({"cp_ring_hidden_ratio", hidden});  // the same list on every rank
+    telemetry_->on_context_parallel(static_cast<uint64_t>(s.comm_cp.total_bytes()), hidden);
+  }
   nlohmann::json r = gather_per_rank(mesh_.world(), values);
   if (mesh_.world_rank() == 0) {  // stragglers: named in the log, Prometheus and here
     obs::StragglerReport rep = telemetry_->on_rank_compute(s.step, r["compute_s"].get<std::vector<double>>());

@@ -7,7 +7,9 @@ backward), cp 4 all-to-all (2 kv heads over 4 ranks: replicated) — the real ru
 sent over the cp communicator in the last step (metrics.jsonl per_rank.cp_bytes, the communicator's
 own counter) must equal, exactly, what the dry run says each rank sends on the cp group per step
 (JSON and the printed "cp bytes per rank per step"), and the planner's cp bytes for its rank
-(plan/context_parallel.h: a formula of the layout) must equal them too. Memory, as the other dry
+(plan/context_parallel.h: a formula of the layout) must equal them too, and so must the step
+trace's (`fluxtrain plan --step-trace --json` cp_bytes: the rank's op trace on the recording GPU,
+its transfers priced beside the schedule's attention) for rank 0. Memory, as the other dry
 run memory tests check it (tests/unit/plan_trainer_memory_test.cpp): the dry run's activations of a
 rank (T / cp tokens) within 5% of the allocator's peak of the activations category on the real rank.
 
@@ -19,30 +21,12 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from check_lib import check, finish  # noqa: E402
+from dist_lib import metrics  # noqa: E402
+from launch_lib import sets_args as sets  # noqa: E402
+
 FT, CFG, WORK = sys.argv[1:4]
-failures = []
-
-
-def check(cond, what):
-    print(("ok:   " if cond else "FAIL: ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-
-
-def sets(items):
-    out = []
-    for s in items:
-        out += ["--set", s]
-    return out
-
-
-def last_metrics(run_dir):
-    last = None
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        for line in f:
-            if line.strip():
-                last = json.loads(line)
-    return last
 
 
 def case(name, items, world):
@@ -55,7 +39,7 @@ def case(name, items, world):
     if p.returncode != 0:
         print(p.stdout[-3000:], p.stderr[-3000:])
         sys.exit(f"FAIL: the real run {name} exited {p.returncode}")
-    per = last_metrics(run_dir)["per_rank"]
+    per = metrics(run_dir)[-1]["per_rank"]
     dry = [FT, "train", "--config", CFG, "--dry-run", "--world-size", str(world), "--gpu", "cpu"] + sets(base)
     d = json.loads(subprocess.run(dry + ["--json"], capture_output=True, text=True, check=True).stdout)
     text = subprocess.run(dry, capture_output=True, text=True, check=True).stdout
@@ -76,6 +60,11 @@ def case(name, items, world):
         check(abs(dry_act / real_act - 1) <= 0.05, f"{name} rank {i}: the dry run's activations within 5%")
     most = max(r["comm_bytes_per_step"]["cp"]["total"] for r in d["ranks"])
     check(printed is not None and int(printed.group(1)) == most, f"{name}: --dry-run prints the cp bytes per rank")
+    trace = json.loads(subprocess.run([FT, "plan", "--step-trace", CFG, "--json"] + sets(base), capture_output=True,
+                                      text=True, check=True).stdout)
+    print(f"  {name}: step trace of rank 0: cp bytes {trace['cp_bytes']:.0f}, {1e3 * trace['cp_seconds']:.4f} ms on "
+          f"the H200's link, {1e3 * trace['cp_exposed_seconds']:.4f} ms exposed")
+    check(trace["cp_bytes"] == per["cp_bytes"][0], f"{name}: the step trace's cp bytes are real rank 0's")
 
 
 os.makedirs(WORK, exist_ok=True)
@@ -83,7 +72,5 @@ case("cp2-ring", ["parallel.cp=2", 'parallel.cp_attention="ring"'], 2)
 case("cp2-a2a", ["parallel.cp=2", 'parallel.cp_attention="all_to_all"'], 2)
 case("dp2xcp2-ring-recompute", ["parallel.dp=2", "parallel.cp=2", 'model.recompute="full"', "parallel.zero=1"], 4)
 case("cp4-a2a-kv-replicated", ["parallel.cp=4", 'parallel.cp_attention="all_to_all"'], 4)
-if failures:
-    print(f"{len(failures)} check(s) failed")
-    sys.exit(1)
-print("PASS: the dry run's cp bytes per rank = the real ranks' counters = the planner's; activations within 5%")
+finish("PASS: the dry run's cp bytes per rank = the real ranks' counters = the planner's = the step trace's; "
+       "activations within 5%")

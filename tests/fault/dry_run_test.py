@@ -18,21 +18,11 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from check_lib import check, finish  # noqa: E402
+from launch_lib import sets_args as sets  # noqa: E402
+
 FT, CFG, WORK = sys.argv[1:4]
-failures = []
-
-
-def check(cond, what):
-    print(("ok:   " if cond else "FAIL: ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-
-
-def sets(items):
-    out = []
-    for s in items:
-        out += ["--set", s]
-    return out
 
 
 def run(args, **kw):
@@ -152,7 +142,4 @@ p = subprocess.run([FT, "train", "--config", CFG, "--dry-run", "--world-size", "
                    sets(SEVEN_B + ["parallel.dp=16", "parallel.tp=8"]), capture_output=True, text=True)
 check(p.returncode != 0 and "the world has 100 rank(s) but parallel.dp × parallel.tp × parallel.pp = 16 × 8 × 1 = 128"
       in p.stderr, "a world size that is not dp x tp x pp: one clear error")
-if failures:
-    print(f"{len(failures)} check(s) failed")
-    sys.exit(1)
-print("PASS: the dry-run plans every rank without allocating; memory = the planner's; traffic = the real runs'")
+finish("PASS: the dry-run plans every rank without allocating; memory = the planner's; traffic = the real runs'")

@@ -19,14 +19,10 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from check_lib import check, finish  # noqa: E402
+
 FT, CFG, WORK = sys.argv[1:4]
-failures = []
-
-
-def check(cond, what):
-    print(("ok:   " if cond else "FAIL: ") + what, flush=True)
-    if not cond:
-        failures.append(what)
 
 
 shutil.rmtree(WORK, ignore_errors=True)
@@ -81,7 +77,4 @@ check(p.returncode == 2 and len(lines) == 1 and "NCCL_SOCKET_IFNAME=nosuchif mat
       in lines[0] and "lo" in lines[0] and "hint:" in p.stderr, f"bad NCCL_SOCKET_IFNAME: rc {p.returncode}, {p.stderr.strip()!r}")
 check(not os.path.exists(bad_run), "nothing was written for the refused job")
 
-if failures:
-    print(f"{len(failures)} check(s) failed; supervisor log: {os.path.join(WORK, 'launch.log')}")
-    sys.exit(1)
-print("the launcher hands every rank its GPU/NCCL environment")
+finish("the launcher hands every rank its GPU/NCCL environment", f"; supervisor log: {os.path.join(WORK, 'launch.log')}")

@@ -10,10 +10,12 @@ also loads deploy/prometheus/alerts.yml, and every Grafana dashboard query is ru
 Finally one rank is killed and Prometheus must see its target go down.
 
 Two kinds of ranks are scraped side by side by one Prometheus:
-- a real 2-rank data-parallel `fluxtrain train --nproc 2` (--fluxtrain, --config): its series
-  must carry each rank's labels, both ranks' loss must equal what rank 0 wrote to
-  metrics.jsonl for that step, and all-reduce traffic must be counted; a second run on the same
-  port must fail naming it;
+- a real 2-rank context-parallel `fluxtrain train --nproc 2` (--fluxtrain, --config;
+  parallel.cp = 2, ring attention): its series must carry each rank's labels, both ranks' loss
+  must equal what rank 0 wrote to metrics.jsonl for that step, all-reduce traffic (the gradients
+  over dp x cp) must be counted, and each rank's fluxtrain_cp_bytes_total and
+  fluxtrain_cp_ring_hidden_ratio must be its per_rank.cp_bytes summed over the steps and its
+  per_rank.cp_ring_hidden_ratio; a second run on the same port must fail naming it;
 - two tests/obs/obs_demo_server ranks (the same obs::Telemetry, simulated steps) with the fake
   NVML library, for per-rank GPU series, the temperature alarm and a rank that dies.
 """
@@ -116,7 +118,7 @@ def check_train(base, run_dir, train_port, a, tmp, deadline, check):
     loss, step, at = wait_for("both trainer ranks scraped past step 6", sample, deadline)
     for x in sorted(loss, key=lambda x: x["metric"]["rank"]):
         m, r = x["metric"], x["metric"]["rank"]
-        check(m.get("dp") == r and m.get("tp") == "0" and m.get("instance") == f"127.0.0.1:{train_port + int(r)}",
+        check(m.get("dp") == "0" and m.get("tp") == "0" and m.get("instance") == f"127.0.0.1:{train_port + int(r)}",
               f"fluxtrain train rank {r} labels {dict((k, v) for k, v in m.items() if k != '__name__')}")
     logged = {}
     for line in open(os.path.join(run_dir, "metrics.jsonl")):
@@ -133,17 +135,33 @@ def check_train(base, run_dir, train_port, a, tmp, deadline, check):
     check(len(tokens) == 2 and all(t > 0 and t % 256 == 0 for t in tokens), f"tokens_total {tokens} counts 8x32 batches")
     comm = [float(x["value"][1]) for x in query(base, 'fluxtrain_comm_bytes_total{run="train_run",op="all_reduce"}')]
     check(len(comm) == 2 and all(c > 0 for c in comm), f"all_reduce bytes counted on both ranks: {comm}")
+    # Context parallelism: each rank's cp bytes counter is its per_rank.cp_bytes summed over the steps
+    # it has counted (the counter moves after the step gauge: step n or n - 1), and the ring's hidden
+    # share is its per_rank.cp_ring_hidden_ratio of that step.
+    cp_bytes = {x["metric"]["rank"]: float(x["value"][1]) for x in query(base, 'fluxtrain_cp_bytes_total{run="train_run"}', at)}
+    hidden = {x["metric"]["rank"]: float(x["value"][1])
+              for x in query(base, 'fluxtrain_cp_ring_hidden_ratio{run="train_run"}', at)}
+    for r in ("0", "1"):
+        n, i = steps[r], int(r)
+        sums = {k: sum(logged[s]["per_rank"]["cp_bytes"][i] for s in range(1, k + 1)) for k in (n, n - 1)
+                if all(s in logged for s in range(1, k + 1))}
+        check(cp_bytes.get(r, -1) > 0 and cp_bytes.get(r) in sums.values(),
+              f"rank {r}: fluxtrain_cp_bytes_total {cp_bytes.get(r)!r} = per_rank.cp_bytes summed to step {n} or {n - 1} "
+              f"({sums})")
+        ratios = [logged[k]["per_rank"]["cp_ring_hidden_ratio"][i] for k in (n, n - 1) if k in logged]
+        check(r in hidden and 0 <= hidden[r] <= 1 and hidden[r] in ratios,
+              f"rank {r}: fluxtrain_cp_ring_hidden_ratio {hidden.get(r)!r} is per_rank.cp_ring_hidden_ratio ({ratios})")
     val = float(query(base, 'fluxtrain_validation_loss{run="train_run",rank="0"}', at)[0]["value"][1])
     check(any(abs(j.get("val_loss", -1) - val) < 1e-12 for j in logged.values()), f"validation loss {val} is in metrics.jsonl")
 
-    # Sniff tests (obs.sniff_interval = 5): rank 0 exposes both ranks' GEMM and dp-link times, and the
+    # Sniff tests (obs.sniff_interval = 5): rank 0 exposes both ranks' GEMM and cp-link times, and the
     # dashboard's sniff table has rows for them.
     sniff = wait_for("both ranks' sniff GEMM times on rank 0", lambda: (lambda r: r if len(r) == 2 else None)(
         query(base, 'fluxtrain_sniff_gemm_seconds{run="train_run"}')), deadline)
     check(sorted(x["metric"]["sniff_rank"] for x in sniff) == ["0", "1"] and all(x["metric"]["rank"] == "0" for x in sniff)
           and all(float(x["value"][1]) > 0 for x in sniff), f"sniff GEMM series {[x['metric'] for x in sniff]}")
-    links = query(base, 'fluxtrain_sniff_link_seconds{run="train_run",axis="dp"}')
-    check(len(links) == 2, f"sniff dp-link series of both ranks: {[x['metric'] for x in links]}")
+    links = query(base, 'fluxtrain_sniff_link_seconds{run="train_run",axis="cp"}')
+    check(len(links) == 2, f"sniff cp-link series of both ranks: {[x['metric'] for x in links]}")
     dash = json.load(open(os.path.join(a.deploy, "grafana", "fluxtrain-dashboard.json")))
     table = [p for p in dash["panels"] if p["title"] == "Sniff tests"][0]
     rows = query(base, table["targets"][1]["expr"].replace("$run", "train_run"))
@@ -205,7 +223,7 @@ def main():
             train_port = free_port_pair()
             train_dir = os.path.join(tmp, "train_run")
             train_cmd = [a.fluxtrain, "train", "--config", a.config, "--run-dir", train_dir, "--nproc", "2",
-                         "--set", "parallel.dp=2", "--set", "train.steps=10000000", "--set", "train.eval_interval=3",
+                         "--set", "parallel.cp=2", "--set", "train.steps=10000000", "--set", "train.eval_interval=3",
                          "--set", "metrics.enabled=true", "--set", "metrics.bind_address=127.0.0.1",
                          "--set", f"metrics.port={train_port}", "--set", "obs.sniff_interval=5"]
             # Its own process group: mpirun and both ranks are stopped together at the end. So many

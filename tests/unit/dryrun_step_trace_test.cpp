@@ -1,13 +1,18 @@
 // The op trace of one real training step (dryrun/step_trace.h) on the recording GPU: its GEMMs
 // are the ones the model's config implies (count, shapes, transposes, order), their FLOPs add up
 // to 6 × matmul parameters × tokens, attention and the host read-back are where they belong.
+// With parallel.cp > 1 it records the schedule's attention (dryrun/cp_op_trace.h) and counts the
+// cp bytes the dry run counts, and the roofline prices the transfers beside the block attention.
 #include <gtest/gtest.h>
 
 #include <tuple>
 #include <vector>
 
 #include "config/config.h"
+#include "dryrun/cp_op_trace.h"
+#include "dryrun/dry_run.h"
 #include "dryrun/step_trace.h"
+#include "parallel/micro_batches.h"
 #include "plan/roofline.h"
 #include "util/error.h"
 
@@ -164,6 +169,71 @@ TEST(StepTrace, TracesOneRankOfALayout) {
   for (const plan::CollRecord& c : t.collectives) dp |= c.group == "dp";
   EXPECT_TRUE(dp);
   EXPECT_THROW(trace_training_step(cfg, {.world_rank = 2, .ops = true}), Error);
+}
+
+// The zig-zag split gives every cp rank the same causal work: its queries see T(T + 1)/2 / cp of the
+// sequence's (query, key) pairs, over the blocks of all ranks.
+TEST(StepTrace, CpCausalPairsAreBalancedByTheZigZag) {
+  for (int64_t cp : {2, 4}) {
+    const int64_t T = 32;
+    double all = 0;
+    for (int64_t r = 0; r < cp; ++r) {
+      double mine = 0;
+      for (int64_t owner = 0; owner < cp; ++owner) mine += CpOpRecorder::causal_pairs(T, cp, r, owner);
+      EXPECT_DOUBLE_EQ(mine, T * (T + 1) / 2.0 / static_cast<double>(cp)) << "cp " << cp << " rank " << r;
+      all += mine;
+    }
+    EXPECT_DOUBLE_EQ(all, T * (T + 1) / 2.0);
+  }
+}
+
+// A cp = 2 step of the tiny model, each schedule: the attention the schedule computes is in the
+// trace, the cp bytes are what the dry run counts for each rank (itself held to the real ranks'
+// counters by dist_dry_run_cp), and the roofline prices them on the link — the ring hides part of
+// its key/value transfers behind the block attention, the all-to-all hides nothing.
+TEST(StepTrace, CpStepPricesTheScheduleAndItsTransfers) {
+  const plan::Roofline roof = plan::h200_roofline();
+  for (const char* schedule : {"ring", "all_to_all"}) {
+    SCOPED_TRACE(schedule);
+    const Config cfg = load_config(std::string(FT_SOURCE_DIR) + "/configs/tiny.toml",
+                                   {"parallel.cp=2", std::string("parallel.cp_attention=\"") + schedule + "\""});
+    const DryRun dry = dry_run(cfg, 2, plan::find_gpu("cpu"));
+    const int64_t layers = cfg.model.n_layers, H = cfg.model.n_heads;
+    const int64_t mbs = split_batch(cfg.train.batch_size, cfg.train.micro_batch_size, cfg.parallel).count;
+    for (int rank : {0, 1}) {
+      const plan::OpTrace t = trace_training_step(cfg, {.world_rank = rank});
+      EXPECT_EQ(t.tokens, 8 * 32 / 2);
+      ASSERT_GT(t.cp_bytes, 0);
+      EXPECT_EQ(t.cp_bytes, static_cast<double>(dry.ranks[static_cast<size_t>(rank)].cp.total_bytes()));
+      int64_t blocks = 0, whole = 0, overlapped = 0;
+      for (const plan::OpRecord& r : t.ops) {
+        blocks += r.op == "attention_block_forward" || r.op == "attention_block_backward";
+        if (r.op == "attention_forward" || r.op == "attention_backward") {
+          ++whole;
+          EXPECT_EQ(r.attention.T, 32);     // the whole sequence
+          EXPECT_EQ(r.attention.H, H / 2);  // of half the heads
+        }
+        overlapped += r.overlapped_send_bytes > 0;
+      }
+      const plan::StepPrice p = plan::price_step(t, roof);
+      EXPECT_DOUBLE_EQ(p.cp_seconds, t.cp_bytes / roof.link);
+      if (std::string(schedule) == "ring") {
+        EXPECT_EQ(blocks, 2 * 2 * layers * mbs);  // cp blocks forward and backward, every layer and micro-batch
+        EXPECT_EQ(whole, 0);
+        EXPECT_EQ(overlapped, 2 * layers * mbs);  // all but the last block of each pass send the next
+        EXPECT_LT(p.cp_exposed, p.cp_seconds);
+        EXPECT_GT(p.cp_exposed, 0);  // the dK/dV hops and the sums wait
+      } else {
+        EXPECT_EQ(blocks, 0);
+        EXPECT_EQ(whole, 2 * layers * mbs);
+        EXPECT_EQ(overlapped, 0);
+        EXPECT_DOUBLE_EQ(p.cp_exposed, p.cp_seconds);
+      }
+      double ops_s = 0;
+      for (const plan::OpRecord& r : t.ops) ops_s += plan::price_op(r, roof);
+      EXPECT_NEAR(p.seconds, ops_s + p.cp_exposed, 1e-12 * p.seconds);
+    }
+  }
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // The planner's context parallelism (plan/context_parallel.h): memory per rank falls with cp, the
 // cp traffic per step is what the ring and the all-to-all send, its link is the node's while
 // tp · cp ranks fit one, the ring's K/V transfers hide behind block attention at long sequences,
-// and the layout search takes cp > 1 where a long sequence needs it to fit, not where it does not.
-// The bytes are checked against real cp ranks by tests/dist/dry_run_cp_test.py.
+// and the layout search takes cp > 1 where a long sequence needs it to fit, not where it does not;
+// it combines cp with pp, and of the two schedules takes the one whose exposed transfers are
+// fewer. The bytes are checked against real cp ranks by tests/dist/dry_run_cp_test.py.
 #include <gtest/gtest.h>
 
 #include "plan/context_parallel.h"
@@ -113,7 +114,7 @@ TEST(PlanCp, SearchTakesCpWhereTheSequenceNeedsIt) {
   ASSERT_FALSE(s.best.empty());
   EXPECT_GT(s.best[0].layout.cp, 1) << s.best[0].layout.describe();
   EXPECT_TRUE(s.best[0].memory.fits());
-  EXPECT_EQ(s.best[0].layout.pp, 1);
+  EXPECT_EQ(s.best[0].layout.pp, 1);  // one layer's activations: pipelining does not help
 }
 
 TEST(PlanCp, SearchKeepsCpOneWhereItIsNotNeeded) {
@@ -126,6 +127,107 @@ TEST(PlanCp, SearchKeepsCpOneWhereItIsNotNeeded) {
   const SearchResult l = search_layouts(llama7b(32768, 8, 8), as_the_cli());
   ASSERT_FALSE(l.best.empty());
   EXPECT_EQ(l.best[0].layout.cp, 1) << l.best[0].layout.describe();
+}
+
+// The search's best layout with the given fields fixed (the schedule left to the search).
+PlanResult best(const Job& j, std::optional<int64_t> tp, std::optional<int64_t> cp, std::optional<int64_t> pp = {}) {
+  SearchOptions o = as_the_cli();
+  o.fixed.tp = tp, o.fixed.cp = cp, o.fixed.pp = pp;
+  const SearchResult s = search_layouts(j, o);
+  if (s.best.empty()) throw Error("no layout fits");
+  return s.best[0];
+}
+
+// The same layout with the other schedule, evaluated.
+PlanResult with_schedule(const Job& j, Layout l, CpAttention a) {
+  l.cp_attention = a;
+  validate_layout(j, l);
+  return evaluate(j, l);
+}
+
+TEST(PlanCp, SearchCombinesCpWithPp) {
+  // LLaMA-2 70B at 32k tokens on 64 A100 80G, 64 sequences a step: the sequence needs cp (at cp = 1
+  // only full recomputation fits) and the model needs pp (without it, tp 8's traffic or ZeRO-2/3's
+  // gathers); the best layout has both.
+  Job j = llama7b(32768, 64, 64);
+  j.model = model_preset("llama2-70b");
+  const PlanResult win = best(j, {}, {});
+  EXPECT_GT(win.layout.cp, 1) << win.layout.describe();
+  EXPECT_GT(win.layout.pp, 1) << win.layout.describe();
+  EXPECT_TRUE(win.memory.fits());
+  // Without cp: nothing fits but full recomputation, whose extra forward costs more GEMM time than
+  // the winner's exposed cp transfers, bubble and pipeline sends together.
+  SearchOptions o = as_the_cli();
+  o.fixed.cp = 1;
+  for (ActRecompute rc : {ActRecompute::kNone, ActRecompute::kSelective}) {
+    o.fixed.recompute = rc;
+    EXPECT_TRUE(search_layouts(j, o).best.empty()) << act_recompute_name(rc);
+  }
+  const PlanResult no_cp = best(j, {}, 1);
+  EXPECT_EQ(no_cp.layout.recompute, ActRecompute::kFull);
+  EXPECT_GT(no_cp.time.gemm - win.time.gemm, win.time.cp_exposed + win.time.bubble + win.time.pp_comm);
+  EXPECT_LT(win.time.total, no_cp.time.total);
+  // Without pp: the tensor-parallel traffic and exposed data-parallel time it adds exceed the
+  // winner's bubble and pipeline sends.
+  const PlanResult no_pp = best(j, {}, {}, 1);
+  EXPECT_GT(no_pp.time.tp_comm + no_pp.time.dp_exposed - win.time.tp_comm - win.time.dp_exposed,
+            win.time.bubble + win.time.pp_comm);
+  EXPECT_LT(win.time.total, no_pp.time.total);
+}
+
+TEST(PlanCp, AllToAllWinsWithManyKvHeadsAtLargeCp) {
+  // LLaMA-2 7B (32 heads, 32 kv heads) at 32k tokens over cp = 8 on one node of H100: a ring layer
+  // sends 3·cp − 2 = 22 K/V blocks of 2·32 heads and cannot hide its 8 dK/dV hops, while the
+  // all-to-all sends (cp − 1)/cp of q, k, v and the output three times — fewer bytes than the
+  // hops alone.
+  Job j = llama7b(32768, 8, 8);
+  j.gpu = find_gpu("h100-sxm");
+  ASSERT_TRUE(all_to_all_heads_fit(j.model, 1, 8));
+  const PlanResult a2a = best(j, 1, 8);
+  EXPECT_EQ(a2a.layout.cp_attention, CpAttention::kAllToAll) << a2a.layout.describe();
+  EXPECT_NE(a2a.layout.describe().find("cp=8 (all_to_all)"), std::string::npos) << a2a.layout.describe();
+  const PlanResult ring = with_schedule(j, a2a.layout, CpAttention::kRing);
+  // Why, in the planner's terms: only the cp terms differ, and the all-to-all's exposed part is
+  // smaller than the ring's dK/dV hops (which are never hidden) alone.
+  EXPECT_DOUBLE_EQ(a2a.time.gemm, ring.time.gemm);
+  EXPECT_DOUBLE_EQ(a2a.time.attention, ring.time.attention);
+  EXPECT_LT(a2a.time.cp_exposed, ring.time.cp_exposed);
+  const Layout& l = a2a.layout;  // a ring block: B · T/cp tokens' keys and values of the 32 kv heads
+  const double block = static_cast<double>(l.micro_batch) * 32768 / 8 * 2 * 32 * 128 * l.wire.activations;
+  const double hops = 8 * block * static_cast<double>(layers_per_stage(j.model, l.pp) * micro_batches_per_step(j, l));
+  EXPECT_LT(a2a.time.cp_exposed, hops / cp_link_bandwidth(j, l));
+  EXPECT_LT(a2a.time.total, ring.time.total);
+}
+
+TEST(PlanCp, RingWinsWithFewKvHeads) {
+  // LLaMA-2 70B (64 heads, 8 kv heads) at 32k tokens on 32 H100: a rank's kv heads after tp are
+  // few, so the ring's blocks are small and hide behind the block attention, while the
+  // all-to-all moves every query head too and hides nothing.
+  Job j = llama7b(32768, 32, 32);
+  j.model = model_preset("llama2-70b");
+  j.gpu = find_gpu("h100-sxm");
+  const PlanResult ring = best(j, 4, 2);
+  EXPECT_EQ(ring.layout.cp_attention, CpAttention::kRing) << ring.layout.describe();
+  ASSERT_TRUE(all_to_all_heads_fit(j.model, 4, 2));  // the all-to-all was a candidate
+  const PlanResult a2a = with_schedule(j, ring.layout, CpAttention::kAllToAll);
+  EXPECT_LT(rank_traffic(j, ring.layout).cp, rank_traffic(j, a2a.layout).cp);
+  EXPECT_LT(ring.time.cp_exposed, ring.time.cp_comm);  // part of the ring is hidden
+  EXPECT_DOUBLE_EQ(a2a.time.cp_exposed, a2a.time.cp_comm);
+  EXPECT_LT(ring.time.cp_exposed, a2a.time.cp_exposed);
+  EXPECT_LT(ring.time.total, a2a.time.total);
+}
+
+TEST(PlanCp, AllToAllOnlyWhereTheHeadsSplit) {
+  // 70B at tp 8 has 8 query heads and 1 kv head a rank: cp = 16 cannot split 8 heads.
+  Job j = llama7b(262144, 128, 128);
+  j.model = model_preset("llama2-70b");
+  EXPECT_FALSE(all_to_all_heads_fit(j.model, 8, 16));
+  EXPECT_TRUE(all_to_all_heads_fit(j.model, 8, 8));
+  SearchOptions o = as_the_cli();
+  o.fixed.tp = 8, o.fixed.cp = 16, o.top = 1000;
+  for (const PlanResult& r : search_layouts(j, o).best) EXPECT_EQ(r.layout.cp_attention, CpAttention::kRing);
+  Layout l = layout(1, 8, 16, CpAttention::kAllToAll);
+  EXPECT_THROW(validate_layout(j, l), Error);
 }
 
 }  // namespace
