@@ -86,6 +86,11 @@ def main():
     # The middle rank of cp 3: its own block first, then the ring's order (the previous ranks').
     failures += run_case("cp3 rank 1, every block", zigzag(T, cp, 1), [zigzag(T, cp, r) for r in (1, 0, 2)], rng)
     failures += run_case("cp3 rank 0, every block", zigzag(T, cp, 0), [zigzag(T, cp, r) for r in (0, 2, 1)], rng)
+    # Blocks of several 64-row tiles (the CPU kernel's), a diagonal inside tiles, and queries at the
+    # front of rank 0 that see nothing of rank 1's block (the first seeing query is not tile-aligned).
+    T, cp = 520, 2
+    failures += run_case("cp2 T 520 rank 0", zigzag(T, cp, 0), [zigzag(T, cp, r) for r in (0, 1)], rng)
+    failures += run_case("cp2 T 520 rank 1", zigzag(T, cp, 1), [zigzag(T, cp, r) for r in (1, 0)], rng)
     # A block after every query: skipped, its dk, dv zero.
     failures += run_case("block after every query", list(range(0, 6)), [list(range(0, 6)), list(range(6, 12))], rng)
     if failures:
