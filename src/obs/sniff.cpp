@@ -42,6 +42,17 @@ std::vector<std::string> SniffReport::slow_hosts() const {
   return out;
 }
 
+SniffSample faster_of(const SniffSample& a, const SniffSample& b) {
+  auto faster = [](double x, double y) { return x < 0 || y < 0 ? std::max(x, y) : std::min(x, y); };
+  SniffSample s;
+  s.gemm_s = faster(a.gemm_s, b.gemm_s);
+  for (size_t i = 0; i < kNumSniffAxes; ++i) {
+    s.link_s[i] = faster(a.link_s[i], b.link_s[i]);
+    s.all_reduce_s[i] = faster(a.all_reduce_s[i], b.all_reduce_s[i]);
+  }
+  return s;
+}
+
 SniffReport judge_sniff(int64_t step, std::vector<SniffRank> ranks, std::vector<SniffSample> samples, double margin,
                         double min_excess_s) {
   SniffReport r{.step = step, .ranks = std::move(ranks), .samples = std::move(samples), .slow = {}};

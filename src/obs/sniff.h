@@ -13,6 +13,10 @@
 // link time on the axis is the fastest round trip it made with either neighbour, so a slow NIC or
 // cable names the rank behind it and not its healthy neighbours (each of which has one fast link).
 // A group of two has one link: its two ranks are named together, and only against other groups.
+//
+// A finding must hold twice: when the first measurement names anyone, every rank measures again and
+// each value is the faster of the two (`faster_of`) before the final judgement — a scheduler hiccup
+// or a burst of other traffic slows one measurement, a slow device or link slows both.
 #pragma once
 
 #include <array>
@@ -64,6 +68,9 @@ struct SniffReport {
 // median by at least min_excess_s (microsecond timings are noise, not findings).
 SniffReport judge_sniff(int64_t step, std::vector<SniffRank> ranks, std::vector<SniffSample> samples, double margin,
                         double min_excess_s = 5e-4);
+
+// Each value the faster of a's and b's (two measurements of one rank; < 0 stays "not measured").
+SniffSample faster_of(const SniffSample& a, const SniffSample& b);
 
 // "sniff after step 40: rank 2 on node7 (dp 2, tp 0, pp 0): GEMM 0.0312 s, 5.20x the median of its
 // peers (0.0060 s)"

@@ -6,7 +6,9 @@
 //     a time (a barrier of the axis group between pairs, so no link shares its time with another),
 //     the fastest of 3; and an all-reduce of 256 KiB over the group (reported, not judged: the
 //     group's slowest link sets it for every member);
-//   - every rank's times gathered to rank 0, which names the slow ones (log, Prometheus through
+//   - every rank's times gathered to rank 0; when it names anyone, every rank measures again and
+//     the faster of each rank's two values is judged (a finding must hold twice); rank 0 names the
+//     slow ones (log, Prometheus through
 //     Telemetry::on_sniff, <run_dir>/sniff.json for the supervisor's fault.exclude_slow_hosts) and
 //     returns the "sniff" object of metrics.jsonl.
 // Nothing of the model, the optimizer or the data is touched, so the losses are those of a run
@@ -18,6 +20,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +48,7 @@ class Sniffer {
   obs::SniffSample measure();
 
  private:
+  std::optional<obs::SniffReport> judge(int64_t step, const obs::SniffSample& mine);  // rank 0: the report
   double time_gemm();
   double time_links(Communicator& g);
   double time_all_reduce(Communicator& g);

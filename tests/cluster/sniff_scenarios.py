@@ -162,6 +162,8 @@ def sniff_link(c, ft, config, work):
     if [(s["host"], s["check"]) for s in named] != [(victim_host, "link_dp")]:
         fail(f"start-up sniff: links named {[(s['host'], s['check'], round(s['ratio'], 1)) for s in named]}, "
              f"expected only {victim_host} on dp; link_s {start['link_s']}")
+    if start.get("measured_twice") is not True:
+        fail(f"start-up sniff: named {victim_host} without measuring again: {start.get('measured_twice')}")
     s = named[0]
     print(f"start-up sniff: rank {s['rank']} on {s['host']} (dp {s['dp']}, tp {s['tp']}, pp {s['pp']}): its fastest "
           f"dp round trip {s['seconds'] * 1e3:.1f} ms, {s['ratio']:.1f}x its peers' ({s['median_s'] * 1e3:.2f} ms)",
