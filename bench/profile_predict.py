@@ -6,24 +6,39 @@ thread, every mesh axis's collectives over 2 ranks), then for each layout the pr
 step_s of the steps after the first two). Nothing is fitted to the layouts: the profile is
 taken once, before any of them runs.
 
-    /usr/bin/python3 bench/profile_predict.py [FLUXTRAIN] [STEPS] [PROFILE]
+    /usr/bin/python3 bench/profile_predict.py [FLUXTRAIN] [STEPS] [PROFILE] [--only "dp2 zero0,dp2 tp2"]
 
 PROFILE: an existing profile to predict from (taken with the same settings); otherwise one is taken
-and kept as bench-profile.json in the working directory.
+and kept as bench-profile.json in the working directory. --only: the layouts to run, by name.
 
 Each rank runs CPUs / ranks threads (the trainer's own rule on this machine, at least 1).
+
+Where a measured step's time went (the columns after the error), from the kernel's scheduler
+statistics of every rank's threads (/proc/PID/task/TID/schedstat) over the measured steps, per step,
+for the rank whose training thread ran longest: "on-CPU" is its training thread's CPU time (what
+the prediction's compute prices: the ops), "other" its other threads' (the communication thread,
+the data prefetcher), "run-queue" the time the training thread was ready but waited for a CPU
+(cores shared with other ranks or other processes), "idle" the rest of the step (the thread
+asleep: collective waits, a slow peer). Unlike the step's wall time, on-CPU holds under load; a
+step far above its on-CPU time names where the difference is (run-queue or idle).
 """
+import argparse
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "fluxtrain")
-STEPS = int(sys.argv[2]) if len(sys.argv) > 2 else 6
-PROFILE = sys.argv[3] if len(sys.argv) > 3 else ""
+ARGS = argparse.ArgumentParser(description="profile mode: predicted vs measured llama-20m layouts")
+ARGS.add_argument("fluxtrain", nargs="?", default=os.path.join(ROOT, "build", "fluxtrain"))
+ARGS.add_argument("steps", nargs="?", type=int, default=6)
+ARGS.add_argument("profile", nargs="?", default="")
+ARGS.add_argument("--only", default="", help="comma-separated layout names (default: all)")
+OPTS = ARGS.parse_args()
+FT, STEPS, PROFILE = os.path.realpath(OPTS.fluxtrain), OPTS.steps, OPTS.profile
 CONFIG = os.path.join(ROOT, "configs", "llama-20m.toml")
 COMMON = ["--set", f"train.steps={STEPS}", "--set", "train.eval_interval=0", "--set", "train.batch_size=4",
           "--set", "train.seq_len=128", "--set", "model.tie_embeddings=false"]  # untied: pp splits them
@@ -48,15 +63,73 @@ def sets(settings):
     return out
 
 
+def rank_pids(run_dir):
+    """The processes training into run_dir: the ranks under mpirun (not the launcher)."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = open(f"/proc/{pid}/cmdline").read().split("\0")
+            if argv[0] == FT and run_dir in argv and "OMPI_COMM_WORLD_RANK=" in open(f"/proc/{pid}/environ").read():
+                pids.append(int(pid))
+        except OSError:
+            pass
+    return pids
+
+
+def sched(pids):
+    """Per rank: (training thread's on-CPU s, its run-queue wait s, the whole process's CPU s)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/task/{pid}/schedstat") as f:
+                on, runq = (int(x) / 1e9 for x in f.read().split()[:2])
+            with open(f"/proc/{pid}/stat") as f:
+                utime, stime = (int(x) for x in f.read().rsplit(")", 1)[1].split()[11:13])
+            out[pid] = (on, runq, (utime + stime) / tick)
+        except OSError:
+            pass
+    return out
+
+
+def per_step(first, last, n):
+    """One rank's (training thread's on-CPU, its run-queue wait, the other threads' CPU) per step
+    between two snapshots of sched()."""
+    on, runq, cpu = ((b - a) / n for a, b in zip(first, last))
+    return on, runq, max(0.0, cpu - on)
+
+
 def measure(tmp, name, ranks, settings):
+    """The median step_s after the first two steps, and where the steps' time went (see the top)."""
     run_dir = os.path.join(tmp, name.replace(" ", "_"))
+    metrics = os.path.join(run_dir, "metrics.jsonl")
     cmd = [FT, "train", "--config", CONFIG, "--run-dir", run_dir] + COMMON + sets(settings) + ["--nproc", str(ranks)]
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
-    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    err = tempfile.TemporaryFile(mode="w+")
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, text=True, env=env)
+    first = last = None  # (steps done, seconds, sched) when the 2nd step is seen done, and the latest
+    pids = []
+    while p.poll() is None:
+        done = sum(1 for _ in open(metrics)) if os.path.exists(metrics) else 0
+        if done >= 2:
+            pids = pids if len(pids) == ranks else rank_pids(run_dir)
+            snap = (done, time.monotonic(), sched(pids))
+            if first is None:
+                first = snap if len(snap[2]) == ranks else None
+            elif len(snap[2]) == len(first[2]) == ranks:
+                last = snap
+        time.sleep(0.05)
     if p.returncode != 0:
-        sys.exit(f"{name} failed:\n{p.stderr[-3000:]}")
-    rows = [json.loads(l) for l in open(os.path.join(run_dir, "metrics.jsonl"))]
-    return statistics.median(r["step_s"] for r in rows[2:])
+        err.seek(0)
+        sys.exit(f"{name} failed:\n{err.read()[-3000:]}")
+    rows = [json.loads(l) for l in open(metrics)]
+    where = None
+    if first and last and last[0] > first[0]:
+        n, wall = last[0] - first[0], (last[1] - first[1]) / (last[0] - first[0])
+        per = [per_step(first[2][pid], last[2][pid], n) for pid in last[2] if pid in first[2]]
+        on, runq, other = max(per)
+        where = {"on_cpu": on, "other": other, "run_queue": runq, "idle": max(0.0, wall - on - runq)}
+    return statistics.median(r["step_s"] for r in rows[2:]), where
 
 
 def predict(profile, ranks, settings):
@@ -73,16 +146,25 @@ def main():
             subprocess.run([FT, "plan", "--profile", "--config", CONFIG, "--nproc", "2", "--profile-threads", "1",
                             "--out", profile] + COMMON,
                            check=True, stdout=subprocess.DEVNULL, env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
-        print(f"{'layout':<16} {'ranks':>5} {'predicted s':>11} {'measured s':>10} {'error':>7}  compute / comm by axis")
+        only = [n.strip() for n in OPTS.only.split(",") if n.strip()]
+        unknown = [n for n in only if n not in [l[0] for l in LAYOUTS]]
+        if unknown:
+            sys.exit(f"--only: no layout named {unknown}; the layouts: {', '.join(l[0] for l in LAYOUTS)}")
+        print(f"{'layout':<16} {'ranks':>5} {'predicted s':>11} {'measured s':>10} {'error':>7}  "
+              f"{'on-CPU':>6} {'other':>6} {'run-queue':>9} {'idle':>6}  predicted compute / comm by axis")
         errors = []
         for name, ranks, settings in LAYOUTS:
+            if only and name not in only:
+                continue
             p = predict(profile, ranks, settings)
-            m = measure(tmp, name, ranks, settings)
+            m, where = measure(tmp, name, ranks, settings)
             err = p["step_s"] / m - 1
             errors.append(abs(err))
             comm = ", ".join(f"{k} {v:.3f}" for k, v in p["comm_s_by_axis"].items())
-            print(f"{name:<16} {ranks:>5} {p['step_s']:>11.3f} {m:>10.3f} {100 * err:>+6.1f}%  {p['compute_s']:.3f} / {comm}",
-                  flush=True)
+            w = " ".join(f"{where[k]:>{n}.3f}" for k, n in (("on_cpu", 6), ("other", 6), ("run_queue", 9),
+                                                              ("idle", 6))) if where else f"{'-':>30}"
+            print(f"{name:<16} {ranks:>5} {p['step_s']:>11.3f} {m:>10.3f} {100 * err:>+6.1f}%  {w}  "
+                  f"{p['compute_s']:.3f} / {comm}", flush=True)
         errors.sort()
         print(f"\n|error| median {100 * statistics.median(errors):.1f}%, max {100 * errors[-1]:.1f}%; "
               f"{sum(e <= 0.10 for e in errors)} of {len(errors)} within 10%")
