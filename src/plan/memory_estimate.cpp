@@ -29,20 +29,36 @@ StateBytes state_bytes_per_param(Precision p) {
 }
 
 double micro_batches_in_flight(const Job& job, const Layout& l) {
-  if (l.pp == 1) return 1;
-  const double m = static_cast<double>(micro_batches_per_step(job, l));
-  const double p = static_cast<double>(l.pp);
-  const double interleave = 1.0 + (p - 1) / (p * static_cast<double>(l.vp));
-  return std::min(p, m) * (l.vp > 1 ? interleave : 1.0);
+  return micro_batches_in_flight(job, l, 0);
 }
 
 double micro_batches_in_flight(const Job& job, const Layout& l, int64_t stage) {
-  if (stage == 0) return micro_batches_in_flight(job, l);
-  if (stage >= l.pp - 1) return 1;
+  if (l.pp == 1) return 1;
   const double m = static_cast<double>(micro_batches_per_step(job, l));
-  const double p = static_cast<double>(l.pp);
-  const double interleave = 1.0 + (p - 1) / (p * static_cast<double>(l.vp));
-  return std::min(p - static_cast<double>(stage), m) * (l.vp > 1 ? interleave : 1.0);
+  const double p = static_cast<double>(l.pp), v = static_cast<double>(l.vp);
+  const double s = static_cast<double>(std::clamp<int64_t>(stage, 0, l.pp - 1));
+  // 1F1B: stage s runs pp − s − 1 warm-up forwards, then holds one more before its first
+  // backward. Interleaved (Megatron-LM's forward_backward_pipelining_with_interleaving): stage s
+  // runs 2(pp − s − 1) + (vp − 1)·pp warm-up chunk forwards, each chunk L/(pp·vp) layers of one
+  // micro-batch; so it holds that + 1 chunks, i.e. (that + 1)/vp micro-batches of its L/pp layers
+  // (stage 0: pp + (pp − 1)/vp, Korthikanti's factor) — and never more than the step's m
+  // micro-batches (the schedule caps the warm-up at all m·vp chunks: all forwards, then all
+  // backwards).
+  const double held = l.vp > 1 ? (2.0 * (p - s - 1.0) + (v - 1.0) * p + 1.0) / v : p - s;
+  return std::min(held, m);
+}
+
+int64_t stage_layers(const ModelConfig& m, int64_t pp, int64_t stage) {
+  const int64_t most = layers_per_stage(m, pp);
+  if (pp == 1) return m.n_layers;
+  // A balanced split gives pp·⌈L/pp⌉ − L stages one block fewer; the last and the first stage,
+  // which also hold the head and the embedding, are the first of them (Llama 3 405B: 126 layers
+  // on 16 stages, one Transformer layer fewer on each; Dubey et al. 2024, Sec. 3.3.2). The
+  // stages in between are counted at ⌈L/pp⌉ (an upper bound).
+  const int64_t shortfall = pp * most - m.n_layers;
+  if (most > 1 && stage == pp - 1 && shortfall >= 1) return most - 1;
+  if (most > 1 && stage == 0 && shortfall >= 2) return most - 1;
+  return most;
 }
 
 namespace {
@@ -110,13 +126,16 @@ MemoryBreakdown gpu_stage_memory(const Job& job, const Layout& l, int64_t stage)
   const ModelConfig& m = job.model;
   const StateBytes sb = state_bytes_per_param(l.precision);
   const double act_scale = l.precision == Precision::kF32 ? 2.0 : 1.0;  // 4-byte activations
-  double params = static_cast<double>(rank_params(m, l.tp, l.pp, first, last));
+  // The stage's own blocks: the first and last hold fewer when pp does not divide the layers.
+  const double layers = static_cast<double>(stage_layers(m, l.pp, stage));
+  const double block_params = static_cast<double>((m.params_per_layer() - 2 * m.dim) / l.tp + 2 * m.dim);
+  double params = static_cast<double>(rank_params(m, l.tp, l.pp, first, last)) -
+                  (static_cast<double>(layers_per_stage(m, l.pp)) - layers) * block_params;
   const double shards = static_cast<double>(l.dp * l.cp);
   MemoryBreakdown out;
   if (job.moe.enabled()) {
     // The routed experts the rank holds replace the active model's top_k; ZeRO shards them over
     // the dp·cp/ep ranks holding the same experts.
-    const double layers = static_cast<double>(layers_per_stage(m, l.pp));
     params -= layers * moe_active_routed_params_per_layer(job.moe, m.dim, l.tp);
     const double held = layers * moe_held_params_per_layer(job.moe, m.dim, l.ep, l.tp);
     const double replicas = std::max(1.0, shards / static_cast<double>(l.ep));
@@ -130,7 +149,6 @@ MemoryBreakdown gpu_stage_memory(const Job& job, const Layout& l, int64_t stage)
 
   const double tokens = static_cast<double>(l.micro_batch * job.seq_len / l.cp);
   const bool sp = l.sequence_parallel && l.tp > 1;
-  const double layers = static_cast<double>(layers_per_stage(m, l.pp));
   const double in_flight = micro_batches_in_flight(job, l, stage);
   const double per_layer = gpu_layer_activation_bytes(m, tokens, job.seq_len, l.tp, sp, l.recompute, l.flash_attention);
   double act = per_layer * layers * in_flight;

@@ -42,12 +42,18 @@ struct StateBytes {
 StateBytes state_bytes_per_param(Precision p);
 
 // Micro-batches whose activations the first pipeline stage holds at the peak: 1 without
-// pipelining, min(pp, m) under 1F1B, times (1 + (pp-1)/(pp·vp)) under interleaving
-// (Korthikanti et al. 2022, Sec. 4.2.3); m = micro-batches per step.
+// pipelining, min(pp, m) under 1F1B, min(pp + (pp-1)/vp, m) under interleaving — Korthikanti et
+// al. 2022's factor (1 + (pp-1)/(pp·vp)) while the step has enough micro-batches, capped by the
+// m micro-batches it has (Megatron-LM's interleaved warm-up stops at all of them); m =
+// micro-batches per step.
 double micro_batches_in_flight(const Job& job, const Layout& l);
-// The same for pipeline stage `stage`: the first stage as above, the last 1, stage s in between
-// min(pp − s, m) (times the interleaving factor) — what 1F1B keeps on it.
+// The same for pipeline stage `stage`: 1F1B min(pp − s, m); interleaved
+// min((2(pp − s − 1) + (vp − 1)·pp + 1)/vp, m) — the warm-up chunks the schedule runs on it.
 double micro_batches_in_flight(const Job& job, const Layout& l, int64_t stage);
+
+// Blocks on pipeline stage `stage`: ⌈L/pp⌉, except that when pp does not divide L the last stage
+// (the head) and then the first (the embedding) hold one block fewer, as a balanced split does.
+int64_t stage_layers(const ModelConfig& m, int64_t pp, int64_t stage);
 
 // The largest of the stages' memory (estimate_stage_memory): what every rank must fit.
 MemoryBreakdown estimate_memory(const Job& job, const Layout& l);

@@ -109,6 +109,36 @@ TEST(PlanMemory, PipelineInFlight) {
   small.global_batch = 4;
   l.vp = 1;
   EXPECT_DOUBLE_EQ(micro_batches_in_flight(small, l), 4.0);
+  // Interleaved with as many micro-batches as stages (Llama 3 405B: pp 16, 16 per step): the
+  // warm-up would exceed the m·vp chunks, so the schedule runs all forwards, then all backwards:
+  // m micro-batches of the stage's layers, not m·(1 + (p−1)/(p·v)).
+  Job eight = j;
+  eight.global_batch = 8;
+  l.vp = 5;
+  EXPECT_DOUBLE_EQ(micro_batches_in_flight(eight, l), 8.0);
+  // Stage s of the interleaved schedule: (2(p − s − 1) + (v − 1)p + 1)/v chunks' worth; the last
+  // stage holds (v − 1)p + 1 chunks, more than 1F1B's one micro-batch.
+  EXPECT_DOUBLE_EQ(micro_batches_in_flight(j, l, 7), (4.0 * 8.0 + 1.0) / 5.0);
+  l.vp = 1;
+  EXPECT_DOUBLE_EQ(micro_batches_in_flight(j, l, 7), 1.0);
+  EXPECT_DOUBLE_EQ(micro_batches_in_flight(j, l, 3), 5.0);
+}
+
+// A split that pp does not divide: the last stage (head), then the first (embedding) holds one
+// block fewer — Llama 3 405B's 126 layers on 16 stages: 7, 8 x 14, 7.
+TEST(PlanMemory, UnevenStagesLightenTheEnds) {
+  ModelConfig m = model_preset("llama2-13b");
+  m.n_layers = 126;
+  EXPECT_EQ(stage_layers(m, 16, 0), 7);
+  EXPECT_EQ(stage_layers(m, 16, 1), 8);
+  EXPECT_EQ(stage_layers(m, 16, 15), 7);
+  m.n_layers = 127;
+  EXPECT_EQ(stage_layers(m, 16, 0), 8);
+  EXPECT_EQ(stage_layers(m, 16, 15), 7);
+  m.n_layers = 128;
+  EXPECT_EQ(stage_layers(m, 16, 0), 8);
+  EXPECT_EQ(stage_layers(m, 16, 15), 8);
+  EXPECT_EQ(stage_layers(m, 1, 0), 128);
 }
 
 TEST(PlanMemory, FitsAndCapacity) {
