@@ -20,8 +20,9 @@
 namespace ft {
 
 // The parameter layout world rank `rank` holds under cfg — what the Trainer builds: its pipeline
-// stage's units, its tensor-parallel shard of them, padded to the dp size — and its state ranges
-// (its ShardPlan piece of every unit).
+// stage's units, its tensor-parallel shard of them, padded to the dp · cp size — and its state
+// ranges (its ShardPlan piece of every unit over the dp × cp group: the cp ranks of a replica
+// hold the same weights and split the state, cp inside dp).
 ParamLayout rank_layout(const Config& cfg, int rank);
 std::vector<std::pair<int64_t, int64_t>> rank_state_ranges(const ParamLayout& layout, const Config& cfg, int rank);
 
