@@ -263,7 +263,10 @@ int run_ckpt(int argc, char** argv) {
     if (encrypt && key.empty()) throw ft::Error("--encrypt needs a key", "set FLUXTRAIN_CKPT_KEY or pass --key-file");
     ft::check_not_an_input(out, {dir}, "OUT", "checkpoint");
     ft::reshard_checkpoint(dir, out, target, ptr(key), encrypt || m.encrypted);
-    const ft::CheckpointManifest written = ft::CheckpointManifest::load(out, ptr(key));
+    ft::CheckpointManifest written;  // the target's layout fields, as the manifest now holds them
+    const ft::ParallelConfig& t = target.parallel;
+    written.world = t.world_size(), written.dp = t.dp, written.tp = t.tp, written.pp = t.pp, written.cp = t.cp;
+    written.zero = t.zero;
     fmt::print("reshard: {} ({}) -> {} ({})\n", dir, m.layout_text(), out, written.layout_text());
     return 0;
   }
