@@ -94,11 +94,11 @@ void write_offline_checkpoint(const std::string& dir, CheckpointManifest m, cons
 }
 
 void reshard_checkpoint(const std::string& src, const std::string& dir, const Config& target, const CkptKey* key,
-                        bool encrypt_output) {
+                        bool encrypt_output, const std::string& origin) {
   CheckpointManifest m = CheckpointManifest::load(src, key);
   CheckpointReader reader(src, m, key);
   CheckpointManifest out = m;
-  out.origin = "reshard";
+  out.origin = origin;
   nlohmann::json parallel = nlohmann::json::object();
   {
     Config t = target;

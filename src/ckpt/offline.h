@@ -36,8 +36,9 @@ using StateFiller = std::function<void(int rank, const std::vector<StatePiece>& 
 void write_offline_checkpoint(const std::string& dir, CheckpointManifest m, const Config& cfg, const StateFiller& fill,
                               const CkptKey* key, uint32_t chunk_bytes);
 
-// Rewrites the checkpoint at src under target's layout (parallel.*) into dir.
+// Rewrites the checkpoint at src under target's layout (parallel.*) into dir; the manifest's
+// origin becomes `origin`.
 void reshard_checkpoint(const std::string& src, const std::string& dir, const Config& target, const CkptKey* key,
-                        bool encrypt_output);
+                        bool encrypt_output, const std::string& origin = "reshard");
 
 }  // namespace ft

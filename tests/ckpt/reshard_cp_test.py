@@ -9,9 +9,10 @@ The tiny model, 4-step runs saving at step 2:
      trainer does (units padded to dp x cp, piece dp_index x cp + cp_index).
   2. A's checkpoint resharded to one process (--cp 1 --zero 0) and resumed: steps 3-4 equal A's.
   3. B's checkpoint resharded to cp 2 (--cp 2 --zero 1) and resumed by 2 ranks: steps 3-4 equal B's.
-  4. A's checkpoint exported to Hugging Face (export-hf), imported (import-hf: one process),
-     resharded to cp 2 with all-to-all attention and resumed by 2 ranks for one step: its loss and
-     gradient norm equal the import resumed by one process.
+  4. A's checkpoint exported to Hugging Face (export-hf) and imported (import-hf) by one process;
+     the one-process import resharded to cp 2 with all-to-all attention, and the same directory
+     imported straight into cp 2 ZeRO 1 (import-hf --set parallel.cp=2 ...), each resumed by 2
+     ranks for one step: loss and gradient norm equal the one-process import's.
 Losses within 1e-5 relative (the parity tests' tolerance: summation orders differ between layouts),
 and the data order continues (metrics.jsonl's data_hash). Every offline output passes `ckpt verify`.
 Bad input: a cp that does not divide the sequence and an unknown schedule are one-line errors.
@@ -123,12 +124,26 @@ def main():
         elif offline("reshard", imp, imp_cp2, "--cp", "2", "--cp-attention", "all_to_all"):
             one = ["train.steps=1", "train.eval_interval=0", "train.batch_size=8", "train.seq_len=32",
                    "train.micro_batch_size=2", "train.threads=1", "ckpt.interval=0"]
-            r1, r2 = os.path.join(tmp, "imp_run_cp1"), os.path.join(tmp, "imp_run_cp2")
+            r1 = os.path.join(tmp, "imp_run_cp1")
             L.train(FT, imp + ".toml", r1, one, resume=imp)
+            print(f"  {'(the import, 1 process)':<34} {rows(r1)[1]['loss']:.8f}")
+            r2 = os.path.join(tmp, "imp_run_cp2")
             L.train(FT, imp + ".toml", r2, one + ["parallel.cp=2", 'parallel.cp_attention="all_to_all"'], nproc=2,
                     resume=imp_cp2)
-            print(f"  {'(the import, 1 process)':<34} {rows(r1)[1]['loss']:.8f}")
-            compare("import -> cp 2, resumed by 2 ranks", rows(r2), rows(r1), [1])
+            compare("import, reshard -> cp 2 a2a, 2 ranks", rows(r2), rows(r1), [1])
+            imp2 = os.path.join(tmp, "imported_into_cp2")
+            p = L.ckpt(FT, "import-hf", hf, imp2, "--config", CONFIG, "--set", "parallel.cp=2", "--set",
+                       "parallel.zero=1")
+            v = L.ckpt(FT, "verify", imp2)
+            m3 = json.load(open(os.path.join(imp2, "manifest.json"))) if p.returncode == 0 else {}
+            if p.returncode != 0 or v.returncode != 0 or m3["layout"].get("cp") != 2 or m3["origin"] != "import-hf":
+                failures.append(f"import-hf into cp 2: rc {p.returncode} {p.stderr[-500:]} verify {v.stderr[-300:]} "
+                                f"layout {m3.get('layout')}")
+            else:
+                print(f"  import-hf into layout {m3['layout']}: {len(m3['files'])} rank files")
+                r3 = os.path.join(tmp, "imp2_run_cp2")
+                L.train(FT, imp2 + ".toml", r3, one, nproc=2, resume=imp2)
+                compare("import-hf into cp 2 z1, 2 ranks", rows(r3), rows(r1), [1])
 
         print("5. bad input")
         expect_error(["reshard", a2, os.path.join(tmp, "bad1"), "--cp", "3"], "not divisible by 2 x parallel.cp")
