@@ -291,8 +291,9 @@ int run_ckpt(int argc, char** argv) {
     fmt::print(
         "import-hf: wrote {} (model dim {}, {} layers) and its config {}.toml; continue training "
         "with\n"
-        "  fluxtrain train --config {}.toml --resume {}\n",
-        out, c.model.dim, c.model.n_layers, out, out, out);
+        "  fluxtrain train --config {}.toml --resume {}{}\n",
+        out, c.model.dim, c.model.n_layers, out, out, out,
+        c.parallel.world_size() > 1 ? fmt::format(" --nproc {}", c.parallel.world_size()) : "");
     return 0;
   }
   return 0;
