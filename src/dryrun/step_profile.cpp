@@ -118,9 +118,10 @@ ProfiledStep predict_with_profile(const Config& cfg, const plan::Profile& profil
       }
       if (axis == "world") {
         index = r, size = world;
-        // The step's sums over the world: a few doubles, priced by the first axis profiled.
+        // The step's sums over the world: a few doubles, priced by the dp axis (else the first
+        // axis profiled).
         if (profile.collectives.count("world") == 0 && !profile.collectives.empty())
-          axis = profile.collectives.begin()->first;
+          axis = profile.collectives.count("dp") ? "dp" : profile.collectives.begin()->first;
       }
       if (size < 2) continue;
       const double bytes = static_cast<double>(FakeCommunicator::bytes_sent(call, index, size));
