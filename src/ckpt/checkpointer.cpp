@@ -427,10 +427,8 @@ Checkpointer::Resumed Checkpointer::resume() {
       out.loss_scale_clean_steps = m.loss_scale_clean_steps;
       out.step_guard = m.step_guard;
       restarts_ = out.restarts;
-      log_info(
-          "resume: loaded {} (step {}, saved under world {} = dp {} x tp {} x pp {}, zero {}; now "
-          "{}) in {:.2f} s",
-          cand, m.step, m.world, m.dp, m.tp, m.pp, m.zero, mesh_.describe(), now_seconds() - t0);
+      log_info("resume: loaded {} (step {}, saved under {}; now {}) in {:.2f} s", cand, m.step, m.layout_text(),
+               mesh_.describe(), now_seconds() - t0);
       if (run_.powersgd)
         log_warn(
             "resume: PowerSGD's error feedback and factors are not in checkpoints; losses after "
@@ -867,6 +865,7 @@ bool Checkpointer::retire_oldest(bool block) {
     m->tokenizer_hash = tokenizer_hash_;
     m->world = mesh_.world_size();
     m->dp = mesh_.degrees().dp, m->tp = mesh_.degrees().tp, m->pp = mesh_.degrees().pp, m->zero = run_.zero;
+    m->cp = mesh_.degrees().cp;
     m->created = utc_timestamp();
     m->config = run_.config;
     m->encrypted = ckpt_.encrypt;

@@ -67,6 +67,11 @@ const TensorRecord* CheckpointManifest::find(const std::string& name) const {
   return nullptr;
 }
 
+std::string CheckpointManifest::layout_text() const {
+  const std::string cp_part = cp > 1 ? fmt::format(" x cp {}", cp) : "";
+  return fmt::format("world {} = pp {} x dp {}{} x tp {}, ZeRO {}", world, pp, dp, cp_part, tp, zero);
+}
+
 std::string CheckpointManifest::to_json_text(const CkptKey* key) const {
   json j;
   j["format"] = kCkptManifestFormat;
@@ -84,6 +89,7 @@ std::string CheckpointManifest::to_json_text(const CkptKey* key) const {
   if (has_loader && !loader.mixture.empty()) j["loader"]["mixture"] = json::parse(loader.mixture);
   j["tokenizer_xxh3"] = hex64(tokenizer_hash);
   j["layout"] = {{"world", world}, {"dp", dp}, {"tp", tp}, {"pp", pp}, {"zero", zero}};
+  if (cp > 1) j["layout"]["cp"] = cp;  // absent at cp = 1 (and in checkpoints written before cp)
   j["chunk_bytes"] = chunk_bytes;
   j["encryption"] = encrypted ? json{{"algorithm", "AES-256-GCM"}, {"key_id", key_id}} : json(nullptr);
   json files_j = json::array();
@@ -185,6 +191,7 @@ CheckpointManifest CheckpointManifest::parse(const std::string& text, const std:
   m.tp = r.i64(lay, "tp", ".layout", 1, 1 << 24);
   m.pp = r.i64(lay, "pp", ".layout", 1, 1 << 24);
   m.zero = r.i64(lay, "zero", ".layout", 0, 3);
+  if (lay.is_object() && lay.contains("cp")) m.cp = r.i64(lay, "cp", ".layout", 1, 1 << 24);
   m.chunk_bytes = static_cast<uint32_t>(r.i64(j, "chunk_bytes", "", 4096, int64_t{1} << 30));
   m.config = r.at(j, "config", "");
   if (!m.config.is_object()) r.fail(".config", "is not a JSON object");

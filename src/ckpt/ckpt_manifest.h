@@ -70,6 +70,7 @@ struct CheckpointManifest {
   LoaderState loader;
   uint64_t tokenizer_hash = 0;  // 0: none (synthetic data)
   int64_t world = 1, dp = 1, tp = 1, pp = 1, zero = 0;
+  int64_t cp = 1;                // context parallelism ("cp" in the layout, absent when 1)
   std::string origin = "train";  // "train", "reshard", "import-hf"
   std::string created;           // UTC, ISO 8601
   nlohmann::json config;         // the run's config (Config::to_json)
@@ -80,6 +81,8 @@ struct CheckpointManifest {
   std::vector<TensorRecord> tensors;
 
   const TensorRecord* find(const std::string& name) const;
+  // "world 4 = pp 1 x dp 2 x tp 2, ZeRO 1" ("... x dp 1 x cp 2 x tp 1 ..." when cp > 1).
+  std::string layout_text() const;
   // The JSON text with its integrity field: HMAC-SHA256 under a key derived from `key` when
   // encrypted, XXH3-64 otherwise.
   std::string to_json_text(const CkptKey* key) const;

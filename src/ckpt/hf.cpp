@@ -1,5 +1,7 @@
 #include "ckpt/hf.h"
 
+#include <unistd.h>
+
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -201,7 +203,10 @@ Config import_hf(const std::string& hf_dir, const std::string& out, Config base,
     throw Error(fmt::format("{}: not JSON: {}", cfg_path, e.what()));
   }
   base.model = model_from_hf_config(hc, cfg_path);
-  base.parallel = ParallelConfig{};  // one process; `ckpt reshard` or resuming spreads it
+  // The weights are read into one process's layout; base.parallel's (dp, tp, pp, cp, ZeRO) is
+  // then written from it as `ckpt reshard` writes one (the files the trainer would hold).
+  const ParallelConfig layout_wanted = base.parallel;
+  base.parallel = ParallelConfig{};
   HfWeights weights(hf_dir);
   ParamLayout layout = ParamLayout::llama(base.model);
   std::set<std::string> used;
@@ -231,9 +236,12 @@ Config import_hf(const std::string& hf_dir, const std::string& out, Config base,
   m.created = utc_timestamp();
   Config copy = base;
   m.config = copy.to_json();
-  std::vector<float> zeros;
+  const bool spread = layout_wanted.world_size() > 1 || layout_wanted.zero != 0;
+  const std::string one = spread ? fmt::format("{}.one-process-{}", out, ::getpid()) : out;
+  if (spread && fs::exists(out))
+    throw Error(fmt::format("{} already exists", out), "choose a new output directory, or remove the old one first");
   write_offline_checkpoint(
-      out, m, base,
+      one, m, base,
       [&](int, const std::vector<StatePiece>& pieces, float* w, float* mm, float* v) {
         for (const StatePiece& p : pieces) {
           std::memcpy(w + p.compact, arena.data() + p.spec->offset + p.begin, static_cast<size_t>(p.count()) * 4);
@@ -243,6 +251,17 @@ Config import_hf(const std::string& hf_dir, const std::string& out, Config base,
       },
       key, static_cast<uint32_t>(base.ckpt.chunk_mb << 20));
   secure_zero(arena.data(), arena.size() * 4);
+  if (spread) {
+    base.parallel = layout_wanted;
+    try {
+      reshard_checkpoint(one, out, base, key, key && !key->empty(), "import-hf");
+    } catch (...) {
+      std::error_code ec;
+      fs::remove_all(one, ec);
+      throw;
+    }
+    fs::remove_all(one);
+  }
   log_info("import-hf: {} ({} parameters) written as a checkpoint to {}", hf_dir, base.model.num_params(), out);
   return base;
 }

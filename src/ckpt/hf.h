@@ -20,8 +20,10 @@ void export_hf(const std::string& ckpt_dir, const std::string& out, const CkptKe
 
 // Reads hf_dir/config.json (a LLaMA: model_type "llama", SiLU, no biases, plain RoPE) and its
 // weights (model.safetensors, or the shards listed in model.safetensors.index.json; F32, BF16 or
-// F16), and writes a one-process checkpoint at step 0 with zero AdamW moments into out. `base`
-// gives every section but model.*; returns the config written into the checkpoint.
+// F16), and writes a checkpoint at step 0 with zero AdamW moments into out, under base's layout
+// (parallel.*: dp, tp, pp, cp, ZeRO — the files the trainer would hold; read into one process, then
+// resharded as `ckpt reshard` does). `base` gives every section but model.*; returns the config
+// written into the checkpoint.
 Config import_hf(const std::string& hf_dir, const std::string& out, Config base, const CkptKey* key);
 
 // The HF config.json of a model (LlamaConfig fields).

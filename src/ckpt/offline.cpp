@@ -21,9 +21,6 @@ namespace ft {
 
 ParamLayout rank_layout(const Config& cfg, int rank) {
   const ParallelConfig& p = cfg.parallel;
-  if (p.cp > 1)
-    throw Error(fmt::format("offline checkpoint layouts do not handle parallel.cp = {} yet", p.cp),
-                "convert or reshard at parallel.cp = 1");
   const MeshCoord c = Mesh::coord_of(p, rank);
   std::vector<int> units;
   if (p.pp > 1) {
@@ -32,12 +29,16 @@ ParamLayout rank_layout(const Config& cfg, int rank) {
     units = plan.partition.stage_units(static_cast<int>(c.pp));
   }
   const TpShard shard{.rank = c.tp, .size = p.tp, .sequence_parallel = p.sequence_parallel && p.tp > 1};
-  return ParamLayout::llama(cfg.model, p.dp, units, shard);
+  // Each unit padded to a multiple of dp · cp: the cp ranks of a replica hold the same weights and
+  // share the optimizer state over the dp × cp group (Trainer::parallelize).
+  return ParamLayout::llama(cfg.model, p.dp * p.cp, units, shard);
 }
 
 std::vector<std::pair<int64_t, int64_t>> rank_state_ranges(const ParamLayout& layout, const Config& cfg, int rank) {
-  const MeshCoord c = Mesh::coord_of(cfg.parallel, rank);
-  return ShardPlan(layout, static_cast<int>(c.dp), static_cast<int>(cfg.parallel.dp)).ranges();
+  // The rank's piece of the dp × cp group (cp inside dp: Mesh::dp_cp()'s order), as the engine's.
+  const ParallelConfig& p = cfg.parallel;
+  const MeshCoord c = Mesh::coord_of(p, rank);
+  return ShardPlan(layout, static_cast<int>(c.dp * p.cp + c.cp), static_cast<int>(p.dp * p.cp)).ranges();
 }
 
 void write_offline_checkpoint(const std::string& dir, CheckpointManifest m, const Config& cfg, const StateFiller& fill,
@@ -49,7 +50,8 @@ void write_offline_checkpoint(const std::string& dir, CheckpointManifest m, cons
   fs::create_directories(tmp);
   const int world = static_cast<int>(cfg.parallel.world_size());
   m.world = world;
-  m.dp = cfg.parallel.dp, m.tp = cfg.parallel.tp, m.pp = cfg.parallel.pp, m.zero = cfg.parallel.zero;
+  m.dp = cfg.parallel.dp, m.tp = cfg.parallel.tp, m.pp = cfg.parallel.pp, m.cp = cfg.parallel.cp;
+  m.zero = cfg.parallel.zero;
   m.encrypted = key && !key->empty();
   m.key_id = m.encrypted ? key->id() : "";
   m.chunk_bytes = chunk_bytes;
@@ -92,11 +94,11 @@ void write_offline_checkpoint(const std::string& dir, CheckpointManifest m, cons
 }
 
 void reshard_checkpoint(const std::string& src, const std::string& dir, const Config& target, const CkptKey* key,
-                        bool encrypt_output) {
+                        bool encrypt_output, const std::string& origin) {
   CheckpointManifest m = CheckpointManifest::load(src, key);
   CheckpointReader reader(src, m, key);
   CheckpointManifest out = m;
-  out.origin = "reshard";
+  out.origin = origin;
   nlohmann::json parallel = nlohmann::json::object();
   {
     Config t = target;

@@ -20,8 +20,9 @@
 namespace ft {
 
 // The parameter layout world rank `rank` holds under cfg — what the Trainer builds: its pipeline
-// stage's units, its tensor-parallel shard of them, padded to the dp size — and its state ranges
-// (its ShardPlan piece of every unit).
+// stage's units, its tensor-parallel shard of them, padded to the dp · cp size — and its state
+// ranges (its ShardPlan piece of every unit over the dp × cp group: the cp ranks of a replica
+// hold the same weights and split the state, cp inside dp).
 ParamLayout rank_layout(const Config& cfg, int rank);
 std::vector<std::pair<int64_t, int64_t>> rank_state_ranges(const ParamLayout& layout, const Config& cfg, int rank);
 
@@ -35,8 +36,9 @@ using StateFiller = std::function<void(int rank, const std::vector<StatePiece>& 
 void write_offline_checkpoint(const std::string& dir, CheckpointManifest m, const Config& cfg, const StateFiller& fill,
                               const CkptKey* key, uint32_t chunk_bytes);
 
-// Rewrites the checkpoint at src under target's layout (parallel.*) into dir.
+// Rewrites the checkpoint at src under target's layout (parallel.*) into dir; the manifest's
+// origin becomes `origin`.
 void reshard_checkpoint(const std::string& src, const std::string& dir, const Config& target, const CkptKey* key,
-                        bool encrypt_output);
+                        bool encrypt_output, const std::string& origin = "reshard");
 
 }  // namespace ft

@@ -108,7 +108,7 @@ int inspect(const std::string& path, const std::string& key_file, bool as_json) 
   fmt::print("checkpoint  {}\n", dir);
   fmt::print("step        {} ({} tokens, {} optimizer steps), saved {} ({}), restarts {}\n", m.step, m.tokens,
              m.optimizer_steps, m.created, m.origin, m.restarts);
-  fmt::print("layout      world {} = pp {} x dp {} x tp {}, ZeRO {}\n", m.world, m.pp, m.dp, m.tp, m.zero);
+  fmt::print("layout      {}\n", m.layout_text());
   fmt::print("encryption  {}\n",
              m.encrypted ? fmt::format("AES-256-GCM, key id {}, {} chunks{}", m.key_id, human_bytes(m.chunk_bytes),
                                        key.empty() ? " (manifest not authenticated: no key given)"
@@ -201,7 +201,8 @@ int run_ckpt(int argc, char** argv) {
   ls->add_option("--gcs-endpoint", endpoint, "GCS endpoint URL; default STORAGE_EMULATOR_HOST or Google's");
 
   std::vector<std::string> sets;
-  int64_t dp = 0, tp = 0, pp = 0, zero = -1;
+  int64_t dp = 0, tp = 0, pp = 0, cp = 0, zero = -1;
+  std::string cp_attention;
   bool encrypt = false;
   auto* rs = app.add_subcommand("reshard", "write a checkpoint under another parallel layout");
   rs->add_option("ckpt", path, "source checkpoint")->required();
@@ -209,6 +210,8 @@ int run_ckpt(int argc, char** argv) {
   rs->add_option("--dp", dp, "data-parallel degree")->check(ft::cli::at_least(1));
   rs->add_option("--tp", tp, "tensor-parallel degree")->check(ft::cli::at_least(1));
   rs->add_option("--pp", pp, "pipeline stages")->check(ft::cli::at_least(1));
+  rs->add_option("--cp", cp, "context-parallel degree")->check(ft::cli::at_least(1));
+  rs->add_option("--cp-attention", cp_attention, "context-parallel attention schedule: ring or all_to_all");
   rs->add_option("--zero", zero, "ZeRO stage")->check(CLI::Range(0, 3));
   rs->add_option("--set", sets, "override another config key of the target, KEY=VALUE");
   rs->add_flag("--encrypt", encrypt, "encrypt the output with the key");
@@ -247,6 +250,8 @@ int run_ckpt(int argc, char** argv) {
     if (dp > 0) target.parallel.dp = dp;
     if (tp > 0) target.parallel.tp = tp;
     if (pp > 0) target.parallel.pp = pp;
+    if (cp > 0) target.parallel.cp = cp;
+    if (!cp_attention.empty()) b.set("parallel.cp_attention", ft::ConfigValue{cp_attention}, "--cp-attention");
     if (zero >= 0) target.parallel.zero = zero;
     for (const std::string& s : sets) {
       auto eq = s.find('=');
@@ -258,9 +263,11 @@ int run_ckpt(int argc, char** argv) {
     if (encrypt && key.empty()) throw ft::Error("--encrypt needs a key", "set FLUXTRAIN_CKPT_KEY or pass --key-file");
     ft::check_not_an_input(out, {dir}, "OUT", "checkpoint");
     ft::reshard_checkpoint(dir, out, target, ptr(key), encrypt || m.encrypted);
-    fmt::print("reshard: {} (world {}) -> {} (world {} = pp {} x dp {} x tp {}, ZeRO {})\n", dir, m.world, out,
-               target.parallel.world_size(), target.parallel.pp, target.parallel.dp, target.parallel.tp,
-               target.parallel.zero);
+    ft::CheckpointManifest written;  // the target's layout fields, as the manifest now holds them
+    const ft::ParallelConfig& t = target.parallel;
+    written.world = t.world_size(), written.dp = t.dp, written.tp = t.tp, written.pp = t.pp, written.cp = t.cp;
+    written.zero = t.zero;
+    fmt::print("reshard: {} ({}) -> {} ({})\n", dir, m.layout_text(), out, written.layout_text());
     return 0;
   }
   if (ex->parsed()) {
@@ -284,8 +291,9 @@ int run_ckpt(int argc, char** argv) {
     fmt::print(
         "import-hf: wrote {} (model dim {}, {} layers) and its config {}.toml; continue training "
         "with\n"
-        "  fluxtrain train --config {}.toml --resume {}\n",
-        out, c.model.dim, c.model.n_layers, out, out, out);
+        "  fluxtrain train --config {}.toml --resume {}{}\n",
+        out, c.model.dim, c.model.n_layers, out, out, out,
+        c.parallel.world_size() > 1 ? fmt::format(" --nproc {}", c.parallel.world_size()) : "");
     return 0;
   }
   return 0;

@@ -101,7 +101,7 @@ ft::ActRecompute parse_recompute(const std::string& s) {
 struct PlanArgs {
   std::string config, model, gpu, gpu_file, tokens_text, check_file, record_file, calibrate_dir, fit_file,
       validate_file, cross_validate_file, rank = "time", recompute, precision, fp8_recipe, out_file, step_trace,
-                                          case_file;
+                                          case_file, cp_attention;
   std::vector<std::string> sets, extra_runs;
   int64_t nodes = 0, gpus_per_node = 0, gpus = 0, seq_len = 0, global_batch = 0;
   std::optional<int64_t> dp, tp, pp, cp, vp, micro_batch;
@@ -138,6 +138,8 @@ void add_plan_options(CLI::App& app, PlanArgs& a) {
   app.add_option("--tp", a.tp, "tensor-parallel degree")->check(ft::cli::at_least(1));
   app.add_option("--pp", a.pp, "pipeline stages")->check(ft::cli::at_least(1));
   app.add_option("--cp", a.cp, "context-parallel degree")->check(ft::cli::at_least(1));
+  app.add_option("--cp-attention", a.cp_attention,
+                 "context-parallel attention schedule: ring or all_to_all (parallel.cp_attention)");
   app.add_option("--vp", a.vp, "virtual stages per rank (interleaved 1F1B)")->check(ft::cli::at_least(1));
   app.add_option("--micro-batch", a.micro_batch, "sequences per micro-batch")->check(ft::cli::at_least(1));
   app.add_option("--zero", a.zero, "ZeRO stage 0-3")->check(CLI::Range(0, 3));
@@ -413,6 +415,15 @@ struct PlanRequest {
   bool from_config = false;
 };
 
+// --cp-attention: the values of parallel.cp_attention.
+ft::CpAttention parse_cp_attention(const std::string& s) {
+  for (ft::CpAttention c : {ft::CpAttention::kRing, ft::CpAttention::kAllToAll})
+    if (s == ft::cp_attention_name(c)) return c;
+  throw ft::Error(
+      fmt::format("--cp-attention {}: expected ring or all_to_all (the values of parallel.cp_attention)", s),
+      "--cp-attention ring passes key/value blocks around the cp ranks; all_to_all scatters the heads");
+}
+
 // The layout flags a --search over a configuration's run keeps fixed too.
 void apply_layout_flags(const PlanArgs& a, LayoutSpec& spec) {
   for (auto [dst, src] : {std::pair{&spec.dp, a.dp},
@@ -424,6 +435,7 @@ void apply_layout_flags(const PlanArgs& a, LayoutSpec& spec) {
     if (src) *dst = *src;
   if (a.zero) spec.zero = *a.zero;
   if (!a.recompute.empty()) spec.recompute = parse_recompute(a.recompute);
+  if (!a.cp_attention.empty()) spec.cp_attention = parse_cp_attention(a.cp_attention);
 }
 
 // The job: the trainer's config (if any), then the flags.

@@ -67,14 +67,19 @@ int run_profile(const ProfileArgs& a) {
   if (a.nproc > 1) {
     TempDir tmp;
     const std::string self = std::filesystem::canonical("/proc/self/exe").string();
-    for (const char* axis : {"dp", "tp", "pp"}) {
+    for (const char* axis : {"dp", "tp", "pp", "cp"}) {
       const std::string fits = tmp.path + "/" + axis + ".json";
       std::vector<std::string> argv = {self, "plan",      "--profile-collectives",
                                        fits, "--repeats", std::to_string(a.repeats)};
       if (!a.config.empty()) argv.insert(argv.end(), {"--config", a.config});
       for (const auto& s : a.sets) argv.insert(argv.end(), {"--set", s});
-      for (const char* other : {"dp", "tp", "pp"})
+      for (const char* other : {"dp", "tp", "pp", "cp"})
         argv.insert(argv.end(), {"--set", fmt::format("parallel.{}={}", other, other == axis ? a.nproc : 1)});
+      if (std::string(axis) == "cp") {  // a sequence the cp ranks can cut: a multiple of 2 · N at most T
+        const int64_t chunks = 2 * a.nproc, T = cfg.train.seq_len;
+        argv.insert(argv.end(), {"--set", fmt::format("train.seq_len={}", std::max(chunks, T - T % chunks)), "--set",
+                                 "parallel.cp_attention=\"ring\""});
+      }
       // Only the mesh is built: the settings a layout of the axis needs, whatever the config's model.
       argv.insert(argv.end(), {"--set", "parallel.zero=0", "--set", "parallel.sequence_parallel=false", "--set",
                                "parallel.virtual_stages=1", "--set", "parallel.micro_batches=0", "--set",
@@ -116,7 +121,7 @@ int run_profile(const ProfileArgs& a) {
   }
   for (auto& [axis, by_op] : p.collectives)
     for (auto& [op, f] : by_op)
-      std::printf("  %-3s %-15s latency %8.1f us, %8.3f GB/s (%zu sizes)\n", axis.c_str(), op.c_str(),
+      std::printf("  %-5s %-15s latency %8.1f us, %8.3f GB/s (%zu sizes)\n", axis.c_str(), op.c_str(),
                   f.latency_s * 1e6, f.bytes_per_s / 1e9, f.points.size());
   std::printf("wrote %s\n", a.out.c_str());
   return 0;
@@ -142,22 +147,31 @@ int run_profile_file(const ProfileArgs& a) {
                              {"measured_share", s.measured_share},
                              {"oversubscription", s.oversubscription},
                              {"op_calls", s.op_calls},
+                             {"cp", cfg.parallel.cp},
+                             {"cp_bytes", s.cp_bytes},
+                             {"cp_s", s.cp_s},
+                             {"cp_exposed_s", s.cp_exposed_s},
                              {"world", world}}
                             .dump(2)
                             .c_str());
     return 0;
   }
-  std::printf("predicted step of %s (%d ranks, dp %lld tp %lld pp %lld) from %s at %d thread(s) per rank:\n",
-              source_of(a, cfg).c_str(), world, static_cast<long long>(cfg.parallel.dp),
-              static_cast<long long>(cfg.parallel.tp), static_cast<long long>(cfg.parallel.pp), a.profile_file.c_str(),
-              s.threads);
+  const ParallelConfig& par = cfg.parallel;
+  const std::string cp = par.cp > 1 ? fmt::format(" cp {} ({})", par.cp, cp_attention_name(par.cp_attention)) : "";
+  std::printf("predicted step of %s (%d ranks, dp %lld tp %lld pp %lld%s) from %s at %d thread(s) per rank:\n",
+              source_of(a, cfg).c_str(), world, static_cast<long long>(par.dp), static_cast<long long>(par.tp),
+              static_cast<long long>(par.pp), cp.c_str(), a.profile_file.c_str(), s.threads);
   std::printf("  compute  %.4f s (rank %d, %lld op calls; %.0f%% of it priced by a measured (op, shape))\n",
               s.compute_s, s.slowest_rank, static_cast<long long>(s.op_calls), 100 * s.measured_share);
   if (s.oversubscription > 1)
     std::printf("  shared   %d ranks x %d thread(s) on %d CPUs: compute x %.2f\n", world, s.threads,
                 omp_get_num_procs(), s.oversubscription);
   if (s.bubble > 0) std::printf("  bubble   %.1f%% of the pipeline's time\n", 100 * s.bubble);
-  for (auto& [axis, sec] : s.comm_s_by_axis) std::printf("  %-8s %.4f s of collectives\n", axis.c_str(), sec);
+  for (auto& [axis, sec] : s.comm_s_by_axis)
+    if (axis != "cp") std::printf("  %-8s %.4f s of collectives\n", axis.c_str(), sec);
+  if (par.cp > 1)
+    std::printf("  cp       %.4f s of transfers (%.0f bytes sent), %.4f s of it exposed\n", s.cp_s, s.cp_bytes,
+                s.cp_exposed_s);
   std::printf("  step     %.4f s\n", s.step_s);
   return 0;
 }

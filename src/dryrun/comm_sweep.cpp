@@ -52,8 +52,9 @@ std::string profile_collective_name(plan::CollOp op) {
 
 std::map<std::string, std::map<std::string, plan::CollectiveFit>> sweep_collectives(Mesh& mesh, int repeats) {
   std::map<std::string, std::map<std::string, plan::CollectiveFit>> out;
-  const std::vector<std::pair<std::string, Communicator*>> axes = {
+  std::vector<std::pair<std::string, Communicator*>> axes = {
       {"dp", &mesh.dp()}, {"tp", &mesh.tp()}, {"pp", &mesh.pp()}};
+  if (mesh.degrees().cp > 1) axes.insert(axes.end(), {{"cp", &mesh.cp()}, {"dp_cp", &mesh.dp_cp()}});
   for (auto& [axis, g] : axes) {
     const int p = g->size(), me = g->rank();
     if (p < 2) continue;
@@ -66,6 +67,17 @@ std::map<std::string, std::map<std::string, plan::CollectiveFit>> sweep_collecti
         points[name].emplace_back(static_cast<double>(FakeCommunicator::bytes_sent(call, me, p)), seconds);
       };
       add(plan::CollOp::kAllReduce, n, "all_reduce", time_call(*g, repeats, [&] { g->all_reduce(buf.data(), n); }));
+      if (axis == "cp") {  // the ring's hop: every rank sends to the next while receiving from the previous
+        std::vector<float> in(static_cast<size_t>(n), 0.0f);
+        const double s = time_call(*g, repeats, [&] {
+          WorkPtr r = g->recv_async(in.data(), bytes, (me + p - 1) % p, 9);
+          WorkPtr w = g->send_async(buf.data(), bytes, (me + 1) % p, 9);
+          r->wait();
+          w->wait();
+        });
+        points["send"].emplace_back(static_cast<double>(bytes), s);
+        continue;  // the cp group's other collectives are the step's few-double sums
+      }
       const int64_t shard = n / p;
       add(plan::CollOp::kReduceScatter, shard, "reduce_scatter",
           time_call(*g, repeats, [&] { g->reduce_scatter(part.data(), buf.data(), shard); }));

@@ -1,6 +1,9 @@
 // The collectives of each mesh axis timed over the ranks this process was launched with (under
 // mpirun: `fluxtrain plan --profile --nproc N`): for every axis of more than one rank, each
-// collective the training step makes on it (all-reduce, reduce-scatter, all-gather; sends over pp)
+// collective the training step makes on it (all-reduce, reduce-scatter, all-gather; sends over pp;
+// with cp > 1 the cp group's ring hop — each rank sending to the next while it receives from the
+// previous, as the ring's K/V and dK/dV blocks and the all-to-all's pairwise exchanges move — as
+// its "send", and the dp × cp gradient group "dp_cp")
 // at sizes swept from 4 KiB to 16 MiB, the least of a few calls, the slowest rank of the group; a
 // latency + bandwidth line fitted per axis and collective over the bytes one rank sends
 // (FakeCommunicator::bytes_sent: the same bytes the step trace's collectives are priced by).

@@ -27,13 +27,14 @@ plan::OpRecord block_record(bool backward, int64_t B, int64_t Tq, int64_t Tk, in
   if (!backward) {  // q and the block read; out and lse written (and read when merged into)
     r.bytes_read = kBlockF32 * (q + kv + (accumulate ? q + stats : 0));
     r.bytes_written = kBlockF32 * (q + stats);
-    r.flops = 4 * dbl(B * H) * pairs * dbl(D);  // q kᵀ and P v over the visible pairs
   } else {  // delta, dQ (3 products), dK/dV (4 products): q, out, dout, dq, the block, lse, delta
     r.bytes_read = kBlockF32 * (4 * q + 2 * kv + 2 * stats);
     r.bytes_written = kBlockF32 * (q + kv + stats);
-    r.flops = 14 * dbl(B * H) * pairs * dbl(D);
     r.kernels = 3;
   }
+  // q kᵀ and P v over the visible pairs (forward); backward 14 per pair and dimension; the shape
+  // names the pairs, as the timed CPU's record of the same block does (a profile matches them).
+  trace::cost::set_block_pairs(r, pairs, B, H, D);
   return r;
 }
 

@@ -12,6 +12,10 @@
 //   all_to_all  attention_forward / attention_backward over the whole sequence of the rank's H/cp
 //               heads (its kv heads: Hkv/cp, or the one replicated head) — the op it calls.
 //
+// A block's record names its visible pairs in its shape (" pairs=N", trace::cost::set_block_pairs),
+// as the timed CPU's record of the same block does, so `plan --profile-file` prices each block by
+// its own measurement.
+//
 //   RingAttention ring(mesh.cp(), T, /*dry=*/true);
 //   CpOpRecorder rec(ring);                 // the model's ContextSplit
 //   ... step ...;  std::vector<plan::OpRecord> ops = rec.take();

@@ -1,5 +1,7 @@
 #include "dryrun/fake_comm.h"
 
+#include <cstring>
+
 #include "util/error.h"
 
 namespace ft {
@@ -17,8 +19,8 @@ WorkPtr done() {
 
 }  // namespace
 
-FakeCommunicator::FakeCommunicator(std::string name, std::vector<int> world_ranks, int index)
-    : name_(std::move(name)), members_(std::move(world_ranks)), index_(index) {}
+FakeCommunicator::FakeCommunicator(std::string name, std::vector<int> world_ranks, int index, bool zero_received)
+    : name_(std::move(name)), members_(std::move(world_ranks)), index_(index), zero_received_(zero_received) {}
 
 int64_t FakeCommunicator::bytes_sent(const plan::CollRecord& c, int index, int size) {
   const int64_t p = size, n = c.count;
@@ -124,7 +126,8 @@ WorkPtr FakeCommunicator::send_async(const void*, int64_t bytes, int peer, int) 
   return issue({.group = {}, .op = plan::CollOp::kSend, .count = bytes, .peer = peer});
 }
 
-WorkPtr FakeCommunicator::recv_async(void*, int64_t bytes, int peer, int) {
+WorkPtr FakeCommunicator::recv_async(void* data, int64_t bytes, int peer, int) {
+  if (zero_received_ && data != nullptr && bytes > 0) std::memset(data, 0, static_cast<size_t>(bytes));
   return issue({.group = {}, .op = plan::CollOp::kRecv, .count = bytes, .peer = peer});
 }
 
@@ -132,10 +135,11 @@ void FakeCommunicator::barrier() {
   issue({.group = {}, .op = plan::CollOp::kBarrier});
 }
 
-Mesh fake_mesh(const ParallelConfig& p, int world_rank) {
-  return Mesh::create_with(p, world_rank, [](const std::string& name, const std::vector<int>& members, int index) {
-    return std::make_shared<FakeCommunicator>(name, members, index);
-  });
+Mesh fake_mesh(const ParallelConfig& p, int world_rank, bool zero_received) {
+  return Mesh::create_with(p, world_rank,
+                           [zero_received](const std::string& name, const std::vector<int>& members, int index) {
+                             return std::make_shared<FakeCommunicator>(name, members, index, zero_received);
+                           });
 }
 
 void log_collectives(Mesh& mesh, std::vector<plan::CollRecord>* log) {

@@ -24,7 +24,9 @@ namespace ft {
 
 class FakeCommunicator : public Communicator {
  public:
-  FakeCommunicator(std::string name, std::vector<int> world_ranks, int index);
+  // zero_received: a receive writes zeros into its (host) buffer — for a step that runs its ops
+  // for real on the CPU (timed), never for the recording GPU's buffers.
+  FakeCommunicator(std::string name, std::vector<int> world_ranks, int index, bool zero_received = false);
 
   int rank() const override { return index_; }
   int size() const override { return static_cast<int>(members_.size()); }
@@ -53,12 +55,14 @@ class FakeCommunicator : public Communicator {
   std::string name_;
   std::vector<int> members_;
   int index_;
+  bool zero_received_ = false;
   std::vector<plan::CollRecord>* log_ = nullptr;
   WorkPtr issue(plan::CollRecord call);
 };
 
-// The mesh of world rank `world_rank` under `p`, every group a FakeCommunicator.
-Mesh fake_mesh(const ParallelConfig& p, int world_rank);
+// The mesh of world rank `world_rank` under `p`, every group a FakeCommunicator (zero_received: as
+// the constructor's).
+Mesh fake_mesh(const ParallelConfig& p, int world_rank, bool zero_received = false);
 // Sets (or clears: nullptr) the log of each of the mesh's groups (world, dp, tp, pp; with cp > 1
 // also cp and dp_cp).
 void log_collectives(Mesh& mesh, std::vector<plan::CollRecord>* log);

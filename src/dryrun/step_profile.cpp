@@ -16,8 +16,20 @@ namespace ft {
 
 std::map<int, plan::ProfileOps> profile_step_ops(const Config& cfg, const std::vector<int>& threads, int repeats) {
   // The config's layout, then one rank holding the whole model at the batch of one, two and four
-  // data-parallel replicas, and the tp = 2 shard: the shapes other layouts' ranks run.
-  std::vector<Config> layouts = {cfg};
+  // data-parallel replicas, the tp = 2 shard, and the cp = 2 ranks of each attention schedule
+  // (their block attention ops: the shapes other layouts' ranks run). A cp layout is timed on
+  // each of its cp ranks: a ring rank's blocks see other (query, key) pairs than its neighbour's.
+  struct Timed {
+    Config cfg;
+    int world_rank = 0;
+    bool required = false;  // the config's own layout must run; the others are extra shapes
+  };
+  std::vector<Timed> layouts;
+  auto add = [&](const Config& c, bool required) {
+    for (int64_t i = 0; i < c.parallel.cp; ++i)  // the cp ranks of the first replica, stage and tp rank
+      layouts.push_back({c, static_cast<int>(i * c.parallel.tp), required});
+  };
+  add(cfg, true);
   Config whole = cfg;
   whole.parallel = ParallelConfig{};
   whole.parallel.comm = cfg.parallel.comm;
@@ -26,23 +38,31 @@ std::map<int, plan::ProfileOps> profile_step_ops(const Config& cfg, const std::v
     if (c.train.batch_size % replicas != 0 || (replicas == 1 && cfg.parallel.world_size() == 1)) continue;
     c.train.batch_size /= replicas;
     if (c.train.micro_batch_size > c.train.batch_size) c.train.micro_batch_size = 0;
-    layouts.push_back(c);
+    add(c, false);
   }
   Config tp2 = whole;
   tp2.parallel.tp = 2;
-  layouts.push_back(tp2);
+  add(tp2, false);
+  for (CpAttention schedule : {CpAttention::kRing, CpAttention::kAllToAll}) {
+    Config cp2 = whole;
+    cp2.parallel.cp = 2;
+    cp2.parallel.cp_attention = schedule;
+    const ParallelConfig& own = cfg.parallel;
+    if (cfg.train.seq_len % 4 != 0 || (own.cp == 2 && own.cp_attention == schedule && own.world_size() == 2)) continue;
+    add(cp2, false);
+  }
   std::map<int, plan::ProfileOps> out;
   const int before = omp_get_max_threads();
   for (int t : threads) {
     if (t < 1) throw Error(fmt::format("profile at {} threads: must be at least 1", t));
     omp_set_num_threads(t);
     std::vector<plan::OpRecord> all;
-    for (size_t i = 0; i < layouts.size(); ++i) {
+    for (const Timed& l : layouts) {
       plan::OpTrace tr;
       try {
-        tr = trace_training_step(layouts[i], {.timed_on_host = true, .repeats = repeats});
+        tr = trace_training_step(l.cfg, {.world_rank = l.world_rank, .timed_on_host = true, .repeats = repeats});
       } catch (const Error&) {
-        if (i == 0) throw;  // the config's own layout must run; the others are extra shapes
+        if (l.required) throw;
         continue;
       }
       all.insert(all.end(), tr.ops.begin(), tr.ops.end());
@@ -70,11 +90,15 @@ ProfiledStep predict_with_profile(const Config& cfg, const plan::Profile& profil
   double best_total = -1;
   for (int r = 0; r < world; ++r) {
     const plan::OpTrace tr = trace_training_step(cfg, {.world_rank = r});
-    double compute = 0, measured = 0;
+    double compute = 0, measured = 0, cp_hidden = 0;
     for (const plan::OpRecord& op : tr.ops) {
       const plan::OpPricing p = plan::profiled_op_seconds(op, ops);
       compute += p.seconds * best.oversubscription;
       if (p.measured) measured += p.seconds * best.oversubscription;
+      // The ring's key/value transfer beside this block: hidden up to the block's time.
+      if (op.overlapped_send_bytes > 0)
+        cp_hidden += std::min(profile.collective_seconds("cp", "send", op.overlapped_send_bytes),
+                              p.seconds * best.oversubscription);
     }
     const MeshCoord c = Mesh::coord_of(par, r);
     std::map<std::string, double> comm;
@@ -86,15 +110,30 @@ ProfiledStep predict_with_profile(const Config& cfg, const plan::Profile& profil
       if (axis == "dp") index = static_cast<int>(c.dp), size = static_cast<int>(par.dp);
       if (axis == "tp") index = static_cast<int>(c.tp), size = static_cast<int>(par.tp);
       if (axis == "pp") index = static_cast<int>(c.pp), size = static_cast<int>(par.pp);
+      if (axis == "cp") index = static_cast<int>(c.cp), size = static_cast<int>(par.cp);
+      if (axis == "dp_cp") {
+        index = static_cast<int>(c.dp * par.cp + c.cp), size = static_cast<int>(par.dp * par.cp);
+        // The gradient group: its own fits, else (a profile without them) the dp axis's.
+        if (profile.collectives.count("dp_cp") == 0 && profile.collectives.count("dp") != 0) axis = "dp";
+      }
       if (axis == "world") {
         index = r, size = world;
-        // The step's sums over the world: a few doubles, priced by the first axis profiled.
+        // The step's sums over the world: a few doubles, priced by the dp axis (else the first
+        // axis profiled).
         if (profile.collectives.count("world") == 0 && !profile.collectives.empty())
-          axis = profile.collectives.begin()->first;
+          axis = profile.collectives.count("dp") ? "dp" : profile.collectives.begin()->first;
       }
       if (size < 2) continue;
       const double bytes = static_cast<double>(FakeCommunicator::bytes_sent(call, index, size));
       comm[call.group] += profile.collective_seconds(axis, name, bytes);
+    }
+    // The cp group's transfers add to the step only where no block attention hides them
+    // (plan/roofline.cpp's price_step: the ops run on one stream).
+    double cp_s = 0, cp_exposed = 0;
+    if (comm.count("cp")) {
+      cp_s = comm["cp"];
+      cp_exposed = std::max(0.0, cp_s - cp_hidden);
+      comm["cp"] = cp_exposed;
     }
     double bubble = 0;
     if (par.pp > 1) {
@@ -113,6 +152,9 @@ ProfiledStep predict_with_profile(const Config& cfg, const plan::Profile& profil
       best.slowest_rank = r;
       best.measured_share = compute > 0 ? measured / compute : 0;
       best.op_calls = static_cast<int64_t>(tr.ops.size());
+      best.cp_s = cp_s;
+      best.cp_exposed_s = cp_exposed;
+      best.cp_bytes = tr.cp_bytes;
     }
   }
   return best;

@@ -1,12 +1,15 @@
 // Profile mode's two halves on the trainer's side (the profile itself is plan/profile.h):
 //   profile_step_ops     the config's real training step timed op by op on this machine's CPU
 //                        (trace_training_step with timed_on_host), at each thread count asked,
-//                        for the config's layout and for one rank holding the whole model;
+//                        for the config's layout (each of its cp ranks), for one rank holding the
+//                        whole model, and for the cp = 2 ranks of each attention schedule;
 //   predict_with_profile every rank of a layout traced on the recording GPU (its ops with shapes,
 //                        its collectives per mesh axis), each op priced by the profile
 //                        (profiled_op_seconds), each collective by its axis's fitted line over
 //                        the bytes the rank sends; the step is the slowest rank's compute
-//                        stretched by its pipeline schedule's bubble, plus its communication.
+//                        stretched by its pipeline schedule's bubble, plus its communication —
+//                        with cp > 1 the cp group's transfers less what the ring's block
+//                        attention hides (each overlapped K/V send up to its block's time).
 //
 //   plan::Profile p;  p.ops = profile_step_ops(cfg, {1, 2});          // + sweep_collectives
 //   ProfiledStep s = predict_with_profile(cfg, p, /*threads=*/1);
@@ -28,7 +31,11 @@ struct ProfiledStep {
   double step_s = 0;
   double compute_s = 0;                          // the slowest rank's ops
   double bubble = 0;                             // the schedule's idle fraction (pipeline)
-  std::map<std::string, double> comm_s_by_axis;  // that rank's collectives by axis
+  std::map<std::string, double> comm_s_by_axis;  // that rank's collectives by axis ("cp": its exposed part)
+  // Context parallelism (cp > 1): the bytes the rank sends on the cp group (the ring's K/V and dK/dV
+  // blocks or the all-to-all's exchanges, and the step's sums: what the dry run counts), their
+  // seconds on the cp axis's fits, and the part no block attention hides (in step_s).
+  double cp_bytes = 0, cp_s = 0, cp_exposed_s = 0;
   int slowest_rank = 0;
   int threads = 1;              // the profile's thread count used
   double measured_share = 0;    // of the compute seconds, the share priced by an exact (op, shape)

@@ -36,11 +36,6 @@ plan::OpTrace trace_training_step(const Config& config, const StepTraceOptions& 
   if (o.world_rank < 0 || o.world_rank >= par.world_size())
     throw Error(fmt::format("rank {} is not in the layout's {} rank(s)", o.world_rank, par.world_size()),
                 "trace a rank from 0 to dp x cp x tp x pp - 1");
-  if (par.cp > 1 && o.timed_on_host)
-    throw Error(fmt::format("parallel.cp = {}: the timed step runs the ops on this CPU, but the context-parallel "
-                            "attention needs the other cp ranks, which the fake communicators stand in for",
-                            par.cp),
-                "time the layout at parallel.cp = 1, or price it with `fluxtrain plan --step-trace` (on the H200)");
   if (o.repeats < 1) throw Error(fmt::format("repeats = {} must be at least 1", o.repeats));
   const Device device = o.timed_on_host ? Device::kCPU : Device::kCUDA;
   if (o.timed_on_host)
@@ -61,7 +56,9 @@ plan::OpTrace trace_training_step(const Config& config, const StepTraceOptions& 
   // What Trainer::parallelize builds for this rank (train/trainer.cpp), in its order: the mesh
   // (fake groups of the layout's sizes), tensor parallelism, the pipeline partition, the ZeRO
   // engine, the model, the executor.
-  Mesh mesh = fake_mesh(par, o.world_rank);
+  // Timed: what a fake group receives reads as zeros (the ring's and the all-to-all's blocks from
+  // the other cp ranks), so the timed ops compute on finite numbers.
+  Mesh mesh = fake_mesh(par, o.world_rank, /*zero_received=*/o.timed_on_host);
   const MicroBatching mb = split_batch(t.batch_size, t.micro_batch_size, par);
   const bool sp = par.sequence_parallel && par.tp > 1;
   const TpShard shard{.rank = mesh.coord().tp, .size = par.tp, .sequence_parallel = sp};
@@ -74,16 +71,19 @@ plan::OpTrace trace_training_step(const Config& config, const StepTraceOptions& 
   }
   auto engine = make_param_engine(ctx, par, cfg.optim, ParamLayout::llama(cfg.model, par.dp * par.cp, units, shard),
                                   mesh.dp_cp(), mesh.tp(), mesh.pp(), t.seed);
-  // Context parallelism: the schedule's own code over the fake cp group, transfers only
+  // Context parallelism: the schedule's own code over the fake cp group. Traced: transfers only
   // (ContextSplit::dry): its sends are the step's; its attention (the CPU's in a run) is recorded
-  // beside it as the GPU would compute it (dryrun/cp_op_trace.h) when the ops are traced.
+  // beside it as the GPU would compute it (dryrun/cp_op_trace.h) when the ops are traced. Timed on
+  // the host: the schedule runs for real, its block attention ops timed like every other op, on
+  // the blocks the fake group "receives" (zeros), masked by their true positions.
+  const bool cp_dry = !o.timed_on_host;
   std::unique_ptr<ContextSplit> cp;
   if (par.cp > 1 && par.cp_attention == CpAttention::kRing)
-    cp = std::make_unique<RingAttention>(ctx, mesh.cp(), t.seq_len, /*dry=*/true);
+    cp = std::make_unique<RingAttention>(ctx, mesh.cp(), t.seq_len, cp_dry);
   if (par.cp > 1 && par.cp_attention == CpAttention::kAllToAll)
-    cp = std::make_unique<UlyssesAttention>(ctx, mesh.cp(), t.seq_len, /*dry=*/true);
+    cp = std::make_unique<UlyssesAttention>(ctx, mesh.cp(), t.seq_len, cp_dry);
   std::unique_ptr<CpOpRecorder> cp_ops;
-  if (cp && o.ops) cp_ops = std::make_unique<CpOpRecorder>(*cp, par.cp_attention);
+  if (cp && o.ops && cp_dry) cp_ops = std::make_unique<CpOpRecorder>(*cp, par.cp_attention);
   ContextSplit* split = cp_ops ? cp_ops.get() : cp.get();
   Llama model(ctx, cfg.model, engine->layout(), t.precision, par.tp > 1 ? &tp : nullptr, split);
   const int64_t chunk = loss_chunk_tokens(cfg.model, t.loss_chunk_tokens, mb.size * t.seq_len / par.cp, t.precision);

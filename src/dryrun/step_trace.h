@@ -22,8 +22,11 @@
 // backends/timing: the CPU's own ops, each call timed) instead of the recording GPU — still on
 // fake communicators, so only the rank's compute is timed, never its waits — and each op's
 // seconds is the least over `repeats` steady-state steps (the op sequence of every step is the
-// same; the least is the one another process on the machine disturbed least); not with
-// parallel.cp > 1 (its attention would not run: an ft::Error).
+// same; the least is the one another process on the machine disturbed least). With parallel.cp > 1
+// the rank's schedule runs for real over the fake cp group, whose receives read as zeros: its
+// block attention ops (ring: one per block, masked by the true positions of the rank's queries
+// and the block's keys; all-to-all: the whole-sequence attention of the rank's heads) are timed
+// like every other op, the transfers are not.
 //
 // train.device is not read (the step is the GPU's); train.precision = "auto" is settled as the
 // trainer settles it on this GPU (bf16). What it does not trace: the data loader, checkpoints,

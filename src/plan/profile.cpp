@@ -167,9 +167,10 @@ double Profile::collective_seconds(const std::string& axis, const std::string& o
   if (a == collectives.end()) {
     std::string have;
     for (auto& [k, v] : collectives) have += (have.empty() ? "" : ", ") + k;
-    throw Error(fmt::format("the profile has no collectives timed over the {} axis (it has: {})", axis,
-                            have.empty() ? "none" : have),
-                fmt::format("profile under mpirun with a layout whose {} > 1", axis));
+    throw Error(
+        fmt::format("the profile has no collectives timed over the {} axis (it has: {})", axis,
+                    have.empty() ? "none" : have),
+        "profile again with `fluxtrain plan --profile --nproc N`: it times every axis (dp, tp, pp, cp) over N ranks");
   }
   auto o = a->second.find(op);
   if (o == a->second.end())

@@ -5,6 +5,8 @@
 // cp bytes the dry run counts, and the roofline prices the transfers beside the block attention.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -232,6 +234,44 @@ TEST(StepTrace, CpStepPricesTheScheduleAndItsTransfers) {
       double ops_s = 0;
       for (const plan::OpRecord& r : t.ops) ops_s += plan::price_op(r, roof);
       EXPECT_NEAR(p.seconds, ops_s + p.cp_exposed, 1e-12 * p.seconds);
+    }
+  }
+}
+
+// Timed on the host (`plan --profile`), a cp rank's schedule runs for real over the fake cp group:
+// its attention ops are the ones the recording GPU's trace writes for that rank — the ring's
+// blocks, each named with the (query, key) pairs its mask lets through (counted from the positions
+// the CPU op reads, equal to causal_pairs of the zig-zag chunks), the all-to-all's whole-sequence
+// attention of half the heads — same shapes, FLOPs and count, so a profile prices each by its own
+// measurement. (Nothing about the seconds is asserted: no timing in unit tests.)
+TEST(StepTrace, CpTimedOnHostTimesTheSchedulesOwnAttentionOps) {
+  using Op = std::tuple<std::string, std::string, double>;
+  auto attention_ops = [](const plan::OpTrace& t) {
+    std::vector<Op> out;
+    for (const plan::OpRecord& r : t.ops)
+      if (r.op.rfind("attention_", 0) == 0 && r.op != "attention_pack_kv") out.emplace_back(r.op, r.shape, r.flops);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  for (const char* schedule : {"ring", "all_to_all"}) {
+    SCOPED_TRACE(schedule);
+    const Config cfg = load_config(std::string(FT_SOURCE_DIR) + "/configs/tiny.toml",
+                                   {"parallel.cp=2", std::string("parallel.cp_attention=\"") + schedule + "\""});
+    for (int rank : {0, 1}) {
+      const plan::OpTrace timed = trace_training_step(cfg, {.world_rank = rank, .timed_on_host = true});
+      const plan::OpTrace traced = trace_training_step(cfg, {.world_rank = rank});
+      const std::vector<Op> mine = attention_ops(timed);
+      ASSERT_FALSE(mine.empty());
+      EXPECT_EQ(mine, attention_ops(traced)) << "rank " << rank;
+      if (std::string(schedule) == "ring") {
+        for (const Op& o : mine) {
+          const std::string& shape = std::get<1>(o);
+          const double pairs = std::stod(shape.substr(shape.find("pairs=") + 6));
+          EXPECT_TRUE(pairs == CpOpRecorder::causal_pairs(32, 2, rank, 0) ||
+                      pairs == CpOpRecorder::causal_pairs(32, 2, rank, 1))
+              << shape;
+        }
+      }
     }
   }
 }

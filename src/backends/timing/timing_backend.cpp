@@ -25,11 +25,26 @@ void record(plan::OpRecord r, double seconds) {
   records().push_back(std::move(r));
 }
 
+// What the cost function cannot know, read from the call's host arguments: the block attention's
+// visible (query, key) pairs (its positions are host memory here). Other ops: nothing.
+template <class... Args>
+void refine(plan::OpRecord&, const Args&...) {}
+void refine(plan::OpRecord& r, float*, float*, const float*, const float*, const int32_t* pos_q, const int32_t* pos_k,
+            int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t, int64_t D, bool) {
+  trace::cost::set_block_pairs(r, trace::cost::block_pairs(pos_q, pos_k, Tq, Tk), B, H, D);
+}
+void refine(plan::OpRecord& r, float*, float*, const float*, const float*, const float*, const float*, const float*,
+            const int32_t* pos_q, const int32_t* pos_k, int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t,
+            int64_t D) {
+  trace::cost::set_block_pairs(r, trace::cost::block_pairs(pos_q, pos_k, Tq, Tk), B, H, D);
+}
+
 // Each op: the CPU's, timed (CPU ops are synchronous: they return when their result is written).
 #define FT_OP(name, params, args)                                                                        \
   void name(const ExecContext& ctx, FT_OP_UNPAREN params) {                                              \
     if (!g_timing.load(std::memory_order_relaxed)) return cpu::op_table().name(ctx, FT_OP_UNPAREN args); \
     plan::OpRecord timed_record_ = trace::cost::name(FT_OP_UNPAREN args);                                \
+    refine(timed_record_, FT_OP_UNPAREN args);                                                           \
     const auto timed_start_ = std::chrono::steady_clock::now();                                          \
     cpu::op_table().name(ctx, FT_OP_UNPAREN args);                                                       \
     record(std::move(timed_record_),                                                                     \

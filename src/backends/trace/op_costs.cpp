@@ -205,6 +205,22 @@ OpRecord attention_block_backward(float*, float*, const float*, const float*, co
              14 * d(B * H) * d(Tq) * d(Tk) * d(D), 3, OpKind::kFlashFp32);
 }
 
+void set_block_pairs(OpRecord& r, double pairs, int64_t B, int64_t H, int64_t D) {
+  const bool backward = r.op == "attention_block_backward";
+  r.shape += fmt::format(" pairs={:.0f}", pairs);
+  r.flops = (backward ? 14 : 4) * d(B * H) * pairs * d(D);
+}
+
+double block_pairs(const int32_t* pos_q, const int32_t* pos_k, int64_t Tq, int64_t Tk) {
+  double pairs = 0;
+  int64_t seen = 0;  // keys at or before the query: a prefix of the block (both ascend)
+  for (int64_t i = 0; i < Tq; ++i) {
+    while (seen < Tk && pos_k[seen] <= pos_q[i]) ++seen;
+    pairs += d(seen);
+  }
+  return pairs;
+}
+
 // The bf16 attention (attention_bf16.cpp): cuDNN SDPA, one fused kernel each way; priced at
 // cuDNN's rate for the shape (plan/roofline). FLOPs as FlashAttention counts them: forward 2
 // causal products (q kᵀ, P v), backward 2.5 times that (S and dP recomputed once, dV, dQ, dK).

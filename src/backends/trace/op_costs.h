@@ -29,4 +29,13 @@ namespace ft::trace::cost {
 #include "kernels/op_decls.inc"
 #undef FT_OP
 
+// A block attention record (attention_block_forward/backward) with the (query, key) pairs its
+// causal mask lets through per (sequence, head), where they are known (the ring's blocks: the
+// dry run's cp_op_trace.h, and the timed CPU, which reads the positions): the shape gains
+// " pairs=N" — a block's time depends on them, not on Tk alone, so a profile keeps the blocks of
+// one shape apart — and the FLOPs count those pairs (forward 4·B·H·pairs·D, backward 14·...).
+void set_block_pairs(plan::OpRecord& r, double pairs, int64_t B, int64_t H, int64_t D);
+// The pairs of a block from its ascending host positions: Σ over queries of the keys at or before it.
+double block_pairs(const int32_t* pos_q, const int32_t* pos_k, int64_t Tq, int64_t Tk);
+
 }  // namespace ft::trace::cost
