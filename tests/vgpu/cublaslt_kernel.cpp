@@ -1,9 +1,9 @@
 // The emulated cuBLASLt GEMM as a kernel of the virtual GPU (vgpu/lt_gemm.h). Built like the .cu
 // files (-fsanitize=thread hooks into the executor), so its global loads and stores are checked:
-// the store of D and the read of C as any kernel's, and the inner product's k reads of A and of
-// B as one range each (vgpu::range_access: every element between the first and the last inside
-// one allocation), its loop left uninstrumented — a hook per multiply-add made the GEMMs most of
-// a training step's time.
+// the inner product's k reads of A and of B as one range each (vgpu::range_access: every element
+// between the first and the last inside one allocation), the reads of C and the stores of D as
+// one range per column of the tile; the loops themselves are left uninstrumented — a hook per
+// multiply-add made the GEMMs most of a training step's time.
 #include <algorithm>
 #include <cstring>
 
@@ -33,7 +33,7 @@ __attribute__((no_sanitize_thread)) float load(const void* p, int type, int64_t 
   return static_cast<float>(v);
 }
 
-void store(void* p, int type, int64_t i, float v) {
+__attribute__((no_sanitize_thread)) void store(void* p, int type, int64_t i, float v) {
   if (type == kF32) {
     static_cast<float*>(p)[i] = v;
     return;
@@ -151,6 +151,30 @@ __attribute__((no_sanitize_thread)) void dot_tile(const LtGemm& g, int64_t i0, i
   }
 }
 
+// D(i0 .. i0+rows-1, j) = alpha · acc + beta · C(·, j) for the tile's columns j, C not read when
+// beta is 0. Not instrumented (a hook per element and per read of g's fields cost a tenth of a
+// training step): each column's rows of C and of D, contiguous, are checked as one range each
+// (vgpu::range_access), C's before D's as the elements' reads come before their writes.
+__attribute__((no_sanitize_thread)) void write_tile(const LtGemm& g, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
+                                                    const v8 (*acc)[2]) {
+  for (int64_t c = 0; c < cols; ++c) {
+    const int64_t j = j0 + c;
+    float sums[kTileRows];
+    std::memcpy(sums, acc[c], sizeof sums);
+    if (g.beta != 0.0f)
+      range_access(static_cast<const char*>(g.C) + (i0 + j * g.ldc) * bytes_of(g.c_type),
+                   static_cast<size_t>(rows * bytes_of(g.c_type)), false);
+    range_access(static_cast<char*>(g.D) + (i0 + j * g.ldd) * bytes_of(g.d_type),
+                 static_cast<size_t>(rows * bytes_of(g.d_type)), true);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i = i0 + r;
+      float d = g.alpha * sums[r];
+      if (g.beta != 0.0f) d += g.beta * load(g.C, g.c_type, i + j * g.ldc);
+      store(g.D, g.d_type, i + j * g.ldd, d);
+    }
+  }
+}
+
 // One tile of D per thread, consecutive threads down D's columns (its contiguous direction).
 void lt_gemm_thread(const LtGemm& g) {
   const int64_t row_tiles = (g.m + kTileRows - 1) / kTileRows, col_tiles = (g.n + kTileCols - 1) / kTileCols;
@@ -171,22 +195,7 @@ void lt_gemm_thread(const LtGemm& g) {
   }
   v8 acc[kTileCols][2];
   dot_tile(g, i0, rows, j0, cols, acc);
-  for (int64_t c = 0; c < cols; ++c) {
-    const int64_t j = j0 + c;
-    float sums[kTileRows];
-    std::memcpy(sums, acc[c], sizeof sums);
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t i = i0 + r;
-      float d = g.alpha * sums[r];
-      if (g.beta != 0.0f) {  // beta = 0: C is not read
-        const int64_t ci = i + j * g.ldc;
-        range_access(static_cast<const char*>(g.C) + ci * bytes_of(g.c_type), static_cast<size_t>(bytes_of(g.c_type)),
-                     false);
-        d += g.beta * load(g.C, g.c_type, ci);
-      }
-      store(g.D, g.d_type, i + j * g.ldd, d);
-    }
-  }
+  write_tile(g, i0, rows, j0, cols, acc);
 }
 
 }  // namespace

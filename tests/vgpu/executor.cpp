@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <cub/device/device_radix_sort.cuh>
 #include <map>
 #include <memory>
@@ -114,6 +115,7 @@ struct State {
   std::map<uintptr_t, std::pair<size_t, std::string>> memory;  // device allocations
   Checked checked[kChecked];                                   // of the running launch; emptied when `memory` changes
   int nchecked = 0, next_checked = 0;
+  int last_hit = 0;                         // the entry of `checked` the last access hit (tried first)
   std::vector<Checked> evicted;             // of the running launch: entries `checked` had no room left for
   std::map<const void*, int> max_dyn_smem;  // cudaFuncSetAttribute
   uint64_t launches = 0;
@@ -217,7 +219,8 @@ void release_barrier() {
   for (Fiber& f : s.fibers) {
     if (f.st != St::kBarrier) continue;
     if (!first) first = &f;
-    if (f.bar_line != first->bar_line || std::string(f.bar_file) != first->bar_file) {
+    if (f.bar_line != first->bar_line ||
+        (f.bar_file != first->bar_file && std::strcmp(f.bar_file, first->bar_file) != 0)) {
       s.error = thread_str(first->tid) + " waits at the __syncthreads at " + first->bar_file + ":" +
                 std::to_string(first->bar_line) + " and " + thread_str(f.tid) + " at a different one, " + f.bar_file +
                 ":" + std::to_string(f.bar_line) + " in " + where();
@@ -389,8 +392,8 @@ uint64_t base_seed() {
 
 // ---- the checks of one access ----------------------------------------------------------------
 
-bool ordered(int32_t tid, uint32_t epoch, uint32_t warp_ep, const Fiber& me) {
-  State& s = S();
+[[gnu::always_inline]] inline bool ordered(const State& s, int32_t tid, uint32_t epoch, uint32_t warp_ep,
+                                           const Fiber& me) {
   if (epoch < s.epoch) return true;  // a __syncthreads between
   const int w = me.tid / 32;
   return tid / 32 == w && warp_ep < s.warp_epoch[static_cast<size_t>(w)];  // a __syncwarp between
@@ -407,20 +410,20 @@ bool ordered(int32_t tid, uint32_t epoch, uint32_t warp_ep, const Fiber& me) {
     Shadow& h = s.shadow[w];
     const auto off = [w] { return "shared offset " + std::to_string(w * 4); };  // for a report only
     if (write) {
-      if (h.wtid >= 0 && h.wtid != me.tid && !ordered(h.wtid, h.wepoch, h.wwarp, me))
+      if (h.wtid >= 0 && h.wtid != me.tid && !ordered(s, h.wtid, h.wepoch, h.wwarp, me))
         fail("shared-memory race (write after write, no barrier between): " + thread_str(h.wtid) + " and " +
              thread_str(me.tid) + " at " + off());
-      if (h.rtid >= 0 && (h.rtid != me.tid || h.many_readers) && !ordered(h.rtid, h.repoch, h.rwarp, me))
+      if (h.rtid >= 0 && (h.rtid != me.tid || h.many_readers) && !ordered(s, h.rtid, h.repoch, h.rwarp, me))
         fail("shared-memory race (write after read, no barrier between): " + thread_str(h.rtid) + " read, " +
              thread_str(me.tid) + " writes at " + off());
       h.wtid = me.tid, h.wepoch = s.epoch, h.wwarp = my_warp;
       h.rtid = -1, h.many_readers = false;
     } else {
       if (h.wtid < 0) fail("read of shared memory never written: " + thread_str(me.tid) + " at " + off());
-      if (h.wtid != me.tid && !ordered(h.wtid, h.wepoch, h.wwarp, me))
+      if (h.wtid != me.tid && !ordered(s, h.wtid, h.wepoch, h.wwarp, me))
         fail("shared-memory race (read after write, no barrier between): " + thread_str(h.wtid) + " wrote, " +
              thread_str(me.tid) + " reads at " + off());
-      if (h.rtid >= 0 && h.rtid != me.tid && !ordered(h.rtid, h.repoch, h.rwarp, me))
+      if (h.rtid >= 0 && h.rtid != me.tid && !ordered(s, h.rtid, h.repoch, h.rwarp, me))
         h.many_readers = true;
       else
         h.many_readers = false;
@@ -452,13 +455,14 @@ void remember(uintptr_t lo, uintptr_t hi, bool write, uintptr_t a, size_t n) {
   (write ? c->w : c->r).add(a, n);
 }
 void forget_checked() {
-  S().nchecked = S().next_checked = 0;
+  S().nchecked = S().next_checked = S().last_hit = 0;
   S().evicted.clear();
 }
 
-// Set on the OS thread that runs a launch (a stream's worker): host code of the kernels' files on
-// other threads meanwhile is not a kernel's access.
-thread_local bool t_in_launch = false;
+// The executor's state, set on the OS thread that runs a launch (a stream's worker) while it runs
+// one, null otherwise: host code of the kernels' files on other threads meanwhile is not a
+// kernel's access. (The hooks read it instead of S(), whose guard they would test on every access.)
+thread_local State* t_launch = nullptr;
 
 // An access to neither shared memory nor the fiber's stack nor the binary, and to no allocation
 // already checked in this launch: inside a registered allocation (the access hook asked once per
@@ -490,28 +494,38 @@ thread_local bool t_in_launch = false;
   fail(o.str() + " by " + thread_str(s.cur->tid));
 }
 
-// Every load and store of the kernels: the common cases (an allocation already checked in this
-// launch, its touched range widened; the thread's own stack; the binary's constants) inline in
-// each hook, the rest out of line.
+// Every load and store of the kernels: the common cases inline in each hook, cheapest first — the
+// allocation the launch's last global access hit (its touched range widened), the thread's own
+// stack (its parameters, its spilled locals), shared memory, the other allocations already checked
+// in this launch, the binary's constants — the rest out of line. The regions are disjoint (the
+// stacks are one mapping of their own, shared memory and the allocations distinct heap blocks),
+// so the order changes no outcome, only the cost.
 [[gnu::always_inline]] inline void access(const void* p, size_t n, bool write) {
-  if (!t_in_launch) return;  // host code of the kernels' files on another thread
-  State& s = S();
+  State* sp = t_launch;
+  if (!sp) return;  // host code of the kernels' files on another thread
+  State& s = *sp;
   const Fiber* me = s.cur;
   if (!me) return;  // host code of the kernels' files, between launches
   const auto a = reinterpret_cast<uintptr_t>(p);
-  for (int i = 0; i < s.nchecked; ++i) {
-    Checked& c = s.checked[i];
+  const auto hit = [&](Checked& c) {
     if (a >= c.lo && a + n <= c.hi && (write ? c.write : c.read)) {
       (write ? c.w : c.r).add(a, n);
-      return;
+      return true;
     }
-  }
+    return false;
+  };
+  if (s.nchecked > 0 && hit(s.checked[s.last_hit])) return;
+  if (a >= me->stack && a + n <= me->stack + kStackBytes) return;  // the thread's own locals
   const auto sm = reinterpret_cast<uintptr_t>(s.smem.data());
   if (a >= sm && a < sm + s.smem_limit) {
     shared_access(a, n, write);
     return;
   }
-  if (a >= me->stack && a + n <= me->stack + kStackBytes) return;  // the thread's own locals
+  for (int i = 0; i < s.nchecked; ++i)
+    if (hit(s.checked[i])) {
+      s.last_hit = i;
+      return;
+    }
   if (a >= reinterpret_cast<uintptr_t>(&__executable_start) && a < reinterpret_cast<uintptr_t>(&_end))
     return;  // the binary's constants
   global_access(p, n, write);
@@ -530,7 +544,7 @@ void range_access(const void* p, size_t n, bool write) {
 }
 
 void vector_access(const void* p, size_t bytes) {
-  if (!t_in_launch || !S().cur) return;
+  if (!t_launch || !t_launch->cur) return;
   const auto a = reinterpret_cast<uintptr_t>(p);
   if (a % bytes != 0)
     fail("misaligned address: a " + std::to_string(bytes) + "-byte vector access " + std::to_string(a % bytes) +
@@ -677,9 +691,9 @@ void run_launch(const char* kernel, const char* file, int line, const void* fn, 
   forget_checked();  // the access hook checks each launch (a stream's item) afresh
   {
     struct InLaunch {
-      InLaunch() { t_in_launch = true; }
-      ~InLaunch() { t_in_launch = false; }
-    } in_launch;
+      explicit InLaunch(State* s) { t_launch = s; }
+      ~InLaunch() { t_launch = nullptr; }
+    } in_launch(&s);
     for (unsigned z = 0; z < grid.z; ++z)
       for (unsigned y = 0; y < grid.y; ++y)
         for (unsigned x = 0; x < grid.x; ++x) {
