@@ -221,7 +221,8 @@ class AttentionBlockBackward final : public OpCase {
 };
 
 // The bf16 forms: the same shapes with q, k, v (and dout, out) in bf16; out, lse and dq in fp32 as
-// the fp32 rows (the device widens exactly, as the reference does), dk and dv in bf16 (one step).
+// the fp32 rows (the device widens exactly, as the reference does), dk and dv in bf16 (two steps of
+// the largest).
 std::vector<float> rounded(std::vector<float> v) {
   for (float& x : v) x = bf16_to_f32(f32_to_bf16(x));
   return v;
@@ -277,7 +278,9 @@ class AttentionBlockBackwardBf16 final : public OpCase {
     c.in_bf16("out", out);
     c.in_f32("lse", lse);
     c.inout_f32("dqkv", qkv_size(s), seed + 36, Tol::rel_max(1e-5), -1e-3f, 1e-3f);
-    c.inout_bf16("dkv", random_floats(kv_size(s), seed + 37, -1e-3f, 1e-3f), Tol::bf16());
+    // dk, dv: sums of many terms rounded to bf16 once; an element that nearly cancels may land a step
+    // away from the reference's, so relative to the largest (two bf16 steps of it, 2^-7).
+    c.inout_bf16("dkv", random_floats(kv_size(s), seed + 37, -1e-3f, 1e-3f), Tol::rel_max(7.8e-3));
     return c;
   }
   void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
