@@ -39,6 +39,10 @@ class CpOpRecorder : public ContextSplit {
                          int64_t D) override;
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
                           int64_t B, int64_t H, int64_t Hkv, int64_t D) override;
+  void attention_forward_bf16(uint16_t* out, float* lse, const uint16_t* qkv, int64_t B, int64_t H, int64_t Hkv,
+                              int64_t D) override;
+  void attention_backward_bf16(uint16_t* dqkv, const uint16_t* dout, const uint16_t* qkv, const uint16_t* out,
+                               const float* lse, int64_t B, int64_t H, int64_t Hkv, int64_t D) override;
 
   // The records since the last take(), in call order.
   std::vector<plan::OpRecord> take();
@@ -48,6 +52,10 @@ class CpOpRecorder : public ContextSplit {
   static double causal_pairs(int64_t T, int64_t cp, int64_t q_rank, int64_t k_rank);
 
  private:
+  // The ops of one call (elem: 4 fp32, 2 bf16 — the _bf16 block ops, the SDPA attention).
+  void record_forward(int64_t B, int64_t H, int64_t Hkv, int64_t D, int64_t elem);
+  void record_backward(int64_t B, int64_t H, int64_t Hkv, int64_t D, int64_t elem);
+
   ContextSplit& inner_;
   CpAttention schedule_;
   std::vector<plan::OpRecord> ops_;

@@ -8,7 +8,7 @@
 // block is per token and needs nothing.
 //
 //   RingAttention ring(ctx, mesh.cp(), cfg.train.seq_len);
-//   Llama model(ctx, cfg, layout, Precision::kF32, tp, &ring);   // acts: T = seq_len / cp tokens
+//   Llama model(ctx, cfg, layout, Precision::kBF16, tp, &ring);  // acts: T = seq_len / cp tokens
 #pragma once
 
 #include <cstdint>
@@ -59,6 +59,13 @@ class ContextSplit {
   // Its backward: dqkv (B, T/cp, (H + 2 Hkv) D) written, as ops::attention_backward.
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
                                   int64_t B, int64_t H, int64_t Hkv, int64_t D) = 0;
+  // The same in bf16 training (train.precision = "bf16"), as ops::attention_forward_bf16 /
+  // _backward_bf16 on the unsplit sequence: qkv, out, dout, dqkv bf16 (uint16_t bit patterns), lse
+  // fp32. What travels between the ranks is bf16 too (half of fp32's bytes).
+  virtual void attention_forward_bf16(uint16_t* out, float* lse, const uint16_t* qkv, int64_t B, int64_t H, int64_t Hkv,
+                                      int64_t D) = 0;
+  virtual void attention_backward_bf16(uint16_t* dqkv, const uint16_t* dout, const uint16_t* qkv, const uint16_t* out,
+                                       const float* lse, int64_t B, int64_t H, int64_t Hkv, int64_t D) = 0;
 
  private:
   int64_t size_, rank_, seq_len_;

@@ -35,7 +35,7 @@
 // Context parallelism: give it a ContextSplit (model/context_split.h; RingAttention over the cp
 // group) and allocate the activations for T / cp tokens; seqs stay the whole samples (B, T + 1).
 // The model loads its zig-zag chunks, rotates them by their true positions and hands attention to
-// the split (model/llama_cp.cpp). fp32 on the CPU only, whole-model passes only (for now).
+// the split (model/llama_cp.cpp). fp32 or bf16, on CPU and GPU ranks.
 #pragma once
 
 #include <cstdint>

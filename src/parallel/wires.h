@@ -18,6 +18,9 @@ struct TrainerWires {
   // Sequence parallelism's all-gathers of normed rows that feed a GEMM (xn1, xn2, xf): the rows
   // themselves, bf16 when the model computes in bf16 (Llama::gather_tokens), else fp32.
   Wire gemm_inputs = Wire::kF32;
+  // Context parallelism's keys and values (the ring's blocks and their dk, dv; the all-to-all's
+  // heads, outputs and their gradients): bf16 when the model computes in bf16, else fp32.
+  Wire attention = Wire::kF32;
   // ZeRO's all-gathers of weights (the fp32 master weights: ZeRO 1/2 after the update, ZeRO 3 per unit).
   Wire weights = Wire::kF32;
   // Data-parallel gradient reduction (all-reduce or reduce-scatter): bf16 or fp16 with

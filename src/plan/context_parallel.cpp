@@ -18,7 +18,7 @@ CpCost cp_cost(const Job& job, const Layout& l, double attention_s) {
   CpCost c;
   if (l.cp <= 1) return c;
   const ModelConfig& m = job.model;
-  const double cp = static_cast<double>(l.cp), w = l.wire.activations;
+  const double cp = static_cast<double>(l.cp), w = l.wire.attention;
   const double B = static_cast<double>(l.micro_batch), T = static_cast<double>(job.seq_len);
   const double local = B * T / cp;  // tokens of a micro-batch on the rank
   const double D = static_cast<double>(m.head_dim());
@@ -51,7 +51,8 @@ CpCost cp_cost(const Job& job, const Layout& l, double attention_s) {
     c.buffers = (4.0 * qkv + 2.0 * out) * cp * w;  // whole-sequence q,k,v, d(qkv), out, dout; send/recv pieces
     // Replicated kv heads (cp does not divide Hkv'): d(qkv) summed from several ranks through a scratch
     // of the rank's (B, T/cp, (H' + 2 Hkv') D).
-    if (std::fmod(Hkv, cp) != 0) c.buffers += local * (H + 2.0 * Hkv) * D * w;
+    // In bf16 the sums are fp32: two fp32 blocks of that size beside it (the sum, a widened piece).
+    if (std::fmod(Hkv, cp) != 0) c.buffers += local * (H + 2.0 * Hkv) * D * (w + (w < 4 ? 8.0 : 0.0));
     c.exposed = mbs * layers * per_layer / bw;  // attention waits for every exchange
   }
   const double sums = 2.0 * (cp - 1.0) / cp * 16.0;  // the loss sum and the data hash over the group: two doubles

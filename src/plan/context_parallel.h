@@ -6,7 +6,8 @@
 //   CpCost c = cp_cost(job, layout);   c.bytes (per step), c.buffers (bytes held), c.seconds, c.exposed
 //
 // Per layer and micro-batch of B sequences, T/cp tokens per rank, Hkv' = the rank's kv heads after
-// tensor parallelism, a block = B · T/cp · 2 · Hkv' · D elements (its keys and values):
+// tensor parallelism, a block = B · T/cp · 2 · Hkv' · D elements (its keys and values; an element
+// is Layout::wire.attention bytes: 2 in bf16 training, 4 in fp32):
 //   ring        forward: cp − 1 block sends (each overlapped with one block's attention);
 //               backward: cp − 1 block sends again (overlapped) and cp dK/dV hops (each waits for
 //               its block's compute: not hidden); full recompute repeats the forward's;

@@ -28,6 +28,7 @@ namespace ft::plan {
 struct WireBytes {
   double activations = 4;  // tp all-reduces / reduce-scatters / gradient gathers, pipeline sends
   double gemm_inputs = 4;  // sequence parallelism's all-gathers of normed GEMM inputs
+  double attention = 4;    // context parallelism's K/V blocks, heads and their gradients
   double weights = 4;      // ZeRO weight all-gathers
   double grads = 4;        // data-parallel gradient reduction
   bool operator==(const WireBytes&) const = default;

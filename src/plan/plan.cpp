@@ -121,6 +121,7 @@ nlohmann::json to_json(const PlanResult& r) {
         {"wire_bytes",
          {{"activations", l.wire.activations},
           {"gemm_inputs", l.wire.gemm_inputs},
+          {"attention", l.wire.attention},
           {"weights", l.wire.weights},
           {"grads", l.wire.grads}}}}},
       {"memory", mem},

@@ -8,13 +8,18 @@ namespace ft::plan {
 WireBytes wire_bytes_of(const TrainerWires& w) {
   return {.activations = static_cast<double>(wire_bytes(w.activations)),
           .gemm_inputs = static_cast<double>(wire_bytes(w.gemm_inputs)),
+          .attention = static_cast<double>(wire_bytes(w.attention)),
           .weights = static_cast<double>(wire_bytes(w.weights)),
           .grads = static_cast<double>(wire_bytes(w.grads))};
 }
 
 WireBytes published_wires(Precision p) {
   const double act = p == Precision::kF32 ? 4.0 : 2.0;
-  return {.activations = act, .gemm_inputs = act, .weights = state_bytes_per_param(p).weights, .grads = 4.0};
+  return {.activations = act,
+          .gemm_inputs = act,
+          .attention = act,
+          .weights = state_bytes_per_param(p).weights,
+          .grads = 4.0};
 }
 
 RankTraffic rank_traffic(const Job& job, const Layout& l) {

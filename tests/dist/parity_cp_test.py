@@ -11,10 +11,18 @@ with the same global batch, and checks the loss and the gradient norm (clipping 
 optim.grad_clip = 1) of every step within 1e-5 relative, the tolerance of the other axes' parity
 tests. With "resume", checkpoints written at cp 2 (step 10) resume at cp 2 and at cp 1, and a cp 1
 checkpoint at cp 2, each continuing the one-process losses exactly as far as the tolerance goes.
-With "errors", also that bad layouts fail with a clear one-line error: a train.seq_len
+With "bf16", train.precision = "bf16" at cp 2 (ring and all-to-all: K/V blocks and heads travel
+as bf16) against bf16 at cp 1, measured by X = bf16 cp 1's relative distance from fp32 cp 1 (both
+printed per step). The split changes only where bf16 rounds (partial outputs merged in fp32 and
+rounded once, a block's dk, dv rounded once per ring hop, gradients summed over the ranks in
+another order), so: at step 1 (one forward and backward, no update yet to amplify anything) the
+split's distance is at most bf16's own, X at step 1; over 20 steps both bf16 runs are bf16
+approximations of the fp32 run, and training amplifies any rounding difference alike, so if cp 2
+approximates fp32 as well as cp 1 does (within X), |cp2 - cp1| <= 2 X (the triangle inequality),
+X the worst over the steps. It must also differ (the bf16 split runs). With "errors", also that bad layouts fail with a clear one-line error: a train.seq_len
 that 2·cp does not divide, all-to-all attention over heads that cp does not divide.
 
-usage: parity_cp_test.py FLUXTRAIN CONFIG LAYOUT... [errors]
+usage: parity_cp_test.py FLUXTRAIN CONFIG LAYOUT... [bf16] [resume] [errors]
 """
 import os
 import subprocess
@@ -92,6 +100,34 @@ def resume_checks(tmp, base, failures):
         print(f"{name}: steps 11-{STEPS} worst relative loss/grad-norm difference {worst:.2e}")
 
 
+def bf16_checks(tmp, base, failures):
+    """bf16 at cp 2 (ring, all-to-all) against bf16 at cp 1, measured by bf16 cp 1's distance from fp32."""
+    bf16 = ["--set", 'train.precision="bf16"']
+    ref = train(FT, CONFIG, os.path.join(tmp, "bf16_cp1"), args_of(1, 1, 1, 0) + bf16)
+    runs = {att: train(FT, CONFIG, os.path.join(tmp, f"bf16_cp2_{att}"), args_of(1, 2, 1, 0, att) + bf16, 2)
+            for att in ("ring", "all_to_all")}
+    for key in ("loss", "grad_norm"):
+        prec = [abs(ref[s][key] - base[s][key]) / abs(base[s][key]) for s in range(STEPS)]
+        bound = max(prec)
+        print(f"{key}: step  |bf16 cp1 - fp32 cp1|  " + "".join(f"|bf16 cp2 {a} - bf16 cp1|  " for a in runs))
+        for s in range(STEPS):
+            errs = [abs(runs[a][s][key] - ref[s][key]) / abs(ref[s][key]) for a in runs]
+            print(f"{key}: {s + 1:>4}  {prec[s]:>21.2e}  " + "".join(f"{e:>{len(a) + 21}.2e}  "
+                                                                       for a, e in zip(runs, errs)))
+        for a in runs:
+            dist = [abs(runs[a][s][key] - ref[s][key]) / abs(ref[s][key]) for s in range(STEPS)]
+            worst = max(dist)
+            print(f"bf16 cp2 {a} {key}: step 1 {dist[0]:.2e} from bf16 cp1 (bf16 cp1 from fp32: {prec[0]:.2e}); "
+                  f"worst {worst:.2e} (bound 2 x {bound:.2e} = {2 * bound:.2e})")
+            if not dist[0] <= prec[0]:
+                failures.append(f"bf16 cp2 {a} {key} step 1: {dist[0]:.2e} from bf16 cp1, more than bf16's own "
+                                f"{prec[0]:.2e}")
+            if not worst <= 2 * bound:
+                failures.append(f"bf16 cp2 {a} {key}: {worst:.2e} from bf16 cp1, more than 2 x bf16's own {bound:.2e}")
+            if key == "grad_norm" and worst == 0:
+                failures.append(f"bf16 cp2 {a}: identical to bf16 cp1 bit for bit (is the split running?)")
+
+
 def main():
     failures = []
     layouts = [w for w in WANT if w in LAYOUTS]
@@ -115,6 +151,8 @@ def main():
                 row.append(results[name][s]["loss"])
             print(f"{s + 1:>4}  " + f"{row[0]:14.7f}" + "".join(f"{v:16.7f}" for v in row[1:]))
         print(f"worst relative loss/grad-norm difference over {len(layouts)} layouts x {STEPS} steps: {worst:.2e}")
+        if "bf16" in WANT:
+            bf16_checks(tmp, base, failures)
         if "resume" in WANT:
             resume_checks(tmp, base, failures)
         if "errors" in WANT:

@@ -184,6 +184,12 @@ float* Case::inout_f32(const std::string& name, const std::vector<float>& values
   return b.as<float>();
 }
 
+uint16_t* Case::inout_bf16(const std::string& name, const std::vector<float>& values, Tol tol) {
+  Buffer& b = add(name, Elem::kBF16, Role::kInOut, values.size(), tol);
+  for (size_t i = 0; i < values.size(); ++i) b.as<uint16_t>()[i] = f32_to_bf16(values[i]);
+  return b.as<uint16_t>();
+}
+
 double* Case::inout_f64(const std::string& name, const std::vector<double>& values, Tol tol) {
   Buffer& b = add(name, Elem::kF64, Role::kInOut, values.size(), tol);
   std::copy(values.begin(), values.end(), b.as<double>());

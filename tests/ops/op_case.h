@@ -97,6 +97,7 @@ class Case {
   float* inout_f32(const std::string& name, int64_t n, uint64_t seed, Tol tol, float lo = -1.0f, float hi = 1.0f);
   float* inout_f32(const std::string& name, const std::vector<float>& values, Tol tol);
   double* inout_f64(const std::string& name, const std::vector<double>& values, Tol tol);
+  uint16_t* inout_bf16(const std::string& name, const std::vector<float>& values, Tol tol);  // rounded
 
   float* f32(std::string_view name) { return buffer(name, Elem::kF32).as<float>(); }
   const float* f32(std::string_view name) const { return buffer(name, Elem::kF32).as<float>(); }

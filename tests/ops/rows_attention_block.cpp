@@ -1,4 +1,5 @@
-// Rows: attention_block_forward, attention_block_backward (context parallelism's block attention).
+// Rows: attention_block_forward, attention_block_backward and their bf16 forms (context parallelism's
+// block attention).
 // Positions: "cp" > 0 — the zig-zag chunks of query rank "rq" against key rank "rk" of a sequence
 // of T tokens split over cp ranks (model/context_split.h: Tq = Tk = T / cp); "cp" = 0 — queries
 // at 3i + 1 against keys at 2j (Tq != Tk, interleaved). Blocks the queries see whole, in part and
@@ -16,6 +17,7 @@
 #include "model/context_split.h"
 #include "ops/op_cases.h"
 #include "ops/rows_util.h"
+#include "tensor/dtype.h"
 
 namespace ft::test::rows {
 namespace {
@@ -218,6 +220,80 @@ class AttentionBlockBackward final : public OpCase {
   Tol grad_tol() const override { return Tol::rel_max(5e-6); }
 };
 
+// The bf16 forms: the same shapes with q, k, v (and dout, out) in bf16; out, lse and dq in fp32 as
+// the fp32 rows (the device widens exactly, as the reference does), dk and dv in bf16 (two steps of
+// the largest).
+std::vector<float> rounded(std::vector<float> v) {
+  for (float& x : v) x = bf16_to_f32(f32_to_bf16(x));
+  return v;
+}
+
+class AttentionBlockForwardBf16 final : public OpCase {
+ public:
+  std::vector<Shape> test_shapes() const override { return AttentionBlockForward().test_shapes(); }
+  Shape bench_shape() const override { return zigzag(4, 512, 2, 1, 0, 12, 12, 64).with("acc", 1); }
+  Case make(const Shape& s, uint64_t seed) const override {
+    Case c(s);
+    c.in_bf16("qkv", random_floats(qkv_size(s), seed + 21 + s["Tq"], -3.4f, 3.4f));
+    c.in_bf16("kv", random_floats(kv_size(s), seed + 22 + s["Tk"], -3.4f, 3.4f));
+    c.in_i32("pos_q", positions(s, false));
+    c.in_i32("pos_k", positions(s, true));
+    if (s["acc"] != 0) {
+      c.inout_f32("out", out_size(s), seed + 23, Tol::rel_max(1e-5));
+      c.inout_f32("lse", lse_size(s), seed + 24, Tol::rel_max(2e-6), -1.0f, 3.0f);
+    } else {
+      c.out_f32("out", out_size(s), Tol::rel_max(1e-5));
+      c.out_f32("lse", lse_size(s), Tol::rel_max(2e-6));
+    }
+    return c;
+  }
+  void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
+    ops.attention_block_forward_bf16(ctx, c.f32("out"), c.f32("lse"), c.bf16("qkv"), c.bf16("kv"), c.i32("pos_q"),
+                                     c.i32("pos_k"), c["B"], c["Tq"], c["Tk"], c["H"], c["Hkv"], c["D"], c["acc"] != 0);
+  }
+  Cost cost(const Shape& s) const override {
+    return {kBf16Bytes * (out_size(s) + kv_size(s)) + kF32Bytes * 2 * (out_size(s) + lse_size(s)), block_flops(s)};
+  }
+};
+
+class AttentionBlockBackwardBf16 final : public OpCase {
+ public:
+  std::vector<Shape> test_shapes() const override { return all_shapes(); }
+  Shape bench_shape() const override { return zigzag(4, 512, 2, 1, 0, 12, 12, 64); }
+  Case make(const Shape& s, uint64_t seed) const override {
+    Case c(s);
+    const std::vector<float> qkv = rounded(random_floats(qkv_size(s), seed + 31 + s["Tq"], -3.4f, 3.4f));
+    const std::vector<float> kv = rounded(random_floats(kv_size(s), seed + 32 + s["Tk"], -3.4f, 3.4f));
+    c.in_bf16("qkv", qkv);
+    c.in_bf16("kv", kv);
+    c.in_bf16("dout", random_floats(out_size(s), seed + 33, -1.7f, 1.7f));
+    const std::vector<int32_t> pq = positions(s, false), pk = positions(s, true);
+    c.in_i32("pos_q", pq);
+    c.in_i32("pos_k", pk);
+    // (out, lse) as the ring leaves them (an earlier block's state with this block merged in), out
+    // rounded to bf16 as the ring writes it.
+    std::vector<float> out = random_floats(out_size(s), seed + 34), lse = random_floats(lse_size(s), seed + 35);
+    ref::attention_block_forward(cpu_context(), out.data(), lse.data(), qkv.data(), kv.data(), pq.data(), pk.data(),
+                                 s["B"], s["Tq"], s["Tk"], s["H"], s["Hkv"], s["D"], true);
+    c.in_bf16("out", out);
+    c.in_f32("lse", lse);
+    c.inout_f32("dqkv", qkv_size(s), seed + 36, Tol::rel_max(1e-5), -1e-3f, 1e-3f);
+    // dk, dv: sums of many terms rounded to bf16 once; an element that nearly cancels may land a step
+    // away from the reference's, so relative to the largest (two bf16 steps of it, 2^-7).
+    c.inout_bf16("dkv", random_floats(kv_size(s), seed + 37, -1e-3f, 1e-3f), Tol::rel_max(7.8e-3));
+    return c;
+  }
+  void run(const OpTable& ops, const ExecContext& ctx, Case& c) const override {
+    ops.attention_block_backward_bf16(ctx, c.f32("dqkv"), c.bf16("dkv"), c.bf16("dout"), c.bf16("qkv"), c.bf16("kv"),
+                                      c.bf16("out"), c.f32("lse"), c.i32("pos_q"), c.i32("pos_k"), c["B"], c["Tq"],
+                                      c["Tk"], c["H"], c["Hkv"], c["D"]);
+  }
+  Cost cost(const Shape& s) const override {
+    return {kBf16Bytes * (3 * out_size(s) + 2 * kv_size(s)) + kF32Bytes * (2 * out_size(s) + lse_size(s)),
+            2.5 * block_flops(s)};
+  }
+};
+
 }  // namespace
 
 const OpCase& attention_block_forward() {
@@ -226,6 +302,15 @@ const OpCase& attention_block_forward() {
 }
 const OpCase& attention_block_backward() {
   static const AttentionBlockBackward row;
+  return row;
+}
+
+const OpCase& attention_block_forward_bf16() {
+  static const AttentionBlockForwardBf16 row;
+  return row;
+}
+const OpCase& attention_block_backward_bf16() {
+  static const AttentionBlockBackwardBf16 row;
   return row;
 }
 

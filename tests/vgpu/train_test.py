@@ -7,6 +7,7 @@ copied). A small batch: the executor runs each CUDA thread as a fiber.
 
 usage: train_test.py NAME [--np N] [--set KEY=VALUE ...] [--vgpu-only-set KEY=VALUE ...] [--planted]
                     [--cpu-np N]
+  --set             settings of both runs (train.precision="bf16": stage 2's bf16 tolerances)
   --np N            both runs under mpirun with N ranks (the layout from --set)
   --vgpu-only-set   settings of the virtual-GPU run alone (parallel.comm = "nccl", parallel.cp = 2)
   --cpu-np N        the CPU run with N ranks (default: --np): 1 with a --vgpu-only-set layout
@@ -93,7 +94,7 @@ def dry_run_communication(sets, np):
 
 def cp_memory_matches_dry_run(last, sets, np):
     """The buffers the device path's ring or all-to-all allocates (the virtual GPU's allocator peak of
-    its communication category, rank 0: nothing else there at cp 2 in fp32) = the dry run's cp term
+    its communication category, rank 0: nothing else there at cp 2) = the dry run's cp term
     for a GPU: its communication at cp 2 minus at dp 2 (the same dp x cp shards, so the same
     gradient buffers)."""
     real = last.get("mem_cuda_communication_bytes")
@@ -135,7 +136,8 @@ def main():
               f"grad norm CPU {c['grad_norm']:.9f} vgpu {g['grad_norm']:.9f}")
     wl, sl = gpu_check.worst_rel([r["loss"] for r in gpu], [r["loss"] for r in cpu])
     wg, sg = gpu_check.worst_rel([r["grad_norm"] for r in gpu], [r["grad_norm"] for r in cpu])
-    tol, tol_grad = gpu_check.TOL["fp32"], gpu_check.TOL_GRAD["fp32"]
+    prec = "bf16" if 'train.precision="bf16"' in sets else "fp32"  # the last --set wins over SMALL's fp32
+    tol, tol_grad = gpu_check.TOL[prec], gpu_check.TOL_GRAD[prec]
     print(f"worst rel. diff: loss {wl:.2e} at step {sl} (tol {tol:g}), grad norm {wg:.2e} at step {sg} "
           f"(tol {tol_grad:g})")
     if wl > tol or wg > tol_grad:

@@ -380,4 +380,33 @@ void attention_block_backward(const ExecContext&, float* dqkv, float* dkv, const
   attention_block_backward(dqkv, dkv, dout, qkv, kv, lse, delta.data(), pq.data(), pk.data(), B, Tq, Tk, H, Hkv, D);
 }
 
+// The bf16 forms (the ring's blocks in bf16): as attention.cpp's, the fp32 kernels above on widened
+// copies (exact) in one workspace; out, lse and dq stay fp32; dkv is widened, added to, rounded.
+void attention_block_forward_bf16(const ExecContext& ctx, float* out, float* lse, const uint16_t* qkv,
+                                  const uint16_t* kv, const int32_t* pos_q, const int32_t* pos_k, int64_t B, int64_t Tq,
+                                  int64_t Tk, int64_t H, int64_t Hkv, int64_t D, bool accumulate) {
+  const int64_t n_qkv = B * Tq * (H + 2 * Hkv) * D, n_kv = B * Tk * 2 * Hkv * D;
+  ThreadScratch wide(n_qkv + n_kv, 1);
+  float *x = wide.slice(0), *k = x + n_qkv;
+  from_bf16(ctx, x, qkv, n_qkv);
+  from_bf16(ctx, k, kv, n_kv);
+  attention_block_forward(ctx, out, lse, x, k, pos_q, pos_k, B, Tq, Tk, H, Hkv, D, accumulate);
+}
+
+void attention_block_backward_bf16(const ExecContext& ctx, float* dqkv, uint16_t* dkv, const uint16_t* dout,
+                                   const uint16_t* qkv, const uint16_t* kv, const uint16_t* out, const float* lse,
+                                   const int32_t* pos_q, const int32_t* pos_k, int64_t B, int64_t Tq, int64_t Tk,
+                                   int64_t H, int64_t Hkv, int64_t D) {
+  const int64_t n_qkv = B * Tq * (H + 2 * Hkv) * D, n_kv = B * Tk * 2 * Hkv * D, n_out = B * Tq * H * D;
+  ThreadScratch wide(n_qkv + 2 * n_kv + 2 * n_out, 1);
+  float *x = wide.slice(0), *k = x + n_qkv, *dk = k + n_kv, *o = dk + n_kv, *d = o + n_out;
+  from_bf16(ctx, x, qkv, n_qkv);
+  from_bf16(ctx, k, kv, n_kv);
+  from_bf16(ctx, dk, dkv, n_kv);
+  from_bf16(ctx, o, out, n_out);
+  from_bf16(ctx, d, dout, n_out);
+  attention_block_backward(ctx, dqkv, dk, d, x, k, o, lse, pos_q, pos_k, B, Tq, Tk, H, Hkv, D);
+  to_bf16(ctx, dkv, dk, n_kv);
+}
+
 }  // namespace ft::cpu

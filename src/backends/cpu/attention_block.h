@@ -3,8 +3,8 @@
 // rank of its cp group one after the other, and the partial results are merged by their
 // log-sum-exp. fp32. The op table's attention_block_forward / attention_block_backward
 // (kernels/op_decls.inc) are these on the CPU (the forward's `accumulate = false` is
-// attention_block_init first; the backward computes its delta); backends/cuda/attention_block.cu
-// on a GPU.
+// attention_block_init first; the backward computes its delta), and their _bf16 forms these on
+// widened copies (attention_block.cpp); backends/cuda/attention_block.cu on a GPU.
 //
 // Causality is by true position: query i (at pos_q[i]) sees key j iff pos_k[j] <= pos_q[i]. Both
 // position lists ascend, so the keys a query sees are a prefix of the block; a block whose first

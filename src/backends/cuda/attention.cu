@@ -108,13 +108,14 @@ __global__ void __launch_bounds__(kWarp* kAttnWarps, 2) attention_fwd_kernel(Fwd
 }
 
 // delta (B, H, T) = rowsum(dO ∘ O): a warp per (b, t, h) row.
-__global__ void attention_delta_kernel(float* delta, const float* dout, const float* out, int64_t B, int64_t T,
-                                       int64_t H, int64_t D) {
+template <typename In>
+__global__ void attention_delta_kernel(float* delta, const In* dout, const In* out, int64_t B, int64_t T, int64_t H,
+                                       int64_t D) {
   const int lane = threadIdx.x % kWarp;
   const int64_t rows = B * T * H, warps = static_cast<int64_t>(gridDim.x) * kAttnWarps;
   for (int64_t r = blockIdx.x * kAttnWarps + threadIdx.x / kWarp; r < rows; r += warps) {
     float acc = 0.0f;
-    for (int64_t d = lane; d < D; d += kWarp) acc += dout[r * D + d] * out[r * D + d];
+    for (int64_t d = lane; d < D; d += kWarp) acc += load_f32(dout[r * D + d]) * load_f32(out[r * D + d]);
     acc = warp_sum(acc);
     const int64_t h = r % H, t = (r / H) % T, b = r / (T * H);
     if (lane == 0) delta[(b * H + h) * T + t] = acc;
@@ -334,11 +335,24 @@ void attention_forward(CudaContext& ctx, float* out, float* lse, const float* qk
   launch_forward(ctx, a, "attention_forward");
 }
 
+namespace {
+template <typename In>
+void launch_delta(CudaContext& ctx, float* delta, const In* dout, const In* out, int64_t B, int64_t T, int64_t H,
+                  int64_t D, const char* op) {
+  const LaunchShape ld = attention_delta_launch(B, T, H);
+  FT_LAUNCH(attention_delta_kernel<In>, to_dim3(ld.grid), to_dim3(ld.block), 0, ctx.stream())
+  (delta, dout, out, B, T, H, D);
+  FT_CUDA_CHECK_LAUNCH(ctx, op, {"B", B}, {"T", T}, {"H", H}, {"D", D});
+}
+}  // namespace
+
 void attention_delta(CudaContext& ctx, float* delta, const float* dout, const float* out, int64_t B, int64_t T,
                      int64_t H, int64_t D, const char* op) {
-  const LaunchShape ld = attention_delta_launch(B, T, H);
-  FT_LAUNCH(attention_delta_kernel, to_dim3(ld.grid), to_dim3(ld.block), 0, ctx.stream())(delta, dout, out, B, T, H, D);
-  FT_CUDA_CHECK_LAUNCH(ctx, op, {"B", B}, {"T", T}, {"H", H}, {"D", D});
+  launch_delta(ctx, delta, dout, out, B, T, H, D, op);
+}
+void attention_delta(CudaContext& ctx, float* delta, const uint16_t* dout, const uint16_t* out, int64_t B, int64_t T,
+                     int64_t H, int64_t D, const char* op) {
+  launch_delta(ctx, delta, dout, out, B, T, H, D, op);
 }
 
 void attention_backward_with_delta(CudaContext& ctx, float* delta, float* dqkv, const float* dout, const float* qkv,

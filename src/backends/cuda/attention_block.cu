@@ -1,4 +1,4 @@
-// Block attention in fp32 (kernels/op_decls.inc, "Block attention"): context parallelism's ring
+// Block attention in fp32 and bf16 (kernels/op_decls.inc, "Block attention"): context parallelism's ring
 // attends a rank's queries to one key/value block at a time, causal by true position. The kernels
 // of attention.cu with two changes: the mask compares positions (query i sees key j iff
 // pos_k[j] <= pos_q[i], the tile's positions staged in shared memory beside its rows), and the
@@ -20,14 +20,17 @@ namespace ft::cuda {
 
 namespace {
 
+// In: the element type of qkv, kv, dout and out (float, or uint16_t: bf16, widened on load); Acc:
+// of dkv (the backward's dk, dv are added in fp32 and stored as Acc: bf16 rounded once per call).
+template <typename In, typename Acc>
 struct BlockArgs {
   float* out;  // forward: out (B, Tq, H D), lse (B, H, Tq)
   float* lse_out;
   float* dqkv;  // backward: dq into (B, Tq, (H + 2 Hkv) D), dk, dv into (B, Tk, 2 Hkv D)
-  float* dkv;
-  const float* dout;
-  const float* qkv;
-  const float* kv;
+  Acc* dkv;
+  const In* dout;
+  const In* qkv;
+  const In* kv;
   const float* lse;
   const float* delta;
   const int32_t* pos_q;
@@ -60,12 +63,21 @@ __device__ __forceinline__ int64_t first_ge(const int32_t* pos, int64_t n, int32
   return lo;
 }
 
+// An fp32 value stored as Acc (bf16: rounded to nearest even).
+__device__ __forceinline__ void store_as(float* p, float x) {
+  *p = x;
+}
+__device__ __forceinline__ void store_as(uint16_t* p, float x) {
+  *p = math::to_bf16(x);
+}
+
 // Positions [r0, r0 + rows) of pos into the tile (rows past `rows`: INT32_MAX, never seen).
 __device__ __forceinline__ void load_positions(int32_t* tile, const int32_t* pos, int64_t rows, int64_t R) {
   for (int64_t r = threadIdx.x; r < R; r += blockDim.x) tile[r] = r < rows ? pos[r] : 0x7fffffff;
 }
 
-__global__ void __launch_bounds__(kWarp* kAttnWarps, 2) attention_block_fwd_kernel(BlockArgs a) {
+template <typename In, typename Acc>
+__global__ void __launch_bounds__(kWarp* kAttnWarps, 2) attention_block_fwd_kernel(BlockArgs<In, Acc> a) {
   FT_DYN_SHARED(float, smem);
   const int64_t D = a.D, R = attention_tile_rows(D), ld = D + 1, row = (a.H + 2 * a.Hkv) * D, kv_row = 2 * a.Hkv * D;
   float* Ks = smem;
@@ -83,12 +95,12 @@ __global__ void __launch_bounds__(kWarp* kAttnWarps, 2) attention_block_fwd_kern
     const bool valid = t < a.Tq;
     __syncwarp();
     if (valid)
-      for (int64_t d = lane; d < D; d += kWarp) q_s[d] = a.qkv[(b * a.Tq + t) * row + h * D + d];
+      for (int64_t d = lane; d < D; d += kWarp) q_s[d] = load_f32(a.qkv[(b * a.Tq + t) * row + h * D + d]);
     const int64_t last_t = min64(a.Tq - 1, qb * kAttnWarps + kAttnWarps - 1);
     const int64_t n_keys = count_le(a.pos_k, a.Tk, a.pos_q[last_t]);
     const int32_t my_pos = valid ? a.pos_q[t] : -1;
-    const float* kb = a.kv + b * a.Tk * kv_row + kh * D;
-    const float* vb = kb + a.Hkv * D;
+    const In* kb = a.kv + b * a.Tk * kv_row + kh * D;
+    const In* vb = kb + a.Hkv * D;
     float m = -INFINITY, l = 0.0f, o[kAttnMaxDPerLane];
 #pragma unroll
     for (int k = 0; k < kAttnMaxDPerLane; ++k) o[k] = 0.0f;
@@ -147,7 +159,8 @@ __global__ void __launch_bounds__(kWarp* kAttnWarps, 2) attention_block_fwd_kern
 }
 
 // dQ: the forward's task structure; dQ rows added into the query heads of dqkv.
-__global__ void __launch_bounds__(kWarp* kAttnWarps, 2) attention_block_dq_kernel(BlockArgs a) {
+template <typename In, typename Acc>
+__global__ void __launch_bounds__(kWarp* kAttnWarps, 2) attention_block_dq_kernel(BlockArgs<In, Acc> a) {
   FT_DYN_SHARED(float, smem);
   const int64_t D = a.D, R = attention_tile_rows(D), ld = D + 1, row = (a.H + 2 * a.Hkv) * D, kv_row = 2 * a.Hkv * D;
   float* Ks = smem;
@@ -169,8 +182,8 @@ __global__ void __launch_bounds__(kWarp* kAttnWarps, 2) attention_block_dq_kerne
     float lse2 = 0.0f, delta = 0.0f;
     if (valid) {
       for (int64_t d = lane; d < D; d += kWarp) {
-        q_s[d] = a.qkv[(b * a.Tq + t) * row + h * D + d];
-        do_s[d] = a.dout[(b * a.Tq + t) * a.H * D + h * D + d];
+        q_s[d] = load_f32(a.qkv[(b * a.Tq + t) * row + h * D + d]);
+        do_s[d] = load_f32(a.dout[(b * a.Tq + t) * a.H * D + h * D + d]);
       }
       lse2 = a.lse[(b * a.H + h) * a.Tq + t] * math::kLog2e;
       delta = a.delta[(b * a.H + h) * a.Tq + t];
@@ -178,8 +191,8 @@ __global__ void __launch_bounds__(kWarp* kAttnWarps, 2) attention_block_dq_kerne
     const int64_t last_t = min64(a.Tq - 1, qb * kAttnWarps + kAttnWarps - 1);
     const int64_t n_keys = count_le(a.pos_k, a.Tk, a.pos_q[last_t]);
     const int32_t my_pos = valid ? a.pos_q[t] : -1;
-    const float* kb = a.kv + b * a.Tk * kv_row + kh * D;
-    const float* vb = kb + a.Hkv * D;
+    const In* kb = a.kv + b * a.Tk * kv_row + kh * D;
+    const In* vb = kb + a.Hkv * D;
     float dq[kAttnMaxDPerLane];
 #pragma unroll
     for (int k = 0; k < kAttnMaxDPerLane; ++k) dq[k] = 0.0f;
@@ -218,7 +231,8 @@ __global__ void __launch_bounds__(kWarp* kAttnWarps, 2) attention_block_dq_kerne
 
 // dK, dV: a warp per key row j of kv head kh, over the group's query heads and the queries that
 // see it (positions >= pos_k[j]); added into dkv.
-__global__ void __launch_bounds__(kWarp* kAttnWarps, 2) attention_block_dkv_kernel(BlockArgs a) {
+template <typename In, typename Acc>
+__global__ void __launch_bounds__(kWarp* kAttnWarps, 2) attention_block_dkv_kernel(BlockArgs<In, Acc> a) {
   FT_DYN_SHARED(float, smem);
   const int64_t D = a.D, R = attention_tile_rows(D), ld = D + 1, row = (a.H + 2 * a.Hkv) * D, kv_row = 2 * a.Hkv * D;
   float* Qt = smem;
@@ -241,8 +255,8 @@ __global__ void __launch_bounds__(kWarp* kAttnWarps, 2) attention_block_dkv_kern
     __syncwarp();
     if (valid)
       for (int64_t d = lane; d < D; d += kWarp) {
-        k_s[d] = a.kv[(b * a.Tk + j) * kv_row + kh * D + d];
-        v_s[d] = a.kv[(b * a.Tk + j) * kv_row + (a.Hkv + kh) * D + d];
+        k_s[d] = load_f32(a.kv[(b * a.Tk + j) * kv_row + kh * D + d]);
+        v_s[d] = load_f32(a.kv[(b * a.Tk + j) * kv_row + (a.Hkv + kh) * D + d]);
       }
     const int32_t my_pos = valid ? a.pos_k[j] : 0x7fffffff;
     // The first query that sees the block's first key: earlier queries see none of its keys.
@@ -283,26 +297,28 @@ __global__ void __launch_bounds__(kWarp* kAttnWarps, 2) attention_block_dkv_kern
       }
     }
     if (valid) {
-      float* dst = a.dkv + (b * a.Tk + j) * kv_row + kh * D;
+      Acc* dst = a.dkv + (b * a.Tk + j) * kv_row + kh * D;
 #pragma unroll
       for (int k = 0; k < kAttnMaxDPerLane; ++k) {
         const int64_t d = lane + k * kWarp;
         if (d < D) {
-          dst[d] += dk[k];
-          dst[a.Hkv * D + d] += dv[k];
+          store_as(dst + d, load_f32(dst[d]) + dk[k]);
+          store_as(dst + a.Hkv * D + d, load_f32(dst[a.Hkv * D + d]) + dv[k]);
         }
       }
     }
   }
 }
 
-template <typename Kernel>
-void launch(CudaContext& ctx, Kernel kernel, const LaunchShape& l, const BlockArgs& a, const char* op) {
-  if (l.smem > kDefaultSmemBytes)
-    FT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(l.smem)),
-                  op, {"D", a.D}, {"smem", l.smem});
-  FT_LAUNCH(kernel, to_dim3(l.grid), to_dim3(l.block), static_cast<size_t>(l.smem), ctx.stream())(a);
-  FT_CUDA_CHECK_LAUNCH(ctx, op, {"B", a.B}, {"Tq", a.Tq}, {"Tk", a.Tk}, {"H", a.H}, {"Hkv", a.Hkv}, {"D", a.D});
+template <typename Kernel, typename In, typename Acc>
+void launch(CudaContext& ctx, Kernel kernel, const LaunchShape& l, const BlockArgs<In, Acc>& a, const char* op) {
+  // The sizes as plain values: the checks' braced lists do not take members of a dependent type.
+  const int64_t B = a.B, Tq = a.Tq, Tk = a.Tk, H = a.H, Hkv = a.Hkv, D = a.D, smem = l.smem;
+  if (smem > kDefaultSmemBytes)
+    FT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)), op,
+                  {"D", D}, {"smem", smem});
+  FT_LAUNCH(kernel, to_dim3(l.grid), to_dim3(l.block), static_cast<size_t>(smem), ctx.stream())(a);
+  FT_CUDA_CHECK_LAUNCH(ctx, op, {"B", B}, {"Tq", Tq}, {"Tk", Tk}, {"H", H}, {"Hkv", Hkv}, {"D", D});
 }
 
 void check_block(const char* op, int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t Hkv, int64_t D) {
@@ -312,34 +328,64 @@ void check_block(const char* op, int64_t B, int64_t Tq, int64_t Tk, int64_t H, i
           "use a model with dim / n_heads <= 256");
 }
 
+template <typename In, typename Acc>
+void block_forward(CudaContext& ctx, const char* op, float* out, float* lse, const In* qkv, const In* kv,
+                   const int32_t* pos_q, const int32_t* pos_k, int64_t B, int64_t Tq, int64_t Tk, int64_t H,
+                   int64_t Hkv, int64_t D, bool accumulate) {
+  check_block(op, B, Tq, Tk, H, Hkv, D);
+  if (B == 0 || Tq == 0) return;
+  BlockArgs<In, Acc> a{};
+  a.out = out, a.lse_out = lse, a.qkv = qkv, a.kv = kv, a.pos_q = pos_q, a.pos_k = pos_k;
+  a.B = B, a.Tq = Tq, a.Tk = Tk, a.H = H, a.Hkv = Hkv, a.D = D, a.accumulate = accumulate;
+  launch(ctx, attention_block_fwd_kernel<In, Acc>, attention_block_fwd_launch(B, Tq, H, D), a, op);
+}
+
+template <typename In, typename Acc>
+void block_backward(CudaContext& ctx, const char* op, float* dqkv, Acc* dkv, const In* dout, const In* qkv,
+                    const In* kv, const In* out, const float* lse, const int32_t* pos_q, const int32_t* pos_k,
+                    int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t Hkv, int64_t D) {
+  check_block(op, B, Tq, Tk, H, Hkv, D);
+  if (B == 0 || Tq == 0 || Tk == 0) return;
+  auto* delta = static_cast<float*>(ctx.scratch(static_cast<size_t>(B * H * Tq) * sizeof(float), op));
+  attention_delta(ctx, delta, dout, out, B, Tq, H, D, op);
+  BlockArgs<In, Acc> a{};
+  a.dqkv = dqkv, a.dkv = dkv, a.dout = dout, a.qkv = qkv, a.kv = kv, a.lse = lse, a.delta = delta;
+  a.pos_q = pos_q, a.pos_k = pos_k, a.B = B, a.Tq = Tq, a.Tk = Tk, a.H = H, a.Hkv = Hkv, a.D = D;
+  launch(ctx, attention_block_dq_kernel<In, Acc>, attention_block_fwd_launch(B, Tq, H, D), a, op);
+  launch(ctx, attention_block_dkv_kernel<In, Acc>, attention_block_dkv_launch(B, Tk, Hkv, D), a, op);
+}
+
 }  // namespace
 
 void attention_block_forward(CudaContext& ctx, float* out, float* lse, const float* qkv, const float* kv,
                              const int32_t* pos_q, const int32_t* pos_k, int64_t B, int64_t Tq, int64_t Tk, int64_t H,
                              int64_t Hkv, int64_t D, bool accumulate) {
-  const char* op = "attention_block_forward";
-  check_block(op, B, Tq, Tk, H, Hkv, D);
-  if (B == 0 || Tq == 0) return;
-  BlockArgs a{};
-  a.out = out, a.lse_out = lse, a.qkv = qkv, a.kv = kv, a.pos_q = pos_q, a.pos_k = pos_k;
-  a.B = B, a.Tq = Tq, a.Tk = Tk, a.H = H, a.Hkv = Hkv, a.D = D, a.accumulate = accumulate;
-  launch(ctx, attention_block_fwd_kernel, attention_block_fwd_launch(B, Tq, H, D), a, op);
+  block_forward<float, float>(ctx, "attention_block_forward", out, lse, qkv, kv, pos_q, pos_k, B, Tq, Tk, H, Hkv, D,
+                              accumulate);
 }
 
 void attention_block_backward(CudaContext& ctx, float* dqkv, float* dkv, const float* dout, const float* qkv,
                               const float* kv, const float* out, const float* lse, const int32_t* pos_q,
                               const int32_t* pos_k, int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t Hkv,
                               int64_t D) {
-  const char* op = "attention_block_backward";
-  check_block(op, B, Tq, Tk, H, Hkv, D);
-  if (B == 0 || Tq == 0 || Tk == 0) return;
-  auto* delta = static_cast<float*>(ctx.scratch(static_cast<size_t>(B * H * Tq) * sizeof(float), op));
-  attention_delta(ctx, delta, dout, out, B, Tq, H, D, op);
-  BlockArgs a{};
-  a.dqkv = dqkv, a.dkv = dkv, a.dout = dout, a.qkv = qkv, a.kv = kv, a.lse = lse, a.delta = delta;
-  a.pos_q = pos_q, a.pos_k = pos_k, a.B = B, a.Tq = Tq, a.Tk = Tk, a.H = H, a.Hkv = Hkv, a.D = D;
-  launch(ctx, attention_block_dq_kernel, attention_block_fwd_launch(B, Tq, H, D), a, op);
-  launch(ctx, attention_block_dkv_kernel, attention_block_dkv_launch(B, Tk, Hkv, D), a, op);
+  block_backward<float, float>(ctx, "attention_block_backward", dqkv, dkv, dout, qkv, kv, out, lse, pos_q, pos_k, B, Tq,
+                               Tk, H, Hkv, D);
+}
+
+// bf16 (the ring's blocks in bf16): the same kernels reading bf16, dk and dv added into bf16 dkv.
+void attention_block_forward_bf16(CudaContext& ctx, float* out, float* lse, const uint16_t* qkv, const uint16_t* kv,
+                                  const int32_t* pos_q, const int32_t* pos_k, int64_t B, int64_t Tq, int64_t Tk,
+                                  int64_t H, int64_t Hkv, int64_t D, bool accumulate) {
+  block_forward<uint16_t, uint16_t>(ctx, "attention_block_forward_bf16", out, lse, qkv, kv, pos_q, pos_k, B, Tq, Tk, H,
+                                    Hkv, D, accumulate);
+}
+
+void attention_block_backward_bf16(CudaContext& ctx, float* dqkv, uint16_t* dkv, const uint16_t* dout,
+                                   const uint16_t* qkv, const uint16_t* kv, const uint16_t* out, const float* lse,
+                                   const int32_t* pos_q, const int32_t* pos_k, int64_t B, int64_t Tq, int64_t Tk,
+                                   int64_t H, int64_t Hkv, int64_t D) {
+  block_backward<uint16_t, uint16_t>(ctx, "attention_block_backward_bf16", dqkv, dkv, dout, qkv, kv, out, lse, pos_q,
+                                     pos_k, B, Tq, Tk, H, Hkv, D);
 }
 
 }  // namespace ft::cuda

@@ -5,7 +5,18 @@
 
 #include <cstdint>
 
+#include "backends/cuda/op_math.h"
+
 namespace ft::cuda {
+
+// An element as fp32: the fp32 kernels read fp32 or bf16 (uint16_t bit patterns) through this, so
+// one kernel serves both (bf16 widened on load, exactly).
+__device__ __forceinline__ float load_f32(float x) {
+  return x;
+}
+__device__ __forceinline__ float load_f32(uint16_t x) {
+  return math::from_bf16(x);
+}
 
 // Dot product of two rows in shared memory, in a fixed order (the same in every kernel, so the
 // backward recomputes the forward's scores exactly): four interleaved partial sums, then the
@@ -26,12 +37,13 @@ __device__ __forceinline__ float dot_row(const float* a, const float* b, int64_t
 }
 
 // Copies rows [r0, r0 + rows) of a strided source into a (R, ld) tile, zero-filling rows past
-// `rows` (the whole block takes part).
-__device__ __forceinline__ void load_tile(float* tile, int64_t ld, const float* src, int64_t stride, int64_t rows,
+// `rows` (the whole block takes part). In: float, or uint16_t (bf16, widened).
+template <typename In>
+__device__ __forceinline__ void load_tile(float* tile, int64_t ld, const In* src, int64_t stride, int64_t rows,
                                           int64_t R, int64_t D) {
   for (int64_t e = threadIdx.x; e < R * D; e += blockDim.x) {
     const int64_t r = e / D, c = e % D;
-    tile[r * ld + c] = r < rows ? src[r * stride + c] : 0.0f;
+    tile[r * ld + c] = r < rows ? load_f32(src[r * stride + c]) : 0.0f;
   }
 }
 

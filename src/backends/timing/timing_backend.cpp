@@ -29,11 +29,14 @@ void record(plan::OpRecord r, double seconds) {
 // visible (query, key) pairs (its positions are host memory here). Other ops: nothing.
 template <class... Args>
 void refine(plan::OpRecord&, const Args&...) {}
-void refine(plan::OpRecord& r, float*, float*, const float*, const float*, const int32_t* pos_q, const int32_t* pos_k,
+// (In: float, or uint16_t for the _bf16 ops; dkv is written in In.)
+template <class In>
+void refine(plan::OpRecord& r, float*, float*, const In*, const In*, const int32_t* pos_q, const int32_t* pos_k,
             int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t, int64_t D, bool) {
   trace::cost::set_block_pairs(r, trace::cost::block_pairs(pos_q, pos_k, Tq, Tk), B, H, D);
 }
-void refine(plan::OpRecord& r, float*, float*, const float*, const float*, const float*, const float*, const float*,
+template <class In>
+void refine(plan::OpRecord& r, float*, In*, const In*, const In*, const In*, const In*, const float*,
             const int32_t* pos_q, const int32_t* pos_k, int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t,
             int64_t D) {
   trace::cost::set_block_pairs(r, trace::cost::block_pairs(pos_q, pos_k, Tq, Tk), B, H, D);

@@ -206,7 +206,7 @@ OpRecord attention_block_backward(float*, float*, const float*, const float*, co
 }
 
 void set_block_pairs(OpRecord& r, double pairs, int64_t B, int64_t H, int64_t D) {
-  const bool backward = r.op == "attention_block_backward";
+  const bool backward = r.op.starts_with("attention_block_backward");  // and _bf16
   r.shape += fmt::format(" pairs={:.0f}", pairs);
   r.flops = (backward ? 14 : 4) * d(B * H) * pairs * d(D);
 }
@@ -219,6 +219,25 @@ double block_pairs(const int32_t* pos_q, const int32_t* pos_k, int64_t Tq, int64
     pairs += d(seen);
   }
   return pairs;
+}
+
+// The same in bf16 (the ring's blocks in bf16): the block kernels reading bf16 q, k, v (and dout,
+// out), out, lse and dq in fp32, dk and dv in bf16.
+OpRecord attention_block_forward_bf16(float*, float*, const uint16_t*, const uint16_t*, const int32_t*, const int32_t*,
+                                      int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t Hkv, int64_t D,
+                                      bool accumulate) {
+  const double o = d(B * Tq * H * D + B * H * Tq);
+  return rec("attention_block_forward_bf16", fmt::format("{} Tk={}", attn_shape(B, Tq, H, Hkv, D), Tk),
+             kB16 * (d(B * Tq * H * D) + d(B * Tk * 2 * Hkv * D)) + kF32 * (accumulate ? o : 0), kF32 * o,
+             4 * d(B * H) * d(Tq) * d(Tk) * d(D), 1, OpKind::kFlashFp32);
+}
+OpRecord attention_block_backward_bf16(float*, uint16_t*, const uint16_t*, const uint16_t*, const uint16_t*,
+                                       const uint16_t*, const float*, const int32_t*, const int32_t*, int64_t B,
+                                       int64_t Tq, int64_t Tk, int64_t H, int64_t Hkv, int64_t D) {
+  const double q = d(B * Tq * H * D), kv = d(B * Tk * 2 * Hkv * D);
+  return rec("attention_block_backward_bf16", fmt::format("{} Tk={}", attn_shape(B, Tq, H, Hkv, D), Tk),
+             kB16 * (3 * q + 2 * kv) + kF32 * (q + 2 * d(B * H * Tq)), kF32 * (q + d(B * H * Tq)) + kB16 * kv,
+             14 * d(B * H) * d(Tq) * d(Tk) * d(D), 3, OpKind::kFlashFp32);
 }
 
 // The bf16 attention (attention_bf16.cpp): cuDNN SDPA, one fused kernel each way; priced at

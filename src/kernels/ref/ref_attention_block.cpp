@@ -7,6 +7,7 @@
 
 #include "kernels/attention_checks.h"
 #include "kernels/ops.h"
+#include "tensor/dtype.h"
 
 namespace ft::ref {
 
@@ -105,6 +106,35 @@ void attention_block_backward(const ExecContext&, float* dqkv, float* dkv, const
           }
         }
       }
+}
+
+// The bf16 forms: the fp32 reference on the widened (exact) inputs; dkv widened, added to, rounded.
+namespace {
+std::vector<float> widen(const uint16_t* x, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = bf16_to_f32(x[i]);
+  return out;
+}
+}  // namespace
+
+void attention_block_forward_bf16(const ExecContext& ctx, float* out, float* lse, const uint16_t* qkv,
+                                  const uint16_t* kv, const int32_t* pos_q, const int32_t* pos_k, int64_t B, int64_t Tq,
+                                  int64_t Tk, int64_t H, int64_t Hkv, int64_t D, bool accumulate) {
+  const std::vector<float> q = widen(qkv, B * Tq * (H + 2 * Hkv) * D), k = widen(kv, B * Tk * 2 * Hkv * D);
+  attention_block_forward(ctx, out, lse, q.data(), k.data(), pos_q, pos_k, B, Tq, Tk, H, Hkv, D, accumulate);
+}
+
+void attention_block_backward_bf16(const ExecContext& ctx, float* dqkv, uint16_t* dkv, const uint16_t* dout,
+                                   const uint16_t* qkv, const uint16_t* kv, const uint16_t* out, const float* lse,
+                                   const int32_t* pos_q, const int32_t* pos_k, int64_t B, int64_t Tq, int64_t Tk,
+                                   int64_t H, int64_t Hkv, int64_t D) {
+  const int64_t n_kv = B * Tk * 2 * Hkv * D, n_out = B * Tq * H * D;
+  const std::vector<float> q = widen(qkv, B * Tq * (H + 2 * Hkv) * D), k = widen(kv, n_kv), d = widen(dout, n_out),
+                           o = widen(out, n_out);
+  std::vector<float> dk = widen(dkv, n_kv);
+  attention_block_backward(ctx, dqkv, dk.data(), d.data(), q.data(), k.data(), o.data(), lse, pos_q, pos_k, B, Tq, Tk,
+                           H, Hkv, D);
+  for (int64_t i = 0; i < n_kv; ++i) dkv[i] = f32_to_bf16(dk[static_cast<size_t>(i)]);
 }
 
 }  // namespace ft::ref

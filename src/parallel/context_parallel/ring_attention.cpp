@@ -38,31 +38,44 @@ const int32_t* RingAttention::positions_of(int64_t owner) const {
   return positions_.defined() ? positions_.data<int32_t>() + owner * local_tokens() : nullptr;
 }
 
-void RingAttention::reserve(int64_t B, int64_t Hkv, int64_t D, bool backward) {
-  if (dry()) return;
-  const int64_t n = B * local_tokens() * 2 * Hkv * D;
-  auto fit = [&](Tensor& t) {
-    if (!t.defined() || t.numel() < n) t = Tensor::empty({n}, DType::kF32, MemCategory::kCommunication, ctx_.device);
-  };
-  for (auto& b : kv_) fit(b);
+void* RingAttention::fit(Tensor& t, int64_t bytes, MemCategory cat) const {
+  if (dry()) return nullptr;
+  const int64_t n = (bytes + 3) / 4;  // held as fp32 words
+  if (!t.defined() || t.numel() < n) t = Tensor::empty({std::max<int64_t>(n, 1)}, DType::kF32, cat, ctx_.device);
+  return t.data<float>();
+}
+
+void RingAttention::reserve(int64_t B, int64_t Hkv, int64_t D, bool backward, int64_t elem) {
+  const int64_t bytes = block_bytes(B, local_tokens(), Hkv, D, elem);
+  for (auto& b : kv_) fit(b, bytes, MemCategory::kCommunication);
   if (backward)
-    for (auto& b : dkv_) fit(b);
+    for (auto& b : dkv_) fit(b, bytes, MemCategory::kCommunication);
 }
 
-void RingAttention::pack_kv(float* kv, const float* qkv, int64_t B, int64_t H, int64_t Hkv, int64_t D) const {
-  const size_t row = static_cast<size_t>((H + 2 * Hkv) * D) * sizeof(float), n = static_cast<size_t>(2 * Hkv * D) * 4;
-  mem_copy_2d(ctx_, kv, ctx_.device, n, qkv + H * D, ctx_.device, row, n, static_cast<size_t>(B * local_tokens()));
+void RingAttention::pack_kv(void* kv, const void* qkv, int64_t B, int64_t H, int64_t Hkv, int64_t D,
+                            int64_t elem) const {
+  const auto row = static_cast<size_t>((H + 2 * Hkv) * D * elem), n = static_cast<size_t>(2 * Hkv * D * elem);
+  mem_copy_2d(ctx_, kv, ctx_.device, n, static_cast<const char*>(qkv) + H * D * elem, ctx_.device, row, n,
+              static_cast<size_t>(B * local_tokens()));
 }
 
-void RingAttention::attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t H, int64_t Hkv,
-                                      int64_t D) {
+void RingAttention::unpack_dkv(void* dqkv, const void* dkv, int64_t B, int64_t H, int64_t Hkv, int64_t D,
+                               int64_t elem) const {
+  const auto row = static_cast<size_t>((H + 2 * Hkv) * D * elem), n = static_cast<size_t>(2 * Hkv * D * elem);
+  mem_copy_2d(ctx_, static_cast<char*>(dqkv) + H * D * elem, ctx_.device, row, dkv, ctx_.device, n, n,
+              static_cast<size_t>(B * local_tokens()));
+}
+
+template <typename Block>
+void RingAttention::ring_forward(const void* qkv, int64_t B, int64_t H, int64_t Hkv, int64_t D, int64_t elem,
+                                 Block block) {
   const int64_t T = local_tokens(), cp = size();
-  reserve(B, Hkv, D, false);
+  reserve(B, Hkv, D, false, elem);
   // Dry: the same transfers, of the same sizes, from no buffer; nothing computed.
-  const int64_t bytes = block_bytes(B, T, Hkv, D);
+  const int64_t bytes = block_bytes(B, T, Hkv, D, elem);
   const bool compute = !dry();
-  float* kv[2] = {at(kv_[0]), at(kv_[1])};
-  if (compute) pack_kv(kv[0], qkv, B, H, Hkv, D);
+  void* kv[2] = {at(kv_[0]), at(kv_[1])};
+  if (compute) pack_kv(kv[0], qkv, B, H, Hkv, D, elem);
   int cur = 0;
   for (int64_t s = 0; s < cp; ++s) {
     const int64_t owner = (rank() - s + cp) % cp;  // whose block is in hand
@@ -73,9 +86,7 @@ void RingAttention::attention_forward(float* out, float* lse, const float* qkv, 
     }
     // The own block first: every query sees its own key, so step 0 writes out and lse whole.
     if (compute && s + 1 < cp) compute_timer_.begin();
-    if (compute)
-      ops::attention_block_forward(ctx_, out, lse, qkv, kv[cur], positions_of(rank()), positions_of(owner), B, T, T, H,
-                                   Hkv, D, s > 0);
+    if (compute) block(kv[cur], owner, s > 0);
     if (s + 1 < cp) {  // later compute waits for both (the host does not, on a device)
       if (compute) {
         compute_timer_.end();
@@ -90,17 +101,17 @@ void RingAttention::attention_forward(float* out, float* lse, const float* qkv, 
   }
 }
 
-void RingAttention::attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                                       const float* lse, int64_t B, int64_t H, int64_t Hkv, int64_t D) {
+template <typename Block>
+void* RingAttention::ring_backward(const void* qkv, int64_t B, int64_t H, int64_t Hkv, int64_t D, int64_t elem,
+                                   Block block) {
   const int64_t T = local_tokens(), cp = size();
-  reserve(B, Hkv, D, true);
-  const int64_t bytes = block_bytes(B, T, Hkv, D);
+  reserve(B, Hkv, D, true, elem);
+  const int64_t bytes = block_bytes(B, T, Hkv, D, elem);
   const bool compute = !dry();
-  float* kv[2] = {at(kv_[0]), at(kv_[1])};
-  float* dkv[2] = {at(dkv_[0]), at(dkv_[1])};
+  void* kv[2] = {at(kv_[0]), at(kv_[1])};
+  void* dkv[2] = {at(dkv_[0]), at(dkv_[1])};
   if (compute) {
-    mem_zero(ctx_, dqkv, ctx_.device, static_cast<size_t>(B * T * (H + 2 * Hkv) * D) * sizeof(float));  // dq: +=
-    pack_kv(kv[0], qkv, B, H, Hkv, D);
+    pack_kv(kv[0], qkv, B, H, Hkv, D, elem);
     mem_zero(ctx_, dkv[0], ctx_.device, static_cast<size_t>(bytes));
   }
   int cur = 0;
@@ -112,9 +123,7 @@ void RingAttention::attention_backward(float* dqkv, const float* dout, const flo
       send = comm_.send_async(kv[cur], bytes, next(), kTagKvBackward);
     }
     if (compute && s + 1 < cp) compute_timer_.begin();
-    if (compute)
-      ops::attention_block_backward(ctx_, dqkv, dkv[cur], dout, qkv, kv[cur], out, lse, positions_of(rank()),
-                                    positions_of(owner), B, T, T, H, Hkv, D);
+    if (compute) block(dkv[cur], kv[cur], owner);
     // The block's dk, dv so far go on with it (after the last step: home to their owner).
     if (compute && s + 1 < cp) compute_timer_.end();
     if (compute) hop_timer_.begin();
@@ -135,11 +144,57 @@ void RingAttention::attention_backward(float* dqkv, const float* dout, const flo
     }
     cur = 1 - cur;
   }
-  // kv[cur] is stale here, dkv[cur] is this rank's own block's dk, dv from every rank: into the key
-  // and value heads of dqkv.
-  if (!compute) return;
-  const size_t row = static_cast<size_t>((H + 2 * Hkv) * D) * sizeof(float), n = static_cast<size_t>(2 * Hkv * D) * 4;
-  mem_copy_2d(ctx_, dqkv + H * D, ctx_.device, row, dkv[cur], ctx_.device, n, n, static_cast<size_t>(B * T));
+  // kv[cur] is stale here, dkv[cur] is this rank's own block's dk, dv from every rank.
+  return dkv[cur];
+}
+
+void RingAttention::attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t H, int64_t Hkv,
+                                      int64_t D) {
+  const int64_t T = local_tokens();
+  ring_forward(qkv, B, H, Hkv, D, sizeof(float), [&](const void* kv, int64_t owner, bool accumulate) {
+    ops::attention_block_forward(ctx_, out, lse, qkv, static_cast<const float*>(kv), positions_of(rank()),
+                                 positions_of(owner), B, T, T, H, Hkv, D, accumulate);
+  });
+}
+
+void RingAttention::attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                                       const float* lse, int64_t B, int64_t H, int64_t Hkv, int64_t D) {
+  const int64_t T = local_tokens();
+  if (!dry())  // dq: +=
+    mem_zero(ctx_, dqkv, ctx_.device, static_cast<size_t>(B * T * (H + 2 * Hkv) * D) * sizeof(float));
+  void* dkv = ring_backward(qkv, B, H, Hkv, D, sizeof(float), [&](void* dkv, const void* kv, int64_t owner) {
+    ops::attention_block_backward(ctx_, dqkv, static_cast<float*>(dkv), dout, qkv, static_cast<const float*>(kv), out,
+                                  lse, positions_of(rank()), positions_of(owner), B, T, T, H, Hkv, D);
+  });
+  if (!dry()) unpack_dkv(dqkv, dkv, B, H, Hkv, D, sizeof(float));  // into the key and value heads
+}
+
+// bf16: the blocks travel as bf16; the merged output and dq are fp32 here, rounded once at the end.
+void RingAttention::attention_forward_bf16(uint16_t* out, float* lse, const uint16_t* qkv, int64_t B, int64_t H,
+                                           int64_t Hkv, int64_t D) {
+  const int64_t T = local_tokens(), n_out = B * T * H * D;
+  auto* out32 = static_cast<float*>(fit(out32_, n_out * 4, MemCategory::kWorkspace));
+  ring_forward(qkv, B, H, Hkv, D, 2, [&](const void* kv, int64_t owner, bool accumulate) {
+    ops::attention_block_forward_bf16(ctx_, out32, lse, qkv, static_cast<const uint16_t*>(kv), positions_of(rank()),
+                                      positions_of(owner), B, T, T, H, Hkv, D, accumulate);
+  });
+  if (!dry()) ops::to_bf16(ctx_, out, out32, n_out);
+}
+
+void RingAttention::attention_backward_bf16(uint16_t* dqkv, const uint16_t* dout, const uint16_t* qkv,
+                                            const uint16_t* out, const float* lse, int64_t B, int64_t H, int64_t Hkv,
+                                            int64_t D) {
+  const int64_t T = local_tokens(), n = B * T * (H + 2 * Hkv) * D;
+  auto* dq32 = static_cast<float*>(fit(dqkv32_, n * 4, MemCategory::kWorkspace));
+  if (!dry()) mem_zero(ctx_, dq32, ctx_.device, static_cast<size_t>(n) * sizeof(float));
+  void* dkv = ring_backward(qkv, B, H, Hkv, D, 2, [&](void* dkv, const void* kv, int64_t owner) {
+    ops::attention_block_backward_bf16(ctx_, dq32, static_cast<uint16_t*>(dkv), dout, qkv,
+                                       static_cast<const uint16_t*>(kv), out, lse, positions_of(rank()),
+                                       positions_of(owner), B, T, T, H, Hkv, D);
+  });
+  if (dry()) return;
+  ops::to_bf16(ctx_, dqkv, dq32, n);       // the query heads (the key and value heads of dq32 are 0)
+  unpack_dkv(dqkv, dkv, B, H, Hkv, D, 2);  // the key and value heads
 }
 
 double RingAttention::Overlap::hidden_share() const {

@@ -7,13 +7,16 @@
 // position order; it then runs the ordinary causal attention (ops::attention_forward) over the
 // whole sequence for its heads, and sends each rank its tokens' outputs back. Backward exchanges
 // q, k, v, the output and its gradient again, runs ops::attention_backward, and returns d(qkv);
-// a kv head replicated on several ranks (cp > Hkv) has its gradient summed over them.
+// a kv head replicated on several ranks (cp > Hkv) has its gradient summed over them. In bf16
+// training (attention_forward_bf16 / _backward_bf16) the heads travel as bf16 and the whole-sequence
+// attention is ops::attention_forward_bf16 / _backward_bf16 (a replicated kv head's gradient is
+// summed in fp32 and rounded once).
 //
 // Needs H divisible by cp, and Hkv divisible by cp or cp divisible by Hkv (GQA). lse is kept in
 // the whole-sequence layout (B, H/cp, T): the same number of floats as (B, H, T/cp).
 //
 //   UlyssesAttention a2a(ctx, mesh.cp(), cfg.train.seq_len);
-//   Llama model(ctx, cfg, layout, Precision::kF32, tp, &a2a);   // the model tells it its heads
+//   Llama model(ctx, cfg, layout, Precision::kBF16, tp, &a2a);  // the model tells it its heads
 #pragma once
 
 #include <cstdint>
@@ -40,9 +43,13 @@ class UlyssesAttention : public ContextSplit {
                          int64_t D) override;
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
                           int64_t B, int64_t H, int64_t Hkv, int64_t D) override;
+  void attention_forward_bf16(uint16_t* out, float* lse, const uint16_t* qkv, int64_t B, int64_t H, int64_t Hkv,
+                              int64_t D) override;
+  void attention_backward_bf16(uint16_t* dqkv, const uint16_t* dout, const uint16_t* qkv, const uint16_t* out,
+                               const float* lse, int64_t B, int64_t H, int64_t Hkv, int64_t D) override;
 
  private:
-  using Segments = std::vector<std::pair<int64_t, int64_t>>;  // (first column, columns) in floats
+  using Segments = std::vector<std::pair<int64_t, int64_t>>;  // (first column, columns) in elements
   struct Heads {
     int64_t q0, nq, kv0, nkv;
   };
@@ -51,27 +58,36 @@ class UlyssesAttention : public ContextSplit {
   Segments qkv_columns(int64_t j, int64_t D) const;
   Segments out_columns(int64_t j, int64_t D) const;
   static int64_t width(const Segments& s);
+  // Elements are E: float, or uint16_t (bf16).
   // full (B, T, width(cols(me))) = the columns cols(me) of every rank's local (B, T/cp, ld) rows,
   // at their true positions.
-  template <typename Cols>
-  void to_heads(float* full, const float* local, int64_t ld, int64_t B, Cols cols);
+  template <typename E, typename Cols>
+  void to_heads(E* full, const E* local, int64_t ld, int64_t B, Cols cols);
   // local (B, T/cp, ld): the columns cols(j) of its rows = (or, add: summed over the ranks that
-  // send a column) rank j's full rows at this rank's positions.
-  template <typename Cols>
-  void from_heads(float* local, int64_t ld, const float* full, int64_t B, Cols cols, bool add);
-  // send_[j] (send_n[j] floats) to rank j, recv_[j] (recv_n[j]) from rank j (this rank's own: a copy);
+  // send a column, in fp32) rank j's full rows at this rank's positions.
+  template <typename E, typename Cols>
+  void from_heads(E* local, int64_t ld, const E* full, int64_t B, Cols cols, bool add);
+  // send_[j] (send_n[j] bytes) to rank j, recv_[j] (recv_n[j]) from rank j (this rank's own: a copy);
   // dry: the sizes only, from and into no buffer.
   void exchange(const std::vector<int64_t>& send_n, const std::vector<int64_t>& recv_n);
-  // t holding at least n floats on ctx's device (reallocated when smaller); null when dry.
-  float* fit(Tensor& t, int64_t n) const;
-  // rows rows of cols floats from src (rows src_ld apart) to dst (dst_ld apart), on ctx's device.
-  void copy_columns(float* dst, int64_t dst_ld, const float* src, int64_t src_ld, int64_t cols, int64_t rows) const;
+  // t holding at least n elements E on ctx's device (reallocated when smaller); null when dry.
+  template <typename E>
+  E* fit(Tensor& t, int64_t n) const;
+  // rows rows of cols elements from src (rows src_ld apart) to dst (dst_ld apart), on ctx's device.
+  template <typename E>
+  void copy_columns(E* dst, int64_t dst_ld, const E* src, int64_t src_ld, int64_t cols, int64_t rows) const;
+  // The schedule for either element type (the attention op: the fp32 or the bf16 one).
+  template <typename E>
+  void forward(E* out, float* lse, const E* qkv, int64_t B, int64_t H, int64_t Hkv, int64_t D);
+  template <typename E>
+  void backward(E* dqkv, const E* dout, const E* qkv, const E* out, const float* lse, int64_t B, int64_t H, int64_t Hkv,
+                int64_t D);
 
   ExecContext ctx_;
   Communicator& comm_;
   int64_t H_ = 0, Hkv_ = 0;
   std::vector<Tensor> send_, recv_;  // per cp rank
-  Tensor qkv_full_, out_full_, dout_full_, dqkv_full_, sum_;
+  Tensor qkv_full_, out_full_, dout_full_, dqkv_full_, sum_, wide_;
 };
 
 }  // namespace ft
