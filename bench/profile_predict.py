@@ -52,6 +52,8 @@ LAYOUTS = [  # name, ranks, settings
     ("tp2 sp", 2, ["parallel.tp=2", "parallel.sequence_parallel=true"]),
     ("pp2 1f1b m4", 2, ["parallel.pp=2", "parallel.micro_batches=4"]),
     ("pp2 gpipe m4", 2, ["parallel.pp=2", "parallel.micro_batches=4", 'parallel.pp_schedule="gpipe"']),
+    ("cp2 ring", 2, ["parallel.cp=2"]),
+    ("cp2 all_to_all", 2, ["parallel.cp=2", 'parallel.cp_attention="all_to_all"']),
     ("dp2 tp2", 4, ["parallel.dp=2", "parallel.tp=2"]),
 ]
 
