@@ -24,6 +24,12 @@ constexpr int64_t kLinkBytes = 256 * 1024;       // each way of a round trip
 constexpr int64_t kAllReduceFloats = 64 * 1024;  // 256 KiB
 constexpr int kRepeats = 3;
 constexpr int kSniffTag = 29900;  // below the communicator's own tags (parallel/comm/mpi_comm.cpp)
+// How far above its peers a time must be to be named, besides the margin: on CPU ranks a thread
+// that another runnable thread displaces waits about a scheduler slice (Linux: 3 ms), so smaller
+// differences there are the host's scheduling, not a slow core or link; a device's timings are not
+// scheduled by the host.
+constexpr double kHostNoiseFloorS = 3e-3;
+constexpr double kDeviceNoiseFloorS = 5e-4;
 
 // The fastest of kRepeats runs of f (after one not timed).
 template <class F>
@@ -141,7 +147,8 @@ std::optional<obs::SniffReport> Sniffer::judge(int64_t step, const obs::SniffSam
       samples[r].all_reduce_s[a] = all["all_reduce_" + axis][r].get<double>();
     }
   }
-  return obs::judge_sniff(step, ranks_, std::move(samples), cfg_.margin);
+  return obs::judge_sniff(step, ranks_, std::move(samples), cfg_.margin,
+                          ctx_.on_host() ? kHostNoiseFloorS : kDeviceNoiseFloorS);
 }
 
 nlohmann::json Sniffer::run(int64_t step) {

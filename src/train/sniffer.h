@@ -7,8 +7,9 @@
 //     the fastest of 3; and an all-reduce of 256 KiB over the group (reported, not judged: the
 //     group's slowest link sets it for every member);
 //   - every rank's times gathered to rank 0; when it names anyone, every rank measures again and
-//     the faster of each rank's two values is judged (a finding must hold twice); rank 0 names the
-//     slow ones (log, Prometheus through
+//     the faster of each rank's two values is judged (a finding must hold twice), and only a time
+//     above its peers by more than the host's scheduling noise (3 ms on CPU ranks, 0.5 ms on GPU
+//     ranks) is named; rank 0 names the slow ones (log, Prometheus through
 //     Telemetry::on_sniff, <run_dir>/sniff.json for the supervisor's fault.exclude_slow_hosts) and
 //     returns the "sniff" object of metrics.jsonl.
 // Nothing of the model, the optimizer or the data is touched, so the losses are those of a run
