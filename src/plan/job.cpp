@@ -42,6 +42,7 @@ std::string Layout::describe() const {
   if (precision == Precision::kF8 && fp8_recipe != Fp8Recipe::kDelayed)
     s += fmt::format("-{}", fp8_recipe_name(fp8_recipe));
   if (!flash_attention) s += " no-flash";
+  if (sync_each_layer) s += " sync-each-layer";
   return s;
 }
 
@@ -87,6 +88,7 @@ Layout LayoutSpec::with_defaults(int64_t num_gpus) const {
   l.precision = precision;
   l.fp8_recipe = fp8_recipe;
   l.flash_attention = flash_attention;
+  l.sync_each_layer = sync_each_layer;
   l.wire = wire;
   return l;
 }

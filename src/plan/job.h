@@ -56,6 +56,10 @@ struct Layout {
   Precision precision = Precision::kBF16;
   Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;  // with precision fp8
   bool flash_attention = true;
+  // A device-wide synchronize at every checkpointed layer (DeepSpeed's activation checkpointing
+  // with `synchronize`, GPT-NeoX's "synchronize-each-layer"): it waits for the collectives in
+  // flight too, so the data-parallel ones overlap no compute.
+  bool sync_each_layer = false;
   WireBytes wire;  // what the collectives carry per element
 
   // The dense peak the layout's GEMMs run at: the precision's, the fp4 peak under NVFP4.
@@ -79,6 +83,7 @@ struct LayoutSpec {
   Precision precision = Precision::kBF16;
   Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
   bool flash_attention = true;
+  bool sync_each_layer = false;
   WireBytes wire;
   // Fill every unset field with a plain default (dp from the GPU count, others 1/none).
   Layout with_defaults(int64_t num_gpus) const;

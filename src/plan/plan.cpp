@@ -102,7 +102,7 @@ nlohmann::json to_json(const PlanResult& r) {
   mem["capacity_gb"] = r.memory.capacity / 1e9;
   mem["fits"] = r.memory.fits();
   const StepTime& t = r.time;
-  return {
+  nlohmann::json out = {
       {"layout",
        {{"dp", l.dp},
         {"tp", l.tp},
@@ -155,6 +155,8 @@ nlohmann::json to_json(const PlanResult& r) {
       {"cost_usd", r.cost_usd},
       {"checkpoints", r.steps > 0 ? checkpoints_json(r) : nlohmann::json(nullptr)},
   };
+  if (l.sync_each_layer) out["layout"]["sync_each_layer"] = true;  // published runs only (records)
+  return out;
 }
 
 }  // namespace ft::plan

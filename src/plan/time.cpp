@@ -195,7 +195,9 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
     const int64_t k = std::clamp<int64_t>(gpn / std::min(l.tp, gpn), 1, group);
     st.dp_comm = traffic.dp() / dp_bus_bandwidth(job, group, k, l.tp);
     st.dp_comm += dp_collectives(job, l, st.micro_batches, params_local) * collective_latency(g, (group + k - 1) / k);
-    if (l.zero >= 3)  // gathers and reduce-scatters run through every micro-batch
+    if (l.sync_each_layer)  // every layer waits for the collectives in flight: none overlaps
+      st.dp_exposed = st.dp_comm;
+    else if (l.zero >= 3)  // gathers and reduce-scatters run through every micro-batch
       st.dp_exposed = exposed(st.dp_comm, t_pipe + st.bubble, e.overlap);
     else if (l.zero == 2)  // reduce-scatters behind every backward, the gathers after the update
       st.dp_exposed = exposed(st.dp_comm, mbs * t_mb * 2.0 / 3.0, e.overlap);
@@ -218,7 +220,9 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
       const int64_t k = std::clamp<int64_t>(gpn / std::min(l.tp, gpn), 1, replicas);
       const double t_extra = 2.0 * (n - 1.0) / n * extra * l.wire.grads / bus_bandwidth(job, replicas, k);
       st.dp_comm += t_extra;
-      st.dp_exposed += exposed(t_extra, l.zero >= 2 ? mbs * t_mb * 2.0 / 3.0 : t_mb * 2.0 / 3.0, e.overlap);
+      st.dp_exposed += l.sync_each_layer
+                           ? t_extra
+                           : exposed(t_extra, l.zero >= 2 ? mbs * t_mb * 2.0 / 3.0 : t_mb * 2.0 / 3.0, e.overlap);
     }
   }
   st.optimizer = opt_params * 32.0 / g.hbm_bw;  // read p, g, m, v; write p, m, v (fp32) + 16-bit copy

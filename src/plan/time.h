@@ -7,7 +7,8 @@
 //            not overlapped;
 //   PP       the bubble (pp-1)/vp micro-batch times of the 1F1B schedule, p2p sends;
 //   DP/ZeRO  gradient all-reduce (or reduce-scatter + all-gather) hidden behind the backward
-//            pass; ZeRO-3 parameter all-gathers per micro-batch overlapped with compute;
+//            pass; ZeRO-3 parameter all-gathers per micro-batch overlapped with compute; none
+//            hidden when the run synchronizes the device at every layer (Layout::sync_each_layer);
 //   step     plus the optimizer's pass over its (sharded) states.
 // Collectives use NCCL's bus-bandwidth model: a group inside one node runs at NVLink speed;
 // across nodes at the NICs of the group's members on one node.

@@ -88,6 +88,51 @@ TEST(PlanRecord, AttentionKernelAndPipelineSchedule) {
   }
 }
 
+// What the Pythia configs state beyond the layout: "synchronize-each-layer" (a device-wide
+// synchronize at every checkpointed layer, so the data-parallel collectives overlap nothing) and no
+// sequence parallelism; MPT-7B's figure is wall clock, so it pays its four stated interruptions.
+// Bad values are refused naming the record, field and value.
+TEST(PlanRecord, SynchronizeEachLayerAndWallClockFigures) {
+  const nlohmann::json pythia = find("pythia-12b");
+  const RecordJob rj = job_from_record(pythia);
+  EXPECT_TRUE(rj.fixed.sync_each_layer);
+  EXPECT_EQ(rj.fixed.sequence_parallel, false);
+  const RecordPrediction synced = predict(rj);
+  EXPECT_GT(synced.plan.time.dp_comm, 0);
+  EXPECT_DOUBLE_EQ(synced.plan.time.dp_exposed, synced.plan.time.dp_comm);
+  EXPECT_FALSE(synced.plan.layout.sequence_parallel);
+  nlohmann::json overlapped = pythia;
+  overlapped.erase("synchronize_each_layer");
+  const RecordPrediction free = predict(job_from_record(overlapped));
+  EXPECT_LT(free.plan.time.dp_exposed, 0.9 * free.plan.time.dp_comm);
+  EXPECT_LT(synced.plan.tokens_per_s_per_gpu, free.plan.tokens_per_s_per_gpu);
+
+  const nlohmann::json mpt = find("mpt-7b");
+  const RecordJob wall = job_from_record(mpt);
+  EXPECT_TRUE(wall.wall_clock_figure);
+  EXPECT_NEAR(wall.job.resilience.failures_per_gpu_day, 4.0 / (9.5 * 440), 1e-12);
+  const RecordPrediction p = predict(wall);
+  ASSERT_GT(p.plan.wall_seconds_with_failures, p.plan.wall_seconds);
+  EXPECT_NEAR(predicted_figure(mpt, wall, p, "tokens_per_s_per_gpu"),
+              p.plan.tokens_per_s_per_gpu * p.plan.wall_seconds / p.plan.wall_seconds_with_failures, 1e-9);
+
+  auto refused = [](nlohmann::json r, const char* key, nlohmann::json value, const std::string& want) {
+    r[key] = std::move(value);
+    try {
+      job_from_record(r);
+      ADD_FAILURE() << key << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  refused(pythia, "synchronize_each_layer", "yes", "pythia-12b: field 'synchronize_each_layer' = \"yes\"");
+  refused(pythia, "sequence_parallel", 0, "pythia-12b: field 'sequence_parallel' = 0");
+  refused(mpt, "throughput_basis", "billing", "mpt-7b: throughput_basis = 'billing'");
+  nlohmann::json no_days = mpt;
+  no_days.erase("wall_days");
+  refused(no_days, "interruptions", 4, "mpt-7b: interruptions = 4 needs a positive wall_days");
+}
+
 TEST(PlanRecord, GpuNamesAndInterconnects) {
   EXPECT_EQ(gpu_name_from_description("A100-SXM4-40GB (AWS p4d.24xlarge)"), "a100-40gb");
   EXPECT_EQ(gpu_name_from_description("A100-SXM4-80GB"), "a100-80gb");

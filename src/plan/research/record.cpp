@@ -34,6 +34,16 @@ std::optional<int64_t> integer(const json& r, const char* key) {
   return static_cast<int64_t>(std::llround(*v));
 }
 
+// A true/false field: nullopt where absent or null; anything else is an error naming it.
+std::optional<bool> boolean(const json& r, const char* key) {
+  auto it = r.find(key);
+  if (it == r.end() || it->is_null()) return std::nullopt;
+  if (it->is_boolean()) return it->get<bool>();
+  throw Error(
+      fmt::format("record {}: field '{}' = {} is not true or false", r.value("id", std::string("?")), key, it->dump()),
+      "write true or false (JSON booleans, unquoted)");
+}
+
 std::string str(const json& r, const char* key) {
   auto it = r.find(key);
   if (it == r.end() || it->is_null()) return "";
@@ -190,6 +200,29 @@ ActRecompute parse_recompute(const std::string& s) {
   return ActRecompute::kNone;
 }
 
+// `throughput_basis`: "step" (the default: iteration time, benchmark windows) or "wall_clock"
+// (tokens over the run's days). A wall-clock run's interruptions come from `interruptions` (a
+// count over `wall_days`) when the record states them, else from the default per-GPU rate.
+void read_throughput_basis(const json& r, const std::string& who, RecordJob& out) {
+  const std::string basis = to_lower(str(r, "throughput_basis"));
+  if (basis.empty() || basis == "step") return;
+  if (basis != "wall_clock")
+    throw Error(fmt::format("{}: throughput_basis = '{}' is not a basis", who, basis),
+                "\"step\" (iteration time) or \"wall_clock\" (tokens over the run's days, restarts included)");
+  out.wall_clock_figure = true;
+  const auto count = num(r, "interruptions");
+  if (!count) return;
+  const auto days = num(r, "wall_days");
+  if (*count < 0 || !days || *days <= 0)
+    throw Error(fmt::format("{}: interruptions = {} needs a positive wall_days (got {})", who, *count,
+                            days ? fmt::format("{}", *days) : "none"),
+                "interruptions is a count over the run; give its wall_days");
+  Job& job = out.job;
+  job.resilience.failures_per_gpu_day = *count / (*days * static_cast<double>(job.num_gpus()));
+  out.notes.push_back(fmt::format("wall-clock figure: {} interruptions in {} days ({:.2e} per GPU-day)", *count, *days,
+                                  job.resilience.failures_per_gpu_day));
+}
+
 }  // namespace
 
 double network_bw_from_text(const std::string& text, int64_t gpus_per_node) {
@@ -332,6 +365,11 @@ RecordJob job_from_record(const json& r) {
       f.zero = 1;
   }
   if (const std::string rc = str(r, "activation_recompute"); !rc.empty()) f.recompute = parse_recompute(rc);
+  // Sequence parallelism as the run's framework had it (GPT-NeoX before 2024 had none); absent:
+  // chosen by the search.
+  if (auto sp = boolean(r, "sequence_parallel")) f.sequence_parallel = *sp;
+  if (auto sync = boolean(r, "synchronize_each_layer")) f.sync_each_layer = *sync;
+  read_throughput_basis(r, who, out);
 
   // Global batch: sequences, or tokens / seq_len.
   std::optional<int64_t> gb = integer(r, "global_batch_seqs");
@@ -425,12 +463,16 @@ RecordPrediction predict(const RecordJob& rj) {
 }
 
 double predicted_figure(const json& rec, const RecordJob& rj, const RecordPrediction& p, const std::string& metric) {
-  if (metric == "tokens_per_s_per_gpu") return p.plan.tokens_per_s_per_gpu;
-  if (metric == "tflops_per_gpu") return tflops_in_convention(rj, p.plan, str(rec, "tflops_convention"));
+  // A wall-clock figure also pays the run's interruptions and checkpoint saves (plan/goodput.h).
+  const PlanResult& r = p.plan;
+  const double g =
+      rj.wall_clock_figure && r.wall_seconds_with_failures > 0 ? r.wall_seconds / r.wall_seconds_with_failures : 1.0;
+  if (metric == "tokens_per_s_per_gpu") return r.tokens_per_s_per_gpu * g;
+  if (metric == "tflops_per_gpu") return tflops_in_convention(rj, r, str(rec, "tflops_convention")) * g;
   if (metric == "mfu") {
     auto peak = num(rec, "peak_tflops_assumed");
-    if (peak && *peak > 0) return p.plan.tokens_per_s_per_gpu * p.plan.model_flops_per_token / (*peak * 1e12);
-    return p.plan.mfu;
+    if (peak && *peak > 0) return r.tokens_per_s_per_gpu * r.model_flops_per_token / (*peak * 1e12) * g;
+    return r.mfu * g;
   }
   throw Error(fmt::format("unknown published metric '{}'", metric));
 }

@@ -25,6 +25,10 @@ struct RecordJob {
   Job job;
   LayoutSpec fixed;  // what the record states
   bool global_batch_known = true;
+  // The figure is wall-clock throughput (tokens over the run's days, restarts, evaluation and
+  // checkpoints included: `throughput_basis` = "wall_clock"), so it is compared with the planner's
+  // throughput times its goodput (plan/goodput.h) rather than with the step's.
+  bool wall_clock_figure = false;
   std::vector<std::string> notes;  // how open or odd fields were read
 };
 
