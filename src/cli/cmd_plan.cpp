@@ -313,8 +313,8 @@ int run_fit_records(const PlanArgs& a) {
   std::printf("after:  median %.1f%%, p90 %.1f%%, trimmed squared log error %.5f\n", 100 * f.after.median_abs_error,
               100 * f.after.p90_abs_error, f.after.fit_loss);
   for (auto& [family, e] : f.eff)
-    std::printf("%-5s gemm %.3f attention %.3f gemm_fp8 %.3f memory_traffic %.3f overlap %.3f\n", family.c_str(),
-                e.gemm, e.attention, e.gemm_fp8, e.memory_traffic, e.overlap);
+    std::printf("%-5s gemm %.3f attention %.3f attention_hopper %.3f gemm_fp8 %.3f memory_traffic %.3f overlap %.3f\n",
+                family.c_str(), e.gemm, e.attention, e.attention_hopper, e.gemm_fp8, e.memory_traffic, e.overlap);
   return 0;
 }
 

@@ -33,14 +33,15 @@ Efficiency family_efficiency(const std::string& family) {
   Efficiency e;
   if (family == "a100" || family == "v100") {
     e.gemm = 0.750;
-    e.attention = 0.329;
+    e.attention = e.attention_hopper = 0.329;  // no warpgroup MMA: a Hopper kernel's class is FA2's
   } else if (family == "h100" || family == "b200") {
     e.gemm = 0.697;
     e.gemm_fp8 = 0.697;
     e.attention = 0.195;
+    e.attention_hopper = 0.377;
   } else if (family == "cpu") {
     e.gemm = 0.5;
-    e.attention = 0.2;
+    e.attention = e.attention_hopper = 0.2;
     e.memory_traffic = 1.0;
     e.collective = 0.5;
     return e;
@@ -268,6 +269,8 @@ void apply_gpu_overrides(GpuSpec& g, const std::string& toml_path) {
   b.add("gpu.efficiency.gemm", &g.eff.gemm, "fraction of peak reached by GEMMs");
   b.add("gpu.efficiency.gemm_fp8", &g.eff.gemm_fp8, "fraction of the fp8 peak reached by fp8 GEMMs");
   b.add("gpu.efficiency.attention", &g.eff.attention, "fraction of peak reached by attention kernels");
+  b.add("gpu.efficiency.attention_hopper", &g.eff.attention_hopper,
+        "fraction of peak reached by Hopper-native fused attention (cuDNN, FlashAttention-3)");
   b.add("gpu.efficiency.memory_traffic", &g.eff.memory_traffic, "multiplier on element-wise bytes");
   b.add("gpu.efficiency.collective", &g.eff.collective, "fraction of link bandwidth reached by collectives");
   b.add("gpu.efficiency.overlap", &g.eff.overlap, "fraction of overlappable communication that hides");
@@ -320,6 +323,7 @@ void apply_gpu_overrides(GpuSpec& g, const std::string& toml_path) {
   for (auto [key, v] : {std::pair{"gemm", g.eff.gemm},
                         {"gemm_fp8", g.eff.gemm_fp8},
                         {"attention", g.eff.attention},
+                        {"attention_hopper", g.eff.attention_hopper},
                         {"collective", g.eff.collective}})
     if (!(v > 0 && v <= 1)) throw Error(fmt::format("{}: gpu.efficiency.{} = {} must be in (0, 1]", toml_path, key, v));
   if (!(g.eff.overlap >= 0 && g.eff.overlap <= 1))

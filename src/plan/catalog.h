@@ -21,9 +21,13 @@ Precision precision_from_name(const std::string& name);  // "fp32", "bf16", "fp1
 // The achievable fractions that turn peak numbers into time. See docs/planner.md for how each
 // enters the step time and how the catalog values were fitted.
 struct Efficiency {
-  double gemm = 0.7;            // fraction of the dense 16-bit (or fp32) peak reached by GEMMs
-  double gemm_fp8 = 0.6;        // fraction of the fp8 peak reached by fp8 GEMMs
-  double attention = 0.3;       // fraction of the 16-bit peak reached by fused (flash) attention
+  double gemm = 0.7;       // fraction of the dense 16-bit (or fp32) peak reached by GEMMs
+  double gemm_fp8 = 0.6;   // fraction of the fp8 peak reached by fp8 GEMMs
+  double attention = 0.3;  // fraction of the 16-bit peak reached by fused (flash) attention
+  // The same for fused attention written for Hopper's warpgroup MMA and TMA (cuDNN's fused flash
+  // attention, FlashAttention-3): a job that says it runs one (Job::hopper_attention). GPUs
+  // without those instructions (A100, V100) run such a kernel at `attention`.
+  double attention_hopper = 0.3;
   double memory_traffic = 1.2;  // multiplier on the counted element-wise bytes (fusion quality)
   double collective = 0.8;      // fraction of link bandwidth reached by NCCL collectives
   double overlap = 1.0;         // fraction of the communication that hides behind compute when
@@ -78,7 +82,7 @@ GpuSpec detect_cpu();
 //                     peak_fp16_tflops, peak_fp8_tflops, peak_fp4_tflops, memory_gib, hbm_tbs, nvlink_gbs,
 //                     network_gbs, gpus_per_node, runtime_reserved_gib, pod_gpus,
 //                     spine_oversubscription, network_hop_latency_us
-//   [gpu.efficiency]  gemm, gemm_fp8, attention, memory_traffic, collective, overlap
+//   [gpu.efficiency]  gemm, gemm_fp8, attention, attention_hopper, memory_traffic, collective, overlap
 // `base` (if present) replaces g first. Unknown keys are errors naming the closest key.
 void apply_gpu_overrides(GpuSpec& g, const std::string& toml_path);
 

@@ -103,7 +103,18 @@ struct Job {
   double price_per_gpu_hour = 0;  // USD; 0 = no cost figures
   int64_t loss_chunk_tokens = 0;  // trainer's chunked LM head (cpu device only)
   MoeSpec moe;                    // experts: model is then the active model (plan/moe.h)
-  Resilience resilience;          // failures, restarts, checkpoints (plan/goodput.h)
+  // Fused attention written for Hopper (cuDNN's fused flash attention, FlashAttention-3), priced
+  // at GpuSpec::eff.attention_hopper; false: FlashAttention-2's class, at eff.attention.
+  bool hopper_attention = false;
+  // Forward matmul FLOPs that a selective policy recomputes in backward, as a share of the
+  // layers' forward matmuls (torchtitan's "op" policy: every second matmul of a block); a record
+  // that states such a policy sets it. Full recompute is Layout::recompute.
+  double recompute_matmul_share = 0;
+  // Asynchronous tensor parallelism (PyTorch's AsyncTP, Megatron's TP communication overlap): the
+  // TP all-gathers and reduce-scatters are split into chunks that run beside the GEMMs consuming
+  // and producing them, so they hide behind the GEMMs as other overlapped communication does.
+  bool async_tp = false;
+  Resilience resilience;  // failures, restarts, checkpoints (plan/goodput.h)
 
   // gpus, else gpus_per_node × nodes; INT64_MAX when that product passes it (validate_job refuses
   // more than kMaxGpus, naming the options).

@@ -82,7 +82,10 @@ double hardware_flops_per_token(const Job& job, const Layout& l) {
   double f = m.train_flops_per_token(job.seq_len);
   const double attn_fwd = 4.0 * static_cast<double>(m.n_layers * m.dim) * static_cast<double>(job.seq_len);
   // Selective recompute (norms, SwiGLU) adds element-wise work only: no FLOPs counted.
-  if (l.recompute == ActRecompute::kFull) f += 2.0 * static_cast<double>(m.matmul_params()) + attn_fwd;
+  if (l.recompute == ActRecompute::kFull)
+    f += 2.0 * static_cast<double>(m.matmul_params()) + attn_fwd;
+  else
+    f += 2.0 * static_cast<double>(m.n_layers * (m.params_per_layer() - 2 * m.dim)) * job.recompute_matmul_share;
   return f;
 }
 
@@ -114,7 +117,9 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   const double mbs = static_cast<double>(st.micro_batches);
 
   // Compute of one micro-batch on the deepest stage (the LM head included: the slowest stage).
-  const double f_lin = 2.0 * nt * layers * layer_mm / tp * (3.0 + (full ? 1.0 : 0.0));
+  // Forward, two backward GEMMs; full recompute adds the forward, a selective matmul policy its share.
+  const double recomputed = full ? 1.0 : job.recompute_matmul_share;
+  const double f_lin = 2.0 * nt * layers * layer_mm / tp * (3.0 + recomputed);
   const double f_head = 2.0 * nt * V * h / tp * 3.0;
   double t_gemm = f_lin / (p_lin * eff_lin) + f_head / (p16 * e.gemm);
   const MoeSpec& moe = job.moe;
@@ -129,7 +134,8 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
     // Causal flash attention executes half the QKᵀ/AV FLOPs: forward 2·T·h, backward 2.5x
     // that (it recomputes the scores); full recompute adds a forward.
     const double units = 7.0 + (full ? 2.0 : 0.0);
-    t_attn = nt * T * h / tp * layers * units / (p16 * e.attention);
+    const double eff_attn = job.hopper_attention ? e.attention_hopper : e.attention;
+    t_attn = nt * T * h / tp * layers * units / (p16 * eff_attn);
   } else {
     const double units = 12.0 + (full ? 4.0 : 0.0);
     t_gemm += nt * T * h / tp * layers * units / (p16 * e.gemm);
@@ -160,6 +166,7 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   const RankTraffic traffic = rank_traffic(job, l);
   double t_tp = 0;
   if (l.tp > 1) t_tp = traffic.tp / mbs / bus_bandwidth(job, l.tp, std::min(l.tp, gpn));  // per micro-batch
+  if (job.async_tp) t_tp = exposed(t_tp, t_gemm, e.overlap);                              // chunks beside the GEMMs
   double t_ep = 0;
   if (moe.enabled() && l.ep > 1) {
     // Expert-parallel ranks are tp apart inside the dp·cp group: gpn/tp of them share a node.

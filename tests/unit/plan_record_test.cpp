@@ -131,6 +131,51 @@ TEST(PlanRecord, SynchronizeEachLayerAndWallClockFigures) {
   nlohmann::json no_days = mpt;
   no_days.erase("wall_days");
   refused(no_days, "interruptions", 4, "mpt-7b: interruptions = 4 needs a positive wall_days");
+// What the H100 records state about their kernels and schedules (issue 32, plan-h100): "cudnn"
+// attention is Hopper's fused kernel, priced at attention_hopper (the attention term shrinks by
+// attention / attention_hopper, all else equal); AsyncTP hides the TP collectives behind the
+// GEMMs; torchtitan's "selective op" recomputes wk, wo and w3, (1024 + 4096 + 14336) / 53248 of
+// Llama 3 8B's block matmuls (h 4096, kv 1024, ffn 14336) by hand.
+TEST(PlanRecord, HopperAttentionAsyncTpAndSelectiveOp) {
+  const nlohmann::json nemo = find("nemo2403-h100-fp8-llama2-7b-seq64k");
+  RecordJob cudnn = job_from_record(nemo);
+  EXPECT_TRUE(cudnn.job.hopper_attention);
+  EXPECT_TRUE(cudnn.fixed.flash_attention);
+  nlohmann::json fa2 = nemo;
+  fa2["attention"] = "flash";
+  RecordJob flash = job_from_record(fa2);
+  EXPECT_FALSE(flash.job.hopper_attention);
+  const RecordPrediction a = predict(cudnn), b = predict(flash);
+  ASSERT_EQ(a.plan.layout.describe(), b.plan.layout.describe());
+  const Efficiency& e = cudnn.job.gpu.eff;
+  EXPECT_NEAR(a.plan.time.attention / b.plan.time.attention, e.attention / e.attention_hopper, 1e-9);
+  EXPECT_NEAR(a.plan.time.gemm, b.plan.time.gemm, 1e-12);
+  // An A100 runs a Hopper kernel at its one attention efficiency.
+  EXPECT_EQ(find_gpu("a100-80gb").eff.attention_hopper, find_gpu("a100-80gb").eff.attention);
+
+  const nlohmann::json tt = find("torchtitan-h100-t4-70b-11");
+  RecordJob async = job_from_record(tt);
+  EXPECT_TRUE(async.job.async_tp);
+  nlohmann::json sync_rec = tt;
+  sync_rec.erase("async_tp");
+  RecordJob sync = job_from_record(sync_rec);
+  EXPECT_FALSE(sync.job.async_tp);
+  const RecordPrediction pa = predict(async), ps = predict(sync);
+  EXPECT_LT(pa.plan.time.tp_comm, ps.plan.time.tp_comm);  // partly hidden behind the GEMMs
+  EXPECT_LT(pa.plan.time.total, ps.plan.time.total);
+  sync_rec["async_tp"] = "yes";
+  try {
+    job_from_record(sync_rec);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("torchtitan-h100-t4-70b-11: async_tp = \"yes\""), std::string::npos)
+        << e.what();
+  }
+
+  RecordJob op = job_from_record(find("torchtitan-h100-t1-8b-0"));
+  EXPECT_NEAR(op.job.recompute_matmul_share, (1024.0 + 4096 + 14336) / 53248, 1e-12);
+  EXPECT_EQ(op.fixed.recompute, ActRecompute::kNone);
+  EXPECT_EQ(job_from_record(find("nemo2403-h100-fp8-llama2-7b-seq4k")).job.recompute_matmul_share, 0);
 }
 
 TEST(PlanRecord, GpuNamesAndInterconnects) {

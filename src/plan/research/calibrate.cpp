@@ -124,6 +124,7 @@ Calibration calibrate(const std::vector<RunMeasurement>& runs, const GpuSpec& de
     Efficiency e = out.before;
     e.gemm = std::min(1.0, out.before.gemm * x[0]);
     e.attention = std::min(1.0, out.before.attention * x[0]);
+    e.attention_hopper = std::min(1.0, out.before.attention_hopper * x[0]);
     e.memory_traffic = out.before.memory_traffic * x[1];
     return e;
   };

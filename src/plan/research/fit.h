@@ -45,10 +45,10 @@ struct FitResult {
   FamilyEfficiency eff;
   Validation before, after;
 };
-// Fits gemm and attention for the a100 and h100 families, gemm_fp8 for h100 (at most its gemm)
-// and the shared memory_traffic, minimising Validation::fit_loss (least trimmed squares of the
-// log ratio over the best 90% of records). Families without runs (v100, b200) take the values
-// of the nearest generation.
+// Fits gemm and attention for the a100 and h100 families, gemm_fp8 and attention_hopper for
+// h100 (gemm_fp8 at most its gemm) and the shared memory_traffic and overlap, minimising Validation::fit_loss (least
+// trimmed squares of the log ratio over the best 90% of records). Families without runs (v100, b200) take the values of
+// the nearest generation.
 FitResult fit_records(const nlohmann::json& records, int iterations);
 
 // Nelder–Mead minimisation of f from x0 (initial simplex: x0 with each coordinate scaled by

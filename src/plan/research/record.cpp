@@ -347,11 +347,22 @@ RecordJob job_from_record(const json& r) {
     f.vp = 1;
   // The attention kernel: "flash" (fused, the scores never reach HBM; the default) or "unfused"
   // (the softmax of B·heads·T² scores written and read, as before FlashAttention, 2022).
+  // "cudnn": fused too, by a kernel written for Hopper (cuDNN's fused flash attention, which
+  // Transformer Engine prefers on Hopper; FlashAttention-3), priced at eff.attention_hopper.
   const std::string attention = to_lower(str(r, "attention"));
-  if (!attention.empty() && attention != "flash" && attention != "unfused")
+  if (!attention.empty() && attention != "flash" && attention != "unfused" && attention != "cudnn")
     throw Error(fmt::format("{}: attention = '{}' is not an attention kernel", who, attention),
-                "\"flash\" (fused, FlashAttention or cuDNN) or \"unfused\" (materialised softmax)");
+                "\"flash\" (fused, FlashAttention-2's class), \"cudnn\" (fused for Hopper: cuDNN, "
+                "FlashAttention-3) or \"unfused\" (materialised softmax)");
   if (attention == "unfused") f.flash_attention = false;
+  job.hopper_attention = attention == "cudnn";
+  // Asynchronous TP (torchtitan's "AsyncTP", Megatron's tp-comm-overlap): the record says so.
+  if (auto it = r.find("async_tp"); it != r.end() && !it->is_null()) {
+    if (!it->is_boolean())
+      throw Error(fmt::format("{}: async_tp = {} is not true or false", who, it->dump()),
+                  "true when the run overlaps its tensor-parallel collectives with the GEMMs");
+    job.async_tp = it->get<bool>();
+  }
   const std::string zero = to_lower(str(r, "zero_or_sharding"));
   if (!zero.empty()) {
     if (starts_with_ci(zero, "none"))
@@ -364,7 +375,21 @@ RecordJob job_from_record(const json& r) {
     else if (contains(zero, "zero-1") || contains(zero, "optimizer"))
       f.zero = 1;
   }
-  if (const std::string rc = str(r, "activation_recompute"); !rc.empty()) f.recompute = parse_recompute(rc);
+  if (const std::string rc = str(r, "activation_recompute"); !rc.empty()) {
+    f.recompute = parse_recompute(rc);
+    // torchtitan's "selective op" policy saves every op's output but every second matmul's, counted
+    // in a block's order wq, wk, wv, wo, w1, w3, w2: backward recomputes wk, wo and w3 (its
+    // parallelize_llama.py, _custom_policy).
+    if (contains(to_lower(rc), "selective op")) {
+      const ModelConfig& m = job.model;
+      const double h = static_cast<double>(m.dim);
+      const double recomputed =
+          h * static_cast<double>(m.n_kv_heads * m.head_dim()) + h * h + h * static_cast<double>(m.ffn_dim);
+      job.recompute_matmul_share = recomputed / static_cast<double>(m.params_per_layer() - 2 * m.dim);
+      out.notes.push_back(fmt::format("selective op recompute: {:.0f}% of the forward matmuls again in backward",
+                                      100 * job.recompute_matmul_share));
+    }
+  }
   // Sequence parallelism as the run's framework had it (GPT-NeoX before 2024 had none); absent:
   // chosen by the search.
   if (auto sp = boolean(r, "sequence_parallel")) f.sequence_parallel = *sp;
