@@ -131,6 +131,8 @@ TEST(PlanRecord, SynchronizeEachLayerAndWallClockFigures) {
   nlohmann::json no_days = mpt;
   no_days.erase("wall_days");
   refused(no_days, "interruptions", 4, "mpt-7b: interruptions = 4 needs a positive wall_days");
+}
+
 // What the H100 records state about their kernels and schedules (issue 32, plan-h100): "cudnn"
 // attention is Hopper's fused kernel, priced at attention_hopper (the attention term shrinks by
 // attention / attention_hopper, all else equal); AsyncTP hides the TP collectives behind the
