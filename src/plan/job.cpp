@@ -87,6 +87,7 @@ Layout LayoutSpec::with_defaults(int64_t num_gpus) const {
   l.precision = precision;
   l.fp8_recipe = fp8_recipe;
   l.flash_attention = flash_attention;
+  l.pp_scatter_gather = pp_scatter_gather;
   l.wire = wire;
   return l;
 }

@@ -319,6 +319,24 @@ RecordJob job_from_record(const json& r) {
     throw Error(fmt::format("{}: attention = '{}' is not an attention kernel", who, attention),
                 "\"flash\" (fused, FlashAttention or cuDNN) or \"unfused\" (materialised softmax)");
   if (attention == "unfused") f.flash_attention = false;
+  // Sequence parallelism (Korthikanti et al. 2022): false for runs before it, whose tensor-parallel
+  // ranks each ran the norms, dropouts and residuals of every token; absent: the search's default.
+  if (auto it = r.find("sequence_parallel"); it != r.end() && !it->is_null()) {
+    if (!it->is_boolean())
+      throw Error(fmt::format("{}: sequence_parallel = {} is not true or false", who, it->dump()),
+                  "false for runs before Korthikanti et al. 2022 (arXiv:2205.05198); leave it out otherwise");
+    f.sequence_parallel = it->get<bool>();
+  }
+  // Megatron-LM's scatter/gather of pipeline sends (Narayanan et al. 2021, Sec. 4.1): each tp rank
+  // sends its 1/tp of the activation over its own NIC; absent: whole activations (or tp shards
+  // under sequence parallelism).
+  if (auto it = r.find("pipeline_scatter_gather"); it != r.end() && !it->is_null()) {
+    if (!it->is_boolean())
+      throw Error(fmt::format("{}: pipeline_scatter_gather = {} is not true or false", who, it->dump()),
+                  "true where the run split its pipeline sends over the tensor-parallel ranks (Megatron-LM's "
+                  "scatter/gather); leave it out otherwise");
+    f.pp_scatter_gather = it->get<bool>();
+  }
   const std::string zero = to_lower(str(r, "zero_or_sharding"));
   if (!zero.empty()) {
     if (starts_with_ci(zero, "none"))
