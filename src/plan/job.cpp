@@ -89,6 +89,7 @@ Layout LayoutSpec::with_defaults(int64_t num_gpus) const {
   l.fp8_recipe = fp8_recipe;
   l.flash_attention = flash_attention;
   l.sync_each_layer = sync_each_layer;
+  l.pp_scatter_gather = pp_scatter_gather;
   l.wire = wire;
   return l;
 }

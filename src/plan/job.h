@@ -60,6 +60,10 @@ struct Layout {
   // with `synchronize`, GPT-NeoX's "synchronize-each-layer"): it waits for the collectives in
   // flight too, so the data-parallel ones overlap no compute.
   bool sync_each_layer = false;
+  // Pipeline sends split over the tp ranks, each over its own NIC, and all-gathered over NVLink on
+  // the receiving stage (Megatron-LM's scatter/gather, Narayanan et al. 2021 Sec. 4.1); with
+  // sequence parallelism a send is a tp shard anyway. This trainer sends whole activations.
+  bool pp_scatter_gather = false;
   WireBytes wire;  // what the collectives carry per element
 
   // The dense peak the layout's GEMMs run at: the precision's, the fp4 peak under NVFP4.
@@ -84,6 +88,7 @@ struct LayoutSpec {
   Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
   bool flash_attention = true;
   bool sync_each_layer = false;
+  bool pp_scatter_gather = false;
   WireBytes wire;
   // Fill every unset field with a plain default (dp from the GPU count, others 1/none).
   Layout with_defaults(int64_t num_gpus) const;

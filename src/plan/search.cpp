@@ -101,6 +101,7 @@ void search_one(const Job& job, const SearchOptions& o, SearchResult& out, std::
                   l.ep = f.ep;
                   l.flash_attention = f.flash_attention;
                   l.sync_each_layer = f.sync_each_layer;
+                  l.pp_scatter_gather = f.pp_scatter_gather;
                   l.wire = f.wire;
                   try {
                     validate_layout(job, l, o.allow_uneven_stages);

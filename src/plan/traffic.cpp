@@ -65,7 +65,8 @@ RankTraffic rank_traffic(const Job& job, const Layout& l) {
   }
 
   if (l.pp > 1) {
-    out.pp_message = nt / (sp ? static_cast<double>(l.tp) : 1.0) * h * w.activations;
+    const bool split = sp || (l.pp_scatter_gather && l.tp > 1);  // a tp shard of the residual stream
+    out.pp_message = nt / (split ? static_cast<double>(l.tp) : 1.0) * h * w.activations;
     // A middle stage sends each micro-batch's activation on and its gradient back (with virtual
     // stages, every chunk); with two stages and one chunk each, one of the two.
     const double sends = static_cast<double>(l.vp) * 2.0 - (l.pp == 2 && l.vp == 1 ? 1.0 : 0.0);

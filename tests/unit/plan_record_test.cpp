@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "plan/research/record.h"
+#include "plan/traffic.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -170,7 +171,7 @@ TEST(PlanRecord, HopperAttentionAsyncTpAndSelectiveOp) {
     job_from_record(sync_rec);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("torchtitan-h100-t4-70b-11: async_tp = \"yes\""), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("torchtitan-h100-t4-70b-11: field 'async_tp' = \"yes\""), std::string::npos)
         << e.what();
   }
 
@@ -178,6 +179,42 @@ TEST(PlanRecord, HopperAttentionAsyncTpAndSelectiveOp) {
   EXPECT_NEAR(op.job.recompute_matmul_share, (1024.0 + 4096 + 14336) / 53248, 1e-12);
   EXPECT_EQ(op.fixed.recompute, ActRecompute::kNone);
   EXPECT_EQ(job_from_record(find("nemo2403-h100-fp8-llama2-7b-seq4k")).job.recompute_matmul_share, 0);
+}
+
+// Runs before sequence parallelism (Korthikanti et al. 2022) say so: their tp ranks each run the
+// norms, dropouts and residuals of every token. Megatron-LM's scatter/gather (Narayanan et al. 2021,
+// Sec. 4.1) sends a tp rank's 1/tp of a pipeline message without it; other runs send it whole.
+TEST(PlanRecord, SequenceParallelAndPipelineScatterGather) {
+  const RecordJob nlg = job_from_record(find("mt-nlg-530b-2240gpu"));
+  EXPECT_EQ(nlg.fixed.sequence_parallel, false);
+  EXPECT_FALSE(nlg.fixed.pp_scatter_gather);
+  EXPECT_FALSE(predict(nlg).plan.layout.sequence_parallel);
+  EXPECT_FALSE(job_from_record(find("llama3-405b-t4-16384gpu-seq8192")).fixed.sequence_parallel.has_value());
+
+  const RecordJob rj = job_from_record(find("megatron21-t1-529.6b"));
+  ASSERT_TRUE(rj.fixed.pp_scatter_gather);
+  const RecordPrediction p = predict(rj);
+  Layout whole = p.plan.layout;
+  ASSERT_FALSE(whole.sequence_parallel);
+  ASSERT_EQ(whole.tp, 8);
+  whole.pp_scatter_gather = false;
+  const double split = rank_traffic(p.job, p.plan.layout).pp_message, full = rank_traffic(p.job, whole).pp_message;
+  EXPECT_DOUBLE_EQ(full, 2048.0 * 20480 * 2);  // one sequence of the residual stream in fp16
+  EXPECT_DOUBLE_EQ(split, full / 8);
+
+  for (const char* key : {"sequence_parallel", "pipeline_scatter_gather"}) {
+    nlohmann::json r = find("megatron21-t1-529.6b");
+    r[key] = "no";
+    try {
+      job_from_record(r);
+      FAIL() << key;
+    } catch (const Error& e) {
+      EXPECT_NE(
+          std::string(e.what()).find(std::string("megatron21-t1-529.6b: field '") + key + "' = \"no\" is not true or false"),
+          std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(PlanRecord, GpuNamesAndInterconnects) {

@@ -357,12 +357,11 @@ RecordJob job_from_record(const json& r) {
   if (attention == "unfused") f.flash_attention = false;
   job.hopper_attention = attention == "cudnn";
   // Asynchronous TP (torchtitan's "AsyncTP", Megatron's tp-comm-overlap): the record says so.
-  if (auto it = r.find("async_tp"); it != r.end() && !it->is_null()) {
-    if (!it->is_boolean())
-      throw Error(fmt::format("{}: async_tp = {} is not true or false", who, it->dump()),
-                  "true when the run overlaps its tensor-parallel collectives with the GEMMs");
-    job.async_tp = it->get<bool>();
-  }
+  if (auto async = boolean(r, "async_tp")) job.async_tp = *async;
+  // Megatron-LM's scatter/gather of pipeline sends (Narayanan et al. 2021, Sec. 4.1): each tp rank
+  // sends its 1/tp of the activation over its own NIC; absent: whole activations (or tp shards
+  // under sequence parallelism).
+  if (auto sg = boolean(r, "pipeline_scatter_gather")) f.pp_scatter_gather = *sg;
   const std::string zero = to_lower(str(r, "zero_or_sharding"));
   if (!zero.empty()) {
     if (starts_with_ci(zero, "none"))
