@@ -94,7 +94,8 @@ std::map<int, plan::ProfileOps> time_ops_concurrently(const ProfileArgs& a, int 
   std::map<int, std::vector<plan::ProfileOps>> by_threads;
   for (int r = 0; r < concurrency; ++r) {
     const std::string path = fmt::format("{}/ops.{}.json", tmp.path, r);
-    for (auto& [t, ops] : plan::read_profile(path).ops.at(concurrency)) by_threads[t].push_back(std::move(ops));
+    plan::Profile part = plan::read_profile(path);
+    for (auto& [t, ops] : part.ops.at(concurrency)) by_threads[t].push_back(std::move(ops));
   }
   std::map<int, plan::ProfileOps> out;
   for (auto& [t, ranks] : by_threads) out[t] = median_over_ranks(ranks);
@@ -167,7 +168,7 @@ int run_profile(const ProfileArgs& a) {
       plan::Profile part = plan::profile_from_json({{"format", plan::kProfileFormat},
                                                     {"version", plan::kProfileVersion},
                                                     {"device", ""},
-                                                    {"ops", json::object()},
+                                                    {"op_sets", json::array()},
                                                     {"collectives", j}},
                                                    fits);
       for (auto& [ax, by_op] : part.collectives) p.collectives[ax] = by_op;
