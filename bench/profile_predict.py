@@ -26,6 +26,7 @@ step far above its on-CPU time names where the difference is (run-queue or idle)
 "r0 compute" is rank 0's step less the time it waited in collectives and pipeline receives (the
 trainer's compute_s: waits count whether the thread polls or sleeps) beside the predicted compute
 of rank 0 (`compute_s_by_rank`): for pp the stage's own ops apart from the waits between stages.
+The line ends with every rank's on-CPU (by rank) beside every rank's predicted compute.
 """
 import argparse
 import json
@@ -83,6 +84,17 @@ def rank_pids(run_dir):
     return pids
 
 
+def world_rank(pid):
+    """The rank mpirun gave the process (its OMPI_COMM_WORLD_RANK)."""
+    try:
+        for kv in open(f"/proc/{pid}/environ").read().split("\0"):
+            if kv.startswith("OMPI_COMM_WORLD_RANK="):
+                return int(kv.split("=", 1)[1])
+    except OSError:
+        pass
+    return -1
+
+
 def sched(pids):
     """Per rank: (training thread's on-CPU s, its run-queue wait s, the whole process's CPU s)."""
     tick = os.sysconf("SC_CLK_TCK")
@@ -136,6 +148,8 @@ def measure(tmp, name, ranks, settings):
         per = [per_step(first[2][pid], last[2][pid], n) for pid in last[2] if pid in first[2]]
         on, runq, other = max(per)
         where = {"on_cpu": on, "other": other, "run_queue": runq, "idle": max(0.0, wall - on - runq)}
+        where["on_cpu_by_rank"] = [per_step(first[2][pid], last[2][pid], n)[0]
+                                   for pid in sorted(last[2], key=world_rank) if pid in first[2]]
     if where is not None:  # rank 0's step less its waits in collectives and receives (metrics' compute_s)
         where["r0_compute"] = statistics.median(r.get("compute_s", 0.0) for r in rows[2:])
     return statistics.median(r["step_s"] for r in rows[2:]), where
@@ -175,8 +189,10 @@ def main():
                                                               ("idle", 6))) if where else f"{'-':>30}"
             r0 = p.get("compute_s_by_rank", [float("nan")])[0]
             w += f" {where['r0_compute']:>10.3f}/{r0:<9.3f}" if where else f" {'-':>20}"
+            by_rank = " ".join(f"{x:.3f}" for x in where["on_cpu_by_rank"]) if where else "-"
             print(f"{name:<16} {ranks:>5} {p['step_s']:>11.3f} {m:>10.3f} {100 * err:>+6.1f}%  {w}  "
-                  f"{p['compute_s']:.3f} @{p.get('concurrency', 1)} / {comm}", flush=True)
+                  f"{p['compute_s']:.3f} @{p.get('concurrency', 1)} / {comm}  [on-CPU by rank {by_rank}; "
+                  f"predicted {' '.join(f'{x:.3f}' for x in p.get('compute_s_by_rank', []))}]", flush=True)
         errors.sort()
         print(f"\n|error| median {100 * statistics.median(errors):.1f}%, max {100 * errors[-1]:.1f}%; "
               f"{sum(e <= 0.10 for e in errors)} of {len(errors)} within 10%")
