@@ -1,7 +1,7 @@
 """Profile mode held to measurements: predicted vs measured step time of llama-20m layouts.
 
 One profile (`fluxtrain plan --profile --nproc 2 --profile-threads 1`: the step's ops timed at 1
-thread, every mesh axis's collectives over 2 ranks), then for each layout the prediction
+thread, alone and by 2 processes at once, every mesh axis's collectives over 2 ranks), then for each layout the prediction
 (`fluxtrain plan --profile-file`) and the measurement (`fluxtrain train --nproc N`, the median
 step_s of the steps after the first two). Nothing is fitted to the layouts: the profile is
 taken once, before any of them runs.
@@ -11,7 +11,9 @@ taken once, before any of them runs.
 PROFILE: an existing profile to predict from (taken with the same settings); otherwise one is taken
 and kept as bench-profile.json in the working directory. --only: the layouts to run, by name.
 
-Each rank runs CPUs / ranks threads (the trainer's own rule on this machine, at least 1).
+Each rank runs CPUs / ranks threads (the trainer's own rule on this machine, at least 1). The
+prediction prices the ops from the set timed at the layout's concurrency (its ranks computing at
+once here: min(ranks, CPUs / threads)); the last column's "@N" says which concurrency priced them.
 
 Where a measured step's time went (the columns after the error), from the kernel's scheduler
 statistics of every rank's threads (/proc/PID/task/TID/schedstat) over the measured steps, per step,
@@ -21,6 +23,10 @@ the data prefetcher), "run-queue" the time the training thread was ready but wai
 (cores shared with other ranks or other processes), "idle" the rest of the step (the thread
 asleep: collective waits, a slow peer). Unlike the step's wall time, on-CPU holds under load; a
 step far above its on-CPU time names where the difference is (run-queue or idle).
+"r0 compute" is rank 0's step less the time it waited in collectives and pipeline receives (the
+trainer's compute_s: waits count whether the thread polls or sleeps) beside the predicted compute
+of rank 0 (`compute_s_by_rank`): for pp the stage's own ops apart from the waits between stages.
+The line ends with every rank's on-CPU (by rank) beside every rank's predicted compute.
 """
 import argparse
 import json
@@ -78,6 +84,17 @@ def rank_pids(run_dir):
     return pids
 
 
+def world_rank(pid):
+    """The rank mpirun gave the process (its OMPI_COMM_WORLD_RANK)."""
+    try:
+        for kv in open(f"/proc/{pid}/environ").read().split("\0"):
+            if kv.startswith("OMPI_COMM_WORLD_RANK="):
+                return int(kv.split("=", 1)[1])
+    except OSError:
+        pass
+    return -1
+
+
 def sched(pids):
     """Per rank: (training thread's on-CPU s, its run-queue wait s, the whole process's CPU s)."""
     tick = os.sysconf("SC_CLK_TCK")
@@ -131,6 +148,10 @@ def measure(tmp, name, ranks, settings):
         per = [per_step(first[2][pid], last[2][pid], n) for pid in last[2] if pid in first[2]]
         on, runq, other = max(per)
         where = {"on_cpu": on, "other": other, "run_queue": runq, "idle": max(0.0, wall - on - runq)}
+        where["on_cpu_by_rank"] = [per_step(first[2][pid], last[2][pid], n)[0]
+                                   for pid in sorted(last[2], key=world_rank) if pid in first[2]]
+    if where is not None:  # rank 0's step less its waits in collectives and receives (metrics' compute_s)
+        where["r0_compute"] = statistics.median(r.get("compute_s", 0.0) for r in rows[2:])
     return statistics.median(r["step_s"] for r in rows[2:]), where
 
 
@@ -153,7 +174,8 @@ def main():
         if unknown:
             sys.exit(f"--only: no layout named {unknown}; the layouts: {', '.join(l[0] for l in LAYOUTS)}")
         print(f"{'layout':<16} {'ranks':>5} {'predicted s':>11} {'measured s':>10} {'error':>7}  "
-              f"{'on-CPU':>6} {'other':>6} {'run-queue':>9} {'idle':>6}  predicted compute / comm by axis")
+              f"{'on-CPU':>6} {'other':>6} {'run-queue':>9} {'idle':>6} {'r0 compute meas/pred':>20}  "
+              "predicted compute @ops' concurrency / comm by axis")
         errors = []
         for name, ranks, settings in LAYOUTS:
             if only and name not in only:
@@ -165,8 +187,12 @@ def main():
             comm = ", ".join(f"{k} {v:.3f}" for k, v in p["comm_s_by_axis"].items())
             w = " ".join(f"{where[k]:>{n}.3f}" for k, n in (("on_cpu", 6), ("other", 6), ("run_queue", 9),
                                                               ("idle", 6))) if where else f"{'-':>30}"
+            r0 = p.get("compute_s_by_rank", [float("nan")])[0]
+            w += f" {where['r0_compute']:>10.3f}/{r0:<9.3f}" if where else f" {'-':>20}"
+            by_rank = " ".join(f"{x:.3f}" for x in where["on_cpu_by_rank"]) if where else "-"
             print(f"{name:<16} {ranks:>5} {p['step_s']:>11.3f} {m:>10.3f} {100 * err:>+6.1f}%  {w}  "
-                  f"{p['compute_s']:.3f} / {comm}", flush=True)
+                  f"{p['compute_s']:.3f} @{p.get('concurrency', 1)} / {comm}  [on-CPU by rank {by_rank}; "
+                  f"predicted {' '.join(f'{x:.3f}' for x in p.get('compute_s_by_rank', []))}]", flush=True)
         errors.sort()
         print(f"\n|error| median {100 * statistics.median(errors):.1f}%, max {100 * errors[-1]:.1f}%; "
               f"{sum(e <= 0.10 for e in errors)} of {len(errors)} within 10%")

@@ -197,7 +197,9 @@ void add_plan_options(CLI::App& app, PlanArgs& a) {
                "over N ranks); write the profile to --out");
   app.add_option("--profile-file", a.prof.profile_file,
                  "predict the config's layout's step time from a profile written by --profile");
-  app.add_option("--nproc", a.prof.nproc, "with --profile: ranks to time the collectives over (mpirun)")
+  app.add_option("--nproc", a.prof.nproc,
+                 "with --profile: ranks to time the collectives over (mpirun), and processes to time the ops in "
+                 "at once (the contention of that many ranks on this host)")
       ->check(ft::cli::at_least(2));
   app.add_option("--profile-threads", a.prof.threads,
                  "with --profile: thread counts to time the ops at (default 1 "
@@ -207,6 +209,7 @@ void add_plan_options(CLI::App& app, PlanArgs& a) {
   app.add_option("--repeats", a.prof.repeats, "with --profile: timed steps (each op keeps its least)")
       ->check(ft::cli::at_least(1));
   app.add_option("--profile-collectives", a.prof.collectives_out)->group("");  // one rank of --profile's mpirun
+  app.add_option("--profile-ops-rank", a.prof.ops_rank_dir)->group("");        // one of --profile's op timers
   app.add_flag("--json", a.json_out, "print JSON");
   app.add_flag("--list-gpus", a.list, "print the GPU catalog");
 }
@@ -625,13 +628,14 @@ int run_plan(int argc, char** argv) {
   if (!a.fit_file.empty()) return run_fit_records(a);
   if (!a.cross_validate_file.empty()) return run_cross_validate(a);
   if (!a.step_trace.empty()) return run_step_trace(a);
-  if (a.profile || !a.prof.profile_file.empty() || !a.prof.collectives_out.empty()) {
+  if (a.profile || !a.prof.profile_file.empty() || !a.prof.collectives_out.empty() || !a.prof.ops_rank_dir.empty()) {
     ft::cli::ProfileArgs p = a.prof;
     p.config = a.config;
     p.sets = a.sets;
     p.out = a.out_file;
     p.json = a.json_out;
     if (!p.collectives_out.empty()) return ft::cli::run_profile_collectives(p);
+    if (!p.ops_rank_dir.empty()) return ft::cli::run_profile_ops_rank(p);
     return a.profile ? ft::cli::run_profile(p) : ft::cli::run_profile_file(p);
   }
   const GpuSpec device = target_gpu(a);

@@ -3,8 +3,10 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
@@ -41,7 +43,80 @@ struct TempDir {
   }
 };
 
+// The concurrencies the ops are timed at under --nproc N with `threads` per process: 2, 4, 8, ...
+// below N, and N — each only where that many processes' threads fit the CPUs (beyond, the cores
+// would be time-shared: the prediction stretches for that on its own).
+std::vector<int> concurrencies(int nproc, int threads, int cpus) {
+  std::vector<int> out;
+  for (int c = 2; c < nproc; c *= 2)
+    if (c * threads <= cpus) out.push_back(c);
+  if (nproc >= 2 && nproc * threads <= cpus) out.push_back(nproc);
+  return out;
+}
+
+// Each (op, shape) at the median over the processes of their least seconds (the mean of the
+// middle two for an even count); the op list and calls of the first.
+plan::ProfileOps median_over_ranks(const std::vector<plan::ProfileOps>& ranks) {
+  std::map<std::pair<std::string, std::string>, std::vector<double>> seconds;
+  for (const plan::ProfileOps& ops : ranks)
+    for (const plan::ProfileOp& o : ops) seconds[{o.op, o.shape}].push_back(o.seconds);
+  plan::ProfileOps out = ranks.at(0);
+  for (plan::ProfileOp& o : out) {
+    std::vector<double>& v = seconds[{o.op, o.shape}];
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    o.seconds = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  }
+  return out;
+}
+
+// The step's ops timed by `concurrency` processes at once under mpirun (run_profile_ops_rank
+// each), at each of `threads`: the median over the processes.
+std::map<int, plan::ProfileOps> time_ops_concurrently(const ProfileArgs& a, int concurrency,
+                                                      const std::vector<int>& threads) {
+  TempDir tmp;
+  const std::string self = std::filesystem::canonical("/proc/self/exe").string();
+  std::vector<std::string> argv = {self,
+                                   "plan",
+                                   "--profile-ops-rank",
+                                   tmp.path,
+                                   "--nproc",
+                                   std::to_string(concurrency),
+                                   "--repeats",
+                                   std::to_string(a.repeats)};
+  for (int t : threads) argv.insert(argv.end(), {"--profile-threads", std::to_string(t)});
+  if (!a.config.empty()) argv.insert(argv.end(), {"--config", a.config});
+  for (const auto& s : a.sets) argv.insert(argv.end(), {"--set", s});
+  std::fprintf(stderr, "profile: timing the step's ops in %d processes at once\n", concurrency);
+  if (int rc = exec_under_mpirun(concurrency, argv); rc != 0)
+    throw Error(fmt::format("timing the ops in {} processes at once failed (mpirun exit {})", concurrency, rc),
+                "run it without --nproc for the ops timed alone");
+  std::map<int, std::vector<plan::ProfileOps>> by_threads;
+  for (int r = 0; r < concurrency; ++r) {
+    const std::string path = fmt::format("{}/ops.{}.json", tmp.path, r);
+    plan::Profile part = plan::read_profile(path);
+    for (auto& [t, ops] : part.ops.at(concurrency)) by_threads[t].push_back(std::move(ops));
+  }
+  std::map<int, plan::ProfileOps> out;
+  for (auto& [t, ranks] : by_threads) out[t] = median_over_ranks(ranks);
+  return out;
+}
+
 }  // namespace
+
+int run_profile_ops_rank(const ProfileArgs& a) {
+  const Config cfg = load_config(a.config, a.sets);
+  ParallelConfig world;  // only the barrier's group: the timed step is the config's own layout
+  world.dp = a.nproc;
+  world.comm = cfg.parallel.comm;
+  Ranks ranks(world, a.ops_rank_dir);
+  Communicator& all = ranks.mesh().world();
+  plan::Profile p;
+  p.ops[a.nproc] = profile_step_ops(cfg, a.threads, a.repeats, [&] { all.barrier(); });
+  write_profile(fmt::format("{}/ops.{}.json", a.ops_rank_dir, ranks.mesh().world_rank()), p);
+  all.barrier();
+  return 0;
+}
 
 int run_profile_collectives(const ProfileArgs& a) {
   const Config cfg = load_config(a.config, a.sets);
@@ -93,7 +168,7 @@ int run_profile(const ProfileArgs& a) {
       plan::Profile part = plan::profile_from_json({{"format", plan::kProfileFormat},
                                                     {"version", plan::kProfileVersion},
                                                     {"device", ""},
-                                                    {"ops", json::object()},
+                                                    {"op_sets", json::array()},
                                                     {"collectives", j}},
                                                    fits);
       for (auto& [ax, by_op] : part.collectives) p.collectives[ax] = by_op;
@@ -102,23 +177,28 @@ int run_profile(const ProfileArgs& a) {
   std::vector<int> threads = a.threads;
   if (threads.empty()) threads = cpus > 1 ? std::vector<int>{1, cpus} : std::vector<int>{1};
   std::fprintf(stderr, "profile: timing the step's ops of %s\n", p.source.c_str());
-  p.ops = profile_step_ops(cfg, threads, a.repeats);
+  p.ops[1] = profile_step_ops(cfg, threads, a.repeats);
+  std::map<int, std::vector<int>> threads_at;  // concurrency -> the thread counts that fit the CPUs
+  for (int t : threads)
+    for (int c : concurrencies(a.nproc, t, cpus)) threads_at[c].push_back(t);
+  for (auto& [c, ts] : threads_at) p.ops[c] = time_ops_concurrently(a, c, ts);
   write_profile(a.out, p);
   if (a.json) {
     std::printf("%s\n", to_json(p).dump(2).c_str());
     return 0;
   }
   std::printf("profile of %s on %s\n", p.source.c_str(), p.device.c_str());
-  for (auto& [t, ops] : p.ops) {
-    double s = 0;
-    int64_t calls = 0;
-    for (const auto& o : ops) {
-      s += o.seconds * static_cast<double>(o.calls);
-      calls += o.calls;
+  for (auto& [c, by_threads] : p.ops)
+    for (auto& [t, ops] : by_threads) {
+      double s = 0;
+      int64_t calls = 0;
+      for (const auto& o : ops) {
+        s += o.seconds * static_cast<double>(o.calls);
+        calls += o.calls;
+      }
+      std::printf("  ops at %d thread(s), %d process(es) at once: %zu distinct (op, shape), %lld calls, %.4f s\n", t, c,
+                  ops.size(), static_cast<long long>(calls), s);
     }
-    std::printf("  ops at %d thread(s): %zu distinct (op, shape), %lld calls, %.4f s of op time timed\n", t, ops.size(),
-                static_cast<long long>(calls), s);
-  }
   for (auto& [axis, by_op] : p.collectives)
     for (auto& [op, f] : by_op)
       std::printf("  %-5s %-15s latency %8.1f us, %8.3f GB/s (%zu sizes)\n", axis.c_str(), op.c_str(),
@@ -140,10 +220,13 @@ int run_profile_file(const ProfileArgs& a) {
     for (auto& [axis, sec] : s.comm_s_by_axis) comm[axis] = sec;
     std::printf("%s\n", json{{"step_s", s.step_s},
                              {"compute_s", s.compute_s},
+                             {"compute_s_by_rank", s.compute_s_by_rank},
                              {"bubble", s.bubble},
                              {"comm_s_by_axis", comm},
                              {"slowest_rank", s.slowest_rank},
                              {"threads", s.threads},
+                             {"concurrency", s.concurrency},
+                             {"concurrency_wanted", s.concurrency_wanted},
                              {"measured_share", s.measured_share},
                              {"oversubscription", s.oversubscription},
                              {"op_calls", s.op_calls},
@@ -163,6 +246,8 @@ int run_profile_file(const ProfileArgs& a) {
               static_cast<long long>(par.pp), cp.c_str(), a.profile_file.c_str(), s.threads);
   std::printf("  compute  %.4f s (rank %d, %lld op calls; %.0f%% of it priced by a measured (op, shape))\n",
               s.compute_s, s.slowest_rank, static_cast<long long>(s.op_calls), 100 * s.measured_share);
+  std::printf("  ops      timed %d process(es) at once (the layout runs %d at once on this host)\n", s.concurrency,
+              s.concurrency_wanted);
   if (s.oversubscription > 1)
     std::printf("  shared   %d ranks x %d thread(s) on %d CPUs: compute x %.2f\n", world, s.threads,
                 omp_get_num_procs(), s.oversubscription);

@@ -14,7 +14,8 @@
 
 namespace ft {
 
-std::map<int, plan::ProfileOps> profile_step_ops(const Config& cfg, const std::vector<int>& threads, int repeats) {
+std::map<int, plan::ProfileOps> profile_step_ops(const Config& cfg, const std::vector<int>& threads, int repeats,
+                                                 const std::function<void()>& sync) {
   // The config's layout, then one rank holding the whole model at the batch of one, two and four
   // data-parallel replicas, the tp = 2 shard, and the cp = 2 ranks of each attention schedule
   // (their block attention ops: the shapes other layouts' ranks run). A cp layout is timed on
@@ -59,6 +60,7 @@ std::map<int, plan::ProfileOps> profile_step_ops(const Config& cfg, const std::v
     std::vector<plan::OpRecord> all;
     for (const Timed& l : layouts) {
       plan::OpTrace tr;
+      if (sync) sync();
       try {
         tr = trace_training_step(l.cfg, {.world_rank = l.world_rank, .timed_on_host = true, .repeats = repeats});
       } catch (const Error&) {
@@ -79,12 +81,14 @@ ProfiledStep predict_with_profile(const Config& cfg, const plan::Profile& profil
   if (world > 64)
     throw Error(fmt::format("--profile-file predicts layouts of up to 64 ranks; this one has {}", world),
                 "profile-based prediction traces every rank");
-  const plan::ProfileOps& ops = profile.ops_for_threads(threads);
-  int used_threads = 1;
-  for (auto& [t, list] : profile.ops)
-    if (&list == &ops) used_threads = t;
+  const int concurrency = cpus > 0 ? std::clamp(cpus / std::max(1, threads), 1, world) : world;
+  std::pair<int, int> at;
+  const plan::ProfileOps& ops = profile.ops_for(concurrency, threads, &at);
+  const int used_threads = at.second;
   ProfiledStep best;
   best.threads = used_threads;
+  best.concurrency_wanted = concurrency;
+  best.concurrency = at.first;
   const double share = cpus > 0 ? static_cast<double>(world) * used_threads / cpus : 1.0;
   best.oversubscription = std::max(1.0, share);
   double best_total = -1;
@@ -100,6 +104,7 @@ ProfiledStep predict_with_profile(const Config& cfg, const plan::Profile& profil
         cp_hidden += std::min(profile.collective_seconds("cp", "send", op.overlapped_send_bytes),
                               p.seconds * best.oversubscription);
     }
+    best.compute_s_by_rank.push_back(compute);
     const MeshCoord c = Mesh::coord_of(par, r);
     std::map<std::string, double> comm;
     for (const plan::CollRecord& call : tr.collectives) {

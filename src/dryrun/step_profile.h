@@ -11,11 +11,12 @@
 //                        with cp > 1 the cp group's transfers less what the ring's block
 //                        attention hides (each overlapped K/V send up to its block's time).
 //
-//   plan::Profile p;  p.ops = profile_step_ops(cfg, {1, 2});          // + sweep_collectives
+//   plan::Profile p;  p.ops[1] = profile_step_ops(cfg, {1, 2});       // + sweep_collectives
 //   ProfiledStep s = predict_with_profile(cfg, p, /*threads=*/1);
 //   s.step_s;  s.compute_s;  s.comm_s_by_axis["dp"];  s.measured_share;
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -25,7 +26,11 @@
 
 namespace ft {
 
-std::map<int, plan::ProfileOps> profile_step_ops(const Config& cfg, const std::vector<int>& threads, int repeats = 3);
+// sync (optional): called before each timed step's trace — under `--nproc N` a barrier over the N
+// processes timing the same ops at once, so they run the same ops in lock-step (the contention of
+// N ranks on this host).
+std::map<int, plan::ProfileOps> profile_step_ops(const Config& cfg, const std::vector<int>& threads, int repeats = 3,
+                                                 const std::function<void()>& sync = {});
 
 struct ProfiledStep {
   double step_s = 0;
@@ -37,15 +42,21 @@ struct ProfiledStep {
   // seconds on the cp axis's fits, and the part no block attention hides (in step_s).
   double cp_bytes = 0, cp_s = 0, cp_exposed_s = 0;
   int slowest_rank = 0;
-  int threads = 1;              // the profile's thread count used
-  double measured_share = 0;    // of the compute seconds, the share priced by an exact (op, shape)
-  double oversubscription = 1;  // ranks x threads / CPUs when above 1 (compute stretched by it)
+  int threads = 1;                        // the profile's thread count used
+  std::vector<double> compute_s_by_rank;  // every rank's ops (compute_s is the slowest rank's)
+  int concurrency_wanted = 1;             // the layout's ranks on this host computing at once
+  int concurrency = 1;                    // the profile's concurrency used (the nearest timed to the wanted)
+  double measured_share = 0;              // of the compute seconds, the share priced by an exact (op, shape)
+  double oversubscription = 1;            // ranks x threads / CPUs when above 1 (compute stretched by it)
   int64_t op_calls = 0;
 };
 
 // threads: the host threads each rank of the layout computes with; cpus: the CPUs the ranks share
 // (0: enough for all) — when ranks x threads exceed them, every op takes ranks x threads / cpus as
-// long (the cores are time-shared). ft::Error when the profile lacks a collective the layout makes.
+// long (the cores are time-shared). The ops are priced from the profile's ops timed at the
+// layout's concurrency: its ranks on this host that compute at once, min(ranks, cpus / threads)
+// (at least 1; cpus 0: every rank), else at the nearest concurrency timed.
+// ft::Error when the profile lacks a collective the layout makes.
 ProfiledStep predict_with_profile(const Config& cfg, const plan::Profile& profile, int threads, int cpus = 0);
 
 }  // namespace ft

@@ -153,12 +153,31 @@ OpPricing profiled_op_seconds(const OpRecord& r, const ProfileOps& ops) {
   return {.seconds = fit_line(same_class).at(w), .measured = false};
 }
 
-const ProfileOps& Profile::ops_for_threads(int threads) const {
+namespace {
+
+// The key of `m` nearest `want`; of two as near, the higher when `ties_up`, else the lower. m must
+// not be empty.
+template <class Map>
+auto nearest(const Map& m, int want, bool ties_up) {
+  auto best = m.begin();
+  for (auto it = m.begin(); it != m.end(); ++it) {
+    const int d = std::abs(it->first - want), b = std::abs(best->first - want);
+    if (d < b || (ties_up && d == b)) best = it;
+  }
+  return best;
+}
+
+}  // namespace
+
+const ProfileOps& Profile::ops_for(int concurrency, int threads, std::pair<int, int>* at) const {
   if (ops.empty()) throw Error("the profile has no timed ops", "profile with `fluxtrain plan --profile --config C`");
-  auto best = ops.begin();
-  for (auto it = ops.begin(); it != ops.end(); ++it)
-    if (std::abs(it->first - threads) < std::abs(best->first - threads)) best = it;
-  return best->second;
+  // Of two concurrencies as near, the higher (more contention: the conservative side); of two
+  // thread counts, the lower.
+  const auto c = nearest(ops, concurrency, true);
+  if (c->second.empty()) throw Error(fmt::format("the profile has no ops timed at concurrency {}", c->first));
+  const auto t = nearest(c->second, threads, false);
+  if (at) *at = {c->first, t->first};
+  return t->second;
 }
 
 double Profile::collective_seconds(const std::string& axis, const std::string& op, double bytes) const {
@@ -180,61 +199,81 @@ double Profile::collective_seconds(const std::string& axis, const std::string& o
 }
 
 json to_json(const Profile& p) {
-  json ops = json::object();
-  for (auto& [threads, list] : p.ops) {
-    json arr = json::array();
-    for (const ProfileOp& o : list)
-      arr.push_back({{"op", o.op},
-                     {"shape", o.shape},
-                     {"kind", kind_name(o.kind)},
-                     {"flops", o.flops},
-                     {"bytes", o.bytes},
-                     {"seconds", o.seconds},
-                     {"calls", o.calls}});
-    ops[std::to_string(threads)] = arr;
-  }
+  json sets = json::array();
+  for (auto& [concurrency, by_threads] : p.ops)
+    for (auto& [threads, list] : by_threads) {
+      json arr = json::array();
+      for (const ProfileOp& o : list)
+        arr.push_back({{"op", o.op},
+                       {"shape", o.shape},
+                       {"kind", kind_name(o.kind)},
+                       {"flops", o.flops},
+                       {"bytes", o.bytes},
+                       {"seconds", o.seconds},
+                       {"calls", o.calls}});
+      sets.push_back({{"concurrency", concurrency}, {"threads", threads}, {"ops", arr}});
+    }
   json coll = json::object();
   for (auto& [axis, by_op] : p.collectives)
     for (auto& [op, f] : by_op)
       coll[axis][op] = {{"latency_s", f.latency_s}, {"bytes_per_s", f.bytes_per_s}, {"points", f.points}};
-  return {{"format", kProfileFormat},
-          {"version", kProfileVersion},
-          {"device", p.device},
-          {"source", p.source},
-          {"ops", ops},
-          {"collectives", coll}};
+  return {{"format", kProfileFormat}, {"version", kProfileVersion}, {"device", p.device}, {"source", p.source},
+          {"op_sets", sets},          {"collectives", coll}};
 }
+
+namespace {
+
+ProfileOps ops_from_json(const json& arr, const std::string& where) {
+  ProfileOps list;
+  for (const json& o : arr) {
+    ProfileOp op{.op = o.at("op").get<std::string>(),
+                 .shape = o.at("shape").get<std::string>(),
+                 .kind = kind_from_name(o.at("kind").get<std::string>(), where),
+                 .flops = o.at("flops").get<double>(),
+                 .bytes = o.at("bytes").get<double>(),
+                 .seconds = o.at("seconds").get<double>(),
+                 .calls = o.at("calls").get<int64_t>()};
+    if (!(op.seconds >= 0) || !(op.flops >= 0) || !(op.bytes >= 0) || op.calls < 1)
+      throw Error(
+          fmt::format("{}: op {} ({}): seconds, flops and bytes must be >= 0 and calls >= 1", where, op.op, op.shape));
+    list.push_back(std::move(op));
+  }
+  return list;
+}
+
+}  // namespace
 
 Profile profile_from_json(const json& j, const std::string& where) {
   if (!j.is_object() || j.value("format", std::string()) != kProfileFormat)
     throw Error(fmt::format("{}: not a profile (\"format\" is not \"{}\")", where, kProfileFormat),
                 "write one with `fluxtrain plan --profile --config C --out P.json`");
-  if (j.value("version", 0) != kProfileVersion)
-    throw Error(fmt::format("{}: profile version {} (this build reads version {})", where, j.value("version", 0),
-                            kProfileVersion),
-                "profile again with this binary");
+  const int version = j.value("version", 0);
+  if (version != 1 && version != kProfileVersion)
+    throw Error(
+        fmt::format("{}: profile version {} (this build reads versions 1 and {})", where, version, kProfileVersion),
+        "profile again with this binary");
   Profile p;
   try {
     p.device = j.at("device").get<std::string>();
     p.source = j.value("source", std::string());
-    for (auto& [threads_text, arr] : j.at("ops").items()) {
-      char* end = nullptr;
-      const long threads = std::strtol(threads_text.c_str(), &end, 10);
-      if (end == threads_text.c_str() || *end != '\0' || threads < 1)
-        throw Error(fmt::format("{}: ops.\"{}\": expected a thread count >= 1", where, threads_text));
-      ProfileOps& list = p.ops[static_cast<int>(threads)];
-      for (const json& o : arr) {
-        ProfileOp op{.op = o.at("op").get<std::string>(),
-                     .shape = o.at("shape").get<std::string>(),
-                     .kind = kind_from_name(o.at("kind").get<std::string>(), where),
-                     .flops = o.at("flops").get<double>(),
-                     .bytes = o.at("bytes").get<double>(),
-                     .seconds = o.at("seconds").get<double>(),
-                     .calls = o.at("calls").get<int64_t>()};
-        if (!(op.seconds >= 0) || !(op.flops >= 0) || !(op.bytes >= 0) || op.calls < 1)
-          throw Error(fmt::format("{}: op {} ({}): seconds, flops and bytes must be >= 0 and calls >= 1", where, op.op,
-                                  op.shape));
-        list.push_back(std::move(op));
+    if (version == 1) {  // ops by thread count, timed alone
+      for (auto& [threads_text, arr] : j.at("ops").items()) {
+        char* end = nullptr;
+        const long threads = std::strtol(threads_text.c_str(), &end, 10);
+        if (end == threads_text.c_str() || *end != '\0' || threads < 1)
+          throw Error(fmt::format("{}: ops.\"{}\": expected a thread count >= 1", where, threads_text));
+        p.ops[1][static_cast<int>(threads)] = ops_from_json(arr, where);
+      }
+    } else {
+      for (const json& set : j.at("op_sets")) {
+        const int concurrency = set.at("concurrency").get<int>(), threads = set.at("threads").get<int>();
+        if (concurrency < 1 || threads < 1)
+          throw Error(
+              fmt::format("{}: op_sets: concurrency {} threads {}: expected both >= 1", where, concurrency, threads),
+              "concurrency: the processes that timed the ops at once; threads: each one's");
+        if (p.ops[concurrency].count(threads))
+          throw Error(fmt::format("{}: op_sets: concurrency {} threads {} appears twice", where, concurrency, threads));
+        p.ops[concurrency][threads] = ops_from_json(set.at("ops"), where);
       }
     }
     for (auto& [axis, by_op] : j.at("collectives").items())

@@ -1,18 +1,21 @@
 // A measured profile of one machine (`fluxtrain plan --profile`) and the step time it predicts for
 // any layout (`fluxtrain plan --profile-file P.json`): the real training step's ops timed op by op
 // on the local device (plan/op_trace.h's records with their measured seconds, at each thread count
-// profiled) and the collectives of each mesh axis timed over the ranks it was launched with, sizes
-// swept and a latency + bandwidth line fitted per axis and collective.
+// profiled, alone and while other processes time the same ops beside it: the contention of the
+// ranks a layout runs on one host) and the collectives of each mesh axis timed over the ranks it was launched with,
+// sizes swept and a latency + bandwidth line fitted per axis and collective.
 //
 //   Profile p = read_profile("cpu.json");                   // ft::Error naming the file and key
-//   const ProfileOps& ops = p.ops_for_threads(1);
+//   const ProfileOps& ops = p.ops_for(/*concurrency=*/2, /*threads=*/1);  // or the nearest timed
 //   double s = profiled_op_seconds(record, ops);            // measured, or scaled from the same op
 //   double c = p.collective_seconds("dp", "all_reduce", bytes);
 //   write_profile("cpu.json", p);                           // read_profile gives it back equal
 //
-// Format (JSON, docs/formats.md "Profile"): {"format": "fluxtrain-profile", "version": 1, "device",
-// "source", "ops": {"<threads>": [{"op", "shape", "kind", "flops", "bytes", "seconds", "calls"}]},
-// "collectives": {"<axis>": {"<op>": {"latency_s", "bytes_per_s", "points": [[bytes, s], ...]}}}}.
+// Format (JSON, docs/formats.md "Profile"): {"format": "fluxtrain-profile", "version": 2, "device",
+// "source", "op_sets": [{"concurrency", "threads", "ops": [{"op", "shape", "kind", "flops", "bytes",
+// "seconds", "calls"}]}], "collectives": {"<axis>": {"<op>": {"latency_s", "bytes_per_s", "points":
+// [[bytes, s], ...]}}}}. Version 1 (ops by thread count alone, "ops": {"<threads>": [...]}) still
+// reads: its ops were timed alone (concurrency 1).
 #pragma once
 
 #include <map>
@@ -26,7 +29,7 @@
 namespace ft::plan {
 
 inline constexpr const char* kProfileFormat = "fluxtrain-profile";
-inline constexpr int kProfileVersion = 1;
+inline constexpr int kProfileVersion = 2;
 
 // One distinct op call of a profiled step: (op, shape) with its least seconds per call.
 struct ProfileOp {
@@ -50,14 +53,18 @@ struct CollectiveFit {
 };
 
 struct Profile {
-  std::string device;             // "this CPU: AMD EPYC ..., 2 threads"
-  std::string source;             // what was profiled: "configs/llama-20m.toml (train.precision = bf16)"
-  std::map<int, ProfileOps> ops;  // by thread count
+  std::string device;  // "this CPU: AMD EPYC ..., 2 threads"
+  std::string source;  // what was profiled: "configs/llama-20m.toml (train.precision = bf16)"
+  // By concurrency (how many processes timed the same op trace at once on this host: 1 alone, N
+  // under `--nproc N`), then by thread count per process.
+  std::map<int, std::map<int, ProfileOps>> ops;
   std::map<std::string, std::map<std::string, CollectiveFit>> collectives;  // axis -> op -> fit
   bool operator==(const Profile&) const = default;
 
-  // The ops profiled at `threads`, else at the nearest thread count profiled (ft::Error when none).
-  const ProfileOps& ops_for_threads(int threads) const;
+  // The ops timed at `concurrency` processes at once, else at the nearest concurrency timed (the
+  // higher of two as near), and among those at `threads`, else at the nearest thread count
+  // (ft::Error when none). `at` (optional) gets the (concurrency, threads) used.
+  const ProfileOps& ops_for(int concurrency, int threads, std::pair<int, int>* at = nullptr) const;
   // Seconds of one collective `op` ("all_reduce", "reduce_scatter", "all_gather", "send") sending
   // `bytes` per rank over `axis`; ft::Error naming the axis and op when the profile has no fit.
   double collective_seconds(const std::string& axis, const std::string& op, double bytes) const;

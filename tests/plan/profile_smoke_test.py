@@ -2,7 +2,8 @@
 """`fluxtrain plan --profile` over 2 ranks, then `--profile-file` for dp=2, pp=2 and cp=2 layouts (a smoke test).
 
 Checks what the profile must hold — every op of the real step timed (the op calls of one step of
-the config, each with its seconds), every mesh axis's collectives fitted over the 2 ranks with a
+the config, each with its seconds), alone and again by 2 processes at once (the set recorded at
+concurrency 2, the same (op, shape)s, and the dp = 2 prediction priced from it), every mesh axis's collectives fitted over the 2 ranks with a
 positive bandwidth whose line passes near its own measured points — and that the prediction of a
 2-rank layout prices its compute from measured (op, shape)s and its data-parallel collectives
 from the dp line; and for context parallelism (cp = 2, ring) that the profile timed the cp axis's
@@ -41,8 +42,18 @@ with tempfile.TemporaryDirectory() as tmp:
     path = os.path.join(tmp, "p.json")
     print(run("--profile", "--config", CONFIG, "--nproc", "2", "--profile-threads", "1", "--repeats", "2", "--out", path))
     prof = json.load(open(path))
-    check(prof["format"] == "fluxtrain-profile" and prof["version"] == 1, "magic and version")
-    ops = prof["ops"]["1"]
+    check(prof["format"] == "fluxtrain-profile" and prof["version"] == 2, "magic and version")
+    sets = {(s["concurrency"], s["threads"]): s["ops"] for s in prof["op_sets"]}
+    ops = sets[(1, 1)]
+    two = os.cpu_count() >= 2  # 2 processes of 1 thread fit the CPUs: the ops are timed at concurrency 2
+    if two:
+        busy = sets.get((2, 1), [])
+        check({(o["op"], o["shape"]) for o in busy} == {(o["op"], o["shape"]) for o in ops}
+              and all(o["seconds"] >= 0 for o in busy),
+              f"the same {len(busy)} (op, shape)s timed by 2 processes at once (concurrency 2, 1 thread)")
+        check(sorted(sets) == [(1, 1), (2, 1)], f"op sets (concurrency, threads): {sorted(sets)}")
+    else:
+        print("skip  concurrency 2: this machine has 1 CPU")
     check(len(ops) > 10 and all(o["seconds"] >= 0 and o["calls"] >= 1 for o in ops),
           f"{len(ops)} distinct ops timed at 1 thread")
     check(any(o["kind"] == "gemm" for o in ops) and any(o["op"].startswith("attention") for o in ops),
@@ -76,6 +87,11 @@ with tempfile.TemporaryDirectory() as tmp:
                          "--json"))
     print(json.dumps(out, indent=1))
     check(out["world"] == 2 and out["step_s"] > 0, f"dp=2 step predicted: {out['step_s']:.4f} s")
+    if two:
+        check(out["concurrency"] == 2 and out["concurrency_wanted"] == 2,
+              f"dp=2: priced by the ops timed 2 at once (concurrency {out['concurrency']})")
+    one = json.loads(run("--profile-file", path, "--config", CONFIG, "--threads", "1", "--json"))
+    check(one["concurrency"] == 1 and one["concurrency_wanted"] == 1, "1 rank: priced by the ops timed alone")
     check(out["measured_share"] > 0.9, f"{100 * out['measured_share']:.0f}% of the compute priced by measured ops "
           "(the profile timed the whole model at the batch of 1, 2 and 4 replicas)")
     check(out["comm_s_by_axis"].get("dp", 0) > 0, "the dp gradient all-reduce priced")

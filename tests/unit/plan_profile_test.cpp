@@ -1,6 +1,7 @@
-// The profile file (plan/profile.h): written and read back equal, its magic and version checked
-// with a hint, the collective line recovered from exact points, and ops priced by measurement,
-// by the same op's work, or by their kind's line.
+// The profile file (plan/profile.h): written and read back equal (with the concurrency each op set
+// was timed at), its magic and version checked with a hint, a version-1 file read as ops timed
+// alone, the collective line recovered from exact points, and ops priced by measurement, by the
+// same op's work, or by their kind's line.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -39,9 +40,11 @@ Profile sample() {
   Profile p;
   p.device = "this CPU (2 CPUs)";
   p.source = "configs/tiny.toml --set train.precision=\"bf16\"";
-  p.ops[1] = aggregate_ops({gemm(64, 64, 64, 2e-4), gemm(64, 64, 64, 1e-4), gemm(128, 64, 64, 3e-4),
-                            elementwise("add_inplace", 1e6, 1e-4), elementwise("rmsnorm_forward", 2e6, 3e-4)});
-  p.ops[2] = aggregate_ops({gemm(64, 64, 64, 0.6e-4)});
+  p.ops[1][1] = aggregate_ops({gemm(64, 64, 64, 2e-4), gemm(64, 64, 64, 1e-4), gemm(128, 64, 64, 3e-4),
+                               elementwise("add_inplace", 1e6, 1e-4), elementwise("rmsnorm_forward", 2e6, 3e-4)});
+  p.ops[1][2] = aggregate_ops({gemm(64, 64, 64, 0.6e-4)});
+  // Timed by 2 processes at once, 1 thread each: slower beside a busy core.
+  p.ops[2][1] = aggregate_ops({gemm(64, 64, 64, 1.2e-4), elementwise("add_inplace", 1e6, 1.5e-4)});
   p.collectives["dp"]["all_reduce"] = fit_collective({{4096, 30e-6}, {65536, 90e-6}, {1048576, 1.05e-3}});
   p.collectives["tp"]["all_gather"] = fit_collective({{1e3, 1e-5}, {1e6, 2e-3}});
   return p;
@@ -61,7 +64,7 @@ TEST(PlanProfile, RoundTripIsExact) {
 
 TEST(PlanProfile, AggregatesLeastTimePerShape) {
   const Profile p = sample();
-  const ProfileOps& ops = p.ops.at(1);
+  const ProfileOps& ops = p.ops.at(1).at(1);
   ASSERT_EQ(ops.size(), 4u);
   EXPECT_EQ(ops[0].calls, 2);
   EXPECT_DOUBLE_EQ(ops[0].seconds, 1e-4);  // the least of 2e-4 and 1e-4
@@ -85,11 +88,66 @@ TEST(PlanProfile, BadFilesNameWhatIsWrong) {
     EXPECT_NE(std::string(e.what()).find("profile version 99"), std::string::npos) << e.what();
   }
   j = to_json(sample());
-  j["ops"]["1"][0]["seconds"] = -1;
+  j["op_sets"][0]["ops"][0]["seconds"] = -1;
   EXPECT_THROW(profile_from_json(j, "p.json"), Error);
   j = to_json(sample());
-  j["ops"]["0"] = nlohmann::json::array();
+  j["op_sets"][0]["concurrency"] = 0;
+  try {
+    profile_from_json(j, "p.json");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("p.json: op_sets: concurrency 0 threads 1: expected both >= 1"),
+              std::string::npos)
+        << e.what();
+  }
+  j = to_json(sample());
+  j["op_sets"][1]["threads"] = 1;  // (1, 2) becomes a second (1, 1)
+  try {
+    profile_from_json(j, "p.json");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("concurrency 1 threads 1 appears twice"), std::string::npos) << e.what();
+  }
+  j = to_json(sample());
+  j.erase("op_sets");
   EXPECT_THROW(profile_from_json(j, "p.json"), Error);
+}
+
+TEST(PlanProfile, VersionOneReadsAsOpsTimedAlone) {
+  // A version-1 file: "ops" by thread count; every set was timed by one process alone.
+  nlohmann::json j = to_json(sample());
+  j["version"] = 1;
+  nlohmann::json v1 = nlohmann::json::object();
+  for (const nlohmann::json& set : j["op_sets"])
+    if (set["concurrency"] == 1) v1[std::to_string(set["threads"].get<int>())] = set["ops"];
+  j.erase("op_sets");
+  j["ops"] = v1;
+  const Profile p = profile_from_json(j, "old.json");
+  Profile want = sample();
+  want.ops.erase(2);
+  EXPECT_EQ(p, want);
+  j["ops"]["0"] = nlohmann::json::array();
+  EXPECT_THROW(profile_from_json(j, "old.json"), Error);
+}
+
+TEST(PlanProfile, OpsAtTheNearestConcurrencyTimed) {
+  const Profile p = sample();
+  std::pair<int, int> at;
+  EXPECT_EQ(&p.ops_for(2, 1, &at), &p.ops.at(2).at(1));
+  EXPECT_EQ(at, std::make_pair(2, 1));
+  EXPECT_EQ(&p.ops_for(1, 1, &at), &p.ops.at(1).at(1));
+  // 4 processes at once: none timed so; the nearest (2), its nearest thread count (1).
+  EXPECT_EQ(&p.ops_for(4, 2, &at), &p.ops.at(2).at(1));
+  EXPECT_EQ(at, std::make_pair(2, 1));
+  // Between two as near: the higher concurrency (more contention).
+  Profile q = p;
+  q.ops[3][1] = q.ops[2][1];
+  q.ops.erase(2);
+  EXPECT_EQ(&q.ops_for(2, 1, &at), &q.ops.at(3).at(1));
+  EXPECT_EQ(at, std::make_pair(3, 1));
+  // The contended set prices its op slower than the one timed alone.
+  EXPECT_GT(profiled_op_seconds(gemm(64, 64, 64, 0), p.ops_for(2, 1)).seconds,
+            profiled_op_seconds(gemm(64, 64, 64, 0), p.ops_for(1, 1)).seconds);
 }
 
 TEST(PlanProfile, CollectiveLineFromExactPoints) {
@@ -119,7 +177,7 @@ TEST(PlanProfile, CollectiveLineFromExactPoints) {
 
 TEST(PlanProfile, OpsPricedByMeasurementThenWorkThenKind) {
   const Profile p = sample();
-  const ProfileOps& ops = p.ops_for_threads(1);
+  const ProfileOps& ops = p.ops_for(1, 1);
   // Measured.
   OpPricing m = profiled_op_seconds(gemm(64, 64, 64, 0), ops);
   EXPECT_TRUE(m.measured);
@@ -138,8 +196,8 @@ TEST(PlanProfile, OpsPricedByMeasurementThenWorkThenKind) {
   EXPECT_FALSE(m.measured);
   EXPECT_NEAR(m.seconds, (1e6 / 1e-4 + 2e6 / 3e-4) / (1e20 + 4e12 / 9e-8) * 4e6, 1e-12);
   // Thread counts: the nearest profiled.
-  EXPECT_EQ(&p.ops_for_threads(2), &p.ops.at(2));
-  EXPECT_EQ(&p.ops_for_threads(8), &p.ops.at(2));
+  EXPECT_EQ(&p.ops_for(1, 2), &p.ops.at(1).at(2));
+  EXPECT_EQ(&p.ops_for(1, 8), &p.ops.at(1).at(2));
 }
 
 }  // namespace

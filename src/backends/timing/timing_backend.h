@@ -1,6 +1,8 @@
 // The timed CPU: the CPU's own backend (backends/cpu) with every op wrapped so that, while timing
 // is on, each call is recorded with its shapes, bytes and FLOPs (backends/trace/op_costs.h, the
-// recording GPU's cost functions) and the wall-clock seconds the CPU op took. Registered only by
+// recording GPU's cost functions) and the seconds the CPU op took (at 1 thread the process's CPU
+// time over the call, at most its wall clock: a profile taken beside other processes is not
+// stretched by its waits for a core; above 1 thread the wall clock). Registered only by
 // what profiles a step (`fluxtrain plan --profile`, dryrun/step_trace.h), never by a training run:
 // the ops compute exactly as the CPU's do, so the timed step is the real step.
 //
