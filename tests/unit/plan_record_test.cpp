@@ -209,9 +209,9 @@ TEST(PlanRecord, SequenceParallelAndPipelineScatterGather) {
       job_from_record(r);
       FAIL() << key;
     } catch (const Error& e) {
-      EXPECT_NE(
-          std::string(e.what()).find(std::string("megatron21-t1-529.6b: field '") + key + "' = \"no\" is not true or false"),
-          std::string::npos)
+      EXPECT_NE(std::string(e.what()).find(std::string("megatron21-t1-529.6b: field '") + key +
+                                           "' = \"no\" is not true or false"),
+                std::string::npos)
           << e.what();
     }
   }
