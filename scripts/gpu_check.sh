@@ -11,6 +11,8 @@
 # it on the first run):
 #   scripts/gpu_check.sh --pack
 #   scripts/gpu_check.sh --pack-from BUILD DIR   # the same from an existing build, into DIR (CI)
+#   XZ_OPT=-0 scripts/gpu_check.sh --pack ...      # xz's own variable (tar -J passes it on): the
+#                                                  # compression level; -6, xz's default, the smallest
 # On the GPU machine (the device tool: run with carry [".gpu-pack"] and timeout_s 540):
 #   scripts/gpu_check.sh [--out DIR]          # DIR: $OUT there, else build/gpu_check
 #   scripts/gpu_check.sh --stages 3           # one stage alone (each finds the GPU and libraries itself)
