@@ -61,7 +61,7 @@ struct OpRecord {
   int64_t serial = 0;          // kSerial: elements added in order by one thread
   GemmShape gemm{};            // kGemm
   AttentionShape attention{};  // kFlashFp32, kSdpa
-  double seconds = 0;          // measured time of the call (a timed step, backends/timing: CPU time at 1 thread); 0 if not
+  double seconds = 0;  // measured time of the call (a timed step, backends/timing: CPU time at 1 thread); 0 if not
   // A transfer the op runs beside (context parallelism's ring: the next key/value block, sent while
   // this block's attention computes): hidden up to the op's own time (plan/roofline.h).
   double overlapped_send_bytes = 0;
