@@ -115,6 +115,10 @@ struct Job {
   // layers' forward matmuls (torchtitan's "op" policy: every second matmul of a block); a record
   // that states such a policy sets it. Full recompute is Layout::recompute.
   double recompute_matmul_share = 0;
+  // Share of the blocks checkpointed whole, the others keeping every activation (torchtitan's
+  // layer-selective policy, selective_ac_option = n: every n-th block, 1/n); a record that states
+  // such a policy sets it. Full recompute is Layout::recompute.
+  double recompute_layer_share = 0;
   // Asynchronous tensor parallelism (PyTorch's AsyncTP, Megatron's TP communication overlap): the
   // TP all-gathers and reduce-scatters are split into chunks that run beside the GEMMs consuming
   // and producing them, so they hide behind the GEMMs as other overlapped communication does.

@@ -150,13 +150,20 @@ MemoryBreakdown gpu_stage_memory(const Job& job, const Layout& l, int64_t stage)
   const double tokens = static_cast<double>(l.micro_batch * job.seq_len / l.cp);
   const bool sp = l.sequence_parallel && l.tp > 1;
   const double in_flight = micro_batches_in_flight(job, l, stage);
-  const double per_layer = gpu_layer_activation_bytes(m, tokens, job.seq_len, l.tp, sp, l.recompute, l.flash_attention);
-  double act = per_layer * layers * in_flight;
+  double per_layer = gpu_layer_activation_bytes(m, tokens, job.seq_len, l.tp, sp, l.recompute, l.flash_attention);
   // One set of the recomputed buffers, refilled before each block's backward: full, a whole
   // block's; selective, the norm outputs and the SwiGLU product (what it does not keep).
   const double whole =
       gpu_layer_activation_bytes(m, tokens, job.seq_len, l.tp, sp, ActRecompute::kNone, l.flash_attention);
-  if (l.recompute == ActRecompute::kFull) act += whole;
+  // A layer-selective policy keeps only the inputs of the blocks it checkpoints whole.
+  const double s = l.recompute == ActRecompute::kNone ? job.recompute_layer_share : 0.0;
+  if (s > 0) {
+    const double kept =
+        gpu_layer_activation_bytes(m, tokens, job.seq_len, l.tp, sp, ActRecompute::kFull, l.flash_attention);
+    per_layer = (1.0 - s) * per_layer + s * kept;
+  }
+  double act = per_layer * layers * in_flight;
+  if (l.recompute == ActRecompute::kFull || s > 0) act += whole;
   if (l.recompute == ActRecompute::kSelective) act += whole - per_layer;
   out.activations = act * act_scale;
   if (last || l.pp == 1)  // 16-bit logits plus the fp32 softmax/gradient of the loss

@@ -85,7 +85,9 @@ double hardware_flops_per_token(const Job& job, const Layout& l) {
   if (l.recompute == ActRecompute::kFull)
     f += 2.0 * static_cast<double>(m.matmul_params()) + attn_fwd;
   else
-    f += 2.0 * static_cast<double>(m.n_layers * (m.params_per_layer() - 2 * m.dim)) * job.recompute_matmul_share;
+    f += 2.0 * static_cast<double>(m.n_layers * (m.params_per_layer() - 2 * m.dim)) *
+             (job.recompute_matmul_share + job.recompute_layer_share) +
+         attn_fwd * job.recompute_layer_share;
   return f;
 }
 
@@ -111,6 +113,9 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   const double inter = 3.0 * static_cast<double>(m.ffn_dim);  // gate, up, product
   const bool sp = l.sequence_parallel && l.tp > 1;
   const bool full = l.recompute == ActRecompute::kFull;
+  // Share of the blocks whose forward runs again in backward: all with full recompute, else the
+  // blocks a layer-selective policy checkpoints whole.
+  const double redo = full ? 1.0 : job.recompute_layer_share;
 
   StepTime st;
   st.micro_batches = micro_batches_per_step(job, l);
@@ -118,7 +123,7 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
 
   // Compute of one micro-batch on the deepest stage (the LM head included: the slowest stage).
   // Forward, two backward GEMMs; full recompute adds the forward, a selective matmul policy its share.
-  const double recomputed = full ? 1.0 : job.recompute_matmul_share;
+  const double recomputed = full ? 1.0 : job.recompute_matmul_share + job.recompute_layer_share;
   const double f_lin = 2.0 * nt * layers * layer_mm / tp * (3.0 + recomputed);
   const double f_head = 2.0 * nt * V * h / tp * 3.0;
   double t_gemm = f_lin / (p_lin * eff_lin) + f_head / (p16 * e.gemm);
@@ -126,18 +131,18 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   if (moe.enabled()) {
     // The routed experts' GEMMs wait for the busiest expert: (load - 1) more of their FLOPs.
     const double f_routed =
-        2.0 * nt * layers * 3.0 * h * static_cast<double>(moe.expert_ffn * moe.top_k) / tp * (3.0 + (full ? 1.0 : 0.0));
+        2.0 * nt * layers * 3.0 * h * static_cast<double>(moe.expert_ffn * moe.top_k) / tp * (3.0 + redo);
     t_gemm += f_routed * (moe_load_factor(moe) - 1.0) / (p_lin * eff_lin);
   }
   double t_attn = 0, score_bytes = 0;
   if (l.flash_attention) {
     // Causal flash attention executes half the QKᵀ/AV FLOPs: forward 2·T·h, backward 2.5x
     // that (it recomputes the scores); full recompute adds a forward.
-    const double units = 7.0 + (full ? 2.0 : 0.0);
+    const double units = 7.0 + 2.0 * redo;
     const double eff_attn = job.hopper_attention ? e.attention_hopper : e.attention;
     t_attn = nt * T * h / tp * layers * units / (p16 * eff_attn);
   } else {
-    const double units = 12.0 + (full ? 4.0 : 0.0);
+    const double units = 12.0 + 4.0 * redo;
     t_gemm += nt * T * h / tp * layers * units / (p16 * e.gemm);
     score_bytes = nt * T * static_cast<double>(m.n_heads) / tp * layers * 2.0 * 8.0;  // ~8 passes
   }
@@ -146,7 +151,7 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
   const double replicated = 40.0 * h / (sp ? tp : 1.0);
   const double split = (20.0 * h + 6.0 * inter) / tp;
   double elem = nt * layers * (replicated + split) * elem_bytes;
-  if (full) elem *= 1.5;
+  elem *= 1.0 + 0.5 * redo;
   // Selective recompute: the two norms again (read the input, write the output) and SwiGLU (read
   // gate and up, write the product).
   if (l.recompute == ActRecompute::kSelective)
@@ -155,7 +160,7 @@ StepTime estimate_step_time(const Job& job, const Layout& l) {
     // The casts of every GEMM input (and weight, once per micro-batch) to fp8 or fp4 with their
     // scales, at the recipe's bytes per element; norms, softmax and the head stay 16-bit.
     const double per_elem = fp8_cast_bytes_per_element(l.fp8_recipe);
-    elem += nt * layers * fp8_cast_elements_per_token(m, l.tp) * per_elem * (full ? 1.5 : 1.0);
+    elem += nt * layers * fp8_cast_elements_per_token(m, l.tp) * per_elem * (1.0 + 0.5 * redo);
     elem += layers * layer_mm / tp * per_elem;
   }
   elem += nt * V / tp * 16.0;                                                  // logits, softmax, gradient

@@ -106,7 +106,7 @@ TEST(PlanValidation, HeldOutHalves) {
     Validation v = validate_records(by_id[1 - half], &f.eff);
     std::printf("random half: fit on %zu records, %zu held out: median %.1f%%, p90 %.1f%%\n", f.after.rows.size(),
                 v.rows.size(), 100 * v.median_abs_error, 100 * v.p90_abs_error);
-    EXPECT_LE(v.median_abs_error, 0.05);  // achieved 4.3% / 23.0% and 4.5% / 15.1%
+    EXPECT_LE(v.median_abs_error, 0.05);  // achieved 4.0% / 24.4% and 4.2% / 15.9%
     EXPECT_LE(v.p90_abs_error, 0.245);
     FitResult g = fit_records(by_source[half], 80);
     Validation w = validate_records(by_source[1 - half], &g.eff);
@@ -122,8 +122,8 @@ TEST(PlanValidation, ErrorByClassCrossValidated) {
   const CrossValidation cv = cross_validate(runs, 5, 150);
   std::fputs(format_cross_validation(cv).c_str(), stdout);
   EXPECT_EQ(cv.held_out.size(), cv.in_sample.rows.size());
-  EXPECT_LE(cv.held_out_classes[0].median, 0.05);  // achieved 4.2% / 19.7%
-  EXPECT_LE(cv.held_out_classes[0].p90, 0.21);
+  EXPECT_LE(cv.held_out_classes[0].median, 0.05);  // achieved 4.2% / 19.4%
+  EXPECT_LE(cv.held_out_classes[0].p90, 0.20);
   // > 4k GPUs (Llama 3 405B on 16,384 H100): -56% before its interleaved schedule fit in memory,
   // -25.5% held out since (-27.0% after the sequence-parallel fields moved the folds' refits).
   ASSERT_EQ(class_names()[4], "> 4k GPUs");

@@ -388,6 +388,12 @@ RecordJob job_from_record(const json& r) {
       out.notes.push_back(fmt::format("selective op recompute: {:.0f}% of the forward matmuls again in backward",
                                       100 * job.recompute_matmul_share));
     }
+    // torchtitan's "selective layer" policy (selective_ac_option = n, its default "2": "checkpoint
+    // every other layer", torchtitan's config_manager.py) checkpoints every n-th block whole.
+    if (contains(to_lower(rc), "selective layer")) {
+      job.recompute_layer_share = 0.5;
+      out.notes.push_back("selective layer recompute: every second block checkpointed whole");
+    }
   }
   // Sequence parallelism as the run's framework had it (GPT-NeoX before 2024 had none); absent:
   // chosen by the search.
