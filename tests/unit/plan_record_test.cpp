@@ -181,6 +181,30 @@ TEST(PlanRecord, HopperAttentionAsyncTpAndSelectiveOp) {
   EXPECT_EQ(job_from_record(find("nemo2403-h100-fp8-llama2-7b-seq4k")).job.recompute_matmul_share, 0);
 }
 
+// torchtitan's "selective layer" checkpoints every second block whole (its default
+// selective_ac_option "2"): the GEMMs and attention are the mean of none's and full's on the same
+// layout, and the memory lies between them.
+TEST(PlanRecord, SelectiveLayerIsHalfTheBlocksRecomputed) {
+  const nlohmann::json rec = find("torchtitan-a100-llama-2-13b-4");
+  const RecordJob layer = job_from_record(rec);
+  EXPECT_EQ(layer.job.recompute_layer_share, 0.5);
+  EXPECT_EQ(layer.fixed.recompute, ActRecompute::kNone);
+  nlohmann::json full_rec = rec, none_rec = rec;
+  full_rec["activation_recompute"] = "full";
+  none_rec["activation_recompute"] = "none";
+  const RecordPrediction l = predict(layer), f = predict(job_from_record(full_rec)),
+                         n = predict(job_from_record(none_rec));
+  ASSERT_EQ(l.plan.layout.describe(), n.plan.layout.describe());
+  ASSERT_EQ(f.plan.layout.tp, n.plan.layout.tp);
+  ASSERT_EQ(f.plan.layout.micro_batch, n.plan.layout.micro_batch);
+  EXPECT_NEAR(l.plan.time.gemm, (n.plan.time.gemm + f.plan.time.gemm) / 2, 1e-9 * l.plan.time.gemm);
+  EXPECT_NEAR(l.plan.time.attention, (n.plan.time.attention + f.plan.time.attention) / 2, 1e-9 * l.plan.time.attention);
+  EXPECT_GT(l.plan.time.total, n.plan.time.total);
+  EXPECT_LT(l.plan.time.total, f.plan.time.total);
+  EXPECT_LT(l.plan.memory.activations, n.plan.memory.activations);
+  EXPECT_GT(l.plan.memory.activations, f.plan.memory.activations);
+}
+
 // Runs before sequence parallelism (Korthikanti et al. 2022) say so: their tp ranks each run the
 // norms, dropouts and residuals of every token. Megatron-LM's scatter/gather (Narayanan et al. 2021,
 // Sec. 4.1) sends a tp rank's 1/tp of a pipeline message without it; other runs send it whole.
