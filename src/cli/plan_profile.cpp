@@ -215,8 +215,8 @@ int run_profile(const ProfileArgs& a) {
         calls += o.calls;
       }
       std::printf(
-          "  ops at %d thread(s), %d process(es) at once: %zu distinct (op, shape), %lld calls, %.4f s; the step "
-          "outside its ops: +%.1f%%\n",
+          "  ops at %d thread(s), %d process(es) at once: %zu distinct (op, shape), %lld calls, %.4f s; the steps "
+          "over their priced ops: +%.1f%%\n",
           t, c, ops.size(), static_cast<long long>(calls), s, 100 * p.untimed_share_at({c, t}));
     }
   for (auto& [axis, by_op] : p.collectives)
@@ -268,8 +268,10 @@ int run_profile_file(const ProfileArgs& a) {
   std::printf("  compute  %.4f s (rank %d, %lld op calls; %.0f%% of it priced by a measured (op, shape))\n",
               s.compute_s, s.slowest_rank, static_cast<long long>(s.op_calls), 100 * s.measured_share);
   if (s.untimed_share > 0)
-    std::printf("  untimed  +%.1f%% (the profiled step's CPU work outside its ops, fills and copies included)\n",
-                100 * s.untimed_share);
+    std::printf(
+        "  untimed  +%.1f%% (the profiled steps over their ops as priced: the work outside the ops, the ops' "
+        "typical time over their least)\n",
+        100 * s.untimed_share);
   std::printf("  ops      timed %d process(es) at once (the layout runs %d at once on this host)\n", s.concurrency,
               s.concurrency_wanted);
   if (s.oversubscription > 1)

@@ -75,13 +75,23 @@ std::map<int, plan::ProfileOps> profile_step_ops(const Config& cfg, const std::v
       op_sums += tr.step_ops_seconds;
     }
     out[t] = plan::aggregate_ops(all);
-    if (untimed_share && op_sums > 0) (*untimed_share)[t] = std::max(0.0, steps - op_sums) / op_sums;
-    double least = 0;  // each op call's least over the repeats, summed: what the op set prices
-    for (const plan::OpRecord& r : all) least += r.seconds;
+    // What the op set prices those calls at: each (op, shape) at its least over every timed call.
+    std::map<std::pair<std::string, std::string>, double> price;
+    for (const plan::ProfileOp& p : out[t]) price[{p.op, p.shape}] = p.seconds;
+    double least = 0, priced = 0;
+    for (const plan::OpRecord& r : all) {
+      least += r.seconds;
+      priced += price[{r.op, r.shape}];
+    }
+    // The share the timed steps take beyond their ops as priced: their work outside the ops and
+    // their ops' typical time above the least the op set keeps, both measured here.
+    if (untimed_share && priced > 0) (*untimed_share)[t] = std::max(0.0, steps - priced) / priced;
     std::fprintf(stderr,
                  "profile: %d thread(s): the timed steps %.4f s (median), their ops %.4f s (median sum), each "
-                 "op's least %.4f s: the step outside its ops +%.1f%%\n",
-                 t, steps, op_sums, least, op_sums > 0 ? 100 * std::max(0.0, steps - op_sums) / op_sums : 0.0);
+                 "call's least %.4f s, as the op set prices them %.4f s: outside the ops +%.1f%%, the step over "
+                 "its priced ops +%.1f%%\n",
+                 t, steps, op_sums, least, priced, op_sums > 0 ? 100 * std::max(0.0, steps - op_sums) / op_sums : 0.0,
+                 priced > 0 ? 100 * std::max(0.0, steps - priced) / priced : 0.0);
   }
   omp_set_num_threads(before);
   return out;

@@ -58,10 +58,12 @@ struct Profile {
   // By concurrency (how many processes timed the same op trace at once on this host: 1 alone, N
   // under `--nproc N`), then by thread count per process.
   std::map<int, std::map<int, ProfileOps>> ops;
-  // Beside each op set (same concurrency, threads): the profiled steps' time outside their timed
-  // ops as a share of the ops' time — (step − Σ ops) / Σ ops over the steps timed, each step
-  // timed as its ops are (OpTrace::step_seconds): memory fills and copies, allocation, the host's
-  // bookkeeping between the ops. 0 where not measured (a profile written before it).
+  // Beside each op set (same concurrency, threads): the profiled steps' time beyond their ops as
+  // the set prices them — (Σ step − Σ priced) / Σ priced over the steps timed, each step timed
+  // whole as its ops are (OpTrace::step_seconds, the median of the repeats) and each of its op
+  // calls priced at its (op, shape)'s least: the step's work outside the ops (memory fills and
+  // copies, allocation, the host's bookkeeping) and its ops' typical time over their least.
+  // 0 where not measured (a profile written before it).
   std::map<int, std::map<int, double>> untimed_share;
   std::map<std::string, std::map<std::string, CollectiveFit>> collectives;  // axis -> op -> fit
   bool operator==(const Profile&) const = default;

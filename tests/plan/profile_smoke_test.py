@@ -4,7 +4,7 @@
 Checks what the profile must hold — every op of the real step timed (the op calls of one step of
 the config, each with its seconds), alone and again by 2 processes at once (the set recorded at
 concurrency 2, the same (op, shape)s, and the dp = 2 prediction priced from it), beside each op set
-the timed steps' time outside their ops (the untimed share the prediction's compute carries), every mesh axis's collectives fitted over the 2 ranks with a
+the timed steps' time beyond their priced ops (the untimed share the prediction's compute carries), every mesh axis's collectives fitted over the 2 ranks with a
 positive bandwidth whose line passes near its own measured points — and that the prediction of a
 2-rank layout prices its compute from measured (op, shape)s and its data-parallel collectives
 from the dp line; and for context parallelism (cp = 2, ring) that the profile timed the cp axis's
@@ -46,9 +46,9 @@ with tempfile.TemporaryDirectory() as tmp:
     check(prof["format"] == "fluxtrain-profile" and prof["version"] == 2, "magic and version")
     sets = {(s["concurrency"], s["threads"]): s["ops"] for s in prof["op_sets"]}
     ops = sets[(1, 1)]
-    # Beside each op set: its steps timed whole, their time outside the ops a share of the ops' time.
+    # Beside each op set: its steps timed whole, their time beyond their ops as the set prices them.
     untimed = {(s["concurrency"], s["threads"]): s.get("untimed_share", 0) for s in prof["op_sets"]}
-    check(all(0 < u < 1 for u in untimed.values()), f"the steps' time outside their ops measured: {untimed}")
+    check(all(0 < u < 10 for u in untimed.values()), f"the steps' time beyond their priced ops measured: {untimed}")
     two = os.cpu_count() >= 2  # 2 processes of 1 thread fit the CPUs: the ops are timed at concurrency 2
     if two:
         busy = sets.get((2, 1), [])
