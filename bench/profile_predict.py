@@ -26,7 +26,9 @@ step far above its on-CPU time names where the difference is (run-queue or idle)
 "r0 compute" is rank 0's step less the time it waited in collectives and pipeline receives (the
 trainer's compute_s: waits count whether the thread polls or sleeps) beside the predicted compute
 of rank 0 (`compute_s_by_rank`): for pp the stage's own ops apart from the waits between stages.
-The line ends with every rank's on-CPU (by rank) beside every rank's predicted compute.
+The line ends with every rank's on-CPU (by rank) beside every rank's predicted compute, the profile's
+untimed share (the profiled steps' CPU work outside their ops) and the compute predicted from the
+same profile without it (the ops alone, their fills and copies priced apart: the prediction before it).
 """
 import argparse
 import json
@@ -169,6 +171,12 @@ def main():
             subprocess.run([FT, "plan", "--profile", "--config", CONFIG, "--nproc", "2", "--profile-threads", "1",
                             "--out", profile] + COMMON,
                            check=True, stdout=subprocess.DEVNULL, env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
+        # The same profile without its untimed shares: the prediction from the ops alone (before them).
+        ops_only = os.path.join(tmp, "ops-only.json")
+        prof = json.load(open(profile))
+        for s in prof.get("op_sets", []):
+            s.pop("untimed_share", None)
+        json.dump(prof, open(ops_only, "w"))
         only = [n.strip() for n in OPTS.only.split(",") if n.strip()]
         unknown = [n for n in only if n not in [l[0] for l in LAYOUTS]]
         if unknown:
@@ -181,6 +189,7 @@ def main():
             if only and name not in only:
                 continue
             p = predict(profile, ranks, settings)
+            bare = predict(ops_only, ranks, settings)
             m, where = measure(tmp, name, ranks, settings)
             err = p["step_s"] / m - 1
             errors.append(abs(err))
@@ -192,7 +201,9 @@ def main():
             by_rank = " ".join(f"{x:.3f}" for x in where["on_cpu_by_rank"]) if where else "-"
             print(f"{name:<16} {ranks:>5} {p['step_s']:>11.3f} {m:>10.3f} {100 * err:>+6.1f}%  {w}  "
                   f"{p['compute_s']:.3f} @{p.get('concurrency', 1)} / {comm}  [on-CPU by rank {by_rank}; "
-                  f"predicted {' '.join(f'{x:.3f}' for x in p.get('compute_s_by_rank', []))}]", flush=True)
+                  f"predicted {' '.join(f'{x:.3f}' for x in p.get('compute_s_by_rank', []))}; untimed share "
+                  f"{100 * p.get('untimed_share', 0):.1f}%, compute from the ops alone {bare['compute_s']:.3f}]",
+                  flush=True)
         errors.sort()
         print(f"\n|error| median {100 * statistics.median(errors):.1f}%, max {100 * errors[-1]:.1f}%; "
               f"{sum(e <= 0.10 for e in errors)} of {len(errors)} within 10%")

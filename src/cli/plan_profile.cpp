@@ -73,7 +73,8 @@ plan::ProfileOps median_over_ranks(const std::vector<plan::ProfileOps>& ranks) {
 // The step's ops timed by `concurrency` processes at once under mpirun (run_profile_ops_rank
 // each), at each of `threads`: the median over the processes.
 std::map<int, plan::ProfileOps> time_ops_concurrently(const ProfileArgs& a, int concurrency,
-                                                      const std::vector<int>& threads) {
+                                                      const std::vector<int>& threads,
+                                                      std::map<int, double>* untimed_share) {
   TempDir tmp;
   const std::string self = std::filesystem::canonical("/proc/self/exe").string();
   std::vector<std::string> argv = {self,
@@ -92,13 +93,21 @@ std::map<int, plan::ProfileOps> time_ops_concurrently(const ProfileArgs& a, int 
     throw Error(fmt::format("timing the ops in {} processes at once failed (mpirun exit {})", concurrency, rc),
                 "run it without --nproc for the ops timed alone");
   std::map<int, std::vector<plan::ProfileOps>> by_threads;
+  std::map<int, std::vector<double>> shares;  // by thread count: each process's untimed share
   for (int r = 0; r < concurrency; ++r) {
     const std::string path = fmt::format("{}/ops.{}.json", tmp.path, r);
     plan::Profile part = plan::read_profile(path);
-    for (auto& [t, ops] : part.ops.at(concurrency)) by_threads[t].push_back(std::move(ops));
+    for (auto& [t, ops] : part.ops.at(concurrency)) {
+      by_threads[t].push_back(std::move(ops));
+      shares[t].push_back(part.untimed_share_at({concurrency, t}));
+    }
   }
   std::map<int, plan::ProfileOps> out;
   for (auto& [t, ranks] : by_threads) out[t] = median_over_ranks(ranks);
+  for (auto& [t, v] : shares) {  // the median over the processes
+    std::sort(v.begin(), v.end());
+    (*untimed_share)[t] = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  }
   return out;
 }
 
@@ -112,7 +121,10 @@ int run_profile_ops_rank(const ProfileArgs& a) {
   Ranks ranks(world, a.ops_rank_dir);
   Communicator& all = ranks.mesh().world();
   plan::Profile p;
-  p.ops[a.nproc] = profile_step_ops(cfg, a.threads, a.repeats, [&] { all.barrier(); });
+  std::map<int, double> untimed;
+  p.ops[a.nproc] = profile_step_ops(
+      cfg, a.threads, a.repeats, [&] { all.barrier(); }, &untimed);
+  p.untimed_share[a.nproc] = untimed;
   write_profile(fmt::format("{}/ops.{}.json", a.ops_rank_dir, ranks.mesh().world_rank()), p);
   all.barrier();
   return 0;
@@ -177,11 +189,17 @@ int run_profile(const ProfileArgs& a) {
   std::vector<int> threads = a.threads;
   if (threads.empty()) threads = cpus > 1 ? std::vector<int>{1, cpus} : std::vector<int>{1};
   std::fprintf(stderr, "profile: timing the step's ops of %s\n", p.source.c_str());
-  p.ops[1] = profile_step_ops(cfg, threads, a.repeats);
+  std::map<int, double> untimed;
+  p.ops[1] = profile_step_ops(cfg, threads, a.repeats, {}, &untimed);
+  p.untimed_share[1] = untimed;
   std::map<int, std::vector<int>> threads_at;  // concurrency -> the thread counts that fit the CPUs
   for (int t : threads)
     for (int c : concurrencies(a.nproc, t, cpus)) threads_at[c].push_back(t);
-  for (auto& [c, ts] : threads_at) p.ops[c] = time_ops_concurrently(a, c, ts);
+  for (auto& [c, ts] : threads_at) {
+    std::map<int, double> shares;
+    p.ops[c] = time_ops_concurrently(a, c, ts, &shares);
+    p.untimed_share[c] = shares;
+  }
   write_profile(a.out, p);
   if (a.json) {
     std::printf("%s\n", to_json(p).dump(2).c_str());
@@ -196,8 +214,10 @@ int run_profile(const ProfileArgs& a) {
         s += o.seconds * static_cast<double>(o.calls);
         calls += o.calls;
       }
-      std::printf("  ops at %d thread(s), %d process(es) at once: %zu distinct (op, shape), %lld calls, %.4f s\n", t, c,
-                  ops.size(), static_cast<long long>(calls), s);
+      std::printf(
+          "  ops at %d thread(s), %d process(es) at once: %zu distinct (op, shape), %lld calls, %.4f s; the steps "
+          "over their priced ops: +%.1f%%\n",
+          t, c, ops.size(), static_cast<long long>(calls), s, 100 * p.untimed_share_at({c, t}));
     }
   for (auto& [axis, by_op] : p.collectives)
     for (auto& [op, f] : by_op)
@@ -228,6 +248,7 @@ int run_profile_file(const ProfileArgs& a) {
                              {"concurrency", s.concurrency},
                              {"concurrency_wanted", s.concurrency_wanted},
                              {"measured_share", s.measured_share},
+                             {"untimed_share", s.untimed_share},
                              {"oversubscription", s.oversubscription},
                              {"op_calls", s.op_calls},
                              {"cp", cfg.parallel.cp},
@@ -246,6 +267,11 @@ int run_profile_file(const ProfileArgs& a) {
               static_cast<long long>(par.pp), cp.c_str(), a.profile_file.c_str(), s.threads);
   std::printf("  compute  %.4f s (rank %d, %lld op calls; %.0f%% of it priced by a measured (op, shape))\n",
               s.compute_s, s.slowest_rank, static_cast<long long>(s.op_calls), 100 * s.measured_share);
+  if (s.untimed_share > 0)
+    std::printf(
+        "  untimed  +%.1f%% (the profiled steps over their ops as priced: the work outside the ops, the ops' "
+        "typical time over their least)\n",
+        100 * s.untimed_share);
   std::printf("  ops      timed %d process(es) at once (the layout runs %d at once on this host)\n", s.concurrency,
               s.concurrency_wanted);
   if (s.oversubscription > 1)

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "dryrun/comm_sweep.h"
 #include "dryrun/fake_comm.h"
@@ -15,7 +16,8 @@
 namespace ft {
 
 std::map<int, plan::ProfileOps> profile_step_ops(const Config& cfg, const std::vector<int>& threads, int repeats,
-                                                 const std::function<void()>& sync) {
+                                                 const std::function<void()>& sync,
+                                                 std::map<int, double>* untimed_share) {
   // The config's layout, then one rank holding the whole model at the batch of one, two and four
   // data-parallel replicas, the tp = 2 shard, and the cp = 2 ranks of each attention schedule
   // (their block attention ops: the shapes other layouts' ranks run). A cp layout is timed on
@@ -58,6 +60,7 @@ std::map<int, plan::ProfileOps> profile_step_ops(const Config& cfg, const std::v
     if (t < 1) throw Error(fmt::format("profile at {} threads: must be at least 1", t));
     omp_set_num_threads(t);
     std::vector<plan::OpRecord> all;
+    double steps = 0, op_sums = 0;
     for (const Timed& l : layouts) {
       plan::OpTrace tr;
       if (sync) sync();
@@ -68,8 +71,27 @@ std::map<int, plan::ProfileOps> profile_step_ops(const Config& cfg, const std::v
         continue;
       }
       all.insert(all.end(), tr.ops.begin(), tr.ops.end());
+      steps += tr.step_seconds;
+      op_sums += tr.step_ops_seconds;
     }
     out[t] = plan::aggregate_ops(all);
+    // What the op set prices those calls at: each (op, shape) at its least over every timed call.
+    std::map<std::pair<std::string, std::string>, double> price;
+    for (const plan::ProfileOp& p : out[t]) price[{p.op, p.shape}] = p.seconds;
+    double least = 0, priced = 0;
+    for (const plan::OpRecord& r : all) {
+      least += r.seconds;
+      priced += price[{r.op, r.shape}];
+    }
+    // The share the timed steps take beyond their ops as priced: their work outside the ops and
+    // their ops' typical time above the least the op set keeps, both measured here.
+    if (untimed_share && priced > 0) (*untimed_share)[t] = std::max(0.0, steps - priced) / priced;
+    std::fprintf(stderr,
+                 "profile: %d thread(s): the timed steps %.4f s (median), their ops %.4f s (median sum), each "
+                 "call's least %.4f s, as the op set prices them %.4f s: outside the ops +%.1f%%, the step over "
+                 "its priced ops +%.1f%%\n",
+                 t, steps, op_sums, least, priced, op_sums > 0 ? 100 * std::max(0.0, steps - op_sums) / op_sums : 0.0,
+                 priced > 0 ? 100 * std::max(0.0, steps - priced) / priced : 0.0);
   }
   omp_set_num_threads(before);
   return out;
@@ -91,14 +113,19 @@ ProfiledStep predict_with_profile(const Config& cfg, const plan::Profile& profil
   best.concurrency = at.first;
   const double share = cpus > 0 ? static_cast<double>(world) * used_threads / cpus : 1.0;
   best.oversubscription = std::max(1.0, share);
+  best.untimed_share = profile.untimed_share_at(at);
+  const double stretch = best.oversubscription * (1 + best.untimed_share);
   double best_total = -1;
   for (int r = 0; r < world; ++r) {
     const plan::OpTrace tr = trace_training_step(cfg, {.world_rank = r});
     double compute = 0, measured = 0, cp_hidden = 0;
     for (const plan::OpRecord& op : tr.ops) {
+      const bool memory_op = op.kind == plan::OpKind::kFill || op.kind == plan::OpKind::kCopyD2D ||
+                             op.kind == plan::OpKind::kCopyH2D || op.kind == plan::OpKind::kCopyD2H;
+      if (memory_op && best.untimed_share > 0) continue;  // measured in the untimed share
       const plan::OpPricing p = plan::profiled_op_seconds(op, ops);
-      compute += p.seconds * best.oversubscription;
-      if (p.measured) measured += p.seconds * best.oversubscription;
+      compute += p.seconds * stretch;
+      if (p.measured) measured += p.seconds * stretch;
       // The ring's key/value transfer beside this block: hidden up to the block's time.
       if (op.overlapped_send_bytes > 0)
         cp_hidden += std::min(profile.collective_seconds("cp", "send", op.overlapped_send_bytes),

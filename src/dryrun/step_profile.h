@@ -6,10 +6,12 @@
 //   predict_with_profile every rank of a layout traced on the recording GPU (its ops with shapes,
 //                        its collectives per mesh axis), each op priced by the profile
 //                        (profiled_op_seconds), each collective by its axis's fitted line over
-//                        the bytes the rank sends; the step is the slowest rank's compute
-//                        stretched by its pipeline schedule's bubble, plus its communication —
-//                        with cp > 1 the cp group's transfers less what the ring's block
-//                        attention hides (each overlapped K/V send up to its block's time).
+//                        the bytes the rank sends; each rank's ops stretched by the profile's
+//                        untimed share (the profiled steps over their priced ops); the step
+//                        is the slowest rank's compute stretched by its pipeline schedule's
+//                        bubble, plus its communication — with cp > 1 the cp group's transfers
+//                        less what the ring's block attention hides (each overlapped K/V send
+//                        up to its block's time).
 //
 //   plan::Profile p;  p.ops[1] = profile_step_ops(cfg, {1, 2});       // + sweep_collectives
 //   ProfiledStep s = predict_with_profile(cfg, p, /*threads=*/1);
@@ -29,8 +31,11 @@ namespace ft {
 // sync (optional): called before each timed step's trace — under `--nproc N` a barrier over the N
 // processes timing the same ops at once, so they run the same ops in lock-step (the contention of
 // N ranks on this host).
+// untimed_share (optional): by thread count, the timed steps' time beyond their ops as the op set
+// prices them, (Σ step − Σ priced) / Σ priced over every layout timed (Profile::untimed_share).
 std::map<int, plan::ProfileOps> profile_step_ops(const Config& cfg, const std::vector<int>& threads, int repeats = 3,
-                                                 const std::function<void()>& sync = {});
+                                                 const std::function<void()>& sync = {},
+                                                 std::map<int, double>* untimed_share = nullptr);
 
 struct ProfiledStep {
   double step_s = 0;
@@ -47,7 +52,11 @@ struct ProfiledStep {
   int concurrency_wanted = 1;             // the layout's ranks on this host computing at once
   int concurrency = 1;                    // the profile's concurrency used (the nearest timed to the wanted)
   double measured_share = 0;              // of the compute seconds, the share priced by an exact (op, shape)
-  double oversubscription = 1;            // ranks x threads / CPUs when above 1 (compute stretched by it)
+  // The profile's untimed share at the op set used (Profile::untimed_share): each rank's compute is
+  // its ops' seconds x (1 + it), the trace's fills and copies then not priced apart (the measured
+  // steps' time beyond their priced ops holds them).
+  double untimed_share = 0;
+  double oversubscription = 1;  // ranks x threads / CPUs when above 1 (compute stretched by it)
   int64_t op_calls = 0;
 };
 

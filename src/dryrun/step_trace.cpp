@@ -121,11 +121,17 @@ plan::OpTrace trace_training_step(const Config& config, const StepTraceOptions& 
   plan::OpTrace out;
   log_collectives(mesh, &out.collectives);
   if (o.timed_on_host) {
+    std::vector<double> steps, op_sums;  // each timed step's own time and its ops' seconds summed
     for (int i = 0; i < o.repeats; ++i) {
       if (i == 1) log_collectives(mesh, nullptr);  // one step's collectives
       timing::start_timing();
+      const timing::StepClock clock;
       step();
+      steps.push_back(clock.seconds());
       std::vector<plan::OpRecord> ops = timing::stop_timing();
+      double sum = 0;
+      for (const plan::OpRecord& r : ops) sum += r.seconds;
+      op_sums.push_back(sum);
       if (i == 0) {
         out.ops = std::move(ops);
       } else {
@@ -133,6 +139,13 @@ plan::OpTrace trace_training_step(const Config& config, const StepTraceOptions& 
         for (size_t k = 0; k < ops.size(); ++k) out.ops[k].seconds = std::min(out.ops[k].seconds, ops[k].seconds);
       }
     }
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      const size_t n = v.size();
+      return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    };
+    out.step_seconds = median(steps);
+    out.step_ops_seconds = median(op_sums);
   } else {
     if (o.ops) trace::start_recording();
     if (cp_ops) cp_ops->take();  // the warm-up's

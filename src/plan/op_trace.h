@@ -102,6 +102,12 @@ struct OpTrace {
   // With parallel.cp > 1: the bytes the rank sends on its cp group in the step, counted from the
   // cp collectives as the dry run counts them (the ring's or the all-to-all's transfers, the sums).
   double cp_bytes = 0;
+  // A step timed on the host (dryrun/step_trace.h, timed_on_host): the whole step's time measured
+  // as its ops are (the process's CPU time at 1 thread, at most the wall clock) and the same
+  // step's op seconds summed, the median over the timed steps of each. Their difference is the
+  // step's CPU work outside the timed ops (memory fills and copies, allocation, the host's
+  // bookkeeping between the ops); 0 when not timed.
+  double step_seconds = 0, step_ops_seconds = 0;
 };
 
 }  // namespace ft::plan

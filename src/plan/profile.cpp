@@ -108,6 +108,13 @@ ProfileOps aggregate_ops(const std::vector<OpRecord>& timed) {
   return out;
 }
 
+double Profile::untimed_share_at(std::pair<int, int> at) const {
+  const auto c = untimed_share.find(at.first);
+  if (c == untimed_share.end()) return 0;
+  const auto t = c->second.find(at.second);
+  return t == c->second.end() ? 0 : t->second;
+}
+
 double CollectiveFit::seconds(double bytes) const {
   if (bytes <= 0) return 0;
   for (size_t i = 0; i + 1 < points.size(); ++i) {
@@ -211,7 +218,9 @@ json to_json(const Profile& p) {
                        {"bytes", o.bytes},
                        {"seconds", o.seconds},
                        {"calls", o.calls}});
-      sets.push_back({{"concurrency", concurrency}, {"threads", threads}, {"ops", arr}});
+      json set = {{"concurrency", concurrency}, {"threads", threads}, {"ops", arr}};
+      if (double u = p.untimed_share_at({concurrency, threads}); u != 0) set["untimed_share"] = u;
+      sets.push_back(std::move(set));
     }
   json coll = json::object();
   for (auto& [axis, by_op] : p.collectives)
@@ -274,6 +283,12 @@ Profile profile_from_json(const json& j, const std::string& where) {
         if (p.ops[concurrency].count(threads))
           throw Error(fmt::format("{}: op_sets: concurrency {} threads {} appears twice", where, concurrency, threads));
         p.ops[concurrency][threads] = ops_from_json(set.at("ops"), where);
+        const double untimed = set.value("untimed_share", 0.0);
+        if (!(untimed >= 0 && untimed < 10))
+          throw Error(fmt::format("{}: op_sets: concurrency {} threads {}: untimed_share {} is not in [0, 10)", where,
+                                  concurrency, threads, untimed),
+                      "the step's time outside its timed ops over their time: a share such as 0.12");
+        if (untimed > 0) p.untimed_share[concurrency][threads] = untimed;
       }
     }
     for (auto& [axis, by_op] : j.at("collectives").items())

@@ -12,10 +12,10 @@
 //   write_profile("cpu.json", p);                           // read_profile gives it back equal
 //
 // Format (JSON, docs/formats.md "Profile"): {"format": "fluxtrain-profile", "version": 2, "device",
-// "source", "op_sets": [{"concurrency", "threads", "ops": [{"op", "shape", "kind", "flops", "bytes",
-// "seconds", "calls"}]}], "collectives": {"<axis>": {"<op>": {"latency_s", "bytes_per_s", "points":
-// [[bytes, s], ...]}}}}. Version 1 (ops by thread count alone, "ops": {"<threads>": [...]}) still
-// reads: its ops were timed alone (concurrency 1).
+// "source", "op_sets": [{"concurrency", "threads", "untimed_share" (optional, 0), "ops": [{"op",
+// "shape", "kind", "flops", "bytes", "seconds", "calls"}]}], "collectives": {"<axis>": {"<op>":
+// {"latency_s", "bytes_per_s", "points": [[bytes, s], ...]}}}}. Version 1 (ops by thread count alone, "ops":
+// {"<threads>": [...]}) still reads: its ops were timed alone (concurrency 1).
 #pragma once
 
 #include <map>
@@ -58,6 +58,13 @@ struct Profile {
   // By concurrency (how many processes timed the same op trace at once on this host: 1 alone, N
   // under `--nproc N`), then by thread count per process.
   std::map<int, std::map<int, ProfileOps>> ops;
+  // Beside each op set (same concurrency, threads): the profiled steps' time beyond their ops as
+  // the set prices them — (Σ step − Σ priced) / Σ priced over the steps timed, each step timed
+  // whole as its ops are (OpTrace::step_seconds, the median of the repeats) and each of its op
+  // calls priced at its (op, shape)'s least: the step's work outside the ops (memory fills and
+  // copies, allocation, the host's bookkeeping) and its ops' typical time over their least.
+  // 0 where not measured (a profile written before it).
+  std::map<int, std::map<int, double>> untimed_share;
   std::map<std::string, std::map<std::string, CollectiveFit>> collectives;  // axis -> op -> fit
   bool operator==(const Profile&) const = default;
 
@@ -65,6 +72,8 @@ struct Profile {
   // higher of two as near), and among those at `threads`, else at the nearest thread count
   // (ft::Error when none). `at` (optional) gets the (concurrency, threads) used.
   const ProfileOps& ops_for(int concurrency, int threads, std::pair<int, int>* at = nullptr) const;
+  // The untimed share measured beside the op set at `at` (ops_for's), else 0.
+  double untimed_share_at(std::pair<int, int> at) const;
   // Seconds of one collective `op` ("all_reduce", "reduce_scatter", "all_gather", "send") sending
   // `bytes` per rank over `axis`; ft::Error naming the axis and op when the profile has no fit.
   double collective_seconds(const std::string& axis, const std::string& op, double bytes) const;

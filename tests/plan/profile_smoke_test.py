@@ -3,7 +3,8 @@
 
 Checks what the profile must hold — every op of the real step timed (the op calls of one step of
 the config, each with its seconds), alone and again by 2 processes at once (the set recorded at
-concurrency 2, the same (op, shape)s, and the dp = 2 prediction priced from it), every mesh axis's collectives fitted over the 2 ranks with a
+concurrency 2, the same (op, shape)s, and the dp = 2 prediction priced from it), beside each op set
+the timed steps' time beyond their priced ops (the untimed share the prediction's compute carries), every mesh axis's collectives fitted over the 2 ranks with a
 positive bandwidth whose line passes near its own measured points — and that the prediction of a
 2-rank layout prices its compute from measured (op, shape)s and its data-parallel collectives
 from the dp line; and for context parallelism (cp = 2, ring) that the profile timed the cp axis's
@@ -45,6 +46,9 @@ with tempfile.TemporaryDirectory() as tmp:
     check(prof["format"] == "fluxtrain-profile" and prof["version"] == 2, "magic and version")
     sets = {(s["concurrency"], s["threads"]): s["ops"] for s in prof["op_sets"]}
     ops = sets[(1, 1)]
+    # Beside each op set: its steps timed whole, their time beyond their ops as the set prices them.
+    untimed = {(s["concurrency"], s["threads"]): s.get("untimed_share", 0) for s in prof["op_sets"]}
+    check(all(0 < u < 10 for u in untimed.values()), f"the steps' time beyond their priced ops measured: {untimed}")
     two = os.cpu_count() >= 2  # 2 processes of 1 thread fit the CPUs: the ops are timed at concurrency 2
     if two:
         busy = sets.get((2, 1), [])
@@ -90,6 +94,8 @@ with tempfile.TemporaryDirectory() as tmp:
     if two:
         check(out["concurrency"] == 2 and out["concurrency_wanted"] == 2,
               f"dp=2: priced by the ops timed 2 at once (concurrency {out['concurrency']})")
+    check(out["untimed_share"] == untimed[(out["concurrency"], 1)],
+          f"dp=2: its ops stretched by the untimed share of their set ({out['untimed_share']:.3f})")
     one = json.loads(run("--profile-file", path, "--config", CONFIG, "--threads", "1", "--json"))
     check(one["concurrency"] == 1 and one["concurrency_wanted"] == 1, "1 rank: priced by the ops timed alone")
     check(out["measured_share"] > 0.9, f"{100 * out['measured_share']:.0f}% of the compute priced by measured ops "

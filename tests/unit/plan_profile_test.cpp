@@ -45,6 +45,8 @@ Profile sample() {
   p.ops[1][2] = aggregate_ops({gemm(64, 64, 64, 0.6e-4)});
   // Timed by 2 processes at once, 1 thread each: slower beside a busy core.
   p.ops[2][1] = aggregate_ops({gemm(64, 64, 64, 1.2e-4), elementwise("add_inplace", 1e6, 1.5e-4)});
+  p.untimed_share[1][1] = 0.125;  // the profiled steps' time outside their ops, beside two of the sets
+  p.untimed_share[2][1] = 0.25;
   p.collectives["dp"]["all_reduce"] = fit_collective({{4096, 30e-6}, {65536, 90e-6}, {1048576, 1.05e-3}});
   p.collectives["tp"]["all_gather"] = fit_collective({{1e3, 1e-5}, {1e6, 2e-3}});
   return p;
@@ -109,6 +111,17 @@ TEST(PlanProfile, BadFilesNameWhatIsWrong) {
     EXPECT_NE(std::string(e.what()).find("concurrency 1 threads 1 appears twice"), std::string::npos) << e.what();
   }
   j = to_json(sample());
+  j["op_sets"][0]["untimed_share"] = -0.5;
+  try {
+    profile_from_json(j, "p.json");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("p.json: op_sets: concurrency 1 threads 1: untimed_share -0.5 is not in [0, 10)"),
+        std::string::npos)
+        << e.what();
+  }
+  j = to_json(sample());
   j.erase("op_sets");
   EXPECT_THROW(profile_from_json(j, "p.json"), Error);
 }
@@ -125,6 +138,7 @@ TEST(PlanProfile, VersionOneReadsAsOpsTimedAlone) {
   const Profile p = profile_from_json(j, "old.json");
   Profile want = sample();
   want.ops.erase(2);
+  want.untimed_share.clear();  // version 1 had none
   EXPECT_EQ(p, want);
   j["ops"]["0"] = nlohmann::json::array();
   EXPECT_THROW(profile_from_json(j, "old.json"), Error);
@@ -148,6 +162,20 @@ TEST(PlanProfile, OpsAtTheNearestConcurrencyTimed) {
   // The contended set prices its op slower than the one timed alone.
   EXPECT_GT(profiled_op_seconds(gemm(64, 64, 64, 0), p.ops_for(2, 1)).seconds,
             profiled_op_seconds(gemm(64, 64, 64, 0), p.ops_for(1, 1)).seconds);
+}
+
+TEST(PlanProfile, UntimedShareBesideItsOpSet) {
+  const Profile p = sample();
+  EXPECT_DOUBLE_EQ(p.untimed_share_at({1, 1}), 0.125);
+  EXPECT_DOUBLE_EQ(p.untimed_share_at({2, 1}), 0.25);
+  EXPECT_EQ(p.untimed_share_at({1, 2}), 0);  // not measured beside that set
+  // A set written without it (a profile from before) reads as 0, the key absent on writing back.
+  nlohmann::json j = to_json(p);
+  EXPECT_TRUE(j["op_sets"][0].contains("untimed_share"));
+  j["op_sets"][0].erase("untimed_share");
+  const Profile q = profile_from_json(j, "p.json");
+  EXPECT_EQ(q.untimed_share_at({1, 1}), 0);
+  EXPECT_FALSE(to_json(q)["op_sets"][0].contains("untimed_share"));
 }
 
 TEST(PlanProfile, CollectiveLineFromExactPoints) {

@@ -97,6 +97,22 @@ constinit const OpTable kTable = make_table();
 
 }  // namespace
 
+StepClock::StepClock() : single_(omp_get_max_threads() == 1) {
+  wall_ = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  cpu_ = static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+double StepClock::seconds() const {
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count() - wall_;
+  if (!single_) return wall;
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return std::min(wall, static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec) - cpu_);
+}
+
 void register_timed_cpu() {
   static const bool once = [] {
     Backend b = cpu_backend();

@@ -25,4 +25,16 @@ void start_timing();
 // Stops timing; the calls timed, in call order, each with its seconds.
 std::vector<plan::OpRecord> stop_timing();
 
+// A span of host work (a whole step) timed as each op is: at 1 thread the least of the wall clock
+// and the process's CPU time, above 1 thread the wall clock.
+class StepClock {
+ public:
+  StepClock();
+  double seconds() const;
+
+ private:
+  bool single_;
+  double wall_ = 0, cpu_ = 0;
+};
+
 }  // namespace ft::timing
