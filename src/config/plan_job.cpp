@@ -16,6 +16,10 @@ Job job_for_run(const Config& cfg, const GpuSpec& device) {
   job.gpus_per_node = device.gpus_per_node;
   job.nodes = (job.gpus + job.gpus_per_node - 1) / job.gpus_per_node;
   job.loss_chunk_tokens = cfg.train.loss_chunk_tokens;
+  // Our CUDA backend runs bf16 and fp16 attention through cuDNN's fused kernel
+  // (backends/cuda/attention_sdpa.cpp), priced at the GPU's attention_hopper (= attention off
+  // Hopper); fp32 attention and context parallelism's block attention run our own kernels.
+  job.hopper_attention = cfg.train.precision != ft::Precision::kF32 && cfg.parallel.cp == 1;
   return job;
 }
 

@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "config/config.h"
+#include "config/plan_job.h"
 #include "plan/plan.h"
 #include "plan/traffic.h"
 #include "util/error.h"
@@ -247,6 +249,31 @@ TEST(PlanTime, DataParallelOverlap) {
   const double latency = dp_collectives(j, l, 1, static_cast<double>(rank_params(j.model, 1, 1, true, true))) *
                          collective_latency(j.gpu, 8);
   EXPECT_NEAR((slow.dp_comm - latency) / (fast.dp_comm - latency), (8 * 25e9) / (8 * 1e9), 1e-9);
+}
+
+// A run of ours is priced as it runs: bf16 and fp16 attention through cuDNN's fused kernel
+// (attention_hopper on an H100), fp32 attention and cp's block attention at our own kernels'
+// attention efficiency; the attention term moves by their ratio, nothing else does.
+TEST(PlanTime, OurRunsAttentionIsPricedAsOurBackendRunsIt) {
+  const std::string cfg_path = std::string(FT_SOURCE_DIR) + "/configs/llama-125m.toml";
+  auto job_of = [&](std::vector<std::string> sets) {
+    return job_for_run(load_config(cfg_path, sets), find_gpu("h100-sxm"));
+  };
+  const Job bf16 = job_of({"train.precision=\"bf16\""});
+  const Job fp32 = job_of({"train.precision=\"fp32\""});
+  EXPECT_TRUE(bf16.hopper_attention);
+  EXPECT_FALSE(fp32.hopper_attention);
+  EXPECT_TRUE(job_of({"train.precision=\"fp16\""}).hopper_attention);
+  EXPECT_FALSE(job_of({"train.precision=\"bf16\"", "parallel.cp=2"}).hopper_attention);
+
+  Job fa2 = bf16;
+  fa2.hopper_attention = false;
+  const Layout l = layout_for_run(load_config(cfg_path, {"train.precision=\"bf16\""}));
+  const StepTime cudnn = estimate_step_time(bf16, l), ours = estimate_step_time(fa2, l);
+  ASSERT_GT(ours.attention, 0);
+  EXPECT_NEAR(cudnn.attention, ours.attention * bf16.gpu.eff.attention / bf16.gpu.eff.attention_hopper,
+              1e-9 * ours.attention);
+  EXPECT_DOUBLE_EQ(cudnn.gemm, ours.gemm);
 }
 
 }  // namespace

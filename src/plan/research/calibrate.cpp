@@ -226,8 +226,8 @@ std::string calibration_toml(const Calibration& c, const GpuSpec& device) {
   return fmt::format(
       "# written by `fluxtrain plan --calibrate`; use with `fluxtrain plan --gpu-file`\n"
       "[gpu]\nbase = \"{}\"\n\n[gpu.efficiency]\ngemm = {:.6g}\nattention = {:.6g}\n"
-      "memory_traffic = {:.6g}\n",
-      device.name, c.fitted.gemm, c.fitted.attention, c.fitted.memory_traffic);
+      "attention_hopper = {:.6g}\nmemory_traffic = {:.6g}\n",
+      device.name, c.fitted.gemm, c.fitted.attention, c.fitted.attention_hopper, c.fitted.memory_traffic);
 }
 
 }  // namespace ft::plan
